@@ -1,0 +1,45 @@
+package memory
+
+import "fmt"
+
+// OutOfMemoryError is returned when an allocation would take reserved memory
+// past the pool's capacity. Its message carries what PyTorch's does, plus Hint:
+// the memunet option that would make the allocation fit, when the caller knows it.
+type OutOfMemoryError struct {
+	Requested           int64 // rounded bytes asked for
+	Category            Category
+	Capacity            int64
+	Free                int64 // capacity minus reserved
+	Allocated           int64 // bytes in live buffers
+	ReservedUnallocated int64 // bytes cached by the pool, not in use
+	Hint                string
+}
+
+func (e *OutOfMemoryError) Error() string {
+	msg := fmt.Sprintf("memunet: out of memory: tried to allocate %s (%s). "+
+		"The pool has a total capacity of %s of which %s is free. "+
+		"Of the allocated memory %s is allocated by memunet, and %s is reserved by memunet but unallocated.",
+		FormatBytes(e.Requested), e.Category, FormatBytes(e.Capacity), FormatBytes(e.Free),
+		FormatBytes(e.Allocated), FormatBytes(e.ReservedUnallocated))
+	if e.Hint != "" {
+		msg += " " + e.Hint
+	}
+	return msg
+}
+
+// FormatBytes writes n the way PyTorch's messages do: "32.00 MiB", "6.00 GiB",
+// "0 bytes".
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	f := float64(n)
+	for _, suffix := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		f /= unit
+		if f < unit && f > -unit || suffix == "TiB" {
+			return fmt.Sprintf("%.2f %s", f, suffix)
+		}
+	}
+	panic("unreachable")
+}

@@ -1,0 +1,347 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/tensor"
+)
+
+// BlockRound is the granularity of every allocation, in bytes (PyTorch rounds
+// CUDA allocations to 512 bytes as well).
+const BlockRound = 512
+
+// Category says what an allocation is for; statistics are kept per category.
+type Category uint8
+
+const (
+	Params Category = iota
+	Grads
+	Optimizer
+	Activations
+	Workspace
+	NumCategories int = iota
+)
+
+var categoryNames = [NumCategories]string{"params", "grads", "optimizer", "activations", "workspace"}
+
+func (c Category) String() string {
+	if int(c) < NumCategories {
+		return categoryNames[c]
+	}
+	return fmt.Sprintf("category(%d)", uint8(c))
+}
+
+// Categories lists every category in order.
+func Categories() []Category {
+	return []Category{Params, Grads, Optimizer, Activations, Workspace}
+}
+
+// RoundSize is the number of bytes an allocation of n bytes takes from the pool.
+func RoundSize(n int64) int64 {
+	if n <= 0 {
+		return BlockRound
+	}
+	return (n + BlockRound - 1) / BlockRound * BlockRound
+}
+
+// Buffer is one allocation from a Pool.
+type Buffer struct {
+	pool  *Pool
+	id    uint64
+	cat   Category
+	size  int64     // rounded bytes, what the pool accounts
+	req   int64     // requested bytes
+	words []float32 // backing store, size/4 words; nil once freed
+}
+
+// Category is what the buffer was allocated for.
+func (b *Buffer) Category() Category { return b.cat }
+
+// Size is the rounded number of bytes the buffer takes from its pool.
+func (b *Buffer) Size() int64 { return b.size }
+
+// Float32 is the buffer as float32 values, as many as requested.
+func (b *Buffer) Float32() []float32 {
+	b.mustLive()
+	return b.words[:b.req/4]
+}
+
+// Uint16 is the buffer as 16-bit values (fp16 or bf16 bits), as many as requested.
+func (b *Buffer) Uint16() []uint16 {
+	b.mustLive()
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b.words[0])), b.req/2)
+}
+
+// Bytes is the buffer as bytes, as many as requested.
+func (b *Buffer) Bytes() []byte {
+	b.mustLive()
+	return unsafe.Slice((*byte)(unsafe.Pointer(&b.words[0])), b.req)
+}
+
+// Dense wraps the float32 contents in a gorgonia tensor of the given shape,
+// sharing the buffer's memory (no copy).
+func (b *Buffer) Dense(shape ...int) *tensor.Dense {
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(b.Float32()))
+}
+
+func (b *Buffer) mustLive() {
+	if b.words == nil {
+		panic("memory: use of a freed buffer")
+	}
+}
+
+// Options configures a Pool. The zero value is an unlimited pool without timeline.
+type Options struct {
+	// Capacity is the device size in bytes; 0 means unlimited.
+	Capacity int64
+	// Timeline records an Event for every allocation and free.
+	Timeline bool
+}
+
+// Event is one point of the timeline: the pool's state right after an
+// allocation (Delta > 0) or a free (Delta < 0).
+type Event struct {
+	At        time.Duration // since the pool was made
+	Category  Category
+	Delta     int64
+	Allocated int64
+	Reserved  int64
+}
+
+// Stat is a current value and its peak in the current peak window.
+type Stat struct {
+	Current int64 `json:"current"`
+	Peak    int64 `json:"peak"`
+}
+
+func (s *Stat) add(n int64) {
+	s.Current += n
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+}
+
+// Stats mirror torch.cuda.memory_stats: bytes allocated (live buffers) and
+// reserved (live plus cached), current and peak, per category, and counts.
+type Stats struct {
+	Allocated Stat `json:"allocated_bytes"`
+	Reserved  Stat `json:"reserved_bytes"`
+	// ByCategory is allocated bytes per category, each with its own peak.
+	ByCategory [NumCategories]Stat `json:"allocated_bytes_by_category"`
+	// AtPeak is the split by category of Allocated at the moment of its peak, so
+	// that it adds up to Allocated.Peak.
+	AtPeak [NumCategories]int64 `json:"allocated_at_peak_by_category"`
+	// ActiveBuffers is the number of live buffers.
+	ActiveBuffers int64 `json:"active_buffers"`
+	// NumAllocs and NumFrees count calls since the pool was made.
+	NumAllocs int64 `json:"num_allocs"`
+	NumFrees  int64 `json:"num_frees"`
+	// CacheHits counts allocations served from cached blocks.
+	CacheHits int64 `json:"cache_hits"`
+	// NumOOMs counts allocations that failed for lack of capacity.
+	NumOOMs int64 `json:"num_ooms"`
+	// Capacity is the pool's capacity, 0 if unlimited.
+	Capacity int64 `json:"capacity"`
+}
+
+// Pool is a thread-safe caching allocator with exact accounting.
+type Pool struct {
+	mu       sync.Mutex
+	opts     Options
+	start    time.Time
+	nextID   uint64
+	live     map[uint64]*Buffer
+	cache    map[int64][][]float32 // rounded size -> free backing stores
+	cached   int64                 // bytes in cache
+	stats    Stats
+	timeline []Event
+}
+
+// NewPool makes an empty pool.
+func NewPool(opts Options) *Pool {
+	if opts.Capacity < 0 {
+		panic("memory: negative capacity")
+	}
+	return &Pool{
+		opts:  opts,
+		start: time.Now(),
+		live:  make(map[uint64]*Buffer),
+		cache: make(map[int64][][]float32),
+		stats: Stats{Capacity: opts.Capacity},
+	}
+}
+
+// Capacity is the pool's capacity in bytes (0: unlimited).
+func (p *Pool) Capacity() int64 { return p.opts.Capacity }
+
+// AllocFloat32 allocates n float32 values for cat. Contents are undefined.
+func (p *Pool) AllocFloat32(cat Category, n int) (*Buffer, error) {
+	return p.alloc(cat, int64(n)*4, false)
+}
+
+// AllocUint16 allocates n 16-bit values for cat. Contents are undefined.
+func (p *Pool) AllocUint16(cat Category, n int) (*Buffer, error) {
+	return p.alloc(cat, int64(n)*2, false)
+}
+
+// AllocBytes allocates n bytes for cat. Contents are undefined.
+func (p *Pool) AllocBytes(cat Category, n int) (*Buffer, error) {
+	return p.alloc(cat, int64(n), false)
+}
+
+// AllocFloat32Zeroed allocates n float32 zeros for cat.
+func (p *Pool) AllocFloat32Zeroed(cat Category, n int) (*Buffer, error) {
+	return p.alloc(cat, int64(n)*4, true)
+}
+
+func (p *Pool) alloc(cat Category, req int64, zero bool) (*Buffer, error) {
+	if int(cat) >= NumCategories {
+		panic(fmt.Sprintf("memory: unknown category %d", cat))
+	}
+	if req < 0 {
+		panic(fmt.Sprintf("memory: negative allocation of %d bytes", req))
+	}
+	size := RoundSize(req)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var words []float32
+	if free := p.cache[size]; len(free) > 0 {
+		words = free[len(free)-1]
+		free[len(free)-1] = nil
+		p.cache[size] = free[:len(free)-1]
+		p.cached -= size
+		p.stats.CacheHits++
+		if zero {
+			clear(words)
+		}
+	} else {
+		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
+			p.emptyCacheLocked()
+			if p.stats.Reserved.Current+size > p.opts.Capacity {
+				p.stats.NumOOMs++
+				return nil, &OutOfMemoryError{
+					Requested:           size,
+					Category:            cat,
+					Capacity:            p.opts.Capacity,
+					Free:                p.opts.Capacity - p.stats.Reserved.Current,
+					Allocated:           p.stats.Allocated.Current,
+					ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
+				}
+			}
+		}
+		words = make([]float32, size/4)
+		p.stats.Reserved.add(size)
+	}
+	p.nextID++
+	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, words: words}
+	p.live[b.id] = b
+	p.stats.NumAllocs++
+	p.stats.ActiveBuffers++
+	p.stats.ByCategory[cat].add(size)
+	before := p.stats.Allocated.Peak
+	p.stats.Allocated.add(size)
+	if p.stats.Allocated.Peak > before {
+		for c := range p.stats.AtPeak {
+			p.stats.AtPeak[c] = p.stats.ByCategory[c].Current
+		}
+	}
+	p.record(cat, size)
+	return b, nil
+}
+
+// ErrDoubleFree and ErrForeignBuffer are returned by Free for misuse.
+var (
+	ErrDoubleFree    = errors.New("memory: buffer freed twice")
+	ErrForeignBuffer = errors.New("memory: buffer does not belong to this pool")
+)
+
+// Free returns b's block to the pool's cache. Freeing nil is a no-op.
+func (p *Pool) Free(b *Buffer) error {
+	if b == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b.pool != p {
+		return fmt.Errorf("%w (buffer of %d bytes, %s)", ErrForeignBuffer, b.size, b.cat)
+	}
+	if live, ok := p.live[b.id]; !ok || live != b {
+		return fmt.Errorf("%w (buffer of %d bytes, %s)", ErrDoubleFree, b.size, b.cat)
+	}
+	delete(p.live, b.id)
+	p.cache[b.size] = append(p.cache[b.size], b.words)
+	p.cached += b.size
+	b.words = nil
+	p.stats.NumFrees++
+	p.stats.ActiveBuffers--
+	p.stats.ByCategory[b.cat].add(-b.size)
+	p.stats.Allocated.add(-b.size)
+	p.record(b.cat, -b.size)
+	return nil
+}
+
+// MustFree frees b and panics on misuse; for code that owns b by construction.
+func (p *Pool) MustFree(b *Buffer) {
+	if err := p.Free(b); err != nil {
+		panic(err)
+	}
+}
+
+// EmptyCache releases every cached block: reserved drops to allocated.
+func (p *Pool) EmptyCache() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.emptyCacheLocked()
+}
+
+func (p *Pool) emptyCacheLocked() {
+	if p.cached == 0 {
+		return
+	}
+	clear(p.cache)
+	p.stats.Reserved.add(-p.cached)
+	p.cached = 0
+}
+
+// ResetPeak starts a new peak window: every peak becomes its current value.
+func (p *Pool) ResetPeak() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Allocated.Peak = p.stats.Allocated.Current
+	p.stats.Reserved.Peak = p.stats.Reserved.Current
+	for c := range p.stats.ByCategory {
+		p.stats.ByCategory[c].Peak = p.stats.ByCategory[c].Current
+		p.stats.AtPeak[c] = p.stats.ByCategory[c].Current
+	}
+}
+
+// Stats is a snapshot of the pool's statistics.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+func (p *Pool) record(cat Category, delta int64) {
+	if !p.opts.Timeline {
+		return
+	}
+	p.timeline = append(p.timeline, Event{
+		At: time.Since(p.start), Category: cat, Delta: delta,
+		Allocated: p.stats.Allocated.Current, Reserved: p.stats.Reserved.Current,
+	})
+}
+
+// Timeline returns the recorded events (nil unless Options.Timeline) and
+// starts a new, empty timeline.
+func (p *Pool) Timeline() []Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.timeline
+	p.timeline = nil
+	return t
+}

@@ -1,0 +1,197 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model/kernels"
+)
+
+// Conv2d is a K x K, stride 1 convolution with zero padding Pad.
+// in is (N,InC,H,W), Weight is (OutC,InC,K,K), Bias is (OutC) or nil,
+// out is (N,OutC,H+2Pad-K+1,W+2Pad-K+1).
+type Conv2d struct {
+	InC, OutC, K, Pad int
+	Weight, Bias      *Param
+	// NoInputGrad skips computing din (for a layer fed by the data).
+	NoInputGrad bool
+	in          *Tensor // saved for backward
+}
+
+func newConv2d(pool *memory.Pool, name string, inC, outC, k, pad int, bias bool) (*Conv2d, error) {
+	l := &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad}
+	var err error
+	if l.Weight, err = newParam(pool, name+".weight", true, outC, inC, k, k); err != nil {
+		return nil, err
+	}
+	if bias {
+		if l.Bias, err = newParam(pool, name+".bias", true, outC); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *Conv2d) shape(in *Tensor) kernels.ConvShape {
+	if in.C != l.InC {
+		panic(fmt.Sprintf("model: conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
+	}
+	return kernels.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}
+}
+
+func (l *Conv2d) params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) }
+
+// Forward computes out = conv(in, Weight) + Bias and, in training, keeps in.
+func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	s := l.shape(in)
+	out, err := NewTensor(env.Pool, memory.Activations, s.N, s.OC, s.OH(), s.OW())
+	if err != nil {
+		return nil, err
+	}
+	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
+	if err != nil {
+		out.Release()
+		return nil, err
+	}
+	kernels.Conv2d(s, out.Data(), in.Data(), l.Weight.Data(), l.biasData(), ws)
+	env.Pool.MustFree(wsBuf)
+	if env.Training {
+		l.in = in.Retain()
+	}
+	return out, nil
+}
+
+// Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
+// It consumes dout and releases the saved input.
+func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	in := l.in
+	if in == nil {
+		panic("model: conv backward without a training forward")
+	}
+	s := l.shape(in)
+	var din *Tensor
+	var dinData []float32
+	if !l.NoInputGrad {
+		var err error
+		if din, err = NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W); err != nil {
+			return nil, err
+		}
+		dinData = din.Data()
+	}
+	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
+	if err != nil {
+		din.Release()
+		return nil, err
+	}
+	var dbias []float32
+	if l.Bias != nil {
+		dbias = l.Bias.Grad()
+	}
+	kernels.Conv2dBackward(s, dinData, l.Weight.Grad(), dbias, dout.Data(), in.Data(), l.Weight.Data(), ws)
+	env.Pool.MustFree(wsBuf)
+	dout.Release()
+	in.Release()
+	l.in = nil
+	return din, nil
+}
+
+func (l *Conv2d) biasData() []float32 {
+	if l.Bias == nil {
+		return nil
+	}
+	return l.Bias.Data()
+}
+
+// kaimingNormal fills w with N(0, 2/fanIn), PyTorch's
+// kaiming_normal_(mode="fan_in", nonlinearity="relu").
+func kaimingNormal(rng *rand.Rand, w []float32, fanIn int) {
+	std := math.Sqrt(2 / float64(fanIn))
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * std)
+	}
+}
+
+func appendNonNil(ps []*Param, more ...*Param) []*Param {
+	for _, p := range more {
+		if p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// UpConv is a 2x2, stride 2 transposed convolution (PyTorch's
+// ConvTranspose2d(InC, OutC, 2, stride=2)). in is (N,InC,H,W), Weight is
+// (InC,OutC,2,2), Bias is (OutC), out is (N,OutC,2H,2W).
+type UpConv struct {
+	InC, OutC    int
+	Weight, Bias *Param
+	in           *Tensor
+}
+
+func newUpConv(pool *memory.Pool, name string, inC, outC int) (*UpConv, error) {
+	l := &UpConv{InC: inC, OutC: outC}
+	var err error
+	if l.Weight, err = newParam(pool, name+".weight", true, inC, outC, 2, 2); err != nil {
+		return nil, err
+	}
+	if l.Bias, err = newParam(pool, name+".bias", true, outC); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *UpConv) params() []*Param { return []*Param{l.Weight, l.Bias} }
+
+func (l *UpConv) shape(in *Tensor) kernels.UpConvShape {
+	if in.C != l.InC {
+		panic(fmt.Sprintf("model: transposed conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
+	}
+	return kernels.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
+}
+
+// Forward computes out and, in training, keeps in.
+func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	s := l.shape(in)
+	out, err := NewTensor(env.Pool, memory.Activations, s.N, s.OC, 2*s.H, 2*s.W)
+	if err != nil {
+		return nil, err
+	}
+	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
+	if err != nil {
+		out.Release()
+		return nil, err
+	}
+	kernels.UpConv(s, out.Data(), in.Data(), l.Weight.Data(), l.Bias.Data(), ws)
+	env.Pool.MustFree(wsBuf)
+	if env.Training {
+		l.in = in.Retain()
+	}
+	return out, nil
+}
+
+// Backward accumulates dWeight and dBias and returns din; it consumes dout.
+func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	in := l.in
+	if in == nil {
+		panic("model: transposed conv backward without a training forward")
+	}
+	s := l.shape(in)
+	din, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W)
+	if err != nil {
+		return nil, err
+	}
+	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
+	if err != nil {
+		din.Release()
+		return nil, err
+	}
+	kernels.UpConvBackward(s, din.Data(), l.Weight.Grad(), l.Bias.Grad(), dout.Data(), in.Data(), l.Weight.Data(), ws)
+	env.Pool.MustFree(wsBuf)
+	dout.Release()
+	in.Release()
+	l.in = nil
+	return din, nil
+}

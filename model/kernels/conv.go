@@ -1,0 +1,272 @@
+package kernels
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// ConvShape describes a stride-1, zero-padded 2D convolution:
+// in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
+// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1.
+type ConvShape struct{ N, C, H, W, OC, K, Pad int }
+
+// OH is the output height.
+func (s ConvShape) OH() int { return s.H + 2*s.Pad - s.K + 1 }
+
+// OW is the output width.
+func (s ConvShape) OW() int { return s.W + 2*s.Pad - s.K + 1 }
+
+// InSize, OutSize and WeightSize are element counts.
+func (s ConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
+func (s ConvShape) OutSize() int    { return s.N * s.OC * s.OH() * s.OW() }
+func (s ConvShape) WeightSize() int { return s.OC * s.C * s.K * s.K }
+
+// Direct reports whether the convolution is a plain matrix product per image
+// (1x1, no padding), which needs no im2col workspace.
+func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 }
+
+// WorkspaceSize is the number of float32 values the fast forward and backward
+// kernels need as workspace: one image's im2col matrix (C*K*K, OH*OW), or 0.
+func (s ConvShape) WorkspaceSize() int {
+	if s.Direct() {
+		return 0
+	}
+	return s.C * s.K * s.K * s.OH() * s.OW()
+}
+
+func (s ConvShape) check(out, in, w, bias, ws int, hasBias bool) {
+	if s.N <= 0 || s.C <= 0 || s.H <= 0 || s.W <= 0 || s.OC <= 0 || s.K <= 0 || s.Pad < 0 || s.OH() <= 0 || s.OW() <= 0 {
+		panic(fmt.Sprintf("kernels: bad conv shape %+v", s))
+	}
+	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < s.WorkspaceSize() {
+		panic(fmt.Sprintf("kernels: conv %+v: sizes out=%d in=%d w=%d bias=%d ws=%d do not match", s, out, in, w, bias, ws))
+	}
+}
+
+// Conv2dNaive computes
+//
+//	out[n,o,y,x] = bias[o] + sum_{c,i,j} w[o,c,i,j] * in[n,c,y+i-Pad,x+j-Pad]
+//
+// with in taken as 0 outside the image. bias may be nil.
+func Conv2dNaive[T float32 | float64](s ConvShape, out, in, w, bias []T) {
+	s.check(len(out), len(in), len(w), len(bias), s.WorkspaceSize(), bias != nil)
+	OH, OW, K := s.OH(), s.OW(), s.K
+	for n := 0; n < s.N; n++ {
+		for o := 0; o < s.OC; o++ {
+			for y := 0; y < OH; y++ {
+				for x := 0; x < OW; x++ {
+					var acc T
+					if bias != nil {
+						acc = bias[o]
+					}
+					for c := 0; c < s.C; c++ {
+						for i := 0; i < K; i++ {
+							iy := y + i - s.Pad
+							if iy < 0 || iy >= s.H {
+								continue
+							}
+							for j := 0; j < K; j++ {
+								ix := x + j - s.Pad
+								if ix < 0 || ix >= s.W {
+									continue
+								}
+								acc += w[((o*s.C+c)*K+i)*K+j] * in[((n*s.C+c)*s.H+iy)*s.W+ix]
+							}
+						}
+					}
+					out[((n*s.OC+o)*OH+y)*OW+x] = acc
+				}
+			}
+		}
+	}
+}
+
+// Conv2dBackwardNaive computes, for dout of out's shape,
+//
+//	din[n,c,y,x]  = sum_{o,i,j} w[o,c,i,j] * dout[n,o,y-i+Pad,x-j+Pad]   (overwritten; skipped if din is nil)
+//	dw[o,c,i,j]  += sum_{n,y,x} dout[n,o,y,x] * in[n,c,y+i-Pad,x+j-Pad]
+//	dbias[o]     += sum_{n,y,x} dout[n,o,y,x]                           (skipped if dbias is nil)
+func Conv2dBackwardNaive[T float32 | float64](s ConvShape, din, dw, dbias, dout, in, w []T) {
+	s.check(len(dout), len(in), len(w), len(dbias), s.WorkspaceSize(), dbias != nil)
+	if din != nil && len(din) != len(in) || len(dw) != len(w) {
+		panic("kernels: conv backward: din/dw sizes do not match in/w")
+	}
+	clear(din)
+	OH, OW, K := s.OH(), s.OW(), s.K
+	for n := 0; n < s.N; n++ {
+		for o := 0; o < s.OC; o++ {
+			for y := 0; y < OH; y++ {
+				for x := 0; x < OW; x++ {
+					g := dout[((n*s.OC+o)*OH+y)*OW+x]
+					if dbias != nil {
+						dbias[o] += g
+					}
+					for c := 0; c < s.C; c++ {
+						for i := 0; i < K; i++ {
+							iy := y + i - s.Pad
+							if iy < 0 || iy >= s.H {
+								continue
+							}
+							for j := 0; j < K; j++ {
+								ix := x + j - s.Pad
+								if ix < 0 || ix >= s.W {
+									continue
+								}
+								wi := ((o*s.C+c)*K+i)*K + j
+								ii := ((n*s.C+c)*s.H+iy)*s.W + ix
+								dw[wi] += g * in[ii]
+								if din != nil {
+									din[ii] += g * w[wi]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Conv2d is the fast forward kernel: per image, im2col into ws then one GEMM
+// out_n (OC, OH*OW) = w (OC, C*K*K) x col (C*K*K, OH*OW), parallel over cores.
+// ws must hold s.WorkspaceSize() values. bias may be nil. Same result as
+// Conv2dNaive up to float32 summation order.
+func Conv2d(s ConvShape, out, in, w, bias, ws []float32) {
+	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
+	var impl gonum.Implementation
+	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
+	inImage, outImage := s.C*s.H*s.W, s.OC*P
+	for n := 0; n < s.N; n++ {
+		col := in[n*inImage : (n+1)*inImage]
+		if !s.Direct() {
+			col = ws[:CKK*P]
+			im2col(s, col, in[n*inImage:(n+1)*inImage])
+		}
+		o := out[n*outImage : (n+1)*outImage]
+		impl.Sgemm(blas.NoTrans, blas.NoTrans, s.OC, P, CKK, 1, w, CKK, col, P, 0, o, P)
+		if bias != nil {
+			ParallelFor(s.OC, 1, func(lo, hi int) {
+				for oc := lo; oc < hi; oc++ {
+					b, row := bias[oc], o[oc*P:(oc+1)*P]
+					for i := range row {
+						row[i] += b
+					}
+				}
+			})
+		}
+	}
+}
+
+// Conv2dBackward is the fast backward kernel (see Conv2dBackwardNaive for
+// what it computes). Per image: dw += dout_n x col^T, then
+// col = w^T x dout_n and col2im into din_n. din and dbias may be nil.
+func Conv2dBackward(s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	s.check(len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
+	if din != nil && len(din) != len(in) || len(dw) != len(w) {
+		panic("kernels: conv backward: din/dw sizes do not match in/w")
+	}
+	var impl gonum.Implementation
+	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
+	inImage, outImage := s.C*s.H*s.W, s.OC*P
+	for n := 0; n < s.N; n++ {
+		g := dout[n*outImage : (n+1)*outImage]
+		x := in[n*inImage : (n+1)*inImage]
+		col := x
+		if !s.Direct() {
+			col = ws[:CKK*P]
+			im2col(s, col, x)
+		}
+		impl.Sgemm(blas.NoTrans, blas.Trans, s.OC, CKK, P, 1, g, P, col, P, 1, dw, CKK)
+		if dbias != nil {
+			ParallelFor(s.OC, 1, func(lo, hi int) {
+				for oc := lo; oc < hi; oc++ {
+					var sum float32
+					for _, v := range g[oc*P : (oc+1)*P] {
+						sum += v
+					}
+					dbias[oc] += sum
+				}
+			})
+		}
+		if din == nil {
+			continue
+		}
+		dx := din[n*inImage : (n+1)*inImage]
+		if s.Direct() {
+			impl.Sgemm(blas.Trans, blas.NoTrans, s.C, P, s.OC, 1, w, s.C, g, P, 0, dx, P)
+			continue
+		}
+		impl.Sgemm(blas.Trans, blas.NoTrans, CKK, P, s.OC, 1, w, CKK, g, P, 0, col, P)
+		col2im(s, dx, col)
+	}
+}
+
+// im2col writes one image x (C,H,W) as col (C*K*K, OH*OW):
+// col[(c*K+i)*K+j, y*OW+x] = x[c, y+i-Pad, x+j-Pad], 0 outside the image.
+func im2col(s ConvShape, col, x []float32) {
+	OH, OW, K := s.OH(), s.OW(), s.K
+	P := OH * OW
+	ParallelFor(s.C*K*K, 1, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			c, i, j := r/(K*K), r/K%K, r%K
+			dst := col[r*P : (r+1)*P]
+			plane := x[c*s.H*s.W : (c+1)*s.H*s.W]
+			for y := 0; y < OH; y++ {
+				row := dst[y*OW : (y+1)*OW]
+				iy := y + i - s.Pad
+				if iy < 0 || iy >= s.H {
+					clear(row)
+					continue
+				}
+				src := plane[iy*s.W : (iy+1)*s.W]
+				// x+j-Pad is in [0,W) for x in [x0,x1). x0 is capped at OW:
+				// when Pad-j > OW (kernel wider than image plus padding)
+				// row[:Pad-j] would reach past the row into the next one,
+				// which may belong to another goroutine.
+				x0, x1 := max(0, s.Pad-j), min(OW, s.W+s.Pad-j)
+				clear(row[:x0])
+				if x1 > x0 {
+					copy(row[x0:x1], src[x0+j-s.Pad:x1+j-s.Pad])
+				}
+				if x1 < OW {
+					clear(row[max(x1, x0):])
+				}
+			}
+		}
+	})
+}
+
+// col2im is im2col's adjoint: dx (C,H,W) = sum of col's entries back at the
+// pixels they were read from. Parallel over channels, so no two goroutines
+// write the same pixel.
+func col2im(s ConvShape, dx, col []float32) {
+	OH, OW, K := s.OH(), s.OW(), s.K
+	P := OH * OW
+	ParallelFor(s.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			plane := dx[c*s.H*s.W : (c+1)*s.H*s.W]
+			clear(plane)
+			for i := 0; i < K; i++ {
+				for j := 0; j < K; j++ {
+					src := col[((c*K+i)*K+j)*P : ((c*K+i)*K+j+1)*P]
+					x0, x1 := max(0, s.Pad-j), min(OW, s.W+s.Pad-j)
+					if x1 <= x0 {
+						continue
+					}
+					for y := 0; y < OH; y++ {
+						iy := y + i - s.Pad
+						if iy < 0 || iy >= s.H {
+							continue
+						}
+						dst := plane[iy*s.W+x0+j-s.Pad : iy*s.W+x1+j-s.Pad]
+						for k, v := range src[y*OW+x0 : y*OW+x1] {
+							dst[k] += v
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,168 @@
+package kernels
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// UpConvShape describes a 2x2, stride-2 transposed convolution (PyTorch's
+// ConvTranspose2d(C, OC, 2, stride=2)): in is (N,C,H,W), w is (C,OC,2,2),
+// bias is (OC), out is (N,OC,2H,2W).
+type UpConvShape struct{ N, C, H, W, OC int }
+
+func (s UpConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
+func (s UpConvShape) OutSize() int    { return s.N * s.OC * 4 * s.H * s.W }
+func (s UpConvShape) WeightSize() int { return s.C * s.OC * 4 }
+
+// WorkspaceSize is the float32 count the fast kernels need: one image's
+// (OC*4, H*W) product before it is interleaved into (OC,2H,2W).
+func (s UpConvShape) WorkspaceSize() int { return s.OC * 4 * s.H * s.W }
+
+func (s UpConvShape) check(out, in, w, bias, ws int, hasBias bool) {
+	if s.N <= 0 || s.C <= 0 || s.H <= 0 || s.W <= 0 || s.OC <= 0 {
+		panic(fmt.Sprintf("kernels: bad transposed conv shape %+v", s))
+	}
+	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < s.WorkspaceSize() {
+		panic(fmt.Sprintf("kernels: transposed conv %+v: sizes out=%d in=%d w=%d bias=%d ws=%d do not match", s, out, in, w, bias, ws))
+	}
+}
+
+// UpConvNaive computes
+//
+//	out[n,o,2y+a,2x+b] = bias[o] + sum_c in[n,c,y,x] * w[c,o,a,b]
+//
+// bias may be nil.
+func UpConvNaive[T float32 | float64](s UpConvShape, out, in, w, bias []T) {
+	s.check(len(out), len(in), len(w), len(bias), s.WorkspaceSize(), bias != nil)
+	W2 := 2 * s.W
+	for n := 0; n < s.N; n++ {
+		for o := 0; o < s.OC; o++ {
+			for y := 0; y < 2*s.H; y++ {
+				for x := 0; x < W2; x++ {
+					var acc T
+					if bias != nil {
+						acc = bias[o]
+					}
+					for c := 0; c < s.C; c++ {
+						acc += in[((n*s.C+c)*s.H+y/2)*s.W+x/2] * w[((c*s.OC+o)*2+y%2)*2+x%2]
+					}
+					out[((n*s.OC+o)*2*s.H+y)*W2+x] = acc
+				}
+			}
+		}
+	}
+}
+
+// UpConvBackwardNaive computes
+//
+//	din[n,c,y,x]  = sum_{o,a,b} w[c,o,a,b] * dout[n,o,2y+a,2x+b]   (overwritten; skipped if din is nil)
+//	dw[c,o,a,b]  += sum_{n,y,x} in[n,c,y,x] * dout[n,o,2y+a,2x+b]
+//	dbias[o]     += sum_{n,y,x} dout[n,o,y,x]                     (skipped if dbias is nil)
+func UpConvBackwardNaive[T float32 | float64](s UpConvShape, din, dw, dbias, dout, in, w []T) {
+	s.check(len(dout), len(in), len(w), len(dbias), s.WorkspaceSize(), dbias != nil)
+	if din != nil && len(din) != len(in) || len(dw) != len(w) {
+		panic("kernels: transposed conv backward: din/dw sizes do not match in/w")
+	}
+	clear(din)
+	W2 := 2 * s.W
+	for n := 0; n < s.N; n++ {
+		for o := 0; o < s.OC; o++ {
+			for y := 0; y < 2*s.H; y++ {
+				for x := 0; x < W2; x++ {
+					g := dout[((n*s.OC+o)*2*s.H+y)*W2+x]
+					if dbias != nil {
+						dbias[o] += g
+					}
+					for c := 0; c < s.C; c++ {
+						ii := ((n*s.C+c)*s.H+y/2)*s.W + x/2
+						wi := ((c*s.OC+o)*2+y%2)*2 + x%2
+						dw[wi] += in[ii] * g
+						if din != nil {
+							din[ii] += w[wi] * g
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// UpConv is the fast forward kernel: per image one GEMM
+// tmp (OC*4, H*W) = w^T (OC*4, C) x in_n (C, H*W) into ws, then tmp is
+// interleaved into out_n (OC,2H,2W) with the bias added.
+func UpConv(s UpConvShape, out, in, w, bias, ws []float32) {
+	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
+	var impl gonum.Implementation
+	HW, OC4 := s.H*s.W, s.OC*4
+	for n := 0; n < s.N; n++ {
+		x := in[n*s.C*HW : (n+1)*s.C*HW]
+		tmp := ws[:OC4*HW]
+		impl.Sgemm(blas.Trans, blas.NoTrans, OC4, HW, s.C, 1, w, OC4, x, HW, 0, tmp, HW)
+		o := out[n*OC4*HW : (n+1)*OC4*HW]
+		ParallelFor(s.OC, 1, func(lo, hi int) {
+			for oc := lo; oc < hi; oc++ {
+				var b float32
+				if bias != nil {
+					b = bias[oc]
+				}
+				plane := o[oc*4*HW : (oc+1)*4*HW]
+				for ab := 0; ab < 4; ab++ {
+					a, bb := ab/2, ab%2
+					src := tmp[(oc*4+ab)*HW : (oc*4+ab+1)*HW]
+					for y := 0; y < s.H; y++ {
+						dst := plane[(2*y+a)*2*s.W:]
+						for xx, v := range src[y*s.W : (y+1)*s.W] {
+							dst[2*xx+bb] = v + b
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// UpConvBackward is the fast backward kernel (see UpConvBackwardNaive): per
+// image dout_n is gathered into ws as (OC*4, H*W), then dw += in_n x ws^T and
+// din_n = w x ws. din and dbias may be nil.
+func UpConvBackward(s UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	s.check(len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
+	if din != nil && len(din) != len(in) || len(dw) != len(w) {
+		panic("kernels: transposed conv backward: din/dw sizes do not match in/w")
+	}
+	var impl gonum.Implementation
+	HW, OC4 := s.H*s.W, s.OC*4
+	for n := 0; n < s.N; n++ {
+		g := dout[n*OC4*HW : (n+1)*OC4*HW]
+		tmp := ws[:OC4*HW]
+		ParallelFor(s.OC, 1, func(lo, hi int) {
+			for oc := lo; oc < hi; oc++ {
+				plane := g[oc*4*HW : (oc+1)*4*HW]
+				var sum float32
+				for ab := 0; ab < 4; ab++ {
+					a, bb := ab/2, ab%2
+					dst := tmp[(oc*4+ab)*HW : (oc*4+ab+1)*HW]
+					for y := 0; y < s.H; y++ {
+						src := plane[(2*y+a)*2*s.W:]
+						row := dst[y*s.W : (y+1)*s.W]
+						for xx := range row {
+							row[xx] = src[2*xx+bb]
+						}
+					}
+				}
+				if dbias != nil {
+					for _, v := range plane {
+						sum += v
+					}
+					dbias[oc] += sum
+				}
+			}
+		})
+		x := in[n*s.C*HW : (n+1)*s.C*HW]
+		impl.Sgemm(blas.NoTrans, blas.Trans, s.C, OC4, HW, 1, x, HW, tmp, HW, 1, dw, OC4)
+		if din != nil {
+			impl.Sgemm(blas.NoTrans, blas.NoTrans, s.C, HW, OC4, 1, w, OC4, tmp, HW, 0, din[n*s.C*HW:(n+1)*s.C*HW], HW)
+		}
+	}
+}

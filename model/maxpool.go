@@ -1,0 +1,97 @@
+package model
+
+import (
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model/kernels"
+)
+
+// MaxPool2 is PyTorch's MaxPool2d(2): in (N,C,H,W), out (N,C,H/2,W/2)
+// (odd rows or columns at the end are dropped). For backward it keeps one
+// byte per output, the position 0..3 of the maximum in its 2x2 window (the
+// first one on ties, as PyTorch does), instead of the input: a quarter of the
+// output's float32 bytes.
+type MaxPool2 struct {
+	inShape [4]int
+	argmax  *memory.Buffer
+}
+
+// Forward takes the maximum of each 2x2 window.
+func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	OH, OW := in.H/2, in.W/2
+	if OH == 0 || OW == 0 {
+		panic("model: max pool of an input smaller than 2x2")
+	}
+	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, OH, OW)
+	if err != nil {
+		return nil, err
+	}
+	var idx []byte
+	if env.Training {
+		if l.argmax, err = env.Pool.AllocBytes(memory.Activations, out.Len()); err != nil {
+			out.Release()
+			return nil, err
+		}
+		idx = l.argmax.Bytes()
+		l.inShape = in.Shape()
+	}
+	x, y := in.Data(), out.Data()
+	kernels.ParallelFor(in.N*in.C, 1, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			src := x[p*in.H*in.W : (p+1)*in.H*in.W]
+			for oy := 0; oy < OH; oy++ {
+				r0 := src[2*oy*in.W:]
+				r1 := src[(2*oy+1)*in.W:]
+				for ox := 0; ox < OW; ox++ {
+					best, at := r0[2*ox], byte(0)
+					if v := r0[2*ox+1]; v > best {
+						best, at = v, 1
+					}
+					if v := r1[2*ox]; v > best {
+						best, at = v, 2
+					}
+					if v := r1[2*ox+1]; v > best {
+						best, at = v, 3
+					}
+					o := (p*OH+oy)*OW + ox
+					y[o] = best
+					if idx != nil {
+						idx[o] = at
+					}
+				}
+			}
+		}
+	})
+	return out, nil
+}
+
+// Backward routes each dout value to the position of its window's maximum;
+// every other input position gets 0. It consumes dout.
+func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	if l.argmax == nil {
+		panic("model: max pool backward without a training forward")
+	}
+	N, C, H, W := l.inShape[0], l.inShape[1], l.inShape[2], l.inShape[3]
+	din, err := NewTensor(env.Pool, memory.Activations, N, C, H, W)
+	if err != nil {
+		return nil, err
+	}
+	OH, OW := H/2, W/2
+	idx, dy, dx := l.argmax.Bytes(), dout.Data(), din.Data()
+	kernels.ParallelFor(N*C, 1, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			plane := dx[p*H*W : (p+1)*H*W]
+			clear(plane)
+			for oy := 0; oy < OH; oy++ {
+				for ox := 0; ox < OW; ox++ {
+					o := (p*OH+oy)*OW + ox
+					at := int(idx[o])
+					plane[(2*oy+at/2)*W+2*ox+at%2] = dy[o]
+				}
+			}
+		}
+	})
+	dout.Release()
+	env.Pool.MustFree(l.argmax)
+	l.argmax = nil
+	return din, nil
+}

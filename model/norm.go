@@ -1,0 +1,351 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model/kernels"
+)
+
+// BatchNorm2d is PyTorch's BatchNorm2d(C, eps=1e-5, momentum=0.1, affine).
+// In training, x (N,C,H,W) is normalized per channel with the batch mean and
+// biased variance over (N,H,W), and the running statistics are updated as
+// running = (1-Momentum)*running + Momentum*batch, with the unbiased variance.
+// In eval, the running statistics are used.
+type BatchNorm2d struct {
+	C                       int
+	Eps, Momentum           float64
+	Weight, Bias            *Param // gamma, beta: (C)
+	RunningMean, RunningVar *Param // (C), not trainable
+	NumBatchesTracked       int64
+	in                      *Tensor
+	stats                   *memory.Buffer // saved mean[C], invstd[C]
+}
+
+func newBatchNorm2d(pool *memory.Pool, name string, c int) (*BatchNorm2d, error) {
+	l := &BatchNorm2d{C: c, Eps: 1e-5, Momentum: 0.1}
+	var err error
+	for _, p := range []struct {
+		dst       **Param
+		name      string
+		trainable bool
+		fill      float32
+	}{
+		{&l.Weight, ".weight", true, 1}, {&l.Bias, ".bias", true, 0},
+		{&l.RunningMean, ".running_mean", false, 0}, {&l.RunningVar, ".running_var", false, 1},
+	} {
+		if *p.dst, err = newParam(pool, name+p.name, p.trainable, c); err != nil {
+			return nil, err
+		}
+		fill((*p.dst).Data(), p.fill)
+	}
+	return l, nil
+}
+
+func (l *BatchNorm2d) params() []*Param {
+	return []*Param{l.Weight, l.Bias, l.RunningMean, l.RunningVar}
+}
+
+func (l *BatchNorm2d) check(in *Tensor) {
+	if in.C != l.C {
+		panic(fmt.Sprintf("model: batch norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
+	}
+}
+
+// Forward normalizes in; in training it keeps in and the batch statistics.
+func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	l.check(in)
+	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W)
+	if err != nil {
+		return nil, err
+	}
+	x, y := in.Data(), out.Data()
+	gamma, beta := l.Weight.Data(), l.Bias.Data()
+	rm, rv := l.RunningMean.Data(), l.RunningVar.Data()
+	HW, M := in.H*in.W, in.N*in.H*in.W
+	if !env.Training {
+		kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				invstd := 1 / math.Sqrt(float64(rv[c])+l.Eps)
+				scale := float32(float64(gamma[c]) * invstd)
+				shift := beta[c] - rm[c]*scale
+				for n := 0; n < in.N; n++ {
+					off := (n*l.C + c) * HW
+					for i, v := range x[off : off+HW] {
+						y[off+i] = v*scale + shift
+					}
+				}
+			}
+		})
+		return out, nil
+	}
+	stats, err := env.Pool.AllocFloat32(memory.Activations, 2*l.C)
+	if err != nil {
+		out.Release()
+		return nil, err
+	}
+	mean, inv := stats.Float32()[:l.C], stats.Float32()[l.C:]
+	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			var sum float64
+			for n := 0; n < in.N; n++ {
+				off := (n*l.C + c) * HW
+				for _, v := range x[off : off+HW] {
+					sum += float64(v)
+				}
+			}
+			mu := sum / float64(M)
+			var ss float64
+			for n := 0; n < in.N; n++ {
+				off := (n*l.C + c) * HW
+				for _, v := range x[off : off+HW] {
+					d := float64(v) - mu
+					ss += d * d
+				}
+			}
+			variance := ss / float64(M)
+			invstd := 1 / math.Sqrt(variance+l.Eps)
+			mean[c], inv[c] = float32(mu), float32(invstd)
+			scale := float32(float64(gamma[c]) * invstd)
+			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
+			for n := 0; n < in.N; n++ {
+				off := (n*l.C + c) * HW
+				for i, v := range x[off : off+HW] {
+					y[off+i] = v*scale + shift
+				}
+			}
+			unbiased := variance
+			if M > 1 {
+				unbiased = ss / float64(M-1)
+			}
+			rm[c] = float32((1-l.Momentum)*float64(rm[c]) + l.Momentum*mu)
+			rv[c] = float32((1-l.Momentum)*float64(rv[c]) + l.Momentum*unbiased)
+		}
+	})
+	l.NumBatchesTracked++
+	l.in, l.stats = in.Retain(), stats
+	return out, nil
+}
+
+// Backward accumulates dWeight, dBias and returns
+// din = gamma*invstd*(dout - mean(dout) - xhat*mean(dout*xhat)), per channel.
+// It consumes dout (reusing its buffer for din when it holds the only reference).
+func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	in := l.in
+	if in == nil {
+		panic("model: batch norm backward without a training forward")
+	}
+	mustSameShape("batch norm backward", in, dout)
+	din, err := gradTensorLike(env, dout)
+	if err != nil {
+		return nil, err
+	}
+	x, dy, dx := in.Data(), dout.Data(), din.Data()
+	gamma := l.Weight.Data()
+	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
+	mean, inv := l.stats.Float32()[:l.C], l.stats.Float32()[l.C:]
+	HW, M := in.H*in.W, float64(in.N*in.H*in.W)
+	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			mu, invstd := mean[c], inv[c]
+			var sdy, sdyx float64
+			for n := 0; n < in.N; n++ {
+				off := (n*l.C + c) * HW
+				for i, g := range dy[off : off+HW] {
+					sdy += float64(g)
+					sdyx += float64(g) * float64((x[off+i]-mu)*invstd)
+				}
+			}
+			dgamma[c] += float32(sdyx)
+			dbeta[c] += float32(sdy)
+			k := gamma[c] * invstd
+			mdy, mdyx := float32(sdy/M), float32(sdyx/M)
+			for n := 0; n < in.N; n++ {
+				off := (n*l.C + c) * HW
+				for i, g := range dy[off : off+HW] {
+					xhat := (x[off+i] - mu) * invstd
+					dx[off+i] = k * (g - mdy - xhat*mdyx)
+				}
+			}
+		}
+	})
+	if din != dout {
+		dout.Release()
+	}
+	in.Release()
+	env.Pool.MustFree(l.stats)
+	l.in, l.stats = nil, nil
+	return din, nil
+}
+
+// GroupNorm is PyTorch's GroupNorm(Groups, C, eps=1e-5, affine): x (N,C,H,W)
+// is normalized over each (sample, group of C/Groups channels) with the
+// biased variance, then scaled and shifted per channel. It has no running
+// statistics, so training and eval compute the same.
+type GroupNorm struct {
+	C, Groups    int
+	Eps          float64
+	Weight, Bias *Param
+	in           *Tensor
+	stats        *memory.Buffer // saved mean[N*G], invstd[N*G]
+}
+
+func newGroupNorm(pool *memory.Pool, name string, groups, c int) (*GroupNorm, error) {
+	if groups <= 0 || c%groups != 0 {
+		return nil, fmt.Errorf("model: group norm %s: %d channels are not divisible into %d groups", name, c, groups)
+	}
+	l := &GroupNorm{C: c, Groups: groups, Eps: 1e-5}
+	var err error
+	if l.Weight, err = newParam(pool, name+".weight", true, c); err != nil {
+		return nil, err
+	}
+	fill(l.Weight.Data(), 1)
+	if l.Bias, err = newParam(pool, name+".bias", true, c); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *GroupNorm) params() []*Param { return []*Param{l.Weight, l.Bias} }
+
+// Forward normalizes in; in training it keeps in and the group statistics.
+func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	if in.C != l.C {
+		panic(fmt.Sprintf("model: group norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
+	}
+	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := env.Pool.AllocFloat32(memory.Activations, 2*in.N*l.Groups)
+	if err != nil {
+		out.Release()
+		return nil, err
+	}
+	NG := in.N * l.Groups
+	mean, inv := stats.Float32()[:NG], stats.Float32()[NG:]
+	x, y := in.Data(), out.Data()
+	gamma, beta := l.Weight.Data(), l.Bias.Data()
+	HW, cg := in.H*in.W, l.C/l.Groups
+	size := cg * HW
+	kernels.ParallelFor(NG, 1, func(lo, hi int) {
+		for ng := lo; ng < hi; ng++ {
+			xs := x[ng*size : (ng+1)*size]
+			var sum float64
+			for _, v := range xs {
+				sum += float64(v)
+			}
+			mu := sum / float64(size)
+			var ss float64
+			for _, v := range xs {
+				d := float64(v) - mu
+				ss += d * d
+			}
+			invstd := 1 / math.Sqrt(ss/float64(size)+l.Eps)
+			mean[ng], inv[ng] = float32(mu), float32(invstd)
+			for ci := 0; ci < cg; ci++ {
+				c := ng%l.Groups*cg + ci
+				scale := float32(float64(gamma[c]) * invstd)
+				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
+				off := ci * HW
+				ys := y[ng*size+off : ng*size+off+HW]
+				for i, v := range xs[off : off+HW] {
+					ys[i] = v*scale + shift
+				}
+			}
+		}
+	})
+	if env.Training {
+		l.in, l.stats = in.Retain(), stats
+	} else {
+		env.Pool.MustFree(stats)
+	}
+	return out, nil
+}
+
+// Backward accumulates dWeight, dBias and returns din; it consumes dout.
+func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	in := l.in
+	if in == nil {
+		panic("model: group norm backward without a training forward")
+	}
+	mustSameShape("group norm backward", in, dout)
+	x, dy := in.Data(), dout.Data()
+	NG := in.N * l.Groups
+	mean, inv := l.stats.Float32()[:NG], l.stats.Float32()[NG:]
+	gamma := l.Weight.Data()
+	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
+	HW, cg := in.H*in.W, l.C/l.Groups
+	size := cg * HW
+	// Parameter gradients first, per channel, before din may overwrite dout.
+	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			var sdy, sdyx float64
+			for n := 0; n < in.N; n++ {
+				ng := n*l.Groups + c/cg
+				mu, invstd := mean[ng], inv[ng]
+				off := (n*l.C + c) * HW
+				for i, g := range dy[off : off+HW] {
+					sdy += float64(g)
+					sdyx += float64(g) * float64((x[off+i]-mu)*invstd)
+				}
+			}
+			dgamma[c] += float32(sdyx)
+			dbeta[c] += float32(sdy)
+		}
+	})
+	din, err := gradTensorLike(env, dout)
+	if err != nil {
+		return nil, err
+	}
+	dx := din.Data()
+	kernels.ParallelFor(NG, 1, func(lo, hi int) {
+		for ng := lo; ng < hi; ng++ {
+			mu, invstd := mean[ng], inv[ng]
+			base := ng * size
+			var s, sx float64 // sums of dxhat and dxhat*xhat
+			for ci := 0; ci < cg; ci++ {
+				gm := gamma[ng%l.Groups*cg+ci]
+				off := base + ci*HW
+				for i, g := range dy[off : off+HW] {
+					d := float64(g * gm)
+					s += d
+					sx += d * float64((x[off+i]-mu)*invstd)
+				}
+			}
+			ms, msx := float32(s/float64(size)), float32(sx/float64(size))
+			for ci := 0; ci < cg; ci++ {
+				gm := gamma[ng%l.Groups*cg+ci]
+				off := base + ci*HW
+				for i, g := range dy[off : off+HW] {
+					xhat := (x[off+i] - mu) * invstd
+					dx[off+i] = invstd * (g*gm - ms - xhat*msx)
+				}
+			}
+		}
+	})
+	if din != dout {
+		dout.Release()
+	}
+	in.Release()
+	env.Pool.MustFree(l.stats)
+	l.in, l.stats = nil, nil
+	return din, nil
+}
+
+// gradTensorLike returns a tensor to write din into: dout itself when the
+// caller holds its only reference (the backward then works in place), else a
+// new tensor of the same shape.
+func gradTensorLike(env *Env, dout *Tensor) (*Tensor, error) {
+	if dout.Refs() == 1 {
+		return dout, nil
+	}
+	return NewTensor(env.Pool, memory.Activations, dout.N, dout.C, dout.H, dout.W)
+}
+
+func fill(xs []float32, v float32) {
+	for i := range xs {
+		xs[i] = v
+	}
+}

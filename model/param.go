@@ -1,0 +1,62 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/memory"
+	"gorgonia.org/tensor"
+)
+
+// Param is a named model tensor: a trainable parameter with its gradient, or
+// (Trainable false) a buffer such as BatchNorm's running mean, without one.
+type Param struct {
+	// Name is the PyTorch state_dict key, e.g. "down1.maxpool_conv.1.double_conv.0.weight".
+	Name      string
+	Shape     []int
+	Trainable bool
+	value     *memory.Buffer // params category
+	grad      *memory.Buffer // grads category; nil unless Trainable
+}
+
+func newParam(pool *memory.Pool, name string, trainable bool, shape ...int) (*Param, error) {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	p := &Param{Name: name, Shape: shape, Trainable: trainable}
+	var err error
+	if p.value, err = pool.AllocFloat32Zeroed(memory.Params, n); err != nil {
+		return nil, fmt.Errorf("allocating %s: %w", name, err)
+	}
+	if trainable {
+		if p.grad, err = pool.AllocFloat32Zeroed(memory.Grads, n); err != nil {
+			pool.MustFree(p.value)
+			return nil, fmt.Errorf("allocating the gradient of %s: %w", name, err)
+		}
+	}
+	return p, nil
+}
+
+// Len is the number of values.
+func (p *Param) Len() int { return len(p.value.Float32()) }
+
+// Data is the value, row-major in Shape.
+func (p *Param) Data() []float32 { return p.value.Float32() }
+
+// Grad is the accumulated gradient (nil unless Trainable).
+func (p *Param) Grad() []float32 {
+	if p.grad == nil {
+		return nil
+	}
+	return p.grad.Float32()
+}
+
+// Dense views the value as a gorgonia tensor sharing its memory.
+func (p *Param) Dense() *tensor.Dense { return p.value.Dense(p.Shape...) }
+
+func (p *Param) free(pool *memory.Pool) {
+	pool.MustFree(p.value)
+	if p.grad != nil {
+		pool.MustFree(p.grad)
+	}
+}

@@ -1,0 +1,424 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/memunet/memunet/memory"
+)
+
+// UpMode is how the decoder doubles the resolution.
+type UpMode string
+
+// NormKind is the normalization inside each DoubleConv.
+type NormKind string
+
+const (
+	UpBilinear  UpMode = "bilinear"  // Upsample2 (align_corners=False), channels kept
+	UpTranspose UpMode = "transpose" // UpConv 2x2 stride 2, channels halved
+
+	NormBatch NormKind = "batch" // BatchNorm2d
+	NormGroup NormKind = "group" // GroupNorm with Config.Groups groups
+	NormNone  NormKind = "none"  // no norm; the convolutions get a bias instead
+)
+
+// Config is the UNet's architecture. Encoder widths are Base*2^i for
+// i = 0..Depth, with 2x2 max pooling between levels; the input's height and
+// width must be divisible by 2^Depth.
+type Config struct {
+	InChannels int      // default 3
+	Classes    int      // default 2
+	Base       int      // width of the first level; default 16
+	Depth      int      // number of down (and up) levels; default 4
+	Up         UpMode   // default bilinear
+	Norm       NormKind // default batch
+	Groups     int      // groups for NormGroup (capped at a layer's width); default 8
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (c Config) WithDefaults() Config {
+	if c.InChannels == 0 {
+		c.InChannels = 3
+	}
+	if c.Classes == 0 {
+		c.Classes = 2
+	}
+	if c.Base == 0 {
+		c.Base = 16
+	}
+	if c.Depth == 0 {
+		c.Depth = 4
+	}
+	if c.Up == "" {
+		c.Up = UpBilinear
+	}
+	if c.Norm == "" {
+		c.Norm = NormBatch
+	}
+	if c.Groups == 0 {
+		c.Groups = 8
+	}
+	return c
+}
+
+// Validate reports the first invalid field, naming it and what is allowed.
+func (c Config) Validate() error {
+	switch {
+	case c.InChannels < 1:
+		return fmt.Errorf("model.in_channels: %d: must be at least 1", c.InChannels)
+	case c.Classes < 2 || c.Classes > 255:
+		return fmt.Errorf("model.classes: %d: must be between 2 and 255", c.Classes)
+	case c.Base < 1:
+		return fmt.Errorf("model.base: %d: must be at least 1", c.Base)
+	case c.Depth < 1 || c.Depth > 8:
+		return fmt.Errorf("model.depth: %d: must be between 1 and 8", c.Depth)
+	case c.Up != UpBilinear && c.Up != UpTranspose:
+		return fmt.Errorf("model.up: %q: must be %q or %q", c.Up, UpBilinear, UpTranspose)
+	case c.Norm != NormBatch && c.Norm != NormGroup && c.Norm != NormNone:
+		return fmt.Errorf("model.norm: %q: must be %q, %q or %q", c.Norm, NormBatch, NormGroup, NormNone)
+	case c.Norm == NormGroup && c.Groups < 1:
+		return fmt.Errorf("model.groups: %d: must be at least 1", c.Groups)
+	}
+	if c.Norm == NormGroup {
+		for i := 0; i <= c.Depth; i++ {
+			if w := c.Base << i; w%min(c.Groups, w) != 0 {
+				return fmt.Errorf("model.groups: %d does not divide the width %d of level %d; use a power of two", c.Groups, w, i)
+			}
+		}
+	}
+	return nil
+}
+
+// layer is a single-input Forward/Backward pair.
+type layer interface {
+	Forward(env *Env, in *Tensor) (*Tensor, error)
+	Backward(env *Env, dout *Tensor) (*Tensor, error)
+}
+
+// DoubleConv is (conv3x3 -> norm -> ReLU) x 2; the convolutions have no bias
+// unless the norm is none.
+type DoubleConv struct {
+	layers []layer
+	params []*Param
+}
+
+func newDoubleConv(pool *memory.Pool, cfg Config, name string, inC, outC int) (*DoubleConv, error) {
+	b := &DoubleConv{}
+	idx := 0
+	for i, c := range []int{inC, outC} {
+		conv, err := newConv2d(pool, fmt.Sprintf("%s.%d", name, idx), c, outC, 3, 1, cfg.Norm == NormNone)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 && inC == cfg.InChannels && name == "inc.double_conv" {
+			conv.NoInputGrad = true
+		}
+		b.layers = append(b.layers, conv)
+		b.params = append(b.params, conv.params()...)
+		idx++
+		switch cfg.Norm {
+		case NormBatch:
+			bn, err := newBatchNorm2d(pool, fmt.Sprintf("%s.%d", name, idx), outC)
+			if err != nil {
+				return nil, err
+			}
+			b.layers = append(b.layers, bn)
+			b.params = append(b.params, bn.params()...)
+			idx++
+		case NormGroup:
+			gn, err := newGroupNorm(pool, fmt.Sprintf("%s.%d", name, idx), min(cfg.Groups, outC), outC)
+			if err != nil {
+				return nil, err
+			}
+			b.layers = append(b.layers, gn)
+			b.params = append(b.params, gn.params()...)
+			idx++
+		}
+		b.layers = append(b.layers, &ReLU{})
+		idx++
+	}
+	return b, nil
+}
+
+// Forward runs the layers in order.
+func (b *DoubleConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	return forwardChain(env, b.layers, in)
+}
+
+// Backward runs the layers' backward in reverse order; it consumes dout.
+func (b *DoubleConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	return backwardChain(env, b.layers, dout)
+}
+
+// forwardChain runs layers in order; the caller keeps its reference to in.
+func forwardChain(env *Env, layers []layer, in *Tensor) (*Tensor, error) {
+	x := in.Retain()
+	for _, l := range layers {
+		y, err := l.Forward(env, x)
+		x.Release()
+		if err != nil {
+			return nil, err
+		}
+		x = y
+	}
+	return x, nil
+}
+
+// backwardChain runs backward in reverse order, consuming dout.
+func backwardChain(env *Env, layers []layer, dout *Tensor) (*Tensor, error) {
+	g := dout
+	for i := len(layers) - 1; i >= 0; i-- {
+		var err error
+		if g, err = layers[i].Backward(env, g); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// down is max pooling followed by a DoubleConv.
+type down struct {
+	pool MaxPool2
+	conv *DoubleConv
+}
+
+// up doubles the resolution, concatenates the skip and applies a DoubleConv.
+type up struct {
+	upsample layer // *Upsample2 or *UpConv
+	cat      Concat
+	conv     *DoubleConv
+}
+
+// UNet is the segmentation network: logits (N,Classes,H,W) from an image
+// (N,InChannels,H,W). Its parameters and their gradients live in the pool
+// given to New until Free.
+type UNet struct {
+	Config Config
+	inc    *DoubleConv
+	downs  []*down
+	ups    []*up
+	outc   *Conv2d
+	params []*Param
+	pool   *memory.Pool
+}
+
+// New builds a UNet with Kaiming-normal weights (fan_in, ReLU gain) from a
+// PCG generator seeded with seed, zero biases, unit norm weights.
+func New(pool *memory.Pool, cfg Config, seed uint64) (*UNet, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &UNet{Config: cfg, pool: pool}
+	if err := m.build(pool); err != nil {
+		m.Free()
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for _, p := range m.params {
+		if len(p.Shape) == 4 && p.Trainable {
+			fanIn := p.Shape[1] * p.Shape[2] * p.Shape[3]
+			kaimingNormal(rng, p.Data(), fanIn)
+		}
+	}
+	return m, nil
+}
+
+func (m *UNet) build(pool *memory.Pool) error {
+	cfg := m.Config
+	width := func(level int) int { return cfg.Base << level }
+	var err error
+	if m.inc, err = newDoubleConv(pool, cfg, "inc.double_conv", cfg.InChannels, width(0)); err != nil {
+		return err
+	}
+	m.params = append(m.params, m.inc.params...)
+	for i := 1; i <= cfg.Depth; i++ {
+		d := &down{}
+		if d.conv, err = newDoubleConv(pool, cfg, fmt.Sprintf("down%d.maxpool_conv.1.double_conv", i), width(i-1), width(i)); err != nil {
+			return err
+		}
+		m.downs = append(m.downs, d)
+		m.params = append(m.params, d.conv.params...)
+	}
+	for i := 1; i <= cfg.Depth; i++ {
+		inC, skipC := width(cfg.Depth-i+1), width(cfg.Depth-i)
+		u := &up{}
+		catC := inC + skipC
+		if cfg.Up == UpTranspose {
+			uc, err := newUpConv(pool, fmt.Sprintf("up%d.up", i), inC, inC/2)
+			if err != nil {
+				return err
+			}
+			u.upsample = uc
+			m.params = append(m.params, uc.params()...)
+			catC = inC/2 + skipC
+		} else {
+			u.upsample = &Upsample2{}
+		}
+		if u.conv, err = newDoubleConv(pool, cfg, fmt.Sprintf("up%d.conv.double_conv", i), catC, skipC); err != nil {
+			return err
+		}
+		m.ups = append(m.ups, u)
+		m.params = append(m.params, u.conv.params...)
+	}
+	if m.outc, err = newConv2d(pool, "outc.conv", width(0), cfg.Classes, 1, 0, true); err != nil {
+		return err
+	}
+	m.params = append(m.params, m.outc.params()...)
+	return nil
+}
+
+// Params lists every parameter and buffer in state_dict order.
+func (m *UNet) Params() []*Param { return m.params }
+
+// NumParams counts trainable values (what PyTorch's
+// sum(p.numel() for p in model.parameters()) gives).
+func (m *UNet) NumParams() int {
+	n := 0
+	for _, p := range m.params {
+		if p.Trainable {
+			n += p.Len()
+		}
+	}
+	return n
+}
+
+// ZeroGrad sets every gradient to 0.
+func (m *UNet) ZeroGrad() {
+	for _, p := range m.params {
+		clear(p.Grad())
+	}
+}
+
+// Free returns parameters and gradients to the pool.
+func (m *UNet) Free() {
+	for _, p := range m.params {
+		p.free(m.pool)
+	}
+	m.params = nil
+}
+
+// CheckInput returns an error unless an (H,W) image fits the network.
+func (m *UNet) CheckInput(c, h, w int) error {
+	f := 1 << m.Config.Depth
+	if c != m.Config.InChannels {
+		return fmt.Errorf("model: input has %d channels, model.in_channels is %d", c, m.Config.InChannels)
+	}
+	if h%f != 0 || w%f != 0 || h < f || w < f {
+		return fmt.Errorf("model: image size %dx%d is not divisible by 2^depth = %d; resize to a multiple of %d (data.resize) or lower model.depth", h, w, f, f)
+	}
+	return nil
+}
+
+// Forward computes logits for x (N,InChannels,H,W); the caller keeps its
+// reference to x. In training the layers keep what Backward needs.
+func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
+	if err := m.CheckInput(x.C, x.H, x.W); err != nil {
+		return nil, err
+	}
+	skips := make([]*Tensor, 0, m.Config.Depth+1)
+	defer func() {
+		for _, s := range skips {
+			s.Release()
+		}
+	}()
+	h, err := m.inc.Forward(env, x)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.downs {
+		skips = append(skips, h)
+		p, err := d.pool.Forward(env, h)
+		if err != nil {
+			return nil, err
+		}
+		h, err = d.conv.Forward(env, p)
+		p.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range m.ups {
+		skip := skips[len(skips)-1]
+		upped, err := u.upsample.Forward(env, h)
+		h.Release()
+		if err != nil {
+			return nil, err
+		}
+		cat, err := u.cat.Forward(env, skip, upped)
+		upped.Release()
+		if err != nil {
+			return nil, err
+		}
+		skips = skips[:len(skips)-1]
+		skip.Release()
+		h, err = u.conv.Forward(env, cat)
+		cat.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	logits, err = m.outc.Forward(env, h)
+	h.Release()
+	return logits, err
+}
+
+// Backward accumulates every parameter's gradient from dlogits, which it
+// consumes. After it, no activation of the step is left in the pool.
+func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
+	g, err := m.outc.Backward(env, dlogits)
+	if err != nil {
+		return err
+	}
+	dskips := make([]*Tensor, 0, len(m.ups))
+	defer func() {
+		for _, d := range dskips {
+			d.Release()
+		}
+	}()
+	for i := len(m.ups) - 1; i >= 0; i-- {
+		u := m.ups[i]
+		dcat, err := u.conv.Backward(env, g)
+		if err != nil {
+			return err
+		}
+		dskip, dup, err := u.cat.Backward(env, dcat)
+		if err != nil {
+			return err
+		}
+		dskips = append(dskips, dskip)
+		if g, err = u.upsample.Backward(env, dup); err != nil {
+			return err
+		}
+	}
+	// ups[i] used the skip that was the input of downs[Depth-1-i], and ups run
+	// backward from last to first, so dskips[j] is the gradient of downs[j]'s input.
+	for i := len(m.downs) - 1; i >= 0; i-- {
+		d := m.downs[i]
+		dp, err := d.conv.Backward(env, g)
+		if err != nil {
+			return err
+		}
+		dh, err := d.pool.Backward(env, dp)
+		if err != nil {
+			return err
+		}
+		ds := dskips[i]
+		addInto(dh.Data(), ds.Data())
+		ds.Release()
+		dskips[i] = nil
+		g = dh
+	}
+	din, err := m.inc.Backward(env, g)
+	din.Release()
+	return err
+}
+
+func addInto(dst, src []float32) {
+	if len(dst) != len(src) {
+		panic("model: addInto: length mismatch")
+	}
+	for i, v := range src {
+		dst[i] += v
+	}
+}
