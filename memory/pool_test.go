@@ -1,0 +1,971 @@
+package memory
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+const (
+	kib = int64(1) << 10
+	mib = int64(1) << 20
+	gib = int64(1) << 30
+)
+
+// op is one step of a scripted sequence of pool calls.
+type op int
+
+const (
+	opF32   op = iota // AllocFloat32(cat, n)
+	opU16             // AllocUint16(cat, n)
+	opBytes           // AllocBytes(cat, n)
+	opZero            // AllocFloat32Zeroed(cat, n)
+	opFree            // Free(buffers[name])
+	opEmpty           // EmptyCache()
+	opReset           // ResetPeak()
+)
+
+// step is one scripted call and the pool's state right after it.
+type step struct {
+	op   op
+	name string // buffer to create (alloc ops) or free (opFree)
+	cat  Category
+	n    int
+
+	size int64             // alloc ops: expected Buffer.Size()
+	oom  *OutOfMemoryError // alloc ops: the expected error, nil if it must succeed
+
+	// Expected right after the step.
+	alloc, res, hits int64
+}
+
+func alloc(p *Pool, o op, cat Category, n int) (*Buffer, error) {
+	switch o {
+	case opF32:
+		return p.AllocFloat32(cat, n)
+	case opU16:
+		return p.AllocUint16(cat, n)
+	case opBytes:
+		return p.AllocBytes(cat, n)
+	case opZero:
+		return p.AllocFloat32Zeroed(cat, n)
+	}
+	panic(fmt.Sprintf("not an alloc op: %d", o))
+}
+
+// checkInvariants asserts what must hold for every snapshot of every pool.
+func checkInvariants(t *testing.T, where string, s Stats) {
+	t.Helper()
+	var sumCur, sumAtPeak int64
+	for c := range NumCategories {
+		bc := s.ByCategory[c]
+		sumCur += bc.Current
+		sumAtPeak += s.AtPeak[c]
+		if bc.Current < 0 || bc.Current > bc.Peak {
+			t.Errorf("%s: ByCategory[%s] = %+v: want 0 <= current <= peak", where, Category(c), bc)
+		}
+		if s.AtPeak[c] < 0 || s.AtPeak[c] > bc.Peak {
+			t.Errorf("%s: AtPeak[%s] = %d, ByCategory peak %d", where, Category(c), s.AtPeak[c], bc.Peak)
+		}
+	}
+	if sumCur != s.Allocated.Current {
+		t.Errorf("%s: sum of ByCategory current = %d, Allocated.Current = %d", where, sumCur, s.Allocated.Current)
+	}
+	if sumAtPeak != s.Allocated.Peak {
+		t.Errorf("%s: sum of AtPeak = %d, Allocated.Peak = %d", where, sumAtPeak, s.Allocated.Peak)
+	}
+	if s.Allocated.Current > s.Reserved.Current || s.Allocated.Peak > s.Reserved.Peak {
+		t.Errorf("%s: allocated %+v exceeds reserved %+v", where, s.Allocated, s.Reserved)
+	}
+	if s.Allocated.Current > s.Allocated.Peak || s.Reserved.Current > s.Reserved.Peak {
+		t.Errorf("%s: current above peak: allocated %+v reserved %+v", where, s.Allocated, s.Reserved)
+	}
+	if s.Capacity > 0 && s.Reserved.Peak > s.Capacity {
+		t.Errorf("%s: reserved peak %d exceeds capacity %d", where, s.Reserved.Peak, s.Capacity)
+	}
+	if s.ActiveBuffers != s.NumAllocs-s.NumFrees {
+		t.Errorf("%s: ActiveBuffers = %d, NumAllocs-NumFrees = %d", where, s.ActiveBuffers, s.NumAllocs-s.NumFrees)
+	}
+	if s.Allocated.Current%BlockRound != 0 || s.Reserved.Current%BlockRound != 0 {
+		t.Errorf("%s: allocated %d / reserved %d not multiples of %d", where, s.Allocated.Current, s.Reserved.Current, BlockRound)
+	}
+}
+
+// runScript plays steps on a fresh pool, checking every step, and returns
+// the pool and its live buffers.
+func runScript(t *testing.T, opts Options, steps []step) (*Pool, map[string]*Buffer) {
+	t.Helper()
+	p := NewPool(opts)
+	bufs := map[string]*Buffer{}
+	for i, st := range steps {
+		where := fmt.Sprintf("step %d (%q)", i+1, st.name)
+		switch st.op {
+		case opF32, opU16, opBytes, opZero:
+			b, err := alloc(p, st.op, st.cat, st.n)
+			if st.oom != nil {
+				var oe *OutOfMemoryError
+				if !errors.As(err, &oe) {
+					t.Fatalf("%s: err = %v, want *OutOfMemoryError", where, err)
+				}
+				if *oe != *st.oom {
+					t.Errorf("%s: OutOfMemoryError = %+v, want %+v", where, *oe, *st.oom)
+				}
+				if b != nil {
+					t.Errorf("%s: got a buffer along with the error", where)
+				}
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			if b.Size() != st.size {
+				t.Errorf("%s: Size() = %d, want %d", where, b.Size(), st.size)
+			}
+			if b.Category() != st.cat {
+				t.Errorf("%s: Category() = %v, want %v", where, b.Category(), st.cat)
+			}
+			bufs[st.name] = b
+		case opFree:
+			if err := p.Free(bufs[st.name]); err != nil {
+				t.Fatalf("%s: Free: %v", where, err)
+			}
+			delete(bufs, st.name)
+		case opEmpty:
+			p.EmptyCache()
+		case opReset:
+			p.ResetPeak()
+		}
+		s := p.Stats()
+		if s.Allocated.Current != st.alloc || s.Reserved.Current != st.res || s.CacheHits != st.hits {
+			t.Errorf("%s: allocated %d, reserved %d, hits %d; want %d, %d, %d",
+				where, s.Allocated.Current, s.Reserved.Current, s.CacheHits, st.alloc, st.res, st.hits)
+		}
+		checkInvariants(t, where, s)
+	}
+	return p, bufs
+}
+
+func TestScripts(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  Options
+		steps []step
+		want  Stats
+	}{
+		{
+			name: "mixed types sizes and categories",
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: 100, size: 512, alloc: 512, res: 512},               // 400 B
+				{op: opU16, name: "b", cat: Grads, n: 300, size: 1024, alloc: 1536, res: 1536},             // 600 B
+				{op: opBytes, name: "c", cat: Activations, n: 1, size: 512, alloc: 2048, res: 2048},        // 1 B
+				{op: opBytes, name: "d", cat: Workspace, n: 0, size: 512, alloc: 2560, res: 2560},          // 0 B still takes a block
+				{op: opFree, name: "c", alloc: 2048, res: 2560},                                            // 512 cached
+				{op: opF32, name: "e", cat: Optimizer, n: 128, size: 512, alloc: 2560, res: 2560, hits: 1}, // reuses c's block
+				{op: opF32, name: "f", cat: Activations, n: 257, size: 1536, alloc: 4096, res: 4096, hits: 1},
+				{op: opFree, name: "b", alloc: 3072, res: 4096, hits: 1},
+				{op: opFree, name: "f", alloc: 1536, res: 4096, hits: 1},
+				{op: opU16, name: "g", cat: Grads, n: 512, size: 1024, alloc: 2560, res: 4096, hits: 2}, // reuses b's block
+			},
+			want: Stats{
+				Allocated: Stat{2560, 4096},
+				Reserved:  Stat{4096, 4096},
+				ByCategory: [NumCategories]Stat{
+					Params: {512, 512}, Grads: {1024, 1024}, Optimizer: {512, 512},
+					Activations: {0, 1536}, Workspace: {512, 512},
+				},
+				AtPeak:        [NumCategories]int64{Params: 512, Grads: 1024, Optimizer: 512, Activations: 1536, Workspace: 512},
+				ActiveBuffers: 4, NumAllocs: 7, NumFrees: 3, CacheHits: 2,
+			},
+		},
+		{
+			name: "reuse is by rounded size",
+			steps: []step{
+				{op: opBytes, name: "a", cat: Workspace, n: 513, size: 1024, alloc: 1024, res: 1024},
+				{op: opFree, name: "a", alloc: 0, res: 1024},
+				{op: opF32, name: "b", cat: Params, n: 250, size: 1024, alloc: 1024, res: 1024, hits: 1}, // 1000 B -> 1024
+				{op: opFree, name: "b", alloc: 0, res: 1024, hits: 1},
+				{op: opBytes, name: "c", cat: Grads, n: 1025, size: 1536, alloc: 1536, res: 2560, hits: 1}, // other size: miss
+				{op: opFree, name: "c", alloc: 0, res: 2560, hits: 1},
+				{op: opU16, name: "d", cat: Optimizer, n: 512, size: 1024, alloc: 1024, res: 2560, hits: 2},
+				{op: opU16, name: "e", cat: Optimizer, n: 768, size: 1536, alloc: 2560, res: 2560, hits: 3},
+				{op: opBytes, name: "f", cat: Activations, n: 512, size: 512, alloc: 3072, res: 3072, hits: 3},
+			},
+			want: Stats{
+				Allocated: Stat{3072, 3072},
+				Reserved:  Stat{3072, 3072},
+				ByCategory: [NumCategories]Stat{
+					Params: {0, 1024}, Grads: {0, 1536}, Optimizer: {2560, 2560},
+					Activations: {512, 512}, Workspace: {0, 1024},
+				},
+				AtPeak:        [NumCategories]int64{Optimizer: 2560, Activations: 512},
+				ActiveBuffers: 3, NumAllocs: 6, NumFrees: 3, CacheHits: 3,
+			},
+		},
+		{
+			name: "peak is kept at its first moment on a tie",
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: 256, size: 1024, alloc: 1024, res: 1024},
+				{op: opF32, name: "b", cat: Grads, n: 256, size: 1024, alloc: 2048, res: 2048},
+				{op: opFree, name: "b", alloc: 1024, res: 2048},
+				{op: opF32, name: "c", cat: Activations, n: 256, size: 1024, alloc: 2048, res: 2048, hits: 1}, // equals the peak
+			},
+			want: Stats{
+				Allocated: Stat{2048, 2048},
+				Reserved:  Stat{2048, 2048},
+				ByCategory: [NumCategories]Stat{
+					Params: {1024, 1024}, Grads: {0, 1024}, Activations: {1024, 1024},
+				},
+				AtPeak:        [NumCategories]int64{Params: 1024, Grads: 1024},
+				ActiveBuffers: 2, NumAllocs: 3, NumFrees: 1, CacheHits: 1,
+			},
+		},
+		{
+			name: "ResetPeak then EmptyCache",
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: 1024, size: 4096, alloc: 4096, res: 4096},
+				{op: opF32, name: "b", cat: Activations, n: 2048, size: 8192, alloc: 12288, res: 12288},
+				{op: opFree, name: "b", alloc: 4096, res: 12288},
+				{op: opReset, alloc: 4096, res: 12288},
+				{op: opF32, name: "c", cat: Grads, n: 256, size: 1024, alloc: 5120, res: 13312},
+				{op: opFree, name: "c", alloc: 4096, res: 13312},
+				{op: opEmpty, alloc: 4096, res: 4096},
+				{op: opEmpty, alloc: 4096, res: 4096},                                                   // nothing left to drop
+				{op: opF32, name: "d", cat: Activations, n: 2048, size: 8192, alloc: 12288, res: 12288}, // cache gone: miss
+			},
+			want: Stats{
+				Allocated: Stat{12288, 12288},
+				Reserved:  Stat{12288, 13312},
+				ByCategory: [NumCategories]Stat{
+					Params: {4096, 4096}, Grads: {0, 1024}, Activations: {8192, 8192},
+				},
+				AtPeak:        [NumCategories]int64{Params: 4096, Activations: 8192},
+				ActiveBuffers: 2, NumAllocs: 4, NumFrees: 2,
+			},
+		},
+		{
+			name: "zeroed allocations count like the others",
+			steps: []step{
+				{op: opZero, name: "a", cat: Workspace, n: 129, size: 1024, alloc: 1024, res: 1024},
+				{op: opFree, name: "a", alloc: 0, res: 1024},
+				{op: opZero, name: "b", cat: Workspace, n: 200, size: 1024, alloc: 1024, res: 1024, hits: 1},
+			},
+			want: Stats{
+				Allocated:     Stat{1024, 1024},
+				Reserved:      Stat{1024, 1024},
+				ByCategory:    [NumCategories]Stat{Workspace: {1024, 1024}},
+				AtPeak:        [NumCategories]int64{Workspace: 1024},
+				ActiveBuffers: 1, NumAllocs: 2, NumFrees: 1, CacheHits: 1,
+			},
+		},
+		{
+			name: "capacity: emptying the cache makes room",
+			opts: Options{Capacity: 4096},
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: 512, size: 2048, alloc: 2048, res: 2048},
+				{op: opF32, name: "b", cat: Grads, n: 256, size: 1024, alloc: 3072, res: 3072},
+				{op: opFree, name: "b", alloc: 2048, res: 3072},
+				// 3072+2048 > 4096: the 1024 cached bytes are released, then it fits.
+				{op: opF32, name: "c", cat: Activations, n: 512, size: 2048, alloc: 4096, res: 4096},
+			},
+			want: Stats{
+				Allocated: Stat{4096, 4096},
+				Reserved:  Stat{4096, 4096},
+				ByCategory: [NumCategories]Stat{
+					Params: {2048, 2048}, Grads: {0, 1024}, Activations: {2048, 2048},
+				},
+				AtPeak:        [NumCategories]int64{Params: 2048, Activations: 2048},
+				ActiveBuffers: 2, NumAllocs: 3, NumFrees: 1,
+				Capacity: 4096,
+			},
+		},
+		{
+			name: "capacity: the cache is kept while there is room",
+			opts: Options{Capacity: 4096},
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: 256, size: 1024, alloc: 1024, res: 1024},
+				{op: opFree, name: "a", alloc: 0, res: 1024},
+				{op: opF32, name: "b", cat: Grads, n: 512, size: 2048, alloc: 2048, res: 3072},
+				{op: opF32, name: "c", cat: Activations, n: 256, size: 1024, alloc: 3072, res: 3072, hits: 1},
+			},
+			want: Stats{
+				Allocated: Stat{3072, 3072},
+				Reserved:  Stat{3072, 3072},
+				ByCategory: [NumCategories]Stat{
+					Params: {0, 1024}, Grads: {2048, 2048}, Activations: {1024, 1024},
+				},
+				AtPeak:        [NumCategories]int64{Grads: 2048, Activations: 1024},
+				ActiveBuffers: 2, NumAllocs: 3, NumFrees: 1, CacheHits: 1,
+				Capacity: 4096,
+			},
+		},
+		{
+			name: "capacity: 32 MiB that does not fit even after emptying the cache",
+			opts: Options{Capacity: 48 * mib},
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: int(6 * mib), size: 24 * mib, alloc: 24 * mib, res: 24 * mib},
+				{op: opF32, name: "b", cat: Grads, n: int(2 * mib), size: 8 * mib, alloc: 32 * mib, res: 32 * mib},
+				{op: opFree, name: "b", alloc: 24 * mib, res: 32 * mib},
+				{op: opF32, name: "c", cat: Activations, n: int(8 * mib), alloc: 24 * mib, res: 24 * mib,
+					oom: &OutOfMemoryError{
+						Requested: 32 * mib, Category: Activations, Capacity: 48 * mib,
+						Free: 24 * mib, Allocated: 24 * mib, ReservedUnallocated: 0,
+					}},
+			},
+			want: Stats{
+				Allocated:     Stat{24 * mib, 32 * mib},
+				Reserved:      Stat{24 * mib, 32 * mib},
+				ByCategory:    [NumCategories]Stat{Params: {24 * mib, 24 * mib}, Grads: {0, 8 * mib}},
+				AtPeak:        [NumCategories]int64{Params: 24 * mib, Grads: 8 * mib},
+				ActiveBuffers: 1, NumAllocs: 2, NumFrees: 1, NumOOMs: 1,
+				Capacity: 48 * mib,
+			},
+		},
+		{
+			name: "capacity: exact fit, one block over, cache hit at capacity",
+			opts: Options{Capacity: 1024},
+			steps: []step{
+				{op: opBytes, name: "a", cat: Params, n: 1024, size: 1024, alloc: 1024, res: 1024},
+				{op: opBytes, name: "b", cat: Grads, n: 1, alloc: 1024, res: 1024,
+					oom: &OutOfMemoryError{Requested: 512, Category: Grads, Capacity: 1024, Free: 0, Allocated: 1024}},
+				{op: opFree, name: "a", alloc: 0, res: 1024},
+				{op: opBytes, name: "c", cat: Activations, n: 600, size: 1024, alloc: 1024, res: 1024, hits: 1},
+				{op: opFree, name: "c", alloc: 0, res: 1024, hits: 1},
+				{op: opBytes, name: "d", cat: Workspace, n: 100, size: 512, alloc: 512, res: 512, hits: 1},
+			},
+			want: Stats{
+				Allocated: Stat{512, 1024},
+				Reserved:  Stat{512, 1024},
+				ByCategory: [NumCategories]Stat{
+					Params: {0, 1024}, Activations: {0, 1024}, Workspace: {512, 512},
+				},
+				AtPeak:        [NumCategories]int64{Params: 1024},
+				ActiveBuffers: 1, NumAllocs: 3, NumFrees: 2, CacheHits: 1, NumOOMs: 1,
+				Capacity: 1024,
+			},
+		},
+		{
+			name: "capacity: larger than the whole pool, twice",
+			opts: Options{Capacity: mib},
+			steps: []step{
+				{op: opF32, name: "a", cat: Params, n: int(mib/4) + 1,
+					oom: &OutOfMemoryError{Requested: mib + 512, Category: Params, Capacity: mib, Free: mib}},
+				{op: opU16, name: "b", cat: Optimizer, n: int(mib),
+					oom: &OutOfMemoryError{Requested: 2 * mib, Category: Optimizer, Capacity: mib, Free: mib}},
+			},
+			want: Stats{NumOOMs: 2, Capacity: mib},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _ := runScript(t, tt.opts, tt.steps)
+			if got := p.Stats(); got != tt.want {
+				t.Errorf("final stats:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCacheReuseSharesBlock(t *testing.T) {
+	p := NewPool(Options{})
+	a, err := p.AllocFloat32(Params, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := &a.Float32()[0]
+	p.MustFree(a)
+	before := p.Stats()
+
+	b, err := p.AllocBytes(Grads, 300) // rounds to the same 512 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unsafe.Pointer(&b.Bytes()[0]); got != unsafe.Pointer(addr) {
+		t.Errorf("same rounded size: got block %p, want the cached %p", got, addr)
+	}
+	after := p.Stats()
+	if after.CacheHits != before.CacheHits+1 || after.Reserved != before.Reserved {
+		t.Errorf("hit: CacheHits %d->%d, Reserved %+v->%+v", before.CacheHits, after.CacheHits, before.Reserved, after.Reserved)
+	}
+
+	p.MustFree(b)
+	c, err := p.AllocBytes(Grads, 513) // 1024: must not take the 512-byte block
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unsafe.Pointer(&c.Bytes()[0]); got == unsafe.Pointer(addr) {
+		t.Errorf("different rounded size reused the cached block")
+	}
+	s := p.Stats()
+	if s.CacheHits != after.CacheHits || s.Reserved.Current != after.Reserved.Current+1024 {
+		t.Errorf("miss: CacheHits %d, Reserved %d; want %d, %d", s.CacheHits, s.Reserved.Current, after.CacheHits, after.Reserved.Current+1024)
+	}
+}
+
+func TestOutOfMemoryError(t *testing.T) {
+	p := NewPool(Options{Capacity: 48 * mib})
+	a, err := p.AllocFloat32(Params, int(6*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.AllocFloat32(Grads, int(2*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.MustFree(b)
+	before := p.Stats()
+	_, err = p.AllocFloat32(Activations, int(8*mib))
+	err = fmt.Errorf("forward: %w", err) // errors.As must see through wrapping
+
+	var oe *OutOfMemoryError
+	if !errors.As(err, &oe) {
+		t.Fatalf("err = %v, want a wrapped *OutOfMemoryError", err)
+	}
+	msg := oe.Error()
+	const want = "memunet: out of memory: tried to allocate 32.00 MiB (activations). " +
+		"The pool has a total capacity of 48.00 MiB of which 24.00 MiB is free. " +
+		"Of the allocated memory 24.00 MiB is allocated by memunet, and 0 bytes is reserved by memunet but unallocated."
+	if msg != want {
+		t.Errorf("message:\n got %q\nwant %q", msg, want)
+	}
+	for _, sub := range []string{
+		"tried to allocate 32.00 MiB", "total capacity of", "is free",
+		"allocated by memunet", "reserved by memunet but unallocated",
+	} {
+		if !strings.Contains(msg, sub) {
+			t.Errorf("message %q lacks %q", msg, sub)
+		}
+	}
+	oe.Hint = "Set Options.Checkpoint to recompute activations."
+	if got := oe.Error(); got != want+" Set Options.Checkpoint to recompute activations." {
+		t.Errorf("with hint: %q", got)
+	}
+
+	after := p.Stats()
+	if after.NumOOMs != before.NumOOMs+1 || after.NumAllocs != before.NumAllocs || after.ActiveBuffers != 1 {
+		t.Errorf("after OOM: %+v", after)
+	}
+	// The pool still works after an OOM.
+	c, err := p.AllocFloat32(Activations, int(6*mib))
+	if err != nil {
+		t.Fatalf("24 MiB into 24 MiB free: %v", err)
+	}
+	p.MustFree(c)
+	p.MustFree(a)
+	if s := p.Stats(); s.Allocated.Current != 0 || s.NumOOMs != 1 {
+		t.Errorf("final: %+v", s)
+	}
+}
+
+func TestOutOfMemoryErrorConstructed(t *testing.T) {
+	tests := []struct {
+		e    OutOfMemoryError
+		want string
+	}{
+		{
+			OutOfMemoryError{Requested: 2 * gib, Category: Optimizer, Capacity: 6 * gib, Free: 1536 * mib,
+				Allocated: 4 * gib, ReservedUnallocated: 512 * mib},
+			"memunet: out of memory: tried to allocate 2.00 GiB (optimizer). " +
+				"The pool has a total capacity of 6.00 GiB of which 1.50 GiB is free. " +
+				"Of the allocated memory 4.00 GiB is allocated by memunet, and 512.00 MiB is reserved by memunet but unallocated.",
+		},
+		{
+			OutOfMemoryError{Requested: 512, Category: Workspace, Capacity: 1024, Free: 0, Allocated: 1024, Hint: "hint."},
+			"memunet: out of memory: tried to allocate 512 bytes (workspace). " +
+				"The pool has a total capacity of 1.00 KiB of which 0 bytes is free. " +
+				"Of the allocated memory 1.00 KiB is allocated by memunet, and 0 bytes is reserved by memunet but unallocated. hint.",
+		},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("Error():\n got %q\nwant %q", got, tt.want)
+		}
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 bytes"},
+		{1, "1 bytes"},
+		{512, "512 bytes"},
+		{1023, "1023 bytes"},
+		{1024, "1.00 KiB"},
+		{1536, "1.50 KiB"},
+		{mib, "1.00 MiB"},
+		{32 * mib, "32.00 MiB"},
+		{mib + 512, "1.00 MiB"},
+		{6 * gib, "6.00 GiB"},
+		{1 << 40, "1.00 TiB"},
+		{1 << 50, "1024.00 TiB"},
+		{-1023, "-1023 bytes"},
+		{-2048, "-2.00 KiB"},
+	}
+	for _, tt := range tests {
+		if got := FormatBytes(tt.n); got != tt.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestRoundSize(t *testing.T) {
+	tests := []struct{ n, want int64 }{
+		{-7, 512}, {0, 512}, {1, 512}, {511, 512}, {512, 512}, {513, 1024},
+		{1000, 1024}, {1025, 1536}, {mib, mib}, {mib + 1, mib + 512},
+	}
+	for _, tt := range tests {
+		if got := RoundSize(tt.n); got != tt.want {
+			t.Errorf("RoundSize(%d) = %d, want %d", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestCategories(t *testing.T) {
+	want := []string{"params", "grads", "optimizer", "activations", "workspace"}
+	cats := Categories()
+	if len(cats) != NumCategories || len(want) != NumCategories {
+		t.Fatalf("Categories() has %d, NumCategories = %d", len(cats), NumCategories)
+	}
+	for i, c := range cats {
+		if int(c) != i || c.String() != want[i] {
+			t.Errorf("Categories()[%d] = %d %q, want %d %q", i, c, c, i, want[i])
+		}
+	}
+	if got := Category(9).String(); got != "category(9)" {
+		t.Errorf("Category(9) = %q", got)
+	}
+}
+
+// mustPanic runs f and returns the panic's message, failing if it did not panic.
+func mustPanic(t *testing.T, what string, f func()) (msg string) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if r == nil {
+			t.Errorf("%s: did not panic", what)
+			return
+		}
+		msg = fmt.Sprint(r)
+	}()
+	f()
+	return ""
+}
+
+func TestPanics(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func()
+	}{
+		{"negative capacity", func() { NewPool(Options{Capacity: -1}) }},
+		{"unknown category", func() { NewPool(Options{}).AllocFloat32(Category(NumCategories), 1) }},
+		{"negative float32 count", func() { NewPool(Options{}).AllocFloat32(Params, -1) }},
+		{"negative uint16 count", func() { NewPool(Options{}).AllocUint16(Params, -1) }},
+		{"negative byte count", func() { NewPool(Options{}).AllocBytes(Params, -1) }},
+	}
+	for _, tt := range tests {
+		msg := mustPanic(t, tt.name, tt.f)
+		if !strings.HasPrefix(msg, "memory:") {
+			t.Errorf("%s: panic %q does not start with \"memory:\"", tt.name, msg)
+		}
+	}
+}
+
+func TestFreeMisuse(t *testing.T) {
+	p := NewPool(Options{Timeline: true})
+	other := NewPool(Options{})
+	a, _ := p.AllocFloat32(Params, 100)
+	keep, _ := p.AllocUint16(Grads, 1000)
+	foreign, _ := other.AllocFloat32(Params, 100)
+	if err := p.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	// a's block is now cached; reuse it so that a double free would hit a live block.
+	reused, _ := p.AllocFloat32(Activations, 128)
+	reused.Float32()[0] = 42
+	p.Timeline()
+
+	tests := []struct {
+		name string
+		b    *Buffer
+		want error // nil: Free must return nil
+	}{
+		{"nil", nil, nil},
+		{"double free", a, ErrDoubleFree},
+		{"double free again", a, ErrDoubleFree},
+		{"buffer of another pool", foreign, ErrForeignBuffer},
+		{"zero Buffer", &Buffer{}, ErrForeignBuffer},
+	}
+	for _, tt := range tests {
+		before := p.Stats()
+		otherBefore := other.Stats()
+		err := p.Free(tt.b)
+		switch {
+		case tt.want == nil && err != nil:
+			t.Errorf("%s: Free = %v, want nil", tt.name, err)
+		case tt.want != nil && !errors.Is(err, tt.want):
+			t.Errorf("%s: Free = %v, want an error wrapping %v", tt.name, err, tt.want)
+		}
+		if got := p.Stats(); got != before {
+			t.Errorf("%s: stats changed:\n got %+v\nwant %+v", tt.name, got, before)
+		}
+		if got := other.Stats(); got != otherBefore {
+			t.Errorf("%s: other pool's stats changed", tt.name)
+		}
+		if ev := p.Timeline(); len(ev) != 0 {
+			t.Errorf("%s: recorded %d events", tt.name, len(ev))
+		}
+	}
+	if reused.Float32()[0] != 42 {
+		t.Errorf("double free disturbed the block's new owner")
+	}
+	// The foreign buffer is still live in its own pool.
+	foreign.Float32()[0] = 1
+	if err := other.Free(foreign); err != nil {
+		t.Errorf("freeing in its own pool: %v", err)
+	}
+	mustPanic(t, "MustFree of a double free", func() { p.MustFree(a) })
+	p.MustFree(reused)
+	p.MustFree(keep)
+	if s := p.Stats(); s.Allocated.Current != 0 || s.NumFrees != 3 || s.NumAllocs != 3 {
+		t.Errorf("final: %+v", s)
+	}
+}
+
+func TestUseAfterFreePanics(t *testing.T) {
+	p := NewPool(Options{})
+	b, _ := p.AllocFloat32(Params, 6)
+	p.MustFree(b)
+	uses := []struct {
+		name string
+		f    func()
+	}{
+		{"Float32", func() { _ = b.Float32() }},
+		{"Uint16", func() { _ = b.Uint16() }},
+		{"Bytes", func() { _ = b.Bytes() }},
+		{"Dense", func() { _ = b.Dense(2, 3) }},
+	}
+	for _, u := range uses {
+		msg := mustPanic(t, u.name, u.f)
+		if !strings.HasPrefix(msg, "memory:") {
+			t.Errorf("%s after Free: panic %q does not start with \"memory:\"", u.name, msg)
+		}
+	}
+	// Size and Category stay readable.
+	if b.Size() != 512 || b.Category() != Params {
+		t.Errorf("freed buffer: Size %d Category %v", b.Size(), b.Category())
+	}
+}
+
+func TestZeroedReusesDirtyBlock(t *testing.T) {
+	tests := []struct {
+		name        string
+		dirtyN, got int // float32 counts; both round to the same block
+	}{
+		{"same count", 128, 128},
+		{"smaller count, same block", 128, 100},
+		{"larger count, same block", 200, 256},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPool(Options{})
+			d, _ := p.AllocFloat32(Activations, tt.dirtyN)
+			for i := range d.Float32() {
+				d.Float32()[i] = float32(i) + 1
+			}
+			p.MustFree(d)
+			z, err := p.AllocFloat32Zeroed(Activations, tt.got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hits := p.Stats().CacheHits; hits != 1 {
+				t.Fatalf("CacheHits = %d, want 1 (the dirty block must be the one reused)", hits)
+			}
+			if len(z.Float32()) != tt.got {
+				t.Fatalf("len = %d, want %d", len(z.Float32()), tt.got)
+			}
+			for i, v := range z.Float32() {
+				if v != 0 {
+					t.Fatalf("element %d = %v, want 0", i, v)
+				}
+			}
+		})
+	}
+	// A fresh zeroed allocation is zero too.
+	p := NewPool(Options{})
+	z, _ := p.AllocFloat32Zeroed(Params, 1000)
+	for i, v := range z.Float32() {
+		if v != 0 {
+			t.Fatalf("fresh: element %d = %v", i, v)
+		}
+	}
+}
+
+func TestViewLengths(t *testing.T) {
+	tests := []struct {
+		name           string
+		o              op
+		n              int
+		f32, u16, byts int
+	}{
+		{"float32 x4", opF32, 4, 4, 8, 16},
+		{"float32 x0", opF32, 0, 0, 0, 0},
+		{"uint16 x3", opU16, 3, 1, 3, 6},
+		{"uint16 x300", opU16, 300, 150, 300, 600},
+		{"bytes x7", opBytes, 7, 1, 3, 7},
+		{"bytes x0", opBytes, 0, 0, 0, 0},
+		{"zeroed x129", opZero, 129, 129, 258, 516},
+	}
+	p := NewPool(Options{})
+	for _, tt := range tests {
+		b, err := alloc(p, tt.o, Params, tt.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Float32()) != tt.f32 || len(b.Uint16()) != tt.u16 || len(b.Bytes()) != tt.byts {
+			t.Errorf("%s: lengths float32 %d uint16 %d bytes %d; want %d %d %d",
+				tt.name, len(b.Float32()), len(b.Uint16()), len(b.Bytes()), tt.f32, tt.u16, tt.byts)
+		}
+		p.MustFree(b)
+	}
+}
+
+func TestViewsAlias(t *testing.T) {
+	p := NewPool(Options{})
+	b, _ := p.AllocFloat32(Workspace, 4)
+	f, u, by := b.Float32(), b.Uint16(), b.Bytes()
+	if unsafe.Pointer(&f[0]) != unsafe.Pointer(&u[0]) || unsafe.Pointer(&f[0]) != unsafe.Pointer(&by[0]) {
+		t.Fatalf("views start at different addresses: %p %p %p", &f[0], &u[0], &by[0])
+	}
+
+	f[1] = 1.5
+	bits := math.Float32bits(1.5)
+	if got := binary.NativeEndian.Uint32(by[4:8]); got != bits {
+		t.Errorf("Bytes after Float32 write: %#x, want %#x", got, bits)
+	}
+	var wantU16 [2]uint16
+	raw := unsafe.Slice((*uint16)(unsafe.Pointer(&bits)), 2)
+	copy(wantU16[:], raw)
+	if u[2] != wantU16[0] || u[3] != wantU16[1] {
+		t.Errorf("Uint16 after Float32 write: %#x %#x, want %#x %#x", u[2], u[3], wantU16[0], wantU16[1])
+	}
+
+	// Writes through the 16-bit view show in float32.
+	u[4], u[5] = raw[0], raw[1]
+	if f[2] != 1.5 {
+		t.Errorf("Float32 after Uint16 write = %v, want 1.5", f[2])
+	}
+	// Writes through bytes show in float32.
+	binary.NativeEndian.PutUint32(by[12:16], math.Float32bits(-3))
+	if f[3] != -3 {
+		t.Errorf("Float32 after Bytes write = %v, want -3", f[3])
+	}
+}
+
+func TestDenseSharesMemory(t *testing.T) {
+	p := NewPool(Options{})
+	b, _ := p.AllocFloat32(Activations, 6)
+	f := b.Float32()
+	for i := range f {
+		f[i] = float32(i)
+	}
+	d := b.Dense(2, 3)
+	if s := d.Shape(); len(s) != 2 || s[0] != 2 || s[1] != 3 {
+		t.Fatalf("shape = %v", s)
+	}
+	data := d.Data().([]float32)
+	if len(data) != 6 || &data[0] != &f[0] {
+		t.Fatalf("Dense does not share the buffer: len %d, %p vs %p", len(data), &data[0], &f[0])
+	}
+	if v, err := d.At(1, 2); err != nil || v.(float32) != 5 {
+		t.Errorf("At(1,2) = %v, %v; want 5", v, err)
+	}
+	if err := d.SetAt(float32(-7), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if f[1] != -7 {
+		t.Errorf("after SetAt(0,1): buffer[1] = %v, want -7", f[1])
+	}
+	f[3] = 11
+	if v, _ := d.At(1, 0); v.(float32) != 11 {
+		t.Errorf("after buffer write: At(1,0) = %v, want 11", v)
+	}
+	if s := p.Stats(); s.NumAllocs != 1 || s.Allocated.Current != 512 {
+		t.Errorf("Dense allocated from the pool: %+v", s)
+	}
+}
+
+func TestTimeline(t *testing.T) {
+	p := NewPool(Options{Timeline: true, Capacity: 4096})
+	a, _ := p.AllocFloat32(Params, 128)  // 512
+	b, _ := p.AllocUint16(Grads, 512)    // 1024
+	p.MustFree(a)                        //
+	c, _ := p.AllocBytes(Activations, 1) // 512, cache hit
+	if _, err := p.AllocBytes(Workspace, 8192); err == nil {
+		t.Fatal("8 KiB into 4 KiB: no error")
+	}
+	want := []Event{
+		{Category: Params, Delta: 512, Allocated: 512, Reserved: 512},
+		{Category: Grads, Delta: 1024, Allocated: 1536, Reserved: 1536},
+		{Category: Params, Delta: -512, Allocated: 1024, Reserved: 1536},
+		{Category: Activations, Delta: 512, Allocated: 1536, Reserved: 1536},
+	}
+	checkEvents(t, "first", p.Timeline(), want)
+	if ev := p.Timeline(); len(ev) != 0 {
+		t.Errorf("Timeline did not drain: %d events left", len(ev))
+	}
+
+	p.MustFree(c)
+	p.EmptyCache() // records nothing, but the next event sees reserved drop
+	p.MustFree(b)
+	want = []Event{
+		{Category: Activations, Delta: -512, Allocated: 1024, Reserved: 1536},
+		{Category: Grads, Delta: -1024, Allocated: 0, Reserved: 1024},
+	}
+	checkEvents(t, "second", p.Timeline(), want)
+
+	q := NewPool(Options{})
+	d, _ := q.AllocFloat32(Params, 10)
+	q.MustFree(d)
+	if ev := q.Timeline(); ev != nil {
+		t.Errorf("without Options.Timeline: %d events, want nil", len(ev))
+	}
+}
+
+func checkEvents(t *testing.T, where string, got, want []Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d: %+v", where, len(got), len(want), got)
+	}
+	for i := range got {
+		if got[i].At < 0 || i > 0 && got[i].At < got[i-1].At {
+			t.Errorf("%s: event %d At %v not monotonic", where, i, got[i].At)
+		}
+		g := got[i]
+		g.At = 0
+		if g != want[i] {
+			t.Errorf("%s: event %d = %+v, want %+v", where, i, g, want[i])
+		}
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	const (
+		workers = 16
+		iters   = 300
+		hold    = 3 // buffers each worker holds at once
+	)
+	sizes := []int{1, 100, 128, 129, 1000, 4096}
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"unlimited", Options{Timeline: true}},
+		{"tight capacity", Options{Capacity: 64 * kib}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPool(tt.opts)
+			var (
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				oomCount int64
+				okCount  int64
+			)
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var held []*Buffer
+					var ooms, oks int64
+					for i := range iters {
+						cat := Category((w + i) % NumCategories)
+						n := sizes[(w*7+i)%len(sizes)]
+						var b *Buffer
+						var err error
+						switch i % 3 {
+						case 0:
+							b, err = p.AllocFloat32(cat, n)
+						case 1:
+							b, err = p.AllocUint16(cat, n)
+						default:
+							b, err = p.AllocFloat32Zeroed(cat, n)
+						}
+						var oe *OutOfMemoryError
+						switch {
+						case errors.As(err, &oe):
+							ooms++
+						case err != nil:
+							t.Error(err)
+							return
+						default:
+							oks++
+							by := b.Bytes()
+							for j := range by {
+								by[j] = byte(w)
+							}
+							held = append(held, b)
+						}
+						if len(held) == hold || i == iters-1 {
+							for _, h := range held {
+								for _, v := range h.Bytes() {
+									if v != byte(w) {
+										t.Errorf("worker %d: buffer clobbered by another goroutine", w)
+										break
+									}
+								}
+								if err := p.Free(h); err != nil {
+									t.Error(err)
+								}
+							}
+							held = held[:0]
+						}
+						if i%50 == 0 {
+							checkInvariants(t, "concurrent snapshot", p.Stats())
+							p.Timeline()
+						}
+						if i%97 == 0 {
+							p.EmptyCache()
+						}
+					}
+					mu.Lock()
+					oomCount += ooms
+					okCount += oks
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+
+			s := p.Stats()
+			checkInvariants(t, "final", s)
+			if s.Allocated.Current != 0 || s.ActiveBuffers != 0 {
+				t.Errorf("allocated %d, active %d; want 0", s.Allocated.Current, s.ActiveBuffers)
+			}
+			for c, bc := range s.ByCategory {
+				if bc.Current != 0 {
+					t.Errorf("ByCategory[%s].Current = %d", Category(c), bc.Current)
+				}
+			}
+			if s.NumAllocs != okCount || s.NumFrees != okCount || s.NumOOMs != oomCount {
+				t.Errorf("NumAllocs %d NumFrees %d NumOOMs %d; want %d %d %d",
+					s.NumAllocs, s.NumFrees, s.NumOOMs, okCount, okCount, oomCount)
+			}
+			t.Logf("%d allocations, %d OOMs, %d cache hits", okCount, oomCount, s.CacheHits)
+			if okCount+oomCount != workers*iters {
+				t.Errorf("%d results for %d calls", okCount+oomCount, workers*iters)
+			}
+			if most := int64(workers * hold * 4 * 4096); s.Allocated.Peak > most {
+				t.Errorf("Allocated.Peak %d above the most ever live, %d", s.Allocated.Peak, most)
+			}
+			p.EmptyCache()
+			if s := p.Stats(); s.Reserved.Current != 0 {
+				t.Errorf("after EmptyCache with nothing live: reserved %d", s.Reserved.Current)
+			}
+		})
+	}
+}
