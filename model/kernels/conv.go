@@ -225,7 +225,7 @@ func im2col(s ConvShape, col, x []float32) {
 				// when Pad-j > OW (kernel wider than image plus padding)
 				// row[:Pad-j] would reach past the row into the next one,
 				// which may belong to another goroutine.
-				x0, x1 := max(0, s.Pad-j), min(OW, s.W+s.Pad-j)
+				x0, x1 := min(OW, max(0, s.Pad-j)), min(OW, s.W+s.Pad-j)
 				clear(row[:x0])
 				if x1 > x0 {
 					copy(row[x0:x1], src[x0+j-s.Pad:x1+j-s.Pad])

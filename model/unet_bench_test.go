@@ -1,0 +1,98 @@
+package model
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/memunet/memunet/memory"
+)
+
+// BenchmarkUNetStep is one training step without optimizer (forward, loss,
+// backward) of the UNet at base 16, depth 4, batch 4, 3x128x128, 2 classes.
+// It reports GFLOP/s over the convolutions (2*C*OC*K*K*OH*OW per image
+// forward, x3 for a training step) and the step's peak allocated bytes,
+// total and split by category at the peak.
+func BenchmarkUNetStep(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		batch, hw int
+		base      int
+	}{
+		{"small/b2x64x64/base8", 2, 64, 8},
+		{"large/b4x128x128/base16", 4, 128, 16},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			pool := memory.NewPool(memory.Options{})
+			m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: bc.base, Depth: 4}, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			env := &Env{Pool: pool, Training: true}
+			x, _ := NewTensor(pool, memory.Activations, bc.batch, 3, bc.hw, bc.hw)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range x.Data() {
+				x.Data()[i] = rng.Float32()
+			}
+			target := make([]uint8, bc.batch*bc.hw*bc.hw)
+			for i := range target {
+				target[i] = uint8(rng.IntN(2))
+			}
+			var stats memory.Stats
+			b.ResetTimer()
+			for range b.N {
+				pool.ResetPeak()
+				m.ZeroGrad()
+				logits, err := m.Forward(env, x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ce CrossEntropy
+				if _, err := ce.Forward(env, logits, target); err != nil {
+					b.Fatal(err)
+				}
+				logits.Release()
+				dlogits, err := ce.Backward(env, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Backward(env, dlogits); err != nil {
+					b.Fatal(err)
+				}
+				stats = pool.Stats()
+			}
+			b.StopTimer()
+			flops := 3 * float64(bc.batch) * convFlopsPerImage(m, bc.hw, bc.hw)
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(float64(stats.Allocated.Peak), "peak-B")
+			for _, c := range memory.Categories() {
+				b.ReportMetric(float64(stats.AtPeak[c]), c.String()+"-B")
+			}
+		})
+	}
+}
+
+// convFlopsPerImage counts 2*C*OC*K*K*OH*OW over the model's convolutions
+// (transposed ones as 2*C*OC*4*H*W) for one forward of an h x w image.
+func convFlopsPerImage(m *UNet, h, w int) float64 {
+	var total float64
+	conv := func(b *DoubleConv, h, w int) {
+		for _, l := range b.layers {
+			if c, ok := l.(*Conv2d); ok {
+				total += 2 * float64(c.InC*c.OutC*c.K*c.K*h*w)
+			}
+		}
+	}
+	conv(m.inc, h, w)
+	for i, d := range m.downs {
+		conv(d.conv, h>>(i+1), w>>(i+1))
+	}
+	for i, u := range m.ups {
+		lh, lw := h>>(m.Config.Depth-1-i), w>>(m.Config.Depth-1-i)
+		if uc, ok := u.upsample.(*UpConv); ok {
+			total += 2 * float64(uc.InC*uc.OutC*4*(lh/2)*(lw/2))
+		}
+		conv(u.conv, lh, lw)
+	}
+	total += 2 * float64(m.outc.InC*m.outc.OutC*h*w)
+	return total
+}
