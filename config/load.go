@@ -1,0 +1,247 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the YAML file at path over Default, applies the overrides
+// ("section.key=value", value in YAML syntax) and validates the result. Every
+// error names the file and, where there is one, the line and key.
+func Load(path string, overrides []string) (Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Config{}, fmt.Errorf("config file %s does not exist; pass an existing file to --config (configs/quickstart.yaml is an example)", path)
+		}
+		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return Parse(path, src, overrides)
+}
+
+// Parse is Load on the file's contents; name is used in messages.
+func Parse(name string, src []byte, overrides []string) (Config, error) {
+	cfg := Default()
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return Config{}, fmt.Errorf("%s: %s%s", name, strings.TrimPrefix(err.Error(), "yaml: "), tabHint(src))
+	}
+	// A second document (after ---) would otherwise be silently ignored.
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
+			return Config{}, fmt.Errorf("%s: line %d: a second YAML document (after ---); put all settings in one document",
+				name, extra.Content[0].Line)
+		}
+	}
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	if len(doc.Content) > 0 {
+		root = doc.Content[0]
+	}
+	if isNull(root) {
+		root = &yaml.Node{Kind: yaml.MappingNode}
+	}
+	for _, o := range overrides {
+		if err := applyOverride(root, o); err != nil {
+			return Config{}, err
+		}
+	}
+	if err := decodeStrict(name, root, reflect.ValueOf(&cfg).Elem(), ""); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// decodeStrict decodes node into v, a struct, key by key, so that an unknown
+// key or a value of the wrong type is reported with its line and full key.
+func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string) error {
+	where := prefix
+	if where == "" {
+		where = "the top level"
+	}
+	if isNull(node) { // an empty section ("train:" with every key commented out)
+		return nil
+	}
+	if node.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s: %s must be a mapping of keys to values (section: then indented key: value lines)", loc(name, node.Line), where)
+	}
+	fields := map[string]reflect.Value{}
+	var known []string
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		fields[tag] = v.Field(i)
+		known = append(known, tag)
+	}
+	sort.Strings(known)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, val := node.Content[i], node.Content[i+1]
+		key := joinKey(prefix, k.Value)
+		f, ok := fields[k.Value]
+		if !ok {
+			return fmt.Errorf("%s: unknown key %q in %s; known keys: %s", loc(name, k.Line), key, where, strings.Join(known, ", "))
+		}
+		if seen[k.Value] {
+			return fmt.Errorf("%s: key %q appears twice; keep only one", loc(name, k.Line), key)
+		}
+		seen[k.Value] = true
+		if f.Kind() == reflect.Struct {
+			if err := decodeStrict(name, val, f, key); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.Kind() == reflect.Slice {
+			f.Set(reflect.Zero(f.Type())) // a list replaces the default, not merges into it
+		}
+		if err := val.Decode(f.Addr().Interface()); err != nil {
+			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(err, f.Type(), val))
+		}
+	}
+	return nil
+}
+
+func typeError(err error, t reflect.Type, val *yaml.Node) string {
+	var want string
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		want = "an integer"
+		if t == reflect.TypeFor[ByteSize]() {
+			want = "a size such as 6GiB"
+		}
+	case reflect.Uint64:
+		want = "a non-negative integer"
+	case reflect.Float64:
+		want = "a number"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.String:
+		want = "a string"
+	case reflect.Slice:
+		want = "a list of numbers, e.g. [0.9, 0.999]"
+	}
+	msg := err.Error()
+	if te := (*yaml.TypeError)(nil); errors.As(err, &te) || strings.HasPrefix(msg, "yaml:") {
+		return fmt.Sprintf("cannot use %s: want %s", describe(val), want)
+	}
+	return msg
+}
+
+func describe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return fmt.Sprintf("%q", n.Value)
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "the alias *" + n.Value
+	}
+	return "this value"
+}
+
+// tabHint explains the usual cause of a syntax error: a tab in the indentation.
+func tabHint(src []byte) string {
+	for i, l := range strings.Split(string(src), "\n") {
+		if ind := l[:len(l)-len(strings.TrimLeft(l, " \t"))]; strings.Contains(ind, "\t") {
+			return fmt.Sprintf(" (line %d is indented with a tab; YAML indentation must use spaces)", i+1)
+		}
+	}
+	return ""
+}
+
+// isNull reports whether n is an empty or null scalar (key: with no value).
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+func joinKey(prefix, k string) string {
+	if prefix == "" {
+		return k
+	}
+	return prefix + "." + k
+}
+
+// applyOverride sets "section.key=value" in the node tree, creating the
+// section or key if the file does not have it.
+func applyOverride(root *yaml.Node, o string) error {
+	path, value, ok := strings.Cut(o, "=")
+	if !ok || path == "" {
+		return fmt.Errorf("--set %q: write section.key=value, e.g. --set train.steps=100", o)
+	}
+	var vdoc yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &vdoc); err != nil {
+		return fmt.Errorf("--set %s: the value %q is not valid YAML: %v", path, value, err)
+	}
+	vnode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+	if len(vdoc.Content) > 0 {
+		vnode = vdoc.Content[0]
+	}
+	clearLines(vnode) // line 0 marks a value that came from --set
+	keys := strings.Split(path, ".")
+	n := root
+	for i, k := range keys {
+		if isNull(n) && i > 0 { // an empty section in the file
+			*n = yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
+		}
+		if n.Kind != yaml.MappingNode {
+			if i == 0 {
+				return fmt.Errorf("--set %s: the file's top level is not a mapping of sections", path)
+			}
+			return fmt.Errorf("--set %s: %s is not a section; write section.key=value", path, strings.Join(keys[:i], "."))
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == k {
+				next = n.Content[j+1]
+				if i == len(keys)-1 {
+					n.Content[j+1] = vnode
+				}
+			}
+		}
+		if next == nil {
+			next = &yaml.Node{Kind: yaml.MappingNode}
+			if i == len(keys)-1 {
+				next = vnode
+			}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, next)
+		}
+		n = next
+	}
+	return nil
+}
+
+func clearLines(n *yaml.Node) {
+	n.Line = 0
+	for _, c := range n.Content {
+		clearLines(c)
+	}
+}
+
+// loc names where a value came from: a line of the file, or --set.
+func loc(name string, line int) string {
+	if line == 0 {
+		return name + ": --set"
+	}
+	return fmt.Sprintf("%s: line %d", name, line)
+}

@@ -1,0 +1,428 @@
+package data
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+	"math"
+	"math/rand/v2"
+)
+
+// Shape classes of the synthetic set. Class 0 is background; a set with
+// Classes k draws its shapes from the first k-1 kinds below.
+const (
+	ClassBackground = 0
+	ClassCircle     = 1
+	ClassRectangle  = 2
+	ClassTriangle   = 3
+)
+
+// Limits of SyntheticConfig, checked by Validate.
+const (
+	MinSyntheticSize    = 16
+	MaxSyntheticSize    = 4096
+	MinSyntheticClasses = 2
+	MaxSyntheticClasses = 4 // background + circle, rectangle, triangle
+	MaxSyntheticNoise   = 1.0
+)
+
+// SyntheticChannels is the number of channels of a synthetic image (RGB).
+const SyntheticChannels = 3
+
+// SyntheticConfig describes the built-in synthetic shapes set (config key
+// data.*). Zero fields take the defaults of WithDefaults.
+type SyntheticConfig struct {
+	Count   int     // number of samples (data.count); default 256, at least 1
+	Size    int     // height = width in pixels (data.size); default 64, 16..4096
+	Classes int     // background + shape kinds (data.classes); default 4, 2..4
+	Seed    uint64  // sample i is generated from (Seed, i) alone; 0 is a valid seed
+	Noise   float64 // std of per-pixel Gaussian noise on raw [0,1] intensities (data.noise); default 0.1, 0..1
+}
+
+// WithDefaults fills zero fields with the defaults: Count 256, Size 64,
+// Classes 4, Noise 0.1. Seed is left as is. A zero Noise therefore means the
+// default; for a practically noise-free set use a tiny value such as 1e-9.
+func (c SyntheticConfig) WithDefaults() SyntheticConfig {
+	if c.Count == 0 {
+		c.Count = 256
+	}
+	if c.Size == 0 {
+		c.Size = 64
+	}
+	if c.Classes == 0 {
+		c.Classes = 4
+	}
+	if c.Noise == 0 {
+		c.Noise = 0.1
+	}
+	return c
+}
+
+// Validate reports the first invalid field, naming it, its value and what is
+// allowed.
+func (c SyntheticConfig) Validate() error {
+	switch {
+	case c.Count < 1:
+		return fmt.Errorf("data.count: %d: must be at least 1", c.Count)
+	case c.Size < MinSyntheticSize || c.Size > MaxSyntheticSize:
+		return fmt.Errorf("data.size: %d: must be between %d and %d", c.Size, MinSyntheticSize, MaxSyntheticSize)
+	case c.Classes < MinSyntheticClasses || c.Classes > MaxSyntheticClasses:
+		return fmt.Errorf("data.classes: %d: must be between %d and %d (background + up to 3 shape kinds: circle, rectangle, triangle)",
+			c.Classes, MinSyntheticClasses, MaxSyntheticClasses)
+	case !(c.Noise >= 0 && c.Noise <= MaxSyntheticNoise): // also catches NaN
+		return fmt.Errorf("data.noise: %v: must be between 0 and %v (std of the noise on [0,1] intensities)", c.Noise, MaxSyntheticNoise)
+	}
+	return nil
+}
+
+// Synthetic is the built-in synthetic shapes set: RGB images of 1 to 3
+// filled circles, rectangles and triangles on a noisy background, with the
+// shape kind as the class. It needs no files and is safe for concurrent use.
+//
+// Sample i is generated from (Seed, i) alone, with a math/rand/v2 PCG seeded
+// with (Seed, i) passed through the splitmix64 finalizer, in this order:
+//
+//   - background: a random color, mean intensity in [0.2, 0.8] with a small
+//     per-channel tint;
+//   - 1 to 3 shapes, each of a kind drawn uniformly from the Classes-1 kinds
+//     (circle = class 1, rectangle = 2, triangle = 3) and a size r uniform in
+//     [Size/10, Size/4]: a circle of radius r, an axis-aligned rectangle of
+//     half-sides r and r*[0.5, 1] (either way round), or an equilateral
+//     triangle with a random rotation and the circle's area (circumradius
+//     about 1.555r); its centre keeps it inside the image and no pixel of it
+//     on or next to an earlier shape (a shape with no such place in 20 tries
+//     is left out, so shapes never overlap and the first is always drawn);
+//   - each shape a random color whose mean intensity differs from the
+//     background's by at least 0.35 (lighter or darker at random), chosen
+//     independently of its kind, so the class is told by geometry, not color;
+//   - the mask holds the class of the shape covering each pixel centre (the
+//     later one where shapes overlap, which placement avoids), 0 elsewhere;
+//   - Gaussian noise of std Noise added to every pixel and channel, clamped
+//     to [0, 1];
+//   - finally each channel normalized as (v-Mean)/Std = (v-0.5)/0.25.
+type Synthetic struct {
+	cfg SyntheticConfig
+}
+
+var _ Dataset = (*Synthetic)(nil)
+
+// NewSynthetic applies cfg.WithDefaults, validates it and returns the set.
+func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Synthetic{cfg: cfg}, nil
+}
+
+// Config returns the config in use, defaults applied.
+func (s *Synthetic) Config() SyntheticConfig { return s.cfg }
+
+func (s *Synthetic) Len() int         { return s.cfg.Count }
+func (s *Synthetic) Channels() int    { return SyntheticChannels }
+func (s *Synthetic) Classes() int     { return s.cfg.Classes }
+func (s *Synthetic) Size() (h, w int) { return s.cfg.Size, s.cfg.Size }
+func (s *Synthetic) String() string {
+	c := s.cfg
+	return fmt.Sprintf("synthetic shapes (count %d, size %d, classes %d, seed %d, noise %v)", c.Count, c.Size, c.Classes, c.Seed, c.Noise)
+}
+
+// Sample fills image (3*Size*Size, planar, normalized) and mask
+// (Size*Size) with sample i.
+func (s *Synthetic) Sample(i int, image []float32, mask []uint8) error {
+	if err := checkSample(s, i, image, mask); err != nil {
+		return err
+	}
+	s.generate(i, image, mask, nil)
+	for k, v := range image {
+		image[k] = (v - Mean) / Std
+	}
+	return nil
+}
+
+// Image returns sample i as an RGB picture (raw intensities, not
+// normalized) and its mask as a Gray picture whose pixel values are the
+// class indices (see ColorizeMask for a viewable version).
+func (s *Synthetic) Image(i int) (*image.RGBA, *image.Gray, error) {
+	n := s.cfg.Size
+	raw := make([]float32, SyntheticChannels*n*n)
+	mask := make([]uint8, n*n)
+	if err := checkSample(s, i, raw, mask); err != nil {
+		return nil, nil, err
+	}
+	s.generate(i, raw, mask, nil)
+	img := image.NewRGBA(image.Rect(0, 0, n, n))
+	for p := 0; p < n*n; p++ {
+		img.Pix[4*p+0] = to8(raw[p])
+		img.Pix[4*p+1] = to8(raw[n*n+p])
+		img.Pix[4*p+2] = to8(raw[2*n*n+p])
+		img.Pix[4*p+3] = 255
+	}
+	m := image.NewGray(image.Rect(0, 0, n, n))
+	copy(m.Pix, mask)
+	return img, m, nil
+}
+
+func to8(v float32) uint8 { return uint8(math.Round(float64(min(max(v, 0), 1)) * 255)) }
+
+func checkSample(ds Dataset, i int, image []float32, mask []uint8) error {
+	if n := ds.Len(); i < 0 || i >= n {
+		return fmt.Errorf("data: sample %d out of range [0, %d)", i, n)
+	}
+	h, w := ds.Size()
+	c := ds.Channels()
+	if len(image) != c*h*w {
+		return fmt.Errorf("data: image buffer for sample %d has %d values, want C*H*W = %d*%d*%d = %d", i, len(image), c, h, w, c*h*w)
+	}
+	if len(mask) != h*w {
+		return fmt.Errorf("data: mask buffer for sample %d has %d values, want H*W = %d*%d = %d", i, len(mask), h, w, h*w)
+	}
+	return nil
+}
+
+// shape is one painted shape of a synthetic sample.
+type shape struct {
+	class  uint8
+	cx, cy float64       // centre in pixel coordinates (pixel centres at k+0.5)
+	r      float64       // radius: circle radius, rectangle max half-side, triangle circumradius
+	hw, hh float64       // rectangle half-width and half-height
+	tri    [3][2]float64 // triangle vertices, counter-clockwise
+	color  [3]float32
+}
+
+func (sh *shape) contains(x, y float64) bool {
+	switch sh.class {
+	case ClassCircle:
+		dx, dy := x-sh.cx, y-sh.cy
+		return dx*dx+dy*dy <= sh.r*sh.r
+	case ClassRectangle:
+		return math.Abs(x-sh.cx) <= sh.hw && math.Abs(y-sh.cy) <= sh.hh
+	case ClassTriangle:
+		for k := range 3 {
+			a, b := sh.tri[k], sh.tri[(k+1)%3]
+			if (b[0]-a[0])*(y-a[1])-(b[1]-a[1])*(x-a[0]) < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// place computes a triangle's vertices, rotated by theta, from its centre
+// and circumradius; other kinds need nothing.
+func (sh *shape) place(theta float64) {
+	if sh.class != ClassTriangle {
+		return
+	}
+	for k := range 3 {
+		t := theta + 2*math.Pi*float64(k)/3
+		sh.tri[k] = [2]float64{sh.cx + sh.r*math.Cos(t), sh.cy + sh.r*math.Sin(t)}
+	}
+}
+
+// touches reports whether some pixel centre of sh lies in o or next to it
+// (4-neighbourhood), so that two shapes of similar color never merge into
+// one blob.
+func (sh *shape) touches(o *shape) bool {
+	if math.Hypot(sh.cx-o.cx, sh.cy-o.cy) >= sh.r+o.r+2 {
+		return false
+	}
+	x0 := math.Floor(max(sh.cx-sh.r, o.cx-o.r-2))
+	x1 := math.Ceil(min(sh.cx+sh.r, o.cx+o.r+2))
+	y0 := math.Floor(max(sh.cy-sh.r, o.cy-o.r-2))
+	y1 := math.Ceil(min(sh.cy+sh.r, o.cy+o.r+2))
+	for y := y0 + 0.5; y < y1; y++ {
+		for x := x0 + 0.5; x < x1; x++ {
+			if sh.contains(x, y) && (o.contains(x, y) || o.contains(x-1, y) || o.contains(x+1, y) || o.contains(x, y-1) || o.contains(x, y+1)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mix64 is the splitmix64 finalizer, spreading nearby seeds apart.
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// newRand returns the PCG stream for (seed, stream).
+func newRand(seed, stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(mix64(seed), mix64(stream^0x5851f42d4c957f2d)))
+}
+
+// uniform returns a value uniform in [lo, hi).
+func uniform(rng *rand.Rand, lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
+
+// randomColor returns a color of the given mean intensity with a small
+// zero-mean per-channel tint (|tint| <= 0.08), so every channel stays in
+// [mean-0.08, mean+0.08].
+func randomColor(rng *rand.Rand, mean float64) [3]float32 {
+	var d [3]float64
+	for k := range d {
+		d[k] = uniform(rng, -0.04, 0.04)
+	}
+	avg := (d[0] + d[1] + d[2]) / 3
+	var c [3]float32
+	for k := range c {
+		c[k] = float32(mean + d[k] - avg)
+	}
+	return c
+}
+
+// Contrast parameters: background mean in [0.2, 0.8]; shape means in
+// [0.1, 0.9] at least minContrast away from the background's.
+const (
+	bgMeanLo, bgMeanHi       = 0.2, 0.8
+	shapeMeanLo, shapeMeanHi = 0.1, 0.9
+	minContrast              = 0.35
+	placeTries               = 20
+
+	// triangleScale is a triangle's circumradius over the drawn radius r,
+	// sqrt(4*pi/(3*sqrt(3))) ~ 1.555, so that an equilateral triangle has the
+	// area of the circle of radius r and no class is much rarer in pixels.
+	triangleScale = 1.5551203015
+)
+
+// shapes draws the background color and the shapes of sample i.
+func (s *Synthetic) shapes(rng *rand.Rand) (bg [3]float32, out []shape) {
+	n := float64(s.cfg.Size)
+	bgMean := uniform(rng, bgMeanLo, bgMeanHi)
+	bg = randomColor(rng, bgMean)
+
+	count := 1 + rng.IntN(3)
+	out = make([]shape, 0, count)
+	rmin, rmax := n/10, n/4
+	for range count {
+		sh := shape{class: uint8(1 + rng.IntN(s.cfg.Classes-1))}
+		r := uniform(rng, rmin, rmax)
+		// ext: farthest reach along x or y (keeps the shape inside the
+		// image); sh.r: bounding circle (keeps shapes apart).
+		var ext float64
+		switch sh.class {
+		case ClassCircle:
+			sh.r, ext = r, r
+		case ClassRectangle:
+			a, b := r, r*uniform(rng, 0.5, 1)
+			if rng.IntN(2) == 0 {
+				a, b = b, a
+			}
+			sh.hw, sh.hh = a, b
+			sh.r, ext = math.Hypot(a, b), r
+		case ClassTriangle:
+			sh.r = r * triangleScale
+			ext = sh.r
+		}
+		theta := uniform(rng, 0, 2*math.Pi) // triangle rotation
+		placed := false
+		for range placeTries {
+			sh.cx = uniform(rng, ext, n-ext)
+			sh.cy = uniform(rng, ext, n-ext)
+			sh.place(theta)
+			placed = true
+			for k := range out {
+				if sh.touches(&out[k]) {
+					placed = false
+					break
+				}
+			}
+			if placed {
+				break
+			}
+		}
+		// Shape mean: uniform over [shapeMeanLo, shapeMeanHi] minus the band
+		// of half-width minContrast around the background mean.
+		darkLen := max(0, bgMean-minContrast-shapeMeanLo)
+		lightLen := max(0, shapeMeanHi-(bgMean+minContrast))
+		u := uniform(rng, 0, darkLen+lightLen)
+		var m float64
+		if u < darkLen {
+			m = shapeMeanLo + u
+		} else {
+			m = bgMean + minContrast + (u - darkLen)
+		}
+		sh.color = randomColor(rng, m)
+		if placed { // the first shape always is
+			out = append(out, sh)
+		}
+	}
+	return bg, out
+}
+
+// generate writes the raw (un-normalized, [0,1]) image and the mask of
+// sample i. If owner is not nil (len Size*Size) it receives, per pixel, the
+// index of the topmost shape or -1 for background.
+func (s *Synthetic) generate(i int, raw []float32, mask []uint8, owner []int8) {
+	rng := newRand(s.cfg.Seed, uint64(i))
+	bg, shapes := s.shapes(rng)
+	n := s.cfg.Size
+	plane := n * n
+	for y := range n {
+		fy := float64(y) + 0.5
+		for x := range n {
+			fx := float64(x) + 0.5
+			p := y*n + x
+			col, cls, own := bg, uint8(ClassBackground), int8(-1)
+			for k := len(shapes) - 1; k >= 0; k-- {
+				if shapes[k].contains(fx, fy) {
+					col, cls, own = shapes[k].color, shapes[k].class, int8(k)
+					break
+				}
+			}
+			mask[p] = cls
+			if owner != nil {
+				owner[p] = own
+			}
+			for c := range SyntheticChannels {
+				raw[c*plane+p] = col[c]
+			}
+		}
+	}
+	// Noise last, in a fixed order, from the same stream.
+	sigma := s.cfg.Noise
+	for k, v := range raw {
+		raw[k] = min(max(v+float32(sigma*rng.NormFloat64()), 0), 1)
+	}
+}
+
+// Palette colors for ColorizeMask: background black, then one color per
+// class; Ignore is white.
+var palette = []color.RGBA{
+	{0, 0, 0, 255},      // 0 background
+	{230, 25, 75, 255},  // 1 circle: red
+	{60, 180, 75, 255},  // 2 rectangle: green
+	{0, 130, 200, 255},  // 3 triangle: blue
+	{255, 225, 25, 255}, // 4
+	{145, 30, 180, 255}, // 5
+	{70, 240, 240, 255}, // 6
+	{245, 130, 48, 255}, // 7
+}
+
+// ClassColor is the preview color of class k (Ignore is white).
+func ClassColor(k uint8) color.RGBA {
+	if k == Ignore {
+		return color.RGBA{255, 255, 255, 255}
+	}
+	if int(k) < len(palette) {
+		return palette[k]
+	}
+	// Deterministic spread for larger class counts.
+	h := mix64(uint64(k))
+	return color.RGBA{uint8(h), uint8(h >> 8), uint8(h >> 16), 255}
+}
+
+// ColorizeMask renders a class-index mask with ClassColor.
+func ColorizeMask(m *image.Gray) *image.RGBA {
+	b := m.Bounds()
+	out := image.NewRGBA(b)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			out.SetRGBA(x, y, ClassColor(m.GrayAt(x, y).Y))
+		}
+	}
+	return out
+}
