@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tinyArgs trains a few steps of a tiny network on 16x16 synthetic images.
+var tinyArgs = []string{
+	"--set", "model.base=4", "--set", "model.depth=2", "--set", "data.size=16", "--set", "data.count=24",
+	"--set", "train.batch_size=4", "--set", "train.steps=4", "--set", "train.val_every=2",
+}
+
+func TestTrainWritesRunFiles(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr.String())
+	}
+	for _, name := range []string{"config.yaml", "metrics.jsonl", "summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s missing: %v", name, err)
+		}
+	}
+
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stepKeys := []string{"step", "epoch", "loss", "lr", "step_ms", "allocated_bytes", "reserved_bytes", "peak_allocated_bytes"}
+	valKeys := []string{"step", "epoch", "val_loss", "val_pixel_acc", "val_miou", "val_dice"}
+	steps, vals := 0, 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("metrics.jsonl line %q: %v", sc.Text(), err)
+		}
+		keys := stepKeys
+		switch rec["type"] {
+		case "step":
+			steps++
+			if rec["step"].(float64) != float64(steps) {
+				t.Errorf("step record %d has step %v", steps, rec["step"])
+			}
+			if rec["peak_allocated_bytes"].(float64) < rec["allocated_bytes"].(float64) || rec["allocated_bytes"].(float64) <= 0 {
+				t.Errorf("implausible memory in %v", rec)
+			}
+		case "val":
+			vals++
+			keys = valKeys
+		default:
+			t.Fatalf("record without a known type: %v", rec)
+		}
+		for _, k := range keys {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("%v record lacks %q: %v", rec["type"], k, rec)
+			}
+		}
+	}
+	if steps != 4 || vals != 2 {
+		t.Errorf("got %d step and %d val records, want 4 and 2", steps, vals)
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"steps", "final_loss", "val_miou", "val_dice", "peak_allocated_bytes", "peak_reserved_bytes",
+		"peak_rss_bytes", "step_ms_median", "peak_allocated_by_category"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary.json lacks %q", k)
+		}
+	}
+	if sum["steps"].(float64) != 4 {
+		t.Errorf("summary steps = %v, want 4", sum["steps"])
+	}
+	byCat := sum["peak_allocated_by_category"].(map[string]any)
+	var total float64
+	for _, k := range []string{"params", "grads", "optimizer", "activations", "workspace"} {
+		v, ok := byCat[k].(float64)
+		if !ok {
+			t.Errorf("peak_allocated_by_category lacks %q", k)
+		}
+		total += v
+	}
+	if total != sum["peak_allocated_bytes"].(float64) {
+		t.Errorf("categories add up to %v, peak_allocated_bytes is %v", total, sum["peak_allocated_bytes"])
+	}
+	if byCat["optimizer"].(float64) != 2*byCat["grads"].(float64) {
+		t.Errorf("Adam state %v should be twice the gradients %v", byCat["optimizer"], byCat["grads"])
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"no command", nil, 2, nil},
+		{"unknown command", []string{"fly"}, 2, []string{`unknown command "fly"`}},
+		{"no config", []string{"train"}, 2, []string{"--config FILE is required"}},
+		{"missing config file", []string{"train", "--config", filepath.Join(dir, "nope.yaml")}, 1, []string{"nope.yaml", "does not exist"}},
+		{"unknown key", []string{"train", "--config", write("unknown.yaml", "train:\n  batchsize: 4\n")}, 1,
+			[]string{"unknown.yaml", "line 2", `"train.batchsize"`, "batch_size"}},
+		{"wrong type", []string{"train", "--config", write("type.yaml", "train:\n  batch_size: four\n")}, 1,
+			[]string{"type.yaml", "train.batch_size", "want an integer"}},
+		{"negative batch", []string{"train", "--config", write("neg.yaml", "train:\n  batch_size: -2\n")}, 1,
+			[]string{"neg.yaml", "train.batch_size", "-2", "at least 1"}},
+		{"size not divisible", []string{"train", "--config", write("size.yaml", "data:\n  size: 30\nmodel:\n  depth: 3\n")}, 1,
+			[]string{"size.yaml", "data.size", "not divisible by 2^model.depth = 8"}},
+		{"bad set", []string{"train", "--config", "../../configs/quickstart.yaml", "--set", "train.steps"}, 1,
+			[]string{"--set", "section.key=value"}},
+		{"stray argument", []string{"train", "--config", "../../configs/quickstart.yaml", "extra"}, 2, []string{`"extra"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, stderr.String())
+			}
+			msg := stderr.String()
+			if tc.want != nil && strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+				t.Errorf("error is not one line: %q", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("stderr %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "memunet ") {
+		t.Errorf("version: exit %d, output %q", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "memunet train --config FILE") {
+		t.Errorf("help: exit %d, output %q", code, stdout.String())
+	}
+}
