@@ -62,8 +62,12 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 			return Config{}, err
 		}
 	}
-	if err := decodeStrict(name, root, reflect.ValueOf(&cfg).Elem(), ""); err != nil {
+	set := map[string]bool{}
+	if err := decodeStrict(name, root, reflect.ValueOf(&cfg).Elem(), "", set); err != nil {
 		return Config{}, err
+	}
+	if set["train.epochs"] && !set["train.steps"] {
+		cfg.Train.Steps = 0 // asking for epochs replaces the default step budget
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", name, err)
@@ -73,7 +77,8 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 
 // decodeStrict decodes node into v, a struct, key by key, so that an unknown
 // key or a value of the wrong type is reported with its line and full key.
-func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string) error {
+// The full key of every value decoded is recorded in set.
+func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, set map[string]bool) error {
 	where := prefix
 	if where == "" {
 		where = "the top level"
@@ -106,7 +111,7 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string) 
 		}
 		seen[k.Value] = true
 		if f.Kind() == reflect.Struct {
-			if err := decodeStrict(name, val, f, key); err != nil {
+			if err := decodeStrict(name, val, f, key, set); err != nil {
 				return err
 			}
 			continue
@@ -114,11 +119,22 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string) 
 		if f.Kind() == reflect.Slice {
 			f.Set(reflect.Zero(f.Type())) // a list replaces the default, not merges into it
 		}
+		if isInteger(f.Kind()) && f.Type() != reflect.TypeFor[ByteSize]() && val.Kind == yaml.ScalarNode && val.ShortTag() != "!!int" {
+			// yaml would truncate 1.5 to 1; a count must be written as an integer
+			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(errNotInteger, f.Type(), val))
+		}
+		set[key] = true
 		if err := val.Decode(f.Addr().Interface()); err != nil {
 			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(err, f.Type(), val))
 		}
 	}
 	return nil
+}
+
+var errNotInteger = errors.New("yaml: not an integer")
+
+func isInteger(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Uint64
 }
 
 func typeError(err error, t reflect.Type, val *yaml.Node) string {

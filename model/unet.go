@@ -22,6 +22,10 @@ const (
 	NormNone  NormKind = "none"  // no norm; the convolutions get a bias instead
 )
 
+// MaxBase bounds Config.Base so that the widest level, Base*2^Depth, cannot
+// overflow; no real network comes near it.
+const MaxBase = 1 << 16
+
 // Config is the UNet's architecture. Encoder widths are Base*2^i for
 // i = 0..Depth, with 2x2 max pooling between levels; the input's height and
 // width must be divisible by 2^Depth.
@@ -68,8 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model.in_channels: %d: must be at least 1", c.InChannels)
 	case c.Classes < 2 || c.Classes > 255:
 		return fmt.Errorf("model.classes: %d: must be between 2 and 255", c.Classes)
-	case c.Base < 1:
-		return fmt.Errorf("model.base: %d: must be at least 1", c.Base)
+	case c.Base < 1 || c.Base > MaxBase:
+		return fmt.Errorf("model.base: %d: must be between 1 and %d", c.Base, MaxBase)
 	case c.Depth < 1 || c.Depth > 8:
 		return fmt.Errorf("model.depth: %d: must be between 1 and 8", c.Depth)
 	case c.Up != UpBilinear && c.Up != UpTranspose:
