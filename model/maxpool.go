@@ -43,13 +43,13 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 				r1 := src[(2*oy+1)*in.W:]
 				for ox := 0; ox < OW; ox++ {
 					best, at := r0[2*ox], byte(0)
-					if v := r0[2*ox+1]; v > best {
+					if v := r0[2*ox+1]; v > best || v != v {
 						best, at = v, 1
 					}
-					if v := r1[2*ox]; v > best {
+					if v := r1[2*ox]; v > best || v != v {
 						best, at = v, 2
 					}
-					if v := r1[2*ox+1]; v > best {
+					if v := r1[2*ox+1]; v > best || v != v {
 						best, at = v, 3
 					}
 					o := (p*OH+oy)*OW + ox

@@ -1,0 +1,114 @@
+package train
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+)
+
+// adamReference is torch.optim.Adam's update in float64 for one parameter
+// vector over a sequence of gradients.
+func adamReference(w []float64, grads [][]float64, c AdamConfig) []float64 {
+	w = append([]float64(nil), w...)
+	m, v := make([]float64, len(w)), make([]float64, len(w))
+	for t, g := range grads {
+		step := float64(t + 1)
+		for j := range w {
+			gj := g[j] + c.WeightDecay*w[j]
+			m[j] = c.Beta1*m[j] + (1-c.Beta1)*gj
+			v[j] = c.Beta2*v[j] + (1-c.Beta2)*gj*gj
+			bc1, bc2 := 1-math.Pow(c.Beta1, step), 1-math.Pow(c.Beta2, step)
+			w[j] -= c.LR / bc1 * m[j] / (math.Sqrt(v[j])/math.Sqrt(bc2) + c.Eps)
+		}
+	}
+	return w
+}
+
+func TestAdamMatchesPyTorchRule(t *testing.T) {
+	for _, c := range []AdamConfig{
+		{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
+		{LR: 3e-2, Beta1: 0.8, Beta2: 0.99, Eps: 1e-6, WeightDecay: 0.1},
+	} {
+		pool := memory.NewPool(memory.Options{})
+		net, err := model.New(pool, model.Config{Base: 2, Depth: 1, Classes: 2}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt, err := NewAdam(pool, net.Params(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		p := net.Params()[0]
+		start := make([]float64, p.Len())
+		for j, x := range p.Data() {
+			start[j] = float64(x)
+		}
+		var grads [][]float64
+		for range 5 {
+			g := make([]float64, p.Len())
+			for j := range g {
+				g[j] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(5)-3))
+				p.Grad()[j] = float32(g[j])
+			}
+			grads = append(grads, g)
+			opt.Update()
+		}
+		want := adamReference(start, grads, c)
+		for j, x := range p.Data() {
+			if d := math.Abs(float64(x) - want[j]); d > 1e-6*(1+math.Abs(want[j])) {
+				t.Fatalf("config %+v: weight %d = %v, reference %v", c, j, x, want[j])
+			}
+		}
+		// Non-trainable buffers (BatchNorm running stats) have no Adam state.
+		wantBytes := int64(0)
+		for _, p := range net.Params() {
+			if p.Trainable {
+				wantBytes += 2 * memory.RoundSize(int64(4*p.Len()))
+			}
+		}
+		if got := pool.Stats().ByCategory[memory.Optimizer].Current; got != wantBytes {
+			t.Errorf("optimizer bytes %d, want %d", got, wantBytes)
+		}
+		opt.Free()
+		if got := pool.Stats().ByCategory[memory.Optimizer].Current; got != 0 {
+			t.Errorf("optimizer bytes after Free %d", got)
+		}
+	}
+}
+
+func TestConfusionMetrics(t *testing.T) {
+	// 1 image, 2x3 pixels, 3 classes; logits pick the class with the largest value.
+	pred := []int{0, 1, 2, 2, 1, 0}
+	target := []uint8{0, 1, 1, 2, 255, 0}
+	logits := make([]float32, 3*6)
+	for p, k := range pred {
+		logits[k*6+p] = 1
+	}
+	c := NewConfusion(3)
+	c.Add(logits, target, 1, 2, 3)
+	// counted pixels: (0,0) (1,1) (1,2) (2,2) (0,0); the 255 pixel is ignored.
+	if got := c.PixelAccuracy(); got != 4.0/5 {
+		t.Errorf("pixel accuracy %v, want 0.8", got)
+	}
+	// IoU: class0 2/2, class1 1/2 (tp1, fn1), class2 1/2 (tp1, fp1).
+	if got, want := c.MeanIoU(), (1+0.5+0.5)/3; math.Abs(got-want) > 1e-12 {
+		t.Errorf("mIoU %v, want %v", got, want)
+	}
+	// Dice: class0 1, class1 2/3, class2 2/3.
+	if got, want := c.MeanDice(), (1+2.0/3+2.0/3)/3; math.Abs(got-want) > 1e-12 {
+		t.Errorf("Dice %v, want %v", got, want)
+	}
+	// A class absent from target and prediction does not count.
+	c4 := NewConfusion(4)
+	c4.Add(append(logits, make([]float32, 6)...), target, 1, 2, 3)
+	if c4.MeanIoU() != c.MeanIoU() {
+		t.Errorf("absent class changed mIoU: %v vs %v", c4.MeanIoU(), c.MeanIoU())
+	}
+	if NewConfusion(2).MeanIoU() != 0 || NewConfusion(2).PixelAccuracy() != 0 {
+		t.Error("empty confusion should give 0")
+	}
+}
