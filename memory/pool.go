@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -282,6 +284,35 @@ func (p *Pool) Free(b *Buffer) error {
 	p.stats.Allocated.add(-b.size)
 	p.record(b.cat, -b.size)
 	return nil
+}
+
+// Mark is a point in a pool's allocation history (see FreeSince).
+type Mark uint64
+
+// Mark returns the current point in the allocation history.
+func (p *Pool) Mark() Mark {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Mark(p.nextID)
+}
+
+// FreeSince frees every live buffer of the given categories allocated after
+// mark and returns how many it freed. It is for abandoning a failed step
+// wholesale; the freed Buffers must not be used or freed again.
+func (p *Pool) FreeSince(mark Mark, cats ...Category) int {
+	p.mu.Lock()
+	var doomed []*Buffer
+	for id, b := range p.live {
+		if id > uint64(mark) && slices.Contains(cats, b.cat) {
+			doomed = append(doomed, b)
+		}
+	}
+	p.mu.Unlock()
+	slices.SortFunc(doomed, func(a, b *Buffer) int { return cmp.Compare(a.id, b.id) })
+	for _, b := range doomed {
+		p.MustFree(b)
+	}
+	return len(doomed)
 }
 
 // MustFree frees b and panics on misuse; for code that owns b by construction.

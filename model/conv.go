@@ -11,7 +11,7 @@ import (
 
 // Conv2d is a K x K, stride 1 convolution with zero padding Pad.
 // in is (N,InC,H,W), Weight is (OutC,InC,K,K), Bias is (OutC) or nil,
-// out is (N,OutC,H+2Pad-K+1,W+2Pad-K+1).
+// out is (N,OutC,H+2Pad-K+1,W+2Pad-K+1) in the env's precision.
 type Conv2d struct {
 	InC, OutC, K, Pad int
 	Weight, Bias      *Param
@@ -46,18 +46,21 @@ func (l *Conv2d) params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) 
 // Forward computes out = conv(in, Weight) + Bias and, in training, keeps in.
 func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	s := l.shape(in)
-	out, err := NewTensor(env.Pool, memory.Activations, s.N, s.OC, s.OH(), s.OW())
+	out, err := env.newActivation(s.N, s.OC, s.OH(), s.OW())
 	if err != nil {
 		return nil, err
 	}
-	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
-	if err != nil {
+	f := env.frame()
+	x, w := f.view(in), f.weights(l.Weight)
+	y, ws := f.writer(out), f.scratch(s.WorkspaceSize())
+	if f.err == nil {
+		kernels.Conv2d(s, y, x, w, l.biasData(), ws)
+	}
+	if err := f.finish(); err != nil {
 		out.Release()
 		return nil, err
 	}
-	kernels.Conv2d(s, out.Data(), in.Data(), l.Weight.Data(), l.biasData(), ws)
-	env.Pool.MustFree(wsBuf)
-	if env.Training {
+	if env.saves() {
 		l.in = in.Retain()
 	}
 	return out, nil
@@ -72,25 +75,28 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	s := l.shape(in)
 	var din *Tensor
-	var dinData []float32
+	f := env.frame()
+	var dx []float32
 	if !l.NoInputGrad {
 		var err error
-		if din, err = NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W); err != nil {
+		if din, err = env.newActivation(in.N, in.C, in.H, in.W); err != nil {
 			return nil, err
 		}
-		dinData = din.Data()
+		dx = f.writer(din)
 	}
-	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
-	if err != nil {
-		din.Release()
-		return nil, err
-	}
+	x, w, dy := f.view(in), f.weights(l.Weight), f.view(dout)
+	ws := f.scratch(s.WorkspaceSize())
 	var dbias []float32
 	if l.Bias != nil {
 		dbias = l.Bias.Grad()
 	}
-	kernels.Conv2dBackward(s, dinData, l.Weight.Grad(), dbias, dout.Data(), in.Data(), l.Weight.Data(), ws)
-	env.Pool.MustFree(wsBuf)
+	if f.err == nil {
+		kernels.Conv2dBackward(s, dx, l.Weight.Grad(), dbias, dy, x, w, ws)
+	}
+	if err := f.finish(); err != nil {
+		din.Release()
+		return nil, err
+	}
 	dout.Release()
 	in.Release()
 	l.in = nil
@@ -103,6 +109,8 @@ func (l *Conv2d) biasData() []float32 {
 	}
 	return l.Bias.Data()
 }
+
+func (l *Conv2d) forget() { l.in = nil }
 
 // kaimingNormal fills w with N(0, 2/fanIn), PyTorch's
 // kaiming_normal_(mode="fan_in", nonlinearity="relu").
@@ -155,18 +163,21 @@ func (l *UpConv) shape(in *Tensor) kernels.UpConvShape {
 // Forward computes out and, in training, keeps in.
 func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	s := l.shape(in)
-	out, err := NewTensor(env.Pool, memory.Activations, s.N, s.OC, 2*s.H, 2*s.W)
+	out, err := env.newActivation(s.N, s.OC, 2*s.H, 2*s.W)
 	if err != nil {
 		return nil, err
 	}
-	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
-	if err != nil {
+	f := env.frame()
+	x, w := f.view(in), f.weights(l.Weight)
+	y, ws := f.writer(out), f.scratch(s.WorkspaceSize())
+	if f.err == nil {
+		kernels.UpConv(s, y, x, w, l.Bias.Data(), ws)
+	}
+	if err := f.finish(); err != nil {
 		out.Release()
 		return nil, err
 	}
-	kernels.UpConv(s, out.Data(), in.Data(), l.Weight.Data(), l.Bias.Data(), ws)
-	env.Pool.MustFree(wsBuf)
-	if env.Training {
+	if env.saves() {
 		l.in = in.Retain()
 	}
 	return out, nil
@@ -179,19 +190,25 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: transposed conv backward without a training forward")
 	}
 	s := l.shape(in)
-	din, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W)
+	din, err := env.newActivation(in.N, in.C, in.H, in.W)
 	if err != nil {
 		return nil, err
 	}
-	wsBuf, ws, err := workspace(env, s.WorkspaceSize())
-	if err != nil {
+	f := env.frame()
+	dx := f.writer(din)
+	x, w, dy := f.view(in), f.weights(l.Weight), f.view(dout)
+	ws := f.scratch(s.WorkspaceSize())
+	if f.err == nil {
+		kernels.UpConvBackward(s, dx, l.Weight.Grad(), l.Bias.Grad(), dy, x, w, ws)
+	}
+	if err := f.finish(); err != nil {
 		din.Release()
 		return nil, err
 	}
-	kernels.UpConvBackward(s, din.Data(), l.Weight.Grad(), l.Bias.Grad(), dout.Data(), in.Data(), l.Weight.Data(), ws)
-	env.Pool.MustFree(wsBuf)
 	dout.Release()
 	in.Release()
 	l.in = nil
 	return din, nil
 }
+
+func (l *UpConv) forget() { l.in = nil }

@@ -28,10 +28,16 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target []uint8) (float6
 	if len(target) != logits.N*HW {
 		panic(fmt.Sprintf("model: cross entropy: %d targets for logits %v", len(target), logits.Shape()))
 	}
+	f := env.frame()
+	z := f.view(logits)
+	if err := f.err; err != nil {
+		f.finish()
+		return 0, err
+	}
+	defer f.finish()
 	sums := make([]float64, logits.N)
 	counts := make([]int, logits.N)
 	bad := make([]int, logits.N)
-	z := logits.Data()
 	kernels.ParallelFor(logits.N, 1, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for p := 0; p < HW; p++ {
@@ -68,7 +74,7 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target []uint8) (float6
 	if count > 0 {
 		loss /= float64(count)
 	}
-	if env.Training {
+	if env.saves() {
 		l.logits, l.target, l.count = logits.Retain(), target, count
 	}
 	return loss, nil
@@ -86,11 +92,19 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	f := env.frame()
+	z, g := f.view(logits), f.writer(dlogits)
+	if f.err != nil {
+		f.finish()
+		if dlogits != logits {
+			dlogits.Release()
+		}
+		return nil, f.err
+	}
 	if dlogits == logits {
 		dlogits.Retain() // reused in place; our saved reference is released below
 	}
 	K, HW := logits.C, logits.H*logits.W
-	z, g := logits.Data(), dlogits.Data()
 	var k0 float32
 	if l.count > 0 {
 		k0 = scale / float32(l.count)
@@ -123,7 +137,10 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	logits.Release()
 	l.logits, l.target = nil, nil
 	return dlogits, nil
 }
+
+func (l *CrossEntropy) forget() { l.logits, l.target = nil, nil }

@@ -21,12 +21,12 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if OH == 0 || OW == 0 {
 		panic("model: max pool of an input smaller than 2x2")
 	}
-	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, OH, OW)
+	out, err := env.newActivation(in.N, in.C, OH, OW)
 	if err != nil {
 		return nil, err
 	}
 	var idx []byte
-	if env.Training {
+	if env.saves() {
 		if l.argmax, err = env.Pool.AllocBytes(memory.Activations, out.Len()); err != nil {
 			out.Release()
 			return nil, err
@@ -34,7 +34,17 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		idx = l.argmax.Bytes()
 		l.inShape = in.Shape()
 	}
-	x, y := in.Data(), out.Data()
+	f := env.frame()
+	x, y := f.view(in), f.writer(out)
+	if f.err != nil {
+		f.finish()
+		if l.argmax != nil {
+			env.Pool.MustFree(l.argmax)
+			l.argmax = nil
+		}
+		out.Release()
+		return nil, f.err
+	}
 	kernels.ParallelFor(in.N*in.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*in.H*in.W : (p+1)*in.H*in.W]
@@ -61,6 +71,7 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	return out, nil
 }
 
@@ -71,12 +82,19 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: max pool backward without a training forward")
 	}
 	N, C, H, W := l.inShape[0], l.inShape[1], l.inShape[2], l.inShape[3]
-	din, err := NewTensor(env.Pool, memory.Activations, N, C, H, W)
+	din, err := env.newActivation(N, C, H, W)
 	if err != nil {
 		return nil, err
 	}
 	OH, OW := H/2, W/2
-	idx, dy, dx := l.argmax.Bytes(), dout.Data(), din.Data()
+	f := env.frame()
+	dy, dx := f.view(dout), f.writer(din)
+	if f.err != nil {
+		f.finish()
+		din.Release()
+		return nil, f.err
+	}
+	idx := l.argmax.Bytes()
 	kernels.ParallelFor(N*C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			plane := dx[p*H*W : (p+1)*H*W]
@@ -90,8 +108,11 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	dout.Release()
 	env.Pool.MustFree(l.argmax)
 	l.argmax = nil
 	return din, nil
 }
+
+func (l *MaxPool2) forget() { l.argmax = nil }

@@ -56,15 +56,21 @@ func (l *BatchNorm2d) check(in *Tensor) {
 // Forward normalizes in; in training it keeps in and the batch statistics.
 func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	l.check(in)
-	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W)
+	out, err := env.newActivation(in.N, in.C, in.H, in.W)
 	if err != nil {
 		return nil, err
 	}
-	x, y := in.Data(), out.Data()
 	gamma, beta := l.Weight.Data(), l.Bias.Data()
 	rm, rv := l.RunningMean.Data(), l.RunningVar.Data()
 	HW, M := in.H*in.W, in.N*in.H*in.W
 	if !env.Training {
+		f := env.frame()
+		x, y := f.view(in), f.writer(out)
+		if f.err != nil {
+			f.finish()
+			out.Release()
+			return nil, f.err
+		}
 		kernels.ParallelFor(l.C, 1, func(lo, hi int) {
 			for c := lo; c < hi; c++ {
 				invstd := 1 / math.Sqrt(float64(rv[c])+l.Eps)
@@ -78,6 +84,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 				}
 			}
 		})
+		f.finish()
 		return out, nil
 	}
 	stats, err := env.Pool.AllocFloat32(memory.Activations, 2*l.C)
@@ -85,6 +92,15 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, err
 	}
+	f := env.frame()
+	x, y := f.view(in), f.writer(out)
+	if f.err != nil {
+		f.finish()
+		env.Pool.MustFree(stats)
+		out.Release()
+		return nil, f.err
+	}
+	update := !env.recompute // a checkpointed block's recomputation must not count the batch twice
 	mean, inv := stats.Float32()[:l.C], stats.Float32()[l.C:]
 	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
@@ -115,6 +131,9 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 					y[off+i] = v*scale + shift
 				}
 			}
+			if !update {
+				continue
+			}
 			unbiased := variance
 			if M > 1 {
 				unbiased = ss / float64(M-1)
@@ -123,8 +142,15 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			rv[c] = float32((1-l.Momentum)*float64(rv[c]) + l.Momentum*unbiased)
 		}
 	})
-	l.NumBatchesTracked++
-	l.in, l.stats = in.Retain(), stats
+	f.finish()
+	if update {
+		l.NumBatchesTracked++
+	}
+	if env.saves() {
+		l.in, l.stats = in.Retain(), stats
+	} else {
+		env.Pool.MustFree(stats)
+	}
 	return out, nil
 }
 
@@ -141,7 +167,15 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, dy, dx := in.Data(), dout.Data(), din.Data()
+	f := env.frame()
+	x, dy, dx := f.view(in), f.view(dout), f.writer(din)
+	if f.err != nil {
+		f.finish()
+		if din != dout {
+			din.Release()
+		}
+		return nil, f.err
+	}
 	gamma := l.Weight.Data()
 	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
 	mean, inv := l.stats.Float32()[:l.C], l.stats.Float32()[l.C:]
@@ -170,6 +204,7 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	if din != dout {
 		dout.Release()
 	}
@@ -214,7 +249,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if in.C != l.C {
 		panic(fmt.Sprintf("model: group norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
 	}
-	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, in.H, in.W)
+	out, err := env.newActivation(in.N, in.C, in.H, in.W)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +260,14 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	}
 	NG := in.N * l.Groups
 	mean, inv := stats.Float32()[:NG], stats.Float32()[NG:]
-	x, y := in.Data(), out.Data()
+	f := env.frame()
+	x, y := f.view(in), f.writer(out)
+	if f.err != nil {
+		f.finish()
+		env.Pool.MustFree(stats)
+		out.Release()
+		return nil, f.err
+	}
 	gamma, beta := l.Weight.Data(), l.Bias.Data()
 	HW, cg := in.H*in.W, l.C/l.Groups
 	size := cg * HW
@@ -256,7 +298,8 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			}
 		}
 	})
-	if env.Training {
+	f.finish()
+	if env.saves() {
 		l.in, l.stats = in.Retain(), stats
 	} else {
 		env.Pool.MustFree(stats)
@@ -271,7 +314,19 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: group norm backward without a training forward")
 	}
 	mustSameShape("group norm backward", in, dout)
-	x, dy := in.Data(), dout.Data()
+	din, err := gradTensorLike(env, dout)
+	if err != nil {
+		return nil, err
+	}
+	f := env.frame()
+	x, dy, dx := f.view(in), f.view(dout), f.writer(din)
+	if f.err != nil {
+		f.finish()
+		if din != dout {
+			din.Release()
+		}
+		return nil, f.err
+	}
 	NG := in.N * l.Groups
 	mean, inv := l.stats.Float32()[:NG], l.stats.Float32()[NG:]
 	gamma := l.Weight.Data()
@@ -295,11 +350,6 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			dbeta[c] += float32(sdy)
 		}
 	})
-	din, err := gradTensorLike(env, dout)
-	if err != nil {
-		return nil, err
-	}
-	dx := din.Data()
 	kernels.ParallelFor(NG, 1, func(lo, hi int) {
 		for ng := lo; ng < hi; ng++ {
 			mu, invstd := mean[ng], inv[ng]
@@ -325,6 +375,7 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	if din != dout {
 		dout.Release()
 	}
@@ -334,6 +385,10 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
+func (l *BatchNorm2d) forget() { l.in, l.stats = nil, nil }
+
+func (l *GroupNorm) forget() { l.in, l.stats = nil, nil }
+
 // gradTensorLike returns a tensor to write din into: dout itself when the
 // caller holds its only reference (the backward then works in place), else a
 // new tensor of the same shape.
@@ -341,7 +396,7 @@ func gradTensorLike(env *Env, dout *Tensor) (*Tensor, error) {
 	if dout.Refs() == 1 {
 		return dout, nil
 	}
-	return NewTensor(env.Pool, memory.Activations, dout.N, dout.C, dout.H, dout.W)
+	return NewTensorOf(env.Pool, memory.Activations, dout.DType, dout.N, dout.C, dout.H, dout.W)
 }
 
 func fill(xs []float32, v float32) {

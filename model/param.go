@@ -14,8 +14,10 @@ type Param struct {
 	Name      string
 	Shape     []int
 	Trainable bool
-	value     *memory.Buffer // params category
+	value     *memory.Buffer // params category: the fp32 master
 	grad      *memory.Buffer // grads category; nil unless Trainable
+	work      *memory.Buffer // params category: 16-bit working copy used by the kernels, or nil
+	workType  DType
 }
 
 func newParam(pool *memory.Pool, name string, trainable bool, shape ...int) (*Param, error) {
@@ -59,4 +61,46 @@ func (p *Param) free(pool *memory.Pool) {
 	if p.grad != nil {
 		pool.MustFree(p.grad)
 	}
+	p.dropWork(pool)
+}
+
+// setWork gives p a 16-bit working copy of type dt (or none for Float32)
+// and fills it from the master.
+func (p *Param) setWork(pool *memory.Pool, dt DType) error {
+	if p.work != nil && p.workType == dt {
+		p.syncWork()
+		return nil
+	}
+	p.dropWork(pool)
+	if dt == Float32 {
+		return nil
+	}
+	buf, err := pool.AllocUint16(memory.Params, p.Len())
+	if err != nil {
+		return fmt.Errorf("allocating the %s working copy of %s: %w", dt, p.Name, err)
+	}
+	p.work, p.workType = buf, dt
+	p.syncWork()
+	return nil
+}
+
+func (p *Param) dropWork(pool *memory.Pool) {
+	if p.work != nil {
+		pool.MustFree(p.work)
+		p.work = nil
+	}
+}
+
+// syncWork rounds the master into the working copy, if there is one.
+func (p *Param) syncWork() {
+	if p.work == nil {
+		return
+	}
+	w := &Tensor{N: 1, C: 1, H: 1, W: p.Len(), DType: p.workType, buf: p.work}
+	fromFloat32(w, p.Data())
+}
+
+func (p *Param) workToFloat32(dst []float32) {
+	w := &Tensor{N: 1, C: 1, H: 1, W: p.Len(), DType: p.workType, buf: p.work}
+	toFloat32(dst, w)
 }

@@ -4,8 +4,39 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model/kernels"
 	"gorgonia.org/tensor"
 )
+
+// DType is how a tensor stores its values. Arithmetic is always float32;
+// 16-bit tensors are converted on the way in and out of each kernel.
+type DType uint8
+
+const (
+	Float32  DType = iota // IEEE binary32
+	Float16               // IEEE binary16 bits in a uint16
+	BFloat16              // bfloat16 bits (the upper half of a float32)
+)
+
+// Size is the bytes per value.
+func (d DType) Size() int {
+	if d == Float32 {
+		return 4
+	}
+	return 2
+}
+
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "fp32"
+	case Float16:
+		return "fp16"
+	case BFloat16:
+		return "bf16"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
 
 // Env is what a forward or backward pass runs with.
 type Env struct {
@@ -13,29 +44,65 @@ type Env struct {
 	// Training selects batch statistics for BatchNorm and saving tensors for
 	// backward; in eval mode layers save nothing.
 	Training bool
+	// Precision is the storage type of the activations the layers produce and
+	// of the activation gradients flowing backward (Float32 by default).
+	Precision DType
+
+	noSave    bool // a checkpointed block's first forward: compute, keep nothing
+	recompute bool // a checkpointed block's forward again in backward: keep BatchNorm's running stats as they are
 }
 
-// Tensor is an NCHW float32 activation backed by a pool buffer and shared by
+// saves reports whether layers keep tensors for backward.
+func (e *Env) saves() bool { return e.Training && !e.noSave }
+
+// Tensor is an NCHW activation backed by a pool buffer and shared by
 // reference count; the buffer goes back to the pool when the count drops to 0.
 type Tensor struct {
 	N, C, H, W int
+	DType      DType
 	buf        *memory.Buffer
 	pool       *memory.Pool
 	refs       int
 }
 
-// NewTensor allocates an (n,c,h,w) tensor of the given category with one
-// reference. Contents are undefined.
+// NewTensor allocates an (n,c,h,w) float32 tensor of the given category with
+// one reference. Contents are undefined.
 func NewTensor(pool *memory.Pool, cat memory.Category, n, c, h, w int) (*Tensor, error) {
-	buf, err := pool.AllocFloat32(cat, n*c*h*w)
+	return NewTensorOf(pool, cat, Float32, n, c, h, w)
+}
+
+// NewTensorOf is NewTensor with a storage type.
+func NewTensorOf(pool *memory.Pool, cat memory.Category, dt DType, n, c, h, w int) (*Tensor, error) {
+	buf, err := pool.AllocBytes(cat, n*c*h*w*dt.Size())
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{N: n, C: c, H: h, W: w, buf: buf, pool: pool, refs: 1}, nil
+	return &Tensor{N: n, C: c, H: h, W: w, DType: dt, buf: buf, pool: pool, refs: 1}, nil
 }
 
-// Data is the tensor's values in NCHW order.
-func (t *Tensor) Data() []float32 { return t.buf.Float32() }
+// Data is a float32 tensor's values in NCHW order; it panics for 16-bit tensors.
+func (t *Tensor) Data() []float32 {
+	if t.DType != Float32 {
+		panic(fmt.Sprintf("model: Data of a %s tensor; use Bits or Float32", t.DType))
+	}
+	return t.buf.Float32()
+}
+
+// Bits is a 16-bit tensor's raw values; it panics for float32 tensors.
+func (t *Tensor) Bits() []uint16 {
+	if t.DType == Float32 {
+		panic("model: Bits of an fp32 tensor; use Data")
+	}
+	return t.buf.Uint16()
+}
+
+// Float32 returns a newly made float32 copy of the values, whatever the
+// storage (for tests and metrics; not from the pool).
+func (t *Tensor) Float32() []float32 {
+	out := make([]float32, t.Len())
+	toFloat32(out, t)
+	return out
+}
 
 // Len is N*C*H*W.
 func (t *Tensor) Len() int { return t.N * t.C * t.H * t.W }
@@ -43,7 +110,7 @@ func (t *Tensor) Len() int { return t.N * t.C * t.H * t.W }
 // Shape is [N,C,H,W].
 func (t *Tensor) Shape() [4]int { return [4]int{t.N, t.C, t.H, t.W} }
 
-// Dense views the tensor as a gorgonia *tensor.Dense sharing its memory.
+// Dense views a float32 tensor as a gorgonia *tensor.Dense sharing its memory.
 func (t *Tensor) Dense() *tensor.Dense { return t.buf.Dense(t.N, t.C, t.H, t.W) }
 
 // Retain adds a reference and returns t.
@@ -73,7 +140,9 @@ func (t *Tensor) Release() {
 // Refs is the current reference count.
 func (t *Tensor) Refs() int { return t.refs }
 
-func (t *Tensor) String() string { return fmt.Sprintf("Tensor(%d,%d,%d,%d)", t.N, t.C, t.H, t.W) }
+func (t *Tensor) String() string {
+	return fmt.Sprintf("Tensor(%d,%d,%d,%d %s)", t.N, t.C, t.H, t.W, t.DType)
+}
 
 func mustSameShape(op string, a, b *Tensor) {
 	if a.N != b.N || a.C != b.C || a.H != b.H || a.W != b.W {
@@ -88,4 +157,121 @@ func workspace(env *Env, n int) (*memory.Buffer, []float32, error) {
 		return nil, nil, err
 	}
 	return buf, buf.Float32(), nil
+}
+
+// newActivation allocates an (n,c,h,w) activation (or activation gradient)
+// in the env's precision.
+func (env *Env) newActivation(n, c, h, w int) (*Tensor, error) {
+	return NewTensorOf(env.Pool, memory.Activations, env.Precision, n, c, h, w)
+}
+
+func toFloat32(dst []float32, t *Tensor) {
+	switch t.DType {
+	case Float32:
+		copy(dst, t.Data())
+	case Float16:
+		kernels.F16ToF32Slice(dst, t.Bits())
+	case BFloat16:
+		kernels.BF16ToF32Slice(dst, t.Bits())
+	}
+}
+
+func fromFloat32(t *Tensor, src []float32) {
+	switch t.DType {
+	case Float32:
+		copy(t.Data(), src)
+	case Float16:
+		kernels.F32ToF16Slice(t.Bits(), src)
+	case BFloat16:
+		kernels.F32ToBF16Slice(t.Bits(), src)
+	}
+}
+
+// frame gathers the transient float32 buffers of one kernel call: views of
+// 16-bit inputs, staging for 16-bit outputs, and scratch. The first
+// allocation failure is kept in err and later calls return nil, so a caller
+// checks err once before running its kernel; finish then converts the
+// outputs (unless err is set) and frees everything.
+type frame struct {
+	env     *Env
+	commits []func()
+	frees   []func()
+	err     error
+}
+
+
+func (env *Env) frame() *frame { return &frame{env: env} }
+
+func (f *frame) view(t *Tensor) []float32 {
+	if f.err != nil {
+		return nil
+	}
+	if t.DType == Float32 {
+		return t.Data()
+	}
+	vals := f.scratch(t.Len())
+	if vals != nil {
+		toFloat32(vals, t)
+	}
+	return vals
+}
+
+func (f *frame) writer(t *Tensor) []float32 {
+	if f.err != nil {
+		return nil
+	}
+	if t.DType == Float32 {
+		return t.Data()
+	}
+	vals := f.scratch(t.Len())
+	if vals != nil {
+		f.commits = append(f.commits, func() { fromFloat32(t, vals) })
+	}
+	return vals
+}
+
+func (f *frame) scratch(n int) []float32 {
+	if f.err != nil {
+		return nil
+	}
+	buf, vals, err := workspace(f.env, n)
+	if err != nil {
+		f.err = err
+		return nil
+	}
+	f.frees = append(f.frees, func() { f.env.Pool.MustFree(buf) })
+	return vals
+}
+
+// weights returns p's values as the kernels should use them: the fp32
+// master, or the 16-bit working copy converted to float32 scratch.
+func (f *frame) weights(p *Param) []float32 {
+	if p == nil {
+		return nil
+	}
+	if p.work == nil || f.err != nil {
+		if f.err != nil {
+			return nil
+		}
+		return p.Data()
+	}
+	vals := f.scratch(p.Len())
+	if vals != nil {
+		p.workToFloat32(vals)
+	}
+	return vals
+}
+
+// finish commits the outputs (if nothing failed), frees every transient
+// buffer in reverse order and returns the first error.
+func (f *frame) finish() error {
+	if f.err == nil {
+		for _, c := range f.commits {
+			c()
+		}
+	}
+	for i := len(f.frees) - 1; i >= 0; i-- {
+		f.frees[i]()
+	}
+	return f.err
 }

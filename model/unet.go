@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model/kernels"
 )
 
 // UpMode is how the decoder doubles the resolution.
@@ -37,6 +38,21 @@ type Config struct {
 	Up         UpMode   // default bilinear
 	Norm       NormKind // default batch
 	Groups     int      // groups for NormGroup (capped at a layer's width); default 8
+	// Checkpoint lists the resolution levels (0 = full size .. Depth = the
+	// bottleneck) whose DoubleConv blocks are checkpointed: in forward they
+	// keep only their input, in backward they recompute their activations.
+	// Level i has the encoder block at that level and, below Depth, the
+	// decoder block there too. Empty means none.
+	Checkpoint []int
+}
+
+// CheckpointAll is the Checkpoint list of every level for a depth.
+func CheckpointAll(depth int) []int {
+	levels := make([]int, depth+1)
+	for i := range levels {
+		levels[i] = i
+	}
+	return levels
 }
 
 // WithDefaults fills zero fields with the defaults.
@@ -83,6 +99,11 @@ func (c Config) Validate() error {
 	case c.Norm == NormGroup && c.Groups < 1:
 		return fmt.Errorf("model.groups: %d: must be at least 1", c.Groups)
 	}
+	for _, l := range c.Checkpoint {
+		if l < 0 || l > c.Depth {
+			return fmt.Errorf("model.checkpoint: level %d: levels go from 0 (full size) to model.depth = %d", l, c.Depth)
+		}
+	}
 	if c.Norm == NormGroup {
 		for i := 0; i <= c.Depth; i++ {
 			if w := c.Base << i; w%min(c.Groups, w) != 0 {
@@ -97,6 +118,10 @@ func (c Config) Validate() error {
 type layer interface {
 	Forward(env *Env, in *Tensor) (*Tensor, error)
 	Backward(env *Env, dout *Tensor) (*Tensor, error)
+	// forget drops the layer's references to what it kept for backward,
+	// without releasing them: after a failed step the caller frees the step's
+	// buffers wholesale (memory.Pool.FreeSince).
+	forget()
 }
 
 // DoubleConv is (conv3x3 -> norm -> ReLU) x 2; the convolutions have no bias
@@ -104,6 +129,10 @@ type layer interface {
 type DoubleConv struct {
 	layers []layer
 	params []*Param
+	// Checkpointed blocks keep only their input in forward (in) and run their
+	// forward again in backward before their backward.
+	Checkpointed bool
+	in           *Tensor
 }
 
 func newDoubleConv(pool *memory.Pool, cfg Config, name string, inC, outC int) (*DoubleConv, error) {
@@ -144,14 +173,48 @@ func newDoubleConv(pool *memory.Pool, cfg Config, name string, inC, outC int) (*
 	return b, nil
 }
 
-// Forward runs the layers in order.
+// Forward runs the layers in order. A checkpointed block in training keeps
+// only in; its layers keep nothing (BatchNorm still updates its running
+// statistics, once).
 func (b *DoubleConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
-	return forwardChain(env, b.layers, in)
+	if !b.Checkpointed || !env.saves() {
+		return forwardChain(env, b.layers, in)
+	}
+	quiet := *env
+	quiet.noSave = true
+	out, err := forwardChain(&quiet, b.layers, in)
+	if err != nil {
+		return nil, err
+	}
+	b.in = in.Retain()
+	return out, nil
 }
 
-// Backward runs the layers' backward in reverse order; it consumes dout.
+// Backward runs the layers' backward in reverse order; it consumes dout. A
+// checkpointed block first recomputes its forward from the kept input, with
+// the same batch statistics and without touching the running statistics, so
+// its gradients equal the plain block's bit for bit.
 func (b *DoubleConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	if b.in != nil {
+		again := *env
+		again.recompute = true
+		out, err := forwardChain(&again, b.layers, b.in)
+		b.in.Release()
+		b.in = nil
+		if err != nil {
+			dout.Release()
+			return nil, err
+		}
+		out.Release() // ReLU keeps its own reference for backward
+	}
 	return backwardChain(env, b.layers, dout)
+}
+
+func (b *DoubleConv) forget() {
+	b.in = nil
+	for _, l := range b.layers {
+		l.forget()
+	}
 }
 
 // forwardChain runs layers in order; the caller keeps its reference to in.
@@ -269,7 +332,107 @@ func (m *UNet) build(pool *memory.Pool) error {
 		return err
 	}
 	m.params = append(m.params, m.outc.params()...)
+	m.SetCheckpoint(cfg.Checkpoint)
 	return nil
+}
+
+// SetCheckpoint checkpoints the DoubleConv blocks at the given levels (see
+// Config.Checkpoint) and no others. Call it between steps, not inside one.
+func (m *UNet) SetCheckpoint(levels []int) {
+	on := map[int]bool{}
+	for _, l := range levels {
+		on[l] = true
+	}
+	m.Config.Checkpoint = append([]int(nil), levels...)
+	m.inc.Checkpointed = on[0]
+	for i, d := range m.downs {
+		d.conv.Checkpointed = on[i+1]
+	}
+	for i, u := range m.ups {
+		u.conv.Checkpointed = on[m.Config.Depth-1-i]
+	}
+}
+
+// SetPrecision gives every convolution weight a working copy in dt (Float16
+// or BFloat16; Float32 drops the copies), rounded from the fp32 master and
+// used by the kernels from then on. The copies are allocated as params.
+func (m *UNet) SetPrecision(dt DType) error {
+	for _, p := range m.params {
+		if p.Trainable && len(p.Shape) == 4 {
+			if err := p.setWork(m.pool, dt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SyncWorkingWeights rounds the fp32 masters into the 16-bit working copies
+// (after an optimizer step); a no-op without them.
+func (m *UNet) SyncWorkingWeights() {
+	for _, p := range m.params {
+		p.syncWork()
+	}
+}
+
+// SaveBuffers copies the non-trainable buffers (BatchNorm running
+// statistics and batch counts), which a forward in training mode updates, and
+// returns a function that puts them back: for retrying a failed step exactly.
+// The copies are small and live outside the pool.
+func (m *UNet) SaveBuffers() (restore func()) {
+	var saved [][]float32
+	for _, p := range m.params {
+		if !p.Trainable {
+			saved = append(saved, append([]float32(nil), p.Data()...))
+		}
+	}
+	var counts []int64
+	m.eachBatchNorm(func(bn *BatchNorm2d) { counts = append(counts, bn.NumBatchesTracked) })
+	return func() {
+		i := 0
+		for _, p := range m.params {
+			if !p.Trainable {
+				copy(p.Data(), saved[i])
+				i++
+			}
+		}
+		j := 0
+		m.eachBatchNorm(func(bn *BatchNorm2d) { bn.NumBatchesTracked = counts[j]; j++ })
+	}
+}
+
+func (m *UNet) eachBatchNorm(fn func(*BatchNorm2d)) {
+	blocks := []*DoubleConv{m.inc}
+	for _, d := range m.downs {
+		blocks = append(blocks, d.conv)
+	}
+	for _, u := range m.ups {
+		blocks = append(blocks, u.conv)
+	}
+	for _, b := range blocks {
+		for _, l := range b.layers {
+			if bn, ok := l.(*BatchNorm2d); ok {
+				fn(bn)
+			}
+		}
+	}
+}
+
+// Forget drops every reference the layers keep for backward, without
+// releasing them, for a step that failed between Forward and the end of
+// Backward: the caller then frees the step's buffers with
+// memory.Pool.FreeSince. Gradients are left as they are.
+func (m *UNet) Forget() {
+	m.inc.forget()
+	for _, d := range m.downs {
+		d.pool.forget()
+		d.conv.forget()
+	}
+	for _, u := range m.ups {
+		u.upsample.forget()
+		u.conv.forget()
+	}
+	m.outc.forget()
 }
 
 // Params lists every parameter and buffer in state_dict order.
@@ -408,7 +571,9 @@ func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
 			return err
 		}
 		ds := dskips[i]
-		addInto(dh.Data(), ds.Data())
+		if err := addInto(env, dh, ds); err != nil {
+			return err
+		}
 		ds.Release()
 		dskips[i] = nil
 		g = dh
@@ -418,11 +583,18 @@ func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
 	return err
 }
 
-func addInto(dst, src []float32) {
-	if len(dst) != len(src) {
-		panic("model: addInto: length mismatch")
+// addInto adds src to dst elementwise (in float32, stored back in dst's type).
+func addInto(env *Env, dst, src *Tensor) error {
+	mustSameShape("add", dst, src)
+	f := env.frame()
+	a, b := f.view(dst), f.view(src)
+	out := f.writer(dst)
+	if f.err == nil {
+		kernels.ParallelFor(len(a), 1<<14, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				out[i] = a[i] + b[i]
+			}
+		})
 	}
-	for i, v := range src {
-		dst[i] += v
-	}
+	return f.finish()
 }

@@ -1,9 +1,6 @@
 package model
 
-import (
-	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
-)
+import "github.com/memunet/memunet/model/kernels"
 
 // Upsample2 is PyTorch's Upsample(scale_factor=2, mode="bilinear",
 // align_corners=False): in (N,C,H,W), out (N,C,2H,2W). It has no parameters
@@ -32,14 +29,20 @@ func bilinearTaps(n int) (i0, i1 []int, w0, w1 []float32) {
 // Forward interpolates.
 func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	H, W := in.H, in.W
-	out, err := NewTensor(env.Pool, memory.Activations, in.N, in.C, 2*H, 2*W)
+	out, err := env.newActivation(in.N, in.C, 2*H, 2*W)
 	if err != nil {
 		return nil, err
 	}
 	l.inShape = in.Shape()
+	f := env.frame()
+	x, y := f.view(in), f.writer(out)
+	if f.err != nil {
+		f.finish()
+		out.Release()
+		return nil, f.err
+	}
 	y0, y1, wy0, wy1 := bilinearTaps(H)
 	x0, x1, wx0, wx1 := bilinearTaps(W)
-	x, y := in.Data(), out.Data()
 	kernels.ParallelFor(in.N*in.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*H*W : (p+1)*H*W]
@@ -55,6 +58,7 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	return out, nil
 }
 
@@ -63,13 +67,19 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // It consumes dout.
 func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	N, C, H, W := l.inShape[0], l.inShape[1], l.inShape[2], l.inShape[3]
-	din, err := NewTensor(env.Pool, memory.Activations, N, C, H, W)
+	din, err := env.newActivation(N, C, H, W)
 	if err != nil {
 		return nil, err
 	}
+	f := env.frame()
+	dy, dx := f.view(dout), f.writer(din)
+	if f.err != nil {
+		f.finish()
+		din.Release()
+		return nil, f.err
+	}
 	y0, y1, wy0, wy1 := bilinearTaps(H)
 	x0, x1, wx0, wx1 := bilinearTaps(W)
-	dy, dx := dout.Data(), din.Data()
 	kernels.ParallelFor(N*C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			g := dy[p*4*H*W : (p+1)*4*H*W]
@@ -88,6 +98,9 @@ func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			}
 		}
 	})
+	f.finish()
 	dout.Release()
 	return din, nil
 }
+
+func (l *Upsample2) forget() {}

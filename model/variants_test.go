@@ -1,0 +1,243 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/memunet/memunet/memory"
+)
+
+// vtStep runs one training step (ZeroGrad, Forward, loss, Backward) in a
+// fresh peak window and returns the loss, a copy of every parameter and
+// buffer after it (gradients of trainables, values of BN running stats) and
+// the pool's stats.
+func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target []uint8, scale float32) (float64, map[string][]float32, memory.Stats) {
+	t.Helper()
+	env.Pool.ResetPeak()
+	m.ZeroGrad()
+	logits, err := m.Forward(env, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce CrossEntropy
+	loss, err := ce.Forward(env, logits, target)
+	logits.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlogits, err := ce.Backward(env, scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(env, dlogits); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]float32{}
+	for _, p := range m.Params() {
+		if p.Trainable {
+			out[p.Name+".grad"] = append([]float32(nil), p.Grad()...)
+		} else {
+			out[p.Name] = append([]float32(nil), p.Data()...)
+		}
+	}
+	return loss, out, env.Pool.Stats()
+}
+
+// TestCheckpointBitExact: checkpointing every level (and a single level)
+// gives the same loss, the same gradients and the same BatchNorm running
+// statistics as no checkpointing, bit for bit, over two steps, while
+// keeping fewer activation bytes at the peak.
+func TestCheckpointBitExact(t *testing.T) {
+	for _, v := range utVariants {
+		for _, levels := range [][]int{CheckpointAll(2), {0}, {2}} {
+			t.Run(fmt.Sprintf("%s/%s/%v", v.norm, v.up, levels), func(t *testing.T) {
+				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
+				run := func(ck []int) ([]float64, []map[string][]float32, memory.Stats) {
+					pool := memory.NewPool(memory.Options{})
+					c := cfg
+					c.Checkpoint = ck
+					m, err := New(pool, c, 11)
+					if err != nil {
+						t.Fatal(err)
+					}
+					env := &Env{Pool: pool, Training: true}
+					var losses []float64
+					var states []map[string][]float32
+					var st memory.Stats
+					for step := range 2 {
+						x, target := utBatch(t, pool, uint64(step+1), 2, 3, 16, 16, 3)
+						loss, state, s := vtStep(t, env, m, x, target, 1)
+						x.Release()
+						losses, states, st = append(losses, loss), append(states, state), s
+					}
+					return losses, states, st
+				}
+				plainLoss, plain, plainStats := run(nil)
+				ckLoss, ck, ckStats := run(levels)
+				for step := range plainLoss {
+					if math.Float64bits(plainLoss[step]) != math.Float64bits(ckLoss[step]) {
+						t.Errorf("step %d: loss %v with checkpointing, %v without", step, ckLoss[step], plainLoss[step])
+					}
+					for name, want := range plain[step] {
+						got := ck[step][name]
+						for i := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("step %d: %s[%d] = %v with checkpointing, %v without", step, name, i, got[i], want[i])
+							}
+						}
+					}
+				}
+				a, b := ckStats.ByCategory[memory.Activations].Peak, plainStats.ByCategory[memory.Activations].Peak
+				if a >= b {
+					t.Errorf("peak activation bytes %d with checkpointing, %d without: no saving", a, b)
+				}
+			})
+		}
+	}
+}
+
+// TestCheckpointRunningStatsUpdatedOnce: after one step the running mean of
+// a checkpointed BatchNorm equals 0.9*0 + 0.1*batch mean, i.e. it was
+// updated once, and NumBatchesTracked is 1.
+func TestCheckpointRunningStatsUpdatedOnce(t *testing.T) {
+	pool := memory.NewPool(memory.Options{})
+	m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 1, Checkpoint: CheckpointAll(1)}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &Env{Pool: pool, Training: true}
+	x, target := utBatch(t, pool, 5, 2, 3, 8, 8, 2)
+	vtStep(t, env, m, x, target, 1)
+	bn := m.inc.layers[1].(*BatchNorm2d)
+	if bn.NumBatchesTracked != 1 {
+		t.Errorf("NumBatchesTracked = %d after one checkpointed step, want 1", bn.NumBatchesTracked)
+	}
+}
+
+// TestMixedPrecision: with fp16 or bf16 activations and weight copies the
+// gradients stay close to fp32's, saved activations take half the bytes, and
+// nothing leaks.
+func TestMixedPrecision(t *testing.T) {
+	for _, dt := range []DType{Float16, BFloat16} {
+		for _, v := range utVariants {
+			t.Run(fmt.Sprintf("%s/%s/%s", dt, v.norm, v.up), func(t *testing.T) {
+				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
+				run := func(prec DType) (float64, map[string][]float32, memory.Stats, int64) {
+					pool := memory.NewPool(memory.Options{})
+					m, err := New(pool, cfg, 11)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := m.SetPrecision(prec); err != nil {
+						t.Fatal(err)
+					}
+					env := &Env{Pool: pool, Training: true, Precision: prec}
+					x, target := utBatch(t, pool, 1, 2, 3, 16, 16, 3)
+					base := pool.Stats().Allocated.Current
+					loss, g, st := vtStep(t, env, m, x, target, 1)
+					if got := pool.Stats().Allocated.Current; got != base {
+						t.Errorf("%s: %d bytes left after the step, want %d", prec, got, base)
+					}
+					return loss, g, st, base
+				}
+				loss32, g32, st32, _ := run(Float32)
+				loss16, g16, st16, _ := run(dt)
+				// fp16 keeps 11 bits of mantissa, bf16 8: the loss and the
+				// gradient direction stay close but not equal.
+				tol := map[DType]float64{Float16: 5e-3, BFloat16: 3e-2}[dt]
+				if math.Abs(loss16-loss32) > tol*math.Abs(loss32) {
+					t.Errorf("loss %v in %s, %v in fp32", loss16, dt, loss32)
+				}
+				for name, want := range g32 {
+					got := g16[name]
+					var dot, n1, n2 float64
+					for i := range want {
+						dot += float64(got[i]) * float64(want[i])
+						n1 += float64(got[i]) * float64(got[i])
+						n2 += float64(want[i]) * float64(want[i])
+					}
+					if n2 == 0 {
+						continue
+					}
+					if cos := dot / math.Sqrt(n1*n2); cos < 1-10*tol {
+						t.Errorf("%s: cosine %v between %s and fp32 gradients", name, cos, dt)
+					}
+				}
+				a16 := st16.ByCategory[memory.Activations].Peak
+				a32 := st32.ByCategory[memory.Activations].Peak
+				// The input batch (fp32) is in both; the rest halves, up to
+				// the 1-byte max-pool indices and 512-byte rounding.
+				in := int64(2 * 3 * 16 * 16 * 4)
+				if r := float64(a16-in) / float64(a32-in); r > 0.56 {
+					t.Errorf("activation peak %d in %s vs %d in fp32: ratio %.3f, want <= 0.56", a16, dt, a32, r)
+				}
+			})
+		}
+	}
+}
+
+// TestFailedStepCleanup: a step that runs out of memory in the middle is
+// abandoned with Forget and FreeSince, leaving exactly params and grads, and
+// the next step (with room) gives the same result as a fresh model.
+func TestFailedStepCleanup(t *testing.T) {
+	cfg := Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Checkpoint: []int{1}}
+	probe := memory.NewPool(memory.Options{})
+	m0, _ := New(probe, cfg, 1)
+	x0, t0 := utBatch(t, probe, 1, 2, 3, 16, 16, 2)
+	_, want, st := vtStep(t, &Env{Pool: probe, Training: true}, m0, x0, t0, 1)
+	peak := st.Allocated.Peak
+
+	for _, capacity := range []int64{peak - 512*20, peak - 8192, peak - 512} {
+		pool := memory.NewPool(memory.Options{Capacity: peak + 1<<20})
+		m, err := New(pool, cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, target := utBatch(t, pool, 1, 2, 3, 16, 16, 2)
+		before := pool.Stats().Allocated.Current
+		env := &Env{Pool: pool, Training: true}
+		// Fill the pool so that only capacity bytes are usable by the step.
+		pad, err := pool.AllocBytes(memory.Workspace, int(peak+1<<20-capacity))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mark := pool.Mark()
+		restore := m.SaveBuffers()
+		m.ZeroGrad()
+		var failed error
+		logits, err := m.Forward(env, x)
+		if err == nil {
+			var ce CrossEntropy
+			_, err = ce.Forward(env, logits, target)
+			logits.Release()
+			if err == nil {
+				var d *Tensor
+				if d, err = ce.Backward(env, 1); err == nil {
+					err = m.Backward(env, d)
+				}
+			}
+		}
+		failed = err
+		var oom *memory.OutOfMemoryError
+		if !errors.As(failed, &oom) {
+			t.Fatalf("capacity %d: want an out-of-memory error, got %v", capacity, failed)
+		}
+		m.Forget()
+		pool.FreeSince(mark, memory.Activations, memory.Workspace)
+		restore()
+		if got := pool.Stats().Allocated.Current; got != before+pad.Size() {
+			t.Fatalf("capacity %d: %d bytes allocated after cleanup, want %d", capacity, got, before+pad.Size())
+		}
+		pool.MustFree(pad)
+		_, got, _ := vtStep(t, env, m, x, target, 1)
+		for name, w := range want {
+			for i := range w {
+				if got[name][i] != w[i] {
+					t.Fatalf("capacity %d: after cleanup %s[%d] = %v, want %v", capacity, name, i, got[name][i], w[i])
+				}
+			}
+		}
+	}
+}
