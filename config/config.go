@@ -29,6 +29,8 @@ type Model struct {
 	Norm       string `yaml:"norm"`
 	Groups     int    `yaml:"groups"`
 	Seed       uint64 `yaml:"seed"`
+	// Checkpoint is none, all, or a list of levels (0 = full size .. depth).
+	Checkpoint Checkpoint `yaml:"checkpoint"`
 }
 
 // Data says where samples come from.
@@ -39,6 +41,8 @@ type Data struct {
 	Noise       float64 `yaml:"noise"`
 	Seed        uint64  `yaml:"seed"`
 	ValFraction float64 `yaml:"val_fraction"`
+	// Resize is [H, W] to scale every image to (bilinear; masks nearest), or empty.
+	Resize []int `yaml:"resize"`
 }
 
 // Train is the optimization.
@@ -52,12 +56,31 @@ type Train struct {
 	WeightDecay float64   `yaml:"weight_decay"`
 	Seed        uint64    `yaml:"seed"`
 	ValEvery    int       `yaml:"val_every"`
+	// Precision is fp32, fp16 or bf16: the storage of activations, activation
+	// gradients and the working copy of the weights.
+	Precision string `yaml:"precision"`
+	// Accumulate is the number of micro-batches of batch_size per optimizer step.
+	Accumulate int    `yaml:"accumulate"`
+	Scaler     Scaler `yaml:"scaler"`
+}
+
+// Scaler is the dynamic loss scaler for fp16 (PyTorch's GradScaler rule).
+type Scaler struct {
+	// Enabled is auto (on for fp16 only), true or false.
+	Enabled        Switch  `yaml:"enabled"`
+	InitScale      float64 `yaml:"init_scale"`
+	GrowthFactor   float64 `yaml:"growth_factor"`
+	BackoffFactor  float64 `yaml:"backoff_factor"`
+	GrowthInterval int     `yaml:"growth_interval"`
 }
 
 // Memory configures the accounted pool.
 type Memory struct {
 	Capacity ByteSize `yaml:"capacity"`
 	Timeline bool     `yaml:"timeline"`
+	// EmptyCache is never, step (release cached blocks after every optimizer
+	// step) or oom (on an out-of-memory error, release and retry the step once).
+	EmptyCache string `yaml:"empty_cache"`
 }
 
 // Output says where and how results are written.
@@ -73,8 +96,10 @@ func Default() Config {
 	return Config{
 		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
 		Data:   Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125},
-		Train:  Train{BatchSize: 8, Steps: 600, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200},
-		Memory: Memory{},
+		Train: Train{BatchSize: 8, Steps: 600, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
+			Precision: "fp32", Accumulate: 1,
+			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
+		Memory: Memory{EmptyCache: "never"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }
@@ -84,7 +109,27 @@ func (c Config) ModelConfig() model.Config {
 	return model.Config{
 		InChannels: c.Model.InChannels, Classes: c.Model.Classes, Base: c.Model.Base, Depth: c.Model.Depth,
 		Up: model.UpMode(c.Model.Up), Norm: model.NormKind(c.Model.Norm), Groups: c.Model.Groups,
+		Checkpoint: c.Model.Checkpoint.Resolve(c.Model.Depth),
 	}
+}
+
+// ImageSize is the (H, W) the model sees: data.resize if set, else data.size.
+func (c Config) ImageSize() (h, w int) {
+	if len(c.Data.Resize) == 2 {
+		return c.Data.Resize[0], c.Data.Resize[1]
+	}
+	return c.Data.Size, c.Data.Size
+}
+
+// ScalerEnabled resolves train.scaler.enabled: auto means fp16 only.
+func (c Config) ScalerEnabled() bool {
+	switch c.Train.Scaler.Enabled {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return c.Train.Precision == "fp16"
 }
 
 // Validate reports the first invalid value, naming its key, the value and what
@@ -103,7 +148,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("data.count: %d: need at least 2 samples (one to train, one to validate)", d.Count)
 	case d.Size < 1:
 		return fmt.Errorf("data.size: %d: must be a positive image size in pixels", d.Size)
-	case d.Size%(1<<c.Model.Depth) != 0 || d.Size < 1<<c.Model.Depth:
+	case len(d.Resize) == 0 && (d.Size%(1<<c.Model.Depth) != 0 || d.Size < 1<<c.Model.Depth):
 		f := 1 << c.Model.Depth
 		return fmt.Errorf("data.size: %d is not divisible by 2^model.depth = %d; use a multiple of %d (e.g. %d) or a smaller model.depth",
 			d.Size, f, f, max(f, (d.Size+f-1)/f*f))
@@ -141,6 +186,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("output.progress: %q: must be auto, bar, plain or none", c.Output.Progress)
 	case c.Output.LogEvery < 1:
 		return fmt.Errorf("output.log_every: %d: must be at least 1", c.Output.LogEvery)
+	}
+	if err := c.validateVariants(); err != nil {
+		return err
 	}
 	valCount := int(float64(d.Count) * d.ValFraction)
 	if valCount < 1 || d.Count-valCount < 1 {
@@ -206,4 +254,137 @@ func (b ByteSize) MarshalYAML() (any, error) {
 		}
 	}
 	return int64(b), nil
+}
+
+// validateVariants checks the memory-saving options.
+func (c Config) validateVariants() error {
+	t, f := c.Train, 1<<c.Model.Depth
+	if r := c.Data.Resize; len(r) != 0 {
+		if len(r) != 2 || r[0] < 1 || r[1] < 1 {
+			return fmt.Errorf("data.resize: %v: must be [H, W] with positive sizes, e.g. [64, 64], or left out", r)
+		}
+		if r[0]%f != 0 || r[1]%f != 0 {
+			return fmt.Errorf("data.resize: %v is not divisible by 2^model.depth = %d; use multiples of %d (e.g. [%d, %d]) or a smaller model.depth",
+				r, f, f, max(f, (r[0]+f-1)/f*f), max(f, (r[1]+f-1)/f*f))
+		}
+	}
+	if err := c.Model.Checkpoint.validate(c.Model.Depth); err != nil {
+		return err
+	}
+	s := t.Scaler
+	switch {
+	case t.Precision != "fp32" && t.Precision != "fp16" && t.Precision != "bf16":
+		return fmt.Errorf("train.precision: %q: must be fp32, fp16 or bf16", t.Precision)
+	case t.Accumulate < 1:
+		return fmt.Errorf("train.accumulate: %d: must be at least 1 (micro-batches of train.batch_size per optimizer step)", t.Accumulate)
+	case s.Enabled != "auto" && s.Enabled != "true" && s.Enabled != "false":
+		return fmt.Errorf("train.scaler.enabled: %q: must be auto, true or false", s.Enabled)
+	case !(s.InitScale > 0) || math.IsInf(s.InitScale, 0):
+		return fmt.Errorf("train.scaler.init_scale: %g: must be a positive number such as 65536", s.InitScale)
+	case !(s.GrowthFactor > 1) || math.IsInf(s.GrowthFactor, 0):
+		return fmt.Errorf("train.scaler.growth_factor: %g: must be greater than 1, e.g. 2", s.GrowthFactor)
+	case !(s.BackoffFactor > 0 && s.BackoffFactor < 1):
+		return fmt.Errorf("train.scaler.backoff_factor: %g: must be between 0 and 1, e.g. 0.5", s.BackoffFactor)
+	case s.GrowthInterval < 1:
+		return fmt.Errorf("train.scaler.growth_interval: %d: must be at least 1, e.g. 2000", s.GrowthInterval)
+	case c.Memory.EmptyCache != "never" && c.Memory.EmptyCache != "step" && c.Memory.EmptyCache != "oom":
+		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
+	}
+	return nil
+}
+
+// Checkpoint is model.checkpoint: "none", "all", or a list of levels.
+type Checkpoint struct {
+	All    bool
+	Levels []int
+}
+
+// Resolve gives the checkpointed levels for a network of the given depth.
+func (c Checkpoint) Resolve(depth int) []int {
+	if c.All {
+		return model.CheckpointAll(depth)
+	}
+	return c.Levels
+}
+
+func (c Checkpoint) validate(depth int) error {
+	seen := map[int]bool{}
+	for _, l := range c.Levels {
+		if l < 0 || l > depth {
+			return fmt.Errorf("model.checkpoint: level %d: levels go from 0 (full size) to model.depth = %d", l, depth)
+		}
+		if seen[l] {
+			return fmt.Errorf("model.checkpoint: level %d is listed twice", l)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
+// String is the YAML form: none, all or the list.
+func (c Checkpoint) String() string {
+	switch {
+	case c.All:
+		return "all"
+	case len(c.Levels) == 0:
+		return "none"
+	}
+	return fmt.Sprint(c.Levels)
+}
+
+// UnmarshalYAML accepts none, all, or a list of integer levels.
+func (c *Checkpoint) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.Value {
+		case "none", "":
+			*c = Checkpoint{}
+			return nil
+		case "all":
+			*c = Checkpoint{All: true}
+			return nil
+		}
+	case yaml.SequenceNode:
+		var levels []int
+		if err := n.Decode(&levels); err == nil {
+			*c = Checkpoint{Levels: levels}
+			return nil
+		}
+	}
+	return fmt.Errorf("want none, all, or a list of levels such as [0, 1]")
+}
+
+// MarshalYAML writes none, all or the list.
+func (c Checkpoint) MarshalYAML() (any, error) {
+	if c.All || len(c.Levels) == 0 {
+		return c.String(), nil
+	}
+	return c.Levels, nil
+}
+
+// Switch is a setting that is auto, true or false.
+type Switch string
+
+// UnmarshalYAML accepts auto or a boolean.
+func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if n.Value == "auto" {
+			*s = "auto"
+			return nil
+		}
+		var b bool
+		if err := n.Decode(&b); err == nil {
+			*s = Switch(strconv.FormatBool(b))
+			return nil
+		}
+	}
+	return fmt.Errorf("want auto, true or false")
+}
+
+// MarshalYAML writes auto or a boolean.
+func (s Switch) MarshalYAML() (any, error) {
+	if b, err := strconv.ParseBool(string(s)); err == nil {
+		return b, nil
+	}
+	return string(s), nil
 }

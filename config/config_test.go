@@ -210,6 +210,17 @@ func TestParseErrors(t *testing.T) {
 			[]string{"train.steps", "train.epochs", "both 0", "set one"}},
 		{"steps and epochs both set", "train:\n  steps: 10\n  epochs: 2\n",
 			[]string{"train.steps", "train.epochs", "both set", "only one"}},
+		{"bad precision", "train:\n  precision: fp8\n", []string{"train.precision", `"fp8"`, "fp32, fp16 or bf16"}},
+		{"accumulate zero", "train:\n  accumulate: 0\n", []string{"train.accumulate", "at least 1"}},
+		{"checkpoint level too deep", "model:\n  depth: 3\n  checkpoint: [0, 4]\n", []string{"model.checkpoint", "level 4", "model.depth = 3"}},
+		{"checkpoint word", "model:\n  checkpoint: some\n", []string{"line 2", "model.checkpoint", "none, all, or a list"}},
+		{"checkpoint twice", "model:\n  checkpoint: [1, 1]\n", []string{"model.checkpoint", "listed twice"}},
+		{"resize not divisible", "data:\n  resize: [30, 32]\n", []string{"data.resize", "not divisible by 2^model.depth = 8", "[32, 32]"}},
+		{"resize one number", "data:\n  resize: [32]\n", []string{"data.resize", "[H, W]"}},
+		{"scaler enabled word", "train:\n  scaler:\n    enabled: maybe\n", []string{"line 3", "train.scaler.enabled", "auto, true or false"}},
+		{"scaler backoff", "train:\n  scaler:\n    backoff_factor: 2\n", []string{"train.scaler.backoff_factor", "between 0 and 1"}},
+		{"scaler growth", "train:\n  scaler:\n    growth_factor: 1\n", []string{"train.scaler.growth_factor", "greater than 1"}},
+		{"empty cache", "memory:\n  empty_cache: always\n", []string{"memory.empty_cache", "never, step or oom"}},
 		{"epochs and steps both set", "train:\n  epochs: 2\n  steps: 10\n",
 			[]string{"train.steps (10)", "train.epochs (2)", "both set"}},
 		{"fractional count", "train:\n  batch_size: 1.5\n",
@@ -347,7 +358,7 @@ func TestOverrides(t *testing.T) {
 		{"value with equals sign", qs, []string{"output.dir=runs/a=b"}, func(c *Config) { c.Output.Dir = "runs/a=b" }},
 		{"quoted string", qs, []string{`output.dir="123"`}, func(c *Config) { c.Output.Dir = "123" }},
 		{"whole section", qs, []string{"memory={capacity: 1GiB, timeline: true}"},
-			func(c *Config) { c.Memory = Memory{Capacity: 1 << 30, Timeline: true} }},
+			func(c *Config) { c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, "quickstart.yaml", tc.src, tc.overrides)
@@ -508,12 +519,16 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"capacity 6GiB", func(c *Config) { c.Memory.Capacity = 6 << 30 }},
 		{"capacity 1.5GB", func(c *Config) { c.Memory.Capacity = 1.5e9 }},
 		{"everything changed", func(c *Config) {
-			c.Model = Model{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4, Seed: math.MaxUint64}
-			c.Data = Data{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3}
-			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0}
-			c.Memory = Memory{Capacity: 123456789, Timeline: true}
+			c.Model = Model{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4, Seed: math.MaxUint64,
+				Checkpoint: Checkpoint{Levels: []int{0, 2}}}
+			c.Data = Data{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3, Resize: []int{48, 32}}
+			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
+				Precision: "fp16", Accumulate: 4,
+				Scaler: Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10}}
+			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom"}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}
 		}},
+		{"checkpoint all", func(c *Config) { c.Model.Checkpoint = Checkpoint{All: true} }},
 		{"awkward dir", func(c *Config) { c.Output.Dir = "yes" }},
 		{"numeric dir", func(c *Config) { c.Output.Dir = "0x10" }},
 		{"multi-line dir", func(c *Config) { c.Output.Dir = "a\n\tb\n" }},
@@ -631,5 +646,31 @@ func TestEpochsAloneReplaceDefaultSteps(t *testing.T) {
 				t.Errorf("epochs %d steps %d, want 2 and 0", cfg.Train.Epochs, cfg.Train.Steps)
 			}
 		})
+	}
+}
+
+func TestVariantKeys(t *testing.T) {
+	cfg, err := Parse("v.yaml", []byte("model:\n  checkpoint: all\n  depth: 2\ndata:\n  size: 30\n  resize: [16, 24]\ntrain:\n  precision: bf16\n  accumulate: 4\n  scaler:\n    enabled: true\nmemory:\n  empty_cache: step\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ModelConfig().Checkpoint; len(got) != 3 || got[2] != 2 {
+		t.Errorf("checkpoint all at depth 2 resolved to %v, want [0 1 2]", got)
+	}
+	if h, w := cfg.ImageSize(); h != 16 || w != 24 {
+		t.Errorf("image size %dx%d, want 16x24", h, w)
+	}
+	if !cfg.ScalerEnabled() || cfg.Train.Accumulate != 4 || cfg.Train.Precision != "bf16" || cfg.Memory.EmptyCache != "step" {
+		t.Errorf("variant keys not decoded: %+v %+v", cfg.Train, cfg.Memory)
+	}
+	for _, tc := range []struct {
+		prec, enabled string
+		want          bool
+	}{{"fp16", "auto", true}, {"bf16", "auto", false}, {"fp32", "auto", false}, {"fp16", "false", false}, {"bf16", "true", true}} {
+		c := Default()
+		c.Train.Precision, c.Train.Scaler.Enabled = tc.prec, Switch(tc.enabled)
+		if c.ScalerEnabled() != tc.want {
+			t.Errorf("precision %s, enabled %s: scaler %v, want %v", tc.prec, tc.enabled, !tc.want, tc.want)
+		}
 	}
 }

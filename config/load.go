@@ -66,6 +66,9 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if err := decodeStrict(name, root, reflect.ValueOf(&cfg).Elem(), "", set); err != nil {
 		return Config{}, err
 	}
+	if len(cfg.Data.Resize) == 0 {
+		cfg.Data.Resize = nil // "resize: []" and no resize are the same
+	}
 	if set["train.epochs"] && !set["train.steps"] {
 		cfg.Train.Steps = 0 // asking for epochs replaces the default step budget
 	}
@@ -110,7 +113,7 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 			return fmt.Errorf("%s: key %q appears twice; keep only one", loc(name, k.Line), key)
 		}
 		seen[k.Value] = true
-		if f.Kind() == reflect.Struct {
+		if f.Kind() == reflect.Struct && !f.Addr().Type().Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
 			if err := decodeStrict(name, val, f, key, set); err != nil {
 				return err
 			}
