@@ -50,8 +50,15 @@ func newProgress(out config.Output, opts Options, total int) *progress {
 }
 
 func (p *progress) step(r StepRecord) {
-	mem := fmt.Sprintf("loss %.4f  mem %s (peak %s)", r.Loss,
-		memory.FormatBytes(r.AllocatedBytes), memory.FormatBytes(r.PeakAllocatedBytes))
+	mem := fmt.Sprintf("loss %.4f  mem %s (peak %s, act %s)", r.Loss,
+		memory.FormatBytes(r.AllocatedBytes), memory.FormatBytes(r.PeakAllocatedBytes),
+		memory.FormatBytes(r.PeakByCategory[memory.Activations.String()]))
+	if r.Precision == "fp16" || r.SkippedSteps > 0 {
+		mem += fmt.Sprintf("  scale %g", r.LossScale)
+		if r.SkippedSteps > 0 {
+			mem += fmt.Sprintf(" (%d skipped)", r.SkippedSteps)
+		}
+	}
 	if p.bar != nil {
 		p.bar.Describe(mem + p.lastVal)
 		_ = p.bar.Add(1)

@@ -27,6 +27,20 @@ type StepRecord struct {
 	AllocatedBytes     int64   `json:"allocated_bytes"`
 	ReservedBytes      int64   `json:"reserved_bytes"`
 	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
+	// PeakByCategory splits PeakAllocatedBytes at the moment of the peak.
+	PeakByCategory map[string]int64 `json:"peak_allocated_by_category"`
+	// Phases is the memory after forward, backward and the optimizer step.
+	Phases         map[string]PhaseMemory `json:"phases"`
+	MicroBatch     int                    `json:"micro_batch"`
+	Accumulate     int                    `json:"accumulate"`
+	EffectiveBatch int                    `json:"effective_batch"`
+	Precision      string                 `json:"precision"`
+	LossScale      float64                `json:"loss_scale"`
+	GrowthTracker  int                    `json:"growth_tracker"`
+	SkippedSteps   int                    `json:"skipped_steps"`
+	StepSkipped    bool                   `json:"step_skipped"`
+	Retried        bool                   `json:"retried_after_oom"`
 }
 
 // ValRecord is one line of metrics.jsonl per validation.
@@ -54,9 +68,19 @@ type Summary struct {
 	PeakRSSBytes            int64            `json:"peak_rss_bytes"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
-	Params                  int              `json:"params"`
-	WallSeconds             float64          `json:"wall_s"`
-	Interrupted             bool             `json:"interrupted"`
+	// PeakByPhase is, per phase, the largest peak of any step with its split
+	// by category and "total".
+	PeakByPhase    map[string]map[string]int64 `json:"peak_by_phase"`
+	MicroBatch     int                         `json:"micro_batch"`
+	Accumulate     int                         `json:"accumulate"`
+	EffectiveBatch int                         `json:"effective_batch"`
+	Precision      string                      `json:"precision"`
+	Checkpoint     string                      `json:"checkpoint"`
+	LossScale      float64                     `json:"loss_scale"`
+	SkippedSteps   int                         `json:"skipped_steps"`
+	Params         int                         `json:"params"`
+	WallSeconds    float64                     `json:"wall_s"`
+	Interrupted    bool                        `json:"interrupted"`
 }
 
 // Options are a run's inputs besides the configuration.
@@ -87,48 +111,15 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	if err := os.WriteFile(filepath.Join(opts.OutDir, "config.yaml"), resolved, 0o644); err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
-	ds, err := data.NewSynthetic(data.SyntheticConfig{
-		Count: cfg.Data.Count, Size: cfg.Data.Size, Classes: cfg.Model.Classes, Seed: cfg.Data.Seed, Noise: cfg.Data.Noise,
-	})
+	tr, err := NewTrainer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	trainIdx, valIdx := data.Split(ds.Len(), cfg.Data.ValFraction, cfg.Data.Seed)
-	batch := cfg.Train.BatchSize
-	if len(trainIdx) < batch {
-		return nil, fmt.Errorf("train.batch_size %d is larger than the %d training samples; lower train.batch_size or raise data.count", batch, len(trainIdx))
-	}
-	stepsPerEpoch := len(trainIdx) / batch // the last partial batch is dropped, so every step has the same memory
+	defer tr.Close()
 	total := cfg.Train.Steps
 	if total == 0 {
-		total = cfg.Train.Epochs * stepsPerEpoch
+		total = cfg.Train.Epochs * tr.StepsPerEpoch()
 	}
-
-	pool := memory.NewPool(memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
-	net, err := model.New(pool, cfg.ModelConfig(), cfg.Model.Seed)
-	if err != nil {
-		return nil, err
-	}
-	defer net.Free()
-	opt, err := NewAdam(pool, net.Params(), AdamConfig{
-		LR: cfg.Train.LR, Beta1: cfg.Train.Betas[0], Beta2: cfg.Train.Betas[1], Eps: cfg.Train.Eps, WeightDecay: cfg.Train.WeightDecay,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer opt.Free()
-	H, W := ds.Size()
-	C := ds.Channels()
-	images, err := model.NewTensor(pool, memory.Activations, batch, C, H, W)
-	if err != nil {
-		return nil, err
-	}
-	defer images.Release()
-	masksBuf, err := pool.AllocBytes(memory.Activations, batch*H*W)
-	if err != nil {
-		return nil, err
-	}
-	defer pool.MustFree(masksBuf)
 
 	metricsFile, err := os.Create(filepath.Join(opts.OutDir, "metrics.jsonl"))
 	if err != nil {
@@ -138,67 +129,71 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	enc := json.NewEncoder(metricsFile)
 
 	prog := newProgress(cfg.Output, opts, total)
-	sum := &Summary{Params: net.NumParams(), PeakAllocatedByCategory: map[string]int64{}}
+	sum := &Summary{
+		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
+		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, EffectiveBatch: cfg.Train.BatchSize * cfg.Train.Accumulate,
+		Precision: cfg.Train.Precision, Checkpoint: cfg.Model.Checkpoint.String(),
+	}
 	var stepMS []float64
-	trackPeak := func() {
-		st := pool.Stats()
-		if st.Allocated.Peak > sum.PeakAllocatedBytes {
-			sum.PeakAllocatedBytes = st.Allocated.Peak
-			for _, c := range memory.Categories() {
-				sum.PeakAllocatedByCategory[c.String()] = st.AtPeak[c]
-			}
+	notePeak := func(peak, reserved int64, split map[string]int64) {
+		if peak > sum.PeakAllocatedBytes {
+			sum.PeakAllocatedBytes = peak
+			sum.PeakAllocatedByCategory = split
 		}
-		sum.PeakReservedBytes = max(sum.PeakReservedBytes, st.Reserved.Peak)
+		sum.PeakReservedBytes = max(sum.PeakReservedBytes, reserved)
 	}
 	validate := func(step, epoch int) error {
-		pool.ResetPeak()
-		v, err := evaluate(pool, net, ds, valIdx, batch)
+		tr.Pool.ResetPeak()
+		v, err := tr.Validate()
 		if err != nil {
 			return err
 		}
-		trackPeak()
+		st := tr.Pool.Stats()
+		notePeak(st.Allocated.Peak, st.Reserved.Peak, phaseMemory(st).PeakByCategory)
 		sum.ValLoss, sum.ValPixelAcc, sum.ValMIoU, sum.ValDice = v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice
 		v.Type, v.Step, v.Epoch = "val", step, epoch
 		prog.validation(v)
 		return enc.Encode(v)
 	}
 
-	env := &model.Env{Pool: pool, Training: true}
-	var order []int
 	for step := 1; step <= total; step++ {
 		if ctx.Err() != nil {
 			sum.Interrupted = true
 			break
 		}
-		epoch, pos := (step-1)/stepsPerEpoch, (step-1)%stepsPerEpoch
-		if pos == 0 {
-			order = data.Shuffle(trainIdx, cfg.Train.Seed, epoch)
-		}
-		pool.ResetPeak()
 		t0 := time.Now()
-		if err := data.FillBatch(ds, order[pos*batch:(pos+1)*batch], images.Data(), masksBuf.Bytes()); err != nil {
-			return nil, err
-		}
-		loss, err := trainStep(env, net, images, masksBuf.Bytes())
+		res, err := tr.Step()
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", step, err)
 		}
-		opt.Update()
 		ms := float64(time.Since(t0).Microseconds()) / 1000
 		stepMS = append(stepMS, ms)
-		st := pool.Stats()
-		trackPeak()
+		st := tr.Pool.Stats()
+		notePeak(res.Peak, res.PeakReserved, res.PeakByCategory)
+		for phase, pm := range res.Phases {
+			if cur, ok := sum.PeakByPhase[phase]; !ok || pm.PeakAllocatedBytes > cur["total"] {
+				row := map[string]int64{"total": pm.PeakAllocatedBytes}
+				for k, v := range pm.PeakByCategory {
+					row[k] = v
+				}
+				sum.PeakByPhase[phase] = row
+			}
+		}
 		rec := StepRecord{
-			Type: "step", Step: step, Epoch: epoch + 1, Loss: loss, LR: cfg.Train.LR, StepMS: ms,
-			AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current, PeakAllocatedBytes: st.Allocated.Peak,
+			Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: cfg.Train.LR, StepMS: ms,
+			AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
+			PeakAllocatedBytes: res.Peak, PeakReservedBytes: res.PeakReserved, PeakByCategory: res.PeakByCategory,
+			Phases: res.Phases, MicroBatch: sum.MicroBatch, Accumulate: sum.Accumulate, EffectiveBatch: sum.EffectiveBatch,
+			Precision: sum.Precision, LossScale: tr.Scaler.LossScale(), GrowthTracker: tr.Scaler.GrowthTracker,
+			SkippedSteps: tr.Scaler.Skipped, StepSkipped: res.Skipped, Retried: res.Retried,
 		}
 		if err := enc.Encode(rec); err != nil {
 			return nil, fmt.Errorf("writing metrics.jsonl: %w", err)
 		}
 		prog.step(rec)
-		sum.Steps, sum.Epochs, sum.FinalLoss = step, epoch+1, loss
+		sum.Steps, sum.Epochs, sum.FinalLoss = step, res.Epoch, res.Loss
 		if cfg.Train.ValEvery > 0 && step%cfg.Train.ValEvery == 0 && step != total {
-			if err := validate(step, epoch+1); err != nil {
+			if err := validate(step, res.Epoch); err != nil {
 				return nil, err
 			}
 		}
@@ -207,6 +202,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		return nil, err
 	}
 	prog.finish()
+	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)
 	sum.PeakRSSBytes = peakRSS()
 	sum.WallSeconds = time.Since(start).Seconds()
@@ -220,37 +216,15 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	return sum, nil
 }
 
-// trainStep zeroes the gradients, runs forward, the loss and backward, and
-// returns the loss; every activation is freed when it returns.
-func trainStep(env *model.Env, net *model.UNet, images *model.Tensor, masks []uint8) (float64, error) {
-	net.ZeroGrad()
-	logits, err := net.Forward(env, images)
-	if err != nil {
-		return 0, err
-	}
-	var ce model.CrossEntropy
-	loss, err := ce.Forward(env, logits, masks)
-	logits.Release()
-	if err != nil {
-		return 0, err
-	}
-	dlogits, err := ce.Backward(env, 1)
-	if err != nil {
-		return 0, err
-	}
-	return loss, net.Backward(env, dlogits)
-}
-
 // evaluate runs the model in eval mode over idx and returns loss and metrics.
-func evaluate(pool *memory.Pool, net *model.UNet, ds data.Dataset, idx []int, batch int) (ValRecord, error) {
-	env := &model.Env{Pool: pool}
+func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch int) (ValRecord, error) {
 	H, W := ds.Size()
 	conf := NewConfusion(net.Config.Classes)
 	var lossSum float64
 	for lo := 0; lo < len(idx); lo += batch {
 		hi := min(lo+batch, len(idx))
 		n := hi - lo
-		images, err := model.NewTensor(pool, memory.Activations, n, ds.Channels(), H, W)
+		images, err := model.NewTensor(env.Pool, memory.Activations, n, ds.Channels(), H, W)
 		if err != nil {
 			return ValRecord{}, err
 		}
@@ -267,7 +241,7 @@ func evaluate(pool *memory.Pool, net *model.UNet, ds data.Dataset, idx []int, ba
 		var ce model.CrossEntropy
 		loss, err := ce.Forward(env, logits, masks)
 		if err == nil {
-			conf.Add(logits.Data(), masks, n, H, W)
+			conf.Add(logits.Float32(), masks, n, H, W)
 		}
 		logits.Release()
 		if err != nil {

@@ -107,7 +107,9 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stdout, "memunet %s: training on %s data, writing to %s\n", version, cfg.Data.Source, dir)
+	h, w := cfg.ImageSize()
+	fmt.Fprintf(stdout, "memunet %s: training on %s data %dx%d, batch %d x %d micro-batches, %s, checkpoint %s; writing to %s\n",
+		version, cfg.Data.Source, h, w, cfg.Train.BatchSize, cfg.Train.Accumulate, cfg.Train.Precision, cfg.Model.Checkpoint, dir)
 	sum, err := train.Run(ctx, cfg, train.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout)})
 	if err != nil {
 		return err
@@ -123,6 +125,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		memory.FormatBytes(sum.PeakAllocatedByCategory["optimizer"]), memory.FormatBytes(sum.PeakAllocatedByCategory["activations"]),
 		memory.FormatBytes(sum.PeakAllocatedByCategory["workspace"]),
 		memory.FormatBytes(sum.PeakReservedBytes), memory.FormatBytes(sum.PeakRSSBytes))
+	printPhaseTable(stdout, sum)
 	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{
 		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json")}, ", "))
 	return nil
@@ -136,4 +139,26 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// printPhaseTable writes the run's peak allocated bytes per phase, split by
+// category (the split at each phase's peak).
+func printPhaseTable(w io.Writer, sum *train.Summary) {
+	cats := memory.Categories()
+	fmt.Fprintf(w, "%-10s", "peak")
+	for _, c := range cats {
+		fmt.Fprintf(w, " %12s", c)
+	}
+	fmt.Fprintf(w, " %12s\n", "total")
+	for _, phase := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer} {
+		row, ok := sum.PeakByPhase[phase]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "%-10s", phase)
+		for _, c := range cats {
+			fmt.Fprintf(w, " %12s", memory.FormatBytes(row[c.String()]))
+		}
+		fmt.Fprintf(w, " %12s\n", memory.FormatBytes(row["total"]))
+	}
 }

@@ -1,0 +1,345 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+)
+
+// Phases of an optimizer step whose memory is logged.
+const (
+	PhaseForward   = "forward"
+	PhaseBackward  = "backward"
+	PhaseOptimizer = "optimizer"
+)
+
+// PhaseMemory is the pool's state at the end of a phase and its peak during
+// the phase (for forward and backward: the largest over the micro-batches).
+type PhaseMemory struct {
+	AllocatedBytes      int64            `json:"allocated_bytes"`
+	ReservedBytes       int64            `json:"reserved_bytes"`
+	PeakAllocatedBytes  int64            `json:"peak_allocated_bytes"`
+	PeakReservedBytes   int64            `json:"peak_reserved_bytes"`
+	AllocatedByCategory map[string]int64 `json:"allocated_by_category"`
+	// PeakByCategory splits PeakAllocatedBytes by category at the moment of the peak.
+	PeakByCategory map[string]int64 `json:"peak_by_category"`
+}
+
+func phaseMemory(st memory.Stats) PhaseMemory {
+	pm := PhaseMemory{
+		AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
+		PeakAllocatedBytes: st.Allocated.Peak, PeakReservedBytes: st.Reserved.Peak,
+		AllocatedByCategory: map[string]int64{}, PeakByCategory: map[string]int64{},
+	}
+	for _, c := range memory.Categories() {
+		pm.AllocatedByCategory[c.String()] = st.ByCategory[c].Current
+		pm.PeakByCategory[c.String()] = st.AtPeak[c]
+	}
+	return pm
+}
+
+// Trainer holds a run's state: model, optimizer, scaler, data order and the
+// pool everything is allocated from.
+type Trainer struct {
+	Config config.Config
+	Pool   *memory.Pool
+	Net    *model.UNet
+	Opt    *Adam
+	Scaler *GradScaler
+
+	data          data.Dataset
+	trainIdx      []int
+	valIdx        []int
+	images        *model.Tensor // one micro-batch
+	masks         *memory.Buffer
+	env           *model.Env
+	microPerEpoch int
+	micro         int // micro-batches consumed so far
+	order         []int
+	orderEpoch    int
+}
+
+// Precision maps train.precision to the model's storage type.
+func Precision(name string) model.DType {
+	switch name {
+	case "fp16":
+		return model.Float16
+	case "bf16":
+		return model.BFloat16
+	}
+	return model.Float32
+}
+
+// NewTrainer builds the dataset, the model, Adam and the batch buffers from a
+// validated configuration.
+func NewTrainer(cfg config.Config) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ds, err := openData(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trainer{Config: cfg, data: ds}
+	t.trainIdx, t.valIdx = data.Split(ds.Len(), cfg.Data.ValFraction, cfg.Data.Seed)
+	batch, accum := cfg.Train.BatchSize, cfg.Train.Accumulate
+	if len(t.trainIdx) < batch*accum {
+		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d needs %d training samples, there are %d; lower them or raise data.count",
+			batch, accum, batch*accum, len(t.trainIdx))
+	}
+	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
+	// that every micro-batch has the same size and memory.
+	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
+
+	t.Pool = memory.NewPool(memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
+	prec := Precision(cfg.Train.Precision)
+	t.env = &model.Env{Pool: t.Pool, Training: true, Precision: prec}
+	if t.Net, err = model.New(t.Pool, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
+		return nil, t.oom(err, "building the model")
+	}
+	if err := t.Net.SetPrecision(prec); err != nil {
+		t.Close()
+		return nil, t.oom(err, "the 16-bit weight copies")
+	}
+	if t.Opt, err = NewAdam(t.Pool, t.Net.Params(), AdamConfig{
+		LR: cfg.Train.LR, Beta1: cfg.Train.Betas[0], Beta2: cfg.Train.Betas[1], Eps: cfg.Train.Eps, WeightDecay: cfg.Train.WeightDecay,
+	}); err != nil {
+		t.Close()
+		return nil, t.oom(err, "Adam's state")
+	}
+	sc := cfg.Train.Scaler
+	t.Scaler = &GradScaler{Enabled: cfg.ScalerEnabled(), Scale: sc.InitScale, GrowthFactor: sc.GrowthFactor,
+		BackoffFactor: sc.BackoffFactor, GrowthInterval: sc.GrowthInterval}
+	H, W := ds.Size()
+	if t.images, err = model.NewTensor(t.Pool, memory.Activations, batch, ds.Channels(), H, W); err != nil {
+		t.Close()
+		return nil, t.oom(err, "the input batch")
+	}
+	if t.masks, err = t.Pool.AllocBytes(memory.Activations, batch*H*W); err != nil {
+		t.Close()
+		return nil, t.oom(err, "the mask batch")
+	}
+	return t, nil
+}
+
+// openData makes the configured dataset, resized if data.resize says so.
+func openData(cfg config.Config) (data.Dataset, error) {
+	syn, err := data.NewSynthetic(data.SyntheticConfig{
+		Count: cfg.Data.Count, Size: cfg.Data.Size, Classes: cfg.Model.Classes, Seed: cfg.Data.Seed, Noise: cfg.Data.Noise,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Data.Resize) == 2 {
+		return data.Resize(syn, cfg.Data.Resize[0], cfg.Data.Resize[1])
+	}
+	return syn, nil
+}
+
+// Close returns everything to the pool.
+func (t *Trainer) Close() {
+	if t.masks != nil {
+		t.Pool.MustFree(t.masks)
+		t.masks = nil
+	}
+	t.images.Release()
+	t.images = nil
+	if t.Opt != nil {
+		t.Opt.Free()
+		t.Opt = nil
+	}
+	if t.Net != nil {
+		t.Net.Free()
+		t.Net = nil
+	}
+}
+
+// StepsPerEpoch is the number of optimizer steps in one pass over the
+// training samples.
+func (t *Trainer) StepsPerEpoch() int { return t.microPerEpoch / t.Config.Train.Accumulate }
+
+// StepResult is what one optimizer step did.
+type StepResult struct {
+	Loss    float64 // mean of the micro-batch losses
+	Epoch   int     // 1-based epoch of the step's micro-batches
+	Skipped bool    // gradients were not finite; weights and Adam untouched
+	Retried bool    // an out-of-memory error was met and the step run again
+	Phases  map[string]PhaseMemory
+	// Peak is the step's peak allocated bytes, PeakByCategory its split.
+	Peak           int64
+	PeakReserved   int64
+	PeakByCategory map[string]int64
+}
+
+// Step runs one optimizer step: accumulate micro-batches of forward and
+// backward, unscale and check the gradients, then Adam (or skip) and the
+// scaler's update.
+func (t *Trainer) Step() (StepResult, error) {
+	retry := t.Config.Memory.EmptyCache == "oom"
+	var restore func()
+	if retry {
+		restore = t.Net.SaveBuffers()
+	}
+	micro := t.micro
+	mark := t.Pool.Mark()
+	res, err := t.step()
+	var oom *memory.OutOfMemoryError
+	if err != nil && retry && errors.As(err, &oom) {
+		// Abandon the failed attempt wholesale, release the cache, run it again.
+		t.Net.Forget()
+		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
+		restore()
+		t.Pool.EmptyCache()
+		t.micro = micro
+		res, err = t.step()
+		res.Retried = true
+	}
+	if err != nil {
+		t.Net.Forget()
+		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
+		return res, t.oom(err, "a training step")
+	}
+	if t.Config.Memory.EmptyCache == "step" {
+		t.Pool.EmptyCache()
+	}
+	return res, nil
+}
+
+func (t *Trainer) step() (StepResult, error) {
+	accum := t.Config.Train.Accumulate
+	res := StepResult{Phases: map[string]PhaseMemory{}}
+	best := memory.Stats{}
+	keep := func(phase string, st memory.Stats) {
+		pm := phaseMemory(st)
+		if prev, ok := res.Phases[phase]; !ok || pm.PeakAllocatedBytes > prev.PeakAllocatedBytes {
+			res.Phases[phase] = pm
+		}
+		if st.Allocated.Peak > best.Allocated.Peak {
+			best = st
+		}
+		res.PeakReserved = max(res.PeakReserved, st.Reserved.Peak)
+	}
+	// Divide each micro-batch's loss by accum, and scale it for fp16; the
+	// scale stays the same over the whole cycle.
+	lossScale := float32(t.Scaler.LossScale() / float64(accum))
+	t.Net.ZeroGrad()
+	for k := 0; k < accum; k++ {
+		epoch, err := t.nextBatch()
+		if err != nil {
+			return res, err
+		}
+		res.Epoch = epoch
+		t.Pool.ResetPeak()
+		logits, err := t.Net.Forward(t.env, t.images)
+		if err != nil {
+			return res, err
+		}
+		keep(PhaseForward, t.Pool.Stats())
+		t.Pool.ResetPeak()
+		var ce model.CrossEntropy
+		loss, err := ce.Forward(t.env, logits, t.masks.Bytes())
+		logits.Release()
+		if err != nil {
+			return res, err
+		}
+		dlogits, err := ce.Backward(t.env, lossScale)
+		if err != nil {
+			return res, err
+		}
+		if err := t.Net.Backward(t.env, dlogits); err != nil {
+			return res, err
+		}
+		keep(PhaseBackward, t.Pool.Stats())
+		res.Loss += loss / float64(accum)
+	}
+	t.Pool.ResetPeak()
+	finite := t.Scaler.Unscale(t.Net.Params())
+	if finite {
+		t.Opt.Update()
+		t.Net.SyncWorkingWeights()
+	}
+	t.Scaler.Update(finite)
+	res.Skipped = !finite
+	keep(PhaseOptimizer, t.Pool.Stats())
+	res.Peak = best.Allocated.Peak
+	res.PeakByCategory = phaseMemory(best).PeakByCategory
+	return res, nil
+}
+
+// nextBatch fills the input buffers with the next micro-batch and returns its
+// 1-based epoch.
+func (t *Trainer) nextBatch() (int, error) {
+	epoch, pos := t.micro/t.microPerEpoch, t.micro%t.microPerEpoch
+	if t.order == nil || t.orderEpoch != epoch {
+		t.order, t.orderEpoch = data.Shuffle(t.trainIdx, t.Config.Train.Seed, epoch), epoch
+	}
+	b := t.Config.Train.BatchSize
+	if err := data.FillBatch(t.data, t.order[pos*b:(pos+1)*b], t.images.Data(), t.masks.Bytes()); err != nil {
+		return 0, err
+	}
+	t.micro++
+	return epoch + 1, nil
+}
+
+// Validate evaluates the model on the validation samples in eval mode, in
+// batches of train.batch_size.
+func (t *Trainer) Validate() (ValRecord, error) {
+	v, err := evaluate(&model.Env{Pool: t.Pool, Precision: t.env.Precision}, t.Net, t.data, t.valIdx, t.Config.Train.BatchSize)
+	if err != nil {
+		return v, t.oom(err, "validation")
+	}
+	return v, nil
+}
+
+// oom adds to an out-of-memory error what memunet could change to fit.
+func (t *Trainer) oom(err error, during string) error {
+	var o *memory.OutOfMemoryError
+	if !errors.As(err, &o) || o.Hint != "" {
+		return err
+	}
+	c := t.Config
+	var tips []string
+	if len(c.ModelConfig().Checkpoint) < c.Model.Depth+1 {
+		tips = append(tips, "model.checkpoint: all")
+	}
+	if c.Train.Precision == "fp32" {
+		tips = append(tips, "train.precision: bf16")
+	}
+	if c.Train.BatchSize > 1 {
+		tips = append(tips, fmt.Sprintf("train.batch_size: %d with train.accumulate: %d (same effective batch)",
+			c.Train.BatchSize/2, c.Train.Accumulate*2))
+	}
+	if c.Memory.EmptyCache != "oom" {
+		tips = append(tips, "memory.empty_cache: oom")
+	}
+	o.Hint = fmt.Sprintf("(during %s; memory.capacity is %s)", during, memory.FormatBytes(o.Capacity))
+	if len(tips) > 0 {
+		o.Hint += " To fit, try " + joinOr(tips) + "."
+	}
+	return err
+}
+
+func joinOr(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return xs[0]
+	}
+	out := ""
+	for i, x := range xs {
+		switch {
+		case i == 0:
+		case i == len(xs)-1:
+			out += ", or "
+		default:
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
