@@ -61,6 +61,7 @@ type Trainer struct {
 	micro         int // micro-batches consumed so far
 	order         []int
 	orderEpoch    int
+	afterBackward func() // test hook: runs after the last micro-batch's backward
 }
 
 // Precision maps train.precision to the model's storage type.
@@ -255,6 +256,9 @@ func (t *Trainer) step() (StepResult, error) {
 		}
 		keep(PhaseBackward, t.Pool.Stats())
 		res.Loss += loss / float64(accum)
+	}
+	if t.afterBackward != nil {
+		t.afterBackward()
 	}
 	t.Pool.ResetPeak()
 	finite := t.Scaler.Unscale(t.Net.Params())

@@ -1,0 +1,364 @@
+package train
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+)
+
+// tinyConfig is a small, fast configuration on 16x16 synthetic images.
+func tinyConfig() config.Config {
+	c := config.Default()
+	c.Model.Base, c.Model.Depth, c.Model.Classes = 4, 2, 4
+	c.Data.Size, c.Data.Count = 16, 40
+	c.Train.BatchSize, c.Train.Steps = 4, 3
+	return c
+}
+
+func newTrainer(t *testing.T, c config.Config) *Trainer {
+	t.Helper()
+	tr, err := NewTrainer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
+}
+
+func paramsCopy(net *model.UNet) map[string][]float32 {
+	out := map[string][]float32{}
+	for _, p := range net.Params() {
+		out[p.Name] = append([]float32(nil), p.Data()...)
+	}
+	return out
+}
+
+// TestAccumulateMatchesLargeBatch: with group norm (independent of the batch)
+// 4 micro-batches of 1 give the same gradients and the same Adam update as
+// one batch of 4 made of the same samples.
+func TestAccumulateMatchesLargeBatch(t *testing.T) {
+	c := tinyConfig()
+	c.Model.Norm = "group"
+	c.Model.Groups = 2
+	big := newTrainer(t, c)
+	c.Train.BatchSize, c.Train.Accumulate = 1, 4
+	small := newTrainer(t, c)
+
+	var grads [2]map[string][]float32
+	for i, tr := range []*Trainer{big, small} {
+		tr.afterBackward = func() {
+			grads[i] = map[string][]float32{}
+			for _, p := range tr.Net.Params() {
+				if p.Trainable {
+					grads[i][p.Name] = append([]float32(nil), p.Grad()...)
+				}
+			}
+		}
+		if _, err := tr.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Float32 sums in a different order: a 1e-5 relative bound on the
+	// gradient vector of each parameter, and on each updated weight.
+	for name, want := range grads[0] {
+		got := grads[1][name]
+		var diff, norm float64
+		for j := range want {
+			diff += sq(float64(got[j] - want[j]))
+			norm += sq(float64(want[j]))
+		}
+		if math.Sqrt(diff) > 1e-5*math.Sqrt(norm) {
+			t.Errorf("%s: gradient differs by %.3g relative", name, math.Sqrt(diff/norm))
+		}
+	}
+	wantW, gotW := paramsCopy(big.Net), paramsCopy(small.Net)
+	for name, want := range wantW {
+		for j := range want {
+			if d := math.Abs(float64(gotW[name][j] - want[j])); d > 1e-5*math.Max(1e-3, math.Abs(float64(want[j]))) {
+				t.Fatalf("%s[%d]: %v after 4x1 accumulation, %v after one batch of 4", name, j, gotW[name][j], want[j])
+			}
+		}
+	}
+}
+
+func sq(x float64) float64 { return x * x }
+
+// TestScalerSkipsInfStep: an inf in one gradient skips the step: weights,
+// Adam's moments and step count are untouched, the scale halves, the skip
+// is counted; the next clean step updates again.
+func TestScalerSkipsInfStep(t *testing.T) {
+	c := tinyConfig()
+	c.Train.Precision = "fp16"
+	tr := newTrainer(t, c)
+	if _, err := tr.Step(); err != nil { // a clean step first, so Adam has state
+		t.Fatal(err)
+	}
+	weights := paramsCopy(tr.Net)
+	var moments [][]float32
+	for i := range tr.Opt.m {
+		moments = append(moments, append([]float32(nil), tr.Opt.m[i].Float32()...), append([]float32(nil), tr.Opt.v[i].Float32()...))
+	}
+	step, scale := tr.Opt.Step, tr.Scaler.Scale
+
+	tr.afterBackward = func() { tr.Net.Params()[0].Grad()[3] = float32(math.Inf(1)) }
+	res, err := tr.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Skipped || tr.Scaler.Skipped != 1 {
+		t.Fatalf("inf gradient: skipped=%v, count %d", res.Skipped, tr.Scaler.Skipped)
+	}
+	if tr.Scaler.Scale != scale/2 || tr.Scaler.GrowthTracker != 0 {
+		t.Errorf("scale %v tracker %d after inf, want %v and 0", tr.Scaler.Scale, tr.Scaler.GrowthTracker, scale/2)
+	}
+	if tr.Opt.Step != step {
+		t.Errorf("Adam step %d after a skipped step, want %d", tr.Opt.Step, step)
+	}
+	// Trainable weights are untouched; BatchNorm's running statistics did
+	// see the batch in forward, as in PyTorch.
+	for _, p := range tr.Net.Params() {
+		if p.Trainable && !equalBits(p.Data(), weights[p.Name]) {
+			t.Errorf("%s changed by a skipped step", p.Name)
+		}
+	}
+	for i := range tr.Opt.m {
+		if !equalBits(tr.Opt.m[i].Float32(), moments[2*i]) || !equalBits(tr.Opt.v[i].Float32(), moments[2*i+1]) {
+			t.Fatalf("Adam moments of parameter %d changed by a skipped step", i)
+		}
+	}
+
+	tr.afterBackward = nil
+	if res, err := tr.Step(); err != nil || res.Skipped {
+		t.Fatalf("clean step after the skip: skipped=%v err=%v", res.Skipped, err)
+	}
+	if tr.Opt.Step != step+1 || tr.Scaler.GrowthTracker != 1 {
+		t.Errorf("after a clean step: Adam step %d tracker %d, want %d and 1", tr.Opt.Step, tr.Scaler.GrowthTracker, step+1)
+	}
+}
+
+func equalBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScalerGrowth: the scale doubles after GrowthInterval clean steps in a
+// row and the tracker restarts; an inf resets the tracker.
+func TestScalerGrowth(t *testing.T) {
+	s := &GradScaler{Enabled: true, Scale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3}
+	for _, tc := range []struct {
+		finite  bool
+		scale   float64
+		tracker int
+	}{
+		{true, 65536, 1}, {true, 65536, 2}, {true, 131072, 0},
+		{true, 131072, 1}, {false, 65536, 0}, {true, 65536, 1}, {true, 65536, 2}, {true, 131072, 0},
+	} {
+		s.Update(tc.finite)
+		if s.Scale != tc.scale || s.GrowthTracker != tc.tracker {
+			t.Fatalf("after finite=%v: scale %v tracker %d, want %v and %d", tc.finite, s.Scale, s.GrowthTracker, tc.scale, tc.tracker)
+		}
+	}
+	if s.Skipped != 1 {
+		t.Errorf("skipped %d, want 1", s.Skipped)
+	}
+	// Through the trainer: interval 2 doubles the scale after two steps.
+	c := tinyConfig()
+	c.Train.Precision = "fp16"
+	c.Train.Scaler.GrowthInterval = 2
+	tr := newTrainer(t, c)
+	for range 2 {
+		if _, err := tr.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tr.Scaler.Scale != 2*65536 {
+		t.Errorf("scale %v after 2 clean steps with interval 2, want %v", tr.Scaler.Scale, 2*65536)
+	}
+}
+
+// TestFP16UnderflowWithoutScaling: a confident, correct prediction (every
+// pixel's logit margin 15) has a loss gradient per logit of about
+// 3e^-15/512 = 1.8e-9, far below fp16's smallest subnormal 6e-8: stored in
+// fp16 without scaling it becomes 0 and every weight gradient vanishes.
+// Scaled by 65536 (1.2e-4) it survives, and after unscaling the first
+// layer's gradient points where fp32's does.
+func TestFP16UnderflowWithoutScaling(t *testing.T) {
+	grad := func(prec model.DType, scale float64) []float32 {
+		pool := memory.NewPool(memory.Options{})
+		net, err := model.New(pool, model.Config{InChannels: 3, Classes: 4, Base: 4, Depth: 2}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range net.Params() {
+			switch p.Name {
+			case "outc.conv.weight":
+				for i := range p.Data() {
+					p.Data()[i] *= 0.1
+				}
+			case "outc.conv.bias":
+				p.Data()[0] = 15
+			}
+		}
+		if err := net.SetPrecision(prec); err != nil {
+			t.Fatal(err)
+		}
+		env := &model.Env{Pool: pool, Training: true, Precision: prec}
+		x, _ := model.NewTensor(pool, memory.Activations, 2, 3, 16, 16)
+		for i := range x.Data() {
+			x.Data()[i] = float32(math.Sin(float64(i)))
+		}
+		target := make([]uint8, 2*16*16) // all class 0, the confident one
+		logits, err := net.Forward(env, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ce model.CrossEntropy
+		loss, err := ce.Forward(env, logits, target)
+		logits.Release()
+		if err != nil || loss > 1e-5 {
+			t.Fatalf("loss %v (%v): want a confident, correct prediction", loss, err)
+		}
+		d, err := ce.Backward(env, float32(scale))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := net.Backward(env, d); err != nil {
+			t.Fatal(err)
+		}
+		s := &GradScaler{Enabled: scale != 1, Scale: scale}
+		if !s.Unscale(net.Params()) {
+			t.Fatal("non-finite gradient")
+		}
+		for _, p := range net.Params() {
+			if p.Name == "inc.double_conv.0.weight" {
+				return append([]float32(nil), p.Grad()...)
+			}
+		}
+		panic("no first layer")
+	}
+	ref := grad(model.Float32, 1)
+	if nonzero(ref) == 0 {
+		t.Fatal("fp32 gradient is all zero; the test case is wrong")
+	}
+	if n := nonzero(grad(model.Float16, 1)); n != 0 {
+		t.Errorf("unscaled fp16: %d of %d first-layer gradients survived; expected underflow to 0", n, len(ref))
+	}
+	scaled := grad(model.Float16, 65536)
+	if n := nonzero(scaled); n < len(ref)*9/10 {
+		t.Errorf("scaled fp16: only %d of %d first-layer gradients non-zero", n, len(ref))
+	}
+	var dot, a, b float64
+	for i := range ref {
+		dot += float64(ref[i]) * float64(scaled[i])
+		a += sq(float64(ref[i]))
+		b += sq(float64(scaled[i]))
+	}
+	if cos := dot / math.Sqrt(a*b); cos < 0.95 {
+		t.Errorf("scaled fp16 gradient has cosine %.4f with fp32's", cos)
+	}
+}
+
+func nonzero(xs []float32) int {
+	n := 0
+	for _, x := range xs {
+		if x != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOutOfMemoryNamesTheFix: a capacity below what the step needs fails
+// with the PyTorch-style message plus the options that would fit, and the
+// pool holds only the persistent state afterwards; with empty_cache: oom the
+// step is retried once (and fails again the same way here, since nothing
+// else holds memory).
+func TestOutOfMemoryNamesTheFix(t *testing.T) {
+	c := tinyConfig()
+	probe := newTrainer(t, c)
+	res, err := probe.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"never", "oom"} {
+		c.Memory.Capacity = config.ByteSize(res.Peak - 4096)
+		c.Memory.EmptyCache = mode
+		tr := newTrainer(t, c)
+		persistent := tr.Pool.Stats().Allocated.Current
+		_, err := tr.Step()
+		var oom *memory.OutOfMemoryError
+		if !errors.As(err, &oom) {
+			t.Fatalf("%s: want an out-of-memory error, got %v", mode, err)
+		}
+		for _, want := range []string{"tried to allocate", "total capacity of", "during a training step", "model.checkpoint: all", "train.precision: bf16"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: message lacks %q: %s", mode, want, err)
+			}
+		}
+		if got := tr.Pool.Stats().Allocated.Current; got != persistent {
+			t.Errorf("%s: %d bytes allocated after the failed step, want %d", mode, got, persistent)
+		}
+	}
+}
+
+// TestEmptyCacheStep: with empty_cache: step, reserved equals allocated
+// after every step; with never, the cache keeps the step's blocks.
+func TestEmptyCacheStep(t *testing.T) {
+	for _, mode := range []string{"never", "step"} {
+		c := tinyConfig()
+		c.Memory.EmptyCache = mode
+		tr := newTrainer(t, c)
+		if _, err := tr.Step(); err != nil {
+			t.Fatal(err)
+		}
+		st := tr.Pool.Stats()
+		if cached := st.Reserved.Current - st.Allocated.Current; (mode == "step") != (cached == 0) {
+			t.Errorf("%s: %d cached bytes after a step", mode, cached)
+		}
+	}
+}
+
+// TestPhaseMemory: every step reports the three phases; forward's peak holds
+// activations, the optimizer phase none beyond the input batch, and the
+// step's peak is the largest phase peak.
+func TestPhaseMemory(t *testing.T) {
+	tr := newTrainer(t, tinyConfig())
+	res, err := tr.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxPeak int64
+	for _, ph := range []string{PhaseForward, PhaseBackward, PhaseOptimizer} {
+		pm, ok := res.Phases[ph]
+		if !ok {
+			t.Fatalf("phase %s missing", ph)
+		}
+		var sum int64
+		for _, v := range pm.PeakByCategory {
+			sum += v
+		}
+		if sum != pm.PeakAllocatedBytes {
+			t.Errorf("%s: categories add up to %d, peak %d", ph, sum, pm.PeakAllocatedBytes)
+		}
+		maxPeak = max(maxPeak, pm.PeakAllocatedBytes)
+	}
+	if res.Peak != maxPeak {
+		t.Errorf("step peak %d, largest phase peak %d", res.Peak, maxPeak)
+	}
+	inputs := tr.images.Len()*4 + len(tr.masks.Bytes())
+	if a := res.Phases[PhaseOptimizer].PeakByCategory["activations"]; a > int64(inputs)+1024 {
+		t.Errorf("optimizer phase holds %d activation bytes, the input batch is %d", a, inputs)
+	}
+}
