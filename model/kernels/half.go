@@ -40,17 +40,16 @@ const halfChunk = 16 << 10
 // subnormals and NaN.
 func F32ToF16(f float32) uint16 {
 	x := math.Float32bits(f)
-	sign := uint16(x>>16) & 0x8000
-	a := x & 0x7fffffff
+	a := x & 0x7fffffff // |f|; x^a is the sign bit
 
-	// Normal float16 range, 2^-14 <= |f| < 2^16: rebias the exponent
+	// Normal float16 range, 2^-14 <= |f| < 65520: rebias the exponent
 	// (127 -> 15, i.e. subtract 112<<23, written as adding 0xc8000000 mod
 	// 2^32) and round the 23-bit mantissa to 10 bits: adding 0xfff plus the
 	// lowest kept bit carries into bit 13 exactly when the dropped 13 bits
 	// are above one half, or exactly one half with an odd kept part. A carry
-	// out of the mantissa correctly bumps the exponent; from 65520 up it
-	// reaches exponent 31 with mantissa 0, i.e. Inf.
-	h := (a + 0xc8000fff + (a>>13)&1) >> 13
+	// out of the mantissa correctly bumps the exponent, and from 65520 up
+	// (including Inf) the result is >= 0x7c00, which min clamps to Inf.
+	h := min((a+0xc8000fff+(a>>13)&1)>>13, 0x7c00)
 
 	if a < 0x38800000 {
 		// |f| < 2^-14: the result is subnormal (or zero, or the smallest
@@ -61,15 +60,14 @@ func F32ToF16(f float32) uint16 {
 		// exactly the float16 encoding (1024 = 0x400 = smallest normal).
 		h = math.Float32bits(math.Float32frombits(a)+0.5) - 0x3f000000
 	}
-	if a >= 0x47800000 {
-		// |f| >= 2^16 (overflow), Inf, or NaN.
-		h = 0x7c00
-		if a > 0x7f800000 {
-			// NaN: keep the top 10 payload bits, force quiet.
-			h = 0x7e00 | (a>>13)&0x3ff
-		}
+	if a > 0x7f800000 {
+		// NaN: keep the top 10 payload bits, force quiet.
+		h = 0x7e00 | (a>>13)&0x3ff
 	}
-	return sign | uint16(h)
+	// Written to stay within the inliner's budget (the slice loops inline
+	// it); the branches above compile to conditional moves or to a branch
+	// that is predictable on real data.
+	return uint16((x^a)>>16 | h)
 }
 
 // F16ToF32 returns the float32 value of the binary16 bit pattern h. It is

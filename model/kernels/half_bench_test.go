@@ -1,0 +1,82 @@
+package kernels
+
+import (
+	"math"
+	"testing"
+)
+
+// Half-precision conversion benchmarks on 1M values. SetBytes counts the
+// bytes read plus written per call (4+2 per element), so the reported MB/s
+// (and the same figure as GB/s) is memory traffic; divide by 6 for
+// elements/ns.
+// Run e.g. go test -run XXX -bench Half ./model/kernels/
+
+const halfBenchN = 1 << 20
+
+// halfBench sets the byte count, runs f b.N times and reports GB/s.
+func halfBench(b *testing.B, f func()) {
+	const bytes = 6 * halfBenchN
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	for range b.N {
+		f()
+	}
+	if sec := b.Elapsed().Seconds(); sec > 0 {
+		b.ReportMetric(bytes*float64(b.N)/sec/1e9, "GB/s")
+	}
+}
+
+// halfBenchData returns normal-range float32s (what activations and
+// gradients look like) and their float16 and bfloat16 encodings.
+func halfBenchData() (f32 []float32, f16, bf16 []uint16) {
+	r := seedFor("half-bench")
+	f32 = make([]float32, halfBenchN)
+	f16 = make([]uint16, halfBenchN)
+	bf16 = make([]uint16, halfBenchN)
+	for i := range f32 {
+		f32[i] = float32((2*r.Float64() - 1) * math.Exp2(float64(r.IntN(20)-10)))
+	}
+	F32ToF16Slice(f16, f32)
+	F32ToBF16Slice(bf16, f32)
+	return f32, f16, bf16
+}
+
+func BenchmarkHalfF32ToF16Slice(b *testing.B) {
+	src, dst, _ := halfBenchData()
+	halfBench(b, func() { F32ToF16Slice(dst, src) })
+}
+
+func BenchmarkHalfF16ToF32Slice(b *testing.B) {
+	dst, src, _ := halfBenchData()
+	halfBench(b, func() { F16ToF32Slice(dst, src) })
+}
+
+func BenchmarkHalfF32ToBF16Slice(b *testing.B) {
+	src, _, dst := halfBenchData()
+	halfBench(b, func() { F32ToBF16Slice(dst, src) })
+}
+
+func BenchmarkHalfBF16ToF32Slice(b *testing.B) {
+	dst, _, src := halfBenchData()
+	halfBench(b, func() { BF16ToF32Slice(dst, src) })
+}
+
+// Single-goroutine throughput of the scalar kernels (the same loop without
+// ParallelFor), to separate per-element cost from scaling.
+func BenchmarkHalfF32ToF16Serial(b *testing.B) {
+	src, dst, _ := halfBenchData()
+	halfBench(b, func() {
+		for i, v := range src {
+			dst[i] = F32ToF16(v)
+		}
+	})
+}
+
+func BenchmarkHalfF16ToF32Serial(b *testing.B) {
+	dst, src, _ := halfBenchData()
+	halfBench(b, func() {
+		for i, v := range src {
+			dst[i] = F16ToF32(v)
+		}
+	})
+}
