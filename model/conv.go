@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -51,12 +52,16 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	x, w := f.view(in), f.weights(l.Weight)
-	y, ws := f.writer(out), f.scratch(s.WorkspaceSize())
-	if f.err == nil {
-		kernels.Conv2d(s, y, x, w, l.biasData(), ws)
-	}
-	if err := f.finish(); err != nil {
+	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	err = perImage(env, f, s.N, func(g *frame, n int) {
+		x, y := g.image(in, n), g.imageOut(out, n)
+		if g.err == nil {
+			one := s
+			one.N = 1
+			kernels.Conv2d(one, y, x, w, l.biasData(), ws)
+		}
+	})
+	if err := errors.Join(err, f.finish()); err != nil {
 		out.Release()
 		return nil, err
 	}
@@ -64,6 +69,36 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		l.in = in.Retain()
 	}
 	return out, nil
+}
+
+// perImage runs kernel for each image n < N with a frame of its own, so that
+// the float32 staging of 16-bit tensors (image views taken with g.image) is
+// one image at a time; fp32 tensors are passed through without copies. It
+// stops at the first allocation failure, including one already in f.
+func perImage(env *Env, f *frame, N int, kernel func(g *frame, n int)) error {
+	if f.err != nil {
+		return f.err
+	}
+	for n := 0; n < N; n++ {
+		g := env.frame()
+		kernel(g, n)
+		if err := g.finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// image returns a float32 view of image n of t, for reading.
+func (f *frame) image(t *Tensor, n int) []float32 {
+	size := t.Len() / t.N
+	return f.viewRange(t, n*size, (n+1)*size)
+}
+
+// imageOut returns float32 storage for image n of t, committed at finish.
+func (f *frame) imageOut(t *Tensor, n int) []float32 {
+	size := t.Len() / t.N
+	return f.writerRange(t, n*size, (n+1)*size)
 }
 
 // Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
@@ -75,25 +110,31 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	s := l.shape(in)
 	var din *Tensor
-	f := env.frame()
-	var dx []float32
 	if !l.NoInputGrad {
 		var err error
 		if din, err = env.newActivation(in.N, in.C, in.H, in.W); err != nil {
 			return nil, err
 		}
-		dx = f.writer(din)
 	}
-	x, w, dy := f.view(in), f.weights(l.Weight), f.view(dout)
-	ws := f.scratch(s.WorkspaceSize())
+	f := env.frame()
+	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
 	var dbias []float32
 	if l.Bias != nil {
 		dbias = l.Bias.Grad()
 	}
-	if f.err == nil {
-		kernels.Conv2dBackward(s, dx, l.Weight.Grad(), dbias, dy, x, w, ws)
-	}
-	if err := f.finish(); err != nil {
+	err := perImage(env, f, s.N, func(g *frame, n int) {
+		x, dy := g.image(in, n), g.image(dout, n)
+		var dx []float32
+		if din != nil {
+			dx = g.imageOut(din, n)
+		}
+		if g.err == nil {
+			one := s
+			one.N = 1
+			kernels.Conv2dBackward(one, dx, l.Weight.Grad(), dbias, dy, x, w, ws)
+		}
+	})
+	if err := errors.Join(err, f.finish()); err != nil {
 		din.Release()
 		return nil, err
 	}
@@ -168,12 +209,16 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	x, w := f.view(in), f.weights(l.Weight)
-	y, ws := f.writer(out), f.scratch(s.WorkspaceSize())
-	if f.err == nil {
-		kernels.UpConv(s, y, x, w, l.Bias.Data(), ws)
-	}
-	if err := f.finish(); err != nil {
+	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	err = perImage(env, f, s.N, func(g *frame, n int) {
+		x, y := g.image(in, n), g.imageOut(out, n)
+		if g.err == nil {
+			one := s
+			one.N = 1
+			kernels.UpConv(one, y, x, w, l.Bias.Data(), ws)
+		}
+	})
+	if err := errors.Join(err, f.finish()); err != nil {
 		out.Release()
 		return nil, err
 	}
@@ -195,13 +240,16 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	dx := f.writer(din)
-	x, w, dy := f.view(in), f.weights(l.Weight), f.view(dout)
-	ws := f.scratch(s.WorkspaceSize())
-	if f.err == nil {
-		kernels.UpConvBackward(s, dx, l.Weight.Grad(), l.Bias.Grad(), dy, x, w, ws)
-	}
-	if err := f.finish(); err != nil {
+	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	err = perImage(env, f, s.N, func(g *frame, n int) {
+		x, dy, dx := g.image(in, n), g.image(dout, n), g.imageOut(din, n)
+		if g.err == nil {
+			one := s
+			one.N = 1
+			kernels.UpConvBackward(one, dx, l.Weight.Grad(), l.Bias.Grad(), dy, x, w, ws)
+		}
+	})
+	if err := errors.Join(err, f.finish()); err != nil {
 		din.Release()
 		return nil, err
 	}

@@ -166,24 +166,34 @@ func (env *Env) newActivation(n, c, h, w int) (*Tensor, error) {
 }
 
 func toFloat32(dst []float32, t *Tensor) {
-	switch t.DType {
-	case Float32:
+	if t.DType == Float32 {
 		copy(dst, t.Data())
-	case Float16:
-		kernels.F16ToF32Slice(dst, t.Bits())
-	case BFloat16:
-		kernels.BF16ToF32Slice(dst, t.Bits())
+		return
 	}
+	convertToFloat32(dst, t.Bits(), t.DType)
 }
 
 func fromFloat32(t *Tensor, src []float32) {
-	switch t.DType {
-	case Float32:
+	if t.DType == Float32 {
 		copy(t.Data(), src)
-	case Float16:
-		kernels.F32ToF16Slice(t.Bits(), src)
-	case BFloat16:
-		kernels.F32ToBF16Slice(t.Bits(), src)
+		return
+	}
+	convertFromFloat32(t.Bits(), src, t.DType)
+}
+
+func convertToFloat32(dst []float32, src []uint16, dt DType) {
+	if dt == Float16 {
+		kernels.F16ToF32Slice(dst, src)
+	} else {
+		kernels.BF16ToF32Slice(dst, src)
+	}
+}
+
+func convertFromFloat32(dst []uint16, src []float32, dt DType) {
+	if dt == Float16 {
+		kernels.F32ToF16Slice(dst, src)
+	} else {
+		kernels.F32ToBF16Slice(dst, src)
 	}
 }
 
@@ -202,30 +212,36 @@ type frame struct {
 
 func (env *Env) frame() *frame { return &frame{env: env} }
 
-func (f *frame) view(t *Tensor) []float32 {
+func (f *frame) view(t *Tensor) []float32 { return f.viewRange(t, 0, t.Len()) }
+
+func (f *frame) writer(t *Tensor) []float32 { return f.writerRange(t, 0, t.Len()) }
+
+// viewRange is view of the values [lo,hi) of t only (one image, say).
+func (f *frame) viewRange(t *Tensor, lo, hi int) []float32 {
 	if f.err != nil {
 		return nil
 	}
 	if t.DType == Float32 {
-		return t.Data()
+		return t.Data()[lo:hi]
 	}
-	vals := f.scratch(t.Len())
+	vals := f.scratch(hi - lo)
 	if vals != nil {
-		toFloat32(vals, t)
+		convertToFloat32(vals, t.Bits()[lo:hi], t.DType)
 	}
 	return vals
 }
 
-func (f *frame) writer(t *Tensor) []float32 {
+// writerRange is writer of the values [lo,hi) of t only.
+func (f *frame) writerRange(t *Tensor, lo, hi int) []float32 {
 	if f.err != nil {
 		return nil
 	}
 	if t.DType == Float32 {
-		return t.Data()
+		return t.Data()[lo:hi]
 	}
-	vals := f.scratch(t.Len())
+	vals := f.scratch(hi - lo)
 	if vals != nil {
-		f.commits = append(f.commits, func() { fromFloat32(t, vals) })
+		f.commits = append(f.commits, func() { convertFromFloat32(t.Bits()[lo:hi], vals, t.DType) })
 	}
 	return vals
 }
