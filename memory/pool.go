@@ -57,7 +57,8 @@ type Buffer struct {
 	cat   Category
 	size  int64     // rounded bytes, what the pool accounts
 	req   int64     // requested bytes
-	words []float32 // backing store, size/4 words; nil once freed
+	words []float32 // backing store, size/4 words; nil once freed or virtual
+	live  bool
 }
 
 // Category is what the buffer was allocated for.
@@ -66,21 +67,32 @@ func (b *Buffer) Category() Category { return b.cat }
 // Size is the rounded number of bytes the buffer takes from its pool.
 func (b *Buffer) Size() int64 { return b.size }
 
-// Float32 is the buffer as float32 values, as many as requested.
+// Float32 is the buffer as float32 values, as many as requested (nil in a
+// virtual pool).
 func (b *Buffer) Float32() []float32 {
 	b.mustLive()
+	if b.words == nil {
+		return nil
+	}
 	return b.words[:b.req/4]
 }
 
-// Uint16 is the buffer as 16-bit values (fp16 or bf16 bits), as many as requested.
+// Uint16 is the buffer as 16-bit values (fp16 or bf16 bits), as many as
+// requested (nil in a virtual pool).
 func (b *Buffer) Uint16() []uint16 {
 	b.mustLive()
+	if b.words == nil {
+		return nil
+	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&b.words[0])), b.req/2)
 }
 
-// Bytes is the buffer as bytes, as many as requested.
+// Bytes is the buffer as bytes, as many as requested (nil in a virtual pool).
 func (b *Buffer) Bytes() []byte {
 	b.mustLive()
+	if b.words == nil {
+		return nil
+	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&b.words[0])), b.req)
 }
 
@@ -91,7 +103,7 @@ func (b *Buffer) Dense(shape ...int) *tensor.Dense {
 }
 
 func (b *Buffer) mustLive() {
-	if b.words == nil {
+	if !b.live {
 		panic("memory: use of a freed buffer")
 	}
 }
@@ -102,6 +114,10 @@ type Options struct {
 	Capacity int64
 	// Timeline records an Event for every allocation and free.
 	Timeline bool
+	// Virtual keeps the accounting but allocates no memory: buffers have no
+	// contents (their views are nil). A dry run of a training step on a
+	// virtual pool gives the exact statistics of the real one (memunet plan).
+	Virtual bool
 }
 
 // Event is one point of the timeline: the pool's state right after an
@@ -177,6 +193,9 @@ func NewPool(opts Options) *Pool {
 	}
 }
 
+// Virtual reports whether the pool only accounts, without memory.
+func (p *Pool) Virtual() bool { return p.opts.Virtual }
+
 // Capacity is the pool's capacity in bytes (0: unlimited).
 func (p *Pool) Capacity() int64 { return p.opts.Capacity }
 
@@ -235,11 +254,13 @@ func (p *Pool) alloc(cat Category, req int64, zero bool) (*Buffer, error) {
 				}
 			}
 		}
-		words = make([]float32, size/4)
+		if !p.opts.Virtual {
+			words = make([]float32, size/4)
+		}
 		p.stats.Reserved.add(size)
 	}
 	p.nextID++
-	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, words: words}
+	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, words: words, live: true}
 	p.live[b.id] = b
 	p.stats.NumAllocs++
 	p.stats.ActiveBuffers++
@@ -277,7 +298,7 @@ func (p *Pool) Free(b *Buffer) error {
 	delete(p.live, b.id)
 	p.cache[b.size] = append(p.cache[b.size], b.words)
 	p.cached += b.size
-	b.words = nil
+	b.words, b.live = nil, false
 	p.stats.NumFrees++
 	p.stats.ActiveBuffers--
 	p.stats.ByCategory[b.cat].add(-b.size)

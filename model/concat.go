@@ -25,7 +25,7 @@ func (l *Concat) Forward(env *Env, skip, up *Tensor) (*Tensor, error) {
 	l.skipC, l.upC = skip.C, up.C
 	plane := skip.H * skip.W * skip.DType.Size() // bytes per channel
 	s, u, o := skip.buf.Bytes(), up.buf.Bytes(), out.buf.Bytes()
-	for n := 0; n < skip.N; n++ {
+	for n := 0; n < skip.N && !env.dry(); n++ {
 		copy(o[n*out.C*plane:], s[n*skip.C*plane:(n+1)*skip.C*plane])
 		copy(o[(n*out.C+skip.C)*plane:], u[n*up.C*plane:(n+1)*up.C*plane])
 	}
@@ -46,7 +46,7 @@ func (l *Concat) Backward(env *Env, dout *Tensor) (dskip, dup *Tensor, err error
 	}
 	plane := dout.H * dout.W * dout.DType.Size()
 	g, s, u := dout.buf.Bytes(), dskip.buf.Bytes(), dup.buf.Bytes()
-	for n := 0; n < dout.N; n++ {
+	for n := 0; n < dout.N && !env.dry(); n++ {
 		copy(s[n*l.skipC*plane:(n+1)*l.skipC*plane], g[n*dout.C*plane:])
 		copy(u[n*l.upC*plane:(n+1)*l.upC*plane], g[(n*dout.C+l.skipC)*plane:])
 	}

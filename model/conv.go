@@ -55,7 +55,7 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
 	err = perImage(env, f, s.N, func(g *frame, n int) {
 		x, y := g.image(in, n), g.imageOut(out, n)
-		if g.err == nil {
+		if g.ready() {
 			one := s
 			one.N = 1
 			kernels.Conv2d(one, y, x, w, l.biasData(), ws)
@@ -128,7 +128,7 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		if din != nil {
 			dx = g.imageOut(din, n)
 		}
-		if g.err == nil {
+		if g.ready() {
 			one := s
 			one.N = 1
 			kernels.Conv2dBackward(one, dx, l.Weight.Grad(), dbias, dy, x, w, ws)
@@ -212,7 +212,7 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
 	err = perImage(env, f, s.N, func(g *frame, n int) {
 		x, y := g.image(in, n), g.imageOut(out, n)
-		if g.err == nil {
+		if g.ready() {
 			one := s
 			one.N = 1
 			kernels.UpConv(one, y, x, w, l.Bias.Data(), ws)
@@ -243,7 +243,7 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
 	err = perImage(env, f, s.N, func(g *frame, n int) {
 		x, dy, dx := g.image(in, n), g.image(dout, n), g.imageOut(din, n)
-		if g.err == nil {
+		if g.ready() {
 			one := s
 			one.N = 1
 			kernels.UpConvBackward(one, dx, l.Weight.Grad(), l.Bias.Grad(), dy, x, w, ws)

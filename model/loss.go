@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-
-	"github.com/memunet/memunet/model/kernels"
 )
 
 // IgnoreIndex is the target value whose pixels are left out of the loss.
@@ -38,7 +36,7 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target []uint8) (float6
 	sums := make([]float64, logits.N)
 	counts := make([]int, logits.N)
 	bad := make([]int, logits.N)
-	kernels.ParallelFor(logits.N, 1, func(lo, hi int) {
+	env.forEach(logits.N, 1, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for p := 0; p < HW; p++ {
 				t := int(target[n*HW+p])
@@ -109,7 +107,7 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 	if l.count > 0 {
 		k0 = scale / float32(l.count)
 	}
-	kernels.ParallelFor(logits.N*HW, 1<<10, func(lo, hi int) {
+	env.forEach(logits.N*HW, 1<<10, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			n, p := i/HW, i%HW
 			t := int(l.target[i])

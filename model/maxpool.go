@@ -2,7 +2,6 @@ package model
 
 import (
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
 )
 
 // MaxPool2 is PyTorch's MaxPool2d(2): in (N,C,H,W), out (N,C,H/2,W/2)
@@ -45,7 +44,7 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, f.err
 	}
-	kernels.ParallelFor(in.N*in.C, 1, func(lo, hi int) {
+	env.forEach(in.N*in.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*in.H*in.W : (p+1)*in.H*in.W]
 			for oy := 0; oy < OH; oy++ {
@@ -95,7 +94,7 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		return nil, f.err
 	}
 	idx := l.argmax.Bytes()
-	kernels.ParallelFor(N*C, 1, func(lo, hi int) {
+	env.forEach(N*C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			plane := dx[p*H*W : (p+1)*H*W]
 			clear(plane)

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
 )
 
 // BatchNorm2d is PyTorch's BatchNorm2d(C, eps=1e-5, momentum=0.1, affine).
@@ -71,7 +70,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			out.Release()
 			return nil, f.err
 		}
-		kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+		env.forEach(l.C, 1, func(lo, hi int) {
 			for c := lo; c < hi; c++ {
 				invstd := 1 / math.Sqrt(float64(rv[c])+l.Eps)
 				scale := float32(float64(gamma[c]) * invstd)
@@ -101,8 +100,8 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, f.err
 	}
 	update := !env.recompute // a checkpointed block's recomputation must not count the batch twice
-	mean, inv := stats.Float32()[:l.C], stats.Float32()[l.C:]
-	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+	mean, inv := halves(stats)
+	env.forEach(l.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var sum float64
 			for n := 0; n < in.N; n++ {
@@ -178,9 +177,9 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	gamma := l.Weight.Data()
 	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
-	mean, inv := l.stats.Float32()[:l.C], l.stats.Float32()[l.C:]
+	mean, inv := halves(l.stats)
 	HW, M := in.H*in.W, float64(in.N*in.H*in.W)
-	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+	env.forEach(l.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			mu, invstd := mean[c], inv[c]
 			var sdy, sdyx float64
@@ -259,7 +258,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	NG := in.N * l.Groups
-	mean, inv := stats.Float32()[:NG], stats.Float32()[NG:]
+	mean, inv := halves(stats)
 	f := env.frame()
 	x, y := f.view(in), f.writer(out)
 	if f.err != nil {
@@ -271,7 +270,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	gamma, beta := l.Weight.Data(), l.Bias.Data()
 	HW, cg := in.H*in.W, l.C/l.Groups
 	size := cg * HW
-	kernels.ParallelFor(NG, 1, func(lo, hi int) {
+	env.forEach(NG, 1, func(lo, hi int) {
 		for ng := lo; ng < hi; ng++ {
 			xs := x[ng*size : (ng+1)*size]
 			var sum float64
@@ -328,13 +327,13 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		return nil, f.err
 	}
 	NG := in.N * l.Groups
-	mean, inv := l.stats.Float32()[:NG], l.stats.Float32()[NG:]
+	mean, inv := halves(l.stats)
 	gamma := l.Weight.Data()
 	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
 	HW, cg := in.H*in.W, l.C/l.Groups
 	size := cg * HW
 	// Parameter gradients first, per channel, before din may overwrite dout.
-	kernels.ParallelFor(l.C, 1, func(lo, hi int) {
+	env.forEach(l.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var sdy, sdyx float64
 			for n := 0; n < in.N; n++ {
@@ -350,7 +349,7 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			dbeta[c] += float32(sdy)
 		}
 	})
-	kernels.ParallelFor(NG, 1, func(lo, hi int) {
+	env.forEach(NG, 1, func(lo, hi int) {
 		for ng := lo; ng < hi; ng++ {
 			mu, invstd := mean[ng], inv[ng]
 			base := ng * size
@@ -403,4 +402,11 @@ func fill(xs []float32, v float32) {
 	for i := range xs {
 		xs[i] = v
 	}
+}
+
+// halves splits a saved-statistics buffer into its mean and invstd halves
+// (both nil in a dry run).
+func halves(b *memory.Buffer) (mean, invstd []float32) {
+	v := b.Float32()
+	return v[:len(v)/2], v[len(v)/2:]
 }

@@ -39,8 +39,14 @@ func newParam(pool *memory.Pool, name string, trainable bool, shape ...int) (*Pa
 	return p, nil
 }
 
-// Len is the number of values.
-func (p *Param) Len() int { return len(p.value.Float32()) }
+// Len is the number of values (the product of Shape).
+func (p *Param) Len() int {
+	n := 1
+	for _, d := range p.Shape {
+		n *= d
+	}
+	return n
+}
 
 // Data is the value, row-major in Shape.
 func (p *Param) Data() []float32 { return p.value.Float32() }

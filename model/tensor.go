@@ -52,6 +52,17 @@ type Env struct {
 	recompute bool // a checkpointed block's forward again in backward: keep BatchNorm's running stats as they are
 }
 
+// dry reports a dry run: the pool is virtual, so layers allocate and free
+// exactly as in a real step but compute nothing (memunet plan).
+func (e *Env) dry() bool { return e.Pool.Virtual() }
+
+// forEach is kernels.ParallelFor, skipped in a dry run.
+func (e *Env) forEach(n, minChunk int, body func(lo, hi int)) {
+	if !e.dry() {
+		kernels.ParallelFor(n, minChunk, body)
+	}
+}
+
 // saves reports whether layers keep tensors for backward.
 func (e *Env) saves() bool { return e.Training && !e.noSave }
 
@@ -209,7 +220,6 @@ type frame struct {
 	err     error
 }
 
-
 func (env *Env) frame() *frame { return &frame{env: env} }
 
 func (f *frame) view(t *Tensor) []float32 { return f.viewRange(t, 0, t.Len()) }
@@ -222,9 +232,12 @@ func (f *frame) viewRange(t *Tensor, lo, hi int) []float32 {
 		return nil
 	}
 	if t.DType == Float32 {
+		if f.env.dry() {
+			return nil
+		}
 		return t.Data()[lo:hi]
 	}
-	vals := f.scratch(hi - lo)
+	vals := f.scratch(hi - lo) // nil in a dry run
 	if vals != nil {
 		convertToFloat32(vals, t.Bits()[lo:hi], t.DType)
 	}
@@ -237,14 +250,20 @@ func (f *frame) writerRange(t *Tensor, lo, hi int) []float32 {
 		return nil
 	}
 	if t.DType == Float32 {
+		if f.env.dry() {
+			return nil
+		}
 		return t.Data()[lo:hi]
 	}
-	vals := f.scratch(hi - lo)
+	vals := f.scratch(hi - lo) // nil in a dry run
 	if vals != nil {
 		f.commits = append(f.commits, func() { convertFromFloat32(t.Bits()[lo:hi], vals, t.DType) })
 	}
 	return vals
 }
+
+// ready reports that every buffer was had and there is something to compute.
+func (f *frame) ready() bool { return f.err == nil && !f.env.dry() }
 
 func (f *frame) scratch(n int) []float32 {
 	if f.err != nil {

@@ -589,7 +589,7 @@ func addInto(env *Env, dst, src *Tensor) error {
 	f := env.frame()
 	a, b := f.view(dst), f.view(src)
 	out := f.writer(dst)
-	if f.err == nil {
+	if f.ready() {
 		kernels.ParallelFor(len(a), 1<<14, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				out[i] = a[i] + b[i]

@@ -1,7 +1,5 @@
 package model
 
-import "github.com/memunet/memunet/model/kernels"
-
 // Upsample2 is PyTorch's Upsample(scale_factor=2, mode="bilinear",
 // align_corners=False): in (N,C,H,W), out (N,C,2H,2W). It has no parameters
 // and keeps nothing but the input shape for backward.
@@ -43,7 +41,7 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	}
 	y0, y1, wy0, wy1 := bilinearTaps(H)
 	x0, x1, wx0, wx1 := bilinearTaps(W)
-	kernels.ParallelFor(in.N*in.C, 1, func(lo, hi int) {
+	env.forEach(in.N*in.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*H*W : (p+1)*H*W]
 			dst := y[p*4*H*W : (p+1)*4*H*W]
@@ -80,7 +78,7 @@ func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	y0, y1, wy0, wy1 := bilinearTaps(H)
 	x0, x1, wx0, wx1 := bilinearTaps(W)
-	kernels.ParallelFor(N*C, 1, func(lo, hi int) {
+	env.forEach(N*C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			g := dy[p*4*H*W : (p+1)*4*H*W]
 			plane := dx[p*H*W : (p+1)*H*W]
