@@ -61,7 +61,8 @@ func BenchmarkUNetStep(b *testing.B) {
 				stats = pool.Stats()
 			}
 			b.StopTimer()
-			flops := 3 * float64(bc.batch) * convFlopsPerImage(m, bc.hw, bc.hw)
+			fwd, _ := m.FLOPs(bc.hw, bc.hw)
+			flops := 3 * float64(bc.batch) * fwd
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			b.ReportMetric(float64(stats.Allocated.Peak), "peak-B")
 			for _, c := range memory.Categories() {
@@ -71,28 +72,3 @@ func BenchmarkUNetStep(b *testing.B) {
 	}
 }
 
-// convFlopsPerImage counts 2*C*OC*K*K*OH*OW over the model's convolutions
-// (transposed ones as 2*C*OC*4*H*W) for one forward of an h x w image.
-func convFlopsPerImage(m *UNet, h, w int) float64 {
-	var total float64
-	conv := func(b *DoubleConv, h, w int) {
-		for _, l := range b.layers {
-			if c, ok := l.(*Conv2d); ok {
-				total += 2 * float64(c.InC*c.OutC*c.K*c.K*h*w)
-			}
-		}
-	}
-	conv(m.inc, h, w)
-	for i, d := range m.downs {
-		conv(d.conv, h>>(i+1), w>>(i+1))
-	}
-	for i, u := range m.ups {
-		lh, lw := h>>(m.Config.Depth-1-i), w>>(m.Config.Depth-1-i)
-		if uc, ok := u.upsample.(*UpConv); ok {
-			total += 2 * float64(uc.InC*uc.OutC*4*(lh/2)*(lw/2))
-		}
-		conv(u.conv, lh, lw)
-	}
-	total += 2 * float64(m.outc.InC*m.outc.OutC*h*w)
-	return total
-}

@@ -491,3 +491,22 @@ func TestInputNotDivisible(t *testing.T) {
 		t.Errorf("4 channels into a 3-channel model: err = %v", err)
 	}
 }
+
+// TestFLOPs checks the count for a depth-1 network by hand: 8x8 input,
+// base 2, bilinear: inc DC(3,2): 2*9*(3*2+2*2)*64; down1 DC(2,4) at 4x4:
+// 2*9*(2*4+4*4)*16; up1 DC(6,2) at 8x8: 2*9*(6*2+2*2)*64; outc 2*2*2*64.
+func TestFLOPs(t *testing.T) {
+	pool := memory.NewPool(memory.Options{Virtual: true})
+	m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 2, Depth: 1, Checkpoint: []int{1}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, rec := m.FLOPs(8, 8)
+	want := 2*9*(3*2+2*2)*64.0 + 2*9*(2*4+4*4)*16 + 2*9*(6*2+2*2)*64 + 2*2*2*64
+	if fwd != want {
+		t.Errorf("forward FLOPs %v, want %v", fwd, want)
+	}
+	if wantRec := 2 * 9 * (2*4 + 4*4) * 16.0; rec != wantRec {
+		t.Errorf("recompute FLOPs %v, want %v (the checkpointed level-1 block)", rec, wantRec)
+	}
+}

@@ -229,7 +229,9 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 			return ValRecord{}, err
 		}
 		masks := make([]uint8, n*H*W)
-		err = data.FillBatch(ds, idx[lo:hi], images.Data(), masks)
+		if !env.Pool.Virtual() {
+			err = data.FillBatch(ds, idx[lo:hi], images.Data(), masks)
+		}
 		var logits *model.Tensor
 		if err == nil {
 			logits, err = net.Forward(env, images)
@@ -240,7 +242,7 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 		}
 		var ce model.CrossEntropy
 		loss, err := ce.Forward(env, logits, masks)
-		if err == nil {
+		if err == nil && !env.Pool.Virtual() {
 			conf.Add(logits.Float32(), masks, n, H, W)
 		}
 		logits.Release()

@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
@@ -77,7 +78,11 @@ func Precision(name string) model.DType {
 
 // NewTrainer builds the dataset, the model, Adam and the batch buffers from a
 // validated configuration.
-func NewTrainer(cfg config.Config) (*Trainer, error) {
+func NewTrainer(cfg config.Config) (*Trainer, error) { return buildTrainer(cfg, false) }
+
+// buildTrainer is NewTrainer; with virtual, everything is allocated from a
+// virtual pool and steps are dry runs (see Plan).
+func buildTrainer(cfg config.Config, virtual bool) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,7 +101,7 @@ func NewTrainer(cfg config.Config) (*Trainer, error) {
 	// that every micro-batch has the same size and memory.
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
 
-	t.Pool = memory.NewPool(memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
+	t.Pool = memory.NewPool(memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline, Virtual: virtual})
 	prec := Precision(cfg.Train.Precision)
 	t.env = &model.Env{Pool: t.Pool, Training: true, Precision: prec}
 	if t.Net, err = model.New(t.Pool, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
@@ -282,8 +287,10 @@ func (t *Trainer) nextBatch() (int, error) {
 		t.order, t.orderEpoch = data.Shuffle(t.trainIdx, t.Config.Train.Seed, epoch), epoch
 	}
 	b := t.Config.Train.BatchSize
-	if err := data.FillBatch(t.data, t.order[pos*b:(pos+1)*b], t.images.Data(), t.masks.Bytes()); err != nil {
-		return 0, err
+	if !t.Pool.Virtual() {
+		if err := data.FillBatch(t.data, t.order[pos*b:(pos+1)*b], t.images.Data(), t.masks.Bytes()); err != nil {
+			return 0, err
+		}
 	}
 	t.micro++
 	return epoch + 1, nil
@@ -299,51 +306,68 @@ func (t *Trainer) Validate() (ValRecord, error) {
 	return v, nil
 }
 
-// oom adds to an out-of-memory error what memunet could change to fit.
+// oom adds to an out-of-memory error what to change: the variant memunet
+// plan recommends under the capacity, or, when none fits, the smallest one.
 func (t *Trainer) oom(err error, during string) error {
 	var o *memory.OutOfMemoryError
 	if !errors.As(err, &o) || o.Hint != "" {
 		return err
 	}
-	c := t.Config
-	var tips []string
-	if len(c.ModelConfig().Checkpoint) < c.Model.Depth+1 {
-		tips = append(tips, "model.checkpoint: all")
-	}
-	if c.Train.Precision == "fp32" {
-		tips = append(tips, "train.precision: bf16")
-	}
-	if c.Train.BatchSize > 1 {
-		tips = append(tips, fmt.Sprintf("train.batch_size: %d with train.accumulate: %d (same effective batch)",
-			c.Train.BatchSize/2, c.Train.Accumulate*2))
-	}
-	if c.Memory.EmptyCache != "oom" {
-		tips = append(tips, "memory.empty_cache: oom")
-	}
-	o.Hint = fmt.Sprintf("(during %s; memory.capacity is %s)", during, memory.FormatBytes(o.Capacity))
-	if len(tips) > 0 {
-		o.Hint += " To fit, try " + joinOr(tips) + "."
-	}
+	o.Hint = fmt.Sprintf("(during %s; memory.capacity is %s) %s", during, memory.FormatBytes(o.Capacity), fitAdvice(t.Config, o.Capacity))
 	return err
 }
 
-func joinOr(xs []string) string {
-	switch len(xs) {
-	case 0:
-		return ""
-	case 1:
-		return xs[0]
+// fitAdvice says which variant of cfg fits in capacity, from the plan.
+func fitAdvice(cfg config.Config, capacity int64) string {
+	rows, rec, err := Plan(cfg, VariantNames(), capacity)
+	if err != nil {
+		return "Run memunet plan to see what fits."
 	}
-	out := ""
-	for i, x := range xs {
-		switch {
-		case i == 0:
-		case i == len(xs)-1:
-			out += ", or "
-		default:
-			out += ", "
+	var smallest *PlanRow
+	for i := range rows {
+		r := &rows[i]
+		if r.Error != "" {
+			continue
 		}
-		out += x
+		if r.Variant == rec {
+			return fmt.Sprintf("To fit, plan recommends the %s variant: %s (predicted peak %s); memunet plan --capacity %s shows every variant, memory.fit: auto picks one.",
+				r.Variant, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakAllocatedBytes), compactBytes(capacity))
+		}
+		if smallest == nil || r.PeakAllocatedBytes < smallest.PeakAllocatedBytes {
+			smallest = r
+		}
 	}
-	return out
+	if smallest == nil {
+		return "Run memunet plan to see what fits."
+	}
+	return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs %s; raise memory.capacity, or lower train.batch_size, data.resize or model.base.",
+		smallest.Variant, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakAllocatedBytes))
 }
+
+// describeChanges lists the memory-saving keys in which to differs from from.
+func describeChanges(from, to config.Config) string {
+	var out []string
+	if a, b := from.Model.Checkpoint.String(), to.Model.Checkpoint.String(); a != b {
+		out = append(out, "model.checkpoint: "+b)
+	}
+	if from.Train.Precision != to.Train.Precision {
+		out = append(out, "train.precision: "+to.Train.Precision)
+	}
+	if from.Train.BatchSize != to.Train.BatchSize {
+		out = append(out, fmt.Sprintf("train.batch_size: %d", to.Train.BatchSize))
+	}
+	if from.Train.Accumulate != to.Train.Accumulate {
+		out = append(out, fmt.Sprintf("train.accumulate: %d", to.Train.Accumulate))
+	}
+	if len(out) == 0 {
+		return "the configuration as it is"
+	}
+	return strings.Join(out, ", ")
+}
+
+// compactBytes writes n the way a capacity is written in a config: 6GiB.
+func compactBytes(n int64) string {
+	v, _ := config.ByteSize(n).MarshalYAML()
+	return fmt.Sprint(v)
+}
+

@@ -1,0 +1,206 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+)
+
+// VariantNames lists the memory-saving variants in the order plan and
+// compare show them. "config" is the configuration as given.
+func VariantNames() []string {
+	return []string{"baseline", "checkpoint", "fp16", "bf16", "accum4", "all"}
+}
+
+// DeriveVariant turns cfg into the named variant on the same model and data
+// and the same effective batch (batch_size x accumulate = E):
+//
+//	config      cfg unchanged
+//	baseline    fp32, no checkpointing, batch E, accumulate 1
+//	checkpoint  baseline with every level checkpointed
+//	fp16, bf16  baseline in that precision
+//	accum4      baseline as 4 micro-batches of E/4 (E must be divisible by 4)
+//	all         checkpoint + fp16 + accum4
+func DeriveVariant(cfg config.Config, name string) (config.Config, error) {
+	c := cfg
+	c.Train.Betas = slices.Clone(cfg.Train.Betas)
+	if name == "config" {
+		return c, nil
+	}
+	eff := cfg.Train.BatchSize * cfg.Train.Accumulate
+	c.Model.Checkpoint = config.Checkpoint{}
+	c.Train.Precision = "fp32"
+	c.Train.BatchSize, c.Train.Accumulate = eff, 1
+	accum4 := func() error {
+		if eff%4 != 0 {
+			return fmt.Errorf("variant %s needs an effective batch (train.batch_size x train.accumulate = %d) divisible by 4", name, eff)
+		}
+		c.Train.BatchSize, c.Train.Accumulate = eff/4, 4
+		return nil
+	}
+	switch name {
+	case "baseline":
+	case "checkpoint":
+		c.Model.Checkpoint = config.Checkpoint{All: true}
+	case "fp16", "bf16":
+		c.Train.Precision = name
+	case "accum4":
+		if err := accum4(); err != nil {
+			return cfg, err
+		}
+	case "all":
+		c.Model.Checkpoint = config.Checkpoint{All: true}
+		c.Train.Precision = "fp16"
+		if err := accum4(); err != nil {
+			return cfg, err
+		}
+	default:
+		return cfg, fmt.Errorf("unknown variant %q; the variants are config, %s", name, joinComma(VariantNames()))
+	}
+	return c, c.Validate()
+}
+
+func joinComma(xs []string) string {
+	out := ""
+	for i, x := range xs {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+// PlanRow is the predicted memory of one variant.
+type PlanRow struct {
+	Variant    string `json:"variant"`
+	MicroBatch int    `json:"micro_batch"`
+	Accumulate int    `json:"accumulate"`
+	Precision  string `json:"precision"`
+	Checkpoint string `json:"checkpoint"`
+	// PeakAllocatedBytes is the run's predicted peak allocated bytes (training
+	// steps and validation); PeakByCategory its split at the peak.
+	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
+	PeakByCategory     map[string]int64 `json:"peak_by_category"`
+	// PeakByPhase is the peak allocated bytes of forward, backward, the
+	// optimizer step and validation.
+	PeakByPhase map[string]int64 `json:"peak_by_phase"`
+	// RelativeTime is the estimated step time against baseline's (see Plan).
+	RelativeTime float64 `json:"relative_time"`
+	// Fits is set when a capacity was given.
+	Fits  *bool  `json:"fits,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Config is the variant's configuration.
+	Config config.Config `json:"-"`
+}
+
+// PhaseValidation names validation's peak in PlanRow.PeakByPhase.
+const PhaseValidation = "validation"
+
+// PlanConfig predicts the peak memory of training with cfg, exactly, by a
+// dry run: the trainer is built on a virtual pool, which accounts every
+// allocation without memory, and runs two optimizer steps and a validation
+// batch without computing anything. Every allocation of a real run happens
+// in the same order with the same sizes, so the statistics are those of the
+// real run, byte for byte; it takes milliseconds.
+func PlanConfig(cfg config.Config) (PlanRow, error) {
+	cfg.Memory.Capacity = 0 // predict the need, not the failure
+	row := PlanRow{
+		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, Precision: cfg.Train.Precision,
+		Checkpoint: cfg.Model.Checkpoint.String(), PeakByPhase: map[string]int64{}, Config: cfg,
+	}
+	t, err := buildTrainer(cfg, true)
+	if err != nil {
+		return row, err
+	}
+	defer t.Close()
+	note := func(st memory.Stats) {
+		if st.Allocated.Peak > row.PeakAllocatedBytes {
+			row.PeakAllocatedBytes = st.Allocated.Peak
+			row.PeakByCategory = phaseMemory(st).PeakByCategory
+		}
+		row.PeakReservedBytes = max(row.PeakReservedBytes, st.Reserved.Peak)
+	}
+	note(t.Pool.Stats()) // building the model, Adam and the batch buffers
+	for range 2 {
+		res, err := t.Step()
+		if err != nil {
+			return row, err
+		}
+		for phase, pm := range res.Phases {
+			row.PeakByPhase[phase] = max(row.PeakByPhase[phase], pm.PeakAllocatedBytes)
+			if pm.PeakAllocatedBytes > row.PeakAllocatedBytes {
+				row.PeakAllocatedBytes, row.PeakByCategory = pm.PeakAllocatedBytes, pm.PeakByCategory
+			}
+			row.PeakReservedBytes = max(row.PeakReservedBytes, pm.PeakReservedBytes)
+		}
+	}
+	t.Pool.ResetPeak()
+	if _, err := t.Validate(); err != nil {
+		return row, err
+	}
+	st := t.Pool.Stats()
+	row.PeakByPhase[PhaseValidation] = st.Allocated.Peak
+	note(st)
+	row.RelativeTime = relativeCost(t.Net, cfg)
+	return row, nil
+}
+
+// relativeCost estimates a step's time in units of the same step without
+// checkpointing in fp32 with one micro-batch: the convolution FLOPs of
+// forward + backward (3x forward) plus the checkpointed blocks' recompute,
+// times 1.15 for 16-bit storage and 1 + 0.04 per extra micro-batch. The two
+// factors were measured on the quickstart configs on a 2-core machine
+// (fp16/bf16 ~1.16x, accum4 ~1.13x); they are estimates for ranking, not
+// promises.
+func relativeCost(net *model.UNet, cfg config.Config) float64 {
+	h, w := cfg.ImageSize()
+	fwd, rec := net.FLOPs(h, w)
+	cost := (3*fwd + rec) / (3 * fwd)
+	if cfg.Train.Precision != "fp32" {
+		cost *= 1.15
+	}
+	return cost * (1 + 0.04*float64(cfg.Train.Accumulate-1))
+}
+
+// Plan predicts every named variant of cfg (see DeriveVariant and
+// PlanConfig). With a capacity (bytes, 0 for none) each row says whether it
+// fits, and recommended is the fitting variant with the lowest estimated
+// time ("" if none fits).
+func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, recommended string, err error) {
+	best := -1
+	for _, name := range names {
+		vc, err := DeriveVariant(cfg, name)
+		row := PlanRow{Variant: name}
+		if err == nil {
+			row, err = PlanConfig(vc)
+			row.Variant = name
+		}
+		if err != nil {
+			var oom *memory.OutOfMemoryError
+			if errors.As(err, &oom) {
+				return nil, "", err // cannot happen on an unlimited virtual pool
+			}
+			row.Error = err.Error()
+			rows = append(rows, row)
+			continue
+		}
+		if capacity > 0 {
+			fits := row.PeakAllocatedBytes <= capacity
+			row.Fits = &fits
+			if fits && (best < 0 || row.RelativeTime < rows[best].RelativeTime) {
+				best = len(rows)
+			}
+		}
+		rows = append(rows, row)
+	}
+	if best >= 0 {
+		recommended = rows[best].Variant
+	}
+	return rows, recommended, nil
+}
