@@ -27,6 +27,7 @@ const usage = `memunet trains UNet segmentation models in less memory, and measu
 
 Usage:
   memunet train --config FILE [--set section.key=value ...] [--out DIR]
+  memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants ...] [--json]
   memunet version
   memunet help
 
@@ -34,6 +35,10 @@ train   trains as the YAML config says (configs/quickstart.yaml is the
         documented example) and writes config.yaml, metrics.jsonl and
         summary.json into --out (default: output.dir, else runs/<timestamp>).
         --set overrides one key, e.g. --set train.steps=50; repeatable.
+plan    predicts the peak memory of each variant (baseline, checkpoint,
+        fp16, bf16, accum4, all, and the config as given) without training;
+        with --capacity (default memory.capacity) it says which fit and
+        recommends the fastest that does.
 `
 
 func main() {
@@ -51,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "train":
 		err = trainCommand(args[1:], stdout, stderr)
+	case "plan":
+		err = planCommand(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "memunet %s\n", version)
 	case "help", "-h", "--help":

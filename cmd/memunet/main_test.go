@@ -163,3 +163,43 @@ func TestVersionAndHelp(t *testing.T) {
 		t.Errorf("help: exit %d, output %q", code, stdout.String())
 	}
 }
+
+func TestPlanCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"plan", "--config", "../../configs/quickstart.yaml", "--json", "--capacity", "1GiB"}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var out struct {
+		Capacity    int64
+		Recommended string
+		Variants    []struct {
+			Variant            string
+			PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
+			Fits               *bool
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("plan --json output: %v\n%s", err, stdout.String())
+	}
+	if out.Capacity != 1<<30 || len(out.Variants) != 7 || out.Recommended != "config" {
+		t.Errorf("capacity %d, %d variants, recommended %q; want 1GiB, 7, config (the fastest, and everything fits)", out.Capacity, len(out.Variants), out.Recommended)
+	}
+	for _, v := range out.Variants {
+		if v.PeakAllocatedBytes <= 0 || v.Fits == nil || !*v.Fits {
+			t.Errorf("variant %+v", v)
+		}
+	}
+	stdout.Reset()
+	if code := run(append([]string{"plan", "--config", "../../configs/quickstart.yaml", "--capacity", "64KiB"}, tinyArgs...), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"variant", "activations", "accum4", "no variant fits"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("plan table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if code := run([]string{"plan", "--config", "../../configs/quickstart.yaml", "--capacity", "lots"}, &stdout, &stderr); code != 2 {
+		t.Errorf("bad --capacity: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
+)
+
+const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants baseline,...] [--json]"
+
+// planCommand prints the predicted peak memory of each variant, computed
+// from the config by a dry run, and with a capacity which variants fit.
+func planCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "YAML config file")
+	capacity := fs.String("capacity", "", "device size, e.g. 6GiB (default: memory.capacity)")
+	variants := fs.String("variants", "config,"+strings.Join(train.VariantNames(), ","), "comma-separated variants")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var sets stringList
+	fs.Var(&sets, "set", "override section.key=value (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("plan: %v; %s", err, planUsage)}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("plan: unexpected argument %q; %s", fs.Arg(0), planUsage)}
+	}
+	if *configPath == "" {
+		return usageError{"plan: --config FILE is required; " + planUsage}
+	}
+	cfg, err := config.Load(*configPath, sets)
+	if err != nil {
+		return err
+	}
+	capBytes := int64(cfg.Memory.Capacity)
+	if *capacity != "" {
+		c, err := config.ParseByteSize(*capacity)
+		if err != nil {
+			return usageError{"plan: --capacity " + err.Error()}
+		}
+		capBytes = int64(c)
+	}
+	rows, rec, err := train.Plan(cfg, strings.Split(*variants, ","), capBytes)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Capacity    int64           `json:"capacity,omitempty"`
+			Recommended string          `json:"recommended,omitempty"`
+			Variants    []train.PlanRow `json:"variants"`
+		}{capBytes, rec, rows})
+	}
+	h, w := cfg.ImageSize()
+	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d; predicted peak allocated bytes (exact: a dry run of the same allocations)\n",
+		*configPath, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"variant", "micro x acc", "precision", "checkpoint", "params", "grads", "optimizer", "activations", "workspace",
+		"peak", "reserved", "forward", "backward", "opt step", "validation", "est. time"}
+	if capBytes > 0 {
+		head = append(head, "fits")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	fb := memory.FormatBytes
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\t\n", r.Variant, r.Error)
+			continue
+		}
+		cells := []string{r.Variant, fmt.Sprintf("%d x %d", r.MicroBatch, r.Accumulate), r.Precision, r.Checkpoint}
+		for _, c := range memory.Categories() {
+			cells = append(cells, fb(r.PeakByCategory[c.String()]))
+		}
+		cells = append(cells, fb(r.PeakAllocatedBytes), fb(r.PeakReservedBytes))
+		for _, ph := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer, train.PhaseValidation} {
+			cells = append(cells, fb(r.PeakByPhase[ph]))
+		}
+		cells = append(cells, fmt.Sprintf("%.2fx", r.RelativeTime))
+		if r.Fits != nil {
+			cells = append(cells, map[bool]string{true: "yes", false: "no"}[*r.Fits])
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "est. time: estimated step time relative to baseline (FLOPs incl. recompute, 16-bit and accumulation overheads).")
+	if capBytes > 0 {
+		if rec != "" {
+			fmt.Fprintf(stdout, "capacity %s: recommended %s (the fitting variant with the lowest estimated time)\n", fb(capBytes), rec)
+		} else {
+			fmt.Fprintf(stdout, "capacity %s: no variant fits; lower train.batch_size, data.resize or model.base\n", fb(capBytes))
+		}
+	}
+	return nil
+}
