@@ -81,6 +81,10 @@ type Memory struct {
 	// EmptyCache is never, step (release cached blocks after every optimizer
 	// step) or oom (on an out-of-memory error, release and retry the step once).
 	EmptyCache string `yaml:"empty_cache"`
+	// Fit is off, or auto: under memory.capacity, train the first variant
+	// that plan says fits (see train.FitCandidates), and move on to the next
+	// on an out-of-memory error during training.
+	Fit string `yaml:"fit"`
 }
 
 // Output says where and how results are written.
@@ -99,7 +103,7 @@ func Default() Config {
 		Train: Train{BatchSize: 8, Steps: 600, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: "fp32", Accumulate: 1,
 			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
-		Memory: Memory{EmptyCache: "never"},
+		Memory: Memory{EmptyCache: "never", Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }
@@ -289,6 +293,10 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("train.scaler.growth_interval: %d: must be at least 1, e.g. 2000", s.GrowthInterval)
 	case c.Memory.EmptyCache != "never" && c.Memory.EmptyCache != "step" && c.Memory.EmptyCache != "oom":
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
+	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":
+		return fmt.Errorf("memory.fit: %q: must be off or auto", c.Memory.Fit)
+	case c.Memory.Fit == "auto" && c.Memory.Capacity == 0:
+		return fmt.Errorf("memory.fit: auto needs memory.capacity, the size to fit in (e.g. 6GiB)")
 	}
 	return nil
 }

@@ -221,6 +221,8 @@ func TestParseErrors(t *testing.T) {
 		{"scaler backoff", "train:\n  scaler:\n    backoff_factor: 2\n", []string{"train.scaler.backoff_factor", "between 0 and 1"}},
 		{"scaler growth", "train:\n  scaler:\n    growth_factor: 1\n", []string{"train.scaler.growth_factor", "greater than 1"}},
 		{"empty cache", "memory:\n  empty_cache: always\n", []string{"memory.empty_cache", "never, step or oom"}},
+		{"fit word", "memory:\n  fit: yes\n", []string{"memory.fit", "off or auto"}},
+		{"fit without capacity", "memory:\n  fit: auto\n", []string{"memory.fit", "needs memory.capacity"}},
 		{"epochs and steps both set", "train:\n  epochs: 2\n  steps: 10\n",
 			[]string{"train.steps (10)", "train.epochs (2)", "both set"}},
 		{"fractional count", "train:\n  batch_size: 1.5\n",
@@ -358,7 +360,7 @@ func TestOverrides(t *testing.T) {
 		{"value with equals sign", qs, []string{"output.dir=runs/a=b"}, func(c *Config) { c.Output.Dir = "runs/a=b" }},
 		{"quoted string", qs, []string{`output.dir="123"`}, func(c *Config) { c.Output.Dir = "123" }},
 		{"whole section", qs, []string{"memory={capacity: 1GiB, timeline: true}"},
-			func(c *Config) { c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never"} }},
+			func(c *Config) { c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never", Fit: "off"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, "quickstart.yaml", tc.src, tc.overrides)
@@ -525,7 +527,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
 				Precision: "fp16", Accumulate: 4,
 				Scaler: Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10}}
-			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom"}
+			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Fit: "auto"}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}
 		}},
 		{"checkpoint all", func(c *Config) { c.Model.Checkpoint = Checkpoint{All: true} }},

@@ -109,7 +109,7 @@ const PhaseValidation = "validation"
 // in the same order with the same sizes, so the statistics are those of the
 // real run, byte for byte; it takes milliseconds.
 func PlanConfig(cfg config.Config) (PlanRow, error) {
-	cfg.Memory.Capacity = 0 // predict the need, not the failure
+	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{
 		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, Precision: cfg.Train.Precision,
 		Checkpoint: cfg.Model.Checkpoint.String(), PeakByPhase: map[string]int64{}, Config: cfg,

@@ -83,3 +83,11 @@ func (p *progress) finish() {
 		_ = p.bar.Finish()
 	}
 }
+
+// note prints a line of its own (a decision worth seeing), also under a bar.
+func (p *progress) note(line string) {
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+	fmt.Fprintln(p.w, line)
+}

@@ -81,6 +81,8 @@ type Summary struct {
 	Params         int                         `json:"params"`
 	WallSeconds    float64                     `json:"wall_s"`
 	Interrupted    bool                        `json:"interrupted"`
+	// Fit is what memory.fit: auto decided, one line per decision.
+	Fit []string `json:"fit,omitempty"`
 }
 
 // Options are a run's inputs besides the configuration.
@@ -116,6 +118,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		return nil, err
 	}
 	defer tr.Close()
+	cfg = tr.Config // memory.fit: auto may have chosen another variant
 	total := cfg.Train.Steps
 	if total == 0 {
 		total = cfg.Train.Epochs * tr.StepsPerEpoch()
@@ -129,7 +132,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	enc := json.NewEncoder(metricsFile)
 
 	prog := newProgress(cfg.Output, opts, total)
+	for _, line := range tr.FitLog {
+		prog.note(line)
+	}
 	sum := &Summary{
+		Fit:    tr.FitLog,
 		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
 		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, EffectiveBatch: cfg.Train.BatchSize * cfg.Train.Accumulate,
 		Precision: cfg.Train.Precision, Checkpoint: cfg.Model.Checkpoint.String(),
@@ -190,6 +197,14 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		if err := enc.Encode(rec); err != nil {
 			return nil, fmt.Errorf("writing metrics.jsonl: %w", err)
 		}
+		if len(tr.FitLog) > len(sum.Fit) {
+			for _, line := range tr.FitLog[len(sum.Fit):] {
+				prog.note(line)
+			}
+			c := tr.Config
+			sum.MicroBatch, sum.Accumulate, sum.Precision, sum.Checkpoint = c.Train.BatchSize, c.Train.Accumulate, c.Train.Precision, c.Model.Checkpoint.String()
+		}
+		sum.Fit = tr.FitLog
 		prog.step(rec)
 		sum.Steps, sum.Epochs, sum.FinalLoss = step, res.Epoch, res.Loss
 		if cfg.Train.ValEvery > 0 && step%cfg.Train.ValEvery == 0 && step != total {

@@ -63,6 +63,11 @@ type Trainer struct {
 	order         []int
 	orderEpoch    int
 	afterBackward func() // test hook: runs after the last micro-batch's backward
+
+	// FitLog records memory.fit: auto's decisions, one line each.
+	FitLog   []string
+	fitFrom  config.Config  // the configuration as given
+	fitQueue []FitCandidate // later candidates for an OOM during training
 }
 
 // Precision maps train.precision to the model's storage type.
@@ -78,7 +83,35 @@ func Precision(name string) model.DType {
 
 // NewTrainer builds the dataset, the model, Adam and the batch buffers from a
 // validated configuration.
-func NewTrainer(cfg config.Config) (*Trainer, error) { return buildTrainer(cfg, false) }
+//
+// With memory.fit: auto it trains the first of FitCandidates that plan says
+// fits memory.capacity (FitLog says which and why) and keeps the later ones
+// for an out-of-memory error during training.
+func NewTrainer(cfg config.Config) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Memory.Fit != "auto" {
+		return buildTrainer(cfg, false)
+	}
+	chosen, why, err := Fit(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t, err := buildTrainer(chosen, false)
+	if err != nil {
+		return nil, err
+	}
+	t.FitLog, t.fitFrom = []string{why}, cfg
+	cands := FitCandidates(cfg)
+	for i, c := range cands {
+		if describeChanges(cfg, c.Config) == describeChanges(cfg, chosen) {
+			t.fitQueue = cands[i+1:]
+			break
+		}
+	}
+	return t, nil
+}
 
 // buildTrainer is NewTrainer; with virtual, everything is allocated from a
 // virtual pool and steps are dry runs (see Plan).
@@ -185,22 +218,36 @@ type StepResult struct {
 // backward, unscale and check the gradients, then Adam (or skip) and the
 // scaler's update.
 func (t *Trainer) Step() (StepResult, error) {
-	retry := t.Config.Memory.EmptyCache == "oom"
+	retry, fit := t.Config.Memory.EmptyCache == "oom", t.Config.Memory.Fit == "auto"
 	var restore func()
-	if retry {
+	if retry || fit {
 		restore = t.Net.SaveBuffers()
 	}
-	micro := t.micro
+	samples := t.micro * t.Config.Train.BatchSize
 	mark := t.Pool.Mark()
 	res, err := t.step()
 	var oom *memory.OutOfMemoryError
-	if err != nil && retry && errors.As(err, &oom) {
-		// Abandon the failed attempt wholesale, release the cache, run it again.
+	abandon := func() {
+		// Drop the failed attempt wholesale and rewind to where it started.
 		t.Net.Forget()
 		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
 		restore()
+		t.micro = samples / t.Config.Train.BatchSize
+	}
+	if err != nil && retry && errors.As(err, &oom) {
+		abandon()
 		t.Pool.EmptyCache()
-		t.micro = micro
+		res, err = t.step()
+		res.Retried = true
+	}
+	for err != nil && fit && errors.As(err, &oom) {
+		abandon()
+		ok, why := t.fitNext()
+		if !ok {
+			break
+		}
+		t.FitLog = append(t.FitLog, why)
+		mark = t.Pool.Mark()
 		res, err = t.step()
 		res.Retried = true
 	}
@@ -370,4 +417,3 @@ func compactBytes(n int64) string {
 	v, _ := config.ByteSize(n).MarshalYAML()
 	return fmt.Sprint(v)
 }
-
