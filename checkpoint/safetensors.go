@@ -1,0 +1,283 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+)
+
+// DType is a safetensors element type, spelled as in the format's header.
+type DType string
+
+// The element types memunet writes and reads. Others in a file are refused.
+const (
+	F32  DType = "F32"
+	F16  DType = "F16"
+	BF16 DType = "BF16"
+	I64  DType = "I64"
+	U8   DType = "U8"
+)
+
+// Size is the bytes per element, or 0 for an unknown type.
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case F16, BF16:
+		return 2
+	case I64:
+		return 8
+	case U8:
+		return 1
+	}
+	return 0
+}
+
+// MaxHeaderBytes bounds a safetensors JSON header (the reference
+// implementation's limit is 100 MB).
+const MaxHeaderBytes = 100 << 20
+
+// Tensor is one named array: raw little-endian bytes, row-major in Shape
+// (an empty Shape is a scalar of one element).
+type Tensor struct {
+	Name  string
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// Numel is the number of elements: the product of Shape (1 for a scalar).
+func (t Tensor) Numel() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// F32Tensor makes a float32 tensor from values (copied).
+func F32Tensor(name string, shape []int, v []float32) Tensor {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return Tensor{Name: name, DType: F32, Shape: slices.Clone(shape), Data: b}
+}
+
+// I64Tensor makes an int64 tensor from values (copied).
+func I64Tensor(name string, shape []int, v []int64) Tensor {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return Tensor{Name: name, DType: I64, Shape: slices.Clone(shape), Data: b}
+}
+
+// Float32 decodes an F32 tensor into dst, which must have Numel elements.
+func (t Tensor) Float32(dst []float32) error {
+	if t.DType != F32 {
+		return fmt.Errorf("tensor %s is %s, want F32", t.Name, t.DType)
+	}
+	if len(dst)*4 != len(t.Data) {
+		return fmt.Errorf("tensor %s has %d values, want %d", t.Name, len(t.Data)/4, len(dst))
+	}
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return nil
+}
+
+// Int64 decodes an I64 tensor.
+func (t Tensor) Int64() ([]int64, error) {
+	if t.DType != I64 {
+		return nil, fmt.Errorf("tensor %s is %s, want I64", t.Name, t.DType)
+	}
+	out := make([]int64, len(t.Data)/8)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(t.Data[8*i:]))
+	}
+	return out, nil
+}
+
+// headerEntry is one tensor's line in the JSON header.
+type headerEntry struct {
+	DType       DType   `json:"dtype"`
+	Shape       []int   `json:"shape"`
+	DataOffsets [2]int64 `json:"data_offsets"`
+}
+
+// WriteSafetensors writes tensors in the safetensors format: an 8-byte
+// little-endian header length, the JSON header (padded with spaces to a
+// multiple of 8 bytes) mapping each name to its dtype, shape and
+// [begin, end) byte offsets, an optional "__metadata__" object of strings,
+// then the tensors' bytes back to back in the order given. Names must be
+// unique and not "__metadata__"; each tensor's Data must be Numel*Size bytes.
+func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string) error {
+	header := map[string]any{}
+	if len(metadata) > 0 {
+		header["__metadata__"] = metadata
+	}
+	var off int64
+	for _, t := range tensors {
+		if t.Name == "" || t.Name == "__metadata__" {
+			return fmt.Errorf("safetensors: invalid tensor name %q", t.Name)
+		}
+		if _, dup := header[t.Name]; dup {
+			return fmt.Errorf("safetensors: tensor %s listed twice", t.Name)
+		}
+		if t.DType.Size() == 0 {
+			return fmt.Errorf("safetensors: tensor %s: unknown dtype %q", t.Name, t.DType)
+		}
+		for _, d := range t.Shape {
+			if d < 0 {
+				return fmt.Errorf("safetensors: tensor %s: negative dimension in shape %v", t.Name, t.Shape)
+			}
+		}
+		if want := t.Numel() * t.DType.Size(); len(t.Data) != want {
+			return fmt.Errorf("safetensors: tensor %s: %d bytes of data, shape %v of %s needs %d", t.Name, len(t.Data), t.Shape, t.DType, want)
+		}
+		shape := t.Shape
+		if shape == nil {
+			shape = []int{}
+		}
+		header[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int64{off, off + int64(len(t.Data))}}
+		off += int64(len(t.Data))
+	}
+	js, err := json.Marshal(header)
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	for len(js)%8 != 0 {
+		js = append(js, ' ')
+	}
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	if _, err := w.Write(js); err != nil {
+		return err
+	}
+	for _, t := range tensors {
+		if _, err := w.Write(t.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// File is a decoded safetensors file.
+type File struct {
+	// Tensors in the order of their data in the file.
+	Tensors  []Tensor
+	Metadata map[string]string
+	byName   map[string]int
+}
+
+// Get returns the tensor called name.
+func (f *File) Get(name string) (Tensor, bool) {
+	i, ok := f.byName[name]
+	if !ok {
+		return Tensor{}, false
+	}
+	return f.Tensors[i], true
+}
+
+// ReadSafetensors decodes a whole safetensors file held in b, checking it as
+// the reference implementation does: the header length fits, the header is
+// a JSON object of known dtypes and non-negative shapes, each tensor's byte
+// range matches its shape and type, and the ranges tile the data exactly,
+// without gaps or overlaps. The tensors' Data alias b.
+func ReadSafetensors(b []byte) (*File, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("safetensors: %d bytes is too short for the 8-byte header length", len(b))
+	}
+	n := binary.LittleEndian.Uint64(b[:8])
+	if n > MaxHeaderBytes {
+		return nil, fmt.Errorf("safetensors: header length %d is over the %d-byte limit", n, MaxHeaderBytes)
+	}
+	if n > uint64(len(b)-8) {
+		return nil, fmt.Errorf("safetensors: header length %d runs past the end of the %d-byte file", n, len(b))
+	}
+	hdr := b[8 : 8+n]
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return nil, fmt.Errorf("safetensors: the header is not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	dec.UseNumber()
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("safetensors: header: %v", err)
+	}
+	if rest := bytes.TrimRight(hdr[dec.InputOffset():], " "); len(rest) > 0 {
+		return nil, fmt.Errorf("safetensors: header: %d bytes after the JSON object", len(rest))
+	}
+	f := &File{byName: map[string]int{}}
+	if m, ok := raw["__metadata__"]; ok {
+		if err := json.Unmarshal(m, &f.Metadata); err != nil {
+			return nil, fmt.Errorf("safetensors: __metadata__ must map strings to strings: %v", err)
+		}
+		delete(raw, "__metadata__")
+	}
+	data := b[8+n:]
+	type entry struct {
+		name string
+		headerEntry
+	}
+	entries := make([]entry, 0, len(raw))
+	for name, r := range raw {
+		var e headerEntry
+		d := json.NewDecoder(bytes.NewReader(r))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&e); err != nil {
+			return nil, fmt.Errorf("safetensors: tensor %s: %v", name, err)
+		}
+		if e.DType.Size() == 0 {
+			return nil, fmt.Errorf("safetensors: tensor %s: unsupported dtype %q", name, e.DType)
+		}
+		numel := int64(1)
+		for _, d := range e.Shape {
+			if d < 0 {
+				return nil, fmt.Errorf("safetensors: tensor %s: negative dimension in shape %v", name, e.Shape)
+			}
+			if d > 0 && numel > math.MaxInt64/int64(d)/8 {
+				return nil, fmt.Errorf("safetensors: tensor %s: shape %v is too large", name, e.Shape)
+			}
+			numel *= int64(d)
+		}
+		lo, hi := e.DataOffsets[0], e.DataOffsets[1]
+		if lo < 0 || hi < lo || hi > int64(len(data)) {
+			return nil, fmt.Errorf("safetensors: tensor %s: data offsets [%d, %d) outside the %d data bytes", name, lo, hi, len(data))
+		}
+		if want := numel * int64(e.DType.Size()); hi-lo != want {
+			return nil, fmt.Errorf("safetensors: tensor %s: %d data bytes, shape %v of %s needs %d", name, hi-lo, e.Shape, e.DType, want)
+		}
+		entries = append(entries, entry{name, e})
+	}
+	sort.Slice(entries, func(i, j int) bool {
+		a, c := entries[i].DataOffsets, entries[j].DataOffsets
+		if a[0] != c[0] {
+			return a[0] < c[0]
+		}
+		return a[1] < c[1]
+	})
+	var at int64
+	for _, e := range entries {
+		if e.DataOffsets[0] != at {
+			return nil, fmt.Errorf("safetensors: tensor %s starts at data byte %d, want %d (gap or overlap)", e.name, e.DataOffsets[0], at)
+		}
+		at = e.DataOffsets[1]
+		f.byName[e.name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, Tensor{Name: e.name, DType: e.DType, Shape: e.Shape,
+			Data: data[e.DataOffsets[0]:e.DataOffsets[1]:e.DataOffsets[1]]})
+	}
+	if at != int64(len(data)) {
+		return nil, fmt.Errorf("safetensors: tensors cover %d of the %d data bytes", at, len(data))
+	}
+	return f, nil
+}
