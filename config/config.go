@@ -62,6 +62,14 @@ type Train struct {
 	// Accumulate is the number of micro-batches of batch_size per optimizer step.
 	Accumulate int    `yaml:"accumulate"`
 	Scaler     Scaler `yaml:"scaler"`
+	// CheckpointEvery saves a checkpoint every N optimizer steps (0: only at
+	// the end and on SIGINT/SIGTERM, which always save one).
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// KeepLast is how many of the newest checkpoints to keep (0: all).
+	KeepLast int `yaml:"keep_last"`
+	// KeepBest also keeps the checkpoint with the highest val_miou, saving
+	// one after every validation that improves it.
+	KeepBest bool `yaml:"keep_best"`
 }
 
 // Scaler is the dynamic loss scaler for fp16 (PyTorch's GradScaler rule).
@@ -101,7 +109,7 @@ func Default() Config {
 		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
 		Data:   Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125},
 		Train: Train{BatchSize: 8, Steps: 600, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
-			Precision: "fp32", Accumulate: 1,
+			Precision: "fp32", Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
 		Memory: Memory{EmptyCache: "never", Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
@@ -291,6 +299,10 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("train.scaler.backoff_factor: %g: must be between 0 and 1, e.g. 0.5", s.BackoffFactor)
 	case s.GrowthInterval < 1:
 		return fmt.Errorf("train.scaler.growth_interval: %d: must be at least 1, e.g. 2000", s.GrowthInterval)
+	case t.CheckpointEvery < 0:
+		return fmt.Errorf("train.checkpoint_every: %d: must be 0 (only at the end and on interrupt) or more", t.CheckpointEvery)
+	case t.KeepLast < 0:
+		return fmt.Errorf("train.keep_last: %d: must be 0 (keep every checkpoint) or more", t.KeepLast)
 	case c.Memory.EmptyCache != "never" && c.Memory.EmptyCache != "step" && c.Memory.EmptyCache != "oom":
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":
