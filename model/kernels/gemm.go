@@ -1,0 +1,359 @@
+package kernels
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// SGEMM: C = alpha*op(A)*op(B) + beta*C on row-major float32 matrices.
+//
+// The fast path is the classic Goto/BLIS scheme:
+//
+//   - C is cut into tasks (blocks of at most taskRows x taskCols) that the
+//     cores pull from a shared counter, so the tasks write disjoint parts of
+//     C and need no locking.
+//   - Within a task, the k dimension is cut into slabs of gemmKC; for each
+//     slab the task's columns of op(B) are packed into NR-wide column panels
+//     (kc x NR, row by row, contiguous: the micro-kernel's vector loads), and
+//     blocks of gemmMC rows of op(A) into MR-high row panels (kc x MR,
+//     column by column: the micro-kernel's broadcasts). Packing also
+//     resolves the transposes, so one micro-kernel serves all four cases.
+//   - The micro-kernel keeps an MR x NR tile of C in registers over the
+//     slab and then writes alpha*tile + beta*C (beta only on the first
+//     slab, 1 after; beta == 0 never reads C, as in BLAS, so C may hold
+//     garbage or NaN). Tiles at the right and bottom edges, padded with
+//     zeros in the packed panels, go through a small temporary.
+//
+// The micro-kernel is Go assembly (AVX2+FMA, 6x16) where the CPU has it
+// (gemm_amd64.s, chosen at run time with golang.org/x/sys/cpu) and pure Go
+// otherwise (gemm_generic.go); both use the same packed layout.
+
+const (
+	gemmMR = 6  // rows of the C register tile
+	gemmNR = 16 // columns of the C register tile (2 AVX vectors)
+
+	gemmKC = 256 // k slab: a kc x NR panel of packed B is 16 KiB (L1)
+	gemmMC = 120 // rows of op(A) packed at a time: 120 KiB (L2)
+
+	taskRows = 240 // largest task: 240 x 512 of C
+	taskCols = 512 // packed B of one task: 256 x 512 x 4 B = 512 KiB (L2)
+
+	// gemmSerialFlops: below this many flops (2*m*n*k) a product runs on
+	// the calling goroutine; starting goroutines would cost more.
+	gemmSerialFlops = 1 << 18
+)
+
+// microKernel computes the MR x NR tile
+//
+//	acc[i][j] = sum_{p<kc} a[p*MR+i] * b[p*NR+j]
+//
+// from packed panels a (kc*MR values) and b (kc*NR values) and stores
+// c[i*ldc+j] = alpha*acc[i][j] (overwrite) or alpha*acc[i][j] + beta*c[i*ldc+j].
+// c must hold 5*ldc+16 values.
+type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool)
+
+// gemmImpl is one implementation of the GEMM driver: a micro-kernel and its
+// name. Tests build both the assembly and the pure-Go one and run each.
+type gemmImpl struct {
+	name   string
+	kernel microKernel
+}
+
+// genericGemm is the pure-Go implementation, available on every platform.
+func genericGemm() gemmImpl { return gemmImpl{name: "go", kernel: microKernelGeneric} }
+
+// bestGemm is the fastest implementation this CPU supports.
+func bestGemm() gemmImpl {
+	if g, ok := asmGemm(); ok {
+		return g
+	}
+	return genericGemm()
+}
+
+// GemmImplementation names the micro-kernel Sgemm uses on this machine:
+// "avx2+fma" or "go".
+func GemmImplementation() string { return bestGemm().name }
+
+// Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices,
+// where op(A) is m x k (A is m x k with row stride lda, or k x m if transA)
+// and op(B) is k x n (B is k x n with row stride ldb, or n x k if transB),
+// and C is m x n with row stride ldc. With beta == 0, C is only written
+// (never read), so it may hold anything, NaN included. It runs in parallel
+// over the available cores for large products. It panics, with a "kernels:"
+// message, on negative sizes, strides shorter than a row, or slices too
+// short for their matrices.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	bestGemm().sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// SgemmNaive is Sgemm's reference: the triple loop, same arguments and
+// contract (beta == 0 does not read C).
+func SgemmNaive(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var acc float32
+			for p := 0; p < k; p++ {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				acc += av * bv
+			}
+			if beta == 0 {
+				c[i*ldc+j] = alpha * acc
+			} else {
+				c[i*ldc+j] = alpha*acc + beta*c[i*ldc+j]
+			}
+		}
+	}
+}
+
+// checkGemm panics unless the slices and strides describe the matrices.
+func checkGemm(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernels: sgemm: negative size m=%d n=%d k=%d", m, n, k))
+	}
+	// need reports whether a rows x cols matrix with stride ld fits in l.
+	check := func(what string, rows, cols, l, ld int) {
+		if ld < max(1, cols) {
+			panic(fmt.Sprintf("kernels: sgemm: %s: stride %d < row length %d", what, ld, cols))
+		}
+		if rows > 0 && cols > 0 && l < (rows-1)*ld+cols {
+			panic(fmt.Sprintf("kernels: sgemm: %s: %d values < %dx%d with stride %d", what, l, rows, cols, ld))
+		}
+	}
+	if transA {
+		check("A", k, m, la, lda)
+	} else {
+		check("A", m, k, la, lda)
+	}
+	if transB {
+		check("B", n, k, lb, ldb)
+	} else {
+		check("B", k, n, lb, ldb)
+	}
+	check("C", m, n, lc, ldc)
+}
+
+// gemmArgs is one product, shared read-only by the tasks.
+type gemmArgs struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+}
+
+func (g gemmImpl) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleRows(c, m, n, ldc, beta)
+		return
+	}
+	args := &gemmArgs{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}
+
+	// Task grid: start from the largest tasks, then halve the columns (down
+	// to 64) and the rows (down to 2*MR) until every core gets about three
+	// tasks, for balance on a shared, noisy machine.
+	workers := runtime.GOMAXPROCS(0)
+	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
+		workers = 1
+	}
+	mt, nt := min(m, taskRows), min(n, taskCols)
+	tasks := func() int { return ceilDiv(m, mt) * ceilDiv(n, nt) }
+	if workers > 1 {
+		for tasks() < 3*workers && nt > 64 {
+			nt = roundUp(ceilDiv(nt, 2), gemmNR)
+		}
+		for tasks() < 3*workers && mt > 2*gemmMR {
+			mt = roundUp(ceilDiv(mt, 2), gemmMR)
+		}
+	}
+	colTasks, total := ceilDiv(n, nt), tasks()
+	workers = min(workers, total)
+
+	kcMax := min(k, gemmKC)
+	work := func(next *atomic.Int64) {
+		packA := make([]float32, roundUp(min(mt, gemmMC), gemmMR)*kcMax)
+		packB := make([]float32, roundUp(nt, gemmNR)*kcMax)
+		for {
+			t := int(next.Add(1) - 1)
+			if t >= total {
+				return
+			}
+			i0, j0 := t/colTasks*mt, t%colTasks*nt
+			g.task(args, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB)
+		}
+	}
+	var next atomic.Int64
+	if workers <= 1 {
+		work(&next)
+		return
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(func() { work(&next) })
+	}
+	work(&next)
+	wg.Wait()
+}
+
+// task computes rows [i0,i1) x columns [j0,j1) of C.
+func (g gemmImpl) task(p *gemmArgs, i0, i1, j0, j1 int, packA, packB []float32) {
+	nw := j1 - j0
+	var tile [gemmMR * gemmNR]float32
+	for pc := 0; pc < p.k; pc += gemmKC {
+		kc := min(gemmKC, p.k-pc)
+		beta := p.beta
+		if pc > 0 {
+			beta = 1
+		}
+		bp := packB[:roundUp(nw, gemmNR)*kc]
+		packBPanels(bp, p.transB, p.b, p.ldb, pc, kc, j0, nw)
+		for ic := i0; ic < i1; ic += gemmMC {
+			mc := min(gemmMC, i1-ic)
+			ap := packA[:roundUp(mc, gemmMR)*kc]
+			packAPanels(ap, p.transA, p.a, p.lda, ic, mc, pc, kc)
+			for jr := 0; jr < nw; jr += gemmNR {
+				nr := min(gemmNR, nw-jr)
+				bPanel := bp[jr*kc : (jr+gemmNR)*kc]
+				for ir := 0; ir < mc; ir += gemmMR {
+					mr := min(gemmMR, mc-ir)
+					aPanel := ap[ir*kc : (ir+gemmMR)*kc]
+					ci := (ic+ir)*p.ldc + j0 + jr
+					if mr == gemmMR && nr == gemmNR {
+						g.kernel(kc, aPanel, bPanel, p.c[ci:], p.ldc, p.alpha, beta, beta == 0)
+						continue
+					}
+					// Edge tile: compute the full padded tile into tile,
+					// then update only the mr x nr part of C.
+					g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, p.alpha, 0, true)
+					for i := 0; i < mr; i++ {
+						row := p.c[ci+i*p.ldc : ci+i*p.ldc+nr]
+						src := tile[i*gemmNR : i*gemmNR+nr]
+						if beta == 0 {
+							copy(row, src)
+						} else {
+							for j, v := range src {
+								row[j] = v + beta*row[j]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// packAPanels packs rows [i0,i0+mc) and columns [p0,p0+kc) of op(A) into
+// MR-row panels: panel r holds dst[r*MR*kc + p*MR + i] = op(A)[i0+r*MR+i][p0+p],
+// rows past mc zero.
+func packAPanels(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc int) {
+	for r := 0; r < mc; r += gemmMR {
+		mr := min(gemmMR, mc-r)
+		d := dst[r*kc : (r+gemmMR)*kc]
+		switch {
+		case trans && mr == gemmMR:
+			// op(A)[i][p] = a[p*lda+i]: each p gives MR contiguous values.
+			base := p0*lda + i0 + r
+			for p := 0; p < kc; p++ {
+				*(*[gemmMR]float32)(d[p*gemmMR:]) = *(*[gemmMR]float32)(a[base+p*lda:])
+			}
+		case !trans && mr == gemmMR:
+			// op(A)[i][p] = a[i*lda+p]: interleave MR rows.
+			row := func(i int) []float32 { return a[(i0+r+i)*lda+p0 : (i0+r+i)*lda+p0+kc] }
+			r0, r1, r2, r3, r4, r5 := row(0), row(1), row(2), row(3), row(4), row(5)
+			for p := range r0 {
+				dp := (*[gemmMR]float32)(d[p*gemmMR:])
+				dp[0], dp[1], dp[2], dp[3], dp[4], dp[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			}
+		default:
+			// Bottom edge: fewer than MR rows, the rest zero.
+			clear(d)
+			for i := 0; i < mr; i++ {
+				for p := 0; p < kc; p++ {
+					if trans {
+						d[p*gemmMR+i] = a[(p0+p)*lda+i0+r+i]
+					} else {
+						d[p*gemmMR+i] = a[(i0+r+i)*lda+p0+p]
+					}
+				}
+			}
+		}
+	}
+}
+
+// packBPanels packs rows [p0,p0+kc) and columns [j0,j0+nw) of op(B) into
+// NR-column panels: panel q holds dst[q*NR*kc + p*NR + j] = op(B)[p0+p][j0+q*NR+j],
+// columns past nw zero.
+func packBPanels(dst []float32, trans bool, b []float32, ldb, p0, kc, j0, nw int) {
+	for q := 0; q < nw; q += gemmNR {
+		nr := min(gemmNR, nw-q)
+		d := dst[q*kc : (q+gemmNR)*kc]
+		switch {
+		case !trans && nr == gemmNR:
+			// op(B)[p][j] = b[p*ldb+j]: each p gives NR contiguous values.
+			base := p0*ldb + j0 + q
+			for p := 0; p < kc; p++ {
+				*(*[gemmNR]float32)(d[p*gemmNR:]) = *(*[gemmNR]float32)(b[base+p*ldb:])
+			}
+		case trans && nr == gemmNR:
+			// op(B)[p][j] = b[j*ldb+p]: interleave NR rows of b, 8 at a time.
+			for j := 0; j < gemmNR; j += 8 {
+				row := func(jj int) []float32 { return b[(j0+q+j+jj)*ldb+p0 : (j0+q+j+jj)*ldb+p0+kc] }
+				r0, r1, r2, r3, r4, r5, r6, r7 := row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7)
+				for p := range r0 {
+					dp := (*[8]float32)(d[p*gemmNR+j:])
+					dp[0], dp[1], dp[2], dp[3] = r0[p], r1[p], r2[p], r3[p]
+					dp[4], dp[5], dp[6], dp[7] = r4[p], r5[p], r6[p], r7[p]
+				}
+			}
+		default:
+			// Right edge: fewer than NR columns, the rest zero.
+			clear(d)
+			for p := 0; p < kc; p++ {
+				for j := 0; j < nr; j++ {
+					if trans {
+						d[p*gemmNR+j] = b[(j0+q+j)*ldb+p0+p]
+					} else {
+						d[p*gemmNR+j] = b[(p0+p)*ldb+j0+q+j]
+					}
+				}
+			}
+		}
+	}
+}
+
+// scaleRows sets C = beta*C over m rows of n values (beta == 0 clears,
+// without reading).
+func scaleRows(c []float32, m, n, ldc int, beta float32) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func roundUp(a, b int) int { return ceilDiv(a, b) * b }

@@ -1,0 +1,6 @@
+//go:build !amd64 || noasm
+
+package kernels
+
+// asmGemm reports that this build has no assembly micro-kernel.
+func asmGemm() (gemmImpl, bool) { return gemmImpl{}, false }

@@ -1,0 +1,310 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// GEMM tolerance.
+//
+// Sgemm and SgemmNaive sum the same k products in different orders (the
+// naive one left to right; the fast one in kc slabs, alpha applied per slab
+// and the slabs added through C). The classic bound for a float32 dot
+// product of length k in any order is |computed - exact| <= gamma_k *
+// sum_p |a_ip*b_pj| with gamma_k = k*u/(1-k*u), u = 2^-24; alpha, beta and
+// the slab additions add a few more roundings. So the two results differ by
+// at most
+//
+//	(2k + 8) * u * (|alpha| * sum_p |a_ip*b_pj| + |beta*c_ij|)
+//
+// per element, a rigorous, element-wise bound (no "typical" random-walk
+// guess): gemmTolFactor is the 2k+8 multiplier in units of u. A wrong
+// index, a dropped or doubled k step, a wrong transpose or a beta applied
+// twice moves an element by about one product, |a*b| ~ 0.25 on average,
+// while the bound is at most ~(2*600+8)*6e-8 ~ 7e-5 of the magnitude sum.
+func gemmTol(k int, alpha, beta float32, absSum, c float64) float64 {
+	const u = 0x1p-24
+	return float64(2*k+8) * u * (math.Abs(float64(alpha))*absSum + math.Abs(float64(beta))*math.Abs(c))
+}
+
+// gemmImpls is every implementation this machine can run: the pure-Go
+// micro-kernel always, the assembly one where the CPU has it.
+func gemmImpls(t testing.TB) []gemmImpl {
+	impls := []gemmImpl{genericGemm()}
+	if g, ok := asmGemm(); ok {
+		impls = append(impls, g)
+	} else {
+		t.Logf("no assembly micro-kernel on this machine/build: testing the Go one only")
+	}
+	return impls
+}
+
+var gemmSizes = []int{1, 2, 3, 5, 7, 13, 17, 31, 64, 65, 127, 200}
+
+// gemmCase is one product with padded strides.
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	pad            int // extra stride beyond each row length
+}
+
+func (gc gemmCase) String() string {
+	tr := func(b bool) string {
+		if b {
+			return "T"
+		}
+		return "N"
+	}
+	return fmt.Sprintf("%s%s_m%d_n%d_k%d_a%g_b%g_pad%d", tr(gc.transA), tr(gc.transB), gc.m, gc.n, gc.k, gc.alpha, gc.beta, gc.pad)
+}
+
+// gemmData is a case's inputs: A, B and the initial C, each with a padded
+// row stride and garbage in the padding.
+type gemmData struct {
+	a, b, c       []float32
+	lda, ldb, ldc int
+}
+
+func newGemmData(r *rand.Rand, gc gemmCase) gemmData {
+	ar, ac := gc.m, gc.k
+	if gc.transA {
+		ar, ac = gc.k, gc.m
+	}
+	br, bc := gc.k, gc.n
+	if gc.transB {
+		br, bc = gc.n, gc.k
+	}
+	d := gemmData{lda: ac + gc.pad, ldb: bc + gc.pad, ldc: gc.n + gc.pad}
+	mat := func(rows, cols, ld int) []float32 {
+		s := garbage(r, max(0, (rows-1)*ld+cols))
+		for i := 0; i < rows; i++ {
+			copy(s[i*ld:i*ld+cols], randSlice(r, cols))
+		}
+		return s
+	}
+	d.a, d.b, d.c = mat(ar, ac, d.lda), mat(br, bc, d.ldb), mat(gc.m, gc.n, d.ldc)
+	return d
+}
+
+// absSums returns sum_p |op(A)[i][p]*op(B)[p][j]| for each (i,j).
+func (d gemmData) absSums(gc gemmCase) []float64 {
+	s := make([]float64, gc.m*gc.n)
+	for i := 0; i < gc.m; i++ {
+		for j := 0; j < gc.n; j++ {
+			var acc float64
+			for p := 0; p < gc.k; p++ {
+				var av, bv float32
+				if gc.transA {
+					av = d.a[p*d.lda+i]
+				} else {
+					av = d.a[i*d.lda+p]
+				}
+				if gc.transB {
+					bv = d.b[j*d.ldb+p]
+				} else {
+					bv = d.b[p*d.ldb+j]
+				}
+				acc += math.Abs(float64(av) * float64(bv))
+			}
+			s[i*gc.n+j] = acc
+		}
+	}
+	return s
+}
+
+// checkGemmResult compares got with want over the m x n part element-wise
+// (gemmTol) and requires the padding between rows of C to be untouched.
+func checkGemmResult(t *testing.T, gc gemmCase, d gemmData, got, want []float32, sums []float64) {
+	t.Helper()
+	bad := 0
+	for i := 0; i < gc.m; i++ {
+		for j := 0; j < d.ldc && i*d.ldc+j < len(got); j++ {
+			x := i*d.ldc + j
+			if j >= gc.n {
+				if got[x] != d.c[x] {
+					t.Errorf("%v: C padding at (%d,%d) changed: %v -> %v", gc, i, j, d.c[x], got[x])
+					return
+				}
+				continue
+			}
+			tol := gemmTol(gc.k, gc.alpha, gc.beta, sums[i*gc.n+j], float64(d.c[x]))
+			if diff := math.Abs(float64(got[x]) - float64(want[x])); !(diff <= tol) {
+				if bad++; bad <= 3 {
+					t.Errorf("%v: C[%d,%d] = %v, naive %v, |diff| %.3g > tol %.3g", gc, i, j, got[x], want[x], diff, tol)
+				}
+			}
+		}
+	}
+	if bad > 3 {
+		t.Errorf("%v: %d elements out of tolerance", gc, bad)
+	}
+}
+
+// runGemmCase runs every implementation on one case against SgemmNaive,
+// at each GOMAXPROCS in procs (none: unchanged).
+func runGemmCase(t *testing.T, impls []gemmImpl, gc gemmCase, procs ...int) {
+	t.Helper()
+	d := newGemmData(seedFor("gemm "+gc.String()), gc)
+	want := clone32(d.c)
+	SgemmNaive(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, want, d.ldc)
+	sums := d.absSums(gc)
+	if len(procs) == 0 {
+		procs = []int{0}
+	}
+	for _, p := range procs {
+		for _, g := range impls {
+			got := clone32(d.c)
+			withProcs(p, func() {
+				g.sgemm(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, got, d.ldc)
+			})
+			checkGemmResult(t, gc, d, got, want, sums)
+			if t.Failed() {
+				t.Fatalf("implementation %q, GOMAXPROCS %d failed", g.name, p)
+			}
+		}
+	}
+}
+
+// TestSgemmMatchesNaive runs both micro-kernels on the full grid of odd
+// sizes (m, n, k each in gemmSizes), all four transpose combinations,
+// alpha/beta not 1/0, strides longer than the rows and C pre-filled.
+func TestSgemmMatchesNaive(t *testing.T) {
+	impls := gemmImpls(t)
+	sizes := gemmSizes
+	if testing.Short() {
+		sizes = []int{1, 3, 7, 17, 65, 127}
+	}
+	for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("transA=%v,transB=%v", tr[0], tr[1]), func(t *testing.T) {
+			for _, m := range sizes {
+				for _, n := range sizes {
+					for _, k := range sizes {
+						pad := (m + n + k) % 5 // 0..4: strides both tight and loose
+						runGemmCase(t, impls, gemmCase{tr[0], tr[1], m, n, k, -1.5, 0.75, pad})
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSgemmBlocking covers what the grid is too small for: several k slabs
+// (k > gemmKC), several row blocks and row tasks (m > gemmMC, taskRows),
+// several column tasks (n > taskCols), and the task split at 1..4 cores.
+func TestSgemmBlocking(t *testing.T) {
+	impls := gemmImpls(t)
+	cases := []gemmCase{
+		{false, false, 250, 1030, 600, 0.5, -0.25, 3},
+		{false, true, 130, 700, 513, 2, 1, 0},
+		{true, false, 245, 531, 257, -1, 0.5, 1},
+		{true, true, 61, 1100, 300, 1.25, 2, 2},
+		{false, false, 64, 2048, 576, 1, 0.5, 0}, // a conv forward shape
+		{false, true, 64, 576, 1024, 1, 1, 0},    // a conv dw shape
+		{true, false, 576, 1024, 64, 1, 0.5, 0},  // a conv dcol shape
+	}
+	for _, gc := range cases {
+		t.Run(gc.String(), func(t *testing.T) {
+			runGemmCase(t, impls, gc, 1, 2, 3, 4)
+		})
+	}
+}
+
+// TestSgemmSpecialScalars: beta == 0 must not read C (NaN and Inf in C are
+// overwritten), beta == 1 accumulates, alpha == 0 or k == 0 only scales C,
+// and m == 0 or n == 0 touches nothing.
+func TestSgemmSpecialScalars(t *testing.T) {
+	impls := gemmImpls(t)
+	for _, g := range impls {
+		for _, sz := range [][3]int{{5, 7, 3}, {13, 40, 70}, {64, 300, 300}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			r := seedFor(fmt.Sprint("special", sz))
+			a, b := randSlice(r, m*k), randSlice(r, k*n)
+			t.Run(fmt.Sprintf("%s/m%d_n%d_k%d", g.name, m, n, k), func(t *testing.T) {
+				// beta == 0 over NaN/Inf.
+				c := make([]float32, m*n)
+				for i := range c {
+					c[i] = float32(math.NaN())
+					if i%3 == 0 {
+						c[i] = float32(math.Inf(-1))
+					}
+				}
+				want := make([]float32, m*n)
+				SgemmNaive(false, false, m, n, k, 1.5, a, k, b, n, 0, want, n)
+				g.sgemm(false, false, m, n, k, 1.5, a, k, b, n, 0, c, n)
+				gc := gemmCase{false, false, m, n, k, 1.5, 0, 0}
+				d := gemmData{a: a, b: b, c: make([]float32, m*n), lda: k, ldb: n, ldc: n}
+				checkGemmResult(t, gc, d, c, want, d.absSums(gc))
+
+				// beta == 1 accumulates onto C.
+				c0 := randSlice(r, m*n)
+				c, want = clone32(c0), clone32(c0)
+				SgemmNaive(false, false, m, n, k, -1, a, k, b, n, 1, want, n)
+				g.sgemm(false, false, m, n, k, -1, a, k, b, n, 1, c, n)
+				gc = gemmCase{false, false, m, n, k, -1, 1, 0}
+				d.c = c0
+				checkGemmResult(t, gc, d, c, want, d.absSums(gc))
+
+				// alpha == 0 and k == 0: C = beta*C exactly; beta 0 clears NaN.
+				for _, tc := range []struct {
+					alpha, beta float32
+					k           int
+				}{{0, 0.5, k}, {2, -3, 0}, {0, 0, k}, {1, 1, 0}} {
+					c = clone32(c0)
+					c[0] = float32(math.NaN())
+					g.sgemm(false, false, m, n, tc.k, tc.alpha, a, max(1, tc.k), b, n, tc.beta, c, n)
+					for i, v := range c {
+						want := tc.beta * c0[i]
+						if i == 0 {
+							want = float32(math.NaN())
+							if tc.beta == 0 {
+								want = 0
+							}
+						}
+						if v != want && !(math.IsNaN(float64(v)) && math.IsNaN(float64(want))) {
+							t.Fatalf("alpha %v beta %v k %d: C[%d] = %v, want %v", tc.alpha, tc.beta, tc.k, i, v, want)
+						}
+					}
+				}
+
+				// m == 0 / n == 0: nothing to do, empty slices accepted.
+				g.sgemm(false, false, 0, n, k, 1, nil, k, b, n, 0, nil, n)
+				g.sgemm(false, false, m, 0, k, 1, a, k, nil, 1, 0, nil, 1)
+			})
+		}
+	}
+}
+
+// TestSgemmPanics: bad sizes, strides and short slices panic with a
+// "kernels:" message (same checks on Sgemm and SgemmNaive).
+func TestSgemmPanics(t *testing.T) {
+	a, b, c := make([]float32, 12), make([]float32, 12), make([]float32, 9)
+	for name, f := range map[string]func(func(bool, bool, int, int, int, float32, []float32, int, []float32, int, float32, []float32, int)){
+		"negative m":  func(g gemmFunc) { g(false, false, -1, 3, 4, 1, a, 4, b, 3, 0, c, 3) },
+		"short lda":   func(g gemmFunc) { g(false, false, 3, 3, 4, 1, a, 3, b, 3, 0, c, 3) },
+		"short ldbT":  func(g gemmFunc) { g(false, true, 3, 3, 4, 1, a, 4, b, 3, 0, c, 3) },
+		"short ldc":   func(g gemmFunc) { g(false, false, 3, 3, 4, 1, a, 4, b, 3, 0, c, 2) },
+		"short A":     func(g gemmFunc) { g(false, false, 3, 3, 4, 1, a[:11], 4, b, 3, 0, c, 3) },
+		"short B":     func(g gemmFunc) { g(false, false, 3, 3, 4, 1, a, 4, b[:11], 3, 0, c, 3) },
+		"short C":     func(g gemmFunc) { g(false, false, 3, 3, 4, 1, a, 4, b, 3, 0, c[:8], 3) },
+		"short A^T":   func(g gemmFunc) { g(true, false, 3, 3, 4, 1, a, 4, b, 3, 0, c, 3) },
+		"negative k":  func(g gemmFunc) { g(false, false, 3, 3, -4, 1, a, 4, b, 3, 0, c, 3) },
+		"long stride": func(g gemmFunc) { g(false, false, 3, 3, 4, 1, a, 5, b, 3, 0, c, 3) },
+	} {
+		mustPanicKernels(t, name+"/fast", func() { f(Sgemm) })
+		mustPanicKernels(t, name+"/naive", func() { f(SgemmNaive) })
+	}
+}
+
+type gemmFunc = func(bool, bool, int, int, int, float32, []float32, int, []float32, int, float32, []float32, int)
+
+// TestGemmImplementation: the name reports what this machine runs.
+func TestGemmImplementation(t *testing.T) {
+	name := GemmImplementation()
+	if _, ok := asmGemm(); ok != (name == "avx2+fma") || (!ok && name != "go") {
+		t.Fatalf("GemmImplementation() = %q, asm available %v", name, ok)
+	}
+	t.Logf("Sgemm micro-kernel: %s", name)
+}
