@@ -4,9 +4,9 @@ package train
 
 import "syscall"
 
-// peakRSS is the process's peak resident set size in bytes (Linux reports
+// PeakRSS is the process's peak resident set size in bytes (Linux reports
 // ru_maxrss in KiB), or 0 where it cannot be read.
-func peakRSS() int64 {
+func PeakRSS() int64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -2,5 +2,5 @@
 
 package train
 
-// peakRSS is not measured outside Linux; summary.json then reports 0.
-func peakRSS() int64 { return 0 }
+// PeakRSS is not measured outside Linux; summary.json then reports 0.
+func PeakRSS() int64 { return 0 }

@@ -168,10 +168,18 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			sum.Interrupted = true
 			break
 		}
+		if cfg.Memory.Timeline {
+			tr.Pool.Timeline() // keep only the events of the step about to run
+		}
 		t0 := time.Now()
 		res, err := tr.Step()
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", step, err)
+		}
+		if cfg.Memory.Timeline {
+			if err := writeTimeline(filepath.Join(opts.OutDir, "timeline.json"), step, tr.Pool.Timeline()); err != nil {
+				return nil, err
+			}
 		}
 		ms := float64(time.Since(t0).Microseconds()) / 1000
 		stepMS = append(stepMS, ms)
@@ -219,7 +227,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	prog.finish()
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)
-	sum.PeakRSSBytes = peakRSS()
+	sum.PeakRSSBytes = PeakRSS()
 	sum.WallSeconds = time.Since(start).Seconds()
 	out, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
@@ -282,4 +290,38 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// TimelinePoint is one allocation or free in timeline.json.
+type TimelinePoint struct {
+	TimeMS         float64 `json:"t_ms"` // since the step's first event
+	Category       string  `json:"category"`
+	DeltaBytes     int64   `json:"delta_bytes"`
+	AllocatedBytes int64   `json:"allocated_bytes"`
+	ReservedBytes  int64   `json:"reserved_bytes"`
+}
+
+// Timeline is timeline.json: every allocation and free of one optimizer
+// step (the last one run), written when memory.timeline is on.
+type Timeline struct {
+	Step   int             `json:"step"`
+	Points []TimelinePoint `json:"points"`
+}
+
+func writeTimeline(path string, step int, events []memory.Event) error {
+	tl := Timeline{Step: step, Points: make([]TimelinePoint, len(events))}
+	for i, e := range events {
+		tl.Points[i] = TimelinePoint{
+			TimeMS: float64(e.At-events[0].At) / 1e6, Category: e.Category.String(), DeltaBytes: e.Delta,
+			AllocatedBytes: e.Allocated, ReservedBytes: e.Reserved,
+		}
+	}
+	out, err := json.Marshal(tl)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ const usage = `memunet trains UNet segmentation models in less memory, and measu
 Usage:
   memunet train --config FILE [--set section.key=value ...] [--out DIR]
   memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants ...] [--json]
+  memunet compare --config FILE [--variants ...] [--steps N] [--out DIR] [--set k=v ...]
   memunet version
   memunet help
 
@@ -39,6 +40,9 @@ plan    predicts the peak memory of each variant (baseline, checkpoint,
         fp16, bf16, accum4, all, and the config as given) without training;
         with --capacity (default memory.capacity) it says which fit and
         recommends the fastest that does.
+compare runs each variant (and the same UNet in plain gorgonia) for a few
+        steps in fresh processes and prints memory, speed and loss side by
+        side; writes compare.csv, compare.json, memory.png, timeline.png.
 `
 
 func main() {
@@ -58,6 +62,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = trainCommand(args[1:], stdout, stderr)
 	case "plan":
 		err = planCommand(args[1:], stdout)
+	case "gorgonia":
+		err = gorgoniaCommand(args[1:], stdout)
+	case "compare":
+		err = compareCommand(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "memunet %s\n", version)
 	case "help", "-h", "--help":

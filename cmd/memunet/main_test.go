@@ -4,11 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// TestMain lets tests run this binary as memunet itself (compare starts
+// child processes of its own executable): with MEMUNET_TEST_AS_MAIN=1 the
+// test binary behaves as the memunet command.
+func TestMain(m *testing.M) {
+	if os.Getenv("MEMUNET_TEST_AS_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // tinyArgs trains a few steps of a tiny network on 16x16 synthetic images.
 var tinyArgs = []string{
@@ -201,5 +212,56 @@ func TestPlanCommand(t *testing.T) {
 	}
 	if code := run([]string{"plan", "--config", "../../configs/quickstart.yaml", "--capacity", "lots"}, &stdout, &stderr); code != 2 {
 		t.Errorf("bad --capacity: exit %d, want 2", code)
+	}
+}
+
+func TestCompareCommand(t *testing.T) {
+	t.Setenv("MEMUNET_TEST_AS_MAIN", "1")
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"compare", "--config", "../../configs/quickstart.yaml", "--steps", "2", "--out", dir,
+		"--variants", "baseline,checkpoint,accum4,all,gorgonia"}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	var rows []CompareRow
+	raw, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want 5:\n%s", len(rows), stdout.String())
+	}
+	peak := map[string]int64{}
+	for _, r := range rows {
+		if r.Error != "" {
+			t.Errorf("%s failed: %s", r.Variant, r.Error)
+		}
+		if r.StepMSMedian <= 0 || r.PeakRSSBytes <= 0 || r.FinalLoss <= 0 {
+			t.Errorf("%s: implausible row %+v", r.Variant, r)
+		}
+		peak[r.Variant] = r.PeakAllocatedBytes
+	}
+	if !(peak["all"] < peak["checkpoint"] && peak["checkpoint"] < peak["baseline"] && peak["accum4"] < peak["baseline"]) {
+		t.Errorf("peaks do not shrink with the remedies: %v", peak)
+	}
+	// The same weights, data and Adam: gorgonia's loss after 2 steps is
+	// baseline's up to float32 summation order.
+	if a, b := rows[0].FinalLoss, rows[4].FinalLoss; math.Abs(a-b) > 1e-3*a {
+		t.Errorf("baseline final loss %v, gorgonia %v", a, b)
+	}
+	for _, f := range []string{"compare.csv", "memory.png", "timeline.png"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() < 100 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	for _, want := range []string{"peak alloc", "samples/s", "gorgonia", "all"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
 	}
 }

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+const compareUsage = "usage: memunet compare --config FILE [--variants baseline,checkpoint,fp16,bf16,accum4,all,gorgonia] [--steps N] [--out DIR] [--set k=v ...]"
+
+// CompareRow is one line of compare's table, compare.csv and compare.json.
+type CompareRow struct {
+	Variant            string           `json:"variant"`
+	MicroBatch         int              `json:"micro_batch"`
+	Accumulate         int              `json:"accumulate"`
+	Precision          string           `json:"precision"`
+	Checkpoint         string           `json:"checkpoint"`
+	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
+	PeakRSSBytes       int64            `json:"peak_rss_bytes"`
+	PeakByCategory     map[string]int64 `json:"peak_allocated_by_category"`
+	StepMSMedian       float64          `json:"step_ms_median"`
+	SamplesPerSecond   float64          `json:"samples_per_s"`
+	FinalLoss          float64          `json:"final_loss"`
+	// Pool says whether the memory columns are memunet's exact pool bytes
+	// (false for the plain-gorgonia row, which has only peak RSS).
+	Pool  bool   `json:"pool"`
+	Error string `json:"error,omitempty"`
+}
+
+// compareCommand runs every variant (and plain gorgonia) for a few steps,
+// each in a fresh process so that its peak RSS is its own, and writes the
+// table, compare.csv, compare.json, memory.png and timeline.png.
+func compareCommand(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "YAML config file")
+	variants := fs.String("variants", strings.Join(append(train.VariantNames(), "gorgonia"), ","), "comma-separated variants")
+	steps := fs.Int("steps", 5, "optimizer steps per variant")
+	outDir := fs.String("out", "", "output directory (default runs/compare-<timestamp>)")
+	var sets stringList
+	fs.Var(&sets, "set", "override section.key=value (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("compare: %v; %s", err, compareUsage)}
+	}
+	if fs.NArg() > 0 || *configPath == "" || *steps < 1 {
+		return usageError{"compare: " + compareUsage}
+	}
+	cfg, err := config.Load(*configPath, sets)
+	if err != nil {
+		return err
+	}
+	dir := *outDir
+	if dir == "" {
+		dir = filepath.Join("runs", "compare-"+time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("compare: cannot find its own executable to run the variants: %w", err)
+	}
+	h, w := cfg.ImageSize()
+	fmt.Fprintf(stdout, "memunet compare: %s, %dx%d, effective batch %d, %d steps per variant, writing to %s\n",
+		*configPath, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
+	var rows []CompareRow
+	timelines := map[string]train.Timeline{}
+	for _, name := range strings.Split(*variants, ",") {
+		name = strings.TrimSpace(name)
+		vdir := filepath.Join(dir, name)
+		var row CompareRow
+		if name == "gorgonia" {
+			row = runGorgonia(exe, *configPath, sets, cfg, *steps, vdir, stderr)
+		} else {
+			var tl train.Timeline
+			row, tl = runVariant(exe, *configPath, sets, cfg, name, *steps, vdir, stderr)
+			if len(tl.Points) > 0 {
+				timelines[name] = tl
+			}
+		}
+		fmt.Fprintf(stdout, "  %-10s %s\n", name, rowStatus(row))
+		rows = append(rows, row)
+	}
+	printCompareTable(stdout, rows)
+	if err := writeCompareFiles(dir, rows); err != nil {
+		return err
+	}
+	if err := memoryChart(filepath.Join(dir, "memory.png"), rows); err != nil {
+		return fmt.Errorf("drawing memory.png: %w", err)
+	}
+	if err := timelineChart(filepath.Join(dir, "timeline.png"), rows, timelines); err != nil {
+		return fmt.Errorf("drawing timeline.png: %w", err)
+	}
+	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{"compare.csv", "compare.json", "memory.png", "timeline.png"}, ", "))
+	return nil
+}
+
+func rowStatus(r CompareRow) string {
+	if r.Error != "" {
+		return "failed: " + r.Error
+	}
+	return fmt.Sprintf("done: %.1f ms/step", r.StepMSMedian)
+}
+
+// variantSets is the --set list that makes a run of cfg's variant vc.
+func variantSets(vc config.Config) []string {
+	ck := vc.Model.Checkpoint.String()
+	if !vc.Model.Checkpoint.All && len(vc.Model.Checkpoint.Levels) > 0 {
+		parts := make([]string, len(vc.Model.Checkpoint.Levels))
+		for i, l := range vc.Model.Checkpoint.Levels {
+			parts[i] = strconv.Itoa(l)
+		}
+		ck = "[" + strings.Join(parts, ",") + "]"
+	}
+	return []string{
+		"model.checkpoint=" + ck, "train.precision=" + vc.Train.Precision,
+		"train.batch_size=" + strconv.Itoa(vc.Train.BatchSize), "train.accumulate=" + strconv.Itoa(vc.Train.Accumulate),
+	}
+}
+
+func setArgs(sets []string) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, "--set", s)
+	}
+	return out
+}
+
+// runVariant trains one variant in a child process and reads its run files.
+func runVariant(exe, configPath string, sets []string, cfg config.Config, name string, steps int, dir string, stderr io.Writer) (CompareRow, train.Timeline) {
+	row := CompareRow{Variant: name, Pool: true}
+	vc, err := train.DeriveVariant(cfg, name)
+	if err != nil {
+		row.Error = err.Error()
+		return row, train.Timeline{}
+	}
+	row.MicroBatch, row.Accumulate, row.Precision, row.Checkpoint = vc.Train.BatchSize, vc.Train.Accumulate, vc.Train.Precision, vc.Model.Checkpoint.String()
+	all := append(append([]string{}, sets...), variantSets(vc)...)
+	all = append(all, "train.steps="+strconv.Itoa(steps), "train.epochs=0", "train.val_every=0",
+		"output.progress=none", "memory.timeline=true", "memory.fit=off")
+	args := append([]string{"train", "--config", configPath, "--out", dir}, setArgs(all)...)
+	if err := runChild(exe, args, stderr); err != nil {
+		row.Error = err.Error()
+		return row, train.Timeline{}
+	}
+	var sum train.Summary
+	if err := readJSON(filepath.Join(dir, "summary.json"), &sum); err != nil {
+		row.Error = err.Error()
+		return row, train.Timeline{}
+	}
+	row.PeakAllocatedBytes, row.PeakReservedBytes, row.PeakRSSBytes = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.PeakRSSBytes
+	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
+	if sum.StepMSMedian > 0 {
+		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)
+	}
+	var tl train.Timeline
+	if err := readJSON(filepath.Join(dir, "timeline.json"), &tl); err != nil {
+		row.Error = err.Error()
+	}
+	return row, tl
+}
+
+// runGorgonia runs the plain-gorgonia reference in a child process.
+func runGorgonia(exe, configPath string, sets []string, cfg config.Config, steps int, dir string, stderr io.Writer) CompareRow {
+	row := CompareRow{Variant: "gorgonia", MicroBatch: cfg.Train.BatchSize * cfg.Train.Accumulate, Accumulate: 1,
+		Precision: "fp32", Checkpoint: "none"}
+	args := append([]string{"gorgonia", "--config", configPath, "--out", dir, "--steps", strconv.Itoa(steps)}, setArgs(sets)...)
+	if err := runChild(exe, args, stderr); err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	var sum gorgoniaSummary
+	if err := readJSON(filepath.Join(dir, "summary.json"), &sum); err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	row.PeakRSSBytes, row.StepMSMedian, row.FinalLoss = sum.PeakRSSBytes, sum.StepMSMedian, sum.FinalLoss
+	if sum.StepMSMedian > 0 {
+		row.SamplesPerSecond = float64(row.MicroBatch) / (sum.StepMSMedian / 1000)
+	}
+	return row
+}
+
+// runChild runs the memunet executable with args; its output is discarded
+// unless it fails, when its last error line becomes the error.
+func runChild(exe string, args []string, stderr io.Writer) error {
+	cmd := exec.Command(exe, args...)
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errOut.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return errors.New(strings.TrimPrefix(msg, "memunet: "))
+	}
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+var compareHeader = []string{"variant", "micro x acc", "precision", "checkpoint", "peak alloc", "peak reserved", "peak RSS",
+	"params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss"}
+
+// cells formats a row for the table; pool columns are "-" for gorgonia.
+func (r CompareRow) cells(bytes func(int64) string) []string {
+	c := []string{r.Variant, fmt.Sprintf("%d x %d", r.MicroBatch, r.Accumulate), r.Precision, r.Checkpoint}
+	if r.Error != "" {
+		return append(c, "failed: "+r.Error)
+	}
+	pool := func(v int64) string {
+		if !r.Pool {
+			return "-"
+		}
+		return bytes(v)
+	}
+	c = append(c, pool(r.PeakAllocatedBytes), pool(r.PeakReservedBytes), bytes(r.PeakRSSBytes))
+	for _, cat := range memory.Categories() {
+		c = append(c, pool(r.PeakByCategory[cat.String()]))
+	}
+	return append(c, fmt.Sprintf("%.1f", r.StepMSMedian), fmt.Sprintf("%.1f", r.SamplesPerSecond), fmt.Sprintf("%.4f", r.FinalLoss))
+}
+
+func printCompareTable(w io.Writer, rows []CompareRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(compareHeader, "\t")+"\t")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r.cells(memory.FormatBytes), "\t")+"\t")
+	}
+	tw.Flush()
+}
+
+func writeCompareFiles(dir string, rows []CompareRow) error {
+	raw, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "compare.json"), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "compare.csv"))
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(f)
+	header := append([]string{}, compareHeader...)
+	for i := 4; i <= 11; i++ {
+		header[i] += " (bytes)"
+	}
+	cw.Write(header)
+	for _, r := range rows {
+		cw.Write(r.cells(func(n int64) string { return strconv.FormatInt(n, 10) }))
+	}
+	cw.Flush()
+	return errors.Join(cw.Error(), f.Close())
+}
+
+const mib = 1 << 20
+
+// memoryChart draws memory.png: for each variant a stacked bar of peak
+// allocated MiB split by category, and beside it a grey bar of the process's
+// peak RSS (plain gorgonia has no pool, so it has only the RSS bar).
+func memoryChart(path string, rows []CompareRow) error {
+	p := plot.New()
+	p.Title.Text = "Peak memory: pool bytes at the peak by category (left), process peak RSS (grey)"
+	p.Y.Label.Text = "MiB"
+	var names []string
+	var ok []CompareRow
+	for _, r := range rows {
+		if r.Error == "" {
+			ok = append(ok, r)
+			names = append(names, r.Variant)
+		}
+	}
+	if len(ok) == 0 {
+		return errors.New("no variant ran")
+	}
+	width := vg.Points(22)
+	var below *plotter.BarChart
+	for i, cat := range memory.Categories() {
+		vals := make(plotter.Values, len(ok))
+		for j, r := range ok {
+			if r.Pool {
+				vals[j] = float64(r.PeakByCategory[cat.String()]) / mib
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = -width / 2
+		if below != nil {
+			bars.StackOn(below)
+		}
+		p.Add(bars)
+		p.Legend.Add(cat.String(), bars)
+		below = bars
+	}
+	rss := make(plotter.Values, len(ok))
+	for j, r := range ok {
+		rss[j] = float64(r.PeakRSSBytes) / mib
+	}
+	bars, err := plotter.NewBarChart(rss, width)
+	if err != nil {
+		return err
+	}
+	bars.Color = color.Gray{Y: 160}
+	bars.LineStyle.Width = 0
+	bars.Offset = width / 2
+	p.Add(bars)
+	p.Legend.Add("peak RSS", bars)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(40)
+	p.NominalX(names...)
+	return p.Save(vg.Length(max(170, 40+28*len(ok)))*vg.Millimeter, 120*vg.Millimeter, path)
+}
+
+// timelineChart draws timeline.png: allocated MiB over one optimizer step,
+// one line per variant.
+func timelineChart(path string, rows []CompareRow, timelines map[string]train.Timeline) error {
+	p := plot.New()
+	p.Title.Text = "Allocated memory over one optimizer step"
+	p.X.Label.Text = "ms since the step began"
+	p.Y.Label.Text = "allocated MiB"
+	i := 0
+	for _, r := range rows {
+		tl, ok := timelines[r.Variant]
+		if !ok {
+			continue
+		}
+		pts := make(plotter.XYs, len(tl.Points))
+		for j, pt := range tl.Points {
+			pts[j].X, pts[j].Y = pt.TimeMS, float64(pt.AllocatedBytes)/mib
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = plotutil.Color(i)
+		line.Width = vg.Points(1.2)
+		line.Dashes = plotutil.Dashes(i)
+		p.Add(line)
+		p.Legend.Add(r.Variant, line)
+		i++
+	}
+	p.Legend.Top = true
+	return p.Save(180*vg.Millimeter, 110*vg.Millimeter, path)
+}
