@@ -1,6 +1,23 @@
 // Package data yields the images and masks that memunet trains on: the
-// Dataset interface, the built-in synthetic shapes set, deterministic
-// train/validation splits and per-epoch shuffles, and parallel batch filling.
+// Dataset interface, the built-in synthetic shapes set, datasets read from
+// files (the folder layout and PASCAL VOC), resizing, deterministic
+// train/validation splits and per-epoch shuffles, parallel batch filling and
+// a background Loader.
+//
+// # Files
+//
+// Open (config keys data.*) reads data.source folder (DIR/images/ and
+// DIR/masks/, matched by file stem plus an optional mask suffix such as
+// Carvana's _mask) or voc (JPEGImages/, SegmentationClass/,
+// ImageSets/Segmentation/{train,val}.txt). Images are PNG, JPEG or GIF;
+// masks are grayscale or palette PNG or GIF whose raw values (gray levels or
+// palette indices) become classes by data.mask_values, by a scan of every
+// mask (folder), or as they are (voc, where 255 is Ignore). Open decodes
+// every file in full before training, so a truncated file, a mask of another
+// size than its image, a value that is no class, an image without a mask or
+// an empty dataset is an error naming the file; Check lists every such
+// problem. Files are decoded again each time a sample is read (nothing is
+// cached); the Loader does that ahead of the trainer.
 //
 // # Layout
 //
@@ -8,7 +25,8 @@
 // index c*H*W + y*W + x. A batch of N images is (N, C, H, W), the images one
 // after another. Image values are normalized per channel as (v-Mean)/Std with
 // Mean 0.5 and Std 0.25, where v in [0, 1] is the raw intensity, so raw
-// intensities map to [-2, 2].
+// intensities map to [-2, 2]. Normalize (data.mean, data.std) sets other
+// values per channel.
 //
 // A mask is uint8 (H, W), one class index per pixel, row-major (y*W + x);
 // a batch of N masks is (N, H, W). Class 0 is background; Ignore (255) marks
@@ -21,14 +39,17 @@
 // FillBatch write into slices the caller supplies (typically buffers taken
 // from the memory pool, so their bytes are counted there) and keep no
 // reference to them after returning. Sample checks the slice lengths exactly
-// and returns an error, never panics, when they are wrong.
+// and returns an error, never panics, when they are wrong. A Loader stages
+// its decoded-ahead batches in ordinary Go memory (a data loader's host
+// buffers) and copies each into the caller's buffers.
 //
 // # Determinism
 //
 // Sample(i) depends only on the dataset and i, not on the order of calls or
 // the goroutine making them; Split and Shuffle depend only on their
 // arguments. The same config and seed give the same batches on every run and
-// every machine.
+// every machine; a Loader's micro-batch m (and its flips) depends only on m,
+// so a run resumed at m sees what an uninterrupted one would.
 //
 // The package never knows the model: shapes here are plain ints and slices.
 package data

@@ -1,0 +1,472 @@
+package data
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"image"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// File extensions read (case-insensitive). The format itself is told by
+// the file's contents.
+var (
+	imageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
+	maskExts  = []string{".png", ".gif"}
+)
+
+// pair is one sample of a file source: an image file and its mask file.
+type pair struct {
+	id    string // file stem (folder) or list entry (voc)
+	image string // path
+	mask  string // path
+}
+
+// Problem is something wrong with the data, naming the file (or folder) it
+// is about. A fatal problem stops training; the others are warnings.
+type Problem struct {
+	File  string
+	Msg   string
+	Fatal bool
+}
+
+func (p Problem) Error() string {
+	if p.File == "" {
+		return p.Msg
+	}
+	return p.File + ": " + p.Msg
+}
+
+func fatal(file, format string, args ...any) Problem {
+	return Problem{File: file, Msg: fmt.Sprintf(format, args...), Fatal: true}
+}
+
+func warning(file, format string, args ...any) Problem {
+	return Problem{File: file, Msg: fmt.Sprintf(format, args...)}
+}
+
+func hasExt(name string, exts []string) bool {
+	return slices.Contains(exts, strings.ToLower(filepath.Ext(name)))
+}
+
+func stem(name string) string { return strings.TrimSuffix(name, filepath.Ext(name)) }
+
+// readDirFiles lists the regular files (or links to them) of dir by name,
+// skipping hidden ones.
+func readDirFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if e.IsDir() {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || st.IsDir() {
+				continue
+			}
+		}
+		out = append(out, e.Name())
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// checkDir returns a problem unless dir is an existing directory; what says
+// what the directory should hold.
+func checkDir(dir, what string) *Problem {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		p := fatal(dir, "does not exist; %s", what)
+		return &p
+	case err != nil:
+		p := fatal(dir, "cannot open: %v", err)
+		return &p
+	case !st.IsDir():
+		p := fatal(dir, "is not a folder; %s", what)
+		return &p
+	}
+	return nil
+}
+
+// listFolder pairs DIR/images/STEM.{png,jpg,jpeg,gif} with
+// DIR/masks/STEM+suffix.{png,gif}, sorted by image file name.
+func listFolder(root, suffix string) ([]pair, []Problem) {
+	layout := "data.source folder reads DIR/images/ and DIR/masks/, an image and its mask matched by file name (see data.mask_suffix)"
+	if p := checkDir(root, "set data.path to the dataset folder ("+layout+")"); p != nil {
+		return nil, []Problem{*p}
+	}
+	imgDir, maskDir := filepath.Join(root, "images"), filepath.Join(root, "masks")
+	var probs []Problem
+	for _, d := range []string{imgDir, maskDir} {
+		if p := checkDir(d, layout); p != nil {
+			probs = append(probs, *p)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	imgNames, err := readDirFiles(imgDir)
+	if err != nil {
+		return nil, []Problem{fatal(imgDir, "cannot list: %v", err)}
+	}
+	maskNames, err := readDirFiles(maskDir)
+	if err != nil {
+		return nil, []Problem{fatal(maskDir, "cannot list: %v", err)}
+	}
+
+	// Masks by the image stem they belong to.
+	masks := map[string][]string{}
+	var unsuffixed []string
+	for _, n := range maskNames {
+		if !hasExt(n, maskExts) {
+			if hasExt(n, imageExts) {
+				probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: masks must be PNG or GIF (JPEG's lossy compression changes class values)"))
+			} else {
+				probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: not a .png or .gif file"))
+			}
+			continue
+		}
+		s := stem(n)
+		if suffix != "" {
+			if !strings.HasSuffix(s, suffix) {
+				unsuffixed = append(unsuffixed, n)
+				continue
+			}
+			s = strings.TrimSuffix(s, suffix)
+		}
+		masks[s] = append(masks[s], n)
+	}
+
+	var pairs []pair
+	used := map[string]bool{}
+	byStem := map[string]string{}
+	missing := 0
+	for _, n := range imgNames {
+		if !hasExt(n, imageExts) {
+			probs = append(probs, warning(filepath.Join(imgDir, n), "ignored: not a .png, .jpg, .jpeg or .gif file"))
+			continue
+		}
+		s := stem(n)
+		img := filepath.Join(imgDir, n)
+		if other, dup := byStem[s]; dup {
+			probs = append(probs, fatal(img, "has the same name as %s; rename one, since a mask matches an image by name", other))
+			continue
+		}
+		byStem[s] = img
+		cands := masks[s]
+		switch len(cands) {
+		case 0:
+			missing++
+			probs = append(probs, fatal(img, "has no mask: looked for %s.png or .gif", filepath.Join(maskDir, s+suffix)))
+			continue
+		case 1:
+		default:
+			probs = append(probs, fatal(img, "has %d masks, %s; keep one", len(cands), strings.Join(cands, " and ")))
+			continue
+		}
+		used[s] = true
+		pairs = append(pairs, pair{id: s, image: img, mask: filepath.Join(maskDir, cands[0])})
+	}
+	// The common mistake: masks named STEM_mask.png without data.mask_suffix.
+	if missing > 0 && len(pairs) == 0 && len(maskNames) > 0 {
+		if s := guessSuffix(byStem, maskNames); s != "" && s != suffix {
+			probs = append([]Problem{fatal(maskDir, "no mask matches its image by name; the masks look like STEM%s: set data.mask_suffix: %q", s, s)}, probs...)
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(masks)) {
+		if !used[s] && byStem[s] == "" {
+			for _, n := range masks[s] {
+				probs = append(probs, warning(filepath.Join(maskDir, n), "has no image (looked for %s.png, .jpg, .jpeg or .gif); ignored", filepath.Join(imgDir, s)))
+			}
+		}
+	}
+	for _, n := range unsuffixed {
+		probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: its name does not end in data.mask_suffix %q", suffix))
+	}
+	if len(byStem) == 0 {
+		probs = append(probs, fatal(imgDir, "no images: the dataset is empty (looked for .png, .jpg, .jpeg and .gif files)"))
+	}
+	return pairs, probs
+}
+
+// guessSuffix finds the suffix that turns an image stem into a mask stem,
+// if the first image has exactly one mask starting with its stem.
+func guessSuffix(images map[string]string, maskNames []string) string {
+	for _, s := range slices.Sorted(maps.Keys(images)) {
+		var found []string
+		for _, m := range maskNames {
+			if ms := stem(m); strings.HasPrefix(ms, s) && len(ms) > len(s) {
+				found = append(found, strings.TrimPrefix(ms, s))
+			}
+		}
+		if len(found) == 1 {
+			return found[0]
+		}
+	}
+	return ""
+}
+
+func hasFatal(ps []Problem) bool {
+	return slices.ContainsFunc(ps, func(p Problem) bool { return p.Fatal })
+}
+
+// vocLists are the split lists of a VOC root.
+const (
+	vocTrainList = "ImageSets/Segmentation/train.txt"
+	vocValList   = "ImageSets/Segmentation/val.txt"
+)
+
+// listVOC reads a VOCdevkit-style root: the ids of
+// ImageSets/Segmentation/train.txt and (if present) val.txt, each with
+// JPEGImages/ID.jpg and SegmentationClass/ID.png. It returns the training
+// pairs followed by the validation pairs, and how many are training pairs;
+// hasVal says val.txt exists and lists at least one id.
+func listVOC(root string) (pairs []pair, nTrain int, hasVal bool, probs []Problem) {
+	layout := "data.source voc reads a VOC root such as VOCdevkit/VOC2012: JPEGImages/, SegmentationClass/ and ImageSets/Segmentation/{train,val}.txt"
+	if p := checkDir(root, "set data.path to "+layout[len("data.source voc reads "):]); p != nil {
+		return nil, 0, false, []Problem{*p}
+	}
+	for _, d := range []string{"JPEGImages", "SegmentationClass"} {
+		if p := checkDir(filepath.Join(root, d), layout); p != nil {
+			for _, sub := range []string{"VOC2012", "VOC2007"} {
+				if st, err := os.Stat(filepath.Join(root, sub, d)); err == nil && st.IsDir() {
+					p.Msg += fmt.Sprintf("; did you mean data.path: %s?", filepath.Join(root, sub))
+					break
+				}
+			}
+			probs = append(probs, *p)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, 0, false, probs
+	}
+	trainIDs, p := readList(filepath.Join(root, vocTrainList), true)
+	if p != nil {
+		return nil, 0, false, []Problem{*p}
+	}
+	valIDs, p := readList(filepath.Join(root, vocValList), false)
+	if p != nil {
+		return nil, 0, false, []Problem{*p}
+	}
+	add := func(list string, ids []idLine) {
+		for _, id := range ids {
+			var img string
+			for _, ext := range []string{".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG"} {
+				c := filepath.Join(root, "JPEGImages", id.id+ext)
+				if st, err := os.Stat(c); err == nil && !st.IsDir() {
+					img = c
+					break
+				}
+			}
+			mask := filepath.Join(root, "SegmentationClass", id.id+".png")
+			_, merr := os.Stat(mask)
+			switch {
+			case img == "":
+				probs = append(probs, fatal(fmt.Sprintf("%s:%d", list, id.line), "id %q has no image: looked for %s", id.id, filepath.Join(root, "JPEGImages", id.id+".jpg")))
+			case merr != nil:
+				probs = append(probs, fatal(img, "has no mask: looked for %s (listed in %s line %d)", mask, list, id.line))
+			default:
+				pairs = append(pairs, pair{id: id.id, image: img, mask: mask})
+			}
+		}
+	}
+	add(filepath.Join(root, vocTrainList), trainIDs)
+	nTrain = len(pairs)
+	add(filepath.Join(root, vocValList), valIDs)
+	if len(trainIDs) == 0 {
+		probs = append(probs, fatal(filepath.Join(root, vocTrainList), "lists no ids: the dataset is empty"))
+	}
+	return pairs, nTrain, len(valIDs) > 0, probs
+}
+
+type idLine struct {
+	id   string
+	line int
+}
+
+// readList reads one id per line (the first word; blank lines skipped).
+func readList(path string, required bool) ([]idLine, *Problem) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !required {
+			return nil, nil
+		}
+		p := fatal(path, "cannot read the list of ids: %v", unwrapPath(err))
+		return nil, &p
+	}
+	defer f.Close()
+	var ids []idLine
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if fields := strings.Fields(sc.Text()); len(fields) > 0 {
+			ids = append(ids, idLine{fields[0], n})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		p := fatal(path, "cannot read the list of ids: %v", err)
+		return nil, &p
+	}
+	return ids, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// scanned is what a full read of one pair found.
+type scanned struct {
+	imgW, imgH   int
+	maskW, maskH int
+	hist         []valueCount // mask pixels per raw value, ascending
+	err          error        // the image or the mask is unreadable (names the file)
+}
+
+type valueCount struct {
+	value  uint8
+	pixels int64
+}
+
+// scanPairs decodes every image and mask in full, in parallel, so that a
+// truncated or corrupt file is found before training starts.
+func scanPairs(pairs []pair, maxPixels int) []scanned {
+	out := make([]scanned, len(pairs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(pairs), 1)) {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(pairs) {
+					return
+				}
+				out[k] = scanPair(pairs[k], maxPixels)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func scanPair(p pair, maxPixels int) scanned {
+	var s scanned
+	b, err := readFile(p.image)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	img, err := decodeFile(p.image, b, maxPixels)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	s.imgW, s.imgH = img.Bounds().Dx(), img.Bounds().Dy()
+	raw, w, h, err := decodeMaskFile(p.mask, maxPixels)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	s.maskW, s.maskH = w, h
+	var hist [256]int64
+	for _, v := range raw {
+		hist[v]++
+	}
+	for v, n := range hist {
+		if n > 0 {
+			s.hist = append(s.hist, valueCount{uint8(v), n})
+		}
+	}
+	return s
+}
+
+// files is the ImageSource of a folder or VOC dataset: sample i is
+// pairs[i], its image decoded to RGB (or gray) and its mask's raw values
+// mapped to classes by lut.
+type files struct {
+	desc      string // for String
+	pairs     []pair
+	channels  int
+	classes   int
+	lut       [256]int16 // class of each raw mask value; -1: not a class
+	mapDesc   string     // how lut was made, for errors
+	h, w      int        // the common size; 0 when images differ in size
+	maxPixels int
+}
+
+var _ ImageSource = (*files)(nil)
+
+func (f *files) Len() int         { return len(f.pairs) }
+func (f *files) Channels() int    { return f.channels }
+func (f *files) Classes() int     { return f.classes }
+func (f *files) Size() (h, w int) { return f.h, f.w }
+func (f *files) String() string   { return f.desc }
+
+// Image decodes sample i: the image as RGBA (R = G = B = luma for one
+// channel) and the mask as class indices. Errors name the file.
+func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {
+	if i < 0 || i >= len(f.pairs) {
+		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, len(f.pairs))
+	}
+	p := f.pairs[i]
+	img, err := decodeImageFile(p.image, f.channels, f.maxPixels)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, w, h, err := decodeMaskFile(p.mask, f.maxPixels)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ib := img.Bounds(); ib.Dx() != w || ib.Dy() != h {
+		return nil, nil, fmt.Errorf("%s is %dx%d (height x width) but its image %s is %dx%d; a mask must be the size of its image",
+			p.mask, h, w, p.image, ib.Dy(), ib.Dx())
+	}
+	mask := image.NewGray(image.Rect(0, 0, w, h))
+	for k, v := range raw {
+		c := f.lut[v]
+		if c < 0 {
+			return nil, nil, fmt.Errorf("%s: mask value %d at x=%d, y=%d is not a class (%s)", p.mask, v, k%w, k/w, f.mapDesc)
+		}
+		mask.Pix[k] = uint8(c)
+	}
+	return img, mask, nil
+}
+
+// Sample fills image and mask with sample i, normalized as the package
+// does; every image must be Size().
+func (f *files) Sample(i int, img []float32, mask []uint8) error {
+	if f.h == 0 {
+		return fmt.Errorf("data: the images differ in size; set data.resize: [H, W] to scale them to one size")
+	}
+	if err := checkSample(f, i, img, mask); err != nil {
+		return err
+	}
+	oi, om, err := f.Image(i)
+	if err != nil {
+		return err
+	}
+	if b := oi.Bounds(); b.Dx() != f.w || b.Dy() != f.h {
+		return fmt.Errorf("%s is %dx%d (height x width), the other images %dx%d; set data.resize: [H, W] to scale them to one size",
+			f.pairs[i].image, b.Dy(), b.Dx(), f.h, f.w)
+	}
+	normalize8(oi, f.channels, img)
+	copy(mask, om.Pix)
+	return nil
+}

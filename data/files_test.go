@@ -1,0 +1,617 @@
+package data
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// encodePNG, encodeGIF and encodeJPEG return a picture as file bytes.
+func encodePNG(t testing.TB, m image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func encodeGIF(t testing.TB, m *image.Paletted) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := gif.Encode(&b, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func encodeJPEG(t testing.TB, m image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 95}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func writeFile(t testing.TB, path string, b []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scene draws sample i of a toy set: a mid-gray noisy background with a
+// bright disc (class 1) and, with three classes, a dark square (class 2).
+// It returns the RGB picture and the class of every pixel.
+func scene(i, h, w, classes int) (*image.RGBA, []uint8) {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	cls := make([]uint8, h*w)
+	cx, cy := float64(w)*(0.3+0.4*float64(i%3)/2), float64(h)*(0.35+0.3*float64(i%2))
+	r := float64(min(h, w)) / 5
+	sq := [4]int{w/8 + i%3, h/8 + i%2, w/8 + i%3 + w/5, h/8 + i%2 + h/5}
+	for y := range h {
+		for x := range w {
+			z := mix64(uint64(i)<<32 | uint64(y*w+x))
+			v := uint8(100 + z%40)
+			c := uint8(0)
+			if dx, dy := float64(x)+0.5-cx, float64(y)+0.5-cy; dx*dx+dy*dy <= r*r {
+				v, c = uint8(210+z%40), 1
+			} else if classes > 2 && x >= sq[0] && x < sq[2] && y >= sq[1] && y < sq[3] {
+				v, c = uint8(10+z%30), 2
+			}
+			p := 4 * (y*w + x)
+			img.Pix[p], img.Pix[p+1], img.Pix[p+2], img.Pix[p+3] = v, v/2+60, 255-v, 255
+			cls[y*w+x] = c
+		}
+	}
+	return img, cls
+}
+
+// carvanaLike writes n samples in the folder layout as Carvana has them:
+// DIR/images/car_NN.jpg and DIR/masks/car_NN_mask.gif, each mask a
+// two-color GIF (palette index 0 background, 1 car). It returns the class
+// maps.
+func carvanaLike(t testing.TB, dir string, n, h, w int) [][]uint8 {
+	t.Helper()
+	pal := color.Palette{color.Gray{0}, color.Gray{255}}
+	var all [][]uint8
+	for i := range n {
+		img, cls := scene(i, h, w, 2)
+		name := fmt.Sprintf("car_%02d", i)
+		writeFile(t, filepath.Join(dir, "images", name+".jpg"), encodeJPEG(t, img))
+		m := image.NewPaletted(image.Rect(0, 0, w, h), pal)
+		copy(m.Pix, cls)
+		writeFile(t, filepath.Join(dir, "masks", name+"_mask.gif"), encodeGIF(t, m))
+		all = append(all, cls)
+	}
+	return all
+}
+
+// grayFolder writes n samples as PNG images and 8-bit grayscale PNG masks
+// with the values vals[class] (e.g. 0 and 255), all named NN.png.
+func grayFolder(t testing.TB, dir string, n, h, w int, vals []uint8) [][]uint8 {
+	t.Helper()
+	var all [][]uint8
+	for i := range n {
+		img, cls := scene(i, h, w, len(vals))
+		writeFile(t, filepath.Join(dir, "images", fmt.Sprintf("%02d.png", i)), encodePNG(t, img))
+		m := image.NewGray(image.Rect(0, 0, w, h))
+		for p, c := range cls {
+			m.Pix[p] = vals[c]
+		}
+		writeFile(t, filepath.Join(dir, "masks", fmt.Sprintf("%02d.png", i)), encodePNG(t, m))
+		all = append(all, cls)
+	}
+	return all
+}
+
+// vocPalette is the start of PASCAL VOC's color map, plus 255 (the
+// "void" border, drawn cream).
+func vocPalette() color.Palette {
+	p := make(color.Palette, 256)
+	for k := range p {
+		p[k] = color.RGBA{uint8(k), uint8(k), uint8(k), 255}
+	}
+	p[0], p[1], p[2] = color.RGBA{0, 0, 0, 255}, color.RGBA{128, 0, 0, 255}, color.RGBA{0, 128, 0, 255}
+	p[255] = color.RGBA{224, 224, 192, 255}
+	return p
+}
+
+// vocLike writes a VOC root: JPEGImages/ID.jpg of the given sizes,
+// SegmentationClass/ID.png palette masks (3 classes, a 1-pixel 255 border
+// around each object) and the train/val lists.
+func vocLike(t testing.TB, dir string, train, val [][2]int) {
+	t.Helper()
+	write := func(list string, sizes [][2]int, first int) {
+		var ids []string
+		for k, sz := range sizes {
+			id := fmt.Sprintf("2007_%06d", first+k)
+			ids = append(ids, id)
+			img, cls := scene(first+k, sz[0], sz[1], 3)
+			writeFile(t, filepath.Join(dir, "JPEGImages", id+".jpg"), encodeJPEG(t, img))
+			m := image.NewPaletted(image.Rect(0, 0, sz[1], sz[0]), vocPalette())
+			h, w := sz[0], sz[1]
+			for y := range h {
+				for x := range w {
+					c := cls[y*w+x]
+					m.Pix[y*w+x] = c
+					// void border: a background pixel next to an object
+					if c == 0 && ((x > 0 && cls[y*w+x-1] != 0) || (x+1 < w && cls[y*w+x+1] != 0)) {
+						m.Pix[y*w+x] = 255
+					}
+				}
+			}
+			writeFile(t, filepath.Join(dir, "SegmentationClass", id+".png"), encodePNG(t, m))
+		}
+		writeFile(t, filepath.Join(dir, "ImageSets", "Segmentation", list), []byte(strings.Join(ids, "\n")+"\n"))
+	}
+	write("train.txt", train, 0)
+	if val != nil {
+		write("val.txt", val, len(train))
+	}
+}
+
+func folderConfig(dir string) SourceConfig {
+	return SourceConfig{Source: SourceFolder, Path: dir, Channels: 3, Classes: 2, ValFraction: 0.25, Seed: 1}
+}
+
+func mustOpen(t testing.TB, cfg SourceConfig) *Set {
+	t.Helper()
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestFolderCarvanaLike(t *testing.T) {
+	dir := t.TempDir()
+	want := carvanaLike(t, dir, 8, 24, 32)
+	cfg := folderConfig(dir)
+	cfg.MaskSuffix = "_mask"
+	set := mustOpen(t, cfg)
+	rep := set.Report
+	if rep.Samples != 8 || rep.Train != 6 || rep.Val != 2 || len(set.Train) != 6 || len(set.Val) != 2 {
+		t.Fatalf("samples %d train %d val %d", rep.Samples, rep.Train, rep.Val)
+	}
+	if !rep.Discovered || rep.Mapping[0] != 0 || rep.Mapping[1] != 1 || rep.Mapping[255] != -1 {
+		t.Errorf("mapping not discovered as 0->0, 1->1: %v", rep.Mapping[:3])
+	}
+	if s := rep.Summary(); !strings.Contains(s, "0->0 1->1") || !strings.Contains(s, "data.mask_values: [0, 1]") {
+		t.Errorf("summary does not print the discovered mapping: %s", s)
+	}
+	if h, w := set.Data.Size(); h != 24 || w != 32 || set.Data.Channels() != 3 || set.Data.Classes() != 2 {
+		t.Fatalf("size %dx%d", h, w)
+	}
+	img, mask := buffers(set.Data)
+	for i := range 8 {
+		if err := set.Data.Sample(i, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(mask, want[i]) {
+			t.Fatalf("sample %d: mask differs from the one written", i)
+		}
+		// The disc is bright in R: its mean normalized R is well above the background's.
+		var in, out float64
+		var nin, nout int
+		for p, c := range mask {
+			if c == 1 {
+				in += float64(img[p])
+				nin++
+			} else {
+				out += float64(img[p])
+				nout++
+			}
+		}
+		if in/float64(nin) < out/float64(nout)+1 {
+			t.Errorf("sample %d: disc not brighter than background (%.2f vs %.2f)", i, in/float64(nin), out/float64(nout))
+		}
+	}
+}
+
+func TestFolderGrayMasksWithValues(t *testing.T) {
+	dir := t.TempDir()
+	want := grayFolder(t, dir, 6, 16, 16, []uint8{0, 128, 255})
+	cfg := folderConfig(dir)
+	cfg.Classes, cfg.MaskValues = 3, []int{0, 128, 255}
+	set := mustOpen(t, cfg)
+	if set.Report.Discovered {
+		t.Error("mapping marked discovered though data.mask_values was given")
+	}
+	img, mask := buffers(set.Data)
+	for i := range 6 {
+		if err := set.Data.Sample(i, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(mask, want[i]) {
+			t.Fatalf("sample %d: mask differs", i)
+		}
+	}
+	// Exact normalization of the PNG's 8-bit pixels, channel by channel.
+	src, _ := scene(0, 16, 16, 3)
+	if err := set.Data.Sample(0, img, mask); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(img, normalized8(src, 3)) {
+		t.Error("image values are not the normalized 8-bit pixels")
+	}
+}
+
+func TestFolderGrayscaleChannel(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 4, 16, 16, []uint8{0, 1})
+	cfg := folderConfig(dir)
+	cfg.Channels = 1
+	set := mustOpen(t, cfg)
+	img, mask := buffers(set.Data)
+	if len(img) != 16*16 {
+		t.Fatalf("one channel gives %d values", len(img))
+	}
+	if err := set.Data.Sample(0, img, mask); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := scene(0, 16, 16, 2)
+	p := 5*16 + 7
+	r, g, b := float64(src.Pix[4*p]), float64(src.Pix[4*p+1]), float64(src.Pix[4*p+2])
+	luma := math.Round((19595*r + 38470*g + 7471*b) / 65536)
+	if got := float64(img[p])*Std*255 + Mean*255; math.Abs(got-luma) > 0.01 {
+		t.Errorf("gray value %.3f, want the luma %.0f", got, luma)
+	}
+}
+
+func TestVOCLike(t *testing.T) {
+	dir := t.TempDir()
+	vocLike(t, dir, [][2]int{{40, 48}, {48, 40}, {40, 48}, {40, 48}, {36, 44}}, [][2]int{{40, 48}, {48, 40}})
+	cfg := SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.5, Seed: 1}
+
+	// Differing sizes need a resize, and the error says so naming a file.
+	_, err := Open(cfg)
+	if err == nil || !strings.Contains(err.Error(), "data.resize") || !strings.Contains(err.Error(), "JPEGImages") {
+		t.Fatalf("differing sizes without resize: %v", err)
+	}
+	cfg.Resize = []int{32, 32}
+	set := mustOpen(t, cfg)
+	rep := set.Report
+	if !rep.ValFromLists || !slices.Equal(set.Train, []int{0, 1, 2, 3, 4}) || !slices.Equal(set.Val, []int{5, 6}) {
+		t.Errorf("split not from the lists: train %v val %v", set.Train, set.Val)
+	}
+	if rep.Mapping[255] != int16(Ignore) || rep.Mapping[2] != 2 || rep.Mapping[3] != -1 {
+		t.Errorf("VOC mapping: 2->%d 3->%d 255->%d", rep.Mapping[2], rep.Mapping[3], rep.Mapping[255])
+	}
+	if rep.Pixels[255] == 0 || rep.Pixels[2] == 0 || len(rep.Sizes) != 3 {
+		t.Errorf("report: %d void pixels, %d class-2 pixels, %d sizes", rep.Pixels[255], rep.Pixels[2], len(rep.Sizes))
+	}
+	img, mask := buffers(set.Data)
+	seen := map[uint8]bool{}
+	for i := range set.Data.Len() {
+		if err := set.Data.Sample(i, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range mask {
+			seen[v] = true
+		}
+	}
+	if len(seen) != 4 || !seen[0] || !seen[1] || !seen[2] || !seen[Ignore] {
+		t.Errorf("resized masks hold %v, want 0, 1, 2 and 255 only", seen)
+	}
+
+	// Without val.txt the training list is split by val_fraction.
+	if err := os.Remove(filepath.Join(dir, vocValList)); err != nil {
+		t.Fatal(err)
+	}
+	set = mustOpen(t, cfg)
+	if set.Report.ValFromLists || len(set.Train)+len(set.Val) != 5 || len(set.Val) == 0 {
+		t.Errorf("fraction split: train %v val %v", set.Train, set.Val)
+	}
+}
+
+func TestScaleAndNormalize(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 4, 64, 48, []uint8{0, 255})
+	cfg := folderConfig(dir)
+	cfg.Scale = 0.5
+	set := mustOpen(t, cfg)
+	if h, w := set.Data.Size(); h != 32 || w != 24 {
+		t.Fatalf("scale 0.5 of 64x48 gives %dx%d", h, w)
+	}
+	cfg.SizeMultiple = 16
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "data.resize: [32, 32]") {
+		t.Errorf("32x24 with a multiple of 16: %v", err)
+	}
+
+	cfg = folderConfig(dir)
+	plain := mustOpen(t, cfg)
+	cfg.Mean, cfg.Std = []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}
+	norm := mustOpen(t, cfg)
+	a, m := buffers(plain.Data)
+	b, _ := buffers(norm.Data)
+	if err := plain.Data.Sample(1, a, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := norm.Data.Sample(1, b, m); err != nil {
+		t.Fatal(err)
+	}
+	plane := 64 * 48
+	for k := range a {
+		c := k / plane
+		raw := float64(a[k])*Std + Mean
+		want := (raw - cfg.Mean[c]) / cfg.Std[c]
+		if math.Abs(float64(b[k])-want) > 1e-5 {
+			t.Fatalf("value %d (channel %d): %v, want %v", k, c, b[k], want)
+		}
+	}
+}
+
+// TestBadInputs: each bad input is an error naming the file and the
+// problem, found by Open, before any training.
+func TestBadInputs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		make  func(t *testing.T, dir string) SourceConfig
+		wants []string
+	}{
+		{"truncated PNG image", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			p := filepath.Join(dir, "images", "02.png")
+			b, _ := os.ReadFile(p)
+			writeFile(t, p, b[:len(b)/2])
+			return folderConfig(dir)
+		}, []string{"images/02.png", "truncated"}},
+		{"truncated PNG mask", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			p := filepath.Join(dir, "masks", "01.png")
+			b, _ := os.ReadFile(p)
+			writeFile(t, p, b[:len(b)-20])
+			return folderConfig(dir)
+		}, []string{"masks/01.png", "truncated"}},
+		{"not an image", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			writeFile(t, filepath.Join(dir, "images", "03.png"), []byte("hello"))
+			return folderConfig(dir)
+		}, []string{"images/03.png", "not a PNG, JPEG or GIF"}},
+		{"mask size differs", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			writeFile(t, filepath.Join(dir, "masks", "01.png"), encodePNG(t, image.NewGray(image.Rect(0, 0, 16, 12))))
+			return folderConfig(dir)
+		}, []string{"masks/01.png", "is 12x16", "images/01.png", "is 16x16", "size of its image"}},
+		{"mask value outside the classes", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			m := image.NewGray(image.Rect(0, 0, 16, 16))
+			m.Pix[17] = 7
+			writeFile(t, filepath.Join(dir, "masks", "02.png"), encodePNG(t, m))
+			cfg := folderConfig(dir)
+			cfg.MaskValues = []int{0, 255}
+			return cfg
+		}, []string{"masks/02.png", "mask value 7 (1 pixels) is not a class", "data.mask_values is [0 255]"}},
+		{"VOC mask value outside the classes", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
+			m := image.NewPaletted(image.Rect(0, 0, 16, 16), vocPalette())
+			m.Pix[0], m.Pix[1] = 30, 31
+			writeFile(t, filepath.Join(dir, "SegmentationClass", "2007_000001.png"), encodePNG(t, m))
+			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+		}, []string{"SegmentationClass/2007_000001.png", "mask values [30 31] (2 pixels) is not a class", "model.classes 3", "raise model.classes"}},
+		{"too many discovered values", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 100, 200})
+			return folderConfig(dir) // 2 classes
+		}, []string{"masks/", "3 distinct values [0 100 200]", "model.classes is 2", "data.mask_values"}},
+		{"color mask", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			m := image.NewRGBA(image.Rect(0, 0, 16, 16))
+			for k := 3; k < len(m.Pix); k += 4 {
+				m.Pix[k] = 255
+			}
+			m.Pix[4*3] = 200
+			writeFile(t, filepath.Join(dir, "masks", "00.png"), encodePNG(t, m))
+			return folderConfig(dir)
+		}, []string{"masks/00.png", "color image", "x=3, y=0"}},
+		{"image without mask", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			os.Remove(filepath.Join(dir, "masks", "03.png"))
+			return folderConfig(dir)
+		}, []string{"images/03.png", "has no mask", "masks/03.png"}},
+		{"VOC image without mask", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
+			os.Remove(filepath.Join(dir, "SegmentationClass", "2007_000002.png"))
+			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+		}, []string{"JPEGImages/2007_000002.jpg", "has no mask", "train.txt line 3"}},
+		{"mask suffix not set", func(t *testing.T, dir string) SourceConfig {
+			carvanaLike(t, dir, 3, 16, 16)
+			return folderConfig(dir)
+		}, []string{"masks: no mask matches its image", "data.mask_suffix: \"_mask\""}},
+		{"empty dataset", func(t *testing.T, dir string) SourceConfig {
+			os.MkdirAll(filepath.Join(dir, "images"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "masks"), 0o755)
+			writeFile(t, filepath.Join(dir, "images", "notes.txt"), []byte("x"))
+			return folderConfig(dir)
+		}, []string{"images", "no images: the dataset is empty"}},
+		{"VOC empty list", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, dir, nil, nil)
+			os.MkdirAll(filepath.Join(dir, "JPEGImages"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "SegmentationClass"), 0o755)
+			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+		}, []string{"train.txt", "lists no ids: the dataset is empty"}},
+		{"one sample", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 1, 16, 16, []uint8{0, 255})
+			return folderConfig(dir)
+		}, []string{"1 usable sample", "at least 2"}},
+		{"missing folder", func(t *testing.T, dir string) SourceConfig {
+			return folderConfig(filepath.Join(dir, "nope"))
+		}, []string{"nope: does not exist", "data.path"}},
+		{"missing masks folder", func(t *testing.T, dir string) SourceConfig {
+			os.MkdirAll(filepath.Join(dir, "images"), 0o755)
+			return folderConfig(dir)
+		}, []string{"masks: does not exist", "DIR/images/ and DIR/masks/"}},
+		{"VOC root one level up", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, filepath.Join(dir, "VOC2012"), [][2]int{{16, 16}, {16, 16}}, nil)
+			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+		}, []string{"JPEGImages: does not exist", "did you mean data.path: ", "VOC2012"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := tc.make(t, dir)
+			_, err := Open(cfg)
+			if err == nil {
+				t.Fatal("Open succeeded")
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			// Check reports the same problem instead of failing.
+			rep, cerr := Check(cfg)
+			if cerr != nil || rep == nil || len(rep.Fatal()) == 0 {
+				t.Fatalf("Check: %v, report %+v", cerr, rep)
+			}
+			var out bytes.Buffer
+			rep.Write(&out)
+			if !strings.Contains(out.String(), "error: ") {
+				t.Errorf("report does not list the error:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestCheckListsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 6, 16, 16, []uint8{0, 255})
+	os.Remove(filepath.Join(dir, "masks", "01.png"))
+	writeFile(t, filepath.Join(dir, "masks", "04.png"), encodePNG(t, image.NewGray(image.Rect(0, 0, 8, 8))))
+	writeFile(t, filepath.Join(dir, "masks", "99.png"), encodePNG(t, image.NewGray(image.Rect(0, 0, 16, 16))))
+	b, _ := os.ReadFile(filepath.Join(dir, "images", "05.png"))
+	writeFile(t, filepath.Join(dir, "images", "05.png"), b[:40])
+	rep, err := Check(folderConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Write(&out)
+	s := out.String()
+	for _, w := range []string{
+		"error: " + filepath.Join(dir, "images", "01.png") + ": has no mask",
+		"error: " + filepath.Join(dir, "masks", "04.png") + ": is 8x8",
+		"error: " + filepath.Join(dir, "images", "05.png") + ": the PNG file is truncated",
+		"warning: " + filepath.Join(dir, "masks", "99.png") + ": has no image",
+		"problems: 4 (3 errors, 1 warnings)",
+		"  0 -> class 0:", "255 -> class 1:",
+		"to fix this mapping, set data.mask_values: [0, 255]",
+		"image sizes (height x width: images): 16x16: 4",
+	} {
+		if !strings.Contains(s, w) {
+			t.Errorf("report lacks %q:\n%s", w, s)
+		}
+	}
+	_, oerr := Open(folderConfig(dir))
+	if oerr == nil || !strings.Contains(oerr.Error(), "and 2 more problems") {
+		t.Errorf("Open: %v", oerr)
+	}
+}
+
+func TestCheckSynthetic(t *testing.T) {
+	rep, err := Check(SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25,
+		Synthetic: SyntheticConfig{Count: 16, Size: 32, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Samples != 16 || rep.Train+rep.Val != 16 || rep.Height != 32 || len(rep.Problems) != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	var px int64
+	for _, n := range rep.Pixels {
+		px += n
+	}
+	if px != 16*32*32 || rep.Pixels[0] == 0 || rep.Pixels[1] == 0 {
+		t.Errorf("class histogram %v sums to %d", rep.Pixels[:4], px)
+	}
+}
+
+// The synthetic set written in the folder layout reads back as the same
+// samples (8-bit images, identical masks).
+func TestWriteFolderRoundTrip(t *testing.T) {
+	syn := mustSynthetic(t, SyntheticConfig{Count: 6, Size: 16, Seed: 4})
+	dir := t.TempDir()
+	if err := WriteFolder(syn, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFolder(syn, dir); err == nil || !strings.Contains(err.Error(), "already holds") {
+		t.Errorf("second write into the same directory: %v", err)
+	}
+	cfg := folderConfig(dir)
+	cfg.Classes, cfg.MaskValues = 4, []int{0, 1, 2, 3}
+	set := mustOpen(t, cfg)
+	for i := range 6 {
+		img, mask := buffers(set.Data)
+		if err := set.Data.Sample(i, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		pi, pm, err := syn.Image(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(mask, pm.Pix) || !slices.Equal(img, normalized8(pi, 3)) {
+			t.Fatalf("sample %d differs after the round trip", i)
+		}
+	}
+}
+
+// A file that goes bad after Open is an error naming it when its sample is
+// read.
+func TestSampleErrorNamesFile(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+	set := mustOpen(t, folderConfig(dir))
+	p := filepath.Join(dir, "masks", "02.png")
+	m := image.NewGray(image.Rect(0, 0, 16, 16))
+	m.Pix[33] = 9
+	writeFile(t, p, encodePNG(t, m))
+	img, mask := buffers(set.Data)
+	err := set.Data.Sample(2, img, mask)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "mask value 9 at x=1, y=2") {
+		t.Errorf("Sample after the mask changed: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "images", "03.png"))
+	if err := set.Data.Sample(3, img, mask); err == nil || !strings.Contains(err.Error(), "03.png") {
+		t.Errorf("Sample after the image was removed: %v", err)
+	}
+}
+
+func TestSourceConfigValidation(t *testing.T) {
+	base := folderConfig("x")
+	for _, tc := range []struct {
+		edit func(*SourceConfig)
+		want string
+	}{
+		{func(c *SourceConfig) { c.Path = "" }, "data.path"},
+		{func(c *SourceConfig) { c.Source = "coco" }, "data.source"},
+		{func(c *SourceConfig) { c.Channels = 2 }, "model.in_channels"},
+		{func(c *SourceConfig) { c.MaskValues = []int{0, 256} }, "data.mask_values: 256"},
+		{func(c *SourceConfig) { c.MaskValues = []int{0, 0} }, "listed twice"},
+		{func(c *SourceConfig) { c.MaskValues = []int{0, 1, 2} }, "model.classes is 2"},
+		{func(c *SourceConfig) { c.Mean = []float64{0.5, 0.5} }, "data.mean"},
+		{func(c *SourceConfig) { c.Std = []float64{0} }, "data.std"},
+		{func(c *SourceConfig) { c.Std = []float64{math.NaN()} }, "data.std"},
+		{func(c *SourceConfig) { c.Scale = -1 }, "data.scale"},
+		{func(c *SourceConfig) { c.Scale, c.Resize = 0.5, []int{8, 8} }, "both set"},
+		{func(c *SourceConfig) { c.Resize = []int{8} }, "data.resize"},
+	} {
+		c := base
+		tc.edit(&c)
+		if _, err := Open(c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", c, err, tc.want)
+		}
+	}
+}

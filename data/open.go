@@ -1,0 +1,732 @@
+package data
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Sources of samples (config key data.source).
+const (
+	SourceSynthetic = "synthetic"
+	SourceFolder    = "folder"
+	SourceVOC       = "voc"
+)
+
+// SourceConfig says where samples come from and how they are prepared
+// (config keys data.*; config.Config.DataConfig makes one).
+type SourceConfig struct {
+	// Source is SourceSynthetic, SourceFolder or SourceVOC.
+	Source string
+	// Path is the dataset root of folder and voc.
+	Path string
+	// MaskSuffix ends every mask's file stem (folder): image STEM.jpg has
+	// mask STEM+MaskSuffix.png, e.g. "_mask" for Carvana.
+	MaskSuffix string
+	// MaskValues maps raw mask values (palette indices or gray levels) to
+	// classes: MaskValues[k] is class k. Empty: folder discovers them by a
+	// scan of every mask (sorted ascending); voc takes the values as class
+	// indices. In voc masks, 255 is the ignore index unless listed.
+	MaskValues []int
+	// Channels is the image channels the model takes: 1 (gray) or 3 (RGB)
+	// for files; 3 for synthetic.
+	Channels int
+	// Classes is the number of classes, background included.
+	Classes int
+	// Synthetic is the built-in set (its Classes is taken from Classes).
+	Synthetic SyntheticConfig
+	// Resize is [H, W] to scale every sample to, or empty.
+	Resize []int
+	// Scale multiplies each side by this factor (rounded), 0 for none;
+	// exclusive with Resize.
+	Scale float64
+	// Mean and Std normalize each channel of a raw intensity v in [0, 1] as
+	// (v-Mean[c])/Std[c]; one value applies to every channel; empty means
+	// the package's Mean and Std.
+	Mean, Std []float64
+	// ValFraction and Seed split the samples (voc with a val.txt uses its
+	// lists instead).
+	ValFraction float64
+	Seed        uint64
+	// SizeMultiple is what the final height and width must be multiples of
+	// (2^model.depth); 0 or 1 for any.
+	SizeMultiple int
+	// MaxPixels bounds each file (0: MaxImagePixels).
+	MaxPixels int
+}
+
+// Set is an opened dataset: every sample at its final size, normalized,
+// and which of them train and which validate.
+type Set struct {
+	Data       Dataset
+	Train, Val []int
+	Report     *Report
+}
+
+// SizeCount is one distinct image size and how many images have it.
+type SizeCount struct {
+	H, W  int
+	Count int
+	First string // the first image of this size
+}
+
+// Report is what opening a dataset found: counts, sizes, mask values, the
+// value -> class mapping and every problem, each naming its file.
+type Report struct {
+	Source, Path string
+	MaskSuffix   string
+	Samples      int
+	Train, Val   int
+	// ValFromLists says the split is VOC's train.txt / val.txt.
+	ValFromLists bool
+	Channels     int
+	Classes      int
+	// Sizes are the distinct source image sizes, most frequent first.
+	Sizes []SizeCount
+	// Height and Width are the size samples have after resizing (0 when
+	// unknown because of a problem); Resized says how they got it.
+	Height, Width int
+	Resized       string
+	// Pixels and Masks count, per raw mask value, its pixels and the masks
+	// holding it; FirstMask is the first mask holding it.
+	Pixels    [256]int64
+	Masks     [256]int
+	FirstMask [256]string
+	// Mapping is the class of each raw value (-1: not a class; Ignore:
+	// ignored); Discovered says it came from a scan; MappingDesc says how.
+	Mapping     [256]int16
+	Discovered  bool
+	MappingDesc string
+	Problems    []Problem
+}
+
+// Fatal returns the problems that stop training.
+func (r *Report) Fatal() []Problem {
+	var out []Problem
+	for _, p := range r.Problems {
+		if p.Fatal {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Err is nil, or the first fatal problem with a count of the others.
+func (r *Report) Err() error {
+	f := r.Fatal()
+	switch len(f) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("data: %w", f[0])
+	}
+	return fmt.Errorf("data: %w (and %d more problems; memunet data check --config FILE lists them all)", f[0], len(f)-1)
+}
+
+// Open reads the dataset cfg describes and checks every file in full: an
+// unreadable or truncated file, a mask of another size than its image, a
+// mask value that is no class, an image without a mask or an empty dataset
+// is an error naming the file, before any training starts.
+func Open(cfg SourceConfig) (*Set, error) {
+	set, rep, err := open(cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := rep.Err(); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// Check is Open that reports instead of failing: the returned report lists
+// every problem. The error is for a configuration that cannot be checked
+// at all. For the synthetic set it also counts the classes of every sample.
+func Check(cfg SourceConfig) (*Report, error) {
+	_, rep, err := open(cfg, true)
+	return rep, err
+}
+
+func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.MaxPixels <= 0 {
+		cfg.MaxPixels = MaxImagePixels
+	}
+	rep := &Report{Source: cfg.Source, Path: cfg.Path, MaskSuffix: cfg.MaskSuffix, Channels: cfg.Channels, Classes: cfg.Classes}
+	for v := range rep.Mapping {
+		rep.Mapping[v] = -1
+	}
+	var src ImageSource
+	var split func(n int) (train, val []int)
+	switch cfg.Source {
+	case SourceSynthetic:
+		sc := cfg.Synthetic
+		sc.Classes = cfg.Classes
+		syn, err := NewSynthetic(sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		src = syn
+		n, _ := syn.Size()
+		rep.Sizes = []SizeCount{{H: n, W: n, Count: syn.Len()}}
+		for k := range cfg.Classes {
+			rep.Mapping[k] = int16(k)
+		}
+		rep.MappingDesc = "the synthetic masks hold class indices"
+		if full {
+			checkSynthetic(syn, rep)
+		}
+	case SourceFolder, SourceVOC:
+		var pairs []pair
+		var probs []Problem
+		nTrain, hasVal := 0, false
+		if cfg.Source == SourceFolder {
+			pairs, probs = listFolder(cfg.Path, cfg.MaskSuffix)
+		} else {
+			pairs, nTrain, hasVal, probs = listVOC(cfg.Path)
+		}
+		rep.Problems = probs
+		rep.Samples = len(pairs)
+		fs := scanFiles(cfg, pairs, rep)
+		if fs == nil {
+			return nil, rep, nil
+		}
+		src = fs
+		if hasVal {
+			rep.ValFromLists = true
+			split = func(n int) ([]int, []int) { return seq(0, nTrain), seq(nTrain, n) }
+		} else if cfg.Source == SourceVOC {
+			split = func(int) ([]int, []int) { return Split(nTrain, cfg.ValFraction, cfg.Seed) }
+		}
+	default:
+		return nil, nil, fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
+	}
+	if split == nil {
+		split = func(n int) ([]int, []int) { return Split(n, cfg.ValFraction, cfg.Seed) }
+	}
+	rep.Samples = src.Len()
+	if rep.Samples < 2 {
+		if !hasFatal(rep.Problems) {
+			rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d usable sample(s); training needs at least 2 (one to train, one to validate)", rep.Samples))
+		}
+		return nil, rep, nil
+	}
+	train, val := split(src.Len())
+	rep.Train, rep.Val = len(train), len(val)
+	if len(val) == 0 || len(train) == 0 {
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "the split leaves %d training and %d validation samples; both need at least 1 (data.val_fraction)", len(train), len(val)))
+		return nil, rep, nil
+	}
+
+	// Final size.
+	var ds Dataset = src
+	h, w := src.Size()
+	switch {
+	case len(cfg.Resize) == 2:
+		h, w = cfg.Resize[0], cfg.Resize[1]
+		rep.Resized = fmt.Sprintf("data.resize [%d, %d]", h, w)
+	case cfg.Scale > 0 && cfg.Scale != 1 && h > 0:
+		h, w = max(1, int(math.Round(float64(h)*cfg.Scale))), max(1, int(math.Round(float64(w)*cfg.Scale)))
+		rep.Resized = fmt.Sprintf("data.scale %g", cfg.Scale)
+	}
+	if h == 0 { // differing sizes: reported by scanFiles
+		return nil, rep, nil
+	}
+	rep.Height, rep.Width = h, w
+	if f := cfg.SizeMultiple; f > 1 && (h%f != 0 || w%f != 0) {
+		how := "the images are"
+		if rep.Resized != "" {
+			how = "after " + rep.Resized + " the images are"
+		}
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "%s %dx%d (height x width), not divisible by 2^model.depth = %d; set data.resize: [%d, %d] or lower model.depth",
+			how, h, w, f, max(f, roundTo(h, f)), max(f, roundTo(w, f))))
+		return nil, rep, nil
+	}
+	if sh, sw := src.Size(); sh != h || sw != w {
+		r, err := Resize(src, h, w)
+		if err != nil {
+			return nil, nil, err
+		}
+		ds = r
+	}
+	if !defaultNorm(cfg.Mean, cfg.Std) {
+		n, err := Normalize(ds, cfg.Mean, cfg.Std)
+		if err != nil {
+			return nil, nil, err
+		}
+		ds = n
+	}
+	return &Set{Data: ds, Train: train, Val: val, Report: rep}, rep, nil
+}
+
+func roundTo(v, f int) int { return (v + f/2) / f * f }
+
+func seq(lo, hi int) []int {
+	out := make([]int, 0, max(hi-lo, 0))
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// validate checks what Open needs of the config itself.
+func (cfg SourceConfig) validate() error {
+	switch cfg.Source {
+	case SourceSynthetic:
+		if cfg.Channels != SyntheticChannels {
+			return fmt.Errorf("model.in_channels: %d: the synthetic data has %d channels (RGB)", cfg.Channels, SyntheticChannels)
+		}
+	case SourceFolder, SourceVOC:
+		if cfg.Path == "" {
+			return fmt.Errorf("data.path: empty: data.source %s needs the dataset folder", cfg.Source)
+		}
+		if cfg.Channels != 1 && cfg.Channels != 3 {
+			return fmt.Errorf("model.in_channels: %d: images are read as gray (1) or RGB (3)", cfg.Channels)
+		}
+	default:
+		return fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
+	}
+	if cfg.Classes < 2 || cfg.Classes > 255 {
+		return fmt.Errorf("model.classes: %d: must be between 2 and 255", cfg.Classes)
+	}
+	if err := ValidateMaskValues(cfg.MaskValues, cfg.Classes); err != nil {
+		return err
+	}
+	if err := ValidateNorm(cfg.Mean, cfg.Std, cfg.Channels); err != nil {
+		return err
+	}
+	if r := cfg.Resize; len(r) != 0 && (len(r) != 2 || r[0] < 1 || r[1] < 1 || r[0] > MaxResizeSize || r[1] > MaxResizeSize) {
+		return fmt.Errorf("data.resize: %v: must be [H, W] with sizes from 1 to %d", r, MaxResizeSize)
+	}
+	if err := ValidateScale(cfg.Scale, len(cfg.Resize) != 0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MaxScale bounds data.scale.
+const MaxScale = 16
+
+// ValidateScale checks data.scale (0 for none); it cannot be combined with
+// data.resize.
+func ValidateScale(s float64, resize bool) error {
+	switch {
+	case !(s >= 0 && s <= MaxScale):
+		return fmt.Errorf("data.scale: %g: must be a factor above 0 and at most %d, e.g. 0.5, or 0 for none", s, MaxScale)
+	case s > 0 && s != 1 && resize:
+		return fmt.Errorf("data.scale: %g and data.resize are both set: set only one", s)
+	}
+	return nil
+}
+
+// ValidateMaskValues checks data.mask_values: distinct values 0..255, one
+// per class (classes of them), or none.
+func ValidateMaskValues(vals []int, classes int) error {
+	if len(vals) == 0 {
+		return nil
+	}
+	seen := map[int]bool{}
+	for _, v := range vals {
+		if v < 0 || v > 255 {
+			return fmt.Errorf("data.mask_values: %d: mask values are palette indices or gray levels from 0 to 255", v)
+		}
+		if seen[v] {
+			return fmt.Errorf("data.mask_values: %d is listed twice", v)
+		}
+		seen[v] = true
+	}
+	if len(vals) != classes {
+		return fmt.Errorf("data.mask_values: %v lists %d values but model.classes is %d; list one mask value per class (the k-th value is class k)",
+			vals, len(vals), classes)
+	}
+	return nil
+}
+
+// ValidateNorm checks data.mean and data.std: empty, or one value or one
+// per channel; std positive; all finite.
+func ValidateNorm(mean, std []float64, channels int) error {
+	for _, kv := range []struct {
+		key  string
+		vals []float64
+	}{{"data.mean", mean}, {"data.std", std}} {
+		if n := len(kv.vals); n != 0 && n != 1 && n != channels {
+			return fmt.Errorf("%s: %v: give one value for every channel or one per channel (%d)", kv.key, kv.vals, channels)
+		}
+		for _, v := range kv.vals {
+			if math.IsNaN(v) || math.IsInf(v, 0) || (kv.key == "data.std" && !(v > 0)) || math.Abs(v) > 1e6 {
+				if kv.key == "data.std" {
+					return fmt.Errorf("data.std: %v: must be positive finite numbers, e.g. [0.229, 0.224, 0.225]", kv.vals)
+				}
+				return fmt.Errorf("data.mean: %v: must be finite numbers, e.g. [0.485, 0.456, 0.406]", kv.vals)
+			}
+		}
+	}
+	return nil
+}
+
+func defaultNorm(mean, std []float64) bool {
+	for _, v := range mean {
+		if v != Mean {
+			return false
+		}
+	}
+	for _, v := range std {
+		if v != Std {
+			return false
+		}
+	}
+	return true
+}
+
+// scanFiles reads every pair in full, fills the report and returns the
+// source, or nil when a fatal problem leaves nothing to build.
+func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
+	results := scanPairs(pairs, cfg.MaxPixels)
+	sizes := map[[2]int]*SizeCount{}
+	var masksOf [256][]int // pairs holding each value, for errors
+	good := make([]bool, len(pairs))
+	for k, s := range results {
+		p := pairs[k]
+		if s.err != nil {
+			rep.Problems = append(rep.Problems, Problem{File: "", Msg: s.err.Error(), Fatal: true})
+			continue
+		}
+		sz := [2]int{s.imgH, s.imgW}
+		if sizes[sz] == nil {
+			sizes[sz] = &SizeCount{H: s.imgH, W: s.imgW, First: p.image}
+		}
+		sizes[sz].Count++
+		if s.maskW != s.imgW || s.maskH != s.imgH {
+			rep.Problems = append(rep.Problems, fatal(p.mask, "is %dx%d (height x width) but its image %s is %dx%d; a mask must be the size of its image",
+				s.maskH, s.maskW, p.image, s.imgH, s.imgW))
+			continue
+		}
+		good[k] = true
+		for _, vc := range s.hist {
+			rep.Pixels[vc.value] += vc.pixels
+			rep.Masks[vc.value]++
+			if rep.FirstMask[vc.value] == "" {
+				rep.FirstMask[vc.value] = p.mask
+			}
+			masksOf[vc.value] = append(masksOf[vc.value], k)
+		}
+	}
+	for _, s := range sizes {
+		rep.Sizes = append(rep.Sizes, *s)
+	}
+	slices.SortFunc(rep.Sizes, func(a, b SizeCount) int {
+		return cmp.Or(-cmp.Compare(a.Count, b.Count), cmp.Compare(a.First, b.First))
+	})
+
+	// The mapping of raw values to classes.
+	mapping := &rep.Mapping
+	switch {
+	case len(cfg.MaskValues) > 0:
+		for k, v := range cfg.MaskValues {
+			mapping[v] = int16(k)
+		}
+		rep.MappingDesc = fmt.Sprintf("data.mask_values is %v (the k-th value is class k)", cfg.MaskValues)
+		if cfg.Source == SourceVOC && mapping[255] < 0 {
+			mapping[255] = int16(Ignore)
+			rep.MappingDesc += "; 255 is ignored"
+		}
+	case cfg.Source == SourceVOC:
+		for k := range cfg.Classes {
+			mapping[k] = int16(k)
+		}
+		mapping[255] = int16(Ignore)
+		rep.MappingDesc = fmt.Sprintf("VOC masks hold class indices 0..%d (model.classes %d) and 255 (ignored)", cfg.Classes-1, cfg.Classes)
+	default: // folder: discover
+		rep.Discovered = true
+		var found []int
+		for v, n := range rep.Masks {
+			if n > 0 {
+				found = append(found, v)
+			}
+		}
+		for k, v := range found {
+			if k < cfg.Classes {
+				mapping[v] = int16(k)
+			}
+		}
+		rep.MappingDesc = fmt.Sprintf("the masks hold the values %v, mapped in ascending order to classes 0..%d (found by a scan; data.mask_values sets them)",
+			found, min(len(found), cfg.Classes)-1)
+		switch {
+		case len(found) > cfg.Classes:
+			extra := found[cfg.Classes]
+			rep.Problems = append(rep.Problems, fatal(rep.FirstMask[extra],
+				"the masks hold %d distinct values %v but model.classes is %d (value %d first occurs here); set model.classes: %d, or data.mask_values to the %d values that are classes",
+				len(found), found, cfg.Classes, extra, len(found), cfg.Classes))
+			return nil
+		case len(found) > 0 && len(found) < cfg.Classes:
+			rep.Problems = append(rep.Problems, warning(cfg.Path, "the masks hold only %d distinct values %v, so classes %d..%d never occur; lower model.classes or set data.mask_values",
+				len(found), found, len(found), cfg.Classes-1))
+		}
+	}
+	// Values that are not classes, one problem per mask.
+	bad := map[int][]uint8{}
+	for v := range 256 {
+		if rep.Masks[v] > 0 && mapping[v] < 0 {
+			for _, k := range masksOf[v] {
+				bad[k] = append(bad[k], uint8(v))
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(bad)) {
+		var pix int64
+		for _, vc := range results[k].hist {
+			if mapping[vc.value] < 0 {
+				pix += vc.pixels
+			}
+		}
+		fix := "add it to data.mask_values or fix the mask"
+		if cfg.Source == SourceVOC && len(cfg.MaskValues) == 0 {
+			fix = "raise model.classes or fix the mask"
+		}
+		vals := bad[k]
+		what := fmt.Sprintf("mask value %d", vals[0])
+		if len(vals) > 1 {
+			what = fmt.Sprintf("mask values %v", vals)
+		}
+		rep.Problems = append(rep.Problems, fatal(pairs[k].mask, "%s (%d pixels) is not a class: %s; %s", what, pix, rep.MappingDesc, fix))
+		good[k] = false
+	}
+
+	var ok []pair
+	for k, p := range pairs {
+		if good[k] {
+			ok = append(ok, p)
+		}
+	}
+	if hasFatal(rep.Problems) {
+		return nil
+	}
+	f := &files{
+		desc:      fmt.Sprintf("%s dataset %s (%d samples)", cfg.Source, cfg.Path, len(ok)),
+		pairs:     ok,
+		channels:  cfg.Channels,
+		classes:   cfg.Classes,
+		lut:       rep.Mapping,
+		mapDesc:   rep.MappingDesc,
+		maxPixels: cfg.MaxPixels,
+	}
+	if len(rep.Sizes) == 1 {
+		f.h, f.w = rep.Sizes[0].H, rep.Sizes[0].W
+	} else if len(rep.Sizes) > 1 && len(cfg.Resize) == 0 {
+		a, b := rep.Sizes[0], rep.Sizes[1]
+		why := ""
+		if cfg.Scale > 0 {
+			why = " (data.scale keeps their differences)"
+		}
+		rep.Problems = append(rep.Problems, fatal(b.First, "is %dx%d (height x width) but %s is %dx%d: the images have %d different sizes%s; set data.resize: [H, W] to scale them all to one size",
+			b.H, b.W, a.First, a.H, a.W, len(rep.Sizes), why))
+		return nil
+	}
+	return f
+}
+
+// checkSynthetic counts the classes of every synthetic sample.
+func checkSynthetic(s *Synthetic, rep *Report) {
+	n := s.cfg.Size
+	raw := make([]float32, SyntheticChannels*n*n)
+	mask := make([]uint8, n*n)
+	for i := range s.Len() {
+		s.generate(i, raw, mask, nil)
+		var seen [256]bool
+		for _, v := range mask {
+			rep.Pixels[v]++
+			seen[v] = true
+		}
+		for v, ok := range seen {
+			if ok {
+				rep.Masks[v]++
+				if rep.FirstMask[v] == "" {
+					rep.FirstMask[v] = fmt.Sprintf("sample %d", i)
+				}
+			}
+		}
+	}
+}
+
+// Write prints the report for people: counts, sizes, the mask-value
+// histogram with the class of each value, and every problem.
+func (r *Report) Write(w io.Writer) {
+	where := r.Source
+	if r.Source != SourceSynthetic {
+		where += " " + r.Path
+		if r.MaskSuffix != "" {
+			where += fmt.Sprintf(" (mask suffix %q)", r.MaskSuffix)
+		}
+	}
+	fmt.Fprintf(w, "data: %s\n", where)
+	split := "data.val_fraction"
+	if r.ValFromLists {
+		split = "train.txt / val.txt"
+	}
+	fmt.Fprintf(w, "samples: %d (train %d, val %d, split by %s); %d channel(s), %d classes\n", r.Samples, r.Train, r.Val, split, r.Channels, r.Classes)
+	if len(r.Sizes) > 0 {
+		var parts []string
+		for k, s := range r.Sizes {
+			if k == 5 {
+				parts = append(parts, fmt.Sprintf("and %d more sizes", len(r.Sizes)-k))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%dx%d: %d", s.H, s.W, s.Count))
+		}
+		fmt.Fprintf(w, "image sizes (height x width: images): %s\n", strings.Join(parts, ", "))
+	}
+	if r.Height > 0 {
+		how := "as they are"
+		if r.Resized != "" {
+			how = "by " + r.Resized
+		}
+		fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
+	}
+	var total int64
+	for _, n := range r.Pixels {
+		total += n
+	}
+	if total > 0 {
+		fmt.Fprintf(w, "mask values (value -> class: pixels, share, masks holding it):\n")
+		for v, n := range r.Pixels {
+			if n == 0 {
+				continue
+			}
+			cls := "not a class"
+			switch c := r.Mapping[v]; {
+			case c == int16(Ignore):
+				cls = "ignored"
+			case c >= 0:
+				cls = fmt.Sprintf("class %d", c)
+			}
+			fmt.Fprintf(w, "  %3d -> %-11s %12d px  %6.2f%%  %d masks\n", v, cls+":", n, 100*float64(n)/float64(total), r.Masks[v])
+		}
+	}
+	if r.MappingDesc != "" {
+		fmt.Fprintf(w, "mapping: %s\n", r.MappingDesc)
+	}
+	if r.Discovered {
+		if vals := r.discoveredValues(); len(vals) > 0 {
+			fmt.Fprintf(w, "to fix this mapping, set data.mask_values: %s\n", formatInts(vals))
+		}
+	}
+	fatal := r.Fatal()
+	switch {
+	case len(r.Problems) == 0:
+		fmt.Fprintf(w, "problems: none\n")
+	default:
+		fmt.Fprintf(w, "problems: %d (%d errors, %d warnings)\n", len(r.Problems), len(fatal), len(r.Problems)-len(fatal))
+		for _, p := range r.Problems {
+			kind := "warning"
+			if p.Fatal {
+				kind = "error"
+			}
+			fmt.Fprintf(w, "  %s: %s\n", kind, p.Error())
+		}
+	}
+}
+
+func (r *Report) discoveredValues() []int {
+	var vals []int
+	for v, c := range r.Mapping {
+		if c >= 0 && c != int16(Ignore) {
+			vals = append(vals, v)
+		}
+	}
+	slices.SortFunc(vals, func(a, b int) int { return cmp.Compare(r.Mapping[a], r.Mapping[b]) })
+	return vals
+}
+
+func formatInts(vs []int) string {
+	parts := make([]string, len(vs))
+	for k, v := range vs {
+		parts[k] = fmt.Sprint(v)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// Summary is one line about an opened set, for logs; it includes the
+// discovered mapping when there is one.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "data: %s %s: %d samples (train %d, val %d)", r.Source, filepath.Clean(r.Path), r.Samples, r.Train, r.Val)
+	if len(r.Sizes) == 1 {
+		fmt.Fprintf(&b, ", %dx%d", r.Sizes[0].H, r.Sizes[0].W)
+	} else if len(r.Sizes) > 1 {
+		fmt.Fprintf(&b, ", %d image sizes", len(r.Sizes))
+	}
+	if r.Resized != "" {
+		fmt.Fprintf(&b, " -> %dx%d by %s", r.Height, r.Width, r.Resized)
+	}
+	if r.Discovered {
+		vals := r.discoveredValues()
+		parts := make([]string, len(vals))
+		for k, v := range vals {
+			parts[k] = fmt.Sprintf("%d->%d", v, k)
+		}
+		fmt.Fprintf(&b, "; mask values found by a scan: %s (set data.mask_values: %s to fix them)", strings.Join(parts, " "), formatInts(vals))
+	}
+	if n := len(r.Problems); n > 0 {
+		fmt.Fprintf(&b, "; %d warnings (memunet data check lists them)", n)
+	}
+	return b.String()
+}
+
+// Normalize returns ds with each channel c normalized as (v-mean[c])/std[c]
+// instead of (v-Mean)/Std, v the raw intensity in [0, 1] (config keys
+// data.mean and data.std). One value applies to every channel; an empty
+// list keeps the package's value.
+func Normalize(ds Dataset, mean, std []float64) (Dataset, error) {
+	c := ds.Channels()
+	if err := ValidateNorm(mean, std, c); err != nil {
+		return nil, err
+	}
+	n := &normalized{Dataset: ds, a: make([]float32, c), b: make([]float32, c)}
+	for ch := range c {
+		m, s := float64(Mean), float64(Std)
+		if len(mean) > 0 {
+			m = mean[min(ch, len(mean)-1)]
+		}
+		if len(std) > 0 {
+			s = std[min(ch, len(std)-1)]
+		}
+		// (x*Std + Mean - m) / s = x*a + b
+		n.a[ch] = float32(Std / s)
+		n.b[ch] = float32((Mean - m) / s)
+	}
+	return n, nil
+}
+
+type normalized struct {
+	Dataset
+	a, b []float32
+}
+
+func (n *normalized) Sample(i int, img []float32, mask []uint8) error {
+	if err := n.Dataset.Sample(i, img, mask); err != nil {
+		return err
+	}
+	h, w := n.Size()
+	plane := h * w
+	for ch := range n.a {
+		a, b := n.a[ch], n.b[ch]
+		dst := img[ch*plane : (ch+1)*plane]
+		for k, v := range dst {
+			dst[k] = v*a + b
+		}
+	}
+	return nil
+}
+
+func (n *normalized) String() string {
+	if s, ok := n.Dataset.(fmt.Stringer); ok {
+		return s.String() + " (normalized by data.mean, data.std)"
+	}
+	return "normalized dataset"
+}

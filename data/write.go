@@ -1,0 +1,67 @@
+package data
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+)
+
+// MaskPalette is the palette of the masks WriteFolder writes: index k is
+// ClassColor(k), so a palette PNG shows the classes in color while its
+// pixel values (palette indices) are the class indices.
+func MaskPalette() color.Palette {
+	p := make(color.Palette, 256)
+	for k := range p {
+		p[k] = ClassColor(uint8(k))
+	}
+	return p
+}
+
+// WriteFolder writes every sample of src in the folder layout that
+// data.source: folder reads: DIR/images/NNNNN.png (RGB) and
+// DIR/masks/NNNNN.png (a palette PNG whose indices are the classes, see
+// MaskPalette). It refuses a directory that already holds images/ or
+// masks/ files, so nothing is overwritten.
+func WriteFolder(src ImageSource, dir string) error {
+	imgDir, maskDir := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
+	for _, d := range []string{imgDir, maskDir} {
+		if entries, err := os.ReadDir(d); err == nil && len(entries) > 0 {
+			return fmt.Errorf("%s already holds %d files; write into a new or empty directory", d, len(entries))
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	digits := len(fmt.Sprint(max(src.Len()-1, 0)))
+	digits = max(digits, 5)
+	pal := MaskPalette()
+	var buf bytes.Buffer
+	for i := range src.Len() {
+		img, mask, err := src.Image(i)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("%0*d.png", digits, i)
+		buf.Reset()
+		if err := png.Encode(&buf, img); err != nil {
+			return fmt.Errorf("encoding image %d: %w", i, err)
+		}
+		if err := os.WriteFile(filepath.Join(imgDir, name), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		pm := image.NewPaletted(mask.Bounds(), pal)
+		copy(pm.Pix, mask.Pix)
+		buf.Reset()
+		if err := png.Encode(&buf, pm); err != nil {
+			return fmt.Errorf("encoding mask %d: %w", i, err)
+		}
+		if err := os.WriteFile(filepath.Join(maskDir, name), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
