@@ -106,8 +106,8 @@ func (t Tensor) Int64() ([]int64, error) {
 
 // headerEntry is one tensor's line in the JSON header.
 type headerEntry struct {
-	DType       DType   `json:"dtype"`
-	Shape       []int   `json:"shape"`
+	DType       DType    `json:"dtype"`
+	Shape       []int    `json:"shape"`
 	DataOffsets [2]int64 `json:"data_offsets"`
 }
 

@@ -81,6 +81,10 @@ type Summary struct {
 	Params         int                         `json:"params"`
 	WallSeconds    float64                     `json:"wall_s"`
 	Interrupted    bool                        `json:"interrupted"`
+	// ResumedFrom is the checkpoint this run continued; LastCheckpoint the
+	// newest one it wrote (see checkpoint.go).
+	ResumedFrom    string `json:"resumed_from,omitempty"`
+	LastCheckpoint string `json:"last_checkpoint,omitempty"`
 	// Fit is what memory.fit: auto decided, one line per decision.
 	Fit []string `json:"fit,omitempty"`
 }
@@ -93,6 +97,11 @@ type Options struct {
 	Progress io.Writer
 	// Terminal says Progress is a terminal (for output.progress: auto).
 	Terminal bool
+	// Resume is a checkpoint to continue: a path, or "auto" for the newest in
+	// OutDir/checkpoints (none there: start from scratch). See ResolveResume.
+	Resume string
+	// Version is memunet's version, recorded in checkpoints.
+	Version string
 }
 
 // Run trains as cfg says, writes the run's files into opts.OutDir and returns
@@ -113,25 +122,40 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	if err := os.WriteFile(filepath.Join(opts.OutDir, "config.yaml"), resolved, 0o644); err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
+	resume, err := openResume(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
 	tr, err := NewTrainer(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer tr.Close()
+	if testTrainerHook != nil {
+		testTrainerHook(tr)
+	}
 	cfg = tr.Config // memory.fit: auto may have chosen another variant
 	total := cfg.Train.Steps
 	if total == 0 {
 		total = cfg.Train.Epochs * tr.StepsPerEpoch()
 	}
 
-	metricsFile, err := os.Create(filepath.Join(opts.OutDir, "metrics.jsonl"))
+	prog := newProgress(cfg.Output, opts, total)
+	ckpt, err := newCheckpointer(ctx, tr, opts, resume, prog.note)
+	if err != nil {
+		return nil, err
+	}
+	defer ckpt.close()
+	if line := ckpt.resumeNote(total); line != "" {
+		prog.note(line)
+	}
+	metricsFile, err := openMetrics(opts.OutDir, ckpt.start)
 	if err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
 	defer metricsFile.Close()
 	enc := json.NewEncoder(metricsFile)
 
-	prog := newProgress(cfg.Output, opts, total)
 	for _, line := range tr.FitLog {
 		prog.note(line)
 	}
@@ -140,6 +164,10 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
 		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, EffectiveBatch: cfg.Train.BatchSize * cfg.Train.Accumulate,
 		Precision: cfg.Train.Precision, Checkpoint: cfg.Model.Checkpoint.String(),
+		ResumedFrom: ckpt.resumed, Steps: ckpt.start,
+	}
+	if n := len(ckpt.history.Steps); n > 0 {
+		sum.Epochs, sum.FinalLoss = ckpt.history.Steps[n-1].Epoch, float64(ckpt.history.Steps[n-1].Loss)
 	}
 	var stepMS []float64
 	notePeak := func(peak, reserved int64, split map[string]int64) {
@@ -149,6 +177,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		}
 		sum.PeakReservedBytes = max(sum.PeakReservedBytes, reserved)
 	}
+	improved := false
 	validate := func(step, epoch int) error {
 		tr.Pool.ResetPeak()
 		v, err := tr.Validate()
@@ -160,10 +189,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		sum.ValLoss, sum.ValPixelAcc, sum.ValMIoU, sum.ValDice = v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice
 		v.Type, v.Step, v.Epoch = "val", step, epoch
 		prog.validation(v)
+		improved = ckpt.validated(v)
 		return enc.Encode(v)
 	}
 
-	for step := 1; step <= total; step++ {
+	for step := ckpt.start + 1; step <= total; step++ {
 		if ctx.Err() != nil {
 			sum.Interrupted = true
 			break
@@ -172,7 +202,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			tr.Pool.Timeline() // keep only the events of the step about to run
 		}
 		t0 := time.Now()
+		ckpt.beginStep(step)
 		res, err := tr.Step()
+		ckpt.endStep(step, res)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", step, err)
 		}
@@ -215,15 +247,30 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		sum.Fit = tr.FitLog
 		prog.step(rec)
 		sum.Steps, sum.Epochs, sum.FinalLoss = step, res.Epoch, res.Loss
+		improved = false
 		if cfg.Train.ValEvery > 0 && step%cfg.Train.ValEvery == 0 && step != total {
 			if err := validate(step, res.Epoch); err != nil {
 				return nil, err
 			}
 		}
+		if err := ckpt.afterStep(step, res.Epoch, total, improved); err != nil {
+			return nil, err
+		}
+	}
+	if sum.Interrupted {
+		if err := ckpt.interrupted(sum.Steps, sum.Epochs); err != nil {
+			return nil, err
+		}
 	}
 	if err := validate(sum.Steps, sum.Epochs); err != nil {
 		return nil, err
 	}
+	if !sum.Interrupted {
+		if err := ckpt.end(sum.Steps, sum.Epochs); err != nil {
+			return nil, err
+		}
+	}
+	sum.LastCheckpoint = ckpt.lastPath
 	prog.finish()
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)

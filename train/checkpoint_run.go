@@ -1,0 +1,249 @@
+package train
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/config"
+)
+
+// testTrainerHook, when set by a test, sees the trainer Run builds before
+// the first step (to install step hooks).
+var testTrainerHook func(*Trainer)
+
+// checkpointer is Run's checkpointing: resuming, saving on schedule, on a
+// new best val_miou, at the end and on interrupt, and keeping the newest
+// train.keep_last plus the best.
+type checkpointer struct {
+	tr      *Trainer
+	parent  string // the run's checkpoints directory
+	version string
+	note    func(string)
+
+	history   MetricsHistory
+	best      float64 // best val_miou so far (-1: none)
+	start     int     // steps done before this process (resumed)
+	resumed   string  // the checkpoint resumed from
+	lastSaved int     // step of the newest checkpoint written in parent (-1: none)
+	lastPath  string
+
+	running   atomic.Int64 // the optimizer step in progress; 0 between steps
+	requested atomic.Int64 // the step running when ctx was cancelled
+	stop      func() bool
+}
+
+// openResume verifies the checkpoint opts.Resume names (nil when there is
+// nothing to resume: no --resume, or auto and no checkpoint yet) and that
+// cfg may continue it.
+func openResume(cfg config.Config, opts Options) (*Checkpoint, error) {
+	if opts.Resume == "" {
+		return nil, nil
+	}
+	dir, err := ResolveResume(opts.Resume, opts.OutDir)
+	if err != nil || dir == "" {
+		return nil, err
+	}
+	ck, err := OpenCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResume(ck, cfg); err != nil {
+		return nil, err
+	}
+	return ck, nil
+}
+
+// newCheckpointer restores tr from ck (if any) and watches ctx to tell
+// whether an interrupt came during a step.
+func newCheckpointer(ctx context.Context, tr *Trainer, opts Options, ck *Checkpoint, note func(string)) (*checkpointer, error) {
+	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, CheckpointsDir), version: opts.Version, note: note, best: -1, lastSaved: -1}
+	if ck != nil {
+		if err := tr.Restore(ck); err != nil {
+			return nil, err
+		}
+		c.start, c.resumed, c.history = ck.Manifest.Step, ck.Dir, ck.Manifest.Metrics
+		for _, v := range c.history.Val {
+			c.best = max(c.best, v.ValMIoU)
+		}
+		if abs, err := filepath.Abs(filepath.Dir(ck.Dir)); err == nil {
+			if mine, err := filepath.Abs(c.parent); err == nil && abs == mine {
+				c.lastSaved, c.lastPath = ck.Manifest.Step, ck.Dir
+			}
+		}
+	}
+	c.stop = context.AfterFunc(ctx, func() { c.requested.Store(c.running.Load()) })
+	return c, nil
+}
+
+func (c *checkpointer) close() { c.stop() }
+
+func (c *checkpointer) beginStep(step int) { c.running.Store(int64(step)) }
+
+func (c *checkpointer) endStep(step int, res StepResult) {
+	c.running.Store(0)
+	c.history.Steps = append(c.history.Steps, StepPoint{Step: step, Epoch: res.Epoch, Loss: jsonFloat(res.Loss), Skipped: res.Skipped})
+}
+
+// validated records a validation and reports whether it improved val_miou.
+func (c *checkpointer) validated(v ValRecord) bool {
+	c.history.Val = append(c.history.Val, v)
+	if v.ValMIoU > c.best {
+		c.best = v.ValMIoU
+		return true
+	}
+	return false
+}
+
+// afterStep saves on schedule (train.checkpoint_every) or, with
+// train.keep_best, after a validation that improved val_miou. The last step
+// is left to end.
+func (c *checkpointer) afterStep(step, epoch, total int, improved bool) error {
+	t := c.tr.Config.Train
+	switch {
+	case step == total:
+		return nil
+	case t.CheckpointEvery > 0 && step%t.CheckpointEvery == 0:
+		return c.save(step, epoch, "every")
+	case t.KeepBest && improved:
+		return c.save(step, epoch, "best")
+	}
+	return nil
+}
+
+// interrupted saves after SIGINT/SIGTERM stopped the loop (unless this step
+// is saved already).
+func (c *checkpointer) interrupted(step, epoch int) error {
+	if step == c.lastSaved {
+		return nil
+	}
+	return c.save(step, epoch, "interrupt")
+}
+
+// end saves after the last step and its validation.
+func (c *checkpointer) end(step, epoch int) error {
+	if step == c.lastSaved {
+		return nil // resumed at the end: nothing new to save
+	}
+	return c.save(step, epoch, "end")
+}
+
+func (c *checkpointer) save(step, epoch int, reason string) error {
+	req := Request{Reason: reason}
+	if step > 0 && c.requested.Load() == int64(step) {
+		req.MidCycle = true
+		req.Note = fmt.Sprintf("SIGINT/SIGTERM came during optimizer step %d, an accumulation cycle of %d micro-batch(es); the cycle was finished and the checkpoint taken at its end",
+			step, c.tr.Config.Train.Accumulate)
+	}
+	var miou *float64
+	if n := len(c.history.Val); n > 0 && c.history.Val[n-1].Step == step {
+		v := c.history.Val[n-1].ValMIoU
+		miou = &v
+	}
+	path, err := c.tr.saveCheckpoint(c.parent, saveRequest{Step: step, Epoch: epoch, Request: req, ValMIoU: miou, History: c.history, Version: c.version})
+	if err != nil {
+		return fmt.Errorf("saving the checkpoint of step %d: %w", step, err)
+	}
+	c.lastSaved, c.lastPath = step, path
+	if c.note != nil {
+		c.note(fmt.Sprintf("checkpoint: %s (step %d, %s)", path, step, reason))
+	}
+	return c.prune(path)
+}
+
+// prune keeps the newest train.keep_last checkpoints (by when they were
+// written), the one with the best val_miou when train.keep_best, and the one
+// just written; it removes the others. A checkpoint whose manifest cannot be
+// read is never removed.
+func (c *checkpointer) prune(keep string) error {
+	t := c.tr.Config.Train
+	if t.KeepLast == 0 {
+		return nil
+	}
+	list, err := listCheckpoints(c.parent)
+	if err != nil {
+		return err
+	}
+	var ok []ckEntry
+	for _, e := range list {
+		if e.readable {
+			ok = append(ok, e)
+		}
+	}
+	keepSet := map[string]bool{keep: true}
+	for i := max(0, len(ok)-t.KeepLast); i < len(ok); i++ {
+		keepSet[ok[i].Path] = true
+	}
+	if t.KeepBest {
+		var best *ckEntry
+		for i := range ok {
+			if m := ok[i].valMIoU; m != nil && (best == nil || *m > *best.valMIoU) {
+				best = &ok[i]
+			}
+		}
+		if best != nil {
+			keepSet[best.Path] = true
+		}
+	}
+	for _, e := range ok {
+		if !keepSet[e.Path] {
+			if err := checkpoint.Remove(e.Path); err != nil {
+				return fmt.Errorf("removing old checkpoint: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// openMetrics opens the run's metrics.jsonl: a new file, or on resume the
+// existing one cut back to the records of steps up to keepThrough (what
+// came after the checkpoint is trained again), to append to.
+func openMetrics(dir string, keepThrough int) (*os.File, error) {
+	path := filepath.Join(dir, "metrics.jsonl")
+	if keepThrough <= 0 {
+		return os.Create(path)
+	}
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	var kept bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(old))
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		var r struct {
+			Step int `json:"step"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Step <= keepThrough {
+			kept.Write(sc.Bytes())
+			kept.WriteByte('\n')
+		}
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, kept.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// resumeNote is the line Run prints when it resumes.
+func (c *checkpointer) resumeNote(total int) string {
+	if c.resumed == "" {
+		return ""
+	}
+	s := fmt.Sprintf("resuming from %s: step %d of %d", c.resumed, c.start, total)
+	if n := len(c.history.Val); n > 0 {
+		s += fmt.Sprintf(", last val miou %.4f", c.history.Val[n-1].ValMIoU)
+	}
+	return strings.TrimSpace(s)
+}
