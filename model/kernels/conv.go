@@ -1,11 +1,6 @@
 package kernels
 
-import (
-	"fmt"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
-)
+import "fmt"
 
 // ConvShape describes a stride-1, zero-padded 2D convolution:
 // in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
@@ -130,12 +125,18 @@ func Conv2dBackwardNaive[T float32 | float64](s ConvShape, din, dw, dbias, dout,
 }
 
 // Conv2d is the fast forward kernel: per image, im2col into ws then one GEMM
-// out_n (OC, OH*OW) = w (OC, C*K*K) x col (C*K*K, OH*OW), parallel over cores.
-// ws must hold s.WorkspaceSize() values. bias may be nil. Same result as
-// Conv2dNaive up to float32 summation order.
+// out_n (OC, OH*OW) = w (OC, C*K*K) x col (C*K*K, OH*OW) (Sgemm, parallel
+// over cores; a 1x1 convolution without padding multiplies by the image
+// itself, no im2col). The bias is written into out_n first and the GEMM
+// accumulates onto it, saving a pass over out. ws must hold
+// s.WorkspaceSize() values. bias may be nil. Same result as Conv2dNaive up
+// to float32 summation order.
 func Conv2d(s ConvShape, out, in, w, bias, ws []float32) {
+	conv2d(bestGemm(), s, out, in, w, bias, ws)
+}
+
+func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
-	var impl gonum.Implementation
 	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
 	inImage, outImage := s.C*s.H*s.W, s.OC*P
 	for n := 0; n < s.N; n++ {
@@ -145,29 +146,42 @@ func Conv2d(s ConvShape, out, in, w, bias, ws []float32) {
 			im2col(s, col, in[n*inImage:(n+1)*inImage])
 		}
 		o := out[n*outImage : (n+1)*outImage]
-		impl.Sgemm(blas.NoTrans, blas.NoTrans, s.OC, P, CKK, 1, w, CKK, col, P, 0, o, P)
+		var beta float32
 		if bias != nil {
-			ParallelFor(s.OC, 1, func(lo, hi int) {
-				for oc := lo; oc < hi; oc++ {
-					b, row := bias[oc], o[oc*P:(oc+1)*P]
-					for i := range row {
-						row[i] += b
-					}
-				}
-			})
+			fillRows(o, bias, P)
+			beta = 1
 		}
+		gemm.sgemm(false, false, s.OC, P, CKK, 1, w, CKK, col, P, beta, o, P)
 	}
+}
+
+// fillRows sets row r of o (len(rows) rows of p values) to rows[r].
+func fillRows(o, rows []float32, p int) {
+	ParallelFor(len(rows), max(1, (32<<10)/p), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			v, row := rows[r], o[r*p:(r+1)*p]
+			for i := range row {
+				row[i] = v
+			}
+		}
+	})
 }
 
 // Conv2dBackward is the fast backward kernel (see Conv2dBackwardNaive for
 // what it computes). Per image: dw += dout_n x col^T, then
-// col = w^T x dout_n and col2im into din_n. din and dbias may be nil.
+// col = w^T x dout_n and col2im into din_n (for a 1x1 convolution without
+// padding, din_n = w^T x dout_n directly). The transposes cost nothing
+// extra: Sgemm resolves them while packing its panels. din and dbias may be
+// nil.
 func Conv2dBackward(s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	conv2dBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
+}
+
+func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 	s.check(len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: conv backward: din/dw sizes do not match in/w")
 	}
-	var impl gonum.Implementation
 	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
 	inImage, outImage := s.C*s.H*s.W, s.OC*P
 	for n := 0; n < s.N; n++ {
@@ -178,7 +192,7 @@ func Conv2dBackward(s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 			col = ws[:CKK*P]
 			im2col(s, col, x)
 		}
-		impl.Sgemm(blas.NoTrans, blas.Trans, s.OC, CKK, P, 1, g, P, col, P, 1, dw, CKK)
+		gemm.sgemm(false, true, s.OC, CKK, P, 1, g, P, col, P, 1, dw, CKK)
 		if dbias != nil {
 			ParallelFor(s.OC, 1, func(lo, hi int) {
 				for oc := lo; oc < hi; oc++ {
@@ -195,10 +209,10 @@ func Conv2dBackward(s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 		}
 		dx := din[n*inImage : (n+1)*inImage]
 		if s.Direct() {
-			impl.Sgemm(blas.Trans, blas.NoTrans, s.C, P, s.OC, 1, w, s.C, g, P, 0, dx, P)
+			gemm.sgemm(true, false, s.C, P, s.OC, 1, w, s.C, g, P, 0, dx, P)
 			continue
 		}
-		impl.Sgemm(blas.Trans, blas.NoTrans, CKK, P, s.OC, 1, w, CKK, g, P, 0, col, P)
+		gemm.sgemm(true, false, CKK, P, s.OC, 1, w, CKK, g, P, 0, col, P)
 		col2im(s, dx, col)
 	}
 }

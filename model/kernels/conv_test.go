@@ -156,8 +156,8 @@ func convName(s ConvShape) string {
 }
 
 // convShapes is the cartesian grid of odd sizes (skipping shapes with an
-// empty output) plus a few shapes large enough for gonum's Sgemm to go
-// blocked (k > 64) and parallel (>= 4 64x64 output blocks).
+// empty output) plus a few shapes large enough for Sgemm to use
+// several panels and parallel tasks.
 func convShapes() []ConvShape {
 	var shapes []ConvShape
 	hw := [][2]int{{1, 1}, {5, 5}, {7, 7}, {9, 9}, {6, 11}}
@@ -211,8 +211,8 @@ func TestConv2dMatchesNaive(t *testing.T) {
 }
 
 // TestConv2dMatchesNaiveProcs reruns the grid under other GOMAXPROCS values
-// so the ParallelFor splits in im2col/col2im/bias, and gonum's parallel
-// blocks, land at other boundaries (serial, and an odd worker count).
+// so the ParallelFor splits in im2col/col2im/bias, and Sgemm's parallel
+// tasks, land at other boundaries (serial, and an odd worker count).
 func TestConv2dMatchesNaiveProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -262,45 +262,49 @@ func checkConv(t *testing.T, s ConvShape) {
 	Conv2dBackwardNaive(s, nil, dwNil, nil, dout, in, w)
 	checkClose(t, "naive dw with din,dbias nil", dwNil, dw32, 0)
 
-	wsSizes := map[string]int{"ws=exact": s.WorkspaceSize(), "ws=larger": s.WorkspaceSize() + 37}
-	for wsName, wsLen := range wsSizes {
-		var ws []float32
-		if wsLen > 0 {
-			ws = make([]float32, wsLen)
-		}
-		for _, hasBias := range []bool{true, false} {
-			b := bias
-			if !hasBias {
-				b = nil
+	// Both GEMM micro-kernels (the Go one everywhere, the assembly one
+	// where the CPU has it) under the same conv driver.
+	for _, g := range gemmImpls(t) {
+		wsSizes := map[string]int{"ws=exact": s.WorkspaceSize(), "ws=larger": s.WorkspaceSize() + 37}
+		for wsName, wsLen := range wsSizes {
+			var ws []float32
+			if wsLen > 0 {
+				ws = make([]float32, wsLen)
 			}
-			v := fmt.Sprintf("forward bias=%v %s", hasBias, wsName)
-			out := garbage(r, s.OutSize()) // out is overwritten
-			fillGarbage(r, ws)
-			Conv2d(s, out, in, w, b, ws)
-			checkClose(t, v+" vs naive32", out, fwd[hasBias].r32, relTol32)
-			checkClose(t, v+" vs naive64", out, fwd[hasBias].r64, relTol32)
-
-			for _, withDin := range []bool{true, false} {
-				v := fmt.Sprintf("backward bias=%v din=%v %s", hasBias, withDin, wsName)
-				var din, dbias []float32
-				if withDin {
-					din = garbage(r, s.InSize()) // din is overwritten
+			for _, hasBias := range []bool{true, false} {
+				b := bias
+				if !hasBias {
+					b = nil
 				}
-				if hasBias {
-					dbias = clone32(db0)
-				}
-				dw := clone32(dw0)
+				v := g.name + fmt.Sprintf(" forward bias=%v %s", hasBias, wsName)
+				out := garbage(r, s.OutSize()) // out is overwritten
 				fillGarbage(r, ws)
-				Conv2dBackward(s, din, dw, dbias, dout, in, w, ws)
-				if withDin {
-					checkClose(t, v+": din vs naive32", din, din32, relTol32)
-					checkClose(t, v+": din vs naive64", din, din64, relTol32)
-				}
-				checkClose(t, v+": dw vs naive32", dw, dw32, relTol32)
-				checkClose(t, v+": dw vs naive64", dw, dw64, relTol32)
-				if hasBias {
-					checkClose(t, v+": dbias vs naive32", dbias, db32, relTol32)
-					checkClose(t, v+": dbias vs naive64", dbias, db64, relTol32)
+				conv2d(g, s, out, in, w, b, ws)
+				checkClose(t, v+" vs naive32", out, fwd[hasBias].r32, relTol32)
+				checkClose(t, v+" vs naive64", out, fwd[hasBias].r64, relTol32)
+
+				for _, withDin := range []bool{true, false} {
+					v := g.name + fmt.Sprintf(" backward bias=%v din=%v %s", hasBias, withDin, wsName)
+					var din, dbias []float32
+					if withDin {
+						din = garbage(r, s.InSize()) // din is overwritten
+					}
+					if hasBias {
+						dbias = clone32(db0)
+					}
+					dw := clone32(dw0)
+					fillGarbage(r, ws)
+					conv2dBackward(g, s, din, dw, dbias, dout, in, w, ws)
+					if withDin {
+						checkClose(t, v+": din vs naive32", din, din32, relTol32)
+						checkClose(t, v+": din vs naive64", din, din64, relTol32)
+					}
+					checkClose(t, v+": dw vs naive32", dw, dw32, relTol32)
+					checkClose(t, v+": dw vs naive64", dw, dw64, relTol32)
+					if hasBias {
+						checkClose(t, v+": dbias vs naive32", dbias, db32, relTol32)
+						checkClose(t, v+": dbias vs naive64", dbias, db64, relTol32)
+					}
 				}
 			}
 		}

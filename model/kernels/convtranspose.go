@@ -1,11 +1,6 @@
 package kernels
 
-import (
-	"fmt"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
-)
+import "fmt"
 
 // UpConvShape describes a 2x2, stride-2 transposed convolution (PyTorch's
 // ConvTranspose2d(C, OC, 2, stride=2)): in is (N,C,H,W), w is (C,OC,2,2),
@@ -93,13 +88,16 @@ func UpConvBackwardNaive[T float32 | float64](s UpConvShape, din, dw, dbias, dou
 // tmp (OC*4, H*W) = w^T (OC*4, C) x in_n (C, H*W) into ws, then tmp is
 // interleaved into out_n (OC,2H,2W) with the bias added.
 func UpConv(s UpConvShape, out, in, w, bias, ws []float32) {
+	upConv(bestGemm(), s, out, in, w, bias, ws)
+}
+
+func upConv(gemm gemmImpl, s UpConvShape, out, in, w, bias, ws []float32) {
 	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
-	var impl gonum.Implementation
 	HW, OC4 := s.H*s.W, s.OC*4
 	for n := 0; n < s.N; n++ {
 		x := in[n*s.C*HW : (n+1)*s.C*HW]
 		tmp := ws[:OC4*HW]
-		impl.Sgemm(blas.Trans, blas.NoTrans, OC4, HW, s.C, 1, w, OC4, x, HW, 0, tmp, HW)
+		gemm.sgemm(true, false, OC4, HW, s.C, 1, w, OC4, x, HW, 0, tmp, HW)
 		o := out[n*OC4*HW : (n+1)*OC4*HW]
 		ParallelFor(s.OC, 1, func(lo, hi int) {
 			for oc := lo; oc < hi; oc++ {
@@ -127,11 +125,14 @@ func UpConv(s UpConvShape, out, in, w, bias, ws []float32) {
 // image dout_n is gathered into ws as (OC*4, H*W), then dw += in_n x ws^T and
 // din_n = w x ws. din and dbias may be nil.
 func UpConvBackward(s UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	upConvBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
+}
+
+func upConvBackward(gemm gemmImpl, s UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 	s.check(len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: transposed conv backward: din/dw sizes do not match in/w")
 	}
-	var impl gonum.Implementation
 	HW, OC4 := s.H*s.W, s.OC*4
 	for n := 0; n < s.N; n++ {
 		g := dout[n*OC4*HW : (n+1)*OC4*HW]
@@ -160,9 +161,9 @@ func UpConvBackward(s UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 			}
 		})
 		x := in[n*s.C*HW : (n+1)*s.C*HW]
-		impl.Sgemm(blas.NoTrans, blas.Trans, s.C, OC4, HW, 1, x, HW, tmp, HW, 1, dw, OC4)
+		gemm.sgemm(false, true, s.C, OC4, HW, 1, x, HW, tmp, HW, 1, dw, OC4)
 		if din != nil {
-			impl.Sgemm(blas.NoTrans, blas.NoTrans, s.C, HW, OC4, 1, w, OC4, tmp, HW, 0, din[n*s.C*HW:(n+1)*s.C*HW], HW)
+			gemm.sgemm(false, false, s.C, HW, OC4, 1, w, OC4, tmp, HW, 0, din[n*s.C*HW:(n+1)*s.C*HW], HW)
 		}
 	}
 }

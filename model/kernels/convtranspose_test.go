@@ -9,8 +9,8 @@ func upName(s UpConvShape) string {
 	return fmt.Sprintf("N%d_C%d_%dx%d_OC%d", s.N, s.C, s.H, s.W, s.OC)
 }
 
-// upConvShapes is the grid of odd sizes plus shapes large enough for gonum's
-// Sgemm to go blocked (k > 64) and parallel (>= 4 64x64 output blocks).
+// upConvShapes is the grid of odd sizes plus shapes large enough for Sgemm
+// to use several panels and parallel tasks.
 func upConvShapes() []UpConvShape {
 	var shapes []UpConvShape
 	for _, n := range []int{1, 2, 3} {
@@ -88,45 +88,49 @@ func checkUpConv(t *testing.T, s UpConvShape) {
 	UpConvBackwardNaive(s, nil, dwNil, nil, dout, in, w)
 	checkClose(t, "naive dw with din,dbias nil", dwNil, dw32, 0)
 
-	for _, wsLen := range []int{s.WorkspaceSize(), s.WorkspaceSize() + 41} {
-		wsName := "ws=exact"
-		if wsLen > s.WorkspaceSize() {
-			wsName = "ws=larger"
-		}
-		ws := make([]float32, wsLen)
-		for _, hasBias := range []bool{true, false} {
-			b := bias
-			if !hasBias {
-				b = nil
+	// Both GEMM micro-kernels (the Go one everywhere, the assembly one
+	// where the CPU has it) under the same conv driver.
+	for _, g := range gemmImpls(t) {
+		for _, wsLen := range []int{s.WorkspaceSize(), s.WorkspaceSize() + 41} {
+			wsName := "ws=exact"
+			if wsLen > s.WorkspaceSize() {
+				wsName = "ws=larger"
 			}
-			v := fmt.Sprintf("forward bias=%v %s", hasBias, wsName)
-			out := garbage(r, s.OutSize())
-			fillGarbage(r, ws)
-			UpConv(s, out, in, w, b, ws)
-			checkClose(t, v+" vs naive32", out, fwd[hasBias].r32, relTol32)
-			checkClose(t, v+" vs naive64", out, fwd[hasBias].r64, relTol32)
-
-			for _, withDin := range []bool{true, false} {
-				v := fmt.Sprintf("backward bias=%v din=%v %s", hasBias, withDin, wsName)
-				var din, dbias []float32
-				if withDin {
-					din = garbage(r, s.InSize())
+			ws := make([]float32, wsLen)
+			for _, hasBias := range []bool{true, false} {
+				b := bias
+				if !hasBias {
+					b = nil
 				}
-				if hasBias {
-					dbias = clone32(db0)
-				}
-				dw := clone32(dw0)
+				v := g.name + fmt.Sprintf(" forward bias=%v %s", hasBias, wsName)
+				out := garbage(r, s.OutSize())
 				fillGarbage(r, ws)
-				UpConvBackward(s, din, dw, dbias, dout, in, w, ws)
-				if withDin {
-					checkClose(t, v+": din vs naive32", din, din32, relTol32)
-					checkClose(t, v+": din vs naive64", din, din64, relTol32)
-				}
-				checkClose(t, v+": dw vs naive32", dw, dw32, relTol32)
-				checkClose(t, v+": dw vs naive64", dw, dw64, relTol32)
-				if hasBias {
-					checkClose(t, v+": dbias vs naive32", dbias, db32, relTol32)
-					checkClose(t, v+": dbias vs naive64", dbias, db64, relTol32)
+				upConv(g, s, out, in, w, b, ws)
+				checkClose(t, v+" vs naive32", out, fwd[hasBias].r32, relTol32)
+				checkClose(t, v+" vs naive64", out, fwd[hasBias].r64, relTol32)
+
+				for _, withDin := range []bool{true, false} {
+					v := g.name + fmt.Sprintf(" backward bias=%v din=%v %s", hasBias, withDin, wsName)
+					var din, dbias []float32
+					if withDin {
+						din = garbage(r, s.InSize())
+					}
+					if hasBias {
+						dbias = clone32(db0)
+					}
+					dw := clone32(dw0)
+					fillGarbage(r, ws)
+					upConvBackward(g, s, din, dw, dbias, dout, in, w, ws)
+					if withDin {
+						checkClose(t, v+": din vs naive32", din, din32, relTol32)
+						checkClose(t, v+": din vs naive64", din, din64, relTol32)
+					}
+					checkClose(t, v+": dw vs naive32", dw, dw32, relTol32)
+					checkClose(t, v+": dw vs naive64", dw, dw64, relTol32)
+					if hasBias {
+						checkClose(t, v+": dbias vs naive32", dbias, db32, relTol32)
+						checkClose(t, v+": dbias vs naive64", dbias, db64, relTol32)
+					}
 				}
 			}
 		}
