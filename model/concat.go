@@ -15,6 +15,7 @@ type Concat struct {
 
 // Forward copies skip then up into out.
 func (l *Concat) Forward(env *Env, skip, up *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindUpsample)()
 	if skip.N != up.N || skip.H != up.H || skip.W != up.W || skip.DType != up.DType {
 		panic(fmt.Sprintf("model: concat of %v and %v", skip, up))
 	}
@@ -34,6 +35,7 @@ func (l *Concat) Forward(env *Env, skip, up *Tensor) (*Tensor, error) {
 
 // Backward splits dout into dskip and dup; it consumes dout.
 func (l *Concat) Backward(env *Env, dout *Tensor) (dskip, dup *Tensor, err error) {
+	defer env.Profile.begin(KindUpsample)()
 	if dout.C != l.skipC+l.upC {
 		panic(fmt.Sprintf("model: concat backward: dout has %d channels, want %d", dout.C, l.skipC+l.upC))
 	}

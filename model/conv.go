@@ -46,6 +46,7 @@ func (l *Conv2d) params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) 
 
 // Forward computes out = conv(in, Weight) + Bias and, in training, keeps in.
 func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
 	out, err := env.newActivation(s.N, s.OC, s.OH(), s.OW())
 	if err != nil {
@@ -104,6 +105,7 @@ func (f *frame) imageOut(t *Tensor, n int) []float32 {
 // Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
 // It consumes dout and releases the saved input.
 func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindConvBackward)()
 	in := l.in
 	if in == nil {
 		panic("model: conv backward without a training forward")
@@ -203,6 +205,7 @@ func (l *UpConv) shape(in *Tensor) kernels.UpConvShape {
 
 // Forward computes out and, in training, keeps in.
 func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
 	out, err := env.newActivation(s.N, s.OC, 2*s.H, 2*s.W)
 	if err != nil {
@@ -230,6 +233,7 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 
 // Backward accumulates dWeight and dBias and returns din; it consumes dout.
 func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindConvBackward)()
 	in := l.in
 	if in == nil {
 		panic("model: transposed conv backward without a training forward")

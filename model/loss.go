@@ -22,6 +22,7 @@ type CrossEntropy struct {
 // Forward returns the mean loss. In training it keeps logits and target.
 // A target value outside [0,K) other than IgnoreIndex is an error.
 func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target []uint8) (float64, error) {
+	defer env.Profile.begin(KindLoss)()
 	K, HW := logits.C, logits.H*logits.W
 	if len(target) != logits.N*HW && !env.dry() { // a dry run has no targets
 		panic(fmt.Sprintf("model: cross entropy: %d targets for logits %v", len(target), logits.Shape()))
@@ -82,6 +83,7 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target []uint8) (float6
 // at non-ignored pixels and 0 at ignored ones. scale multiplies the loss's
 // gradient (1 for plain training; the grad scaler's scale, or 1/accumulate).
 func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
+	defer env.Profile.begin(KindLoss)()
 	logits := l.logits
 	if logits == nil {
 		panic("model: cross entropy backward without a training forward")

@@ -16,6 +16,7 @@ type MaxPool2 struct {
 
 // Forward takes the maximum of each 2x2 window.
 func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindPool)()
 	OH, OW := in.H/2, in.W/2
 	if OH == 0 || OW == 0 {
 		panic("model: max pool of an input smaller than 2x2")
@@ -77,6 +78,7 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // Backward routes each dout value to the position of its window's maximum;
 // every other input position gets 0. It consumes dout.
 func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindPool)()
 	if l.argmax == nil {
 		panic("model: max pool backward without a training forward")
 	}

@@ -54,6 +54,7 @@ func (l *BatchNorm2d) check(in *Tensor) {
 
 // Forward normalizes in; in training it keeps in and the batch statistics.
 func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
 	l.check(in)
 	out, err := env.newActivation(in.N, in.C, in.H, in.W)
 	if err != nil {
@@ -157,6 +158,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // din = gamma*invstd*(dout - mean(dout) - xhat*mean(dout*xhat)), per channel.
 // It consumes dout (reusing its buffer for din when it holds the only reference).
 func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
 	in := l.in
 	if in == nil {
 		panic("model: batch norm backward without a training forward")
@@ -245,6 +247,7 @@ func (l *GroupNorm) params() []*Param { return []*Param{l.Weight, l.Bias} }
 
 // Forward normalizes in; in training it keeps in and the group statistics.
 func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
 	if in.C != l.C {
 		panic(fmt.Sprintf("model: group norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
 	}
@@ -308,6 +311,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 
 // Backward accumulates dWeight, dBias and returns din; it consumes dout.
 func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
 	in := l.in
 	if in == nil {
 		panic("model: group norm backward without a training forward")

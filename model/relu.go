@@ -11,6 +11,7 @@ type ReLU struct {
 
 // Forward computes max(in, 0).
 func (l *ReLU) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindReLU)()
 	out, err := gradTensorLike(env, in)
 	if err != nil {
 		return nil, err
@@ -46,6 +47,7 @@ func (l *ReLU) Forward(env *Env, in *Tensor) (*Tensor, error) {
 
 // Backward returns din = dout where out > 0, else 0; it consumes dout.
 func (l *ReLU) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindReLU)()
 	out := l.out
 	if out == nil {
 		panic("model: relu backward without a training forward")

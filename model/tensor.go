@@ -47,6 +47,8 @@ type Env struct {
 	// Precision is the storage type of the activations the layers produce and
 	// of the activation gradients flowing backward (Float32 by default).
 	Precision DType
+	// Profile, if set, adds up the time spent per layer kind.
+	Profile *Profile
 
 	noSave    bool // a checkpointed block's first forward: compute, keep nothing
 	recompute bool // a checkpointed block's forward again in backward: keep BatchNorm's running stats as they are
@@ -239,7 +241,9 @@ func (f *frame) viewRange(t *Tensor, lo, hi int) []float32 {
 	}
 	vals := f.scratch(hi - lo) // nil in a dry run
 	if vals != nil {
+		stop := f.env.Profile.begin(KindConvert)
 		convertToFloat32(vals, t.Bits()[lo:hi], t.DType)
+		stop()
 	}
 	return vals
 }
@@ -257,7 +261,10 @@ func (f *frame) writerRange(t *Tensor, lo, hi int) []float32 {
 	}
 	vals := f.scratch(hi - lo) // nil in a dry run
 	if vals != nil {
-		f.commits = append(f.commits, func() { convertFromFloat32(t.Bits()[lo:hi], vals, t.DType) })
+		f.commits = append(f.commits, func() {
+			defer f.env.Profile.begin(KindConvert)()
+			convertFromFloat32(t.Bits()[lo:hi], vals, t.DType)
+		})
 	}
 	return vals
 }
@@ -292,7 +299,9 @@ func (f *frame) weights(p *Param) []float32 {
 	}
 	vals := f.scratch(p.Len())
 	if vals != nil {
+		stop := f.env.Profile.begin(KindConvert)
 		p.workToFloat32(vals)
+		stop()
 	}
 	return vals
 }

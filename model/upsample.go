@@ -26,6 +26,7 @@ func bilinearTaps(n int) (i0, i1 []int, w0, w1 []float32) {
 
 // Forward interpolates.
 func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindUpsample)()
 	H, W := in.H, in.W
 	out, err := env.newActivation(in.N, in.C, 2*H, 2*W)
 	if err != nil {
@@ -64,6 +65,7 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // the four input pixels it was interpolated from, with the same weights.
 // It consumes dout.
 func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	defer env.Profile.begin(KindUpsample)()
 	N, C, H, W := l.inShape[0], l.inShape[1], l.inShape[2], l.inShape[3]
 	din, err := env.newActivation(N, C, H, W)
 	if err != nil {

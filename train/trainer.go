@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
@@ -63,6 +64,11 @@ type Trainer struct {
 	order         []int
 	orderEpoch    int
 	afterBackward func() // test hook: runs after the last micro-batch's backward
+
+	// OptimizerTime adds up unscaling, Adam and refreshing the 16-bit
+	// weights; with EnableProfile, the layers' times are in Profile.
+	OptimizerTime time.Duration
+	Profile       *model.Profile
 
 	// FitLog records memory.fit: auto's decisions, one line each.
 	FitLog   []string
@@ -197,6 +203,12 @@ func (t *Trainer) Close() {
 	}
 }
 
+// EnableProfile starts adding up the time per layer kind in t.Profile.
+func (t *Trainer) EnableProfile() {
+	t.Profile = &model.Profile{}
+	t.env.Profile = t.Profile
+}
+
 // StepsPerEpoch is the number of optimizer steps in one pass over the
 // training samples.
 func (t *Trainer) StepsPerEpoch() int { return t.microPerEpoch / t.Config.Train.Accumulate }
@@ -313,12 +325,14 @@ func (t *Trainer) step() (StepResult, error) {
 		t.afterBackward()
 	}
 	t.Pool.ResetPeak()
+	optStart := time.Now()
 	finite := t.Scaler.Unscale(t.Net.Params())
 	if finite {
 		t.Opt.Update()
 		t.Net.SyncWorkingWeights()
 	}
 	t.Scaler.Update(finite)
+	t.OptimizerTime += time.Since(optStart)
 	res.Skipped = !finite
 	keep(PhaseOptimizer, t.Pool.Stats())
 	res.Peak = best.Allocated.Peak

@@ -29,6 +29,7 @@ Usage:
   memunet train --config FILE [--set section.key=value ...] [--out DIR]
   memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants ...] [--json]
   memunet compare --config FILE [--variants ...] [--steps N] [--out DIR] [--set k=v ...]
+  memunet bench --config FILE [--steps N] [--variants ...] [--set k=v ...]
   memunet version
   memunet help
 
@@ -43,6 +44,7 @@ plan    predicts the peak memory of each variant (baseline, checkpoint,
 compare runs each variant (and the same UNet in plain gorgonia) for a few
         steps in fresh processes and prints memory, speed and loss side by
         side; writes compare.csv, compare.json, memory.png, timeline.png.
+bench   times training steps: median step, GFLOP/s, time per layer kind.
 `
 
 func main() {
@@ -66,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = gorgoniaCommand(args[1:], stdout)
 	case "compare":
 		err = compareCommand(args[1:], stdout, stderr)
+	case "bench":
+		err = benchCommand(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "memunet %s\n", version)
 	case "help", "-h", "--help":

@@ -265,3 +265,17 @@ func TestCompareCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "2", "--variants", "config,fp16"}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"GFLOP/s", "conv forward", "conv backward", "conversions", "optimizer", "fp16"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+}

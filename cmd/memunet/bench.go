@@ -1,0 +1,102 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/train"
+)
+
+const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants config,baseline,...] [--set k=v ...]"
+
+// benchCommand times training steps of each variant in this process: the
+// median step, the achieved GFLOP/s of the whole step (convolution FLOPs,
+// 2*Cin*Cout*k*k*H*W per output, x3 for forward and backward) and the time
+// per layer kind.
+func benchCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "YAML config file")
+	steps := fs.Int("steps", 5, "timed optimizer steps per variant (after one warm-up step)")
+	variants := fs.String("variants", "config", "comma-separated variants (config, "+strings.Join(train.VariantNames(), ", ")+")")
+	var sets stringList
+	fs.Var(&sets, "set", "override section.key=value (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("bench: %v; %s", err, benchUsage)}
+	}
+	if fs.NArg() > 0 || *configPath == "" || *steps < 1 {
+		return usageError{"bench: " + benchUsage}
+	}
+	cfg, err := config.Load(*configPath, sets)
+	if err != nil {
+		return err
+	}
+	h, w := cfg.ImageSize()
+	fmt.Fprintf(stdout, "memunet bench: %s, %dx%d, %d timed steps per variant (median), GFLOP/s of the whole step\n", *configPath, h, w, *steps)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s"}
+	for k := model.Kind(0); k < model.NumKinds; k++ {
+		head = append(head, k.String())
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
+	for _, name := range strings.Split(*variants, ",") {
+		vc, err := train.DeriveVariant(cfg, strings.TrimSpace(name))
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t%s\t\n", name, err)
+			continue
+		}
+		row, err := benchVariant(vc, *steps)
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", name, err)
+		}
+		fmt.Fprintln(tw, name+"\t"+strings.Join(row, "\t")+"\t")
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
+	return nil
+}
+
+func benchVariant(cfg config.Config, steps int) ([]string, error) {
+	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
+	tr, err := train.NewTrainer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	if _, err := tr.Step(); err != nil { // warm-up: the pool's cache fills
+		return nil, err
+	}
+	tr.EnableProfile()
+	tr.OptimizerTime = 0
+	var times []float64
+	var total time.Duration
+	for range steps {
+		t0 := time.Now()
+		if _, err := tr.Step(); err != nil {
+			return nil, err
+		}
+		d := time.Since(t0)
+		total += d
+		times = append(times, float64(d.Microseconds())/1000)
+	}
+	slices.Sort(times)
+	med := times[len(times)/2]
+	h, w := cfg.ImageSize()
+	fwd, _ := tr.Net.FLOPs(h, w)
+	flops := 3 * fwd * float64(cfg.Train.BatchSize*cfg.Train.Accumulate)
+	row := []string{fmt.Sprintf("%d x %d", cfg.Train.BatchSize, cfg.Train.Accumulate), fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", flops/(med/1000)/1e9)}
+	per := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(steps)) }
+	accounted := tr.OptimizerTime
+	for k := model.Kind(0); k < model.NumKinds; k++ {
+		row = append(row, per(tr.Profile.Total[k]))
+		accounted += tr.Profile.Total[k]
+	}
+	return append(row, per(tr.OptimizerTime), per(total-accounted)), nil
+}
