@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
@@ -35,9 +34,9 @@ type checkpointer struct {
 	lastSaved int     // step of the newest checkpoint written in parent (-1: none)
 	lastPath  string
 
-	running   atomic.Int64 // the optimizer step in progress; 0 between steps
-	requested atomic.Int64 // the step running when ctx was cancelled
-	stop      func() bool
+	ctx         context.Context
+	doneAtStart bool // ctx was cancelled before the step in progress began
+	requested   int  // the step during which ctx was cancelled (0: none)
 }
 
 // openResume verifies the checkpoint opts.Resume names (nil when there is
@@ -53,12 +52,32 @@ func openResume(cfg config.Config, opts Options) (*Checkpoint, error) {
 	}
 	ck, err := OpenCheckpoint(dir)
 	if err != nil {
+		if prev := previousGood(filepath.Dir(filepath.Clean(dir)), filepath.Clean(dir)); prev != "" {
+			err = fmt.Errorf("%w; the previous checkpoint %s verifies: pass --resume %s to continue from it", err, prev, prev)
+		}
 		return nil, err
 	}
 	if err := checkResume(ck, cfg); err != nil {
 		return nil, err
 	}
 	return ck, nil
+}
+
+// previousGood is the newest checkpoint in parent other than not that
+// verifies, or "".
+func previousGood(parent, not string) string {
+	list, err := listCheckpoints(parent)
+	if err != nil {
+		return ""
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		if e := list[i]; e.readable && e.Path != not {
+			if _, err := OpenCheckpoint(e.Path); err == nil {
+				return e.Path
+			}
+		}
+	}
+	return ""
 }
 
 // newCheckpointer restores tr from ck (if any) and watches ctx to tell
@@ -79,16 +98,21 @@ func newCheckpointer(ctx context.Context, tr *Trainer, opts Options, ck *Checkpo
 			}
 		}
 	}
-	c.stop = context.AfterFunc(ctx, func() { c.requested.Store(c.running.Load()) })
+	c.ctx = ctx
 	return c, nil
 }
 
-func (c *checkpointer) close() { c.stop() }
+func (c *checkpointer) close() {}
 
-func (c *checkpointer) beginStep(step int) { c.running.Store(int64(step)) }
+func (c *checkpointer) beginStep(step int) { c.doneAtStart = c.ctx.Err() != nil }
 
+// endStep records the step; a cancellation that came while it ran (an
+// interrupt in the middle of its accumulation cycle) is noted for the
+// checkpoint taken after it.
 func (c *checkpointer) endStep(step int, res StepResult) {
-	c.running.Store(0)
+	if !c.doneAtStart && c.ctx.Err() != nil && c.requested == 0 {
+		c.requested = step
+	}
 	c.history.Steps = append(c.history.Steps, StepPoint{Step: step, Epoch: res.Epoch, Loss: jsonFloat(res.Loss), Skipped: res.Skipped})
 }
 
@@ -137,7 +161,7 @@ func (c *checkpointer) end(step, epoch int) error {
 
 func (c *checkpointer) save(step, epoch int, reason string) error {
 	req := Request{Reason: reason}
-	if step > 0 && c.requested.Load() == int64(step) {
+	if step > 0 && c.requested == step {
 		req.MidCycle = true
 		req.Note = fmt.Sprintf("SIGINT/SIGTERM came during optimizer step %d, an accumulation cycle of %d micro-batch(es); the cycle was finished and the checkpoint taken at its end",
 			step, c.tr.Config.Train.Accumulate)
