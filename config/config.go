@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -33,9 +34,19 @@ type Model struct {
 	Checkpoint Checkpoint `yaml:"checkpoint"`
 }
 
-// Data says where samples come from.
+// Data says where samples come from (see data.SourceConfig).
 type Data struct {
-	Source      string  `yaml:"source"`
+	// Source is synthetic, folder (Path/images + Path/masks) or voc (a
+	// VOCdevkit root).
+	Source string `yaml:"source"`
+	// Path is the dataset folder of folder and voc.
+	Path string `yaml:"path"`
+	// MaskSuffix ends every mask's file stem (folder), e.g. _mask.
+	MaskSuffix string `yaml:"mask_suffix"`
+	// MaskValues are the raw mask values of classes 0, 1, ... (empty: folder
+	// scans the masks, voc takes the values as classes).
+	MaskValues IntList `yaml:"mask_values"`
+	// Count, Size and Noise describe the synthetic set.
 	Count       int     `yaml:"count"`
 	Size        int     `yaml:"size"`
 	Noise       float64 `yaml:"noise"`
@@ -43,6 +54,14 @@ type Data struct {
 	ValFraction float64 `yaml:"val_fraction"`
 	// Resize is [H, W] to scale every image to (bilinear; masks nearest), or empty.
 	Resize []int `yaml:"resize"`
+	// Scale multiplies both sides by a factor instead (0: none).
+	Scale float64 `yaml:"scale"`
+	// Mean and Std normalize each channel as (v-mean)/std, v in [0, 1]; one
+	// value or one per channel.
+	Mean FloatList `yaml:"mean"`
+	Std  FloatList `yaml:"std"`
+	// Flip mirrors training samples left-right at random (seeded by train.seed).
+	Flip bool `yaml:"flip"`
 }
 
 // Train is the optimization.
@@ -106,8 +125,9 @@ type Output struct {
 // the built-in synthetic shapes.
 func Default() Config {
 	return Config{
-		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
-		Data:   Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125},
+		Model: Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
+		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125,
+			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
 		Train: Train{BatchSize: 8, Steps: 600, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: "fp32", Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
@@ -125,12 +145,34 @@ func (c Config) ModelConfig() model.Config {
 	}
 }
 
-// ImageSize is the (H, W) the model sees: data.resize if set, else data.size.
+// ImageSize is the (H, W) the model sees: data.resize if set, else data.size
+// (times data.scale) for the synthetic data. For folder and voc without
+// data.resize the size is in the files, not the config: ImageSize returns
+// 0, 0 and data.Open's Set.Data.Size() tells.
 func (c Config) ImageSize() (h, w int) {
 	if len(c.Data.Resize) == 2 {
 		return c.Data.Resize[0], c.Data.Resize[1]
 	}
+	if c.Data.Source != data.SourceSynthetic {
+		return 0, 0
+	}
+	if s := c.Data.Scale; s > 0 && s != 1 {
+		n := max(1, int(math.Round(float64(c.Data.Size)*s)))
+		return n, n
+	}
 	return c.Data.Size, c.Data.Size
+}
+
+// DataConfig is the data section as the data package takes it.
+func (c Config) DataConfig() data.SourceConfig {
+	d := c.Data
+	return data.SourceConfig{
+		Source: d.Source, Path: d.Path, MaskSuffix: d.MaskSuffix, MaskValues: d.MaskValues,
+		Channels: c.Model.InChannels, Classes: c.Model.Classes,
+		Synthetic: data.SyntheticConfig{Count: d.Count, Size: d.Size, Classes: c.Model.Classes, Seed: d.Seed, Noise: d.Noise},
+		Resize:    d.Resize, Scale: d.Scale, Mean: d.Mean, Std: d.Std,
+		ValFraction: d.ValFraction, Seed: d.Seed, SizeMultiple: 1 << c.Model.Depth,
+	}
 }
 
 // ScalerEnabled resolves train.scaler.enabled: auto means fp16 only.
@@ -153,17 +195,27 @@ func (c Config) Validate() error {
 		return err
 	}
 	d, t := c.Data, c.Train
+	syn := d.Source == data.SourceSynthetic
+	if err := c.validateData(); err != nil {
+		return err
+	}
 	switch {
-	case d.Source != "synthetic":
-		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes)", d.Source)
-	case d.Count < 2:
+	case syn && d.Count < 2:
 		return fmt.Errorf("data.count: %d: need at least 2 samples (one to train, one to validate)", d.Count)
-	case d.Size < 1:
+	case syn && d.Size < 1:
 		return fmt.Errorf("data.size: %d: must be a positive image size in pixels", d.Size)
-	case len(d.Resize) == 0 && (d.Size%(1<<c.Model.Depth) != 0 || d.Size < 1<<c.Model.Depth):
+	case syn && len(d.Resize) == 0 && (d.Scale == 0 || d.Scale == 1) && (d.Size%(1<<c.Model.Depth) != 0 || d.Size < 1<<c.Model.Depth):
 		f := 1 << c.Model.Depth
 		return fmt.Errorf("data.size: %d is not divisible by 2^model.depth = %d; use a multiple of %d (e.g. %d) or a smaller model.depth",
 			d.Size, f, f, max(f, (d.Size+f-1)/f*f))
+	case syn && d.Scale > 0 && d.Scale != 1 && d.Size >= 1:
+		if h, _ := c.ImageSize(); h%(1<<c.Model.Depth) != 0 {
+			f := 1 << c.Model.Depth
+			return fmt.Errorf("data.scale: %g of data.size %d gives %d, not divisible by 2^model.depth = %d; use data.resize: [%d, %d] or another scale",
+				d.Scale, d.Size, h, f, max(f, (h+f/2)/f*f), max(f, (h+f/2)/f*f))
+		}
+	}
+	switch {
 	case !(d.Noise >= 0 && d.Noise <= 1): // also rejects NaN
 		return fmt.Errorf("data.noise: %g: must be between 0 and 1", d.Noise)
 	case !(d.ValFraction > 0 && d.ValFraction < 1):
@@ -203,9 +255,82 @@ func (c Config) Validate() error {
 		return err
 	}
 	valCount := int(float64(d.Count) * d.ValFraction)
-	if valCount < 1 || d.Count-valCount < 1 {
+	if syn && (valCount < 1 || d.Count-valCount < 1) {
 		return fmt.Errorf("data.val_fraction: %g of data.count %d leaves %d validation and %d training samples; both need at least 1",
 			d.ValFraction, d.Count, valCount, d.Count-valCount)
+	}
+	return nil
+}
+
+// validateData checks data.source and the keys of the file sources.
+func (c Config) validateData() error {
+	d := c.Data
+	switch d.Source {
+	case data.SourceSynthetic:
+	case data.SourceFolder, data.SourceVOC:
+		if d.Path == "" {
+			what := "a folder with images/ and masks/ (matched by file name)"
+			if d.Source == data.SourceVOC {
+				what = "a VOC root such as VOCdevkit/VOC2012 (JPEGImages/, SegmentationClass/, ImageSets/Segmentation/)"
+			}
+			return fmt.Errorf("data.path: empty: data.source %s reads %s; set data.path", d.Source, what)
+		}
+		if c.Model.InChannels != 1 && c.Model.InChannels != 3 {
+			return fmt.Errorf("model.in_channels: %d: images are read as gray (1) or RGB (3)", c.Model.InChannels)
+		}
+	default:
+		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes), \"folder\" (data.path with images/ and masks/) or \"voc\" (a VOCdevkit root)", d.Source)
+	}
+	if err := data.ValidateMaskValues(d.MaskValues, c.Model.Classes); err != nil {
+		return err
+	}
+	if err := data.ValidateNorm(d.Mean, d.Std, c.Model.InChannels); err != nil {
+		return err
+	}
+	return data.ValidateScale(d.Scale, len(d.Resize) != 0)
+}
+
+// IntList is a list of integers in YAML where an empty list is no list:
+// "key: []" decodes to nil, as leaving the key out does.
+type IntList []int
+
+// UnmarshalYAML accepts a list of integers (not 1.0).
+func (l *IntList) UnmarshalYAML(n *yaml.Node) error {
+	if isNull(n) {
+		*l = nil
+		return nil
+	}
+	var v []int
+	ok := n.Kind == yaml.SequenceNode
+	for _, e := range n.Content {
+		ok = ok && e.Kind == yaml.ScalarNode && e.ShortTag() == "!!int"
+	}
+	if !ok || n.Decode(&v) != nil {
+		return fmt.Errorf("cannot use %s: want a list of integers, e.g. [0, 255]", describe(n))
+	}
+	*l = nil
+	if len(v) > 0 {
+		*l = v
+	}
+	return nil
+}
+
+// FloatList is a list of numbers in YAML; "key: []" decodes to nil.
+type FloatList []float64
+
+// UnmarshalYAML accepts a list of numbers.
+func (l *FloatList) UnmarshalYAML(n *yaml.Node) error {
+	if isNull(n) {
+		*l = nil
+		return nil
+	}
+	var v []float64
+	if n.Kind != yaml.SequenceNode || n.Decode(&v) != nil {
+		return fmt.Errorf("cannot use %s: want a list of numbers, e.g. [0.485, 0.456, 0.406]", describe(n))
+	}
+	*l = nil
+	if len(v) > 0 {
+		*l = v
 	}
 	return nil
 }
