@@ -170,7 +170,11 @@ func writeFile(path string, write func(io.Writer) error) (Sum, error) {
 	if FaultHook != nil {
 		w = &faultWriter{w: cw, name: filepath.Base(path)}
 	}
-	bw := bufio.NewWriterSize(w, 1<<16)
+	size := 1 << 16
+	if FaultHook != nil {
+		size = 4 << 10 // more writes, so that crash tests can stop inside a file
+	}
+	bw := bufio.NewWriterSize(w, size)
 	err = write(bw)
 	if err == nil {
 		err = bw.Flush()

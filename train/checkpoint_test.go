@@ -283,9 +283,13 @@ func TestResumeRefusals(t *testing.T) {
 		kind   error
 		want   []string
 	}{
-		{"flipped byte", func(run string) { flipByte(t, filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), ModelFile), 200) },
+		{"flipped byte", func(run string) {
+			flipByte(t, filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), ModelFile), 200)
+		},
 			cfg, checkpoint.ErrCorrupt, []string{"model.safetensors is corrupt: its SHA-256 is", "the previous checkpoint", "verifies"}},
-		{"truncated", func(run string) { os.Truncate(filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), OptimizerFile), 100) },
+		{"truncated", func(run string) {
+			os.Truncate(filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), OptimizerFile), 100)
+		},
 			cfg, checkpoint.ErrTruncated, []string{"optimizer.safetensors is truncated: 100 bytes, the manifest says"}},
 		{"missing file", func(run string) { os.Remove(filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), ModelFile)) },
 			cfg, checkpoint.ErrMissing, []string{"model.safetensors is missing"}},
