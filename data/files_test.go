@@ -615,3 +615,35 @@ func TestSourceConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenCached(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+	cfg := folderConfig(dir)
+	a, fresh, err := OpenCached(cfg)
+	if err != nil || !fresh {
+		t.Fatalf("first: fresh %v, %v", fresh, err)
+	}
+	b, fresh, err := OpenCached(cfg)
+	if err != nil || fresh || a != b {
+		t.Fatalf("second: fresh %v, same %v, %v", fresh, a == b, err)
+	}
+	cfg.Seed = 2 // another config reads again
+	if _, fresh, _ := OpenCached(cfg); !fresh {
+		t.Error("another config reused the set")
+	}
+	cfg.Seed = 1
+	// A changed file is read (and checked) again.
+	p := filepath.Join(dir, "images", "01.png")
+	raw, _ := os.ReadFile(p)
+	writeFile(t, p, raw[:len(raw)/2])
+	if _, _, err := OpenCached(cfg); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("after truncating %s: %v", p, err)
+	}
+	writeFile(t, p, raw)
+	// A file added to a folder, too.
+	writeFile(t, filepath.Join(dir, "images", "09.png"), raw)
+	if _, _, err := OpenCached(cfg); err == nil || !strings.Contains(err.Error(), "09.png: has no mask") {
+		t.Fatalf("after adding an image without a mask: %v", err)
+	}
+}

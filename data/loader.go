@@ -222,3 +222,6 @@ func (l *Loader) fill(epoch int, idx []int, images []float32, masks []uint8) err
 	}
 	return nil
 }
+
+// Config returns the loader's configuration (Prefetch resolved).
+func (l *Loader) Config() LoaderConfig { return l.cfg }

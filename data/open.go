@@ -6,9 +6,11 @@ import (
 	"io"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Sources of samples (config key data.source).
@@ -66,6 +68,8 @@ type Set struct {
 	Data       Dataset
 	Train, Val []int
 	Report     *Report
+
+	stamps []stamp // the files and folders read (file sources)
 }
 
 // SizeCount is one distinct image size and how many images have it.
@@ -164,6 +168,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 	}
 	var src ImageSource
 	var split func(n int) (train, val []int)
+	var stamps []stamp
 	switch cfg.Source {
 	case SourceSynthetic:
 		sc := cfg.Synthetic
@@ -193,6 +198,17 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		}
 		rep.Problems = probs
 		rep.Samples = len(pairs)
+		dirs := []string{filepath.Join(cfg.Path, "images"), filepath.Join(cfg.Path, "masks")}
+		if cfg.Source == SourceVOC {
+			dirs = []string{filepath.Join(cfg.Path, "JPEGImages"), filepath.Join(cfg.Path, "SegmentationClass"),
+				filepath.Join(cfg.Path, vocTrainList), filepath.Join(cfg.Path, vocValList)}
+		}
+		for _, d := range dirs {
+			stamps = append(stamps, stampOf(d))
+		}
+		for _, p := range pairs {
+			stamps = append(stamps, stampOf(p.image), stampOf(p.mask))
+		}
 		fs := scanFiles(cfg, pairs, rep)
 		if fs == nil {
 			return nil, rep, nil
@@ -262,7 +278,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		}
 		ds = n
 	}
-	return &Set{Data: ds, Train: train, Val: val, Report: rep}, rep, nil
+	return &Set{Data: ds, Train: train, Val: val, Report: rep, stamps: stamps}, rep, nil
 }
 
 func roundTo(v, f int) int { return (v + f/2) / f * f }
@@ -729,4 +745,62 @@ func (n *normalized) String() string {
 		return s.String() + " (normalized by data.mean, data.std)"
 	}
 	return "normalized dataset"
+}
+
+// stamp is a file's size and modification time when it was opened.
+type stamp struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
+func stampOf(path string) stamp {
+	st, err := os.Stat(path)
+	if err != nil {
+		return stamp{path: path, size: -1}
+	}
+	return stamp{path: path, size: st.Size(), mtime: st.ModTime().UnixNano()}
+}
+
+// unchanged reports whether every file and folder the set was read from
+// still has the size and modification time it had (a file added to or
+// removed from a folder changes the folder's time).
+func (s *Set) unchanged() bool {
+	for _, st := range s.stamps {
+		if stampOf(st.path) != st {
+			return false
+		}
+	}
+	return true
+}
+
+var openCache struct {
+	sync.Mutex
+	sets map[string]*Set
+}
+
+// OpenCached is Open that returns the Set of an earlier call with the same
+// config while none of its files or folders has changed size or
+// modification time, so that planning several variants of one run reads a
+// large dataset once. fresh says the files were read now.
+func OpenCached(cfg SourceConfig) (set *Set, fresh bool, err error) {
+	if cfg.Source == SourceSynthetic {
+		set, err = Open(cfg)
+		return set, true, err
+	}
+	key := fmt.Sprintf("%#v", cfg)
+	openCache.Lock()
+	defer openCache.Unlock()
+	if s, ok := openCache.sets[key]; ok && s.unchanged() {
+		return s, false, nil
+	}
+	set, err = Open(cfg)
+	if err != nil {
+		return nil, true, err
+	}
+	if openCache.sets == nil || len(openCache.sets) >= 8 {
+		openCache.sets = map[string]*Set{}
+	}
+	openCache.sets[key] = set
+	return set, true, nil
 }

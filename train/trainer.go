@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -60,10 +61,10 @@ type Trainer struct {
 	masks         *memory.Buffer
 	env           *model.Env
 	microPerEpoch int
-	micro         int // micro-batches consumed so far
-	order         []int
-	orderEpoch    int
-	afterBackward func() // test hook: runs after the last micro-batch's backward
+	micro         int          // micro-batches consumed so far
+	order         []int        // unused: loader orders the batches (a resume resets it)
+	loader        *data.Loader // the training micro-batches, decoded ahead; nil until the first
+	afterBackward func()       // test hook: runs after the last micro-batch's backward
 
 	// OptimizerTime adds up unscaling, Adam and refreshing the 16-bit
 	// weights; with EnableProfile, the layers' times are in Profile.
@@ -125,12 +126,12 @@ func buildTrainer(cfg config.Config, virtual bool) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ds, err := openData(cfg)
+	ds, trainIdx, valIdx, err := openData(cfg)
 	if err != nil {
 		return nil, err
 	}
 	t := &Trainer{Config: cfg, data: ds}
-	t.trainIdx, t.valIdx = data.Split(ds.Len(), cfg.Data.ValFraction, cfg.Data.Seed)
+	t.trainIdx, t.valIdx = trainIdx, valIdx
 	batch, accum := cfg.Train.BatchSize, cfg.Train.Accumulate
 	if len(t.trainIdx) < batch*accum {
 		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d needs %d training samples, there are %d; lower them or raise data.count",
@@ -171,22 +172,27 @@ func buildTrainer(cfg config.Config, virtual bool) (*Trainer, error) {
 	return t, nil
 }
 
-// openData makes the configured dataset, resized if data.resize says so.
-func openData(cfg config.Config) (data.Dataset, error) {
-	syn, err := data.NewSynthetic(data.SyntheticConfig{
-		Count: cfg.Data.Count, Size: cfg.Data.Size, Classes: cfg.Model.Classes, Seed: cfg.Data.Seed, Noise: cfg.Data.Noise,
-	})
+// openData opens the configured dataset (synthetic, folder or voc; resized,
+// scaled and normalized as data.* says) and splits it. A file source is read
+// and checked in full first, so a bad file stops the run here, naming it;
+// its one-line summary (with the mask values a scan found) goes to stderr.
+func openData(cfg config.Config) (ds data.Dataset, trainIdx, valIdx []int, err error) {
+	set, fresh, err := data.OpenCached(cfg.DataConfig())
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if len(cfg.Data.Resize) == 2 {
-		return data.Resize(syn, cfg.Data.Resize[0], cfg.Data.Resize[1])
+	if fresh && cfg.Data.Source != data.SourceSynthetic {
+		fmt.Fprintln(os.Stderr, set.Report.Summary())
 	}
-	return syn, nil
+	return set.Data, set.Train, set.Val, nil
 }
 
 // Close returns everything to the pool.
 func (t *Trainer) Close() {
+	if t.loader != nil {
+		t.loader.Close()
+		t.loader = nil
+	}
 	if t.masks != nil {
 		t.Pool.MustFree(t.masks)
 		t.masks = nil
@@ -342,19 +348,29 @@ func (t *Trainer) step() (StepResult, error) {
 
 // nextBatch fills the input buffers with the next micro-batch and returns its
 // 1-based epoch.
+// The micro-batch is number t.micro: position t.micro % microPerEpoch of
+// epoch t.micro / microPerEpoch, the same whether or not the run was resumed.
 func (t *Trainer) nextBatch() (int, error) {
-	epoch, pos := t.micro/t.microPerEpoch, t.micro%t.microPerEpoch
-	if t.order == nil || t.orderEpoch != epoch {
-		t.order, t.orderEpoch = data.Shuffle(t.trainIdx, t.Config.Train.Seed, epoch), epoch
-	}
-	b := t.Config.Train.BatchSize
+	epoch := t.micro/t.microPerEpoch + 1
 	if !t.Pool.Virtual() {
-		if err := data.FillBatch(t.data, t.order[pos*b:(pos+1)*b], t.images.Data(), t.masks.Bytes()); err != nil {
+		b := t.Config.Train.BatchSize
+		if l := t.loader; l == nil || l.Config().Batch != b || l.Config().PerEpoch != t.microPerEpoch {
+			if l != nil {
+				l.Close() // the micro-batch size changed (memory.fit)
+			}
+			var err error
+			if t.loader, err = data.NewLoader(t.data, t.trainIdx, data.LoaderConfig{
+				Batch: b, PerEpoch: t.microPerEpoch, Seed: t.Config.Train.Seed, Flip: t.Config.Data.Flip}); err != nil {
+				return 0, err
+			}
+		}
+		var err error
+		if epoch, err = t.loader.Batch(t.micro, t.images.Data(), t.masks.Bytes()); err != nil {
 			return 0, err
 		}
 	}
 	t.micro++
-	return epoch + 1, nil
+	return epoch, nil
 }
 
 // Validate evaluates the model on the validation samples in eval mode, in
