@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
 )
@@ -26,7 +25,9 @@ var version = "0.1.0-dev"
 const usage = `memunet trains UNet segmentation models in less memory, and measures it.
 
 Usage:
-  memunet train --config FILE [--set section.key=value ...] [--out DIR]
+  memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH]
+  memunet predict --checkpoint PATH --input FILE|DIR|dataset:val --out DIR [--overlay] [--precision P] [--capacity SIZE]
+  memunet export --checkpoint PATH --out model.safetensors
   memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants ...] [--json]
   memunet compare --config FILE [--variants ...] [--steps N] [--out DIR] [--set k=v ...]
   memunet bench --config FILE [--steps N] [--variants ...] [--set k=v ...]
@@ -37,6 +38,14 @@ train   trains as the YAML config says (configs/quickstart.yaml is the
         documented example) and writes config.yaml, metrics.jsonl and
         summary.json into --out (default: output.dir, else runs/<timestamp>).
         --set overrides one key, e.g. --set train.steps=50; repeatable.
+        Checkpoints go to <out>/checkpoints (train.checkpoint_every, the end,
+        SIGINT/SIGTERM); --resume auto continues the newest one there,
+        --resume PATH a given one, exactly where it stopped.
+predict segments images with a checkpoint's model and preprocessing:
+        palette mask PNGs (and overlays) into --out; dataset:val predicts
+        the checkpoint's own validation split and reports its metrics.
+export  writes a checkpoint's weights as one safetensors file with
+        PyTorch state_dict names (see README).
 plan    predicts the peak memory of each variant (baseline, checkpoint,
         fp16, bf16, accum4, all, and the config as given) without training;
         with --capacity (default memory.capacity) it says which fit and
@@ -70,6 +79,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = compareCommand(args[1:], stdout, stderr)
 	case "bench":
 		err = benchCommand(args[1:], stdout)
+	case "predict":
+		err = predictCommand(args[1:], stdout)
+	case "export":
+		err = exportCommand(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "memunet %s\n", version)
 	case "help", "-h", "--help":
@@ -102,6 +115,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	configPath := fs.String("config", "", "YAML config file")
 	outDir := fs.String("out", "", "directory for the run's files")
+	resume := fs.String("resume", "", "continue from a checkpoint: auto (the newest in --out) or PATH")
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -110,14 +124,10 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("train: unexpected argument %q; usage: memunet train --config FILE [--set k=v ...] [--out DIR]", fs.Arg(0))}
 	}
-	if *configPath == "" {
-		return usageError{"train: --config FILE is required (configs/quickstart.yaml is an example)"}
-	}
-	cfg, err := config.Load(*configPath, sets)
+	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, sets)
 	if err != nil {
 		return err
 	}
-	dir := *outDir
 	if dir == "" {
 		dir = cfg.Output.Dir
 	}
@@ -129,12 +139,12 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet %s: training on %s data %dx%d, batch %d x %d micro-batches, %s, checkpoint %s; writing to %s\n",
 		version, cfg.Data.Source, h, w, cfg.Train.BatchSize, cfg.Train.Accumulate, cfg.Train.Precision, cfg.Model.Checkpoint, dir)
-	sum, err := train.Run(ctx, cfg, train.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout)})
+	sum, err := train.Run(ctx, cfg, train.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg, Version: version})
 	if err != nil {
 		return err
 	}
 	if sum.Interrupted {
-		fmt.Fprintf(stdout, "interrupted after step %d\n", sum.Steps)
+		fmt.Fprintf(stdout, "interrupted after step %d; saved %s; continue with: memunet train --resume auto --out %s\n", sum.Steps, sum.LastCheckpoint, dir)
 	}
 	fmt.Fprintf(stdout, "done: %d steps in %.1fs (median %.1f ms/step)  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
 		sum.Steps, sum.WallSeconds, sum.StepMSMedian, sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
@@ -146,7 +156,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		memory.FormatBytes(sum.PeakReservedBytes), memory.FormatBytes(sum.PeakRSSBytes))
 	printPhaseTable(stdout, sum)
 	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{
-		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json")}, ", "))
+		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json"), sum.LastCheckpoint}, ", "))
 	return nil
 }
 

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/model/kernels"
+	"github.com/memunet/memunet/train"
+)
+
+const exportUsage = "usage: memunet export --checkpoint PATH --out model.safetensors [--dtype fp32|fp16|bf16]"
+
+// exportCommand writes a checkpoint's weights (its state_dict) as one
+// safetensors file that PyTorch's safetensors loader reads into the
+// equivalent torch module (see README: Exported weights).
+func exportCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
+	out := fs.String("out", "", "safetensors file to write")
+	dtype := fs.String("dtype", "fp32", "fp32, fp16 or bf16 for the float tensors")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("export: %v; %s", err, exportUsage)}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("export: unexpected argument %q; %s", fs.Arg(0), exportUsage)}
+	case *ckPath == "" || *out == "":
+		return usageError{"export: --checkpoint and --out are required; " + exportUsage}
+	case *dtype != "fp32" && *dtype != "fp16" && *dtype != "bf16":
+		return usageError{fmt.Sprintf("export: --dtype %q: must be fp32, fp16 or bf16", *dtype)}
+	}
+	dir, err := train.ResolveResume(*ckPath, "")
+	if err != nil {
+		return err
+	}
+	ck, err := train.OpenCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	// Build the model from the manifest and load the weights: this checks
+	// that the tensors are the architecture's, names and shapes.
+	pool := memory.NewPool(memory.Options{})
+	net, err := model.New(pool, ck.Config.ModelConfig(), ck.Config.Model.Seed)
+	if err != nil {
+		return err
+	}
+	defer net.Free()
+	if err := ck.LoadWeights(net); err != nil {
+		return err
+	}
+	tensors := train.StateDict(net)
+	for i, t := range tensors {
+		if t.DType == checkpoint.F32 && *dtype != "fp32" {
+			tensors[i] = halve(t, *dtype)
+		}
+	}
+	m := ck.Config.Model
+	arch, _ := json.Marshal(map[string]any{
+		"in_channels": m.InChannels, "classes": m.Classes, "base": m.Base, "depth": m.Depth,
+		"up": m.Up, "norm": m.Norm, "groups": m.Groups,
+	})
+	meta := map[string]string{
+		"format": "pt", "memunet_version": version, "memunet_model": string(arch),
+		"memunet_checkpoint_step": fmt.Sprint(ck.Manifest.Step),
+	}
+	if err := writeAtomic(*out, func(w io.Writer) error { return checkpoint.WriteSafetensors(w, tensors, meta) }); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	st, _ := os.Stat(*out)
+	fmt.Fprintf(stdout, "exported %d tensors (%s) of %s (step %d) to %s, %s\n",
+		len(tensors), *dtype, dir, ck.Manifest.Step, *out, memory.FormatBytes(st.Size()))
+	return nil
+}
+
+// halve converts an F32 tensor to F16 or BF16 (round to nearest even).
+func halve(t checkpoint.Tensor, dtype string) checkpoint.Tensor {
+	n := len(t.Data) / 4
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	bits := make([]uint16, n)
+	out := checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Data: make([]byte, 2*n)}
+	if dtype == "fp16" {
+		kernels.F32ToF16Slice(bits, src)
+		out.DType = checkpoint.F16
+	} else {
+		kernels.F32ToBF16Slice(bits, src)
+		out.DType = checkpoint.BF16
+	}
+	for i, b := range bits {
+		binary.LittleEndian.PutUint16(out.Data[2*i:], b)
+	}
+	return out
+}
+
+// writeAtomic writes path through a temporary file in its directory, fsyncs
+// it and renames it over path: a failed or interrupted export leaves any
+// earlier file as it was.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	_ "image/jpeg" // decode JPEG inputs
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
+	xdraw "golang.org/x/image/draw"
+)
+
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val --out DIR [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N]"
+
+// PredictReport is predict.json.
+type PredictReport struct {
+	Checkpoint string `json:"checkpoint"`
+	Step       int    `json:"step"`
+	Input      string `json:"input"`
+	Precision  string `json:"precision"`
+	Images     int    `json:"images"`
+	// Outputs lists each input with its mask (and overlay) file.
+	Outputs []PredictOutput `json:"outputs"`
+	// Metrics are set for a dataset split (which has masks): computed as
+	// training's validation computes them.
+	Metrics *train.ValRecord `json:"metrics,omitempty"`
+	// TrainingValMIoU is the val_miou training recorded at the checkpoint's
+	// step, when it validated there.
+	TrainingValMIoU    *float64 `json:"training_val_miou,omitempty"`
+	PeakAllocatedBytes int64    `json:"peak_allocated_bytes"`
+}
+
+// PredictOutput is one predicted image.
+type PredictOutput struct {
+	Input   string `json:"input"`
+	Mask    string `json:"mask"`
+	Overlay string `json:"overlay,omitempty"`
+}
+
+func predictCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
+	input := fs.String("input", "", "image file, directory of images, or dataset:val / dataset:train")
+	outDir := fs.String("out", "", "directory for the masks")
+	overlay := fs.Bool("overlay", false, "also write each image with its mask blended over it")
+	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
+	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
+	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("predict: %v; %s", err, predictUsage)}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("predict: unexpected argument %q; %s", fs.Arg(0), predictUsage)}
+	case *ckPath == "" || *input == "" || *outDir == "":
+		return usageError{"predict: --checkpoint, --input and --out are required; " + predictUsage}
+	}
+	dir, err := train.ResolveResume(*ckPath, "")
+	if err != nil {
+		return err
+	}
+	ck, err := train.OpenCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	cfg := ck.Config
+	if *precision == "" {
+		*precision = cfg.Train.Precision
+	}
+	capBytes := int64(cfg.Memory.Capacity)
+	if *capacity != "" {
+		b, err := config.ParseByteSize(*capacity)
+		if err != nil {
+			return usageError{"predict: --capacity: " + err.Error()}
+		}
+		capBytes = int64(b)
+	}
+	if *batch == 0 {
+		*batch = cfg.Train.BatchSize
+	}
+	p, err := train.NewPredictor(ck, *precision, capBytes, *batch)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		return err
+	}
+	rep := &PredictReport{Checkpoint: dir, Step: ck.Manifest.Step, Input: *input, Precision: *precision, TrainingValMIoU: ck.Manifest.ValMIoU}
+	if split, ok := strings.CutPrefix(*input, "dataset:"); ok {
+		err = predictSplit(p, split, *outDir, *overlay, rep)
+	} else {
+		err = predictFiles(p, *input, *outDir, *overlay, rep)
+	}
+	if err != nil {
+		return err
+	}
+	rep.PeakAllocatedBytes = p.Pool.Stats().Allocated.Peak
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*outDir, "predict.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s; peak allocated %s\n",
+		rep.Images, dir, rep.Step, *precision, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes))
+	if m := rep.Metrics; m != nil {
+		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
+		if rep.TrainingValMIoU != nil {
+			fmt.Fprintf(stdout, "  (training's val miou at step %d: %.4f)", rep.Step, *rep.TrainingValMIoU)
+		}
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// predictSplit predicts the checkpoint's own validation (or training)
+// samples, preprocessed exactly as in training, and reports the metrics.
+func predictSplit(p *train.Predictor, split, outDir string, overlay bool, rep *PredictReport) error {
+	ds, idx, err := p.Split(split)
+	if err != nil {
+		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
+	}
+	h, w := ds.Size()
+	src, _ := ds.(data.ImageSource)
+	m, err := p.PredictSplit(ds, idx, func(i int, pred, _ []uint8) error {
+		name := fmt.Sprintf("%s-%05d", split, i)
+		out := PredictOutput{Input: fmt.Sprintf("dataset:%s[%d]", split, i), Mask: name + ".png"}
+		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h); err != nil {
+			return err
+		}
+		if overlay && src != nil {
+			img, _, err := src.Image(i)
+			if err != nil {
+				return err
+			}
+			out.Overlay = name + "_overlay.png"
+			if err := writeOverlay(filepath.Join(outDir, out.Overlay), img, pred, w, h); err != nil {
+				return err
+			}
+		}
+		rep.Outputs = append(rep.Outputs, out)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.Step = rep.Step
+	rep.Metrics, rep.Images = &m, len(idx)
+	return nil
+}
+
+// imageExts are the inputs predict reads from a directory.
+var imageExts = []string{".png", ".jpg", ".jpeg"}
+
+// predictFiles predicts image files: each is scaled to the size the model
+// was trained on (bilinear, as data.resize does), normalized as in
+// training, and its mask scaled back to the image's own size (nearest).
+func predictFiles(p *train.Predictor, input, outDir string, overlay bool, rep *PredictReport) error {
+	files, err := inputFiles(input)
+	if err != nil {
+		return err
+	}
+	c := p.Config.Model.InChannels
+	if c != 1 && c != 3 {
+		return fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
+	}
+	h, w := p.InputSize()
+	for lo := 0; lo < len(files); lo += p.Batch {
+		batch := files[lo:min(lo+p.Batch, len(files))]
+		src := &fileSource{channels: c, classes: p.Config.Model.Classes}
+		for _, f := range batch {
+			img, err := readImage(f, c)
+			if err != nil {
+				return err
+			}
+			src.images = append(src.images, img)
+		}
+		ds, err := data.Resize(src, h, w)
+		if err != nil {
+			return err
+		}
+		n := len(batch)
+		images := make([]float32, n*c*h*w)
+		if err := data.FillBatch(ds, seq(n), images, make([]uint8, n*h*w)); err != nil {
+			return err
+		}
+		pred, err := p.Predict(images, n, h, w)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		for j, f := range batch {
+			b := src.images[j].Bounds()
+			mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
+			stem := strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))
+			out := PredictOutput{Input: f, Mask: stem + ".png"}
+			if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy()); err != nil {
+				return err
+			}
+			if overlay {
+				out.Overlay = stem + "_overlay.png"
+				if err := writeOverlay(filepath.Join(outDir, out.Overlay), src.images[j], mask, b.Dx(), b.Dy()); err != nil {
+					return err
+				}
+			}
+			rep.Outputs = append(rep.Outputs, out)
+		}
+	}
+	rep.Images = len(files)
+	return nil
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// inputFiles is input itself, or the image files directly in the directory
+// input, sorted.
+func inputFiles(input string) ([]string, error) {
+	st, err := os.Stat(input)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("predict: --input %s does not exist", input)
+		}
+		return nil, fmt.Errorf("predict: --input: %w", err)
+	}
+	if !st.IsDir() {
+		return []string{input}, nil
+	}
+	des, err := os.ReadDir(input)
+	if err != nil {
+		return nil, fmt.Errorf("predict: --input: %w", err)
+	}
+	var files []string
+	for _, de := range des {
+		if !de.IsDir() && slices.Contains(imageExts, strings.ToLower(filepath.Ext(de.Name()))) {
+			files = append(files, filepath.Join(input, de.Name()))
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("predict: --input %s holds no %s files", input, strings.Join(imageExts, ", "))
+	}
+	return files, nil
+}
+
+// readImage decodes a PNG or JPEG into RGBA (gray replicated to R, G, B
+// when the model takes one channel), with pixels from (0, 0).
+func readImage(path string, channels int) (*image.RGBA, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	defer f.Close()
+	img, format, err := image.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %s: not a PNG or JPEG image (%v)", path, err)
+	}
+	b := img.Bounds()
+	if b.Empty() {
+		return nil, fmt.Errorf("predict: %s: empty %s image", path, format)
+	}
+	out := image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
+	if channels == 1 {
+		g := image.NewGray(out.Rect)
+		draw.Draw(g, g.Rect, img, b.Min, draw.Src)
+		draw.Draw(out, out.Rect, g, image.Point{}, draw.Src)
+	} else {
+		draw.Draw(out, out.Rect, img, b.Min, draw.Src)
+	}
+	return out, nil
+}
+
+// fileSource is a batch of decoded images as a data.ImageSource (with empty
+// masks), so that data.Resize prepares them exactly as training does.
+type fileSource struct {
+	images            []*image.RGBA
+	channels, classes int
+}
+
+func (s *fileSource) Len() int      { return len(s.images) }
+func (s *fileSource) Channels() int { return s.channels }
+func (s *fileSource) Classes() int  { return s.classes }
+func (s *fileSource) Size() (int, int) {
+	b := s.images[0].Bounds()
+	return b.Dy(), b.Dx()
+}
+func (s *fileSource) Sample(int, []float32, []uint8) error {
+	return errors.New("predict: file images are read through data.Resize")
+}
+func (s *fileSource) Image(i int) (*image.RGBA, *image.Gray, error) {
+	if i < 0 || i >= len(s.images) {
+		return nil, nil, fmt.Errorf("image %d out of range", i)
+	}
+	return s.images[i], image.NewGray(s.images[i].Rect), nil
+}
+
+// scaleMask scales a class map from w x h to ow x oh, nearest neighbor.
+func scaleMask(m []uint8, w, h, ow, oh int) []uint8 {
+	if w == ow && h == oh {
+		return m
+	}
+	src := &image.Gray{Pix: m, Stride: w, Rect: image.Rect(0, 0, w, h)}
+	dst := image.NewGray(image.Rect(0, 0, ow, oh))
+	xdraw.NearestNeighbor.Scale(dst, dst.Rect, src, src.Rect, xdraw.Src, nil)
+	return dst.Pix
+}
+
+// writeMask writes a palette PNG whose pixel values are the classes and
+// whose colors are data.ClassColor's.
+func writeMask(path string, m []uint8, w, h int) error {
+	img := &image.Paletted{Pix: m, Stride: w, Rect: image.Rect(0, 0, w, h), Palette: data.MaskPalette()}
+	return writePNG(path, img)
+}
+
+// writeOverlay writes img with each non-background pixel blended half with
+// its class color.
+func writeOverlay(path string, img *image.RGBA, m []uint8, w, h int) error {
+	out := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			px := img.RGBAAt(img.Rect.Min.X+x, img.Rect.Min.Y+y)
+			if k := m[y*w+x]; k != 0 {
+				c := data.ClassColor(k)
+				px = color.RGBA{uint8((int(px.R) + int(c.R)) / 2), uint8((int(px.G) + int(c.G)) / 2), uint8((int(px.B) + int(c.B)) / 2), 255}
+			}
+			px.A = 255
+			out.SetRGBA(x, y, px)
+		}
+	}
+	return writePNG(path, out)
+}
+
+func writePNG(path string, img image.Image) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, img); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/train"
+)
+
+// trainSetup resolves train's configuration and run directory. Without
+// --resume it is --config (required) with --set. With --resume auto|PATH the
+// configuration is --config's if given, else the checkpoint's own with --set
+// applied; the run directory defaults to the checkpoint's run (the folder
+// above its checkpoints/). It returns what to pass as train.Options.Resume.
+func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Config, dir, resumeArg string, err error) {
+	const use = "usage: memunet train --config FILE [--set k=v ...] [--out DIR] [--resume auto|PATH]"
+	if resume == "" {
+		if configPath == "" {
+			return cfg, "", "", usageError{"train: --config FILE is required (configs/quickstart.yaml is an example)"}
+		}
+		cfg, err = config.Load(configPath, sets)
+		return cfg, outDir, "", err
+	}
+	ckDir := ""
+	if resume == "auto" {
+		if outDir == "" && configPath != "" {
+			if cfg, err = config.Load(configPath, sets); err != nil {
+				return cfg, "", "", err
+			}
+			outDir = cfg.Output.Dir
+		}
+		if outDir == "" {
+			return cfg, "", "", usageError{"train: --resume auto continues the run in --out DIR (or output.dir); name it; " + use}
+		}
+		if ckDir, err = train.ResolveResume("auto", outDir); err != nil {
+			return cfg, "", "", err
+		}
+		if ckDir == "" && configPath == "" {
+			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, train.CheckpointsDir))
+		}
+		resumeArg = "auto"
+	} else {
+		if ckDir, err = train.ResolveResume(resume, ""); err != nil {
+			return cfg, "", "", err
+		}
+		resumeArg = ckDir
+	}
+	switch {
+	case configPath != "":
+		if cfg, err = config.Load(configPath, sets); err != nil {
+			return cfg, "", "", err
+		}
+	default:
+		if cfg, err = train.CheckpointConfig(ckDir, sets); err != nil {
+			return cfg, "", "", err
+		}
+	}
+	if outDir == "" {
+		outDir = cfg.Output.Dir
+	}
+	if outDir == "" && ckDir != "" {
+		if parent := filepath.Dir(filepath.Clean(ckDir)); filepath.Base(parent) == train.CheckpointsDir {
+			outDir = filepath.Dir(parent)
+		}
+	}
+	return cfg, outDir, resumeArg, nil
+}
