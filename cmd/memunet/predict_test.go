@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/train"
+)
+
+// trainTiny trains the tiny network into a new run directory and returns it
+// with its summary.
+func trainTiny(t *testing.T, extra ...string) (string, train.Summary) {
+	t.Helper()
+	dir := t.TempDir()
+	args := append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir}, tinyArgs...)
+	args = append(args, extra...)
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr.String())
+	}
+	return dir, ckSummary(t, dir)
+}
+
+func ckSummary(t *testing.T, dir string) train.Summary {
+	t.Helper()
+	var sum train.Summary
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+	}
+	return stdout.String()
+}
+
+func readPNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
+}
+
+// TestPredictReproducesValMIoU: predicting the synthetic validation images
+// from the checkpoint training ended with gives training's final val_miou
+// (within 1e-6), in fp32 and fp16, and writes one palette mask per image.
+func TestPredictReproducesValMIoU(t *testing.T) {
+	for _, prec := range []string{"fp32", "fp16"} {
+		t.Run(prec, func(t *testing.T) {
+			runDir, sum := trainTiny(t, "--set", "train.precision="+prec)
+			out := t.TempDir()
+			stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out, "--overlay")
+			var rep PredictReport
+			b, err := os.ReadFile(filepath.Join(out, "predict.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Metrics == nil || math.Abs(rep.Metrics.ValMIoU-sum.ValMIoU) > 1e-6 {
+				t.Fatalf("predict val miou %v, training's %v", rep.Metrics, sum.ValMIoU)
+			}
+			if rep.TrainingValMIoU == nil || *rep.TrainingValMIoU != sum.ValMIoU || rep.Precision != prec {
+				t.Errorf("report: training val miou %v, precision %s", rep.TrainingValMIoU, rep.Precision)
+			}
+			if !strings.Contains(stdout, "miou") {
+				t.Errorf("stdout %q", stdout)
+			}
+			if len(rep.Outputs) != rep.Images || rep.Images == 0 {
+				t.Fatalf("%d outputs for %d images", len(rep.Outputs), rep.Images)
+			}
+			for _, o := range rep.Outputs {
+				m, ok := readPNG(t, filepath.Join(out, o.Mask)).(*image.Paletted)
+				if !ok || m.Bounds().Dx() != 16 {
+					t.Fatalf("%s is not a 16x16 palette PNG", o.Mask)
+				}
+				for _, v := range m.Pix {
+					if v >= 4 {
+						t.Fatalf("%s: class %d of 4", o.Mask, v)
+					}
+				}
+				if o.Overlay == "" {
+					t.Errorf("no overlay for %s", o.Input)
+				} else {
+					readPNG(t, filepath.Join(out, o.Overlay))
+				}
+			}
+		})
+	}
+}
+
+// TestPredictFiles: image files of any size are scaled to the training
+// size as data.resize scales them, and their masks scaled back; an image of
+// the training size gives exactly the classes of the same image read
+// through the training pipeline.
+func TestPredictFiles(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: 3, Size: 16, Classes: 4, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := t.TempDir()
+	sizes := map[string][2]int{"a.png": {16, 16}, "b.png": {24, 20}, "c.png": {32, 32}}
+	for i, name := range []string{"a.png", "b.png", "c.png"} {
+		img, _, err := syn.Image(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m image.Image = img
+		if s := sizes[name]; s[0] != 16 {
+			r, err := data.Resize(syn, s[1], s[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _, _ = r.(data.ImageSource).Image(i)
+		}
+		f, _ := os.Create(filepath.Join(in, name))
+		png.Encode(f, m)
+		f.Close()
+	}
+	os.WriteFile(filepath.Join(in, "notes.txt"), []byte("not an image"), 0o644)
+	out := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", out, "--overlay", "--batch", "2")
+	for name, s := range sizes {
+		stem := strings.TrimSuffix(name, ".png")
+		m := readPNG(t, filepath.Join(out, stem+".png"))
+		if b := m.Bounds(); b.Dx() != s[0] || b.Dy() != s[1] {
+			t.Errorf("%s: mask %v, image %v", name, b, s)
+		}
+		if o := readPNG(t, filepath.Join(out, stem+"_overlay.png")); o.Bounds() != m.Bounds() {
+			t.Errorf("%s: overlay %v", name, o.Bounds())
+		}
+	}
+
+	// a.png is 16x16: its mask is the prediction on data.Resize's sample.
+	ck, err := train.OpenCheckpoint(ckSummary(t, runDir).LastCheckpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := train.NewPredictor(ck, "fp32", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r, _ := data.Resize(syn, 16, 16)
+	img := make([]float32, 3*16*16)
+	if err := r.Sample(0, img, make([]uint8, 256)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := p.Predict(img, 1, 16, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readPNG(t, filepath.Join(out, "a.png")).(*image.Paletted).Pix
+	if !bytes.Equal(got, want) {
+		t.Error("a.png's mask differs from the prediction through the training pipeline")
+	}
+
+	// Single file input, and errors.
+	runOK(t, "predict", "--checkpoint", runDir, "--input", filepath.Join(in, "b.png"), "--out", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"predict", "--checkpoint", runDir, "--input", filepath.Join(in, "notes.txt"), "--out", t.TempDir()}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "notes.txt: not a PNG or JPEG") {
+		t.Errorf("text file: exit %d, %s", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"predict", "--input", in, "--out", t.TempDir()}, &stdout, &stderr); code != 2 {
+		t.Errorf("no --checkpoint: exit %d", code)
+	}
+}
+
+// TestExport: the exported file holds the state_dict (PyTorch names, state_dict
+// order, num_batches_tracked as I64 scalars) with the checkpoint's values.
+func TestExport(t *testing.T) {
+	runDir, sum := trainTiny(t)
+	out := filepath.Join(t.TempDir(), "model.safetensors")
+	runOK(t, "export", "--checkpoint", sum.LastCheckpoint, "--out", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := checkpoint.ReadSafetensors(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, train.ModelFile))
+	ckTensors, _ := checkpoint.ReadSafetensors(ckFile)
+	if len(f.Tensors) != len(ckTensors.Tensors) {
+		t.Fatalf("%d tensors exported, checkpoint has %d", len(f.Tensors), len(ckTensors.Tensors))
+	}
+	for i, x := range ckTensors.Tensors {
+		y := f.Tensors[i]
+		if x.Name != y.Name || x.DType != y.DType || !bytes.Equal(x.Data, y.Data) {
+			t.Errorf("tensor %d: %s %s vs %s %s", i, x.Name, x.DType, y.Name, y.DType)
+		}
+	}
+	names := []string{f.Tensors[0].Name, f.Tensors[1].Name, f.Tensors[2].Name, f.Tensors[3].Name, f.Tensors[4].Name, f.Tensors[5].Name}
+	if strings.Join(names, " ") != "inc.double_conv.0.weight inc.double_conv.1.weight inc.double_conv.1.bias inc.double_conv.1.running_mean inc.double_conv.1.running_var inc.double_conv.1.num_batches_tracked" {
+		t.Errorf("first names %v", names)
+	}
+	nbt, _ := f.Get("inc.double_conv.1.num_batches_tracked")
+	if v, err := nbt.Int64(); err != nil || len(nbt.Shape) != 0 || v[0] != int64(sum.Steps) {
+		t.Errorf("num_batches_tracked %v %v shape %v, want %d", v, err, nbt.Shape, sum.Steps)
+	}
+	last := f.Tensors[len(f.Tensors)-1]
+	if last.Name != "outc.conv.bias" || f.Metadata["format"] != "pt" || !strings.Contains(f.Metadata["memunet_model"], `"base":4`) {
+		t.Errorf("last %s, metadata %v", last.Name, f.Metadata)
+	}
+
+	half := filepath.Join(t.TempDir(), "half.safetensors")
+	runOK(t, "export", "--checkpoint", runDir, "--out", half, "--dtype", "bf16")
+	b, _ = os.ReadFile(half)
+	h, err := checkpoint.ReadSafetensors(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := h.Get("inc.double_conv.0.weight"); w.DType != checkpoint.BF16 {
+		t.Errorf("bf16 export has %s", w.DType)
+	}
+	if n, _ := h.Get("inc.double_conv.1.num_batches_tracked"); n.DType != checkpoint.I64 {
+		t.Errorf("counts exported as %s", n.DType)
+	}
+}
+
+// TestResumeCommand: train --resume auto continues a run from its own
+// checkpoint and configuration; refusals exit 1 with the reason, usage
+// mistakes exit 2.
+func TestResumeCommand(t *testing.T) {
+	dir, first := trainTiny(t)
+	stdout := runOK(t, "train", "--resume", "auto", "--out", dir, "--set", "train.steps=6", "--set", "output.progress=plain")
+	sum := ckSummary(t, dir)
+	if sum.Steps != 6 || sum.ResumedFrom != first.LastCheckpoint || !strings.Contains(stdout, "resuming from") {
+		t.Errorf("resumed run: %d steps from %q; stdout %s", sum.Steps, sum.ResumedFrom, stdout)
+	}
+	// --resume PATH alone: the run directory is the checkpoint's.
+	runOK(t, "train", "--resume", sum.LastCheckpoint, "--set", "train.steps=7")
+	if s := ckSummary(t, dir); s.Steps != 7 {
+		t.Errorf("resume by path: %d steps", s.Steps)
+	}
+
+	var out, errb bytes.Buffer
+	if code := run([]string{"train", "--resume", "auto"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--out DIR") {
+		t.Errorf("auto without --out: exit %d, %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"train", "--resume", "auto", "--out", t.TempDir()}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "no checkpoint") {
+		t.Errorf("auto in an empty run: exit %d, %s", code, errb.String())
+	}
+	errb.Reset()
+	latest, _ := train.LatestCheckpoint(filepath.Join(dir, train.CheckpointsDir))
+	os.Truncate(filepath.Join(latest, train.ModelFile), 10)
+	if code := run([]string{"train", "--resume", "auto", "--out", dir, "--set", "train.steps=9"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "model.safetensors is truncated") {
+		t.Errorf("truncated: exit %d, %s", code, errb.String())
+	}
+}
+
+// TestSignalSavesCheckpoint builds memunet, sends SIGTERM to a long
+// training run and checks that it saves a checkpoint, exits 0 and says how
+// to continue.
+func TestSignalSavesCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "memunet")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	args := append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir}, tinyArgs...)
+	args = append(args, "--set", "train.steps=100000", "--set", "train.checkpoint_every=0", "--set", "output.progress=plain", "--set", "output.log_every=1")
+	cmd := exec.Command(bin, args...)
+	pipe, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(pipe)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "step 3/") {
+			cmd.Process.Signal(syscall.SIGTERM)
+			break
+		}
+	}
+	rest, _ := io.ReadAll(pipe)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v; stderr %s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("no exit after SIGTERM")
+	}
+	out := strings.Join(lines, "\n") + "\n" + string(rest)
+	if !strings.Contains(out, "interrupted after step") || !strings.Contains(out, "--resume auto --out "+dir) {
+		t.Errorf("output:\n%s", out)
+	}
+	latest, err := train.LatestCheckpoint(filepath.Join(dir, train.CheckpointsDir))
+	if err != nil || latest == "" {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	ck, err := train.OpenCheckpoint(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Manifest.Request.Reason != "interrupt" || ck.Manifest.Step < 3 {
+		t.Errorf("checkpoint: %+v at step %d", ck.Manifest.Request, ck.Manifest.Step)
+	}
+}
