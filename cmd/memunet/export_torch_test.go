@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/train"
+)
+
+// torchPython is a python3 that imports torch, or "".
+func torchPython() string {
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(py, "-c", "import torch, numpy").Run() == nil {
+			return py
+		}
+	}
+	return ""
+}
+
+func writeF32(t *testing.T, path string, v []float32) {
+	t.Helper()
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExportLoadsInPyTorch: the exported file loads with strict=True into
+// tools/memunet_torch.py's UNet (the README's module), and PyTorch's logits
+// equal memunet's, for both upsampling modes and all three norms. Skipped
+// where python3 has no torch (Debian: apt-get install python3-torch).
+func TestExportLoadsInPyTorch(t *testing.T) {
+	py := torchPython()
+	if py == "" {
+		t.Skip("no python3 with torch and numpy")
+	}
+	for _, arch := range [][2]string{{"bilinear", "batch"}, {"transpose", "group"}, {"transpose", "none"}} {
+		t.Run(arch[0]+"-"+arch[1], func(t *testing.T) {
+			runDir, sum := trainTiny(t, "--set", "model.up="+arch[0], "--set", "model.norm="+arch[1], "--set", "model.groups=2")
+			tmp := t.TempDir()
+			out := filepath.Join(tmp, "model.safetensors")
+			runOK(t, "export", "--checkpoint", runDir, "--out", out)
+
+			ck, err := train.OpenCheckpoint(sum.LastCheckpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := memory.NewPool(memory.Options{})
+			net, err := model.New(pool, ck.Config.ModelConfig(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer net.Free()
+			if err := ck.LoadWeights(net); err != nil {
+				t.Fatal(err)
+			}
+			syn, _ := data.NewSynthetic(data.SyntheticConfig{Count: 3, Size: 16, Classes: 4, Seed: 5})
+			x, _ := model.NewTensor(pool, memory.Activations, 3, 3, 16, 16)
+			defer x.Release()
+			if err := data.FillBatch(syn, []int{0, 1, 2}, x.Data(), make([]uint8, 3*256)); err != nil {
+				t.Fatal(err)
+			}
+			logits, err := net.Forward(&model.Env{Pool: pool}, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeF32(t, filepath.Join(tmp, "x.bin"), x.Data())
+			writeF32(t, filepath.Join(tmp, "logits.bin"), logits.Float32())
+			logits.Release()
+
+			cmd := exec.Command(py, "../../tools/memunet_torch.py", out, "--check", filepath.Join(tmp, "x.bin"), filepath.Join(tmp, "logits.bin"), "3", "16", "16")
+			res, err := cmd.Output()
+			if err != nil {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				t.Fatalf("%v: %s", err, stderr)
+			}
+			var r struct {
+				MaxAbsDiff  float64 `json:"max_abs_diff"`
+				MaxAbs      float64 `json:"max_abs"`
+				ArgmaxAgree float64 `json:"argmax_agree"`
+				Torch       string  `json:"torch"`
+			}
+			if err := json.Unmarshal(res, &r); err != nil {
+				t.Fatalf("%v: %s", err, res)
+			}
+			t.Logf("torch %s: max |logit difference| %.3g of max |logit| %.3g; argmax agrees on %.4f of pixels", r.Torch, r.MaxAbsDiff, r.MaxAbs, r.ArgmaxAgree)
+			if r.MaxAbsDiff > 1e-4*max(1, r.MaxAbs) || r.ArgmaxAgree < 0.999 {
+				t.Errorf("PyTorch's logits differ: %+v", r)
+			}
+		})
+	}
+}
