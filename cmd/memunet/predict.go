@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/draw"
-	_ "image/jpeg" // decode JPEG inputs
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,11 +165,15 @@ func predictSplit(p *train.Predictor, split, outDir string, overlay bool, rep *P
 }
 
 // imageExts are the inputs predict reads from a directory.
-var imageExts = []string{".png", ".jpg", ".jpeg"}
+var imageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
 
-// predictFiles predicts image files: each is scaled to the size the model
-// was trained on (bilinear, as data.resize does), normalized as in
-// training, and its mask scaled back to the image's own size (nearest).
+// predictFiles predicts image files. Each is prepared as training prepared
+// its images: decoded as the file datasets decode them, scaled to
+// data.resize (or by data.scale; bilinear, as data.resize scales), with
+// sides rounded to a multiple of 2^model.depth, normalized by data.mean and
+// data.std; its mask is scaled back to the image's own size (nearest).
+// Consecutive images of one size go through the model together, up to
+// --batch at a time.
 func predictFiles(p *train.Predictor, input, outDir string, overlay bool, rep *PredictReport) error {
 	files, err := inputFiles(input)
 	if err != nil {
@@ -180,22 +183,33 @@ func predictFiles(p *train.Predictor, input, outDir string, overlay bool, rep *P
 	if c != 1 && c != 3 {
 		return fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
 	}
-	h, w := p.InputSize()
-	for lo := 0; lo < len(files); lo += p.Batch {
-		batch := files[lo:min(lo+p.Batch, len(files))]
+	for lo := 0; lo < len(files); {
 		src := &fileSource{channels: c, classes: p.Config.Model.Classes}
-		for _, f := range batch {
-			img, err := readImage(f, c)
+		var names []string
+		var h, w int
+		for lo < len(files) && len(names) < p.Batch {
+			img, err := data.ReadImage(files[lo], c)
 			if err != nil {
-				return err
+				return fmt.Errorf("predict: %w", err)
 			}
+			b := img.Bounds()
+			th, tw := inputSize(p.Config, b.Dy(), b.Dx())
+			if len(names) > 0 && (th != h || tw != w) {
+				break // another size: the next batch
+			}
+			h, w = th, tw
 			src.images = append(src.images, img)
+			names = append(names, files[lo])
+			lo++
 		}
-		ds, err := data.Resize(src, h, w)
+		var ds data.Dataset
+		if ds, err = data.Resize(src, h, w); err == nil && (len(p.Config.Data.Mean) > 0 || len(p.Config.Data.Std) > 0) {
+			ds, err = data.Normalize(ds, p.Config.Data.Mean, p.Config.Data.Std)
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("predict: %w", err)
 		}
-		n := len(batch)
+		n := len(names)
 		images := make([]float32, n*c*h*w)
 		if err := data.FillBatch(ds, seq(n), images, make([]uint8, n*h*w)); err != nil {
 			return err
@@ -204,7 +218,7 @@ func predictFiles(p *train.Predictor, input, outDir string, overlay bool, rep *P
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		for j, f := range batch {
+		for j, f := range names {
 			b := src.images[j].Bounds()
 			mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
 			stem := strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))
@@ -223,6 +237,24 @@ func predictFiles(p *train.Predictor, input, outDir string, overlay bool, rep *P
 	}
 	rep.Images = len(files)
 	return nil
+}
+
+// inputSize is the size an h x w image is given to the model at:
+// data.resize, else the image's size times data.scale, each side rounded to
+// the nearest multiple of 2^model.depth (at least one).
+func inputSize(cfg config.Config, h, w int) (int, int) {
+	if r := cfg.Data.Resize; len(r) == 2 {
+		return r[0], r[1]
+	}
+	side := func(n int) int {
+		v := float64(n)
+		if s := cfg.Data.Scale; s > 0 {
+			v *= s
+		}
+		f := float64(int(1) << cfg.Model.Depth)
+		return int(max(f, math.Round(v/f)*f))
+	}
+	return side(h), side(w)
 }
 
 func seq(n int) []int {
@@ -260,33 +292,6 @@ func inputFiles(input string) ([]string, error) {
 		return nil, fmt.Errorf("predict: --input %s holds no %s files", input, strings.Join(imageExts, ", "))
 	}
 	return files, nil
-}
-
-// readImage decodes a PNG or JPEG into RGBA (gray replicated to R, G, B
-// when the model takes one channel), with pixels from (0, 0).
-func readImage(path string, channels int) (*image.RGBA, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("predict: %w", err)
-	}
-	defer f.Close()
-	img, format, err := image.Decode(f)
-	if err != nil {
-		return nil, fmt.Errorf("predict: %s: not a PNG or JPEG image (%v)", path, err)
-	}
-	b := img.Bounds()
-	if b.Empty() {
-		return nil, fmt.Errorf("predict: %s: empty %s image", path, format)
-	}
-	out := image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
-	if channels == 1 {
-		g := image.NewGray(out.Rect)
-		draw.Draw(g, g.Rect, img, b.Min, draw.Src)
-		draw.Draw(out, out.Rect, g, image.Point{}, draw.Src)
-	} else {
-		draw.Draw(out, out.Rect, img, b.Min, draw.Src)
-	}
-	return out, nil
 }
 
 // fileSource is a batch of decoded images as a data.ImageSource (with empty

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/train"
 )
@@ -191,7 +192,7 @@ func TestPredictFiles(t *testing.T) {
 	runOK(t, "predict", "--checkpoint", runDir, "--input", filepath.Join(in, "b.png"), "--out", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"predict", "--checkpoint", runDir, "--input", filepath.Join(in, "notes.txt"), "--out", t.TempDir()}, &stdout, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), "notes.txt: not a PNG or JPEG") {
+		!strings.Contains(stderr.String(), "notes.txt: not a PNG, JPEG or GIF") {
 		t.Errorf("text file: exit %d, %s", code, stderr.String())
 	}
 	stderr.Reset()
@@ -342,5 +343,26 @@ func TestSignalSavesCheckpoint(t *testing.T) {
 	}
 	if ck.Manifest.Request.Reason != "interrupt" || ck.Manifest.Step < 3 {
 		t.Errorf("checkpoint: %+v at step %d", ck.Manifest.Request, ck.Manifest.Step)
+	}
+}
+
+func TestInputSize(t *testing.T) {
+	cfg := config.Default() // depth 3: multiples of 8
+	for _, tc := range []struct {
+		resize       []int
+		scale        float64
+		h, w, th, tw int
+	}{
+		{nil, 0, 32, 32, 32, 32},
+		{nil, 0, 30, 45, 32, 48},
+		{nil, 0, 3, 5, 8, 8},
+		{nil, 0.5, 100, 60, 48, 32},
+		{[]int{64, 40}, 0, 17, 300, 64, 40},
+	} {
+		c := cfg
+		c.Data.Resize, c.Data.Scale = tc.resize, tc.scale
+		if h, w := inputSize(c, tc.h, tc.w); h != tc.th || w != tc.tw {
+			t.Errorf("%v scale %v: %dx%d -> %dx%d, want %dx%d", tc.resize, tc.scale, tc.h, tc.w, h, w, tc.th, tc.tw)
+		}
 	}
 }
