@@ -124,13 +124,16 @@ func Conv2dBackwardNaive[T float32 | float64](s ConvShape, din, dw, dbias, dout,
 	}
 }
 
-// Conv2d is the fast forward kernel: per image, im2col into ws then one GEMM
-// out_n (OC, OH*OW) = w (OC, C*K*K) x col (C*K*K, OH*OW) (Sgemm, parallel
-// over cores; a 1x1 convolution without padding multiplies by the image
-// itself, no im2col). The bias is written into out_n first and the GEMM
-// accumulates onto it, saving a pass over out. ws must hold
-// s.WorkspaceSize() values. bias may be nil. Same result as Conv2dNaive up
-// to float32 summation order.
+// Conv2d is the fast forward kernel: per image one GEMM
+// out_n (OC, OH*OW) = w (OC, C*K*K) x col (C*K*K, OH*OW) (Sgemm's driver,
+// parallel over cores), where col is the image's im2col matrix, generated
+// block by block while the GEMM packs its panels (implicit im2col, never
+// stored); a 1x1 convolution without padding multiplies by the image
+// itself. The weights are packed once for all images. The bias is written
+// into out_n first and the GEMM accumulates onto it, saving a pass over out.
+// ws must hold s.WorkspaceSize() values (the kernels no longer use it; the
+// size is kept so callers' memory accounting is unchanged). bias may be
+// nil. Same result as Conv2dNaive up to float32 summation order.
 func Conv2d(s ConvShape, out, in, w, bias, ws []float32) {
 	conv2d(bestGemm(), s, out, in, w, bias, ws)
 }
@@ -139,11 +142,15 @@ func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
 	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
 	inImage, outImage := s.C*s.H*s.W, s.OC*P
+	var A packerA = matA{a: w, lda: CKK}
+	if s.N*P > 2*taskCols {
+		A = prepackA(A, s.OC, CKK)
+	}
 	for n := 0; n < s.N; n++ {
-		col := in[n*inImage : (n+1)*inImage]
+		x := in[n*inImage : (n+1)*inImage]
+		var B packerB = matB{b: x, ldb: P}
 		if !s.Direct() {
-			col = ws[:CKK*P]
-			im2col(s, col, in[n*inImage:(n+1)*inImage])
+			B = im2colB{x: x, C: s.C, H: s.H, W: s.W, K: s.K, pad: s.Pad, OH: s.OH(), OW: s.OW()}
 		}
 		o := out[n*outImage : (n+1)*outImage]
 		var beta float32
@@ -151,7 +158,7 @@ func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 			fillRows(o, bias, P)
 			beta = 1
 		}
-		gemm.sgemm(false, false, s.OC, P, CKK, 1, w, CKK, col, P, beta, o, P)
+		gemm.gemm(s.OC, P, CKK, 1, A, B, beta, o, P)
 	}
 }
 
@@ -168,11 +175,16 @@ func fillRows(o, rows []float32, p int) {
 }
 
 // Conv2dBackward is the fast backward kernel (see Conv2dBackwardNaive for
-// what it computes). Per image: dw += dout_n x col^T, then
-// col = w^T x dout_n and col2im into din_n (for a 1x1 convolution without
-// padding, din_n = w^T x dout_n directly). The transposes cost nothing
-// extra: Sgemm resolves them while packing its panels. din and dbias may be
-// nil.
+// what it computes). Per image: dw += dout_n x col^T with col^T generated
+// while packing (implicit im2col, see Conv2d), and din_n computed as the
+// convolution of dout_n with the flipped, transposed weights,
+//
+//	din_n (C, H*W) = w' (C, OC*K*K) x im2col(dout_n, padding K-1-Pad),
+//	w'[c, (o*K+i)*K+j] = w[o, c, K-1-i, K-1-j],
+//
+// which needs neither a col matrix nor col2im (for a 1x1 convolution
+// without padding, din_n = w^T x dout_n). w' is packed once for all images.
+// ws is as for Conv2d. din and dbias may be nil.
 func Conv2dBackward(s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 	conv2dBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
 }
@@ -182,17 +194,28 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: conv backward: din/dw sizes do not match in/w")
 	}
-	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
-	inImage, outImage := s.C*s.H*s.W, s.OC*P
+	OH, OW := s.OH(), s.OW()
+	P, CKK, HW := OH*OW, s.C*s.K*s.K, s.H*s.W
+	inImage, outImage := s.C*HW, s.OC*P
+	var wT packerA
+	if din != nil {
+		if s.Direct() {
+			wT = matA{a: w, lda: s.C, trans: true}
+		} else {
+			wT = flippedWA{w: w, OC: s.OC, C: s.C, K: s.K}
+		}
+		if s.N*HW > 2*taskCols {
+			wT = prepackA(wT, s.C, s.OC*s.K*s.K)
+		}
+	}
 	for n := 0; n < s.N; n++ {
 		g := dout[n*outImage : (n+1)*outImage]
 		x := in[n*inImage : (n+1)*inImage]
-		col := x
+		var colT packerB = matB{b: x, ldb: P, trans: true}
 		if !s.Direct() {
-			col = ws[:CKK*P]
-			im2col(s, col, x)
+			colT = im2colTB{im2colB{x: x, C: s.C, H: s.H, W: s.W, K: s.K, pad: s.Pad, OH: OH, OW: OW}}
 		}
-		gemm.sgemm(false, true, s.OC, CKK, P, 1, g, P, col, P, 1, dw, CKK)
+		gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK)
 		if dbias != nil {
 			ParallelFor(s.OC, 1, func(lo, hi int) {
 				for oc := lo; oc < hi; oc++ {
@@ -207,13 +230,11 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 		if din == nil {
 			continue
 		}
-		dx := din[n*inImage : (n+1)*inImage]
-		if s.Direct() {
-			gemm.sgemm(true, false, s.C, P, s.OC, 1, w, s.C, g, P, 0, dx, P)
-			continue
+		var gcol packerB = matB{b: g, ldb: P}
+		if !s.Direct() {
+			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: s.K - 1 - s.Pad, OH: s.H, OW: s.W}
 		}
-		gemm.sgemm(true, false, CKK, P, s.OC, 1, w, CKK, g, P, 0, col, P)
-		col2im(s, dx, col)
+		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, din[n*inImage:(n+1)*inImage], HW)
 	}
 }
 

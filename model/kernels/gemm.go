@@ -54,15 +54,23 @@ const (
 // c must hold 5*ldc+16 values.
 type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool)
 
-// gemmImpl is one implementation of the GEMM driver: a micro-kernel and its
-// name. Tests build both the assembly and the pure-Go one and run each.
+// gemmImpl is one implementation of the GEMM driver: a micro-kernel, the
+// data-movement primitives the packers use, and its name. Tests build both
+// the assembly and the pure-Go one and run each.
 type gemmImpl struct {
 	name   string
 	kernel microKernel
+	// copyChunks16 copies n chunks of 16 values: src[16t:16t+16] to
+	// dst[t*dstStride:t*dstStride+16].
+	copyChunks16 func(dst, src []float32, n, dstStride int)
+	// transpose16 sets dst[p*16+l] = src[l*srcStride+p] for l < 16, p < kc.
+	transpose16 func(dst, src []float32, srcStride, kc int)
 }
 
 // genericGemm is the pure-Go implementation, available on every platform.
-func genericGemm() gemmImpl { return gemmImpl{name: "go", kernel: microKernelGeneric} }
+func genericGemm() gemmImpl {
+	return gemmImpl{name: "go", kernel: microKernelGeneric, copyChunks16: copyChunks16Go, transpose16: transpose16Go}
+}
 
 // bestGemm is the fastest implementation this CPU supports.
 func bestGemm() gemmImpl {
@@ -145,17 +153,92 @@ func checkGemm(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) {
 	check("C", m, n, lc, ldc)
 }
 
-// gemmArgs is one product, shared read-only by the tasks.
-type gemmArgs struct {
-	transA, transB bool
-	m, n, k        int
-	alpha, beta    float32
-	a, b, c        []float32
-	lda, ldb, ldc  int
+// packerA supplies op(A) in packed form: packA returns rows [i0,i0+mc) and
+// columns [p0,p0+kc) of op(A) as MR-row panels (panel r at r*kc:
+// dst[r*kc + p*MR + i] = op(A)[i0+r+i][p0+p], rows past mc zero), either
+// written into buf (len >= roundUp(mc,MR)*kc) or as a view of data packed
+// earlier. i0 is a multiple of MR and p0 of gemmKC.
+type packerA interface {
+	packA(buf []float32, i0, mc, p0, kc int) []float32
+}
+
+// packerB supplies op(B) in packed form: packB writes rows [p0,p0+kc) and
+// columns [j0,j0+nw) of op(B) into dst as NR-column panels (panel q at q*kc:
+// dst[q*kc + p*NR + j] = op(B)[p0+p][j0+q+j], columns past nw zero).
+// Implementations other than a plain matrix generate op(B) on the fly
+// (im2col while packing, see conv_pack.go); they may use scratch
+// (gemmNR*gemmKC values) as they like.
+type packerB interface {
+	packB(g *gemmImpl, dst, scratch []float32, p0, kc, j0, nw int)
+}
+
+// matA is op(A) of a row-major matrix a with row stride lda.
+type matA struct {
+	a     []float32
+	lda   int
+	trans bool
+}
+
+func (x matA) packA(buf []float32, i0, mc, p0, kc int) []float32 {
+	buf = buf[:roundUp(mc, gemmMR)*kc]
+	packAPanels(buf, x.trans, x.a, x.lda, i0, mc, p0, kc)
+	return buf
+}
+
+// matB is op(B) of a row-major matrix b with row stride ldb.
+type matB struct {
+	b     []float32
+	ldb   int
+	trans bool
+}
+
+func (x matB) packB(g *gemmImpl, dst, _ []float32, p0, kc, j0, nw int) {
+	packBPanels(g, dst, x.trans, x.b, x.ldb, p0, kc, j0, nw)
+}
+
+// prepackedA is the whole of an m x k op(A) packed once: slab p0 (kc =
+// min(gemmKC, k-p0) columns) starts at p0*roundUp(m,MR) and holds the
+// slab's MR-row panels in row order, so any MR-aligned row range of a slab
+// is one contiguous view.
+type prepackedA struct {
+	data []float32
+	m, k int
+}
+
+func (x prepackedA) packA(_ []float32, i0, mc, p0, kc int) []float32 {
+	off := p0*roundUp(x.m, gemmMR) + i0*kc
+	return x.data[off : off+roundUp(mc, gemmMR)*kc]
+}
+
+// prepackA packs all of the m x k op(A) that src supplies, in parallel over
+// row panels. Products with several column tasks then share one packing of
+// A instead of each task repacking it (e.g. a conv's weights, used by every
+// block of pixels of every image).
+func prepackA(src packerA, m, k int) prepackedA {
+	mp := roundUp(m, gemmMR)
+	x := prepackedA{data: make([]float32, mp*k), m: m, k: k}
+	panels := mp / gemmMR
+	ParallelFor(panels, max(1, 8192/max(1, k)), func(lo, hi int) {
+		for pc := 0; pc < k; pc += gemmKC {
+			kc := min(gemmKC, k-pc)
+			i0, mc := lo*gemmMR, min(hi*gemmMR, m)-lo*gemmMR
+			dst := x.data[pc*mp+i0*kc : pc*mp+hi*gemmMR*kc]
+			if got := src.packA(dst, i0, mc, pc, kc); &got[0] != &dst[0] {
+				copy(dst, got)
+			}
+		}
+	})
+	return x
 }
 
 func (g gemmImpl) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	g.gemm(m, n, k, alpha, matA{a, lda, transA}, matB{b, ldb, transB}, beta, c, ldc)
+}
+
+// gemm computes C = alpha*op(A)*op(B) + beta*C with op(A) (m x k) and op(B)
+// (k x n) supplied by packers; the caller has checked the sizes.
+func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -163,7 +246,6 @@ func (g gemmImpl) sgemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 		scaleRows(c, m, n, ldc, beta)
 		return
 	}
-	args := &gemmArgs{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}
 
 	// Task grid: start from the largest tasks, then halve the columns (down
 	// to 64) and the rows (down to 2*MR) until every core gets about three
@@ -184,18 +266,24 @@ func (g gemmImpl) sgemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 	}
 	colTasks, total := ceilDiv(n, nt), tasks()
 	workers = min(workers, total)
+	if _, done := A.(prepackedA); !done && colTasks > 2 {
+		A = prepackA(A, m, k)
+	}
 
 	kcMax := min(k, gemmKC)
 	work := func(next *atomic.Int64) {
-		packA := make([]float32, roundUp(min(mt, gemmMC), gemmMR)*kcMax)
-		packB := make([]float32, roundUp(nt, gemmNR)*kcMax)
+		var packA []float32
+		if _, ok := A.(prepackedA); !ok {
+			packA = make([]float32, roundUp(min(mt, gemmMC), gemmMR)*kcMax)
+		}
+		packB := make([]float32, roundUp(nt, gemmNR)*kcMax+gemmNR*gemmKC)
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= total {
 				return
 			}
 			i0, j0 := t/colTasks*mt, t%colTasks*nt
-			g.task(args, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB)
+			g.task(&g, A, B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB)
 		}
 	}
 	var next atomic.Int64
@@ -212,37 +300,36 @@ func (g gemmImpl) sgemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 }
 
 // task computes rows [i0,i1) x columns [j0,j1) of C.
-func (g gemmImpl) task(p *gemmArgs, i0, i1, j0, j1 int, packA, packB []float32) {
+func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packA, packB []float32) {
 	nw := j1 - j0
 	var tile [gemmMR * gemmNR]float32
-	for pc := 0; pc < p.k; pc += gemmKC {
-		kc := min(gemmKC, p.k-pc)
-		beta := p.beta
+	for pc := 0; pc < k; pc += gemmKC {
+		kc := min(gemmKC, k-pc)
+		beta := beta0
 		if pc > 0 {
 			beta = 1
 		}
 		bp := packB[:roundUp(nw, gemmNR)*kc]
-		packBPanels(bp, p.transB, p.b, p.ldb, pc, kc, j0, nw)
+		B.packB(g, bp, packB[len(packB)-gemmNR*gemmKC:], pc, kc, j0, nw)
 		for ic := i0; ic < i1; ic += gemmMC {
 			mc := min(gemmMC, i1-ic)
-			ap := packA[:roundUp(mc, gemmMR)*kc]
-			packAPanels(ap, p.transA, p.a, p.lda, ic, mc, pc, kc)
+			ap := A.packA(packA, ic, mc, pc, kc)
 			for jr := 0; jr < nw; jr += gemmNR {
 				nr := min(gemmNR, nw-jr)
 				bPanel := bp[jr*kc : (jr+gemmNR)*kc]
 				for ir := 0; ir < mc; ir += gemmMR {
 					mr := min(gemmMR, mc-ir)
 					aPanel := ap[ir*kc : (ir+gemmMR)*kc]
-					ci := (ic+ir)*p.ldc + j0 + jr
+					ci := (ic+ir)*ldc + j0 + jr
 					if mr == gemmMR && nr == gemmNR {
-						g.kernel(kc, aPanel, bPanel, p.c[ci:], p.ldc, p.alpha, beta, beta == 0)
+						g.kernel(kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, beta == 0)
 						continue
 					}
 					// Edge tile: compute the full padded tile into tile,
 					// then update only the mr x nr part of C.
-					g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, p.alpha, 0, true)
+					g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, alpha, 0, true)
 					for i := 0; i < mr; i++ {
-						row := p.c[ci+i*p.ldc : ci+i*p.ldc+nr]
+						row := c[ci+i*ldc : ci+i*ldc+nr]
 						src := tile[i*gemmNR : i*gemmNR+nr]
 						if beta == 0 {
 							copy(row, src)
@@ -299,40 +386,56 @@ func packAPanels(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc int
 // packBPanels packs rows [p0,p0+kc) and columns [j0,j0+nw) of op(B) into
 // NR-column panels: panel q holds dst[q*NR*kc + p*NR + j] = op(B)[p0+p][j0+q*NR+j],
 // columns past nw zero.
-func packBPanels(dst []float32, trans bool, b []float32, ldb, p0, kc, j0, nw int) {
-	for q := 0; q < nw; q += gemmNR {
-		nr := min(gemmNR, nw-q)
-		d := dst[q*kc : (q+gemmNR)*kc]
-		switch {
-		case !trans && nr == gemmNR:
-			// op(B)[p][j] = b[p*ldb+j]: each p gives NR contiguous values.
-			base := p0*ldb + j0 + q
-			for p := 0; p < kc; p++ {
-				*(*[gemmNR]float32)(d[p*gemmNR:]) = *(*[gemmNR]float32)(b[base+p*ldb:])
+func packBPanels(g *gemmImpl, dst []float32, trans bool, b []float32, ldb, p0, kc, j0, nw int) {
+	full := nw / gemmNR * gemmNR
+	if trans {
+		// op(B)[p][j] = b[j*ldb+p]: 16 rows of b become the 16 lanes.
+		for q := 0; q < full; q += gemmNR {
+			base := (j0+q)*ldb + p0
+			g.transpose16(dst[q*kc:(q+gemmNR)*kc], b[base:base+(gemmNR-1)*ldb+kc], ldb, kc)
+		}
+	} else if full > 0 {
+		// op(B)[p][j] = b[p*ldb+j]: each p gives NR contiguous values per panel.
+		for p := 0; p < kc; p++ {
+			base := (p0+p)*ldb + j0
+			g.copyChunks16(dst[p*gemmNR:], b[base:base+full], full/gemmNR, kc*gemmNR)
+		}
+	}
+	if full == nw {
+		return
+	}
+	// Right edge: fewer than NR columns, the rest zero.
+	d := dst[full*kc : (full+gemmNR)*kc]
+	clear(d)
+	for p := 0; p < kc; p++ {
+		for j := 0; j < nw-full; j++ {
+			if trans {
+				d[p*gemmNR+j] = b[(j0+full+j)*ldb+p0+p]
+			} else {
+				d[p*gemmNR+j] = b[(p0+p)*ldb+j0+full+j]
 			}
-		case trans && nr == gemmNR:
-			// op(B)[p][j] = b[j*ldb+p]: interleave NR rows of b, 8 at a time.
-			for j := 0; j < gemmNR; j += 8 {
-				row := func(jj int) []float32 { return b[(j0+q+j+jj)*ldb+p0 : (j0+q+j+jj)*ldb+p0+kc] }
-				r0, r1, r2, r3, r4, r5, r6, r7 := row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7)
-				for p := range r0 {
-					dp := (*[8]float32)(d[p*gemmNR+j:])
-					dp[0], dp[1], dp[2], dp[3] = r0[p], r1[p], r2[p], r3[p]
-					dp[4], dp[5], dp[6], dp[7] = r4[p], r5[p], r6[p], r7[p]
-				}
-			}
-		default:
-			// Right edge: fewer than NR columns, the rest zero.
-			clear(d)
-			for p := 0; p < kc; p++ {
-				for j := 0; j < nr; j++ {
-					if trans {
-						d[p*gemmNR+j] = b[(j0+q+j)*ldb+p0+p]
-					} else {
-						d[p*gemmNR+j] = b[(p0+p)*ldb+j0+q+j]
-					}
-				}
-			}
+		}
+	}
+}
+
+// copyChunks16Go is the pure-Go copyChunks16.
+func copyChunks16Go(dst, src []float32, n, dstStride int) {
+	for t := 0; t < n; t++ {
+		d := dst[t*dstStride : t*dstStride+16]
+		s := src[16*t : 16*t+16]
+		for i := range d {
+			d[i] = s[i]
+		}
+	}
+}
+
+// transpose16Go is the pure-Go transpose16.
+func transpose16Go(dst, src []float32, srcStride, kc int) {
+	dst = dst[:kc*16]
+	for l := 0; l < 16; l++ {
+		row := src[l*srcStride : l*srcStride+kc]
+		for p, v := range row {
+			dst[p*16+l] = v
 		}
 	}
 }

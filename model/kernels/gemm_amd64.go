@@ -9,7 +9,7 @@ func asmGemm() (gemmImpl, bool) {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return gemmImpl{}, false
 	}
-	return gemmImpl{name: "avx2+fma", kernel: microKernelAVX2}, true
+	return gemmImpl{name: "avx2+fma", kernel: microKernelAVX2, copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2}, true
 }
 
 // microKernelAVX2 adapts the assembly kernel to microKernel; the driver
@@ -31,3 +31,40 @@ func microKernelAVX2(kc int, a, b, c []float32, ldc int, alpha, beta float32, ov
 //
 //go:noescape
 func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode int)
+
+// copyChunks16AVX2 is copyChunks16 with AVX loads and stores.
+func copyChunks16AVX2(dst, src []float32, n, dstStride int) {
+	if n <= 0 {
+		return
+	}
+	_ = dst[(n-1)*dstStride+15]
+	_ = src[16*n-1]
+	copyChunks16AVX(&dst[0], &src[0], n, dstStride)
+}
+
+// transpose16AVX2 is transpose16 with 8x8 AVX transposes, the last kc%8
+// values of each row in Go.
+func transpose16AVX2(dst, src []float32, srcStride, kc int) {
+	if kc <= 0 {
+		return
+	}
+	_ = dst[kc*16-1]
+	_ = src[15*srcStride+kc-1]
+	blocks := kc / 8
+	if blocks > 0 {
+		transpose16AVX(&dst[0], &src[0], srcStride, blocks)
+	}
+	for l := 0; l < 16; l++ {
+		for p := blocks * 8; p < kc; p++ {
+			dst[p*16+l] = src[l*srcStride+p]
+		}
+	}
+}
+
+// copyChunks16AVX and transpose16AVX are in pack_amd64.s.
+//
+//go:noescape
+func copyChunks16AVX(dst, src *float32, n, dstStride int)
+
+//go:noescape
+func transpose16AVX(dst, src *float32, srcStride, blocks int)

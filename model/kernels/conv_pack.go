@@ -1,0 +1,214 @@
+package kernels
+
+// Implicit im2col: GEMM operand packers that read a convolution's image
+// directly, so the im2col matrix is never written to memory. Packing a block
+// of it costs about what copying that block of a materialised col matrix
+// would, and saves im2col's full write and the packer's full read of it
+// (C*K*K*OH*OW values per image each way, 37 MiB for 64 channels at
+// 128x128), as well as col2im in the backward pass.
+
+// im2colB is op(B) = the im2col matrix of one image x (C,H,W) for a KxK,
+// stride-1 convolution with padding pad (negative crops) and output OH x OW:
+//
+//	op(B)[(c*K+i)*K+j][y*OW+xo] = x[c, y+i-pad, xo+j-pad], 0 outside the image.
+//
+// It is k x n with k = C*K*K and n = OH*OW.
+type im2colB struct {
+	x                       []float32
+	C, H, W, K, pad, OH, OW int
+}
+
+// pixelRuns calls f for the output pixels [q0,q1) split at output rows:
+// f(l, y, xo, run) covers pixels q0+l .. q0+l+run-1, output row y,
+// columns xo .. xo+run-1.
+func pixelRuns(q0, q1, ow int, f func(l, y, xo, run int)) {
+	y, xo := q0/ow, q0%ow
+	for q := q0; q < q1; {
+		run := min(ow-xo, q1-q)
+		f(q-q0, y, xo, run)
+		q += run
+		y, xo = y+1, 0
+	}
+}
+
+// lanesPut writes vals to lanes l, l+1, ... of row p of NR-column panels
+// (dst[(l/NR)*NR*kc + p*NR + l%NR]); vals == nil writes n zeros.
+func lanesPut(dst []float32, kc, p, l, n int, vals []float32) {
+	for n > 0 {
+		lane := l % gemmNR
+		cnt := min(gemmNR-lane, n)
+		off := (l-lane)*kc + p*gemmNR + lane
+		d := dst[off : off+cnt]
+		if vals == nil {
+			clear(d)
+		} else {
+			s := vals[:cnt]
+			for t := range d {
+				d[t] = s[t]
+			}
+			vals = vals[cnt:]
+		}
+		l, n = l+cnt, n-cnt
+	}
+}
+
+func (s im2colB) packB(g *gemmImpl, dst, _ []float32, p0, kc, j0, nw int) {
+	if rem := nw % gemmNR; rem != 0 {
+		for p := 0; p < kc; p++ {
+			lanesPut(dst, kc, p, nw, gemmNR-rem, nil)
+		}
+	}
+	KK, HW := s.K*s.K, s.H*s.W
+	full := nw / gemmNR * gemmNR // lanes [0,full) are whole chunks
+	c, i, j := p0/KK, p0/s.K%s.K, p0%s.K
+	for p := 0; p < kc; p++ {
+		off := j - s.pad
+		// Output columns xo with 0 <= xo+off < W read the image.
+		xlo, xhi := max(0, -off), min(s.OW, s.W-off)
+		// When output and input rows have the same length, row r of im2col
+		// is one contiguous range of the image, shifted by (i-Pad)*W+off,
+		// except where it runs past the image's edges (left/right columns,
+		// rows above/below): copy the whole range in chunks, then zero
+		// those lanes. The range may start before or end after this
+		// channel's plane (it is then zeroed), never outside x.
+		start := c*HW + (i-s.pad)*s.W + off + j0
+		if s.OW == s.W && full > 0 && start >= 0 && start+full <= len(s.x) {
+			g.copyChunks16(dst[p*gemmNR:], s.x[start:start+full], full/gemmNR, kc*gemmNR)
+			pixelRuns(j0, j0+full, s.OW, func(l, y, xo, run int) {
+				if iy := y + i - s.pad; iy < 0 || iy >= s.H || xhi <= xlo {
+					lanesPut(dst, kc, p, l, run, nil)
+					return
+				}
+				if xo < xlo {
+					lanesPut(dst, kc, p, l, min(xlo-xo, run), nil)
+				}
+				if xo+run > xhi {
+					b := max(xhi, xo)
+					lanesPut(dst, kc, p, l+b-xo, xo+run-b, nil)
+				}
+			})
+			s.packRuns(g, dst, kc, p, c, i, off, xlo, xhi, j0+full, j0+nw, full)
+		} else {
+			s.packRuns(g, dst, kc, p, c, i, off, xlo, xhi, j0, j0+nw, 0)
+		}
+		if j++; j == s.K {
+			if j, i = 0, i+1; i == s.K {
+				i, c = 0, c+1
+			}
+		}
+	}
+}
+
+// packRuns writes row p of the packed panels (im2col row (c,i,j), j giving
+// off = j-Pad and the valid output columns [xlo,xhi)) for the output pixels
+// [q0,q1), which start at lane l0, one output row at a time.
+func (s im2colB) packRuns(g *gemmImpl, dst []float32, kc, p, c, i, off, xlo, xhi, q0, q1, l0 int) {
+	plane := s.x[c*s.H*s.W : (c+1)*s.H*s.W]
+	pixelRuns(q0, q1, s.OW, func(l, y, xo, run int) {
+		l += l0
+		iy := y + i - s.pad
+		if iy < 0 || iy >= s.H || xhi <= xlo {
+			lanesPut(dst, kc, p, l, run, nil)
+			return
+		}
+		// [xo,a) and [b,xo+run) are outside the image, [a,b) inside.
+		a := min(max(xo, xlo), xo+run)
+		b := max(min(xo+run, xhi), a)
+		lanesPut(dst, kc, p, l, a-xo, nil)
+		lanesPut(dst, kc, p, l+b-xo, xo+run-b, nil)
+		la, lb := l+a-xo, l+b-xo
+		src := plane[iy*s.W+a+off : iy*s.W+b+off]
+		// Whole lane-aligned chunks go through copyChunks16.
+		fa, fb := roundUp(la, gemmNR), lb/gemmNR*gemmNR
+		if fb <= fa {
+			lanesPut(dst, kc, p, la, lb-la, src)
+			return
+		}
+		lanesPut(dst, kc, p, la, fa-la, src[:fa-la])
+		g.copyChunks16(dst[fa*kc+p*gemmNR:], src[fa-la:fb-la], (fb-fa)/gemmNR, kc*gemmNR)
+		lanesPut(dst, kc, p, fb, lb-fb, src[fb-la:])
+	})
+}
+
+// im2colTB is op(B) = the transposed im2col matrix of one image (see
+// im2colB): k = OH*OW pixels by n = C*K*K columns, for dW += dout x col^T.
+// Each panel's 16 im2col rows are copied into scratch (16*kc values) and
+// transposed into the panel.
+type im2colTB struct{ im2colB }
+
+func (s im2colTB) packB(g *gemmImpl, dst, scratch []float32, p0, kc, j0, nw int) {
+	KK, HW := s.K*s.K, s.H*s.W
+	block := scratch[:gemmNR*kc]
+	for q := 0; q < nw; q += gemmNR {
+		for l := 0; l < gemmNR; l++ {
+			row := block[l*kc : (l+1)*kc]
+			if q+l >= nw {
+				clear(row)
+				continue
+			}
+			r := j0 + q + l
+			c, i, j := r/KK, r/s.K%s.K, r%s.K
+			plane := s.x[c*HW : (c+1)*HW]
+			off := j - s.pad
+			xlo, xhi := max(0, -off), min(s.OW, s.W-off)
+			pixelRuns(p0, p0+kc, s.OW, func(t, y, xo, run int) {
+				seg := row[t : t+run]
+				iy := y + i - s.pad
+				if iy < 0 || iy >= s.H || xhi <= xlo {
+					clear(seg)
+					return
+				}
+				a := min(max(xo, xlo), xo+run)
+				b := max(min(xo+run, xhi), a)
+				clear(seg[:a-xo])
+				copy(seg[a-xo:b-xo], plane[iy*s.W+a+off:iy*s.W+b+off])
+				clear(seg[b-xo:])
+			})
+		}
+		g.transpose16(dst[q*kc:(q+gemmNR)*kc], block, kc, kc)
+	}
+}
+
+// flippedWA is op(A) for the input gradient of a convolution computed as a
+// convolution of dout: w is (OC,C,K,K) and
+//
+//	op(A)[c][(o*K+i)*K+j] = w[o, c, K-1-i, K-1-j]
+//
+// (C x OC*K*K), so din = op(A) x im2col(dout, padding K-1-pad).
+type flippedWA struct {
+	w        []float32
+	OC, C, K int
+}
+
+func (s flippedWA) packA(buf []float32, i0, mc, p0, kc int) []float32 {
+	buf = buf[:roundUp(mc, gemmMR)*kc]
+	K, KK := s.K, s.K*s.K
+	for r := 0; r < mc; r += gemmMR {
+		d := buf[r*kc : (r+gemmMR)*kc]
+		mr := min(gemmMR, mc-r)
+		if mr < gemmMR {
+			clear(d)
+		}
+		o, i, j := p0/KK, p0/K%K, p0%K
+		for p := 0; p < kc; p++ {
+			// w[o, c, K-1-i, K-1-j] for c = i0+r .. i0+r+mr-1, KK apart.
+			base := (o*s.C+i0+r)*KK + (K-1-i)*K + K - 1 - j
+			dp := d[p*gemmMR : p*gemmMR+gemmMR]
+			if mr == gemmMR {
+				src := s.w[base : base+5*KK+1]
+				dp[0], dp[1], dp[2] = src[0], src[KK], src[2*KK]
+				dp[3], dp[4], dp[5] = src[3*KK], src[4*KK], src[5*KK]
+			} else {
+				for ii := 0; ii < mr; ii++ {
+					dp[ii] = s.w[base+ii*KK]
+				}
+			}
+			if j++; j == K {
+				if j, i = 0, i+1; i == K {
+					i, o = 0, o+1
+				}
+			}
+		}
+	}
+	return buf
+}
