@@ -63,7 +63,7 @@ func describeDecodeError(err error, format string) string {
 	switch {
 	case errors.Is(err, image.ErrFormat):
 		return "not a PNG, JPEG or GIF file (unknown format); images must be PNG, JPEG or GIF, masks PNG or GIF"
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "unexpected EOF"):
 		if format == "" {
 			return "the file is truncated (it ends inside the image header)"
 		}
@@ -71,6 +71,9 @@ func describeDecodeError(err error, format string) string {
 	}
 	if format == "" {
 		return fmt.Sprintf("cannot read the image header: %v; the file is corrupt or not an image", err)
+	}
+	if strings.Contains(err.Error(), "not enough image data") {
+		return fmt.Sprintf("the %s file is truncated or corrupt (%v); re-export or re-download it", strings.ToUpper(format), err)
 	}
 	return fmt.Sprintf("cannot decode the %s data: %v; the file is corrupt", strings.ToUpper(format), err)
 }

@@ -31,6 +31,7 @@ Usage:
   memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants ...] [--json]
   memunet compare --config FILE [--variants ...] [--steps N] [--out DIR] [--set k=v ...]
   memunet bench --config FILE [--steps N] [--variants ...] [--set k=v ...]
+  memunet data check --config FILE [--set k=v ...] | memunet data synth --out DIR [--count N] [--size S]
   memunet version
   memunet help
 
@@ -54,6 +55,10 @@ compare runs each variant (and the same UNet in plain gorgonia) for a few
         steps in fresh processes and prints memory, speed and loss side by
         side; writes compare.csv, compare.json, memory.png, timeline.png.
 bench   times training steps: median step, GFLOP/s, time per layer kind.
+data    check reads the configured dataset in full and prints counts, sizes,
+        the mask-value histogram, the value -> class mapping and every
+        problem with its file; synth writes the built-in shapes in the
+        folder layout (DIR/images, DIR/masks) that data.source: folder reads.
 `
 
 func main() {
@@ -79,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = compareCommand(args[1:], stdout, stderr)
 	case "bench":
 		err = benchCommand(args[1:], stdout)
+	case "data":
+		err = dataCommand(args[1:], stdout, stderr)
 	case "predict":
 		err = predictCommand(args[1:], stdout)
 	case "export":

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/data"
+)
+
+const quickstartYAML = "../../configs/quickstart.yaml"
+
+// tinyModel trains a few steps of a tiny network.
+var tinyModel = []string{
+	"--set", "model.base=4", "--set", "model.depth=2", "--set", "train.batch_size=4", "--set", "train.steps=4",
+	"--set", "train.val_every=2", "--set", "train.checkpoint_every=0", "--set", "output.progress=none",
+}
+
+func mustWrite(t *testing.T, path string, encode func(*bytes.Buffer) error) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := encode(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// carvanaLike writes n synthetic samples of one size as Carvana has its
+// data: DIR/images/car_NN.jpg and DIR/masks/car_NN_mask.gif, each mask a
+// black/white GIF (palette index 1 where any shape is).
+func carvanaLike(t *testing.T, dir string, n, size int) {
+	t.Helper()
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: n, Size: size, Classes: 2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		img, mask, err := syn.Image(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("car_%02d", i)
+		mustWrite(t, filepath.Join(dir, "images", name+".jpg"), func(b *bytes.Buffer) error { return jpeg.Encode(b, img, &jpeg.Options{Quality: 95}) })
+		m := image.NewPaletted(mask.Bounds(), color.Palette{color.Gray{0}, color.Gray{255}})
+		for p, v := range mask.Pix {
+			m.Pix[p] = min(v, 1)
+		}
+		mustWrite(t, filepath.Join(dir, "masks", name+"_mask.gif"), func(b *bytes.Buffer) error { return gif.Encode(b, m, nil) })
+	}
+}
+
+// vocLike writes a VOC root: synthetic samples of two sizes (so training
+// needs data.resize) as JPEGImages/ID.jpg, palette masks
+// SegmentationClass/ID.png with a 255 border around each shape, and the
+// train and val lists.
+func vocLike(t *testing.T, dir string, nTrain, nVal int) {
+	t.Helper()
+	pal := data.MaskPalette()
+	var lists [2][]string
+	for i := range nTrain + nVal {
+		size := 32 + 8*(i%2)
+		syn, err := data.NewSynthetic(data.SyntheticConfig{Count: nTrain + nVal, Size: size, Classes: 3, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, mask, err := syn.Image(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("2008_%06d", i)
+		mustWrite(t, filepath.Join(dir, "JPEGImages", id+".jpg"), func(b *bytes.Buffer) error { return jpeg.Encode(b, img, &jpeg.Options{Quality: 95}) })
+		m := image.NewPaletted(mask.Bounds(), pal)
+		copy(m.Pix, mask.Pix)
+		for p, v := range mask.Pix {
+			if x := p % size; v == 0 && x+1 < size && mask.Pix[p+1] != 0 {
+				m.Pix[p] = 255
+			}
+		}
+		mustWrite(t, filepath.Join(dir, "SegmentationClass", id+".png"), func(b *bytes.Buffer) error { return png.Encode(b, m) })
+		k := 0
+		if i >= nTrain {
+			k = 1
+		}
+		lists[k] = append(lists[k], id)
+	}
+	for k, name := range []string{"train.txt", "val.txt"} {
+		mustWrite(t, filepath.Join(dir, "ImageSets", "Segmentation", name), func(b *bytes.Buffer) error {
+			_, err := b.WriteString(strings.Join(lists[k], "\n") + "\n")
+			return err
+		})
+	}
+}
+
+func readSummary(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// runCapture is run with os.Stderr captured too: the trainer prints the
+// data summary there.
+func runCapture(t *testing.T, args []string, stdout, stderr *bytes.Buffer) int {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = f
+	code := run(args, stdout, stderr)
+	os.Stderr = saved
+	f.Close()
+	b, _ := os.ReadFile(f.Name())
+	stderr.Write(b)
+	return code
+}
+
+func trainArgs(out string, sets ...string) []string {
+	args := []string{"train", "--config", quickstartYAML, "--out", out}
+	args = append(args, tinyModel...)
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+func TestTrainOnCarvanaLikeFolder(t *testing.T) {
+	ds, out := t.TempDir(), t.TempDir()
+	carvanaLike(t, ds, 12, 32)
+	var stdout, stderr bytes.Buffer
+	code := runCapture(t, trainArgs(out, "data.source=folder", "data.path="+ds, "data.mask_suffix=_mask", "model.classes=2",
+		"data.val_fraction=0.25", "data.flip=true"), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	sum := readSummary(t, out)
+	if sum["steps"].(float64) != 4 || sum["final_loss"].(float64) <= 0 {
+		t.Errorf("summary: %v", sum)
+	}
+	// The mask values were discovered by a scan and the mapping printed.
+	if !strings.Contains(stderr.String(), "mask values found by a scan: 0->0 1->1") {
+		t.Errorf("stderr does not show the discovered mapping: %s", stderr.String())
+	}
+}
+
+func TestTrainOnVOCLike(t *testing.T) {
+	ds, out := t.TempDir(), t.TempDir()
+	vocLike(t, ds, 9, 3)
+	var stdout, stderr bytes.Buffer
+	// Two image sizes: without data.resize it stops before training and says so.
+	code := run(trainArgs(out, "data.source=voc", "data.path="+ds, "model.classes=3"), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "data.resize") || !strings.Contains(stderr.String(), "JPEGImages") {
+		t.Fatalf("two sizes without resize: exit %d: %s", code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code = runCapture(t, trainArgs(out, "data.source=voc", "data.path="+ds, "model.classes=3", "data.resize=[32, 32]",
+		"data.mean=[0.485, 0.456, 0.406]", "data.std=[0.229, 0.224, 0.225]"), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "12 samples (train 9, val 3)") {
+		t.Errorf("the split is not the VOC lists': %s", stderr.String())
+	}
+	if sum := readSummary(t, out); sum["steps"].(float64) != 4 {
+		t.Errorf("summary: %v", sum)
+	}
+}
+
+// A bad file stops `memunet train` before the first step, naming the file;
+// no metrics are written.
+func TestTrainStopsOnBadFile(t *testing.T) {
+	ds, out := t.TempDir(), t.TempDir()
+	carvanaLike(t, ds, 8, 32)
+	bad := filepath.Join(ds, "masks", "car_05_mask.gif")
+	raw, _ := os.ReadFile(bad)
+	if err := os.WriteFile(bad, raw[:len(raw)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(trainArgs(out, "data.source=folder", "data.path="+ds, "data.mask_suffix=_mask", "model.classes=2"), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), bad) || !strings.Contains(stderr.String(), "truncated") {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "metrics.jsonl")); err == nil {
+		t.Error("metrics.jsonl written: training started")
+	}
+}
+
+func TestDataSynthThenCheckAndTrain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shapes")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"data", "synth", "--out", dir, "--count", "16", "--size", "16", "--classes", "3"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("synth: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "wrote 16 samples") || !strings.Contains(stdout.String(), "data.path="+dir) {
+		t.Errorf("synth output: %s", stdout.String())
+	}
+	for _, sub := range []string{"images/00000.png", "masks/00015.png"} {
+		if _, err := os.Stat(filepath.Join(dir, sub)); err != nil {
+			t.Error(err)
+		}
+	}
+	// Writing again would overwrite: refused.
+	if code := run([]string{"data", "synth", "--out", dir}, &stdout, &stderr); code != 1 {
+		t.Errorf("synth into a full directory: exit %d", code)
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	sets := []string{"--set", "data.source=folder", "--set", "data.path=" + dir, "--set", "model.classes=3"}
+	if code := run(append([]string{"data", "check", "--config", quickstartYAML}, sets...), &stdout, &stderr); code != 0 {
+		t.Fatalf("check: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	for _, w := range []string{"samples: 16 (train 14, val 2", "16x16: 16", "  0 -> class 0:", "  2 -> class 2:",
+		"data.mask_values: [0, 1, 2]", "problems: none", "ok: the dataset is ready"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("check output lacks %q:\n%s", w, stdout.String())
+		}
+	}
+
+	out := t.TempDir()
+	stdout.Reset()
+	stderr.Reset()
+	args := trainArgs(out, "data.source=folder", "data.path="+dir, "model.classes=3", "data.mask_values=[0, 1, 2]")
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr.String())
+	}
+}
+
+func TestDataCheckReportsProblems(t *testing.T) {
+	dir := t.TempDir()
+	carvanaLike(t, dir, 6, 32)
+	os.Remove(filepath.Join(dir, "masks", "car_02_mask.gif"))
+	mustWrite(t, filepath.Join(dir, "masks", "car_04_mask.gif"), func(b *bytes.Buffer) error {
+		return gif.Encode(b, image.NewPaletted(image.Rect(0, 0, 16, 16), color.Palette{color.Gray{0}, color.Gray{255}}), nil)
+	})
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"data", "check", "--config", quickstartYAML, "--set", "data.source=folder", "--set", "data.path=" + dir,
+		"--set", "data.mask_suffix=_mask", "--set", "model.classes=2"}, &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{
+		"error: " + filepath.Join(dir, "images", "car_02.jpg") + ": has no mask",
+		"error: " + filepath.Join(dir, "masks", "car_04_mask.gif") + ": is 16x16 (height x width) but its image",
+	} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("check output lacks %q:\n%s", w, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "memunet: data check: 2 problems stop training") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+func TestDataUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"data"}, {"data", "nope"}, {"data", "synth"}, {"data", "check"}, {"data", "synth", "--out", "x", "--size", "3"},
+		{"data", "check", "--config", quickstartYAML, "extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 2 || !strings.HasPrefix(stderr.String(), "memunet: data") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+}
+
+// data.resize trains at the resized size, and the logged activation memory
+// shrinks with the pixel count: 64x64 has 4 times the pixels of 32x32.
+func TestResizeShrinksActivations(t *testing.T) {
+	ds := t.TempDir()
+	carvanaLike(t, ds, 12, 48)
+	acts := map[int]float64{}
+	for _, n := range []int{64, 32} {
+		out := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		args := trainArgs(out, "data.source=folder", "data.path="+ds, "data.mask_suffix=_mask", "model.classes=2",
+			fmt.Sprintf("data.resize=[%d, %d]", n, n), "train.steps=2")
+		if code := runCapture(t, args, &stdout, &stderr); code != 0 {
+			t.Fatalf("resize %d: exit %d: %s", n, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), fmt.Sprintf("-> %dx%d by data.resize", n, n)) {
+			t.Errorf("resize %d: %s", n, stderr.String())
+		}
+		sum := readSummary(t, out)
+		acts[n] = sum["peak_allocated_by_category"].(map[string]any)["activations"].(float64)
+		t.Logf("data.resize [%d, %d]: peak activations %.0f bytes (%.2f MiB), peak allocated %.0f", n, n, acts[n], acts[n]/(1<<20), sum["peak_allocated_bytes"].(float64))
+	}
+	if r := acts[64] / acts[32]; r < 3.5 || r > 4.5 {
+		t.Errorf("activations at 64x64 / 32x32 = %.2f, want about 4 (the pixel ratio)", r)
+	}
+}
