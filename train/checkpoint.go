@@ -177,9 +177,7 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 		return nil, err
 	}
 	ck := &Checkpoint{Dir: dir}
-	dec := json.NewDecoder(bytes.NewReader(o.Manifest))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ck.Manifest); err != nil {
+	if err := json.Unmarshal(o.Manifest, &ck.Manifest); err != nil {
 		return nil, &checkpoint.Error{Dir: dir, Kind: checkpoint.ErrFormat, Detail: fmt.Sprintf("%s: %v", checkpoint.ManifestName, err)}
 	}
 	if ck.Config, err = manifestConfig(dir, ck.Manifest.Config, nil); err != nil {
@@ -262,12 +260,13 @@ func exactNumbers(v any) any {
 	return v
 }
 
+// UnmarshalJSON decodes a manifest keeping the configuration's integers exact
+// (seeds are uint64; float64 would round them).
 func (m *Manifest) UnmarshalJSON(b []byte) error {
 	type plain Manifest
 	var p plain
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
+	dec.UseNumber() // keys a later memunet adds are ignored
 	if err := dec.Decode(&p); err != nil {
 		return err
 	}
