@@ -116,6 +116,9 @@ func (s im2colB) packRuns(g *gemmImpl, dst []float32, kc, p, c, i, off, xlo, xhi
 		b := max(min(xo+run, xhi), a)
 		lanesPut(dst, kc, p, l, a-xo, nil)
 		lanesPut(dst, kc, p, l+b-xo, xo+run-b, nil)
+		if b == a {
+			return
+		}
 		la, lb := l+a-xo, l+b-xo
 		src := plane[iy*s.W+a+off : iy*s.W+b+off]
 		// Whole lane-aligned chunks go through copyChunks16.
@@ -161,7 +164,9 @@ func (s im2colTB) packB(g *gemmImpl, dst, scratch []float32, p0, kc, j0, nw int)
 				a := min(max(xo, xlo), xo+run)
 				b := max(min(xo+run, xhi), a)
 				clear(seg[:a-xo])
-				copy(seg[a-xo:b-xo], plane[iy*s.W+a+off:iy*s.W+b+off])
+				if b > a {
+					copy(seg[a-xo:b-xo], plane[iy*s.W+a+off:iy*s.W+b+off])
+				}
 				clear(seg[b-xo:])
 			})
 		}
