@@ -504,7 +504,7 @@ func (t *Trainer) saveCheckpoint(parent string, r saveRequest) (string, error) {
 			EpochIndex: epochIdx, MicroBatchInEpoch: t.micro % t.microPerEpoch, Accumulate: c.Train.Accumulate},
 		Request: r.Request,
 		RNG: RNGState{ModelSeed: c.Model.Seed, DataSeed: c.Data.Seed, ShuffleSeed: c.Train.Seed, ShuffleEpoch: epochIdx,
-			Note: "no hidden generator state: samples are a function of (data_seed, index), each epoch's order of (shuffle_seed, epoch); model_seed only initialized the weights"},
+			Note: "no hidden generator state: samples are a function of (data_seed, index), each epoch's order and flips of (shuffle_seed, epoch); model_seed only initialized the weights"},
 		Scaler: ScalerState{Enabled: t.Scaler.Enabled, Scale: t.Scaler.Scale, GrowthTracker: t.Scaler.GrowthTracker, Skipped: t.Scaler.Skipped,
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
 		Adam: AdamState{Step: t.Opt.Step, LR: t.Opt.Config.LR, Beta1: t.Opt.Config.Beta1, Beta2: t.Opt.Config.Beta2,
