@@ -19,6 +19,7 @@ type progress struct {
 	total   int
 	start   time.Time
 	lastVal string
+	resumed int // steps done before this process (a resumed run)
 }
 
 func newProgress(out config.Output, opts Options, total int) *progress {
@@ -65,7 +66,7 @@ func (p *progress) step(r StepRecord) {
 		return
 	}
 	if r.Step%p.every == 0 || r.Step == p.total {
-		rate := float64(r.Step) / time.Since(p.start).Seconds()
+		rate := float64(r.Step-p.resumed) / time.Since(p.start).Seconds()
 		fmt.Fprintf(p.w, "step %d/%d  epoch %d  %s  %.2f step/s\n", r.Step, p.total, r.Epoch, mem, rate)
 	}
 }
@@ -81,6 +82,14 @@ func (p *progress) validation(v ValRecord) {
 func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
+	}
+}
+
+// resumeAt starts the count at step (a resumed run).
+func (p *progress) resumeAt(step int) {
+	p.resumed, p.start = step, time.Now()
+	if p.bar != nil {
+		_ = p.bar.Set(step)
 	}
 }
 

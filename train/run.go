@@ -148,6 +148,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	defer ckpt.close()
 	if line := ckpt.resumeNote(total); line != "" {
 		prog.note(line)
+		prog.resumeAt(ckpt.start)
 	}
 	metricsFile, err := openMetrics(opts.OutDir, ckpt.start)
 	if err != nil {
