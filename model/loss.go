@@ -48,14 +48,7 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target []uint8) (float6
 					bad[n] = t + 1
 					continue
 				}
-				mx := float32(math.Inf(-1))
-				for k := 0; k < K; k++ {
-					mx = max(mx, z[(n*K+k)*HW+p])
-				}
-				var se float64
-				for k := 0; k < K; k++ {
-					se += math.Exp(float64(z[(n*K+k)*HW+p] - mx))
-				}
+				mx, se := softmaxTerms(z[n*K*HW+p:], K, HW)
 				sums[n] += math.Log(se) - float64(z[(n*K+t)*HW+p]-mx)
 				counts[n]++
 			}
@@ -119,14 +112,7 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 				}
 				continue
 			}
-			mx := float32(math.Inf(-1))
-			for k := 0; k < K; k++ {
-				mx = max(mx, z[(n*K+k)*HW+p])
-			}
-			var se float64
-			for k := 0; k < K; k++ {
-				se += math.Exp(float64(z[(n*K+k)*HW+p] - mx))
-			}
+			mx, se := softmaxTerms(z[n*K*HW+p:], K, HW)
 			for k := 0; k < K; k++ {
 				idx := (n*K+k)*HW + p
 				prob := float32(math.Exp(float64(z[idx]-mx)) / se)
@@ -144,3 +130,17 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 }
 
 func (l *CrossEntropy) forget() { l.logits, l.target = nil, nil }
+
+// softmaxTerms returns, for the K logits z[0], z[stride], ..., their maximum
+// and the sum of exp(z - max), from which softmax and log-sum-exp follow
+// without overflow.
+func softmaxTerms(z []float32, K, stride int) (mx float32, se float64) {
+	mx = float32(math.Inf(-1))
+	for k := 0; k < K; k++ {
+		mx = max(mx, z[k*stride])
+	}
+	for k := 0; k < K; k++ {
+		se += math.Exp(float64(z[k*stride] - mx))
+	}
+	return mx, se
+}
