@@ -483,7 +483,7 @@ type saveRequest struct {
 	Version     string
 }
 
-// SaveCheckpoint writes the trainer's state as a new checkpoint directory in
+// saveCheckpoint writes the trainer's state as a new checkpoint directory in
 // parent (atomically; see checkpoint.Save) and returns its path.
 func (t *Trainer) saveCheckpoint(parent string, r saveRequest) (string, error) {
 	cfgMap, err := configMap(t.Config)

@@ -102,8 +102,6 @@ func newCheckpointer(ctx context.Context, tr *Trainer, opts Options, ck *Checkpo
 	return c, nil
 }
 
-func (c *checkpointer) close() {}
-
 func (c *checkpointer) beginStep(step int) { c.doneAtStart = c.ctx.Err() != nil }
 
 // endStep records the step; a cancellation that came while it ran (an

@@ -145,7 +145,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	if err != nil {
 		return nil, err
 	}
-	defer ckpt.close()
 	if line := ckpt.resumeNote(total); line != "" {
 		prog.note(line)
 		prog.resumeAt(ckpt.start)
