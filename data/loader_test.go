@@ -125,9 +125,12 @@ func TestLoaderFlip(t *testing.T) {
 	if same == 16 {
 		t.Error("every sample flipped the same way in epochs 1 and 2")
 	}
-	l.cfg.Flip = false
-	if l.Flipped(0, 3) {
-		t.Error("Flipped without data.flip")
+	cfg.Flip = false
+	plain, _ := NewLoader(syn, idx, cfg)
+	for i := range 16 {
+		if plain.Flipped(0, i) {
+			t.Fatal("Flipped without data.flip")
+		}
 	}
 }
 
