@@ -71,4 +71,3 @@ func BenchmarkUNetStep(b *testing.B) {
 		})
 	}
 }
-

@@ -92,7 +92,9 @@ func benchVariant(cfg config.Config, steps int) ([]string, error) {
 	fwd, _ := tr.Net.FLOPs(h, w)
 	flops := 3 * fwd * float64(cfg.Train.BatchSize*cfg.Train.Accumulate)
 	row := []string{fmt.Sprintf("%d x %d", cfg.Train.BatchSize, cfg.Train.Accumulate), fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", flops/(med/1000)/1e9)}
-	per := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(steps)) }
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(steps))
+	}
 	accounted := tr.OptimizerTime
 	for k := model.Kind(0); k < model.NumKinds; k++ {
 		row = append(row, per(tr.Profile.Total[k]))
