@@ -146,21 +146,15 @@ func (c Config) ModelConfig() model.Config {
 }
 
 // ImageSize is the (H, W) the model sees: data.resize if set, else data.size
-// (times data.scale) for the synthetic data. For folder and voc without
-// data.resize the size is in the files, not the config: ImageSize returns
-// 0, 0 and data.Open's Set.Data.Size() tells.
+// for the synthetic data, or for folder and voc the size of the first image
+// (its file header is read; see data.ProbeSize), times data.scale. It is
+// 0, 0 when the files cannot tell.
 func (c Config) ImageSize() (h, w int) {
-	if len(c.Data.Resize) == 2 {
-		return c.Data.Resize[0], c.Data.Resize[1]
-	}
-	if c.Data.Source != data.SourceSynthetic {
+	h, w, err := data.ProbeSize(c.DataConfig())
+	if err != nil {
 		return 0, 0
 	}
-	if s := c.Data.Scale; s > 0 && s != 1 {
-		n := max(1, int(math.Round(float64(c.Data.Size)*s)))
-		return n, n
-	}
-	return c.Data.Size, c.Data.Size
+	return h, w
 }
 
 // DataConfig is the data section as the data package takes it.

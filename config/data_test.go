@@ -30,7 +30,7 @@ data:
 		t.Errorf("DataConfig: %+v", d)
 	}
 	if h, w := c.ImageSize(); h != 0 || w != 0 {
-		t.Errorf("folder without resize: ImageSize %dx%d, want 0x0 (the files tell)", h, w)
+		t.Errorf("folder without resize in a folder that does not exist: ImageSize %dx%d, want 0x0", h, w)
 	}
 	// The resolved config reads back the same.
 	b, err := c.Marshal()

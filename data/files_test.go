@@ -647,3 +647,31 @@ func TestOpenCached(t *testing.T) {
 		t.Fatalf("after adding an image without a mask: %v", err)
 	}
 }
+
+func TestProbeSize(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 3, 64, 48, []uint8{0, 255})
+	cfg := folderConfig(dir)
+	if h, w, err := ProbeSize(cfg); err != nil || h != 64 || w != 48 {
+		t.Errorf("folder: %dx%d, %v", h, w, err)
+	}
+	cfg.Scale = 0.5
+	if h, w, err := ProbeSize(cfg); err != nil || h != 32 || w != 24 {
+		t.Errorf("folder scaled 0.5: %dx%d, %v", h, w, err)
+	}
+	cfg.Scale, cfg.Resize = 0, []int{16, 8}
+	if h, w, err := ProbeSize(cfg); err != nil || h != 16 || w != 8 {
+		t.Errorf("resized: %dx%d, %v", h, w, err)
+	}
+	voc := t.TempDir()
+	vocLike(t, voc, [][2]int{{40, 56}, {32, 32}}, nil)
+	if h, w, err := ProbeSize(SourceConfig{Source: SourceVOC, Path: voc}); err != nil || h != 40 || w != 56 {
+		t.Errorf("voc: %dx%d, %v", h, w, err)
+	}
+	if _, _, err := ProbeSize(folderConfig(filepath.Join(dir, "nope"))); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing folder: %v", err)
+	}
+	if h, w, err := ProbeSize(SourceConfig{Source: SourceSynthetic, Synthetic: SyntheticConfig{Size: 64}, Scale: 0.25}); err != nil || h != 16 || w != 16 {
+		t.Errorf("synthetic: %dx%d, %v", h, w, err)
+	}
+}

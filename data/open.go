@@ -1,8 +1,10 @@
 package data
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
+	"image"
 	"io"
 	"maps"
 	"math"
@@ -803,4 +805,49 @@ func OpenCached(cfg SourceConfig) (set *Set, fresh bool, err error) {
 	}
 	openCache.sets[key] = set
 	return set, true, nil
+}
+
+// ProbeSize returns the height and width the samples of cfg will have,
+// reading as little as it can: data.resize if set; for the synthetic set
+// its size; for files the header of the first image. data.scale applies to
+// the latter two. It does not check the files (Open does, and requires
+// every image to have the first one's size unless data.resize is set);
+// an error means the size cannot be told.
+func ProbeSize(cfg SourceConfig) (h, w int, err error) {
+	if r := cfg.Resize; len(r) == 2 {
+		return r[0], r[1], nil
+	}
+	switch cfg.Source {
+	case SourceSynthetic:
+		h, w = cfg.Synthetic.Size, cfg.Synthetic.Size
+	case SourceFolder, SourceVOC:
+		var pairs []pair
+		var probs []Problem
+		if cfg.Source == SourceFolder {
+			pairs, probs = listFolder(cfg.Path, cfg.MaskSuffix)
+		} else {
+			pairs, _, _, probs = listVOC(cfg.Path)
+		}
+		if len(pairs) == 0 {
+			if len(probs) > 0 {
+				return 0, 0, fmt.Errorf("data: %w", probs[0])
+			}
+			return 0, 0, fmt.Errorf("data: %s: no samples", cfg.Path)
+		}
+		b, err := readFile(pairs[0].image)
+		if err != nil {
+			return 0, 0, err
+		}
+		c, _, err := image.DecodeConfig(bytes.NewReader(b))
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %s", pairs[0].image, describeDecodeError(err, ""))
+		}
+		h, w = c.Height, c.Width
+	default:
+		return 0, 0, fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
+	}
+	if s := cfg.Scale; s > 0 && s != 1 {
+		h, w = max(1, int(math.Round(float64(h)*s))), max(1, int(math.Round(float64(w)*s)))
+	}
+	return h, w, nil
 }
