@@ -74,19 +74,23 @@ func (s im2colB) packB(g *gemmImpl, dst, _ []float32, p0, kc, j0, nw int) {
 		start := c*HW + (i-s.pad)*s.W + off + j0
 		if s.OW == s.W && full > 0 && start >= 0 && start+full <= len(s.x) {
 			g.copyChunks16(dst[p*gemmNR:], s.x[start:start+full], full/gemmNR, kc*gemmNR)
-			pixelRuns(j0, j0+full, s.OW, func(l, y, xo, run int) {
+			y, xo := j0/s.OW, j0%s.OW
+			for l := 0; l < full; y, xo = y+1, 0 {
+				run := min(s.OW-xo, full-l)
 				if iy := y + i - s.pad; iy < 0 || iy >= s.H || xhi <= xlo {
 					lanesPut(dst, kc, p, l, run, nil)
-					return
+				} else {
+					// Zero the lanes left of xlo and right of xhi (|off|
+					// of them at most), one at a time.
+					for L := l; L < l+min(xlo-xo, run); L++ {
+						dst[(L-L%gemmNR)*kc+p*gemmNR+L%gemmNR] = 0
+					}
+					for L := l + max(xhi-xo, 0); L < l+run; L++ {
+						dst[(L-L%gemmNR)*kc+p*gemmNR+L%gemmNR] = 0
+					}
 				}
-				if xo < xlo {
-					lanesPut(dst, kc, p, l, min(xlo-xo, run), nil)
-				}
-				if xo+run > xhi {
-					b := max(xhi, xo)
-					lanesPut(dst, kc, p, l+b-xo, xo+run-b, nil)
-				}
-			})
+				l += run
+			}
 			s.packRuns(g, dst, kc, p, c, i, off, xlo, xhi, j0+full, j0+nw, full)
 		} else {
 			s.packRuns(g, dst, kc, p, c, i, off, xlo, xhi, j0, j0+nw, 0)

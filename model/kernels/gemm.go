@@ -60,6 +60,10 @@ type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, o
 type gemmImpl struct {
 	name   string
 	kernel microKernel
+	// wide, if not nil, computes a 6x32 tile (MR x 2*NR) from one A panel
+	// and two adjacent B panels (b holding 2*kc*NR values), with kernel's
+	// contract otherwise; the driver uses it for pairs of whole panels.
+	wide microKernel
 	// copyChunks16 copies n chunks of 16 values: src[16t:16t+16] to
 	// dst[t*dstStride:t*dstStride+16].
 	copyChunks16 func(dst, src []float32, n, dstStride int)
@@ -81,7 +85,7 @@ func bestGemm() gemmImpl {
 }
 
 // GemmImplementation names the micro-kernel Sgemm uses on this machine:
-// "avx2+fma" or "go".
+// "avx512", "avx2+fma" or "go".
 func GemmImplementation() string { return bestGemm().name }
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices,
@@ -314,7 +318,24 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 		for ic := i0; ic < i1; ic += gemmMC {
 			mc := min(gemmMC, i1-ic)
 			ap := A.packA(packA, ic, mc, pc, kc)
-			for jr := 0; jr < nw; jr += gemmNR {
+			for jr := 0; jr < nw; {
+				if g.wide != nil && nw-jr >= 2*gemmNR {
+					// Two whole panels: 6x32 tiles.
+					bPanels := bp[jr*kc : (jr+2*gemmNR)*kc]
+					for ir := 0; ir < mc; ir += gemmMR {
+						aPanel := ap[ir*kc : (ir+gemmMR)*kc]
+						ci := (ic+ir)*ldc + j0 + jr
+						if mc-ir >= gemmMR {
+							g.wide(kc, aPanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0)
+							continue
+						}
+						for h := 0; h < 2; h++ {
+							g.edgeTile(&tile, kc, aPanel, bPanels[h*gemmNR*kc:], c[ci+h*gemmNR:], ldc, alpha, beta, mc-ir, gemmNR)
+						}
+					}
+					jr += 2 * gemmNR
+					continue
+				}
 				nr := min(gemmNR, nw-jr)
 				bPanel := bp[jr*kc : (jr+gemmNR)*kc]
 				for ir := 0; ir < mc; ir += gemmMR {
@@ -325,21 +346,27 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 						g.kernel(kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, beta == 0)
 						continue
 					}
-					// Edge tile: compute the full padded tile into tile,
-					// then update only the mr x nr part of C.
-					g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, alpha, 0, true)
-					for i := 0; i < mr; i++ {
-						row := c[ci+i*ldc : ci+i*ldc+nr]
-						src := tile[i*gemmNR : i*gemmNR+nr]
-						if beta == 0 {
-							copy(row, src)
-						} else {
-							for j, v := range src {
-								row[j] = v + beta*row[j]
-							}
-						}
-					}
+					g.edgeTile(&tile, kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, mr, nr)
 				}
+				jr += gemmNR
+			}
+		}
+	}
+}
+
+// edgeTile updates an mr x nr corner tile of C (mr <= MR, nr <= NR) at the
+// bottom or right edge: the full padded tile is computed into tile, then
+// only its mr x nr part is written to C.
+func (g *gemmImpl) edgeTile(tile *[gemmMR * gemmNR]float32, kc int, aPanel, bPanel, c []float32, ldc int, alpha, beta float32, mr, nr int) {
+	g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, alpha, 0, true)
+	for i := 0; i < mr; i++ {
+		row := c[i*ldc : i*ldc+nr]
+		src := tile[i*gemmNR : i*gemmNR+nr]
+		if beta == 0 {
+			copy(row, src)
+		} else {
+			for j, v := range src {
+				row[j] = v + beta*row[j]
 			}
 		}
 	}

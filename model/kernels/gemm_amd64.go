@@ -4,12 +4,42 @@ package kernels
 
 import "golang.org/x/sys/cpu"
 
-// asmGemm returns the AVX2+FMA implementation when the CPU has both.
-func asmGemm() (gemmImpl, bool) {
+// asmGemms returns the assembly implementations this CPU supports, slowest
+// first: AVX2+FMA (6x16 micro-kernel), and with AVX-512 also a 6x32
+// micro-kernel over two adjacent 16-column panels (the 6x16 one serves the
+// odd panel at a right edge).
+func asmGemms() []gemmImpl {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
-		return gemmImpl{}, false
+		return nil
 	}
-	return gemmImpl{name: "avx2+fma", kernel: microKernelAVX2, copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2}, true
+	avx2 := gemmImpl{name: "avx2+fma", kernel: microKernelAVX2, copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2}
+	if !cpu.X86.HasAVX512F {
+		return []gemmImpl{avx2}
+	}
+	avx512 := avx2
+	avx512.name, avx512.wide = "avx512", microKernelAVX512
+	return []gemmImpl{avx2, avx512}
+}
+
+// asmGemm returns the fastest assembly implementation, if any.
+func asmGemm() (gemmImpl, bool) {
+	if impls := asmGemms(); len(impls) > 0 {
+		return impls[len(impls)-1], true
+	}
+	return gemmImpl{}, false
+}
+
+// microKernelAVX512 adapts the 6x32 assembly kernel to microKernel: b holds
+// two panels (2*kc*16 values), c a 6 x 32 tile.
+func microKernelAVX512(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool) {
+	_ = a[kc*gemmMR-1]
+	_ = b[2*kc*gemmNR-1]
+	_ = c[(gemmMR-1)*ldc+2*gemmNR-1]
+	mode := 1
+	if overwrite {
+		mode = 0
+	}
+	sgemmKernel6x32AVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, mode)
 }
 
 // microKernelAVX2 adapts the assembly kernel to microKernel; the driver
@@ -68,3 +98,9 @@ func copyChunks16AVX(dst, src *float32, n, dstStride int)
 
 //go:noescape
 func transpose16AVX(dst, src *float32, srcStride, blocks int)
+
+// sgemmKernel6x32AVX512 is in gemm512_amd64.s: like sgemmKernel6x16AVX2
+// over a 6 x 32 tile, b holding two 16-column panels kc*16 floats apart.
+//
+//go:noescape
+func sgemmKernel6x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode int)
