@@ -72,7 +72,7 @@ func describeDecodeError(err error, format string) string {
 	if format == "" {
 		return fmt.Sprintf("cannot read the image header: %v; the file is corrupt or not an image", err)
 	}
-	if strings.Contains(err.Error(), "not enough image data") {
+	if strings.Contains(err.Error(), "not enough image data") || strings.Contains(err.Error(), "not enough pixel data") {
 		return fmt.Sprintf("the %s file is truncated or corrupt (%v); re-export or re-download it", strings.ToUpper(format), err)
 	}
 	return fmt.Sprintf("cannot decode the %s data: %v; the file is corrupt", strings.ToUpper(format), err)

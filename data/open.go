@@ -587,7 +587,11 @@ func (r *Report) Write(w io.Writer) {
 	if r.ValFromLists {
 		split = "train.txt / val.txt"
 	}
-	fmt.Fprintf(w, "samples: %d (train %d, val %d, split by %s); %d channel(s), %d classes\n", r.Samples, r.Train, r.Val, split, r.Channels, r.Classes)
+	if r.Train+r.Val > 0 {
+		fmt.Fprintf(w, "samples: %d (train %d, val %d, split by %s); %d channel(s), %d classes\n", r.Samples, r.Train, r.Val, split, r.Channels, r.Classes)
+	} else {
+		fmt.Fprintf(w, "samples: %d listed (not split: see the problems); %d channel(s), %d classes\n", r.Samples, r.Channels, r.Classes)
+	}
 	if len(r.Sizes) > 0 {
 		var parts []string
 		for k, s := range r.Sizes {
@@ -630,7 +634,13 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "mapping: %s\n", r.MappingDesc)
 	}
 	if r.Discovered {
-		if vals := r.discoveredValues(); len(vals) > 0 {
+		found := 0
+		for _, n := range r.Masks {
+			if n > 0 {
+				found++
+			}
+		}
+		if vals := r.discoveredValues(); len(vals) > 0 && found <= r.Classes {
 			fmt.Fprintf(w, "to fix this mapping, set data.mask_values: %s\n", formatInts(vals))
 		}
 	}
