@@ -23,7 +23,10 @@ func (s ConvShape) WeightSize() int { return s.OC * s.C * s.K * s.K }
 func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 }
 
 // WorkspaceSize is the number of float32 values the fast forward and backward
-// kernels need as workspace: one image's im2col matrix (C*K*K, OH*OW), or 0.
+// kernels take as workspace: the size of one image's im2col matrix
+// (C*K*K, OH*OW), or 0. (The kernels pack im2col blocks on the fly and use
+// the workspace only as scratch for packing; the size is kept so that
+// callers' memory accounting and plans stay as they were.)
 func (s ConvShape) WorkspaceSize() int {
 	if s.Direct() {
 		return 0
@@ -131,9 +134,11 @@ func Conv2dBackwardNaive[T float32 | float64](s ConvShape, din, dw, dbias, dout,
 // stored); a 1x1 convolution without padding multiplies by the image
 // itself. The weights are packed once for all images. The bias is written
 // into out_n first and the GEMM accumulates onto it, saving a pass over out.
-// ws must hold s.WorkspaceSize() values (the kernels no longer use it; the
-// size is kept so callers' memory accounting is unchanged). bias may be
-// nil. Same result as Conv2dNaive up to float32 summation order.
+// ws must hold s.WorkspaceSize() values; it no longer holds an im2col
+// matrix but serves as scratch for the packed weights and the GEMM's packing
+// buffers (anything that does not fit is allocated), its contents
+// unspecified afterwards. bias may be nil. Same result as Conv2dNaive up to
+// float32 summation order.
 func Conv2d(s ConvShape, out, in, w, bias, ws []float32) {
 	conv2d(bestGemm(), s, out, in, w, bias, ws)
 }
@@ -142,9 +147,15 @@ func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
 	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
 	inImage, outImage := s.C*s.H*s.W, s.OC*P
+	// ws (no longer an im2col matrix) holds the packed weights and the
+	// GEMM's packing buffers, so the kernel allocates nothing when it is
+	// large enough.
 	var A packerA = matA{a: w, lda: CKK}
+	scratch := ws
 	if s.N*P > 2*taskCols {
-		A = prepackA(A, s.OC, CKK)
+		var buf []float32
+		buf, scratch = carve(ws, prepackSize(s.OC, CKK))
+		A = prepackA(A, s.OC, CKK, buf)
 	}
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
@@ -158,7 +169,7 @@ func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 			fillRows(o, bias, P)
 			beta = 1
 		}
-		gemm.gemm(s.OC, P, CKK, 1, A, B, beta, o, P)
+		gemm.gemm(s.OC, P, CKK, 1, A, B, beta, o, P, scratch)
 	}
 }
 
@@ -197,6 +208,9 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 	OH, OW := s.OH(), s.OW()
 	P, CKK, HW := OH*OW, s.C*s.K*s.K, s.H*s.W
 	inImage, outImage := s.C*HW, s.OC*P
+	// ws (no longer an im2col matrix) holds the packed weights and the
+	// GEMMs' packing buffers, as in Conv2d.
+	scratch := ws
 	var wT packerA
 	if din != nil {
 		if s.Direct() {
@@ -205,7 +219,9 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 			wT = flippedWA{w: w, OC: s.OC, C: s.C, K: s.K}
 		}
 		if s.N*HW > 2*taskCols {
-			wT = prepackA(wT, s.C, s.OC*s.K*s.K)
+			var buf []float32
+			buf, scratch = carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
+			wT = prepackA(wT, s.C, s.OC*s.K*s.K, buf)
 		}
 	}
 	for n := 0; n < s.N; n++ {
@@ -215,7 +231,7 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 		if !s.Direct() {
 			colT = im2colTB{im2colB{x: x, C: s.C, H: s.H, W: s.W, K: s.K, pad: s.Pad, OH: OH, OW: OW}}
 		}
-		gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK)
+		gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK, scratch)
 		if dbias != nil {
 			ParallelFor(s.OC, 1, func(lo, hi int) {
 				for oc := lo; oc < hi; oc++ {
@@ -234,6 +250,6 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 		if !s.Direct() {
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: s.K - 1 - s.Pad, OH: s.H, OW: s.W}
 		}
-		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, din[n*inImage:(n+1)*inImage], HW)
+		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, din[n*inImage:(n+1)*inImage], HW, scratch)
 	}
 }

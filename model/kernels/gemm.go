@@ -214,15 +214,17 @@ func (x prepackedA) packA(_ []float32, i0, mc, p0, kc int) []float32 {
 	return x.data[off : off+roundUp(mc, gemmMR)*kc]
 }
 
-// prepackA packs all of the m x k op(A) that src supplies, in parallel over
-// row panels. Products with several column tasks then share one packing of
-// A instead of each task repacking it (e.g. a conv's weights, used by every
-// block of pixels of every image).
-func prepackA(src packerA, m, k int) prepackedA {
+// prepackA packs all of the m x k op(A) that src supplies into the front of
+// buf (allocated if shorter than prepackSize(m, k)), in parallel over row
+// panels for large operands. Products with several column tasks then share
+// one packing of A instead of each task repacking it (e.g. a conv's
+// weights, used by every block of pixels).
+func prepackA(src packerA, m, k int, buf []float32) prepackedA {
 	mp := roundUp(m, gemmMR)
-	x := prepackedA{data: make([]float32, mp*k), m: m, k: k}
+	data, _ := carve(buf, prepackSize(m, k))
+	x := prepackedA{data: data, m: m, k: k}
 	panels := mp / gemmMR
-	ParallelFor(panels, max(1, 8192/max(1, k)), func(lo, hi int) {
+	ParallelFor(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) {
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
 			i0, mc := lo*gemmMR, min(hi*gemmMR, m)-lo*gemmMR
@@ -235,14 +237,28 @@ func prepackA(src packerA, m, k int) prepackedA {
 	return x
 }
 
+// prepackSize is the float32 count of a prepacked m x k op(A).
+func prepackSize(m, k int) int { return roundUp(m, gemmMR) * k }
+
+// carve returns the first n values of buf and the rest, or a new slice of n
+// and buf unchanged when buf is too short. Its values are unspecified.
+func carve(buf []float32, n int) (head, rest []float32) {
+	if len(buf) < n {
+		return make([]float32, n), buf
+	}
+	return buf[:n:n], buf[n:]
+}
+
 func (g gemmImpl) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
-	g.gemm(m, n, k, alpha, matA{a, lda, transA}, matB{b, ldb, transB}, beta, c, ldc)
+	g.gemm(m, n, k, alpha, matA{a, lda, transA}, matB{b, ldb, transB}, beta, c, ldc, nil)
 }
 
 // gemm computes C = alpha*op(A)*op(B) + beta*C with op(A) (m x k) and op(B)
-// (k x n) supplied by packers; the caller has checked the sizes.
-func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta float32, c []float32, ldc int) {
+// (k x n) supplied by packers; the caller has checked the sizes. Packing
+// buffers are carved from scratch while it lasts (its contents are
+// unspecified and are overwritten), then allocated.
+func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta float32, c []float32, ldc int, scratch []float32) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -271,16 +287,26 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 	colTasks, total := ceilDiv(n, nt), tasks()
 	workers = min(workers, total)
 	if _, done := A.(prepackedA); !done && colTasks > 2 {
-		A = prepackA(A, m, k)
+		var buf []float32
+		buf, scratch = carve(scratch, prepackSize(m, k))
+		A = prepackA(A, m, k, buf)
 	}
 
+	// Per-worker buffers: packed A block (unless prepacked), packed B block
+	// and the B packers' scratch.
 	kcMax := min(k, gemmKC)
-	work := func(next *atomic.Int64) {
-		var packA []float32
-		if _, ok := A.(prepackedA); !ok {
-			packA = make([]float32, roundUp(min(mt, gemmMC), gemmMR)*kcMax)
-		}
-		packB := make([]float32, roundUp(nt, gemmNR)*kcMax+gemmNR*gemmKC)
+	aSize := roundUp(min(mt, gemmMC), gemmMR) * kcMax
+	if _, ok := A.(prepackedA); ok {
+		aSize = 0
+	}
+	bSize := roundUp(nt, gemmNR)*kcMax + gemmNR*gemmKC
+	bufs := make([][2][]float32, workers)
+	for w := range bufs {
+		bufs[w][0], scratch = carve(scratch, aSize)
+		bufs[w][1], scratch = carve(scratch, bSize)
+	}
+	work := func(w int, next *atomic.Int64) {
+		packA, packB := bufs[w][0], bufs[w][1]
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= total {
@@ -292,14 +318,14 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 	}
 	var next atomic.Int64
 	if workers <= 1 {
-		work(&next)
+		work(0, &next)
 		return
 	}
 	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(func() { work(&next) })
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { work(w, &next) })
 	}
-	work(&next)
+	work(0, &next)
 	wg.Wait()
 }
 

@@ -201,7 +201,7 @@ func TestFlippedWeightsPacker(t *testing.T) {
 		}
 		A := flippedWA{w: w, OC: OC, C: C, K: K}
 		ref := matA{a: flipped, lda: k}
-		pre, preRef := prepackA(A, m, k), prepackA(ref, m, k)
+		pre, preRef := prepackA(A, m, k, nil), prepackA(ref, m, k, garbage(r, prepackSize(m, k)+3))
 		for _, win := range packWindows(r, k, m) {
 			p0, kc, i0, mc := win[0], win[1], win[2]/gemmMR*gemmMR, win[3]
 			mc = min(mc, m-i0)
