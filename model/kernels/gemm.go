@@ -26,6 +26,8 @@ import (
 //     garbage or NaN). Tiles at the right and bottom edges, padded with
 //     zeros in the packed panels, go through a small temporary.
 //
+//go:generate go run asm_gen.go
+
 // The micro-kernel is Go assembly (AVX2+FMA, 6x16) where the CPU has it
 // (gemm_amd64.s, chosen at run time with golang.org/x/sys/cpu) and pure Go
 // otherwise (gemm_generic.go); both use the same packed layout.
@@ -49,10 +51,11 @@ const (
 //
 //	acc[i][j] = sum_{p<kc} a[p*MR+i] * b[p*NR+j]
 //
-// from packed panels a (kc*MR values) and b (kc*NR values) and stores
-// c[i*ldc+j] = alpha*acc[i][j] (overwrite) or alpha*acc[i][j] + beta*c[i*ldc+j].
-// c must hold 5*ldc+16 values.
-type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool)
+// from packed panels a (kc*MR values) and b (kc*NR values) and stores, for
+// the first rows rows (1 <= rows <= MR; the others are neither read nor
+// written), c[i*ldc+j] = alpha*acc[i][j] (overwrite) or
+// alpha*acc[i][j] + beta*c[i*ldc+j]. c must hold (rows-1)*ldc+NR values.
+type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int)
 
 // gemmImpl is one implementation of the GEMM driver: a micro-kernel, the
 // data-movement primitives the packers use, and its name. Tests build both
@@ -346,18 +349,13 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 			ap := A.packA(packA, ic, mc, pc, kc)
 			for jr := 0; jr < nw; {
 				if g.wide != nil && nw-jr >= 2*gemmNR {
-					// Two whole panels: 6x32 tiles.
+					// Two whole panels: 6x32 tiles (fewer rows at the
+					// bottom edge).
 					bPanels := bp[jr*kc : (jr+2*gemmNR)*kc]
 					for ir := 0; ir < mc; ir += gemmMR {
 						aPanel := ap[ir*kc : (ir+gemmMR)*kc]
 						ci := (ic+ir)*ldc + j0 + jr
-						if mc-ir >= gemmMR {
-							g.wide(kc, aPanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0)
-							continue
-						}
-						for h := 0; h < 2; h++ {
-							g.edgeTile(&tile, kc, aPanel, bPanels[h*gemmNR*kc:], c[ci+h*gemmNR:], ldc, alpha, beta, mc-ir, gemmNR)
-						}
+						g.wide(kc, aPanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0, min(gemmMR, mc-ir))
 					}
 					jr += 2 * gemmNR
 					continue
@@ -368,8 +366,8 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 					mr := min(gemmMR, mc-ir)
 					aPanel := ap[ir*kc : (ir+gemmMR)*kc]
 					ci := (ic+ir)*ldc + j0 + jr
-					if mr == gemmMR && nr == gemmNR {
-						g.kernel(kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, beta == 0)
+					if nr == gemmNR {
+						g.kernel(kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, beta == 0, mr)
 						continue
 					}
 					g.edgeTile(&tile, kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, mr, nr)
@@ -380,11 +378,11 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 	}
 }
 
-// edgeTile updates an mr x nr corner tile of C (mr <= MR, nr <= NR) at the
-// bottom or right edge: the full padded tile is computed into tile, then
-// only its mr x nr part is written to C.
+// edgeTile updates an mr x nr tile of C at the right edge (nr < NR): the
+// full padded tile is computed into tile, then only its mr x nr part is
+// written to C.
 func (g *gemmImpl) edgeTile(tile *[gemmMR * gemmNR]float32, kc int, aPanel, bPanel, c []float32, ldc int, alpha, beta float32, mr, nr int) {
-	g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, alpha, 0, true)
+	g.kernel(kc, aPanel, bPanel, tile[:], gemmNR, alpha, 0, true, gemmMR)
 	for i := 0; i < mr; i++ {
 		row := c[i*ldc : i*ldc+nr]
 		src := tile[i*gemmNR : i*gemmNR+nr]

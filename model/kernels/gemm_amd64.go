@@ -31,36 +31,43 @@ func asmGemm() (gemmImpl, bool) {
 
 // microKernelAVX512 adapts the 6x32 assembly kernel to microKernel: b holds
 // two panels (2*kc*16 values), c a 6 x 32 tile.
-func microKernelAVX512(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool) {
+func microKernelAVX512(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
 	_ = a[kc*gemmMR-1]
 	_ = b[2*kc*gemmNR-1]
-	_ = c[(gemmMR-1)*ldc+2*gemmNR-1]
+	if rows < 1 || rows > gemmMR {
+		panic("kernels: micro-kernel rows out of range")
+	}
+	_ = c[(rows-1)*ldc+2*gemmNR-1]
 	mode := 1
 	if overwrite {
 		mode = 0
 	}
-	sgemmKernel6x32AVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, mode)
+	sgemmKernel6x32AVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, mode, rows)
 }
 
 // microKernelAVX2 adapts the assembly kernel to microKernel; the driver
 // guarantees the slice lengths the assembly relies on.
-func microKernelAVX2(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool) {
+func microKernelAVX2(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
 	_ = a[kc*gemmMR-1]
 	_ = b[kc*gemmNR-1]
-	_ = c[(gemmMR-1)*ldc+gemmNR-1]
+	if rows < 1 || rows > gemmMR {
+		panic("kernels: micro-kernel rows out of range")
+	}
+	_ = c[(rows-1)*ldc+gemmNR-1]
 	mode := 1
 	if overwrite {
 		mode = 0
 	}
-	sgemmKernel6x16AVX2(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, mode)
+	sgemmKernel6x16AVX2(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, mode, rows)
 }
 
 // sgemmKernel6x16AVX2 is the 6x16 micro-kernel in gemm_amd64.s: kc >= 1
 // steps over packed panels a (kc x 6) and b (kc x 16); C rows are ldc
-// floats apart; mode 0 stores alpha*acc, mode 1 alpha*acc + beta*C.
+// floats apart; mode 0 stores alpha*acc, mode 1 alpha*acc + beta*C, to the
+// first rows rows of the tile.
 //
 //go:noescape
-func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode int)
+func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
 
 // copyChunks16AVX2 is copyChunks16 with AVX loads and stores.
 func copyChunks16AVX2(dst, src []float32, n, dstStride int) {
@@ -103,4 +110,4 @@ func transpose16AVX(dst, src *float32, srcStride, blocks int)
 // over a 6 x 32 tile, b holding two 16-column panels kc*16 floats apart.
 //
 //go:noescape
-func sgemmKernel6x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode int)
+func sgemmKernel6x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode, rows int)

@@ -5,11 +5,14 @@ package kernels
 // tests on every machine. It sweeps the 6x16 tile as 2-row x 8-column
 // sub-tiles so the 16 accumulators plus operands stay close to the
 // registers the compiler has; the packed panels are read from L1.
-func microKernelGeneric(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool) {
+func microKernelGeneric(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
 	a = a[:kc*gemmMR]
 	b = b[:kc*gemmNR]
-	_ = c[(gemmMR-1)*ldc+gemmNR-1]
-	for i := 0; i < gemmMR; i += 2 {
+	if rows < 1 || rows > gemmMR {
+		panic("kernels: micro-kernel rows out of range")
+	}
+	_ = c[(rows-1)*ldc+gemmNR-1]
+	for i := 0; i < rows; i += 2 {
 		for j := 0; j < gemmNR; j += 8 {
 			var c00, c01, c02, c03, c04, c05, c06, c07 float32
 			var c10, c11, c12, c13, c14, c15, c16, c17 float32
@@ -36,20 +39,22 @@ func microKernelGeneric(kc int, a, b, c []float32, ldc int, alpha, beta float32,
 				c16 += a1 * b6
 				c17 += a1 * b7
 			}
-			r0 := c[i*ldc+j : i*ldc+j+8 : i*ldc+j+8]
-			r1 := c[(i+1)*ldc+j : (i+1)*ldc+j+8 : (i+1)*ldc+j+8]
 			acc0 := [8]float32{c00, c01, c02, c03, c04, c05, c06, c07}
 			acc1 := [8]float32{c10, c11, c12, c13, c14, c15, c16, c17}
-			if overwrite {
-				for q := range 8 {
-					r0[q] = alpha * acc0[q]
-					r1[q] = alpha * acc1[q]
+			for h, acc := range [2]*[8]float32{&acc0, &acc1} {
+				if i+h >= rows {
+					break
 				}
-				continue
-			}
-			for q := range 8 {
-				r0[q] = alpha*acc0[q] + beta*r0[q]
-				r1[q] = alpha*acc1[q] + beta*r1[q]
+				r := c[(i+h)*ldc+j : (i+h)*ldc+j+8 : (i+h)*ldc+j+8]
+				if overwrite {
+					for q := range r {
+						r[q] = alpha * acc[q]
+					}
+				} else {
+					for q := range r {
+						r[q] = alpha*acc[q] + beta*r[q]
+					}
+				}
 			}
 		}
 	}

@@ -310,3 +310,53 @@ func TestGemmImplementation(t *testing.T) {
 	}
 	t.Logf("Sgemm micro-kernel: %s", name)
 }
+
+// TestMicroKernelRows calls each micro-kernel (and the 6x32 one where there
+// is one) directly for rows = 1..6, both store modes and odd kc: the first
+// rows rows of the tile must hold alpha*A*B (+ beta*C), and everything else
+// in C (rows below, columns right of the tile, the stride gap) must be
+// untouched.
+func TestMicroKernelRows(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		kernels := map[int]microKernel{gemmNR: g.kernel}
+		if g.wide != nil {
+			kernels[2*gemmNR] = g.wide
+		}
+		for width, kern := range kernels {
+			for _, kc := range []int{1, 3, 4, 5, 17, 256} {
+				for rows := 1; rows <= gemmMR; rows++ {
+					for _, overwrite := range []bool{true, false} {
+						r := seedFor(fmt.Sprint("micro", g.name, width, kc, rows, overwrite))
+						a, b := randSlice(r, kc*gemmMR), randSlice(r, kc*width)
+						ldc := width + 3
+						c := garbage(r, (gemmMR+1)*ldc)
+						want := clone32(c)
+						const alpha, beta = 0.75, -0.5
+						for i := 0; i < rows; i++ {
+							for j := 0; j < width; j++ {
+								// Column j lives in panel j/16 (kc*16 values each).
+								var acc float64
+								for p := 0; p < kc; p++ {
+									acc += float64(a[p*gemmMR+i]) * float64(b[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR])
+								}
+								v := alpha * acc
+								if !overwrite {
+									v += beta * float64(c[i*ldc+j])
+								}
+								want[i*ldc+j] = float32(v)
+							}
+						}
+						kern(kc, a, b, c, ldc, alpha, beta, overwrite, rows)
+						name := fmt.Sprintf("%s %d-wide kc=%d rows=%d overwrite=%v", g.name, width, kc, rows, overwrite)
+						checkClose(t, name, c, want, 1e-5)
+						for x := range c {
+							if i, j := x/ldc, x%ldc; (i >= rows || j >= width) && c[x] != want[x] {
+								t.Fatalf("%s: C[%d,%d] outside the tile changed", name, i, j)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
