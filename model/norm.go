@@ -20,6 +20,7 @@ type BatchNorm2d struct {
 	NumBatchesTracked       int64
 	in                      *Tensor
 	stats                   *memory.Buffer // saved mean[C], invstd[C]
+	kept                    *memory.Buffer // a checkpointed block's batch statistics, for its recomputation
 }
 
 func newBatchNorm2d(pool *memory.Pool, name string, c int) (*BatchNorm2d, error) {
@@ -87,11 +88,17 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		f.finish()
 		return out, nil
 	}
-	stats, err := env.Pool.AllocFloat32(memory.Activations, 2*l.C)
-	if err != nil {
-		out.Release()
-		return nil, err
+	// A checkpointed block's recomputation reuses the batch statistics of
+	// its first forward.
+	reuse := env.recompute && l.kept != nil
+	stats := l.kept
+	if !reuse {
+		if stats, err = env.Pool.AllocFloat32(memory.Activations, 2*l.C); err != nil {
+			out.Release()
+			return nil, err
+		}
 	}
+	l.kept = nil
 	f := env.frame()
 	x, y := f.view(in), f.writer(out)
 	if f.err != nil {
@@ -104,25 +111,29 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	mean, inv := halves(stats)
 	env.forEach(l.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			var sum float64
-			for n := 0; n < in.N; n++ {
-				off := (n*l.C + c) * HW
-				for _, v := range x[off : off+HW] {
-					sum += float64(v)
+			var variance, ss float64
+			if !reuse {
+				var sum float64
+				for n := 0; n < in.N; n++ {
+					off := (n*l.C + c) * HW
+					for _, v := range x[off : off+HW] {
+						sum += float64(v)
+					}
 				}
-			}
-			mu := sum / float64(M)
-			var ss float64
-			for n := 0; n < in.N; n++ {
-				off := (n*l.C + c) * HW
-				for _, v := range x[off : off+HW] {
-					d := float64(v) - mu
-					ss += d * d
+				mu := sum / float64(M)
+				for n := 0; n < in.N; n++ {
+					off := (n*l.C + c) * HW
+					for _, v := range x[off : off+HW] {
+						d := float64(v) - mu
+						ss += d * d
+					}
 				}
+				variance = ss / float64(M)
+				mean[c], inv[c] = float32(mu), float32(1/math.Sqrt(variance+l.Eps))
 			}
-			variance := ss / float64(M)
-			invstd := 1 / math.Sqrt(variance+l.Eps)
-			mean[c], inv[c] = float32(mu), float32(invstd)
+			// The output uses the float32 statistics that backward (and a
+			// recomputation) use too, so all of them agree bit for bit.
+			mu, invstd := float64(mean[c]), float64(inv[c])
 			scale := float32(float64(gamma[c]) * invstd)
 			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 			for n := 0; n < in.N; n++ {
@@ -138,7 +149,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			if M > 1 {
 				unbiased = ss / float64(M-1)
 			}
-			rm[c] = float32((1-l.Momentum)*float64(rm[c]) + l.Momentum*mu)
+			rm[c] = float32((1-l.Momentum)*float64(rm[c]) + l.Momentum*float64(mean[c]))
 			rv[c] = float32((1-l.Momentum)*float64(rv[c]) + l.Momentum*unbiased)
 		}
 	})
@@ -146,9 +157,12 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if update {
 		l.NumBatchesTracked++
 	}
-	if env.saves() {
+	switch {
+	case env.saves():
 		l.in, l.stats = in.Retain(), stats
-	} else {
+	case env.noSave && env.Training:
+		l.kept = stats // for the recomputation in backward
+	default:
 		env.Pool.MustFree(stats)
 	}
 	return out, nil
@@ -225,6 +239,7 @@ type GroupNorm struct {
 	Weight, Bias *Param
 	in           *Tensor
 	stats        *memory.Buffer // saved mean[N*G], invstd[N*G]
+	kept         *memory.Buffer // a checkpointed block's statistics, for its recomputation
 }
 
 func newGroupNorm(pool *memory.Pool, name string, groups, c int) (*GroupNorm, error) {
@@ -255,11 +270,17 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	stats, err := env.Pool.AllocFloat32(memory.Activations, 2*in.N*l.Groups)
-	if err != nil {
-		out.Release()
-		return nil, err
+	// A checkpointed block's recomputation reuses the statistics of its
+	// first forward.
+	reuse := env.recompute && l.kept != nil
+	stats := l.kept
+	if !reuse {
+		if stats, err = env.Pool.AllocFloat32(memory.Activations, 2*in.N*l.Groups); err != nil {
+			out.Release()
+			return nil, err
+		}
 	}
+	l.kept = nil
 	NG := in.N * l.Groups
 	mean, inv := halves(stats)
 	f := env.frame()
@@ -276,18 +297,21 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	env.forEach(NG, 1, func(lo, hi int) {
 		for ng := lo; ng < hi; ng++ {
 			xs := x[ng*size : (ng+1)*size]
-			var sum float64
-			for _, v := range xs {
-				sum += float64(v)
+			if !reuse {
+				var sum float64
+				for _, v := range xs {
+					sum += float64(v)
+				}
+				mu := sum / float64(size)
+				var ss float64
+				for _, v := range xs {
+					d := float64(v) - mu
+					ss += d * d
+				}
+				mean[ng], inv[ng] = float32(mu), float32(1/math.Sqrt(ss/float64(size)+l.Eps))
 			}
-			mu := sum / float64(size)
-			var ss float64
-			for _, v := range xs {
-				d := float64(v) - mu
-				ss += d * d
-			}
-			invstd := 1 / math.Sqrt(ss/float64(size)+l.Eps)
-			mean[ng], inv[ng] = float32(mu), float32(invstd)
+			// float32 statistics, as backward and a recomputation use them
+			mu, invstd := float64(mean[ng]), float64(inv[ng])
 			for ci := 0; ci < cg; ci++ {
 				c := ng%l.Groups*cg + ci
 				scale := float32(float64(gamma[c]) * invstd)
@@ -301,9 +325,12 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		}
 	})
 	f.finish()
-	if env.saves() {
+	switch {
+	case env.saves():
 		l.in, l.stats = in.Retain(), stats
-	} else {
+	case env.noSave && env.Training:
+		l.kept = stats // for the recomputation in backward
+	default:
 		env.Pool.MustFree(stats)
 	}
 	return out, nil
@@ -388,9 +415,9 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *BatchNorm2d) forget() { l.in, l.stats = nil, nil }
+func (l *BatchNorm2d) forget() { l.in, l.stats, l.kept = nil, nil, nil }
 
-func (l *GroupNorm) forget() { l.in, l.stats = nil, nil }
+func (l *GroupNorm) forget() { l.in, l.stats, l.kept = nil, nil, nil }
 
 // gradTensorLike returns a tensor to write din into: dout itself when the
 // caller holds its only reference (the backward then works in place), else a
