@@ -157,11 +157,18 @@ func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 		buf, scratch = carve(ws, prepackSize(s.OC, CKK))
 		A = prepackA(A, s.OC, CKK, buf)
 	}
+	// Each image is copied into a zero border once; the im2col panels are
+	// then plain copies from it.
+	var xpBuf []float32
+	if !s.Direct() {
+		xpBuf, scratch = carve(scratch, paddedSize(s.C, s.H, s.W, s.Pad))
+	}
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
 		var B packerB = matB{b: x, ldb: P}
 		if !s.Direct() {
-			B = im2colB{x: x, C: s.C, H: s.H, W: s.W, K: s.K, pad: s.Pad, OH: s.OH(), OW: s.OW()}
+			xp := padImage(xpBuf, x, s.C, s.H, s.W, s.Pad)
+			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
 		}
 		o := out[n*outImage : (n+1)*outImage]
 		var beta float32
@@ -224,12 +231,25 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 			wT = prepackA(wT, s.C, s.OC*s.K*s.K, buf)
 		}
 	}
+	// One padded-image buffer serves the image (for dw) and then dout (for
+	// din, padding K-1-Pad; a negative one, i.e. Pad > K-1, reads dout
+	// through im2colB instead).
+	dpad := s.K - 1 - s.Pad
+	var padBuf []float32
+	if !s.Direct() {
+		size := paddedSize(s.C, s.H, s.W, s.Pad)
+		if din != nil && dpad >= 0 {
+			size = max(size, paddedSize(s.OC, OH, OW, dpad))
+		}
+		padBuf, scratch = carve(scratch, size)
+	}
 	for n := 0; n < s.N; n++ {
 		g := dout[n*outImage : (n+1)*outImage]
 		x := in[n*inImage : (n+1)*inImage]
 		var colT packerB = matB{b: x, ldb: P, trans: true}
 		if !s.Direct() {
-			colT = im2colTB{im2colB{x: x, C: s.C, H: s.H, W: s.W, K: s.K, pad: s.Pad, OH: OH, OW: OW}}
+			xp := padImage(padBuf, x, s.C, s.H, s.W, s.Pad)
+			colT = im2colPT{im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: OH, OW: OW}}
 		}
 		gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK, scratch)
 		if dbias != nil {
@@ -247,8 +267,13 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 			continue
 		}
 		var gcol packerB = matB{b: g, ldb: P}
-		if !s.Direct() {
-			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: s.K - 1 - s.Pad, OH: s.H, OW: s.W}
+		switch {
+		case s.Direct():
+		case dpad >= 0:
+			gp := padImage(padBuf, g, s.OC, OH, OW, dpad)
+			gcol = im2colP{xp: gp, C: s.OC, Hp: OH + 2*dpad, Wp: OW + 2*dpad, K: s.K, OH: s.H, OW: s.W}
+		default:
+			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}
 		}
 		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, din[n*inImage:(n+1)*inImage], HW, scratch)
 	}

@@ -1,7 +1,10 @@
 package kernels
 
 // Implicit im2col: GEMM operand packers that read a convolution's image
-// directly, so the im2col matrix is never written to memory. Packing a block
+// directly, so the im2col matrix is never written to memory. im2colP and
+// im2colPT (below) read a zero-padded copy of the image; im2colB reads the
+// image itself, handling the edges per value, for the rare negative
+// padding (the input gradient of a convolution with Pad > K-1). Packing a block
 // of it costs about what copying that block of a materialised col matrix
 // would, and saves im2col's full write and the packer's full read of it
 // (C*K*K*OH*OW values per image each way, 37 MiB for 64 channels at
@@ -52,7 +55,7 @@ func lanesPut(dst []float32, kc, p, l, n int, vals []float32) {
 	}
 }
 
-func (s im2colB) packB(g *gemmImpl, dst, _ []float32, p0, kc, j0, nw int) {
+func (s im2colB) packB(g *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
 	if rem := nw % gemmNR; rem != 0 {
 		for p := 0; p < kc; p++ {
 			lanesPut(dst, kc, p, nw, gemmNR-rem, nil)
@@ -137,47 +140,6 @@ func (s im2colB) packRuns(g *gemmImpl, dst []float32, kc, p, c, i, off, xlo, xhi
 	})
 }
 
-// im2colTB is op(B) = the transposed im2col matrix of one image (see
-// im2colB): k = OH*OW pixels by n = C*K*K columns, for dW += dout x col^T.
-// Each panel's 16 im2col rows are copied into scratch (16*kc values) and
-// transposed into the panel.
-type im2colTB struct{ im2colB }
-
-func (s im2colTB) packB(g *gemmImpl, dst, scratch []float32, p0, kc, j0, nw int) {
-	KK, HW := s.K*s.K, s.H*s.W
-	block := scratch[:gemmNR*kc]
-	for q := 0; q < nw; q += gemmNR {
-		for l := 0; l < gemmNR; l++ {
-			row := block[l*kc : (l+1)*kc]
-			if q+l >= nw {
-				clear(row)
-				continue
-			}
-			r := j0 + q + l
-			c, i, j := r/KK, r/s.K%s.K, r%s.K
-			plane := s.x[c*HW : (c+1)*HW]
-			off := j - s.pad
-			xlo, xhi := max(0, -off), min(s.OW, s.W-off)
-			pixelRuns(p0, p0+kc, s.OW, func(t, y, xo, run int) {
-				seg := row[t : t+run]
-				iy := y + i - s.pad
-				if iy < 0 || iy >= s.H || xhi <= xlo {
-					clear(seg)
-					return
-				}
-				a := min(max(xo, xlo), xo+run)
-				b := max(min(xo+run, xhi), a)
-				clear(seg[:a-xo])
-				if b > a {
-					copy(seg[a-xo:b-xo], plane[iy*s.W+a+off:iy*s.W+b+off])
-				}
-				clear(seg[b-xo:])
-			})
-		}
-		g.transpose16(dst[q*kc:(q+gemmNR)*kc], block, kc, kc)
-	}
-}
-
 // flippedWA is op(A) for the input gradient of a convolution computed as a
 // convolution of dout: w is (OC,C,K,K) and
 //
@@ -220,4 +182,135 @@ func (s flippedWA) packA(buf []float32, i0, mc, p0, kc int) []float32 {
 		}
 	}
 	return buf
+}
+
+// Padded implicit im2col. With the image copied once into a zero border,
+// every im2col value is a plain read, and the 16 pixels of a panel row that
+// lie in one output row are 16 consecutive values of the padded image: a
+// panel is 16-value copies (gatherRows16) or, transposed, a 16-row
+// transpose (transpose16Gather), with no edge cases per value.
+
+// paddedSize is the float32 count of a (c, h, w) image with a pad border.
+func paddedSize(c, h, w, pad int) int { return c * (h + 2*pad) * (w + 2*pad) }
+
+// padImage copies x (C,H,W) into dst as (C, H+2*pad, W+2*pad) with a zero
+// border and returns dst[:paddedSize(C, H, W, pad)].
+func padImage(dst, x []float32, C, H, W, pad int) []float32 {
+	Hp, Wp := H+2*pad, W+2*pad
+	dst = dst[:C*Hp*Wp]
+	ParallelFor(C, max(1, (16<<10)/(Hp*Wp)), func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			plane := dst[c*Hp*Wp : (c+1)*Hp*Wp]
+			clear(plane[:pad*Wp])
+			clear(plane[(pad+H)*Wp:])
+			for y := 0; y < H; y++ {
+				row := plane[(pad+y)*Wp : (pad+y+1)*Wp]
+				clear(row[:pad])
+				copy(row[pad:pad+W], x[(c*H+y)*W:(c*H+y+1)*W])
+				clear(row[pad+W:])
+			}
+		}
+	})
+	return dst
+}
+
+// im2colP is op(B) = the im2col matrix of a padded image xp
+// (C, Hp, Wp) for a KxK stride-1 convolution with output OH x OW
+// (OH = Hp-K+1, OW = Wp-K+1):
+//
+//	op(B)[(c*K+i)*K+j][y*OW+xo] = xp[c, y+i, xo+j].
+type im2colP struct {
+	xp                   []float32
+	C, Hp, Wp, K, OH, OW int
+}
+
+// rowOffset is the offset in xp of im2col row r = (c*K+i)*K+j at pixel 0.
+func (s im2colP) rowOffset(r int) int {
+	KK := s.K * s.K
+	return r/KK*s.Hp*s.Wp + r/s.K%s.K*s.Wp + r%s.K
+}
+
+func (s im2colP) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int) {
+	offs := scratch.offs[:kc]
+	s.rowOffsets(offs, p0)
+	for q := 0; q < nw; {
+		d := dst[q*kc:]
+		pix := j0 + q
+		y, xo := pix/s.OW, pix%s.OW
+		// Whole panels that lie in output row y: one call.
+		if panels := min(nw-q, s.OW-xo) / gemmNR; panels > 0 {
+			g.gatherRows16(d, s.xp[y*s.Wp+xo:], offs, panels)
+			q += panels * gemmNR
+			continue
+		}
+		// The panel crosses an output row or the right edge: lane by lane.
+		for l := 0; l < gemmNR; l++ {
+			if q+l >= nw {
+				for p := 0; p < kc; p++ {
+					d[p*gemmNR+l] = 0
+				}
+				continue
+			}
+			y, xo := (pix+l)/s.OW, (pix+l)%s.OW
+			src := s.xp[y*s.Wp+xo:]
+			for p := 0; p < kc; p++ {
+				d[p*gemmNR+l] = src[offs[p]]
+			}
+		}
+		q += gemmNR
+	}
+}
+
+// rowOffsets sets offs[p] = rowOffset(r0+p).
+func (s im2colP) rowOffsets(offs []int, r0 int) {
+	KK, plane := s.K*s.K, s.Hp*s.Wp
+	c, i, j := r0/KK, r0/s.K%s.K, r0%s.K
+	base := c*plane + i*s.Wp
+	for p := range offs {
+		offs[p] = base + j
+		if j++; j == s.K {
+			j, base = 0, base+s.Wp
+			if i++; i == s.K {
+				i, c = 0, c+1
+				base = c * plane
+			}
+		}
+	}
+}
+
+// im2colPT is op(B) = the transposed im2col matrix of a padded image (see
+// im2colP): k = OH*OW pixels by n = C*K*K columns, for dW += dout x col^T.
+type im2colPT struct{ im2colP }
+
+func (s im2colPT) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int) {
+	for q := 0; q < nw; q += gemmNR {
+		d := dst[q*kc : (q+gemmNR)*kc]
+		if q+gemmNR > nw {
+			// Right edge: fewer than 16 columns, value by value.
+			for l := 0; l < gemmNR; l++ {
+				off := 0
+				if q+l < nw {
+					off = s.rowOffset(j0 + q + l)
+				}
+				for t := 0; t < kc; t++ {
+					v := float32(0)
+					if q+l < nw {
+						y, xo := (p0+t)/s.OW, (p0+t)%s.OW
+						v = s.xp[off+y*s.Wp+xo]
+					}
+					d[t*gemmNR+l] = v
+				}
+			}
+			continue
+		}
+		offs := (*[gemmNR]int)(scratch.offs[:gemmNR])
+		s.rowOffsets(offs[:], j0+q)
+		// The slab's pixels, one output row segment at a time.
+		for t := 0; t < kc; {
+			y, xo := (p0+t)/s.OW, (p0+t)%s.OW
+			seg := min(s.OW-xo, kc-t)
+			g.transpose16Gather(d[t*gemmNR:(t+seg)*gemmNR], s.xp[y*s.Wp+xo:], offs, seg)
+			t += seg
+		}
+	}
 }

@@ -72,11 +72,22 @@ type gemmImpl struct {
 	copyChunks16 func(dst, src []float32, n, dstStride int)
 	// transpose16 sets dst[p*16+l] = src[l*srcStride+p] for l < 16, p < kc.
 	transpose16 func(dst, src []float32, srcStride, kc int)
+	// gatherRows16 fills panels consecutive packed panels of kc = len(offs)
+	// rows: dst[t*kc*16 + p*16 + l] = src[16*t + offs[p] + l] for
+	// t < panels, p < kc, l < 16.
+	gatherRows16 func(dst, src []float32, offs []int, panels int)
+	// transpose16Gather sets dst[t*16+l] = src[offs[l]+t] for l < 16,
+	// t < n.
+	transpose16Gather func(dst, src []float32, offs *[16]int, n int)
 }
 
 // genericGemm is the pure-Go implementation, available on every platform.
 func genericGemm() gemmImpl {
-	return gemmImpl{name: "go", kernel: microKernelGeneric, copyChunks16: copyChunks16Go, transpose16: transpose16Go}
+	return gemmImpl{
+		name: "go", kernel: microKernelGeneric,
+		copyChunks16: copyChunks16Go, transpose16: transpose16Go,
+		gatherRows16: gatherRows16Go, transpose16Gather: transpose16GatherGo,
+	}
 }
 
 // bestGemm is the fastest implementation this CPU supports.
@@ -173,10 +184,17 @@ type packerA interface {
 // columns [j0,j0+nw) of op(B) into dst as NR-column panels (panel q at q*kc:
 // dst[q*kc + p*NR + j] = op(B)[p0+p][j0+q+j], columns past nw zero).
 // Implementations other than a plain matrix generate op(B) on the fly
-// (im2col while packing, see conv_pack.go); they may use scratch
-// (gemmNR*gemmKC values) as they like.
+// (im2col while packing, see conv_pack.go); they may use scratch as they
+// like.
 type packerB interface {
-	packB(g *gemmImpl, dst, scratch []float32, p0, kc, j0, nw int)
+	packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int)
+}
+
+// packScratch is a worker's scratch for the B packers: f holds
+// gemmNR*gemmKC values, offs gemmKC offsets.
+type packScratch struct {
+	f    []float32
+	offs []int
 }
 
 // matA is op(A) of a row-major matrix a with row stride lda.
@@ -199,7 +217,7 @@ type matB struct {
 	trans bool
 }
 
-func (x matB) packB(g *gemmImpl, dst, _ []float32, p0, kc, j0, nw int) {
+func (x matB) packB(g *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
 	packBPanels(g, dst, x.trans, x.b, x.ldb, p0, kc, j0, nw)
 }
 
@@ -310,13 +328,14 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 	}
 	work := func(w int, next *atomic.Int64) {
 		packA, packB := bufs[w][0], bufs[w][1]
+		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: make([]int, gemmKC)}
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= total {
 				return
 			}
 			i0, j0 := t/colTasks*mt, t%colTasks*nt
-			g.task(&g, A, B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB)
+			g.task(&g, A, B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB, ps)
 		}
 	}
 	var next atomic.Int64
@@ -333,7 +352,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 }
 
 // task computes rows [i0,i1) x columns [j0,j1) of C.
-func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packA, packB []float32) {
+func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packA, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	var tile [gemmMR * gemmNR]float32
 	for pc := 0; pc < k; pc += gemmKC {
@@ -343,7 +362,7 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 			beta = 1
 		}
 		bp := packB[:roundUp(nw, gemmNR)*kc]
-		B.packB(g, bp, packB[len(packB)-gemmNR*gemmKC:], pc, kc, j0, nw)
+		B.packB(g, bp, ps, pc, kc, j0, nw)
 		for ic := i0; ic < i1; ic += gemmMC {
 			mc := min(gemmMC, i1-ic)
 			ap := A.packA(packA, ic, mc, pc, kc)
@@ -487,6 +506,30 @@ func transpose16Go(dst, src []float32, srcStride, kc int) {
 		row := src[l*srcStride : l*srcStride+kc]
 		for p, v := range row {
 			dst[p*16+l] = v
+		}
+	}
+}
+
+// gatherRows16Go is the pure-Go gatherRows16.
+func gatherRows16Go(dst, src []float32, offs []int, panels int) {
+	kc := len(offs)
+	dst = dst[:panels*kc*16]
+	for t := 0; t < panels; t++ {
+		for p, o := range offs {
+			d, s := dst[(t*kc+p)*16:(t*kc+p)*16+16], src[16*t+o:16*t+o+16]
+			for l := range d {
+				d[l] = s[l]
+			}
+		}
+	}
+}
+
+// transpose16GatherGo is the pure-Go transpose16Gather.
+func transpose16GatherGo(dst, src []float32, offs *[16]int, n int) {
+	dst = dst[:16*n]
+	for l, o := range offs {
+		for t, v := range src[o : o+n] {
+			dst[t*16+l] = v
 		}
 	}
 }

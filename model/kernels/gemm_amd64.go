@@ -12,7 +12,11 @@ func asmGemms() []gemmImpl {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := gemmImpl{name: "avx2+fma", kernel: microKernelAVX2, copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2}
+	avx2 := gemmImpl{
+		name: "avx2+fma", kernel: microKernelAVX2,
+		copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2,
+		gatherRows16: gatherRows16AVX2, transpose16Gather: transpose16GatherAVX2,
+	}
 	if !cpu.X86.HasAVX512F {
 		return []gemmImpl{avx2}
 	}
@@ -97,6 +101,53 @@ func transpose16AVX2(dst, src []float32, srcStride, kc int) {
 		}
 	}
 }
+
+// gatherRows16AVX2 is gatherRows16 with AVX loads and stores; the offsets
+// are checked against src first.
+func gatherRows16AVX2(dst, src []float32, offs []int, panels int) {
+	kc := len(offs)
+	if kc == 0 || panels <= 0 {
+		return
+	}
+	_ = dst[panels*kc*16-1]
+	lo, hi := offs[0], offs[0]
+	for _, o := range offs {
+		lo, hi = min(lo, o), max(hi, o)
+	}
+	if lo < 0 || hi+16*panels > len(src) {
+		panic("kernels: gatherRows16: offset out of range")
+	}
+	gatherRows16AVX(&dst[0], &src[0], &offs[0], kc, panels)
+}
+
+// transpose16GatherAVX2 is transpose16Gather with 8x8 AVX transposes, the
+// last n%8 values of each row in Go.
+func transpose16GatherAVX2(dst, src []float32, offs *[16]int, n int) {
+	if n <= 0 {
+		return
+	}
+	_ = dst[16*n-1]
+	for _, o := range offs {
+		if o < 0 || o > len(src)-n {
+			panic("kernels: transpose16Gather: offset out of range")
+		}
+	}
+	blocks := n / 8
+	if blocks > 0 {
+		transpose16GatherAVX(&dst[0], &src[0], offs, blocks)
+	}
+	for l, o := range offs {
+		for t := blocks * 8; t < n; t++ {
+			dst[t*16+l] = src[o+t]
+		}
+	}
+}
+
+//go:noescape
+func gatherRows16AVX(dst, src *float32, offs *int, kc, panels int)
+
+//go:noescape
+func transpose16GatherAVX(dst, src *float32, offs *[16]int, blocks int)
 
 // copyChunks16AVX and transpose16AVX are in pack_amd64.s.
 //

@@ -108,3 +108,117 @@ loop:
 	JNZ  loop
 	VZEROUPPER
 	RET
+
+// func gatherRows16AVX(dst, src *float32, offs *int, kc, panels int)
+//
+// For t < panels, p < kc, l < 16: dst[t*kc*16 + p*16 + l] =
+// src[16*t + offs[p] + l]: panel t's row p is the 16 values at
+// src+16t+offs[p]. kc, panels >= 1.
+TEXT ·gatherRows16AVX(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ panels+32(FP), DX
+
+gpanel:
+	MOVQ offs+16(FP), BX
+	MOVQ kc+24(FP), CX
+
+gloop:
+	MOVQ    (BX), AX
+	VMOVUPS (SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    $8, BX
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     gloop
+	ADDQ    $64, SI
+	DECQ    DX
+	JNZ     gpanel
+	VZEROUPPER
+	RET
+
+// LOAD8X loads 8 floats at byte offset BX of the rows at R8..R13, SI, AX
+// into Y0..Y7.
+#define LOAD8X \
+	VMOVUPS (R8)(BX*1), Y0;  \
+	VMOVUPS (R9)(BX*1), Y1;  \
+	VMOVUPS (R10)(BX*1), Y2; \
+	VMOVUPS (R11)(BX*1), Y3; \
+	VMOVUPS (R12)(BX*1), Y4; \
+	VMOVUPS (R13)(BX*1), Y5; \
+	VMOVUPS (SI)(BX*1), Y6;  \
+	VMOVUPS (AX)(BX*1), Y7
+
+// STORE8X stores column t (Y(8+t)) at DX + t*64.
+#define STORE8X \
+	VMOVUPS Y8, (DX);     \
+	VMOVUPS Y9, 64(DX);   \
+	VMOVUPS Y10, 128(DX); \
+	VMOVUPS Y11, 192(DX); \
+	VMOVUPS Y12, 256(DX); \
+	VMOVUPS Y13, 320(DX); \
+	VMOVUPS Y14, 384(DX); \
+	VMOVUPS Y15, 448(DX)
+
+// ROWS8(o0, ..., o7) points R8..R13, SI, AX at src + 4*offs[l], with offs[l]
+// at byte offset oN of offs (src in DI); it clobbers BX.
+#define ROWS8(o0, o1, o2, o3, o4, o5, o6, o7) \
+	MOVQ offs+16(FP), BX; \
+	MOVQ o0(BX), R8;       \
+	LEAQ (DI)(R8*4), R8;   \
+	MOVQ o1(BX), R9;       \
+	LEAQ (DI)(R9*4), R9;   \
+	MOVQ o2(BX), R10;       \
+	LEAQ (DI)(R10*4), R10;   \
+	MOVQ o3(BX), R11;       \
+	LEAQ (DI)(R11*4), R11;   \
+	MOVQ o4(BX), R12;       \
+	LEAQ (DI)(R12*4), R12;   \
+	MOVQ o5(BX), R13;       \
+	LEAQ (DI)(R13*4), R13;   \
+	MOVQ o6(BX), SI;       \
+	LEAQ (DI)(SI*4), SI;   \
+	MOVQ o7(BX), AX;       \
+	LEAQ (DI)(AX*4), AX
+
+// func transpose16GatherAVX(dst, src *float32, offs *[16]int, blocks int)
+//
+// dst[t*16+l] = src[offs[l]+t] for l < 16 and t < 8*blocks: the 16 rows at
+// src+offs[l] become the 16 lanes of dst. blocks >= 1.
+TEXT ·transpose16GatherAVX(SB), NOSPLIT, $0-32
+	MOVQ src+8(FP), DI
+
+	// Lanes 0-7.
+	ROWS8(0, 8, 16, 24, 32, 40, 48, 56)
+	MOVQ dst+0(FP), DX
+	MOVQ blocks+24(FP), CX
+	XORQ BX, BX
+
+tloop0:
+	LOAD8X
+	TRANSPOSE8
+	STORE8X
+	ADDQ $32, BX
+	ADDQ $512, DX
+	DECQ CX
+	JNZ  tloop0
+
+	// Lanes 8-15.
+	ROWS8(64, 72, 80, 88, 96, 104, 112, 120)
+	MOVQ dst+0(FP), DX
+	ADDQ $32, DX
+	MOVQ blocks+24(FP), CX
+	XORQ BX, BX
+
+tloop1:
+	LOAD8X
+	TRANSPOSE8
+	STORE8X
+	ADDQ $32, BX
+	ADDQ $512, DX
+	DECQ CX
+	JNZ  tloop1
+	VZEROUPPER
+	RET

@@ -78,7 +78,8 @@ func col2im(s ConvShape, dx, col []float32) {
 	})
 }
 
-// TestPackPrimitives: copyChunks16 and transpose16 of each implementation
+// TestPackPrimitives: copyChunks16, transpose16, gatherRows16 and
+// transpose16Gather of each implementation
 // against the loops they stand for, with odd counts and strides; bytes
 // outside the destination ranges must be untouched.
 func TestPackPrimitives(t *testing.T) {
@@ -94,6 +95,39 @@ func TestPackPrimitives(t *testing.T) {
 			}
 			g.copyChunks16(dst, src, n, stride)
 			checkClose(t, fmt.Sprintf("%s copyChunks16 n=%d", g.name, n), dst, want, 0)
+		}
+		for _, kc := range []int{1, 5, 8, 9, 16, 23, 64, 256} {
+			src := randSlice(r, 3*kc+40)
+			offs := make([]int, kc)
+			for p := range offs {
+				offs[p] = r.IntN(len(src) - 15)
+			}
+			ext := append(clone32(src), randSlice(r, 32)...) // room for 3 panels
+			for _, panels := range []int{1, 2, 3} {
+				dst := garbage(r, panels*16*kc+3)
+				want := clone32(dst)
+				for q := 0; q < panels; q++ {
+					for p, o := range offs {
+						copy(want[(q*kc+p)*16:(q*kc+p)*16+16], ext[16*q+o:16*q+o+16])
+					}
+				}
+				g.gatherRows16(dst, ext, offs, panels)
+				checkClose(t, fmt.Sprintf("%s gatherRows16 kc=%d panels=%d", g.name, kc, panels), dst, want, 0)
+			}
+
+			var toffs [16]int
+			for l := range toffs {
+				toffs[l] = r.IntN(len(src) - kc + 1)
+			}
+			dst := garbage(r, 16*kc+3)
+			want := clone32(dst)
+			for l, o := range toffs {
+				for t := 0; t < kc; t++ {
+					want[t*16+l] = src[o+t]
+				}
+			}
+			g.transpose16Gather(dst, src, &toffs, kc)
+			checkClose(t, fmt.Sprintf("%s transpose16Gather n=%d", g.name, kc), dst, want, 0)
 		}
 		for _, kc := range []int{1, 5, 8, 9, 16, 23, 64, 256} {
 			stride := kc + r.IntN(9)
@@ -133,11 +167,12 @@ func packWindows(r *rand.Rand, k, n int) [][4]int {
 	return w
 }
 
-// TestIm2colPackers: im2colB and im2colTB pack exactly what packing the
-// explicit im2col matrix (or its transpose) would, for every conv test
-// shape, padding K-1-Pad (the input-gradient convolution, possibly a
-// negative padding) included, on both implementations. dst starts as
-// garbage, so every lane must be written.
+// TestIm2colPackers: im2colB, im2colP (from the padded image) and
+// im2colPT pack exactly what packing the explicit im2col matrix (or its
+// transpose) would, for every conv test shape, padding K-1-Pad (the
+// input-gradient convolution, possibly negative: im2colB only) included, on
+// every implementation. dst starts as garbage, so every lane must be
+// written.
 func TestIm2colPackers(t *testing.T) {
 	impls := gemmImpls(t)
 	for _, s := range convShapes() {
@@ -155,15 +190,28 @@ func TestIm2colPackers(t *testing.T) {
 				col := make([]float32, k*n)
 				im2col(cs, col, x)
 				B := im2colB{x: x, C: cs.C, H: cs.H, W: cs.W, K: cs.K, pad: pad, OH: OH, OW: OW}
+				packers := map[string]packerB{"im2colB": B}
+				var PT packerB
+				if pad >= 0 {
+					xp := padImage(garbage(r, paddedSize(cs.C, cs.H, cs.W, pad)+5), x, cs.C, cs.H, cs.W, pad)
+					P := im2colP{xp: xp, C: cs.C, Hp: cs.H + 2*pad, Wp: cs.W + 2*pad, K: cs.K, OH: OH, OW: OW}
+					packers["im2colP"], PT = P, im2colPT{P}
+				}
 				for _, g := range impls {
-					scratch := garbage(r, gemmNR*gemmKC)
+					scratch := &packScratch{f: garbage(r, gemmNR*gemmKC), offs: make([]int, gemmKC)}
 					for _, win := range packWindows(r, k, n) {
 						p0, kc, j0, nw := win[0], win[1], win[2], win[3]
 						size := roundUp(nw, gemmNR) * kc
-						want, got := make([]float32, size), garbage(r, size)
+						want := make([]float32, size)
 						matB{b: col, ldb: n}.packB(&g, want, scratch, p0, kc, j0, nw)
-						B.packB(&g, got, scratch, p0, kc, j0, nw)
-						checkClose(t, fmt.Sprintf("%s im2colB window %v", g.name, win), got, want, 0)
+						for name, pk := range packers {
+							got := garbage(r, size)
+							pk.packB(&g, got, scratch, p0, kc, j0, nw)
+							checkClose(t, fmt.Sprintf("%s %s window %v", g.name, name, win), got, want, 0)
+						}
+					}
+					if PT == nil {
+						continue
 					}
 					// Transposed: k = pixels, n = im2col rows.
 					for _, win := range packWindows(r, n, k) {
@@ -171,8 +219,8 @@ func TestIm2colPackers(t *testing.T) {
 						size := roundUp(nw, gemmNR) * kc
 						want, got := make([]float32, size), garbage(r, size)
 						matB{b: col, ldb: n, trans: true}.packB(&g, want, scratch, p0, kc, j0, nw)
-						im2colTB{B}.packB(&g, got, garbage(r, gemmNR*gemmKC), p0, kc, j0, nw)
-						checkClose(t, fmt.Sprintf("%s im2colTB window %v", g.name, win), got, want, 0)
+						PT.packB(&g, got, scratch, p0, kc, j0, nw)
+						checkClose(t, fmt.Sprintf("%s im2colPT window %v", g.name, win), got, want, 0)
 					}
 				}
 			})
