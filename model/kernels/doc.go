@@ -1,17 +1,29 @@
 // Package kernels holds memunet's compute kernels over plain slices in NCHW
-// layout: convolution (im2col + GEMM), transposed convolution, and the
-// parallel loop helper the layers use.
+// layout: a packed, cache-blocked, parallel SGEMM; convolution and its
+// gradients as GEMMs over an implicit im2col (packed block by block from a
+// zero-padded copy of the image, never stored whole); transposed
+// convolution; fp16/bf16 conversions; and the parallel loop helper the
+// layers use.
 //
 // Every fast kernel has a naive reference beside it (suffix Naive), written as
-// the plain loop it computes and generic over float32 and float64 so the same
-// code serves as the oracle for the fast kernel and, in float64, for finite
-// difference checks. Tests hold each fast kernel to its reference on random
-// inputs of odd sizes.
+// the plain loop it computes; the convolution references are generic over
+// float32 and float64 so the same code serves as the oracle for the fast
+// kernel and, in float64, for finite difference checks. Tests hold each fast
+// kernel to its reference on random inputs of odd sizes.
+//
+// Dispatch: the GEMM micro-kernel and the packing and conversion inner loops
+// are Go assembly (amd64: AVX2+FMA 6x16, AVX-512 6x32, F16C, AVX2), chosen
+// at run time with golang.org/x/sys/cpu, with pure-Go versions used
+// everywhere else (other architectures, older CPUs, the noasm build tag).
+// The choice is an explicit value (gemmImpl, halfImpl), not package state;
+// tests run every implementation the machine supports, the pure-Go one
+// always, so the fallback is exercised on any CI machine.
 //
 // Memory: kernels never allocate tensors. Outputs, gradients and workspaces
 // are supplied by the caller (from the memory pool); the workspace size each
-// kernel needs is given by a method of its shape type. Gradient outputs of
-// parameters (dw, dbias) are accumulated into (+=), activation gradients (din)
-// are overwritten. Shape mismatches are programmer errors and panic with a
-// "kernels:" message.
+// kernel takes is given by a method of its shape type. (The conv kernels use
+// their workspace as packing scratch; small internal buffers that do not fit
+// are allocated.) Gradient outputs of parameters (dw, dbias) are accumulated
+// into (+=), activation gradients (din) are overwritten. Shape mismatches are
+// programmer errors and panic with a "kernels:" message.
 package kernels
