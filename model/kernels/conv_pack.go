@@ -160,6 +160,10 @@ func (s flippedWA) packA(buf []float32, i0, mc, p0, kc int) []float32 {
 		if mr < gemmMR {
 			clear(d)
 		}
+		if K == 3 && mr == gemmMR {
+			s.packPanel3(d, i0+r, p0, kc)
+			continue
+		}
 		o, i, j := p0/KK, p0/K%K, p0%K
 		for p := 0; p < kc; p++ {
 			// w[o, c, K-1-i, K-1-j] for c = i0+r .. i0+r+mr-1, KK apart.
@@ -312,5 +316,23 @@ func (s im2colPT) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc
 			g.transpose16Gather(d[t*gemmNR:(t+seg)*gemmNR], s.xp[y*s.Wp+xo:], offs, seg)
 			t += seg
 		}
+	}
+}
+
+// packPanel3 is packA's common case, a whole 6-row panel for K = 3: for
+// each o, the 6 channels' 3x3 kernels are 54 consecutive values of w,
+// transposed and reversed into 9 rows of the panel.
+func (s flippedWA) packPanel3(d []float32, c0, p0, kc int) {
+	o, t := p0/9, p0%9
+	for p := 0; p < kc; o, t = o+1, 0 {
+		src := (*[54]float32)(s.w[(o*s.C+c0)*9:])
+		n := min(9-t, kc-p)
+		for u := t; u < t+n; u++ {
+			f := 8 - u
+			dp := (*[gemmMR]float32)(d[(p+u-t)*gemmMR:])
+			dp[0], dp[1], dp[2] = src[f], src[9+f], src[18+f]
+			dp[3], dp[4], dp[5] = src[27+f], src[36+f], src[45+f]
+		}
+		p += n
 	}
 }
