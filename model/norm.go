@@ -79,9 +79,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 				shift := beta[c] - rm[c]*scale
 				for n := 0; n < in.N; n++ {
 					off := (n*l.C + c) * HW
-					for i, v := range x[off : off+HW] {
-						y[off+i] = v*scale + shift
-					}
+					affine(y[off:off+HW], x[off:off+HW], scale, shift)
 				}
 			}
 		})
@@ -113,21 +111,19 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		for c := lo; c < hi; c++ {
 			var variance, ss float64
 			if !reuse {
-				var sum float64
+				// One pass of float64 sums shifted by a value of the
+				// channel (no cancellation when |mean| >> std).
+				k := float64(x[c*HW])
+				var s, q float64
 				for n := 0; n < in.N; n++ {
 					off := (n*l.C + c) * HW
-					for _, v := range x[off : off+HW] {
-						sum += float64(v)
-					}
+					sn, qn := shiftedSums(x[off:off+HW], k)
+					s += sn
+					q += qn
 				}
-				mu := sum / float64(M)
-				for n := 0; n < in.N; n++ {
-					off := (n*l.C + c) * HW
-					for _, v := range x[off : off+HW] {
-						d := float64(v) - mu
-						ss += d * d
-					}
-				}
+				d := s / float64(M)
+				mu := k + d
+				ss = max(q-s*d, 0)
 				variance = ss / float64(M)
 				mean[c], inv[c] = float32(mu), float32(1/math.Sqrt(variance+l.Eps))
 			}
@@ -138,9 +134,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 			for n := 0; n < in.N; n++ {
 				off := (n*l.C + c) * HW
-				for i, v := range x[off : off+HW] {
-					y[off+i] = v*scale + shift
-				}
+				affine(y[off:off+HW], x[off:off+HW], scale, shift)
 			}
 			if !update {
 				continue
@@ -201,21 +195,20 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			var sdy, sdyx float64
 			for n := 0; n < in.N; n++ {
 				off := (n*l.C + c) * HW
-				for i, g := range dy[off : off+HW] {
-					sdy += float64(g)
-					sdyx += float64(g) * float64((x[off+i]-mu)*invstd)
-				}
+				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sdy += sg
+				sdyx += sgx
 			}
+			sdyx *= float64(invstd) // Σ dy*xhat
 			dgamma[c] += float32(sdyx)
 			dbeta[c] += float32(sdy)
+			// dx = k*(dy - mean(dy) - xhat*mean(dy*xhat))
 			k := gamma[c] * invstd
 			mdy, mdyx := float32(sdy/M), float32(sdyx/M)
+			a, bx, c0 := k, -k*invstd*mdyx, -k*mdy
 			for n := 0; n < in.N; n++ {
 				off := (n*l.C + c) * HW
-				for i, g := range dy[off : off+HW] {
-					xhat := (x[off+i] - mu) * invstd
-					dx[off+i] = k * (g - mdy - xhat*mdyx)
-				}
+				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, a, bx, c0)
 			}
 		}
 	})
@@ -298,17 +291,11 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		for ng := lo; ng < hi; ng++ {
 			xs := x[ng*size : (ng+1)*size]
 			if !reuse {
-				var sum float64
-				for _, v := range xs {
-					sum += float64(v)
-				}
-				mu := sum / float64(size)
-				var ss float64
-				for _, v := range xs {
-					d := float64(v) - mu
-					ss += d * d
-				}
-				mean[ng], inv[ng] = float32(mu), float32(1/math.Sqrt(ss/float64(size)+l.Eps))
+				k := float64(xs[0])
+				s, q := shiftedSums(xs, k)
+				d := s / float64(size)
+				ss := max(q-s*d, 0)
+				mean[ng], inv[ng] = float32(k+d), float32(1/math.Sqrt(ss/float64(size)+l.Eps))
 			}
 			// float32 statistics, as backward and a recomputation use them
 			mu, invstd := float64(mean[ng]), float64(inv[ng])
@@ -317,10 +304,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 				scale := float32(float64(gamma[c]) * invstd)
 				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 				off := ci * HW
-				ys := y[ng*size+off : ng*size+off+HW]
-				for i, v := range xs[off : off+HW] {
-					ys[i] = v*scale + shift
-				}
+				affine(y[ng*size+off:ng*size+off+HW], xs[off:off+HW], scale, shift)
 			}
 		}
 	})
@@ -371,10 +355,9 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 				ng := n*l.Groups + c/cg
 				mu, invstd := mean[ng], inv[ng]
 				off := (n*l.C + c) * HW
-				for i, g := range dy[off : off+HW] {
-					sdy += float64(g)
-					sdyx += float64(g) * float64((x[off+i]-mu)*invstd)
-				}
+				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sdy += sg
+				sdyx += sgx * float64(invstd)
 			}
 			dgamma[c] += float32(sdyx)
 			dbeta[c] += float32(sdy)
@@ -386,22 +369,20 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			base := ng * size
 			var s, sx float64 // sums of dxhat and dxhat*xhat
 			for ci := 0; ci < cg; ci++ {
-				gm := gamma[ng%l.Groups*cg+ci]
+				gm := float64(gamma[ng%l.Groups*cg+ci])
 				off := base + ci*HW
-				for i, g := range dy[off : off+HW] {
-					d := float64(g * gm)
-					s += d
-					sx += d * float64((x[off+i]-mu)*invstd)
-				}
+				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				s += gm * sg
+				sx += gm * sgx
 			}
+			sx *= float64(invstd)
 			ms, msx := float32(s/float64(size)), float32(sx/float64(size))
+			// dx = invstd*(dy*gamma - ms - xhat*msx)
+			bx, c0 := -invstd*invstd*msx, -invstd*ms
 			for ci := 0; ci < cg; ci++ {
 				gm := gamma[ng%l.Groups*cg+ci]
 				off := base + ci*HW
-				for i, g := range dy[off : off+HW] {
-					xhat := (x[off+i] - mu) * invstd
-					dx[off+i] = invstd * (g*gm - ms - xhat*msx)
-				}
+				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, invstd*gm, bx, c0)
 			}
 		}
 	})
