@@ -1,6 +1,10 @@
 package model
 
-import "github.com/memunet/memunet/model/kernels"
+import (
+	"math"
+
+	"github.com/memunet/memunet/model/kernels"
+)
 
 // ReLU computes out = max(in, 0) elementwise on (N,C,H,W). When the caller
 // holds the only reference to in, it works in place (PyTorch's inplace=True).
@@ -33,11 +37,7 @@ func (l *ReLU) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, f.err
 	}
-	kernels.ParallelFor(len(x), 1<<14, func(lo, hi int) {
-		for i, v := range x[lo:hi] {
-			y[lo+i] = max(v, 0)
-		}
-	})
+	kernels.ParallelFor(len(x), 1<<14, func(lo, hi int) { relu32(y[lo:hi], x[lo:hi]) })
 	f.finish()
 	if env.saves() {
 		l.out = out.Retain()
@@ -75,15 +75,7 @@ func (l *ReLU) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		}
 		return nil, f.err
 	}
-	kernels.ParallelFor(len(y), 1<<14, func(lo, hi int) {
-		for i, v := range y[lo:hi] {
-			if v > 0 {
-				dx[lo+i] = dy[lo+i]
-			} else {
-				dx[lo+i] = 0
-			}
-		}
-	})
+	kernels.ParallelFor(len(y), 1<<14, func(lo, hi int) { reluBackward32(dx[lo:hi], dy[lo:hi], y[lo:hi]) })
 	f.finish()
 	if din != dout {
 		dout.Release()
@@ -108,11 +100,12 @@ func infBits(dt DType) uint16 {
 func reluBits(y, x []uint16, dt DType) {
 	inf := infBits(dt)
 	kernels.ParallelFor(len(x), 1<<15, func(lo, hi int) {
-		for i, b := range x[lo:hi] {
-			if b&0x8000 != 0 && b&0x7fff <= inf {
-				b = 0
-			}
-			y[lo+i] = b
+		xs, ys := x[lo:hi], y[lo:hi]
+		ys = ys[:len(xs)]
+		for i, b := range xs {
+			// branch-free: keep b unless it is negative and not NaN
+			keep := ^uint16(int16(b)>>15) | uint16((int32(0x8000|inf)-int32(b))>>31)
+			ys[i] = b & keep
 		}
 	})
 }
@@ -121,12 +114,34 @@ func reluBits(y, x []uint16, dt DType) {
 func reluBackwardBits(dx, dy, y []uint16, dt DType) {
 	inf := infBits(dt)
 	kernels.ParallelFor(len(y), 1<<15, func(lo, hi int) {
-		for i, b := range y[lo:hi] {
-			if b&0x8000 == 0 && b != 0 && b <= inf {
-				dx[lo+i] = dy[lo+i]
-			} else {
-				dx[lo+i] = 0
-			}
+		ys, gs, ds := y[lo:hi], dy[lo:hi], dx[lo:hi]
+		gs, ds = gs[:len(ys)], ds[:len(ys)]
+		for i, b := range ys {
+			// branch-free: all ones where 1 <= b <= inf
+			keep := uint16((int32(b-1) - int32(inf)) >> 31)
+			ds[i] = gs[i] & keep
 		}
 	})
+}
+
+// relu32 is y = max(x, 0) on float32 bit patterns, without branches (the
+// signs of activations are unpredictable): negative values and -0 become +0;
+// NaN and non-negative values pass through.
+func relu32(y, x []float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		b := math.Float32bits(v)
+		keep := ^uint32(int32(b)>>31) | uint32((int64(0xff800000)-int64(b))>>63)
+		y[i] = math.Float32frombits(b & keep)
+	}
+}
+
+// reluBackward32 passes dy where y > 0 (positive, non-zero, not NaN), else 0,
+// without branches.
+func reluBackward32(dx, dy, y []float32) {
+	dy, dx = dy[:len(y)], dx[:len(y)]
+	for i, v := range y {
+		keep := uint32((int64(math.Float32bits(v)-1) - 0x7f800000) >> 63)
+		dx[i] = math.Float32frombits(math.Float32bits(dy[i]) & keep)
+	}
 }
