@@ -7,21 +7,50 @@ type Upsample2 struct {
 	inShape [4]int
 }
 
-// bilinearTaps gives, for each of the 2n output positions along one axis, the
-// two input positions and their weights, by PyTorch's rule for
-// align_corners=False: src = (dst+0.5)/2 - 0.5, clamped below at 0;
-// i0 = floor(src), i1 = min(i0+1, n-1), weights (1-l, l) with l = src - i0.
-func bilinearTaps(n int) (i0, i1 []int, w0, w1 []float32) {
-	i0, i1 = make([]int, 2*n), make([]int, 2*n)
-	w0, w1 = make([]float32, 2*n), make([]float32, 2*n)
-	for d := range 2 * n {
-		src := max((float32(d)+0.5)*0.5-0.5, 0)
-		lo := int(src)
-		lambda := src - float32(lo)
-		i0[d], i1[d] = lo, min(lo+1, n-1)
-		w0[d], w1[d] = 1-lambda, lambda
+// For scale 2 and align_corners=False, PyTorch's rule src = (dst+0.5)/2 - 0.5
+// (clamped to the input) gives fixed weights along each axis: output 2i is
+// 0.25*in[i-1] + 0.75*in[i] and output 2i+1 is 0.75*in[i] + 0.25*in[i+1],
+// with the neighbours clamped at the edges (outputs 0 and 2n-1 copy in[0]
+// and in[n-1]). So the interpolation is separable: blend two input rows,
+// then interpolate along the row, all in registers.
+
+// upsampleRow writes the 2W values of one output row from the vertical blend
+// a*r0 + b*r1 of two input rows of W values.
+func upsampleRow(dst, r0, r1 []float32, a, b float32) {
+	W := len(r0)
+	r1 = r1[:W]
+	dst = dst[:2*W]
+	cur := a*r0[0] + b*r1[0]
+	dst[0] = cur
+	mid := dst[1 : 2*W-1]
+	for j := 0; j+1 < W; j++ {
+		next := a*r0[j+1] + b*r1[j+1]
+		p := mid[2*j : 2*j+2 : 2*j+2]
+		p[0] = 0.75*cur + 0.25*next
+		p[1] = 0.25*cur + 0.75*next
+		cur = next
 	}
-	return i0, i1, w0, w1
+	dst[2*W-1] = cur
+}
+
+// upsampleRowAdjoint writes the W values of one input row's gradient from
+// the four output-gradient rows that touch it (up, even, odd, down: output
+// rows 2i-1, 2i, 2i+1, 2i+2 clamped, weights 0.25, 0.75, 0.75, 0.25), and
+// along the row the same weights on output columns 2j-1 .. 2j+2.
+func upsampleRowAdjoint(dst, gu, ge, go_, gd []float32) {
+	W := len(dst)
+	gu, ge, go_, gd = gu[:2*W], ge[:2*W], go_[:2*W], gd[:2*W]
+	e := 0.25*(gu[0]+gd[0]) + 0.75*(ge[0]+go_[0])
+	prevO := e
+	for j := 0; j < W; j++ {
+		o := 0.25*(gu[2*j+1]+gd[2*j+1]) + 0.75*(ge[2*j+1]+go_[2*j+1])
+		next := o
+		if j+1 < W {
+			next = 0.25*(gu[2*j+2]+gd[2*j+2]) + 0.75*(ge[2*j+2]+go_[2*j+2])
+		}
+		dst[j] = 0.25*(prevO+next) + 0.75*(e+o)
+		prevO, e = o, next
+	}
 }
 
 // Forward interpolates.
@@ -40,20 +69,15 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, f.err
 	}
-	y0, y1, wy0, wy1 := bilinearTaps(H)
-	x0, x1, wx0, wx1 := bilinearTaps(W)
 	env.forEach(in.N*in.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*H*W : (p+1)*H*W]
 			dst := y[p*4*H*W : (p+1)*4*H*W]
-			for oy := range 2 * H {
-				r0, r1 := src[y0[oy]*W:], src[y1[oy]*W:]
-				a, b := wy0[oy], wy1[oy]
-				row := dst[oy*2*W : (oy+1)*2*W]
-				for ox := range row {
-					row[ox] = a*(wx0[ox]*r0[x0[ox]]+wx1[ox]*r0[x1[ox]]) +
-						b*(wx0[ox]*r1[x0[ox]]+wx1[ox]*r1[x1[ox]])
-				}
+			for i := range H {
+				row := src[i*W : (i+1)*W]
+				up, down := src[max(i-1, 0)*W:], src[min(i+1, H-1)*W:]
+				upsampleRow(dst[2*i*2*W:], up[:W], row, 0.25, 0.75)
+				upsampleRow(dst[(2*i+1)*2*W:], row, down[:W], 0.75, 0.25)
 			}
 		}
 	})
@@ -78,23 +102,14 @@ func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		din.Release()
 		return nil, f.err
 	}
-	y0, y1, wy0, wy1 := bilinearTaps(H)
-	x0, x1, wx0, wx1 := bilinearTaps(W)
 	env.forEach(N*C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			g := dy[p*4*H*W : (p+1)*4*H*W]
 			plane := dx[p*H*W : (p+1)*H*W]
-			clear(plane)
-			for oy := range 2 * H {
-				r0, r1 := plane[y0[oy]*W:], plane[y1[oy]*W:]
-				a, b := wy0[oy], wy1[oy]
-				for ox, v := range g[oy*2*W : (oy+1)*2*W] {
-					v0, v1 := a*v, b*v
-					r0[x0[ox]] += wx0[ox] * v0
-					r0[x1[ox]] += wx1[ox] * v0
-					r1[x0[ox]] += wx0[ox] * v1
-					r1[x1[ox]] += wx1[ox] * v1
-				}
+			grow := func(oy int) []float32 { return g[oy*2*W : (oy+1)*2*W] }
+			for i := range H {
+				upsampleRowAdjoint(plane[i*W:(i+1)*W],
+					grow(max(2*i-1, 0)), grow(2*i), grow(2*i+1), grow(min(2*i+2, 2*H-1)))
 			}
 		}
 	})
