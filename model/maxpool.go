@@ -1,6 +1,8 @@
 package model
 
 import (
+	"math"
+
 	"github.com/memunet/memunet/memory"
 )
 
@@ -99,13 +101,29 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	env.forEach(N*C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			plane := dx[p*H*W : (p+1)*H*W]
-			clear(plane)
+			g := dy[p*OH*OW : (p+1)*OH*OW]
+			at := idx[p*OH*OW : (p+1)*OH*OW]
 			for oy := 0; oy < OH; oy++ {
-				for ox := 0; ox < OW; ox++ {
-					o := (p*OH+oy)*OW + ox
-					at := int(idx[o])
-					plane[(2*oy+at/2)*W+2*ox+at%2] = dy[o]
+				r0 := plane[2*oy*W : 2*oy*W+2*OW]
+				r1 := plane[(2*oy+1)*W : (2*oy+1)*W+2*OW]
+				gs, as := g[oy*OW:(oy+1)*OW], at[oy*OW:(oy+1)*OW]
+				as = as[:len(gs)]
+				// every input of the window written once, branch-free:
+				// the gradient's bits where the maximum was, else +0
+				for ox, v := range gs {
+					b, a := math.Float32bits(v), uint32(as[ox])
+					w0, w1 := r0[2*ox:2*ox+2:2*ox+2], r1[2*ox:2*ox+2:2*ox+2]
+					w0[0] = math.Float32frombits(b & selectMask(a, 0))
+					w0[1] = math.Float32frombits(b & selectMask(a, 1))
+					w1[0] = math.Float32frombits(b & selectMask(a, 2))
+					w1[1] = math.Float32frombits(b & selectMask(a, 3))
 				}
+				if W > 2*OW { // an odd last column gets no gradient
+					r0[:W][W-1], r1[:W][W-1] = 0, 0
+				}
+			}
+			if H > 2*OH { // nor does an odd last row
+				clear(plane[(H-1)*W:])
 			}
 		}
 	})
@@ -117,3 +135,6 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 }
 
 func (l *MaxPool2) forget() { l.argmax = nil }
+
+// selectMask is all ones if a == k, else 0 (for a, k < 2^31), without a branch.
+func selectMask(a, k uint32) uint32 { return uint32((int32(a^k) - 1) >> 31) }
