@@ -470,7 +470,7 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	t.Opt.Step = ck.Manifest.Adam.Step
 	s := ck.Manifest.Scaler
 	t.Scaler.Enabled, t.Scaler.Scale, t.Scaler.GrowthTracker, t.Scaler.Skipped = s.Enabled, s.Scale, s.GrowthTracker, s.Skipped
-	t.micro, t.order = pos.MicroBatches, nil
+	t.micro = pos.MicroBatches
 	return nil
 }
 

@@ -62,7 +62,6 @@ type Trainer struct {
 	env           *model.Env
 	microPerEpoch int
 	micro         int          // micro-batches consumed so far
-	order         []int        // unused: loader orders the batches (a resume resets it)
 	loader        *data.Loader // the training micro-batches, decoded ahead; nil until the first
 	afterBackward func()       // test hook: runs after the last micro-batch's backward
 
