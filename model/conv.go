@@ -53,12 +53,12 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	one := s // the kernels run one image at a time
+	one.N = 1
+	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
 	err = perImage(env, f, s.N, func(g *frame, n int) {
 		x, y := g.image(in, n), g.imageOut(out, n)
 		if g.ready() {
-			one := s
-			one.N = 1
 			kernels.Conv2d(one, y, x, w, l.biasData(), ws)
 		}
 	})
@@ -119,7 +119,9 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		}
 	}
 	f := env.frame()
-	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	one := s // the kernels run one image at a time
+	one.N = 1
+	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
 	var dbias []float32
 	if l.Bias != nil {
 		dbias = l.Bias.Grad()
@@ -131,8 +133,6 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			dx = g.imageOut(din, n)
 		}
 		if g.ready() {
-			one := s
-			one.N = 1
 			kernels.Conv2dBackward(one, dx, l.Weight.Grad(), dbias, dy, x, w, ws)
 		}
 	})
@@ -212,12 +212,12 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	one := s // the kernels run one image at a time
+	one.N = 1
+	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
 	err = perImage(env, f, s.N, func(g *frame, n int) {
 		x, y := g.image(in, n), g.imageOut(out, n)
 		if g.ready() {
-			one := s
-			one.N = 1
 			kernels.UpConv(one, y, x, w, l.Bias.Data(), ws)
 		}
 	})
@@ -244,12 +244,12 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	w, ws := f.weights(l.Weight), f.scratch(s.WorkspaceSize())
+	one := s // the kernels run one image at a time
+	one.N = 1
+	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
 	err = perImage(env, f, s.N, func(g *frame, n int) {
 		x, dy, dx := g.image(in, n), g.image(dout, n), g.imageOut(din, n)
 		if g.ready() {
-			one := s
-			one.N = 1
 			kernels.UpConvBackward(one, dx, l.Weight.Grad(), l.Bias.Grad(), dy, x, w, ws)
 		}
 	})

@@ -23,15 +23,37 @@ func (s ConvShape) WeightSize() int { return s.OC * s.C * s.K * s.K }
 func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 }
 
 // WorkspaceSize is the number of float32 values the fast forward and backward
-// kernels take as workspace: the size of one image's im2col matrix
-// (C*K*K, OH*OW), or 0. (The kernels pack im2col blocks on the fly and use
-// the workspace only as scratch for packing; the size is kept so that
-// callers' memory accounting and plans stay as they were.)
+// kernels take as workspace, exactly what they carve from it: the packed
+// weights, the zero-padded image and the GEMM's per-worker packing buffers
+// (so with this much they allocate nothing themselves). It depends on the
+// shape and on GOMAXPROCS (one set of packing buffers per worker).
 func (s ConvShape) WorkspaceSize() int {
-	if s.Direct() {
-		return 0
+	P, CKK, HW := s.OH()*s.OW(), s.C*s.K*s.K, s.H*s.W
+	// Forward, as conv2d carves it.
+	fwd := 0
+	pre := s.N*P > 2*taskCols
+	if pre {
+		fwd += prepackSize(s.OC, CKK)
 	}
-	return s.C * s.K * s.K * s.OH() * s.OW()
+	if !s.Direct() {
+		fwd += paddedSize(s.C, s.H, s.W, s.Pad)
+	}
+	fwd += gemmScratchSize(s.OC, P, CKK, pre)
+	// Backward with din, as conv2dBackward carves it (without din it needs less).
+	bwd := 0
+	preW := s.N*HW > 2*taskCols
+	if preW {
+		bwd += prepackSize(s.C, s.OC*s.K*s.K)
+	}
+	if !s.Direct() {
+		pad := paddedSize(s.C, s.H, s.W, s.Pad)
+		if dpad := s.K - 1 - s.Pad; dpad >= 0 {
+			pad = max(pad, paddedSize(s.OC, s.OH(), s.OW(), dpad))
+		}
+		bwd += pad
+	}
+	bwd += max(gemmScratchSize(s.OC, CKK, P, false), gemmScratchSize(s.C, HW, s.OC*s.K*s.K, preW))
+	return max(fwd, bwd)
 }
 
 func (s ConvShape) check(out, in, w, bias, ws int, hasBias bool) {
@@ -154,14 +176,14 @@ func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
 	scratch := ws
 	if s.N*P > 2*taskCols {
 		var buf []float32
-		buf, scratch = carve(ws, prepackSize(s.OC, CKK))
+		buf, scratch = gemm.carve(ws, prepackSize(s.OC, CKK))
 		A = prepackA(A, s.OC, CKK, buf)
 	}
 	// Each image is copied into a zero border once; the im2col panels are
 	// then plain copies from it.
 	var xpBuf []float32
 	if !s.Direct() {
-		xpBuf, scratch = carve(scratch, paddedSize(s.C, s.H, s.W, s.Pad))
+		xpBuf, scratch = gemm.carve(scratch, paddedSize(s.C, s.H, s.W, s.Pad))
 	}
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
@@ -227,7 +249,7 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 		}
 		if s.N*HW > 2*taskCols {
 			var buf []float32
-			buf, scratch = carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
+			buf, scratch = gemm.carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
 			wT = prepackA(wT, s.C, s.OC*s.K*s.K, buf)
 		}
 	}
@@ -241,7 +263,7 @@ func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws 
 		if din != nil && dpad >= 0 {
 			size = max(size, paddedSize(s.OC, OH, OW, dpad))
 		}
-		padBuf, scratch = carve(scratch, size)
+		padBuf, scratch = gemm.carve(scratch, size)
 	}
 	for n := 0; n < s.N; n++ {
 		g := dout[n*outImage : (n+1)*outImage]

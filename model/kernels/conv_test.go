@@ -191,15 +191,17 @@ func TestConv2dShapeHelpers(t *testing.T) {
 	if s.OH() != 6 || s.OW() != 11 || s.InSize() != 2*3*6*11 || s.OutSize() != 2*4*6*11 || s.WeightSize() != 4*3*9 {
 		t.Errorf("sizes of %+v wrong", s)
 	}
-	if s.Direct() || s.WorkspaceSize() != 3*9*6*11 {
-		t.Errorf("workspace of %+v wrong", s)
+	// The workspace holds at least the zero-padded image; TestWorkspaceIsEnough
+	// holds it to what the kernels carve.
+	if s.Direct() || s.WorkspaceSize() < paddedSize(3, 6, 11, 1) {
+		t.Errorf("workspace of %+v: %d values", s, s.WorkspaceSize())
 	}
 	d := ConvShape{N: 1, C: 3, H: 5, W: 7, OC: 2, K: 1, Pad: 0}
-	if !d.Direct() || d.WorkspaceSize() != 0 {
-		t.Errorf("1x1 pad 0 should be Direct with no workspace")
+	if !d.Direct() {
+		t.Errorf("1x1 pad 0 should be Direct")
 	}
 	p := ConvShape{N: 1, C: 3, H: 5, W: 7, OC: 2, K: 1, Pad: 1}
-	if p.Direct() || p.WorkspaceSize() != 3*7*9 {
+	if p.Direct() || p.WorkspaceSize() < paddedSize(3, 5, 7, 1) {
 		t.Errorf("1x1 pad 1 must not be Direct")
 	}
 }
@@ -405,13 +407,14 @@ func TestConv2dPanics(t *testing.T) {
 	for name, f := range bwd {
 		mustPanicKernels(t, "backward "+name, f)
 	}
-	// Direct shapes need no workspace, but a mismatch still panics.
+	// Direct shapes need no padded image, but a mismatch still panics.
 	d := ConvShape{N: 1, C: 3, H: 4, W: 5, OC: 2, K: 1, Pad: 0}
 	din2, in2, w2, out2 := make([]float32, d.InSize()), make([]float32, d.InSize()), make([]float32, d.WeightSize()), make([]float32, d.OutSize())
-	Conv2d(d, out2, in2, w2, nil, nil)
-	Conv2dBackward(d, din2, clone32(w2), nil, out2, in2, w2, nil)
-	mustPanicKernels(t, "direct out short", func() { Conv2d(d, short(out2), in2, w2, nil, nil) })
-	mustPanicKernels(t, "direct din short", func() { Conv2dBackward(d, short(din2), clone32(w2), nil, out2, in2, w2, nil) })
+	ws2 := make([]float32, d.WorkspaceSize())
+	Conv2d(d, out2, in2, w2, nil, ws2)
+	Conv2dBackward(d, din2, clone32(w2), nil, out2, in2, w2, ws2)
+	mustPanicKernels(t, "direct out short", func() { Conv2d(d, short(out2), in2, w2, nil, ws2) })
+	mustPanicKernels(t, "direct din short", func() { Conv2dBackward(d, short(din2), clone32(w2), nil, out2, in2, w2, ws2) })
 }
 
 // convLoss is L = sum(out * R) with out = Conv2dNaive[float64](in, w, bias).
@@ -504,7 +507,7 @@ func TestIm2colCol2im(t *testing.T) {
 			OH, OW, K := s.OH(), s.OW(), s.K
 			P := OH * OW
 			x := randSlice(r, s.C*s.H*s.W)
-			col := garbage(r, s.WorkspaceSize())
+			col := garbage(r, s.C*K*K*P) // the im2col matrix
 			im2col(s, col, x)
 			for c := 0; c < s.C; c++ {
 				for i := 0; i < K; i++ {

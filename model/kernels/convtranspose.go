@@ -12,8 +12,12 @@ func (s UpConvShape) OutSize() int    { return s.N * s.OC * 4 * s.H * s.W }
 func (s UpConvShape) WeightSize() int { return s.C * s.OC * 4 }
 
 // WorkspaceSize is the float32 count the fast kernels need: one image's
-// (OC*4, H*W) product before it is interleaved into (OC,2H,2W).
-func (s UpConvShape) WorkspaceSize() int { return s.OC * 4 * s.H * s.W }
+// (OC*4, H*W) product before it is interleaved into (OC,2H,2W), then the
+// GEMMs' packing scratch (see ConvShape.WorkspaceSize).
+func (s UpConvShape) WorkspaceSize() int {
+	HW, OC4 := s.H*s.W, s.OC*4
+	return OC4*HW + max(gemmScratchSize(OC4, HW, s.C, false), gemmScratchSize(s.C, OC4, HW, false), gemmScratchSize(s.C, HW, OC4, false))
+}
 
 func (s UpConvShape) check(out, in, w, bias, ws int, hasBias bool) {
 	if s.N <= 0 || s.C <= 0 || s.H <= 0 || s.W <= 0 || s.OC <= 0 {
@@ -96,8 +100,8 @@ func upConv(gemm gemmImpl, s UpConvShape, out, in, w, bias, ws []float32) {
 	HW, OC4 := s.H*s.W, s.OC*4
 	for n := 0; n < s.N; n++ {
 		x := in[n*s.C*HW : (n+1)*s.C*HW]
-		tmp := ws[:OC4*HW]
-		gemm.sgemm(true, false, OC4, HW, s.C, 1, w, OC4, x, HW, 0, tmp, HW)
+		tmp, scratch := ws[:OC4*HW], ws[OC4*HW:]
+		gemm.gemm(OC4, HW, s.C, 1, matA{w, OC4, true}, matB{x, HW, false}, 0, tmp, HW, scratch)
 		o := out[n*OC4*HW : (n+1)*OC4*HW]
 		ParallelFor(s.OC, 1, func(lo, hi int) {
 			for oc := lo; oc < hi; oc++ {
@@ -136,7 +140,7 @@ func upConvBackward(gemm gemmImpl, s UpConvShape, din, dw, dbias, dout, in, w, w
 	HW, OC4 := s.H*s.W, s.OC*4
 	for n := 0; n < s.N; n++ {
 		g := dout[n*OC4*HW : (n+1)*OC4*HW]
-		tmp := ws[:OC4*HW]
+		tmp, scratch := ws[:OC4*HW], ws[OC4*HW:]
 		ParallelFor(s.OC, 1, func(lo, hi int) {
 			for oc := lo; oc < hi; oc++ {
 				plane := g[oc*4*HW : (oc+1)*4*HW]
@@ -161,9 +165,9 @@ func upConvBackward(gemm gemmImpl, s UpConvShape, din, dw, dbias, dout, in, w, w
 			}
 		})
 		x := in[n*s.C*HW : (n+1)*s.C*HW]
-		gemm.sgemm(false, true, s.C, OC4, HW, 1, x, HW, tmp, HW, 1, dw, OC4)
+		gemm.gemm(s.C, OC4, HW, 1, matA{x, HW, false}, matB{tmp, HW, true}, 1, dw, OC4, scratch)
 		if din != nil {
-			gemm.sgemm(false, false, s.C, HW, OC4, 1, w, OC4, tmp, HW, 0, din[n*s.C*HW:(n+1)*s.C*HW], HW)
+			gemm.gemm(s.C, HW, OC4, 1, matA{w, OC4, false}, matB{tmp, HW, false}, 0, din[n*s.C*HW:(n+1)*s.C*HW], HW, scratch)
 		}
 	}
 }

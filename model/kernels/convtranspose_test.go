@@ -30,7 +30,7 @@ func upConvShapes() []UpConvShape {
 
 func TestUpConvShapeHelpers(t *testing.T) {
 	s := UpConvShape{N: 2, C: 3, H: 6, W: 11, OC: 4}
-	if s.InSize() != 2*3*6*11 || s.OutSize() != 2*4*12*22 || s.WeightSize() != 3*4*4 || s.WorkspaceSize() != 4*4*6*11 {
+	if s.InSize() != 2*3*6*11 || s.OutSize() != 2*4*12*22 || s.WeightSize() != 3*4*4 || s.WorkspaceSize() < 4*4*6*11 {
 		t.Errorf("sizes of %+v wrong", s)
 	}
 }

@@ -61,7 +61,10 @@ type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, o
 // data-movement primitives the packers use, and its name. Tests build both
 // the assembly and the pure-Go one and run each.
 type gemmImpl struct {
-	name   string
+	name string
+	// strict makes running out of the caller's scratch a panic instead of
+	// an allocation: tests use it to hold WorkspaceSize to what is carved.
+	strict bool
 	kernel microKernel
 	// wide, if not nil, computes a 6x32 tile (MR x 2*NR) from one A panel
 	// and two adjacent B panels (b holding 2*kc*NR values), with kernel's
@@ -242,7 +245,10 @@ func (x prepackedA) packA(_ []float32, i0, mc, p0, kc int) []float32 {
 // weights, used by every block of pixels).
 func prepackA(src packerA, m, k int, buf []float32) prepackedA {
 	mp := roundUp(m, gemmMR)
-	data, _ := carve(buf, prepackSize(m, k))
+	data := buf[:min(len(buf), prepackSize(m, k))]
+	if len(data) < prepackSize(m, k) {
+		data = make([]float32, prepackSize(m, k)) // callers carve enough; tests may pass nil
+	}
 	x := prepackedA{data: data, m: m, k: k}
 	panels := mp / gemmMR
 	ParallelFor(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) {
@@ -258,13 +264,72 @@ func prepackA(src packerA, m, k int, buf []float32) prepackedA {
 	return x
 }
 
+// gemmPlan is how gemm cuts C into tasks over workers and how much packing
+// scratch it carves: prepackSize(m, k) if it prepacks op(A), then aSize +
+// bSize per worker.
+type gemmPlan struct {
+	workers, mt, nt, colTasks, total int
+	prepack                          bool
+	aSize, bSize                     int
+}
+
+// planGemm plans an m x n x k product (op(A) already prepacked or not) for
+// the cores GOMAXPROCS allows: start from the largest tasks, then halve the
+// columns (down to 64) and the rows (down to 2*MR) until every core gets
+// about three tasks, for balance on a shared, noisy machine.
+func planGemm(m, n, k int, prepacked bool) gemmPlan {
+	workers := runtime.GOMAXPROCS(0)
+	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
+		workers = 1
+	}
+	mt, nt := min(m, taskRows), min(n, taskCols)
+	tasks := func() int { return ceilDiv(m, mt) * ceilDiv(n, nt) }
+	if workers > 1 {
+		for tasks() < 3*workers && nt > 64 {
+			nt = roundUp(ceilDiv(nt, 2), gemmNR)
+		}
+		for tasks() < 3*workers && mt > 2*gemmMR {
+			mt = roundUp(ceilDiv(mt, 2), gemmMR)
+		}
+	}
+	p := gemmPlan{mt: mt, nt: nt, colTasks: ceilDiv(n, nt), total: tasks()}
+	p.workers = min(workers, p.total)
+	p.prepack = !prepacked && p.colTasks > 2
+	// Per-worker buffers: packed A block (unless prepacked), packed B block
+	// and the B packers' scratch.
+	kcMax := min(k, gemmKC)
+	if !prepacked && !p.prepack {
+		p.aSize = roundUp(min(mt, gemmMC), gemmMR) * kcMax
+	}
+	p.bSize = roundUp(nt, gemmNR)*kcMax + gemmNR*gemmKC
+	return p
+}
+
+// gemmScratchSize is the float32 scratch gemm carves for an m x n x k
+// product, so that a caller can hand it enough and nothing is allocated.
+func gemmScratchSize(m, n, k int, prepacked bool) int {
+	if m == 0 || n == 0 || k == 0 {
+		return 0
+	}
+	p := planGemm(m, n, k, prepacked)
+	size := p.workers * (p.aSize + p.bSize)
+	if p.prepack {
+		size += prepackSize(m, k)
+	}
+	return size
+}
+
 // prepackSize is the float32 count of a prepacked m x k op(A).
 func prepackSize(m, k int) int { return roundUp(m, gemmMR) * k }
 
 // carve returns the first n values of buf and the rest, or a new slice of n
-// and buf unchanged when buf is too short. Its values are unspecified.
-func carve(buf []float32, n int) (head, rest []float32) {
+// and buf unchanged when buf is too short (a panic when g.strict). Its
+// values are unspecified.
+func (g *gemmImpl) carve(buf []float32, n int) (head, rest []float32) {
 	if len(buf) < n {
+		if g.strict {
+			panic(fmt.Sprintf("kernels: %s: scratch of %d values, %d more needed", g.name, len(buf), n))
+		}
 		return make([]float32, n), buf
 	}
 	return buf[:n:n], buf[n:]
@@ -288,43 +353,19 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 		return
 	}
 
-	// Task grid: start from the largest tasks, then halve the columns (down
-	// to 64) and the rows (down to 2*MR) until every core gets about three
-	// tasks, for balance on a shared, noisy machine.
-	workers := runtime.GOMAXPROCS(0)
-	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
-		workers = 1
-	}
-	mt, nt := min(m, taskRows), min(n, taskCols)
-	tasks := func() int { return ceilDiv(m, mt) * ceilDiv(n, nt) }
-	if workers > 1 {
-		for tasks() < 3*workers && nt > 64 {
-			nt = roundUp(ceilDiv(nt, 2), gemmNR)
-		}
-		for tasks() < 3*workers && mt > 2*gemmMR {
-			mt = roundUp(ceilDiv(mt, 2), gemmMR)
-		}
-	}
-	colTasks, total := ceilDiv(n, nt), tasks()
-	workers = min(workers, total)
-	if _, done := A.(prepackedA); !done && colTasks > 2 {
+	_, prepacked := A.(prepackedA)
+	plan := planGemm(m, n, k, prepacked)
+	workers, mt, nt, colTasks, total := plan.workers, plan.mt, plan.nt, plan.colTasks, plan.total
+	if plan.prepack {
 		var buf []float32
-		buf, scratch = carve(scratch, prepackSize(m, k))
+		buf, scratch = g.carve(scratch, prepackSize(m, k))
 		A = prepackA(A, m, k, buf)
 	}
-
-	// Per-worker buffers: packed A block (unless prepacked), packed B block
-	// and the B packers' scratch.
-	kcMax := min(k, gemmKC)
-	aSize := roundUp(min(mt, gemmMC), gemmMR) * kcMax
-	if _, ok := A.(prepackedA); ok {
-		aSize = 0
-	}
-	bSize := roundUp(nt, gemmNR)*kcMax + gemmNR*gemmKC
+	aSize, bSize := plan.aSize, plan.bSize
 	bufs := make([][2][]float32, workers)
 	for w := range bufs {
-		bufs[w][0], scratch = carve(scratch, aSize)
-		bufs[w][1], scratch = carve(scratch, bSize)
+		bufs[w][0], scratch = g.carve(scratch, aSize)
+		bufs[w][1], scratch = g.carve(scratch, bSize)
 	}
 	work := func(w int, next *atomic.Int64) {
 		packA, packB := bufs[w][0], bufs[w][1]
