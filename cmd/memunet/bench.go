@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -21,25 +20,19 @@ const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants c
 // 2*Cin*Cout*k*k*H*W per output, x3 for forward and backward) and the time
 // per layer kind.
 func benchCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configPath := fs.String("config", "", "YAML config file")
+	cmd := newConfigCommand("bench", benchUsage)
+	fs := cmd.Flags
 	steps := fs.Int("steps", 5, "timed optimizer steps per variant (after one warm-up step)")
 	variants := fs.String("variants", "config", "comma-separated variants (config, "+strings.Join(train.VariantNames(), ", ")+")")
-	var sets stringList
-	fs.Var(&sets, "set", "override section.key=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("bench: %v; %s", err, benchUsage)}
-	}
-	if fs.NArg() > 0 || *configPath == "" || *steps < 1 {
-		return usageError{"bench: " + benchUsage}
-	}
-	cfg, err := config.Load(*configPath, sets)
+	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
 	}
+	if *steps < 1 {
+		return cmd.usageError("--steps must be at least 1")
+	}
 	h, w := cfg.ImageSize()
-	fmt.Fprintf(stdout, "memunet bench: %s, %dx%d, %d timed steps per variant (median), GFLOP/s of the whole step\n", *configPath, h, w, *steps)
+	fmt.Fprintf(stdout, "memunet bench: %s, %dx%d, %d timed steps per variant (median), GFLOP/s of the whole step\n", cmd.path, h, w, *steps)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s"}
 	for k := model.Kind(0); k < model.NumKinds; k++ {

@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -51,23 +50,17 @@ type CompareRow struct {
 // each in a fresh process so that its peak RSS is its own, and writes the
 // table, compare.csv, compare.json, memory.png and timeline.png.
 func compareCommand(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configPath := fs.String("config", "", "YAML config file")
+	cmd := newConfigCommand("compare", compareUsage)
+	fs := cmd.Flags
 	variants := fs.String("variants", strings.Join(append(train.VariantNames(), "gorgonia"), ","), "comma-separated variants")
 	steps := fs.Int("steps", 5, "optimizer steps per variant")
 	outDir := fs.String("out", "", "output directory (default runs/compare-<timestamp>)")
-	var sets stringList
-	fs.Var(&sets, "set", "override section.key=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("compare: %v; %s", err, compareUsage)}
-	}
-	if fs.NArg() > 0 || *configPath == "" || *steps < 1 {
-		return usageError{"compare: " + compareUsage}
-	}
-	cfg, err := config.Load(*configPath, sets)
+	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
+	}
+	if *steps < 1 {
+		return cmd.usageError("--steps must be at least 1")
 	}
 	dir := *outDir
 	if dir == "" {
@@ -82,7 +75,7 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet compare: %s, %dx%d, effective batch %d, %d steps per variant, writing to %s\n",
-		*configPath, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
+		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
 	var rows []CompareRow
 	timelines := map[string]train.Timeline{}
 	for _, name := range strings.Split(*variants, ",") {
@@ -90,10 +83,10 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 		vdir := filepath.Join(dir, name)
 		var row CompareRow
 		if name == "gorgonia" {
-			row = runGorgonia(exe, *configPath, sets, cfg, *steps, vdir, stderr)
+			row = runGorgonia(exe, cmd.path, cmd.sets, cfg, *steps, vdir, stderr)
 		} else {
 			var tl train.Timeline
-			row, tl = runVariant(exe, *configPath, sets, cfg, name, *steps, vdir, stderr)
+			row, tl = runVariant(exe, cmd.path, cmd.sets, cfg, name, *steps, vdir, stderr)
 			if len(tl.Points) > 0 {
 				timelines[name] = tl
 			}

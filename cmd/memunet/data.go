@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 )
 
@@ -33,21 +32,8 @@ func dataCommand(args []string, stdout, stderr io.Writer) error {
 // dataCheck reads the configured dataset in full and prints counts, sizes,
 // the mask-value histogram, the value -> class mapping and every problem.
 func dataCheck(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("data check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configPath := fs.String("config", "", "YAML config file")
-	var sets stringList
-	fs.Var(&sets, "set", "override section.key=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("data check: %v; %s", err, dataUsage)}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("data check: unexpected argument %q; %s", fs.Arg(0), dataUsage)}
-	}
-	if *configPath == "" {
-		return usageError{"data check: --config FILE is required (configs/quickstart.yaml is an example)"}
-	}
-	cfg, err := config.Load(*configPath, sets)
+	cmd := newConfigCommand("data check", dataUsage)
+	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
 	}

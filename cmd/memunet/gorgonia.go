@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -37,19 +35,16 @@ type gorgoniaSummary struct {
 // gradients, a TapeMachine and gorgonia's Adam solver. It is compare's
 // reference row and writes summary.json into --out.
 func gorgoniaCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("gorgonia", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configPath := fs.String("config", "", "YAML config file")
+	cmd := newConfigCommand("gorgonia", "usage: memunet gorgonia --config FILE --out DIR [--steps N] [--set k=v ...]")
+	fs := cmd.Flags
 	outDir := fs.String("out", "", "directory for summary.json")
 	steps := fs.Int("steps", 3, "optimizer steps")
-	var sets stringList
-	fs.Var(&sets, "set", "override section.key=value (repeatable)")
-	if err := fs.Parse(args); err != nil || *configPath == "" || *outDir == "" || *steps < 1 {
-		return usageError{"gorgonia: usage: memunet gorgonia --config FILE --out DIR [--steps N] [--set k=v ...]"}
-	}
-	cfg, err := config.Load(*configPath, sets)
+	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
+	}
+	if *outDir == "" || *steps < 1 {
+		return cmd.usageError("--out DIR is required and --steps must be at least 1")
 	}
 	start := time.Now()
 	if cfg.Data.Source != "synthetic" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -18,24 +17,12 @@ const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity
 // planCommand prints the predicted peak memory of each variant, computed
 // from the config by a dry run, and with a capacity which variants fit.
 func planCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configPath := fs.String("config", "", "YAML config file")
+	cmd := newConfigCommand("plan", planUsage)
+	fs := cmd.Flags
 	capacity := fs.String("capacity", "", "device size, e.g. 6GiB (default: memory.capacity)")
 	variants := fs.String("variants", "config,"+strings.Join(train.VariantNames(), ","), "comma-separated variants")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var sets stringList
-	fs.Var(&sets, "set", "override section.key=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("plan: %v; %s", err, planUsage)}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("plan: unexpected argument %q; %s", fs.Arg(0), planUsage)}
-	}
-	if *configPath == "" {
-		return usageError{"plan: --config FILE is required; " + planUsage}
-	}
-	cfg, err := config.Load(*configPath, sets)
+	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
 	}
@@ -62,7 +49,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	}
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d; predicted peak allocated bytes (exact: a dry run of the same allocations)\n",
-		*configPath, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
+		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"variant", "micro x acc", "precision", "checkpoint", "params", "grads", "optimizer", "activations", "workspace",
 		"peak", "reserved", "forward", "backward", "opt step", "validation", "est. time"}
