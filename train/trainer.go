@@ -94,11 +94,11 @@ func Precision(name string) model.DType {
 // fits memory.capacity (FitLog says which and why) and keeps the later ones
 // for an out-of-memory error during training.
 func NewTrainer(cfg config.Config) (*Trainer, error) {
+	if cfg.Memory.Fit != "auto" {
+		return buildTrainer(cfg, false) // which validates cfg
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Memory.Fit != "auto" {
-		return buildTrainer(cfg, false)
 	}
 	chosen, why, err := Fit(cfg)
 	if err != nil {
