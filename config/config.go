@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/model"
 	"go.yaml.in/yaml/v3"
@@ -169,6 +170,13 @@ func (c Config) DataConfig() data.SourceConfig {
 	}
 }
 
+// Precision is train.precision as a storage type (fp32 if it is not one;
+// Validate refuses that).
+func (c Config) Precision() backend.DType {
+	d, _ := backend.ParsePrecision(c.Train.Precision)
+	return d
+}
+
 // ScalerEnabled resolves train.scaler.enabled: auto means fp16 only.
 func (c Config) ScalerEnabled() bool {
 	switch c.Train.Scaler.Enabled {
@@ -177,7 +185,7 @@ func (c Config) ScalerEnabled() bool {
 	case "false":
 		return false
 	}
-	return c.Train.Precision == "fp16"
+	return c.Precision() == backend.Float16
 }
 
 // Validate reports the first invalid value, naming its key, the value and what
@@ -402,10 +410,11 @@ func (c Config) validateVariants() error {
 	if err := c.Model.Checkpoint.validate(c.Model.Depth); err != nil {
 		return err
 	}
+	if _, err := backend.ParsePrecision(t.Precision); err != nil {
+		return fmt.Errorf("train.precision: %w", err)
+	}
 	s := t.Scaler
 	switch {
-	case t.Precision != "fp32" && t.Precision != "fp16" && t.Precision != "bf16":
-		return fmt.Errorf("train.precision: %q: must be fp32, fp16 or bf16", t.Precision)
 	case t.Accumulate < 1:
 		return fmt.Errorf("train.accumulate: %d: must be at least 1 (micro-batches of train.batch_size per optimizer step)", t.Accumulate)
 	case s.Enabled != "auto" && s.Enabled != "true" && s.Enabled != "false":

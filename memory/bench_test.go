@@ -15,15 +15,15 @@ func BenchmarkAllocFree1MiB(b *testing.B) {
 		{"empty-cache", true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			p := NewPool(Options{})
+			p := newTestPool(Options{})
 			b.SetBytes(4 * n)
 			b.ReportAllocs()
 			for b.Loop() {
-				buf, err := p.AllocFloat32(Activations, n)
+				buf, err := p.Alloc(Activations, 4*n)
 				if err != nil {
 					b.Fatal(err)
 				}
-				buf.Float32()[0] = 1
+				bytesOf(buf)[0] = 1
 				p.MustFree(buf)
 				if bc.empty {
 					p.EmptyCache()

@@ -13,13 +13,22 @@ type OutOfMemoryError struct {
 	Allocated           int64 // bytes in live buffers
 	ReservedUnallocated int64 // bytes cached by the pool, not in use
 	Hint                string
+	// Cause is the allocator's error when the memory itself ran out (it
+	// wraps ErrExhausted) rather than the pool's capacity; nil otherwise.
+	Cause error
 }
 
+// Unwrap is Cause.
+func (e *OutOfMemoryError) Unwrap() error { return e.Cause }
+
 func (e *OutOfMemoryError) Error() string {
-	msg := fmt.Sprintf("memunet: out of memory: tried to allocate %s (%s). "+
-		"The pool has a total capacity of %s of which %s is free. "+
+	room := fmt.Sprintf("The pool has a total capacity of %s of which %s is free.", FormatBytes(e.Capacity), FormatBytes(e.Free))
+	if e.Cause != nil {
+		room = fmt.Sprintf("The memory itself is full (%v), after the pool gave back its cached blocks.", e.Cause)
+	}
+	msg := fmt.Sprintf("memunet: out of memory: tried to allocate %s (%s). %s "+
 		"Of the allocated memory %s is allocated by memunet, and %s is reserved by memunet but unallocated.",
-		FormatBytes(e.Requested), e.Category, FormatBytes(e.Capacity), FormatBytes(e.Free),
+		FormatBytes(e.Requested), e.Category, room,
 		FormatBytes(e.Allocated), FormatBytes(e.ReservedUnallocated))
 	if e.Hint != "" {
 		msg += " " + e.Hint

@@ -7,9 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
-
-	"gorgonia.org/tensor"
 )
 
 // BlockRound is the granularity of every allocation, in bytes (PyTorch rounds
@@ -50,14 +47,16 @@ func RoundSize(n int64) int64 {
 	return (n + BlockRound - 1) / BlockRound * BlockRound
 }
 
-// Buffer is one allocation from a Pool.
+// Buffer is one allocation from a Pool: an opaque handle to a block of the
+// pool's allocator. Only the backend that owns that kind of memory looks
+// inside it (through Storage).
 type Buffer struct {
 	pool  *Pool
 	id    uint64
 	cat   Category
-	size  int64     // rounded bytes, what the pool accounts
-	req   int64     // requested bytes
-	words []float32 // backing store, size/4 words; nil once freed or virtual
+	size  int64   // rounded bytes, what the pool accounts
+	req   int64   // requested bytes
+	store Storage // the allocator's block; nil once freed (and always in a virtual pool)
 	live  bool
 }
 
@@ -67,46 +66,21 @@ func (b *Buffer) Category() Category { return b.cat }
 // Size is the rounded number of bytes the buffer takes from its pool.
 func (b *Buffer) Size() int64 { return b.size }
 
-// Float32 is the buffer as float32 values, as many as requested (nil in a
-// virtual pool).
-func (b *Buffer) Float32() []float32 {
-	b.mustLive()
-	if b.words == nil {
-		return nil
-	}
-	return b.words[:b.req/4]
-}
+// Len is the number of bytes requested: the usable length of the buffer.
+func (b *Buffer) Len() int64 { return b.req }
 
-// Uint16 is the buffer as 16-bit values (fp16 or bf16 bits), as many as
-// requested (nil in a virtual pool).
-func (b *Buffer) Uint16() []uint16 {
-	b.mustLive()
-	if b.words == nil {
-		return nil
-	}
-	return unsafe.Slice((*uint16)(unsafe.Pointer(&b.words[0])), b.req/2)
-}
-
-// Bytes is the buffer as bytes, as many as requested (nil in a virtual pool).
-func (b *Buffer) Bytes() []byte {
-	b.mustLive()
-	if b.words == nil {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&b.words[0])), b.req)
-}
-
-// Dense wraps the float32 contents in a gorgonia tensor of the given shape,
-// sharing the buffer's memory (no copy).
-func (b *Buffer) Dense(shape ...int) *tensor.Dense {
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(b.Float32()))
-}
-
-func (b *Buffer) mustLive() {
+// Storage is the allocator's block behind the buffer (a block of Size()
+// bytes), for the backend that owns this kind of memory; nil in a virtual
+// pool. It panics once the buffer is freed.
+func (b *Buffer) Storage() Storage {
 	if !b.live {
 		panic("memory: use of a freed buffer")
 	}
+	return b.store
 }
+
+// Allocator names the kind of memory the buffer lives in.
+func (b *Buffer) Allocator() Allocator { return b.pool.allocator }
 
 // Options configures a Pool. The zero value is an unlimited pool without timeline.
 type Options struct {
@@ -114,10 +88,6 @@ type Options struct {
 	Capacity int64
 	// Timeline records an Event for every allocation and free.
 	Timeline bool
-	// Virtual keeps the accounting but allocates no memory: buffers have no
-	// contents (their views are nil). A dry run of a training step on a
-	// virtual pool gives the exact statistics of the real one (memunet plan).
-	Virtual bool
 }
 
 // Event is one point of the timeline: the pool's state right after an
@@ -168,58 +138,53 @@ type Stats struct {
 
 // Pool is a thread-safe caching allocator with exact accounting.
 type Pool struct {
-	mu       sync.Mutex
-	opts     Options
-	start    time.Time
-	nextID   uint64
-	live     map[uint64]*Buffer
-	cache    map[int64][][]float32 // rounded size -> free backing stores
-	cached   int64                 // bytes in cache
-	stats    Stats
-	timeline []Event
+	mu        sync.Mutex
+	allocator Allocator
+	opts      Options
+	start     time.Time
+	nextID    uint64
+	live      map[uint64]*Buffer
+	cache     map[int64][]Storage // rounded size -> free blocks
+	cached    int64               // bytes in cache
+	stats     Stats
+	timeline  []Event
 }
 
-// NewPool makes an empty pool.
-func NewPool(opts Options) *Pool {
+// NewPool makes an empty pool over a: every block comes from a.Alloc and,
+// once EmptyCache drops it, goes back through a.Free.
+func NewPool(a Allocator, opts Options) *Pool {
 	if opts.Capacity < 0 {
 		panic("memory: negative capacity")
 	}
+	if a == nil {
+		panic("memory: nil allocator")
+	}
 	return &Pool{
-		opts:  opts,
-		start: time.Now(),
-		live:  make(map[uint64]*Buffer),
-		cache: make(map[int64][][]float32),
-		stats: Stats{Capacity: opts.Capacity},
+		allocator: a,
+		opts:      opts,
+		start:     time.Now(),
+		live:      make(map[uint64]*Buffer),
+		cache:     make(map[int64][]Storage),
+		stats:     Stats{Capacity: opts.Capacity},
 	}
 }
 
-// Virtual reports whether the pool only accounts, without memory.
-func (p *Pool) Virtual() bool { return p.opts.Virtual }
+// Allocator is the allocator the pool's blocks come from.
+func (p *Pool) Allocator() Allocator { return p.allocator }
+
+// Virtual reports whether the pool only accounts, without memory (its
+// allocator is Virtual).
+func (p *Pool) Virtual() bool {
+	_, ok := p.allocator.(Virtual)
+	return ok
+}
 
 // Capacity is the pool's capacity in bytes (0: unlimited).
 func (p *Pool) Capacity() int64 { return p.opts.Capacity }
 
-// AllocFloat32 allocates n float32 values for cat. Contents are undefined.
-func (p *Pool) AllocFloat32(cat Category, n int) (*Buffer, error) {
-	return p.alloc(cat, int64(n)*4, false)
-}
-
-// AllocUint16 allocates n 16-bit values for cat. Contents are undefined.
-func (p *Pool) AllocUint16(cat Category, n int) (*Buffer, error) {
-	return p.alloc(cat, int64(n)*2, false)
-}
-
-// AllocBytes allocates n bytes for cat. Contents are undefined.
-func (p *Pool) AllocBytes(cat Category, n int) (*Buffer, error) {
-	return p.alloc(cat, int64(n), false)
-}
-
-// AllocFloat32Zeroed allocates n float32 zeros for cat.
-func (p *Pool) AllocFloat32Zeroed(cat Category, n int) (*Buffer, error) {
-	return p.alloc(cat, int64(n)*4, true)
-}
-
-func (p *Pool) alloc(cat Category, req int64, zero bool) (*Buffer, error) {
+// Alloc allocates n bytes for cat. Contents are undefined.
+func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
+	req := n
 	if int(cat) >= NumCategories {
 		panic(fmt.Sprintf("memory: unknown category %d", cat))
 	}
@@ -229,16 +194,13 @@ func (p *Pool) alloc(cat Category, req int64, zero bool) (*Buffer, error) {
 	size := RoundSize(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var words []float32
+	var store Storage
 	if free := p.cache[size]; len(free) > 0 {
-		words = free[len(free)-1]
+		store = free[len(free)-1]
 		free[len(free)-1] = nil
 		p.cache[size] = free[:len(free)-1]
 		p.cached -= size
 		p.stats.CacheHits++
-		if zero {
-			clear(words)
-		}
 	} else {
 		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
 			p.emptyCacheLocked()
@@ -254,13 +216,28 @@ func (p *Pool) alloc(cat Category, req int64, zero bool) (*Buffer, error) {
 				}
 			}
 		}
-		if !p.opts.Virtual {
-			words = make([]float32, size/4)
+		var err error
+		store, err = p.allocator.Alloc(size)
+		if errors.Is(err, ErrExhausted) && p.cached > 0 {
+			p.emptyCacheLocked()
+			store, err = p.allocator.Alloc(size)
+		}
+		if errors.Is(err, ErrExhausted) {
+			p.stats.NumOOMs++
+			return nil, &OutOfMemoryError{
+				Requested: size, Category: cat, Capacity: p.opts.Capacity,
+				Free:      max(0, p.opts.Capacity-p.stats.Reserved.Current),
+				Allocated: p.stats.Allocated.Current, ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
+				Cause: fmt.Errorf("%s: %w", p.allocator.Name(), err),
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory: %s: allocating %s (%s): %w", p.allocator.Name(), FormatBytes(size), cat, err)
 		}
 		p.stats.Reserved.add(size)
 	}
 	p.nextID++
-	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, words: words, live: true}
+	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, store: store, live: true}
 	p.live[b.id] = b
 	p.stats.NumAllocs++
 	p.stats.ActiveBuffers++
@@ -296,9 +273,9 @@ func (p *Pool) Free(b *Buffer) error {
 		return fmt.Errorf("%w (buffer of %d bytes, %s)", ErrDoubleFree, b.size, b.cat)
 	}
 	delete(p.live, b.id)
-	p.cache[b.size] = append(p.cache[b.size], b.words)
+	p.cache[b.size] = append(p.cache[b.size], b.store)
 	p.cached += b.size
-	b.words, b.live = nil, false
+	b.store, b.live = nil, false
 	p.stats.NumFrees++
 	p.stats.ActiveBuffers--
 	p.stats.ByCategory[b.cat].add(-b.size)
@@ -343,7 +320,8 @@ func (p *Pool) MustFree(b *Buffer) {
 	}
 }
 
-// EmptyCache releases every cached block: reserved drops to allocated.
+// EmptyCache gives every cached block back to the allocator: reserved drops
+// to allocated.
 func (p *Pool) EmptyCache() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -353,6 +331,11 @@ func (p *Pool) EmptyCache() {
 func (p *Pool) emptyCacheLocked() {
 	if p.cached == 0 {
 		return
+	}
+	for _, blocks := range p.cache {
+		for _, s := range blocks {
+			p.allocator.Free(s)
+		}
 	}
 	clear(p.cache)
 	p.stats.Reserved.add(-p.cached)

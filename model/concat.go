@@ -19,17 +19,12 @@ func (l *Concat) Forward(env *Env, skip, up *Tensor) (*Tensor, error) {
 	if skip.N != up.N || skip.H != up.H || skip.W != up.W || skip.DType != up.DType {
 		panic(fmt.Sprintf("model: concat of %v and %v", skip, up))
 	}
-	out, err := NewTensorOf(env.Pool, memory.Activations, skip.DType, skip.N, skip.C+up.C, skip.H, skip.W)
+	out, err := NewTensor(env.Device, memory.Activations, skip.DType, skip.N, skip.C+up.C, skip.H, skip.W)
 	if err != nil {
 		return nil, err
 	}
 	l.skipC, l.upC = skip.C, up.C
-	plane := skip.H * skip.W * skip.DType.Size() // bytes per channel
-	s, u, o := skip.buf.Bytes(), up.buf.Bytes(), out.buf.Bytes()
-	for n := 0; n < skip.N && !env.dry(); n++ {
-		copy(o[n*out.C*plane:], s[n*skip.C*plane:(n+1)*skip.C*plane])
-		copy(o[(n*out.C+skip.C)*plane:], u[n*up.C*plane:(n+1)*up.C*plane])
-	}
+	env.Backend.Concat(skip.N, out.View(), skip.View(), up.View())
 	return out, nil
 }
 
@@ -39,19 +34,26 @@ func (l *Concat) Backward(env *Env, dout *Tensor) (dskip, dup *Tensor, err error
 	if dout.C != l.skipC+l.upC {
 		panic(fmt.Sprintf("model: concat backward: dout has %d channels, want %d", dout.C, l.skipC+l.upC))
 	}
-	if dskip, err = NewTensorOf(env.Pool, memory.Activations, dout.DType, dout.N, l.skipC, dout.H, dout.W); err != nil {
+	if dskip, err = NewTensor(env.Device, memory.Activations, dout.DType, dout.N, l.skipC, dout.H, dout.W); err != nil {
 		return nil, nil, err
 	}
-	if dup, err = NewTensorOf(env.Pool, memory.Activations, dout.DType, dout.N, l.upC, dout.H, dout.W); err != nil {
+	if dup, err = NewTensor(env.Device, memory.Activations, dout.DType, dout.N, l.upC, dout.H, dout.W); err != nil {
 		dskip.Release()
 		return nil, nil, err
 	}
-	plane := dout.H * dout.W * dout.DType.Size()
-	g, s, u := dout.buf.Bytes(), dskip.buf.Bytes(), dup.buf.Bytes()
-	for n := 0; n < dout.N && !env.dry(); n++ {
-		copy(s[n*l.skipC*plane:(n+1)*l.skipC*plane], g[n*dout.C*plane:])
-		copy(u[n*l.upC*plane:(n+1)*l.upC*plane], g[(n*dout.C+l.skipC)*plane:])
-	}
+	env.Backend.Split(dout.N, dskip.View(), dup.View(), dout.View())
 	dout.Release()
 	return dskip, dup, nil
+}
+
+// addInto adds src to dst elementwise (in float32, stored back in dst's type).
+func addInto(env *Env, dst, src *Tensor) error {
+	mustSameShape("add", dst, src)
+	f := env.frame()
+	a, b := f.view(dst), f.view(src)
+	out := f.writer(dst)
+	if f.err == nil {
+		env.Backend.Add(out, a, b)
+	}
+	return f.finish()
 }

@@ -6,8 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
+	"github.com/memunet/memunet/backend"
 )
 
 // Conv2d is a K x K, stride 1 convolution with zero padding Pad.
@@ -21,28 +20,32 @@ type Conv2d struct {
 	in          *Tensor // saved for backward
 }
 
-func newConv2d(pool *memory.Pool, name string, inC, outC, k, pad int, bias bool) (*Conv2d, error) {
+// NewConv2d returns a K x K, stride 1 convolution with zero padding pad on
+// dev: weight name+".weight" (outC,inC,k,k), zero until set, and, if bias,
+// name+".bias" (outC), zero.
+func NewConv2d(dev *Device, name string, inC, outC, k, pad int, bias bool) (*Conv2d, error) {
 	l := &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad}
 	var err error
-	if l.Weight, err = newParam(pool, name+".weight", true, outC, inC, k, k); err != nil {
+	if l.Weight, err = newParam(dev, name+".weight", true, 0, outC, inC, k, k); err != nil {
 		return nil, err
 	}
 	if bias {
-		if l.Bias, err = newParam(pool, name+".bias", true, outC); err != nil {
+		if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
 			return nil, err
 		}
 	}
 	return l, nil
 }
 
-func (l *Conv2d) shape(in *Tensor) kernels.ConvShape {
+func (l *Conv2d) shape(in *Tensor) backend.ConvShape {
 	if in.C != l.InC {
 		panic(fmt.Sprintf("model: conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
 	}
-	return kernels.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}
+	return backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}
 }
 
-func (l *Conv2d) params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) }
+// Params lists the layer's parameters: weight, then bias if any.
+func (l *Conv2d) Params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) }
 
 // Forward computes out = conv(in, Weight) + Bias and, in training, keeps in.
 func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
@@ -53,15 +56,13 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	one := s // the kernels run one image at a time
-	one.N = 1
-	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
-	err = perImage(env, f, s.N, func(g *frame, n int) {
-		x, y := g.image(in, n), g.imageOut(out, n)
-		if g.ready() {
-			kernels.Conv2d(one, y, x, w, l.biasData(), ws)
+	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
+	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
+		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
+		if g.err == nil {
+			env.Backend.Conv(s.Images(hi-lo), y, x, w, biasView(l.Bias), ws)
 		}
-	})
+	}, in, out)
 	if err := errors.Join(err, f.finish()); err != nil {
 		out.Release()
 		return nil, err
@@ -70,36 +71,6 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		l.in = in.Retain()
 	}
 	return out, nil
-}
-
-// perImage runs kernel for each image n < N with a frame of its own, so that
-// the float32 staging of 16-bit tensors (image views taken with g.image) is
-// one image at a time; fp32 tensors are passed through without copies. It
-// stops at the first allocation failure, including one already in f.
-func perImage(env *Env, f *frame, N int, kernel func(g *frame, n int)) error {
-	if f.err != nil {
-		return f.err
-	}
-	for n := 0; n < N; n++ {
-		g := env.frame()
-		kernel(g, n)
-		if err := g.finish(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// image returns a float32 view of image n of t, for reading.
-func (f *frame) image(t *Tensor, n int) []float32 {
-	size := t.Len() / t.N
-	return f.viewRange(t, n*size, (n+1)*size)
-}
-
-// imageOut returns float32 storage for image n of t, committed at finish.
-func (f *frame) imageOut(t *Tensor, n int) []float32 {
-	size := t.Len() / t.N
-	return f.writerRange(t, n*size, (n+1)*size)
 }
 
 // Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
@@ -119,23 +90,17 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		}
 	}
 	f := env.frame()
-	one := s // the kernels run one image at a time
-	one.N = 1
-	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
-	var dbias []float32
-	if l.Bias != nil {
-		dbias = l.Bias.Grad()
-	}
-	err := perImage(env, f, s.N, func(g *frame, n int) {
-		x, dy := g.image(in, n), g.image(dout, n)
-		var dx []float32
+	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
+	err := env.batches(f, s.N, func(g *frame, lo, hi int) {
+		x, dy := g.images(in, lo, hi), g.images(dout, lo, hi)
+		var dx backend.View
 		if din != nil {
-			dx = g.imageOut(din, n)
+			dx = g.imagesOut(din, lo, hi)
 		}
-		if g.ready() {
-			kernels.Conv2dBackward(one, dx, l.Weight.Grad(), dbias, dy, x, w, ws)
+		if g.err == nil {
+			env.Backend.ConvBack(s.Images(hi-lo), dx, l.Weight.GradView(), gradView(l.Bias), dy, x, w, ws)
 		}
-	})
+	}, in, dout, din)
 	if err := errors.Join(err, f.finish()); err != nil {
 		din.Release()
 		return nil, err
@@ -146,14 +111,21 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *Conv2d) biasData() []float32 {
-	if l.Bias == nil {
-		return nil
+func (l *Conv2d) forget() { l.in = nil }
+
+func biasView(p *Param) backend.View {
+	if p == nil {
+		return backend.View{}
 	}
-	return l.Bias.Data()
+	return p.View()
 }
 
-func (l *Conv2d) forget() { l.in = nil }
+func gradView(p *Param) backend.View {
+	if p == nil {
+		return backend.View{}
+	}
+	return p.GradView()
+}
 
 // kaimingNormal fills w with N(0, 2/fanIn), PyTorch's
 // kaiming_normal_(mode="fan_in", nonlinearity="relu").
@@ -182,25 +154,28 @@ type UpConv struct {
 	in           *Tensor
 }
 
-func newUpConv(pool *memory.Pool, name string, inC, outC int) (*UpConv, error) {
+// NewUpConv returns a 2x2, stride 2 transposed convolution on dev with
+// weight (inC,outC,2,2) and bias (outC), zero until set.
+func NewUpConv(dev *Device, name string, inC, outC int) (*UpConv, error) {
 	l := &UpConv{InC: inC, OutC: outC}
 	var err error
-	if l.Weight, err = newParam(pool, name+".weight", true, inC, outC, 2, 2); err != nil {
+	if l.Weight, err = newParam(dev, name+".weight", true, 0, inC, outC, 2, 2); err != nil {
 		return nil, err
 	}
-	if l.Bias, err = newParam(pool, name+".bias", true, outC); err != nil {
+	if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func (l *UpConv) params() []*Param { return []*Param{l.Weight, l.Bias} }
+// Params lists weight and bias.
+func (l *UpConv) Params() []*Param { return []*Param{l.Weight, l.Bias} }
 
-func (l *UpConv) shape(in *Tensor) kernels.UpConvShape {
+func (l *UpConv) shape(in *Tensor) backend.UpConvShape {
 	if in.C != l.InC {
 		panic(fmt.Sprintf("model: transposed conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
 	}
-	return kernels.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
+	return backend.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
 }
 
 // Forward computes out and, in training, keeps in.
@@ -212,15 +187,13 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	one := s // the kernels run one image at a time
-	one.N = 1
-	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
-	err = perImage(env, f, s.N, func(g *frame, n int) {
-		x, y := g.image(in, n), g.imageOut(out, n)
-		if g.ready() {
-			kernels.UpConv(one, y, x, w, l.Bias.Data(), ws)
+	w, ws := f.weights(l.Weight), f.scratch(env.Backend.UpConvWorkspace(s))
+	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
+		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
+		if g.err == nil {
+			env.Backend.UpConv(s.Images(hi-lo), y, x, w, l.Bias.View(), ws)
 		}
-	})
+	}, in, out)
 	if err := errors.Join(err, f.finish()); err != nil {
 		out.Release()
 		return nil, err
@@ -244,15 +217,13 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame()
-	one := s // the kernels run one image at a time
-	one.N = 1
-	w, ws := f.weights(l.Weight), f.scratch(one.WorkspaceSize())
-	err = perImage(env, f, s.N, func(g *frame, n int) {
-		x, dy, dx := g.image(in, n), g.image(dout, n), g.imageOut(din, n)
-		if g.ready() {
-			kernels.UpConvBackward(one, dx, l.Weight.Grad(), l.Bias.Grad(), dy, x, w, ws)
+	w, ws := f.weights(l.Weight), f.scratch(env.Backend.UpConvWorkspace(s))
+	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
+		x, dy, dx := g.images(in, lo, hi), g.images(dout, lo, hi), g.imagesOut(din, lo, hi)
+		if g.err == nil {
+			env.Backend.UpConvBack(s.Images(hi-lo), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, w, ws)
 		}
-	})
+	}, in, dout, din)
 	if err := errors.Join(err, f.finish()); err != nil {
 		din.Release()
 		return nil, err

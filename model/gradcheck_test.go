@@ -11,8 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
 )
 
 // Tolerances. Every comparison is entrywise
@@ -45,7 +46,7 @@ const (
 	// see TestGradUNet) is 5e-6; 1e-4 is a ~20x margin.
 	gcTolNet = 1e-4
 	// gcEps is the central-difference step. In float64 it is far below every
-	// kink the inputs are kept away from (ReLU inputs |x| >= 1e-2, max pool
+	// kink the inputs are kept away from (ReLU inputs |x| >= 1e-2, max dev
 	// values >= 2/len apart) so the differenced function is smooth there.
 	gcEps = 1e-6
 )
@@ -90,7 +91,7 @@ func gcAwayFromZero(rng *rand.Rand, n int) []float32 {
 }
 
 // gcDistinct returns n values in (-1,1) that are a random permutation of
-// evenly spaced levels 2/n apart: max pool inputs without ties or near-ties
+// evenly spaced levels 2/n apart: max dev inputs without ties or near-ties
 // (2/n >> eps), so the argmax of every window is stable under the
 // finite-difference step.
 func gcDistinct(rng *rand.Rand, n int) []float32 {
@@ -101,16 +102,16 @@ func gcDistinct(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
-func gcTensor(t *testing.T, pool *memory.Pool, n, c, h, w int, data []float32) *Tensor {
+func gcTensor(t *testing.T, dev *Device, n, c, h, w int, data []float32) *Tensor {
 	t.Helper()
-	x, err := NewTensor(pool, memory.Activations, n, c, h, w)
+	x, err := NewTensor(dev, memory.Activations, backend.Float32, n, c, h, w)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(data) != x.Len() {
 		t.Fatalf("gcTensor: %d values for %v", len(data), x.Shape())
 	}
-	copy(x.Data(), data)
+	x.Write(data)
 	return x
 }
 
@@ -229,24 +230,21 @@ func gcEqual(t *testing.T, what string, a, b []float32) {
 // returns NaN contents: a layer that reads (or accumulates into) output or
 // workspace memory before writing it then produces NaN, which every check
 // rejects. Allocated bytes are unaffected.
-func gcPoison(pool *memory.Pool, maxBytes int) {
+func gcPoison(dev *Device, maxBytes int) {
 	const copies = 3
 	var bufs []*memory.Buffer
 	for size := memory.BlockRound; size <= maxBytes; size += memory.BlockRound {
 		for range copies {
-			b, err := pool.AllocFloat32(memory.Workspace, size/4)
+			v, err := allocView(dev, memory.Workspace, backend.Float32, size/4)
 			if err != nil {
 				panic(err)
 			}
-			nan := float32(math.NaN())
-			for i := range b.Float32() {
-				b.Float32()[i] = nan
-			}
-			bufs = append(bufs, b)
+			dev.Backend.Fill(v, float32(math.NaN()))
+			bufs = append(bufs, v.Buf)
 		}
 	}
 	for _, b := range bufs {
-		pool.MustFree(b)
+		dev.Pool.MustFree(b)
 	}
 }
 
@@ -255,7 +253,7 @@ func gcBytes(t *Tensor) int64 { return memory.RoundSize(4 * int64(t.Len())) }
 // gcCheckLive checks that, beyond base, exactly the given tensors (nil
 // skipped, duplicates counted once) are allocated: all of them activations,
 // nothing else live in the activations or workspace categories.
-func gcCheckLive(t *testing.T, when string, pool *memory.Pool, base int64, live ...*Tensor) {
+func gcCheckLive(t *testing.T, when string, dev *Device, base int64, live ...*Tensor) {
 	t.Helper()
 	seen := map[*Tensor]bool{}
 	var want int64
@@ -266,7 +264,7 @@ func gcCheckLive(t *testing.T, when string, pool *memory.Pool, base int64, live 
 		seen[x] = true
 		want += gcBytes(x)
 	}
-	st := pool.Stats()
+	st := dev.Pool.Stats()
 	if got := st.Allocated.Current; got != base+want {
 		t.Errorf("%s: allocated %d bytes, want %d (base %d + %d in %d live tensors): %+d leaked",
 			when, got, base+want, base, want, len(seen), got-base-want)
@@ -292,11 +290,11 @@ func gcNew(n, c, h, w int) gcT { return gcT{n, c, h, w, make([]float64, n*c*h*w)
 
 func (x gcT) i(n, c, y, xx int) int { return ((n*x.C+c)*x.H+y)*x.W + xx }
 
-func gcOf(x *Tensor) gcT { return gcT{x.N, x.C, x.H, x.W, gc64(x.Data())} }
+func gcOf(x *Tensor) gcT { return gcT{x.N, x.C, x.H, x.W, gc64(x.Read())} }
 
 // gcRefConv is torch.nn.functional.conv2d(x, w, b, stride=1, padding=pad).
 func gcRefConv(x gcT, w, b []float64, oc, k, pad int) gcT {
-	s := kernels.ConvShape{N: x.N, C: x.C, H: x.H, W: x.W, OC: oc, K: k, Pad: pad}
+	s := backend.ConvShape{N: x.N, C: x.C, H: x.H, W: x.W, OC: oc, K: k, Pad: pad}
 	out := gcNew(x.N, oc, s.OH(), s.OW())
 	kernels.Conv2dNaive(s, out.D, x.D, w, b)
 	return out
@@ -304,7 +302,7 @@ func gcRefConv(x gcT, w, b []float64, oc, k, pad int) gcT {
 
 // gcRefUpConv is conv_transpose2d(x, w, b, stride=2) with a 2x2 kernel.
 func gcRefUpConv(x gcT, w, b []float64, oc int) gcT {
-	s := kernels.UpConvShape{N: x.N, C: x.C, H: x.H, W: x.W, OC: oc}
+	s := backend.UpConvShape{N: x.N, C: x.C, H: x.H, W: x.W, OC: oc}
 	out := gcNew(x.N, oc, 2*x.H, 2*x.W)
 	kernels.UpConvNaive(s, out.D, x.D, w, b)
 	return out
@@ -514,7 +512,7 @@ func gcRefCrossEntropy(z gcT, target []uint8) float64 {
 
 // gcLayer is one layer under test with its inputs and float64 reference.
 type gcLayer struct {
-	pool    *memory.Pool
+	dev     *Device
 	inputs  []*Tensor // the test holds one reference to each
 	params  []*Param  // trainable parameters whose gradients are checked
 	forward func(env *Env, in []*Tensor) (*Tensor, error)
@@ -545,7 +543,7 @@ type gcLayer struct {
 // allocate the output and nothing else, and keep no reference.
 func gcCheckLayer(t *testing.T, rng *rand.Rand, c gcLayer) {
 	t.Helper()
-	pool := c.pool
+	dev := c.dev
 	xs := make([]gcT, len(c.inputs))
 	var held int64
 	for i, in := range c.inputs {
@@ -554,10 +552,10 @@ func gcCheckLayer(t *testing.T, rng *rand.Rand, c gcLayer) {
 	}
 	ps := make([][]float64, len(c.params))
 	for j, p := range c.params {
-		ps[j] = gc64(p.Data())
+		ps[j] = gc64(p.Read())
 	}
-	base := pool.Stats().Allocated.Current - held
-	gcPoison(pool, 32<<10)
+	base := dev.Pool.Stats().Allocated.Current - held
+	gcPoison(dev, 32<<10)
 
 	want := c.ref(xs, ps)
 	R := gc64(gcUniform(rng, len(want.D), -1, 1))
@@ -577,9 +575,9 @@ func gcCheckLayer(t *testing.T, rng *rand.Rand, c gcLayer) {
 	for pass, shared := range []bool{false, true} {
 		name := map[bool]string{false: "exclusive", true: "shared"}[shared]
 		for i, in := range c.inputs {
-			copy(in.Data(), gc32(xs[i].D))
+			in.Write(gc32(xs[i].D))
 		}
-		env := &Env{Pool: pool, Training: true}
+		env := &Env{Device: dev, Training: true}
 		if shared {
 			for _, in := range c.inputs {
 				in.Retain()
@@ -592,15 +590,15 @@ func gcCheckLayer(t *testing.T, rng *rand.Rand, c gcLayer) {
 		if shared {
 			for i, in := range c.inputs {
 				in.Release()
-				gcClose(t, name+": input after forward", in.Data(), xs[i].D, 0)
+				gcClose(t, name+": input after forward", in.Read(), xs[i].D, 0)
 			}
 		}
 		if got := [4]int{want.N, want.C, want.H, want.W}; out.Shape() != got {
 			t.Fatalf("%s: forward shape %v, want %v", name, out.Shape(), got)
 		}
-		gcClose(t, name+": forward", out.Data(), want.D, gcTolFwd)
-		outCopy := append([]float32(nil), out.Data()...)
-		dout := gcTensor(t, pool, out.N, out.C, out.H, out.W, gc32(R))
+		gcClose(t, name+": forward", out.Read(), want.D, gcTolFwd)
+		outCopy := out.Read()
+		dout := gcTensor(t, dev, out.N, out.C, out.H, out.W, gc32(R))
 		out.Release()
 		if shared {
 			dout.Retain()
@@ -616,27 +614,27 @@ func gcCheckLayer(t *testing.T, rng *rand.Rand, c gcLayer) {
 		}
 		live := append(append([]*Tensor(nil), c.inputs...), dins...)
 		if shared {
-			gcCheckLive(t, name+": after backward", pool, base, append(live, dout)...)
-			gcClose(t, name+": dout after backward", dout.Data(), R, 0)
+			gcCheckLive(t, name+": after backward", dev, base, append(live, dout)...)
+			gcClose(t, name+": dout after backward", dout.Read(), R, 0)
 			dout.Release()
 		}
-		gcCheckLive(t, name+": after backward", pool, base, live...)
+		gcCheckLive(t, name+": after backward", dev, base, live...)
 		for i, d := range dins {
 			if d == nil {
 				continue
 			}
 			gcNontrivial(t, "din", fdIn[i])
-			gcClose(t, name+": din", d.Data(), fdIn[i], gcTolGrad)
+			gcClose(t, name+": din", d.Read(), fdIn[i], gcTolGrad)
 		}
 		for j, p := range c.params {
-			gcClose(t, name+": "+p.Name+" grad", p.Grad(), gcScale(fdP[j], float64(pass+1)), gcTolGrad)
+			gcClose(t, name+": "+p.Name+" grad", p.ReadGrad(), gcScale(fdP[j], float64(pass+1)), gcTolGrad)
 		}
 		if pass == 0 {
 			firstOut = outCopy
 			for _, d := range dins {
 				var s []float32
 				if d != nil {
-					s = append(s, d.Data()...)
+					s = append(s, d.Read()...)
 				}
 				firstDin = append(firstDin, s)
 			}
@@ -644,39 +642,39 @@ func gcCheckLayer(t *testing.T, rng *rand.Rand, c gcLayer) {
 			gcEqual(t, "forward, shared vs exclusive", outCopy, firstOut)
 			for i, d := range dins {
 				if d != nil {
-					gcEqual(t, "din, shared vs exclusive", d.Data(), firstDin[i])
+					gcEqual(t, "din, shared vs exclusive", d.Read(), firstDin[i])
 				}
 			}
 		}
 		for _, d := range dins {
 			d.Release()
 		}
-		gcCheckLive(t, name+": after releasing din", pool, base, c.inputs...)
+		gcCheckLive(t, name+": after releasing din", dev, base, c.inputs...)
 	}
 
 	for i, in := range c.inputs {
-		copy(in.Data(), gc32(xs[i].D))
+		in.Write(gc32(xs[i].D))
 	}
-	env := &Env{Pool: pool}
+	env := &Env{Device: dev}
 	out, err := c.forward(env, c.inputs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcCheckLive(t, "eval: after forward", pool, base, append(append([]*Tensor(nil), c.inputs...), out)...)
+	gcCheckLive(t, "eval: after forward", dev, base, append(append([]*Tensor(nil), c.inputs...), out)...)
 	for _, in := range c.inputs {
 		if want := map[bool]int{false: 1, true: 2}[in == out]; in.Refs() != want {
 			t.Errorf("eval: after forward an input has %d references, want %d: the layer kept one", in.Refs(), want)
 		}
 	}
 	if c.evalSame {
-		gcClose(t, "eval: forward", out.Data(), want.D, gcTolFwd)
+		gcClose(t, "eval: forward", out.Read(), want.D, gcTolFwd)
 	}
 	out.Release()
-	gcCheckLive(t, "eval: after releasing out", pool, base, c.inputs...)
+	gcCheckLive(t, "eval: after releasing out", dev, base, c.inputs...)
 }
 
 func gcFillParam(rng *rand.Rand, p *Param, lo, hi float64) {
-	copy(p.Data(), gcUniform(rng, p.Len(), lo, hi))
+	p.Write(gcUniform(rng, p.Len(), lo, hi))
 }
 
 func gcParams(ps ...*Param) []*Param { return appendNonNil(nil, ps...) }
@@ -700,8 +698,8 @@ func TestGradConv2d(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
-			l, err := newConv2d(pool, "conv", tc.c, tc.oc, tc.k, tc.pad, tc.bias)
+			dev := testDevice()
+			l, err := NewConv2d(dev, "conv", tc.c, tc.oc, tc.k, tc.pad, tc.bias)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -710,9 +708,9 @@ func TestGradConv2d(t *testing.T) {
 			if l.Bias != nil {
 				gcFillParam(rng, l.Bias, -1, 1)
 			}
-			x := gcTensor(t, pool, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, -1, 1))
+			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, -1, 1))
 			gcCheckLayer(t, rng, gcLayer{
-				pool: pool, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias), evalSame: true,
+				dev: dev, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias), evalSame: true,
 				forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 				backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 					din, err := l.Backward(env, dout)
@@ -744,16 +742,16 @@ func TestGradUpConv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
-			l, err := newUpConv(pool, "up", tc.c, tc.oc)
+			dev := testDevice()
+			l, err := NewUpConv(dev, "up", tc.c, tc.oc)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gcFillParam(rng, l.Weight, -1, 1)
 			gcFillParam(rng, l.Bias, -1, 1)
-			x := gcTensor(t, pool, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, -1, 1))
+			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, -1, 1))
 			gcCheckLayer(t, rng, gcLayer{
-				pool: pool, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias), evalSame: true,
+				dev: dev, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias), evalSame: true,
 				forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 				backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 					din, err := l.Backward(env, dout)
@@ -776,17 +774,17 @@ func TestGradBatchNorm(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
-			l, err := newBatchNorm2d(pool, "bn", tc.c)
+			dev := testDevice()
+			l, err := NewBatchNorm2d(dev, "bn", tc.c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gcFillParam(rng, l.Weight, 0.5, 1.5)
 			gcFillParam(rng, l.Bias, -0.5, 0.5)
 			// Non-zero mean and non-unit scale, so that centring matters.
-			x := gcTensor(t, pool, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, 1, 4))
+			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, 1, 4))
 			gcCheckLayer(t, rng, gcLayer{
-				pool: pool, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias),
+				dev: dev, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias),
 				forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 				backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 					din, err := l.Backward(env, dout)
@@ -807,9 +805,9 @@ func TestGradBatchNorm(t *testing.T) {
 // variance, and that eval mode normalizes with the running statistics.
 func TestBatchNormRunningStats(t *testing.T) {
 	rng := gcRNG(t.Name())
-	pool := memory.NewPool(memory.Options{})
+	dev := testDevice()
 	const n, c, h, w = 2, 3, 5, 7
-	l, err := newBatchNorm2d(pool, "bn", c)
+	l, err := NewBatchNorm2d(dev, "bn", c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,12 +816,12 @@ func TestBatchNormRunningStats(t *testing.T) {
 	// Start from non-default statistics so the (1-momentum)*old term counts.
 	gcFillParam(rng, l.RunningMean, -1, 1)
 	gcFillParam(rng, l.RunningVar, 0.5, 2)
-	rm0, rv0 := gc64(l.RunningMean.Data()), gc64(l.RunningVar.Data())
-	gamma, beta := gc64(l.Weight.Data()), gc64(l.Bias.Data())
+	rm0, rv0 := gc64(l.RunningMean.Read()), gc64(l.RunningVar.Read())
+	gamma, beta := gc64(l.Weight.Read()), gc64(l.Bias.Read())
 
-	x := gcTensor(t, pool, n, c, h, w, gcUniform(rng, n*c*h*w, -1, 3))
-	base := pool.Stats().Allocated.Current - gcBytes(x)
-	env := &Env{Pool: pool, Training: true}
+	x := gcTensor(t, dev, n, c, h, w, gcUniform(rng, n*c*h*w, -1, 3))
+	base := dev.Pool.Stats().Allocated.Current - gcBytes(x)
+	env := &Env{Device: dev, Training: true}
 	out, err := l.Forward(env, x)
 	if err != nil {
 		t.Fatal(err)
@@ -836,12 +834,12 @@ func TestBatchNormRunningStats(t *testing.T) {
 		wantRV[i] = 0.9*rv0[i] + 0.1*biased[i]*m/(m-1)
 	}
 	// Single float32 roundings of O(1) values: 1e-6 is ~10 ulps.
-	gcClose(t, "running_mean", l.RunningMean.Data(), wantRM, 1e-6)
-	gcClose(t, "running_var", l.RunningVar.Data(), wantRV, 1e-6)
+	gcClose(t, "running_mean", l.RunningMean.Read(), wantRM, 1e-6)
+	gcClose(t, "running_var", l.RunningVar.Read(), wantRV, 1e-6)
 	if l.NumBatchesTracked != 1 {
 		t.Errorf("num_batches_tracked = %d, want 1", l.NumBatchesTracked)
 	}
-	dout := gcTensor(t, pool, n, c, h, w, gcUniform(rng, n*c*h*w, -1, 1))
+	dout := gcTensor(t, dev, n, c, h, w, gcUniform(rng, n*c*h*w, -1, 1))
 	out.Release()
 	din, err := l.Backward(env, dout)
 	if err != nil {
@@ -850,23 +848,23 @@ func TestBatchNormRunningStats(t *testing.T) {
 	din.Release()
 
 	// Eval: running statistics, which eval must not change.
-	x2 := gcTensor(t, pool, n, c, h, w, gcUniform(rng, n*c*h*w, -2, 2))
-	rm1, rv1 := append([]float32(nil), l.RunningMean.Data()...), append([]float32(nil), l.RunningVar.Data()...)
-	out, err = l.Forward(&Env{Pool: pool}, x2)
+	x2 := gcTensor(t, dev, n, c, h, w, gcUniform(rng, n*c*h*w, -2, 2))
+	rm1, rv1 := l.RunningMean.Read(), l.RunningVar.Read()
+	out, err = l.Forward(&Env{Device: dev}, x2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcCheckLive(t, "eval forward", pool, base, x, x2, out)
-	gcClose(t, "eval forward", out.Data(), gcRefBatchNormEval(gcOf(x2), gamma, beta, gc64(rm1), gc64(rv1), 1e-5).D, gcTolFwd)
-	gcEqual(t, "running_mean after eval", l.RunningMean.Data(), rm1)
-	gcEqual(t, "running_var after eval", l.RunningVar.Data(), rv1)
+	gcCheckLive(t, "eval forward", dev, base, x, x2, out)
+	gcClose(t, "eval forward", out.Read(), gcRefBatchNormEval(gcOf(x2), gamma, beta, gc64(rm1), gc64(rv1), 1e-5).D, gcTolFwd)
+	gcEqual(t, "running_mean after eval", l.RunningMean.Read(), rm1)
+	gcEqual(t, "running_var after eval", l.RunningVar.Read(), rv1)
 	if l.NumBatchesTracked != 1 {
 		t.Errorf("num_batches_tracked after eval = %d, want 1", l.NumBatchesTracked)
 	}
 	out.Release()
 	x.Release()
 	x2.Release()
-	gcCheckLive(t, "end", pool, base)
+	gcCheckLive(t, "end", dev, base)
 }
 
 func TestGradGroupNorm(t *testing.T) {
@@ -882,16 +880,16 @@ func TestGradGroupNorm(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
-			l, err := newGroupNorm(pool, "gn", tc.groups, tc.c)
+			dev := testDevice()
+			l, err := NewGroupNorm(dev, "gn", tc.groups, tc.c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gcFillParam(rng, l.Weight, 0.5, 1.5)
 			gcFillParam(rng, l.Bias, -0.5, 0.5)
-			x := gcTensor(t, pool, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, 1, 4))
+			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, 1, 4))
 			gcCheckLayer(t, rng, gcLayer{
-				pool: pool, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias), evalSame: true,
+				dev: dev, inputs: []*Tensor{x}, params: gcParams(l.Weight, l.Bias), evalSame: true,
 				forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 				backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 					din, err := l.Backward(env, dout)
@@ -905,8 +903,8 @@ func TestGradGroupNorm(t *testing.T) {
 		})
 	}
 	t.Run("indivisible", func(t *testing.T) {
-		pool := memory.NewPool(memory.Options{})
-		if _, err := newGroupNorm(pool, "gn", 4, 6); err == nil || !strings.Contains(err.Error(), "not divisible") {
+		dev := testDevice()
+		if _, err := NewGroupNorm(dev, "gn", 4, 6); err == nil || !strings.Contains(err.Error(), "not divisible") {
 			t.Errorf("GroupNorm(4 groups, 6 channels): err = %v, want one saying not divisible", err)
 		}
 	})
@@ -914,11 +912,11 @@ func TestGradGroupNorm(t *testing.T) {
 
 func TestGradReLU(t *testing.T) {
 	rng := gcRNG(t.Name())
-	pool := memory.NewPool(memory.Options{})
+	dev := testDevice()
 	var l ReLU
-	x := gcTensor(t, pool, 2, 3, 5, 7, gcAwayFromZero(rng, 2*3*5*7))
+	x := gcTensor(t, dev, 2, 3, 5, 7, gcAwayFromZero(rng, 2*3*5*7))
 	gcCheckLayer(t, rng, gcLayer{
-		pool: pool, inputs: []*Tensor{x}, evalSame: true,
+		dev: dev, inputs: []*Tensor{x}, evalSame: true,
 		forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 		backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 			din, err := l.Backward(env, dout)
@@ -934,17 +932,17 @@ func TestGradReLU(t *testing.T) {
 // the same as on the copying path and nothing is left allocated.
 func TestReLUInPlace(t *testing.T) {
 	rng := gcRNG(t.Name())
-	pool := memory.NewPool(memory.Options{})
+	dev := testDevice()
 	const n, c, h, w = 2, 3, 5, 7
 	xv := gcUniform(rng, n*c*h*w, -1, 1) // exact zeros are fine here: no differences taken
 	xv[1], xv[2] = 0, float32(math.Copysign(0, -1))
 	gv := gcUniform(rng, n*c*h*w, -1, 1)
-	env := &Env{Pool: pool, Training: true}
+	env := &Env{Device: dev, Training: true}
 
 	type result struct{ out, din []float32 }
 	run := func(inPlace bool) result {
 		var l ReLU
-		x := gcTensor(t, pool, n, c, h, w, xv)
+		x := gcTensor(t, dev, n, c, h, w, xv)
 		if !inPlace {
 			x.Retain() // someone else holds x
 		}
@@ -956,15 +954,15 @@ func TestReLUInPlace(t *testing.T) {
 			t.Errorf("in place %v: out == in is %v", inPlace, out == x)
 		}
 		if !inPlace {
-			gcEqual(t, "input after copying forward", x.Data(), xv)
+			gcEqual(t, "input after copying forward", x.Read(), xv)
 			x.Release()
 		}
 		x.Release() // the caller is done with its input, as forwardChain is
 		if out.Refs() != 2 {
 			t.Errorf("in place %v: out has %d references, want 2 (caller, saved)", inPlace, out.Refs())
 		}
-		res := result{out: append([]float32(nil), out.Data()...)}
-		dout := gcTensor(t, pool, n, c, h, w, gv)
+		res := result{out: out.Read()}
+		dout := gcTensor(t, dev, n, c, h, w, gv)
 		out.Release()
 		if !inPlace {
 			dout.Retain()
@@ -977,13 +975,13 @@ func TestReLUInPlace(t *testing.T) {
 			t.Errorf("in place %v: din == dout is %v", inPlace, din == dout)
 		}
 		if !inPlace {
-			gcEqual(t, "dout after copying backward", dout.Data(), gv)
+			gcEqual(t, "dout after copying backward", dout.Read(), gv)
 			dout.Release()
 		}
-		gcCheckLive(t, "after backward", pool, 0, din)
-		res.din = append([]float32(nil), din.Data()...)
+		gcCheckLive(t, "after backward", dev, 0, din)
+		res.din = din.Read()
 		din.Release()
-		gcCheckLive(t, "end", pool, 0)
+		gcCheckLive(t, "end", dev, 0)
 		return res
 	}
 	a, b := run(true), run(false)
@@ -1011,11 +1009,11 @@ func TestGradMaxPool(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
+			dev := testDevice()
 			var l MaxPool2
-			x := gcTensor(t, pool, tc.n, tc.c, tc.h, tc.w, gcDistinct(rng, tc.n*tc.c*tc.h*tc.w))
+			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcDistinct(rng, tc.n*tc.c*tc.h*tc.w))
 			gcCheckLayer(t, rng, gcLayer{
-				pool: pool, inputs: []*Tensor{x}, evalSame: true,
+				dev: dev, inputs: []*Tensor{x}, evalSame: true,
 				forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 				backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 					din, err := l.Backward(env, dout)
@@ -1032,35 +1030,37 @@ func TestGradMaxPool(t *testing.T) {
 // row-major window order, as in PyTorch (where finite differences do not
 // apply).
 func TestMaxPoolTies(t *testing.T) {
-	pool := memory.NewPool(memory.Options{})
+	dev := testDevice()
 	windows := [][4]float32{{1, 1, 1, 1}, {0, 2, 1, 2}, {0, 1, 3, 3}, {-1, -2, -1, -3}, {5, 1, 1, 5}}
-	x := gcTensor(t, pool, 1, 1, 2, 2*len(windows), make([]float32, 4*len(windows)))
+	vals := make([]float32, 4*len(windows))
 	for i, win := range windows {
-		x.Data()[2*i], x.Data()[2*i+1] = win[0], win[1]
-		x.Data()[2*len(windows)+2*i], x.Data()[2*len(windows)+2*i+1] = win[2], win[3]
+		vals[2*i], vals[2*i+1] = win[0], win[1]
+		vals[2*len(windows)+2*i], vals[2*len(windows)+2*i+1] = win[2], win[3]
 	}
+	x := gcTensor(t, dev, 1, 1, 2, 2*len(windows), vals)
 	var l MaxPool2
-	env := &Env{Pool: pool, Training: true}
+	env := &Env{Device: dev, Training: true}
 	out, err := l.Forward(env, x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	y, arg := gcRefMaxPool(gcOf(x))
-	gcClose(t, "forward", out.Data(), y.D, 0)
-	dout := gcTensor(t, pool, 1, 1, 1, len(windows), gcUniform(gcRNG(t.Name()), len(windows), 1, 2))
+	gcClose(t, "forward", out.Read(), y.D, 0)
+	dout := gcTensor(t, dev, 1, 1, 1, len(windows), gcUniform(gcRNG(t.Name()), len(windows), 1, 2))
 	want := make([]float64, x.Len())
+	g := dout.Read()
 	for o, j := range arg {
-		want[j] = float64(dout.Data()[o])
+		want[j] = float64(g[o])
 	}
 	out.Release()
 	din, err := l.Backward(env, dout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcClose(t, "din", din.Data(), want, 0)
+	gcClose(t, "din", din.Read(), want, 0)
 	din.Release()
 	x.Release()
-	gcCheckLive(t, "end", pool, 0)
+	gcCheckLive(t, "end", dev, 0)
 }
 
 func TestGradUpsample(t *testing.T) {
@@ -1075,11 +1075,11 @@ func TestGradUpsample(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
+			dev := testDevice()
 			var l Upsample2
-			x := gcTensor(t, pool, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, -1, 1))
+			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcUniform(rng, tc.n*tc.c*tc.h*tc.w, -1, 1))
 			gcCheckLayer(t, rng, gcLayer{
-				pool: pool, inputs: []*Tensor{x}, evalSame: true,
+				dev: dev, inputs: []*Tensor{x}, evalSame: true,
 				forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0]) },
 				backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 					din, err := l.Backward(env, dout)
@@ -1095,27 +1095,27 @@ func TestGradUpsample(t *testing.T) {
 // TestUpsampleKnownValues pins the align_corners=False weights on a 1x2 row
 // [a b] -> [a, .75a+.25b, .25a+.75b, b], independently of gcRefUpsample.
 func TestUpsampleKnownValues(t *testing.T) {
-	pool := memory.NewPool(memory.Options{})
-	x := gcTensor(t, pool, 1, 1, 1, 2, []float32{4, 8})
+	dev := testDevice()
+	x := gcTensor(t, dev, 1, 1, 1, 2, []float32{4, 8})
 	var l Upsample2
-	out, err := l.Forward(&Env{Pool: pool}, x)
+	out, err := l.Forward(&Env{Device: dev}, x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	row := []float64{4, 5, 7, 8}
-	gcClose(t, "upsample", out.Data(), append(append([]float64(nil), row...), row...), 0)
+	gcClose(t, "upsample", out.Read(), append(append([]float64(nil), row...), row...), 0)
 	out.Release()
 	x.Release()
 }
 
 func TestGradConcat(t *testing.T) {
 	rng := gcRNG(t.Name())
-	pool := memory.NewPool(memory.Options{})
+	dev := testDevice()
 	var l Concat
-	skip := gcTensor(t, pool, 2, 3, 5, 7, gcUniform(rng, 2*3*5*7, -1, 1))
-	up := gcTensor(t, pool, 2, 2, 5, 7, gcUniform(rng, 2*2*5*7, -1, 1))
+	skip := gcTensor(t, dev, 2, 3, 5, 7, gcUniform(rng, 2*3*5*7, -1, 1))
+	up := gcTensor(t, dev, 2, 2, 5, 7, gcUniform(rng, 2*2*5*7, -1, 1))
 	gcCheckLayer(t, rng, gcLayer{
-		pool: pool, inputs: []*Tensor{skip, up}, evalSame: true,
+		dev: dev, inputs: []*Tensor{skip, up}, evalSame: true,
 		forward: func(env *Env, in []*Tensor) (*Tensor, error) { return l.Forward(env, in[0], in[1]) },
 		backward: func(env *Env, dout *Tensor) ([]*Tensor, error) {
 			ds, du, err := l.Backward(env, dout)
@@ -1131,7 +1131,7 @@ func TestGradConcat(t *testing.T) {
 // fifth of the pixels ignored.
 func TestGradCrossEntropy(t *testing.T) {
 	rng := gcRNG(t.Name())
-	pool := memory.NewPool(memory.Options{})
+	dev := testDevice()
 	const n, k, h, w = 2, 4, 5, 7
 	zv := gcUniform(rng, n*k*h*w, -3, 3)
 	target := make([]uint8, n*h*w)
@@ -1145,16 +1145,16 @@ func TestGradCrossEntropy(t *testing.T) {
 	L := func() float64 { return gcRefCrossEntropy(z64, target) }
 	fd := gcFD(L, z64.D)
 	gcNontrivial(t, "dlogits", fd)
-	gcPoison(pool, 32<<10)
-	env := &Env{Pool: pool, Training: true}
+	gcPoison(dev, 32<<10)
+	env := &Env{Device: dev, Training: true}
 
 	// run does Forward and Backward(scale); with release the caller drops its
 	// logits reference before Backward, which may then reuse the buffer.
 	run := func(release bool, scale float32) []float32 {
 		t.Helper()
-		logits := gcTensor(t, pool, n, k, h, w, zv)
+		logits := gcTensor(t, dev, n, k, h, w, zv)
 		var l CrossEntropy
-		loss, err := l.Forward(env, logits, target)
+		loss, err := l.Forward(env, logits, gcTarget(target))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1173,15 +1173,15 @@ func TestGradCrossEntropy(t *testing.T) {
 		if release != (dz == logits) {
 			t.Errorf("release %v: dlogits reuses logits: %v", release, dz == logits)
 		}
-		gcCheckLive(t, "after backward", pool, 0, append(live, dz)...)
-		gcClose(t, "dlogits", dz.Data(), gcScale(fd, float64(scale)), gcTolGrad)
-		g := append([]float32(nil), dz.Data()...)
+		gcCheckLive(t, "after backward", dev, 0, append(live, dz)...)
+		gcClose(t, "dlogits", dz.Read(), gcScale(fd, float64(scale)), gcTolGrad)
+		g := dz.Read()
 		dz.Release()
 		if !release {
-			gcEqual(t, "logits after backward", logits.Data(), zv)
+			gcEqual(t, "logits after backward", logits.Read(), zv)
 			logits.Release()
 		}
-		gcCheckLive(t, "end", pool, 0)
+		gcCheckLive(t, "end", dev, 0)
 		return g
 	}
 	g := run(false, 1)
@@ -1189,9 +1189,9 @@ func TestGradCrossEntropy(t *testing.T) {
 	run(false, 0.25)
 
 	t.Run("eval", func(t *testing.T) {
-		logits := gcTensor(t, pool, n, k, h, w, zv)
+		logits := gcTensor(t, dev, n, k, h, w, zv)
 		var l CrossEntropy
-		if _, err := l.Forward(&Env{Pool: pool}, logits, target); err != nil {
+		if _, err := l.Forward(&Env{Device: dev}, logits, gcTarget(target)); err != nil {
 			t.Fatal(err)
 		}
 		if logits.Refs() != 1 {
@@ -1200,13 +1200,13 @@ func TestGradCrossEntropy(t *testing.T) {
 		logits.Release()
 	})
 	t.Run("all ignored", func(t *testing.T) {
-		logits := gcTensor(t, pool, n, k, h, w, zv)
+		logits := gcTensor(t, dev, n, k, h, w, zv)
 		ignored := make([]uint8, len(target))
 		for i := range ignored {
 			ignored[i] = IgnoreIndex
 		}
 		var l CrossEntropy
-		loss, err := l.Forward(env, logits, ignored)
+		loss, err := l.Forward(env, logits, gcTarget(ignored))
 		if err != nil || loss != 0 {
 			t.Errorf("loss = %v, %v; want 0, nil", loss, err)
 		}
@@ -1214,17 +1214,17 @@ func TestGradCrossEntropy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gcClose(t, "dlogits", dz.Data(), make([]float64, dz.Len()), 0)
+		gcClose(t, "dlogits", dz.Read(), make([]float64, dz.Len()), 0)
 		dz.Release()
 		logits.Release()
-		gcCheckLive(t, "end", pool, 0)
+		gcCheckLive(t, "end", dev, 0)
 	})
 	t.Run("bad target", func(t *testing.T) {
-		logits := gcTensor(t, pool, n, k, h, w, zv)
+		logits := gcTensor(t, dev, n, k, h, w, zv)
 		bad := append([]uint8(nil), target...)
 		bad[len(bad)-1] = k
 		var l CrossEntropy
-		_, err := l.Forward(env, logits, bad)
+		_, err := l.Forward(env, logits, gcTarget(bad))
 		if err == nil || !strings.Contains(err.Error(), "target value 4") {
 			t.Errorf("err = %v, want one naming target value 4", err)
 		}
@@ -1232,7 +1232,7 @@ func TestGradCrossEntropy(t *testing.T) {
 			t.Errorf("failed forward kept a reference to logits")
 		}
 		logits.Release()
-		gcCheckLive(t, "end", pool, 0)
+		gcCheckLive(t, "end", dev, 0)
 	})
 }
 
@@ -1291,7 +1291,7 @@ func gcRefUNet(m *UNet, P map[*Param][]float64, x gcT) gcT {
 // and loss against the float64 reference network, and every parameter's
 // gradient (CrossEntropy backward then UNet backward, through skips, pools,
 // upsampling and norms) against central differences of the reference loss.
-// Random inputs keep ReLU and max pool kinks away from the differences with
+// Random inputs keep ReLU and max dev kinks away from the differences with
 // overwhelming probability; the seeds are fixed.
 //
 // The loss is scaled by 64 (CrossEntropy.Backward's scale, as a grad scaler
@@ -1307,8 +1307,8 @@ func TestGradUNet(t *testing.T) {
 	} {
 		t.Run(string(cfg.Up)+"/"+string(cfg.Norm), func(t *testing.T) {
 			rng := gcRNG(t.Name())
-			pool := memory.NewPool(memory.Options{})
-			m, err := New(pool, cfg, 7)
+			dev := testDevice()
+			m, err := New(dev, cfg, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1323,12 +1323,12 @@ func TestGradUNet(t *testing.T) {
 					gcFillParam(rng, p, 0.5, 1.5)
 				}
 				if p.Trainable {
-					P[p] = gc64(p.Data())
+					P[p] = gc64(p.Read())
 				}
 			}
 			const n, h, w = 2, 8, 12
 			ic := m.Config.InChannels
-			x := gcTensor(t, pool, n, ic, h, w, gcUniform(rng, n*ic*h*w, -1, 1))
+			x := gcTensor(t, dev, n, ic, h, w, gcUniform(rng, n*ic*h*w, -1, 1))
 			defer x.Release()
 			target := make([]uint8, n*h*w)
 			for i := range target {
@@ -1338,18 +1338,18 @@ func TestGradUNet(t *testing.T) {
 				}
 			}
 			x64 := gcOf(x)
-			gcPoison(pool, 32<<10)
+			gcPoison(dev, 32<<10)
 
-			env := &Env{Pool: pool, Training: true}
-			base := pool.Stats().Allocated.Current
+			env := &Env{Device: dev, Training: true}
+			base := dev.Pool.Stats().Allocated.Current
 			logits, err := m.Forward(env, x)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := gcRefUNet(m, P, x64)
-			gcClose(t, "logits", logits.Data(), want.D, gcTolNet)
+			gcClose(t, "logits", logits.Read(), want.D, gcTolNet)
 			var ce CrossEntropy
-			loss, err := ce.Forward(env, logits, target)
+			loss, err := ce.Forward(env, logits, gcTarget(target))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1364,7 +1364,7 @@ func TestGradUNet(t *testing.T) {
 			if err := m.Backward(env, dlogits); err != nil {
 				t.Fatal(err)
 			}
-			if got := pool.Stats().Allocated.Current; got != base {
+			if got := dev.Pool.Stats().Allocated.Current; got != base {
 				t.Errorf("after the step %d bytes allocated, want %d", got, base)
 			}
 
@@ -1375,7 +1375,7 @@ func TestGradUNet(t *testing.T) {
 				}
 				fd := gcFD(L, P[p])
 				gcNontrivial(t, p.Name+" grad", fd)
-				gcClose(t, p.Name+" grad", p.Grad(), fd, gcTolNet)
+				gcClose(t, p.Name+" grad", p.ReadGrad(), fd, gcTolNet)
 			}
 		})
 	}

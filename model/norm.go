@@ -2,8 +2,8 @@ package model
 
 import (
 	"fmt"
-	"math"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -19,11 +19,13 @@ type BatchNorm2d struct {
 	RunningMean, RunningVar *Param // (C), not trainable
 	NumBatchesTracked       int64
 	in                      *Tensor
-	stats                   *memory.Buffer // saved mean[C], invstd[C]
-	kept                    *memory.Buffer // a checkpointed block's batch statistics, for its recomputation
+	stats                   backend.View // saved mean[C], invstd[C]
+	kept                    backend.View // a checkpointed block's batch statistics, for its recomputation
 }
 
-func newBatchNorm2d(pool *memory.Pool, name string, c int) (*BatchNorm2d, error) {
+// NewBatchNorm2d returns a BatchNorm2d over c channels on dev (eps 1e-5,
+// momentum 0.1; weight 1, bias 0, running mean 0, running variance 1).
+func NewBatchNorm2d(dev *Device, name string, c int) (*BatchNorm2d, error) {
 	l := &BatchNorm2d{C: c, Eps: 1e-5, Momentum: 0.1}
 	var err error
 	for _, p := range []struct {
@@ -35,131 +37,95 @@ func newBatchNorm2d(pool *memory.Pool, name string, c int) (*BatchNorm2d, error)
 		{&l.Weight, ".weight", true, 1}, {&l.Bias, ".bias", true, 0},
 		{&l.RunningMean, ".running_mean", false, 0}, {&l.RunningVar, ".running_var", false, 1},
 	} {
-		if *p.dst, err = newParam(pool, name+p.name, p.trainable, c); err != nil {
+		if *p.dst, err = newParam(dev, name+p.name, p.trainable, p.fill, c); err != nil {
 			return nil, err
 		}
-		fill((*p.dst).Data(), p.fill)
 	}
 	return l, nil
 }
 
-func (l *BatchNorm2d) params() []*Param {
+// Params lists weight, bias, running mean and running variance.
+func (l *BatchNorm2d) Params() []*Param {
 	return []*Param{l.Weight, l.Bias, l.RunningMean, l.RunningVar}
 }
 
-func (l *BatchNorm2d) check(in *Tensor) {
+func (l *BatchNorm2d) args(in *Tensor) backend.NormArgs {
 	if in.C != l.C {
 		panic(fmt.Sprintf("model: batch norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
 	}
+	return backend.NormArgs{Shape4: in.shape4(), Eps: l.Eps, Momentum: l.Momentum,
+		Gamma: l.Weight.View(), Beta: l.Bias.View(), RunningMean: l.RunningMean.View(), RunningVar: l.RunningVar.View()}
 }
 
 // Forward normalizes in; in training it keeps in and the batch statistics.
 func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindNorm)()
-	l.check(in)
+	a := l.args(in)
 	out, err := env.newActivation(in.N, in.C, in.H, in.W)
 	if err != nil {
 		return nil, err
 	}
-	gamma, beta := l.Weight.Data(), l.Bias.Data()
-	rm, rv := l.RunningMean.Data(), l.RunningVar.Data()
-	HW, M := in.H*in.W, in.N*in.H*in.W
 	if !env.Training {
 		f := env.frame()
 		x, y := f.view(in), f.writer(out)
-		if f.err != nil {
-			f.finish()
-			out.Release()
-			return nil, f.err
+		if f.err == nil {
+			env.Backend.BatchNormEval(a, y, x)
 		}
-		env.forEach(l.C, 1, func(lo, hi int) {
-			for c := lo; c < hi; c++ {
-				invstd := 1 / math.Sqrt(float64(rv[c])+l.Eps)
-				scale := float32(float64(gamma[c]) * invstd)
-				shift := beta[c] - rm[c]*scale
-				for n := 0; n < in.N; n++ {
-					off := (n*l.C + c) * HW
-					affine(y[off:off+HW], x[off:off+HW], scale, shift)
-				}
-			}
-		})
-		f.finish()
-		return out, nil
-	}
-	// A checkpointed block's recomputation reuses the batch statistics of
-	// its first forward.
-	reuse := env.recompute && l.kept != nil
-	stats := l.kept
-	if !reuse {
-		if stats, err = env.Pool.AllocFloat32(memory.Activations, 2*l.C); err != nil {
+		if err := f.finish(); err != nil {
 			out.Release()
 			return nil, err
 		}
+		return out, nil
 	}
-	l.kept = nil
+	// A checkpointed block's recomputation reuses the batch statistics of
+	// its first forward, and must not count the batch twice.
+	stats, reuse, err := l.statsFor(env)
+	if err != nil {
+		out.Release()
+		return nil, err
+	}
 	f := env.frame()
 	x, y := f.view(in), f.writer(out)
-	if f.err != nil {
-		f.finish()
-		env.Pool.MustFree(stats)
-		out.Release()
-		return nil, f.err
+	if f.err == nil {
+		env.Backend.BatchNorm(a, y, x, stats, reuse, !env.recompute)
 	}
-	update := !env.recompute // a checkpointed block's recomputation must not count the batch twice
-	mean, inv := halves(stats)
-	env.forEach(l.C, 1, func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			var variance, ss float64
-			if !reuse {
-				// One pass of float64 sums shifted by a value of the
-				// channel (no cancellation when |mean| >> std).
-				k := float64(x[c*HW])
-				var s, q float64
-				for n := 0; n < in.N; n++ {
-					off := (n*l.C + c) * HW
-					sn, qn := shiftedSums(x[off:off+HW], k)
-					s += sn
-					q += qn
-				}
-				d := s / float64(M)
-				mu := k + d
-				ss = max(q-s*d, 0)
-				variance = ss / float64(M)
-				mean[c], inv[c] = float32(mu), float32(1/math.Sqrt(variance+l.Eps))
-			}
-			// The output uses the float32 statistics that backward (and a
-			// recomputation) use too, so all of them agree bit for bit.
-			mu, invstd := float64(mean[c]), float64(inv[c])
-			scale := float32(float64(gamma[c]) * invstd)
-			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
-			for n := 0; n < in.N; n++ {
-				off := (n*l.C + c) * HW
-				affine(y[off:off+HW], x[off:off+HW], scale, shift)
-			}
-			if !update {
-				continue
-			}
-			unbiased := variance
-			if M > 1 {
-				unbiased = ss / float64(M-1)
-			}
-			rm[c] = float32((1-l.Momentum)*float64(rm[c]) + l.Momentum*float64(mean[c]))
-			rv[c] = float32((1-l.Momentum)*float64(rv[c]) + l.Momentum*unbiased)
-		}
-	})
-	f.finish()
-	if update {
+	if err := f.finish(); err != nil {
+		env.Pool.MustFree(stats.Buf)
+		out.Release()
+		return nil, err
+	}
+	if !env.recompute {
 		l.NumBatchesTracked++
 	}
+	l.in, l.stats, l.kept = keepStats(env, in, stats)
+	return out, nil
+}
+
+// statsFor is the view a training forward writes its statistics into: the
+// kept ones of a checkpointed block's first forward (reuse), or new ones.
+func (l *BatchNorm2d) statsFor(env *Env) (stats backend.View, reuse bool, err error) {
+	if env.recompute && !l.kept.None() {
+		kept := l.kept
+		l.kept = backend.View{}
+		return kept, true, nil
+	}
+	l.kept = backend.View{}
+	stats, err = allocView(env.Device, memory.Activations, backend.Float32, 2*l.C)
+	return stats, false, err
+}
+
+// keepStats decides what a norm keeps after a training forward: in and the
+// statistics for backward, only the statistics for a checkpointed block's
+// recomputation, or nothing (the statistics are freed).
+func keepStats(env *Env, in *Tensor, stats backend.View) (saved *Tensor, forBackward, kept backend.View) {
 	switch {
 	case env.saves():
-		l.in, l.stats = in.Retain(), stats
+		return in.Retain(), stats, backend.View{}
 	case env.noSave && env.Training:
-		l.kept = stats // for the recomputation in backward
-	default:
-		env.Pool.MustFree(stats)
+		return nil, backend.View{}, stats
 	}
-	return out, nil
+	env.Pool.MustFree(stats.Buf)
+	return nil, backend.View{}, backend.View{}
 }
 
 // Backward accumulates dWeight, dBias and returns
@@ -172,53 +138,40 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: batch norm backward without a training forward")
 	}
 	mustSameShape("batch norm backward", in, dout)
+	din, err := normBackward(env, in, dout, func(dx, dy, x backend.View) {
+		env.Backend.BatchNormBack(l.args(in), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, l.stats)
+	})
+	if err != nil {
+		return nil, err
+	}
+	env.Pool.MustFree(l.stats.Buf)
+	l.in, l.stats = nil, backend.View{}
+	return din, nil
+}
+
+// normBackward runs a norm's backward op over din (dout itself when the
+// caller holds its only reference), dout and the saved input, then releases
+// dout (unless it became din) and the input.
+func normBackward(env *Env, in, dout *Tensor, op func(dx, dy, x backend.View)) (*Tensor, error) {
 	din, err := gradTensorLike(env, dout)
 	if err != nil {
 		return nil, err
 	}
 	f := env.frame()
 	x, dy, dx := f.view(in), f.view(dout), f.writer(din)
-	if f.err != nil {
-		f.finish()
+	if f.err == nil {
+		op(dx, dy, x)
+	}
+	if err := f.finish(); err != nil {
 		if din != dout {
 			din.Release()
 		}
-		return nil, f.err
+		return nil, err
 	}
-	gamma := l.Weight.Data()
-	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
-	mean, inv := halves(l.stats)
-	HW, M := in.H*in.W, float64(in.N*in.H*in.W)
-	env.forEach(l.C, 1, func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			mu, invstd := mean[c], inv[c]
-			var sdy, sdyx float64
-			for n := 0; n < in.N; n++ {
-				off := (n*l.C + c) * HW
-				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
-				sdy += sg
-				sdyx += sgx
-			}
-			sdyx *= float64(invstd) // Σ dy*xhat
-			dgamma[c] += float32(sdyx)
-			dbeta[c] += float32(sdy)
-			// dx = k*(dy - mean(dy) - xhat*mean(dy*xhat))
-			k := gamma[c] * invstd
-			mdy, mdyx := float32(sdy/M), float32(sdyx/M)
-			a, bx, c0 := k, -k*invstd*mdyx, -k*mdy
-			for n := 0; n < in.N; n++ {
-				off := (n*l.C + c) * HW
-				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, a, bx, c0)
-			}
-		}
-	})
-	f.finish()
 	if din != dout {
 		dout.Release()
 	}
 	in.Release()
-	env.Pool.MustFree(l.stats)
-	l.in, l.stats = nil, nil
 	return din, nil
 }
 
@@ -231,92 +184,66 @@ type GroupNorm struct {
 	Eps          float64
 	Weight, Bias *Param
 	in           *Tensor
-	stats        *memory.Buffer // saved mean[N*G], invstd[N*G]
-	kept         *memory.Buffer // a checkpointed block's statistics, for its recomputation
+	stats        backend.View // saved mean[N*G], invstd[N*G]
+	kept         backend.View // a checkpointed block's statistics, for its recomputation
 }
 
-func newGroupNorm(pool *memory.Pool, name string, groups, c int) (*GroupNorm, error) {
+// NewGroupNorm returns a GroupNorm of c channels in groups groups on dev
+// (eps 1e-5; weight 1, bias 0).
+func NewGroupNorm(dev *Device, name string, groups, c int) (*GroupNorm, error) {
 	if groups <= 0 || c%groups != 0 {
 		return nil, fmt.Errorf("model: group norm %s: %d channels are not divisible into %d groups", name, c, groups)
 	}
 	l := &GroupNorm{C: c, Groups: groups, Eps: 1e-5}
 	var err error
-	if l.Weight, err = newParam(pool, name+".weight", true, c); err != nil {
+	if l.Weight, err = newParam(dev, name+".weight", true, 1, c); err != nil {
 		return nil, err
 	}
-	fill(l.Weight.Data(), 1)
-	if l.Bias, err = newParam(pool, name+".bias", true, c); err != nil {
+	if l.Bias, err = newParam(dev, name+".bias", true, 0, c); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func (l *GroupNorm) params() []*Param { return []*Param{l.Weight, l.Bias} }
+// Params lists weight and bias.
+func (l *GroupNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
+
+func (l *GroupNorm) args(in *Tensor) backend.NormArgs {
+	if in.C != l.C {
+		panic(fmt.Sprintf("model: group norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
+	}
+	return backend.NormArgs{Shape4: in.shape4(), Groups: l.Groups, Eps: l.Eps, Gamma: l.Weight.View(), Beta: l.Bias.View()}
+}
 
 // Forward normalizes in; in training it keeps in and the group statistics.
 func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindNorm)()
-	if in.C != l.C {
-		panic(fmt.Sprintf("model: group norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
-	}
+	a := l.args(in)
 	out, err := env.newActivation(in.N, in.C, in.H, in.W)
 	if err != nil {
 		return nil, err
 	}
 	// A checkpointed block's recomputation reuses the statistics of its
 	// first forward.
-	reuse := env.recompute && l.kept != nil
-	stats := l.kept
+	stats, reuse := l.kept, env.recompute && !l.kept.None()
 	if !reuse {
-		if stats, err = env.Pool.AllocFloat32(memory.Activations, 2*in.N*l.Groups); err != nil {
+		if stats, err = allocView(env.Device, memory.Activations, backend.Float32, a.StatsLen(true)); err != nil {
 			out.Release()
 			return nil, err
 		}
 	}
-	l.kept = nil
-	NG := in.N * l.Groups
-	mean, inv := halves(stats)
+	l.kept = backend.View{}
 	f := env.frame()
 	x, y := f.view(in), f.writer(out)
-	if f.err != nil {
-		f.finish()
-		env.Pool.MustFree(stats)
+	if f.err == nil {
+		env.Backend.GroupNorm(a, y, x, stats, reuse)
+	}
+	if err := f.finish(); err != nil {
+		env.Pool.MustFree(stats.Buf)
 		out.Release()
-		return nil, f.err
+		return nil, err
 	}
-	gamma, beta := l.Weight.Data(), l.Bias.Data()
-	HW, cg := in.H*in.W, l.C/l.Groups
-	size := cg * HW
-	env.forEach(NG, 1, func(lo, hi int) {
-		for ng := lo; ng < hi; ng++ {
-			xs := x[ng*size : (ng+1)*size]
-			if !reuse {
-				k := float64(xs[0])
-				s, q := shiftedSums(xs, k)
-				d := s / float64(size)
-				ss := max(q-s*d, 0)
-				mean[ng], inv[ng] = float32(k+d), float32(1/math.Sqrt(ss/float64(size)+l.Eps))
-			}
-			// float32 statistics, as backward and a recomputation use them
-			mu, invstd := float64(mean[ng]), float64(inv[ng])
-			for ci := 0; ci < cg; ci++ {
-				c := ng%l.Groups*cg + ci
-				scale := float32(float64(gamma[c]) * invstd)
-				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
-				off := ci * HW
-				affine(y[ng*size+off:ng*size+off+HW], xs[off:off+HW], scale, shift)
-			}
-		}
-	})
-	f.finish()
-	switch {
-	case env.saves():
-		l.in, l.stats = in.Retain(), stats
-	case env.noSave && env.Training:
-		l.kept = stats // for the recomputation in backward
-	default:
-		env.Pool.MustFree(stats)
-	}
+	l.in, l.stats, l.kept = keepStats(env, in, stats)
 	return out, nil
 }
 
@@ -328,97 +255,17 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: group norm backward without a training forward")
 	}
 	mustSameShape("group norm backward", in, dout)
-	din, err := gradTensorLike(env, dout)
+	din, err := normBackward(env, in, dout, func(dx, dy, x backend.View) {
+		env.Backend.GroupNormBack(l.args(in), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, l.stats)
+	})
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
-	x, dy, dx := f.view(in), f.view(dout), f.writer(din)
-	if f.err != nil {
-		f.finish()
-		if din != dout {
-			din.Release()
-		}
-		return nil, f.err
-	}
-	NG := in.N * l.Groups
-	mean, inv := halves(l.stats)
-	gamma := l.Weight.Data()
-	dgamma, dbeta := l.Weight.Grad(), l.Bias.Grad()
-	HW, cg := in.H*in.W, l.C/l.Groups
-	size := cg * HW
-	// Parameter gradients first, per channel, before din may overwrite dout.
-	env.forEach(l.C, 1, func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			var sdy, sdyx float64
-			for n := 0; n < in.N; n++ {
-				ng := n*l.Groups + c/cg
-				mu, invstd := mean[ng], inv[ng]
-				off := (n*l.C + c) * HW
-				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
-				sdy += sg
-				sdyx += sgx * float64(invstd)
-			}
-			dgamma[c] += float32(sdyx)
-			dbeta[c] += float32(sdy)
-		}
-	})
-	env.forEach(NG, 1, func(lo, hi int) {
-		for ng := lo; ng < hi; ng++ {
-			mu, invstd := mean[ng], inv[ng]
-			base := ng * size
-			var s, sx float64 // sums of dxhat and dxhat*xhat
-			for ci := 0; ci < cg; ci++ {
-				gm := float64(gamma[ng%l.Groups*cg+ci])
-				off := base + ci*HW
-				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
-				s += gm * sg
-				sx += gm * sgx
-			}
-			sx *= float64(invstd)
-			ms, msx := float32(s/float64(size)), float32(sx/float64(size))
-			// dx = invstd*(dy*gamma - ms - xhat*msx)
-			bx, c0 := -invstd*invstd*msx, -invstd*ms
-			for ci := 0; ci < cg; ci++ {
-				gm := gamma[ng%l.Groups*cg+ci]
-				off := base + ci*HW
-				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, invstd*gm, bx, c0)
-			}
-		}
-	})
-	f.finish()
-	if din != dout {
-		dout.Release()
-	}
-	in.Release()
-	env.Pool.MustFree(l.stats)
-	l.in, l.stats = nil, nil
+	env.Pool.MustFree(l.stats.Buf)
+	l.in, l.stats = nil, backend.View{}
 	return din, nil
 }
 
-func (l *BatchNorm2d) forget() { l.in, l.stats, l.kept = nil, nil, nil }
+func (l *BatchNorm2d) forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }
 
-func (l *GroupNorm) forget() { l.in, l.stats, l.kept = nil, nil, nil }
-
-// gradTensorLike returns a tensor to write din into: dout itself when the
-// caller holds its only reference (the backward then works in place), else a
-// new tensor of the same shape.
-func gradTensorLike(env *Env, dout *Tensor) (*Tensor, error) {
-	if dout.Refs() == 1 {
-		return dout, nil
-	}
-	return NewTensorOf(env.Pool, memory.Activations, dout.DType, dout.N, dout.C, dout.H, dout.W)
-}
-
-func fill(xs []float32, v float32) {
-	for i := range xs {
-		xs[i] = v
-	}
-}
-
-// halves splits a saved-statistics buffer into its mean and invstd halves
-// (both nil in a dry run).
-func halves(b *memory.Buffer) (mean, invstd []float32) {
-	v := b.Float32()
-	return v[:len(v)/2], v[len(v)/2:]
-}
+func (l *GroupNorm) forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }

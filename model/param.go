@@ -3,8 +3,8 @@ package model
 import (
 	"fmt"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
-	"gorgonia.org/tensor"
 )
 
 // Param is a named model tensor: a trainable parameter with its gradient, or
@@ -17,24 +17,24 @@ type Param struct {
 	value     *memory.Buffer // params category: the fp32 master
 	grad      *memory.Buffer // grads category; nil unless Trainable
 	work      *memory.Buffer // params category: 16-bit working copy used by the kernels, or nil
-	workType  DType
+	workType  backend.DType
+	dev       *Device
 }
 
-func newParam(pool *memory.Pool, name string, trainable bool, shape ...int) (*Param, error) {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	p := &Param{Name: name, Shape: shape, Trainable: trainable}
+// newParam allocates p's value (and gradient) filled with fill (and 0).
+func newParam(dev *Device, name string, trainable bool, fill float32, shape ...int) (*Param, error) {
+	p := &Param{Name: name, Shape: shape, Trainable: trainable, dev: dev}
 	var err error
-	if p.value, err = pool.AllocFloat32Zeroed(memory.Params, n); err != nil {
+	if p.value, err = dev.Pool.Alloc(memory.Params, int64(4*p.Len())); err != nil {
 		return nil, fmt.Errorf("allocating %s: %w", name, err)
 	}
+	dev.Backend.Fill(p.View(), fill)
 	if trainable {
-		if p.grad, err = pool.AllocFloat32Zeroed(memory.Grads, n); err != nil {
-			pool.MustFree(p.value)
+		if p.grad, err = dev.Pool.Alloc(memory.Grads, int64(4*p.Len())); err != nil {
+			dev.Pool.MustFree(p.value)
 			return nil, fmt.Errorf("allocating the gradient of %s: %w", name, err)
 		}
+		dev.Backend.Fill(p.GradView(), 0)
 	}
 	return p, nil
 }
@@ -48,19 +48,44 @@ func (p *Param) Len() int {
 	return n
 }
 
-// Data is the value, row-major in Shape.
-func (p *Param) Data() []float32 { return p.value.Float32() }
+// View is the fp32 value, row-major in Shape.
+func (p *Param) View() backend.View {
+	return backend.View{Buf: p.value, DT: backend.Float32, Len: p.Len()}
+}
 
-// Grad is the accumulated gradient (nil unless Trainable).
-func (p *Param) Grad() []float32 {
+// GradView is the accumulated gradient (none unless Trainable).
+func (p *Param) GradView() backend.View {
+	if p.grad == nil {
+		return backend.View{}
+	}
+	return backend.View{Buf: p.grad, DT: backend.Float32, Len: p.Len()}
+}
+
+// WorkView is the 16-bit working copy (none without one).
+func (p *Param) WorkView() backend.View {
+	if p.work == nil {
+		return backend.View{}
+	}
+	return backend.View{Buf: p.work, DT: p.workType, Len: p.Len()}
+}
+
+// Read returns a host copy of the value.
+func (p *Param) Read() []float32 { return backend.DownloadFloat32(p.dev.Backend, p.View()) }
+
+// ReadGrad returns a host copy of the gradient (nil unless Trainable).
+func (p *Param) ReadGrad() []float32 {
 	if p.grad == nil {
 		return nil
 	}
-	return p.grad.Float32()
+	return backend.DownloadFloat32(p.dev.Backend, p.GradView())
 }
 
-// Dense views the value as a gorgonia tensor sharing its memory.
-func (p *Param) Dense() *tensor.Dense { return p.value.Dense(p.Shape...) }
+// Write uploads vals (Len values) into the value and refreshes the working
+// copy, if any, from it.
+func (p *Param) Write(vals []float32) {
+	backend.UploadFloat32(p.dev.Backend, p.View(), vals)
+	p.syncWork()
+}
 
 func (p *Param) free(pool *memory.Pool) {
 	pool.MustFree(p.value)
@@ -72,16 +97,16 @@ func (p *Param) free(pool *memory.Pool) {
 
 // setWork gives p a 16-bit working copy of type dt (or none for Float32)
 // and fills it from the master.
-func (p *Param) setWork(pool *memory.Pool, dt DType) error {
+func (p *Param) setWork(dt backend.DType) error {
 	if p.work != nil && p.workType == dt {
 		p.syncWork()
 		return nil
 	}
-	p.dropWork(pool)
-	if dt == Float32 {
+	p.dropWork(p.dev.Pool)
+	if dt == backend.Float32 {
 		return nil
 	}
-	buf, err := pool.AllocUint16(memory.Params, p.Len())
+	buf, err := p.dev.Pool.Alloc(memory.Params, int64(2*p.Len()))
 	if err != nil {
 		return fmt.Errorf("allocating the %s working copy of %s: %w", dt, p.Name, err)
 	}
@@ -99,14 +124,7 @@ func (p *Param) dropWork(pool *memory.Pool) {
 
 // syncWork rounds the master into the working copy, if there is one.
 func (p *Param) syncWork() {
-	if p.work == nil {
-		return
+	if p.work != nil {
+		p.dev.Backend.Convert(p.WorkView(), p.View())
 	}
-	w := &Tensor{N: 1, C: 1, H: 1, W: p.Len(), DType: p.workType, buf: p.work}
-	fromFloat32(w, p.Data())
-}
-
-func (p *Param) workToFloat32(dst []float32) {
-	w := &Tensor{N: 1, C: 1, H: 1, W: p.Len(), DType: p.workType, buf: p.work}
-	toFloat32(dst, w)
 }

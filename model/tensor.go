@@ -3,66 +3,36 @@ package model
 import (
 	"fmt"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
-	"gorgonia.org/tensor"
 )
 
-// DType is how a tensor stores its values. Arithmetic is always float32;
-// 16-bit tensors are converted on the way in and out of each kernel.
-type DType uint8
-
-const (
-	Float32  DType = iota // IEEE binary32
-	Float16               // IEEE binary16 bits in a uint16
-	BFloat16              // bfloat16 bits (the upper half of a float32)
-)
-
-// Size is the bytes per value.
-func (d DType) Size() int {
-	if d == Float32 {
-		return 4
-	}
-	return 2
+// Device is where a model lives: a backend and the pool its buffers come
+// from (a pool over the backend's allocator).
+type Device struct {
+	Backend backend.Backend
+	Pool    *memory.Pool
 }
 
-func (d DType) String() string {
-	switch d {
-	case Float32:
-		return "fp32"
-	case Float16:
-		return "fp16"
-	case BFloat16:
-		return "bf16"
-	}
-	return fmt.Sprintf("dtype(%d)", uint8(d))
+// NewDevice makes a pool over b's memory.
+func NewDevice(b backend.Backend, opts memory.Options) *Device {
+	return &Device{Backend: b, Pool: memory.NewPool(b.Allocator(), opts)}
 }
 
 // Env is what a forward or backward pass runs with.
 type Env struct {
-	Pool *memory.Pool
+	*Device
 	// Training selects batch statistics for BatchNorm and saving tensors for
 	// backward; in eval mode layers save nothing.
 	Training bool
 	// Precision is the storage type of the activations the layers produce and
 	// of the activation gradients flowing backward (Float32 by default).
-	Precision DType
+	Precision backend.DType
 	// Profile, if set, adds up the time spent per layer kind.
 	Profile *Profile
 
 	noSave    bool // a checkpointed block's first forward: compute, keep nothing
 	recompute bool // a checkpointed block's forward again in backward: keep BatchNorm's running stats as they are
-}
-
-// dry reports a dry run: the pool is virtual, so layers allocate and free
-// exactly as in a real step but compute nothing (memunet plan).
-func (e *Env) dry() bool { return e.Pool.Virtual() }
-
-// forEach is kernels.ParallelFor, skipped in a dry run.
-func (e *Env) forEach(n, minChunk int, body func(lo, hi int)) {
-	if !e.dry() {
-		kernels.ParallelFor(n, minChunk, body)
-	}
 }
 
 // saves reports whether layers keep tensors for backward.
@@ -72,50 +42,42 @@ func (e *Env) saves() bool { return e.Training && !e.noSave }
 // reference count; the buffer goes back to the pool when the count drops to 0.
 type Tensor struct {
 	N, C, H, W int
-	DType      DType
+	DType      backend.DType
 	buf        *memory.Buffer
-	pool       *memory.Pool
+	dev        *Device
 	refs       int
 }
 
-// NewTensor allocates an (n,c,h,w) float32 tensor of the given category with
-// one reference. Contents are undefined.
-func NewTensor(pool *memory.Pool, cat memory.Category, n, c, h, w int) (*Tensor, error) {
-	return NewTensorOf(pool, cat, Float32, n, c, h, w)
-}
-
-// NewTensorOf is NewTensor with a storage type.
-func NewTensorOf(pool *memory.Pool, cat memory.Category, dt DType, n, c, h, w int) (*Tensor, error) {
-	buf, err := pool.AllocBytes(cat, n*c*h*w*dt.Size())
+// NewTensor allocates an (n,c,h,w) tensor of type dt and category cat on dev
+// with one reference. Contents are undefined.
+func NewTensor(dev *Device, cat memory.Category, dt backend.DType, n, c, h, w int) (*Tensor, error) {
+	buf, err := dev.Pool.Alloc(cat, int64(n*c*h*w*dt.Size()))
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{N: n, C: c, H: h, W: w, DType: dt, buf: buf, pool: pool, refs: 1}, nil
+	return &Tensor{N: n, C: c, H: h, W: w, DType: dt, buf: buf, dev: dev, refs: 1}, nil
 }
 
-// Data is a float32 tensor's values in NCHW order; it panics for 16-bit tensors.
-func (t *Tensor) Data() []float32 {
-	if t.DType != Float32 {
-		panic(fmt.Sprintf("model: Data of a %s tensor; use Bits or Float32", t.DType))
+// View is the whole tensor, for a backend operation.
+func (t *Tensor) View() backend.View {
+	if t.buf == nil {
+		panic("model: view of a released tensor")
 	}
-	return t.buf.Float32()
+	return backend.View{Buf: t.buf, DT: t.DType, Len: t.Len()}
 }
 
-// Bits is a 16-bit tensor's raw values; it panics for float32 tensors.
-func (t *Tensor) Bits() []uint16 {
-	if t.DType == Float32 {
-		panic("model: Bits of an fp32 tensor; use Data")
-	}
-	return t.buf.Uint16()
+// Images is the view of images [lo, hi).
+func (t *Tensor) Images(lo, hi int) backend.View {
+	size := t.Len() / t.N
+	return t.View().Slice(lo*size, hi*size)
 }
 
-// Float32 returns a newly made float32 copy of the values, whatever the
-// storage (for tests and metrics; not from the pool).
-func (t *Tensor) Float32() []float32 {
-	out := make([]float32, t.Len())
-	toFloat32(out, t)
-	return out
-}
+// Read returns a host copy of the values as float32, whatever the storage
+// (a download: for tests, checkpoints and tools, not the training loop).
+func (t *Tensor) Read() []float32 { return backend.DownloadFloat32(t.dev.Backend, t.View()) }
+
+// Write uploads host values into a float32 tensor.
+func (t *Tensor) Write(vals []float32) { backend.UploadFloat32(t.dev.Backend, t.View(), vals) }
 
 // Len is N*C*H*W.
 func (t *Tensor) Len() int { return t.N * t.C * t.H * t.W }
@@ -123,8 +85,7 @@ func (t *Tensor) Len() int { return t.N * t.C * t.H * t.W }
 // Shape is [N,C,H,W].
 func (t *Tensor) Shape() [4]int { return [4]int{t.N, t.C, t.H, t.W} }
 
-// Dense views a float32 tensor as a gorgonia *tensor.Dense sharing its memory.
-func (t *Tensor) Dense() *tensor.Dense { return t.buf.Dense(t.N, t.C, t.H, t.W) }
+func (t *Tensor) shape4() backend.Shape4 { return backend.Shape4{N: t.N, C: t.C, H: t.H, W: t.W} }
 
 // Retain adds a reference and returns t.
 func (t *Tensor) Retain() *Tensor {
@@ -145,7 +106,7 @@ func (t *Tensor) Release() {
 	}
 	t.refs--
 	if t.refs == 0 {
-		t.pool.MustFree(t.buf)
+		t.dev.Pool.MustFree(t.buf)
 		t.buf = nil
 	}
 }
@@ -163,144 +124,123 @@ func mustSameShape(op string, a, b *Tensor) {
 	}
 }
 
-// workspace allocates n float32 of scratch; free it with env.Pool.MustFree.
-func workspace(env *Env, n int) (*memory.Buffer, []float32, error) {
-	buf, err := env.Pool.AllocFloat32(memory.Workspace, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	return buf, buf.Float32(), nil
-}
-
 // newActivation allocates an (n,c,h,w) activation (or activation gradient)
 // in the env's precision.
 func (env *Env) newActivation(n, c, h, w int) (*Tensor, error) {
-	return NewTensorOf(env.Pool, memory.Activations, env.Precision, n, c, h, w)
+	return NewTensor(env.Device, memory.Activations, env.Precision, n, c, h, w)
 }
 
-func toFloat32(dst []float32, t *Tensor) {
-	if t.DType == Float32 {
-		copy(dst, t.Data())
-		return
+// gradTensorLike returns a tensor to write din into: dout itself when the
+// caller holds its only reference (the backward then works in place), else a
+// new tensor of the same shape.
+func gradTensorLike(env *Env, dout *Tensor) (*Tensor, error) {
+	if dout.Refs() == 1 {
+		return dout, nil
 	}
-	convertToFloat32(dst, t.Bits(), t.DType)
+	return NewTensor(env.Device, memory.Activations, dout.DType, dout.N, dout.C, dout.H, dout.W)
 }
 
-func fromFloat32(t *Tensor, src []float32) {
-	if t.DType == Float32 {
-		copy(t.Data(), src)
-		return
+// allocView allocates n values of type dt for cat; free it with the pool.
+func allocView(dev *Device, cat memory.Category, dt backend.DType, n int) (backend.View, error) {
+	buf, err := dev.Pool.Alloc(cat, int64(n*dt.Size()))
+	if err != nil {
+		return backend.View{}, err
 	}
-	convertFromFloat32(t.Bits(), src, t.DType)
+	return backend.View{Buf: buf, DT: dt, Len: n}, nil
 }
 
-func convertToFloat32(dst []float32, src []uint16, dt DType) {
-	if dt == Float16 {
-		kernels.F16ToF32Slice(dst, src)
-	} else {
-		kernels.BF16ToF32Slice(dst, src)
-	}
-}
-
-func convertFromFloat32(dst []uint16, src []float32, dt DType) {
-	if dt == Float16 {
-		kernels.F32ToF16Slice(dst, src)
-	} else {
-		kernels.F32ToBF16Slice(dst, src)
-	}
-}
-
-// frame gathers the transient float32 buffers of one kernel call: views of
-// 16-bit inputs, staging for 16-bit outputs, and scratch. The first
-// allocation failure is kept in err and later calls return nil, so a caller
-// checks err once before running its kernel; finish then converts the
-// outputs (unless err is set) and frees everything.
+// frame gathers the transient buffers of one backend call: fp32 staging of
+// 16-bit tensors for a backend that Stages them (inputs converted in,
+// outputs converted back at finish), and workspace. Staging is the layer's
+// decision, not the backend's, because it is memory: each staged tensor is
+// a workspace allocation the planner must see. The first allocation failure
+// is kept in err and later calls return the zero View, so a caller checks
+// err once before its backend call; finish then converts the outputs
+// (unless err is set) and frees everything, last allocated first.
 type frame struct {
 	env     *Env
-	commits []func()
-	frees   []func()
+	commits [][2]backend.View // staged output, its tensor's view
+	frees   []*memory.Buffer
 	err     error
 }
 
 func (env *Env) frame() *frame { return &frame{env: env} }
 
-func (f *frame) view(t *Tensor) []float32 { return f.viewRange(t, 0, t.Len()) }
+// staged reports whether t goes to the backend through fp32 staging.
+func (f *frame) staged(t *Tensor) bool { return f.env.Backend.Stages(t.DType) }
 
-func (f *frame) writer(t *Tensor) []float32 { return f.writerRange(t, 0, t.Len()) }
+// view is t as the backend reads it: t itself, or an fp32 copy.
+func (f *frame) view(t *Tensor) backend.View { return f.images(t, 0, t.N) }
 
-// viewRange is view of the values [lo,hi) of t only (one image, say).
-func (f *frame) viewRange(t *Tensor, lo, hi int) []float32 {
+// writer is where the backend writes t: t itself, or fp32 staging
+// converted into t at finish.
+func (f *frame) writer(t *Tensor) backend.View { return f.imagesOut(t, 0, t.N) }
+
+// images is view of images [lo, hi) of t only.
+func (f *frame) images(t *Tensor, lo, hi int) backend.View {
 	if f.err != nil {
-		return nil
+		return backend.View{}
 	}
-	if t.DType == Float32 {
-		if f.env.dry() {
-			return nil
-		}
-		return t.Data()[lo:hi]
+	v := t.Images(lo, hi)
+	if !f.staged(t) {
+		return v
 	}
-	vals := f.scratch(hi - lo) // nil in a dry run
-	if vals != nil {
+	vals := f.scratch(v.Len)
+	if f.err == nil {
 		stop := f.env.Profile.begin(KindConvert)
-		convertToFloat32(vals, t.Bits()[lo:hi], t.DType)
+		f.env.Backend.Convert(vals, v)
 		stop()
 	}
 	return vals
 }
 
-// writerRange is writer of the values [lo,hi) of t only.
-func (f *frame) writerRange(t *Tensor, lo, hi int) []float32 {
+// imagesOut is writer of images [lo, hi) of t only.
+func (f *frame) imagesOut(t *Tensor, lo, hi int) backend.View {
 	if f.err != nil {
-		return nil
+		return backend.View{}
 	}
-	if t.DType == Float32 {
-		if f.env.dry() {
-			return nil
-		}
-		return t.Data()[lo:hi]
+	v := t.Images(lo, hi)
+	if !f.staged(t) {
+		return v
 	}
-	vals := f.scratch(hi - lo) // nil in a dry run
-	if vals != nil {
-		f.commits = append(f.commits, func() {
-			defer f.env.Profile.begin(KindConvert)()
-			convertFromFloat32(t.Bits()[lo:hi], vals, t.DType)
-		})
+	vals := f.scratch(v.Len)
+	if f.err == nil {
+		f.commits = append(f.commits, [2]backend.View{vals, v})
 	}
 	return vals
 }
 
-// ready reports that every buffer was had and there is something to compute.
-func (f *frame) ready() bool { return f.err == nil && !f.env.dry() }
-
-func (f *frame) scratch(n int) []float32 {
+// scratch is n float32 values of workspace.
+func (f *frame) scratch(n int) backend.View {
 	if f.err != nil {
-		return nil
+		return backend.View{}
 	}
-	buf, vals, err := workspace(f.env, n)
+	v, err := allocView(f.env.Device, memory.Workspace, backend.Float32, n)
 	if err != nil {
 		f.err = err
-		return nil
+		return backend.View{}
 	}
-	f.frees = append(f.frees, func() { f.env.Pool.MustFree(buf) })
-	return vals
+	f.frees = append(f.frees, v.Buf)
+	return v
 }
 
-// weights returns p's values as the kernels should use them: the fp32
-// master, or the 16-bit working copy converted to float32 scratch.
-func (f *frame) weights(p *Param) []float32 {
-	if p == nil {
-		return nil
+// weights returns p's values as the backend reads them: the fp32 master, or
+// the 16-bit working copy (itself, or staged to fp32).
+func (f *frame) weights(p *Param) backend.View {
+	if p == nil || f.err != nil {
+		return backend.View{}
 	}
-	if p.work == nil || f.err != nil {
-		if f.err != nil {
-			return nil
-		}
-		return p.Data()
+	if p.work == nil {
+		return p.View()
+	}
+	w := p.WorkView()
+	if !f.env.Backend.Stages(w.DT) {
+		return w
 	}
 	vals := f.scratch(p.Len())
-	if vals != nil {
+	if f.err == nil {
 		stop := f.env.Profile.begin(KindConvert)
-		p.workToFloat32(vals)
+		f.env.Backend.Convert(vals, w)
 		stop()
 	}
 	return vals
@@ -311,11 +251,40 @@ func (f *frame) weights(p *Param) []float32 {
 func (f *frame) finish() error {
 	if f.err == nil {
 		for _, c := range f.commits {
-			c()
+			stop := f.env.Profile.begin(KindConvert)
+			f.env.Backend.Convert(c[1], c[0])
+			stop()
 		}
 	}
 	for i := len(f.frees) - 1; i >= 0; i-- {
-		f.frees[i]()
+		f.env.Pool.MustFree(f.frees[i])
 	}
 	return f.err
+}
+
+// batches runs op over images [lo, hi): the whole batch in one call when
+// the backend takes ts as they are, else one image at a time, each with a
+// frame of its own, so that only one image of each tensor is staged at a
+// time. Nil tensors in ts are skipped. It stops at the first allocation
+// failure, including one already in f.
+func (env *Env) batches(f *frame, n int, op func(g *frame, lo, hi int), ts ...*Tensor) error {
+	if f.err != nil {
+		return f.err
+	}
+	staged := false
+	for _, t := range ts {
+		staged = staged || t != nil && f.staged(t)
+	}
+	if !staged {
+		op(f, 0, n)
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		g := env.frame()
+		op(g, i, i+1)
+		if err := g.finish(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model/kernels"
+	"github.com/memunet/memunet/backend"
 )
 
 // UpMode is how the decoder doubles the resolution.
@@ -135,11 +134,11 @@ type DoubleConv struct {
 	in           *Tensor
 }
 
-func newDoubleConv(pool *memory.Pool, cfg Config, name string, inC, outC int) (*DoubleConv, error) {
+func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*DoubleConv, error) {
 	b := &DoubleConv{}
 	idx := 0
 	for i, c := range []int{inC, outC} {
-		conv, err := newConv2d(pool, fmt.Sprintf("%s.%d", name, idx), c, outC, 3, 1, cfg.Norm == NormNone)
+		conv, err := NewConv2d(dev, fmt.Sprintf("%s.%d", name, idx), c, outC, 3, 1, cfg.Norm == NormNone)
 		if err != nil {
 			return nil, err
 		}
@@ -147,24 +146,24 @@ func newDoubleConv(pool *memory.Pool, cfg Config, name string, inC, outC int) (*
 			conv.NoInputGrad = true
 		}
 		b.layers = append(b.layers, conv)
-		b.params = append(b.params, conv.params()...)
+		b.params = append(b.params, conv.Params()...)
 		idx++
 		switch cfg.Norm {
 		case NormBatch:
-			bn, err := newBatchNorm2d(pool, fmt.Sprintf("%s.%d", name, idx), outC)
+			bn, err := NewBatchNorm2d(dev, fmt.Sprintf("%s.%d", name, idx), outC)
 			if err != nil {
 				return nil, err
 			}
 			b.layers = append(b.layers, bn)
-			b.params = append(b.params, bn.params()...)
+			b.params = append(b.params, bn.Params()...)
 			idx++
 		case NormGroup:
-			gn, err := newGroupNorm(pool, fmt.Sprintf("%s.%d", name, idx), min(cfg.Groups, outC), outC)
+			gn, err := NewGroupNorm(dev, fmt.Sprintf("%s.%d", name, idx), min(cfg.Groups, outC), outC)
 			if err != nil {
 				return nil, err
 			}
 			b.layers = append(b.layers, gn)
-			b.params = append(b.params, gn.params()...)
+			b.params = append(b.params, gn.Params()...)
 			idx++
 		}
 		b.layers = append(b.layers, &ReLU{})
@@ -257,7 +256,7 @@ type up struct {
 }
 
 // UNet is the segmentation network: logits (N,Classes,H,W) from an image
-// (N,InChannels,H,W). Its parameters and their gradients live in the pool
+// (N,InChannels,H,W). Its parameters and their gradients live on the device
 // given to New until Free.
 type UNet struct {
 	Config Config
@@ -266,42 +265,47 @@ type UNet struct {
 	ups    []*up
 	outc   *Conv2d
 	params []*Param
-	pool   *memory.Pool
+	dev    *Device
 }
 
-// New builds a UNet with Kaiming-normal weights (fan_in, ReLU gain) from a
-// PCG generator seeded with seed, zero biases, unit norm weights.
-func New(pool *memory.Pool, cfg Config, seed uint64) (*UNet, error) {
+// New builds a UNet on dev with Kaiming-normal weights (fan_in, ReLU gain)
+// from a PCG generator seeded with seed, zero biases, unit norm weights. The
+// weights are drawn on the host and uploaded.
+func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &UNet{Config: cfg, pool: pool}
-	if err := m.build(pool); err != nil {
+	m := &UNet{Config: cfg, dev: dev}
+	if err := m.build(dev); err != nil {
 		m.Free()
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for _, p := range m.params {
 		if len(p.Shape) == 4 && p.Trainable {
-			fanIn := p.Shape[1] * p.Shape[2] * p.Shape[3]
-			kaimingNormal(rng, p.Data(), fanIn)
+			w := make([]float32, p.Len())
+			kaimingNormal(rng, w, p.Shape[1]*p.Shape[2]*p.Shape[3])
+			p.Write(w)
 		}
 	}
 	return m, nil
 }
 
-func (m *UNet) build(pool *memory.Pool) error {
+// Device is where the model lives.
+func (m *UNet) Device() *Device { return m.dev }
+
+func (m *UNet) build(dev *Device) error {
 	cfg := m.Config
 	width := func(level int) int { return cfg.Base << level }
 	var err error
-	if m.inc, err = newDoubleConv(pool, cfg, "inc.double_conv", cfg.InChannels, width(0)); err != nil {
+	if m.inc, err = newDoubleConv(dev, cfg, "inc.double_conv", cfg.InChannels, width(0)); err != nil {
 		return err
 	}
 	m.params = append(m.params, m.inc.params...)
 	for i := 1; i <= cfg.Depth; i++ {
 		d := &down{}
-		if d.conv, err = newDoubleConv(pool, cfg, fmt.Sprintf("down%d.maxpool_conv.1.double_conv", i), width(i-1), width(i)); err != nil {
+		if d.conv, err = newDoubleConv(dev, cfg, fmt.Sprintf("down%d.maxpool_conv.1.double_conv", i), width(i-1), width(i)); err != nil {
 			return err
 		}
 		m.downs = append(m.downs, d)
@@ -312,26 +316,26 @@ func (m *UNet) build(pool *memory.Pool) error {
 		u := &up{}
 		catC := inC + skipC
 		if cfg.Up == UpTranspose {
-			uc, err := newUpConv(pool, fmt.Sprintf("up%d.up", i), inC, inC/2)
+			uc, err := NewUpConv(dev, fmt.Sprintf("up%d.up", i), inC, inC/2)
 			if err != nil {
 				return err
 			}
 			u.upsample = uc
-			m.params = append(m.params, uc.params()...)
+			m.params = append(m.params, uc.Params()...)
 			catC = inC/2 + skipC
 		} else {
 			u.upsample = &Upsample2{}
 		}
-		if u.conv, err = newDoubleConv(pool, cfg, fmt.Sprintf("up%d.conv.double_conv", i), catC, skipC); err != nil {
+		if u.conv, err = newDoubleConv(dev, cfg, fmt.Sprintf("up%d.conv.double_conv", i), catC, skipC); err != nil {
 			return err
 		}
 		m.ups = append(m.ups, u)
 		m.params = append(m.params, u.conv.params...)
 	}
-	if m.outc, err = newConv2d(pool, "outc.conv", width(0), cfg.Classes, 1, 0, true); err != nil {
+	if m.outc, err = NewConv2d(dev, "outc.conv", width(0), cfg.Classes, 1, 0, true); err != nil {
 		return err
 	}
-	m.params = append(m.params, m.outc.params()...)
+	m.params = append(m.params, m.outc.Params()...)
 	m.SetCheckpoint(cfg.Checkpoint)
 	return nil
 }
@@ -356,10 +360,10 @@ func (m *UNet) SetCheckpoint(levels []int) {
 // SetPrecision gives every convolution weight a working copy in dt (Float16
 // or BFloat16; Float32 drops the copies), rounded from the fp32 master and
 // used by the kernels from then on. The copies are allocated as params.
-func (m *UNet) SetPrecision(dt DType) error {
+func (m *UNet) SetPrecision(dt backend.DType) error {
 	for _, p := range m.params {
 		if p.Trainable && len(p.Shape) == 4 {
-			if err := p.setWork(m.pool, dt); err != nil {
+			if err := p.setWork(dt); err != nil {
 				return err
 			}
 		}
@@ -378,12 +382,12 @@ func (m *UNet) SyncWorkingWeights() {
 // SaveBuffers copies the non-trainable buffers (BatchNorm running
 // statistics and batch counts), which a forward in training mode updates, and
 // returns a function that puts them back: for retrying a failed step exactly.
-// The copies are small and live outside the pool.
+// The copies are small and live in host memory, outside the pool.
 func (m *UNet) SaveBuffers() (restore func()) {
 	var saved [][]float32
 	for _, p := range m.params {
 		if !p.Trainable {
-			saved = append(saved, append([]float32(nil), p.Data()...))
+			saved = append(saved, p.Read())
 		}
 	}
 	var counts []int64
@@ -392,7 +396,7 @@ func (m *UNet) SaveBuffers() (restore func()) {
 		i := 0
 		for _, p := range m.params {
 			if !p.Trainable {
-				copy(p.Data(), saved[i])
+				p.Write(saved[i])
 				i++
 			}
 		}
@@ -453,14 +457,16 @@ func (m *UNet) NumParams() int {
 // ZeroGrad sets every gradient to 0.
 func (m *UNet) ZeroGrad() {
 	for _, p := range m.params {
-		clear(p.Grad())
+		if p.Trainable {
+			m.dev.Backend.Fill(p.GradView(), 0)
+		}
 	}
 }
 
 // Free returns parameters and gradients to the pool.
 func (m *UNet) Free() {
 	for _, p := range m.params {
-		p.free(m.pool)
+		p.free(m.dev.Pool)
 	}
 	m.params = nil
 }
@@ -581,20 +587,4 @@ func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
 	din, err := m.inc.Backward(env, g)
 	din.Release()
 	return err
-}
-
-// addInto adds src to dst elementwise (in float32, stored back in dst's type).
-func addInto(env *Env, dst, src *Tensor) error {
-	mustSameShape("add", dst, src)
-	f := env.frame()
-	a, b := f.view(dst), f.view(src)
-	out := f.writer(dst)
-	if f.ready() {
-		kernels.ParallelFor(len(a), 1<<14, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				out[i] = a[i] + b[i]
-			}
-		})
-	}
-	return f.finish()
 }

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -22,25 +23,28 @@ func BenchmarkUNetStep(b *testing.B) {
 		{"large/b4x128x128/base16", 4, 128, 16},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			pool := memory.NewPool(memory.Options{})
-			m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: bc.base, Depth: 4}, 1)
+			dev := testDevice()
+			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: bc.base, Depth: 4}, 1)
 			if err != nil {
 				b.Fatal(err)
 			}
-			env := &Env{Pool: pool, Training: true}
-			x, _ := NewTensor(pool, memory.Activations, bc.batch, 3, bc.hw, bc.hw)
+			env := &Env{Device: dev, Training: true}
+			x, _ := NewTensor(dev, memory.Activations, backend.Float32, bc.batch, 3, bc.hw, bc.hw)
 			rng := rand.New(rand.NewPCG(1, 2))
-			for i := range x.Data() {
-				x.Data()[i] = rng.Float32()
+			vals := make([]float32, x.Len())
+			for i := range vals {
+				vals[i] = rng.Float32()
 			}
-			target := make([]uint8, bc.batch*bc.hw*bc.hw)
-			for i := range target {
-				target[i] = uint8(rng.IntN(2))
+			x.Write(vals)
+			classes := make([]uint8, bc.batch*bc.hw*bc.hw)
+			for i := range classes {
+				classes[i] = uint8(rng.IntN(2))
 			}
+			target := testTarget(dev, classes)
 			var stats memory.Stats
 			b.ResetTimer()
 			for range b.N {
-				pool.ResetPeak()
+				dev.Pool.ResetPeak()
 				m.ZeroGrad()
 				logits, err := m.Forward(env, x)
 				if err != nil {
@@ -58,7 +62,7 @@ func BenchmarkUNetStep(b *testing.B) {
 				if err := m.Backward(env, dlogits); err != nil {
 					b.Fatal(err)
 				}
-				stats = pool.Stats()
+				stats = dev.Pool.Stats()
 			}
 			b.StopTimer()
 			fwd, _ := m.FLOPs(bc.hw, bc.hw)

@@ -6,11 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
+	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/memory"
 )
 
 // utModelBytes is what m's parameters (with BatchNorm running statistics)
-// and gradients take in the pool, and how many buffers they are.
+// and gradients take in the dev, and how many buffers they are.
 func utModelBytes(m *UNet) (params, grads int64, buffers int64) {
 	for _, p := range m.Params() {
 		b := memory.RoundSize(4 * int64(p.Len()))
@@ -118,20 +121,20 @@ func TestParamCount(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			m, err := New(pool, tc.cfg, 1)
+			dev := testDevice()
+			m, err := New(dev, tc.cfg, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := m.NumParams(); got != tc.want {
 				t.Errorf("NumParams() = %d, want %d", got, tc.want)
 			}
-			// Exactly the parameters, buffers and gradients are in the pool.
+			// Exactly the parameters, buffers and gradients are in the dev.
 			params, grads, buffers := utModelBytes(m)
-			st := pool.Stats()
+			st := dev.Pool.Stats()
 			if st.ByCategory[memory.Params].Current != params || st.ByCategory[memory.Grads].Current != grads ||
 				st.Allocated.Current != params+grads || st.ActiveBuffers != buffers {
-				t.Errorf("pool holds params %d, grads %d, total %d in %d buffers; want %d, %d, %d in %d",
+				t.Errorf("dev holds params %d, grads %d, total %d in %d buffers; want %d, %d, %d in %d",
 					st.ByCategory[memory.Params].Current, st.ByCategory[memory.Grads].Current,
 					st.Allocated.Current, st.ActiveBuffers, params, grads, params+grads, buffers)
 			}
@@ -149,7 +152,7 @@ func TestParamCount(t *testing.T) {
 				}
 			}
 			m.Free()
-			if got := pool.Stats().Allocated.Current; got != 0 {
+			if got := dev.Pool.Stats().Allocated.Current; got != 0 {
 				t.Errorf("after Free %d bytes allocated, want 0", got)
 			}
 		})
@@ -178,8 +181,8 @@ func TestParamNames(t *testing.T) {
 			"up1.conv.double_conv.0.weight": {128, 256, 3, 3},
 		}},
 	} {
-		pool := memory.NewPool(memory.Options{})
-		m, err := New(pool, Config{Up: tc.up}, 1)
+		dev := testDevice()
+		m, err := New(dev, Config{Up: tc.up}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,18 +211,20 @@ func utEqualInts(a, b []int) bool {
 	return true
 }
 
-// utBatch makes a reproducible (n,c,h,w) image batch in pool and targets
-// with some pixels ignored.
-func utBatch(t *testing.T, pool *memory.Pool, seed uint64, n, c, h, w, classes int) (*Tensor, []uint8) {
+// utBatch makes a reproducible (n,c,h,w) image batch on dev and targets
+// (a Uint8 view on dev) with some pixels ignored.
+func utBatch(t *testing.T, dev *Device, seed uint64, n, c, h, w, classes int) (*Tensor, backend.View) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0x756e6574))
-	x, err := NewTensor(pool, memory.Activations, n, c, h, w)
+	x, err := NewTensor(dev, memory.Activations, backend.Float32, n, c, h, w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range x.Data() {
-		x.Data()[i] = float32(rng.NormFloat64())
+	vals := make([]float32, x.Len())
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64())
 	}
+	x.Write(vals)
 	target := make([]uint8, n*h*w)
 	for i := range target {
 		target[i] = uint8(rng.IntN(classes))
@@ -227,7 +232,7 @@ func utBatch(t *testing.T, pool *memory.Pool, seed uint64, n, c, h, w, classes i
 			target[i] = IgnoreIndex
 		}
 	}
-	return x, target
+	return x, testTarget(dev, target)
 }
 
 var utVariants = []struct {
@@ -241,8 +246,8 @@ var utVariants = []struct {
 
 // TestStepMemory runs three training steps (ZeroGrad, Forward, loss Forward
 // and Backward, Backward) of a small UNet, with a new peak window each
-// step. After every step the pool must hold exactly the parameters and
-// gradients (plus the input batch when it lives in the same pool): no
+// step. After every step the dev must hold exactly the parameters and
+// gradients (plus the input batch when it lives in the same dev): no
 // activation or workspace buffer survives the step. Each step's peak, its
 // split by category and its allocation count must be identical, and after
 // the first step every block comes from the cache (reserved does not grow).
@@ -257,37 +262,37 @@ func TestStepMemory(t *testing.T) {
 	for _, v := range utVariants {
 		variants = append(variants, variant{string(v.norm) + "/" + string(v.up), v.norm, v.up, false})
 	}
-	variants = append(variants, variant{"batch/bilinear/input-in-model-pool", NormBatch, UpBilinear, true})
+	variants = append(variants, variant{"batch/bilinear/input-in-model-dev", NormBatch, UpBilinear, true})
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}, 1)
+			dev := testDevice()
+			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Free()
 			params, grads, buffers := utModelBytes(m)
-			// By default the batch lives in its own pool, as a data loader's
-			// staging buffer would, so the model's pool must come back to
+			// By default the batch lives in its own dev, as a data loader's
+			// staging buffer would, so the model's dev must come back to
 			// params+grads exactly, with 0 activation bytes.
-			dataPool := memory.NewPool(memory.Options{})
+			dataDev := testDevice()
 			if v.inModelPool {
-				dataPool = pool
+				dataDev = dev
 			}
-			x, target := utBatch(t, dataPool, 1, 2, 3, 16, 16, 2)
+			x, target := utBatch(t, dataDev, 1, 2, 3, 16, 16, 2)
 			defer x.Release()
 			var held, heldBuffers int64
 			if v.inModelPool {
-				held, heldBuffers = memory.RoundSize(4*int64(x.Len())), 1
+				held, heldBuffers = memory.RoundSize(4*int64(x.Len()))+memory.RoundSize(int64(target.Len)), 2
 			}
-			env := &Env{Pool: pool, Training: true}
+			env := &Env{Device: dev, Training: true}
 
 			var stats []memory.Stats
 			var losses []float64
 			var firstGrads [][]float32
 			for step := range 3 {
-				allocsBefore := pool.Stats().NumAllocs
-				pool.ResetPeak()
+				allocsBefore := dev.Pool.Stats().NumAllocs
+				dev.Pool.ResetPeak()
 				m.ZeroGrad()
 				logits, err := m.Forward(env, x)
 				if err != nil {
@@ -306,7 +311,7 @@ func TestStepMemory(t *testing.T) {
 				if err := m.Backward(env, dlogits); err != nil {
 					t.Fatal(err)
 				}
-				st := pool.Stats()
+				st := dev.Pool.Stats()
 				if st.Allocated.Current != params+grads+held || st.ActiveBuffers != buffers+heldBuffers {
 					t.Errorf("step %d: %d bytes in %d buffers allocated, want params %d + grads %d + input %d = %d in %d",
 						step, st.Allocated.Current, st.ActiveBuffers, params, grads, held, params+grads+held, buffers+heldBuffers)
@@ -333,7 +338,7 @@ func TestStepMemory(t *testing.T) {
 				losses = append(losses, loss)
 				var gs [][]float32
 				for _, p := range m.Params() {
-					gs = append(gs, append([]float32(nil), p.Grad()...))
+					gs = append(gs, p.ReadGrad())
 				}
 				if step == 0 {
 					firstGrads = gs
@@ -381,32 +386,31 @@ func TestStepMemory(t *testing.T) {
 func TestEvalSavesNothing(t *testing.T) {
 	for _, v := range utVariants {
 		t.Run(string(v.norm)+"/"+string(v.up), func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}, 1)
+			dev := testDevice()
+			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Free()
 			params, grads, _ := utModelBytes(m)
-			dataPool := memory.NewPool(memory.Options{})
-			x, target := utBatch(t, dataPool, 2, 2, 3, 16, 16, 2)
+			x, target := utBatch(t, testDevice(), 2, 2, 3, 16, 16, 2)
 			defer x.Release()
 
 			eval := func(when string) []float32 {
 				t.Helper()
 				snapshot := func() (out [][]float32) {
 					for _, p := range m.Params() {
-						out = append(out, append([]float32(nil), p.Data()...))
+						out = append(out, p.Read())
 					}
 					return out
 				}
 				before := snapshot()
-				logits, err := m.Forward(&Env{Pool: pool}, x)
+				logits, err := m.Forward(&Env{Device: dev}, x)
 				if err != nil {
 					t.Fatal(err)
 				}
 				out := memory.RoundSize(4 * int64(logits.Len()))
-				st := pool.Stats()
+				st := dev.Pool.Stats()
 				if st.Allocated.Current != params+grads+out || st.ByCategory[memory.Activations].Current != out ||
 					st.ByCategory[memory.Workspace].Current != 0 {
 					t.Errorf("%s: after eval forward %d bytes allocated (%d activations, %d workspace), want params+grads %d + logits %d",
@@ -417,24 +421,24 @@ func TestEvalSavesNothing(t *testing.T) {
 					t.Errorf("%s: input has %d references, logits %d; want 1 and 1", when, x.Refs(), logits.Refs())
 				}
 				for i, p := range m.Params() {
-					gcEqual(t, when+": "+p.Name+" after eval", p.Data(), before[i])
+					gcEqual(t, when+": "+p.Name+" after eval", p.Read(), before[i])
 				}
-				res := append([]float32(nil), logits.Data()...)
+				res := logits.Read()
 				logits.Release()
-				if got := pool.Stats().Allocated.Current; got != params+grads {
+				if got := dev.Pool.Stats().Allocated.Current; got != params+grads {
 					t.Errorf("%s: %d bytes allocated after releasing the logits, want %d", when, got, params+grads)
 				}
 				return res
 			}
 			first := eval("fresh model")
 
-			env := &Env{Pool: pool, Training: true}
+			env := &Env{Device: dev, Training: true}
 			logits, err := m.Forward(env, x)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if v.norm != NormBatch {
-				gcEqual(t, "training vs eval logits", logits.Data(), first)
+				gcEqual(t, "training vs eval logits", logits.Read(), first)
 			}
 			var ce CrossEntropy
 			if _, err := ce.Forward(env, logits, target); err != nil {
@@ -458,20 +462,20 @@ func TestEvalSavesNothing(t *testing.T) {
 // of 2^depth is refused with an error naming the problem, before anything is
 // allocated or retained.
 func TestInputNotDivisible(t *testing.T) {
-	pool := memory.NewPool(memory.Options{})
-	m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2}, 1)
+	dev := testDevice()
+	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Free()
 	for _, hw := range [][2]int{{18, 16}, {16, 18}, {6, 6}, {2, 4}} {
-		x, err := NewTensor(pool, memory.Activations, 1, 3, hw[0], hw[1])
+		x, err := NewTensor(dev, memory.Activations, backend.Float32, 1, 3, hw[0], hw[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := pool.Stats()
+		before := dev.Pool.Stats()
 		for _, training := range []bool{true, false} {
-			logits, err := m.Forward(&Env{Pool: pool, Training: training}, x)
+			logits, err := m.Forward(&Env{Device: dev, Training: training}, x)
 			if err == nil || !strings.Contains(err.Error(), "not divisible") {
 				t.Errorf("%dx%d (training %v): err = %v, want one saying not divisible", hw[0], hw[1], training, err)
 			}
@@ -479,7 +483,7 @@ func TestInputNotDivisible(t *testing.T) {
 				t.Errorf("%dx%d: got logits with an error", hw[0], hw[1])
 			}
 		}
-		if after := pool.Stats(); after.Allocated.Current != before.Allocated.Current || after.NumAllocs != before.NumAllocs || x.Refs() != 1 {
+		if after := dev.Pool.Stats(); after.Allocated.Current != before.Allocated.Current || after.NumAllocs != before.NumAllocs || x.Refs() != 1 {
 			t.Errorf("%dx%d: a refused forward allocated or retained something", hw[0], hw[1])
 		}
 		x.Release()
@@ -496,8 +500,8 @@ func TestInputNotDivisible(t *testing.T) {
 // base 2, bilinear: inc DC(3,2): 2*9*(3*2+2*2)*64; down1 DC(2,4) at 4x4:
 // 2*9*(2*4+4*4)*16; up1 DC(6,2) at 8x8: 2*9*(6*2+2*2)*64; outc 2*2*2*64.
 func TestFLOPs(t *testing.T) {
-	pool := memory.NewPool(memory.Options{Virtual: true})
-	m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 2, Depth: 1, Checkpoint: []int{1}}, 1)
+	dev := NewDevice(noop.New(cpu.New()), memory.Options{})
+	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 2, Depth: 1, Checkpoint: []int{1}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

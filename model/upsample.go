@@ -1,87 +1,31 @@
 package model
 
+import "github.com/memunet/memunet/backend"
+
 // Upsample2 is PyTorch's Upsample(scale_factor=2, mode="bilinear",
 // align_corners=False): in (N,C,H,W), out (N,C,2H,2W). It has no parameters
 // and keeps nothing but the input shape for backward.
 type Upsample2 struct {
-	inShape [4]int
-}
-
-// For scale 2 and align_corners=False, PyTorch's rule src = (dst+0.5)/2 - 0.5
-// (clamped to the input) gives fixed weights along each axis: output 2i is
-// 0.25*in[i-1] + 0.75*in[i] and output 2i+1 is 0.75*in[i] + 0.25*in[i+1],
-// with the neighbours clamped at the edges (outputs 0 and 2n-1 copy in[0]
-// and in[n-1]). So the interpolation is separable: blend two input rows,
-// then interpolate along the row, all in registers.
-
-// upsampleRow writes the 2W values of one output row from the vertical blend
-// a*r0 + b*r1 of two input rows of W values.
-func upsampleRow(dst, r0, r1 []float32, a, b float32) {
-	W := len(r0)
-	r1 = r1[:W]
-	dst = dst[:2*W]
-	cur := a*r0[0] + b*r1[0]
-	dst[0] = cur
-	mid := dst[1 : 2*W-1]
-	for j := 0; j+1 < W; j++ {
-		next := a*r0[j+1] + b*r1[j+1]
-		p := mid[2*j : 2*j+2 : 2*j+2]
-		p[0] = 0.75*cur + 0.25*next
-		p[1] = 0.25*cur + 0.75*next
-		cur = next
-	}
-	dst[2*W-1] = cur
-}
-
-// upsampleRowAdjoint writes the W values of one input row's gradient from
-// the four output-gradient rows that touch it (up, even, odd, down: output
-// rows 2i-1, 2i, 2i+1, 2i+2 clamped, weights 0.25, 0.75, 0.75, 0.25), and
-// along the row the same weights on output columns 2j-1 .. 2j+2.
-func upsampleRowAdjoint(dst, gu, ge, go_, gd []float32) {
-	W := len(dst)
-	gu, ge, go_, gd = gu[:2*W], ge[:2*W], go_[:2*W], gd[:2*W]
-	e := 0.25*(gu[0]+gd[0]) + 0.75*(ge[0]+go_[0])
-	prevO := e
-	for j := 0; j < W; j++ {
-		o := 0.25*(gu[2*j+1]+gd[2*j+1]) + 0.75*(ge[2*j+1]+go_[2*j+1])
-		next := o
-		if j+1 < W {
-			next = 0.25*(gu[2*j+2]+gd[2*j+2]) + 0.75*(ge[2*j+2]+go_[2*j+2])
-		}
-		dst[j] = 0.25*(prevO+next) + 0.75*(e+o)
-		prevO, e = o, next
-	}
+	inShape backend.Shape4
 }
 
 // Forward interpolates.
 func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindUpsample)()
-	H, W := in.H, in.W
-	out, err := env.newActivation(in.N, in.C, 2*H, 2*W)
+	out, err := env.newActivation(in.N, in.C, 2*in.H, 2*in.W)
 	if err != nil {
 		return nil, err
 	}
-	l.inShape = in.Shape()
+	l.inShape = in.shape4()
 	f := env.frame()
 	x, y := f.view(in), f.writer(out)
-	if f.err != nil {
-		f.finish()
-		out.Release()
-		return nil, f.err
+	if f.err == nil {
+		env.Backend.Upsample2(l.inShape, y, x)
 	}
-	env.forEach(in.N*in.C, 1, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			src := x[p*H*W : (p+1)*H*W]
-			dst := y[p*4*H*W : (p+1)*4*H*W]
-			for i := range H {
-				row := src[i*W : (i+1)*W]
-				up, down := src[max(i-1, 0)*W:], src[min(i+1, H-1)*W:]
-				upsampleRow(dst[2*i*2*W:], up[:W], row, 0.25, 0.75)
-				upsampleRow(dst[(2*i+1)*2*W:], row, down[:W], 0.75, 0.25)
-			}
-		}
-	})
-	f.finish()
+	if err := f.finish(); err != nil {
+		out.Release()
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -90,30 +34,20 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // It consumes dout.
 func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindUpsample)()
-	N, C, H, W := l.inShape[0], l.inShape[1], l.inShape[2], l.inShape[3]
-	din, err := env.newActivation(N, C, H, W)
+	s := l.inShape
+	din, err := env.newActivation(s.N, s.C, s.H, s.W)
 	if err != nil {
 		return nil, err
 	}
 	f := env.frame()
 	dy, dx := f.view(dout), f.writer(din)
-	if f.err != nil {
-		f.finish()
-		din.Release()
-		return nil, f.err
+	if f.err == nil {
+		env.Backend.Upsample2Back(s, dx, dy)
 	}
-	env.forEach(N*C, 1, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			g := dy[p*4*H*W : (p+1)*4*H*W]
-			plane := dx[p*H*W : (p+1)*H*W]
-			grow := func(oy int) []float32 { return g[oy*2*W : (oy+1)*2*W] }
-			for i := range H {
-				upsampleRowAdjoint(plane[i*W:(i+1)*W],
-					grow(max(2*i-1, 0)), grow(2*i), grow(2*i+1), grow(min(2*i+2, 2*H-1)))
-			}
-		}
-	})
-	f.finish()
+	if err := f.finish(); err != nil {
+		din.Release()
+		return nil, err
+	}
 	dout.Release()
 	return din, nil
 }

@@ -6,14 +6,16 @@ import (
 	"math"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 )
 
 // vtStep runs one training step (ZeroGrad, Forward, loss, Backward) in a
 // fresh peak window and returns the loss, a copy of every parameter and
 // buffer after it (gradients of trainables, values of BN running stats) and
-// the pool's stats.
-func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target []uint8, scale float32) (float64, map[string][]float32, memory.Stats) {
+// the dev's stats.
+func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target backend.View, scale float32) (float64, map[string][]float32, memory.Stats) {
 	t.Helper()
 	env.Pool.ResetPeak()
 	m.ZeroGrad()
@@ -37,9 +39,9 @@ func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target []uint8, scale fl
 	out := map[string][]float32{}
 	for _, p := range m.Params() {
 		if p.Trainable {
-			out[p.Name+".grad"] = append([]float32(nil), p.Grad()...)
+			out[p.Name+".grad"] = p.ReadGrad()
 		} else {
-			out[p.Name] = append([]float32(nil), p.Data()...)
+			out[p.Name] = p.Read()
 		}
 	}
 	return loss, out, env.Pool.Stats()
@@ -55,19 +57,19 @@ func TestCheckpointBitExact(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s/%v", v.norm, v.up, levels), func(t *testing.T) {
 				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
 				run := func(ck []int) ([]float64, []map[string][]float32, memory.Stats) {
-					pool := memory.NewPool(memory.Options{})
+					dev := testDevice()
 					c := cfg
 					c.Checkpoint = ck
-					m, err := New(pool, c, 11)
+					m, err := New(dev, c, 11)
 					if err != nil {
 						t.Fatal(err)
 					}
-					env := &Env{Pool: pool, Training: true}
+					env := &Env{Device: dev, Training: true}
 					var losses []float64
 					var states []map[string][]float32
 					var st memory.Stats
 					for step := range 2 {
-						x, target := utBatch(t, pool, uint64(step+1), 2, 3, 16, 16, 3)
+						x, target := utBatch(t, dev, uint64(step+1), 2, 3, 16, 16, 3)
 						loss, state, s := vtStep(t, env, m, x, target, 1)
 						x.Release()
 						losses, states, st = append(losses, loss), append(states, state), s
@@ -102,13 +104,13 @@ func TestCheckpointBitExact(t *testing.T) {
 // a checkpointed BatchNorm equals 0.9*0 + 0.1*batch mean, i.e. it was
 // updated once, and NumBatchesTracked is 1.
 func TestCheckpointRunningStatsUpdatedOnce(t *testing.T) {
-	pool := memory.NewPool(memory.Options{})
-	m, err := New(pool, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 1, Checkpoint: CheckpointAll(1)}, 3)
+	dev := testDevice()
+	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 1, Checkpoint: CheckpointAll(1)}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &Env{Pool: pool, Training: true}
-	x, target := utBatch(t, pool, 5, 2, 3, 8, 8, 2)
+	env := &Env{Device: dev, Training: true}
+	x, target := utBatch(t, dev, 5, 2, 3, 8, 8, 2)
 	vtStep(t, env, m, x, target, 1)
 	bn := m.inc.layers[1].(*BatchNorm2d)
 	if bn.NumBatchesTracked != 1 {
@@ -120,33 +122,33 @@ func TestCheckpointRunningStatsUpdatedOnce(t *testing.T) {
 // gradients stay close to fp32's, saved activations take half the bytes, and
 // nothing leaks.
 func TestMixedPrecision(t *testing.T) {
-	for _, dt := range []DType{Float16, BFloat16} {
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
 		for _, v := range utVariants {
 			t.Run(fmt.Sprintf("%s/%s/%s", dt, v.norm, v.up), func(t *testing.T) {
 				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
-				run := func(prec DType) (float64, map[string][]float32, memory.Stats, int64) {
-					pool := memory.NewPool(memory.Options{})
-					m, err := New(pool, cfg, 11)
+				run := func(prec backend.DType) (float64, map[string][]float32, memory.Stats, int64) {
+					dev := testDevice()
+					m, err := New(dev, cfg, 11)
 					if err != nil {
 						t.Fatal(err)
 					}
 					if err := m.SetPrecision(prec); err != nil {
 						t.Fatal(err)
 					}
-					env := &Env{Pool: pool, Training: true, Precision: prec}
-					x, target := utBatch(t, pool, 1, 2, 3, 16, 16, 3)
-					base := pool.Stats().Allocated.Current
+					env := &Env{Device: dev, Training: true, Precision: prec}
+					x, target := utBatch(t, dev, 1, 2, 3, 16, 16, 3)
+					base := dev.Pool.Stats().Allocated.Current
 					loss, g, st := vtStep(t, env, m, x, target, 1)
-					if got := pool.Stats().Allocated.Current; got != base {
+					if got := dev.Pool.Stats().Allocated.Current; got != base {
 						t.Errorf("%s: %d bytes left after the step, want %d", prec, got, base)
 					}
 					return loss, g, st, base
 				}
-				loss32, g32, st32, _ := run(Float32)
+				loss32, g32, st32, _ := run(backend.Float32)
 				loss16, g16, st16, _ := run(dt)
 				// fp16 keeps 11 bits of mantissa, bf16 8: the loss and the
 				// gradient direction stay close but not equal.
-				tol := map[DType]float64{Float16: 5e-3, BFloat16: 3e-2}[dt]
+				tol := map[backend.DType]float64{backend.Float16: 5e-3, backend.BFloat16: 3e-2}[dt]
 				if math.Abs(loss16-loss32) > tol*math.Abs(loss32) {
 					t.Errorf("loss %v in %s, %v in fp32", loss16, dt, loss32)
 				}
@@ -167,9 +169,10 @@ func TestMixedPrecision(t *testing.T) {
 				}
 				a16 := st16.ByCategory[memory.Activations].Peak
 				a32 := st32.ByCategory[memory.Activations].Peak
-				// The input batch (fp32) is in both; the rest halves, up to
-				// the 1-byte max-pool indices and 512-byte rounding.
-				in := int64(2 * 3 * 16 * 16 * 4)
+				// The input batch (fp32) and its targets are in both; the rest
+				// halves, up to the 1-byte max-pool indices and 512-byte
+				// rounding.
+				in := int64(2*3*16*16*4 + 2*16*16)
 				if r := float64(a16-in) / float64(a32-in); r > 0.56 {
 					t.Errorf("activation peak %d in %s vs %d in fp32: ratio %.3f, want <= 0.56", a16, dt, a32, r)
 				}
@@ -183,27 +186,27 @@ func TestMixedPrecision(t *testing.T) {
 // the next step (with room) gives the same result as a fresh model.
 func TestFailedStepCleanup(t *testing.T) {
 	cfg := Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Checkpoint: []int{1}}
-	probe := memory.NewPool(memory.Options{})
+	probe := testDevice()
 	m0, _ := New(probe, cfg, 1)
 	x0, t0 := utBatch(t, probe, 1, 2, 3, 16, 16, 2)
-	_, want, st := vtStep(t, &Env{Pool: probe, Training: true}, m0, x0, t0, 1)
+	_, want, st := vtStep(t, &Env{Device: probe, Training: true}, m0, x0, t0, 1)
 	peak := st.Allocated.Peak
 
 	for _, capacity := range []int64{peak - 512*20, peak - 8192, peak - 512} {
-		pool := memory.NewPool(memory.Options{Capacity: peak + 1<<20})
-		m, err := New(pool, cfg, 1)
+		dev := NewDevice(cpu.New(), memory.Options{Capacity: peak + 1<<20})
+		m, err := New(dev, cfg, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, target := utBatch(t, pool, 1, 2, 3, 16, 16, 2)
-		before := pool.Stats().Allocated.Current
-		env := &Env{Pool: pool, Training: true}
-		// Fill the pool so that only capacity bytes are usable by the step.
-		pad, err := pool.AllocBytes(memory.Workspace, int(peak+1<<20-capacity))
+		x, target := utBatch(t, dev, 1, 2, 3, 16, 16, 2)
+		before := dev.Pool.Stats().Allocated.Current
+		env := &Env{Device: dev, Training: true}
+		// Fill the dev so that only capacity bytes are usable by the step.
+		pad, err := dev.Pool.Alloc(memory.Workspace, peak+1<<20-capacity)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mark := pool.Mark()
+		mark := dev.Pool.Mark()
 		restore := m.SaveBuffers()
 		m.ZeroGrad()
 		var failed error
@@ -225,12 +228,12 @@ func TestFailedStepCleanup(t *testing.T) {
 			t.Fatalf("capacity %d: want an out-of-memory error, got %v", capacity, failed)
 		}
 		m.Forget()
-		pool.FreeSince(mark, memory.Activations, memory.Workspace)
+		dev.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
 		restore()
-		if got := pool.Stats().Allocated.Current; got != before+pad.Size() {
+		if got := dev.Pool.Stats().Allocated.Current; got != before+pad.Size() {
 			t.Fatalf("capacity %d: %d bytes allocated after cleanup, want %d", capacity, got, before+pad.Size())
 		}
-		pool.MustFree(pad)
+		dev.Pool.MustFree(pad)
 		_, got, _ := vtStep(t, env, m, x, target, 1)
 		for name, w := range want {
 			for i := range w {

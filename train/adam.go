@@ -3,6 +3,7 @@ package train
 import (
 	"math"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 )
@@ -21,29 +22,41 @@ type AdamConfig struct {
 //	m = b1*m + (1-b1)*g
 //	v = b2*v + (1-b2)*g*g
 //	p = p - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+//
+// The moments live on the device (optimizer category); the update runs
+// there (backend.Optimizer.Adam).
 type Adam struct {
 	Config AdamConfig
 	Step   int64
 	params []*model.Param
-	m, v   []*memory.Buffer // optimizer category, one per trainable param
-	pool   *memory.Pool
+	m, v   []backend.View // fp32, one per trainable param
+	dev    *model.Device
 }
 
-// NewAdam allocates zeroed moments for every trainable parameter.
-func NewAdam(pool *memory.Pool, params []*model.Param, cfg AdamConfig) (*Adam, error) {
-	a := &Adam{Config: cfg, pool: pool}
+// NewAdam allocates zeroed moments for every trainable parameter on dev.
+func NewAdam(dev *model.Device, params []*model.Param, cfg AdamConfig) (*Adam, error) {
+	a := &Adam{Config: cfg, dev: dev}
+	moment := func(p *model.Param) (backend.View, error) {
+		buf, err := dev.Pool.Alloc(memory.Optimizer, int64(4*p.Len()))
+		if err != nil {
+			return backend.View{}, err
+		}
+		v := backend.Whole(buf, backend.Float32)
+		dev.Backend.Fill(v, 0)
+		return v, nil
+	}
 	for _, p := range params {
 		if !p.Trainable {
 			continue
 		}
-		m, err := pool.AllocFloat32Zeroed(memory.Optimizer, p.Len())
+		m, err := moment(p)
 		if err != nil {
 			a.Free()
 			return nil, err
 		}
-		v, err := pool.AllocFloat32Zeroed(memory.Optimizer, p.Len())
+		v, err := moment(p)
 		if err != nil {
-			pool.MustFree(m)
+			dev.Pool.MustFree(m.Buf)
 			a.Free()
 			return nil, err
 		}
@@ -52,36 +65,41 @@ func NewAdam(pool *memory.Pool, params []*model.Param, cfg AdamConfig) (*Adam, e
 	return a, nil
 }
 
+// stepFactors are the float32 factors of step t, formed as PyTorch forms
+// them: each a float64 expression (1-beta1, lr/(1-beta1^t), ...) rounded to
+// float32 once.
+func (c AdamConfig) stepFactors(t int64) backend.AdamStep {
+	bc1 := 1 - math.Pow(c.Beta1, float64(t))
+	bc2 := 1 - math.Pow(c.Beta2, float64(t))
+	return backend.AdamStep{
+		StepSize: float32(c.LR / bc1), SqrtBC2: float32(math.Sqrt(bc2)),
+		Beta1: float32(c.Beta1), Beta2: float32(c.Beta2),
+		OneMinusBeta1: float32(1 - c.Beta1), OneMinusBeta2: float32(1 - c.Beta2),
+		Eps: float32(c.Eps), WeightDecay: float32(c.WeightDecay),
+	}
+}
+
 // Update applies one step to every trainable parameter from its gradient.
 func (a *Adam) Update() {
 	a.Step++
-	c := a.Config
-	bc1 := 1 - math.Pow(c.Beta1, float64(a.Step))
-	bc2 := 1 - math.Pow(c.Beta2, float64(a.Step))
-	stepSize := float32(c.LR / bc1)
-	sqrtBC2 := float32(math.Sqrt(bc2))
-	b1, b2, eps, wd := float32(c.Beta1), float32(c.Beta2), float32(c.Eps), float32(c.WeightDecay)
+	f := a.Config.stepFactors(a.Step)
 	for i, p := range a.params {
-		w, g := p.Data(), p.Grad()
-		m, v := a.m[i].Float32(), a.v[i].Float32()
-		for j := range w {
-			gj := g[j]
-			if wd != 0 {
-				gj += wd * w[j]
-			}
-			m[j] = b1*m[j] + (1-b1)*gj
-			v[j] = b2*v[j] + (1-b2)*gj*gj
-			denom := float32(math.Sqrt(float64(v[j])))/sqrtBC2 + eps
-			w[j] -= stepSize * m[j] / denom
-		}
+		a.dev.Backend.Adam(f, p.View(), p.GradView(), a.m[i], a.v[i])
 	}
 }
+
+// Moments are the first and second moment of each trainable parameter, in
+// the order of Params.
+func (a *Adam) Moments() (m, v []backend.View) { return a.m, a.v }
+
+// Params are the parameters Adam updates.
+func (a *Adam) Params() []*model.Param { return a.params }
 
 // Free returns the moments to the pool.
 func (a *Adam) Free() {
 	for i := range a.m {
-		a.pool.MustFree(a.m[i])
-		a.pool.MustFree(a.v[i])
+		a.dev.Pool.MustFree(a.m[i].Buf)
+		a.dev.Pool.MustFree(a.v[i].Buf)
 	}
 	a.m, a.v, a.params = nil, nil, nil
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 )
@@ -32,33 +34,35 @@ func TestAdamMatchesPyTorchRule(t *testing.T) {
 		{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
 		{LR: 3e-2, Beta1: 0.8, Beta2: 0.99, Eps: 1e-6, WeightDecay: 0.1},
 	} {
-		pool := memory.NewPool(memory.Options{})
-		net, err := model.New(pool, model.Config{Base: 2, Depth: 1, Classes: 2}, 7)
+		dev := model.NewDevice(cpu.New(), memory.Options{})
+		net, err := model.New(dev, model.Config{Base: 2, Depth: 1, Classes: 2}, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt, err := NewAdam(pool, net.Params(), c)
+		opt, err := NewAdam(dev, net.Params(), c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(3, 4))
 		p := net.Params()[0]
 		start := make([]float64, p.Len())
-		for j, x := range p.Data() {
+		for j, x := range p.Read() {
 			start[j] = float64(x)
 		}
 		var grads [][]float64
 		for range 5 {
 			g := make([]float64, p.Len())
+			g32 := make([]float32, p.Len())
 			for j := range g {
-				g[j] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(5)-3))
-				p.Grad()[j] = float32(g[j])
+				g32[j] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(5)-3)))
+				g[j] = float64(g32[j])
 			}
+			backend.UploadFloat32(dev.Backend, p.GradView(), g32)
 			grads = append(grads, g)
 			opt.Update()
 		}
 		want := adamReference(start, grads, c)
-		for j, x := range p.Data() {
+		for j, x := range p.Read() {
 			if d := math.Abs(float64(x) - want[j]); d > 1e-6*(1+math.Abs(want[j])) {
 				t.Fatalf("config %+v: weight %d = %v, reference %v", c, j, x, want[j])
 			}
@@ -70,11 +74,11 @@ func TestAdamMatchesPyTorchRule(t *testing.T) {
 				wantBytes += 2 * memory.RoundSize(int64(4*p.Len()))
 			}
 		}
-		if got := pool.Stats().ByCategory[memory.Optimizer].Current; got != wantBytes {
+		if got := dev.Pool.Stats().ByCategory[memory.Optimizer].Current; got != wantBytes {
 			t.Errorf("optimizer bytes %d, want %d", got, wantBytes)
 		}
 		opt.Free()
-		if got := pool.Stats().ByCategory[memory.Optimizer].Current; got != 0 {
+		if got := dev.Pool.Stats().ByCategory[memory.Optimizer].Current; got != 0 {
 			t.Errorf("optimizer bytes after Free %d", got)
 		}
 	}
@@ -89,7 +93,7 @@ func TestConfusionMetrics(t *testing.T) {
 		logits[k*6+p] = 1
 	}
 	c := NewConfusion(3)
-	c.Add(logits, target, 1, 2, 3)
+	countOnCPU(t, c, logits, target, 1, 2, 3)
 	// counted pixels: (0,0) (1,1) (1,2) (2,2) (0,0); the 255 pixel is ignored.
 	if got := c.PixelAccuracy(); got != 4.0/5 {
 		t.Errorf("pixel accuracy %v, want 0.8", got)
@@ -104,11 +108,30 @@ func TestConfusionMetrics(t *testing.T) {
 	}
 	// A class absent from target and prediction does not count.
 	c4 := NewConfusion(4)
-	c4.Add(append(logits, make([]float32, 6)...), target, 1, 2, 3)
+	countOnCPU(t, c4, append(logits, make([]float32, 6)...), target, 1, 2, 3)
 	if c4.MeanIoU() != c.MeanIoU() {
 		t.Errorf("absent class changed mIoU: %v vs %v", c4.MeanIoU(), c.MeanIoU())
 	}
 	if NewConfusion(2).MeanIoU() != 0 || NewConfusion(2).PixelAccuracy() != 0 {
 		t.Error("empty confusion should give 0")
 	}
+}
+
+// countOnCPU adds host logits (n,K,h,w) and targets to c with the CPU
+// backend's Confusion.
+func countOnCPU(t *testing.T, c *Confusion, logits []float32, target []uint8, n, h, w int) {
+	t.Helper()
+	dev := model.NewDevice(cpu.New(), memory.Options{})
+	z, err := model.NewTensor(dev, memory.Activations, backend.Float32, n, c.Classes, h, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.Write(logits)
+	buf, err := dev.Pool.Alloc(memory.Activations, int64(len(target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tv := backend.Whole(buf, backend.Uint8)
+	dev.Backend.Upload(tv, target)
+	dev.Backend.Confusion(backend.Shape4{N: n, C: c.Classes, H: h, W: w}, c.Counts, z.View(), tv)
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
@@ -283,8 +285,8 @@ func bnCountName(bn *model.BatchNorm2d) string {
 }
 
 // StateDict lists the model's tensors in PyTorch state_dict order: the
-// parameters and buffers as float32, and after each BatchNorm's running_var
-// its num_batches_tracked as an int64 scalar.
+// parameters and buffers as float32 (downloaded: host copies), and after each
+// BatchNorm's running_var its num_batches_tracked as an int64 scalar.
 func StateDict(net *model.UNet) []checkpoint.Tensor {
 	counts := map[string]*model.BatchNorm2d{}
 	for _, bn := range net.BatchNorms() {
@@ -292,7 +294,7 @@ func StateDict(net *model.UNet) []checkpoint.Tensor {
 	}
 	var out []checkpoint.Tensor
 	for _, p := range net.Params() {
-		out = append(out, checkpoint.F32Tensor(p.Name, p.Shape, p.Data()))
+		out = append(out, checkpoint.F32Tensor(p.Name, p.Shape, p.Read()))
 		if bn, ok := counts[p.Name]; ok {
 			out = append(out, checkpoint.I64Tensor(bnCountName(bn), nil, []int64{bn.NumBatchesTracked}))
 		}
@@ -327,10 +329,11 @@ func (t *Trainer) optimizerSpecs() []tensorSpec {
 
 func (t *Trainer) optimizerTensors() []checkpoint.Tensor {
 	var out []checkpoint.Tensor
+	b := t.Device.Backend
 	for i, p := range t.Opt.params {
 		out = append(out,
-			checkpoint.F32Tensor("state."+p.Name+".exp_avg", p.Shape, t.Opt.m[i].Float32()),
-			checkpoint.F32Tensor("state."+p.Name+".exp_avg_sq", p.Shape, t.Opt.v[i].Float32()))
+			checkpoint.F32Tensor("state."+p.Name+".exp_avg", p.Shape, backend.DownloadFloat32(b, t.Opt.m[i])),
+			checkpoint.F32Tensor("state."+p.Name+".exp_avg_sq", p.Shape, backend.DownloadFloat32(b, t.Opt.v[i])))
 	}
 	return out
 }
@@ -409,9 +412,11 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 	}
 	for _, p := range net.Params() {
 		tn, _ := ck.model.Get(p.Name)
-		if err := tn.Float32(p.Data()); err != nil {
+		vals := make([]float32, p.Len())
+		if err := tn.Float32(vals); err != nil {
 			return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrFormat, Detail: err.Error()}
 		}
+		p.Write(vals) // and the working copy, if any, from it
 	}
 	for _, bn := range net.BatchNorms() {
 		tn, _ := ck.model.Get(bnCountName(bn))
@@ -421,7 +426,6 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 		}
 		bn.NumBatchesTracked = v[0]
 	}
-	net.SyncWorkingWeights()
 	return nil
 }
 
@@ -458,13 +462,16 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 		return err
 	}
 	for i, p := range t.Opt.params {
-		m, _ := ck.optim.Get("state." + p.Name + ".exp_avg")
-		v, _ := ck.optim.Get("state." + p.Name + ".exp_avg_sq")
-		if err := m.Float32(t.Opt.m[i].Float32()); err != nil {
-			return err
-		}
-		if err := v.Float32(t.Opt.v[i].Float32()); err != nil {
-			return err
+		for _, moment := range []struct {
+			name string
+			dst  backend.View
+		}{{".exp_avg", t.Opt.m[i]}, {".exp_avg_sq", t.Opt.v[i]}} {
+			tn, _ := ck.optim.Get("state." + p.Name + moment.name)
+			vals := make([]float32, p.Len())
+			if err := tn.Float32(vals); err != nil {
+				return err
+			}
+			backend.UploadFloat32(t.Device.Backend, moment.dst, vals)
 		}
 	}
 	t.Opt.Step = ck.Manifest.Adam.Step
@@ -696,8 +703,8 @@ func checkResume(ck *Checkpoint, cfg config.Config) error {
 	}
 	detail := fmt.Sprintf("was trained with a different architecture: %s", strings.Join(conflicts, "; "))
 	if mc := cfg.ModelConfig(); mc.Validate() == nil {
-		pool := memory.NewPool(memory.Options{Virtual: true})
-		if net, err := model.New(pool, mc, cfg.Model.Seed); err == nil {
+		dev := model.NewDevice(noop.New(Target()), memory.Options{})
+		if net, err := model.New(dev, mc, cfg.Model.Seed); err == nil {
 			if diffs := layoutDiff(specs(ck.model.Tensors), stateSpecs(net)); len(diffs) > 0 {
 				detail += fmt.Sprintf("; %d tensors differ: %s", len(diffs), listSome(diffs, 8))
 			}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model"
 )
 
 // FitCandidate is one configuration memory.fit: auto may train.
@@ -73,7 +72,7 @@ func Fit(cfg config.Config) (config.Config, string, error) {
 // larger one stopped.
 func (t *Trainer) Adopt(c config.Config) error {
 	t.Net.SetCheckpoint(c.ModelConfig().Checkpoint)
-	prec := Precision(c.Train.Precision)
+	prec := c.Precision()
 	if err := t.Net.SetPrecision(prec); err != nil {
 		return err
 	}
@@ -84,15 +83,8 @@ func (t *Trainer) Adopt(c config.Config) error {
 	}
 	if b := c.Train.BatchSize; b != t.Config.Train.BatchSize || c.Train.Accumulate != t.Config.Train.Accumulate {
 		samples := t.micro * t.Config.Train.BatchSize
-		H, W := t.data.Size()
-		t.Pool.MustFree(t.masks)
-		t.images.Release()
-		t.images, t.masks = nil, nil
-		var err error
-		if t.images, err = model.NewTensor(t.Pool, memory.Activations, b, t.data.Channels(), H, W); err != nil {
-			return err
-		}
-		if t.masks, err = t.Pool.AllocBytes(memory.Activations, b*H*W); err != nil {
+		t.freeBatch()
+		if _, err := t.allocBatch(b); err != nil {
 			return err
 		}
 		t.microPerEpoch = len(t.trainIdx) / (b * c.Train.Accumulate) * c.Train.Accumulate

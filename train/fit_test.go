@@ -66,7 +66,7 @@ func TestFitAutoOnOOMDuringTraining(t *testing.T) {
 		t.Fatalf("fit log %q: the configuration fits exactly and should be kept", tr.FitLog)
 	}
 	// Someone else takes a fifth of the device.
-	pad, err := tr.Pool.AllocBytes(memory.Workspace, int(full.PeakAllocatedBytes/5))
+	pad, err := tr.Pool.Alloc(memory.Workspace, full.PeakAllocatedBytes/5)
 	if err != nil {
 		t.Fatal(err)
 	}

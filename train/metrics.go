@@ -1,10 +1,8 @@
 package train
 
-import "github.com/memunet/memunet/model"
-
 // Confusion is a classes x classes pixel count: rows are the true class,
-// columns the predicted one. Pixels whose target is the ignore index are
-// not counted.
+// columns the predicted one (backend.Metrics.Confusion counts them). Pixels
+// whose target is the ignore index are not counted.
 type Confusion struct {
 	Classes int
 	Counts  []int64
@@ -13,26 +11,6 @@ type Confusion struct {
 // NewConfusion makes an empty matrix.
 func NewConfusion(classes int) *Confusion {
 	return &Confusion{Classes: classes, Counts: make([]int64, classes*classes)}
-}
-
-// Add counts the argmax of logits (N,K,H,W) against target (N,H,W).
-func (c *Confusion) Add(logits []float32, target []uint8, n, h, w int) {
-	K, HW := c.Classes, h*w
-	for i := 0; i < n; i++ {
-		for p := 0; p < HW; p++ {
-			t := target[i*HW+p]
-			if t == model.IgnoreIndex || int(t) >= K {
-				continue
-			}
-			best, arg := logits[(i*K)*HW+p], 0
-			for k := 1; k < K; k++ {
-				if v := logits[(i*K+k)*HW+p]; v > best {
-					best, arg = v, k
-				}
-			}
-			c.Counts[int(t)*K+arg]++
-		}
-	}
 }
 
 // PixelAccuracy is correct pixels over counted pixels (0 with none).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -103,18 +104,19 @@ type PlanRow struct {
 const PhaseValidation = "validation"
 
 // PlanConfig predicts the peak memory of training with cfg, exactly, by a
-// dry run: the trainer is built on a virtual pool, which accounts every
-// allocation without memory, and runs two optimizer steps and a validation
-// batch without computing anything. Every allocation of a real run happens
-// in the same order with the same sizes, so the statistics are those of the
-// real run, byte for byte; it takes milliseconds.
+// dry run: the trainer is built on the planning backend (backend/noop: the
+// target backend's sizes, a virtual pool that accounts every allocation
+// without memory, no arithmetic) and runs two optimizer steps and a
+// validation without computing anything. Every allocation of a real run
+// happens in the same order with the same sizes, so the statistics are those
+// of the real run, byte for byte; it takes milliseconds.
 func PlanConfig(cfg config.Config) (PlanRow, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{
 		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, Precision: cfg.Train.Precision,
 		Checkpoint: cfg.Model.Checkpoint.String(), PeakByPhase: map[string]int64{}, Config: cfg,
 	}
-	t, err := buildTrainer(cfg, true)
+	t, err := buildTrainer(cfg, noop.New(Target()))
 	if err != nil {
 		return row, err
 	}

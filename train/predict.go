@@ -3,20 +3,22 @@ package train
 import (
 	"fmt"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 )
 
-// Predictor is a checkpoint's model in eval mode, allocated from its own
-// accounted pool.
+// Predictor is a checkpoint's model in eval mode, on a device of its own
+// (its own accounted pool).
 type Predictor struct {
 	Checkpoint *Checkpoint
 	// Config is the checkpoint's configuration: architecture, data and
 	// preprocessing.
 	Config config.Config
-	Pool   *memory.Pool
+	Device *model.Device
+	Pool   *memory.Pool // Device.Pool
 	Net    *model.UNet
 	// Batch is the number of images per forward pass.
 	Batch int
@@ -30,17 +32,15 @@ func NewPredictor(ck *Checkpoint, precision string, capacity int64, batch int) (
 	if batch < 1 {
 		return nil, fmt.Errorf("batch size %d: must be at least 1", batch)
 	}
-	switch precision {
-	case "fp32", "fp16", "bf16":
-	default:
-		return nil, fmt.Errorf("precision %q: must be fp32, fp16 or bf16", precision)
+	prec, err := backend.ParsePrecision(precision)
+	if err != nil {
+		return nil, fmt.Errorf("precision %w", err)
 	}
 	p := &Predictor{Checkpoint: ck, Config: ck.Config, Batch: batch}
-	p.Pool = memory.NewPool(memory.Options{Capacity: capacity})
-	prec := Precision(precision)
-	p.env = &model.Env{Pool: p.Pool, Precision: prec}
-	var err error
-	if p.Net, err = model.New(p.Pool, ck.Config.ModelConfig(), ck.Config.Model.Seed); err != nil {
+	p.Device = model.NewDevice(Target(), memory.Options{Capacity: capacity})
+	p.Pool = p.Device.Pool
+	p.env = &model.Env{Device: p.Device, Precision: prec}
+	if p.Net, err = model.New(p.Device, ck.Config.ModelConfig(), ck.Config.Model.Seed); err != nil {
 		return nil, err
 	}
 	if err := p.Net.SetPrecision(prec); err != nil {
@@ -68,13 +68,27 @@ func (p *Predictor) InputSize() (h, w int) { return p.Config.ImageSize() }
 
 // logits runs n images (N,C,H,W normalized, planar) through the model.
 func (p *Predictor) logits(images []float32, n, h, w int) (*model.Tensor, error) {
-	x, err := model.NewTensor(p.Pool, memory.Activations, n, p.Config.Model.InChannels, h, w)
+	x, err := model.NewTensor(p.Device, memory.Activations, backend.Float32, n, p.Config.Model.InChannels, h, w)
 	if err != nil {
 		return nil, err
 	}
 	defer x.Release()
-	copy(x.Data(), images)
+	x.Write(images)
 	return p.Net.Forward(p.env, x)
+}
+
+// classes is the argmax of logits (N,K,H,W), computed on the device into a
+// buffer of N*H*W bytes and downloaded.
+func (p *Predictor) classes(logits *model.Tensor) ([]uint8, error) {
+	buf, err := p.Pool.Alloc(memory.Activations, int64(logits.N*logits.H*logits.W))
+	if err != nil {
+		return nil, err
+	}
+	defer p.Pool.MustFree(buf)
+	out := backend.Whole(buf, backend.Uint8)
+	s := logits.Shape()
+	p.Device.Backend.Argmax(backend.Shape4{N: s[0], C: s[1], H: s[2], W: s[3]}, out, logits.View())
+	return backend.DownloadBytes(p.Device.Backend, out), nil
 }
 
 // Predict returns the class of every pixel (N,H,W) of n normalized images
@@ -91,25 +105,7 @@ func (p *Predictor) Predict(images []float32, n, h, w int) ([]uint8, error) {
 		return nil, err
 	}
 	defer logits.Release()
-	return Argmax(logits.Float32(), n, p.Config.Model.Classes, h, w), nil
-}
-
-// Argmax is the class of each pixel of logits (N,K,H,W): the first largest.
-func Argmax(logits []float32, n, k, h, w int) []uint8 {
-	hw := h * w
-	out := make([]uint8, n*hw)
-	for i := 0; i < n; i++ {
-		for px := 0; px < hw; px++ {
-			best, arg := logits[(i*k)*hw+px], 0
-			for c := 1; c < k; c++ {
-				if v := logits[(i*k+c)*hw+px]; v > best {
-					best, arg = v, c
-				}
-			}
-			out[i*hw+px] = uint8(arg)
-		}
-	}
-	return out
+	return p.classes(logits)
 }
 
 // Split opens the checkpoint's dataset and returns it with the indices of
@@ -145,20 +141,11 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 		if err := data.FillBatch(ds, idx[lo:hi], images, masks); err != nil {
 			return ValRecord{}, err
 		}
-		logits, err := p.logits(images, n, h, w)
+		loss, pred, err := p.scoreBatch(images, masks, n, h, w, conf)
 		if err != nil {
 			return ValRecord{}, err
 		}
-		var ce model.CrossEntropy
-		loss, err := ce.Forward(p.env, logits, masks)
-		values := logits.Float32()
-		logits.Release()
-		if err != nil {
-			return ValRecord{}, err
-		}
-		conf.Add(values, masks, n, h, w)
 		lossSum += loss * float64(n)
-		pred := Argmax(values, n, k, h, w)
 		for j := 0; j < n; j++ {
 			if err := fn(idx[lo+j], pred[j*h*w:(j+1)*h*w], masks[j*h*w:(j+1)*h*w]); err != nil {
 				return ValRecord{}, err
@@ -170,4 +157,30 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 	}
 	return ValRecord{Type: "val", ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
 		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice()}, nil
+}
+
+// scoreBatch predicts n images, adds them to conf against masks (uploaded
+// to the device for the loss and the counts) and returns the batch's loss
+// and the predicted classes.
+func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, conf *Confusion) (float64, []uint8, error) {
+	logits, err := p.logits(images, n, h, w)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer logits.Release()
+	buf, err := p.Pool.Alloc(memory.Activations, int64(len(masks)))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer p.Pool.MustFree(buf)
+	target := backend.Whole(buf, backend.Uint8)
+	p.Device.Backend.Upload(target, masks)
+	var ce model.CrossEntropy
+	loss, err := ce.Forward(p.env, logits, target)
+	if err != nil {
+		return 0, nil, err
+	}
+	p.Device.Backend.Confusion(backend.Shape4{N: n, C: conf.Classes, H: h, W: w}, conf.Counts, logits.View(), target)
+	pred, err := p.classes(logits)
+	return loss, pred, err
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
@@ -286,21 +287,30 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	return sum, nil
 }
 
-// evaluate runs the model in eval mode over idx and returns loss and metrics.
-func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch int) (ValRecord, error) {
+// evaluate runs the model in eval mode over idx in batches of batch and
+// returns loss and metrics. Targets go into masks (a Uint8 view of at least
+// batch*H*W values on the model's device: the training batch's), so
+// validation allocates nothing but each batch's images and what the layers
+// allocate.
+func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch int, masks backend.View) (ValRecord, error) {
 	H, W := ds.Size()
-	conf := NewConfusion(net.Config.Classes)
+	K := net.Config.Classes
+	counts := make([]int64, K*K)
 	var lossSum float64
+	hostImages, hostMasks := make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
 	for lo := 0; lo < len(idx); lo += batch {
 		hi := min(lo+batch, len(idx))
 		n := hi - lo
-		images, err := model.NewTensor(env.Pool, memory.Activations, n, ds.Channels(), H, W)
+		images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
 		if err != nil {
 			return ValRecord{}, err
 		}
-		masks := make([]uint8, n*H*W)
-		if !env.Pool.Virtual() {
-			err = data.FillBatch(ds, idx[lo:hi], images.Data(), masks)
+		target := masks.Slice(0, n*H*W)
+		if !env.Pool.Virtual() { // a planned validation has no memory to fill
+			if err = data.FillBatch(ds, idx[lo:hi], hostImages[:images.Len()], hostMasks[:n*H*W]); err == nil {
+				images.Write(hostImages[:images.Len()])
+				env.Backend.Upload(target, hostMasks[:n*H*W])
+			}
 		}
 		var logits *model.Tensor
 		if err == nil {
@@ -311,9 +321,9 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 			return ValRecord{}, err
 		}
 		var ce model.CrossEntropy
-		loss, err := ce.Forward(env, logits, masks)
-		if err == nil && !env.Pool.Virtual() {
-			conf.Add(logits.Float32(), masks, n, H, W)
+		loss, err := ce.Forward(env, logits, target)
+		if err == nil {
+			env.Backend.Confusion(backend.Shape4{N: n, C: K, H: H, W: W}, counts, logits.View(), target)
 		}
 		logits.Release()
 		if err != nil {
@@ -321,6 +331,7 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 		}
 		lossSum += loss * float64(n)
 	}
+	conf := &Confusion{Classes: K, Counts: counts}
 	return ValRecord{
 		ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
 		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice(),

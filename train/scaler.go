@@ -1,8 +1,7 @@
 package train
 
 import (
-	"math"
-
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/model"
 )
 
@@ -35,22 +34,17 @@ func (s *GradScaler) LossScale() float64 {
 }
 
 // Unscale divides every trainable gradient by the scale (multiplying by its
-// float32 reciprocal, as PyTorch does) and reports whether all of them are
-// finite. With the scaler disabled it only checks.
-func (s *GradScaler) Unscale(params []*model.Param) (finite bool) {
+// float32 reciprocal, as PyTorch does) on b and reports whether all of them
+// are finite. With the scaler disabled it only checks.
+func (s *GradScaler) Unscale(b backend.Optimizer, params []*model.Param) (finite bool) {
 	inv := float32(1)
 	if s.Enabled {
 		inv = float32(1 / s.Scale)
 	}
 	finite = true
 	for _, p := range params {
-		g := p.Grad()
-		for i, v := range g {
-			v *= inv
-			g[i] = v
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				finite = false
-			}
+		if p.Trainable {
+			finite = b.UnscaleCheck(p.GradView(), inv) && finite
 		}
 	}
 	return finite

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
@@ -46,10 +48,11 @@ func phaseMemory(st memory.Stats) PhaseMemory {
 }
 
 // Trainer holds a run's state: model, optimizer, scaler, data order and the
-// pool everything is allocated from.
+// device (backend and pool) everything is allocated from.
 type Trainer struct {
 	Config config.Config
-	Pool   *memory.Pool
+	Device *model.Device
+	Pool   *memory.Pool // Device.Pool
 	Net    *model.UNet
 	Opt    *Adam
 	Scaler *GradScaler
@@ -57,8 +60,10 @@ type Trainer struct {
 	data          data.Dataset
 	trainIdx      []int
 	valIdx        []int
-	images        *model.Tensor // one micro-batch
-	masks         *memory.Buffer
+	images        *model.Tensor // one micro-batch, on the device
+	masks         backend.View  // its targets (Uint8), on the device
+	hostImages    []float32     // the loader fills these, then they are uploaded
+	hostMasks     []uint8
 	env           *model.Env
 	microPerEpoch int
 	micro         int          // micro-batches consumed so far
@@ -76,16 +81,8 @@ type Trainer struct {
 	fitQueue []FitCandidate // later candidates for an OOM during training
 }
 
-// Precision maps train.precision to the model's storage type.
-func Precision(name string) model.DType {
-	switch name {
-	case "fp16":
-		return model.Float16
-	case "bf16":
-		return model.BFloat16
-	}
-	return model.Float32
-}
+// Target is the backend a run trains on: the CPU.
+func Target() backend.Backend { return cpu.New() }
 
 // NewTrainer builds the dataset, the model, Adam and the batch buffers from a
 // validated configuration.
@@ -95,7 +92,7 @@ func Precision(name string) model.DType {
 // for an out-of-memory error during training.
 func NewTrainer(cfg config.Config) (*Trainer, error) {
 	if cfg.Memory.Fit != "auto" {
-		return buildTrainer(cfg, false) // which validates cfg
+		return buildTrainer(cfg, Target()) // which validates cfg
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -104,7 +101,7 @@ func NewTrainer(cfg config.Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := buildTrainer(chosen, false)
+	t, err := buildTrainer(chosen, Target())
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +116,10 @@ func NewTrainer(cfg config.Config) (*Trainer, error) {
 	return t, nil
 }
 
-// buildTrainer is NewTrainer; with virtual, everything is allocated from a
-// virtual pool and steps are dry runs (see Plan).
-func buildTrainer(cfg config.Config, virtual bool) (*Trainer, error) {
+// buildTrainer is NewTrainer on backend b; with the planning backend
+// (noop) everything is allocated from a virtual pool and steps are dry runs
+// (see Plan).
+func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -140,17 +138,18 @@ func buildTrainer(cfg config.Config, virtual bool) (*Trainer, error) {
 	// that every micro-batch has the same size and memory.
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
 
-	t.Pool = memory.NewPool(memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline, Virtual: virtual})
-	prec := Precision(cfg.Train.Precision)
-	t.env = &model.Env{Pool: t.Pool, Training: true, Precision: prec}
-	if t.Net, err = model.New(t.Pool, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
+	t.Device = model.NewDevice(b, memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
+	t.Pool = t.Device.Pool
+	prec := cfg.Precision()
+	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
+	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
 		return nil, t.oom(err, "building the model")
 	}
 	if err := t.Net.SetPrecision(prec); err != nil {
 		t.Close()
 		return nil, t.oom(err, "the 16-bit weight copies")
 	}
-	if t.Opt, err = NewAdam(t.Pool, t.Net.Params(), AdamConfig{
+	if t.Opt, err = NewAdam(t.Device, t.Net.Params(), AdamConfig{
 		LR: cfg.Train.LR, Beta1: cfg.Train.Betas[0], Beta2: cfg.Train.Betas[1], Eps: cfg.Train.Eps, WeightDecay: cfg.Train.WeightDecay,
 	}); err != nil {
 		t.Close()
@@ -159,16 +158,38 @@ func buildTrainer(cfg config.Config, virtual bool) (*Trainer, error) {
 	sc := cfg.Train.Scaler
 	t.Scaler = &GradScaler{Enabled: cfg.ScalerEnabled(), Scale: sc.InitScale, GrowthFactor: sc.GrowthFactor,
 		BackoffFactor: sc.BackoffFactor, GrowthInterval: sc.GrowthInterval}
-	H, W := ds.Size()
-	if t.images, err = model.NewTensor(t.Pool, memory.Activations, batch, ds.Channels(), H, W); err != nil {
+	if what, err := t.allocBatch(batch); err != nil {
 		t.Close()
-		return nil, t.oom(err, "the input batch")
-	}
-	if t.masks, err = t.Pool.AllocBytes(memory.Activations, batch*H*W); err != nil {
-		t.Close()
-		return nil, t.oom(err, "the mask batch")
+		return nil, t.oom(err, what)
 	}
 	return t, nil
+}
+
+// allocBatch allocates the device buffers of one micro-batch of b samples
+// (images, then targets) and their host staging; on failure it says which.
+func (t *Trainer) allocBatch(b int) (string, error) {
+	H, W := t.data.Size()
+	var err error
+	if t.images, err = model.NewTensor(t.Device, memory.Activations, backend.Float32, b, t.data.Channels(), H, W); err != nil {
+		return "the input batch", err
+	}
+	masks, err := t.Pool.Alloc(memory.Activations, int64(b*H*W))
+	if err != nil {
+		return "the mask batch", err
+	}
+	t.masks = backend.Whole(masks, backend.Uint8)
+	t.hostImages, t.hostMasks = make([]float32, t.images.Len()), make([]uint8, b*H*W)
+	return "", nil
+}
+
+// freeBatch frees what allocBatch allocated.
+func (t *Trainer) freeBatch() {
+	if !t.masks.None() {
+		t.Pool.MustFree(t.masks.Buf)
+		t.masks = backend.View{}
+	}
+	t.images.Release()
+	t.images = nil
 }
 
 // openData opens the configured dataset (synthetic, folder or voc; resized,
@@ -192,12 +213,7 @@ func (t *Trainer) Close() {
 		t.loader.Close()
 		t.loader = nil
 	}
-	if t.masks != nil {
-		t.Pool.MustFree(t.masks)
-		t.masks = nil
-	}
-	t.images.Release()
-	t.images = nil
+	t.freeBatch()
 	if t.Opt != nil {
 		t.Opt.Free()
 		t.Opt = nil
@@ -311,7 +327,7 @@ func (t *Trainer) step() (StepResult, error) {
 		keep(PhaseForward, t.Pool.Stats())
 		t.Pool.ResetPeak()
 		var ce model.CrossEntropy
-		loss, err := ce.Forward(t.env, logits, t.masks.Bytes())
+		loss, err := ce.Forward(t.env, logits, t.masks)
 		logits.Release()
 		if err != nil {
 			return res, err
@@ -331,7 +347,7 @@ func (t *Trainer) step() (StepResult, error) {
 	}
 	t.Pool.ResetPeak()
 	optStart := time.Now()
-	finite := t.Scaler.Unscale(t.Net.Params())
+	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
 	if finite {
 		t.Opt.Update()
 		t.Net.SyncWorkingWeights()
@@ -351,7 +367,7 @@ func (t *Trainer) step() (StepResult, error) {
 // epoch t.micro / microPerEpoch, the same whether or not the run was resumed.
 func (t *Trainer) nextBatch() (int, error) {
 	epoch := t.micro/t.microPerEpoch + 1
-	if !t.Pool.Virtual() {
+	if !t.Pool.Virtual() { // a planned step has no memory to fill
 		b := t.Config.Train.BatchSize
 		if l := t.loader; l == nil || l.Config().Batch != b || l.Config().PerEpoch != t.microPerEpoch {
 			if l != nil {
@@ -364,9 +380,11 @@ func (t *Trainer) nextBatch() (int, error) {
 			}
 		}
 		var err error
-		if epoch, err = t.loader.Batch(t.micro, t.images.Data(), t.masks.Bytes()); err != nil {
+		if epoch, err = t.loader.Batch(t.micro, t.hostImages, t.hostMasks); err != nil {
 			return 0, err
 		}
+		t.images.Write(t.hostImages)
+		t.Device.Backend.Upload(t.masks, t.hostMasks)
 	}
 	t.micro++
 	return epoch, nil
@@ -375,7 +393,7 @@ func (t *Trainer) nextBatch() (int, error) {
 // Validate evaluates the model on the validation samples in eval mode, in
 // batches of train.batch_size.
 func (t *Trainer) Validate() (ValRecord, error) {
-	v, err := evaluate(&model.Env{Pool: t.Pool, Precision: t.env.Precision}, t.Net, t.data, t.valIdx, t.Config.Train.BatchSize)
+	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
 	if err != nil {
 		return v, t.oom(err, "validation")
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -33,7 +35,7 @@ func newTrainer(t *testing.T, c config.Config) *Trainer {
 func paramsCopy(net *model.UNet) map[string][]float32 {
 	out := map[string][]float32{}
 	for _, p := range net.Params() {
-		out[p.Name] = append([]float32(nil), p.Data()...)
+		out[p.Name] = p.Read()
 	}
 	return out
 }
@@ -55,7 +57,7 @@ func TestAccumulateMatchesLargeBatch(t *testing.T) {
 			grads[i] = map[string][]float32{}
 			for _, p := range tr.Net.Params() {
 				if p.Trainable {
-					grads[i][p.Name] = append([]float32(nil), p.Grad()...)
+					grads[i][p.Name] = p.ReadGrad()
 				}
 			}
 		}
@@ -99,13 +101,19 @@ func TestScalerSkipsInfStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	weights := paramsCopy(tr.Net)
+	read := func(v backend.View) []float32 { return backend.DownloadFloat32(tr.Device.Backend, v) }
 	var moments [][]float32
 	for i := range tr.Opt.m {
-		moments = append(moments, append([]float32(nil), tr.Opt.m[i].Float32()...), append([]float32(nil), tr.Opt.v[i].Float32()...))
+		moments = append(moments, read(tr.Opt.m[i]), read(tr.Opt.v[i]))
 	}
 	step, scale := tr.Opt.Step, tr.Scaler.Scale
 
-	tr.afterBackward = func() { tr.Net.Params()[0].Grad()[3] = float32(math.Inf(1)) }
+	tr.afterBackward = func() {
+		p := tr.Net.Params()[0]
+		g := p.ReadGrad()
+		g[3] = float32(math.Inf(1))
+		backend.UploadFloat32(tr.Device.Backend, p.GradView(), g)
+	}
 	res, err := tr.Step()
 	if err != nil {
 		t.Fatal(err)
@@ -122,12 +130,12 @@ func TestScalerSkipsInfStep(t *testing.T) {
 	// Trainable weights are untouched; BatchNorm's running statistics did
 	// see the batch in forward, as in PyTorch.
 	for _, p := range tr.Net.Params() {
-		if p.Trainable && !equalBits(p.Data(), weights[p.Name]) {
+		if p.Trainable && !equalBits(p.Read(), weights[p.Name]) {
 			t.Errorf("%s changed by a skipped step", p.Name)
 		}
 	}
 	for i := range tr.Opt.m {
-		if !equalBits(tr.Opt.m[i].Float32(), moments[2*i]) || !equalBits(tr.Opt.v[i].Float32(), moments[2*i+1]) {
+		if !equalBits(read(tr.Opt.m[i]), moments[2*i]) || !equalBits(read(tr.Opt.v[i]), moments[2*i+1]) {
 			t.Fatalf("Adam moments of parameter %d changed by a skipped step", i)
 		}
 	}
@@ -195,31 +203,40 @@ func TestScalerGrowth(t *testing.T) {
 // Scaled by 65536 (1.2e-4) it survives, and after unscaling the first
 // layer's gradient points where fp32's does.
 func TestFP16UnderflowWithoutScaling(t *testing.T) {
-	grad := func(prec model.DType, scale float64) []float32 {
-		pool := memory.NewPool(memory.Options{})
-		net, err := model.New(pool, model.Config{InChannels: 3, Classes: 4, Base: 4, Depth: 2}, 5)
+	grad := func(prec backend.DType, scale float64) []float32 {
+		dev := model.NewDevice(cpu.New(), memory.Options{})
+		net, err := model.New(dev, model.Config{InChannels: 3, Classes: 4, Base: 4, Depth: 2}, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range net.Params() {
+			vals := p.Read()
 			switch p.Name {
 			case "outc.conv.weight":
-				for i := range p.Data() {
-					p.Data()[i] *= 0.1
+				for i := range vals {
+					vals[i] *= 0.1
 				}
 			case "outc.conv.bias":
-				p.Data()[0] = 15
+				vals[0] = 15
 			}
+			p.Write(vals)
 		}
 		if err := net.SetPrecision(prec); err != nil {
 			t.Fatal(err)
 		}
-		env := &model.Env{Pool: pool, Training: true, Precision: prec}
-		x, _ := model.NewTensor(pool, memory.Activations, 2, 3, 16, 16)
-		for i := range x.Data() {
-			x.Data()[i] = float32(math.Sin(float64(i)))
+		env := &model.Env{Device: dev, Training: true, Precision: prec}
+		x, _ := model.NewTensor(dev, memory.Activations, backend.Float32, 2, 3, 16, 16)
+		vals := make([]float32, x.Len())
+		for i := range vals {
+			vals[i] = float32(math.Sin(float64(i)))
 		}
-		target := make([]uint8, 2*16*16) // all class 0, the confident one
+		x.Write(vals)
+		buf, err := dev.Pool.Alloc(memory.Activations, 2*16*16) // all class 0, the confident one
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := backend.Whole(buf, backend.Uint8)
+		dev.Backend.Upload(target, make([]byte, target.Len))
 		logits, err := net.Forward(env, x)
 		if err != nil {
 			t.Fatal(err)
@@ -238,24 +255,24 @@ func TestFP16UnderflowWithoutScaling(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &GradScaler{Enabled: scale != 1, Scale: scale}
-		if !s.Unscale(net.Params()) {
+		if !s.Unscale(dev.Backend, net.Params()) {
 			t.Fatal("non-finite gradient")
 		}
 		for _, p := range net.Params() {
 			if p.Name == "inc.double_conv.0.weight" {
-				return append([]float32(nil), p.Grad()...)
+				return p.ReadGrad()
 			}
 		}
 		panic("no first layer")
 	}
-	ref := grad(model.Float32, 1)
+	ref := grad(backend.Float32, 1)
 	if nonzero(ref) == 0 {
 		t.Fatal("fp32 gradient is all zero; the test case is wrong")
 	}
-	if n := nonzero(grad(model.Float16, 1)); n != 0 {
+	if n := nonzero(grad(backend.Float16, 1)); n != 0 {
 		t.Errorf("unscaled fp16: %d of %d first-layer gradients survived; expected underflow to 0", n, len(ref))
 	}
-	scaled := grad(model.Float16, 65536)
+	scaled := grad(backend.Float16, 65536)
 	if n := nonzero(scaled); n < len(ref)*9/10 {
 		t.Errorf("scaled fp16: only %d of %d first-layer gradients non-zero", n, len(ref))
 	}
@@ -357,7 +374,7 @@ func TestPhaseMemory(t *testing.T) {
 	if res.Peak != maxPeak {
 		t.Errorf("step peak %d, largest phase peak %d", res.Peak, maxPeak)
 	}
-	inputs := tr.images.Len()*4 + len(tr.masks.Bytes())
+	inputs := tr.images.Len()*4 + tr.masks.Bytes()
 	if a := res.Phases[PhaseOptimizer].PeakByCategory["activations"]; a > int64(inputs)+1024 {
 		t.Errorf("optimizer phase holds %d activation bytes, the input batch is %d", a, inputs)
 	}

@@ -11,10 +11,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
-	"github.com/memunet/memunet/model/kernels"
 	"github.com/memunet/memunet/train"
 )
 
@@ -50,8 +50,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 	}
 	// Build the model from the manifest and load the weights: this checks
 	// that the tensors are the architecture's, names and shapes.
-	pool := memory.NewPool(memory.Options{})
-	net, err := model.New(pool, ck.Config.ModelConfig(), ck.Config.Model.Seed)
+	net, err := model.New(model.NewDevice(train.Target(), memory.Options{}), ck.Config.ModelConfig(), ck.Config.Model.Seed)
 	if err != nil {
 		return err
 	}
@@ -90,17 +89,13 @@ func halve(t checkpoint.Tensor, dtype string) checkpoint.Tensor {
 	for i := range src {
 		src[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
 	}
-	bits := make([]uint16, n)
-	out := checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Data: make([]byte, 2*n)}
-	if dtype == "fp16" {
-		kernels.F32ToF16Slice(bits, src)
-		out.DType = checkpoint.F16
-	} else {
-		kernels.F32ToBF16Slice(bits, src)
-		out.DType = checkpoint.BF16
+	out := checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Data: make([]byte, 2*n), DType: checkpoint.F16}
+	round := backend.F32ToF16
+	if dtype == "bf16" {
+		out.DType, round = checkpoint.BF16, backend.F32ToBF16
 	}
-	for i, b := range bits {
-		binary.LittleEndian.PutUint16(out.Data[2*i:], b)
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(out.Data[2*i:], round(v))
 	}
 	return out
 }

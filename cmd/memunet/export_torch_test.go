@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -56,8 +57,8 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pool := memory.NewPool(memory.Options{})
-			net, err := model.New(pool, ck.Config.ModelConfig(), 1)
+			dev := model.NewDevice(train.Target(), memory.Options{})
+			net, err := model.New(dev, ck.Config.ModelConfig(), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,17 +67,19 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 				t.Fatal(err)
 			}
 			syn, _ := data.NewSynthetic(data.SyntheticConfig{Count: 3, Size: 16, Classes: 4, Seed: 5})
-			x, _ := model.NewTensor(pool, memory.Activations, 3, 3, 16, 16)
+			x, _ := model.NewTensor(dev, memory.Activations, backend.Float32, 3, 3, 16, 16)
 			defer x.Release()
-			if err := data.FillBatch(syn, []int{0, 1, 2}, x.Data(), make([]uint8, 3*256)); err != nil {
+			images := make([]float32, x.Len())
+			if err := data.FillBatch(syn, []int{0, 1, 2}, images, make([]uint8, 3*256)); err != nil {
 				t.Fatal(err)
 			}
-			logits, err := net.Forward(&model.Env{Pool: pool}, x)
+			x.Write(images)
+			logits, err := net.Forward(&model.Env{Device: dev}, x)
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeF32(t, filepath.Join(tmp, "x.bin"), x.Data())
-			writeF32(t, filepath.Join(tmp, "logits.bin"), logits.Float32())
+			writeF32(t, filepath.Join(tmp, "x.bin"), images)
+			writeF32(t, filepath.Join(tmp, "logits.bin"), logits.Read())
 			logits.Release()
 
 			cmd := exec.Command(py, "../../tools/memunet_torch.py", out, "--check", filepath.Join(tmp, "x.bin"), filepath.Join(tmp, "logits.bin"), "3", "16", "16")

@@ -56,8 +56,8 @@ func gorgoniaCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The weights come from memunet's initialization on a throwaway pool.
-	net, err := model.New(memory.NewPool(memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
+	// The weights come from memunet's initialization on a throwaway device.
+	net, err := model.New(model.NewDevice(train.Target(), memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	G "gorgonia.org/gorgonia"
@@ -87,13 +89,13 @@ func randn(rng *rand.Rand, n int) []float32 {
 func size(s [4]int) int { return s[0] * s[1] * s[2] * s[3] }
 
 // tensorOf makes an activation tensor holding a copy of data.
-func tensorOf(t *testing.T, pool *memory.Pool, s [4]int, data []float32) *model.Tensor {
+func tensorOf(t *testing.T, dev *model.Device, s [4]int, data []float32) *model.Tensor {
 	t.Helper()
-	x, err := model.NewTensor(pool, memory.Activations, s[0], s[1], s[2], s[3])
+	x, err := model.NewTensor(dev, memory.Activations, backend.Float32, s[0], s[1], s[2], s[3])
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(x.Data(), data)
+	x.Write(data)
 	return x
 }
 
@@ -108,10 +110,10 @@ type orcLayer func(b *Builder, ins []*G.Node, params map[string]*G.Node) *G.Node
 // checkLayer compares one memunet layer with its oracle on random inputs of
 // the given shapes, random values of every trainable parameter in params,
 // and L = sum(out * R) with random R: the output, the input gradients and
-// the parameter gradients, and that no activation bytes are left in the pool
+// the parameter gradients, and that no activation bytes are left in the dev
 // afterwards. It returns the worst error seen. The oracle's graph has been
 // run when it returns, so nodes orc kept can be read.
-func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Param, pool *memory.Pool, mem memLayer, orc orcLayer) float64 {
+func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Param, dev *model.Device, mem memLayer, orc orcLayer) float64 {
 	t.Helper()
 	rng := newRand(seed)
 	inData := make([][]float32, len(shapes))
@@ -123,7 +125,7 @@ func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Para
 			continue
 		}
 		v := randn(rng, p.Len())
-		copy(p.Data(), v)
+		p.Write(v)
 	}
 
 	// Oracle, float64.
@@ -140,7 +142,7 @@ func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Para
 	pnodes := map[string]*G.Node{}
 	var pnames []string
 	for _, p := range params {
-		pnodes[p.Name] = b.Input32(p.Name, p.Shape, p.Data())
+		pnodes[p.Name] = b.Input32(p.Name, p.Shape, p.Read())
 		if p.Trainable {
 			wrt = append(wrt, pnodes[p.Name])
 			pnames = append(pnames, p.Name)
@@ -173,10 +175,10 @@ func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Para
 	wantOut := mustValues(t, out.Value())
 
 	// memunet.
-	env := &model.Env{Pool: pool, Training: true}
+	env := &model.Env{Device: dev, Training: true}
 	mins := make([]*model.Tensor, len(shapes))
 	for i, s := range shapes {
-		mins[i] = tensorOf(t, pool, s, inData[i])
+		mins[i] = tensorOf(t, dev, s, inData[i])
 	}
 	mout, backward, err := mem(env, mins)
 	if err != nil {
@@ -188,8 +190,8 @@ func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Para
 	if got := mout.Shape(); len(outShape) != 4 || got != [4]int(outShape) {
 		t.Fatalf("memunet output shape %v, oracle %v", got, outShape)
 	}
-	worst := compare(t, "out", mout.Data(), wantOut, layerTol)
-	dout := tensorOf(t, pool, mout.Shape(), R)
+	worst := compare(t, "out", mout.Read(), wantOut, layerTol)
+	dout := tensorOf(t, dev, mout.Shape(), R)
 	mout.Release()
 	dins, err := backward(dout)
 	if err != nil {
@@ -199,7 +201,7 @@ func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Para
 		if d == nil {
 			continue
 		}
-		worst = max(worst, compare(t, fmt.Sprintf("din%d", i), d.Data(), mustValues(t, grads[i].Value()), layerTol))
+		worst = max(worst, compare(t, fmt.Sprintf("din%d", i), d.Read(), mustValues(t, grads[i].Value()), layerTol))
 		d.Release()
 	}
 	for j, name := range pnames {
@@ -209,9 +211,9 @@ func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Para
 				p = q
 			}
 		}
-		worst = max(worst, compare(t, "d"+name, p.Grad(), mustValues(t, grads[len(shapes)+j].Value()), layerTol))
+		worst = max(worst, compare(t, "d"+name, p.ReadGrad(), mustValues(t, grads[len(shapes)+j].Value()), layerTol))
 	}
-	if a := pool.Stats().ByCategory[memory.Activations].Current; a != 0 {
+	if a := dev.Pool.Stats().ByCategory[memory.Activations].Current; a != 0 {
 		t.Errorf("%d activation bytes still allocated after backward", a)
 	}
 	return worst
@@ -227,4 +229,17 @@ func mustValues(t *testing.T, v G.Value) []float64 {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// targetView is host class indices on a CPU device of their own (so the
+// device under test holds only what its layers allocate).
+func targetView(target []uint8) backend.View {
+	dev := model.NewDevice(cpu.New(), memory.Options{})
+	buf, err := dev.Pool.Alloc(memory.Activations, int64(len(target)))
+	if err != nil {
+		panic(err)
+	}
+	v := backend.Whole(buf, backend.Uint8)
+	dev.Backend.Upload(v, target)
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	G "gorgonia.org/gorgonia"
@@ -36,12 +37,12 @@ func TestConv2d(t *testing.T) {
 		{3, 2, 8, 7, 3, 5, 2, false},
 	} {
 		t.Run(fmt.Sprintf("%dx%dx%dx%d_oc%d_k%d_pad%d_bias%v", tc.n, tc.c, tc.h, tc.w, tc.oc, tc.k, tc.pad, tc.bias), func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			l, err := model.NewConv2d(pool, "conv", tc.c, tc.oc, tc.k, tc.pad, tc.bias)
+			dev := model.NewDevice(cpu.New(), memory.Options{})
+			l, err := model.NewConv2d(dev, "conv", tc.c, tc.oc, tc.k, tc.pad, tc.bias)
 			if err != nil {
 				t.Fatal(err)
 			}
-			worst := checkLayer(t, uint64(100+i), [][4]int{{tc.n, tc.c, tc.h, tc.w}}, l.Params(), pool, single(l),
+			worst := checkLayer(t, uint64(100+i), [][4]int{{tc.n, tc.c, tc.h, tc.w}}, l.Params(), dev, single(l),
 				func(b *Builder, ins []*G.Node, ps map[string]*G.Node) *G.Node {
 					return b.Conv2d(ins[0], ps["conv.weight"], ps["conv.bias"], tc.k, tc.pad)
 				})
@@ -58,12 +59,12 @@ func TestUpConv(t *testing.T) {
 		{1, 1, 1, 2, 1},
 	} {
 		t.Run(fmt.Sprintf("%dx%dx%dx%d_oc%d", tc.n, tc.c, tc.h, tc.w, tc.oc), func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			l, err := model.NewUpConv(pool, "up", tc.c, tc.oc)
+			dev := model.NewDevice(cpu.New(), memory.Options{})
+			l, err := model.NewUpConv(dev, "up", tc.c, tc.oc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			worst := checkLayer(t, uint64(200+i), [][4]int{{tc.n, tc.c, tc.h, tc.w}}, l.Params(), pool, single(l),
+			worst := checkLayer(t, uint64(200+i), [][4]int{{tc.n, tc.c, tc.h, tc.w}}, l.Params(), dev, single(l),
 				func(b *Builder, ins []*G.Node, ps map[string]*G.Node) *G.Node {
 					return b.UpConv(ins[0], ps["up.weight"], ps["up.bias"])
 				})
@@ -75,8 +76,8 @@ func TestUpConv(t *testing.T) {
 func TestBatchNorm2d(t *testing.T) {
 	for i, s := range [][4]int{{2, 3, 5, 7}, {4, 5, 3, 3}, {1, 2, 7, 9}, {3, 1, 1, 2}} {
 		t.Run(fmt.Sprintf("%dx%dx%dx%d", s[0], s[1], s[2], s[3]), func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			l, err := model.NewBatchNorm2d(pool, "bn", s[1])
+			dev := model.NewDevice(cpu.New(), memory.Options{})
+			l, err := model.NewBatchNorm2d(dev, "bn", s[1])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,10 +87,10 @@ func TestBatchNorm2d(t *testing.T) {
 			for c := range rv0 {
 				rv0[c] = 1 + rv0[c]*rv0[c]
 			}
-			copy(l.RunningMean.Data(), rm0)
-			copy(l.RunningVar.Data(), rv0)
+			l.RunningMean.Write(rm0)
+			l.RunningVar.Write(rv0)
 			var mean, variance *G.Node
-			worst := checkLayer(t, uint64(300+i), [][4]int{s}, l.Params(), pool, single(l),
+			worst := checkLayer(t, uint64(300+i), [][4]int{s}, l.Params(), dev, single(l),
 				func(b *Builder, ins []*G.Node, ps map[string]*G.Node) *G.Node {
 					var y *G.Node
 					y, mean, variance = b.BatchNorm2d(ins[0], ps["bn.weight"], ps["bn.bias"], BatchNormEps)
@@ -107,8 +108,8 @@ func TestBatchNorm2d(t *testing.T) {
 				wantM[c] = 0.9*float64(rm0[c]) + 0.1*mu[c]
 				wantV[c] = 0.9*float64(rv0[c]) + 0.1*unbiased
 			}
-			worst = max(worst, compare(t, "running_mean", l.RunningMean.Data(), wantM, layerTol))
-			worst = max(worst, compare(t, "running_var", l.RunningVar.Data(), wantV, layerTol))
+			worst = max(worst, compare(t, "running_mean", l.RunningMean.Read(), wantM, layerTol))
+			worst = max(worst, compare(t, "running_var", l.RunningVar.Read(), wantV, layerTol))
 			if l.NumBatchesTracked != 1 {
 				t.Errorf("num_batches_tracked = %d, want 1", l.NumBatchesTracked)
 			}
@@ -128,12 +129,12 @@ func TestGroupNorm(t *testing.T) {
 		{[4]int{2, 4, 5, 5}, 1}, // LayerNorm-like
 	} {
 		t.Run(fmt.Sprintf("%dx%dx%dx%d_g%d", tc.s[0], tc.s[1], tc.s[2], tc.s[3], tc.groups), func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			l, err := model.NewGroupNorm(pool, "gn", tc.groups, tc.s[1])
+			dev := model.NewDevice(cpu.New(), memory.Options{})
+			l, err := model.NewGroupNorm(dev, "gn", tc.groups, tc.s[1])
 			if err != nil {
 				t.Fatal(err)
 			}
-			worst := checkLayer(t, uint64(400+i), [][4]int{tc.s}, l.Params(), pool, single(l),
+			worst := checkLayer(t, uint64(400+i), [][4]int{tc.s}, l.Params(), dev, single(l),
 				func(b *Builder, ins []*G.Node, ps map[string]*G.Node) *G.Node {
 					return b.GroupNorm(ins[0], ps["gn.weight"], ps["gn.bias"], tc.groups, BatchNormEps)
 				})
@@ -180,8 +181,8 @@ func TestParameterFreeLayers(t *testing.T) {
 			name += fmt.Sprintf("_%dx%dx%dx%d", s[0], s[1], s[2], s[3])
 		}
 		t.Run(name, func(t *testing.T) {
-			pool := memory.NewPool(memory.Options{})
-			worst := checkLayer(t, uint64(500+i), c.shapes, nil, pool, c.mem(), c.orc)
+			dev := model.NewDevice(cpu.New(), memory.Options{})
+			worst := checkLayer(t, uint64(500+i), c.shapes, nil, dev, c.mem(), c.orc)
 			t.Logf("worst error %.3g", worst)
 		})
 	}
@@ -260,11 +261,11 @@ func TestCrossEntropy(t *testing.T) {
 			}
 			wantLoss := mustValues(t, loss.Value())
 
-			pool := memory.NewPool(memory.Options{})
-			env := &model.Env{Pool: pool, Training: true}
-			x := tensorOf(t, pool, tc.s, logits)
+			dev := model.NewDevice(cpu.New(), memory.Options{})
+			env := &model.Env{Device: dev, Training: true}
+			x := tensorOf(t, dev, tc.s, logits)
 			var ce model.CrossEntropy
-			got, err := ce.Forward(env, x, target)
+			got, err := ce.Forward(env, x, targetView(target))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,9 +275,9 @@ func TestCrossEntropy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			worst = max(worst, compare(t, "dlogits", dz.Data(), mustValues(t, grads[0].Value()), layerTol))
+			worst = max(worst, compare(t, "dlogits", dz.Read(), mustValues(t, grads[0].Value()), layerTol))
 			dz.Release()
-			if a := pool.Stats().ByCategory[memory.Activations].Current; a != 0 {
+			if a := dev.Pool.Stats().ByCategory[memory.Activations].Current; a != 0 {
 				t.Errorf("%d activation bytes still allocated after backward", a)
 			}
 			t.Logf("loss %.6g, worst error %.3g", got, worst)

@@ -66,10 +66,10 @@ func BuildUNet(m *model.UNet, shape [4]int, image []float32, target []uint8, dt 
 	for _, p := range m.Params() {
 		byName[p.Name] = p
 		if p.Trainable {
-			net.Params[p.Name] = b.Input32(p.Name, p.Shape, p.Data())
+			net.Params[p.Name] = b.Input32(p.Name, p.Shape, p.Read())
 			net.Names = append(net.Names, p.Name)
 		} else {
-			net.running[p.Name] = Float64s(p.Data())
+			net.running[p.Name] = Float64s(p.Read())
 		}
 	}
 	param := func(name string) *G.Node {

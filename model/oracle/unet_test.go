@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"gorgonia.org/tensor"
@@ -48,8 +49,8 @@ func TestUNetFloat32(t *testing.T) {
 func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, dt tensor.Dtype, tol float64) {
 	const N, H, W = 2, 16, 16
 	cfg := model.Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: up, Norm: norm, Groups: 8}
-	pool := memory.NewPool(memory.Options{})
-	m, err := model.New(pool, cfg, seed)
+	dev := model.NewDevice(cpu.New(), memory.Options{})
+	m, err := model.New(dev, cfg, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +66,11 @@ func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, 
 		if p.Name[len(p.Name)-len("weight"):] == "weight" {
 			off = 1
 		}
-		for j, v := range randn(rng, p.Len()) {
-			p.Data()[j] = float32(off + 0.2*float64(v))
+		vals := randn(rng, p.Len())
+		for j, v := range vals {
+			vals[j] = float32(off + 0.2*float64(v))
 		}
+		p.Write(vals)
 	}
 	shape := [4]int{N, cfg.InChannels, H, W}
 	image := randn(rng, size(shape))
@@ -96,16 +99,16 @@ func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, 
 		t.Fatal(err)
 	}
 
-	env := &model.Env{Pool: pool, Training: true}
-	x := tensorOf(t, pool, shape, image)
+	env := &model.Env{Device: dev, Training: true}
+	x := tensorOf(t, dev, shape, image)
 	logits, err := m.Forward(env, x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	x.Release()
-	worst := compare(t, "logits", logits.Data(), want.Logits, tol)
+	worst := compare(t, "logits", logits.Read(), want.Logits, tol)
 	var ce model.CrossEntropy
-	loss, err := ce.Forward(env, logits, target)
+	loss, err := ce.Forward(env, logits, targetView(target))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, 
 	if err := m.Backward(env, dlogits); err != nil {
 		t.Fatal(err)
 	}
-	if a := pool.Stats().ByCategory[memory.Activations].Current; a != 0 {
+	if a := dev.Pool.Stats().ByCategory[memory.Activations].Current; a != 0 {
 		t.Errorf("%d activation bytes still allocated after backward", a)
 	}
 	checked, running := 0, 0
@@ -132,7 +135,7 @@ func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, 
 			if allZero(g) {
 				t.Errorf("the oracle's gradient of %s is all zero", p.Name)
 			}
-			worst = max(worst, compare(t, "d"+p.Name, p.Grad(), g, tol))
+			worst = max(worst, compare(t, "d"+p.Name, p.ReadGrad(), g, tol))
 			checked++
 			continue
 		}
@@ -141,7 +144,7 @@ func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, 
 			t.Errorf("the oracle has no running statistic %s", p.Name)
 			continue
 		}
-		worst = max(worst, compare(t, p.Name, p.Data(), r, tol))
+		worst = max(worst, compare(t, p.Name, p.Read(), r, tol))
 		running++
 	}
 	if checked != len(want.Grads) || checked == 0 {
@@ -166,9 +169,9 @@ func allZero(xs []float64) bool {
 // gorgonia" training loop would) and checks that it gives what a graph built
 // on that batch gives.
 func TestNetSetBatch(t *testing.T) {
-	pool := memory.NewPool(memory.Options{})
+	dev := model.NewDevice(cpu.New(), memory.Options{})
 	cfg := model.Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: model.UpTranspose, Norm: model.NormBatch}
-	m, err := model.New(pool, cfg, 9)
+	m, err := model.New(dev, cfg, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,33 +1,17 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
 
-// ConvShape describes a stride-1, zero-padded 2D convolution:
-// in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
-// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1.
-type ConvShape struct{ N, C, H, W, OC, K, Pad int }
+	"github.com/memunet/memunet/backend"
+)
 
-// OH is the output height.
-func (s ConvShape) OH() int { return s.H + 2*s.Pad - s.K + 1 }
-
-// OW is the output width.
-func (s ConvShape) OW() int { return s.W + 2*s.Pad - s.K + 1 }
-
-// InSize, OutSize and WeightSize are element counts.
-func (s ConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
-func (s ConvShape) OutSize() int    { return s.N * s.OC * s.OH() * s.OW() }
-func (s ConvShape) WeightSize() int { return s.OC * s.C * s.K * s.K }
-
-// Direct reports whether the convolution is a plain matrix product per image
-// (1x1, no padding), which needs no im2col workspace.
-func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 }
-
-// WorkspaceSize is the number of float32 values the fast forward and backward
+// ConvWorkspace is the number of float32 values the fast forward and backward
 // kernels take as workspace, exactly what they carve from it: the packed
 // weights, the zero-padded image and the GEMM's per-worker packing buffers
 // (so with this much they allocate nothing themselves). It depends on the
 // shape and on GOMAXPROCS (one set of packing buffers per worker).
-func (s ConvShape) WorkspaceSize() int {
+func ConvWorkspace(s backend.ConvShape) int {
 	P, CKK, HW := s.OH()*s.OW(), s.C*s.K*s.K, s.H*s.W
 	// Forward, as conv2d carves it.
 	fwd := 0
@@ -56,11 +40,11 @@ func (s ConvShape) WorkspaceSize() int {
 	return max(fwd, bwd)
 }
 
-func (s ConvShape) check(out, in, w, bias, ws int, hasBias bool) {
+func checkConv(s backend.ConvShape, out, in, w, bias, ws int, hasBias bool) {
 	if s.N <= 0 || s.C <= 0 || s.H <= 0 || s.W <= 0 || s.OC <= 0 || s.K <= 0 || s.Pad < 0 || s.OH() <= 0 || s.OW() <= 0 {
 		panic(fmt.Sprintf("kernels: bad conv shape %+v", s))
 	}
-	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < s.WorkspaceSize() {
+	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < ConvWorkspace(s) {
 		panic(fmt.Sprintf("kernels: conv %+v: sizes out=%d in=%d w=%d bias=%d ws=%d do not match", s, out, in, w, bias, ws))
 	}
 }
@@ -70,8 +54,8 @@ func (s ConvShape) check(out, in, w, bias, ws int, hasBias bool) {
 //	out[n,o,y,x] = bias[o] + sum_{c,i,j} w[o,c,i,j] * in[n,c,y+i-Pad,x+j-Pad]
 //
 // with in taken as 0 outside the image. bias may be nil.
-func Conv2dNaive[T float32 | float64](s ConvShape, out, in, w, bias []T) {
-	s.check(len(out), len(in), len(w), len(bias), s.WorkspaceSize(), bias != nil)
+func Conv2dNaive[T float32 | float64](s backend.ConvShape, out, in, w, bias []T) {
+	checkConv(s, len(out), len(in), len(w), len(bias), ConvWorkspace(s), bias != nil)
 	OH, OW, K := s.OH(), s.OW(), s.K
 	for n := 0; n < s.N; n++ {
 		for o := 0; o < s.OC; o++ {
@@ -108,8 +92,8 @@ func Conv2dNaive[T float32 | float64](s ConvShape, out, in, w, bias []T) {
 //	din[n,c,y,x]  = sum_{o,i,j} w[o,c,i,j] * dout[n,o,y-i+Pad,x-j+Pad]   (overwritten; skipped if din is nil)
 //	dw[o,c,i,j]  += sum_{n,y,x} dout[n,o,y,x] * in[n,c,y+i-Pad,x+j-Pad]
 //	dbias[o]     += sum_{n,y,x} dout[n,o,y,x]                           (skipped if dbias is nil)
-func Conv2dBackwardNaive[T float32 | float64](s ConvShape, din, dw, dbias, dout, in, w []T) {
-	s.check(len(dout), len(in), len(w), len(dbias), s.WorkspaceSize(), dbias != nil)
+func Conv2dBackwardNaive[T float32 | float64](s backend.ConvShape, din, dw, dbias, dout, in, w []T) {
+	checkConv(s, len(dout), len(in), len(w), len(dbias), ConvWorkspace(s), dbias != nil)
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: conv backward: din/dw sizes do not match in/w")
 	}
@@ -156,17 +140,17 @@ func Conv2dBackwardNaive[T float32 | float64](s ConvShape, din, dw, dbias, dout,
 // stored); a 1x1 convolution without padding multiplies by the image
 // itself. The weights are packed once for all images. The bias is written
 // into out_n first and the GEMM accumulates onto it, saving a pass over out.
-// ws must hold s.WorkspaceSize() values; it no longer holds an im2col
+// ws must hold ConvWorkspace(s) values; it no longer holds an im2col
 // matrix but serves as scratch for the packed weights and the GEMM's packing
 // buffers (anything that does not fit is allocated), its contents
 // unspecified afterwards. bias may be nil. Same result as Conv2dNaive up to
 // float32 summation order.
-func Conv2d(s ConvShape, out, in, w, bias, ws []float32) {
+func Conv2d(s backend.ConvShape, out, in, w, bias, ws []float32) {
 	conv2d(bestGemm(), s, out, in, w, bias, ws)
 }
 
-func conv2d(gemm gemmImpl, s ConvShape, out, in, w, bias, ws []float32) {
-	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
+func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) {
+	checkConv(s, len(out), len(in), len(w), len(bias), len(ws), bias != nil)
 	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
 	inImage, outImage := s.C*s.H*s.W, s.OC*P
 	// ws (no longer an im2col matrix) holds the packed weights and the
@@ -225,12 +209,12 @@ func fillRows(o, rows []float32, p int) {
 // which needs neither a col matrix nor col2im (for a 1x1 convolution
 // without padding, din_n = w^T x dout_n). w' is packed once for all images.
 // ws is as for Conv2d. din and dbias may be nil.
-func Conv2dBackward(s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+func Conv2dBackward(s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 	conv2dBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
 }
 
-func conv2dBackward(gemm gemmImpl, s ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
-	s.check(len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
+func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	checkConv(s, len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: conv backward: din/dw sizes do not match in/w")
 	}

@@ -1,4 +1,4 @@
-package model
+package cpu
 
 // Reduction helpers for the norms: float64 accumulation in four independent
 // chains (the add latency, not the memory, bounds a single chain), with the

@@ -2,7 +2,10 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"github.com/memunet/memunet/backend"
+	"golang.org/x/sys/cpu"
+)
 
 // asmHalf returns the assembly conversions this CPU supports: float16 with
 // F16C (and AVX), bfloat16 with AVX2. What it lacks stays pure Go.
@@ -35,7 +38,7 @@ func f32ToF16Asm(dst []uint16, src []float32) {
 		f32ToF16F16C(&dst[0], &src[0], n)
 	}
 	for i := n; i < len(src); i++ {
-		dst[i] = F32ToF16(src[i])
+		dst[i] = backend.F32ToF16(src[i])
 	}
 }
 
@@ -46,7 +49,7 @@ func f16ToF32Asm(dst []float32, src []uint16) {
 		f16ToF32F16C(&dst[0], &src[0], n)
 	}
 	for i := n; i < len(src); i++ {
-		dst[i] = F16ToF32(src[i])
+		dst[i] = backend.F16ToF32(src[i])
 	}
 }
 
@@ -57,7 +60,7 @@ func f32ToBF16Asm(dst []uint16, src []float32) {
 		f32ToBF16AVX2(&dst[0], &src[0], n)
 	}
 	for i := n; i < len(src); i++ {
-		dst[i] = F32ToBF16(src[i])
+		dst[i] = backend.F32ToBF16(src[i])
 	}
 }
 
@@ -68,7 +71,7 @@ func bf16ToF32Asm(dst []float32, src []uint16) {
 		bf16ToF32AVX2(&dst[0], &src[0], n)
 	}
 	for i := n; i < len(src); i++ {
-		dst[i] = BF16ToF32(src[i])
+		dst[i] = backend.BF16ToF32(src[i])
 	}
 }
 

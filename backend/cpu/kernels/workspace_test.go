@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
 // TestWorkspaceIsEnough: with a workspace of exactly WorkspaceSize values
@@ -14,12 +16,12 @@ import (
 // UNet-like shapes (few pixels, many channels) and at several GOMAXPROCS.
 func TestWorkspaceIsEnough(t *testing.T) {
 	shapes := append(convShapes(),
-		ConvShape{N: 1, C: 128, H: 8, W: 8, OC: 256, K: 3, Pad: 1},
-		ConvShape{N: 1, C: 48, H: 64, W: 64, OC: 16, K: 3, Pad: 1},
-		ConvShape{N: 1, C: 16, H: 128, W: 128, OC: 16, K: 3, Pad: 1},
-		ConvShape{N: 1, C: 256, H: 4, W: 4, OC: 256, K: 3, Pad: 1},
-		ConvShape{N: 1, C: 16, H: 64, W: 64, OC: 2, K: 1, Pad: 0})
-	ups := []UpConvShape{{1, 256, 8, 8, 128}, {1, 32, 32, 32, 16}, {2, 3, 5, 7, 4}, {1, 1, 1, 1, 1}}
+		backend.ConvShape{N: 1, C: 128, H: 8, W: 8, OC: 256, K: 3, Pad: 1},
+		backend.ConvShape{N: 1, C: 48, H: 64, W: 64, OC: 16, K: 3, Pad: 1},
+		backend.ConvShape{N: 1, C: 16, H: 128, W: 128, OC: 16, K: 3, Pad: 1},
+		backend.ConvShape{N: 1, C: 256, H: 4, W: 4, OC: 256, K: 3, Pad: 1},
+		backend.ConvShape{N: 1, C: 16, H: 64, W: 64, OC: 2, K: 1, Pad: 0})
+	ups := []backend.UpConvShape{{N: 1, C: 256, H: 8, W: 8, OC: 128}, {N: 1, C: 32, H: 32, W: 32, OC: 16}, {N: 2, C: 3, H: 5, W: 7, OC: 4}, {N: 1, C: 1, H: 1, W: 1, OC: 1}}
 	for _, procs := range []int{1, 2, 5} {
 		prev := runtime.GOMAXPROCS(procs)
 		for _, impl := range gemmImpls(t) {
@@ -35,7 +37,7 @@ func TestWorkspaceIsEnough(t *testing.T) {
 						return x
 					}
 					in, w, bias := rnd(s.InSize()), rnd(s.WeightSize()), rnd(s.OC)
-					ws := make([]float32, s.WorkspaceSize())
+					ws := make([]float32, ConvWorkspace(s))
 					out := make([]float32, s.OutSize())
 					conv2d(impl, s, out, in, w, bias, ws)
 					want := make([]float32, s.OutSize())
@@ -48,7 +50,7 @@ func TestWorkspaceIsEnough(t *testing.T) {
 			}
 			for _, s := range ups {
 				in, w := make([]float32, s.InSize()), make([]float32, s.WeightSize())
-				ws := make([]float32, s.WorkspaceSize())
+				ws := make([]float32, UpConvWorkspace(s))
 				upConv(impl, s, make([]float32, s.OutSize()), in, w, make([]float32, s.OC), ws)
 				upConvBackward(impl, s, make([]float32, len(in)), make([]float32, len(w)), make([]float32, s.OC), make([]float32, s.OutSize()), in, w, ws)
 			}

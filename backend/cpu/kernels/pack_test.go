@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
 // Tests of the packing primitives and the implicit-im2col packers against
@@ -12,7 +14,7 @@ import (
 
 // im2col (reference for the implicit packers) writes one image x (C,H,W) as col (C*K*K, OH*OW):
 // col[(c*K+i)*K+j, y*OW+x] = x[c, y+i-Pad, x+j-Pad], 0 outside the image.
-func im2col(s ConvShape, col, x []float32) {
+func im2col(s backend.ConvShape, col, x []float32) {
 	OH, OW, K := s.OH(), s.OW(), s.K
 	P := OH * OW
 	ParallelFor(s.C*K*K, 1, func(lo, hi int) {
@@ -48,7 +50,7 @@ func im2col(s ConvShape, col, x []float32) {
 // col2im is im2col's adjoint: dx (C,H,W) = sum of col's entries back at the
 // pixels they were read from. Parallel over channels, so no two goroutines
 // write the same pixel.
-func col2im(s ConvShape, dx, col []float32) {
+func col2im(s backend.ConvShape, dx, col []float32) {
 	OH, OW, K := s.OH(), s.OW(), s.K
 	P := OH * OW
 	ParallelFor(s.C, 1, func(lo, hi int) {

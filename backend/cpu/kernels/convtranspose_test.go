@@ -3,41 +3,43 @@ package kernels
 import (
 	"fmt"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
-func upName(s UpConvShape) string {
+func upName(s backend.UpConvShape) string {
 	return fmt.Sprintf("N%d_C%d_%dx%d_OC%d", s.N, s.C, s.H, s.W, s.OC)
 }
 
 // upConvShapes is the grid of odd sizes plus shapes large enough for Sgemm
 // to use several panels and parallel tasks.
-func upConvShapes() []UpConvShape {
-	var shapes []UpConvShape
+func upConvShapes() []backend.UpConvShape {
+	var shapes []backend.UpConvShape
 	for _, n := range []int{1, 2, 3} {
 		for _, c := range []int{1, 3, 5} {
 			for _, sz := range [][2]int{{1, 1}, {5, 5}, {7, 7}, {9, 9}, {6, 11}, {2, 3}} {
 				for _, oc := range []int{1, 4, 7} {
-					shapes = append(shapes, UpConvShape{N: n, C: c, H: sz[0], W: sz[1], OC: oc})
+					shapes = append(shapes, backend.UpConvShape{N: n, C: c, H: sz[0], W: sz[1], OC: oc})
 				}
 			}
 		}
 	}
 	return append(shapes,
-		UpConvShape{N: 2, C: 70, H: 17, W: 19, OC: 33}, // OC*4=132, HW=323, k=C=70
-		UpConvShape{N: 1, C: 130, H: 9, W: 15, OC: 17}, // dw: C=130 rows, k=HW=135
+		backend.UpConvShape{N: 2, C: 70, H: 17, W: 19, OC: 33}, // OC*4=132, HW=323, k=C=70
+		backend.UpConvShape{N: 1, C: 130, H: 9, W: 15, OC: 17}, // dw: C=130 rows, k=HW=135
 	)
 }
 
 func TestUpConvShapeHelpers(t *testing.T) {
-	s := UpConvShape{N: 2, C: 3, H: 6, W: 11, OC: 4}
-	if s.InSize() != 2*3*6*11 || s.OutSize() != 2*4*12*22 || s.WeightSize() != 3*4*4 || s.WorkspaceSize() < 4*4*6*11 {
+	s := backend.UpConvShape{N: 2, C: 3, H: 6, W: 11, OC: 4}
+	if s.InSize() != 2*3*6*11 || s.OutSize() != 2*4*12*22 || s.WeightSize() != 3*4*4 || UpConvWorkspace(s) < 4*4*6*11 {
 		t.Errorf("sizes of %+v wrong", s)
 	}
 }
 
 func TestUpConvMatchesNaive(t *testing.T) {
 	for _, s := range upConvShapes() {
-		t.Run(upName(s), func(t *testing.T) { checkUpConv(t, s) })
+		t.Run(upName(s), func(t *testing.T) { testUpConvShape(t, s) })
 	}
 }
 
@@ -48,13 +50,13 @@ func TestUpConvMatchesNaiveProcs(t *testing.T) {
 	for _, p := range []int{1, 7} {
 		for _, s := range upConvShapes() {
 			t.Run(fmt.Sprintf("procs%d/%s", p, upName(s)), func(t *testing.T) {
-				withProcs(p, func() { checkUpConv(t, s) })
+				withProcs(p, func() { testUpConvShape(t, s) })
 			})
 		}
 	}
 }
 
-func checkUpConv(t *testing.T, s UpConvShape) {
+func testUpConvShape(t *testing.T, s backend.UpConvShape) {
 	r := seedFor(upName(s))
 	in, w, bias := randSlice(r, s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, s.OC)
 	dout := randSlice(r, s.OutSize())
@@ -91,9 +93,9 @@ func checkUpConv(t *testing.T, s UpConvShape) {
 	// Both GEMM micro-kernels (the Go one everywhere, the assembly one
 	// where the CPU has it) under the same conv driver.
 	for _, g := range gemmImpls(t) {
-		for _, wsLen := range []int{s.WorkspaceSize(), s.WorkspaceSize() + 41} {
+		for _, wsLen := range []int{UpConvWorkspace(s), UpConvWorkspace(s) + 41} {
 			wsName := "ws=exact"
-			if wsLen > s.WorkspaceSize() {
+			if wsLen > UpConvWorkspace(s) {
 				wsName = "ws=larger"
 			}
 			ws := make([]float32, wsLen)
@@ -140,7 +142,7 @@ func checkUpConv(t *testing.T, s UpConvShape) {
 // TestUpConvBackwardAccumulates calls the fast backward twice into the same
 // dw/dbias: the result must be dw0 + 2*grad.
 func TestUpConvBackwardAccumulates(t *testing.T) {
-	s := UpConvShape{N: 3, C: 5, H: 6, W: 11, OC: 4}
+	s := backend.UpConvShape{N: 3, C: 5, H: 6, W: 11, OC: 4}
 	r := seedFor("acc" + upName(s))
 	in, w, dout := randSlice(r, s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, s.OutSize())
 	dw0, db0 := randSlice(r, s.WeightSize()), randSlice(r, s.OC)
@@ -149,7 +151,7 @@ func TestUpConvBackwardAccumulates(t *testing.T) {
 		UpConvBackwardNaive(s, nil, dwRef, dbRef, to64(dout), to64(in), to64(w))
 	}
 	dw, db := clone32(dw0), clone32(db0)
-	ws := garbage(r, s.WorkspaceSize())
+	ws := garbage(r, UpConvWorkspace(s))
 	for range 2 {
 		UpConvBackward(s, nil, dw, db, dout, in, w, ws)
 	}
@@ -158,9 +160,9 @@ func TestUpConvBackwardAccumulates(t *testing.T) {
 }
 
 func TestUpConvPanics(t *testing.T) {
-	s := UpConvShape{N: 2, C: 3, H: 5, W: 6, OC: 4}
+	s := backend.UpConvShape{N: 2, C: 3, H: 5, W: 6, OC: 4}
 	in, out, w, b := make([]float32, s.InSize()), make([]float32, s.OutSize()), make([]float32, s.WeightSize()), make([]float32, s.OC)
-	ws := make([]float32, s.WorkspaceSize())
+	ws := make([]float32, UpConvWorkspace(s))
 	in64, out64, w64, b64 := make([]float64, s.InSize()), make([]float64, s.OutSize()), make([]float64, s.WeightSize()), make([]float64, s.OC)
 	short := func(x []float32) []float32 { return x[:len(x)-1] }
 	long := func(x []float32) []float32 { return append(clone32(x), 0) }
@@ -169,7 +171,7 @@ func TestUpConvPanics(t *testing.T) {
 	UpConvBackward(s, clone32(in), clone32(w), clone32(b), out, in, w, ws)
 	UpConvNaive(s, out64, in64, w64, b64)
 
-	bad := map[string]UpConvShape{
+	bad := map[string]backend.UpConvShape{
 		"N=0":  {N: 0, C: 3, H: 5, W: 6, OC: 4},
 		"C=0":  {N: 2, C: 0, H: 5, W: 6, OC: 4},
 		"H=0":  {N: 2, C: 3, H: 0, W: 6, OC: 4},
@@ -221,7 +223,7 @@ func TestUpConvPanics(t *testing.T) {
 }
 
 // upLoss is L = sum(out * R) with out = UpConvNaive[float64](in, w, bias).
-func upLoss(s UpConvShape, in, w, bias, R []float64) float64 {
+func upLoss(s backend.UpConvShape, in, w, bias, R []float64) float64 {
 	out := make([]float64, s.OutSize())
 	UpConvNaive(s, out, in, w, bias)
 	var l float64
@@ -232,7 +234,7 @@ func upLoss(s UpConvShape, in, w, bias, R []float64) float64 {
 }
 
 func TestUpConvBackwardNaiveFiniteDifference(t *testing.T) {
-	for _, s := range []UpConvShape{
+	for _, s := range []backend.UpConvShape{
 		{N: 2, C: 3, H: 4, W: 5, OC: 4},
 		{N: 1, C: 5, H: 1, W: 3, OC: 2},
 	} {

@@ -1,29 +1,24 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
 
-// UpConvShape describes a 2x2, stride-2 transposed convolution (PyTorch's
-// ConvTranspose2d(C, OC, 2, stride=2)): in is (N,C,H,W), w is (C,OC,2,2),
-// bias is (OC), out is (N,OC,2H,2W).
-type UpConvShape struct{ N, C, H, W, OC int }
+	"github.com/memunet/memunet/backend"
+)
 
-func (s UpConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
-func (s UpConvShape) OutSize() int    { return s.N * s.OC * 4 * s.H * s.W }
-func (s UpConvShape) WeightSize() int { return s.C * s.OC * 4 }
-
-// WorkspaceSize is the float32 count the fast kernels need: one image's
+// UpConvWorkspace is the float32 count the fast kernels need: one image's
 // (OC*4, H*W) product before it is interleaved into (OC,2H,2W), then the
-// GEMMs' packing scratch (see ConvShape.WorkspaceSize).
-func (s UpConvShape) WorkspaceSize() int {
+// GEMMs' packing scratch (see ConvWorkspace).
+func UpConvWorkspace(s backend.UpConvShape) int {
 	HW, OC4 := s.H*s.W, s.OC*4
 	return OC4*HW + max(gemmScratchSize(OC4, HW, s.C, false), gemmScratchSize(s.C, OC4, HW, false), gemmScratchSize(s.C, HW, OC4, false))
 }
 
-func (s UpConvShape) check(out, in, w, bias, ws int, hasBias bool) {
+func checkUpConv(s backend.UpConvShape, out, in, w, bias, ws int, hasBias bool) {
 	if s.N <= 0 || s.C <= 0 || s.H <= 0 || s.W <= 0 || s.OC <= 0 {
 		panic(fmt.Sprintf("kernels: bad transposed conv shape %+v", s))
 	}
-	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < s.WorkspaceSize() {
+	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < UpConvWorkspace(s) {
 		panic(fmt.Sprintf("kernels: transposed conv %+v: sizes out=%d in=%d w=%d bias=%d ws=%d do not match", s, out, in, w, bias, ws))
 	}
 }
@@ -33,8 +28,8 @@ func (s UpConvShape) check(out, in, w, bias, ws int, hasBias bool) {
 //	out[n,o,2y+a,2x+b] = bias[o] + sum_c in[n,c,y,x] * w[c,o,a,b]
 //
 // bias may be nil.
-func UpConvNaive[T float32 | float64](s UpConvShape, out, in, w, bias []T) {
-	s.check(len(out), len(in), len(w), len(bias), s.WorkspaceSize(), bias != nil)
+func UpConvNaive[T float32 | float64](s backend.UpConvShape, out, in, w, bias []T) {
+	checkUpConv(s, len(out), len(in), len(w), len(bias), UpConvWorkspace(s), bias != nil)
 	W2 := 2 * s.W
 	for n := 0; n < s.N; n++ {
 		for o := 0; o < s.OC; o++ {
@@ -59,8 +54,8 @@ func UpConvNaive[T float32 | float64](s UpConvShape, out, in, w, bias []T) {
 //	din[n,c,y,x]  = sum_{o,a,b} w[c,o,a,b] * dout[n,o,2y+a,2x+b]   (overwritten; skipped if din is nil)
 //	dw[c,o,a,b]  += sum_{n,y,x} in[n,c,y,x] * dout[n,o,2y+a,2x+b]
 //	dbias[o]     += sum_{n,y,x} dout[n,o,y,x]                     (skipped if dbias is nil)
-func UpConvBackwardNaive[T float32 | float64](s UpConvShape, din, dw, dbias, dout, in, w []T) {
-	s.check(len(dout), len(in), len(w), len(dbias), s.WorkspaceSize(), dbias != nil)
+func UpConvBackwardNaive[T float32 | float64](s backend.UpConvShape, din, dw, dbias, dout, in, w []T) {
+	checkUpConv(s, len(dout), len(in), len(w), len(dbias), UpConvWorkspace(s), dbias != nil)
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: transposed conv backward: din/dw sizes do not match in/w")
 	}
@@ -91,12 +86,12 @@ func UpConvBackwardNaive[T float32 | float64](s UpConvShape, din, dw, dbias, dou
 // UpConv is the fast forward kernel: per image one GEMM
 // tmp (OC*4, H*W) = w^T (OC*4, C) x in_n (C, H*W) into ws, then tmp is
 // interleaved into out_n (OC,2H,2W) with the bias added.
-func UpConv(s UpConvShape, out, in, w, bias, ws []float32) {
+func UpConv(s backend.UpConvShape, out, in, w, bias, ws []float32) {
 	upConv(bestGemm(), s, out, in, w, bias, ws)
 }
 
-func upConv(gemm gemmImpl, s UpConvShape, out, in, w, bias, ws []float32) {
-	s.check(len(out), len(in), len(w), len(bias), len(ws), bias != nil)
+func upConv(gemm gemmImpl, s backend.UpConvShape, out, in, w, bias, ws []float32) {
+	checkUpConv(s, len(out), len(in), len(w), len(bias), len(ws), bias != nil)
 	HW, OC4 := s.H*s.W, s.OC*4
 	for n := 0; n < s.N; n++ {
 		x := in[n*s.C*HW : (n+1)*s.C*HW]
@@ -128,12 +123,12 @@ func upConv(gemm gemmImpl, s UpConvShape, out, in, w, bias, ws []float32) {
 // UpConvBackward is the fast backward kernel (see UpConvBackwardNaive): per
 // image dout_n is gathered into ws as (OC*4, H*W), then dw += in_n x ws^T and
 // din_n = w x ws. din and dbias may be nil.
-func UpConvBackward(s UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+func UpConvBackward(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 	upConvBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
 }
 
-func upConvBackward(gemm gemmImpl, s UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
-	s.check(len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
+func upConvBackward(gemm gemmImpl, s backend.UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	checkUpConv(s, len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
 	if din != nil && len(din) != len(in) || len(dw) != len(w) {
 		panic("kernels: transposed conv backward: din/dw sizes do not match in/w")
 	}

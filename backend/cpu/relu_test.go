@@ -1,8 +1,10 @@
-package model
+package cpu
 
 import (
 	"math"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
 func TestReLUBranchFreeMatchesReference(t *testing.T) {
@@ -24,7 +26,7 @@ func TestReLUBranchFreeMatchesReference(t *testing.T) {
 			t.Errorf("relu back %x: %v want %v", b, dx[0], w)
 		}
 	}
-	for _, dt := range []DType{Float16, BFloat16} {
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
 		inf := infBits(dt)
 		for b := 0; b < 65536; b++ {
 			x := uint16(b)

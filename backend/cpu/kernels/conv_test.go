@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
 // Tolerances.
@@ -151,15 +153,15 @@ func withProcs(p int, f func()) {
 	f()
 }
 
-func convName(s ConvShape) string {
+func convName(s backend.ConvShape) string {
 	return fmt.Sprintf("N%d_C%d_%dx%d_OC%d_K%d_P%d", s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
 }
 
 // convShapes is the cartesian grid of odd sizes (skipping shapes with an
 // empty output) plus a few shapes large enough for Sgemm to use
 // several panels and parallel tasks.
-func convShapes() []ConvShape {
-	var shapes []ConvShape
+func convShapes() []backend.ConvShape {
+	var shapes []backend.ConvShape
 	hw := [][2]int{{1, 1}, {5, 5}, {7, 7}, {9, 9}, {6, 11}}
 	for _, n := range []int{1, 2, 3} {
 		for _, c := range []int{1, 3, 5} {
@@ -167,7 +169,7 @@ func convShapes() []ConvShape {
 				for _, oc := range []int{1, 4, 7} {
 					for _, k := range []int{1, 3, 5} {
 						for _, pad := range []int{0, 1, 2} {
-							s := ConvShape{N: n, C: c, H: sz[0], W: sz[1], OC: oc, K: k, Pad: pad}
+							s := backend.ConvShape{N: n, C: c, H: sz[0], W: sz[1], OC: oc, K: k, Pad: pad}
 							if s.OH() <= 0 || s.OW() <= 0 {
 								continue
 							}
@@ -179,36 +181,36 @@ func convShapes() []ConvShape {
 		}
 	}
 	return append(shapes,
-		ConvShape{N: 2, C: 9, H: 19, W: 23, OC: 70, K: 3, Pad: 1},  // CKK=81>64, P=437, OC=70: blocked + parallel GEMMs
-		ConvShape{N: 1, C: 70, H: 13, W: 17, OC: 67, K: 1, Pad: 0}, // Direct with k=70>64, parallel
-		ConvShape{N: 2, C: 3, H: 3, W: 4, OC: 5, K: 7, Pad: 3},     // kernel larger than the image
-		ConvShape{N: 1, C: 2, H: 2, W: 1, OC: 3, K: 5, Pad: 4},     // padding wider than the image
+		backend.ConvShape{N: 2, C: 9, H: 19, W: 23, OC: 70, K: 3, Pad: 1},  // CKK=81>64, P=437, OC=70: blocked + parallel GEMMs
+		backend.ConvShape{N: 1, C: 70, H: 13, W: 17, OC: 67, K: 1, Pad: 0}, // Direct with k=70>64, parallel
+		backend.ConvShape{N: 2, C: 3, H: 3, W: 4, OC: 5, K: 7, Pad: 3},     // kernel larger than the image
+		backend.ConvShape{N: 1, C: 2, H: 2, W: 1, OC: 3, K: 5, Pad: 4},     // padding wider than the image
 	)
 }
 
 func TestConv2dShapeHelpers(t *testing.T) {
-	s := ConvShape{N: 2, C: 3, H: 6, W: 11, OC: 4, K: 3, Pad: 1}
+	s := backend.ConvShape{N: 2, C: 3, H: 6, W: 11, OC: 4, K: 3, Pad: 1}
 	if s.OH() != 6 || s.OW() != 11 || s.InSize() != 2*3*6*11 || s.OutSize() != 2*4*6*11 || s.WeightSize() != 4*3*9 {
 		t.Errorf("sizes of %+v wrong", s)
 	}
 	// The workspace holds at least the zero-padded image; TestWorkspaceIsEnough
 	// holds it to what the kernels carve.
-	if s.Direct() || s.WorkspaceSize() < paddedSize(3, 6, 11, 1) {
-		t.Errorf("workspace of %+v: %d values", s, s.WorkspaceSize())
+	if s.Direct() || ConvWorkspace(s) < paddedSize(3, 6, 11, 1) {
+		t.Errorf("workspace of %+v: %d values", s, ConvWorkspace(s))
 	}
-	d := ConvShape{N: 1, C: 3, H: 5, W: 7, OC: 2, K: 1, Pad: 0}
+	d := backend.ConvShape{N: 1, C: 3, H: 5, W: 7, OC: 2, K: 1, Pad: 0}
 	if !d.Direct() {
 		t.Errorf("1x1 pad 0 should be Direct")
 	}
-	p := ConvShape{N: 1, C: 3, H: 5, W: 7, OC: 2, K: 1, Pad: 1}
-	if p.Direct() || p.WorkspaceSize() < paddedSize(3, 5, 7, 1) {
+	p := backend.ConvShape{N: 1, C: 3, H: 5, W: 7, OC: 2, K: 1, Pad: 1}
+	if p.Direct() || ConvWorkspace(p) < paddedSize(3, 5, 7, 1) {
 		t.Errorf("1x1 pad 1 must not be Direct")
 	}
 }
 
 func TestConv2dMatchesNaive(t *testing.T) {
 	for _, s := range convShapes() {
-		t.Run(convName(s), func(t *testing.T) { checkConv(t, s) })
+		t.Run(convName(s), func(t *testing.T) { testConvShape(t, s) })
 	}
 }
 
@@ -222,13 +224,13 @@ func TestConv2dMatchesNaiveProcs(t *testing.T) {
 	for _, p := range []int{1, 7} {
 		for _, s := range convShapes() {
 			t.Run(fmt.Sprintf("procs%d/%s", p, convName(s)), func(t *testing.T) {
-				withProcs(p, func() { checkConv(t, s) })
+				withProcs(p, func() { testConvShape(t, s) })
 			})
 		}
 	}
 }
 
-func checkConv(t *testing.T, s ConvShape) {
+func testConvShape(t *testing.T, s backend.ConvShape) {
 	r := seedFor(convName(s))
 	in, w, bias := randSlice(r, s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, s.OC)
 	dout := randSlice(r, s.OutSize())
@@ -267,7 +269,7 @@ func checkConv(t *testing.T, s ConvShape) {
 	// Both GEMM micro-kernels (the Go one everywhere, the assembly one
 	// where the CPU has it) under the same conv driver.
 	for _, g := range gemmImpls(t) {
-		wsSizes := map[string]int{"ws=exact": s.WorkspaceSize(), "ws=larger": s.WorkspaceSize() + 37}
+		wsSizes := map[string]int{"ws=exact": ConvWorkspace(s), "ws=larger": ConvWorkspace(s) + 37}
 		for wsName, wsLen := range wsSizes {
 			var ws []float32
 			if wsLen > 0 {
@@ -316,7 +318,7 @@ func checkConv(t *testing.T, s ConvShape) {
 // TestConv2dBackwardAccumulates calls the fast backward twice into the same
 // dw/dbias: the result must be dw0 + 2*grad.
 func TestConv2dBackwardAccumulates(t *testing.T) {
-	for _, s := range []ConvShape{
+	for _, s := range []backend.ConvShape{
 		{N: 2, C: 3, H: 6, W: 11, OC: 4, K: 3, Pad: 1},
 		{N: 3, C: 5, H: 7, W: 7, OC: 7, K: 1, Pad: 0},
 	} {
@@ -329,7 +331,7 @@ func TestConv2dBackwardAccumulates(t *testing.T) {
 				Conv2dBackwardNaive(s, nil, dwRef, dbRef, to64(dout), to64(in), to64(w))
 			}
 			dw, db := clone32(dw0), clone32(db0)
-			ws := garbage(r, s.WorkspaceSize())
+			ws := garbage(r, ConvWorkspace(s))
 			for range 2 {
 				Conv2dBackward(s, nil, dw, db, dout, in, w, ws)
 			}
@@ -340,9 +342,9 @@ func TestConv2dBackwardAccumulates(t *testing.T) {
 }
 
 func TestConv2dPanics(t *testing.T) {
-	s := ConvShape{N: 2, C: 3, H: 5, W: 6, OC: 4, K: 3, Pad: 1}
+	s := backend.ConvShape{N: 2, C: 3, H: 5, W: 6, OC: 4, K: 3, Pad: 1}
 	in, out, w, b := make([]float32, s.InSize()), make([]float32, s.OutSize()), make([]float32, s.WeightSize()), make([]float32, s.OC)
-	ws := make([]float32, s.WorkspaceSize())
+	ws := make([]float32, ConvWorkspace(s))
 	in64, out64, w64, b64 := make([]float64, s.InSize()), make([]float64, s.OutSize()), make([]float64, s.WeightSize()), make([]float64, s.OC)
 	short := func(x []float32) []float32 { return x[:len(x)-1] }
 	long := func(x []float32) []float32 { return append(clone32(x), 0) }
@@ -352,7 +354,7 @@ func TestConv2dPanics(t *testing.T) {
 	Conv2dBackward(s, clone32(in), clone32(w), clone32(b), out, in, w, ws)
 	Conv2dNaive(s, out64, in64, w64, b64)
 
-	bad := map[string]ConvShape{
+	bad := map[string]backend.ConvShape{
 		"N=0":          {N: 0, C: 3, H: 5, W: 6, OC: 4, K: 3, Pad: 1},
 		"C=0":          {N: 2, C: 0, H: 5, W: 6, OC: 4, K: 3, Pad: 1},
 		"OC=0":         {N: 2, C: 3, H: 5, W: 6, OC: 0, K: 3, Pad: 1},
@@ -408,9 +410,9 @@ func TestConv2dPanics(t *testing.T) {
 		mustPanicKernels(t, "backward "+name, f)
 	}
 	// Direct shapes need no padded image, but a mismatch still panics.
-	d := ConvShape{N: 1, C: 3, H: 4, W: 5, OC: 2, K: 1, Pad: 0}
+	d := backend.ConvShape{N: 1, C: 3, H: 4, W: 5, OC: 2, K: 1, Pad: 0}
 	din2, in2, w2, out2 := make([]float32, d.InSize()), make([]float32, d.InSize()), make([]float32, d.WeightSize()), make([]float32, d.OutSize())
-	ws2 := make([]float32, d.WorkspaceSize())
+	ws2 := make([]float32, ConvWorkspace(d))
 	Conv2d(d, out2, in2, w2, nil, ws2)
 	Conv2dBackward(d, din2, clone32(w2), nil, out2, in2, w2, ws2)
 	mustPanicKernels(t, "direct out short", func() { Conv2d(d, short(out2), in2, w2, nil, ws2) })
@@ -418,7 +420,7 @@ func TestConv2dPanics(t *testing.T) {
 }
 
 // convLoss is L = sum(out * R) with out = Conv2dNaive[float64](in, w, bias).
-func convLoss(s ConvShape, in, w, bias, R []float64) float64 {
+func convLoss(s backend.ConvShape, in, w, bias, R []float64) float64 {
 	out := make([]float64, s.OutSize())
 	Conv2dNaive(s, out, in, w, bias)
 	var l float64
@@ -467,7 +469,7 @@ func pickIndices(r *rand.Rand, n, k int) []int {
 }
 
 func TestConv2dBackwardNaiveFiniteDifference(t *testing.T) {
-	for _, s := range []ConvShape{
+	for _, s := range []backend.ConvShape{
 		{N: 2, C: 3, H: 5, W: 6, OC: 4, K: 3, Pad: 1},
 		{N: 1, C: 2, H: 4, W: 7, OC: 3, K: 5, Pad: 2},
 		{N: 2, C: 2, H: 3, W: 5, OC: 3, K: 1, Pad: 1},

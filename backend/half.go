@@ -1,9 +1,6 @@
-package kernels
+package backend
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // Half-precision conversions for mixed-precision training.
 //
@@ -25,16 +22,10 @@ import (
 // that fit are kept and the result is always a quiet NaN (quiet bit set), so
 // a NaN whose surviving payload bits are all zero can never turn into Inf.
 //
-// The scalar functions are branch-light bit manipulations; the test file
-// holds them to independent brute-force references (exact float64 decoding,
-// nearest-neighbour search over all representable values). The slice
-// versions give the same bits as the scalar functions, elementwise, in
-// parallel for large n, with F16C/AVX2 assembly where the CPU has it.
-
-// halfChunk is the minimum number of elements per goroutine in the slice
-// conversions: the work per element is a few ns, so smaller chunks would be
-// dominated by goroutine start-up.
-const halfChunk = 16 << 10
+// The functions are branch-light bit manipulations; the test file holds them
+// to independent brute-force references (exact float64 decoding,
+// nearest-neighbour search over all representable values). backend/cpu/kernels
+// has the slice versions (F16C/AVX2 assembly where the CPU has it).
 
 // F32ToF16 converts f to the nearest IEEE 754 binary16 value (ties to even)
 // and returns its bit pattern. See the package notes above for overflow,
@@ -121,94 +112,4 @@ func BF16ToF32(h uint16) float32 {
 		x |= 0x00400000
 	}
 	return math.Float32frombits(x)
-}
-
-func checkHalfLen(what string, dst, src int) {
-	if dst != src {
-		panic(fmt.Sprintf("kernels: %s: len(dst)=%d != len(src)=%d", what, dst, src))
-	}
-}
-
-// halfImpl is one implementation of the slice conversions, each converting
-// len(src) values serially (len(dst) >= len(src)). The pure-Go one applies
-// the scalar functions; the assembly one (half_amd64.s: F16C for float16,
-// AVX2 for bfloat16) is chosen at run time where the CPU has it. Tests run
-// both against the scalar functions.
-type halfImpl struct {
-	name                string
-	f32ToF16, f32ToBF16 func(dst []uint16, src []float32)
-	f16ToF32, bf16ToF32 func(dst []float32, src []uint16)
-}
-
-func genericHalf() halfImpl {
-	return halfImpl{
-		name: "go",
-		f32ToF16: func(dst []uint16, src []float32) {
-			dst = dst[:len(src)]
-			for i, v := range src {
-				dst[i] = F32ToF16(v)
-			}
-		},
-		f32ToBF16: func(dst []uint16, src []float32) {
-			dst = dst[:len(src)]
-			for i, v := range src {
-				dst[i] = F32ToBF16(v)
-			}
-		},
-		f16ToF32: func(dst []float32, src []uint16) {
-			dst = dst[:len(src)]
-			for i, v := range src {
-				dst[i] = F16ToF32(v)
-			}
-		},
-		bf16ToF32: func(dst []float32, src []uint16) {
-			dst = dst[:len(src)]
-			for i, v := range src {
-				dst[i] = BF16ToF32(v)
-			}
-		},
-	}
-}
-
-// bestHalf is the fastest implementation this CPU supports.
-func bestHalf() halfImpl {
-	if h, ok := asmHalf(); ok {
-		return h
-	}
-	return genericHalf()
-}
-
-// halfParallel runs f over [0,n) in chunks of at least halfChunk values.
-func halfParallel(n int, f func(lo, hi int)) { ParallelFor(n, halfChunk, f) }
-
-// F32ToF16Slice sets dst[i] = F32ToF16(src[i]); it runs in parallel for large
-// slices. It panics if the lengths differ.
-func F32ToF16Slice(dst []uint16, src []float32) {
-	checkHalfLen("F32ToF16Slice", len(dst), len(src))
-	f := bestHalf().f32ToF16
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-}
-
-// F16ToF32Slice sets dst[i] = F16ToF32(src[i]); it runs in parallel for large
-// slices. It panics if the lengths differ.
-func F16ToF32Slice(dst []float32, src []uint16) {
-	checkHalfLen("F16ToF32Slice", len(dst), len(src))
-	f := bestHalf().f16ToF32
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-}
-
-// F32ToBF16Slice sets dst[i] = F32ToBF16(src[i]); it runs in parallel for
-// large slices. It panics if the lengths differ.
-func F32ToBF16Slice(dst []uint16, src []float32) {
-	checkHalfLen("F32ToBF16Slice", len(dst), len(src))
-	f := bestHalf().f32ToBF16
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-}
-
-// BF16ToF32Slice sets dst[i] = BF16ToF32(src[i]); it runs in parallel for
-// large slices. It panics if the lengths differ.
-func BF16ToF32Slice(dst []float32, src []uint16) {
-	checkHalfLen("BF16ToF32Slice", len(dst), len(src))
-	f := bestHalf().bf16ToF32
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
 }

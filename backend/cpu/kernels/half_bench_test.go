@@ -3,6 +3,8 @@ package kernels
 import (
 	"math"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
 // Half-precision conversion benchmarks on 1M values. SetBytes counts the
@@ -67,7 +69,7 @@ func BenchmarkHalfF32ToF16Serial(b *testing.B) {
 	src, dst, _ := halfBenchData()
 	halfBench(b, func() {
 		for i, v := range src {
-			dst[i] = F32ToF16(v)
+			dst[i] = backend.F32ToF16(v)
 		}
 	})
 }
@@ -76,7 +78,7 @@ func BenchmarkHalfF16ToF32Serial(b *testing.B) {
 	dst, src, _ := halfBenchData()
 	halfBench(b, func() {
 		for i, v := range src {
-			dst[i] = F16ToF32(v)
+			dst[i] = backend.F16ToF32(v)
 		}
 	})
 }

@@ -20,8 +20,8 @@
 // always, so the fallback is exercised on any CI machine.
 //
 // Memory: kernels never allocate tensors. Outputs, gradients and workspaces
-// are supplied by the caller (from the memory pool); the workspace size each
-// kernel takes is given by a method of its shape type. (The conv kernels use
+// are supplied by the caller (from the memory pool); the workspace each
+// kernel takes is given by ConvWorkspace and UpConvWorkspace. (The conv kernels use
 // their workspace as packing scratch; small internal buffers that do not fit
 // are allocated.) Gradient outputs of parameters (dw, dbias) are accumulated
 // into (+=), activation gradients (din) are overwritten. Shape mismatches are

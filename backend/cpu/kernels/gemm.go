@@ -63,7 +63,7 @@ type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, o
 type gemmImpl struct {
 	name string
 	// strict makes running out of the caller's scratch a panic instead of
-	// an allocation: tests use it to hold WorkspaceSize to what is carved.
+	// an allocation: tests use it to hold ConvWorkspace and UpConvWorkspace to what is carved.
 	strict bool
 	kernel microKernel
 	// wide, if not nil, computes a 6x32 tile (MR x 2*NR) from one A panel

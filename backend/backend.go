@@ -1,0 +1,156 @@
+package backend
+
+import (
+	"github.com/memunet/memunet/memory"
+)
+
+// Backend is one device: its memory (an Allocator under the pool) and every
+// numeric operation a training step, validation and predict need, on Views
+// of buffers from a pool over that allocator. Layout is NCHW throughout.
+//
+// Contract, for every operation:
+//   - Operations never allocate: outputs and workspace are views the caller
+//     allocated from the pool, sized by the Sizer.
+//   - Outputs named d* for parameters (dw, dbias, dgamma, dbeta) are
+//     accumulated into (+=); every other output is overwritten. An output may
+//     be the same view as an input only where the method says so.
+//   - Float tensors of the layer and metric operations are fp32, or any
+//     storage type for which Stages reports false (the caller stages the
+//     others through fp32 scratch with Convert). ReLU, ReLUBack, Concat,
+//     Split, Convert, Confusion and Argmax take every float type as it is.
+//   - A shape that does not match its views is a programmer error and
+//     panics. Operations may run asynchronously: their errors (other than
+//     the data errors some return) surface at Sync; methods that return host
+//     values (CrossEntropy, UnscaleCheck, Confusion, Download) wait for the
+//     work before them.
+type Backend interface {
+	// Name says which device, e.g. "cpu" or "noop(cpu)".
+	Name() string
+	// Allocator is the memory this backend's views live in; pools for it
+	// are made with memory.NewPool(b.Allocator(), ...).
+	Allocator() memory.Allocator
+	Sizer
+	Transfer
+	Layers
+	Metrics
+	Optimizer
+	// Sync waits for every operation issued so far and returns the first
+	// error among them.
+	Sync() error
+}
+
+// Sizer is what the caller must allocate for a backend: pure functions of
+// shapes, shared with the planner, which sizes a run for its target backend.
+type Sizer interface {
+	// ConvWorkspace is the float32 count Conv and ConvBack take as ws.
+	ConvWorkspace(s ConvShape) int
+	// UpConvWorkspace is the float32 count UpConv and UpConvBack take as ws.
+	UpConvWorkspace(s UpConvShape) int
+	// Stages reports whether the layer operations take tensors of type dt
+	// only as fp32 copies (staging), one image at a time for convolutions.
+	Stages(dt DType) bool
+}
+
+// Transfer moves values between host memory and buffers, and between
+// storage types.
+type Transfer interface {
+	// Upload copies src (host bytes, little-endian values of dst.DT) into dst;
+	// len(src) must be dst.Bytes().
+	Upload(dst View, src []byte)
+	// Download copies src into dst (host bytes, len(dst) == src.Bytes()).
+	Download(dst []byte, src View)
+	// Convert writes src's values into dst in dst's storage type (fp32 <->
+	// fp16/bf16, rounding to nearest even; the same type copies). The views
+	// have the same length and do not overlap.
+	Convert(dst, src View)
+	// Fill sets every value of dst (a float type) to v.
+	Fill(dst View, v float32)
+}
+
+// Layers are the operations of the UNet's layers, forward and backward.
+type Layers interface {
+	// Conv: out (N,OC,OH,OW) = conv(in (N,C,H,W), w (OC,C,K,K)) + bias (OC;
+	// may be none). ws has ConvWorkspace(s) values, contents unspecified.
+	Conv(s ConvShape, out, in, w, bias, ws View)
+	// ConvBack: din (overwritten; skipped if none) = conv of dout with the
+	// flipped weights; dw (OC,C,K,K) += dout x im2col(in); dbias (OC; may be
+	// none) += sum of dout over (N,OH,OW).
+	ConvBack(s ConvShape, din, dw, dbias, dout, in, w, ws View)
+	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC).
+	UpConv(s UpConvShape, out, in, w, bias, ws View)
+	// UpConvBack: din overwritten, dw and dbias accumulated.
+	UpConvBack(s UpConvShape, din, dw, dbias, dout, in, w, ws View)
+
+	// BatchNorm (training): normalizes in per channel with the batch mean and
+	// biased variance, out = gamma*xhat + beta. stats (2C: mean, then
+	// invstd) are computed unless reuse (then read, as a checkpointed
+	// block's recomputation does); with update the running statistics move
+	// towards the batch's (momentum, unbiased variance).
+	BatchNorm(a NormArgs, out, in, stats View, reuse, update bool)
+	// BatchNormEval normalizes with the running statistics.
+	BatchNormEval(a NormArgs, out, in View)
+	// BatchNormBack: dgamma, dbeta += and din (may be dout) from the saved
+	// stats.
+	BatchNormBack(a NormArgs, din, dgamma, dbeta, dout, in, stats View)
+	// GroupNorm normalizes per (sample, group); stats are 2*N*Groups (mean,
+	// then invstd), computed unless reuse.
+	GroupNorm(a NormArgs, out, in, stats View, reuse bool)
+	// GroupNormBack: dgamma, dbeta += and din (may be dout).
+	GroupNormBack(a NormArgs, din, dgamma, dbeta, dout, in, stats View)
+
+	// ReLU: out = max(in, 0) (NaN passes); out may be in.
+	ReLU(out, in View)
+	// ReLUBack: din = dout where out > 0, else 0; din may be dout.
+	ReLUBack(din, dout, out View)
+	// MaxPool2: out (N,C,H/2,W/2) is the maximum of each 2x2 window of in
+	// (s is in's shape); argmax (Uint8, one per output; may be none) its
+	// position 0..3, the first on ties, NaN winning.
+	MaxPool2(s Shape4, out, argmax, in View)
+	// MaxPool2Back: din (s) gets each dout value at its window's argmax, 0
+	// elsewhere (odd last rows and columns too).
+	MaxPool2Back(s Shape4, din, dout, argmax View)
+	// Upsample2: out (N,C,2H,2W) is in (s) upsampled bilinearly, PyTorch's
+	// align_corners=False.
+	Upsample2(s Shape4, out, in View)
+	// Upsample2Back: din (s) is the adjoint of Upsample2 applied to dout.
+	Upsample2Back(s Shape4, din, dout View)
+	// Concat: out's n-th sample is skip's n-th then up's n-th (N samples,
+	// same storage type): torch.cat([skip, up], dim=1).
+	Concat(n int, out, skip, up View)
+	// Split is Concat's adjoint: dout's samples split into dskip and dup.
+	Split(n int, dskip, dup, dout View)
+	// Add: out = a + b elementwise; out may be a or b.
+	Add(out, a, b View)
+	// CrossEntropy returns the sum over pixels of -log softmax(logits)[t]
+	// and the number of pixels summed, for logits (s: N,K,H,W) and target
+	// (Uint8, N,H,W) holding classes or IgnoreIndex. A target value that is
+	// neither is a *TargetError.
+	CrossEntropy(s Shape4, logits, target View) (sum float64, count int, err error)
+	// CrossEntropyBack: dlogits = k*(softmax(logits) - onehot(target)) at
+	// counted pixels, 0 at ignored ones (and everywhere if k is 0); dlogits
+	// may be logits.
+	CrossEntropyBack(s Shape4, dlogits, logits, target View, k float32)
+}
+
+// Metrics are the validation and prediction reductions.
+type Metrics interface {
+	// Confusion adds, for every pixel whose target is a class, one to
+	// counts[target*K + argmax of logits] (host memory, K*K values; logits
+	// (s: N,K,H,W) of any float type, target Uint8 (N,H,W)).
+	Confusion(s Shape4, counts []int64, logits, target View)
+	// Argmax writes each pixel's class, the first largest logit, into
+	// classes (Uint8, N,H,W).
+	Argmax(s Shape4, classes, logits View)
+}
+
+// Optimizer is the parameter update, on fp32 views of equal length.
+type Optimizer interface {
+	// Adam updates w, m and v from g (see AdamStep); g is left as it was.
+	Adam(a AdamStep, w, g, m, v View)
+	// UnscaleCheck multiplies g by inv and reports whether every value is
+	// finite afterwards.
+	UnscaleCheck(g View, inv float32) bool
+}
+
+// IgnoreIndex is the target value whose pixels the loss and metrics skip.
+const IgnoreIndex = 255

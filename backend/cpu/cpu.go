@@ -1,0 +1,115 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
+	"github.com/memunet/memunet/memory"
+)
+
+// CPU is the host backend: buffers are Go memory, operations run on every
+// core (kernels.ParallelFor) and return when done.
+type CPU struct{}
+
+var _ backend.Backend = CPU{}
+
+// New returns the CPU backend.
+func New() CPU { return CPU{} }
+
+// Name is "cpu".
+func (CPU) Name() string { return "cpu" }
+
+// Allocator is host memory.
+func (CPU) Allocator() memory.Allocator { return HostAllocator{} }
+
+// Sync returns nil: every operation has finished when it returns.
+func (CPU) Sync() error { return nil }
+
+// ConvWorkspace is one image's workspace: Conv and ConvBack run the images
+// of a batch one at a time.
+func (CPU) ConvWorkspace(s backend.ConvShape) int { return kernels.ConvWorkspace(s.Images(1)) }
+
+// UpConvWorkspace is one image's workspace.
+func (CPU) UpConvWorkspace(s backend.UpConvShape) int { return kernels.UpConvWorkspace(s.Images(1)) }
+
+// Stages reports true for 16-bit types: the CPU computes in float32 over
+// staged copies (the fast kernels read float32).
+func (CPU) Stages(dt backend.DType) bool { return dt != backend.Float32 }
+
+// HostAllocator gives out Go memory in blocks of float32 words (blocks are
+// multiples of memory.BlockRound bytes), so every view of a block is
+// aligned for its type.
+type HostAllocator struct{}
+
+// hostBlock is the Storage of a host buffer; its type is this package's
+// own, so only the CPU backend sees inside a buffer.
+type hostBlock struct{ words []float32 }
+
+// Name is "host".
+func (HostAllocator) Name() string { return "host" }
+
+// Alloc makes a zeroed block (Go memory is zeroed; the pool promises no
+// contents, and a cached block comes back dirty).
+func (HostAllocator) Alloc(bytes int64) (memory.Storage, error) {
+	return &hostBlock{make([]float32, bytes/4)}, nil
+}
+
+// Free leaves the block to the garbage collector.
+func (HostAllocator) Free(s memory.Storage) { s.(*hostBlock).words = nil }
+
+// words is b's memory; it panics for a buffer that is not host memory (a
+// virtual pool's buffer given to the CPU backend, say).
+func words(b *memory.Buffer) []float32 {
+	h, ok := b.Storage().(*hostBlock)
+	if !ok {
+		panic(fmt.Sprintf("backend/cpu: a buffer of %s memory has no host memory to compute on", b.Allocator().Name()))
+	}
+	return h.words
+}
+
+func checkView(v backend.View, dt backend.DType) {
+	if v.DT != dt {
+		panic(fmt.Sprintf("backend/cpu: %v where %s values are needed", v, dt))
+	}
+	if v.Off < 0 || v.Len < 0 || int64(v.Off+v.Len)*int64(dt.Size()) > v.Buf.Len() {
+		panic(fmt.Sprintf("backend/cpu: %v lies outside its buffer of %d bytes", v, v.Buf.Len()))
+	}
+}
+
+// f32 is an fp32 view's values (nil for none).
+func f32(v backend.View) []float32 {
+	if v.None() {
+		return nil
+	}
+	checkView(v, backend.Float32)
+	return words(v.Buf)[v.Off : v.Off+v.Len]
+}
+
+// u16 is a 16-bit view's bit patterns.
+func u16(v backend.View) []uint16 {
+	if !v.DT.Half() {
+		panic(fmt.Sprintf("backend/cpu: %v where 16-bit values are needed", v))
+	}
+	checkView(v, v.DT)
+	w := words(v.Buf)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w))), 2*len(w))[v.Off : v.Off+v.Len]
+}
+
+// u8 is a byte view's values (nil for none).
+func u8(v backend.View) []byte {
+	if v.None() {
+		return nil
+	}
+	checkView(v, backend.Uint8)
+	return bytesOf(v)
+}
+
+// bytesOf is any view's memory as bytes.
+func bytesOf(v backend.View) []byte {
+	checkView(v, v.DT)
+	w := words(v.Buf)
+	size := v.DT.Size()
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 4*len(w))[v.Off*size : (v.Off+v.Len)*size]
+}

@@ -1,0 +1,48 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
+)
+
+// Concat copies each sample's skip channels, then its up channels (bytes,
+// whatever the storage type).
+func (CPU) Concat(n int, out, skip, up backend.View) {
+	if skip.DT != up.DT || out.DT != up.DT || out.Len != skip.Len+up.Len || skip.Len%n != 0 || up.Len%n != 0 {
+		panic(fmt.Sprintf("backend/cpu: concat of %v and %v into %v", skip, up, out))
+	}
+	s, u, o := bytesOf(skip), bytesOf(up), bytesOf(out)
+	sn, un := len(s)/n, len(u)/n
+	for i := 0; i < n; i++ {
+		copy(o[i*(sn+un):], s[i*sn:(i+1)*sn])
+		copy(o[i*(sn+un)+sn:], u[i*un:(i+1)*un])
+	}
+}
+
+// Split is Concat's adjoint.
+func (CPU) Split(n int, dskip, dup, dout backend.View) {
+	if dskip.DT != dup.DT || dout.DT != dup.DT || dout.Len != dskip.Len+dup.Len || dskip.Len%n != 0 || dup.Len%n != 0 {
+		panic(fmt.Sprintf("backend/cpu: split of %v into %v and %v", dout, dskip, dup))
+	}
+	g, s, u := bytesOf(dout), bytesOf(dskip), bytesOf(dup)
+	sn, un := len(s)/n, len(u)/n
+	for i := 0; i < n; i++ {
+		copy(s[i*sn:(i+1)*sn], g[i*(sn+un):])
+		copy(u[i*un:(i+1)*un], g[i*(sn+un)+sn:])
+	}
+}
+
+// Add is out = a + b, in parallel.
+func (CPU) Add(out, a, b backend.View) {
+	x, y, o := f32(a), f32(b), f32(out)
+	if len(x) != len(o) || len(y) != len(o) {
+		panic(fmt.Sprintf("backend/cpu: add of %v and %v into %v", a, b, out))
+	}
+	kernels.ParallelFor(len(o), 1<<14, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			o[i] = x[i] + y[i]
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
+)
+
+// BatchNorm normalizes per channel, in parallel over channels. The
+// statistics are one pass of float64 sums shifted by a value of the channel
+// (no cancellation when |mean| >> std); the output uses the float32
+// statistics that backward and a recomputation use too, so all of them
+// agree bit for bit.
+func (CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
+	x, y := f32(in), f32(out)
+	gamma, beta := f32(a.Gamma), f32(a.Beta)
+	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
+	mean, inv := halvesOf(stats)
+	HW, M := a.H*a.W, a.N*a.H*a.W
+	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			var variance, ss float64
+			if !reuse {
+				k := float64(x[c*HW])
+				var s, q float64
+				for n := 0; n < a.N; n++ {
+					off := (n*a.C + c) * HW
+					sn, qn := shiftedSums(x[off:off+HW], k)
+					s += sn
+					q += qn
+				}
+				d := s / float64(M)
+				mu := k + d
+				ss = max(q-s*d, 0)
+				variance = ss / float64(M)
+				mean[c], inv[c] = float32(mu), float32(1/math.Sqrt(variance+a.Eps))
+			}
+			mu, invstd := float64(mean[c]), float64(inv[c])
+			scale := float32(float64(gamma[c]) * invstd)
+			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
+			for n := 0; n < a.N; n++ {
+				off := (n*a.C + c) * HW
+				affine(y[off:off+HW], x[off:off+HW], scale, shift)
+			}
+			if !update {
+				continue
+			}
+			unbiased := variance
+			if M > 1 {
+				unbiased = ss / float64(M-1)
+			}
+			rm[c] = float32((1-a.Momentum)*float64(rm[c]) + a.Momentum*float64(mean[c]))
+			rv[c] = float32((1-a.Momentum)*float64(rv[c]) + a.Momentum*unbiased)
+		}
+	})
+}
+
+// BatchNormEval normalizes with the running statistics.
+func (CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
+	x, y := f32(in), f32(out)
+	gamma, beta := f32(a.Gamma), f32(a.Beta)
+	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
+	HW := a.H * a.W
+	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			invstd := 1 / math.Sqrt(float64(rv[c])+a.Eps)
+			scale := float32(float64(gamma[c]) * invstd)
+			shift := beta[c] - rm[c]*scale
+			for n := 0; n < a.N; n++ {
+				off := (n*a.C + c) * HW
+				affine(y[off:off+HW], x[off:off+HW], scale, shift)
+			}
+		}
+	})
+}
+
+// BatchNormBack: din = gamma*invstd*(dout - mean(dout) - xhat*mean(dout*xhat)),
+// per channel. Each channel reads its dout before writing its din, so din
+// may be dout.
+func (CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+	x, dy, dx := f32(in), f32(dout), f32(din)
+	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
+	mean, inv := halvesOf(stats)
+	HW, M := a.H*a.W, float64(a.N*a.H*a.W)
+	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			mu, invstd := mean[c], inv[c]
+			var sdy, sdyx float64
+			for n := 0; n < a.N; n++ {
+				off := (n*a.C + c) * HW
+				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sdy += sg
+				sdyx += sgx
+			}
+			sdyx *= float64(invstd) // Σ dy*xhat
+			dg[c] += float32(sdyx)
+			db[c] += float32(sdy)
+			// dx = k*(dy - mean(dy) - xhat*mean(dy*xhat))
+			k := gamma[c] * invstd
+			mdy, mdyx := float32(sdy/M), float32(sdyx/M)
+			ka, bx, c0 := k, -k*invstd*mdyx, -k*mdy
+			for n := 0; n < a.N; n++ {
+				off := (n*a.C + c) * HW
+				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, ka, bx, c0)
+			}
+		}
+	})
+}
+
+// GroupNorm normalizes per (sample, group), in parallel over them.
+func (CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
+	x, y := f32(in), f32(out)
+	gamma, beta := f32(a.Gamma), f32(a.Beta)
+	mean, inv := halvesOf(stats)
+	HW, cg := a.H*a.W, a.C/a.Groups
+	size := cg * HW
+	kernels.ParallelFor(a.N*a.Groups, 1, func(lo, hi int) {
+		for ng := lo; ng < hi; ng++ {
+			xs := x[ng*size : (ng+1)*size]
+			if !reuse {
+				k := float64(xs[0])
+				s, q := shiftedSums(xs, k)
+				d := s / float64(size)
+				ss := max(q-s*d, 0)
+				mean[ng], inv[ng] = float32(k+d), float32(1/math.Sqrt(ss/float64(size)+a.Eps))
+			}
+			// float32 statistics, as backward and a recomputation use them
+			mu, invstd := float64(mean[ng]), float64(inv[ng])
+			for ci := 0; ci < cg; ci++ {
+				c := ng%a.Groups*cg + ci
+				scale := float32(float64(gamma[c]) * invstd)
+				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
+				off := ci * HW
+				affine(y[ng*size+off:ng*size+off+HW], xs[off:off+HW], scale, shift)
+			}
+		}
+	})
+}
+
+// GroupNormBack computes the parameter gradients per channel first, then din
+// per (sample, group), so din may be dout.
+func (CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+	x, dy, dx := f32(in), f32(dout), f32(din)
+	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
+	mean, inv := halvesOf(stats)
+	HW, cg := a.H*a.W, a.C/a.Groups
+	size := cg * HW
+	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			var sdy, sdyx float64
+			for n := 0; n < a.N; n++ {
+				ng := n*a.Groups + c/cg
+				mu, invstd := mean[ng], inv[ng]
+				off := (n*a.C + c) * HW
+				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sdy += sg
+				sdyx += sgx * float64(invstd)
+			}
+			dg[c] += float32(sdyx)
+			db[c] += float32(sdy)
+		}
+	})
+	kernels.ParallelFor(a.N*a.Groups, 1, func(lo, hi int) {
+		for ng := lo; ng < hi; ng++ {
+			mu, invstd := mean[ng], inv[ng]
+			base := ng * size
+			var s, sx float64 // sums of dxhat and dxhat*xhat
+			for ci := 0; ci < cg; ci++ {
+				gm := float64(gamma[ng%a.Groups*cg+ci])
+				off := base + ci*HW
+				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				s += gm * sg
+				sx += gm * sgx
+			}
+			sx *= float64(invstd)
+			ms, msx := float32(s/float64(size)), float32(sx/float64(size))
+			// dx = invstd*(dy*gamma - ms - xhat*msx)
+			bx, c0 := -invstd*invstd*msx, -invstd*ms
+			for ci := 0; ci < cg; ci++ {
+				gm := gamma[ng%a.Groups*cg+ci]
+				off := base + ci*HW
+				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, invstd*gm, bx, c0)
+			}
+		}
+	})
+}
+
+// halvesOf splits a saved-statistics view into mean and invstd.
+func halvesOf(stats backend.View) (mean, invstd []float32) {
+	v := f32(stats)
+	return v[:len(v)/2], v[len(v)/2:]
+}

@@ -1,0 +1,41 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// Adam updates one parameter serially (the optimizer is a few percent of a
+// step).
+func (CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
+	ws, gs, ms, vs := f32(w), f32(g), f32(m), f32(v)
+	if len(gs) != len(ws) || len(ms) != len(ws) || len(vs) != len(ws) {
+		panic(fmt.Sprintf("backend/cpu: adam on %v, %v, %v, %v", w, g, m, v))
+	}
+	for j := range ws {
+		gj := gs[j]
+		if a.WeightDecay != 0 {
+			gj += a.WeightDecay * ws[j]
+		}
+		ms[j] = a.Beta1*ms[j] + a.OneMinusBeta1*gj
+		vs[j] = a.Beta2*vs[j] + a.OneMinusBeta2*gj*gj
+		denom := float32(math.Sqrt(float64(vs[j])))/a.SqrtBC2 + a.Eps
+		ws[j] -= a.StepSize * ms[j] / denom
+	}
+}
+
+// UnscaleCheck multiplies g by inv and reports whether all of it is finite.
+func (CPU) UnscaleCheck(g backend.View, inv float32) bool {
+	finite := true
+	xs := f32(g)
+	for i, v := range xs {
+		v *= inv
+		xs[i] = v
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			finite = false
+		}
+	}
+	return finite
+}

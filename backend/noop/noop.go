@@ -1,0 +1,72 @@
+// Package noop is the planning backend: the same layer code as a real run,
+// on a pool over memory.Virtual, computing nothing. A step run through it
+// makes exactly the allocations of the same step on its target backend, so
+// the pool's statistics are the target's, byte for byte: memunet plan, fit
+// and compare's planned column. Sizes come from the target (its Sizer), since
+// workspaces differ between backends.
+//
+// Its buffers have no memory at all, so a layer, optimizer or trainer that
+// reads or writes a buffer other than through its backend fails on it (the
+// CPU backend panics on a virtual buffer): running full steps through noop
+// is the test that nothing outside a backend touches device memory.
+package noop
+
+import (
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
+)
+
+// Noop computes nothing over virtual memory, sized like its target.
+type Noop struct {
+	backend.Sizer // the target's
+	target        string
+}
+
+var _ backend.Backend = Noop{}
+
+// New plans for target: its sizes, no memory, no arithmetic.
+func New(target backend.Backend) Noop { return Noop{Sizer: target, target: target.Name()} }
+
+// Name is "noop(target)".
+func (n Noop) Name() string { return "noop(" + n.target + ")" }
+
+// Allocator is memory.Virtual.
+func (Noop) Allocator() memory.Allocator { return memory.Virtual{} }
+
+// Sync has nothing to wait for.
+func (Noop) Sync() error { return nil }
+
+func (Noop) Upload(backend.View, []byte)                                        {}
+func (Noop) Download(dst []byte, _ backend.View)                                { clear(dst) }
+func (Noop) Convert(_, _ backend.View)                                          {}
+func (Noop) Fill(backend.View, float32)                                         {}
+func (Noop) Conv(_ backend.ConvShape, _, _, _, _, _ backend.View)               {}
+func (Noop) ConvBack(_ backend.ConvShape, _, _, _, _, _, _, _ backend.View)     {}
+func (Noop) UpConv(_ backend.UpConvShape, _, _, _, _, _ backend.View)           {}
+func (Noop) UpConvBack(_ backend.UpConvShape, _, _, _, _, _, _, _ backend.View) {}
+func (Noop) BatchNorm(_ backend.NormArgs, _, _, _ backend.View, _, _ bool)      {}
+func (Noop) BatchNormEval(_ backend.NormArgs, _, _ backend.View)                {}
+func (Noop) BatchNormBack(_ backend.NormArgs, _, _, _, _, _, _ backend.View)    {}
+func (Noop) GroupNorm(_ backend.NormArgs, _, _, _ backend.View, _ bool)         {}
+func (Noop) GroupNormBack(_ backend.NormArgs, _, _, _, _, _, _ backend.View)    {}
+func (Noop) ReLU(_, _ backend.View)                                             {}
+func (Noop) ReLUBack(_, _, _ backend.View)                                      {}
+func (Noop) MaxPool2(_ backend.Shape4, _, _, _ backend.View)                    {}
+func (Noop) MaxPool2Back(_ backend.Shape4, _, _, _ backend.View)                {}
+func (Noop) Upsample2(_ backend.Shape4, _, _ backend.View)                      {}
+func (Noop) Upsample2Back(_ backend.Shape4, _, _ backend.View)                  {}
+func (Noop) Concat(_ int, _, _, _ backend.View)                                 {}
+func (Noop) Split(_ int, _, _, _ backend.View)                                  {}
+func (Noop) Add(_, _, _ backend.View)                                           {}
+func (Noop) CrossEntropyBack(_ backend.Shape4, _, _, _ backend.View, _ float32) {}
+func (Noop) Confusion(_ backend.Shape4, _ []int64, _, _ backend.View)           {}
+func (Noop) Argmax(_ backend.Shape4, _, _ backend.View)                         {}
+func (Noop) Adam(_ backend.AdamStep, _, _, _, _ backend.View)                   {}
+
+// CrossEntropy sums nothing.
+func (Noop) CrossEntropy(backend.Shape4, backend.View, backend.View) (float64, int, error) {
+	return 0, 0, nil
+}
+
+// UnscaleCheck reports finite gradients (a planned step is never skipped).
+func (Noop) UnscaleCheck(backend.View, float32) bool { return true }

@@ -1,0 +1,77 @@
+package backend
+
+// ConvShape describes a stride-1, zero-padded 2D convolution:
+// in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
+// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1.
+type ConvShape struct{ N, C, H, W, OC, K, Pad int }
+
+// OH is the output height.
+func (s ConvShape) OH() int { return s.H + 2*s.Pad - s.K + 1 }
+
+// OW is the output width.
+func (s ConvShape) OW() int { return s.W + 2*s.Pad - s.K + 1 }
+
+// InSize, OutSize and WeightSize are element counts.
+func (s ConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
+func (s ConvShape) OutSize() int    { return s.N * s.OC * s.OH() * s.OW() }
+func (s ConvShape) WeightSize() int { return s.OC * s.C * s.K * s.K }
+
+// Direct reports whether the convolution is a plain matrix product per image
+// (1x1, no padding).
+func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 }
+
+// Images is the shape of n images.
+func (s ConvShape) Images(n int) ConvShape { s.N = n; return s }
+
+// UpConvShape describes a 2x2, stride-2 transposed convolution (PyTorch's
+// ConvTranspose2d(C, OC, 2, stride=2)): in is (N,C,H,W), w is (C,OC,2,2),
+// bias is (OC), out is (N,OC,2H,2W).
+type UpConvShape struct{ N, C, H, W, OC int }
+
+// InSize, OutSize and WeightSize are element counts.
+func (s UpConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
+func (s UpConvShape) OutSize() int    { return s.N * s.OC * 4 * s.H * s.W }
+func (s UpConvShape) WeightSize() int { return s.C * s.OC * 4 }
+
+// Images is the shape of n images.
+func (s UpConvShape) Images(n int) UpConvShape { s.N = n; return s }
+
+// Shape4 is an NCHW activation's shape.
+type Shape4 struct{ N, C, H, W int }
+
+// Len is N*C*H*W.
+func (s Shape4) Len() int { return s.N * s.C * s.H * s.W }
+
+// NormArgs is a batch or group norm: x is (N,C,H,W), normalized per channel
+// over (N,H,W) (batch) or per (sample, group of C/Groups channels) (group);
+// Gamma and Beta are (C) float32; RunningMean and RunningVar (C) float32, for
+// batch norm only. Stats are saved per channel (batch: 2C values, mean then
+// invstd) or per (sample, group) (group: 2*N*Groups).
+type NormArgs struct {
+	Shape4
+	Groups                               int // group norm only
+	Eps, Momentum                        float64
+	Gamma, Beta, RunningMean, RunningVar View
+}
+
+// StatsLen is the float32 count of the saved statistics.
+func (a NormArgs) StatsLen(group bool) int {
+	if group {
+		return 2 * a.N * a.Groups
+	}
+	return 2 * a.C
+}
+
+// AdamStep is one Adam update's float32 factors, computed once per step by
+// the optimizer (as PyTorch forms them: each a float64 expression rounded to
+// float32 where it meets the tensors):
+//
+//	g  = g + WeightDecay*w            (only if WeightDecay != 0)
+//	m  = Beta1*m + OneMinusBeta1*g
+//	v  = Beta2*v + OneMinusBeta2*g*g
+//	w -= StepSize * m / (sqrt(v)/SqrtBC2 + Eps)
+type AdamStep struct {
+	StepSize, SqrtBC2                          float32 // lr/(1-beta1^t), sqrt(1-beta2^t)
+	Beta1, Beta2, OneMinusBeta1, OneMinusBeta2 float32
+	Eps, WeightDecay                           float32
+}
