@@ -135,3 +135,26 @@ func countOnCPU(t *testing.T, c *Confusion, logits []float32, target []uint8, n,
 	dev.Backend.Upload(tv, target)
 	dev.Backend.Confusion(backend.Shape4{N: n, C: c.Classes, H: h, W: w}, c.Counts, z.View(), tv)
 }
+
+// TestAdamFactorsRoundAsPyTorch: PyTorch forms 1-beta1, 1-beta2, the step
+// size and sqrt(1-beta2^t) in float64 (Python floats) and rounds each once
+// where it meets a float32 tensor; rounding beta first and subtracting in
+// float32 gives other bits (1-float32(0.999) = 0.0010000467 against
+// float32(0.001) = 0.001).
+func TestAdamFactorsRoundAsPyTorch(t *testing.T) {
+	c := AdamConfig{LR: 0.003, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	for _, step := range []int64{1, 2, 10, 1000} {
+		f := c.stepFactors(step)
+		want := backend.AdamStep{
+			StepSize: float32(c.LR / (1 - math.Pow(c.Beta1, float64(step)))), SqrtBC2: float32(math.Sqrt(1 - math.Pow(c.Beta2, float64(step)))),
+			Beta1: float32(c.Beta1), Beta2: float32(c.Beta2), OneMinusBeta1: float32(0.1), OneMinusBeta2: float32(0.001),
+			Eps: float32(1e-8), WeightDecay: float32(0.01),
+		}
+		if f != want {
+			t.Errorf("step %d: factors %+v, want %+v", step, f, want)
+		}
+	}
+	if f := c.stepFactors(1); f.OneMinusBeta2 == 1-float32(c.Beta2) {
+		t.Fatalf("the check cannot tell the two roundings apart")
+	}
+}
