@@ -111,7 +111,14 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *Conv2d) forget() { l.in = nil }
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *Conv2d) Forget() { l.in = nil }
+
+// Out is (N,OutC,OH,OW) and 2*InC*OutC*K*K*OH*OW FLOPs per image.
+func (l *Conv2d) Out(in backend.Shape4) (backend.Shape4, float64) {
+	s := backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}
+	return backend.Shape4{N: in.N, C: l.OutC, H: s.OH(), W: s.OW()}, 2 * float64(in.N*l.InC*l.OutC*l.K*l.K*s.OH()*s.OW())
+}
 
 func biasView(p *Param) backend.View {
 	if p == nil {
@@ -234,4 +241,10 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *UpConv) forget() { l.in = nil }
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *UpConv) Forget() { l.in = nil }
+
+// Out is (N,OutC,2H,2W) and 2*InC*OutC*4*H*W FLOPs per image.
+func (l *UpConv) Out(in backend.Shape4) (backend.Shape4, float64) {
+	return backend.Shape4{N: in.N, C: l.OutC, H: 2 * in.H, W: 2 * in.W}, 2 * float64(in.N*l.InC*l.OutC*4*in.H*in.W)
+}

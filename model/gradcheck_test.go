@@ -46,7 +46,7 @@ const (
 	// see TestGradUNet) is 5e-6; 1e-4 is a ~20x margin.
 	gcTolNet = 1e-4
 	// gcEps is the central-difference step. In float64 it is far below every
-	// kink the inputs are kept away from (ReLU inputs |x| >= 1e-2, max dev
+	// kink the inputs are kept away from (ReLU inputs |x| >= 1e-2, max pool
 	// values >= 2/len apart) so the differenced function is smooth there.
 	gcEps = 1e-6
 )
@@ -91,7 +91,7 @@ func gcAwayFromZero(rng *rand.Rand, n int) []float32 {
 }
 
 // gcDistinct returns n values in (-1,1) that are a random permutation of
-// evenly spaced levels 2/n apart: max dev inputs without ties or near-ties
+// evenly spaced levels 2/n apart: max pool inputs without ties or near-ties
 // (2/n >> eps), so the argmax of every window is stable under the
 // finite-difference step.
 func gcDistinct(rng *rand.Rand, n int) []float32 {
@@ -1245,8 +1245,8 @@ func TestGradCrossEntropy(t *testing.T) {
 // (3x3 pad 1 convs, norm, widths, skip order) is spelled out here.
 func gcRefUNet(m *UNet, P map[*Param][]float64, x gcT) gcT {
 	cfg := m.Config
-	dc := func(b *DoubleConv, h gcT) gcT {
-		for _, l := range b.layers {
+	dc := func(b *Sequential, h gcT) gcT {
+		for _, l := range b.Layers {
 			switch l := l.(type) {
 			case *Conv2d:
 				var bias []float64
@@ -1266,23 +1266,23 @@ func gcRefUNet(m *UNet, P map[*Param][]float64, x gcT) gcT {
 		}
 		return h
 	}
-	h := dc(m.inc, x)
+	h := dc(m.levels[0].encBody, x)
 	var skips []gcT
-	for _, d := range m.downs {
+	for _, L := range m.levels[1:] {
 		skips = append(skips, h)
 		p, _ := gcRefMaxPool(h)
-		h = dc(d.conv, p)
+		h = dc(L.encBody, p)
 	}
-	for _, u := range m.ups {
-		skip := skips[len(skips)-1]
-		skips = skips[:len(skips)-1]
+	for lv := cfg.Depth - 1; lv >= 0; lv-- {
+		L := m.levels[lv]
+		skip := skips[lv]
 		if cfg.Up == UpTranspose {
-			uc := u.upsample.(*UpConv)
+			uc := L.up.(*UpConv)
 			h = gcRefUpConv(h, P[uc.Weight], P[uc.Bias], h.C/2)
 		} else {
 			h = gcRefUpsample(h)
 		}
-		h = dc(u.conv, gcRefConcat(skip, h))
+		h = dc(L.decBody, gcRefConcat(skip, h))
 	}
 	return gcRefConv(h, P[m.outc.Weight], P[m.outc.Bias], cfg.Classes, 1, 0)
 }
@@ -1291,7 +1291,7 @@ func gcRefUNet(m *UNet, P map[*Param][]float64, x gcT) gcT {
 // and loss against the float64 reference network, and every parameter's
 // gradient (CrossEntropy backward then UNet backward, through skips, pools,
 // upsampling and norms) against central differences of the reference loss.
-// Random inputs keep ReLU and max dev kinks away from the differences with
+// Random inputs keep ReLU and max pool kinks away from the differences with
 // overwhelming probability; the seeds are fixed.
 //
 // The loss is scaled by 64 (CrossEntropy.Backward's scale, as a grad scaler

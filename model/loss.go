@@ -88,4 +88,5 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 	return dlogits, nil
 }
 
-func (l *CrossEntropy) forget() { l.logits, l.target = nil, backend.View{} }
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *CrossEntropy) Forget() { l.logits, l.target = nil, backend.View{} }

@@ -78,4 +78,13 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *MaxPool2) forget() { l.argmax = backend.View{} }
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *MaxPool2) Forget() { l.argmax = backend.View{} }
+
+// Params is none.
+func (l *MaxPool2) Params() []*Param { return nil }
+
+// Out halves H and W (dropping an odd last row or column).
+func (l *MaxPool2) Out(in backend.Shape4) (backend.Shape4, float64) {
+	return backend.Shape4{N: in.N, C: in.C, H: in.H / 2, W: in.W / 2}, 0
+}

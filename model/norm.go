@@ -266,6 +266,14 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *BatchNorm2d) forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }
+// Out keeps the shape.
+func (l *BatchNorm2d) Out(in backend.Shape4) (backend.Shape4, float64) { return sameShape(in) }
 
-func (l *GroupNorm) forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }
+// Out keeps the shape.
+func (l *GroupNorm) Out(in backend.Shape4) (backend.Shape4, float64) { return sameShape(in) }
+
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *BatchNorm2d) Forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }
+
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *GroupNorm) Forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/memunet/memunet/backend"
+
 // ReLU computes out = max(in, 0) elementwise on (N,C,H,W). When the caller
 // holds the only reference to in, it works in place (PyTorch's inplace=True).
 // In training it keeps out, whose sign is all backward needs.
@@ -45,4 +47,11 @@ func (l *ReLU) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *ReLU) forget() { l.out = nil }
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *ReLU) Forget() { l.out = nil }
+
+// Params is none.
+func (l *ReLU) Params() []*Param { return nil }
+
+// Out keeps the shape.
+func (l *ReLU) Out(in backend.Shape4) (backend.Shape4, float64) { return sameShape(in) }

@@ -7,252 +7,24 @@ import (
 	"github.com/memunet/memunet/backend"
 )
 
-// UpMode is how the decoder doubles the resolution.
-type UpMode string
+// The UNet is described once, as its levels: level i works at 1/2^i of the
+// input's resolution with Base*2^i channels. Forward goes down the encoders
+// (level 0 is inc; level i > 0 is a 2x2 max pool then a DoubleConv), keeping
+// each level's output as the skip of its decoder, then up the decoders
+// (upsample from the level below, concatenate the skip first, DoubleConv)
+// to outc. Backward, FLOPs, parameter names, checkpointing and the plan all
+// walk the same levels.
 
-// NormKind is the normalization inside each DoubleConv.
-type NormKind string
-
-const (
-	UpBilinear  UpMode = "bilinear"  // Upsample2 (align_corners=False), channels kept
-	UpTranspose UpMode = "transpose" // UpConv 2x2 stride 2, channels halved
-
-	NormBatch NormKind = "batch" // BatchNorm2d
-	NormGroup NormKind = "group" // GroupNorm with Config.Groups groups
-	NormNone  NormKind = "none"  // no norm; the convolutions get a bias instead
-)
-
-// MaxBase bounds Config.Base so that the widest level, Base*2^Depth, cannot
-// overflow; no real network comes near it.
-const MaxBase = 1 << 16
-
-// Config is the UNet's architecture. Encoder widths are Base*2^i for
-// i = 0..Depth, with 2x2 max pooling between levels; the input's height and
-// width must be divisible by 2^Depth.
-type Config struct {
-	InChannels int      // default 3
-	Classes    int      // default 2
-	Base       int      // width of the first level; default 16
-	Depth      int      // number of down (and up) levels; default 4
-	Up         UpMode   // default bilinear
-	Norm       NormKind // default batch
-	Groups     int      // groups for NormGroup (capped at a layer's width); default 8
-	// Checkpoint lists the resolution levels (0 = full size .. Depth = the
-	// bottleneck) whose DoubleConv blocks are checkpointed: in forward they
-	// keep only their input, in backward they recompute their activations.
-	// Level i has the encoder block at that level and, below Depth, the
-	// decoder block there too. Empty means none.
-	Checkpoint []int
-}
-
-// CheckpointAll is the Checkpoint list of every level for a depth.
-func CheckpointAll(depth int) []int {
-	levels := make([]int, depth+1)
-	for i := range levels {
-		levels[i] = i
-	}
-	return levels
-}
-
-// WithDefaults fills zero fields with the defaults.
-func (c Config) WithDefaults() Config {
-	if c.InChannels == 0 {
-		c.InChannels = 3
-	}
-	if c.Classes == 0 {
-		c.Classes = 2
-	}
-	if c.Base == 0 {
-		c.Base = 16
-	}
-	if c.Depth == 0 {
-		c.Depth = 4
-	}
-	if c.Up == "" {
-		c.Up = UpBilinear
-	}
-	if c.Norm == "" {
-		c.Norm = NormBatch
-	}
-	if c.Groups == 0 {
-		c.Groups = 8
-	}
-	return c
-}
-
-// Validate reports the first invalid field, naming it and what is allowed.
-func (c Config) Validate() error {
-	switch {
-	case c.InChannels < 1:
-		return fmt.Errorf("model.in_channels: %d: must be at least 1", c.InChannels)
-	case c.Classes < 2 || c.Classes > 255:
-		return fmt.Errorf("model.classes: %d: must be between 2 and 255", c.Classes)
-	case c.Base < 1 || c.Base > MaxBase:
-		return fmt.Errorf("model.base: %d: must be between 1 and %d", c.Base, MaxBase)
-	case c.Depth < 1 || c.Depth > 8:
-		return fmt.Errorf("model.depth: %d: must be between 1 and 8", c.Depth)
-	case c.Up != UpBilinear && c.Up != UpTranspose:
-		return fmt.Errorf("model.up: %q: must be %q or %q", c.Up, UpBilinear, UpTranspose)
-	case c.Norm != NormBatch && c.Norm != NormGroup && c.Norm != NormNone:
-		return fmt.Errorf("model.norm: %q: must be %q, %q or %q", c.Norm, NormBatch, NormGroup, NormNone)
-	case c.Norm == NormGroup && c.Groups < 1:
-		return fmt.Errorf("model.groups: %d: must be at least 1", c.Groups)
-	}
-	for _, l := range c.Checkpoint {
-		if l < 0 || l > c.Depth {
-			return fmt.Errorf("model.checkpoint: level %d: levels go from 0 (full size) to model.depth = %d", l, c.Depth)
-		}
-	}
-	if c.Norm == NormGroup {
-		for i := 0; i <= c.Depth; i++ {
-			if w := c.Base << i; w%min(c.Groups, w) != 0 {
-				return fmt.Errorf("model.groups: %d does not divide the width %d of level %d; use a power of two", c.Groups, w, i)
-			}
-		}
-	}
-	return nil
-}
-
-// layer is a single-input Forward/Backward pair.
-type layer interface {
-	Forward(env *Env, in *Tensor) (*Tensor, error)
-	Backward(env *Env, dout *Tensor) (*Tensor, error)
-	// forget drops the layer's references to what it kept for backward,
-	// without releasing them: after a failed step the caller frees the step's
-	// buffers wholesale (memory.Pool.FreeSince).
-	forget()
-}
-
-// DoubleConv is (conv3x3 -> norm -> ReLU) x 2; the convolutions have no bias
-// unless the norm is none.
-type DoubleConv struct {
-	layers []layer
-	params []*Param
-	// Checkpointed blocks keep only their input in forward (in) and run their
-	// forward again in backward before their backward.
-	Checkpointed bool
-	in           *Tensor
-}
-
-func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*DoubleConv, error) {
-	b := &DoubleConv{}
-	idx := 0
-	for i, c := range []int{inC, outC} {
-		conv, err := NewConv2d(dev, fmt.Sprintf("%s.%d", name, idx), c, outC, 3, 1, cfg.Norm == NormNone)
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 && inC == cfg.InChannels && name == "inc.double_conv" {
-			conv.NoInputGrad = true
-		}
-		b.layers = append(b.layers, conv)
-		b.params = append(b.params, conv.Params()...)
-		idx++
-		switch cfg.Norm {
-		case NormBatch:
-			bn, err := NewBatchNorm2d(dev, fmt.Sprintf("%s.%d", name, idx), outC)
-			if err != nil {
-				return nil, err
-			}
-			b.layers = append(b.layers, bn)
-			b.params = append(b.params, bn.Params()...)
-			idx++
-		case NormGroup:
-			gn, err := NewGroupNorm(dev, fmt.Sprintf("%s.%d", name, idx), min(cfg.Groups, outC), outC)
-			if err != nil {
-				return nil, err
-			}
-			b.layers = append(b.layers, gn)
-			b.params = append(b.params, gn.Params()...)
-			idx++
-		}
-		b.layers = append(b.layers, &ReLU{})
-		idx++
-	}
-	return b, nil
-}
-
-// Forward runs the layers in order. A checkpointed block in training keeps
-// only in; its layers keep nothing (BatchNorm still updates its running
-// statistics, once).
-func (b *DoubleConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
-	if !b.Checkpointed || !env.saves() {
-		return forwardChain(env, b.layers, in)
-	}
-	quiet := *env
-	quiet.noSave = true
-	out, err := forwardChain(&quiet, b.layers, in)
-	if err != nil {
-		return nil, err
-	}
-	b.in = in.Retain()
-	return out, nil
-}
-
-// Backward runs the layers' backward in reverse order; it consumes dout. A
-// checkpointed block first recomputes its forward from the kept input, with
-// the same batch statistics and without touching the running statistics, so
-// its gradients equal the plain block's bit for bit.
-func (b *DoubleConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
-	if b.in != nil {
-		again := *env
-		again.recompute = true
-		out, err := forwardChain(&again, b.layers, b.in)
-		b.in.Release()
-		b.in = nil
-		if err != nil {
-			dout.Release()
-			return nil, err
-		}
-		out.Release() // ReLU keeps its own reference for backward
-	}
-	return backwardChain(env, b.layers, dout)
-}
-
-func (b *DoubleConv) forget() {
-	b.in = nil
-	for _, l := range b.layers {
-		l.forget()
-	}
-}
-
-// forwardChain runs layers in order; the caller keeps its reference to in.
-func forwardChain(env *Env, layers []layer, in *Tensor) (*Tensor, error) {
-	x := in.Retain()
-	for _, l := range layers {
-		y, err := l.Forward(env, x)
-		x.Release()
-		if err != nil {
-			return nil, err
-		}
-		x = y
-	}
-	return x, nil
-}
-
-// backwardChain runs backward in reverse order, consuming dout.
-func backwardChain(env *Env, layers []layer, dout *Tensor) (*Tensor, error) {
-	g := dout
-	for i := len(layers) - 1; i >= 0; i-- {
-		var err error
-		if g, err = layers[i].Backward(env, g); err != nil {
-			return nil, err
-		}
-	}
-	return g, nil
-}
-
-// down is max pooling followed by a DoubleConv.
-type down struct {
-	pool MaxPool2
-	conv *DoubleConv
-}
-
-// up doubles the resolution, concatenates the skip and applies a DoubleConv.
-type up struct {
-	upsample layer // *Upsample2 or *UpConv
-	cat      Concat
-	conv     *DoubleConv
+// level is one resolution of the UNet.
+type level struct {
+	pool    *MaxPool2 // nil at level 0
+	encBody *Sequential
+	enc     Layer // encBody, or encBody checkpointed
+	// The decoder, none at the bottleneck (level Depth).
+	up      Layer // *Upsample2 or *UpConv, from the level below
+	cat     Concat
+	decBody *Sequential
+	dec     Layer // decBody, or decBody checkpointed
 }
 
 // UNet is the segmentation network: logits (N,Classes,H,W) from an image
@@ -260,9 +32,7 @@ type up struct {
 // given to New until Free.
 type UNet struct {
 	Config Config
-	inc    *DoubleConv
-	downs  []*down
-	ups    []*up
+	levels []*level // 0 (full size) .. Depth (the bottleneck)
 	outc   *Conv2d
 	params []*Param
 	dev    *Device
@@ -277,7 +47,7 @@ func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 		return nil, err
 	}
 	m := &UNet{Config: cfg, dev: dev}
-	if err := m.build(dev); err != nil {
+	if err := m.build(); err != nil {
 		m.Free()
 		return nil, err
 	}
@@ -295,43 +65,52 @@ func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 // Device is where the model lives.
 func (m *UNet) Device() *Device { return m.dev }
 
-func (m *UNet) build(dev *Device) error {
-	cfg := m.Config
-	width := func(level int) int { return cfg.Base << level }
-	var err error
-	if m.inc, err = newDoubleConv(dev, cfg, "inc.double_conv", cfg.InChannels, width(0)); err != nil {
-		return err
-	}
-	m.params = append(m.params, m.inc.params...)
-	for i := 1; i <= cfg.Depth; i++ {
-		d := &down{}
-		if d.conv, err = newDoubleConv(dev, cfg, fmt.Sprintf("down%d.maxpool_conv.1.double_conv", i), width(i-1), width(i)); err != nil {
+// build makes the layers in state_dict order (inc, down1..Depth,
+// up1..Depth from the bottleneck up, outc), naming the parameters as
+// PyTorch's UNet does.
+func (m *UNet) build() error {
+	cfg, dev := m.Config, m.dev
+	width := func(lv int) int { return cfg.Base << lv }
+	m.levels = make([]*level, cfg.Depth+1)
+	for lv := range m.levels {
+		L := &level{}
+		m.levels[lv] = L
+		name, in := "inc.double_conv", cfg.InChannels
+		if lv > 0 {
+			L.pool = &MaxPool2{}
+			name, in = fmt.Sprintf("down%d.maxpool_conv.1.double_conv", lv), width(lv-1)
+		}
+		var err error
+		if L.encBody, err = newDoubleConv(dev, cfg, name, in, width(lv)); err != nil {
 			return err
 		}
-		m.downs = append(m.downs, d)
-		m.params = append(m.params, d.conv.params...)
+		if lv == 0 {
+			L.encBody.Layers[0].(*Conv2d).NoInputGrad = true // fed by the data
+		}
+		m.params = append(m.params, L.encBody.Params()...)
 	}
-	for i := 1; i <= cfg.Depth; i++ {
-		inC, skipC := width(cfg.Depth-i+1), width(cfg.Depth-i)
-		u := &up{}
-		catC := inC + skipC
+	for lv := cfg.Depth - 1; lv >= 0; lv-- {
+		L, i := m.levels[lv], cfg.Depth-lv // up1 is the first decoder, at level Depth-1
+		from, skip := width(lv+1), width(lv)
+		cat := from + skip
 		if cfg.Up == UpTranspose {
-			uc, err := NewUpConv(dev, fmt.Sprintf("up%d.up", i), inC, inC/2)
+			uc, err := NewUpConv(dev, fmt.Sprintf("up%d.up", i), from, from/2)
 			if err != nil {
 				return err
 			}
-			u.upsample = uc
+			L.up = uc
 			m.params = append(m.params, uc.Params()...)
-			catC = inC/2 + skipC
+			cat = from/2 + skip
 		} else {
-			u.upsample = &Upsample2{}
+			L.up = &Upsample2{}
 		}
-		if u.conv, err = newDoubleConv(dev, cfg, fmt.Sprintf("up%d.conv.double_conv", i), catC, skipC); err != nil {
+		var err error
+		if L.decBody, err = newDoubleConv(dev, cfg, fmt.Sprintf("up%d.conv.double_conv", i), cat, skip); err != nil {
 			return err
 		}
-		m.ups = append(m.ups, u)
-		m.params = append(m.params, u.conv.params...)
+		m.params = append(m.params, L.decBody.Params()...)
 	}
+	var err error
 	if m.outc, err = NewConv2d(dev, "outc.conv", width(0), cfg.Classes, 1, 0, true); err != nil {
 		return err
 	}
@@ -340,21 +119,227 @@ func (m *UNet) build(dev *Device) error {
 	return nil
 }
 
+// newDoubleConv is (conv3x3 -> norm -> ReLU) x 2, the submodules numbered as
+// in PyTorch's nn.Sequential; the convolutions have a bias only without a
+// norm.
+func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*Sequential, error) {
+	b := &Sequential{}
+	idx := 0
+	for _, c := range []int{inC, outC} {
+		conv, err := NewConv2d(dev, fmt.Sprintf("%s.%d", name, idx), c, outC, 3, 1, cfg.Norm == NormNone)
+		if err != nil {
+			return nil, err
+		}
+		b.Layers = append(b.Layers, conv)
+		idx++
+		var norm Layer
+		switch cfg.Norm {
+		case NormBatch:
+			norm, err = NewBatchNorm2d(dev, fmt.Sprintf("%s.%d", name, idx), outC)
+		case NormGroup:
+			norm, err = NewGroupNorm(dev, fmt.Sprintf("%s.%d", name, idx), min(cfg.Groups, outC), outC)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if norm != nil {
+			b.Layers = append(b.Layers, norm)
+			idx++
+		}
+		b.Layers = append(b.Layers, &ReLU{})
+		idx++
+	}
+	return b, nil
+}
+
 // SetCheckpoint checkpoints the DoubleConv blocks at the given levels (see
-// Config.Checkpoint) and no others. Call it between steps, not inside one.
+// Config.Checkpoint; the encoder block and, below the bottleneck, the
+// decoder block of each) and no others. Call it between steps, not inside
+// one.
 func (m *UNet) SetCheckpoint(levels []int) {
 	on := map[int]bool{}
 	for _, l := range levels {
 		on[l] = true
 	}
 	m.Config.Checkpoint = append([]int(nil), levels...)
-	m.inc.Checkpointed = on[0]
-	for i, d := range m.downs {
-		d.conv.Checkpointed = on[i+1]
+	wrap := func(b *Sequential, ck bool) Layer {
+		if ck {
+			return &Checkpointed{Block: b}
+		}
+		return b
 	}
-	for i, u := range m.ups {
-		u.conv.Checkpointed = on[m.Config.Depth-1-i]
+	for lv, L := range m.levels {
+		L.enc = wrap(L.encBody, on[lv])
+		if L.decBody != nil {
+			L.dec = wrap(L.decBody, on[lv])
+		}
 	}
+}
+
+// encoder is level lv's encoder: the max pool (below level 0), then the
+// block.
+func (L *level) encoder() []Layer {
+	if L.pool == nil {
+		return []Layer{L.enc}
+	}
+	return []Layer{L.pool, L.enc}
+}
+
+// layers lists every layer in state_dict order, blocks as themselves.
+func (m *UNet) layers() []Layer {
+	var out []Layer
+	for _, L := range m.levels {
+		out = append(out, L.encoder()...)
+	}
+	for lv := len(m.levels) - 2; lv >= 0; lv-- {
+		out = append(out, m.levels[lv].up, m.levels[lv].dec)
+	}
+	return append(out, m.outc)
+}
+
+// CheckInput returns an error unless an (H,W) image fits the network.
+func (m *UNet) CheckInput(c, h, w int) error {
+	f := 1 << m.Config.Depth
+	if c != m.Config.InChannels {
+		return fmt.Errorf("model: input has %d channels, model.in_channels is %d", c, m.Config.InChannels)
+	}
+	if h%f != 0 || w%f != 0 || h < f || w < f {
+		return fmt.Errorf("model: image size %dx%d is not divisible by 2^depth = %d; resize to a multiple of %d (data.resize) or lower model.depth", h, w, f, f)
+	}
+	return nil
+}
+
+// Forward computes logits for x (N,InChannels,H,W); the caller keeps its
+// reference to x. In training the layers keep what Backward needs.
+func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
+	if err := m.CheckInput(x.C, x.H, x.W); err != nil {
+		return nil, err
+	}
+	D := m.Config.Depth
+	skips := make([]*Tensor, D) // skips[lv] is level lv's encoder output
+	defer func() {
+		for _, s := range skips {
+			s.Release()
+		}
+	}()
+	h := x.Retain()
+	for lv, L := range m.levels {
+		for _, l := range L.encoder() {
+			y, err := l.Forward(env, h)
+			h.Release()
+			if err != nil {
+				return nil, err
+			}
+			h = y
+		}
+		if lv < D {
+			skips[lv] = h.Retain()
+		}
+	}
+	for lv := D - 1; lv >= 0; lv-- {
+		L := m.levels[lv]
+		upped, err := L.up.Forward(env, h)
+		h.Release()
+		if err != nil {
+			return nil, err
+		}
+		cat, err := L.cat.Forward(env, skips[lv], upped)
+		upped.Release()
+		if err != nil {
+			return nil, err
+		}
+		skips[lv].Release()
+		skips[lv] = nil
+		h, err = L.dec.Forward(env, cat)
+		cat.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	logits, err = m.outc.Forward(env, h)
+	h.Release()
+	return logits, err
+}
+
+// Backward accumulates every parameter's gradient from dlogits, which it
+// consumes: the decoders from full size down to the bottleneck, then the
+// encoders back up, adding each level's skip gradient to its encoder
+// output's. After it, no activation of the step is left in the pool.
+func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
+	g, err := m.outc.Backward(env, dlogits)
+	if err != nil {
+		return err
+	}
+	D := m.Config.Depth
+	dskips := make([]*Tensor, D)
+	defer func() {
+		for _, d := range dskips {
+			d.Release()
+		}
+	}()
+	for lv := 0; lv < D; lv++ {
+		L := m.levels[lv]
+		dcat, err := L.dec.Backward(env, g)
+		if err != nil {
+			return err
+		}
+		var dup *Tensor
+		if dskips[lv], dup, err = L.cat.Backward(env, dcat); err != nil {
+			return err
+		}
+		if g, err = L.up.Backward(env, dup); err != nil {
+			return err
+		}
+	}
+	for lv := D; lv >= 0; lv-- {
+		enc := m.levels[lv].encoder()
+		for i := len(enc) - 1; i >= 0; i-- {
+			if g, err = enc[i].Backward(env, g); err != nil {
+				return err
+			}
+		}
+		if lv > 0 {
+			if err := addInto(env, g, dskips[lv-1]); err != nil {
+				return err
+			}
+			dskips[lv-1].Release()
+			dskips[lv-1] = nil
+		}
+	}
+	g.Release() // nil: inc computes no input gradient
+	return nil
+}
+
+// FLOPs counts the multiply-adds of one forward pass of an h x w image as
+// 2*C*OC*K*K*OH*OW per convolution (2*C*OC*4*H*W per transposed one), the
+// usual convention; norms, pooling and the loss are not counted. recompute
+// is the part of forward spent in checkpointed blocks, which a training
+// step runs twice.
+func (m *UNet) FLOPs(h, w int) (forward, recompute float64) {
+	count := func(l Layer, in backend.Shape4) backend.Shape4 {
+		out, f := l.Out(in)
+		forward += f
+		if _, ok := l.(*Checkpointed); ok {
+			recompute += f
+		}
+		return out
+	}
+	s := backend.Shape4{N: 1, C: m.Config.InChannels, H: h, W: w}
+	skips := make([]backend.Shape4, len(m.levels))
+	for lv, L := range m.levels {
+		for _, l := range L.encoder() {
+			s = count(l, s)
+		}
+		skips[lv] = s
+	}
+	for lv := len(m.levels) - 2; lv >= 0; lv-- {
+		L := m.levels[lv]
+		s = count(L.up, s)
+		s.C += skips[lv].C
+		s = count(L.dec, s)
+	}
+	count(m.outc, s)
+	return forward, recompute
 }
 
 // SetPrecision gives every convolution weight a working copy in dt (Float16
@@ -390,8 +375,11 @@ func (m *UNet) SaveBuffers() (restore func()) {
 			saved = append(saved, p.Read())
 		}
 	}
-	var counts []int64
-	m.eachBatchNorm(func(bn *BatchNorm2d) { counts = append(counts, bn.NumBatchesTracked) })
+	bns := m.BatchNorms()
+	counts := make([]int64, len(bns))
+	for i, bn := range bns {
+		counts[i] = bn.NumBatchesTracked
+	}
 	return func() {
 		i := 0
 		for _, p := range m.params {
@@ -400,26 +388,31 @@ func (m *UNet) SaveBuffers() (restore func()) {
 				i++
 			}
 		}
-		j := 0
-		m.eachBatchNorm(func(bn *BatchNorm2d) { bn.NumBatchesTracked = counts[j]; j++ })
+		for i, bn := range bns {
+			bn.NumBatchesTracked = counts[i]
+		}
 	}
 }
 
-func (m *UNet) eachBatchNorm(fn func(*BatchNorm2d)) {
-	blocks := []*DoubleConv{m.inc}
-	for _, d := range m.downs {
-		blocks = append(blocks, d.conv)
-	}
-	for _, u := range m.ups {
-		blocks = append(blocks, u.conv)
-	}
-	for _, b := range blocks {
-		for _, l := range b.layers {
-			if bn, ok := l.(*BatchNorm2d); ok {
-				fn(bn)
+// BatchNorms lists the network's BatchNorm2d layers in state_dict order
+// (none unless Config.Norm is batch), for saving and restoring their
+// NumBatchesTracked, which is not a Param. The state_dict key of a layer's
+// count is its Weight's name with ".weight" replaced by ".num_batches_tracked".
+func (m *UNet) BatchNorms() []*BatchNorm2d {
+	var out []*BatchNorm2d
+	for _, l := range m.layers() {
+		if c, ok := l.(*Checkpointed); ok {
+			l = c.Block
+		}
+		if s, ok := l.(*Sequential); ok {
+			for _, in := range s.Layers {
+				if bn, ok := in.(*BatchNorm2d); ok {
+					out = append(out, bn)
+				}
 			}
 		}
 	}
+	return out
 }
 
 // Forget drops every reference the layers keep for backward, without
@@ -427,16 +420,9 @@ func (m *UNet) eachBatchNorm(fn func(*BatchNorm2d)) {
 // Backward: the caller then frees the step's buffers with
 // memory.Pool.FreeSince. Gradients are left as they are.
 func (m *UNet) Forget() {
-	m.inc.forget()
-	for _, d := range m.downs {
-		d.pool.forget()
-		d.conv.forget()
+	for _, l := range m.layers() {
+		l.Forget()
 	}
-	for _, u := range m.ups {
-		u.upsample.forget()
-		u.conv.forget()
-	}
-	m.outc.forget()
 }
 
 // Params lists every parameter and buffer in state_dict order.
@@ -469,122 +455,4 @@ func (m *UNet) Free() {
 		p.free(m.dev.Pool)
 	}
 	m.params = nil
-}
-
-// CheckInput returns an error unless an (H,W) image fits the network.
-func (m *UNet) CheckInput(c, h, w int) error {
-	f := 1 << m.Config.Depth
-	if c != m.Config.InChannels {
-		return fmt.Errorf("model: input has %d channels, model.in_channels is %d", c, m.Config.InChannels)
-	}
-	if h%f != 0 || w%f != 0 || h < f || w < f {
-		return fmt.Errorf("model: image size %dx%d is not divisible by 2^depth = %d; resize to a multiple of %d (data.resize) or lower model.depth", h, w, f, f)
-	}
-	return nil
-}
-
-// Forward computes logits for x (N,InChannels,H,W); the caller keeps its
-// reference to x. In training the layers keep what Backward needs.
-func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
-	if err := m.CheckInput(x.C, x.H, x.W); err != nil {
-		return nil, err
-	}
-	skips := make([]*Tensor, 0, m.Config.Depth+1)
-	defer func() {
-		for _, s := range skips {
-			s.Release()
-		}
-	}()
-	h, err := m.inc.Forward(env, x)
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range m.downs {
-		skips = append(skips, h)
-		p, err := d.pool.Forward(env, h)
-		if err != nil {
-			return nil, err
-		}
-		h, err = d.conv.Forward(env, p)
-		p.Release()
-		if err != nil {
-			return nil, err
-		}
-	}
-	for _, u := range m.ups {
-		skip := skips[len(skips)-1]
-		upped, err := u.upsample.Forward(env, h)
-		h.Release()
-		if err != nil {
-			return nil, err
-		}
-		cat, err := u.cat.Forward(env, skip, upped)
-		upped.Release()
-		if err != nil {
-			return nil, err
-		}
-		skips = skips[:len(skips)-1]
-		skip.Release()
-		h, err = u.conv.Forward(env, cat)
-		cat.Release()
-		if err != nil {
-			return nil, err
-		}
-	}
-	logits, err = m.outc.Forward(env, h)
-	h.Release()
-	return logits, err
-}
-
-// Backward accumulates every parameter's gradient from dlogits, which it
-// consumes. After it, no activation of the step is left in the pool.
-func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
-	g, err := m.outc.Backward(env, dlogits)
-	if err != nil {
-		return err
-	}
-	dskips := make([]*Tensor, 0, len(m.ups))
-	defer func() {
-		for _, d := range dskips {
-			d.Release()
-		}
-	}()
-	for i := len(m.ups) - 1; i >= 0; i-- {
-		u := m.ups[i]
-		dcat, err := u.conv.Backward(env, g)
-		if err != nil {
-			return err
-		}
-		dskip, dup, err := u.cat.Backward(env, dcat)
-		if err != nil {
-			return err
-		}
-		dskips = append(dskips, dskip)
-		if g, err = u.upsample.Backward(env, dup); err != nil {
-			return err
-		}
-	}
-	// ups[i] used the skip that was the input of downs[Depth-1-i], and ups run
-	// backward from last to first, so dskips[j] is the gradient of downs[j]'s input.
-	for i := len(m.downs) - 1; i >= 0; i-- {
-		d := m.downs[i]
-		dp, err := d.conv.Backward(env, g)
-		if err != nil {
-			return err
-		}
-		dh, err := d.pool.Backward(env, dp)
-		if err != nil {
-			return err
-		}
-		ds := dskips[i]
-		if err := addInto(env, dh, ds); err != nil {
-			return err
-		}
-		ds.Release()
-		dskips[i] = nil
-		g = dh
-	}
-	din, err := m.inc.Backward(env, g)
-	din.Release()
-	return err
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // utModelBytes is what m's parameters (with BatchNorm running statistics)
-// and gradients take in the dev, and how many buffers they are.
+// and gradients take in the pool, and how many buffers they are.
 func utModelBytes(m *UNet) (params, grads int64, buffers int64) {
 	for _, p := range m.Params() {
 		b := memory.RoundSize(4 * int64(p.Len()))
@@ -129,7 +129,7 @@ func TestParamCount(t *testing.T) {
 			if got := m.NumParams(); got != tc.want {
 				t.Errorf("NumParams() = %d, want %d", got, tc.want)
 			}
-			// Exactly the parameters, buffers and gradients are in the dev.
+			// Exactly the parameters, buffers and gradients are in the pool.
 			params, grads, buffers := utModelBytes(m)
 			st := dev.Pool.Stats()
 			if st.ByCategory[memory.Params].Current != params || st.ByCategory[memory.Grads].Current != grads ||
@@ -246,8 +246,8 @@ var utVariants = []struct {
 
 // TestStepMemory runs three training steps (ZeroGrad, Forward, loss Forward
 // and Backward, Backward) of a small UNet, with a new peak window each
-// step. After every step the dev must hold exactly the parameters and
-// gradients (plus the input batch when it lives in the same dev): no
+// step. After every step the pool must hold exactly the parameters and
+// gradients (plus the input batch and targets when they live on the same device): no
 // activation or workspace buffer survives the step. Each step's peak, its
 // split by category and its allocation count must be identical, and after
 // the first step every block comes from the cache (reserved does not grow).
@@ -272,8 +272,8 @@ func TestStepMemory(t *testing.T) {
 			}
 			defer m.Free()
 			params, grads, buffers := utModelBytes(m)
-			// By default the batch lives in its own dev, as a data loader's
-			// staging buffer would, so the model's dev must come back to
+			// By default the batch lives on a device of its own, as a data loader's
+			// staging buffer would, so the model's pool must come back to
 			// params+grads exactly, with 0 activation bytes.
 			dataDev := testDevice()
 			if v.inModelPool {

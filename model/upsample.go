@@ -52,4 +52,13 @@ func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-func (l *Upsample2) forget() {}
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *Upsample2) Forget() {}
+
+// Params is none.
+func (l *Upsample2) Params() []*Param { return nil }
+
+// Out doubles H and W.
+func (l *Upsample2) Out(in backend.Shape4) (backend.Shape4, float64) {
+	return backend.Shape4{N: in.N, C: in.C, H: 2 * in.H, W: 2 * in.W}, 0
+}

@@ -14,7 +14,7 @@ import (
 // vtStep runs one training step (ZeroGrad, Forward, loss, Backward) in a
 // fresh peak window and returns the loss, a copy of every parameter and
 // buffer after it (gradients of trainables, values of BN running stats) and
-// the dev's stats.
+// the pool's stats.
 func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target backend.View, scale float32) (float64, map[string][]float32, memory.Stats) {
 	t.Helper()
 	env.Pool.ResetPeak()
@@ -112,7 +112,7 @@ func TestCheckpointRunningStatsUpdatedOnce(t *testing.T) {
 	env := &Env{Device: dev, Training: true}
 	x, target := utBatch(t, dev, 5, 2, 3, 8, 8, 2)
 	vtStep(t, env, m, x, target, 1)
-	bn := m.inc.layers[1].(*BatchNorm2d)
+	bn := m.levels[0].encBody.Layers[1].(*BatchNorm2d)
 	if bn.NumBatchesTracked != 1 {
 		t.Errorf("NumBatchesTracked = %d after one checkpointed step, want 1", bn.NumBatchesTracked)
 	}
@@ -201,7 +201,7 @@ func TestFailedStepCleanup(t *testing.T) {
 		x, target := utBatch(t, dev, 1, 2, 3, 16, 16, 2)
 		before := dev.Pool.Stats().Allocated.Current
 		env := &Env{Device: dev, Training: true}
-		// Fill the dev so that only capacity bytes are usable by the step.
+		// Fill the pool so that only capacity bytes are usable by the step.
 		pad, err := dev.Pool.Alloc(memory.Workspace, peak+1<<20-capacity)
 		if err != nil {
 			t.Fatal(err)

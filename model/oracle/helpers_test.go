@@ -110,7 +110,7 @@ type orcLayer func(b *Builder, ins []*G.Node, params map[string]*G.Node) *G.Node
 // checkLayer compares one memunet layer with its oracle on random inputs of
 // the given shapes, random values of every trainable parameter in params,
 // and L = sum(out * R) with random R: the output, the input gradients and
-// the parameter gradients, and that no activation bytes are left in the dev
+// the parameter gradients, and that no activation bytes are left in the pool
 // afterwards. It returns the worst error seen. The oracle's graph has been
 // run when it returns, so nodes orc kept can be read.
 func checkLayer(t *testing.T, seed uint64, shapes [][4]int, params []*model.Param, dev *model.Device, mem memLayer, orc orcLayer) float64 {
