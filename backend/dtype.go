@@ -56,3 +56,23 @@ func ParsePrecision(name string) (DType, error) {
 	}
 	return Float32, fmt.Errorf("%q: must be fp32, fp16 or bf16", name)
 }
+
+// MarshalText writes the name (fp32, fp16, bf16, u8), so a DType reads the
+// same in YAML and JSON as in a config file.
+func (d DType) MarshalText() ([]byte, error) {
+	if d > Uint8 {
+		return nil, fmt.Errorf("backend: no name for %v", d)
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText reads a precision name (fp32, fp16 or bf16): the storage
+// types a run may train in.
+func (d *DType) UnmarshalText(b []byte) error {
+	p, err := ParsePrecision(string(b))
+	if err != nil {
+		return err
+	}
+	*d = p
+	return nil
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,7 +79,7 @@ type Train struct {
 	ValEvery    int       `yaml:"val_every"`
 	// Precision is fp32, fp16 or bf16: the storage of activations, activation
 	// gradients and the working copy of the weights.
-	Precision string `yaml:"precision"`
+	Precision backend.DType `yaml:"precision"`
 	// Accumulate is the number of micro-batches of batch_size per optimizer step.
 	Accumulate int    `yaml:"accumulate"`
 	Scaler     Scaler `yaml:"scaler"`
@@ -108,7 +109,7 @@ type Memory struct {
 	Timeline bool     `yaml:"timeline"`
 	// EmptyCache is never, step (release cached blocks after every optimizer
 	// step) or oom (on an out-of-memory error, release and retry the step once).
-	EmptyCache string `yaml:"empty_cache"`
+	EmptyCache EmptyCache `yaml:"empty_cache"`
 	// Fit is off, or auto: under memory.capacity, train the first variant
 	// that plan says fits (see train.FitCandidates), and move on to the next
 	// on an out-of-memory error during training.
@@ -130,9 +131,9 @@ func Default() Config {
 		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125,
 			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
 		Train: Train{BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
-			Precision: "fp32", Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
+			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
-		Memory: Memory{EmptyCache: "never", Fit: "off"},
+		Memory: Memory{EmptyCache: EmptyNever, Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }
@@ -170,13 +171,6 @@ func (c Config) DataConfig() data.SourceConfig {
 	}
 }
 
-// Precision is train.precision as a storage type (fp32 if it is not one;
-// Validate refuses that).
-func (c Config) Precision() backend.DType {
-	d, _ := backend.ParsePrecision(c.Train.Precision)
-	return d
-}
-
 // ScalerEnabled resolves train.scaler.enabled: auto means fp16 only.
 func (c Config) ScalerEnabled() bool {
 	switch c.Train.Scaler.Enabled {
@@ -185,7 +179,7 @@ func (c Config) ScalerEnabled() bool {
 	case "false":
 		return false
 	}
-	return c.Precision() == backend.Float16
+	return c.Train.Precision == backend.Float16
 }
 
 // Validate reports the first invalid value, naming its key, the value and what
@@ -196,36 +190,11 @@ func (c Config) Validate() error {
 	if err := c.ModelConfig().Validate(); err != nil {
 		return err
 	}
-	d, t := c.Data, c.Train
-	syn := d.Source == data.SourceSynthetic
-	if err := c.validateData(); err != nil {
+	if err := c.DataConfig().Validate(); err != nil {
 		return err
 	}
+	t := c.Train
 	switch {
-	case syn && d.Count < 2:
-		return fmt.Errorf("data.count: %d: need at least 2 samples (one to train, one to validate)", d.Count)
-	case syn && d.Size < 1:
-		return fmt.Errorf("data.size: %d: must be a positive image size in pixels", d.Size)
-	case syn && len(d.Resize) == 0 && (d.Scale == 0 || d.Scale == 1) && (d.Size%(1<<c.Model.Depth) != 0 || d.Size < 1<<c.Model.Depth):
-		f := 1 << c.Model.Depth
-		return fmt.Errorf("data.size: %d is not divisible by 2^model.depth = %d; use a multiple of %d (e.g. %d) or a smaller model.depth",
-			d.Size, f, f, max(f, (d.Size+f-1)/f*f))
-	case syn && d.Scale > 0 && d.Scale != 1 && d.Size >= 1:
-		if h, _ := c.ImageSize(); h%(1<<c.Model.Depth) != 0 {
-			f := 1 << c.Model.Depth
-			return fmt.Errorf("data.scale: %g of data.size %d gives %d, not divisible by 2^model.depth = %d; use data.resize: [%d, %d] or another scale",
-				d.Scale, d.Size, h, f, max(f, (h+f/2)/f*f), max(f, (h+f/2)/f*f))
-		}
-	}
-	switch {
-	case !(d.Noise >= 0 && d.Noise <= 1): // also rejects NaN
-		return fmt.Errorf("data.noise: %g: must be between 0 and 1", d.Noise)
-	case !(d.ValFraction > 0 && d.ValFraction < 1):
-		return fmt.Errorf("data.val_fraction: %g: must be between 0 and 1 (exclusive)", d.ValFraction)
-	case c.Data.Source == "synthetic" && c.Model.InChannels != 3:
-		return fmt.Errorf("model.in_channels: %d: the synthetic data has 3 channels (RGB)", c.Model.InChannels)
-	case c.Data.Source == "synthetic" && c.Model.Classes > 4:
-		return fmt.Errorf("model.classes: %d: the synthetic data has at most 4 classes (background, circle, rectangle, triangle)", c.Model.Classes)
 	case t.BatchSize < 1:
 		return fmt.Errorf("train.batch_size: %d: must be at least 1", t.BatchSize)
 	case t.Steps < 0:
@@ -253,43 +222,7 @@ func (c Config) Validate() error {
 	case c.Output.LogEvery < 1:
 		return fmt.Errorf("output.log_every: %d: must be at least 1", c.Output.LogEvery)
 	}
-	if err := c.validateVariants(); err != nil {
-		return err
-	}
-	valCount := int(float64(d.Count) * d.ValFraction)
-	if syn && (valCount < 1 || d.Count-valCount < 1) {
-		return fmt.Errorf("data.val_fraction: %g of data.count %d leaves %d validation and %d training samples; both need at least 1",
-			d.ValFraction, d.Count, valCount, d.Count-valCount)
-	}
-	return nil
-}
-
-// validateData checks data.source and the keys of the file sources.
-func (c Config) validateData() error {
-	d := c.Data
-	switch d.Source {
-	case data.SourceSynthetic:
-	case data.SourceFolder, data.SourceVOC:
-		if d.Path == "" {
-			what := "a folder with images/ and masks/ (matched by file name)"
-			if d.Source == data.SourceVOC {
-				what = "a VOC root such as VOCdevkit/VOC2012 (JPEGImages/, SegmentationClass/, ImageSets/Segmentation/)"
-			}
-			return fmt.Errorf("data.path: empty: data.source %s reads %s; set data.path", d.Source, what)
-		}
-		if c.Model.InChannels != 1 && c.Model.InChannels != 3 {
-			return fmt.Errorf("model.in_channels: %d: images are read as gray (1) or RGB (3)", c.Model.InChannels)
-		}
-	default:
-		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes), \"folder\" (data.path with images/ and masks/) or \"voc\" (a VOCdevkit root)", d.Source)
-	}
-	if err := data.ValidateMaskValues(d.MaskValues, c.Model.Classes); err != nil {
-		return err
-	}
-	if err := data.ValidateNorm(d.Mean, d.Std, c.Model.InChannels); err != nil {
-		return err
-	}
-	return data.ValidateScale(d.Scale, len(d.Resize) != 0)
+	return c.validateVariants()
 }
 
 // IntList is a list of integers in YAML where an empty list is no list:
@@ -397,21 +330,12 @@ func (b ByteSize) MarshalYAML() (any, error) {
 
 // validateVariants checks the memory-saving options.
 func (c Config) validateVariants() error {
-	t, f := c.Train, 1<<c.Model.Depth
-	if r := c.Data.Resize; len(r) != 0 {
-		if len(r) != 2 || r[0] < 1 || r[1] < 1 {
-			return fmt.Errorf("data.resize: %v: must be [H, W] with positive sizes, e.g. [64, 64], or left out", r)
-		}
-		if r[0]%f != 0 || r[1]%f != 0 {
-			return fmt.Errorf("data.resize: %v is not divisible by 2^model.depth = %d; use multiples of %d (e.g. [%d, %d]) or a smaller model.depth",
-				r, f, f, max(f, (r[0]+f-1)/f*f), max(f, (r[1]+f-1)/f*f))
-		}
-	}
+	t := c.Train
 	if err := c.Model.Checkpoint.validate(c.Model.Depth); err != nil {
 		return err
 	}
-	if _, err := backend.ParsePrecision(t.Precision); err != nil {
-		return fmt.Errorf("train.precision: %w", err)
+	if t.Precision != backend.Float32 && !t.Precision.Half() {
+		return fmt.Errorf("train.precision: %s: must be fp32, fp16 or bf16", t.Precision)
 	}
 	s := t.Scaler
 	switch {
@@ -431,7 +355,7 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("train.checkpoint_every: %d: must be 0 (only at the end and on interrupt) or more", t.CheckpointEvery)
 	case t.KeepLast < 0:
 		return fmt.Errorf("train.keep_last: %d: must be 0 (keep every checkpoint) or more", t.KeepLast)
-	case c.Memory.EmptyCache != "never" && c.Memory.EmptyCache != "step" && c.Memory.EmptyCache != "oom":
+	case c.Memory.EmptyCache != EmptyNever && c.Memory.EmptyCache != EmptyStep && c.Memory.EmptyCache != EmptyOOM:
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":
 		return fmt.Errorf("memory.fit: %q: must be off or auto", c.Memory.Fit)
@@ -500,6 +424,41 @@ func (c *Checkpoint) UnmarshalYAML(n *yaml.Node) error {
 		}
 	}
 	return fmt.Errorf("want none, all, or a list of levels such as [0, 1]")
+}
+
+// Clone is c with a list of its own.
+func (c Checkpoint) Clone() Checkpoint {
+	c.Levels = slices.Clone(c.Levels)
+	return c
+}
+
+// MarshalText is String (for JSON: "none", "all", "[0 2]").
+func (c Checkpoint) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (c *Checkpoint) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	switch s {
+	case "none", "":
+		*c = Checkpoint{}
+		return nil
+	case "all":
+		*c = Checkpoint{All: true}
+		return nil
+	}
+	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
+		return fmt.Errorf("checkpoint %q: want none, all or a list of levels", s)
+	}
+	var levels []int
+	for _, f := range strings.FieldsFunc(s[1:len(s)-1], func(r rune) bool { return r == ' ' || r == ',' }) {
+		l, err := strconv.Atoi(f)
+		if err != nil {
+			return fmt.Errorf("checkpoint %q: want none, all or a list of levels", s)
+		}
+		levels = append(levels, l)
+	}
+	*c = Checkpoint{Levels: levels}
+	return nil
 }
 
 // MarshalYAML writes none, all or the list.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -211,6 +212,8 @@ func TestParseErrors(t *testing.T) {
 		{"steps and epochs both set", "train:\n  steps: 10\n  epochs: 2\n",
 			[]string{"train.steps", "train.epochs", "both set", "only one"}},
 		{"bad precision", "train:\n  precision: fp8\n", []string{"train.precision", `"fp8"`, "fp32, fp16 or bf16"}},
+		{"synthetic size below the generator's", "model:\n  depth: 1\ndata:\n  size: 8\n", []string{"data.size: 8", "between 16 and 4096"}},
+		{"bad empty_cache", "memory:\n  empty_cache: sometimes\n", []string{"memory.empty_cache", "never, step or oom"}},
 		{"accumulate zero", "train:\n  accumulate: 0\n", []string{"train.accumulate", "at least 1"}},
 		{"checkpoint level too deep", "model:\n  depth: 3\n  checkpoint: [0, 4]\n", []string{"model.checkpoint", "level 4", "model.depth = 3"}},
 		{"checkpoint word", "model:\n  checkpoint: some\n", []string{"line 2", "model.checkpoint", "none, all, or a list"}},
@@ -312,8 +315,8 @@ func TestValid(t *testing.T) {
 			func(c Config) bool { return c.Memory.Capacity == 1<<20 }},
 		{"betas flow and block", "train:\n  betas:\n    - 0.5\n    - 0.9\n",
 			func(c Config) bool { return reflect.DeepEqual(c.Train.Betas, []float64{0.5, 0.9}) }},
-		{"depth 1 size 2", "model:\n  depth: 1\ndata:\n  size: 2\n",
-			func(c Config) bool { return c.Data.Size == 2 }},
+		{"depth 1 size 18", "model:\n  depth: 1\ndata:\n  size: 18\n",
+			func(c Config) bool { return c.Data.Size == 18 }},
 		{"anchor and alias", "train:\n  seed: &s 7\nmodel:\n  seed: *s\n",
 			func(c Config) bool { return c.Train.Seed == 7 && c.Model.Seed == 7 }},
 		{"other keys keep defaults", "train:\n  lr: 0.01\n",
@@ -525,7 +528,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 				Checkpoint: Checkpoint{Levels: []int{0, 2}}}
 			c.Data = Data{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3, Resize: []int{48, 32}}
 			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
-				Precision: "fp16", Accumulate: 4,
+				Precision: backend.Float16, Accumulate: 4,
 				Scaler: Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10}}
 			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Fit: "auto"}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}
@@ -662,7 +665,7 @@ func TestVariantKeys(t *testing.T) {
 	if h, w := cfg.ImageSize(); h != 16 || w != 24 {
 		t.Errorf("image size %dx%d, want 16x24", h, w)
 	}
-	if !cfg.ScalerEnabled() || cfg.Train.Accumulate != 4 || cfg.Train.Precision != "bf16" || cfg.Memory.EmptyCache != "step" {
+	if !cfg.ScalerEnabled() || cfg.Train.Accumulate != 4 || cfg.Train.Precision != backend.BFloat16 || cfg.Memory.EmptyCache != EmptyStep {
 		t.Errorf("variant keys not decoded: %+v %+v", cfg.Train, cfg.Memory)
 	}
 	for _, tc := range []struct {
@@ -670,7 +673,10 @@ func TestVariantKeys(t *testing.T) {
 		want          bool
 	}{{"fp16", "auto", true}, {"bf16", "auto", false}, {"fp32", "auto", false}, {"fp16", "false", false}, {"bf16", "true", true}} {
 		c := Default()
-		c.Train.Precision, c.Train.Scaler.Enabled = tc.prec, Switch(tc.enabled)
+		if err := c.Train.Precision.UnmarshalText([]byte(tc.prec)); err != nil {
+			t.Fatal(err)
+		}
+		c.Train.Scaler.Enabled = Switch(tc.enabled)
 		if c.ScalerEnabled() != tc.want {
 			t.Errorf("precision %s, enabled %s: scaler %v, want %v", tc.prec, tc.enabled, !tc.want, tc.want)
 		}

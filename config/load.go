@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
@@ -122,7 +123,8 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 		if f.Kind() == reflect.Slice {
 			f.Set(reflect.Zero(f.Type())) // a list replaces the default, not merges into it
 		}
-		if isInteger(f.Kind()) && f.Type() != reflect.TypeFor[ByteSize]() && val.Kind == yaml.ScalarNode && val.ShortTag() != "!!int" {
+		if isInteger(f.Kind()) && f.Type() != reflect.TypeFor[ByteSize]() && !f.Addr().Type().Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) &&
+			val.Kind == yaml.ScalarNode && val.ShortTag() != "!!int" {
 			// yaml would truncate 1.5 to 1; a count must be written as an integer
 			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(errNotInteger, f.Type(), val))
 		}

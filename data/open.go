@@ -158,7 +158,7 @@ func Check(cfg SourceConfig) (*Report, error) {
 }
 
 func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
 	if cfg.MaxPixels <= 0 {
@@ -293,22 +293,36 @@ func seq(lo, hi int) []int {
 	return out
 }
 
-// validate checks what Open needs of the config itself.
-func (cfg SourceConfig) validate() error {
+// Validate reports the first invalid setting of the data section, naming its
+// config key, the value and what is allowed: the one check of data.* (the
+// config package calls it when a file is loaded; Open and Check call it
+// too, for callers that build a SourceConfig themselves).
+func (cfg SourceConfig) Validate() error {
 	switch cfg.Source {
 	case SourceSynthetic:
-		if cfg.Channels != SyntheticChannels {
+		switch s := cfg.Synthetic; {
+		case cfg.Channels != SyntheticChannels:
 			return fmt.Errorf("model.in_channels: %d: the synthetic data has %d channels (RGB)", cfg.Channels, SyntheticChannels)
+		case cfg.Classes > MaxSyntheticClasses:
+			return fmt.Errorf("model.classes: %d: the synthetic data has at most %d classes (background, circle, rectangle, triangle)", cfg.Classes, MaxSyntheticClasses)
+		case s.Count < 2:
+			return fmt.Errorf("data.count: %d: need at least 2 samples (one to train, one to validate)", s.Count)
+		case s.Size < 1:
+			return fmt.Errorf("data.size: %d: must be a positive image size in pixels", s.Size)
 		}
 	case SourceFolder, SourceVOC:
 		if cfg.Path == "" {
-			return fmt.Errorf("data.path: empty: data.source %s needs the dataset folder", cfg.Source)
+			what := "a folder with images/ and masks/ (matched by file name)"
+			if cfg.Source == SourceVOC {
+				what = "a VOC root such as VOCdevkit/VOC2012 (JPEGImages/, SegmentationClass/, ImageSets/Segmentation/)"
+			}
+			return fmt.Errorf("data.path: empty: data.source %s reads %s; set data.path", cfg.Source, what)
 		}
 		if cfg.Channels != 1 && cfg.Channels != 3 {
 			return fmt.Errorf("model.in_channels: %d: images are read as gray (1) or RGB (3)", cfg.Channels)
 		}
 	default:
-		return fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
+		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes), \"folder\" (data.path with images/ and masks/) or \"voc\" (a VOCdevkit root)", cfg.Source)
 	}
 	if cfg.Classes < 2 || cfg.Classes > 255 {
 		return fmt.Errorf("model.classes: %d: must be between 2 and 255", cfg.Classes)
@@ -319,11 +333,55 @@ func (cfg SourceConfig) validate() error {
 	if err := ValidateNorm(cfg.Mean, cfg.Std, cfg.Channels); err != nil {
 		return err
 	}
-	if r := cfg.Resize; len(r) != 0 && (len(r) != 2 || r[0] < 1 || r[1] < 1 || r[0] > MaxResizeSize || r[1] > MaxResizeSize) {
-		return fmt.Errorf("data.resize: %v: must be [H, W] with sizes from 1 to %d", r, MaxResizeSize)
+	if err := cfg.validateSize(); err != nil {
+		return err
+	}
+	if cfg.Source == SourceSynthetic {
+		syn := cfg.Synthetic
+		syn.Classes = cfg.Classes
+		if err := syn.Validate(); err != nil {
+			return err
+		}
+	}
+	if !(cfg.ValFraction > 0 && cfg.ValFraction < 1) {
+		return fmt.Errorf("data.val_fraction: %g: must be between 0 and 1 (exclusive)", cfg.ValFraction)
+	}
+	if s := cfg.Synthetic; cfg.Source == SourceSynthetic {
+		if val := int(float64(s.Count) * cfg.ValFraction); val < 1 || s.Count-val < 1 {
+			return fmt.Errorf("data.val_fraction: %g of data.count %d leaves %d validation and %d training samples; both need at least 1",
+				cfg.ValFraction, s.Count, val, s.Count-val)
+		}
+	}
+	return nil
+}
+
+// validateSize checks data.resize and data.scale, and that the size the
+// samples end up with is a multiple of SizeMultiple where it is known before
+// reading files (resize, or the synthetic size).
+func (cfg SourceConfig) validateSize() error {
+	f := max(cfg.SizeMultiple, 1)
+	if r := cfg.Resize; len(r) != 0 {
+		if len(r) != 2 || r[0] < 1 || r[1] < 1 || r[0] > MaxResizeSize || r[1] > MaxResizeSize {
+			return fmt.Errorf("data.resize: %v: must be [H, W] with sizes from 1 to %d, e.g. [64, 64], or left out", r, MaxResizeSize)
+		}
+		if r[0]%f != 0 || r[1]%f != 0 {
+			return fmt.Errorf("data.resize: %v is not divisible by 2^model.depth = %d; use multiples of %d (e.g. [%d, %d]) or a smaller model.depth",
+				r, f, f, max(f, (r[0]+f-1)/f*f), max(f, (r[1]+f-1)/f*f))
+		}
 	}
 	if err := ValidateScale(cfg.Scale, len(cfg.Resize) != 0); err != nil {
 		return err
+	}
+	if s := cfg.Synthetic.Size; cfg.Source == SourceSynthetic && len(cfg.Resize) == 0 {
+		if cfg.Scale == 0 || cfg.Scale == 1 {
+			if s%f != 0 || s < f {
+				return fmt.Errorf("data.size: %d is not divisible by 2^model.depth = %d; use a multiple of %d (e.g. %d) or a smaller model.depth",
+					s, f, f, max(f, (s+f-1)/f*f))
+			}
+		} else if h := max(1, int(math.Round(float64(s)*cfg.Scale))); h%f != 0 {
+			return fmt.Errorf("data.scale: %g of data.size %d gives %d, not divisible by 2^model.depth = %d; use data.resize: [%d, %d] or another scale",
+				cfg.Scale, s, h, f, max(f, (h+f/2)/f*f), max(f, (h+f/2)/f*f))
+		}
 	}
 	return nil
 }

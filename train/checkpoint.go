@@ -445,9 +445,9 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	pos := ck.Manifest.Position
 	// memory.fit: auto may have moved the checkpointed run to another variant.
 	if c := ck.Config; c.Memory.Fit == "auto" && describeChanges(t.Config, c) != describeChanges(t.Config, t.Config) {
-		adopt := t.Config
-		adopt.Model.Checkpoint, adopt.Train.Precision = c.Model.Checkpoint, c.Train.Precision
-		adopt.Train.BatchSize, adopt.Train.Accumulate = c.Train.BatchSize, c.Train.Accumulate
+		v := c.Variant()
+		v.EmptyCache = t.Config.Memory.EmptyCache // memory.* may change on resume
+		adopt := t.Config.WithVariant(v)
 		if err := t.Adopt(adopt); err != nil {
 			return t.oom(err, "adopting the checkpoint's variant")
 		}
@@ -664,7 +664,7 @@ func resumeConflicts(ck, run config.Config) []string {
 			if resumableKeys[key] {
 				continue
 			}
-			if fit && (key == "train.precision" || key == "train.batch_size" || key == "train.accumulate") {
+			if fit && slices.Contains(config.VariantKeys(), key) {
 				continue // memory.fit: auto chose the checkpoint's; Restore adopts it
 			}
 			fa, fb := va.Field(i).Field(j).Interface(), vb.Field(i).Field(j).Interface()

@@ -168,7 +168,7 @@ func TestCheckpointCrash(t *testing.T) {
 			t.Fatalf("trial %d: newest checkpoint is step %d, step %d was reported saved", trial, ck.Manifest.Step, confirmed)
 		}
 		if trial%10 == 9 { // restoring is also what the next child does; check it here now and then
-			tr := newTrainer(t, crashConfig())
+			tr := testTrainer(t, crashConfig())
 			if err := tr.Restore(ck); err != nil {
 				t.Fatalf("trial %d: %v", trial, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 )
@@ -28,7 +29,7 @@ func resumeConfig(variant string) config.Config {
 	c.Output.Progress = "none"
 	switch variant {
 	case "fp16":
-		c.Train.Precision = "fp16"
+		c.Train.Precision = backend.Float16
 		c.Train.Scaler.GrowthInterval = 2 // the scale changes during the 6 steps
 	case "accum4":
 		c.Train.BatchSize, c.Train.Accumulate = 1, 4
@@ -334,7 +335,7 @@ func TestResumeRefusals(t *testing.T) {
 
 	// Restore itself checks the tensors against the trainer's model.
 	ck := openCk(t, newest)
-	tr := newTrainer(t, bigger)
+	tr := testTrainer(t, bigger)
 	if err := tr.Restore(ck); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "[4 3 3 3], model [8 3 3 3]") {
 		t.Errorf("Restore into another architecture: %v", err)
 	}
@@ -370,7 +371,7 @@ func TestResumeConfigRoundTrip(t *testing.T) {
 	c.Model.Checkpoint = config.Checkpoint{Levels: []int{0, 2}}
 	c.Data.Resize = []int{64, 48}
 	c.Memory.Capacity = 6 << 30
-	c.Train.Precision, c.Train.Scaler.Enabled = "fp16", "true"
+	c.Train.Precision, c.Train.Scaler.Enabled = backend.Float16, "true"
 	c.Train.Eps, c.Train.LR = 1e-8, 0.1+0.2
 	m, err := configMap(c)
 	if err != nil {
@@ -433,7 +434,7 @@ func TestPruneKeepsBest(t *testing.T) {
 	for _, keepBest := range []bool{true, false} {
 		c := resumeConfig("fp32")
 		c.Train.KeepLast, c.Train.KeepBest = 2, keepBest
-		tr := newTrainer(t, c)
+		tr := testTrainer(t, c)
 		parent := filepath.Join(t.TempDir(), CheckpointsDir)
 		ck := &checkpointer{tr: tr, parent: parent, best: -1, lastSaved: -1, ctx: context.Background()}
 		for step := 1; step <= 6; step++ {

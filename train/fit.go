@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 )
@@ -27,8 +28,8 @@ func FitCandidates(cfg config.Config) []FitCandidate {
 		c.Model.Checkpoint = config.Checkpoint{All: true}
 		out = append(out, FitCandidate{"+ model.checkpoint: all", c})
 	}
-	if c.Train.Precision == "fp32" {
-		c.Train.Precision = "bf16"
+	if c.Train.Precision == backend.Float32 {
+		c.Train.Precision = backend.BFloat16
 		out = append(out, FitCandidate{"+ train.precision: bf16", c})
 	}
 	for c.Train.BatchSize > 1 && c.Train.BatchSize%2 == 0 {
@@ -72,7 +73,7 @@ func Fit(cfg config.Config) (config.Config, string, error) {
 // larger one stopped.
 func (t *Trainer) Adopt(c config.Config) error {
 	t.Net.SetCheckpoint(c.ModelConfig().Checkpoint)
-	prec := c.Precision()
+	prec := c.Train.Precision
 	if err := t.Net.SetPrecision(prec); err != nil {
 		return err
 	}

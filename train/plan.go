@@ -3,8 +3,8 @@ package train
 import (
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
@@ -27,41 +27,40 @@ func VariantNames() []string {
 //	accum4      baseline as 4 micro-batches of E/4 (E must be divisible by 4)
 //	all         checkpoint + fp16 + accum4
 func DeriveVariant(cfg config.Config, name string) (config.Config, error) {
-	c := cfg
-	c.Train.Betas = slices.Clone(cfg.Train.Betas)
 	if name == "config" {
-		return c, nil
+		return cfg.WithVariant(cfg.Variant()), nil
 	}
-	eff := cfg.Train.BatchSize * cfg.Train.Accumulate
-	c.Model.Checkpoint = config.Checkpoint{}
-	c.Train.Precision = "fp32"
-	c.Train.BatchSize, c.Train.Accumulate = eff, 1
+	v := cfg.Variant()
+	eff := v.EffectiveBatch()
+	v.Checkpoint, v.Precision, v.MicroBatch, v.Accumulate = config.Checkpoint{}, backend.Float32, eff, 1
 	accum4 := func() error {
 		if eff%4 != 0 {
 			return fmt.Errorf("variant %s needs an effective batch (train.batch_size x train.accumulate = %d) divisible by 4", name, eff)
 		}
-		c.Train.BatchSize, c.Train.Accumulate = eff/4, 4
+		v.MicroBatch, v.Accumulate = eff/4, 4
 		return nil
 	}
 	switch name {
 	case "baseline":
 	case "checkpoint":
-		c.Model.Checkpoint = config.Checkpoint{All: true}
-	case "fp16", "bf16":
-		c.Train.Precision = name
+		v.Checkpoint = config.Checkpoint{All: true}
+	case "fp16":
+		v.Precision = backend.Float16
+	case "bf16":
+		v.Precision = backend.BFloat16
 	case "accum4":
 		if err := accum4(); err != nil {
 			return cfg, err
 		}
 	case "all":
-		c.Model.Checkpoint = config.Checkpoint{All: true}
-		c.Train.Precision = "fp16"
+		v.Checkpoint, v.Precision = config.Checkpoint{All: true}, backend.Float16
 		if err := accum4(); err != nil {
 			return cfg, err
 		}
 	default:
 		return cfg, fmt.Errorf("unknown variant %q; the variants are config, %s", name, joinComma(VariantNames()))
 	}
+	c := cfg.WithVariant(v)
 	return c, c.Validate()
 }
 
@@ -78,11 +77,9 @@ func joinComma(xs []string) string {
 
 // PlanRow is the predicted memory of one variant.
 type PlanRow struct {
-	Variant    string `json:"variant"`
-	MicroBatch int    `json:"micro_batch"`
-	Accumulate int    `json:"accumulate"`
-	Precision  string `json:"precision"`
-	Checkpoint string `json:"checkpoint"`
+	// Name is the variant's name (see VariantNames).
+	Name string `json:"variant"`
+	config.Variant
 	// PeakAllocatedBytes is the run's predicted peak allocated bytes (training
 	// steps and validation); PeakByCategory its split at the peak.
 	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
@@ -111,11 +108,16 @@ const PhaseValidation = "validation"
 // happens in the same order with the same sizes, so the statistics are those
 // of the real run, byte for byte; it takes milliseconds.
 func PlanConfig(cfg config.Config) (PlanRow, error) {
-	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
-	row := PlanRow{
-		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, Precision: cfg.Train.Precision,
-		Checkpoint: cfg.Model.Checkpoint.String(), PeakByPhase: map[string]int64{}, Config: cfg,
+	if err := cfg.Validate(); err != nil {
+		return PlanRow{Config: cfg}, err
 	}
+	return planConfig(cfg)
+}
+
+// planConfig is PlanConfig for a validated cfg.
+func planConfig(cfg config.Config) (PlanRow, error) {
+	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
+	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
 	t, err := buildTrainer(cfg, noop.New(Target()))
 	if err != nil {
 		return row, err
@@ -164,7 +166,7 @@ func relativeCost(net *model.UNet, cfg config.Config) float64 {
 	h, w := cfg.ImageSize()
 	fwd, rec := net.FLOPs(h, w)
 	cost := (3*fwd + rec) / (3 * fwd)
-	if cfg.Train.Precision != "fp32" {
+	if cfg.Train.Precision != backend.Float32 {
 		cost *= 1.15
 	}
 	return cost * (1 + 0.04*float64(cfg.Train.Accumulate-1))
@@ -178,10 +180,10 @@ func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, re
 	best := -1
 	for _, name := range names {
 		vc, err := DeriveVariant(cfg, name)
-		row := PlanRow{Variant: name}
+		row := PlanRow{Name: name}
 		if err == nil {
-			row, err = PlanConfig(vc)
-			row.Variant = name
+			row, err = planConfig(vc) // DeriveVariant validated it
+			row.Name = name
 		}
 		if err != nil {
 			var oom *memory.OutOfMemoryError
@@ -202,7 +204,7 @@ func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, re
 		rows = append(rows, row)
 	}
 	if best >= 0 {
-		recommended = rows[best].Variant
+		recommended = rows[best].Name
 	}
 	return rows, recommended, nil
 }

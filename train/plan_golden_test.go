@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 )
 
@@ -48,10 +49,10 @@ func planGoldenCases() []struct {
 	add("seed/base16/depth4/b4/128px", seed)
 	none := planGridConfig(32, 4, "transpose", "none")
 	none.Model.Checkpoint = config.Checkpoint{Levels: []int{0, 2}}
-	none.Train.Precision = "bf16"
+	none.Train.Precision = backend.BFloat16
 	add("32px/b4/transpose/none/ck[0,2]/bf16", none)
 	step := planGridConfig(24, 8, "bilinear", "batch")
-	step.Memory.EmptyCache, step.Train.Accumulate = "step", 2
+	step.Memory.EmptyCache, step.Train.Accumulate = config.EmptyStep, 2
 	step.Data.Count = 64
 	add("24px/b8x2/bilinear/batch/empty_cache_step", step)
 	return out

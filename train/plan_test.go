@@ -39,7 +39,7 @@ func TestPlanMatchesMeasuredPeak(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, row := range rows {
-						name := fmt.Sprintf("%dpx/b%d/%s/%s/%s", size, batch, up, norm, row.Variant)
+						name := fmt.Sprintf("%dpx/b%d/%s/%s/%s", size, batch, up, norm, row.Name)
 						if row.Error != "" {
 							t.Errorf("%s: %s", name, row.Error)
 							continue
@@ -107,7 +107,7 @@ func TestPlanRecommendsFastestFit(t *testing.T) {
 	}
 	peak := map[string]int64{}
 	for _, r := range rows {
-		peak[r.Variant] = r.PeakAllocatedBytes
+		peak[r.Name] = r.PeakAllocatedBytes
 	}
 	capacity := peak["baseline"] - 1
 	rows, rec, err := Plan(base, VariantNames(), capacity)
@@ -117,12 +117,12 @@ func TestPlanRecommendsFastestFit(t *testing.T) {
 	var bestTime float64
 	for _, r := range rows {
 		if r.Fits == nil {
-			t.Fatalf("%s: no fits verdict with a capacity", r.Variant)
+			t.Fatalf("%s: no fits verdict with a capacity", r.Name)
 		}
 		if *r.Fits != (r.PeakAllocatedBytes <= capacity) {
-			t.Errorf("%s: fits=%v with peak %d and capacity %d", r.Variant, *r.Fits, r.PeakAllocatedBytes, capacity)
+			t.Errorf("%s: fits=%v with peak %d and capacity %d", r.Name, *r.Fits, r.PeakAllocatedBytes, capacity)
 		}
-		if r.Variant == rec {
+		if r.Name == rec {
 			bestTime = r.RelativeTime
 		}
 	}
@@ -131,7 +131,7 @@ func TestPlanRecommendsFastestFit(t *testing.T) {
 	}
 	for _, r := range rows {
 		if *r.Fits && r.RelativeTime < bestTime {
-			t.Errorf("%s fits and is estimated faster (%.3f) than the recommended %s (%.3f)", r.Variant, r.RelativeTime, rec, bestTime)
+			t.Errorf("%s fits and is estimated faster (%.3f) than the recommended %s (%.3f)", r.Name, r.RelativeTime, rec, bestTime)
 		}
 	}
 }

@@ -25,21 +25,18 @@ type Predictor struct {
 	env   *model.Env
 }
 
-// NewPredictor builds the checkpoint's model with precision ("fp32", "fp16"
-// or "bf16": the storage of activations and weight copies, as in training)
+// NewPredictor builds the checkpoint's model with precision (fp32, fp16 or
+// bf16: the storage of activations and weight copies, as in training)
 // in a pool of the given capacity (0: unlimited), and loads its weights.
-func NewPredictor(ck *Checkpoint, precision string, capacity int64, batch int) (*Predictor, error) {
+func NewPredictor(ck *Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
 	if batch < 1 {
 		return nil, fmt.Errorf("batch size %d: must be at least 1", batch)
-	}
-	prec, err := backend.ParsePrecision(precision)
-	if err != nil {
-		return nil, fmt.Errorf("precision %w", err)
 	}
 	p := &Predictor{Checkpoint: ck, Config: ck.Config, Batch: batch}
 	p.Device = model.NewDevice(Target(), memory.Options{Capacity: capacity})
 	p.Pool = p.Device.Pool
 	p.env = &model.Env{Device: p.Device, Precision: prec}
+	var err error
 	if p.Net, err = model.New(p.Device, ck.Config.ModelConfig(), ck.Config.Model.Seed); err != nil {
 		return nil, err
 	}

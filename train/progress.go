@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/schollz/progressbar/v3"
@@ -54,7 +55,7 @@ func (p *progress) step(r StepRecord) {
 	mem := fmt.Sprintf("loss %.4f  mem %s (peak %s, act %s)", r.Loss,
 		memory.FormatBytes(r.AllocatedBytes), memory.FormatBytes(r.PeakAllocatedBytes),
 		memory.FormatBytes(r.PeakByCategory[memory.Activations.String()]))
-	if r.Precision == "fp16" || r.SkippedSteps > 0 {
+	if r.Precision == backend.Float16 || r.SkippedSteps > 0 {
 		mem += fmt.Sprintf("  scale %g", r.LossScale)
 		if r.SkippedSteps > 0 {
 			mem += fmt.Sprintf(" (%d skipped)", r.SkippedSteps)

@@ -32,16 +32,14 @@ type StepRecord struct {
 	// PeakByCategory splits PeakAllocatedBytes at the moment of the peak.
 	PeakByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// Phases is the memory after forward, backward and the optimizer step.
-	Phases         map[string]PhaseMemory `json:"phases"`
-	MicroBatch     int                    `json:"micro_batch"`
-	Accumulate     int                    `json:"accumulate"`
-	EffectiveBatch int                    `json:"effective_batch"`
-	Precision      string                 `json:"precision"`
-	LossScale      float64                `json:"loss_scale"`
-	GrowthTracker  int                    `json:"growth_tracker"`
-	SkippedSteps   int                    `json:"skipped_steps"`
-	StepSkipped    bool                   `json:"step_skipped"`
-	Retried        bool                   `json:"retried_after_oom"`
+	Phases map[string]PhaseMemory `json:"phases"`
+	config.Variant
+	EffectiveBatch int     `json:"effective_batch"`
+	LossScale      float64 `json:"loss_scale"`
+	GrowthTracker  int     `json:"growth_tracker"`
+	SkippedSteps   int     `json:"skipped_steps"`
+	StepSkipped    bool    `json:"step_skipped"`
+	Retried        bool    `json:"retried_after_oom"`
 }
 
 // ValRecord is one line of metrics.jsonl per validation.
@@ -71,17 +69,15 @@ type Summary struct {
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// PeakByPhase is, per phase, the largest peak of any step with its split
 	// by category and "total".
-	PeakByPhase    map[string]map[string]int64 `json:"peak_by_phase"`
-	MicroBatch     int                         `json:"micro_batch"`
-	Accumulate     int                         `json:"accumulate"`
-	EffectiveBatch int                         `json:"effective_batch"`
-	Precision      string                      `json:"precision"`
-	Checkpoint     string                      `json:"checkpoint"`
-	LossScale      float64                     `json:"loss_scale"`
-	SkippedSteps   int                         `json:"skipped_steps"`
-	Params         int                         `json:"params"`
-	WallSeconds    float64                     `json:"wall_s"`
-	Interrupted    bool                        `json:"interrupted"`
+	PeakByPhase map[string]map[string]int64 `json:"peak_by_phase"`
+	// Variant is what the run trained with (memory.fit: auto's last choice).
+	config.Variant
+	EffectiveBatch int     `json:"effective_batch"`
+	LossScale      float64 `json:"loss_scale"`
+	SkippedSteps   int     `json:"skipped_steps"`
+	Params         int     `json:"params"`
+	WallSeconds    float64 `json:"wall_s"`
+	Interrupted    bool    `json:"interrupted"`
 	// ResumedFrom is the checkpoint this run continued; LastCheckpoint the
 	// newest one it wrote (see checkpoint.go).
 	ResumedFrom    string `json:"resumed_from,omitempty"`
@@ -127,7 +123,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	if err != nil {
 		return nil, err
 	}
-	tr, err := NewTrainer(cfg)
+	tr, err := newTrainer(cfg) // cfg is validated above
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +159,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	sum := &Summary{
 		Fit:    tr.FitLog,
 		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
-		MicroBatch: cfg.Train.BatchSize, Accumulate: cfg.Train.Accumulate, EffectiveBatch: cfg.Train.BatchSize * cfg.Train.Accumulate,
-		Precision: cfg.Train.Precision, Checkpoint: cfg.Model.Checkpoint.String(),
+		Variant: cfg.Variant(), EffectiveBatch: cfg.Variant().EffectiveBatch(),
 		ResumedFrom: ckpt.resumed, Steps: ckpt.start,
 	}
 	if n := len(ckpt.history.Steps); n > 0 {
@@ -231,8 +226,8 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: cfg.Train.LR, StepMS: ms,
 			AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
 			PeakAllocatedBytes: res.Peak, PeakReservedBytes: res.PeakReserved, PeakByCategory: res.PeakByCategory,
-			Phases: res.Phases, MicroBatch: sum.MicroBatch, Accumulate: sum.Accumulate, EffectiveBatch: sum.EffectiveBatch,
-			Precision: sum.Precision, LossScale: tr.Scaler.LossScale(), GrowthTracker: tr.Scaler.GrowthTracker,
+			Phases: res.Phases, Variant: sum.Variant, EffectiveBatch: sum.EffectiveBatch,
+			LossScale: tr.Scaler.LossScale(), GrowthTracker: tr.Scaler.GrowthTracker,
 			SkippedSteps: tr.Scaler.Skipped, StepSkipped: res.Skipped, Retried: res.Retried,
 		}
 		if err := enc.Encode(rec); err != nil {
@@ -242,8 +237,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			for _, line := range tr.FitLog[len(sum.Fit):] {
 				prog.note(line)
 			}
-			c := tr.Config
-			sum.MicroBatch, sum.Accumulate, sum.Precision, sum.Checkpoint = c.Train.BatchSize, c.Train.Accumulate, c.Train.Precision, c.Model.Checkpoint.String()
+			sum.Variant = tr.Config.Variant()
 		}
 		sum.Fit = tr.FitLog
 		prog.step(rec)

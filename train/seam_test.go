@@ -28,10 +28,10 @@ func seamConfigs() map[string]config.Config {
 	}
 	c := base
 	c.Model.Up, c.Model.Norm, c.Model.Checkpoint = "transpose", "group", config.Checkpoint{Levels: []int{0, 2}}
-	c.Train.Precision, c.Train.Accumulate, c.Train.BatchSize = "fp16", 2, 2
+	c.Train.Precision, c.Train.Accumulate, c.Train.BatchSize = backend.Float16, 2, 2
 	out["transpose/group/ck[0,2]/fp16/2x2"] = c
 	c = base
-	c.Model.Norm, c.Memory.EmptyCache = "none", "step"
+	c.Model.Norm, c.Memory.EmptyCache = "none", config.EmptyStep
 	out["none/empty_cache step"] = c
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/memunet/memunet/backend"
@@ -84,18 +83,23 @@ type Trainer struct {
 // Target is the backend a run trains on: the CPU.
 func Target() backend.Backend { return cpu.New() }
 
-// NewTrainer builds the dataset, the model, Adam and the batch buffers from a
-// validated configuration.
+// NewTrainer validates cfg and builds the dataset, the model, Adam and the
+// batch buffers on the target backend.
 //
 // With memory.fit: auto it trains the first of FitCandidates that plan says
 // fits memory.capacity (FitLog says which and why) and keeps the later ones
 // for an out-of-memory error during training.
 func NewTrainer(cfg config.Config) (*Trainer, error) {
-	if cfg.Memory.Fit != "auto" {
-		return buildTrainer(cfg, Target()) // which validates cfg
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	return newTrainer(cfg)
+}
+
+// newTrainer is NewTrainer for a validated cfg.
+func newTrainer(cfg config.Config) (*Trainer, error) {
+	if cfg.Memory.Fit != "auto" {
+		return buildTrainer(cfg, Target())
 	}
 	chosen, why, err := Fit(cfg)
 	if err != nil {
@@ -116,13 +120,10 @@ func NewTrainer(cfg config.Config) (*Trainer, error) {
 	return t, nil
 }
 
-// buildTrainer is NewTrainer on backend b; with the planning backend
-// (noop) everything is allocated from a virtual pool and steps are dry runs
-// (see Plan).
+// buildTrainer is newTrainer on backend b without memory.fit; with the
+// planning backend (noop) everything is allocated from a virtual pool and
+// steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	ds, trainIdx, valIdx, err := openData(cfg)
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 
 	t.Device = model.NewDevice(b, memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
 	t.Pool = t.Device.Pool
-	prec := cfg.Precision()
+	prec := cfg.Train.Precision
 	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
 	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
 		return nil, t.oom(err, "building the model")
@@ -251,7 +252,7 @@ type StepResult struct {
 // backward, unscale and check the gradients, then Adam (or skip) and the
 // scaler's update.
 func (t *Trainer) Step() (StepResult, error) {
-	retry, fit := t.Config.Memory.EmptyCache == "oom", t.Config.Memory.Fit == "auto"
+	retry, fit := t.Config.Memory.EmptyCache == config.EmptyOOM, t.Config.Memory.Fit == "auto"
 	var restore func()
 	if retry || fit {
 		restore = t.Net.SaveBuffers()
@@ -289,7 +290,7 @@ func (t *Trainer) Step() (StepResult, error) {
 		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
 		return res, t.oom(err, "a training step")
 	}
-	if t.Config.Memory.EmptyCache == "step" {
+	if t.Config.Memory.EmptyCache == config.EmptyStep {
 		t.Pool.EmptyCache()
 	}
 	return res, nil
@@ -423,9 +424,9 @@ func fitAdvice(cfg config.Config, capacity int64) string {
 		if r.Error != "" {
 			continue
 		}
-		if r.Variant == rec {
+		if r.Name == rec {
 			return fmt.Sprintf("To fit, plan recommends the %s variant: %s (predicted peak %s); memunet plan --capacity %s shows every variant, memory.fit: auto picks one.",
-				r.Variant, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakAllocatedBytes), compactBytes(capacity))
+				r.Name, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakAllocatedBytes), compactBytes(capacity))
 		}
 		if smallest == nil || r.PeakAllocatedBytes < smallest.PeakAllocatedBytes {
 			smallest = r
@@ -435,29 +436,11 @@ func fitAdvice(cfg config.Config, capacity int64) string {
 		return "Run memunet plan to see what fits."
 	}
 	return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs %s; raise memory.capacity, or lower train.batch_size, data.resize or model.base.",
-		smallest.Variant, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakAllocatedBytes))
+		smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakAllocatedBytes))
 }
 
 // describeChanges lists the memory-saving keys in which to differs from from.
-func describeChanges(from, to config.Config) string {
-	var out []string
-	if a, b := from.Model.Checkpoint.String(), to.Model.Checkpoint.String(); a != b {
-		out = append(out, "model.checkpoint: "+b)
-	}
-	if from.Train.Precision != to.Train.Precision {
-		out = append(out, "train.precision: "+to.Train.Precision)
-	}
-	if from.Train.BatchSize != to.Train.BatchSize {
-		out = append(out, fmt.Sprintf("train.batch_size: %d", to.Train.BatchSize))
-	}
-	if from.Train.Accumulate != to.Train.Accumulate {
-		out = append(out, fmt.Sprintf("train.accumulate: %d", to.Train.Accumulate))
-	}
-	if len(out) == 0 {
-		return "the configuration as it is"
-	}
-	return strings.Join(out, ", ")
-}
+func describeChanges(from, to config.Config) string { return to.Variant().Changes(from.Variant()) }
 
 // compactBytes writes n the way a capacity is written in a config: 6GiB.
 func compactBytes(n int64) string {

@@ -22,7 +22,7 @@ func tinyConfig() config.Config {
 	return c
 }
 
-func newTrainer(t *testing.T, c config.Config) *Trainer {
+func testTrainer(t *testing.T, c config.Config) *Trainer {
 	t.Helper()
 	tr, err := NewTrainer(c)
 	if err != nil {
@@ -47,9 +47,9 @@ func TestAccumulateMatchesLargeBatch(t *testing.T) {
 	c := tinyConfig()
 	c.Model.Norm = "group"
 	c.Model.Groups = 2
-	big := newTrainer(t, c)
+	big := testTrainer(t, c)
 	c.Train.BatchSize, c.Train.Accumulate = 1, 4
-	small := newTrainer(t, c)
+	small := testTrainer(t, c)
 
 	var grads [2]map[string][]float32
 	for i, tr := range []*Trainer{big, small} {
@@ -95,8 +95,8 @@ func sq(x float64) float64 { return x * x }
 // is counted; the next clean step updates again.
 func TestScalerSkipsInfStep(t *testing.T) {
 	c := tinyConfig()
-	c.Train.Precision = "fp16"
-	tr := newTrainer(t, c)
+	c.Train.Precision = backend.Float16
+	tr := testTrainer(t, c)
 	if _, err := tr.Step(); err != nil { // a clean step first, so Adam has state
 		t.Fatal(err)
 	}
@@ -183,9 +183,9 @@ func TestScalerGrowth(t *testing.T) {
 	}
 	// Through the trainer: interval 2 doubles the scale after two steps.
 	c := tinyConfig()
-	c.Train.Precision = "fp16"
+	c.Train.Precision = backend.Float16
 	c.Train.Scaler.GrowthInterval = 2
-	tr := newTrainer(t, c)
+	tr := testTrainer(t, c)
 	for range 2 {
 		if _, err := tr.Step(); err != nil {
 			t.Fatal(err)
@@ -304,15 +304,15 @@ func nonzero(xs []float32) int {
 // else holds memory).
 func TestOutOfMemoryNamesTheFix(t *testing.T) {
 	c := tinyConfig()
-	probe := newTrainer(t, c)
+	probe := testTrainer(t, c)
 	res, err := probe.Step()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"never", "oom"} {
+	for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyOOM} {
 		c.Memory.Capacity = config.ByteSize(res.Peak - 4096)
 		c.Memory.EmptyCache = mode
-		tr := newTrainer(t, c)
+		tr := testTrainer(t, c)
 		persistent := tr.Pool.Stats().Allocated.Current
 		_, err := tr.Step()
 		var oom *memory.OutOfMemoryError
@@ -333,15 +333,15 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 // TestEmptyCacheStep: with empty_cache: step, reserved equals allocated
 // after every step; with never, the cache keeps the step's blocks.
 func TestEmptyCacheStep(t *testing.T) {
-	for _, mode := range []string{"never", "step"} {
+	for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyStep} {
 		c := tinyConfig()
 		c.Memory.EmptyCache = mode
-		tr := newTrainer(t, c)
+		tr := testTrainer(t, c)
 		if _, err := tr.Step(); err != nil {
 			t.Fatal(err)
 		}
 		st := tr.Pool.Stats()
-		if cached := st.Reserved.Current - st.Allocated.Current; (mode == "step") != (cached == 0) {
+		if cached := st.Reserved.Current - st.Allocated.Current; (mode == config.EmptyStep) != (cached == 0) {
 			t.Errorf("%s: %d cached bytes after a step", mode, cached)
 		}
 	}
@@ -351,7 +351,7 @@ func TestEmptyCacheStep(t *testing.T) {
 // activations, the optimizer phase none beyond the input batch, and the
 // step's peak is the largest phase peak.
 func TestPhaseMemory(t *testing.T) {
-	tr := newTrainer(t, tinyConfig())
+	tr := testTrainer(t, tinyConfig())
 	res, err := tr.Step()
 	if err != nil {
 		t.Fatal(err)

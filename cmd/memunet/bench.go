@@ -83,8 +83,8 @@ func benchVariant(cfg config.Config, steps int) ([]string, error) {
 	med := times[len(times)/2]
 	h, w := cfg.ImageSize()
 	fwd, _ := tr.Net.FLOPs(h, w)
-	flops := 3 * fwd * float64(cfg.Train.BatchSize*cfg.Train.Accumulate)
-	row := []string{fmt.Sprintf("%d x %d", cfg.Train.BatchSize, cfg.Train.Accumulate), fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", flops/(med/1000)/1e9)}
+	flops := 3 * fwd * float64(cfg.Variant().EffectiveBatch())
+	row := []string{cfg.Variant().Columns()[0], fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", flops/(med/1000)/1e9)}
 	per := func(d time.Duration) string {
 		return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(steps))
 	}

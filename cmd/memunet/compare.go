@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
@@ -28,11 +29,9 @@ const compareUsage = "usage: memunet compare --config FILE [--variants baseline,
 
 // CompareRow is one line of compare's table, compare.csv and compare.json.
 type CompareRow struct {
-	Variant            string           `json:"variant"`
-	MicroBatch         int              `json:"micro_batch"`
-	Accumulate         int              `json:"accumulate"`
-	Precision          string           `json:"precision"`
-	Checkpoint         string           `json:"checkpoint"`
+	// Name is the variant's name, or gorgonia.
+	Name string `json:"variant"`
+	config.Variant
 	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
 	PeakRSSBytes       int64            `json:"peak_rss_bytes"`
@@ -115,22 +114,6 @@ func rowStatus(r CompareRow) string {
 	return fmt.Sprintf("done: %.1f ms/step", r.StepMSMedian)
 }
 
-// variantSets is the --set list that makes a run of cfg's variant vc.
-func variantSets(vc config.Config) []string {
-	ck := vc.Model.Checkpoint.String()
-	if !vc.Model.Checkpoint.All && len(vc.Model.Checkpoint.Levels) > 0 {
-		parts := make([]string, len(vc.Model.Checkpoint.Levels))
-		for i, l := range vc.Model.Checkpoint.Levels {
-			parts[i] = strconv.Itoa(l)
-		}
-		ck = "[" + strings.Join(parts, ",") + "]"
-	}
-	return []string{
-		"model.checkpoint=" + ck, "train.precision=" + vc.Train.Precision,
-		"train.batch_size=" + strconv.Itoa(vc.Train.BatchSize), "train.accumulate=" + strconv.Itoa(vc.Train.Accumulate),
-	}
-}
-
 func setArgs(sets []string) []string {
 	var out []string
 	for _, s := range sets {
@@ -141,14 +124,14 @@ func setArgs(sets []string) []string {
 
 // runVariant trains one variant in a child process and reads its run files.
 func runVariant(exe, configPath string, sets []string, cfg config.Config, name string, steps int, dir string, stderr io.Writer) (CompareRow, train.Timeline) {
-	row := CompareRow{Variant: name, Pool: true}
+	row := CompareRow{Name: name, Pool: true}
 	vc, err := train.DeriveVariant(cfg, name)
 	if err != nil {
 		row.Error = err.Error()
 		return row, train.Timeline{}
 	}
-	row.MicroBatch, row.Accumulate, row.Precision, row.Checkpoint = vc.Train.BatchSize, vc.Train.Accumulate, vc.Train.Precision, vc.Model.Checkpoint.String()
-	all := append(append([]string{}, sets...), variantSets(vc)...)
+	row.Variant = vc.Variant()
+	all := append(append([]string{}, sets...), row.Variant.Sets()...)
 	all = append(all, "train.steps="+strconv.Itoa(steps), "train.epochs=0", "train.val_every=0",
 		"output.progress=none", "memory.timeline=true", "memory.fit=off")
 	args := append([]string{"train", "--config", configPath, "--out", dir}, setArgs(all)...)
@@ -175,8 +158,8 @@ func runVariant(exe, configPath string, sets []string, cfg config.Config, name s
 
 // runGorgonia runs the plain-gorgonia reference in a child process.
 func runGorgonia(exe, configPath string, sets []string, cfg config.Config, steps int, dir string, stderr io.Writer) CompareRow {
-	row := CompareRow{Variant: "gorgonia", MicroBatch: cfg.Train.BatchSize * cfg.Train.Accumulate, Accumulate: 1,
-		Precision: "fp32", Checkpoint: "none"}
+	row := CompareRow{Name: "gorgonia", Variant: config.Variant{MicroBatch: cfg.Variant().EffectiveBatch(), Accumulate: 1,
+		Precision: backend.Float32, EmptyCache: cfg.Memory.EmptyCache}}
 	args := append([]string{"gorgonia", "--config", configPath, "--out", dir, "--steps", strconv.Itoa(steps)}, setArgs(sets)...)
 	if err := runChild(exe, args, stderr); err != nil {
 		row.Error = err.Error()
@@ -224,12 +207,12 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-var compareHeader = []string{"variant", "micro x acc", "precision", "checkpoint", "peak alloc", "peak reserved", "peak RSS",
-	"params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss"}
+var compareHeader = append(append([]string{"variant"}, config.ColumnNames()...), "peak alloc", "peak reserved", "peak RSS",
+	"params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss")
 
 // cells formats a row for the table; pool columns are "-" for gorgonia.
 func (r CompareRow) cells(bytes func(int64) string) []string {
-	c := []string{r.Variant, fmt.Sprintf("%d x %d", r.MicroBatch, r.Accumulate), r.Precision, r.Checkpoint}
+	c := append([]string{r.Name}, r.Variant.Columns()...)
 	if r.Error != "" {
 		return append(c, "failed: "+r.Error)
 	}
@@ -294,7 +277,7 @@ func memoryChart(path string, rows []CompareRow) error {
 	for _, r := range rows {
 		if r.Error == "" {
 			ok = append(ok, r)
-			names = append(names, r.Variant)
+			names = append(names, r.Name)
 		}
 	}
 	if len(ok) == 0 {
@@ -351,7 +334,7 @@ func timelineChart(path string, rows []CompareRow, timelines map[string]train.Ti
 	p.Y.Label.Text = "allocated MiB"
 	i := 0
 	for _, r := range rows {
-		tl, ok := timelines[r.Variant]
+		tl, ok := timelines[r.Name]
 		if !ok {
 			continue
 		}
@@ -367,7 +350,7 @@ func timelineChart(path string, rows []CompareRow, timelines map[string]train.Ti
 		line.Width = vg.Points(1.2)
 		line.Dashes = plotutil.Dashes(i)
 		p.Add(line)
-		p.Legend.Add(r.Variant, line)
+		p.Legend.Add(r.Name, line)
 		i++
 	}
 	p.Legend.Top = true

@@ -37,8 +37,10 @@ func exportCommand(args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("export: unexpected argument %q; %s", fs.Arg(0), exportUsage)}
 	case *ckPath == "" || *out == "":
 		return usageError{"export: --checkpoint and --out are required; " + exportUsage}
-	case *dtype != "fp32" && *dtype != "fp16" && *dtype != "bf16":
-		return usageError{fmt.Sprintf("export: --dtype %q: must be fp32, fp16 or bf16", *dtype)}
+	}
+	dt, err := backend.ParsePrecision(*dtype)
+	if err != nil {
+		return usageError{"export: --dtype " + err.Error()}
 	}
 	dir, err := train.ResolveResume(*ckPath, "")
 	if err != nil {
@@ -60,8 +62,8 @@ func exportCommand(args []string, stdout io.Writer) error {
 	}
 	tensors := train.StateDict(net)
 	for i, t := range tensors {
-		if t.DType == checkpoint.F32 && *dtype != "fp32" {
-			tensors[i] = halve(t, *dtype)
+		if t.DType == checkpoint.F32 && dt != backend.Float32 {
+			tensors[i] = halve(t, dt)
 		}
 	}
 	m := ck.Config.Model
@@ -78,12 +80,13 @@ func exportCommand(args []string, stdout io.Writer) error {
 	}
 	st, _ := os.Stat(*out)
 	fmt.Fprintf(stdout, "exported %d tensors (%s) of %s (step %d) to %s, %s\n",
-		len(tensors), *dtype, dir, ck.Manifest.Step, *out, memory.FormatBytes(st.Size()))
+		len(tensors), dt, dir, ck.Manifest.Step, *out, memory.FormatBytes(st.Size()))
 	return nil
 }
 
-// halve converts an F32 tensor to F16 or BF16 (round to nearest even).
-func halve(t checkpoint.Tensor, dtype string) checkpoint.Tensor {
+// halve converts an F32 tensor to dt, Float16 or BFloat16 (round to nearest
+// even).
+func halve(t checkpoint.Tensor, dt backend.DType) checkpoint.Tensor {
 	n := len(t.Data) / 4
 	src := make([]float32, n)
 	for i := range src {
@@ -91,7 +94,7 @@ func halve(t checkpoint.Tensor, dtype string) checkpoint.Tensor {
 	}
 	out := checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Data: make([]byte, 2*n), DType: checkpoint.F16}
 	round := backend.F32ToF16
-	if dtype == "bf16" {
+	if dt == backend.BFloat16 {
 		out.DType, round = checkpoint.BF16, backend.F32ToBF16
 	}
 	for i, v := range src {

@@ -147,8 +147,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	if h, w := cfg.ImageSize(); h > 0 && w > 0 { // 0 when the first image cannot be read; training then says why
 		size = fmt.Sprintf(" %dx%d", h, w)
 	}
-	fmt.Fprintf(stdout, "memunet %s: training on %s data%s, batch %d x %d micro-batches, %s, checkpoint %s; writing to %s\n",
-		version, cfg.Data.Source, size, cfg.Train.BatchSize, cfg.Train.Accumulate, cfg.Train.Precision, cfg.Model.Checkpoint, dir)
+	fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), dir)
 	sum, err := train.Run(ctx, cfg, train.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg, Version: version})
 	if err != nil {
 		return err

@@ -238,12 +238,12 @@ func TestCompareCommand(t *testing.T) {
 	peak := map[string]int64{}
 	for _, r := range rows {
 		if r.Error != "" {
-			t.Errorf("%s failed: %s", r.Variant, r.Error)
+			t.Errorf("%s failed: %s", r.Name, r.Error)
 		}
 		if r.StepMSMedian <= 0 || r.PeakRSSBytes <= 0 || r.FinalLoss <= 0 {
-			t.Errorf("%s: implausible row %+v", r.Variant, r)
+			t.Errorf("%s: implausible row %+v", r.Name, r)
 		}
-		peak[r.Variant] = r.PeakAllocatedBytes
+		peak[r.Name] = r.PeakAllocatedBytes
 	}
 	if !(peak["all"] < peak["checkpoint"] && peak["checkpoint"] < peak["baseline"] && peak["accum4"] < peak["baseline"]) {
 		t.Errorf("peaks do not shrink with the remedies: %v", peak)

@@ -51,8 +51,8 @@ func planCommand(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d; predicted peak allocated bytes (exact: a dry run of the same allocations)\n",
 		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"variant", "micro x acc", "precision", "checkpoint", "params", "grads", "optimizer", "activations", "workspace",
-		"peak", "reserved", "forward", "backward", "opt step", "validation", "est. time"}
+	head := append(append([]string{"variant"}, config.ColumnNames()...), "params", "grads", "optimizer", "activations", "workspace",
+		"peak", "reserved", "forward", "backward", "opt step", "validation", "est. time")
 	if capBytes > 0 {
 		head = append(head, "fits")
 	}
@@ -60,10 +60,10 @@ func planCommand(args []string, stdout io.Writer) error {
 	fb := memory.FormatBytes
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\t\n", r.Variant, r.Error)
+			fmt.Fprintf(tw, "%s\t%s\t\n", r.Name, r.Error)
 			continue
 		}
-		cells := []string{r.Variant, fmt.Sprintf("%d x %d", r.MicroBatch, r.Accumulate), r.Precision, r.Checkpoint}
+		cells := append([]string{r.Name}, r.Variant.Columns()...)
 		for _, c := range memory.Categories() {
 			cells = append(cells, fb(r.PeakByCategory[c.String()]))
 		}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
@@ -26,11 +27,11 @@ const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|
 
 // PredictReport is predict.json.
 type PredictReport struct {
-	Checkpoint string `json:"checkpoint"`
-	Step       int    `json:"step"`
-	Input      string `json:"input"`
-	Precision  string `json:"precision"`
-	Images     int    `json:"images"`
+	Checkpoint string        `json:"checkpoint"`
+	Step       int           `json:"step"`
+	Input      string        `json:"input"`
+	Precision  backend.DType `json:"precision"`
+	Images     int           `json:"images"`
 	// Outputs lists each input with its mask (and overlay) file.
 	Outputs []PredictOutput `json:"outputs"`
 	// Metrics are set for a dataset split (which has masks): computed as
@@ -77,8 +78,11 @@ func predictCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	cfg := ck.Config
-	if *precision == "" {
-		*precision = cfg.Train.Precision
+	prec := cfg.Train.Precision
+	if *precision != "" {
+		if prec, err = backend.ParsePrecision(*precision); err != nil {
+			return usageError{"predict: --precision " + err.Error()}
+		}
 	}
 	capBytes := int64(cfg.Memory.Capacity)
 	if *capacity != "" {
@@ -91,7 +95,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if *batch == 0 {
 		*batch = cfg.Train.BatchSize
 	}
-	p, err := train.NewPredictor(ck, *precision, capBytes, *batch)
+	p, err := train.NewPredictor(ck, prec, capBytes, *batch)
 	if err != nil {
 		return err
 	}
@@ -99,7 +103,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return err
 	}
-	rep := &PredictReport{Checkpoint: dir, Step: ck.Manifest.Step, Input: *input, Precision: *precision, TrainingValMIoU: ck.Manifest.ValMIoU}
+	rep := &PredictReport{Checkpoint: dir, Step: ck.Manifest.Step, Input: *input, Precision: prec, TrainingValMIoU: ck.Manifest.ValMIoU}
 	if split, ok := strings.CutPrefix(*input, "dataset:"); ok {
 		err = predictSplit(p, split, *outDir, *overlay, rep)
 	} else {

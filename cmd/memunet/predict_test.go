@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
@@ -92,7 +93,7 @@ func TestPredictReproducesValMIoU(t *testing.T) {
 			if rep.Metrics == nil || math.Abs(rep.Metrics.ValMIoU-sum.ValMIoU) > 1e-6 {
 				t.Fatalf("predict val miou %v, training's %v", rep.Metrics, sum.ValMIoU)
 			}
-			if rep.TrainingValMIoU == nil || *rep.TrainingValMIoU != sum.ValMIoU || rep.Precision != prec {
+			if rep.TrainingValMIoU == nil || *rep.TrainingValMIoU != sum.ValMIoU || rep.Precision.String() != prec {
 				t.Errorf("report: training val miou %v, precision %s", rep.TrainingValMIoU, rep.Precision)
 			}
 			if !strings.Contains(stdout, "miou") {
@@ -169,7 +170,7 @@ func TestPredictFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := train.NewPredictor(ck, "fp32", 0, 1)
+	p, err := train.NewPredictor(ck, backend.Float32, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
