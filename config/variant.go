@@ -120,3 +120,6 @@ func ColumnNames() []string { return []string{"micro x acc", "precision", "check
 func (v Variant) Columns() []string {
 	return []string{fmt.Sprintf("%d x %d", v.MicroBatch, v.Accumulate), v.Precision.String(), v.Checkpoint.String()}
 }
+
+// Equal reports whether v and o are the same settings.
+func (v Variant) Equal(o Variant) bool { return slices.Equal(v.settings(), o.settings()) }

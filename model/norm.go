@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
@@ -42,6 +43,12 @@ func NewBatchNorm2d(dev *Device, name string, c int) (*BatchNorm2d, error) {
 		}
 	}
 	return l, nil
+}
+
+// CountName is the state_dict key of NumBatchesTracked: the weight's name
+// with ".weight" replaced by ".num_batches_tracked".
+func (l *BatchNorm2d) CountName() string {
+	return strings.TrimSuffix(l.Weight.Name, ".weight") + ".num_batches_tracked"
 }
 
 // Params lists weight, bias, running mean and running variance.

@@ -1,10 +1,25 @@
-// Package train runs memunet's training loop: batches from a data.Dataset,
-// forward and backward through a model.UNet, Adam steps, validation metrics,
-// progress output and the run's files (resolved config, metrics.jsonl,
-// summary.json).
+// Package train is the training loop. A Trainer holds a model on a device
+// (a backend and the pool its buffers come from), Adam and the grad scaler
+// (package optim), the micro-batch buffers and the position in the data; its
+// Step runs one optimizer step (micro-batches of forward and backward with
+// accumulation, unscaling, Adam or a skipped step) and Validate scores the
+// validation split on the device.
 //
-// Memory: the Adam moments are allocated from the run's pool (optimizer
-// category) and the batch buffers too (activations), so every byte the loop
-// touches is accounted. The loop is single-threaded; the kernels underneath
-// use every core.
+// Planning is the same loop on the planning backend (backend/noop): Plan and
+// PlanConfig build the trainer over a virtual pool and run two steps and a
+// validation, computing nothing, so the pool's statistics are those of the
+// real run to the byte. memory.fit: auto (Fit, FitCandidates, Adopt) uses
+// the plan to pick the variant that fits, and the loop moves on to the next
+// one on an out-of-memory error.
+//
+// Files by role: trainer.go (the loop), validate.go (validation and its
+// metrics), plan.go (variants and the plan), fit.go (memory.fit). The run
+// directory, checkpoints and resume are package rundir; prediction is
+// package predict.
+//
+// Memory: every buffer the loop touches is from the device's pool: the
+// model, Adam's moments (optimizer category), the micro-batch's images and
+// targets (activations). Host data crosses by upload (batches) and download
+// (metrics, checkpoints). The loop is single-threaded; the backend uses
+// every core.
 package train

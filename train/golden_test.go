@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/optim"
 )
 
 // Tolerances against PyTorch, |memunet - torch| <= tol*(1 + |torch|)
@@ -191,7 +192,7 @@ func checkGolden(t *testing.T, g *checkpoint.File) {
 		}
 	}
 	for _, bn := range net.BatchNorms() {
-		name := bnCountName(bn)
+		name := bn.CountName()
 		if tn, ok := g.Get("after1." + name); ok {
 			if n, err := tn.Int64(); err != nil || n[0] != bn.NumBatchesTracked {
 				t.Errorf("%s: %d, PyTorch %v (%v)", name, bn.NumBatchesTracked, n, err)
@@ -204,7 +205,7 @@ func checkGolden(t *testing.T, g *checkpoint.File) {
 
 	// Three Adam steps from the same start on the same batch.
 	dev, net, x, target = fresh()
-	adam, err := NewAdam(dev, net.Params(), AdamConfig{LR: opt.LR, Beta1: opt.Betas[0], Beta2: opt.Betas[1], Eps: opt.Eps, WeightDecay: opt.WeightDecay})
+	adam, err := optim.NewAdam(dev, net.Params(), optim.AdamConfig{LR: opt.LR, Beta1: opt.Betas[0], Beta2: opt.Betas[1], Eps: opt.Eps, WeightDecay: opt.WeightDecay})
 	if err != nil {
 		t.Fatal(err)
 	}

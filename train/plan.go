@@ -126,7 +126,7 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 	note := func(st memory.Stats) {
 		if st.Allocated.Peak > row.PeakAllocatedBytes {
 			row.PeakAllocatedBytes = st.Allocated.Peak
-			row.PeakByCategory = phaseMemory(st).PeakByCategory
+			row.PeakByCategory = PhaseMemoryOf(st).PeakByCategory
 		}
 		row.PeakReservedBytes = max(row.PeakReservedBytes, st.Reserved.Peak)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/optim"
 )
 
 // Phases of an optimizer step whose memory is logged.
@@ -33,7 +34,8 @@ type PhaseMemory struct {
 	PeakByCategory map[string]int64 `json:"peak_by_category"`
 }
 
-func phaseMemory(st memory.Stats) PhaseMemory {
+// PhaseMemoryOf is a pool snapshot as a PhaseMemory.
+func PhaseMemoryOf(st memory.Stats) PhaseMemory {
 	pm := PhaseMemory{
 		AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
 		PeakAllocatedBytes: st.Allocated.Peak, PeakReservedBytes: st.Reserved.Peak,
@@ -53,8 +55,8 @@ type Trainer struct {
 	Device *model.Device
 	Pool   *memory.Pool // Device.Pool
 	Net    *model.UNet
-	Opt    *Adam
-	Scaler *GradScaler
+	Opt    *optim.Adam
+	Scaler *optim.GradScaler
 
 	data          data.Dataset
 	trainIdx      []int
@@ -67,7 +69,9 @@ type Trainer struct {
 	microPerEpoch int
 	micro         int          // micro-batches consumed so far
 	loader        *data.Loader // the training micro-batches, decoded ahead; nil until the first
-	afterBackward func()       // test hook: runs after the last micro-batch's backward
+	// AfterBackward, if set, runs after the last micro-batch's backward of
+	// every step, before the optimizer (a hook for tests).
+	AfterBackward func()
 
 	// OptimizerTime adds up unscaling, Adam and refreshing the 16-bit
 	// weights; with EnableProfile, the layers' times are in Profile.
@@ -124,7 +128,7 @@ func newTrainer(cfg config.Config) (*Trainer, error) {
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
-	ds, trainIdx, valIdx, err := openData(cfg)
+	ds, trainIdx, valIdx, err := OpenData(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -144,24 +148,24 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	prec := cfg.Train.Precision
 	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
 	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
-		return nil, t.oom(err, "building the model")
+		return nil, t.ExplainOOM(err, "building the model")
 	}
 	if err := t.Net.SetPrecision(prec); err != nil {
 		t.Close()
-		return nil, t.oom(err, "the 16-bit weight copies")
+		return nil, t.ExplainOOM(err, "the 16-bit weight copies")
 	}
-	if t.Opt, err = NewAdam(t.Device, t.Net.Params(), AdamConfig{
+	if t.Opt, err = optim.NewAdam(t.Device, t.Net.Params(), optim.AdamConfig{
 		LR: cfg.Train.LR, Beta1: cfg.Train.Betas[0], Beta2: cfg.Train.Betas[1], Eps: cfg.Train.Eps, WeightDecay: cfg.Train.WeightDecay,
 	}); err != nil {
 		t.Close()
-		return nil, t.oom(err, "Adam's state")
+		return nil, t.ExplainOOM(err, "Adam's state")
 	}
 	sc := cfg.Train.Scaler
-	t.Scaler = &GradScaler{Enabled: cfg.ScalerEnabled(), Scale: sc.InitScale, GrowthFactor: sc.GrowthFactor,
+	t.Scaler = &optim.GradScaler{Enabled: cfg.ScalerEnabled(), Scale: sc.InitScale, GrowthFactor: sc.GrowthFactor,
 		BackoffFactor: sc.BackoffFactor, GrowthInterval: sc.GrowthInterval}
 	if what, err := t.allocBatch(batch); err != nil {
 		t.Close()
-		return nil, t.oom(err, what)
+		return nil, t.ExplainOOM(err, what)
 	}
 	return t, nil
 }
@@ -193,11 +197,11 @@ func (t *Trainer) freeBatch() {
 	t.images = nil
 }
 
-// openData opens the configured dataset (synthetic, folder or voc; resized,
+// OpenData opens the configured dataset (synthetic, folder or voc; resized,
 // scaled and normalized as data.* says) and splits it. A file source is read
 // and checked in full first, so a bad file stops the run here, naming it;
 // its one-line summary (with the mask values a scan found) goes to stderr.
-func openData(cfg config.Config) (ds data.Dataset, trainIdx, valIdx []int, err error) {
+func OpenData(cfg config.Config) (ds data.Dataset, trainIdx, valIdx []int, err error) {
 	set, fresh, err := data.OpenCached(cfg.DataConfig())
 	if err != nil {
 		return nil, nil, nil, err
@@ -230,6 +234,17 @@ func (t *Trainer) EnableProfile() {
 	t.Profile = &model.Profile{}
 	t.env.Profile = t.Profile
 }
+
+// Position is where the trainer is in the data: micro-batches consumed since
+// the start of training, and micro-batches per epoch (both in the current
+// micro-batch size).
+func (t *Trainer) Position() (consumed, perEpoch int) { return t.micro, t.microPerEpoch }
+
+// Seek makes the next micro-batch number consumed (resuming a checkpoint).
+func (t *Trainer) Seek(consumed int) { t.micro = consumed }
+
+// FitFrom is the configuration memory.fit: auto started from.
+func (t *Trainer) FitFrom() config.Config { return t.fitFrom }
 
 // StepsPerEpoch is the number of optimizer steps in one pass over the
 // training samples.
@@ -288,7 +303,7 @@ func (t *Trainer) Step() (StepResult, error) {
 	if err != nil {
 		t.Net.Forget()
 		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
-		return res, t.oom(err, "a training step")
+		return res, t.ExplainOOM(err, "a training step")
 	}
 	if t.Config.Memory.EmptyCache == config.EmptyStep {
 		t.Pool.EmptyCache()
@@ -301,7 +316,7 @@ func (t *Trainer) step() (StepResult, error) {
 	res := StepResult{Phases: map[string]PhaseMemory{}}
 	best := memory.Stats{}
 	keep := func(phase string, st memory.Stats) {
-		pm := phaseMemory(st)
+		pm := PhaseMemoryOf(st)
 		if prev, ok := res.Phases[phase]; !ok || pm.PeakAllocatedBytes > prev.PeakAllocatedBytes {
 			res.Phases[phase] = pm
 		}
@@ -343,8 +358,8 @@ func (t *Trainer) step() (StepResult, error) {
 		keep(PhaseBackward, t.Pool.Stats())
 		res.Loss += loss / float64(accum)
 	}
-	if t.afterBackward != nil {
-		t.afterBackward()
+	if t.AfterBackward != nil {
+		t.AfterBackward()
 	}
 	t.Pool.ResetPeak()
 	optStart := time.Now()
@@ -358,7 +373,7 @@ func (t *Trainer) step() (StepResult, error) {
 	res.Skipped = !finite
 	keep(PhaseOptimizer, t.Pool.Stats())
 	res.Peak = best.Allocated.Peak
-	res.PeakByCategory = phaseMemory(best).PeakByCategory
+	res.PeakByCategory = PhaseMemoryOf(best).PeakByCategory
 	return res, nil
 }
 
@@ -391,19 +406,10 @@ func (t *Trainer) nextBatch() (int, error) {
 	return epoch, nil
 }
 
-// Validate evaluates the model on the validation samples in eval mode, in
-// batches of train.batch_size.
-func (t *Trainer) Validate() (ValRecord, error) {
-	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
-	if err != nil {
-		return v, t.oom(err, "validation")
-	}
-	return v, nil
-}
-
-// oom adds to an out-of-memory error what to change: the variant memunet
-// plan recommends under the capacity, or, when none fits, the smallest one.
-func (t *Trainer) oom(err error, during string) error {
+// ExplainOOM adds to an out-of-memory error what to change: the variant
+// memunet plan recommends under the capacity, or, when none fits, the
+// smallest one. Other errors, and one already explained, pass unchanged.
+func (t *Trainer) ExplainOOM(err error, during string) error {
 	var o *memory.OutOfMemoryError
 	if !errors.As(err, &o) || o.Hint != "" {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/optim"
 )
 
 // tinyConfig is a small, fast configuration on 16x16 synthetic images.
@@ -53,7 +54,7 @@ func TestAccumulateMatchesLargeBatch(t *testing.T) {
 
 	var grads [2]map[string][]float32
 	for i, tr := range []*Trainer{big, small} {
-		tr.afterBackward = func() {
+		tr.AfterBackward = func() {
 			grads[i] = map[string][]float32{}
 			for _, p := range tr.Net.Params() {
 				if p.Trainable {
@@ -103,12 +104,13 @@ func TestScalerSkipsInfStep(t *testing.T) {
 	weights := paramsCopy(tr.Net)
 	read := func(v backend.View) []float32 { return backend.DownloadFloat32(tr.Device.Backend, v) }
 	var moments [][]float32
-	for i := range tr.Opt.m {
-		moments = append(moments, read(tr.Opt.m[i]), read(tr.Opt.v[i]))
+	m, v := tr.Opt.Moments()
+	for i := range m {
+		moments = append(moments, read(m[i]), read(v[i]))
 	}
 	step, scale := tr.Opt.Step, tr.Scaler.Scale
 
-	tr.afterBackward = func() {
+	tr.AfterBackward = func() {
 		p := tr.Net.Params()[0]
 		g := p.ReadGrad()
 		g[3] = float32(math.Inf(1))
@@ -134,13 +136,13 @@ func TestScalerSkipsInfStep(t *testing.T) {
 			t.Errorf("%s changed by a skipped step", p.Name)
 		}
 	}
-	for i := range tr.Opt.m {
-		if !equalBits(read(tr.Opt.m[i]), moments[2*i]) || !equalBits(read(tr.Opt.v[i]), moments[2*i+1]) {
+	for i := range m {
+		if !equalBits(read(m[i]), moments[2*i]) || !equalBits(read(v[i]), moments[2*i+1]) {
 			t.Fatalf("Adam moments of parameter %d changed by a skipped step", i)
 		}
 	}
 
-	tr.afterBackward = nil
+	tr.AfterBackward = nil
 	if res, err := tr.Step(); err != nil || res.Skipped {
 		t.Fatalf("clean step after the skip: skipped=%v err=%v", res.Skipped, err)
 	}
@@ -164,7 +166,7 @@ func equalBits(a, b []float32) bool {
 // TestScalerGrowth: the scale doubles after GrowthInterval clean steps in a
 // row and the tracker restarts; an inf resets the tracker.
 func TestScalerGrowth(t *testing.T) {
-	s := &GradScaler{Enabled: true, Scale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3}
+	s := &optim.GradScaler{Enabled: true, Scale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3}
 	for _, tc := range []struct {
 		finite  bool
 		scale   float64
@@ -254,7 +256,7 @@ func TestFP16UnderflowWithoutScaling(t *testing.T) {
 		if err := net.Backward(env, d); err != nil {
 			t.Fatal(err)
 		}
-		s := &GradScaler{Enabled: scale != 1, Scale: scale}
+		s := &optim.GradScaler{Enabled: scale != 1, Scale: scale}
 		if !s.Unscale(dev.Backend, net.Params()) {
 			t.Fatal("non-finite gradient")
 		}

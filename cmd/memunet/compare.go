@@ -18,6 +18,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -76,7 +77,7 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "memunet compare: %s, %dx%d, effective batch %d, %d steps per variant, writing to %s\n",
 		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
 	var rows []CompareRow
-	timelines := map[string]train.Timeline{}
+	timelines := map[string]rundir.Timeline{}
 	for _, name := range strings.Split(*variants, ",") {
 		name = strings.TrimSpace(name)
 		vdir := filepath.Join(dir, name)
@@ -84,7 +85,7 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 		if name == "gorgonia" {
 			row = runGorgonia(exe, cmd.path, cmd.sets, cfg, *steps, vdir, stderr)
 		} else {
-			var tl train.Timeline
+			var tl rundir.Timeline
 			row, tl = runVariant(exe, cmd.path, cmd.sets, cfg, name, *steps, vdir, stderr)
 			if len(tl.Points) > 0 {
 				timelines[name] = tl
@@ -123,12 +124,12 @@ func setArgs(sets []string) []string {
 }
 
 // runVariant trains one variant in a child process and reads its run files.
-func runVariant(exe, configPath string, sets []string, cfg config.Config, name string, steps int, dir string, stderr io.Writer) (CompareRow, train.Timeline) {
+func runVariant(exe, configPath string, sets []string, cfg config.Config, name string, steps int, dir string, stderr io.Writer) (CompareRow, rundir.Timeline) {
 	row := CompareRow{Name: name, Pool: true}
 	vc, err := train.DeriveVariant(cfg, name)
 	if err != nil {
 		row.Error = err.Error()
-		return row, train.Timeline{}
+		return row, rundir.Timeline{}
 	}
 	row.Variant = vc.Variant()
 	all := append(append([]string{}, sets...), row.Variant.Sets()...)
@@ -137,19 +138,19 @@ func runVariant(exe, configPath string, sets []string, cfg config.Config, name s
 	args := append([]string{"train", "--config", configPath, "--out", dir}, setArgs(all)...)
 	if err := runChild(exe, args, stderr); err != nil {
 		row.Error = err.Error()
-		return row, train.Timeline{}
+		return row, rundir.Timeline{}
 	}
-	var sum train.Summary
+	var sum rundir.Summary
 	if err := readJSON(filepath.Join(dir, "summary.json"), &sum); err != nil {
 		row.Error = err.Error()
-		return row, train.Timeline{}
+		return row, rundir.Timeline{}
 	}
 	row.PeakAllocatedBytes, row.PeakReservedBytes, row.PeakRSSBytes = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.PeakRSSBytes
 	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
 	if sum.StepMSMedian > 0 {
 		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)
 	}
-	var tl train.Timeline
+	var tl rundir.Timeline
 	if err := readJSON(filepath.Join(dir, "timeline.json"), &tl); err != nil {
 		row.Error = err.Error()
 	}
@@ -327,7 +328,7 @@ func memoryChart(path string, rows []CompareRow) error {
 
 // timelineChart draws timeline.png: allocated MiB over one optimizer step,
 // one line per variant.
-func timelineChart(path string, rows []CompareRow, timelines map[string]train.Timeline) error {
+func timelineChart(path string, rows []CompareRow, timelines map[string]rundir.Timeline) error {
 	p := plot.New()
 	p.Title.Text = "Allocated memory over one optimizer step"
 	p.X.Label.Text = "ms since the step began"

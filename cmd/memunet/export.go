@@ -15,6 +15,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -42,11 +43,11 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageError{"export: --dtype " + err.Error()}
 	}
-	dir, err := train.ResolveResume(*ckPath, "")
+	dir, err := rundir.ResolveResume(*ckPath, "")
 	if err != nil {
 		return err
 	}
-	ck, err := train.OpenCheckpoint(dir)
+	ck, err := rundir.OpenCheckpoint(dir)
 	if err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err := ck.LoadWeights(net); err != nil {
 		return err
 	}
-	tensors := train.StateDict(net)
+	tensors := rundir.StateDict(net)
 	for i, t := range tensors {
 		if t.DType == checkpoint.F32 && dt != backend.Float32 {
 			tensors[i] = halve(t, dt)

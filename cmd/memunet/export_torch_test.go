@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -53,7 +54,7 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 			out := filepath.Join(tmp, "model.safetensors")
 			runOK(t, "export", "--checkpoint", runDir, "--out", out)
 
-			ck, err := train.OpenCheckpoint(sum.LastCheckpoint)
+			ck, err := rundir.OpenCheckpoint(sum.LastCheckpoint)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/model/oracle"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -122,7 +123,7 @@ func gorgoniaCommand(args []string, stdout io.Writer) error {
 	}
 	slices.Sort(stepMS)
 	sum.StepMSMedian = stepMS[len(stepMS)/2]
-	sum.PeakRSSBytes = train.PeakRSS()
+	sum.PeakRSSBytes = rundir.PeakRSS()
 	sum.WallSeconds = time.Since(start).Seconds()
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -148,7 +149,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		size = fmt.Sprintf(" %dx%d", h, w)
 	}
 	fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), dir)
-	sum, err := train.Run(ctx, cfg, train.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg, Version: version})
+	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg, Version: version})
 	if err != nil {
 		return err
 	}
@@ -181,7 +182,7 @@ func isTerminal(w io.Writer) bool {
 
 // printPhaseTable writes the run's peak allocated bytes per phase, split by
 // category (the split at each phase's peak).
-func printPhaseTable(w io.Writer, sum *train.Summary) {
+func printPhaseTable(w io.Writer, sum *rundir.Summary) {
 	cats := memory.Categories()
 	fmt.Fprintf(w, "%-10s", "peak")
 	for _, c := range cats {

@@ -19,7 +19,8 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/train"
+	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/rundir"
 	xdraw "golang.org/x/image/draw"
 )
 
@@ -36,7 +37,7 @@ type PredictReport struct {
 	Outputs []PredictOutput `json:"outputs"`
 	// Metrics are set for a dataset split (which has masks): computed as
 	// training's validation computes them.
-	Metrics *train.ValRecord `json:"metrics,omitempty"`
+	Metrics *rundir.ValRecord `json:"metrics,omitempty"`
 	// TrainingValMIoU is the val_miou training recorded at the checkpoint's
 	// step, when it validated there.
 	TrainingValMIoU    *float64 `json:"training_val_miou,omitempty"`
@@ -69,11 +70,11 @@ func predictCommand(args []string, stdout io.Writer) error {
 	case *ckPath == "" || *input == "" || *outDir == "":
 		return usageError{"predict: --checkpoint, --input and --out are required; " + predictUsage}
 	}
-	dir, err := train.ResolveResume(*ckPath, "")
+	dir, err := rundir.ResolveResume(*ckPath, "")
 	if err != nil {
 		return err
 	}
-	ck, err := train.OpenCheckpoint(dir)
+	ck, err := rundir.OpenCheckpoint(dir)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if *batch == 0 {
 		*batch = cfg.Train.BatchSize
 	}
-	p, err := train.NewPredictor(ck, prec, capBytes, *batch)
+	p, err := predict.NewPredictor(ck, prec, capBytes, *batch)
 	if err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 
 // predictSplit predicts the checkpoint's own validation (or training)
 // samples, preprocessed exactly as in training, and reports the metrics.
-func predictSplit(p *train.Predictor, split, outDir string, overlay bool, rep *PredictReport) error {
+func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, rep *PredictReport) error {
 	ds, idx, err := p.Split(split)
 	if err != nil {
 		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
@@ -163,8 +164,7 @@ func predictSplit(p *train.Predictor, split, outDir string, overlay bool, rep *P
 	if err != nil {
 		return err
 	}
-	m.Step = rep.Step
-	rep.Metrics, rep.Images = &m, len(idx)
+	rep.Metrics, rep.Images = &rundir.ValRecord{Type: "val", Step: rep.Step, Validation: m}, len(idx)
 	return nil
 }
 
@@ -178,7 +178,7 @@ var imageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
 // data.std; its mask is scaled back to the image's own size (nearest).
 // Consecutive images of one size go through the model together, up to
 // --batch at a time.
-func predictFiles(p *train.Predictor, input, outDir string, overlay bool, rep *PredictReport) error {
+func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, rep *PredictReport) error {
 	files, err := inputFiles(input)
 	if err != nil {
 		return err

@@ -20,12 +20,13 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
-	"github.com/memunet/memunet/train"
+	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/rundir"
 )
 
 // trainTiny trains the tiny network into a new run directory and returns it
 // with its summary.
-func trainTiny(t *testing.T, extra ...string) (string, train.Summary) {
+func trainTiny(t *testing.T, extra ...string) (string, rundir.Summary) {
 	t.Helper()
 	dir := t.TempDir()
 	args := append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir}, tinyArgs...)
@@ -37,9 +38,9 @@ func trainTiny(t *testing.T, extra ...string) (string, train.Summary) {
 	return dir, ckSummary(t, dir)
 }
 
-func ckSummary(t *testing.T, dir string) train.Summary {
+func ckSummary(t *testing.T, dir string) rundir.Summary {
 	t.Helper()
-	var sum train.Summary
+	var sum rundir.Summary
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -166,11 +167,11 @@ func TestPredictFiles(t *testing.T) {
 	}
 
 	// a.png is 16x16: its mask is the prediction on data.Resize's sample.
-	ck, err := train.OpenCheckpoint(ckSummary(t, runDir).LastCheckpoint)
+	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).LastCheckpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := train.NewPredictor(ck, backend.Float32, 0, 1)
+	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, train.ModelFile))
+	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, rundir.ModelFile))
 	ckTensors, _ := checkpoint.ReadSafetensors(ckFile)
 	if len(f.Tensors) != len(ckTensors.Tensors) {
 		t.Fatalf("%d tensors exported, checkpoint has %d", len(f.Tensors), len(ckTensors.Tensors))
@@ -280,8 +281,8 @@ func TestResumeCommand(t *testing.T) {
 		t.Errorf("auto in an empty run: exit %d, %s", code, errb.String())
 	}
 	errb.Reset()
-	latest, _ := train.LatestCheckpoint(filepath.Join(dir, train.CheckpointsDir))
-	os.Truncate(filepath.Join(latest, train.ModelFile), 10)
+	latest, _ := rundir.LatestCheckpoint(filepath.Join(dir, rundir.CheckpointsDir))
+	os.Truncate(filepath.Join(latest, rundir.ModelFile), 10)
 	if code := run([]string{"train", "--resume", "auto", "--out", dir, "--set", "train.steps=9"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "model.safetensors is truncated") {
 		t.Errorf("truncated: exit %d, %s", code, errb.String())
@@ -334,11 +335,11 @@ func TestSignalSavesCheckpoint(t *testing.T) {
 	if !strings.Contains(out, "interrupted after step") || !strings.Contains(out, "--resume auto --out "+dir) {
 		t.Errorf("output:\n%s", out)
 	}
-	latest, err := train.LatestCheckpoint(filepath.Join(dir, train.CheckpointsDir))
+	latest, err := rundir.LatestCheckpoint(filepath.Join(dir, rundir.CheckpointsDir))
 	if err != nil || latest == "" {
 		t.Fatalf("no checkpoint: %v", err)
 	}
-	ck, err := train.OpenCheckpoint(latest)
+	ck, err := rundir.OpenCheckpoint(latest)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,14 @@ import (
 	"path/filepath"
 
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/train"
+	"github.com/memunet/memunet/rundir"
 )
 
 // trainSetup resolves train's configuration and run directory. Without
 // --resume it is --config (required) with --set. With --resume auto|PATH the
 // configuration is --config's if given, else the checkpoint's own with --set
 // applied; the run directory defaults to the checkpoint's run (the folder
-// above its checkpoints/). It returns what to pass as train.Options.Resume.
+// above its checkpoints/). It returns what to pass as rundir.Options.Resume.
 func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Config, dir, resumeArg string, err error) {
 	const use = "usage: memunet train --config FILE [--set k=v ...] [--out DIR] [--resume auto|PATH]"
 	if resume == "" {
@@ -33,15 +33,15 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 		if outDir == "" {
 			return cfg, "", "", usageError{"train: --resume auto continues the run in --out DIR (or output.dir); name it; " + use}
 		}
-		if ckDir, err = train.ResolveResume("auto", outDir); err != nil {
+		if ckDir, err = rundir.ResolveResume("auto", outDir); err != nil {
 			return cfg, "", "", err
 		}
 		if ckDir == "" && configPath == "" {
-			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, train.CheckpointsDir))
+			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, rundir.CheckpointsDir))
 		}
 		resumeArg = "auto"
 	} else {
-		if ckDir, err = train.ResolveResume(resume, ""); err != nil {
+		if ckDir, err = rundir.ResolveResume(resume, ""); err != nil {
 			return cfg, "", "", err
 		}
 		resumeArg = ckDir
@@ -52,7 +52,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 			return cfg, "", "", err
 		}
 	default:
-		if cfg, err = train.CheckpointConfig(ckDir, sets); err != nil {
+		if cfg, err = rundir.CheckpointConfig(ckDir, sets); err != nil {
 			return cfg, "", "", err
 		}
 	}
@@ -60,7 +60,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 		outDir = cfg.Output.Dir
 	}
 	if outDir == "" && ckDir != "" {
-		if parent := filepath.Dir(filepath.Clean(ckDir)); filepath.Base(parent) == train.CheckpointsDir {
+		if parent := filepath.Dir(filepath.Clean(ckDir)); filepath.Base(parent) == rundir.CheckpointsDir {
 			outDir = filepath.Dir(parent)
 		}
 	}

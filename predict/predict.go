@@ -1,4 +1,4 @@
-package train
+package predict
 
 import (
 	"fmt"
@@ -8,12 +8,14 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/train"
 )
 
 // Predictor is a checkpoint's model in eval mode, on a device of its own
 // (its own accounted pool).
 type Predictor struct {
-	Checkpoint *Checkpoint
+	Checkpoint *rundir.Checkpoint
 	// Config is the checkpoint's configuration: architecture, data and
 	// preprocessing.
 	Config config.Config
@@ -28,12 +30,12 @@ type Predictor struct {
 // NewPredictor builds the checkpoint's model with precision (fp32, fp16 or
 // bf16: the storage of activations and weight copies, as in training)
 // in a pool of the given capacity (0: unlimited), and loads its weights.
-func NewPredictor(ck *Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
+func NewPredictor(ck *rundir.Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
 	if batch < 1 {
 		return nil, fmt.Errorf("batch size %d: must be at least 1", batch)
 	}
 	p := &Predictor{Checkpoint: ck, Config: ck.Config, Batch: batch}
-	p.Device = model.NewDevice(Target(), memory.Options{Capacity: capacity})
+	p.Device = model.NewDevice(train.Target(), memory.Options{Capacity: capacity})
 	p.Pool = p.Device.Pool
 	p.env = &model.Env{Device: p.Device, Precision: prec}
 	var err error
@@ -108,7 +110,7 @@ func (p *Predictor) Predict(images []float32, n, h, w int) ([]uint8, error) {
 // Split opens the checkpoint's dataset and returns it with the indices of
 // its "train" or "val" split, as training used them.
 func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
-	ds, trainIdx, valIdx, err := openData(p.Config)
+	ds, trainIdx, valIdx, err := train.OpenData(p.Config)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,10 +127,10 @@ func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
 // fn with each sample's index, predicted classes and target mask, and
 // returns the loss and metrics computed as training's validation computes
 // them.
-func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, pred, target []uint8) error) (ValRecord, error) {
+func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, pred, target []uint8) error) (train.Validation, error) {
 	h, w := ds.Size()
 	c, k := ds.Channels(), p.Config.Model.Classes
-	conf := NewConfusion(k)
+	conf := train.NewConfusion(k)
 	var lossSum float64
 	for lo := 0; lo < len(idx); lo += p.Batch {
 		hi := min(lo+p.Batch, len(idx))
@@ -136,30 +138,30 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 		images := make([]float32, n*c*h*w)
 		masks := make([]uint8, n*h*w)
 		if err := data.FillBatch(ds, idx[lo:hi], images, masks); err != nil {
-			return ValRecord{}, err
+			return train.Validation{}, err
 		}
 		loss, pred, err := p.scoreBatch(images, masks, n, h, w, conf)
 		if err != nil {
-			return ValRecord{}, err
+			return train.Validation{}, err
 		}
 		lossSum += loss * float64(n)
 		for j := 0; j < n; j++ {
 			if err := fn(idx[lo+j], pred[j*h*w:(j+1)*h*w], masks[j*h*w:(j+1)*h*w]); err != nil {
-				return ValRecord{}, err
+				return train.Validation{}, err
 			}
 		}
 	}
 	if len(idx) == 0 {
-		return ValRecord{}, fmt.Errorf("the split has no samples")
+		return train.Validation{}, fmt.Errorf("the split has no samples")
 	}
-	return ValRecord{Type: "val", ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
+	return train.Validation{ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
 		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice()}, nil
 }
 
 // scoreBatch predicts n images, adds them to conf against masks (uploaded
 // to the device for the loss and the counts) and returns the batch's loss
 // and the predicted classes.
-func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, conf *Confusion) (float64, []uint8, error) {
+func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, conf *train.Confusion) (float64, []uint8, error) {
 	logits, err := p.logits(images, n, h, w)
 	if err != nil {
 		return 0, nil, err

@@ -1,4 +1,4 @@
-package train
+package rundir
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/train"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -99,7 +100,7 @@ type RNGState struct {
 	Note         string `json:"note"`
 }
 
-// ScalerState is the grad scaler (GradScaler) at the checkpoint.
+// ScalerState is the grad scaler (optim.GradScaler) at the checkpoint.
 type ScalerState struct {
 	Enabled        bool    `json:"enabled"`
 	Scale          float64 `json:"scale"`
@@ -279,11 +280,6 @@ func (m *Manifest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// bnCountName is the state_dict key of a BatchNorm's num_batches_tracked.
-func bnCountName(bn *model.BatchNorm2d) string {
-	return strings.TrimSuffix(bn.Weight.Name, ".weight") + ".num_batches_tracked"
-}
-
 // StateDict lists the model's tensors in PyTorch state_dict order: the
 // parameters and buffers as float32 (downloaded: host copies), and after each
 // BatchNorm's running_var its num_batches_tracked as an int64 scalar.
@@ -296,7 +292,7 @@ func StateDict(net *model.UNet) []checkpoint.Tensor {
 	for _, p := range net.Params() {
 		out = append(out, checkpoint.F32Tensor(p.Name, p.Shape, p.Read()))
 		if bn, ok := counts[p.Name]; ok {
-			out = append(out, checkpoint.I64Tensor(bnCountName(bn), nil, []int64{bn.NumBatchesTracked}))
+			out = append(out, checkpoint.I64Tensor(bn.CountName(), nil, []int64{bn.NumBatchesTracked}))
 		}
 	}
 	return out
@@ -312,28 +308,29 @@ func stateSpecs(net *model.UNet) []tensorSpec {
 	for _, p := range net.Params() {
 		out = append(out, tensorSpec{p.Name, checkpoint.F32, p.Shape})
 		if bn, ok := counts[p.Name]; ok {
-			out = append(out, tensorSpec{bnCountName(bn), checkpoint.I64, []int{}})
+			out = append(out, tensorSpec{bn.CountName(), checkpoint.I64, []int{}})
 		}
 	}
 	return out
 }
 
-func (t *Trainer) optimizerSpecs() []tensorSpec {
+func optimizerSpecs(t *train.Trainer) []tensorSpec {
 	var out []tensorSpec
-	for _, p := range t.Opt.params {
+	for _, p := range t.Opt.Params() {
 		out = append(out, tensorSpec{"state." + p.Name + ".exp_avg", checkpoint.F32, p.Shape},
 			tensorSpec{"state." + p.Name + ".exp_avg_sq", checkpoint.F32, p.Shape})
 	}
 	return out
 }
 
-func (t *Trainer) optimizerTensors() []checkpoint.Tensor {
+func optimizerTensors(t *train.Trainer) []checkpoint.Tensor {
 	var out []checkpoint.Tensor
 	b := t.Device.Backend
-	for i, p := range t.Opt.params {
+	m, v := t.Opt.Moments()
+	for i, p := range t.Opt.Params() {
 		out = append(out,
-			checkpoint.F32Tensor("state."+p.Name+".exp_avg", p.Shape, backend.DownloadFloat32(b, t.Opt.m[i])),
-			checkpoint.F32Tensor("state."+p.Name+".exp_avg_sq", p.Shape, backend.DownloadFloat32(b, t.Opt.v[i])))
+			checkpoint.F32Tensor("state."+p.Name+".exp_avg", p.Shape, backend.DownloadFloat32(b, m[i])),
+			checkpoint.F32Tensor("state."+p.Name+".exp_avg_sq", p.Shape, backend.DownloadFloat32(b, v[i])))
 	}
 	return out
 }
@@ -419,7 +416,7 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 		p.Write(vals) // and the working copy, if any, from it
 	}
 	for _, bn := range net.BatchNorms() {
-		tn, _ := ck.model.Get(bnCountName(bn))
+		tn, _ := ck.model.Get(bn.CountName())
 		v, err := tn.Int64()
 		if err != nil {
 			return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrFormat, Detail: err.Error()}
@@ -434,38 +431,39 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 // were), BatchNorm statistics and counts, Adam's moments and step, the grad
 // scaler, the position in the data. Nothing is changed unless every tensor's
 // name, type and shape matches.
-func (t *Trainer) Restore(ck *Checkpoint) error {
+func Restore(t *train.Trainer, ck *Checkpoint) error {
 	if err := ck.modelMismatch(t.Net); err != nil {
 		return err
 	}
-	if diffs := layoutDiff(specs(ck.optim.Tensors), t.optimizerSpecs()); len(diffs) > 0 {
+	if diffs := layoutDiff(specs(ck.optim.Tensors), optimizerSpecs(t)); len(diffs) > 0 {
 		return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrMismatch, Detail: fmt.Sprintf(
 			"%s does not match the model's parameters: %d tensors differ: %s", OptimizerFile, len(diffs), listSome(diffs, 8))}
 	}
 	pos := ck.Manifest.Position
 	// memory.fit: auto may have moved the checkpointed run to another variant.
-	if c := ck.Config; c.Memory.Fit == "auto" && describeChanges(t.Config, c) != describeChanges(t.Config, t.Config) {
-		v := c.Variant()
-		v.EmptyCache = t.Config.Memory.EmptyCache // memory.* may change on resume
-		adopt := t.Config.WithVariant(v)
-		if err := t.Adopt(adopt); err != nil {
-			return t.oom(err, "adopting the checkpoint's variant")
+	variant := ck.Config.Variant()
+	variant.EmptyCache = t.Config.Memory.EmptyCache // memory.* may change on resume
+	if ck.Config.Memory.Fit == "auto" && !variant.Equal(t.Config.Variant()) {
+		if err := t.Adopt(t.Config.WithVariant(variant)); err != nil {
+			return t.ExplainOOM(err, "adopting the checkpoint's variant")
 		}
-		t.FitLog = append(t.FitLog, "memory.fit: auto: resuming with the checkpoint's variant: "+describeChanges(t.fitFrom, adopt))
+		t.FitLog = append(t.FitLog, "memory.fit: auto: resuming with the checkpoint's variant: "+variant.Changes(t.FitFrom().Variant()))
 	}
-	if pos.MicroBatchSize != t.Config.Train.BatchSize || pos.MicroBatchesPerEpoch != t.microPerEpoch || pos.Accumulate != t.Config.Train.Accumulate {
+	_, perEpoch := t.Position()
+	if pos.MicroBatchSize != t.Config.Train.BatchSize || pos.MicroBatchesPerEpoch != perEpoch || pos.Accumulate != t.Config.Train.Accumulate {
 		return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrMismatch, Detail: fmt.Sprintf(
 			"its data position is in micro-batches of %d, %d per epoch, %d per step; this run has %d, %d and %d",
-			pos.MicroBatchSize, pos.MicroBatchesPerEpoch, pos.Accumulate, t.Config.Train.BatchSize, t.microPerEpoch, t.Config.Train.Accumulate)}
+			pos.MicroBatchSize, pos.MicroBatchesPerEpoch, pos.Accumulate, t.Config.Train.BatchSize, perEpoch, t.Config.Train.Accumulate)}
 	}
 	if err := ck.LoadWeights(t.Net); err != nil {
 		return err
 	}
-	for i, p := range t.Opt.params {
+	m, v := t.Opt.Moments()
+	for i, p := range t.Opt.Params() {
 		for _, moment := range []struct {
 			name string
 			dst  backend.View
-		}{{".exp_avg", t.Opt.m[i]}, {".exp_avg_sq", t.Opt.v[i]}} {
+		}{{".exp_avg", m[i]}, {".exp_avg_sq", v[i]}} {
 			tn, _ := ck.optim.Get("state." + p.Name + moment.name)
 			vals := make([]float32, p.Len())
 			if err := tn.Float32(vals); err != nil {
@@ -477,7 +475,7 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	t.Opt.Step = ck.Manifest.Adam.Step
 	s := ck.Manifest.Scaler
 	t.Scaler.Enabled, t.Scaler.Scale, t.Scaler.GrowthTracker, t.Scaler.Skipped = s.Enabled, s.Scale, s.GrowthTracker, s.Skipped
-	t.micro = pos.MicroBatches
+	t.Seek(pos.MicroBatches)
 	return nil
 }
 
@@ -492,7 +490,7 @@ type saveRequest struct {
 
 // saveCheckpoint writes the trainer's state as a new checkpoint directory in
 // parent (atomically; see checkpoint.Save) and returns its path.
-func (t *Trainer) saveCheckpoint(parent string, r saveRequest) (string, error) {
+func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, error) {
 	cfgMap, err := configMap(t.Config)
 	if err != nil {
 		return "", err
@@ -502,13 +500,14 @@ func (t *Trainer) saveCheckpoint(parent string, r saveRequest) (string, error) {
 	for _, e := range existing {
 		serial = max(serial, e.serial+1)
 	}
-	epochIdx := t.micro / t.microPerEpoch
+	micro, perEpoch := t.Position()
+	epochIdx := micro / perEpoch
 	c := t.Config
 	man := Manifest{
 		Format: checkpoint.Format, FormatVersion: checkpoint.FormatVersion, MemunetVersion: r.Version,
 		Created: time.Now().UTC().Format(time.RFC3339Nano), Serial: serial, Step: r.Step, Epoch: r.Epoch,
-		Position: Position{MicroBatches: t.micro, MicroBatchSize: c.Train.BatchSize, MicroBatchesPerEpoch: t.microPerEpoch,
-			EpochIndex: epochIdx, MicroBatchInEpoch: t.micro % t.microPerEpoch, Accumulate: c.Train.Accumulate},
+		Position: Position{MicroBatches: micro, MicroBatchSize: c.Train.BatchSize, MicroBatchesPerEpoch: perEpoch,
+			EpochIndex: epochIdx, MicroBatchInEpoch: micro % perEpoch, Accumulate: c.Train.Accumulate},
 		Request: r.Request,
 		RNG: RNGState{ModelSeed: c.Model.Seed, DataSeed: c.Data.Seed, ShuffleSeed: c.Train.Seed, ShuffleEpoch: epochIdx,
 			Note: "no hidden generator state: samples are a function of (data_seed, index), each epoch's order and flips of (shuffle_seed, epoch); model_seed only initialized the weights"},
@@ -527,7 +526,7 @@ func (t *Trainer) saveCheckpoint(parent string, r saveRequest) (string, error) {
 			return checkpoint.WriteSafetensors(w, StateDict(t.Net), map[string]string{"format": "pt"})
 		}},
 		{Name: OptimizerFile, Write: func(w io.Writer) error {
-			return checkpoint.WriteSafetensors(w, t.optimizerTensors(), map[string]string{"format": "pt"})
+			return checkpoint.WriteSafetensors(w, optimizerTensors(t), map[string]string{"format": "pt"})
 		}},
 	}
 	if err := checkpoint.CleanUp(parent); err != nil {
@@ -703,7 +702,7 @@ func checkResume(ck *Checkpoint, cfg config.Config) error {
 	}
 	detail := fmt.Sprintf("was trained with a different architecture: %s", strings.Join(conflicts, "; "))
 	if mc := cfg.ModelConfig(); mc.Validate() == nil {
-		dev := model.NewDevice(noop.New(Target()), memory.Options{})
+		dev := model.NewDevice(noop.New(train.Target()), memory.Options{})
 		if net, err := model.New(dev, mc, cfg.Model.Seed); err == nil {
 			if diffs := layoutDiff(specs(ck.model.Tensors), stateSpecs(net)); len(diffs) > 0 {
 				detail += fmt.Sprintf("; %d tensors differ: %s", len(diffs), listSome(diffs, 8))

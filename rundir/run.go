@@ -1,4 +1,4 @@
-package train
+package rundir
 
 import (
 	"context"
@@ -10,11 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/train"
 )
 
 // StepRecord is one line of metrics.jsonl per optimizer step.
@@ -32,7 +30,7 @@ type StepRecord struct {
 	// PeakByCategory splits PeakAllocatedBytes at the moment of the peak.
 	PeakByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// Phases is the memory after forward, backward and the optimizer step.
-	Phases map[string]PhaseMemory `json:"phases"`
+	Phases map[string]train.PhaseMemory `json:"phases"`
 	config.Variant
 	EffectiveBatch int     `json:"effective_batch"`
 	LossScale      float64 `json:"loss_scale"`
@@ -44,13 +42,10 @@ type StepRecord struct {
 
 // ValRecord is one line of metrics.jsonl per validation.
 type ValRecord struct {
-	Type        string  `json:"type"` // "val"
-	Step        int     `json:"step"`
-	Epoch       int     `json:"epoch"`
-	ValLoss     float64 `json:"val_loss"`
-	ValPixelAcc float64 `json:"val_pixel_acc"`
-	ValMIoU     float64 `json:"val_miou"`
-	ValDice     float64 `json:"val_dice"`
+	Type  string `json:"type"` // "val"
+	Step  int    `json:"step"`
+	Epoch int    `json:"epoch"`
+	train.Validation
 }
 
 // Summary is summary.json: the run's outcome and its memory.
@@ -58,10 +53,7 @@ type Summary struct {
 	Steps                   int              `json:"steps"`
 	Epochs                  int              `json:"epochs"`
 	FinalLoss               float64          `json:"final_loss"`
-	ValLoss                 float64          `json:"val_loss"`
-	ValPixelAcc             float64          `json:"val_pixel_acc"`
-	ValMIoU                 float64          `json:"val_miou"`
-	ValDice                 float64          `json:"val_dice"`
+	train.Validation                         // the last validation
 	PeakAllocatedBytes      int64            `json:"peak_allocated_bytes"`
 	PeakReservedBytes       int64            `json:"peak_reserved_bytes"`
 	PeakRSSBytes            int64            `json:"peak_rss_bytes"`
@@ -99,6 +91,8 @@ type Options struct {
 	Resume string
 	// Version is memunet's version, recorded in checkpoints.
 	Version string
+
+	onTrainer func(*train.Trainer) // tests: sees the trainer before the first step
 }
 
 // Run trains as cfg says, writes the run's files into opts.OutDir and returns
@@ -123,13 +117,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	if err != nil {
 		return nil, err
 	}
-	tr, err := newTrainer(cfg) // cfg is validated above
+	tr, err := train.NewTrainer(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer tr.Close()
-	if testTrainerHook != nil {
-		testTrainerHook(tr)
+	if opts.onTrainer != nil {
+		opts.onTrainer(tr)
 	}
 	cfg = tr.Config // memory.fit: auto may have chosen another variant
 	total := cfg.Train.Steps
@@ -181,12 +175,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			return err
 		}
 		st := tr.Pool.Stats()
-		notePeak(st.Allocated.Peak, st.Reserved.Peak, phaseMemory(st).PeakByCategory)
-		sum.ValLoss, sum.ValPixelAcc, sum.ValMIoU, sum.ValDice = v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice
-		v.Type, v.Step, v.Epoch = "val", step, epoch
-		prog.validation(v)
-		improved = ckpt.validated(v)
-		return enc.Encode(v)
+		notePeak(st.Allocated.Peak, st.Reserved.Peak, train.PhaseMemoryOf(st).PeakByCategory)
+		sum.Validation = v
+		rec := ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
+		prog.validation(rec)
+		improved = ckpt.validated(rec)
+		return enc.Encode(rec)
 	}
 
 	for step := ckpt.start + 1; step <= total; step++ {
@@ -279,57 +273,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		return nil, fmt.Errorf("writing summary.json: %w", err)
 	}
 	return sum, nil
-}
-
-// evaluate runs the model in eval mode over idx in batches of batch and
-// returns loss and metrics. Targets go into masks (a Uint8 view of at least
-// batch*H*W values on the model's device: the training batch's), so
-// validation allocates nothing but each batch's images and what the layers
-// allocate.
-func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch int, masks backend.View) (ValRecord, error) {
-	H, W := ds.Size()
-	K := net.Config.Classes
-	counts := make([]int64, K*K)
-	var lossSum float64
-	hostImages, hostMasks := make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
-	for lo := 0; lo < len(idx); lo += batch {
-		hi := min(lo+batch, len(idx))
-		n := hi - lo
-		images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
-		if err != nil {
-			return ValRecord{}, err
-		}
-		target := masks.Slice(0, n*H*W)
-		if !env.Pool.Virtual() { // a planned validation has no memory to fill
-			if err = data.FillBatch(ds, idx[lo:hi], hostImages[:images.Len()], hostMasks[:n*H*W]); err == nil {
-				images.Write(hostImages[:images.Len()])
-				env.Backend.Upload(target, hostMasks[:n*H*W])
-			}
-		}
-		var logits *model.Tensor
-		if err == nil {
-			logits, err = net.Forward(env, images)
-		}
-		images.Release()
-		if err != nil {
-			return ValRecord{}, err
-		}
-		var ce model.CrossEntropy
-		loss, err := ce.Forward(env, logits, target)
-		if err == nil {
-			env.Backend.Confusion(backend.Shape4{N: n, C: K, H: H, W: W}, counts, logits.View(), target)
-		}
-		logits.Release()
-		if err != nil {
-			return ValRecord{}, err
-		}
-		lossSum += loss * float64(n)
-	}
-	conf := &Confusion{Classes: K, Counts: counts}
-	return ValRecord{
-		ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
-		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice(),
-	}, nil
 }
 
 func median(xs []float64) float64 {

@@ -1,4 +1,4 @@
-package train
+package rundir
 
 import (
 	"bufio"
@@ -12,17 +12,14 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/train"
 )
-
-// testTrainerHook, when set by a test, sees the trainer Run builds before
-// the first step (to install step hooks).
-var testTrainerHook func(*Trainer)
 
 // checkpointer is Run's checkpointing: resuming, saving on schedule, on a
 // new best val_miou, at the end and on interrupt, and keeping the newest
 // train.keep_last plus the best.
 type checkpointer struct {
-	tr      *Trainer
+	tr      *train.Trainer
 	parent  string // the run's checkpoints directory
 	version string
 	note    func(string)
@@ -82,10 +79,10 @@ func previousGood(parent, not string) string {
 
 // newCheckpointer restores tr from ck (if any) and watches ctx to tell
 // whether an interrupt came during a step.
-func newCheckpointer(ctx context.Context, tr *Trainer, opts Options, ck *Checkpoint, note func(string)) (*checkpointer, error) {
+func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *Checkpoint, note func(string)) (*checkpointer, error) {
 	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, CheckpointsDir), version: opts.Version, note: note, best: -1, lastSaved: -1}
 	if ck != nil {
-		if err := tr.Restore(ck); err != nil {
+		if err := Restore(tr, ck); err != nil {
 			return nil, err
 		}
 		c.start, c.resumed, c.history = ck.Manifest.Step, ck.Dir, ck.Manifest.Metrics
@@ -107,7 +104,7 @@ func (c *checkpointer) beginStep(step int) { c.doneAtStart = c.ctx.Err() != nil 
 // endStep records the step; a cancellation that came while it ran (an
 // interrupt in the middle of its accumulation cycle) is noted for the
 // checkpoint taken after it.
-func (c *checkpointer) endStep(step int, res StepResult) {
+func (c *checkpointer) endStep(step int, res train.StepResult) {
 	if !c.doneAtStart && c.ctx.Err() != nil && c.requested == 0 {
 		c.requested = step
 	}
@@ -169,7 +166,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 		v := c.history.Val[n-1].ValMIoU
 		miou = &v
 	}
-	path, err := c.tr.saveCheckpoint(c.parent, saveRequest{Step: step, Epoch: epoch, Request: req, ValMIoU: miou, History: c.history, Version: c.version})
+	path, err := saveCheckpoint(c.tr, c.parent, saveRequest{Step: step, Epoch: epoch, Request: req, ValMIoU: miou, History: c.history, Version: c.version})
 	if err != nil {
 		return fmt.Errorf("saving the checkpoint of step %d: %w", step, err)
 	}

@@ -1,4 +1,4 @@
-package train
+package optim
 
 import (
 	"github.com/memunet/memunet/backend"

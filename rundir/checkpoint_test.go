@@ -1,4 +1,4 @@
-package train
+package rundir
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/train"
 )
 
 // resumeConfig is a tiny run whose 6 steps cross an epoch boundary (17
@@ -38,14 +39,13 @@ func resumeConfig(variant string) config.Config {
 }
 
 // runOpts runs Run with a test hook on the trainer it builds.
-func runOpts(t *testing.T, ctx context.Context, cfg config.Config, opts Options, hook func(*Trainer)) (*Summary, error) {
+func runOpts(t *testing.T, ctx context.Context, cfg config.Config, opts Options, hook func(*train.Trainer)) (*Summary, error) {
 	t.Helper()
-	testTrainerHook = hook
-	defer func() { testTrainerHook = nil }()
+	opts.onTrainer = hook
 	return Run(ctx, cfg, opts)
 }
 
-func mustRun(t *testing.T, ctx context.Context, cfg config.Config, opts Options, hook func(*Trainer)) *Summary {
+func mustRun(t *testing.T, ctx context.Context, cfg config.Config, opts Options, hook func(*train.Trainer)) *Summary {
 	t.Helper()
 	sum, err := runOpts(t, ctx, cfg, opts, hook)
 	if err != nil {
@@ -172,10 +172,10 @@ func TestResumeBitExact(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				steps := 0
-				hook := func(tr *Trainer) {
+				hook := func(tr *train.Trainer) {
 					// The "signal" arrives after step 3's backward passes,
 					// before its optimizer update: in the middle of the cycle.
-					tr.afterBackward = func() {
+					tr.AfterBackward = func() {
 						if steps++; steps == 3 {
 							cancel()
 						}
@@ -336,7 +336,7 @@ func TestResumeRefusals(t *testing.T) {
 	// Restore itself checks the tensors against the trainer's model.
 	ck := openCk(t, newest)
 	tr := testTrainer(t, bigger)
-	if err := tr.Restore(ck); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "[4 3 3 3], model [8 3 3 3]") {
+	if err := Restore(tr, ck); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "[4 3 3 3], model [8 3 3 3]") {
 		t.Errorf("Restore into another architecture: %v", err)
 	}
 }
@@ -440,9 +440,9 @@ func TestPruneKeepsBest(t *testing.T) {
 		for step := 1; step <= 6; step++ {
 			switch step {
 			case 2:
-				ck.validated(ValRecord{Type: "val", Step: 2, ValMIoU: 0.9})
+				ck.validated(ValRecord{Type: "val", Step: 2, Validation: train.Validation{ValMIoU: 0.9}})
 			case 4:
-				ck.validated(ValRecord{Type: "val", Step: 4, ValMIoU: 0.5})
+				ck.validated(ValRecord{Type: "val", Step: 4, Validation: train.Validation{ValMIoU: 0.5}})
 			}
 			if err := ck.save(step, 1, "every"); err != nil {
 				t.Fatal(err)
@@ -461,4 +461,15 @@ func TestPruneKeepsBest(t *testing.T) {
 			t.Errorf("keep_best %v: kept %v, want %v", keepBest, steps, want)
 		}
 	}
+}
+
+// testTrainer builds a trainer for c, closed when the test ends.
+func testTrainer(t *testing.T, c config.Config) *train.Trainer {
+	t.Helper()
+	tr, err := train.NewTrainer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
 }

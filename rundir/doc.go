@@ -1,0 +1,19 @@
+// Package rundir is a training run and its directory. Run trains as a
+// configuration says (a train.Trainer on the target backend) and writes
+// into the run directory: config.yaml (the resolved configuration),
+// metrics.jsonl (a record per step and per validation), summary.json,
+// timeline.json (with memory.timeline) and checkpoints/.
+//
+// Checkpoints are directories written atomically (everything into a
+// temporary directory, fsynced, renamed; see package checkpoint) holding the
+// state_dict, Adam's moments and a manifest with the scaler, the position in
+// the data and the metrics so far. Restore puts a trainer back in a
+// checkpoint's state so that the resumed run is bit for bit the
+// uninterrupted one; OpenCheckpoint verifies a checkpoint before anything is
+// used, and ResolveResume finds the one --resume names.
+//
+// Files by role: run.go (Run and its records), checkpoint.go (the manifest,
+// saving, restoring, the state_dict), checkpoint_run.go (Run's schedule of
+// saves, pruning, metrics.jsonl on resume), progress.go (the progress bar
+// and lines).
+package rundir

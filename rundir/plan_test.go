@@ -1,0 +1,139 @@
+package rundir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
+)
+
+// Plan and memory.fit against what whole runs measure.
+
+// TestPlanMatchesMeasuredPeak holds plan's prediction to the peak a real run
+// measures (train.Run's summary: two optimizer steps and validation) for 3
+// image sizes x 2 batch sizes x every variant x both up modes x both norms.
+// The prediction is a dry run of the same allocations, so it must be exact.
+func TestPlanMatchesMeasuredPeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 144 small trainings")
+	}
+	for _, size := range []int{16, 24, 32} {
+		for _, batch := range []int{4, 8} {
+			for _, up := range []string{"bilinear", "transpose"} {
+				for _, norm := range []string{"batch", "group"} {
+					base := planGridConfig(size, batch, up, norm)
+					rows, _, err := train.Plan(base, train.VariantNames(), 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, row := range rows {
+						name := fmt.Sprintf("%dpx/b%d/%s/%s/%s", size, batch, up, norm, row.Name)
+						if row.Error != "" {
+							t.Errorf("%s: %s", name, row.Error)
+							continue
+						}
+						sum, err := Run(context.Background(), row.Config, Options{OutDir: t.TempDir()})
+						if err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						if sum.PeakAllocatedBytes != row.PeakAllocatedBytes {
+							t.Errorf("%s: planned peak %d, measured %d", name, row.PeakAllocatedBytes, sum.PeakAllocatedBytes)
+						}
+						for cat, v := range row.PeakByCategory {
+							if sum.PeakAllocatedByCategory[cat] != v {
+								t.Errorf("%s: planned %s %d at the peak, measured %d", name, cat, v, sum.PeakAllocatedByCategory[cat])
+							}
+						}
+						if sum.PeakReservedBytes != row.PeakReservedBytes {
+							t.Errorf("%s: planned reserved peak %d, measured %d", name, row.PeakReservedBytes, sum.PeakReservedBytes)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCapacityFailsExactlyWhenPlanned: a capacity one byte below a variant's
+// planned peak fails with the out-of-memory error, which names plan's
+// recommendation; at the planned peak the run succeeds.
+func TestCapacityFailsExactlyWhenPlanned(t *testing.T) {
+	base := planGridConfig(32, 8, "bilinear", "batch")
+	for _, name := range []string{"baseline", "all"} {
+		vc, err := train.DeriveVariant(base, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, err := train.PlanConfig(vc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vc.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes - 1)
+		_, err = Run(context.Background(), vc, Options{OutDir: t.TempDir()})
+		var oom *memory.OutOfMemoryError
+		if !errors.As(err, &oom) {
+			t.Fatalf("%s at capacity peak-1: want an out-of-memory error, got %v", name, err)
+		}
+		if name == "baseline" && !strings.Contains(err.Error(), "plan recommends the") {
+			t.Errorf("%s: the error does not name plan's recommendation: %v", name, err)
+		}
+		vc.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes)
+		if _, err := Run(context.Background(), vc, Options{OutDir: t.TempDir()}); err != nil {
+			t.Errorf("%s at capacity = planned peak: %v", name, err)
+		}
+	}
+}
+
+// TestFitAutoPicksFittingVariant: under a capacity the configured baseline
+// cannot meet, memory.fit: auto trains a variant whose planned peak fits,
+// with the same effective batch, and the run stays under the capacity.
+func TestFitAutoPicksFittingVariant(t *testing.T) {
+	base := planGridConfig(32, 8, "bilinear", "batch")
+	full, err := train.PlanConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frac := range []float64{0.9, 0.6, 0.35} {
+		c := base
+		c.Memory.Capacity = config.ByteSize(float64(full.PeakAllocatedBytes) * frac)
+		c.Memory.Fit = "auto"
+		sum, err := Run(context.Background(), c, Options{OutDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("capacity %.0f%% of baseline: %v", 100*frac, err)
+		}
+		if sum.MicroBatch*sum.Accumulate != 8 {
+			t.Errorf("capacity %.0f%%: effective batch %d x %d, want 8", 100*frac, sum.MicroBatch, sum.Accumulate)
+		}
+		if sum.PeakAllocatedBytes > int64(c.Memory.Capacity) {
+			t.Errorf("capacity %.0f%%: peak %d over capacity %d", 100*frac, sum.PeakAllocatedBytes, c.Memory.Capacity)
+		}
+		if len(sum.Fit) != 1 || !strings.Contains(sum.Fit[0], "fits memory.capacity") || !strings.Contains(sum.Fit[0], "did not fit: as configured") ||
+			!strings.Contains(sum.Fit[0], "model.checkpoint: all") {
+			t.Errorf("capacity %.0f%%: fit log %q", 100*frac, sum.Fit)
+		}
+		t.Logf("capacity %.0f%%: %s", 100*frac, sum.Fit[0])
+	}
+	// Far too small: a clear error naming what was tried.
+	c := base
+	c.Memory.Capacity, c.Memory.Fit = 4096, "auto"
+	_, err = Run(context.Background(), c, Options{OutDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "nothing fits") || !strings.Contains(err.Error(), "as configured") {
+		t.Errorf("capacity 4 KiB: %v", err)
+	}
+}
+
+// planGridConfig is a tiny network for the plan-vs-measured grid (train's
+// tests have the same one).
+func planGridConfig(size, batch int, up, norm string) config.Config {
+	c := config.Default()
+	c.Model.Base, c.Model.Depth, c.Model.Classes, c.Model.Up, c.Model.Norm, c.Model.Groups = 4, 2, 3, up, norm, 2
+	c.Data.Size, c.Data.Count, c.Data.ValFraction = size, 3*batch, 0.25
+	c.Train.BatchSize, c.Train.Steps, c.Train.ValEvery = batch, 2, 0
+	c.Output.Progress = "none"
+	return c
+}

@@ -1,0 +1,142 @@
+package train
+
+import (
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
+)
+
+// Validation is a validation's loss and scores (in metrics.jsonl,
+// summary.json and predict.json under these names).
+type Validation struct {
+	ValLoss     float64 `json:"val_loss"`
+	ValPixelAcc float64 `json:"val_pixel_acc"`
+	ValMIoU     float64 `json:"val_miou"`
+	ValDice     float64 `json:"val_dice"`
+}
+
+// Validate evaluates the model on the validation samples in eval mode, in
+// batches of train.batch_size.
+func (t *Trainer) Validate() (Validation, error) {
+	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
+	if err != nil {
+		return v, t.ExplainOOM(err, "validation")
+	}
+	return v, nil
+}
+
+// evaluate runs the model in eval mode over idx in batches of batch and
+// returns loss and metrics. Targets go into masks (a Uint8 view of at least
+// batch*H*W values on the model's device: the training batch's), so
+// validation allocates nothing but each batch's images and what the layers
+// allocate.
+func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch int, masks backend.View) (Validation, error) {
+	H, W := ds.Size()
+	K := net.Config.Classes
+	counts := make([]int64, K*K)
+	var lossSum float64
+	hostImages, hostMasks := make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
+	for lo := 0; lo < len(idx); lo += batch {
+		hi := min(lo+batch, len(idx))
+		n := hi - lo
+		images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
+		if err != nil {
+			return Validation{}, err
+		}
+		target := masks.Slice(0, n*H*W)
+		if !env.Pool.Virtual() { // a planned validation has no memory to fill
+			if err = data.FillBatch(ds, idx[lo:hi], hostImages[:images.Len()], hostMasks[:n*H*W]); err == nil {
+				images.Write(hostImages[:images.Len()])
+				env.Backend.Upload(target, hostMasks[:n*H*W])
+			}
+		}
+		var logits *model.Tensor
+		if err == nil {
+			logits, err = net.Forward(env, images)
+		}
+		images.Release()
+		if err != nil {
+			return Validation{}, err
+		}
+		var ce model.CrossEntropy
+		loss, err := ce.Forward(env, logits, target)
+		if err == nil {
+			env.Backend.Confusion(backend.Shape4{N: n, C: K, H: H, W: W}, counts, logits.View(), target)
+		}
+		logits.Release()
+		if err != nil {
+			return Validation{}, err
+		}
+		lossSum += loss * float64(n)
+	}
+	conf := &Confusion{Classes: K, Counts: counts}
+	return Validation{
+		ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
+		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice(),
+	}, nil
+}
+
+// Confusion is a classes x classes pixel count: rows are the true class,
+// columns the predicted one (backend.Metrics.Confusion counts them). Pixels
+// whose target is the ignore index are not counted.
+type Confusion struct {
+	Classes int
+	Counts  []int64
+}
+
+// NewConfusion makes an empty matrix.
+func NewConfusion(classes int) *Confusion {
+	return &Confusion{Classes: classes, Counts: make([]int64, classes*classes)}
+}
+
+// PixelAccuracy is correct pixels over counted pixels (0 with none).
+func (c *Confusion) PixelAccuracy() float64 {
+	var correct, total int64
+	for t := 0; t < c.Classes; t++ {
+		for p := 0; p < c.Classes; p++ {
+			total += c.Counts[t*c.Classes+p]
+		}
+		correct += c.Counts[t*c.Classes+t]
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(correct) / float64(total)
+}
+
+// MeanIoU is the mean over classes of TP/(TP+FP+FN), over the classes that
+// occur in the target or the prediction (the others have no defined IoU).
+func (c *Confusion) MeanIoU() float64 {
+	return c.meanOver(func(tp, fp, fn int64) (float64, float64) { return float64(tp), float64(tp + fp + fn) })
+}
+
+// MeanDice is the mean over classes of 2TP/(2TP+FP+FN), over the same classes.
+func (c *Confusion) MeanDice() float64 {
+	return c.meanOver(func(tp, fp, fn int64) (float64, float64) { return float64(2 * tp), float64(2*tp + fp + fn) })
+}
+
+func (c *Confusion) meanOver(score func(tp, fp, fn int64) (num, den float64)) float64 {
+	var sum float64
+	n := 0
+	for k := 0; k < c.Classes; k++ {
+		var tp, fp, fn int64
+		tp = c.Counts[k*c.Classes+k]
+		for j := 0; j < c.Classes; j++ {
+			if j != k {
+				fn += c.Counts[k*c.Classes+j]
+				fp += c.Counts[j*c.Classes+k]
+			}
+		}
+		num, den := score(tp, fp, fn)
+		if den == 0 {
+			continue
+		}
+		sum += num / den
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
