@@ -1,15 +1,27 @@
 // Package model is memunet's UNet and its layers, each an explicit
-// Forward/Backward pair in the llm.c style.
+// Forward/Backward pair in the llm.c style: a layer is shape arithmetic,
+// allocations from the pool and calls to the device's backend; the
+// arithmetic lives in the backend.
 //
-// Layout: every activation is a *Tensor in NCHW float32. Parameters are
-// *Param with PyTorch state_dict names and shapes (conv weights (OC,C,K,K),
-// transposed conv weights (C,OC,2,2)).
+// Layout: every activation is a *Tensor in NCHW (float32, fp16 or bf16
+// storage: Env.Precision). Parameters are *Param with PyTorch state_dict
+// names and shapes (conv weights (OC,C,K,K), transposed conv weights
+// (C,OC,2,2)), fp32 masters with an optional 16-bit working copy.
+//
+// Structure: a Layer is Forward, Backward, Params, Out (shape and FLOPs) and
+// Forget; Sequential chains layers and Checkpointed wraps a block for
+// gradient checkpointing. The UNet is a list of levels (encoder block,
+// decoder block) described once and walked by Forward, Backward, FLOPs and
+// the parameter list.
 //
 // Memory ownership:
-//   - Every buffer comes from the *memory.Pool in Env: parameters and
-//     BatchNorm running statistics (params), their gradients (grads),
-//     activations and saved-for-backward tensors (activations), and im2col or
-//     GEMM scratch (workspace, freed before the call returns).
+//   - Every buffer comes from the pool of the Device in Env (a backend and a
+//     pool over its allocator): parameters and BatchNorm running statistics
+//     (params), their gradients (grads), activations and saved-for-backward
+//     tensors (activations), and convolution workspace and fp32 staging of
+//     16-bit tensors (workspace, freed before the call returns). Staging is
+//     decided here, from the backend's Sizer, because it is memory the
+//     planner must see.
 //   - Tensors are reference counted. Forward returns a tensor the caller owns
 //     one reference to; a layer that needs its input or output in backward
 //     takes its own reference (Retain) in training mode. Backward consumes the
@@ -17,6 +29,8 @@
 //     din owned by the caller. So after a full backward every activation has
 //     been freed, and the pool's allocated bytes return to params + grads.
 //   - Parameter gradients are accumulated (+=); ZeroGrad clears them.
+//   - No code here reads or writes a buffer's memory: host values enter by
+//     Tensor.Write / Param.Write (uploads) and leave by Read (downloads).
 //
 // Errors: allocation failures (a capacity-limited pool running out) are
 // returned; shape mismatches between layers are programmer errors and panic
