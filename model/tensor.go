@@ -177,7 +177,15 @@ func (f *frame) view(t *Tensor) backend.View { return f.images(t, 0, t.N) }
 func (f *frame) writer(t *Tensor) backend.View { return f.imagesOut(t, 0, t.N) }
 
 // images is view of images [lo, hi) of t only.
-func (f *frame) images(t *Tensor, lo, hi int) backend.View {
+func (f *frame) images(t *Tensor, lo, hi int) backend.View { return f.stage(t, lo, hi, false) }
+
+// imagesOut is writer of images [lo, hi) of t only.
+func (f *frame) imagesOut(t *Tensor, lo, hi int) backend.View { return f.stage(t, lo, hi, true) }
+
+// stage is images [lo, hi) of t as the backend takes them: the tensor's own
+// view, or fp32 scratch converted from it (an input) or into it at finish
+// (an output).
+func (f *frame) stage(t *Tensor, lo, hi int, output bool) backend.View {
 	if f.err != nil {
 		return backend.View{}
 	}
@@ -186,26 +194,14 @@ func (f *frame) images(t *Tensor, lo, hi int) backend.View {
 		return v
 	}
 	vals := f.scratch(v.Len)
-	if f.err == nil {
+	switch {
+	case f.err != nil:
+	case output:
+		f.commits = append(f.commits, [2]backend.View{vals, v})
+	default:
 		stop := f.env.Profile.begin(KindConvert)
 		f.env.Backend.Convert(vals, v)
 		stop()
-	}
-	return vals
-}
-
-// imagesOut is writer of images [lo, hi) of t only.
-func (f *frame) imagesOut(t *Tensor, lo, hi int) backend.View {
-	if f.err != nil {
-		return backend.View{}
-	}
-	v := t.Images(lo, hi)
-	if !f.staged(t) {
-		return v
-	}
-	vals := f.scratch(v.Len)
-	if f.err == nil {
-		f.commits = append(f.commits, [2]backend.View{vals, v})
 	}
 	return vals
 }
