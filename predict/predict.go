@@ -20,7 +20,6 @@ type Predictor struct {
 	// preprocessing.
 	Config config.Config
 	Device *model.Device
-	Pool   *memory.Pool // Device.Pool
 	Net    *model.UNet
 	// Batch is the number of images per forward pass.
 	Batch int
@@ -36,7 +35,6 @@ func NewPredictor(ck *rundir.Checkpoint, prec backend.DType, capacity int64, bat
 	}
 	p := &Predictor{Checkpoint: ck, Config: ck.Config, Batch: batch}
 	p.Device = model.NewDevice(train.Target(), memory.Options{Capacity: capacity})
-	p.Pool = p.Device.Pool
 	p.env = &model.Env{Device: p.Device, Precision: prec}
 	var err error
 	if p.Net, err = model.New(p.Device, ck.Config.ModelConfig(), ck.Config.Model.Seed); err != nil {
@@ -52,6 +50,9 @@ func NewPredictor(ck *rundir.Checkpoint, prec backend.DType, capacity int64, bat
 	}
 	return p, nil
 }
+
+// Pool is the device's pool.
+func (p *Predictor) Pool() *memory.Pool { return p.Device.Pool }
 
 // Close returns the model to the pool.
 func (p *Predictor) Close() {
@@ -79,11 +80,11 @@ func (p *Predictor) logits(images []float32, n, h, w int) (*model.Tensor, error)
 // classes is the argmax of logits (N,K,H,W), computed on the device into a
 // buffer of N*H*W bytes and downloaded.
 func (p *Predictor) classes(logits *model.Tensor) ([]uint8, error) {
-	buf, err := p.Pool.Alloc(memory.Activations, int64(logits.N*logits.H*logits.W))
+	buf, err := p.Pool().Alloc(memory.Activations, int64(logits.N*logits.H*logits.W))
 	if err != nil {
 		return nil, err
 	}
-	defer p.Pool.MustFree(buf)
+	defer p.Pool().MustFree(buf)
 	out := backend.Whole(buf, backend.Uint8)
 	s := logits.Shape()
 	p.Device.Backend.Argmax(backend.Shape4{N: s[0], C: s[1], H: s[2], W: s[3]}, out, logits.View())
@@ -167,11 +168,11 @@ func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, con
 		return 0, nil, err
 	}
 	defer logits.Release()
-	buf, err := p.Pool.Alloc(memory.Activations, int64(len(masks)))
+	buf, err := p.Pool().Alloc(memory.Activations, int64(len(masks)))
 	if err != nil {
 		return 0, nil, err
 	}
-	defer p.Pool.MustFree(buf)
+	defer p.Pool().MustFree(buf)
 	target := backend.Whole(buf, backend.Uint8)
 	p.Device.Backend.Upload(target, masks)
 	var ce model.CrossEntropy

@@ -169,12 +169,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	}
 	improved := false
 	validate := func(step, epoch int) error {
-		tr.Pool.ResetPeak()
+		tr.Pool().ResetPeak()
 		v, err := tr.Validate()
 		if err != nil {
 			return err
 		}
-		st := tr.Pool.Stats()
+		st := tr.Pool().Stats()
 		notePeak(st.Allocated.Peak, st.Reserved.Peak, train.PhaseMemoryOf(st).PeakByCategory)
 		sum.Validation = v
 		rec := ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			break
 		}
 		if cfg.Memory.Timeline {
-			tr.Pool.Timeline() // keep only the events of the step about to run
+			tr.Pool().Timeline() // keep only the events of the step about to run
 		}
 		t0 := time.Now()
 		ckpt.beginStep(step)
@@ -199,13 +199,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 			return nil, fmt.Errorf("step %d: %w", step, err)
 		}
 		if cfg.Memory.Timeline {
-			if err := writeTimeline(filepath.Join(opts.OutDir, "timeline.json"), step, tr.Pool.Timeline()); err != nil {
+			if err := writeTimeline(filepath.Join(opts.OutDir, "timeline.json"), step, tr.Pool().Timeline()); err != nil {
 				return nil, err
 			}
 		}
 		ms := float64(time.Since(t0).Microseconds()) / 1000
 		stepMS = append(stepMS, ms)
-		st := tr.Pool.Stats()
+		st := tr.Pool().Stats()
 		notePeak(res.Peak, res.PeakReserved, res.PeakByCategory)
 		for phase, pm := range res.Phases {
 			if cur, ok := sum.PeakByPhase[phase]; !ok || pm.PeakAllocatedBytes > cur["total"] {

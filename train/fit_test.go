@@ -27,11 +27,11 @@ func TestFitAutoOnOOMDuringTraining(t *testing.T) {
 		t.Fatalf("fit log %q: the configuration fits exactly and should be kept", tr.FitLog)
 	}
 	// Someone else takes a fifth of the device.
-	pad, err := tr.Pool.Alloc(memory.Workspace, full.PeakAllocatedBytes/5)
+	pad, err := tr.Pool().Alloc(memory.Workspace, full.PeakAllocatedBytes/5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Pool.MustFree(pad)
+	defer tr.Pool().MustFree(pad)
 	res, err := tr.Step()
 	if err != nil {
 		t.Fatalf("step after losing memory: %v", err)

@@ -130,7 +130,7 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 		}
 		row.PeakReservedBytes = max(row.PeakReservedBytes, st.Reserved.Peak)
 	}
-	note(t.Pool.Stats()) // building the model, Adam and the batch buffers
+	note(t.Pool().Stats()) // building the model, Adam and the batch buffers
 	for range 2 {
 		res, err := t.Step()
 		if err != nil {
@@ -144,11 +144,11 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 			row.PeakReservedBytes = max(row.PeakReservedBytes, pm.PeakReservedBytes)
 		}
 	}
-	t.Pool.ResetPeak()
+	t.Pool().ResetPeak()
 	if _, err := t.Validate(); err != nil {
 		return row, err
 	}
-	st := t.Pool.Stats()
+	st := t.Pool().Stats()
 	row.PeakByPhase[PhaseValidation] = st.Allocated.Peak
 	note(st)
 	row.RelativeTime = relativeCost(t.Net, cfg)

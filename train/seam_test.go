@@ -53,10 +53,10 @@ func TestPlanningBackendMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer tr.Close()
-				if got := tr.Pool.Virtual(); got != strings.HasPrefix(b.Name(), "noop") {
+				if got := tr.Pool().Virtual(); got != strings.HasPrefix(b.Name(), "noop") {
 					t.Fatalf("%s: virtual pool %v", b.Name(), got)
 				}
-				out := []memory.Stats{tr.Pool.Stats()}
+				out := []memory.Stats{tr.Pool().Stats()}
 				for range 3 {
 					res, err := tr.Step()
 					if err != nil {
@@ -65,13 +65,13 @@ func TestPlanningBackendMatchesCPU(t *testing.T) {
 					if res.Skipped {
 						t.Fatalf("%s: a step was skipped", b.Name())
 					}
-					out = append(out, tr.Pool.Stats())
+					out = append(out, tr.Pool().Stats())
 				}
-				tr.Pool.ResetPeak()
+				tr.Pool().ResetPeak()
 				if _, err := tr.Validate(); err != nil {
 					t.Fatal(err)
 				}
-				return append(out, tr.Pool.Stats())
+				return append(out, tr.Pool().Stats())
 			}
 			real, planned := stats(cpu.New()), stats(noop.New(cpu.New()))
 			for i := range real {

@@ -53,7 +53,6 @@ func PhaseMemoryOf(st memory.Stats) PhaseMemory {
 type Trainer struct {
 	Config config.Config
 	Device *model.Device
-	Pool   *memory.Pool // Device.Pool
 	Net    *model.UNet
 	Opt    *optim.Adam
 	Scaler *optim.GradScaler
@@ -144,7 +143,6 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
 
 	t.Device = model.NewDevice(b, memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
-	t.Pool = t.Device.Pool
 	prec := cfg.Train.Precision
 	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
 	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
@@ -178,7 +176,7 @@ func (t *Trainer) allocBatch(b int) (string, error) {
 	if t.images, err = model.NewTensor(t.Device, memory.Activations, backend.Float32, b, t.data.Channels(), H, W); err != nil {
 		return "the input batch", err
 	}
-	masks, err := t.Pool.Alloc(memory.Activations, int64(b*H*W))
+	masks, err := t.Pool().Alloc(memory.Activations, int64(b*H*W))
 	if err != nil {
 		return "the mask batch", err
 	}
@@ -190,7 +188,7 @@ func (t *Trainer) allocBatch(b int) (string, error) {
 // freeBatch frees what allocBatch allocated.
 func (t *Trainer) freeBatch() {
 	if !t.masks.None() {
-		t.Pool.MustFree(t.masks.Buf)
+		t.Pool().MustFree(t.masks.Buf)
 		t.masks = backend.View{}
 	}
 	t.images.Release()
@@ -235,6 +233,9 @@ func (t *Trainer) EnableProfile() {
 	t.env.Profile = t.Profile
 }
 
+// Pool is the device's pool, where everything the trainer holds lives.
+func (t *Trainer) Pool() *memory.Pool { return t.Device.Pool }
+
 // Position is where the trainer is in the data: micro-batches consumed since
 // the start of training, and micro-batches per epoch (both in the current
 // micro-batch size).
@@ -273,19 +274,19 @@ func (t *Trainer) Step() (StepResult, error) {
 		restore = t.Net.SaveBuffers()
 	}
 	samples := t.micro * t.Config.Train.BatchSize
-	mark := t.Pool.Mark()
+	mark := t.Pool().Mark()
 	res, err := t.step()
 	var oom *memory.OutOfMemoryError
 	abandon := func() {
 		// Drop the failed attempt wholesale and rewind to where it started.
 		t.Net.Forget()
-		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
+		t.Pool().FreeSince(mark, memory.Activations, memory.Workspace)
 		restore()
 		t.micro = samples / t.Config.Train.BatchSize
 	}
 	if err != nil && retry && errors.As(err, &oom) {
 		abandon()
-		t.Pool.EmptyCache()
+		t.Pool().EmptyCache()
 		res, err = t.step()
 		res.Retried = true
 	}
@@ -296,17 +297,17 @@ func (t *Trainer) Step() (StepResult, error) {
 			break
 		}
 		t.FitLog = append(t.FitLog, why)
-		mark = t.Pool.Mark()
+		mark = t.Pool().Mark()
 		res, err = t.step()
 		res.Retried = true
 	}
 	if err != nil {
 		t.Net.Forget()
-		t.Pool.FreeSince(mark, memory.Activations, memory.Workspace)
+		t.Pool().FreeSince(mark, memory.Activations, memory.Workspace)
 		return res, t.ExplainOOM(err, "a training step")
 	}
 	if t.Config.Memory.EmptyCache == config.EmptyStep {
-		t.Pool.EmptyCache()
+		t.Pool().EmptyCache()
 	}
 	return res, nil
 }
@@ -335,13 +336,13 @@ func (t *Trainer) step() (StepResult, error) {
 			return res, err
 		}
 		res.Epoch = epoch
-		t.Pool.ResetPeak()
+		t.Pool().ResetPeak()
 		logits, err := t.Net.Forward(t.env, t.images)
 		if err != nil {
 			return res, err
 		}
-		keep(PhaseForward, t.Pool.Stats())
-		t.Pool.ResetPeak()
+		keep(PhaseForward, t.Pool().Stats())
+		t.Pool().ResetPeak()
 		var ce model.CrossEntropy
 		loss, err := ce.Forward(t.env, logits, t.masks)
 		logits.Release()
@@ -355,13 +356,13 @@ func (t *Trainer) step() (StepResult, error) {
 		if err := t.Net.Backward(t.env, dlogits); err != nil {
 			return res, err
 		}
-		keep(PhaseBackward, t.Pool.Stats())
+		keep(PhaseBackward, t.Pool().Stats())
 		res.Loss += loss / float64(accum)
 	}
 	if t.AfterBackward != nil {
 		t.AfterBackward()
 	}
-	t.Pool.ResetPeak()
+	t.Pool().ResetPeak()
 	optStart := time.Now()
 	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
 	if finite {
@@ -371,7 +372,7 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Scaler.Update(finite)
 	t.OptimizerTime += time.Since(optStart)
 	res.Skipped = !finite
-	keep(PhaseOptimizer, t.Pool.Stats())
+	keep(PhaseOptimizer, t.Pool().Stats())
 	res.Peak = best.Allocated.Peak
 	res.PeakByCategory = PhaseMemoryOf(best).PeakByCategory
 	return res, nil
@@ -383,7 +384,7 @@ func (t *Trainer) step() (StepResult, error) {
 // epoch t.micro / microPerEpoch, the same whether or not the run was resumed.
 func (t *Trainer) nextBatch() (int, error) {
 	epoch := t.micro/t.microPerEpoch + 1
-	if !t.Pool.Virtual() { // a planned step has no memory to fill
+	if !t.Pool().Virtual() { // a planned step has no memory to fill
 		b := t.Config.Train.BatchSize
 		if l := t.loader; l == nil || l.Config().Batch != b || l.Config().PerEpoch != t.microPerEpoch {
 			if l != nil {

@@ -315,7 +315,7 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 		c.Memory.Capacity = config.ByteSize(res.Peak - 4096)
 		c.Memory.EmptyCache = mode
 		tr := testTrainer(t, c)
-		persistent := tr.Pool.Stats().Allocated.Current
+		persistent := tr.Pool().Stats().Allocated.Current
 		_, err := tr.Step()
 		var oom *memory.OutOfMemoryError
 		if !errors.As(err, &oom) {
@@ -326,7 +326,7 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 				t.Errorf("%s: message lacks %q: %s", mode, want, err)
 			}
 		}
-		if got := tr.Pool.Stats().Allocated.Current; got != persistent {
+		if got := tr.Pool().Stats().Allocated.Current; got != persistent {
 			t.Errorf("%s: %d bytes allocated after the failed step, want %d", mode, got, persistent)
 		}
 	}
@@ -342,7 +342,7 @@ func TestEmptyCacheStep(t *testing.T) {
 		if _, err := tr.Step(); err != nil {
 			t.Fatal(err)
 		}
-		st := tr.Pool.Stats()
+		st := tr.Pool().Stats()
 		if cached := st.Reserved.Current - st.Allocated.Current; (mode == config.EmptyStep) != (cached == 0) {
 			t.Errorf("%s: %d cached bytes after a step", mode, cached)
 		}

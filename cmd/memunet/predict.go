@@ -113,7 +113,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep.PeakAllocatedBytes = p.Pool.Stats().Allocated.Peak
+	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
