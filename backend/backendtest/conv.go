@@ -1,0 +1,166 @@
+package backendtest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// convShapes cover K=3 with and without padding, 1x1 (a plain product per
+// image), K=5 pad 2 over an image smaller than the kernel, a single pixel,
+// and one shape large enough (N*OH*OW > 1024, C and OC not multiples of a
+// vector width) for the tiled paths of a fast implementation.
+var convShapes = []backend.ConvShape{
+	{N: 2, C: 3, H: 5, W: 7, OC: 5, K: 3, Pad: 1},
+	{N: 1, C: 5, H: 7, W: 5, OC: 3, K: 3, Pad: 0},
+	{N: 3, C: 3, H: 3, W: 5, OC: 1, K: 1, Pad: 0},
+	{N: 1, C: 1, H: 1, W: 1, OC: 3, K: 1, Pad: 0},
+	{N: 2, C: 1, H: 2, W: 3, OC: 3, K: 5, Pad: 2},
+	{N: 1, C: 1, H: 1, W: 1, OC: 1, K: 3, Pad: 1},
+	{N: 2, C: 9, H: 24, W: 23, OC: 17, K: 3, Pad: 1},
+}
+
+var upConvShapes = []backend.UpConvShape{
+	{N: 1, C: 1, H: 1, W: 1, OC: 1},
+	{N: 2, C: 3, H: 3, W: 5, OC: 5},
+	{N: 3, C: 5, H: 2, W: 1, OC: 3},
+	{N: 2, C: 9, H: 12, W: 11, OC: 17},
+}
+
+func convName(dt backend.DType, s backend.ConvShape) string {
+	return fmt.Sprintf("%s/N%dC%dH%dW%d_OC%dK%dP%d", dt, s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+}
+
+func upConvName(dt backend.DType, s backend.UpConvShape) string {
+	return fmt.Sprintf("%s/N%dC%dH%dW%d_OC%d", dt, s.N, s.C, s.H, s.W, s.OC)
+}
+
+// workspace is n float32 values prefilled with NaN (their contents are
+// unspecified on entry), between guards: an operation that reads it before
+// writing, or needs more than the Sizer said, shows.
+func (c *check) workspace(n int) backend.View {
+	c.Helper()
+	if n < 0 {
+		c.Fatalf("negative workspace %d", n)
+	}
+	return c.output(backend.Float32, n)
+}
+
+// Activations and weights are stored as dt (the tensors a backend that
+// computes on 16-bit types takes as they are); bias, weight and bias
+// gradients and workspace are fp32 (parameters' masters and gradients).
+
+func (s *suite) conv(t *testing.T) {
+	for _, dt := range s.layerTypes() {
+		for _, sh := range convShapes {
+			for _, bias := range []bool{true, false} {
+				s.run(t, convName(dt, sh)+biasName(bias), func(c *check) {
+					x, w := c.signed(sh.InSize()), c.signed(sh.WeightSize())
+					var b []float32
+					in, wv := c.input(dt, x), c.input(dt, w)
+					var bv backend.View
+					if bias {
+						b = c.signed(sh.OC)
+						bv = c.input(backend.Float32, b)
+					}
+					out := c.output(dt, sh.OutSize())
+					ws := c.workspace(s.b.ConvWorkspace(sh))
+					s.b.Conv(sh, out, in, wv, bv, ws)
+					c.near("out", c.get(out), refConv(sh, f64(x), f64(w), f64(b)), tolFor(dt, tolReduction))
+				})
+			}
+		}
+	}
+}
+
+func biasName(bias bool) string {
+	if bias {
+		return "/bias"
+	}
+	return "/nobias"
+}
+
+func (s *suite) convBack(t *testing.T) {
+	for _, dt := range s.layerTypes() {
+		for _, sh := range convShapes {
+			for _, withDin := range []bool{true, false} {
+				for _, bias := range []bool{true, false} {
+					name := convName(dt, sh)
+					if withDin {
+						name += "/din"
+					} else {
+						name += "/nodin"
+					}
+					s.run(t, name+biasName(bias), func(c *check) {
+						x, w, g := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OutSize())
+						dw0 := c.signed(sh.WeightSize())
+						in, wv, dout := c.input(dt, x), c.input(dt, w), c.input(dt, g)
+						dw := c.input(backend.Float32, dw0)
+						var db0 []float32
+						var dbias, din backend.View
+						if bias {
+							db0 = c.signed(sh.OC)
+							dbias = c.input(backend.Float32, db0)
+						}
+						if withDin {
+							din = c.output(dt, sh.InSize())
+						}
+						ws := c.workspace(s.b.ConvWorkspace(sh))
+						wantDw, wantDb := f64(dw0), f64(db0)
+						wantDin := refConvBack(sh, wantDw, wantDb, f64(g), f64(x), f64(w))
+						s.b.ConvBack(sh, din, dw, dbias, dout, in, wv, ws)
+						if withDin {
+							c.near("din", c.get(din), wantDin, tolFor(dt, tolReduction))
+						}
+						c.near("dw (accumulated)", c.get(dw), wantDw, tolReduction)
+						if bias {
+							c.near("dbias (accumulated)", c.get(dbias), wantDb, tolReduction)
+						}
+						c.unchanged("dout", dout, encode(dt, g))
+					})
+				}
+			}
+		}
+	}
+}
+
+// UpConv's contract names no optional views: bias, din and dbias are
+// always given.
+
+func (s *suite) upConv(t *testing.T) {
+	for _, dt := range s.layerTypes() {
+		for _, sh := range upConvShapes {
+			s.run(t, upConvName(dt, sh), func(c *check) {
+				x, w, b := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OC)
+				in, wv, bv := c.input(dt, x), c.input(dt, w), c.input(backend.Float32, b)
+				out := c.output(dt, sh.OutSize())
+				ws := c.workspace(s.b.UpConvWorkspace(sh))
+				s.b.UpConv(sh, out, in, wv, bv, ws)
+				c.near("out", c.get(out), refUpConv(sh, f64(x), f64(w), f64(b)), tolFor(dt, tolReduction))
+			})
+		}
+	}
+}
+
+func (s *suite) upConvBack(t *testing.T) {
+	for _, dt := range s.layerTypes() {
+		for _, sh := range upConvShapes {
+			s.run(t, upConvName(dt, sh), func(c *check) {
+				x, w, g := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OutSize())
+				dw0, db0 := c.signed(sh.WeightSize()), c.signed(sh.OC)
+				in, wv, dout := c.input(dt, x), c.input(dt, w), c.input(dt, g)
+				dw, dbias := c.input(backend.Float32, dw0), c.input(backend.Float32, db0)
+				din := c.output(dt, sh.InSize())
+				ws := c.workspace(s.b.UpConvWorkspace(sh))
+				wantDw, wantDb := f64(dw0), f64(db0)
+				wantDin := refUpConvBack(sh, wantDw, wantDb, f64(g), f64(x), f64(w))
+				s.b.UpConvBack(sh, din, dw, dbias, dout, in, wv, ws)
+				c.near("din", c.get(din), wantDin, tolFor(dt, tolReduction))
+				c.near("dw (accumulated)", c.get(dw), wantDw, tolReduction)
+				c.near("dbias (accumulated)", c.get(dbias), wantDb, tolReduction)
+				c.unchanged("dout", dout, encode(dt, g))
+			})
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// adamStep forms the factors as the optimizer does for step t of
+// Adam(lr, betas=(0.9, 0.999), eps=1e-8, weight_decay).
+func adamStep(lr float64, t int, weightDecay float32) backend.AdamStep {
+	b1, b2 := 0.9, 0.999
+	return backend.AdamStep{
+		StepSize:      float32(lr / (1 - math.Pow(b1, float64(t)))),
+		SqrtBC2:       float32(math.Sqrt(1 - math.Pow(b2, float64(t)))),
+		Beta1:         float32(b1),
+		Beta2:         float32(b2),
+		OneMinusBeta1: float32(1 - b1),
+		OneMinusBeta2: float32(1 - b2),
+		Eps:           1e-8,
+		WeightDecay:   weightDecay,
+	}
+}
+
+// adam checks one Adam step against the documented formula. The learning
+// rate is large (0.05) so that the update, not w's rounding, dominates
+// the comparison.
+func (s *suite) adam(t *testing.T) {
+	for _, n := range []int{1, 13, 1001} {
+		for _, step := range []int{1, 3, 1000} {
+			for _, wd := range []float32{0, 0.01} {
+				s.run(t, fmt.Sprintf("n%d/t%d/wd%g", n, step, wd), func(c *check) {
+					a := adamStep(0.05, step, wd)
+					w0, g0 := c.signed(n), c.uniform(n, -2, 2)
+					m0, v0 := c.uniform(n, -0.1, 0.1), c.uniform(n, 0, 0.01)
+					if n > 2 {
+						// a parameter that has seen no gradient yet
+						g0[1], m0[1], v0[1] = 0, 0, 0
+					}
+					w, g, m, v := c.input(backend.Float32, w0), c.input(backend.Float32, g0), c.input(backend.Float32, m0), c.input(backend.Float32, v0)
+					s.b.Adam(a, w, g, m, v)
+					wantW, wantM, wantV := refAdam(a, w0, g0, m0, v0)
+					c.near("m", c.get(m), wantM, tolElementwise)
+					c.near("v", c.get(v), wantV, tolElementwise)
+					c.near("w", c.get(w), wantW, tolElementwise)
+					c.unchanged("g", g, encode(backend.Float32, g0))
+				})
+			}
+		}
+	}
+}
+
+// unscaleCheck checks g *= inv (one float32 multiplication each, exact) and
+// the finite flag: false for a NaN or an infinity already in g, and for
+// finite values that overflow when multiplied.
+func (s *suite) unscaleCheck(t *testing.T) {
+	cases := []struct {
+		name   string
+		inv    float32
+		poison float32 // put into one value of g unless 0
+		finite bool
+	}{
+		{"finite", 1.0 / 3, 0, true},
+		{"finite/inv=2^-16", 0x1p-16, 0, true},
+		{"NaN", 1.0 / 1024, float32(math.NaN()), false},
+		{"+Inf", 0.5, float32(math.Inf(1)), false},
+		{"-Inf", 0.5, float32(math.Inf(-1)), false},
+		{"overflow", 4, -1e38, false},
+	}
+	for _, cs := range cases {
+		for _, n := range []int{1, 333} {
+			s.run(t, fmt.Sprintf("%s/n%d", cs.name, n), func(c *check) {
+				g0 := c.uniform(n, -1000, 1000)
+				if cs.poison != 0 {
+					g0[c.rng.IntN(n)] = cs.poison
+				}
+				g := c.input(backend.Float32, g0)
+				finite := s.b.UnscaleCheck(g, cs.inv)
+				if finite != cs.finite {
+					c.Errorf("UnscaleCheck returned %v, want %v", finite, cs.finite)
+				}
+				want := make([]float32, n)
+				for i, v := range g0 {
+					want[i] = float32(float64(v) * float64(cs.inv)) // exact product, rounded once
+				}
+				c.same("g", c.get(g), want)
+			})
+		}
+	}
+}
