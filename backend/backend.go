@@ -48,6 +48,10 @@ type Sizer interface {
 	UpConvWorkspace(s UpConvShape) int
 	// Stages reports whether the layer operations take tensors of type dt
 	// only as fp32 copies (staging), one image at a time for convolutions.
+	// It is false for Float32. Where it is false for a 16-bit dt, the
+	// activations, their gradients and the convolution weights reach the
+	// layer operations in dt; biases, parameter gradients, norm parameters
+	// and statistics and workspace are fp32 always.
 	Stages(dt DType) bool
 }
 
@@ -63,7 +67,8 @@ type Transfer interface {
 	// fp16/bf16, rounding to nearest even; the same type copies). The views
 	// have the same length and do not overlap.
 	Convert(dst, src View)
-	// Fill sets every value of dst (a float type) to v.
+	// Fill sets every value of dst (a float type) to v, rounded to dst's
+	// type (-0 stays -0).
 	Fill(dst View, v float32)
 }
 
@@ -76,16 +81,19 @@ type Layers interface {
 	// flipped weights; dw (OC,C,K,K) += dout x im2col(in); dbias (OC; may be
 	// none) += sum of dout over (N,OH,OW).
 	ConvBack(s ConvShape, din, dw, dbias, dout, in, w, ws View)
-	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC).
+	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC;
+	// may be none). ws has UpConvWorkspace(s) values.
 	UpConv(s UpConvShape, out, in, w, bias, ws View)
-	// UpConvBack: din overwritten, dw and dbias accumulated.
+	// UpConvBack: din overwritten (skipped if none), dw and dbias (may be
+	// none) accumulated.
 	UpConvBack(s UpConvShape, din, dw, dbias, dout, in, w, ws View)
 
 	// BatchNorm (training): normalizes in per channel with the batch mean and
 	// biased variance, out = gamma*xhat + beta. stats (2C: mean, then
 	// invstd) are computed unless reuse (then read, as a checkpointed
 	// block's recomputation does); with update the running statistics move
-	// towards the batch's (momentum, unbiased variance).
+	// towards the batch's (momentum, unbiased variance). update needs the
+	// batch's variance, so it is only allowed without reuse.
 	BatchNorm(a NormArgs, out, in, stats View, reuse, update bool)
 	// BatchNormEval normalizes with the running statistics.
 	BatchNormEval(a NormArgs, out, in View)
@@ -104,7 +112,8 @@ type Layers interface {
 	ReLUBack(din, dout, out View)
 	// MaxPool2: out (N,C,H/2,W/2) is the maximum of each 2x2 window of in
 	// (s is in's shape); argmax (Uint8, one per output; may be none) its
-	// position 0..3, the first on ties, NaN winning.
+	// position 0..3, the first on ties, a NaN winning (which NaN, when a
+	// window has several, is unspecified).
 	MaxPool2(s Shape4, out, argmax, in View)
 	// MaxPool2Back: din (s) gets each dout value at its window's argmax, 0
 	// elsewhere (odd last rows and columns too).
@@ -124,7 +133,8 @@ type Layers interface {
 	// CrossEntropy returns the sum over pixels of -log softmax(logits)[t]
 	// and the number of pixels summed, for logits (s: N,K,H,W) and target
 	// (Uint8, N,H,W) holding classes or IgnoreIndex. A target value that is
-	// neither is a *TargetError.
+	// neither is a *TargetError naming the first sample that has one and
+	// one of its bad values.
 	CrossEntropy(s Shape4, logits, target View) (sum float64, count int, err error)
 	// CrossEntropyBack: dlogits = k*(softmax(logits) - onehot(target)) at
 	// counted pixels, 0 at ignored ones (and everywhere if k is 0); dlogits

@@ -13,6 +13,9 @@ import (
 // statistics that backward and a recomputation use too, so all of them
 // agree bit for bit.
 func (CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
+	if reuse && update {
+		panic("backend/cpu: batch norm: running statistics cannot be updated from reused statistics")
+	}
 	x, y := f32(in), f32(out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu/kernels"
@@ -50,8 +51,8 @@ func (CPU) Fill(dst backend.View, v float32) {
 	switch dst.DT {
 	case backend.Float32:
 		xs := f32(dst)
-		if v == 0 {
-			clear(xs) // +0 or -0 alike: Fill is for zeros and ones
+		if math.Float32bits(v) == 0 {
+			clear(xs) // +0: memclr
 			return
 		}
 		for i := range xs {
