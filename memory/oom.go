@@ -26,7 +26,7 @@ func (e *OutOfMemoryError) Error() string {
 	if e.Cause != nil {
 		room = fmt.Sprintf("The memory itself is full (%v), after the pool gave back its cached blocks.", e.Cause)
 	}
-	msg := fmt.Sprintf("memunet: out of memory: tried to allocate %s (%s). %s "+
+	msg := fmt.Sprintf("out of memory: tried to allocate %s (%s). %s "+
 		"Of the allocated memory %s is allocated by memunet, and %s is reserved by memunet but unallocated.",
 		FormatBytes(e.Requested), e.Category, room,
 		FormatBytes(e.Allocated), FormatBytes(e.ReservedUnallocated))

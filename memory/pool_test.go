@@ -469,7 +469,7 @@ func TestOutOfMemoryError(t *testing.T) {
 		t.Fatalf("err = %v, want a wrapped *OutOfMemoryError", err)
 	}
 	msg := oe.Error()
-	const want = "memunet: out of memory: tried to allocate 32.00 MiB (activations). " +
+	const want = "out of memory: tried to allocate 32.00 MiB (activations). " +
 		"The pool has a total capacity of 48.00 MiB of which 24.00 MiB is free. " +
 		"Of the allocated memory 24.00 MiB is allocated by memunet, and 0 bytes is reserved by memunet but unallocated."
 	if msg != want {
@@ -512,13 +512,13 @@ func TestOutOfMemoryErrorConstructed(t *testing.T) {
 		{
 			OutOfMemoryError{Requested: 2 * gib, Category: Optimizer, Capacity: 6 * gib, Free: 1536 * mib,
 				Allocated: 4 * gib, ReservedUnallocated: 512 * mib},
-			"memunet: out of memory: tried to allocate 2.00 GiB (optimizer). " +
+			"out of memory: tried to allocate 2.00 GiB (optimizer). " +
 				"The pool has a total capacity of 6.00 GiB of which 1.50 GiB is free. " +
 				"Of the allocated memory 4.00 GiB is allocated by memunet, and 512.00 MiB is reserved by memunet but unallocated.",
 		},
 		{
 			OutOfMemoryError{Requested: 512, Category: Workspace, Capacity: 1024, Free: 0, Allocated: 1024, Hint: "hint."},
-			"memunet: out of memory: tried to allocate 512 bytes (workspace). " +
+			"out of memory: tried to allocate 512 bytes (workspace). " +
 				"The pool has a total capacity of 1.00 KiB of which 0 bytes is free. " +
 				"Of the allocated memory 1.00 KiB is allocated by memunet, and 0 bytes is reserved by memunet but unallocated. hint.",
 		},
@@ -741,7 +741,7 @@ func TestAllocatorExhausted(t *testing.T) {
 	if al.freed != 1 {
 		t.Errorf("the cached block was not given back before the retry (%d freed)", al.freed)
 	}
-	want := "memunet: out of memory: tried to allocate 3.00 KiB (activations). " +
+	want := "out of memory: tried to allocate 3.00 KiB (activations). " +
 		"The memory itself is full (test: test device: memory exhausted), after the pool gave back its cached blocks. " +
 		"Of the allocated memory 1.00 KiB is allocated by memunet, and 0 bytes is reserved by memunet but unallocated."
 	if err.Error() != want {

@@ -40,7 +40,9 @@ type UNet struct {
 
 // New builds a UNet on dev with Kaiming-normal weights (fan_in, ReLU gain)
 // from a PCG generator seeded with seed, zero biases, unit norm weights. The
-// weights are drawn on the host and uploaded.
+// weights are drawn on the host and uploaded; a virtual pool (planning) has
+// no memory to put them in, so there they are not drawn at all, and a plan
+// of a network far larger than the host takes no host memory.
 func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -50,6 +52,9 @@ func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 	if err := m.build(); err != nil {
 		m.Free()
 		return nil, err
+	}
+	if dev.Pool.Virtual() {
+		return m, nil
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for _, p := range m.params {

@@ -205,7 +205,7 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 // with overrides ("section.key=value") applied and validated, for resuming
 // without a config file. The checkpoint is verified first.
 func CheckpointConfig(dir string, overrides []string) (config.Config, error) {
-	ck, err := OpenCheckpoint(dir)
+	ck, err := openToResume(dir)
 	if err != nil {
 		return config.Config{}, err
 	}

@@ -47,17 +47,26 @@ func openResume(cfg config.Config, opts Options) (*Checkpoint, error) {
 	if err != nil || dir == "" {
 		return nil, err
 	}
-	ck, err := OpenCheckpoint(dir)
+	ck, err := openToResume(dir)
 	if err != nil {
-		if prev := previousGood(filepath.Dir(filepath.Clean(dir)), filepath.Clean(dir)); prev != "" {
-			err = fmt.Errorf("%w; the previous checkpoint %s verifies: pass --resume %s to continue from it", err, prev, prev)
-		}
 		return nil, err
 	}
 	if err := checkResume(ck, cfg); err != nil {
 		return nil, err
 	}
 	return ck, nil
+}
+
+// openToResume is OpenCheckpoint with, when dir does not verify, the way
+// on: the previous checkpoint of its run that does.
+func openToResume(dir string) (*Checkpoint, error) {
+	ck, err := OpenCheckpoint(dir)
+	if err != nil {
+		if prev := previousGood(filepath.Dir(filepath.Clean(dir)), filepath.Clean(dir)); prev != "" {
+			err = fmt.Errorf("%w; the previous checkpoint %s verifies: pass --resume %s to continue from it", err, prev, prev)
+		}
+	}
+	return ck, err
 }
 
 // previousGood is the newest checkpoint in parent other than not that
@@ -265,4 +274,55 @@ func (c *checkpointer) resumeNote(total int) string {
 		s += fmt.Sprintf(", last val miou %.4f", c.history.Val[n-1].ValMIoU)
 	}
 	return strings.TrimSpace(s)
+}
+
+// RunDirOf is the run directory a checkpoint belongs to (the folder above
+// its checkpoints/), or "" for a checkpoint that is not in one.
+func RunDirOf(ckDir string) string {
+	parent := filepath.Dir(filepath.Clean(ckDir))
+	if filepath.Base(parent) != CheckpointsDir {
+		return ""
+	}
+	return filepath.Dir(parent)
+}
+
+// CheckOutside refuses an output path that would overwrite a checkpoint or
+// a run file: anything inside ckDir, inside its run's checkpoints/, or one
+// of the run's own files (config.yaml, metrics.jsonl, summary.json,
+// timeline.json), links resolved.
+func CheckOutside(out, ckDir string) error {
+	resolve := func(p string) string {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			return real
+		}
+		// out need not exist yet: resolve its directory.
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+			return filepath.Join(dir, filepath.Base(abs))
+		}
+		return abs
+	}
+	o := resolve(out)
+	within := func(dir string) bool {
+		rel, err := filepath.Rel(dir, o)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	ck := resolve(ckDir)
+	if within(ck) {
+		return fmt.Errorf("%s is inside the checkpoint %s being read: name a file outside it", out, ckDir)
+	}
+	if run := RunDirOf(ck); run != "" {
+		if within(filepath.Join(run, CheckpointsDir)) {
+			return fmt.Errorf("%s is inside the run's %s/, which holds its checkpoints: name a file outside it", out, CheckpointsDir)
+		}
+		for _, name := range runFileNames() {
+			if o == filepath.Join(run, name) {
+				return fmt.Errorf("%s is the run's own %s: name another file", out, name)
+			}
+		}
+	}
+	return nil
 }

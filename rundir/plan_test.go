@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,9 +61,11 @@ func TestPlanMatchesMeasuredPeak(t *testing.T) {
 	}
 }
 
-// TestCapacityFailsExactlyWhenPlanned: a capacity one byte below a variant's
-// planned peak fails with the out-of-memory error, which names plan's
-// recommendation; at the planned peak the run succeeds.
+// TestCapacityFailsExactlyWhenPlanned: under a capacity one byte below a
+// variant's planned peak, Run refuses before it starts (a *train.FitError
+// naming plan's recommendation; nothing is written), and a trainer that
+// tries anyway fails in its first step with the out-of-memory error; at the
+// planned peak the run succeeds.
 func TestCapacityFailsExactlyWhenPlanned(t *testing.T) {
 	base := planGridConfig(32, 8, "bilinear", "batch")
 	for _, name := range []string{"baseline", "all"} {
@@ -74,13 +78,27 @@ func TestCapacityFailsExactlyWhenPlanned(t *testing.T) {
 			t.Fatal(err)
 		}
 		vc.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes - 1)
-		_, err = Run(context.Background(), vc, Options{OutDir: t.TempDir()})
-		var oom *memory.OutOfMemoryError
-		if !errors.As(err, &oom) {
-			t.Fatalf("%s at capacity peak-1: want an out-of-memory error, got %v", name, err)
+		dir := filepath.Join(t.TempDir(), "run")
+		_, err = Run(context.Background(), vc, Options{OutDir: dir})
+		var fe *train.FitError
+		if !errors.As(err, &fe) || !fe.Capacity || fe.Need != row.PeakAllocatedBytes {
+			t.Fatalf("%s at capacity peak-1: want a *train.FitError for the planned peak, got %v", name, err)
 		}
 		if name == "baseline" && !strings.Contains(err.Error(), "plan recommends the") {
 			t.Errorf("%s: the error does not name plan's recommendation: %v", name, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: a refused run made its directory (%v)", name, err)
+		}
+		tr, err := train.NewTrainer(vc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tr.Step()
+		tr.Close()
+		var oom *memory.OutOfMemoryError
+		if !errors.As(err, &oom) {
+			t.Fatalf("%s at capacity peak-1: a trainer's first step: want an out-of-memory error, got %v", name, err)
 		}
 		vc.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes)
 		if _, err := Run(context.Background(), vc, Options{OutDir: t.TempDir()}); err != nil {

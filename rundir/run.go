@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/memunet/memunet/config"
@@ -91,6 +92,13 @@ type Options struct {
 	Resume string
 	// Version is memunet's version, recorded in checkpoints.
 	Version string
+	// Force starts a new run in a directory that holds one (without Resume),
+	// deleting the earlier run's files first.
+	Force bool
+	// OnStart, if set, is called once every check has passed, before the
+	// run writes anything, with the configuration it trains (memory.fit:
+	// auto may have changed the variant): the place for a start banner.
+	OnStart func(cfg config.Config)
 
 	onTrainer func(*train.Trainer) // tests: sees the trainer before the first step
 }
@@ -98,23 +106,27 @@ type Options struct {
 // Run trains as cfg says, writes the run's files into opts.OutDir and returns
 // the summary. Cancelling ctx stops after the current step; the files are
 // still written and Summary.Interrupted is set.
-func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error) {
+//
+// A run refused before it starts (an invalid configuration, a directory
+// holding another run, a checkpoint that does not match, a plan that does
+// not fit, a bad dataset) writes nothing; a new run that fails before its
+// first step leaves nothing behind either.
+func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, err error) {
 	start := time.Now()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("output.dir %s: %w", opts.OutDir, err)
-	}
-	resolved, err := cfg.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(opts.OutDir, "config.yaml"), resolved, 0o644); err != nil {
-		return nil, fmt.Errorf("output.dir: %w", err)
+	var earlier []string
+	if opts.Resume == "" {
+		if earlier = runFilesIn(opts.OutDir); len(earlier) > 0 && !opts.Force {
+			return nil, &ExistingRunError{Dir: opts.OutDir, Files: earlier}
+		}
 	}
 	resume, err := openResume(cfg, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := train.CheckFits(cfg, train.HostMemory()); err != nil {
 		return nil, err
 	}
 	tr, err := train.NewTrainer(cfg)
@@ -136,6 +148,38 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	if err != nil {
 		return nil, err
 	}
+	// Everything is checked: the run starts, and writes.
+	if opts.OnStart != nil {
+		opts.OnStart(cfg)
+	}
+	if len(earlier) > 0 {
+		if err := removeRunFiles(opts.OutDir, earlier); err != nil {
+			return nil, err
+		}
+		prog.note(fmt.Sprintf("--force: deleted the earlier run in %s: %s", opts.OutDir, strings.Join(earlier, ", ")))
+	}
+	created, err := makeDir(opts.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	stepsRun := 0 // steps this process completed
+	if opts.Resume == "" {
+		defer func() {
+			if err != nil && stepsRun == 0 {
+				removeRunFiles(opts.OutDir, runFilesIn(opts.OutDir))
+				if created {
+					os.Remove(opts.OutDir) // only if empty
+				}
+			}
+		}()
+	}
+	resolved, err := cfg.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(opts.OutDir, "config.yaml"), resolved, 0o644); err != nil {
+		return nil, fmt.Errorf("output.dir: %w", err)
+	}
 	if line := ckpt.resumeNote(total); line != "" {
 		prog.note(line)
 		prog.resumeAt(ckpt.start)
@@ -150,7 +194,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 	for _, line := range tr.FitLog {
 		prog.note(line)
 	}
-	sum := &Summary{
+	sum = &Summary{
 		Fit:    tr.FitLog,
 		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
 		Variant: cfg.Variant(), EffectiveBatch: cfg.Variant().EffectiveBatch(),
@@ -236,6 +280,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (*Summary, error)
 		sum.Fit = tr.FitLog
 		prog.step(rec)
 		sum.Steps, sum.Epochs, sum.FinalLoss = step, res.Epoch, res.Loss
+		stepsRun++
 		improved = false
 		if cfg.Train.ValEvery > 0 && step%cfg.Train.ValEvery == 0 && step != total {
 			if err := validate(step, res.Epoch); err != nil {
@@ -319,4 +364,65 @@ func writeTimeline(path string, step int, events []memory.Event) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// runFileNames are what a run writes into its directory.
+func runFileNames() []string {
+	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir}
+}
+
+// runFilesIn lists the run files dir holds (checkpoints/ only if it has
+// entries), in runFileNames order.
+func runFilesIn(dir string) []string {
+	var out []string
+	for _, name := range runFileNames() {
+		path := filepath.Join(dir, name)
+		st, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		if st.IsDir() {
+			entries, err := os.ReadDir(path)
+			if err != nil || len(entries) == 0 {
+				continue
+			}
+			name += fmt.Sprintf("/ (%d entries)", len(entries))
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// removeRunFiles deletes the run files named (as runFilesIn lists them)
+// from dir.
+func removeRunFiles(dir string, names []string) error {
+	for _, name := range names {
+		name, _, _ = strings.Cut(name, "/")
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("removing the earlier run's %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// makeDir makes dir (and its parents) and reports whether it was new.
+func makeDir(dir string) (created bool, err error) {
+	if _, err := os.Stat(dir); err == nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	return true, nil
+}
+
+// ExistingRunError refuses to start a new run in a directory that holds one.
+type ExistingRunError struct {
+	Dir   string
+	Files []string
+}
+
+func (e *ExistingRunError) Error() string {
+	return fmt.Sprintf("%s already holds a run (%s): continue it with --resume auto, train into a new --out DIR, or add --force to delete those files and start again",
+		e.Dir, strings.Join(e.Files, ", "))
 }

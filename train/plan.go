@@ -93,8 +93,9 @@ type PlanRow struct {
 	// Fits is set when a capacity was given.
 	Fits  *bool  `json:"fits,omitempty"`
 	Error string `json:"error,omitempty"`
-	// Config is the variant's configuration.
-	Config config.Config `json:"-"`
+	// Config is the variant's configuration; Samples its dataset's size.
+	Config  config.Config `json:"-"`
+	Samples int           `json:"-"`
 }
 
 // PhaseValidation names validation's peak in PlanRow.PeakByPhase.
@@ -123,6 +124,7 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 		return row, err
 	}
 	defer t.Close()
+	row.Samples = t.data.Len()
 	note := func(st memory.Stats) {
 		if st.Allocated.Peak > row.PeakAllocatedBytes {
 			row.PeakAllocatedBytes = st.Allocated.Peak

@@ -181,7 +181,7 @@ func (t *Trainer) allocBatch(b int) (string, error) {
 		return "the mask batch", err
 	}
 	t.masks = backend.Whole(masks, backend.Uint8)
-	t.hostImages, t.hostMasks = make([]float32, t.images.Len()), make([]uint8, b*H*W)
+	t.hostImages, t.hostMasks = nil, nil // made by the first nextBatch that fills them
 	return "", nil
 }
 
@@ -395,6 +395,9 @@ func (t *Trainer) nextBatch() (int, error) {
 				Batch: b, PerEpoch: t.microPerEpoch, Seed: t.Config.Train.Seed, Flip: t.Config.Data.Flip}); err != nil {
 				return 0, err
 			}
+		}
+		if len(t.hostImages) != t.images.Len() {
+			t.hostImages, t.hostMasks = make([]float32, t.images.Len()), make([]uint8, t.masks.Len)
 		}
 		var err error
 		if epoch, err = t.loader.Batch(t.micro, t.hostImages, t.hostMasks); err != nil {

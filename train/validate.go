@@ -36,7 +36,11 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 	K := net.Config.Classes
 	counts := make([]int64, K*K)
 	var lossSum float64
-	hostImages, hostMasks := make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
+	var hostImages []float32
+	var hostMasks []uint8
+	if !env.Pool.Virtual() {
+		hostImages, hostMasks = make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
+	}
 	for lo := 0; lo < len(idx); lo += batch {
 		hi := min(lo+batch, len(idx))
 		n := hi - lo

@@ -19,7 +19,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const exportUsage = "usage: memunet export --checkpoint PATH --out model.safetensors [--dtype fp32|fp16|bf16]"
+const exportUsage = "usage: memunet export --checkpoint PATH [--out model.safetensors] [--dtype fp32|fp16|bf16]"
 
 // exportCommand writes a checkpoint's weights (its state_dict) as one
 // safetensors file that PyTorch's safetensors loader reads into the
@@ -28,7 +28,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
-	out := fs.String("out", "", "safetensors file to write")
+	out := fs.String("out", "", "safetensors file to write (default: model-step-N.safetensors in the checkpoint's run directory)")
 	dtype := fs.String("dtype", "fp32", "fp32, fp16 or bf16 for the float tensors")
 	if err := fs.Parse(args); err != nil {
 		return usageError{fmt.Sprintf("export: %v; %s", err, exportUsage)}
@@ -36,8 +36,8 @@ func exportCommand(args []string, stdout io.Writer) error {
 	switch {
 	case fs.NArg() > 0:
 		return usageError{fmt.Sprintf("export: unexpected argument %q; %s", fs.Arg(0), exportUsage)}
-	case *ckPath == "" || *out == "":
-		return usageError{"export: --checkpoint and --out are required; " + exportUsage}
+	case *ckPath == "":
+		return usageError{"export: --checkpoint is required; " + exportUsage}
 	}
 	dt, err := backend.ParsePrecision(*dtype)
 	if err != nil {
@@ -50,6 +50,20 @@ func exportCommand(args []string, stdout io.Writer) error {
 	ck, err := rundir.OpenCheckpoint(dir)
 	if err != nil {
 		return err
+	}
+	if *out == "" {
+		run := rundir.RunDirOf(dir)
+		if run == "" {
+			return usageError{fmt.Sprintf("export: %s is not in a run directory's checkpoints/; name the file with --out", dir)}
+		}
+		name := fmt.Sprintf("model-step-%08d", ck.Manifest.Step)
+		if dt != backend.Float32 {
+			name += "-" + dt.String()
+		}
+		*out = filepath.Join(run, name+".safetensors")
+	}
+	if err := rundir.CheckOutside(*out, dir); err != nil {
+		return usageError{"export: --out " + err.Error()}
 	}
 	// Build the model from the manifest and load the weights: this checks
 	// that the tensors are the architecture's, names and shapes.
@@ -77,7 +91,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 		"memunet_checkpoint_step": fmt.Sprint(ck.Manifest.Step),
 	}
 	if err := writeAtomic(*out, func(w io.Writer) error { return checkpoint.WriteSafetensors(w, tensors, meta) }); err != nil {
-		return fmt.Errorf("export: %w", err)
+		return fmt.Errorf("export: writing %s: %w", *out, err)
 	}
 	st, _ := os.Stat(*out)
 	fmt.Fprintf(stdout, "exported %d tensors (%s) of %s (step %d) to %s, %s\n",

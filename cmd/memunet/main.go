@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
@@ -124,6 +125,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", "", "YAML config file")
 	outDir := fs.String("out", "", "directory for the run's files")
 	resume := fs.String("resume", "", "continue from a checkpoint: auto (the newest in --out) or PATH")
+	force := fs.Bool("force", false, "start a new run in a directory that holds one, deleting its config.yaml, metrics.jsonl, summary.json and checkpoints/")
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -144,12 +146,15 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	size := ""
-	if h, w := cfg.ImageSize(); h > 0 && w > 0 { // 0 when the first image cannot be read; training then says why
-		size = fmt.Sprintf(" %dx%d", h, w)
+	banner := func(cfg config.Config) {
+		size := ""
+		if h, w := cfg.ImageSize(); h > 0 && w > 0 {
+			size = fmt.Sprintf(" %dx%d", h, w)
+		}
+		fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), dir)
 	}
-	fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), dir)
-	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg, Version: version})
+	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg,
+		Version: version, Force: *force, OnStart: banner})
 	if err != nil {
 		return err
 	}

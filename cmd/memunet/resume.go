@@ -60,9 +60,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 		outDir = cfg.Output.Dir
 	}
 	if outDir == "" && ckDir != "" {
-		if parent := filepath.Dir(filepath.Clean(ckDir)); filepath.Base(parent) == rundir.CheckpointsDir {
-			outDir = filepath.Dir(parent)
-		}
+		outDir = rundir.RunDirOf(ckDir)
 	}
 	return cfg, outDir, resumeArg, nil
 }

@@ -1,0 +1,167 @@
+package rundir
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
+)
+
+// TestExistingRunRefused: a new run into a directory that holds one is
+// refused, naming the directory and the ways on, and changes nothing; with
+// Force it deletes the earlier run's files, says so, and starts over.
+func TestExistingRunRefused(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps, cfg.Train.CheckpointEvery = 2, 1
+	dir := t.TempDir()
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+	before := snapshotDir(t, dir)
+
+	other := cfg
+	other.Train.Steps, other.Train.LR = 3, 0.01
+	other.Output.Progress = "plain"
+	_, err := Run(context.Background(), other, Options{OutDir: dir})
+	var ex *ExistingRunError
+	if !errors.As(err, &ex) {
+		t.Fatalf("a second run into %s: %v, want an *ExistingRunError", dir, err)
+	}
+	for _, want := range []string{dir, "config.yaml", "metrics.jsonl", "checkpoints/ (2 entries)", "--resume auto", "--out", "--force"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if after := snapshotDir(t, dir); !reflect.DeepEqual(after, before) {
+		t.Errorf("the refused run changed the directory")
+	}
+
+	var log bytes.Buffer
+	sum, err := Run(context.Background(), other, Options{OutDir: dir, Force: true, Progress: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "--force: deleted the earlier run in "+dir+": config.yaml, metrics.jsonl, summary.json, checkpoints/ (2 entries)") {
+		t.Errorf("--force did not say what it deleted: %q", log.String())
+	}
+	if sum.Steps != 3 || len(stepLosses(t, dir)) != 3 {
+		t.Errorf("after --force: %d steps, metrics.jsonl has %d, want 3 and 3 (no earlier records)", sum.Steps, len(stepLosses(t, dir)))
+	}
+	list, _ := listCheckpoints(filepath.Join(dir, CheckpointsDir))
+	for _, e := range list {
+		if e.Step < 2 {
+			t.Errorf("the earlier run's checkpoint %s survived --force", e.Path)
+		}
+	}
+	if got := readConfig(t, dir).Train.LR; got != 0.01 {
+		t.Errorf("config.yaml has lr %v, want the new run's 0.01", got)
+	}
+}
+
+func readConfig(t *testing.T, dir string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join(dir, "config.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestRefusedRunWritesNothing: a run refused by validation, by the plan
+// under memory.capacity, by a bad dataset or by a mismatching checkpoint
+// neither makes its directory nor writes config.yaml, and a new run that
+// fails in its first step leaves nothing behind.
+func TestRefusedRunWritesNothing(t *testing.T) {
+	good := resumeConfig("fp32")
+	good.Train.Steps = 2
+	row, err := train.PlanConfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invalid := good
+	invalid.Train.LR = -1
+	tight := good
+	tight.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes - 512)
+	noData := good
+	noData.Data.Source, noData.Data.Path = "folder", filepath.Join(t.TempDir(), "nowhere")
+	for name, cfg := range map[string]config.Config{"invalid": invalid, "capacity": tight, "dataset": noData} {
+		dir := filepath.Join(t.TempDir(), "run")
+		if _, err := Run(context.Background(), cfg, Options{OutDir: dir}); err == nil {
+			t.Fatalf("%s: the run was not refused", name)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: a refused run made %s", name, dir)
+		}
+	}
+
+	// Resuming with a changed learning rate is refused: config.yaml stays.
+	dir := t.TempDir()
+	mustRun(t, context.Background(), good, Options{OutDir: dir}, nil)
+	before := snapshotDir(t, dir)
+	changed := good
+	changed.Train.LR = 0.05
+	if _, err := Run(context.Background(), changed, Options{OutDir: dir, Resume: "auto"}); err == nil {
+		t.Fatal("a resume with another train.lr was not refused")
+	}
+	if after := snapshotDir(t, dir); !reflect.DeepEqual(after, before) {
+		t.Errorf("the refused resume changed the run directory")
+	}
+
+	// A run that runs out of memory in its first step (someone else took
+	// the memory after the plan) leaves no directory.
+	fresh := filepath.Join(t.TempDir(), "run")
+	squeezed := good
+	squeezed.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes)
+	_, err = runOpts(t, context.Background(), squeezed, Options{OutDir: fresh}, func(tr *train.Trainer) {
+		if _, err := tr.Pool().Alloc(memory.Workspace, 4096); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var oom *memory.OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatalf("want an out-of-memory error in the first step, got %v", err)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a run that failed in its first step left %s behind", fresh)
+	}
+}
+
+// TestHostMemoryRefusal: without memory.capacity, a run whose planned need
+// is above the host's available memory is refused with the figures and a
+// variant that fits; a network far larger than any host (model.base 65536)
+// is planned without touching host memory and refused the same way.
+func TestHostMemoryRefusal(t *testing.T) {
+	cfg := planGridConfig(32, 8, "bilinear", "batch")
+	row, err := train.PlanConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need, detail := train.HostNeed(row, row.Samples)
+	if err := train.CheckFits(cfg, need); err != nil {
+		t.Errorf("need %d with exactly that available: %v", need, err)
+	}
+	err = train.CheckFits(cfg, need-1)
+	var fe *train.FitError
+	if !errors.As(err, &fe) || fe.Capacity || fe.Need != need || fe.Limit != need-1 {
+		t.Fatalf("need %d with one byte less available: %v, want a host *train.FitError", need, err)
+	}
+	for _, want := range []string{"needs about", detail, "available", "variant fits"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	huge := resumeConfig("fp32")
+	huge.Model.Base = 1 << 16
+	err = train.CheckFits(huge, 1<<40)
+	if !errors.As(err, &fe) || fe.Need < 1<<40 {
+		t.Fatalf("model.base 65536 with 1 TiB available: %v", err)
+	}
+	t.Log(err)
+}

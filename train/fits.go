@@ -1,0 +1,116 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
+)
+
+// FitError refuses a run before it starts because the plan says it cannot
+// fit: under memory.capacity, or in the host's available memory.
+type FitError struct {
+	Need, Limit int64
+	// Capacity says the limit is memory.capacity (else the host's memory).
+	Capacity bool
+	// Detail says what the need is made of; Advice what would fit.
+	Detail, Advice string
+}
+
+func (e *FitError) Error() string {
+	need, limit := memory.FormatBytes(e.Need), memory.FormatBytes(e.Limit)
+	if need == limit {
+		need, limit = fmt.Sprintf("%d bytes", e.Need), fmt.Sprintf("%d bytes", e.Limit)
+	}
+	if e.Capacity {
+		return fmt.Sprintf("the planned peak of this run, %s allocated, is above memory.capacity %s: it would run out of memory in its first step. %s",
+			need, limit, e.Advice)
+	}
+	return fmt.Sprintf("this run needs about %s of memory (%s) and the machine has %s available: it would die of Go's \"out of memory\". %s",
+		need, e.Detail, limit, e.Advice)
+}
+
+// HostNeed is what a run of the planned configuration takes from the
+// host's memory: the pool's planned peak reserved bytes (what the CPU
+// backend's allocator holds), the batch buffers beside the pool (the
+// loader's queue and the trainer's staging), and for file datasets the
+// decoded samples, which are held in memory.
+func HostNeed(row PlanRow, samples int) (total int64, detail string) {
+	cfg := row.Config
+	h, w := cfg.ImageSize()
+	sample := int64(cfg.Model.InChannels*h*w*4 + h*w)
+	batch := sample * int64(cfg.Train.BatchSize) * int64(data.DefaultPrefetch+2)
+	var set int64
+	if cfg.Data.Source != data.SourceSynthetic {
+		set = sample * int64(samples)
+	}
+	total = row.PeakReservedBytes + batch + set
+	detail = fmt.Sprintf("the pool's planned peak reserved %s, batch buffers %s", memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(batch))
+	if set > 0 {
+		detail += fmt.Sprintf(", the decoded dataset %s", memory.FormatBytes(set))
+	}
+	return total, detail
+}
+
+// CheckFits refuses, with a *FitError naming the figures and the variant
+// that would fit, a run the plan says cannot fit: with memory.capacity and
+// memory.fit off, a planned peak above the capacity (memory.fit: auto picks
+// a variant instead); without a capacity, a need (HostNeed) above the host's
+// available memory (available; 0: unknown, no check). cfg is validated.
+func CheckFits(cfg config.Config, available int64) error {
+	capacity := int64(cfg.Memory.Capacity)
+	if capacity > 0 && cfg.Memory.Fit == "auto" || capacity == 0 && available <= 0 {
+		return nil
+	}
+	row, err := PlanConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if capacity > 0 {
+		if row.PeakAllocatedBytes <= capacity {
+			return nil
+		}
+		return &FitError{Need: row.PeakAllocatedBytes, Limit: capacity, Capacity: true, Advice: fitAdvice(cfg, capacity)}
+	}
+	samples := row.Samples
+	need, detail := HostNeed(row, samples)
+	if need <= available {
+		return nil
+	}
+	return &FitError{Need: need, Limit: available, Detail: detail, Advice: hostAdvice(cfg, available, samples)}
+}
+
+// hostAdvice names the fastest variant whose host need fits in available,
+// or the smallest when none does.
+func hostAdvice(cfg config.Config, available int64, samples int) string {
+	rows, _, err := Plan(cfg, VariantNames(), 0)
+	if err != nil {
+		return "Run memunet plan to see what each variant needs."
+	}
+	var best, smallest *PlanRow
+	var smallestNeed int64
+	for i := range rows {
+		r := &rows[i]
+		if r.Error != "" {
+			continue
+		}
+		need, _ := HostNeed(*r, samples)
+		if need <= available && (best == nil || r.RelativeTime < best.RelativeTime) {
+			best = r
+		}
+		if smallest == nil || need < smallestNeed {
+			smallest, smallestNeed = r, need
+		}
+	}
+	switch {
+	case best != nil:
+		need, _ := HostNeed(*best, samples)
+		return fmt.Sprintf("The %s variant fits (%s, about %s); or lower train.batch_size, data.resize or model.base.",
+			best.Name, describeChanges(cfg, best.Config), memory.FormatBytes(need))
+	case smallest != nil:
+		return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs about %s; lower train.batch_size, data.resize or model.base.",
+			smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallestNeed))
+	}
+	return "Lower train.batch_size, data.resize or model.base."
+}
