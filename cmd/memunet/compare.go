@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
 	"os"
 	"os/exec"
@@ -20,10 +19,6 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 )
 
 const compareUsage = "usage: memunet compare --config FILE [--variants baseline,checkpoint,fp16,bf16,accum4,all,gorgonia] [--steps N] [--out DIR] [--set k=v ...]"
@@ -44,6 +39,9 @@ type CompareRow struct {
 	// (false for the plain-gorgonia row, which has only peak RSS).
 	Pool  bool   `json:"pool"`
 	Error string `json:"error,omitempty"`
+	// Params is the model's trainable parameter count as the variant's run
+	// reported it (for the charts' captions; 0 for gorgonia).
+	Params int `json:"-"`
 }
 
 // compareCommand runs every variant (and plain gorgonia) for a few steps,
@@ -98,10 +96,11 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 	if err := writeCompareFiles(dir, rows); err != nil {
 		return err
 	}
-	if err := memoryChart(filepath.Join(dir, "memory.png"), rows); err != nil {
+	settings := newChartSettings(cmd.path, cfg, *steps, rows)
+	if err := memoryChart(filepath.Join(dir, "memory.png"), rows, settings); err != nil {
 		return fmt.Errorf("drawing memory.png: %w", err)
 	}
-	if err := timelineChart(filepath.Join(dir, "timeline.png"), rows, timelines); err != nil {
+	if err := timelineChart(filepath.Join(dir, "timeline.png"), rows, timelines, settings); err != nil {
 		return fmt.Errorf("drawing timeline.png: %w", err)
 	}
 	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{"compare.csv", "compare.json", "memory.png", "timeline.png"}, ", "))
@@ -147,6 +146,7 @@ func runVariant(exe, configPath string, sets []string, cfg config.Config, name s
 	}
 	row.PeakAllocatedBytes, row.PeakReservedBytes, row.PeakRSSBytes = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.PeakRSSBytes
 	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
+	row.Params = sum.Params
 	if sum.StepMSMedian > 0 {
 		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)
 	}
@@ -262,98 +262,4 @@ func writeCompareFiles(dir string, rows []CompareRow) error {
 	}
 	cw.Flush()
 	return errors.Join(cw.Error(), f.Close())
-}
-
-const mib = 1 << 20
-
-// memoryChart draws memory.png: for each variant a stacked bar of peak
-// allocated MiB split by category, and beside it a grey bar of the process's
-// peak RSS (plain gorgonia has no pool, so it has only the RSS bar).
-func memoryChart(path string, rows []CompareRow) error {
-	p := plot.New()
-	p.Title.Text = "Peak memory: pool bytes at the peak by category (left), process peak RSS (grey)"
-	p.Y.Label.Text = "MiB"
-	var names []string
-	var ok []CompareRow
-	for _, r := range rows {
-		if r.Error == "" {
-			ok = append(ok, r)
-			names = append(names, r.Name)
-		}
-	}
-	if len(ok) == 0 {
-		return errors.New("no variant ran")
-	}
-	width := vg.Points(22)
-	var below *plotter.BarChart
-	for i, cat := range memory.Categories() {
-		vals := make(plotter.Values, len(ok))
-		for j, r := range ok {
-			if r.Pool {
-				vals[j] = float64(r.PeakByCategory[cat.String()]) / mib
-			}
-		}
-		bars, err := plotter.NewBarChart(vals, width)
-		if err != nil {
-			return err
-		}
-		bars.Color = plotutil.Color(i)
-		bars.LineStyle.Width = 0
-		bars.Offset = -width / 2
-		if below != nil {
-			bars.StackOn(below)
-		}
-		p.Add(bars)
-		p.Legend.Add(cat.String(), bars)
-		below = bars
-	}
-	rss := make(plotter.Values, len(ok))
-	for j, r := range ok {
-		rss[j] = float64(r.PeakRSSBytes) / mib
-	}
-	bars, err := plotter.NewBarChart(rss, width)
-	if err != nil {
-		return err
-	}
-	bars.Color = color.Gray{Y: 160}
-	bars.LineStyle.Width = 0
-	bars.Offset = width / 2
-	p.Add(bars)
-	p.Legend.Add("peak RSS", bars)
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs = vg.Points(40)
-	p.NominalX(names...)
-	return p.Save(vg.Length(max(170, 40+28*len(ok)))*vg.Millimeter, 120*vg.Millimeter, path)
-}
-
-// timelineChart draws timeline.png: allocated MiB over one optimizer step,
-// one line per variant.
-func timelineChart(path string, rows []CompareRow, timelines map[string]rundir.Timeline) error {
-	p := plot.New()
-	p.Title.Text = "Allocated memory over one optimizer step"
-	p.X.Label.Text = "ms since the step began"
-	p.Y.Label.Text = "allocated MiB"
-	i := 0
-	for _, r := range rows {
-		tl, ok := timelines[r.Name]
-		if !ok {
-			continue
-		}
-		pts := make(plotter.XYs, len(tl.Points))
-		for j, pt := range tl.Points {
-			pts[j].X, pts[j].Y = pt.TimeMS, float64(pt.AllocatedBytes)/mib
-		}
-		line, err := plotter.NewLine(pts)
-		if err != nil {
-			return err
-		}
-		line.Color = plotutil.Color(i)
-		line.Width = vg.Points(1.2)
-		line.Dashes = plotutil.Dashes(i)
-		p.Add(line)
-		p.Legend.Add(r.Name, line)
-		i++
-	}
-	p.Legend.Top = true
-	return p.Save(180*vg.Millimeter, 110*vg.Millimeter, path)
 }

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/rundir"
+	"gonum.org/v1/plot/vg"
+)
+
+// chartRow is a memunet variant's row with its pool peak split by category
+// (in MiB: params, grads, optimizer, activations, workspace) and its
+// reserved and RSS peaks.
+func chartRow(name string, v config.Variant, cats [5]float64, reservedMiB, rssMiB float64) CompareRow {
+	r := CompareRow{Name: name, Variant: v, Pool: true, PeakByCategory: map[string]int64{}, Params: 122492,
+		PeakReservedBytes: int64(reservedMiB * (1 << 20)), PeakRSSBytes: int64(rssMiB * (1 << 20)), StepMSMedian: 10}
+	for i, c := range memory.Categories() {
+		b := int64(cats[i] * (1 << 20))
+		r.PeakByCategory[c.String()] = b
+		r.PeakAllocatedBytes += b
+	}
+	return r
+}
+
+// syntheticRows are baseline, checkpoint, accum4 and all, a failed row and
+// plain gorgonia, whose RSS is 20 times the largest pool bar.
+func syntheticRows() []CompareRow {
+	base := config.Variant{MicroBatch: 8, Accumulate: 1, Precision: backend.Float32}
+	ckpt := base
+	ckpt.Checkpoint = config.Checkpoint{All: true}
+	acc := base
+	acc.MicroBatch, acc.Accumulate = 2, 4
+	all := acc
+	all.Precision, all.Checkpoint = backend.Float16, config.Checkpoint{All: true}
+	rows := []CompareRow{
+		chartRow("baseline", base, [5]float64{0.5, 0.5, 1, 5.5, 0.04}, 11.3, 41),
+		chartRow("checkpoint", ckpt, [5]float64{0.5, 0.5, 1, 2.5, 0.36}, 9.5, 38),
+		{Name: "fp16", Variant: base, Pool: true, Error: "out of memory"},
+		chartRow("accum4", acc, [5]float64{0.5, 0.5, 1, 1.3, 0.36}, 5.6, 31),
+		chartRow("all", all, [5]float64{0.7, 0.5, 1, 0.35, 0.6}, 5.8, 33),
+	}
+	gor := CompareRow{Name: "gorgonia", Variant: base, PeakRSSBytes: 20 * rows[0].PeakReservedBytes, StepMSMedian: 100}
+	return append(rows, gor)
+}
+
+// syntheticTimelines rise and fall over each step: baseline in 6 events,
+// accum4 in 4 repetitions of 6, and all exactly as accum4.
+func syntheticTimelines() map[string]rundir.Timeline {
+	mk := func(reps int, startMiB float64, deltasMiB []float64) rundir.Timeline {
+		tl := rundir.Timeline{Step: 3}
+		cur := int64(startMiB * (1 << 20))
+		for range reps {
+			for _, d := range deltasMiB {
+				delta := int64(d * (1 << 20))
+				cur += delta
+				tl.Points = append(tl.Points, rundir.TimelinePoint{TimeMS: float64(len(tl.Points)), Category: "activations",
+					DeltaBytes: delta, AllocatedBytes: cur, ReservedBytes: cur + 1<<20})
+			}
+		}
+		return tl
+	}
+	return map[string]rundir.Timeline{
+		"baseline": mk(1, 2, []float64{2, 2, 1.5, -1.5, -2, -2}),
+		"accum4":   mk(4, 2, []float64{0.5, 0.5, 0.3, -0.3, -0.5, -0.5}),
+		"all":      mk(4, 2, []float64{0.5, 0.5, 0.3, -0.3, -0.5, -0.5}),
+	}
+}
+
+func syntheticSettings() chartSettings {
+	return chartSettings{Config: "quickstart.yaml", Base: 8, Depth: 3, Params: 122492, H: 32, W: 32, MicroBatch: 8, Accumulate: 1, Steps: 3}
+}
+
+func TestChartNiceRange(t *testing.T) {
+	for _, c := range []struct {
+		max      float64
+		ticks    int
+		headroom float64
+	}{{7.53, 8, 0.1}, {11.3, 8, 0.1}, {226, 8, 0.1}, {0.37, 8, 0.05}, {1, 8, 0}, {3.59, 8, 0.05}, {1234567, 6, 0.1}} {
+		top, step := niceRange(c.max, c.ticks, c.headroom)
+		if top < c.max*(1+c.headroom)-1e-9 {
+			t.Errorf("niceRange(%v): top %v leaves no %v headroom", c.max, top, c.headroom)
+		}
+		n := top / step
+		if math.Abs(n-math.Round(n)) > 1e-6 || n < float64(c.ticks)/2 || n > float64(c.ticks)+1 {
+			t.Errorf("niceRange(%v): top %v step %v: %v intervals, want about %d", c.max, top, step, n, c.ticks)
+		}
+		m := step / math.Pow(10, math.Floor(math.Log10(step)))
+		if !slicesContainsApprox([]float64{1, 2, 2.5, 5}, m) {
+			t.Errorf("niceRange(%v): step %v is not 1, 2, 2.5 or 5 times a power of 10", c.max, step)
+		}
+	}
+	if top, step := niceRange(0, 8, 0.1); top != 1 || step != 0.2 {
+		t.Errorf("niceRange(0) = %v, %v; want 1, 0.2", top, step)
+	}
+	for _, c := range []struct {
+		bytes float64
+		unit  string
+	}{{300 << 10, "KiB"}, {7.5 * (1 << 20), "MiB"}, {226 << 20, "MiB"}, {3 << 30, "MiB"}, {12 << 30, "GiB"}} {
+		if u := unitFor(c.bytes); u.Name != c.unit {
+			t.Errorf("unitFor(%v) = %s, want %s", c.bytes, u.Name, c.unit)
+		}
+	}
+}
+
+func slicesContainsApprox(xs []float64, v float64) bool {
+	for _, x := range xs {
+		if math.Abs(x-v) < 1e-9 {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMemoryChartLayout(t *testing.T) {
+	rows := syntheticRows()
+	l, err := layoutMemory(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var poolNames, rssNames []string
+	maxPool := 0.0
+	for _, r := range l.Pool {
+		poolNames = append(poolNames, r.Name)
+		maxPool = math.Max(maxPool, poolPeak(r))
+	}
+	for _, r := range l.RSS {
+		rssNames = append(rssNames, r.Name)
+	}
+	if got := strings.Join(poolNames, ","); got != "baseline,checkpoint,accum4,all" {
+		t.Errorf("pool panel has %s, want the memunet variants that ran", got)
+	}
+	if got := strings.Join(rssNames, ","); got != "baseline,checkpoint,accum4,all,gorgonia" {
+		t.Errorf("RSS panel has %s, want every row that ran", got)
+	}
+	if strings.Join(l.NoPool, ",") != "gorgonia" {
+		t.Errorf("NoPool = %v, want [gorgonia]", l.NoPool)
+	}
+	gor := float64(rows[len(rows)-1].PeakRSSBytes)
+	if maxPool != float64(rows[0].PeakReservedBytes) || gor < 19*maxPool {
+		t.Fatalf("synthetic rows: largest pool bar %v, gorgonia RSS %v", maxPool, gor)
+	}
+	pa, ra := l.PoolAxis, l.RSSAxis
+	if pa.Min != 0 || ra.Min != 0 {
+		t.Errorf("y minimum: pool %v, RSS %v; want 0", pa.Min, ra.Min)
+	}
+	if pa.Unit.Name != "MiB" {
+		t.Errorf("pool axis unit %s, want MiB", pa.Unit.Name)
+	}
+	// The largest pool bar fits, and the axis is the pool's, not gorgonia's
+	// RSS: the bar spans most of the panel's height.
+	top := pa.Max * pa.Unit.Bytes
+	if top < maxPool {
+		t.Errorf("pool axis tops at %v bytes: the %v-byte bar is clipped", top, maxPool)
+	}
+	if maxPool < 0.7*top {
+		t.Errorf("largest pool bar %v bytes is only %.0f%% of the panel's %v", maxPool, 100*maxPool/top, top)
+	}
+	if ra.Max*ra.Unit.Bytes < gor {
+		t.Errorf("RSS axis tops at %v bytes: gorgonia's %v is clipped", ra.Max*ra.Unit.Bytes, gor)
+	}
+	// Enough labelled ticks, each a number.
+	var labelled []string
+	for _, tk := range pa.Ticks(pa.Min, pa.Max) {
+		if tk.Label != "" {
+			labelled = append(labelled, tk.Label)
+			if _, err := strconv.ParseFloat(tk.Label, 64); err != nil {
+				t.Errorf("tick label %q is not a number", tk.Label)
+			}
+		}
+	}
+	if len(labelled) < 5 || len(labelled) > 12 {
+		t.Errorf("pool axis labels %v: want 5 to 12", labelled)
+	}
+
+	// The panels drawn use these ranges, and every value is inside them.
+	pool, rss, legend, err := memoryPlots(l, 400, 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool.Y.Min != 0 || pool.Y.Max != pa.Max || rss.Y.Min != 0 || rss.Y.Max != ra.Max {
+		t.Errorf("panels' y ranges: pool [%v, %v], RSS [%v, %v]; want [0, %v], [0, %v]",
+			pool.Y.Min, pool.Y.Max, rss.Y.Min, rss.Y.Max, pa.Max, ra.Max)
+	}
+	if !strings.Contains(pool.Y.Label.Text, "MiB") || !strings.Contains(rss.Y.Label.Text, "MiB") {
+		t.Errorf("y labels %q, %q lack the unit", pool.Y.Label.Text, rss.Y.Label.Text)
+	}
+	if pool.X.Min > -0.5 || pool.X.Max < float64(len(l.Pool))-0.5 {
+		t.Errorf("pool x range [%v, %v] cuts a variant off", pool.X.Min, pool.X.Max)
+	}
+	var labels []string
+	for _, e := range legend {
+		labels = append(labels, e.Label)
+	}
+	for _, want := range []string{"activations", "reserved", "RSS"} {
+		if !strings.Contains(strings.Join(labels, "|"), want) {
+			t.Errorf("legend %v lacks %q", labels, want)
+		}
+	}
+}
+
+func TestTimelineChartData(t *testing.T) {
+	rows := syntheticRows()
+	series, y := timelineData(rows, syntheticTimelines())
+	if len(series) != 3 {
+		t.Fatalf("%d series, want baseline, accum4 and all", len(series))
+	}
+	if y.Min != 0 {
+		t.Errorf("y minimum %v, want 0", y.Min)
+	}
+	peak := map[string]float64{"baseline": 7.5 * (1 << 20), "accum4": 3.3 * (1 << 20), "all": 3.3 * (1 << 20)}
+	events := map[string]int{"baseline": 6, "accum4": 24, "all": 24}
+	for _, s := range series {
+		if s.Events != events[s.Name] || len(s.Points) != s.Events+1 {
+			t.Errorf("%s: %d events, %d points; want %d events and the state before them", s.Name, s.Events, len(s.Points), events[s.Name])
+		}
+		if math.Abs(float64(s.Peak)-peak[s.Name]) > 1 {
+			t.Errorf("%s: peak %d, want %v", s.Name, s.Peak, peak[s.Name])
+		}
+		if y.Max*y.Unit.Bytes < float64(s.Peak) {
+			t.Errorf("y axis tops at %v bytes below %s's peak %d", y.Max*y.Unit.Bytes, s.Name, s.Peak)
+		}
+		// x: the share of the step's events, 0 (before the first) to 100.
+		first, last := s.Points[0], s.Points[len(s.Points)-1]
+		if first.X != 0 || last.X != 100 || first.Y != 2*(1<<20) {
+			t.Errorf("%s: from %v to %v, want from (0, 2 MiB) to x=100", s.Name, first, last)
+		}
+		for i := 1; i < len(s.Points); i++ {
+			if s.Points[i].X <= s.Points[i-1].X {
+				t.Errorf("%s: x goes back at point %d", s.Name, i)
+				break
+			}
+		}
+	}
+	if y.Max*y.Unit.Bytes > 1.5*peak["baseline"] {
+		t.Errorf("y axis tops at %v bytes, far above the highest peak", y.Max*y.Unit.Bytes)
+	}
+	if got := sameLineAs(series[:2], series[2]); got != "accum4" {
+		t.Errorf("all draws over accum4's identical line; sameLineAs = %q", got)
+	}
+	if got := sameLineAs(series[:1], series[1]); got != "" {
+		t.Errorf("accum4 differs from baseline; sameLineAs = %q", got)
+	}
+}
+
+func TestChartHeadings(t *testing.T) {
+	cfg := config.Default()
+	cfg.Model.Base, cfg.Model.Depth = 16, 4
+	cfg.Data.Source, cfg.Data.Size = "synthetic", 48
+	cfg.Train.BatchSize, cfg.Train.Accumulate = 4, 2
+	s := newChartSettings("configs/x.yaml", cfg, 3, syntheticRows())
+	for _, h := range []heading{memoryHeading(s, nil), timelineHeading(s, 3)} {
+		text := h.Text()
+		for _, want := range []string{"base 16", "depth 4", "122,492 params", "48×48 images", "micro-batch 4 × accumulation 2",
+			"effective batch 8", "3 steps", "x.yaml"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("heading %q lacks %q", text, want)
+			}
+		}
+	}
+	if got := groupDigits(1234567); got != "1,234,567" {
+		t.Errorf("groupDigits(1234567) = %s", got)
+	}
+	if got := variantBrief(syntheticRows()[4].Variant); got != "2×4 fp16, ckpt all" {
+		t.Errorf("variantBrief(all) = %q", got)
+	}
+	// A caption too wide for one line wraps between phrases, none lost.
+	lines := wrapPhrases(sans(10), s.parts(), " · ", vg.Points(250))
+	if len(lines) < 2 || strings.Join(lines, " · ") != s.String() {
+		t.Errorf("wrapped caption %q, want several lines that join to %q", lines, s.String())
+	}
+}
+
+// readChart decodes a chart and checks its size.
+func readChart(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() != chartWidthPx || b.Dy() != chartHeightPx {
+		t.Errorf("%s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), chartWidthPx, chartHeightPx)
+	}
+	return img
+}
+
+// countColor counts the pixels of img that are c.
+func countColor(img image.Image, c color.Color) int {
+	r0, g0, b0, _ := c.RGBA()
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			if r>>8 == r0>>8 && g>>8 == g0>>8 && b>>8 == b0>>8 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestChartFiles(t *testing.T) {
+	dir := t.TempDir()
+	rows := syntheticRows()
+	mem, tl := filepath.Join(dir, "memory.png"), filepath.Join(dir, "timeline.png")
+	if err := memoryChart(mem, rows, syntheticSettings()); err != nil {
+		t.Fatal(err)
+	}
+	if err := timelineChart(tl, rows, syntheticTimelines(), syntheticSettings()); err != nil {
+		t.Fatal(err)
+	}
+	img := readChart(t, mem)
+	// The pool bars are not dwarfed by gorgonia's RSS: the activations
+	// (colour 3) of baseline alone are 5.5 of the axis's ~12.5 MiB, a
+	// tall bar; on an axis up to gorgonia's 226 MiB they would be a sliver.
+	act := countColor(img, chartColor(3))
+	if act < 3000 {
+		t.Errorf("memory.png: %d pixels of the activations' colour; the pool bars are too small to read", act)
+	}
+	if n := countColor(img, rssFill); n < 3000 {
+		t.Errorf("memory.png: %d pixels of RSS bars", n)
+	}
+	img = readChart(t, tl)
+	for i, name := range []string{"baseline", "accum4", "all"} {
+		if n := countColor(img, chartColor(i)); n < 100 {
+			t.Errorf("timeline.png: %s's line (colour %d) has %d pixels", name, i, n)
+		}
+	}
+
+	// Only gorgonia ran: no pool panel, no lines, still both files.
+	only := []CompareRow{rows[len(rows)-1]}
+	if err := memoryChart(mem, only, syntheticSettings()); err != nil {
+		t.Fatal(err)
+	}
+	readChart(t, mem)
+	if err := timelineChart(tl, only, nil, syntheticSettings()); err != nil {
+		t.Fatal(err)
+	}
+	readChart(t, tl)
+	// Nothing ran: an error, not an empty chart.
+	if err := memoryChart(mem, rows[2:3], syntheticSettings()); err == nil {
+		t.Error("memory chart of failed rows only: no error")
+	}
+}
