@@ -636,6 +636,26 @@ func ResolveResume(arg, outDir string) (string, error) {
 	return arg, nil // OpenCheckpoint says what is wrong with it
 }
 
+// ResolveBest turns a --checkpoint argument into a checkpoint directory for
+// using a model: a checkpoint directory itself, or in a run (or
+// checkpoints) directory the one with the best val_miou (the newest when
+// none was validated).
+func ResolveBest(arg string) (string, error) {
+	if _, err := os.Stat(filepath.Join(arg, checkpoint.ManifestName)); err == nil {
+		return arg, nil
+	}
+	for _, parent := range []string{filepath.Join(arg, CheckpointsDir), arg} {
+		list, _ := listCheckpoints(parent)
+		if best := bestOf(list); best != nil {
+			return best.Path, nil
+		}
+		if len(list) > 0 {
+			return LatestCheckpoint(parent)
+		}
+	}
+	return arg, nil // OpenCheckpoint says what is wrong with it
+}
+
 // resumableKeys may differ between a checkpoint's configuration and the
 // resumed run's: how long to train, when to validate and checkpoint, memory
 // and output settings, and gradient checkpointing (bit for bit the same

@@ -30,6 +30,8 @@ type checkpointer struct {
 	resumed   string  // the checkpoint resumed from
 	lastSaved int     // step of the newest checkpoint written in parent (-1: none)
 	lastPath  string
+	bestPath  string  // the checkpoint BestLink points at ("": none yet)
+	bestMIoU  float64 // its val_miou
 
 	ctx         context.Context
 	doneAtStart bool // ctx was cancelled before the step in progress began
@@ -183,7 +185,51 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 	if c.note != nil {
 		c.note(fmt.Sprintf("checkpoint: %s (step %d, %s)", path, step, reason))
 	}
-	return c.prune(path)
+	if err := c.prune(path); err != nil {
+		return err
+	}
+	return c.linkBest()
+}
+
+// BestLink is the name, in a run directory, of the link to the checkpoint
+// with the best val_miou (kept by train.keep_best).
+const BestLink = "best"
+
+// linkBest points the run directory's BestLink at its best checkpoint
+// (replacing the link atomically), and notes it for the summary. Without
+// train.keep_best the best may be pruned, so there is no link.
+func (c *checkpointer) linkBest() error {
+	if !c.tr.Config.Train.KeepBest {
+		return nil
+	}
+	list, err := listCheckpoints(c.parent)
+	if err != nil {
+		return err
+	}
+	best := bestOf(list)
+	if best == nil {
+		return nil
+	}
+	c.bestPath, c.bestMIoU = best.Path, *best.valMIoU
+	run := filepath.Dir(c.parent)
+	tmp := filepath.Join(run, "."+BestLink+".tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(filepath.Join(CheckpointsDir, filepath.Base(best.Path)), tmp); err != nil {
+		return nil // no symlinks here: summary.json still names it
+	}
+	return os.Rename(tmp, filepath.Join(run, BestLink))
+}
+
+// bestOf is the readable checkpoint with the highest val_miou (the first
+// written on a tie), or nil when none was validated.
+func bestOf(list []ckEntry) *ckEntry {
+	var best *ckEntry
+	for i := range list {
+		if m := list[i].valMIoU; list[i].readable && m != nil && (best == nil || *m > *best.valMIoU) {
+			best = &list[i]
+		}
+	}
+	return best
 }
 
 // prune keeps the newest train.keep_last checkpoints (by when they were
@@ -209,16 +255,8 @@ func (c *checkpointer) prune(keep string) error {
 	for i := max(0, len(ok)-t.KeepLast); i < len(ok); i++ {
 		keepSet[ok[i].Path] = true
 	}
-	if t.KeepBest {
-		var best *ckEntry
-		for i := range ok {
-			if m := ok[i].valMIoU; m != nil && (best == nil || *m > *best.valMIoU) {
-				best = &ok[i]
-			}
-		}
-		if best != nil {
-			keepSet[best.Path] = true
-		}
+	if best := bestOf(ok); t.KeepBest && best != nil {
+		keepSet[best.Path] = true
 	}
 	for _, e := range ok {
 		if !keepSet[e.Path] {
@@ -271,7 +309,8 @@ func (c *checkpointer) resumeNote(total int) string {
 	}
 	s := fmt.Sprintf("resuming from %s: step %d of %d", c.resumed, c.start, total)
 	if n := len(c.history.Val); n > 0 {
-		s += fmt.Sprintf(", last val miou %.4f", c.history.Val[n-1].ValMIoU)
+		v := c.history.Val[n-1]
+		s += fmt.Sprintf(", last val miou %.4f (step %d)", v.ValMIoU, v.Step)
 	}
 	return strings.TrimSpace(s)
 }

@@ -72,9 +72,12 @@ type Summary struct {
 	WallSeconds    float64 `json:"wall_s"`
 	Interrupted    bool    `json:"interrupted"`
 	// ResumedFrom is the checkpoint this run continued; LastCheckpoint the
-	// newest one it wrote (see checkpoint.go).
-	ResumedFrom    string `json:"resumed_from,omitempty"`
-	LastCheckpoint string `json:"last_checkpoint,omitempty"`
+	// newest one it wrote (see checkpoint.go); BestCheckpoint the one with
+	// the best val_miou (the run directory's link "best" points at it).
+	ResumedFrom    string   `json:"resumed_from,omitempty"`
+	LastCheckpoint string   `json:"last_checkpoint,omitempty"`
+	BestCheckpoint string   `json:"best_checkpoint,omitempty"`
+	BestValMIoU    *float64 `json:"best_val_miou,omitempty"`
 	// Fit is what memory.fit: auto decided, one line per decision.
 	Fit []string `json:"fit,omitempty"`
 }
@@ -87,6 +90,9 @@ type Options struct {
 	Progress io.Writer
 	// Terminal says Progress is a terminal (for output.progress: auto).
 	Terminal bool
+	// Columns is the terminal's width for the bar (0: asked of Progress's
+	// terminal, else $COLUMNS, else 80).
+	Columns int
 	// Resume is a checkpoint to continue: a path, or "auto" for the newest in
 	// OutDir/checkpoints (none there: start from scratch). See ResolveResume.
 	Resume string
@@ -100,7 +106,8 @@ type Options struct {
 	// auto may have changed the variant): the place for a start banner.
 	OnStart func(cfg config.Config)
 
-	onTrainer func(*train.Trainer) // tests: sees the trainer before the first step
+	onTrainer  func(*train.Trainer) // tests: sees the trainer before the first step
+	barRefresh time.Duration        // tests: the bar's least time between redraws (0: 100ms)
 }
 
 // Run trains as cfg says, writes the run's files into opts.OutDir and returns
@@ -183,6 +190,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if line := ckpt.resumeNote(total); line != "" {
 		prog.note(line)
 		prog.resumeAt(ckpt.start)
+		if n := len(ckpt.history.Val); n > 0 {
+			prog.miou = ckpt.history.Val[n-1].ValMIoU
+		}
 	}
 	metricsFile, err := openMetrics(opts.OutDir, ckpt.start)
 	if err != nil {
@@ -305,6 +315,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		}
 	}
 	sum.LastCheckpoint = ckpt.lastPath
+	if ckpt.bestPath != "" {
+		sum.BestCheckpoint, sum.BestValMIoU = ckpt.bestPath, &ckpt.bestMIoU
+	}
 	prog.finish()
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)

@@ -134,7 +134,8 @@ func runVariant(exe, configPath string, sets []string, cfg config.Config, name s
 	all := append(append([]string{}, sets...), row.Variant.Sets()...)
 	all = append(all, "train.steps="+strconv.Itoa(steps), "train.epochs=0", "train.val_every=0",
 		"output.progress=none", "memory.timeline=true", "memory.fit=off")
-	args := append([]string{"train", "--config", configPath, "--out", dir}, setArgs(all)...)
+	// compare owns dir: a rerun into the same --out replaces its variants' runs.
+	args := append([]string{"train", "--config", configPath, "--out", dir, "--force"}, setArgs(all)...)
 	if err := runChild(exe, args, stderr); err != nil {
 		row.Error = err.Error()
 		return row, rundir.Timeline{}

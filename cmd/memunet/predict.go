@@ -24,7 +24,7 @@ import (
 	xdraw "golang.org/x/image/draw"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val --out DIR [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N]"
 
 // PredictReport is predict.json.
 type PredictReport struct {
@@ -54,9 +54,10 @@ type PredictOutput struct {
 func predictCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
+	ckPath := fs.String("checkpoint", "", "checkpoint directory, or a run directory: its best checkpoint by val_miou (--newest: its newest)")
+	newest := fs.Bool("newest", false, "with a run directory, use its newest checkpoint instead of its best")
 	input := fs.String("input", "", "image file, directory of images, or dataset:val / dataset:train")
-	outDir := fs.String("out", "", "directory for the masks")
+	outDir := fs.String("out", "", "directory for the masks (default: predict/<input>-step-N in the checkpoint's run directory)")
 	overlay := fs.Bool("overlay", false, "also write each image with its mask blended over it")
 	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
@@ -67,16 +68,34 @@ func predictCommand(args []string, stdout io.Writer) error {
 	switch {
 	case fs.NArg() > 0:
 		return usageError{fmt.Sprintf("predict: unexpected argument %q; %s", fs.Arg(0), predictUsage)}
-	case *ckPath == "" || *input == "" || *outDir == "":
-		return usageError{"predict: --checkpoint, --input and --out are required; " + predictUsage}
+	case *ckPath == "" || *input == "":
+		return usageError{"predict: --checkpoint and --input are required; " + predictUsage}
 	}
-	dir, err := rundir.ResolveResume(*ckPath, "")
+	resolve := rundir.ResolveBest
+	if *newest {
+		resolve = func(arg string) (string, error) { return rundir.ResolveResume(arg, "") }
+	}
+	dir, err := resolve(*ckPath)
 	if err != nil {
 		return err
 	}
 	ck, err := rundir.OpenCheckpoint(dir)
 	if err != nil {
 		return err
+	}
+	if *outDir == "" {
+		run := rundir.RunDirOf(dir)
+		if run == "" {
+			return usageError{fmt.Sprintf("predict: %s is not in a run directory's checkpoints/; name the output with --out", dir)}
+		}
+		name := strings.TrimPrefix(*input, "dataset:")
+		if name == *input {
+			name = strings.TrimSuffix(filepath.Base(filepath.Clean(*input)), filepath.Ext(*input))
+		}
+		*outDir = filepath.Join(run, "predict", fmt.Sprintf("%s-step-%08d", name, ck.Manifest.Step))
+	}
+	if err := rundir.CheckOutside(*outDir, dir); err != nil {
+		return usageError{"predict: --out " + err.Error()}
 	}
 	cfg := ck.Config
 	prec := cfg.Train.Precision
@@ -122,7 +141,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s; peak allocated %s\n",
-		rep.Images, dir, rep.Step, *precision, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes))
+		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes))
 	if m := rep.Metrics; m != nil {
 		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
 		if rep.TrainingValMIoU != nil {

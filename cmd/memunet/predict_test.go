@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -82,7 +83,7 @@ func TestPredictReproducesValMIoU(t *testing.T) {
 		t.Run(prec, func(t *testing.T) {
 			runDir, sum := trainTiny(t, "--set", "train.precision="+prec)
 			out := t.TempDir()
-			stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out, "--overlay")
+			stdout := runOK(t, "predict", "--checkpoint", runDir, "--newest", "--input", "dataset:val", "--out", out, "--overlay")
 			var rep PredictReport
 			b, err := os.ReadFile(filepath.Join(out, "predict.json"))
 			if err != nil {
@@ -166,8 +167,9 @@ func TestPredictFiles(t *testing.T) {
 		}
 	}
 
-	// a.png is 16x16: its mask is the prediction on data.Resize's sample.
-	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).LastCheckpoint)
+	// a.png is 16x16: its mask is the prediction on data.Resize's sample,
+	// by the run's best checkpoint (what a run directory stands for).
+	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).BestCheckpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,6 +367,37 @@ func TestInputSize(t *testing.T) {
 		c.Data.Resize, c.Data.Scale = tc.resize, tc.scale
 		if h, w := inputSize(c, tc.h, tc.w); h != tc.th || w != tc.tw {
 			t.Errorf("%v scale %v: %dx%d -> %dx%d, want %dx%d", tc.resize, tc.scale, tc.h, tc.w, h, w, tc.th, tc.tw)
+		}
+	}
+}
+
+// TestPredictUsesTheBestCheckpoint: --checkpoint RUN_DIR is the run's best
+// checkpoint by val_miou (the run directory's "best" link and summary.json
+// name it), --newest its newest; without --out the masks go into the run
+// directory.
+func TestPredictUsesTheBestCheckpoint(t *testing.T) {
+	runDir, sum := trainTiny(t, "--set", "train.steps=6", "--set", "train.checkpoint_every=1", "--set", "train.keep_last=1")
+	if sum.BestCheckpoint == "" || sum.BestValMIoU == nil {
+		t.Fatalf("summary.json names no best checkpoint: %+v", sum)
+	}
+	if link, err := os.Readlink(filepath.Join(runDir, "best")); err != nil || filepath.Join(runDir, link) != sum.BestCheckpoint {
+		t.Errorf("the run's best link: %q, %v; want %s", link, err, sum.BestCheckpoint)
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{{nil, sum.BestCheckpoint}, {[]string{"--newest"}, sum.LastCheckpoint}} {
+		args := append([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val"}, tc.flags...)
+		stdout := runOK(t, args...)
+		var rep PredictReport
+		ck, _ := rundir.OpenCheckpoint(tc.want)
+		out := filepath.Join(runDir, "predict", fmt.Sprintf("val-step-%08d", ck.Manifest.Step))
+		b, err := os.ReadFile(filepath.Join(out, "predict.json"))
+		if err != nil {
+			t.Fatalf("%v: %v (stdout %q)", tc.flags, err, stdout)
+		}
+		if err := json.Unmarshal(b, &rep); err != nil || rep.Checkpoint != tc.want {
+			t.Errorf("%v: predicted with %q, want %q (%v)", tc.flags, rep.Checkpoint, tc.want, err)
 		}
 	}
 }
