@@ -682,3 +682,37 @@ func TestVariantKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyAndUnderflowingValues: --set with an empty value is an error
+// (for numbers and strings alike), and a number that underflows to 0 is
+// refused naming what was written, not shown as 0.
+func TestEmptyAndUnderflowingValues(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		sets []string
+		want []string
+	}{
+		{"", []string{"train.lr="}, []string{"--set train.lr=", "empty"}},
+		{"", []string{"data.path="}, []string{"--set data.path=", "empty", `""`}},
+		{"", []string{"train.lr=1e-400"}, []string{"train.lr", "1e-400", "read as 0"}},
+		{"train:\n  lr: 1e-400\n", nil, []string{"line 2", "train.lr", "1e-400", "read as 0"}},
+		{"train:\n  weight_decay: 0.0e-500\n", nil, nil},
+	} {
+		_, err := Parse("x.yaml", []byte(tc.file), tc.sets)
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("%q %v: %v, want no error (a zero written as zero)", tc.file, tc.sets, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%q %v: no error", tc.file, tc.sets)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q %v: %v lacks %q", tc.file, tc.sets, err, w)
+			}
+		}
+	}
+}

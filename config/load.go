@@ -132,11 +132,21 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 		if err := val.Decode(f.Addr().Interface()); err != nil {
 			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(err, f.Type(), val))
 		}
+		if f.Kind() == reflect.Float64 && f.Float() == 0 && underflows(val.Value) {
+			return fmt.Errorf("%s: %s: %s is too small for a float64 and would be read as 0; write 0, or a number above 1e-300", loc(name, val.Line), key, val.Value)
+		}
 	}
 	return nil
 }
 
 var errNotInteger = errors.New("yaml: not an integer")
+
+// underflows reports a number written with a non-zero digit (before any
+// exponent) that reads as 0: 1e-400.
+func underflows(s string) bool {
+	mantissa, _, _ := strings.Cut(strings.ToLower(s), "e")
+	return strings.ContainsAny(mantissa, "123456789")
+}
 
 func isInteger(k reflect.Kind) bool {
 	return k >= reflect.Int && k <= reflect.Uint64
@@ -209,6 +219,9 @@ func applyOverride(root *yaml.Node, o string) error {
 	path, value, ok := strings.Cut(o, "=")
 	if !ok || path == "" {
 		return fmt.Errorf("--set %q: write section.key=value, e.g. --set train.steps=100", o)
+	}
+	if strings.TrimSpace(value) == "" {
+		return fmt.Errorf("--set %s=: the value is empty; write one (\"\" for an empty string, [] for an empty list)", path)
 	}
 	var vdoc yaml.Node
 	if err := yaml.Unmarshal([]byte(value), &vdoc); err != nil {
