@@ -270,14 +270,20 @@ func (c *checkpointer) prune(keep string) error {
 
 // openMetrics opens the run's metrics.jsonl: a new file, or on resume the
 // existing one cut back to the records of steps up to keepThrough (what
-// came after the checkpoint is trained again), to append to.
-func openMetrics(dir string, keepThrough int) (*os.File, error) {
+// came after the checkpoint is trained again), to append to. A resumed
+// run's metrics.jsonl that is gone is written again from the checkpoint's
+// history: every step's loss (records marked "rebuilt") and every
+// validation.
+func openMetrics(dir string, keepThrough int, history MetricsHistory) (*os.File, error) {
 	path := filepath.Join(dir, "metrics.jsonl")
 	if keepThrough <= 0 {
 		return os.Create(path)
 	}
 	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
+	if os.IsNotExist(err) {
+		old, err = rebuildMetrics(history), nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	var kept bytes.Buffer
@@ -364,4 +370,23 @@ func CheckOutside(out, ckDir string) error {
 		}
 	}
 	return nil
+}
+
+// rebuildMetrics is metrics.jsonl as a checkpoint's history knows it: a
+// step record per step (step, epoch, loss, skipped; Rebuilt set) and the
+// validations in full, in step order.
+func rebuildMetrics(h MetricsHistory) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	v := 0
+	for _, s := range h.Steps {
+		enc.Encode(StepRecord{Type: "step", Step: s.Step, Epoch: s.Epoch, Loss: float64(s.Loss), StepSkipped: s.Skipped, Rebuilt: true})
+		for ; v < len(h.Val) && h.Val[v].Step <= s.Step; v++ {
+			enc.Encode(h.Val[v])
+		}
+	}
+	for ; v < len(h.Val); v++ {
+		enc.Encode(h.Val[v])
+	}
+	return b.Bytes()
 }

@@ -165,3 +165,32 @@ func TestHostMemoryRefusal(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestResumeRebuildsMissingMetrics: a resumed run whose metrics.jsonl was
+// deleted writes it again from the checkpoint's history (the steps before
+// the checkpoint marked rebuilt, its validations in full) and goes on.
+func TestResumeRebuildsMissingMetrics(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps, cfg.Train.CheckpointEvery, cfg.Train.ValEvery = 4, 4, 2
+	dir := t.TempDir()
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+	want := stepLosses(t, dir)
+	if err := os.Remove(filepath.Join(dir, "metrics.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Train.Steps = 6
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: "auto"}, nil)
+	got := stepLosses(t, dir)
+	if len(got) != 6 || !reflect.DeepEqual(got[:4], want) {
+		t.Fatalf("step losses after the resume %v, want 6 starting with %v", got, want)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if strings.Count(text, `"rebuilt":true`) != 4 || strings.Count(text, `"type":"val"`) != 3 {
+		t.Errorf("metrics.jsonl: %d rebuilt step records (want 4), %d validations (want 3: steps 2, 4 and 6)",
+			strings.Count(text, `"rebuilt":true`), strings.Count(text, `"type":"val"`))
+	}
+}

@@ -39,6 +39,9 @@ type StepRecord struct {
 	SkippedSteps   int     `json:"skipped_steps"`
 	StepSkipped    bool    `json:"step_skipped"`
 	Retried        bool    `json:"retried_after_oom"`
+	// Rebuilt marks a record written again from a checkpoint's history (the
+	// file was gone when the run resumed): step, epoch and loss only.
+	Rebuilt bool `json:"rebuilt,omitempty"`
 }
 
 // ValRecord is one line of metrics.jsonl per validation.
@@ -194,7 +197,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			prog.miou = ckpt.history.Val[n-1].ValMIoU
 		}
 	}
-	metricsFile, err := openMetrics(opts.OutDir, ckpt.start)
+	metricsFile, err := openMetrics(opts.OutDir, ckpt.start, ckpt.history)
 	if err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
