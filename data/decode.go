@@ -24,6 +24,9 @@ const MaxImagePixels = 1 << 27 // 134 Mpx, 512 MiB as RGBA
 func readFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
+		if isLoop(err) {
+			return nil, fmt.Errorf("%s: %s", path, loopMsg(path))
+		}
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
@@ -35,27 +38,28 @@ func readFile(path string) ([]byte, error) {
 
 // decodeFile decodes a PNG, JPEG or GIF file (the format is told by its
 // contents, not its name) of at most maxPixels pixels. Every error starts
-// with name and says what is wrong with the file.
-func decodeFile(name string, b []byte, maxPixels int) (image.Image, error) {
+// with name and says what is wrong with the file. format is the
+// decoder's name of the format ("png", "jpeg", "gif").
+func decodeFile(name string, b []byte, maxPixels int) (img image.Image, format string, err error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", name, describeDecodeError(err, ""))
+		return nil, "", fmt.Errorf("%s: %s", name, describeDecodeError(err, ""))
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return nil, fmt.Errorf("%s: %s image of %dx%d pixels: an image needs at least one pixel", name, strings.ToUpper(format), cfg.Height, cfg.Width)
+		return nil, "", fmt.Errorf("%s: %s image of %dx%d pixels: an image needs at least one pixel", name, strings.ToUpper(format), cfg.Height, cfg.Width)
 	}
 	if int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return nil, fmt.Errorf("%s: %s image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
+		return nil, "", fmt.Errorf("%s: %s image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
 			name, strings.ToUpper(format), cfg.Height, cfg.Width, maxPixels)
 	}
-	img, _, err := image.Decode(bytes.NewReader(b))
+	img, _, err = image.Decode(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", name, describeDecodeError(err, format))
+		return nil, "", fmt.Errorf("%s: %s", name, describeDecodeError(err, format))
 	}
 	if img.Bounds().Empty() { // a GIF's first frame may be smaller than its header says
-		return nil, fmt.Errorf("%s: %s image has an empty first frame", name, strings.ToUpper(format))
+		return nil, "", fmt.Errorf("%s: %s image has an empty first frame", name, strings.ToUpper(format))
 	}
-	return img, nil
+	return img, format, nil
 }
 
 // describeDecodeError turns a decoder error into a sentence for the user.
@@ -142,46 +146,100 @@ func hasAlpha(m image.Image) bool {
 	return true
 }
 
-// rawMask returns the 8-bit value of every pixel of a mask picture,
-// row-major from its top-left: the palette index of a palette image (PNG
-// or GIF), the gray level of a grayscale one (a 16-bit gray level's high
-// byte). Any other picture is accepted when every pixel is a shade of gray
-// (R = G = B), whose level is the value; a colored pixel is an error naming
-// the file and the pixel, since colors are not class indices.
-func rawMask(name string, m image.Image) ([]uint8, error) {
+// maskPixels is a decoded mask: the raw value of every pixel, row-major
+// from its top-left, its size, and how the file stores the values.
+type maskPixels struct {
+	raw    []uint16
+	w, h   int
+	bits   int    // 16 for a 16-bit mask (values 0..65535), else 8 (0..255)
+	format string // the file's kind for people, e.g. "16-bit gray PNG", "8-bit palette PNG", "palette GIF"
+}
+
+// rawMask returns the value of every pixel of a mask picture, row-major
+// from its top-left: the palette index of a palette image (PNG or GIF), the
+// gray level of a grayscale one, read by value: 0..255 for 8-bit gray,
+// 0..65535 for 16-bit gray (the whole 16-bit number, as PIL reads it, never
+// its high byte). Any other picture is accepted when every pixel
+// is a shade of gray (R = G = B), whose level is the value (16-bit for a
+// 16-bit picture); a colored pixel is an error naming the file and the
+// pixel, since colors are not class indices. bits is 16 for a 16-bit
+// picture, else 8.
+func rawMask(name string, m image.Image) (raw []uint16, bits int, err error) {
 	b := m.Bounds()
 	w, h := b.Dx(), b.Dy()
-	out := make([]uint8, w*h)
+	out := make([]uint16, w*h)
 	switch s := m.(type) {
 	case *image.Paletted:
 		for y := range h {
-			copy(out[y*w:(y+1)*w], s.Pix[y*s.Stride:y*s.Stride+w])
-		}
-		return out, nil
-	case *image.Gray:
-		for y := range h {
-			copy(out[y*w:(y+1)*w], s.Pix[y*s.Stride:y*s.Stride+w])
-		}
-		return out, nil
-	case *image.Gray16:
-		for y := range h {
-			for x := range w {
-				out[y*w+x] = s.Pix[y*s.Stride+2*x] // big-endian: the high byte
+			for x, v := range s.Pix[y*s.Stride : y*s.Stride+w] {
+				out[y*w+x] = uint16(v)
 			}
 		}
-		return out, nil
+		return out, 8, nil
+	case *image.Gray:
+		for y := range h {
+			for x, v := range s.Pix[y*s.Stride : y*s.Stride+w] {
+				out[y*w+x] = uint16(v)
+			}
+		}
+		return out, 8, nil
+	case *image.Gray16:
+		for y := range h {
+			row := s.Pix[y*s.Stride : y*s.Stride+2*w]
+			for x := range w {
+				out[y*w+x] = uint16(row[2*x])<<8 | uint16(row[2*x+1]) // big-endian
+			}
+		}
+		return out, 16, nil
+	case *image.RGBA64, *image.NRGBA64: // 16-bit RGB(A) and 16-bit gray with transparency
+		for y := range h {
+			for x := range w {
+				c := color.NRGBA64Model.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA64)
+				if c.R != c.G || c.G != c.B {
+					return nil, 0, colorMaskError(name, x, y, fmt.Sprintf("rgb(%d, %d, %d) of 65535", c.R, c.G, c.B))
+				}
+				out[y*w+x] = c.R
+			}
+		}
+		return out, 16, nil
 	}
 	for y := range h {
 		for x := range w {
 			c := color.NRGBAModel.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
 			if c.R != c.G || c.G != c.B {
-				return nil, fmt.Errorf("%s: the mask is a color image (pixel x=%d, y=%d is rgb(%d, %d, %d)); a mask must be a grayscale or palette PNG or GIF whose pixel values are class indices",
-					name, x, y, c.R, c.G, c.B)
+				return nil, 0, colorMaskError(name, x, y, fmt.Sprintf("rgb(%d, %d, %d)", c.R, c.G, c.B))
 			}
-			out[y*w+x] = c.R
+			out[y*w+x] = uint16(c.R)
 		}
 	}
-	return out, nil
+	return out, 8, nil
+}
+
+func colorMaskError(name string, x, y int, rgb string) error {
+	return fmt.Errorf("%s: the mask is a color image (pixel x=%d, y=%d is %s); a mask must be a grayscale or palette PNG or GIF whose pixel values are class indices",
+		name, x, y, rgb)
+}
+
+// maskFormat names how a mask file stores its values, from its header:
+// "16-bit gray PNG", "8-bit palette PNG", "palette GIF", ... (bits: the
+// depth of the decoded picture, for formats whose header says nothing).
+func maskFormat(b []byte, format string, bits int) string {
+	switch format {
+	case "png":
+		// The signature (8 bytes), IHDR's length and type (8), width and
+		// height (8), then the bit depth and the color type.
+		if len(b) < 26 {
+			break
+		}
+		kind := map[byte]string{0: "gray", 2: "RGB", 3: "palette", 4: "gray+alpha", 6: "RGBA"}[b[25]]
+		if kind == "" {
+			break
+		}
+		return fmt.Sprintf("%d-bit %s PNG", b[24], kind)
+	case "gif":
+		return "palette GIF"
+	}
+	return fmt.Sprintf("%d-bit %s", bits, strings.ToUpper(format))
 }
 
 // decodeImageFile decodes an image file into an RGBA picture (gray for
@@ -196,32 +254,31 @@ func decodeImageFile(path string, channels, maxPixels int) (*image.RGBA, error) 
 
 // decodeImage is decodeImageFile on the file's bytes; name is used in errors.
 func decodeImage(name string, b []byte, channels, maxPixels int) (*image.RGBA, error) {
-	img, err := decodeFile(name, b, maxPixels)
+	img, _, err := decodeFile(name, b, maxPixels)
 	if err != nil {
 		return nil, err
 	}
 	return toRGBA(img, channels == 1), nil
 }
 
-// decodeMaskFile decodes a mask file into its raw values (see rawMask) and
-// its size.
-func decodeMaskFile(path string, maxPixels int) (raw []uint8, w, h int, err error) {
+// decodeMaskFile decodes a mask file into its raw values (see rawMask).
+func decodeMaskFile(path string, maxPixels int) (maskPixels, error) {
 	b, err := readFile(path)
 	if err != nil {
-		return nil, 0, 0, err
+		return maskPixels{}, err
 	}
 	return decodeMask(path, b, maxPixels)
 }
 
 // decodeMask is decodeMaskFile on the file's bytes; name is used in errors.
-func decodeMask(name string, b []byte, maxPixels int) (raw []uint8, w, h int, err error) {
-	m, err := decodeFile(name, b, maxPixels)
+func decodeMask(name string, b []byte, maxPixels int) (maskPixels, error) {
+	m, format, err := decodeFile(name, b, maxPixels)
 	if err != nil {
-		return nil, 0, 0, err
+		return maskPixels{}, err
 	}
-	raw, err = rawMask(name, m)
+	raw, bits, err := rawMask(name, m)
 	if err != nil {
-		return nil, 0, 0, err
+		return maskPixels{}, err
 	}
-	return raw, m.Bounds().Dx(), m.Bounds().Dy(), nil
+	return maskPixels{raw: raw, w: m.Bounds().Dx(), h: m.Bounds().Dy(), bits: bits, format: maskFormat(b, format, bits)}, nil
 }

@@ -87,7 +87,8 @@ func FuzzDecodeMask(f *testing.F) {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, classes uint8) {
-		raw, w, h, err := decodeMask("fuzz.gif", b, fuzzMaxPixels)
+		m, err := decodeMask("fuzz.gif", b, fuzzMaxPixels)
+		raw, w, h := m.raw, m.w, m.h
 		if err != nil {
 			if raw != nil || !strings.HasPrefix(err.Error(), "fuzz.gif: ") {
 				t.Fatalf("error %q with values", err)
@@ -97,9 +98,17 @@ func FuzzDecodeMask(f *testing.F) {
 		if w < 1 || h < 1 || len(raw) != w*h {
 			t.Fatalf("%d values for %dx%d", len(raw), w, h)
 		}
+		if (m.bits != 8 && m.bits != 16) || m.format == "" {
+			t.Fatalf("bits %d, format %q", m.bits, m.format)
+		}
+		for _, v := range raw {
+			if m.bits == 8 && v > 255 {
+				t.Fatalf("8-bit mask holds %d", v)
+			}
+		}
 		// VOC mapping: values below classes are classes, 255 ignored.
 		k := max(int(classes), 2)
-		var lut [256]int16
+		lut := make([]int16, MaxMaskValue+1)
 		for v := range lut {
 			lut[v] = -1
 			if v < k {
@@ -124,19 +133,21 @@ func TestDecodeSeeds(t *testing.T) {
 	pal := image.NewPaletted(image.Rect(0, 0, 10, 12), vocPalette())
 	copy(pal.Pix, cls)
 	pal.Pix[5] = 255
-	raw, w, h, err := decodeMask("m.png", encodePNG(t, pal), fuzzMaxPixels)
-	if err != nil || w != 10 || h != 12 || raw[5] != 255 || raw[6] != cls[6] {
-		t.Fatalf("palette PNG: %v %dx%d", err, w, h)
+	mp, err := decodeMask("m.png", encodePNG(t, pal), fuzzMaxPixels)
+	if err != nil || mp.w != 10 || mp.h != 12 || mp.raw[5] != 255 || mp.raw[6] != uint16(cls[6]) || mp.bits != 8 || mp.format != "8-bit palette PNG" {
+		t.Fatalf("palette PNG: %v %dx%d %d-bit %q", err, mp.w, mp.h, mp.bits, mp.format)
 	}
-	raw, _, _, err = decodeMask("m.gif", encodeGIF(t, pal), fuzzMaxPixels)
-	if err != nil || raw[5] != 255 || raw[7] != cls[7] {
-		t.Fatalf("palette GIF: %v", err)
+	mp, err = decodeMask("m.gif", encodeGIF(t, pal), fuzzMaxPixels)
+	if err != nil || mp.raw[5] != 255 || mp.raw[7] != uint16(cls[7]) || mp.format != "palette GIF" {
+		t.Fatalf("palette GIF: %v %q", err, mp.format)
 	}
+	// 16-bit gray is read by value, not by its high byte.
 	g16 := image.NewGray16(image.Rect(0, 0, 3, 2))
 	g16.SetGray16(1, 1, color.Gray16{Y: 0x0300})
-	raw, _, _, err = decodeMask("m16.png", encodePNG(t, g16), fuzzMaxPixels)
-	if err != nil || raw[4] != 3 {
-		t.Fatalf("16-bit gray: %v %v", err, raw)
+	g16.SetGray16(2, 1, color.Gray16{Y: 0x0101})
+	mp, err = decodeMask("m16.png", encodePNG(t, g16), fuzzMaxPixels)
+	if err != nil || mp.raw[4] != 0x0300 || mp.raw[5] != 257 || mp.bits != 16 || mp.format != "16-bit gray PNG" {
+		t.Fatalf("16-bit gray: %v %v %d-bit %q", err, mp.raw, mp.bits, mp.format)
 	}
 	m, err := decodeImage("i.png", encodePNG(t, img), 3, fuzzMaxPixels)
 	if err != nil || !bytes.Equal(m.Pix, img.Pix) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // File extensions read (case-insensitive). The format itself is told by
@@ -60,13 +61,17 @@ func hasExt(name string, exts []string) bool {
 func stem(name string) string { return strings.TrimSuffix(name, filepath.Ext(name)) }
 
 // readDirFiles lists the regular files (or links to them) of dir by name,
-// skipping hidden ones.
-func readDirFiles(dir string) ([]string, error) {
+// skipping hidden ones and folders. A link that leads nowhere (a symlink
+// loop or a broken link) is a problem naming it: fatal when its name has
+// one of exts, since a sample would be lost; else a warning that it is
+// ignored.
+func readDirFiles(dir string, exts []string) ([]string, []Problem, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
+	var probs []Problem
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -75,14 +80,88 @@ func readDirFiles(dir string) ([]string, error) {
 			continue
 		}
 		if e.Type()&fs.ModeSymlink != 0 {
-			if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || st.IsDir() {
+			path := filepath.Join(dir, e.Name())
+			ok, p := statFile(path)
+			if p != nil {
+				if !hasExt(e.Name(), exts) {
+					p.Fatal = false
+					p.Msg = "ignored: " + p.Msg
+				}
+				probs = append(probs, *p)
+			}
+			if !ok {
 				continue
 			}
 		}
 		out = append(out, e.Name())
 	}
 	slices.Sort(out)
-	return out, nil
+	return out, probs, nil
+}
+
+// isLoop reports whether err is the system's "too many levels of symbolic
+// links": following the links of a path never ends.
+func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }
+
+// loopProblem is the fatal problem of a path whose symbolic links loop.
+func loopProblem(path string) *Problem {
+	p := fatal(path, "%s", loopMsg(path))
+	return &p
+}
+
+// loopMsg says that path is a symlink loop, or lies in a folder that is
+// one, with the chain of links, e.g. "(a.png -> b.png -> a.png)".
+func loopMsg(path string) string {
+	msg := "is a symlink loop: following its symbolic links never reaches a file or folder"
+	at := path // the loop: path or the topmost folder above it that loops
+	for p := filepath.Dir(path); p != filepath.Dir(p); p = filepath.Dir(p) {
+		if _, err := os.Stat(p); isLoop(err) {
+			at = p
+		}
+	}
+	if at != path {
+		msg = fmt.Sprintf("lies in %s, a symlink loop: following its symbolic links never reaches a folder", at)
+	}
+	chain := []string{at}
+	seen := map[string]bool{at: true}
+	for p := at; len(chain) < 10; {
+		t, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		chain = append(chain, t)
+		if seen[t] {
+			break
+		}
+		seen[t] = true
+		p = t
+	}
+	if len(chain) > 1 {
+		msg += " (" + strings.Join(chain, " -> ") + ")"
+	}
+	return msg + "; fix or remove the link"
+}
+
+// statFile reports whether path is a file or a link to one. A symlink loop
+// or a broken symbolic link there is a fatal problem naming it (the
+// dataset lost that file); a missing path or a folder is neither.
+func statFile(path string) (ok bool, p *Problem) {
+	st, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return !st.IsDir(), nil
+	case isLoop(err):
+		return false, loopProblem(path)
+	case errors.Is(err, fs.ErrNotExist):
+		if target, lerr := os.Readlink(path); lerr == nil {
+			p := fatal(path, "is a broken symbolic link: its target %s does not exist; fix or remove the link", target)
+			return false, &p
+		}
+	}
+	return false, nil
 }
 
 // checkDir returns a problem unless dir is an existing directory; what says
@@ -90,6 +169,8 @@ func readDirFiles(dir string) ([]string, error) {
 func checkDir(dir, what string) *Problem {
 	st, err := os.Stat(dir)
 	switch {
+	case isLoop(err):
+		return loopProblem(dir)
 	case errors.Is(err, fs.ErrNotExist):
 		p := fatal(dir, "does not exist; %s", what)
 		return &p
@@ -120,14 +201,15 @@ func listFolder(root, suffix string) ([]pair, []Problem) {
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	imgNames, err := readDirFiles(imgDir)
+	imgNames, imgProbs, err := readDirFiles(imgDir, imageExts)
 	if err != nil {
 		return nil, []Problem{fatal(imgDir, "cannot list: %v", err)}
 	}
-	maskNames, err := readDirFiles(maskDir)
+	maskNames, maskProbs, err := readDirFiles(maskDir, imageExts)
 	if err != nil {
 		return nil, []Problem{fatal(maskDir, "cannot list: %v", err)}
 	}
+	probs = append(imgProbs, maskProbs...)
 
 	// Masks by the image stem they belong to.
 	masks := map[string][]string{}
@@ -265,20 +347,35 @@ func listVOC(root string) (pairs []pair, nTrain int, hasVal bool, probs []Proble
 	}
 	add := func(list string, ids []idLine) {
 		for _, id := range ids {
+			if !localID(id.id) {
+				probs = append(probs, fatal(fmt.Sprintf("%s:%d", list, id.line),
+					"id %q may read outside the VOC root %s: an id names JPEGImages/ID.jpg and SegmentationClass/ID.png under the root, so it must be a relative path without \"..\"; fix the list",
+					id.id, root))
+				continue
+			}
 			var img string
+			var bad []Problem // symlink loops and broken links
 			for _, ext := range []string{".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG"} {
 				c := filepath.Join(root, "JPEGImages", id.id+ext)
-				if st, err := os.Stat(c); err == nil && !st.IsDir() {
+				ok, p := statFile(c)
+				if p != nil {
+					bad = append(bad, *p)
+				}
+				if ok && img == "" {
 					img = c
-					break
 				}
 			}
 			mask := filepath.Join(root, "SegmentationClass", id.id+".png")
-			_, merr := os.Stat(mask)
+			hasMask, p := statFile(mask)
+			if p != nil {
+				bad = append(bad, *p)
+			}
 			switch {
+			case len(bad) > 0:
+				probs = append(probs, bad...)
 			case img == "":
 				probs = append(probs, fatal(fmt.Sprintf("%s:%d", list, id.line), "id %q has no image: looked for %s", id.id, filepath.Join(root, "JPEGImages", id.id+".jpg")))
-			case merr != nil:
+			case !hasMask:
 				probs = append(probs, fatal(img, "has no mask: looked for %s (listed in %s line %d)", mask, list, id.line))
 			default:
 				pairs = append(pairs, pair{id: id.id, image: img, mask: mask})
@@ -294,6 +391,12 @@ func listVOC(root string) (pairs []pair, nTrain int, hasVal bool, probs []Proble
 	return pairs, nTrain, len(valIDs) > 0, probs
 }
 
+// localID reports whether a VOC list id names a path under the root: not
+// absolute and without a ".." element (even one that would come back).
+func localID(id string) bool {
+	return filepath.IsLocal(id) && !slices.Contains(strings.Split(filepath.ToSlash(id), "/"), "..")
+}
+
 type idLine struct {
 	id   string
 	line int
@@ -303,6 +406,9 @@ type idLine struct {
 func readList(path string, required bool) ([]idLine, *Problem) {
 	f, err := os.Open(path)
 	if err != nil {
+		if isLoop(err) {
+			return nil, loopProblem(path)
+		}
 		if errors.Is(err, fs.ErrNotExist) && !required {
 			return nil, nil
 		}
@@ -336,13 +442,40 @@ func unwrapPath(err error) error {
 type scanned struct {
 	imgW, imgH   int
 	maskW, maskH int
+	maskBits     int          // 8 or 16 (see maskPixels)
+	maskFormat   string       // e.g. "16-bit gray PNG"
 	hist         []valueCount // mask pixels per raw value, ascending
 	err          error        // the image or the mask is unreadable (names the file)
 }
 
 type valueCount struct {
-	value  uint8
+	value  uint16
 	pixels int64
+}
+
+// histogram counts the pixels of each raw value of a mask, ascending.
+func histogram(m maskPixels) []valueCount {
+	var out []valueCount
+	if m.bits <= 8 {
+		var hist [256]int64
+		for _, v := range m.raw {
+			hist[uint8(v)]++
+		}
+		for v, n := range hist {
+			if n > 0 {
+				out = append(out, valueCount{uint16(v), n})
+			}
+		}
+		return out
+	}
+	hist := map[uint16]int64{}
+	for _, v := range m.raw {
+		hist[v]++
+	}
+	for _, v := range slices.Sorted(maps.Keys(hist)) {
+		out = append(out, valueCount{v, hist[v]})
+	}
+	return out
 }
 
 // scanPairs decodes every image and mask in full, in parallel, so that a
@@ -373,27 +506,19 @@ func scanPair(p pair, maxPixels int) scanned {
 		s.err = err
 		return s
 	}
-	img, err := decodeFile(p.image, b, maxPixels)
+	img, _, err := decodeFile(p.image, b, maxPixels)
 	if err != nil {
 		s.err = err
 		return s
 	}
 	s.imgW, s.imgH = img.Bounds().Dx(), img.Bounds().Dy()
-	raw, w, h, err := decodeMaskFile(p.mask, maxPixels)
+	m, err := decodeMaskFile(p.mask, maxPixels)
 	if err != nil {
 		s.err = err
 		return s
 	}
-	s.maskW, s.maskH = w, h
-	var hist [256]int64
-	for _, v := range raw {
-		hist[v]++
-	}
-	for v, n := range hist {
-		if n > 0 {
-			s.hist = append(s.hist, valueCount{uint8(v), n})
-		}
-	}
+	s.maskW, s.maskH, s.maskBits, s.maskFormat = m.w, m.h, m.bits, m.format
+	s.hist = histogram(m)
 	return s
 }
 
@@ -405,9 +530,9 @@ type files struct {
 	pairs     []pair
 	channels  int
 	classes   int
-	lut       [256]int16 // class of each raw mask value; -1: not a class
-	mapDesc   string     // how lut was made, for errors
-	h, w      int        // the common size; 0 when images differ in size
+	lut       []int16 // class of each raw mask value 0..MaxMaskValue; -1: not a class
+	mapDesc   string  // how lut was made, for errors
+	h, w      int     // the common size; 0 when images differ in size
 	maxPixels int
 }
 
@@ -430,16 +555,17 @@ func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	raw, w, h, err := decodeMaskFile(p.mask, f.maxPixels)
+	m, err := decodeMaskFile(p.mask, f.maxPixels)
 	if err != nil {
 		return nil, nil, err
 	}
+	w, h := m.w, m.h
 	if ib := img.Bounds(); ib.Dx() != w || ib.Dy() != h {
 		return nil, nil, fmt.Errorf("%s is %dx%d (height x width) but its image %s is %dx%d; a mask must be the size of its image",
 			p.mask, h, w, p.image, ib.Dy(), ib.Dx())
 	}
 	mask := image.NewGray(image.Rect(0, 0, w, h))
-	for k, v := range raw {
+	for k, v := range m.raw {
 		c := f.lut[v]
 		if c < 0 {
 			return nil, nil, fmt.Errorf("%s: mask value %d at x=%d, y=%d is not a class (%s)", p.mask, v, k%w, k/w, f.mapDesc)

@@ -292,8 +292,8 @@ func TestVOCLike(t *testing.T) {
 	if rep.Mapping[255] != int16(Ignore) || rep.Mapping[2] != 2 || rep.Mapping[3] != -1 {
 		t.Errorf("VOC mapping: 2->%d 3->%d 255->%d", rep.Mapping[2], rep.Mapping[3], rep.Mapping[255])
 	}
-	if rep.Pixels[255] == 0 || rep.Pixels[2] == 0 || len(rep.Sizes) != 3 {
-		t.Errorf("report: %d void pixels, %d class-2 pixels, %d sizes", rep.Pixels[255], rep.Pixels[2], len(rep.Sizes))
+	if rep.Value(255).Pixels == 0 || rep.Value(2).Pixels == 0 || len(rep.Sizes) != 3 {
+		t.Errorf("report: %d void pixels, %d class-2 pixels, %d sizes", rep.Value(255).Pixels, rep.Value(2).Pixels, len(rep.Sizes))
 	}
 	img, mask := buffers(set.Data)
 	seen := map[uint8]bool{}
@@ -531,11 +531,11 @@ func TestCheckSynthetic(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	var px int64
-	for _, n := range rep.Pixels {
-		px += n
+	for _, mv := range rep.Values {
+		px += mv.Pixels
 	}
-	if px != 16*32*32 || rep.Pixels[0] == 0 || rep.Pixels[1] == 0 {
-		t.Errorf("class histogram %v sums to %d", rep.Pixels[:4], px)
+	if px != 16*32*32 || rep.Value(0).Pixels == 0 || rep.Value(1).Pixels == 0 {
+		t.Errorf("class histogram %v sums to %d", rep.Values, px)
 	}
 }
 
@@ -598,7 +598,7 @@ func TestSourceConfigValidation(t *testing.T) {
 		{func(c *SourceConfig) { c.Path = "" }, "data.path"},
 		{func(c *SourceConfig) { c.Source = "coco" }, "data.source"},
 		{func(c *SourceConfig) { c.Channels = 2 }, "model.in_channels"},
-		{func(c *SourceConfig) { c.MaskValues = []int{0, 256} }, "data.mask_values: 256"},
+		{func(c *SourceConfig) { c.MaskValues = []int{0, 65536} }, "data.mask_values: 65536"},
 		{func(c *SourceConfig) { c.MaskValues = []int{0, 0} }, "listed twice"},
 		{func(c *SourceConfig) { c.MaskValues = []int{0, 1, 2} }, "model.classes is 2"},
 		{func(c *SourceConfig) { c.Mean = []float64{0.5, 0.5} }, "data.mean"},

@@ -32,8 +32,9 @@ type SourceConfig struct {
 	// MaskSuffix ends every mask's file stem (folder): image STEM.jpg has
 	// mask STEM+MaskSuffix.png, e.g. "_mask" for Carvana.
 	MaskSuffix string
-	// MaskValues maps raw mask values (palette indices or gray levels) to
-	// classes: MaskValues[k] is class k. Empty: folder discovers them by a
+	// MaskValues maps raw mask values (palette indices or gray levels,
+	// 0..MaxMaskValue: 16-bit gray masks are read by value) to classes:
+	// MaskValues[k] is class k. Empty: folder discovers them by a
 	// scan of every mask (sorted ascending); voc takes the values as class
 	// indices. In voc masks, 255 is the ignore index unless listed.
 	MaskValues []int
@@ -98,17 +99,53 @@ type Report struct {
 	// unknown because of a problem); Resized says how they got it.
 	Height, Width int
 	Resized       string
-	// Pixels and Masks count, per raw mask value, its pixels and the masks
-	// holding it; FirstMask is the first mask holding it.
-	Pixels    [256]int64
-	Masks     [256]int
-	FirstMask [256]string
-	// Mapping is the class of each raw value (-1: not a class; Ignore:
-	// ignored); Discovered says it came from a scan; MappingDesc says how.
-	Mapping     [256]int16
+	// Values are the raw mask values found, ascending, each with its
+	// pixels and the masks holding it; Value looks one up.
+	Values []MaskValue
+	// MaskFormats are how the masks store their values (bit depth, kind
+	// and file type), most frequent first.
+	MaskFormats []MaskFormat
+	// Mapping is the class of each raw value 0..MaxMaskValue, indexed by
+	// the value (-1: not a class; Ignore: ignored); Discovered says it came
+	// from a scan; MappingDesc says how.
+	Mapping     []int16
 	Discovered  bool
 	MappingDesc string
 	Problems    []Problem
+}
+
+// MaxMaskValue is the largest raw mask value: masks are read by value,
+// 0..255 from 8-bit masks and 0..65535 from 16-bit gray ones.
+const MaxMaskValue = 1<<16 - 1
+
+// MaskValue is one raw mask value found: its pixels in all masks, how many
+// masks hold it and the first of them.
+type MaskValue struct {
+	Value     int
+	Pixels    int64
+	Masks     int
+	FirstMask string
+}
+
+// MaskFormat is one way of storing mask values and the masks that use it.
+type MaskFormat struct {
+	// Format is the bit depth, kind and file type, e.g. "16-bit gray PNG",
+	// "8-bit palette PNG" or "palette GIF".
+	Format string
+	// Bits is 16 for masks whose values are 16-bit (0..65535), else 8.
+	Bits  int
+	Masks int
+	First string // the first mask stored so
+}
+
+// Value returns what the report found of raw mask value v (zero counts
+// when no mask holds it).
+func (r *Report) Value(v int) MaskValue {
+	k, ok := slices.BinarySearchFunc(r.Values, v, func(m MaskValue, v int) int { return cmp.Compare(m.Value, v) })
+	if !ok {
+		return MaskValue{Value: v}
+	}
+	return r.Values[k]
 }
 
 // Fatal returns the problems that stop training.
@@ -164,7 +201,8 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 	if cfg.MaxPixels <= 0 {
 		cfg.MaxPixels = MaxImagePixels
 	}
-	rep := &Report{Source: cfg.Source, Path: cfg.Path, MaskSuffix: cfg.MaskSuffix, Channels: cfg.Channels, Classes: cfg.Classes}
+	rep := &Report{Source: cfg.Source, Path: cfg.Path, MaskSuffix: cfg.MaskSuffix, Channels: cfg.Channels, Classes: cfg.Classes,
+		Mapping: make([]int16, MaxMaskValue+1)}
 	for v := range rep.Mapping {
 		rep.Mapping[v] = -1
 	}
@@ -401,16 +439,17 @@ func ValidateScale(s float64, resize bool) error {
 	return nil
 }
 
-// ValidateMaskValues checks data.mask_values: distinct values 0..255, one
-// per class (classes of them), or none.
+// ValidateMaskValues checks data.mask_values: distinct values
+// 0..MaxMaskValue (65535: 16-bit gray masks are read by value), one per
+// class (classes of them), or none.
 func ValidateMaskValues(vals []int, classes int) error {
 	if len(vals) == 0 {
 		return nil
 	}
 	seen := map[int]bool{}
 	for _, v := range vals {
-		if v < 0 || v > 255 {
-			return fmt.Errorf("data.mask_values: %d: mask values are palette indices or gray levels from 0 to 255", v)
+		if v < 0 || v > MaxMaskValue {
+			return fmt.Errorf("data.mask_values: %d: mask values are palette indices or gray levels from 0 to %d (0 to 255 in 8-bit masks, 0 to 65535 in 16-bit gray masks)", v, MaxMaskValue)
 		}
 		if seen[v] {
 			return fmt.Errorf("data.mask_values: %d is listed twice", v)
@@ -465,7 +504,9 @@ func defaultNorm(mean, std []float64) bool {
 func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 	results := scanPairs(pairs, cfg.MaxPixels)
 	sizes := map[[2]int]*SizeCount{}
-	var masksOf [256][]int // pairs holding each value, for errors
+	values := map[int]*MaskValue{}
+	formats := map[string]*MaskFormat{}
+	masksOf := map[int][]int{} // pairs holding each value, for errors
 	good := make([]bool, len(pairs))
 	for k, s := range results {
 		p := pairs[k]
@@ -478,6 +519,10 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 			sizes[sz] = &SizeCount{H: s.imgH, W: s.imgW, First: p.image}
 		}
 		sizes[sz].Count++
+		if formats[s.maskFormat] == nil {
+			formats[s.maskFormat] = &MaskFormat{Format: s.maskFormat, Bits: s.maskBits, First: p.mask}
+		}
+		formats[s.maskFormat].Masks++
 		if s.maskW != s.imgW || s.maskH != s.imgH {
 			rep.Problems = append(rep.Problems, fatal(p.mask, "is %dx%d (height x width) but its image %s is %dx%d; a mask must be the size of its image",
 				s.maskH, s.maskW, p.image, s.imgH, s.imgW))
@@ -485,12 +530,13 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		}
 		good[k] = true
 		for _, vc := range s.hist {
-			rep.Pixels[vc.value] += vc.pixels
-			rep.Masks[vc.value]++
-			if rep.FirstMask[vc.value] == "" {
-				rep.FirstMask[vc.value] = p.mask
+			v := int(vc.value)
+			if values[v] == nil {
+				values[v] = &MaskValue{Value: v, FirstMask: p.mask}
 			}
-			masksOf[vc.value] = append(masksOf[vc.value], k)
+			values[v].Pixels += vc.pixels
+			values[v].Masks++
+			masksOf[v] = append(masksOf[v], k)
 		}
 	}
 	for _, s := range sizes {
@@ -499,9 +545,21 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 	slices.SortFunc(rep.Sizes, func(a, b SizeCount) int {
 		return cmp.Or(-cmp.Compare(a.Count, b.Count), cmp.Compare(a.First, b.First))
 	})
+	for _, v := range slices.Sorted(maps.Keys(values)) {
+		rep.Values = append(rep.Values, *values[v])
+	}
+	for _, f := range formats {
+		rep.MaskFormats = append(rep.MaskFormats, *f)
+	}
+	slices.SortFunc(rep.MaskFormats, func(a, b MaskFormat) int {
+		return cmp.Or(-cmp.Compare(a.Masks, b.Masks), cmp.Compare(a.First, b.First))
+	})
+	if p, ok := mixedDepths(rep.MaskFormats); ok {
+		rep.Problems = append(rep.Problems, p)
+	}
 
 	// The mapping of raw values to classes.
-	mapping := &rep.Mapping
+	mapping := rep.Mapping
 	switch {
 	case len(cfg.MaskValues) > 0:
 		for k, v := range cfg.MaskValues {
@@ -518,39 +576,38 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		}
 		mapping[255] = int16(Ignore)
 		rep.MappingDesc = fmt.Sprintf("VOC masks hold class indices 0..%d (model.classes %d) and 255 (ignored)", cfg.Classes-1, cfg.Classes)
+	case len(rep.Values) == 0: // nothing was read: the problems say why
 	default: // folder: discover
 		rep.Discovered = true
-		var found []int
-		for v, n := range rep.Masks {
-			if n > 0 {
-				found = append(found, v)
-			}
+		found := make([]int, len(rep.Values))
+		for k, mv := range rep.Values {
+			found[k] = mv.Value
 		}
 		for k, v := range found {
 			if k < cfg.Classes {
 				mapping[v] = int16(k)
 			}
 		}
-		rep.MappingDesc = fmt.Sprintf("the masks hold the values %v, mapped in ascending order to classes 0..%d (found by a scan; data.mask_values sets them)",
-			found, min(len(found), cfg.Classes)-1)
+		rep.MappingDesc = fmt.Sprintf("the masks hold the values %s, mapped in ascending order to classes 0..%d (found by a scan; data.mask_values sets them)",
+			shortList(found), min(len(found), cfg.Classes)-1)
 		switch {
 		case len(found) > cfg.Classes:
 			extra := found[cfg.Classes]
-			rep.Problems = append(rep.Problems, fatal(rep.FirstMask[extra],
-				"the masks hold %d distinct values %v but model.classes is %d (value %d first occurs here); set model.classes: %d, or data.mask_values to the %d values that are classes",
-				len(found), found, cfg.Classes, extra, len(found), cfg.Classes))
+			rep.Problems = append(rep.Problems, fatal(rep.Value(extra).FirstMask,
+				"the masks hold %d distinct values %s but model.classes is %d (value %d first occurs here); set model.classes: %d, or data.mask_values to the %d values that are classes",
+				len(found), shortList(found), cfg.Classes, extra, len(found), cfg.Classes))
 			return nil
-		case len(found) > 0 && len(found) < cfg.Classes:
+		case len(found) < cfg.Classes:
 			rep.Problems = append(rep.Problems, warning(cfg.Path, "the masks hold only %d distinct values %v, so classes %d..%d never occur; lower model.classes or set data.mask_values",
 				len(found), found, len(found), cfg.Classes-1))
 		}
 	}
 	// Values that are not classes, one problem per mask.
-	bad := map[int][]uint8{}
-	for v := range 256 {
-		if rep.Masks[v] > 0 && mapping[v] < 0 {
-			for _, k := range masksOf[v] {
-				bad[k] = append(bad[k], uint8(v))
+	bad := map[int][]int{}
+	for _, mv := range rep.Values {
+		if mapping[mv.Value] < 0 {
+			for _, k := range masksOf[mv.Value] {
+				bad[k] = append(bad[k], mv.Value)
 			}
 		}
 	}
@@ -568,7 +625,7 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		vals := bad[k]
 		what := fmt.Sprintf("mask value %d", vals[0])
 		if len(vals) > 1 {
-			what = fmt.Sprintf("mask values %v", vals)
+			what = fmt.Sprintf("mask values %s", shortList(vals))
 		}
 		rep.Problems = append(rep.Problems, fatal(pairs[k].mask, "%s (%d pixels) is not a class: %s; %s", what, pix, rep.MappingDesc, fix))
 		good[k] = false
@@ -588,7 +645,7 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		pairs:     ok,
 		channels:  cfg.Channels,
 		classes:   cfg.Classes,
-		lut:       rep.Mapping,
+		lut:       slices.Clone(rep.Mapping),
 		mapDesc:   rep.MappingDesc,
 		maxPixels: cfg.MaxPixels,
 	}
@@ -612,23 +669,79 @@ func checkSynthetic(s *Synthetic, rep *Report) {
 	n := s.cfg.Size
 	raw := make([]float32, SyntheticChannels*n*n)
 	mask := make([]uint8, n*n)
+	var vals [256]MaskValue
 	for i := range s.Len() {
 		s.generate(i, raw, mask, nil)
 		var seen [256]bool
 		for _, v := range mask {
-			rep.Pixels[v]++
+			vals[v].Pixels++
 			seen[v] = true
 		}
 		for v, ok := range seen {
 			if ok {
-				rep.Masks[v]++
-				if rep.FirstMask[v] == "" {
-					rep.FirstMask[v] = fmt.Sprintf("sample %d", i)
+				vals[v].Masks++
+				if vals[v].FirstMask == "" {
+					vals[v].FirstMask = fmt.Sprintf("sample %d", i)
 				}
 			}
 		}
 	}
+	for v, mv := range vals {
+		if mv.Masks > 0 {
+			mv.Value = v
+			rep.Values = append(rep.Values, mv)
+		}
+	}
 }
+
+// mixedDepths is a warning when some masks are 8-bit and others 16-bit:
+// their values are read as they are (a 16-bit 257 is not an 8-bit 1), so
+// masks exported by different tools may disagree.
+func mixedDepths(formats []MaskFormat) (Problem, bool) {
+	var by [2][]MaskFormat // 8-bit, 16-bit
+	for _, f := range formats {
+		k := 0
+		if f.Bits > 8 {
+			k = 1
+		}
+		by[k] = append(by[k], f)
+	}
+	if len(by[0]) == 0 || len(by[1]) == 0 {
+		return Problem{}, false
+	}
+	count := func(fs []MaskFormat) (n int) {
+		for _, f := range fs {
+			n += f.Masks
+		}
+		return n
+	}
+	few, many := by[1], by[0] // name the first mask of the rarer depth
+	if count(by[0]) < count(by[1]) {
+		few, many = by[0], by[1]
+	}
+	return warning(few[0].First, "is stored as %s but %s stored as %s (first %s): the masks mix 8-bit and 16-bit values, each read by value (16-bit ones 0..65535, not scaled to 8 bits); check that they hold the same class values",
+		few[0].Format, plural(count(many), "other mask is", "other masks are"), many[0].Format, many[0].First), true
+}
+
+// plural is "1 mask" or "2 masks".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// shortList prints a list of values as %v does, the middle left out of a
+// long one.
+func shortList(vs []int) string {
+	if len(vs) <= 20 {
+		return fmt.Sprint(vs)
+	}
+	return fmt.Sprintf("%v ... %v (%d values)", vs[:10], vs[len(vs)-5:], len(vs))
+}
+
+// maxListedValues bounds the mask values Write lists one by one.
+const maxListedValues = 256
 
 // Write prints the report for people: counts, sizes, the mask-value
 // histogram with the class of each value, and every problem.
@@ -668,37 +781,52 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
 	}
+	if len(r.MaskFormats) > 0 {
+		var parts []string
+		for _, f := range r.MaskFormats {
+			part := fmt.Sprintf("%s (%s", f.Format, plural(f.Masks, "mask", "masks"))
+			if len(r.MaskFormats) > 1 {
+				part += ", first " + f.First
+			}
+			if f.Bits > 8 {
+				part += "; values read whole, 0..65535"
+			}
+			parts = append(parts, part+")")
+		}
+		fmt.Fprintf(w, "masks: %s\n", strings.Join(parts, ", "))
+	}
 	var total int64
-	for _, n := range r.Pixels {
-		total += n
+	for _, mv := range r.Values {
+		total += mv.Pixels
 	}
 	if total > 0 {
 		fmt.Fprintf(w, "mask values (value -> class: pixels, share, masks holding it):\n")
-		for v, n := range r.Pixels {
-			if n == 0 {
-				continue
+		width := max(3, len(fmt.Sprint(r.Values[len(r.Values)-1].Value)))
+		for k, mv := range r.Values {
+			if k == maxListedValues && len(r.Values) > maxListedValues+1 {
+				var rest int64
+				for _, mv := range r.Values[k:] {
+					rest += mv.Pixels
+				}
+				fmt.Fprintf(w, "  and %d more values (%d px, %.2f%%): memunet reads 16-bit masks by value; are these masks images?\n",
+					len(r.Values)-k, rest, 100*float64(rest)/float64(total))
+				break
 			}
 			cls := "not a class"
-			switch c := r.Mapping[v]; {
+			switch c := r.Mapping[mv.Value]; {
 			case c == int16(Ignore):
 				cls = "ignored"
 			case c >= 0:
 				cls = fmt.Sprintf("class %d", c)
 			}
-			fmt.Fprintf(w, "  %3d -> %-11s %12d px  %6.2f%%  %d masks\n", v, cls+":", n, 100*float64(n)/float64(total), r.Masks[v])
+			fmt.Fprintf(w, "  %*d -> %-11s %12d px  %6.2f%%  %d masks\n", width, mv.Value, cls+":", mv.Pixels, 100*float64(mv.Pixels)/float64(total), mv.Masks)
 		}
 	}
 	if r.MappingDesc != "" {
 		fmt.Fprintf(w, "mapping: %s\n", r.MappingDesc)
 	}
 	if r.Discovered {
-		found := 0
-		for _, n := range r.Masks {
-			if n > 0 {
-				found++
-			}
-		}
-		if vals := r.discoveredValues(); len(vals) > 0 && found <= r.Classes {
+		if vals := r.discoveredValues(); len(vals) > 0 && len(r.Values) <= r.Classes {
 			fmt.Fprintf(w, "to fix this mapping, set data.mask_values: %s\n", formatInts(vals))
 		}
 	}
@@ -749,6 +877,13 @@ func (r *Report) Summary() string {
 	}
 	if r.Resized != "" {
 		fmt.Fprintf(&b, " -> %dx%d by %s", r.Height, r.Width, r.Resized)
+	}
+	if len(r.MaskFormats) > 0 {
+		var fs []string
+		for _, f := range r.MaskFormats {
+			fs = append(fs, f.Format)
+		}
+		fmt.Fprintf(&b, "; masks: %s", strings.Join(fs, ", "))
 	}
 	if r.Discovered {
 		vals := r.discoveredValues()

@@ -115,6 +115,16 @@ func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
 	return &Synthetic{cfg: cfg}, nil
 }
 
+// NewSyntheticExact is NewSynthetic without WithDefaults: every field is
+// taken as given, so Noise 0 means no noise at all and a zero Count, Size
+// or Classes is an error naming its key (memunet data synth's flags).
+func NewSyntheticExact(cfg SyntheticConfig) (*Synthetic, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Synthetic{cfg: cfg}, nil
+}
+
 // Config returns the config in use, defaults applied.
 func (s *Synthetic) Config() SyntheticConfig { return s.cfg }
 

@@ -33,6 +33,9 @@ func WriteFolder(src ImageSource, dir string) error {
 			return fmt.Errorf("%s already holds %d files; write into a new or empty directory", d, len(entries))
 		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
+			if _, serr := os.Stat(d); isLoop(serr) {
+				return fmt.Errorf("%s: %s", d, loopMsg(d))
+			}
 			return err
 		}
 	}

@@ -54,11 +54,11 @@ func dataSynth(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("data synth", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	out := fs.String("out", "", "directory to write images/ and masks/ into")
-	count := fs.Int("count", 64, "number of samples")
-	size := fs.Int("size", 64, "image height and width")
-	classes := fs.Int("classes", 4, "classes incl. background (2..4)")
+	count := fs.Int("count", 64, "number of samples (at least 1)")
+	size := fs.Int("size", 64, fmt.Sprintf("image height and width (%d..%d)", data.MinSyntheticSize, data.MaxSyntheticSize))
+	classes := fs.Int("classes", 4, fmt.Sprintf("classes incl. background (%d..%d)", data.MinSyntheticClasses, data.MaxSyntheticClasses))
 	seed := fs.Uint64("seed", 1, "generation seed")
-	noise := fs.Float64("noise", 0.1, "background noise std (0..1)")
+	noise := fs.Float64("noise", 0.1, "noise std on [0,1] intensities (0..1; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{fmt.Sprintf("data synth: %v; %s", err, dataUsage)}
 	}
@@ -68,7 +68,9 @@ func dataSynth(args []string, stdout io.Writer) error {
 	if *out == "" {
 		return usageError{"data synth: --out DIR is required"}
 	}
-	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: *count, Size: *size, Classes: *classes, Seed: *seed, Noise: *noise})
+	// Exact: a flag given as 0 is checked as 0 (--noise 0 is no noise;
+	// --size 0 an error), never taken for "the default".
+	syn, err := data.NewSyntheticExact(data.SyntheticConfig{Count: *count, Size: *size, Classes: *classes, Seed: *seed, Noise: *noise})
 	if err != nil {
 		return usageError{"data synth: " + strings.NewReplacer("data.count", "--count", "data.size", "--size", "data.classes", "--classes", "data.noise", "--noise").Replace(err.Error())}
 	}

@@ -312,3 +312,133 @@ func TestResizeShrinksActivations(t *testing.T) {
 		t.Errorf("activations at 64x64 / 32x32 = %.2f, want about 4 (the pixel ratio)", r)
 	}
 }
+
+// Every out-of-range flag of data synth is a usage error naming the flag
+// and what it allows, 0 included (it never silently means the default),
+// and nothing is written.
+func TestDataSynthFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		flag, value, want string
+	}{
+		{"--size", "0", "--size: 0: must be between 16 and 4096"},
+		{"--size", "-8", "--size: -8: must be between 16 and 4096"},
+		{"--size", "8", "--size: 8: must be between 16 and 4096"},
+		{"--size", "5000", "--size: 5000: must be between 16 and 4096"},
+		{"--count", "0", "--count: 0: must be at least 1"},
+		{"--count", "-3", "--count: -3: must be at least 1"},
+		{"--classes", "0", "--classes: 0: must be between 2 and 4"},
+		{"--classes", "1", "--classes: 1: must be between 2 and 4"},
+		{"--classes", "5", "--classes: 5: must be between 2 and 4"},
+		{"--classes", "-1", "--classes: -1: must be between 2 and 4"},
+		{"--noise", "-0.1", "--noise: -0.1: must be between 0 and 1"},
+		{"--noise", "1.5", "--noise: 1.5: must be between 0 and 1"},
+		{"--noise", "NaN", "--noise: NaN: must be between 0 and 1"},
+		{"--noise", "Inf", "--noise: +Inf: must be between 0 and 1"},
+	} {
+		out := filepath.Join(t.TempDir(), "shapes")
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"data", "synth", "--out", out, tc.flag, tc.value}, &stdout, &stderr)
+		if code != 2 || !strings.HasPrefix(stderr.String(), "memunet: data synth: "+tc.want) {
+			t.Errorf("%s %s: exit %d, stderr %q; want 2 and %q", tc.flag, tc.value, code, stderr.String(), tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s %s: %s was written", tc.flag, tc.value, out)
+		}
+	}
+}
+
+// data synth --noise 0 means no noise: the background is one color.
+func TestDataSynthNoNoise(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "shapes")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"data", "synth", "--out", out, "--count", "2", "--size", "16", "--noise", "0"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	f, err := os.Open(filepath.Join(out, "images", "00000.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	colors := map[color.Color]bool{}
+	for y := range 16 {
+		for x := range 16 {
+			colors[img.At(x, y)] = true
+		}
+	}
+	if len(colors) > 4 { // the background and up to 3 shapes
+		t.Errorf("--noise 0 wrote an image of %d colors", len(colors))
+	}
+}
+
+// data check reads 16-bit gray masks by value and says so: the values
+// 0, 300 and 1000 (high bytes 0, 1 and 3) are three classes, whether found
+// by the scan or listed in data.mask_values; a value not listed is an
+// error naming the mask.
+func TestDataCheck16BitMasks(t *testing.T) {
+	dir := t.TempDir()
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: 6, Size: 16, Classes: 3, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := []uint16{0, 300, 1000}
+	for i := range 6 {
+		img, mask, err := syn.Image(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := image.NewGray16(mask.Bounds())
+		for p, c := range mask.Pix {
+			m.SetGray16(p%16, p/16, color.Gray16{Y: vals[c]})
+		}
+		if i == 5 {
+			m.SetGray16(3, 4, color.Gray16{Y: 301})
+		}
+		name := fmt.Sprintf("%02d.png", i)
+		mustWrite(t, filepath.Join(dir, "images", name), func(b *bytes.Buffer) error { return png.Encode(b, img) })
+		mustWrite(t, filepath.Join(dir, "masks", name), func(b *bytes.Buffer) error { return png.Encode(b, m) })
+	}
+	check := func(sets ...string) (int, string, string) {
+		args := []string{"data", "check", "--config", quickstartYAML, "--set", "data.source=folder", "--set", "data.path=" + dir, "--set", "model.classes=3"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+
+	// Value 301 in mask 05: four values for three classes.
+	code, out, _ := check()
+	if code != 1 || !strings.Contains(out, "4 distinct values [0 300 301 1000]") {
+		t.Errorf("scan with 301: exit %d:\n%s", code, out)
+	}
+	code, out, _ = check("data.mask_values=[0, 300, 1000]")
+	bad := filepath.Join(dir, "masks", "05.png")
+	if code != 1 || !strings.Contains(out, "error: "+bad+": mask value 301 (1 pixels) is not a class") {
+		t.Errorf("mask_values without 301: exit %d:\n%s", code, out)
+	}
+
+	// Without 301 both ways read the same three classes.
+	mask5 := image.NewGray16(image.Rect(0, 0, 16, 16))
+	_, m5, _ := syn.Image(5)
+	for p, c := range m5.Pix {
+		mask5.SetGray16(p%16, p/16, color.Gray16{Y: vals[c]})
+	}
+	mustWrite(t, bad, func(b *bytes.Buffer) error { return png.Encode(b, mask5) })
+	for _, sets := range [][]string{nil, {"data.mask_values=[0, 300, 1000]"}} {
+		code, out, errOut := check(sets...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s%s", sets, code, out, errOut)
+		}
+		for _, w := range []string{"masks: 16-bit gray PNG (6 masks; values read whole, 0..65535)",
+			"     0 -> class 0:", "   300 -> class 1:", "  1000 -> class 2:", "problems: none"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: check output lacks %q:\n%s", sets, w, out)
+			}
+		}
+	}
+}
