@@ -132,6 +132,10 @@ type Stats struct {
 	CacheHits int64 `json:"cache_hits"`
 	// NumOOMs counts allocations that failed for lack of capacity.
 	NumOOMs int64 `json:"num_ooms"`
+	// CacheFlushes counts the times the pool gave its cached blocks back to
+	// make room (capacity reached, or the allocator exhausted), not counting
+	// EmptyCache calls.
+	CacheFlushes int64 `json:"cache_flushes"`
 	// Capacity is the pool's capacity, 0 if unlimited.
 	Capacity int64 `json:"capacity"`
 }
@@ -203,7 +207,7 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 		p.stats.CacheHits++
 	} else {
 		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
-			p.emptyCacheLocked()
+			p.flushLocked()
 			if p.stats.Reserved.Current+size > p.opts.Capacity {
 				p.stats.NumOOMs++
 				return nil, &OutOfMemoryError{
@@ -219,7 +223,7 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 		var err error
 		store, err = p.allocator.Alloc(size)
 		if errors.Is(err, ErrExhausted) && p.cached > 0 {
-			p.emptyCacheLocked()
+			p.flushLocked()
 			store, err = p.allocator.Alloc(size)
 		}
 		if errors.Is(err, ErrExhausted) {
@@ -325,6 +329,14 @@ func (p *Pool) MustFree(b *Buffer) {
 func (p *Pool) EmptyCache() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.emptyCacheLocked()
+}
+
+// flushLocked empties the cache to make room, counting it.
+func (p *Pool) flushLocked() {
+	if p.cached > 0 {
+		p.stats.CacheFlushes++
+	}
 	p.emptyCacheLocked()
 }
 

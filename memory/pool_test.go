@@ -316,7 +316,7 @@ func TestScripts(t *testing.T) {
 				},
 				AtPeak:        [NumCategories]int64{Params: 2048, Activations: 2048},
 				ActiveBuffers: 2, NumAllocs: 3, NumFrees: 1,
-				Capacity: 4096,
+				CacheFlushes: 1, Capacity: 4096,
 			},
 		},
 		{
@@ -358,7 +358,7 @@ func TestScripts(t *testing.T) {
 				ByCategory:    [NumCategories]Stat{Params: {24 * mib, 24 * mib}, Grads: {0, 8 * mib}},
 				AtPeak:        [NumCategories]int64{Params: 24 * mib, Grads: 8 * mib},
 				ActiveBuffers: 1, NumAllocs: 2, NumFrees: 1, NumOOMs: 1,
-				Capacity: 48 * mib,
+				CacheFlushes: 1, Capacity: 48 * mib,
 			},
 		},
 		{
@@ -381,7 +381,7 @@ func TestScripts(t *testing.T) {
 				},
 				AtPeak:        [NumCategories]int64{Params: 1024},
 				ActiveBuffers: 1, NumAllocs: 3, NumFrees: 2, CacheHits: 1, NumOOMs: 1,
-				Capacity: 1024,
+				CacheFlushes: 1, Capacity: 1024,
 			},
 		},
 		{

@@ -155,3 +155,39 @@ func planGridConfig(size, batch int, up, norm string) config.Config {
 	c.Output.Progress = "none"
 	return c
 }
+
+// TestPlanSaysWhenTheCacheIsEmptied: under a capacity between a variant's
+// peak allocated and peak reserved bytes, plan says it fits by emptying the
+// cache (empties_cache), and the run does succeed, counting the flushes in
+// summary.json; above the reserved peak there are none.
+func TestPlanSaysWhenTheCacheIsEmptied(t *testing.T) {
+	base := planGridConfig(32, 8, "bilinear", "batch")
+	full, err := train.PlanConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.PeakReservedBytes <= full.PeakAllocatedBytes {
+		t.Fatalf("reserved %d not above allocated %d: the case needs a cache", full.PeakReservedBytes, full.PeakAllocatedBytes)
+	}
+	for _, tc := range []struct {
+		capacity int64
+		empties  bool
+	}{{(full.PeakAllocatedBytes + full.PeakReservedBytes) / 2, true}, {full.PeakReservedBytes, false}} {
+		rows, _, err := train.Plan(base, []string{"config"}, tc.capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := rows[0]; r.Fits == nil || !*r.Fits || r.EmptiesCache != tc.empties {
+			t.Errorf("capacity %d: fits %v, empties_cache %v; want fits, %v", tc.capacity, r.Fits, r.EmptiesCache, tc.empties)
+		}
+		c := base
+		c.Memory.Capacity = config.ByteSize(tc.capacity)
+		sum, err := Run(context.Background(), c, Options{OutDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("capacity %d: %v", tc.capacity, err)
+		}
+		if (sum.CacheFlushes > 0) != tc.empties {
+			t.Errorf("capacity %d: %d cache flushes, want some: %v", tc.capacity, sum.CacheFlushes, tc.empties)
+		}
+	}
+}

@@ -54,13 +54,16 @@ type ValRecord struct {
 
 // Summary is summary.json: the run's outcome and its memory.
 type Summary struct {
-	Steps                   int              `json:"steps"`
-	Epochs                  int              `json:"epochs"`
-	FinalLoss               float64          `json:"final_loss"`
-	train.Validation                         // the last validation
-	PeakAllocatedBytes      int64            `json:"peak_allocated_bytes"`
-	PeakReservedBytes       int64            `json:"peak_reserved_bytes"`
-	PeakRSSBytes            int64            `json:"peak_rss_bytes"`
+	Steps              int     `json:"steps"`
+	Epochs             int     `json:"epochs"`
+	FinalLoss          float64 `json:"final_loss"`
+	train.Validation           // the last validation
+	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
+	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	// CacheFlushes counts the times the pool gave its cached blocks back to
+	// stay under memory.capacity (plan's empties_cache said to expect them).
+	CacheFlushes            int64            `json:"cache_flushes"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// PeakByPhase is, per phase, the largest peak of any step with its split
@@ -325,6 +328,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)
 	sum.PeakRSSBytes = PeakRSS()
+	sum.CacheFlushes = tr.Pool().Stats().CacheFlushes
 	sum.WallSeconds = time.Since(start).Seconds()
 	out, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {

@@ -90,9 +90,15 @@ type PlanRow struct {
 	PeakByPhase map[string]int64 `json:"peak_by_phase"`
 	// RelativeTime is the estimated step time against baseline's (see Plan).
 	RelativeTime float64 `json:"relative_time"`
-	// Fits is set when a capacity was given.
-	Fits  *bool  `json:"fits,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Fits is set when a capacity was given: the peak allocated bytes are
+	// within it. EmptiesCache says that the run fits only because the pool
+	// gives its cached blocks back when the capacity is reached (its reserved
+	// peak without a capacity, PeakReservedBytes, is above it): the run
+	// succeeds, with a cuMemFree-and-retry storm's worth of slower steps on a
+	// GPU (memory.empty_cache: oom or step shows the same).
+	Fits         *bool  `json:"fits,omitempty"`
+	EmptiesCache bool   `json:"empties_cache,omitempty"`
+	Error        string `json:"error,omitempty"`
 	// Config is the variant's configuration; Samples its dataset's size.
 	Config  config.Config `json:"-"`
 	Samples int           `json:"-"`
@@ -199,6 +205,7 @@ func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, re
 		if capacity > 0 {
 			fits := row.PeakAllocatedBytes <= capacity
 			row.Fits = &fits
+			row.EmptiesCache = fits && row.PeakReservedBytes > capacity
 			if fits && (best < 0 || row.RelativeTime < rows[best].RelativeTime) {
 				best = len(rows)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -73,7 +74,11 @@ func planCommand(args []string, stdout io.Writer) error {
 		}
 		cells = append(cells, fmt.Sprintf("%.2fx", r.RelativeTime))
 		if r.Fits != nil {
-			cells = append(cells, map[bool]string{true: "yes", false: "no"}[*r.Fits])
+			fits := map[bool]string{true: "yes", false: "no"}[*r.Fits]
+			if r.EmptiesCache {
+				fits = "yes*"
+			}
+			cells = append(cells, fits)
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
@@ -82,6 +87,10 @@ func planCommand(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "est. time: estimated step time relative to baseline (FLOPs incl. recompute, 16-bit and accumulation overheads).")
 	if capBytes > 0 {
+		if slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.EmptiesCache }) {
+			fmt.Fprintf(stdout, "yes*: the peak allocated bytes fit, but the reserved column (cached blocks included) is above %s: the pool will give its cached blocks back and retry when it reaches the capacity, so the run succeeds with some slower steps (summary.json counts them as cache_flushes).\n",
+				fb(capBytes))
+		}
 		if rec != "" {
 			fmt.Fprintf(stdout, "capacity %s: recommended %s (the fitting variant with the lowest estimated time)\n", fb(capBytes), rec)
 		} else {
