@@ -69,7 +69,7 @@ func TestDataKeyErrors(t *testing.T) {
 		{"voc without path", "data:\n  source: voc\n", []string{"data.path: empty", "VOCdevkit"}},
 		{"two channels", "model:\n  in_channels: 2\ndata:\n  source: folder\n  path: x\n", []string{"model.in_channels: 2", "gray (1) or RGB (3)"}},
 		{"mask values count", "model:\n  classes: 3\ndata:\n  mask_values: [0, 255]\n", []string{"data.mask_values", "model.classes is 3"}},
-		{"mask value range", "model:\n  classes: 2\ndata:\n  mask_values: [0, 300]\n", []string{"data.mask_values: 300", "0 to 255"}},
+		{"mask value range", "model:\n  classes: 2\ndata:\n  mask_values: [0, 70000]\n", []string{"data.mask_values: 70000", "0 to 65535"}},
 		{"mask values twice", "model:\n  classes: 2\ndata:\n  mask_values: [1, 1]\n", []string{"listed twice"}},
 		{"mask value not integer", "model:\n  classes: 2\ndata:\n  mask_values: [0, 1.0]\n", []string{"line 4", "data.mask_values", "want a list of integers"}},
 		{"mask values scalar", "data:\n  mask_values: 3\n", []string{"data.mask_values", "want a list of integers"}},
