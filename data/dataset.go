@@ -41,3 +41,50 @@ func Denormalize(v float32) float32 {
 	}
 	return r
 }
+
+// Named is implemented by datasets whose samples have names: the stem of
+// the image file (folder sources) or the list id (voc). Name(i) is "" when
+// sample i has none.
+type Named interface {
+	Name(i int) string
+}
+
+// wrapper is a Dataset built on another (Resize, Normalize), so that names
+// and pictures of the source can be reached through it.
+type wrapper interface {
+	inner() Dataset
+}
+
+// SampleName is the name of sample i of ds or of the dataset it wraps (see
+// Named), or "" when its samples have none (synthetic data).
+func SampleName(ds Dataset, i int) string {
+	for ds != nil {
+		if n, ok := ds.(Named); ok {
+			return n.Name(i)
+		}
+		w, ok := ds.(wrapper)
+		if !ok {
+			break
+		}
+		ds = w.inner()
+	}
+	return ""
+}
+
+// SourceImages is ds, or the outermost dataset it wraps, as an ImageSource:
+// the pictures of its samples at ds's size. ok is false when none is one.
+// Normalize changes no picture, so a normalized set's pictures are its
+// source's.
+func SourceImages(ds Dataset) (src ImageSource, ok bool) {
+	for ds != nil {
+		if s, ok := ds.(ImageSource); ok {
+			return s, true
+		}
+		w, ok := ds.(wrapper)
+		if !ok {
+			break
+		}
+		ds = w.inner()
+	}
+	return nil, false
+}

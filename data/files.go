@@ -544,6 +544,14 @@ func (f *files) Classes() int     { return f.classes }
 func (f *files) Size() (h, w int) { return f.h, f.w }
 func (f *files) String() string   { return f.desc }
 
+// Name is sample i's id: its image file's stem (folder) or its list id (voc).
+func (f *files) Name(i int) string {
+	if i < 0 || i >= len(f.pairs) {
+		return ""
+	}
+	return f.pairs[i].id
+}
+
 // Image decodes sample i: the image as RGBA (R = G = B = luma for one
 // channel) and the mask as class indices. Errors name the file.
 func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {

@@ -929,6 +929,8 @@ type normalized struct {
 	a, b []float32
 }
 
+func (n *normalized) inner() Dataset { return n.Dataset }
+
 func (n *normalized) Sample(i int, img []float32, mask []uint8) error {
 	if err := n.Dataset.Sample(i, img, mask); err != nil {
 		return err

@@ -77,6 +77,7 @@ type resized struct {
 
 var _ ImageSource = (*resized)(nil)
 
+func (r *resized) inner() Dataset   { return r.src }
 func (r *resized) Len() int         { return r.src.Len() }
 func (r *resized) Channels() int    { return r.src.Channels() }
 func (r *resized) Classes() int     { return r.src.Classes() }

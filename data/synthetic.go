@@ -3,7 +3,6 @@ package data
 import (
 	"fmt"
 	"image"
-	"image/color"
 	"math"
 	"math/rand/v2"
 )
@@ -397,32 +396,6 @@ func (s *Synthetic) generate(i int, raw []float32, mask []uint8, owner []int8) {
 	for k, v := range raw {
 		raw[k] = min(max(v+float32(sigma*rng.NormFloat64()), 0), 1)
 	}
-}
-
-// Palette colors for ColorizeMask: background black, then one color per
-// class; Ignore is white.
-var palette = []color.RGBA{
-	{0, 0, 0, 255},      // 0 background
-	{230, 25, 75, 255},  // 1 circle: red
-	{60, 180, 75, 255},  // 2 rectangle: green
-	{0, 130, 200, 255},  // 3 triangle: blue
-	{255, 225, 25, 255}, // 4
-	{145, 30, 180, 255}, // 5
-	{70, 240, 240, 255}, // 6
-	{245, 130, 48, 255}, // 7
-}
-
-// ClassColor is the preview color of class k (Ignore is white).
-func ClassColor(k uint8) color.RGBA {
-	if k == Ignore {
-		return color.RGBA{255, 255, 255, 255}
-	}
-	if int(k) < len(palette) {
-		return palette[k]
-	}
-	// Deterministic spread for larger class counts.
-	h := mix64(uint64(k))
-	return color.RGBA{uint8(h), uint8(h >> 8), uint8(h >> 16), 255}
 }
 
 // ColorizeMask renders a class-index mask with ClassColor.

@@ -4,22 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"image"
-	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
 )
-
-// MaskPalette is the palette of the masks WriteFolder writes: index k is
-// ClassColor(k), so a palette PNG shows the classes in color while its
-// pixel values (palette indices) are the class indices.
-func MaskPalette() color.Palette {
-	p := make(color.Palette, 256)
-	for k := range p {
-		p[k] = ClassColor(uint8(k))
-	}
-	return p
-}
 
 // WriteFolder writes every sample of src in the folder layout that
 // data.source: folder reads: DIR/images/NNNNN.png (RGB) and

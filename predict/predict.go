@@ -22,29 +22,40 @@ type Predictor struct {
 	Device *model.Device
 	Net    *model.UNet
 	// Batch is the number of images per forward pass.
-	Batch int
-	env   *model.Env
+	Batch     int
+	env       *model.Env
+	precision backend.DType
 }
 
 // NewPredictor builds the checkpoint's model with precision (fp32, fp16 or
 // bf16: the storage of activations and weight copies, as in training)
 // in a pool of the given capacity (0: unlimited), and loads its weights.
 func NewPredictor(ck *rundir.Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
-	if batch < 1 {
-		return nil, fmt.Errorf("batch size %d: must be at least 1", batch)
-	}
-	p := &Predictor{Checkpoint: ck, Config: ck.Config, Batch: batch}
-	p.Device = model.NewDevice(train.Target(), memory.Options{Capacity: capacity})
-	p.env = &model.Env{Device: p.Device, Precision: prec}
-	var err error
-	if p.Net, err = model.New(p.Device, ck.Config.ModelConfig(), ck.Config.Model.Seed); err != nil {
+	p, err := newPredictor(ck.Config, train.Target(), prec, capacity, batch)
+	if err != nil {
 		return nil, err
 	}
-	if err := p.Net.SetPrecision(prec); err != nil {
+	p.Checkpoint = ck
+	if err := ck.LoadWeights(p.Net); err != nil {
 		p.Close()
 		return nil, err
 	}
-	if err := ck.LoadWeights(p.Net); err != nil {
+	return p, nil
+}
+
+// newPredictor builds cfg's model on b, without weights.
+func newPredictor(cfg config.Config, b backend.Backend, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
+	if batch < 1 {
+		return nil, fmt.Errorf("batch size %d: must be at least 1", batch)
+	}
+	p := &Predictor{Config: cfg, Batch: batch, precision: prec}
+	p.Device = model.NewDevice(b, memory.Options{Capacity: capacity})
+	p.env = &model.Env{Device: p.Device, Precision: prec}
+	var err error
+	if p.Net, err = model.New(p.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
+		return nil, err
+	}
+	if err := p.Net.SetPrecision(prec); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -67,13 +78,16 @@ func (p *Predictor) Close() {
 func (p *Predictor) InputSize() (h, w int) { return p.Config.ImageSize() }
 
 // logits runs n images (N,C,H,W normalized, planar) through the model.
+// images is nil only in a dry run (PlanBatch), which uploads nothing.
 func (p *Predictor) logits(images []float32, n, h, w int) (*model.Tensor, error) {
 	x, err := model.NewTensor(p.Device, memory.Activations, backend.Float32, n, p.Config.Model.InChannels, h, w)
 	if err != nil {
 		return nil, err
 	}
 	defer x.Release()
-	x.Write(images)
+	if images != nil {
+		x.Write(images)
+	}
 	return p.Net.Forward(p.env, x)
 }
 

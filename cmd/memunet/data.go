@@ -10,7 +10,11 @@ import (
 	"github.com/memunet/memunet/data"
 )
 
-const dataUsage = "usage: memunet data check --config FILE [--set k=v ...] | memunet data synth --out DIR [--count N] [--size S] [--classes K] [--seed N] [--noise X]"
+const (
+	dataCheckUsage = "usage: memunet data check --config FILE [--set k=v ...]"
+	dataSynthUsage = "usage: memunet data synth --out DIR [--count N] [--size S] [--classes K] [--seed N] [--noise X]"
+	dataUsage      = dataCheckUsage + " | " + dataSynthUsage
+)
 
 // dataCommand runs "memunet data check" and "memunet data synth".
 func dataCommand(args []string, stdout, stderr io.Writer) error {
@@ -22,9 +26,8 @@ func dataCommand(args []string, stdout, stderr io.Writer) error {
 		return dataCheck(args[1:], stdout)
 	case "synth":
 		return dataSynth(args[1:], stdout)
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, dataUsage)
-		return nil
+	case "help", "-h", "-help", "--help":
+		return helpRequest{name: "data"}
 	}
 	return usageError{fmt.Sprintf("data: unknown subcommand %q; %s", args[0], dataUsage)}
 }
@@ -32,7 +35,7 @@ func dataCommand(args []string, stdout, stderr io.Writer) error {
 // dataCheck reads the configured dataset in full and prints counts, sizes,
 // the mask-value histogram, the value -> class mapping and every problem.
 func dataCheck(args []string, stdout io.Writer) error {
-	cmd := newConfigCommand("data check", dataUsage)
+	cmd := newConfigCommand("data check", dataCheckUsage)
 	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
@@ -60,10 +63,10 @@ func dataSynth(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "generation seed")
 	noise := fs.Float64("noise", 0.1, "noise std on [0,1] intensities (0..1; 0: none)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("data synth: %v; %s", err, dataUsage)}
+		return flagError(fs, err, dataSynthUsage)
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("data synth: unexpected argument %q; %s", fs.Arg(0), dataUsage)}
+		return usageError{fmt.Sprintf("data synth: unexpected argument %q; %s", fs.Arg(0), dataSynthUsage)}
 	}
 	if *out == "" {
 		return usageError{"data synth: --out DIR is required"}

@@ -31,7 +31,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "safetensors file to write (default: model-step-N.safetensors in the checkpoint's run directory)")
 	dtype := fs.String("dtype", "fp32", "fp32, fp16 or bf16 for the float tensors")
 	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("export: %v; %s", err, exportUsage)}
+		return flagError(fs, err, exportUsage)
 	}
 	switch {
 	case fs.NArg() > 0:

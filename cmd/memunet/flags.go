@@ -28,10 +28,11 @@ func newConfigCommand(name, usage string) *configCommand {
 }
 
 // load parses args and loads the config with the overrides. A bad flag, a
-// stray argument and a missing --config are usage errors naming the command.
+// stray argument and a missing --config are usage errors naming the command;
+// -h/-help/--help a help request.
 func (c *configCommand) load(args []string) (config.Config, error) {
 	if err := c.Flags.Parse(args); err != nil {
-		return config.Config{}, c.usageError(err.Error())
+		return config.Config{}, flagError(c.Flags, err, c.usage)
 	}
 	if c.Flags.NArg() > 0 {
 		return config.Config{}, c.usageError(fmt.Sprintf("unexpected argument %q", c.Flags.Arg(0)))

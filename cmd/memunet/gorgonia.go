@@ -30,13 +30,15 @@ type gorgoniaSummary struct {
 	WallSeconds  float64 `json:"wall_s"`
 }
 
+const gorgoniaUsage = "usage: memunet gorgonia --config FILE --out DIR [--steps N] [--set k=v ...]"
+
 // gorgoniaCommand trains the configured UNet for --steps optimizer steps as
 // plain gorgonia would: the network as an ExprGraph (model/oracle, float32,
 // same weights, data order and Adam settings as memunet) with symbolic
 // gradients, a TapeMachine and gorgonia's Adam solver. It is compare's
 // reference row and writes summary.json into --out.
 func gorgoniaCommand(args []string, stdout io.Writer) error {
-	cmd := newConfigCommand("gorgonia", "usage: memunet gorgonia --config FILE --out DIR [--steps N] [--set k=v ...]")
+	cmd := newConfigCommand("gorgonia", gorgoniaUsage)
 	fs := cmd.Flags
 	outDir := fs.String("out", "", "directory for summary.json")
 	steps := fs.Int("steps", 3, "optimizer steps")

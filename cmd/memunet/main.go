@@ -24,44 +24,7 @@ import (
 // version is memunet's release; the build can override it with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-const usage = `memunet trains UNet segmentation models in less memory, and measures it.
-
-Usage:
-  memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH]
-  memunet predict --checkpoint PATH --input FILE|DIR|dataset:val --out DIR [--overlay] [--precision P] [--capacity SIZE]
-  memunet export --checkpoint PATH --out model.safetensors
-  memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants ...] [--json]
-  memunet compare --config FILE [--variants ...] [--steps N] [--out DIR] [--set k=v ...]
-  memunet bench --config FILE [--steps N] [--variants ...] [--set k=v ...]
-  memunet data check --config FILE [--set k=v ...] | memunet data synth --out DIR [--count N] [--size S]
-  memunet version
-  memunet help
-
-train   trains as the YAML config says (configs/quickstart.yaml is the
-        documented example) and writes config.yaml, metrics.jsonl and
-        summary.json into --out (default: output.dir, else runs/<timestamp>).
-        --set overrides one key, e.g. --set train.steps=50; repeatable.
-        Checkpoints go to <out>/checkpoints (train.checkpoint_every, the end,
-        SIGINT/SIGTERM); --resume auto continues the newest one there,
-        --resume PATH a given one, exactly where it stopped.
-predict segments images with a checkpoint's model and preprocessing:
-        palette mask PNGs (and overlays) into --out; dataset:val predicts
-        the checkpoint's own validation split and reports its metrics.
-export  writes a checkpoint's weights as one safetensors file with
-        PyTorch state_dict names (see README).
-plan    predicts the peak memory of each variant (baseline, checkpoint,
-        fp16, bf16, accum4, all, and the config as given) without training;
-        with --capacity (default memory.capacity) it says which fit and
-        recommends the fastest that does.
-compare runs each variant (and the same UNet in plain gorgonia) for a few
-        steps in fresh processes and prints memory, speed and loss side by
-        side; writes compare.csv, compare.json, memory.png, timeline.png.
-bench   times training steps: median step, GFLOP/s, time per layer kind.
-data    check reads the configured dataset in full and prints counts, sizes,
-        the mask-value histogram, the value -> class mapping and every
-        problem with its file; synth writes the built-in shapes in the
-        folder layout (DIR/images, DIR/masks) that data.source: folder reads.
-`
+const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--force]"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -69,37 +32,19 @@ func main() {
 
 // run executes one command and returns the exit code: 0 on success, 1 on a
 // failed run, 2 on a usage error. Errors are printed as one line to stderr.
+// -h, -help or --help anywhere a command parses flags, and "memunet help
+// CMD", print the command's help to stdout and exit 0.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, topUsage())
 		return 2
 	}
-	var err error
-	switch args[0] {
-	case "train":
-		err = trainCommand(args[1:], stdout, stderr)
-	case "plan":
-		err = planCommand(args[1:], stdout)
-	case "gorgonia":
-		err = gorgoniaCommand(args[1:], stdout)
-	case "compare":
-		err = compareCommand(args[1:], stdout, stderr)
-	case "bench":
-		err = benchCommand(args[1:], stdout)
-	case "data":
-		err = dataCommand(args[1:], stdout, stderr)
-	case "predict":
-		err = predictCommand(args[1:], stdout)
-	case "export":
-		err = exportCommand(args[1:], stdout)
-	case "version", "--version":
-		fmt.Fprintf(stdout, "memunet %s\n", version)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-	default:
-		err = usageError{fmt.Sprintf("unknown command %q; run \"memunet help\"", args[0])}
-	}
+	err := dispatch(args, stdout, stderr)
 	if err == nil {
+		return 0
+	}
+	if h := (helpRequest{}); errors.As(err, &h) {
+		writeHelp(stdout, h)
 		return 0
 	}
 	fmt.Fprintf(stderr, "memunet: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -107,6 +52,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 1
+}
+
+// dispatch runs the command args name; a help request comes back as a
+// helpRequest error for run to print.
+func dispatch(args []string, stdout, stderr io.Writer) error {
+	switch args[0] {
+	case "train":
+		return trainCommand(args[1:], stdout, stderr)
+	case "plan":
+		return planCommand(args[1:], stdout)
+	case "gorgonia":
+		return gorgoniaCommand(args[1:], stdout)
+	case "compare":
+		return compareCommand(args[1:], stdout, stderr)
+	case "bench":
+		return benchCommand(args[1:], stdout)
+	case "data":
+		return dataCommand(args[1:], stdout, stderr)
+	case "config":
+		return configsCommand(args[1:], stdout)
+	case "predict":
+		return predictCommand(args[1:], stdout)
+	case "export":
+		return exportCommand(args[1:], stdout)
+	case "version", "--version":
+		if len(args) > 1 && isHelpArg(args[1]) {
+			return helpRequest{name: "version"}
+		}
+		fmt.Fprintf(stdout, "memunet %s\n", version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		return helpCommand(args[1:], stdout)
+	}
+	return usageError{fmt.Sprintf("unknown command %q; the commands are %s; run \"memunet help\"", args[0], commandNames())}
 }
 
 type usageError struct{ msg string }
@@ -129,10 +108,10 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("train: %v; usage: memunet train --config FILE [--set k=v ...] [--out DIR]", err)}
+		return flagError(fs, err, trainUsage)
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("train: unexpected argument %q; usage: memunet train --config FILE [--set k=v ...] [--out DIR]", fs.Arg(0))}
+		return usageError{fmt.Sprintf("train: unexpected argument %q; %s", fs.Arg(0), trainUsage)}
 	}
 	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, sets)
 	if err != nil {

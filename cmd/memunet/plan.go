@@ -13,7 +13,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity 6GiB] [--variants baseline,...] [--json]"
+const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--json]"
 
 // planCommand prints the predicted peak memory of each variant, computed
 // from the config by a dry run, and with a capacity which variants fit.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"image"
-	"image/color"
 	"image/png"
 	"io"
 	"math"
@@ -21,6 +20,7 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/train"
 	xdraw "golang.org/x/image/draw"
 )
 
@@ -42,6 +42,18 @@ type PredictReport struct {
 	// step, when it validated there.
 	TrainingValMIoU    *float64 `json:"training_val_miou,omitempty"`
 	PeakAllocatedBytes int64    `json:"peak_allocated_bytes"`
+	// PlannedPeakBytes is the largest batch's planned peak allocated
+	// (predict.Predictor.PlanBatch, in a fresh pool).
+	PlannedPeakBytes int64 `json:"planned_peak_bytes"`
+	// Legend is the color of each class in the masks and overlays, also
+	// drawn in legend.png.
+	Legend []LegendEntry `json:"legend"`
+}
+
+// LegendEntry is one class's color.
+type LegendEntry struct {
+	Class int    `json:"class"`
+	Color string `json:"color"` // #rrggbb
 }
 
 // PredictOutput is one predicted image.
@@ -63,7 +75,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("predict: %v; %s", err, predictUsage)}
+		return flagError(fs, err, predictUsage)
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -115,6 +127,8 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if *batch == 0 {
 		*batch = cfg.Train.BatchSize
 	}
+	// Read before the model takes its share: the plans count the weights.
+	lim := predictLimits{capacity: capBytes, available: train.HostMemory()}
 	p, err := predict.NewPredictor(ck, prec, capBytes, *batch)
 	if err != nil {
 		return err
@@ -125,14 +139,20 @@ func predictCommand(args []string, stdout io.Writer) error {
 	}
 	rep := &PredictReport{Checkpoint: dir, Step: ck.Manifest.Step, Input: *input, Precision: prec, TrainingValMIoU: ck.Manifest.ValMIoU}
 	if split, ok := strings.CutPrefix(*input, "dataset:"); ok {
-		err = predictSplit(p, split, *outDir, *overlay, rep)
+		err = predictSplit(p, split, *outDir, *overlay, lim, rep)
 	} else {
-		err = predictFiles(p, *input, *outDir, *overlay, rep)
+		err = predictFiles(p, *input, *outDir, *overlay, lim, stdout, rep)
 	}
 	if err != nil {
 		return err
 	}
 	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
+	for k := range p.Config.Model.Classes {
+		rep.Legend = append(rep.Legend, LegendEntry{Class: k, Color: data.HexColor(data.ClassColor(uint8(k)))})
+	}
+	if err := writePNG(filepath.Join(*outDir, "legend.png"), data.Legend(p.Config.Model.Classes)); err != nil {
+		return err
+	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -140,8 +160,8 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if err := os.WriteFile(filepath.Join(*outDir, "predict.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s; peak allocated %s\n",
-		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes))
+	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s (legend.png: the class colors); peak allocated %s (planned %s)\n",
+		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes), memory.FormatBytes(rep.PlannedPeakBytes))
 	if m := rep.Metrics; m != nil {
 		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
 		if rep.TrainingValMIoU != nil {
@@ -154,15 +174,26 @@ func predictCommand(args []string, stdout io.Writer) error {
 
 // predictSplit predicts the checkpoint's own validation (or training)
 // samples, preprocessed exactly as in training, and reports the metrics.
-func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, rep *PredictReport) error {
+// Each output is named after its sample's source file (folder, voc), or
+// <split>-<index> for synthetic data.
+func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, lim predictLimits, rep *PredictReport) error {
 	ds, idx, err := p.Split(split)
 	if err != nil {
 		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
 	}
 	h, w := ds.Size()
-	src, _ := ds.(data.ImageSource)
+	need, err := p.PlanBatch(min(p.Batch, len(idx)), h, w, 0, overlay)
+	if err != nil {
+		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
+	}
+	if why := lim.exceeded(need); why != "" {
+		return fmt.Errorf("predict: --input dataset:%s: batches of %d images of %dx%d need %s; lower --batch", split, need.N, h, w, why)
+	}
+	rep.PlannedPeakBytes = need.PeakAllocated
+	src, _ := data.SourceImages(ds)
+	names := map[string]bool{}
 	m, err := p.PredictSplit(ds, idx, func(i int, pred, _ []uint8) error {
-		name := fmt.Sprintf("%s-%05d", split, i)
+		name := outputName(data.SampleName(ds, i), fmt.Sprintf("%s-%05d", split, i), names)
 		out := PredictOutput{Input: fmt.Sprintf("dataset:%s[%d]", split, i), Mask: name + ".png"}
 		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h); err != nil {
 			return err
@@ -173,7 +204,7 @@ func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, rep 
 				return err
 			}
 			out.Overlay = name + "_overlay.png"
-			if err := writeOverlay(filepath.Join(outDir, out.Overlay), img, pred, w, h); err != nil {
+			if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, pred, w, h)); err != nil {
 				return err
 			}
 		}
@@ -187,8 +218,35 @@ func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, rep 
 	return nil
 }
 
+// outputName is a sample's output file stem: its source name made safe for
+// a file name, else fallback; a name already used gets fallback appended.
+func outputName(name, fallback string, used map[string]bool) string {
+	name = strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, name)
+	switch {
+	case name == "" || name == "." || name == "..":
+		name = fallback
+	case used[name]:
+		name += "-" + fallback
+	}
+	used[name] = true
+	return name
+}
+
 // imageExts are the inputs predict reads from a directory.
 var imageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
+
+// predictLimits are what a batch of predictFiles must fit in: the pool's
+// capacity (0: none) and the host's available memory (0: unknown).
+type predictLimits struct{ capacity, available int64 }
+
+// largeNeed is the need above which predict says what a batch will take
+// before it starts.
+const largeNeed = 1 << 30
 
 // predictFiles predicts image files. Each is prepared as training prepared
 // its images: decoded as the file datasets decode them, scaled to
@@ -196,8 +254,11 @@ var imageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
 // sides rounded to a multiple of 2^model.depth, normalized by data.mean and
 // data.std; its mask is scaled back to the image's own size (nearest).
 // Consecutive images of one size go through the model together, up to
-// --batch at a time.
-func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, rep *PredictReport) error {
+// --batch at a time and as many as fit. Before a file is decoded its
+// batch's memory is planned from the file's header (PlanBatch): an image
+// that cannot fit alone is refused, naming what it needs and what would
+// fit; one that needs more than largeNeed is announced on note.
+func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, lim predictLimits, note io.Writer, rep *PredictReport) error {
 	files, err := inputFiles(input)
 	if err != nil {
 		return err
@@ -206,25 +267,53 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, rep 
 	if c != 1 && c != 3 {
 		return fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
 	}
-	for lo := 0; lo < len(files); {
+	type file struct {
+		path         string
+		h, w, th, tw int
+	}
+	sized := make([]file, len(files))
+	for i, f := range files {
+		h, w, err := data.ImageSize(f)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		th, tw := inputSize(p.Config, h, w)
+		sized[i] = file{f, h, w, th, tw}
+	}
+	for lo := 0; lo < len(sized); {
+		// The batch: consecutive files of one model size, while they fit.
+		first := sized[lo]
+		hi, srcPixels := lo, int64(0)
+		var need predict.Need
+		for hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw {
+			px := srcPixels + int64(sized[hi].h)*int64(sized[hi].w)
+			nd, err := p.PlanBatch(hi-lo+1, first.th, first.tw, px, overlay)
+			if err != nil {
+				return fmt.Errorf("predict: %s: %w", sized[hi].path, err)
+			}
+			if why := lim.exceeded(nd); why != "" {
+				if hi == lo {
+					return &predictSizeError{File: first.path, H: first.h, W: first.w, TH: first.th, TW: first.tw, Need: nd, Why: why,
+						Advice: sizeAdvice(p, first.h, first.w, overlay, lim)}
+				}
+				break
+			}
+			need, srcPixels = nd, px
+			hi++
+		}
+		if need.Total() > largeNeed {
+			fmt.Fprintf(note, "predict: %d image(s) from %s at %dx%d need %s\n", need.N, first.path, first.th, first.tw, need)
+		}
+		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
 		src := &fileSource{channels: c, classes: p.Config.Model.Classes}
-		var names []string
-		var h, w int
-		for lo < len(files) && len(names) < p.Batch {
-			img, err := data.ReadImage(files[lo], c)
+		for _, f := range sized[lo:hi] {
+			img, err := data.ReadImage(f.path, c)
 			if err != nil {
 				return fmt.Errorf("predict: %w", err)
 			}
-			b := img.Bounds()
-			th, tw := inputSize(p.Config, b.Dy(), b.Dx())
-			if len(names) > 0 && (th != h || tw != w) {
-				break // another size: the next batch
-			}
-			h, w = th, tw
 			src.images = append(src.images, img)
-			names = append(names, files[lo])
-			lo++
 		}
+		h, w := first.th, first.tw
 		var ds data.Dataset
 		if ds, err = data.Resize(src, h, w); err == nil && (len(p.Config.Data.Mean) > 0 || len(p.Config.Data.Std) > 0) {
 			ds, err = data.Normalize(ds, p.Config.Data.Mean, p.Config.Data.Std)
@@ -232,7 +321,7 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, rep 
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		n := len(names)
+		n := hi - lo
 		images := make([]float32, n*c*h*w)
 		if err := data.FillBatch(ds, seq(n), images, make([]uint8, n*h*w)); err != nil {
 			return err
@@ -241,25 +330,72 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, rep 
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		for j, f := range names {
-			b := src.images[j].Bounds()
+		for j, f := range sized[lo:hi] {
+			img := src.images[j]
+			b := img.Bounds()
 			mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
-			stem := strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))
-			out := PredictOutput{Input: f, Mask: stem + ".png"}
+			stem := strings.TrimSuffix(filepath.Base(f.path), filepath.Ext(f.path))
+			out := PredictOutput{Input: f.path, Mask: stem + ".png"}
 			if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy()); err != nil {
 				return err
 			}
 			if overlay {
 				out.Overlay = stem + "_overlay.png"
-				if err := writeOverlay(filepath.Join(outDir, out.Overlay), src.images[j], mask, b.Dx(), b.Dy()); err != nil {
+				if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, mask, b.Dx(), b.Dy())); err != nil {
 					return err
 				}
 			}
 			rep.Outputs = append(rep.Outputs, out)
 		}
+		lo = hi
 	}
 	rep.Images = len(files)
 	return nil
+}
+
+// exceeded says what of need passes which limit, or "".
+func (l predictLimits) exceeded(need predict.Need) string {
+	switch {
+	case l.capacity > 0 && need.PeakAllocated > l.capacity:
+		return fmt.Sprintf("a pool peak of %s allocated, above its capacity %s (--capacity, else the checkpoint's memory.capacity)",
+			memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(l.capacity))
+	case l.available > 0 && need.Total() > l.available:
+		return fmt.Sprintf("%s, and the machine has %s available", need, memory.FormatBytes(l.available))
+	}
+	return ""
+}
+
+// predictSizeError refuses an image too large to predict on this machine.
+type predictSizeError struct {
+	File         string
+	H, W, TH, TW int
+	Need         predict.Need
+	// Why is what the need is and the limit it passes (exceeded).
+	Why, Advice string
+}
+
+func (e *predictSizeError) Error() string {
+	return fmt.Sprintf("predict: %s is %dx%d (height x width) and the model takes it at %dx%d: predicting it needs %s. %s",
+		e.File, e.H, e.W, e.TH, e.TW, e.Why, e.Advice)
+}
+
+// sizeAdvice names the largest size, halving the image's sides, at which
+// an h x w image fits lim; with data.resize the model's input is fixed and
+// only the file's own size can shrink.
+func sizeAdvice(p *predict.Predictor, h, w int, overlay bool, lim predictLimits) string {
+	if len(p.Config.Data.Resize) == 2 {
+		return "The model takes every image at data.resize; scale the file down, or predict on a machine with more memory."
+	}
+	for k := 1; k <= 8 && h>>k > 0 && w>>k > 0; k++ {
+		sh, sw := h>>k, w>>k
+		th, tw := inputSize(p.Config, sh, sw)
+		nd, err := p.PlanBatch(1, th, tw, int64(sh)*int64(sw), overlay)
+		if err == nil && lim.exceeded(nd) == "" {
+			return fmt.Sprintf("Scale it down to %dx%d or smaller (that needs about %s), or predict on a machine with more memory.",
+				sh, sw, memory.FormatBytes(nd.Total()))
+		}
+	}
+	return "Even at 1/256 of its size it would not fit: predict on a machine with more memory."
 }
 
 // inputSize is the size an h x w image is given to the model at:
@@ -357,24 +493,6 @@ func scaleMask(m []uint8, w, h, ow, oh int) []uint8 {
 func writeMask(path string, m []uint8, w, h int) error {
 	img := &image.Paletted{Pix: m, Stride: w, Rect: image.Rect(0, 0, w, h), Palette: data.MaskPalette()}
 	return writePNG(path, img)
-}
-
-// writeOverlay writes img with each non-background pixel blended half with
-// its class color.
-func writeOverlay(path string, img *image.RGBA, m []uint8, w, h int) error {
-	out := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			px := img.RGBAAt(img.Rect.Min.X+x, img.Rect.Min.Y+y)
-			if k := m[y*w+x]; k != 0 {
-				c := data.ClassColor(k)
-				px = color.RGBA{uint8((int(px.R) + int(c.R)) / 2), uint8((int(px.G) + int(c.G)) / 2), uint8((int(px.B) + int(c.B)) / 2), 255}
-			}
-			px.A = 255
-			out.SetRGBA(x, y, px)
-		}
-	}
-	return writePNG(path, out)
 }
 
 func writePNG(path string, img image.Image) error {

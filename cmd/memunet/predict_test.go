@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/png"
@@ -399,5 +400,115 @@ func TestPredictUsesTheBestCheckpoint(t *testing.T) {
 		if err := json.Unmarshal(b, &rep); err != nil || rep.Checkpoint != tc.want {
 			t.Errorf("%v: predicted with %q, want %q (%v)", tc.flags, rep.Checkpoint, tc.want, err)
 		}
+	}
+}
+
+// TestPredictNamesAndLegend: predictions of a folder dataset's validation
+// split are named after their source files; every predict writes
+// legend.png and lists each class's color in predict.json, the colors of
+// the masks' palette.
+func TestPredictNamesAndLegend(t *testing.T) {
+	ds := filepath.Join(t.TempDir(), "shapes")
+	runOK(t, "data", "synth", "--out", ds, "--count", "12", "--size", "16")
+	runDir, _ := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+ds)
+	out := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out, "--overlay")
+	var rep PredictReport
+	b, err := os.ReadFile(filepath.Join(out, "predict.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outputs) == 0 {
+		t.Fatal("no outputs")
+	}
+	images, err := os.ReadDir(filepath.Join(ds, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]bool{}
+	for _, de := range images {
+		sources[strings.TrimSuffix(de.Name(), filepath.Ext(de.Name()))] = true
+	}
+	for _, o := range rep.Outputs {
+		stem := strings.TrimSuffix(o.Mask, ".png")
+		if !sources[stem] || o.Overlay != stem+"_overlay.png" {
+			t.Errorf("output %+v is not named after a source image (%v)", o, sources)
+		}
+		if _, err := os.Stat(filepath.Join(out, o.Overlay)); err != nil {
+			t.Error(err)
+		}
+	}
+	if len(rep.Legend) != 4 {
+		t.Fatalf("legend %v, want 4 classes", rep.Legend)
+	}
+	pal := readPNG(t, filepath.Join(out, rep.Outputs[0].Mask)).(*image.Paletted).Palette
+	for k, e := range rep.Legend {
+		r, g, bl, _ := pal[k].RGBA()
+		if want := fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, bl>>8); e.Class != k || e.Color != want {
+			t.Errorf("legend entry %d: %+v, the mask palette has %s", k, e, want)
+		}
+	}
+	if l := readPNG(t, filepath.Join(out, "legend.png")); l.Bounds().Dy() < 4*14 {
+		t.Errorf("legend.png is %v", l.Bounds())
+	}
+}
+
+// TestPredictRefusesImagesTooLarge: an image whose batch cannot fit the
+// pool's capacity, or the host's available memory, is refused before it is
+// decoded, naming the file, its size, the need and a size that fits;
+// nothing is written for it.
+func TestPredictRefusesImagesTooLarge(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	in := t.TempDir()
+	big := image.NewRGBA(image.Rect(0, 0, 256, 192))
+	for i := range big.Pix {
+		big.Pix[i] = uint8(i * 7)
+	}
+	f, err := os.Create(filepath.Join(in, "big.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	png.Encode(f, big)
+	f.Close()
+
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--out", out, "--capacity", "512KiB"}, &stdout, &stderr)
+	msg := stderr.String()
+	for _, want := range []string{"big.png is 192x256 (height x width)", "the model takes it at 192x256", "above its capacity 512.00 KiB", "Scale it down to"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("exit %d; stderr lacks %q: %s", code, want, msg)
+		}
+	}
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(out, "big.png")); err == nil {
+		t.Error("a mask was written for the refused image")
+	}
+
+	// The host's memory: the same refusal with the figure available.
+	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).BestCheckpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var note bytes.Buffer
+	err = predictFiles(p, in, t.TempDir(), true, predictLimits{available: 2 << 20}, &note, &PredictReport{})
+	var se *predictSizeError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "the machine has 2.00 MiB available") || se.Need.Total() <= 2<<20 {
+		t.Errorf("host limit: %v", err)
+	}
+	// With room, it predicts, and the report carries the plan.
+	rep := &PredictReport{}
+	if err := predictFiles(p, in, t.TempDir(), false, predictLimits{available: 1 << 40}, &note, rep); err != nil || rep.PlannedPeakBytes == 0 {
+		t.Errorf("with room: %v, planned %d", err, rep.PlannedPeakBytes)
 	}
 }

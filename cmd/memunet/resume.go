@@ -14,7 +14,6 @@ import (
 // applied; the run directory defaults to the checkpoint's run (the folder
 // above its checkpoints/). It returns what to pass as rundir.Options.Resume.
 func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Config, dir, resumeArg string, err error) {
-	const use = "usage: memunet train --config FILE [--set k=v ...] [--out DIR] [--resume auto|PATH]"
 	if resume == "" {
 		if configPath == "" {
 			return cfg, "", "", usageError{"train: --config FILE is required (configs/quickstart.yaml is an example)"}
@@ -31,7 +30,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 			outDir = cfg.Output.Dir
 		}
 		if outDir == "" {
-			return cfg, "", "", usageError{"train: --resume auto continues the run in --out DIR (or output.dir); name it; " + use}
+			return cfg, "", "", usageError{"train: --resume auto continues the run in --out DIR (or output.dir); name it; " + trainUsage}
 		}
 		if ckDir, err = rundir.ResolveResume("auto", outDir); err != nil {
 			return cfg, "", "", err

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+)
+
+// commandHelp is one command's entry in the help: its synopsis, what it does
+// and, for a group (data, config), its subcommands. The flags and their
+// defaults are never written here: help lists them from the command's own
+// FlagSet, and TestHelpListsEveryFlag checks that the synopsis names each.
+type commandHelp struct {
+	name    string   // as typed: "train", "data check"
+	usage   string   // the synopsis, "memunet ..."; a group's is its subcommands'
+	summary string   // what it does, one paragraph (wrapped when printed)
+	subs    []string // a group's subcommands, e.g. "data check"
+}
+
+// commands lists every command in the order the help shows them.
+var commands = []commandHelp{
+	{name: "train", usage: synopsis(trainUsage), summary: `trains as the YAML config says ("memunet config print" prints the
+		commented quickstart config) and writes config.yaml, metrics.jsonl and summary.json into --out
+		(default: output.dir, else runs/<timestamp>). --set overrides one key, e.g. --set train.steps=50;
+		repeatable. Checkpoints go to <out>/checkpoints (train.checkpoint_every, the end, SIGINT/SIGTERM);
+		--resume auto continues the newest one there, --resume PATH a given one, exactly where it stopped.
+		A directory that already holds a run is refused unless --resume or --force is given.`},
+	{name: "predict", usage: synopsis(predictUsage), summary: `segments images with a checkpoint's model and
+		preprocessing: palette mask PNGs (and overlays) into --out; dataset:val predicts the checkpoint's
+		own validation split and reports its metrics. A run directory as --checkpoint means its best
+		checkpoint by val_miou (--newest: its newest).`},
+	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
+		with PyTorch state_dict names (see README: Exported weights).`},
+	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,
+		checkpoint, fp16, bf16, accum4, all, and the config as given) without training; with --capacity
+		(default memory.capacity) it says which fit and recommends the fastest that does.`},
+	{name: "compare", usage: synopsis(compareUsage), summary: `runs each variant (and the same UNet in plain
+		gorgonia) for a few steps in fresh processes and prints memory, speed and loss side by side;
+		writes compare.csv, compare.json, memory.png, timeline.png.`},
+	{name: "bench", usage: synopsis(benchUsage), summary: `times training steps: median step, GFLOP/s, time per
+		layer kind.`},
+	{name: "data", subs: []string{"data check", "data synth"}, summary: `check reads the configured
+		dataset in full and prints counts, sizes, the mask-value histogram, the value -> class mapping
+		and every problem with its file; synth writes the built-in shapes in the folder layout
+		(DIR/images, DIR/masks) that data.source: folder reads.`},
+	{name: "data check", usage: synopsis(dataCheckUsage), summary: `reads the configured dataset in full and
+		prints counts, sizes, each mask format and bit depth, the mask-value histogram, the value ->
+		class mapping and every problem with its file.`},
+	{name: "data synth", usage: synopsis(dataSynthUsage), summary: `writes the built-in synthetic shapes as RGB PNG
+		images and palette PNG masks in the folder layout (DIR/images, DIR/masks) that data.source:
+		folder reads.`},
+	{name: "config", subs: []string{"config print", "config list"}, summary: `print writes a commented
+		example config built into memunet to stdout, e.g. "memunet config print fp16 > my.yaml"; list
+		names them.`},
+	{name: "config print", usage: synopsis(configPrintUsage), summary: `prints the config NAME (default quickstart), comments included, exactly as configs/NAME.yaml in the repository; every key it
+		does not set takes the default quickstart shows. See "memunet config list" for the names.`},
+	{name: "config list", usage: synopsis(configListUsage), summary: `names the configs "memunet config print"
+		prints, each with its first comment line.`},
+	{name: "gorgonia", usage: synopsis(gorgoniaUsage), summary: `trains the configured UNet as plain gorgonia
+		would (ExprGraph, TapeMachine, its Adam) and writes summary.json: compare's reference row.`},
+	{name: "version", usage: "memunet version", summary: `prints memunet's version.`},
+	{name: "help", usage: "memunet help [COMMAND]", summary: `prints this usage, or a command's usage,
+		description and every flag with its default (the same as "memunet COMMAND --help").`},
+}
+
+// synopsis is a command's usage constant ("usage: memunet ...", as its
+// usage errors print it) without "usage: ".
+func synopsis(usage string) string { return strings.TrimPrefix(usage, "usage: ") }
+
+// lookupCommand returns the entry called name ("data synth").
+func lookupCommand(name string) (commandHelp, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return commandHelp{}, false
+}
+
+// commandNames lists the names "memunet help" accepts.
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// helpRequest is what a command returns for -h, -help or --help: run prints
+// the command's help (usage, description, every flag with its default) to
+// stdout and exits 0.
+type helpRequest struct {
+	name  string        // the command, as in commands
+	flags *flag.FlagSet // its flags; nil when it has none
+}
+
+func (h helpRequest) Error() string { return h.name + ": help requested" }
+
+// isHelpArg reports whether a is one of the arguments that ask for help.
+func isHelpArg(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
+// flagError turns the error of fs.Parse into what the command returns: a
+// help request for -h/-help/--help, else a usage error naming the command.
+func flagError(fs *flag.FlagSet, err error, usage string) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return helpRequest{name: fs.Name(), flags: fs}
+	}
+	return usageError{fmt.Sprintf("%s: %v; %s", fs.Name(), err, usage)}
+}
+
+// helpCommand is "memunet help [COMMAND]": without one the overall usage,
+// with one the same help as "memunet COMMAND --help".
+func helpCommand(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, topUsage())
+		return nil
+	}
+	if isHelpArg(args[0]) {
+		return helpRequest{name: "help"}
+	}
+	name := strings.Join(args, " ")
+	if _, ok := lookupCommand(name); !ok {
+		return usageError{fmt.Sprintf("help: unknown command %q; the commands are %s", name, commandNames())}
+	}
+	if name == "help" {
+		return helpRequest{name: "help"}
+	}
+	return helpOf(name)
+}
+
+// helpOf returns the help request of the command called name, asking the
+// command itself (with --help, which it answers before doing anything) so
+// that the flags listed are the ones it parses.
+func helpOf(name string) error {
+	err := dispatch(append(strings.Fields(name), "--help"), io.Discard, io.Discard)
+	var h helpRequest
+	if !errors.As(err, &h) {
+		return fmt.Errorf("%s --help did not answer with its help: %v", name, err)
+	}
+	return err
+}
+
+const helpWidth = 79
+
+// topUsage is the overall usage: every command's synopsis, then what each
+// top-level command does.
+func topUsage() string {
+	var b strings.Builder
+	b.WriteString("memunet trains UNet segmentation models in less memory, and measures it.\n\nUsage:\n")
+	for _, c := range commands {
+		if c.usage != "" {
+			b.WriteString(wrapWords(usageWords(c.usage), helpWidth, "  ", "      "))
+		}
+	}
+	b.WriteString("\n")
+	for _, c := range commands {
+		if !strings.Contains(c.name, " ") && c.name != "help" {
+			b.WriteString(wrapWords(strings.Fields(c.summary), helpWidth, fmt.Sprintf("%-9s", c.name), strings.Repeat(" ", 9)))
+		}
+	}
+	b.WriteString("\n")
+	b.WriteString(wrapWords(strings.Fields(`"memunet help COMMAND" or "memunet COMMAND --help" prints a command's
+		usage with every flag and its default; "memunet config print" a commented config to start from.`), helpWidth, "", ""))
+	return b.String()
+}
+
+// writeHelp prints a command's help: its usage, what it does and each flag
+// (from its FlagSet) with its placeholder, meaning and default. A group's
+// help is its summary and each subcommand's help.
+func writeHelp(w io.Writer, h helpRequest) {
+	c, ok := lookupCommand(h.name)
+	if !ok { // cannot happen: every command's FlagSet is named as in commands
+		c = commandHelp{name: h.name, usage: "memunet " + h.name}
+	}
+	if len(c.subs) > 0 {
+		fmt.Fprint(w, wrapWords(strings.Fields(c.summary), helpWidth, "memunet "+c.name+": ", "  "))
+		for _, s := range c.subs {
+			var sub helpRequest
+			if errors.As(helpOf(s), &sub) {
+				fmt.Fprintln(w)
+				writeHelp(w, sub)
+			}
+		}
+		return
+	}
+	fmt.Fprint(w, wrapWords(usageWords(c.usage), helpWidth, "usage: ", "         "))
+	fmt.Fprintln(w)
+	fmt.Fprint(w, wrapWords(strings.Fields(c.summary), helpWidth, "memunet "+c.name+" ", ""))
+	n := 0
+	if h.flags != nil {
+		h.flags.VisitAll(func(*flag.Flag) { n++ })
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nflags:")
+	h.flags.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if p := flagPlaceholder(c.usage, f); p != "" {
+			fmt.Fprintf(w, " %s", p)
+		}
+		fmt.Fprintln(w)
+		text := f.Usage
+		if !isZeroDefault(f) {
+			text += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprint(w, wrapWords(strings.Fields(text), helpWidth, "        ", "        "))
+	})
+}
+
+// flagPlaceholder is the word after --NAME in the synopsis ("FILE" in
+// "--config FILE"), else the flag's value type; "" for a boolean flag.
+func flagPlaceholder(usage string, f *flag.Flag) string {
+	if m := regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + ` ([^\s\[\]-][^\s\]]*)`).FindStringSubmatch(usage); m != nil {
+		return m[1]
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return ""
+	}
+	name, _ := flag.UnquoteUsage(f)
+	return name
+}
+
+// isZeroDefault reports whether a flag's default is its type's zero value
+// (not worth printing), as flag.PrintDefaults decides.
+func isZeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", "[]", "0s":
+		return true
+	}
+	return false
+}
+
+// usageWords splits a synopsis into words, keeping each bracketed option
+// ("[--set k=v ...]") whole so that wrapping never splits one.
+func usageWords(s string) []string {
+	var words []string
+	depth, start := 0, -1
+	for i, r := range s {
+		switch {
+		case r == ' ' && depth == 0:
+			if start >= 0 {
+				words = append(words, s[start:i])
+				start = -1
+			}
+			continue
+		case r == '[':
+			depth++
+		case r == ']' && depth > 0:
+			depth--
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		words = append(words, s[start:])
+	}
+	return words
+}
+
+// wrapWords joins words into lines of at most width columns (a longer word
+// stays whole on its own line), the first after first, the others after
+// indent; each line ends in a newline.
+func wrapWords(words []string, width int, first, indent string) string {
+	var b strings.Builder
+	line := first
+	empty := true
+	for _, w := range words {
+		if !empty && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line, empty = indent, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += w
+		empty = false
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}

@@ -1,0 +1,57 @@
+package data
+
+import (
+	"testing"
+)
+
+// TestSampleNamesThroughWrappers: a folder sample's name is its image
+// file's stem and a voc sample's its list id, also through data.scale and
+// data.mean/std; SourceImages reaches the scaled pictures through
+// normalization; synthetic samples have no names.
+func TestSampleNamesThroughWrappers(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 4, 32, 24, []uint8{0, 255})
+	voc := t.TempDir()
+	vocLike(t, voc, [][2]int{{16, 16}, {16, 16}}, [][2]int{{16, 16}})
+	scaled := folderConfig(dir)
+	scaled.Scale = 0.5
+	scaledNorm := scaled
+	scaledNorm.Mean, scaledNorm.Std = []float64{0.5}, []float64{0.25}
+	vocCfg := SourceConfig{Source: SourceVOC, Path: voc, Channels: 3, Classes: 3, ValFraction: 0.25, Seed: 1}
+	for _, tc := range []struct {
+		name  string
+		cfg   SourceConfig
+		names []string
+	}{
+		{"folder", folderConfig(dir), []string{"00", "01", "02", "03"}},
+		{"folder scaled", scaled, []string{"00", "01", "02", "03"}},
+		{"folder scaled normalized", scaledNorm, []string{"00", "01", "02", "03"}},
+		{"voc", vocCfg, []string{"2007_000000", "2007_000001", "2007_000002"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := mustOpen(t, tc.cfg)
+			for i, want := range tc.names {
+				if got := SampleName(set.Data, i); got != want {
+					t.Errorf("sample %d: name %q, want %q", i, got, want)
+				}
+			}
+			src, ok := SourceImages(set.Data)
+			if !ok {
+				t.Fatalf("%T: no source pictures", set.Data)
+			}
+			img, _, err := src.Image(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, w := set.Data.Size()
+			if b := img.Bounds(); b.Dy() != h || b.Dx() != w {
+				t.Errorf("picture %dx%d, dataset %dx%d", b.Dy(), b.Dx(), h, w)
+			}
+		})
+	}
+	syn := mustOpen(t, SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1,
+		Synthetic: SyntheticConfig{Count: 4, Size: 16}})
+	if got := SampleName(syn.Data, 0); got != "" {
+		t.Errorf("synthetic sample named %q", got)
+	}
+}
