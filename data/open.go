@@ -72,7 +72,8 @@ type Set struct {
 	Train, Val []int
 	Report     *Report
 
-	stamps []stamp // the files and folders read (file sources)
+	stamps      []stamp // the files and folders read (file sources)
+	fingerprint Fingerprint
 }
 
 // SizeCount is one distinct image size and how many images have it.
@@ -209,6 +210,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 	var src ImageSource
 	var split func(n int) (train, val []int)
 	var stamps []stamp
+	var files string // Fingerprint.Files
 	switch cfg.Source {
 	case SourceSynthetic:
 		sc := cfg.Synthetic
@@ -254,6 +256,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 			return nil, rep, nil
 		}
 		src = fs
+		files = fingerprintOf(cfg.Path, fs.pairs, fs.lut)
 		if hasVal {
 			rep.ValFromLists = true
 			split = func(n int) ([]int, []int) { return seq(0, nTrain), seq(nTrain, n) }
@@ -318,7 +321,8 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		}
 		ds = n
 	}
-	return &Set{Data: ds, Train: train, Val: val, Report: rep, stamps: stamps}, rep, nil
+	return &Set{Data: ds, Train: train, Val: val, Report: rep, stamps: stamps,
+		fingerprint: Fingerprint{Samples: ds.Len(), Train: len(train), Val: len(val), Height: h, Width: w, Files: files}}, rep, nil
 }
 
 func roundTo(v, f int) int { return (v + f/2) / f * f }

@@ -19,6 +19,7 @@ import (
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/train"
@@ -49,16 +50,19 @@ type Manifest struct {
 	Serial int `json:"serial"`
 	// Step is the number of optimizer steps taken; Epoch the 1-based epoch of
 	// the last one (as in metrics.jsonl).
-	Step     int                       `json:"step"`
-	Epoch    int                       `json:"epoch"`
-	Position Position                  `json:"position"`
-	Request  Request                   `json:"request"`
-	RNG      RNGState                  `json:"rng"`
-	Scaler   ScalerState               `json:"scaler"`
-	Adam     AdamState                 `json:"adam"`
-	ValMIoU  *float64                  `json:"val_miou"` // of a validation at Step; null when there was none
-	Metrics  MetricsHistory            `json:"metrics"`
-	Config   map[string]any            `json:"config"`   // the resolved configuration, as in config.yaml
+	Step     int            `json:"step"`
+	Epoch    int            `json:"epoch"`
+	Position Position       `json:"position"`
+	Request  Request        `json:"request"`
+	RNG      RNGState       `json:"rng"`
+	Scaler   ScalerState    `json:"scaler"`
+	Adam     AdamState      `json:"adam"`
+	ValMIoU  *float64       `json:"val_miou"` // of a validation at Step; null when there was none
+	Metrics  MetricsHistory `json:"metrics"`
+	Config   map[string]any `json:"config"` // the resolved configuration, as in config.yaml
+	// Data identifies the dataset trained on; nil in checkpoints of
+	// memunet before 0.1.0 kept it.
+	Data     *data.Fingerprint         `json:"data,omitempty"`
 	Contents map[string]string         `json:"contents"` // what each file holds
 	Files    map[string]checkpoint.Sum `json:"files"`
 }
@@ -431,7 +435,17 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 // were), BatchNorm statistics and counts, Adam's moments and step, the grad
 // scaler, the position in the data. Nothing is changed unless every tensor's
 // name, type and shape matches.
-func Restore(t *train.Trainer, ck *Checkpoint) error {
+//
+// A checkpoint whose dataset fingerprint differs from the trainer's is
+// refused naming what changed (DataChangedError), unless dataChanged
+// allows it; then a dataset of another size is continued from the start of
+// its next epoch.
+func Restore(t *train.Trainer, ck *Checkpoint, dataChanged bool) error {
+	if fp := ck.Manifest.Data; fp != nil && !dataChanged {
+		if diffs := fp.Diff(t.DataFingerprint); len(diffs) > 0 {
+			return &DataChangedError{Checkpoint: ck.Dir, Diffs: diffs}
+		}
+	}
 	if err := ck.modelMismatch(t.Net); err != nil {
 		return err
 	}
@@ -450,6 +464,16 @@ func Restore(t *train.Trainer, ck *Checkpoint) error {
 		t.FitLog = append(t.FitLog, "memory.fit: auto: resuming with the checkpoint's variant: "+variant.Changes(t.FitFrom().Variant()))
 	}
 	_, perEpoch := t.Position()
+	consumed := pos.MicroBatches
+	if dataChanged && pos.MicroBatchesPerEpoch != perEpoch && pos.MicroBatchSize == t.Config.Train.BatchSize && pos.Accumulate == t.Config.Train.Accumulate {
+		// The data changed size (allowed): go on from the start of the next
+		// epoch of the new data, so epochs stay whole and in order.
+		next := pos.EpochIndex
+		if pos.MicroBatchInEpoch > 0 {
+			next++
+		}
+		consumed, pos.MicroBatchesPerEpoch = next*perEpoch, perEpoch
+	}
 	if pos.MicroBatchSize != t.Config.Train.BatchSize || pos.MicroBatchesPerEpoch != perEpoch || pos.Accumulate != t.Config.Train.Accumulate {
 		return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrMismatch, Detail: fmt.Sprintf(
 			"its data position is in micro-batches of %d, %d per epoch, %d per step; this run has %d, %d and %d",
@@ -475,7 +499,7 @@ func Restore(t *train.Trainer, ck *Checkpoint) error {
 	t.Opt.Step = ck.Manifest.Adam.Step
 	s := ck.Manifest.Scaler
 	t.Scaler.Enabled, t.Scaler.Scale, t.Scaler.GrowthTracker, t.Scaler.Skipped = s.Enabled, s.Scale, s.GrowthTracker, s.Skipped
-	t.Seek(pos.MicroBatches)
+	t.Seek(consumed)
 	return nil
 }
 
@@ -503,6 +527,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 	micro, perEpoch := t.Position()
 	epochIdx := micro / perEpoch
 	c := t.Config
+	fp := t.DataFingerprint
 	man := Manifest{
 		Format: checkpoint.Format, FormatVersion: checkpoint.FormatVersion, MemunetVersion: r.Version,
 		Created: time.Now().UTC().Format(time.RFC3339Nano), Serial: serial, Step: r.Step, Epoch: r.Epoch,
@@ -515,7 +540,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
 		Adam: AdamState{Step: t.Opt.Step, LR: t.Opt.Config.LR, Beta1: t.Opt.Config.Beta1, Beta2: t.Opt.Config.Beta2,
 			Eps: t.Opt.Config.Eps, WeightDecay: t.Opt.Config.WeightDecay},
-		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap,
+		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp,
 		Contents: map[string]string{
 			ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
 			OptimizerFile: "Adam moments: state.<parameter>.exp_avg and state.<parameter>.exp_avg_sq (fp32)",
@@ -739,4 +764,16 @@ func resumableList() string {
 	}
 	sort.Strings(keys)
 	return strings.Join(append(keys, "memory.*", "output.*"), ", ")
+}
+
+// DataChangedError refuses to resume a checkpoint on a dataset that changed
+// since it was written.
+type DataChangedError struct {
+	Checkpoint string
+	Diffs      []string // "field: was, now"
+}
+
+func (e *DataChangedError) Error() string {
+	return fmt.Sprintf("%s was trained on data that has changed since (%s); resuming would not continue the same run: restore the data, start a new run (a new --out), or resume anyway with --allow-data-change",
+		e.Checkpoint, strings.Join(e.Diffs, "; "))
 }

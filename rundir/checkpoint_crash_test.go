@@ -169,7 +169,7 @@ func TestCheckpointCrash(t *testing.T) {
 		}
 		if trial%10 == 9 { // restoring is also what the next child does; check it here now and then
 			tr := testTrainer(t, crashConfig())
-			if err := Restore(tr, ck); err != nil {
+			if err := Restore(tr, ck, false); err != nil {
 				t.Fatalf("trial %d: %v", trial, err)
 			}
 		}

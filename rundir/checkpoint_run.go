@@ -30,6 +30,7 @@ type checkpointer struct {
 	resumed   string  // the checkpoint resumed from
 	lastSaved int     // step of the newest checkpoint written in parent (-1: none)
 	lastPath  string
+	dataNote  string  // what changed in the data, resumed with AllowDataChange
 	bestPath  string  // the checkpoint BestLink points at ("": none yet)
 	bestMIoU  float64 // its val_miou
 
@@ -93,8 +94,13 @@ func previousGood(parent, not string) string {
 func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *Checkpoint, note func(string)) (*checkpointer, error) {
 	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, CheckpointsDir), version: opts.Version, note: note, best: -1, lastSaved: -1}
 	if ck != nil {
-		if err := Restore(tr, ck); err != nil {
+		if err := Restore(tr, ck, opts.AllowDataChange); err != nil {
 			return nil, err
+		}
+		if fp := ck.Manifest.Data; fp != nil && opts.AllowDataChange {
+			if diffs := fp.Diff(tr.DataFingerprint); len(diffs) > 0 {
+				c.dataNote = "--allow-data-change: the data changed since the checkpoint: " + strings.Join(diffs, "; ")
+			}
 		}
 		c.start, c.resumed, c.history = ck.Manifest.Step, ck.Dir, ck.Manifest.Metrics
 		for _, v := range c.history.Val {
@@ -317,6 +323,9 @@ func (c *checkpointer) resumeNote(total int) string {
 	if n := len(c.history.Val); n > 0 {
 		v := c.history.Val[n-1]
 		s += fmt.Sprintf(", last val miou %.4f (step %d)", v.ValMIoU, v.Step)
+	}
+	if c.dataNote != "" {
+		s += "; " + c.dataNote
 	}
 	return strings.TrimSpace(s)
 }

@@ -336,7 +336,7 @@ func TestResumeRefusals(t *testing.T) {
 	// Restore itself checks the tensors against the trainer's model.
 	ck := openCk(t, newest)
 	tr := testTrainer(t, bigger)
-	if err := Restore(tr, ck); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "[4 3 3 3], model [8 3 3 3]") {
+	if err := Restore(tr, ck, false); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "[4 3 3 3], model [8 3 3 3]") {
 		t.Errorf("Restore into another architecture: %v", err)
 	}
 }

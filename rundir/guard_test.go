@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
 )
@@ -193,4 +194,88 @@ func TestResumeRebuildsMissingMetrics(t *testing.T) {
 		t.Errorf("metrics.jsonl: %d rebuilt step records (want 4), %d validations (want 3: steps 2, 4 and 6)",
 			strings.Count(text, `"rebuilt":true`), strings.Count(text, `"type":"val"`))
 	}
+}
+
+// TestResumeOnChangedDataRefused: a checkpoint records its dataset's
+// fingerprint; resuming after files were added or renamed is refused
+// naming what changed, before anything is written, and goes on with
+// AllowDataChange, saying what changed.
+func TestResumeOnChangedDataRefused(t *testing.T) {
+	ds := t.TempDir()
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: 12, Size: 16, Classes: 4, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteFolder(syn, ds); err != nil {
+		t.Fatal(err)
+	}
+	cfg := resumeConfig("fp32")
+	cfg.Data.Source, cfg.Data.Path, cfg.Data.ValFraction = data.SourceFolder, ds, 0.25
+	cfg.Train.Steps, cfg.Train.CheckpointEvery = 2, 1
+	dir := t.TempDir()
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+
+	rename := func(from, to string) {
+		t.Helper()
+		for _, sub := range []string{"images", "masks"} {
+			if err := os.Rename(filepath.Join(ds, sub, from+".png"), filepath.Join(ds, sub, to+".png")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	copyPair := func(from, to string) {
+		t.Helper()
+		for _, sub := range []string{"images", "masks"} {
+			b, err := os.ReadFile(filepath.Join(ds, sub, from+".png"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ds, sub, to+".png"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cfg.Train.Steps = 4
+	for _, tc := range []struct {
+		name   string
+		change func()
+		want   []string
+	}{
+		{"renamed", func() { rename("00002", "renamed") }, []string{"files: images or masks were added, removed, renamed"}},
+		{"added", func() {
+			copyPair("00003", "extra1")
+			copyPair("00004", "extra2")
+			copyPair("00005", "extra3")
+			copyPair("00006", "extra4")
+		},
+			[]string{"samples: 12, now 16", "training samples: 9, now 12", "validation samples: 3, now 4"}},
+	} {
+		tc.change()
+		before := snapshotDir(t, dir)
+		_, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: "auto"})
+		var dc *DataChangedError
+		if !errors.As(err, &dc) {
+			t.Fatalf("%s: resume: %v, want a *DataChangedError", tc.name, err)
+		}
+		for _, w := range append(tc.want, "--allow-data-change", "was trained on data that has changed") {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", tc.name, err, w)
+			}
+		}
+		if after := snapshotDir(t, dir); !reflect.DeepEqual(after, before) {
+			t.Errorf("%s: the refused resume changed the run directory", tc.name)
+		}
+	}
+
+	// Allowed: the run goes on (from the start of the next epoch of the
+	// larger set) and says what changed.
+	var log bytes.Buffer
+	cfg.Output.Progress = "plain"
+	sum := mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: "auto", AllowDataChange: true, Progress: &log}, nil)
+	if sum.Steps != 4 || !strings.Contains(log.String(), "--allow-data-change: the data changed since the checkpoint: samples: 12, now 16") {
+		t.Errorf("allowed resume: %d steps, log %q", sum.Steps, log.String())
+	}
+	// Its checkpoints record the new data: resuming again needs no flag.
+	cfg.Train.Steps = 5
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: "auto"}, nil)
 }

@@ -104,6 +104,9 @@ type Options struct {
 	Resume string
 	// Version is memunet's version, recorded in checkpoints.
 	Version string
+	// AllowDataChange resumes a checkpoint although its dataset changed
+	// since (files added, removed or resized; see data.Fingerprint).
+	AllowDataChange bool
 	// Force starts a new run in a directory that holds one (without Resume),
 	// deleting the earlier run's files first.
 	Force bool

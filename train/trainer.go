@@ -56,6 +56,9 @@ type Trainer struct {
 	Net    *model.UNet
 	Opt    *optim.Adam
 	Scaler *optim.GradScaler
+	// DataFingerprint identifies the dataset it trains on (checkpoints
+	// record it, so resuming on changed data is noticed).
+	DataFingerprint data.Fingerprint
 
 	data          data.Dataset
 	trainIdx      []int
@@ -127,12 +130,12 @@ func newTrainer(cfg config.Config) (*Trainer, error) {
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
-	ds, trainIdx, valIdx, err := OpenData(cfg)
+	set, err := openSet(cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{Config: cfg, data: ds}
-	t.trainIdx, t.valIdx = trainIdx, valIdx
+	t := &Trainer{Config: cfg, data: set.Data, DataFingerprint: set.Fingerprint()}
+	t.trainIdx, t.valIdx = set.Train, set.Val
 	batch, accum := cfg.Train.BatchSize, cfg.Train.Accumulate
 	if len(t.trainIdx) < batch*accum {
 		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d needs %d training samples, there are %d; lower them or raise data.count",
@@ -200,14 +203,23 @@ func (t *Trainer) freeBatch() {
 // and checked in full first, so a bad file stops the run here, naming it;
 // its one-line summary (with the mask values a scan found) goes to stderr.
 func OpenData(cfg config.Config) (ds data.Dataset, trainIdx, valIdx []int, err error) {
-	set, fresh, err := data.OpenCached(cfg.DataConfig())
+	set, err := openSet(cfg)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	return set.Data, set.Train, set.Val, nil
+}
+
+// openSet is OpenData's data.Set.
+func openSet(cfg config.Config) (*data.Set, error) {
+	set, fresh, err := data.OpenCached(cfg.DataConfig())
+	if err != nil {
+		return nil, err
 	}
 	if fresh && cfg.Data.Source != data.SourceSynthetic {
 		fmt.Fprintln(os.Stderr, set.Report.Summary())
 	}
-	return set.Data, set.Train, set.Val, nil
+	return set, nil
 }
 
 // Close returns everything to the pool.

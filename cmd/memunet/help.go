@@ -27,11 +27,15 @@ var commands = []commandHelp{
 		(default: output.dir, else runs/<timestamp>). --set overrides one key, e.g. --set train.steps=50;
 		repeatable. Checkpoints go to <out>/checkpoints (train.checkpoint_every, the end, SIGINT/SIGTERM);
 		--resume auto continues the newest one there, --resume PATH a given one, exactly where it stopped.
-		A directory that already holds a run is refused unless --resume or --force is given.`},
+		A directory that already holds a run is refused unless --resume or --force is given; a resume
+		whose configuration or dataset changed since the checkpoint is refused naming what changed
+		(--allow-data-change continues on changed data).`},
 	{name: "predict", usage: synopsis(predictUsage), summary: `segments images with a checkpoint's model and
 		preprocessing: palette mask PNGs (and overlays) into --out; dataset:val predicts the checkpoint's
-		own validation split and reports its metrics. A run directory as --checkpoint means its best
-		checkpoint by val_miou (--newest: its newest).`},
+		own validation split and reports its metrics, each output named after its source file;
+		legend.png shows each class's color. A run directory as --checkpoint means its best
+		checkpoint by val_miou (--newest: its newest). Each batch's memory is planned first: an
+		image too large for --capacity or the machine is refused with a size that fits.`},
 	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
 		with PyTorch state_dict names (see README: Exported weights).`},
 	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,

@@ -24,7 +24,7 @@ import (
 // version is memunet's release; the build can override it with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--force]"
+const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--allow-data-change] [--force]"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -104,6 +104,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", "", "YAML config file")
 	outDir := fs.String("out", "", "directory for the run's files")
 	resume := fs.String("resume", "", "continue from a checkpoint: auto (the newest in --out) or PATH")
+	allowData := fs.Bool("allow-data-change", false, "with --resume, continue although the dataset changed since the checkpoint (files added, removed, renamed or resized)")
 	force := fs.Bool("force", false, "start a new run in a directory that holds one, deleting its config.yaml, metrics.jsonl, summary.json and checkpoints/")
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
@@ -133,7 +134,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), dir)
 	}
 	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg,
-		Version: version, Force: *force, OnStart: banner})
+		Version: version, Force: *force, AllowDataChange: *allowData, OnStart: banner})
 	if err != nil {
 		return err
 	}

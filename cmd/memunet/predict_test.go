@@ -512,3 +512,27 @@ func TestPredictRefusesImagesTooLarge(t *testing.T) {
 		t.Errorf("with room: %v, planned %d", err, rep.PlannedPeakBytes)
 	}
 }
+
+// TestResumeAfterDataChange: train --resume refuses a dataset that changed
+// since the checkpoint, naming what changed, and continues with
+// --allow-data-change.
+func TestResumeAfterDataChange(t *testing.T) {
+	ds := filepath.Join(t.TempDir(), "shapes")
+	runOK(t, "data", "synth", "--out", ds, "--count", "12", "--size", "16")
+	runDir, _ := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+ds)
+	for _, sub := range []string{"images", "masks"} {
+		if err := os.Remove(filepath.Join(ds, sub, "00007.png")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"train", "--resume", "auto", "--out", runDir, "--set", "train.steps=6"}
+	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "samples: 12, now 11") ||
+		!strings.Contains(stderr.String(), "--allow-data-change") {
+		t.Fatalf("resume on changed data: exit %d, %s", code, stderr.String())
+	}
+	out := runOK(t, append(args, "--allow-data-change")...)
+	if !strings.Contains(out, "the data changed since the checkpoint") {
+		t.Errorf("allowed resume did not say the data changed: %s", out)
+	}
+}
