@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,5 +47,43 @@ func TestExportNeverDestroysItsInput(t *testing.T) {
 	want := filepath.Join(runDir, "model-step-00000004-bf16.safetensors")
 	if _, err := os.Stat(want); err != nil || !strings.Contains(stdout, want) {
 		t.Errorf("export without --out: %v, stdout %q; want %s", err, stdout, want)
+	}
+}
+
+// TestOutputsAreGitIgnored: what train, predict, export and compare write
+// by default (runs/...) and weights exported anywhere are ignored by git;
+// the PyTorch goldens are not.
+func TestOutputsAreGitIgnored(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		t.Skip("not a git checkout")
+	}
+	ignored := func(path string) bool {
+		cmd := exec.Command("git", "check-ignore", "--no-index", "-q", path)
+		cmd.Dir = root
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("git check-ignore: %v", err)
+		}
+		return err == nil
+	}
+	for _, p := range []string{"runs/20261203-101010/config.yaml", "runs/q/checkpoints/step-00000004/model.safetensors",
+		"runs/q/predict/val-step-00000004/legend.png", "runs/q/model-step-00000004.safetensors", "runs/compare-1/memory.png",
+		"model.safetensors", "weights/unet-fp16.safetensors"} {
+		if !ignored(p) {
+			t.Errorf("%s is not git-ignored", p)
+		}
+	}
+	for _, p := range []string{"testdata/goldens/unet_bilinear_batch.safetensors", "predict/predict.go", "configs/quickstart.yaml"} {
+		if ignored(p) {
+			t.Errorf("%s is git-ignored", p)
+		}
 	}
 }
