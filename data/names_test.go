@@ -1,6 +1,7 @@
 package data
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -53,5 +54,33 @@ func TestSampleNamesThroughWrappers(t *testing.T) {
 		Synthetic: SyntheticConfig{Count: 4, Size: 16}})
 	if got := SampleName(syn.Data, 0); got != "" {
 		t.Errorf("synthetic sample named %q", got)
+	}
+}
+
+// TestConfigNoiseZeroMeansNone: data.noise: 0 in a config is no noise, not
+// the default 0.1 (Open takes the config's values as they are).
+func TestConfigNoiseZeroMeansNone(t *testing.T) {
+	cfg := SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1,
+		Synthetic: SyntheticConfig{Count: 4, Size: 16, Seed: 1}}
+	quiet := mustOpen(t, cfg)
+	exact, err := NewSyntheticExact(SyntheticConfig{Count: 4, Size: 16, Classes: 4, Seed: 1, Noise: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Synthetic.Noise = 0.1
+	noisy := mustOpen(t, cfg)
+	a, m := buffers(quiet.Data)
+	b, _ := buffers(exact)
+	c, _ := buffers(noisy.Data)
+	for i, ds := range []Dataset{quiet.Data, exact, noisy.Data} {
+		if err := ds.Sample(2, [][]float32{a, b, c}[i], m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(a, b) {
+		t.Error("data.noise 0 through Open differs from a noise-free set")
+	}
+	if slices.Equal(a, c) {
+		t.Error("data.noise 0.1 gave the noise-free samples")
 	}
 }

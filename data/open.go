@@ -215,7 +215,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 	case SourceSynthetic:
 		sc := cfg.Synthetic
 		sc.Classes = cfg.Classes
-		syn, err := NewSynthetic(sc)
+		syn, err := NewSyntheticExact(sc) // the config gives every field; data.noise: 0 means none
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memunet/memunet/backend"
@@ -106,5 +107,45 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 				t.Errorf("PyTorch's logits differ: %+v", r)
 			}
 		})
+	}
+}
+
+// TestReadmePythonSnippet: the README's Python snippet for exported
+// weights runs as written (from the repository root, on an export of the
+// default name) with the python3 that has torch, e.g. Debian's
+// python3-torch without the safetensors package.
+func TestReadmePythonSnippet(t *testing.T) {
+	py := torchPython()
+	if py == "" {
+		t.Skip("no python3 with torch and numpy")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "```python\n")
+	if start < 0 {
+		t.Fatal("README.md has no ```python block")
+	}
+	code := text[start+len("```python\n"):]
+	code = code[:strings.Index(code, "```")]
+	const example = "runs/q/model-step-00000800.safetensors"
+	if !strings.Contains(code, example) {
+		t.Fatalf("the snippet does not load %s:\n%s", example, code)
+	}
+	runDir, _ := trainTiny(t)
+	out := runOK(t, "export", "--checkpoint", runDir)
+	matches, _ := filepath.Glob(filepath.Join(runDir, "model-step-*.safetensors"))
+	if len(matches) != 1 {
+		t.Fatalf("export wrote %v (%s)", matches, out)
+	}
+	code = strings.ReplaceAll(code, example, matches[0])
+	code += "\nassert not model.training and 'memunet_model' in meta and len(state) > 0\nprint('ok')\n"
+	cmd := exec.Command(py, "-c", code)
+	cmd.Dir = "../.."
+	b, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), "ok") {
+		t.Fatalf("the README snippet: %v\n%s\n%s", err, code, b)
 	}
 }

@@ -391,8 +391,11 @@ func sizeAdvice(p *predict.Predictor, h, w int, overlay bool, lim predictLimits)
 		th, tw := inputSize(p.Config, sh, sw)
 		nd, err := p.PlanBatch(1, th, tw, int64(sh)*int64(sw), overlay)
 		if err == nil && lim.exceeded(nd) == "" {
-			return fmt.Sprintf("Scale it down to %dx%d or smaller (that needs about %s), or predict on a machine with more memory.",
-				sh, sw, memory.FormatBytes(nd.Total()))
+			need := "about " + memory.FormatBytes(nd.Total())
+			if lim.capacity > 0 {
+				need = "a pool peak of " + memory.FormatBytes(nd.PeakAllocated) + " allocated"
+			}
+			return fmt.Sprintf("Scale it down to %dx%d or smaller (that needs %s), or predict on a machine with more memory.", sh, sw, need)
 		}
 	}
 	return "Even at 1/256 of its size it would not fit: predict on a machine with more memory."

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeFuzzCommands: every fuzz command in README.md stops by itself
+// (-fuzztime), runs no other tests (-run '^$'), and names a fuzz target of
+// the package it runs in; every fuzz target is listed.
+func TestReadmeFuzzCommands(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdRe := regexp.MustCompile(`go test [^\n` + "`" + `]*-fuzz (\w+)[^\n` + "`" + `]*`)
+	listed := map[string]bool{}
+	for _, m := range cmdRe.FindAllStringSubmatch(string(readme), -1) {
+		line, name := m[0], m[1]
+		if !strings.Contains(line, "-fuzztime ") || !strings.Contains(line, "-run '^$'") {
+			t.Errorf("README: %q lacks -fuzztime or -run '^$'", line)
+		}
+		pkg := regexp.MustCompile(`\./[\w/]+`).FindString(line)
+		if pkg == "" {
+			t.Errorf("README: %q names no package", line)
+			continue
+		}
+		if !hasFuzzTarget(t, filepath.Join("../..", pkg), name) {
+			t.Errorf("README: %q: no func %s(f *testing.F) in %s", line, name, pkg)
+		}
+		listed[name] = true
+	}
+	// Every fuzz target in the module is in the README.
+	filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, _ := os.ReadFile(path)
+		for _, m := range regexp.MustCompile(`func (Fuzz\w+)\(f \*testing\.F\)`).FindAllStringSubmatch(string(b), -1) {
+			if !listed[m[1]] {
+				t.Errorf("%s: %s is not among README's fuzz commands", path, m[1])
+			}
+		}
+		return nil
+	})
+	if len(listed) == 0 {
+		t.Error("README lists no fuzz commands")
+	}
+}
+
+func hasFuzzTarget(t *testing.T, dir, name string) bool {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "func "+name+"(f *testing.F)") {
+			return true
+		}
+	}
+	return false
+}
