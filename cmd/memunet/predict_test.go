@@ -62,6 +62,22 @@ func runOK(t *testing.T, args ...string) string {
 	return stdout.String()
 }
 
+// bestPredictor is an fp32 predictor, batch 1, of the run's best
+// checkpoint (what a run directory stands for), closed at the test's end.
+func bestPredictor(t *testing.T, runDir string) *predict.Predictor {
+	t.Helper()
+	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).BestCheckpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
 func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
@@ -170,15 +186,7 @@ func TestPredictFiles(t *testing.T) {
 
 	// a.png is 16x16: its mask is the prediction on data.Resize's sample,
 	// by the run's best checkpoint (what a run directory stands for).
-	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).BestCheckpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := bestPredictor(t, runDir)
 	r, _ := data.Resize(syn, 16, 16)
 	img := make([]float32, 3*16*16)
 	if err := r.Sample(0, img, make([]uint8, 256)); err != nil {
@@ -491,15 +499,7 @@ func TestPredictRefusesImagesTooLarge(t *testing.T) {
 	}
 
 	// The host's memory: the same refusal with the figure available.
-	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).BestCheckpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := bestPredictor(t, runDir)
 	var note bytes.Buffer
 	err = predictFiles(p, in, t.TempDir(), true, predictLimits{available: 2 << 20}, &note, &PredictReport{})
 	var se *predictSizeError
