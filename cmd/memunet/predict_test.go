@@ -78,6 +78,20 @@ func bestPredictor(t *testing.T, runDir string) *predict.Predictor {
 	return p
 }
 
+// readReport reads predict.json in dir.
+func readReport(t *testing.T, dir string) PredictReport {
+	t.Helper()
+	var rep PredictReport
+	b, err := os.ReadFile(filepath.Join(dir, "predict.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
@@ -101,14 +115,7 @@ func TestPredictReproducesValMIoU(t *testing.T) {
 			runDir, sum := trainTiny(t, "--set", "train.precision="+prec)
 			out := t.TempDir()
 			stdout := runOK(t, "predict", "--checkpoint", runDir, "--newest", "--input", "dataset:val", "--out", out, "--overlay")
-			var rep PredictReport
-			b, err := os.ReadFile(filepath.Join(out, "predict.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &rep); err != nil {
-				t.Fatal(err)
-			}
+			rep := readReport(t, out)
 			if rep.Metrics == nil || math.Abs(rep.Metrics.ValMIoU-sum.ValMIoU) > 1e-6 {
 				t.Fatalf("predict val miou %v, training's %v", rep.Metrics, sum.ValMIoU)
 			}
@@ -421,14 +428,7 @@ func TestPredictNamesAndLegend(t *testing.T) {
 	runDir, _ := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+ds)
 	out := t.TempDir()
 	runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out, "--overlay")
-	var rep PredictReport
-	b, err := os.ReadFile(filepath.Join(out, "predict.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	if len(rep.Outputs) == 0 {
 		t.Fatal("no outputs")
 	}
