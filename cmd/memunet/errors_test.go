@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +30,51 @@ func oneLine(t *testing.T, what string, code int, msg string) {
 	t.Helper()
 	if code != 1 || strings.Count(msg, "memunet:") != 1 || !strings.HasPrefix(msg, "memunet: ") || strings.Count(msg, "\n") != 1 {
 		t.Errorf("%s: exit %d, stderr %q: want exit 1 and one line with one memunet: prefix", what, code, msg)
+	}
+}
+
+// TestBannerAfterChecks: the start banner is printed only once every check
+// has passed: a run refused by its plan prints none, a run that starts
+// prints it first.
+func TestBannerAfterChecks(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", t.TempDir() + "/run",
+		"--set", "train.steps=2", "--set", "output.progress=none", "--set", "memory.capacity=64KiB"}, &out, &errb)
+	if code != 1 || strings.Contains(out.String(), "training on") {
+		t.Errorf("refused run: exit %d, stdout %q: want exit 1 and no banner", code, out.String())
+	}
+	out.Reset()
+	args := append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", t.TempDir() + "/run"}, tinyArgs...)
+	if code := run(append(args, "--set", "output.progress=none"), &out, &errb); code != 0 ||
+		!strings.HasPrefix(out.String(), "memunet "+version+": training on synthetic data 16x16") {
+		t.Errorf("run: exit %d, stdout %q: want the banner first", code, out.String())
+	}
+}
+
+// TestRecoveryHintWithAndWithoutConfig: resuming a corrupt newest
+// checkpoint names the previous one that verifies and how to continue from
+// it, with --config and without (the checkpoint's own configuration).
+func TestRecoveryHintWithAndWithoutConfig(t *testing.T) {
+	runDir, sum := trainTiny(t, "--set", "train.checkpoint_every=2", "--set", "train.keep_last=2")
+	model := filepath.Join(sum.LastCheckpoint, "model.safetensors")
+	b, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(model, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, withConfig := range []bool{true, false} {
+		args := []string{"train", "--resume", "auto", "--out", runDir}
+		if withConfig {
+			args = append(append(args, "--config", "../../configs/quickstart.yaml"), tinyArgs...)
+		}
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		msg := errb.String()
+		if code != 1 || !strings.Contains(msg, "model.safetensors is corrupt") || !strings.Contains(msg, "verifies: pass --resume ") {
+			t.Errorf("--config %v: exit %d, %q: want the corruption and the recovery hint", withConfig, code, msg)
+		}
 	}
 }
