@@ -3,13 +3,16 @@ package rundir
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
@@ -278,4 +281,40 @@ func TestResumeOnChangedDataRefused(t *testing.T) {
 	// Its checkpoints record the new data: resuming again needs no flag.
 	cfg.Train.Steps = 5
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: "auto"}, nil)
+}
+
+// TestResumeNoteNamesTheLatestValidation: the resume note's val mIoU is the
+// last one measured up to the checkpoint (its step named), not the best
+// nor one measured after it.
+func TestResumeNoteNamesTheLatestValidation(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps, cfg.Train.CheckpointEvery, cfg.Train.ValEvery, cfg.Train.KeepLast = 6, 2, 2, 0
+	dir := t.TempDir()
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+	vals := map[int]float64{}
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var rec ValRecord
+		if err := dec.Decode(&rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Type == "val" {
+			vals[rec.Step] = rec.ValMIoU
+		}
+	}
+	f.Close()
+	for _, step := range []int{4, 2} {
+		var log bytes.Buffer
+		cfg.Output.Progress = "plain"
+		ck := filepath.Join(dir, CheckpointsDir, checkpoint.Name(step, 1))
+		mustRun(t, context.Background(), cfg, Options{OutDir: t.TempDir(), Resume: ck, Progress: &log}, nil)
+		want := fmt.Sprintf("resuming from %s: step %d of 6, last val miou %.4f (step %d)", ck, step, vals[step], step)
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("resuming step %d: the log lacks %q:\n%s", step, want, log.String())
+		}
+	}
 }
