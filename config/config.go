@@ -9,17 +9,21 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/model"
 	"go.yaml.in/yaml/v3"
 )
 
 // Config is the whole configuration of a run.
 type Config struct {
-	Model  Model  `yaml:"model"`
-	Data   Data   `yaml:"data"`
-	Train  Train  `yaml:"train"`
-	Memory Memory `yaml:"memory"`
-	Output Output `yaml:"output"`
+	// Device is what the run computes on: auto (the GPU in a gpu build, else
+	// the CPU), cpu, cuda or cuda:N.
+	Device device.Spec `yaml:"device"`
+	Model  Model       `yaml:"model"`
+	Data   Data        `yaml:"data"`
+	Train  Train       `yaml:"train"`
+	Memory Memory      `yaml:"memory"`
+	Output Output      `yaml:"output"`
 }
 
 // Model is the UNet's architecture (see model.Config).
@@ -127,7 +131,8 @@ type Output struct {
 // the built-in synthetic shapes.
 func Default() Config {
 	return Config{
-		Model: Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
+		Device: device.Spec{Kind: device.Auto},
+		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
 		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125,
 			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
 		Train: Train{BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,

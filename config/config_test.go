@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/device"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -79,6 +80,7 @@ func TestQuickstartIsDefault(t *testing.T) {
 	root := doc.Content[0]
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		sec := root.Content[i+1]
+		present[root.Content[i].Value] = true
 		for j := 0; j+1 < len(sec.Content); j += 2 {
 			present[root.Content[i].Value+"."+sec.Content[j].Value] = true
 		}
@@ -86,6 +88,12 @@ func TestQuickstartIsDefault(t *testing.T) {
 	ct := reflect.TypeFor[Config]()
 	for i := 0; i < ct.NumField(); i++ {
 		st := ct.Field(i).Type
+		if st == reflect.TypeFor[device.Spec]() { // a top-level key, not a section
+			if key := ct.Field(i).Tag.Get("yaml"); !present[key] {
+				t.Errorf("%s does not document %s", quickstartPath, key)
+			}
+			continue
+		}
 		for j := 0; j < st.NumField(); j++ {
 			key := ct.Field(i).Tag.Get("yaml") + "." + st.Field(j).Tag.Get("yaml")
 			if !present[key] {
@@ -166,7 +174,7 @@ func TestParseErrors(t *testing.T) {
 		want []string // besides the file name, which every error must contain
 	}{
 		{"unknown section", "model:\n  base: 8\nmodle:\n  base: 8\n",
-			[]string{"line 3", `"modle"`, "top level", "known keys: data, memory, model, output, train"}},
+			[]string{"line 3", `"modle"`, "top level", "known keys: data, device, memory, model, output, train"}},
 		{"unknown key in section", "train:\n  steps: 10\n  batchsize: 4\n",
 			[]string{"line 3", `"train.batchsize"`, "known keys:", "batch_size", "val_every"}},
 		{"batch_size string", "train:\n  batch_size: \"abc\"\n",
@@ -392,7 +400,7 @@ func TestOverrideErrors(t *testing.T) {
 		{"unknown key in missing section", "", []string{"train.nope=1"},
 			[]string{"quickstart.yaml", "--set", `"train.nope"`, "known keys:"}},
 		{"unknown section", qs, []string{"trian.steps=1"},
-			[]string{"--set", `"trian"`, "known keys: data, memory, model, output, train"}},
+			[]string{"--set", `"trian"`, "known keys: data, device, memory, model, output, train"}},
 		{"no equals sign", qs, []string{"train.steps"},
 			[]string{"--set", `"train.steps"`, "section.key=value"}},
 		{"empty key", qs, []string{"=5"},

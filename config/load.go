@@ -114,7 +114,8 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 			return fmt.Errorf("%s: key %q appears twice; keep only one", loc(name, k.Line), key)
 		}
 		seen[k.Value] = true
-		if f.Kind() == reflect.Struct && !f.Addr().Type().Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		if f.Kind() == reflect.Struct && !f.Addr().Type().Implements(reflect.TypeFor[yaml.Unmarshaler]()) &&
+			!f.Addr().Type().Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
 			if err := decodeStrict(name, val, f, key, set); err != nil {
 				return err
 			}

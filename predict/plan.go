@@ -5,7 +5,6 @@ import (
 
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/train"
 )
 
 // Need is what predicting one batch takes.
@@ -38,7 +37,7 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 	if err := p.Net.CheckInput(p.Config.Model.InChannels, h, w); err != nil {
 		return Need{}, err
 	}
-	dry, err := newPredictor(p.Config, noop.New(train.Target()), p.precision, 0, n)
+	dry, err := newPredictor(p.Config, noop.New(p.Device.Backend), p.precision, 0, n)
 	if err != nil {
 		return Need{}, err
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/train"
 )
 
 // TestPlanBatchIsExact: the planned pool peaks of a batch are the peaks a
@@ -24,7 +24,7 @@ func TestPlanBatchIsExact(t *testing.T) {
 		{backend.Float16, 2, 28, 36},
 		{backend.BFloat16, 1, 12, 44},
 	} {
-		p, err := newPredictor(cfg, train.Target(), tc.prec, 0, tc.n)
+		p, err := newPredictor(cfg, cpu.New(), tc.prec, 0, tc.n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestPlanBatchIsExact(t *testing.T) {
 func TestPlanBatchRefusesBadSizes(t *testing.T) {
 	cfg := config.Default()
 	cfg.Model.Base, cfg.Model.Depth, cfg.Model.Classes = 4, 2, 3
-	p, err := newPredictor(cfg, train.Target(), backend.Float32, 0, 1)
+	p, err := newPredictor(cfg, cpu.New(), backend.Float32, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,11 @@ type Predictor struct {
 // bf16: the storage of activations and weight copies, as in training)
 // in a pool of the given capacity (0: unlimited), and loads its weights.
 func NewPredictor(ck *rundir.Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
-	p, err := newPredictor(ck.Config, train.Target(), prec, capacity, batch)
+	b, err := train.Target(ck.Config)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPredictor(ck.Config, b, prec, capacity, batch)
 	if err != nil {
 		return nil, err
 	}

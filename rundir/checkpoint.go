@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
@@ -700,8 +701,8 @@ func resumeConflicts(ck, run config.Config) []string {
 	va, vb := reflect.ValueOf(ck), reflect.ValueOf(run)
 	for i := 0; i < va.NumField(); i++ {
 		sec := va.Type().Field(i)
-		if sec.Name == "Memory" || sec.Name == "Output" {
-			continue
+		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" {
+			continue // a run may resume on another device: checkpoints are the same everywhere
 		}
 		for j := 0; j < va.Field(i).NumField(); j++ {
 			key := sec.Tag.Get("yaml") + "." + sec.Type.Field(j).Tag.Get("yaml")
@@ -747,7 +748,7 @@ func checkResume(ck *Checkpoint, cfg config.Config) error {
 	}
 	detail := fmt.Sprintf("was trained with a different architecture: %s", strings.Join(conflicts, "; "))
 	if mc := cfg.ModelConfig(); mc.Validate() == nil {
-		dev := model.NewDevice(noop.New(train.Target()), memory.Options{})
+		dev := model.NewDevice(noop.New(cpu.New()), memory.Options{}) // shapes only
 		if net, err := model.New(dev, mc, cfg.Model.Seed); err == nil {
 			if diffs := layoutDiff(specs(ck.model.Tensors), stateSpecs(net)); len(diffs) > 0 {
 				detail += fmt.Sprintf("; %d tensors differ: %s", len(diffs), listSome(diffs, 8))

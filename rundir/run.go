@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
 )
@@ -61,6 +62,8 @@ type Summary struct {
 	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
 	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	// Device is what the run computed on (device.Describe).
+	Device string `json:"device"`
 	// CacheFlushes counts the times the pool gave its cached blocks back to
 	// stay under memory.capacity (plan's empties_cache said to expect them).
 	CacheFlushes            int64            `json:"cache_flushes"`
@@ -113,7 +116,7 @@ type Options struct {
 	// OnStart, if set, is called once every check has passed, before the
 	// run writes anything, with the configuration it trains (memory.fit:
 	// auto may have changed the variant): the place for a start banner.
-	OnStart func(cfg config.Config)
+	OnStart func(cfg config.Config, device string)
 
 	onTrainer  func(*train.Trainer) // tests: sees the trainer before the first step
 	barRefresh time.Duration        // tests: the bar's least time between redraws (0: 100ms)
@@ -166,7 +169,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	}
 	// Everything is checked: the run starts, and writes.
 	if opts.OnStart != nil {
-		opts.OnStart(cfg)
+		opts.OnStart(cfg, device.Describe(tr.Device.Backend))
 	}
 	if len(earlier) > 0 {
 		if err := removeRunFiles(opts.OutDir, earlier); err != nil {
@@ -214,7 +217,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		prog.note(line)
 	}
 	sum = &Summary{
-		Fit:    tr.FitLog,
+		Fit: tr.FitLog, Device: device.Describe(tr.Device.Backend),
 		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
 		Variant: cfg.Variant(), EffectiveBatch: cfg.Variant().EffectiveBatch(),
 		ResumedFrom: ckpt.resumed, Steps: ckpt.start,

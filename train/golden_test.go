@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -125,7 +126,7 @@ func checkGolden(t *testing.T, g *checkpoint.File) {
 
 	// A fresh model with PyTorch's initial state_dict.
 	fresh := func() (*model.Device, *model.UNet, *model.Tensor, backend.View) {
-		dev := model.NewDevice(Target(), memory.Options{})
+		dev := model.NewDevice(cpu.New(), memory.Options{})
 		net, err := model.New(dev, cfg, 1)
 		if err != nil {
 			t.Fatal(err)

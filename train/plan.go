@@ -125,7 +125,11 @@ func PlanConfig(cfg config.Config) (PlanRow, error) {
 func planConfig(cfg config.Config) (PlanRow, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
-	t, err := buildTrainer(cfg, noop.New(Target()))
+	b, err := Target(cfg)
+	if err != nil {
+		return row, err
+	}
+	t, err := buildTrainer(cfg, noop.New(b))
 	if err != nil {
 		return row, err
 	}

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
@@ -86,8 +86,8 @@ type Trainer struct {
 	fitQueue []FitCandidate // later candidates for an OOM during training
 }
 
-// Target is the backend a run trains on: the CPU.
-func Target() backend.Backend { return cpu.New() }
+// Target is the backend cfg trains on: config key device (device.Open).
+func Target(cfg config.Config) (backend.Backend, error) { return device.Open(cfg.Device) }
 
 // NewTrainer validates cfg and builds the dataset, the model, Adam and the
 // batch buffers on the target backend.
@@ -104,14 +104,18 @@ func NewTrainer(cfg config.Config) (*Trainer, error) {
 
 // newTrainer is NewTrainer for a validated cfg.
 func newTrainer(cfg config.Config) (*Trainer, error) {
+	b, err := Target(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Memory.Fit != "auto" {
-		return buildTrainer(cfg, Target())
+		return buildTrainer(cfg, b)
 	}
 	chosen, why, err := Fit(cfg)
 	if err != nil {
 		return nil, err
 	}
-	t, err := buildTrainer(chosen, Target())
+	t, err := buildTrainer(chosen, b)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants config,baseline,...] [--set k=v ...]"
+const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants config,baseline,...] [--set k=v ...] [--device D]"
 
 // benchCommand times training steps of each variant in this process: the
 // median step, the achieved GFLOP/s of the whole step (convolution FLOPs,
@@ -21,6 +21,7 @@ const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants c
 // per layer kind.
 func benchCommand(args []string, stdout io.Writer) error {
 	cmd := newConfigCommand("bench", benchUsage)
+	cmd.addDevice()
 	fs := cmd.Flags
 	steps := fs.Int("steps", 5, "timed optimizer steps per variant (after one warm-up step)")
 	variants := fs.String("variants", "config", "comma-separated variants (config, "+strings.Join(train.VariantNames(), ", ")+")")

@@ -21,7 +21,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const compareUsage = "usage: memunet compare --config FILE [--variants baseline,checkpoint,fp16,bf16,accum4,all,gorgonia] [--steps N] [--out DIR] [--set k=v ...]"
+const compareUsage = "usage: memunet compare --config FILE [--variants baseline,checkpoint,fp16,bf16,accum4,all,gorgonia] [--steps N] [--out DIR] [--set k=v ...] [--device D]"
 
 // CompareRow is one line of compare's table, compare.csv and compare.json.
 type CompareRow struct {
@@ -49,6 +49,7 @@ type CompareRow struct {
 // table, compare.csv, compare.json, memory.png and timeline.png.
 func compareCommand(args []string, stdout, stderr io.Writer) error {
 	cmd := newConfigCommand("compare", compareUsage)
+	cmd.addDevice()
 	fs := cmd.Flags
 	variants := fs.String("variants", strings.Join(append(train.VariantNames(), "gorgonia"), ","), "comma-separated variants")
 	steps := fs.Int("steps", 5, "optimizer steps per variant")

@@ -12,11 +12,11 @@ import (
 	"path/filepath"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/rundir"
-	"github.com/memunet/memunet/train"
 )
 
 const exportUsage = "usage: memunet export --checkpoint PATH [--out model.safetensors] [--dtype fp32|fp16|bf16]"
@@ -67,7 +67,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 	}
 	// Build the model from the manifest and load the weights: this checks
 	// that the tensors are the architecture's, names and shapes.
-	net, err := model.New(model.NewDevice(train.Target(), memory.Options{}), ck.Config.ModelConfig(), ck.Config.Model.Seed)
+	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), ck.Config.ModelConfig(), ck.Config.Model.Seed)
 	if err != nil {
 		return err
 	}

@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/rundir"
-	"github.com/memunet/memunet/train"
 )
 
 // torchPython is a python3 that imports torch, or "".
@@ -59,7 +59,7 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev := model.NewDevice(train.Target(), memory.Options{})
+			dev := model.NewDevice(cpu.New(), memory.Options{})
 			net, err := model.New(dev, ck.Config.ModelConfig(), 1)
 			if err != nil {
 				t.Fatal(err)

@@ -6,17 +6,21 @@ import (
 	"io"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/device"
 )
 
 // configCommand is the flag set of a command that reads a config: --config
 // and repeatable --set, plus the command's own flags, which the caller adds
 // to Flags before calling load.
 type configCommand struct {
-	Flags *flag.FlagSet
-	name  string // the command as typed, e.g. "data check"
-	usage string
-	path  string
-	sets  stringList
+	Flags  *flag.FlagSet
+	name   string // the command as typed, e.g. "data check"
+	usage  string
+	path   string
+	sets   stringList
+	device string
+	// computes: the command runs on the config's device (checked by load).
+	computes bool
 }
 
 func newConfigCommand(name, usage string) *configCommand {
@@ -25,6 +29,13 @@ func newConfigCommand(name, usage string) *configCommand {
 	c.Flags.StringVar(&c.path, "config", "", "YAML config file")
 	c.Flags.Var(&c.sets, "set", "override section.key=value (repeatable)")
 	return c
+}
+
+// addDevice gives the command --device, which load turns into --set
+// device=D (so that compare passes it on to its child runs too).
+func (c *configCommand) addDevice() {
+	c.computes = true
+	c.Flags.StringVar(&c.device, "device", "", deviceFlagHelp)
 }
 
 // load parses args and loads the config with the overrides. A bad flag, a
@@ -40,7 +51,23 @@ func (c *configCommand) load(args []string) (config.Config, error) {
 	if c.path == "" {
 		return config.Config{}, c.usageError("--config FILE is required (configs/quickstart.yaml is an example)")
 	}
-	return config.Load(c.path, c.sets)
+	c.sets = withDevice(c.sets, c.device)
+	cfg, err := config.Load(c.path, c.sets)
+	if err == nil && c.computes {
+		_, err = device.Open(cfg.Device) // before any work: "cuda" in the CPU build says how to get the gpu build
+	}
+	return cfg, err
+}
+
+// deviceFlagHelp is the text of every command's --device.
+const deviceFlagHelp = "what to compute on: auto, cpu, cuda or cuda:N (default: the config's device)"
+
+// withDevice is sets with --set device=D appended when --device D was given.
+func withDevice(sets []string, device string) []string {
+	if device == "" {
+		return sets
+	}
+	return append(append([]string(nil), sets...), "device="+device)
 }
 
 func (c *configCommand) usageError(msg string) error {

@@ -9,12 +9,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/model/oracle"
 	"github.com/memunet/memunet/rundir"
-	"github.com/memunet/memunet/train"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -60,7 +60,7 @@ func gorgoniaCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	// The weights come from memunet's initialization on a throwaway device.
-	net, err := model.New(model.NewDevice(train.Target(), memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
+	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ import (
 // version is memunet's release; the build can override it with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--allow-data-change] [--force]"
+const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--allow-data-change] [--force] [--device D]"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -108,13 +108,14 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "start a new run in a directory that holds one, deleting its config.yaml, metrics.jsonl, summary.json and checkpoints/")
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
+	dev := fs.String("device", "", deviceFlagHelp)
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, trainUsage)
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("train: unexpected argument %q; %s", fs.Arg(0), trainUsage)}
 	}
-	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, sets)
+	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, withDevice(sets, *dev))
 	if err != nil {
 		return err
 	}
@@ -126,12 +127,12 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	banner := func(cfg config.Config) {
+	banner := func(cfg config.Config, device string) {
 		size := ""
 		if h, w := cfg.ImageSize(); h > 0 && w > 0 {
 			size = fmt.Sprintf(" %dx%d", h, w)
 		}
-		fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), dir)
+		fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s, on %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), device, dir)
 	}
 	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg,
 		Version: version, Force: *force, AllowDataChange: *allowData, OnStart: banner})

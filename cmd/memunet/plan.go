@@ -13,12 +13,13 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--json]"
+const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--json] [--device D]"
 
 // planCommand prints the predicted peak memory of each variant, computed
 // from the config by a dry run, and with a capacity which variants fit.
 func planCommand(args []string, stdout io.Writer) error {
 	cmd := newConfigCommand("plan", planUsage)
+	cmd.addDevice()
 	fs := cmd.Flags
 	capacity := fs.String("capacity", "", "device size, e.g. 6GiB (default: memory.capacity)")
 	variants := fs.String("variants", "config,"+strings.Join(train.VariantNames(), ","), "comma-separated variants")

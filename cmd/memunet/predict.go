@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/rundir"
@@ -24,7 +25,7 @@ import (
 	xdraw "golang.org/x/image/draw"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D]"
 
 // PredictReport is predict.json.
 type PredictReport struct {
@@ -74,6 +75,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
+	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, predictUsage)
 	}
@@ -108,6 +110,13 @@ func predictCommand(args []string, stdout io.Writer) error {
 	}
 	if err := rundir.CheckOutside(*outDir, dir); err != nil {
 		return usageError{"predict: --out " + err.Error()}
+	}
+	if *dev != "" {
+		spec, err := device.Parse(*dev)
+		if err != nil {
+			return usageError{"predict: --device " + err.Error()}
+		}
+		ck.Config.Device = spec
 	}
 	cfg := ck.Config
 	prec := cfg.Train.Precision

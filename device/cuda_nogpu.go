@@ -1,0 +1,18 @@
+//go:build !gpu
+
+package device
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// GPUBuild reports whether this binary has the CUDA backend.
+const GPUBuild = false
+
+// openCUDA refuses: this is the CPU build.
+func openCUDA(index int) (backend.Backend, error) {
+	return nil, fmt.Errorf("device: cuda:%d: this memunet is the CPU build; the CUDA backend is in the build with -tags gpu: "+
+		"go build -tags gpu ./cmd/memunet on a machine with the CUDA toolkit (README: GPU), or set device: cpu", index)
+}

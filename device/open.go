@@ -1,0 +1,42 @@
+package device
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
+)
+
+// Open returns the backend spec names: auto is CUDA device 0 in a gpu build
+// (when the driver finds one) and the CPU otherwise.
+func Open(spec Spec) (backend.Backend, error) {
+	switch spec.Kind {
+	case CPU:
+		return cpu.New(), nil
+	case CUDA:
+		return openCUDA(spec.Index)
+	}
+	if b, err := openCUDA(0); err == nil {
+		return b, nil
+	}
+	return cpu.New(), nil
+}
+
+// Describer is a backend that can say what it runs on for the start banner:
+// the device's name, memory and driver.
+type Describer interface {
+	Describe() string
+}
+
+// Describe says what b runs on: its own description, or for the CPU the
+// cores Go uses.
+func Describe(b backend.Backend) string {
+	if d, ok := b.(Describer); ok {
+		return d.Describe()
+	}
+	if b.Name() == "cpu" {
+		return fmt.Sprintf("cpu (%d threads)", runtime.GOMAXPROCS(0))
+	}
+	return b.Name()
+}
