@@ -1,0 +1,230 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
+)
+
+// scratch layout: the backend's own device memory for reductions that
+// return host values: cross-entropy partial sums (2 float64 per block, at
+// most maxBlocks blocks), a bad-target value per sample, and the confusion
+// counts (K*K uint64, K <= 256).
+const (
+	scratchBytes   = 1 << 20
+	maxBlocks      = 1024
+	badOffset      = 2 * 8 * maxBlocks
+	maxSamples     = 8192
+	countsOffset   = badOffset + 4*maxSamples
+	maxCountsBytes = scratchBytes - countsOffset
+)
+
+// Backend is one CUDA device: see the package doc.
+type Backend struct {
+	drv           Driver
+	scratch       uintptr
+	overheadBytes int64
+
+	mu  sync.Mutex
+	err error // the first asynchronous error, returned by Sync
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New makes the backend of a device: it allocates the scratch area and
+// records the device memory then in use as the context's overhead.
+func New(drv Driver) (*Backend, error) {
+	b := &Backend{drv: drv}
+	var err error
+	if b.scratch, err = drv.Alloc(scratchBytes); err != nil {
+		return nil, fmt.Errorf("%s: allocating %d bytes of scratch: %w", drv.Name(), scratchBytes, err)
+	}
+	free, total, err := drv.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", drv.Name(), err)
+	}
+	b.overheadBytes = total - free
+	return b, nil
+}
+
+// Name is the device, "cuda:N".
+func (b *Backend) Name() string { return b.drv.Name() }
+
+// Describe names the device (its name, compute capability, memory and
+// driver, where the driver says them).
+func (b *Backend) Describe() string {
+	if d, ok := b.drv.(interface{ Describe() string }); ok {
+		return d.Describe()
+	}
+	return b.drv.Name()
+}
+
+// DeviceMemory is the device's own view of its memory (cuMemGetInfo, as
+// nvidia-smi reports it): bytes in use by every process, and in all.
+func (b *Backend) DeviceMemory() (used, total int64, err error) {
+	free, total, err := b.drv.MemInfo()
+	return total - free, total, err
+}
+
+// ContextOverhead is the device memory in use once the backend was made,
+// before any pool allocation: the context, memunet's modules and scratch,
+// and whatever other processes held then.
+func (b *Backend) ContextOverhead() int64 { return b.overheadBytes }
+
+// Allocator is the device's memory.
+func (b *Backend) Allocator() memory.Allocator { return Allocator{b} }
+
+// Sync waits for every operation issued so far and returns the first error.
+func (b *Backend) Sync() error {
+	err := b.drv.Sync()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return b.err
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", b.Name(), err)
+	}
+	return nil
+}
+
+// fail keeps the first asynchronous error.
+func (b *Backend) fail(what string, err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = fmt.Errorf("%s: %s: %w", b.Name(), what, err)
+	}
+}
+
+// Allocator gives out device memory.
+type Allocator struct{ b *Backend }
+
+// deviceBlock is the Storage of a device buffer; its type is this package's
+// own, so only the CUDA backend sees inside a buffer.
+type deviceBlock struct {
+	ptr   uintptr
+	bytes int64
+}
+
+// Name is the device, "cuda:N".
+func (a Allocator) Name() string { return a.b.Name() }
+
+// Alloc is the driver's (cuMemAlloc); a full device's error wraps
+// memory.ErrExhausted, so the pool empties its cache and retries, then
+// reports its out-of-memory error with this cause.
+func (a Allocator) Alloc(bytes int64) (memory.Storage, error) {
+	p, err := a.b.drv.Alloc(bytes)
+	if err != nil {
+		if errors.Is(err, ErrDeviceFull) {
+			free, total, _ := a.b.drv.MemInfo()
+			return nil, fmt.Errorf("cuMemAlloc of %s on %s (%s free of %s): %w", memory.FormatBytes(bytes), a.b.Name(),
+				memory.FormatBytes(free), memory.FormatBytes(total), memory.ErrExhausted)
+		}
+		return nil, fmt.Errorf("cuMemAlloc of %s on %s: %w", memory.FormatBytes(bytes), a.b.Name(), err)
+	}
+	return &deviceBlock{ptr: p, bytes: bytes}, nil
+}
+
+// Free is the driver's (cuMemFree).
+func (a Allocator) Free(s memory.Storage) { a.b.fail("cuMemFree", a.b.drv.Free(s.(*deviceBlock).ptr)) }
+
+// ptr is the device address of v's first value (0 for none); it panics for
+// a view of another kind of memory, of another type or out of bounds.
+func ptr(v backend.View, dt backend.DType) uintptr {
+	if v.None() {
+		return 0
+	}
+	if v.DT != dt {
+		panic(fmt.Sprintf("backend/cuda: %v where %s values are needed", v, dt))
+	}
+	return anyPtr(v)
+}
+
+// anyPtr is ptr for a view of any type.
+func anyPtr(v backend.View) uintptr {
+	blk, ok := v.Buf.Storage().(*deviceBlock)
+	if !ok {
+		panic(fmt.Sprintf("backend/cuda: a buffer of %s memory is not on the GPU", v.Buf.Allocator().Name()))
+	}
+	size := int64(v.DT.Size())
+	if v.Off < 0 || v.Len < 0 || (int64(v.Off)+int64(v.Len))*size > blk.bytes {
+		panic(fmt.Sprintf("backend/cuda: %v lies outside its buffer of %d bytes", v, blk.bytes))
+	}
+	return blk.ptr + uintptr(int64(v.Off)*size)
+}
+
+// floatPtr is the address of a view of any float type.
+func floatPtr(v backend.View) uintptr {
+	if v.DT == backend.Uint8 {
+		panic(fmt.Sprintf("backend/cuda: %v where float values are needed", v))
+	}
+	return anyPtr(v)
+}
+
+// launch runs k over n elements (grid-stride kernels: enough blocks for n,
+// at most 1<<20).
+func (b *Backend) launch(k Kernel, n int, args ...any) {
+	if n <= 0 {
+		return
+	}
+	b.launchGrid(k, min((n+BlockThreads-1)/BlockThreads, 1<<20), 1, args...)
+}
+
+// launchGrid runs k on gx*gy blocks, each argument as 64 bits: pointers and
+// integers as int64, floats as float64 (exact for float32 values).
+func (b *Backend) launchGrid(k Kernel, gx, gy int, args ...any) {
+	if gx <= 0 || gy <= 0 {
+		return
+	}
+	vals := make([]uint64, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case uintptr:
+			vals[i] = uint64(v)
+		case int:
+			vals[i] = uint64(int64(v))
+		case backend.DType:
+			vals[i] = uint64(v)
+		case bool:
+			if v {
+				vals[i] = 1
+			}
+		case float32:
+			vals[i] = math.Float64bits(float64(v))
+		case float64:
+			vals[i] = math.Float64bits(v)
+		default:
+			panic(fmt.Sprintf("backend/cuda: kernel %s: argument %d of type %T", k, i, a))
+		}
+	}
+	b.fail(k.String(), b.drv.Launch(k, gx, gy, vals))
+}
+
+// memsetD32 sets n 32-bit words at p.
+func (b *Backend) memsetD32(p uintptr, v uint32, n int) {
+	if n > 0 {
+		b.fail("memset", b.drv.MemsetD32(p, v, int64(n)))
+	}
+}
+
+// fetch downloads n bytes at p, after the work before it; a failed copy
+// panics, since the caller would read garbage.
+func (b *Backend) fetch(p uintptr, n int) []byte {
+	out := make([]byte, n)
+	if n == 0 {
+		return out
+	}
+	if err := b.drv.CopyDtoH(out, p); err != nil {
+		b.fail("reading a result", err)
+		panic(fmt.Sprintf("backend/cuda: %s: reading a result: %v", b.Name(), err))
+	}
+	return out
+}

@@ -1,0 +1,36 @@
+// Package cuda is the CUDA backend, in the build with -tags gpu only: a
+// backend.Backend whose buffers live in one GPU's memory (cuMemAlloc under
+// memory.Pool) and whose operations are memunet's own kernels
+// (kernels/*.cu), compiled to PTX for compute_80 (JIT-compiled by the
+// driver for the GPU at hand, sm_80 and newer) and embedded in the binary.
+// It uses the CUDA driver API through gorgonia.org/cu, so a binary built
+// against CUDA 11.8 runs on newer drivers, and needs no CUDA runtime,
+// cuBLAS or cuDNN library.
+//
+// Invariants and ownership:
+//   - Every operation runs on the device's default stream, in issue order;
+//     host values (losses, counts, flags, downloads) wait for the work
+//     before them. Launch errors are kept and returned by Sync.
+//   - Operations allocate nothing from the pool: the convolutions are
+//     implicit GEMMs (ConvWorkspace is 0). The backend's only memory of its
+//     own is a fixed scratch area for the reductions that return host
+//     values, allocated when the device is opened and counted, with the
+//     context, in the device's overhead.
+//   - The driver keeps one primary context per device and process, so Open
+//     returns one Backend per device ordinal for the whole process; each
+//     call makes the context current on its (locked) OS thread.
+//   - Layer operations take fp32 tensors: 16-bit tensors are staged through
+//     fp32 by the layers (Stages reports true), exactly as on the CPU, so a
+//     run's plan is the same bytes on both.
+//
+// The PTX files are generated (go generate ./backend/cuda, with nvcc from
+// the CUDA toolkit) and committed, so building needs only the driver's
+// header and library; go generate also copies the .cu sources into
+// backend/cuda/emu, whose build then sees every change to them (the go
+// command tracks only the files of a package's own directory).
+package cuda
+
+//go:generate nvcc -ptx -arch=compute_80 -O3 -fmad=false -o kernels/ops.ptx kernels/ops.cu
+//go:generate nvcc -ptx -arch=compute_80 -O3 --extended-lambda -o kernels/gemm.ptx kernels/gemm.cu
+//go:generate cp kernels/ops.cu emu/ops_cu.h
+//go:generate cp kernels/gemm.cu emu/gemm_cu.h

@@ -1,0 +1,22 @@
+//go:build gpu
+
+package driverapi_test
+
+import (
+	"testing"
+
+	"github.com/memunet/memunet/backend/backendtest"
+	"github.com/memunet/memunet/backend/cuda/driverapi"
+)
+
+// TestConformance runs the backend conformance suite on CUDA device 0:
+// every operation against the float64 references, with the suite's
+// tolerances, odd sizes, guarded sub-views and NaN-prefilled outputs.
+func TestConformance(t *testing.T) {
+	b, err := driverapi.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(b.Describe())
+	backendtest.Run(t, b)
+}

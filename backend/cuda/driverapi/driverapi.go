@@ -1,0 +1,186 @@
+//go:build gpu
+
+// Package driverapi is backend/cuda's Driver over the CUDA driver API
+// (gorgonia.org/cu, cgo, libcuda.so.1): the real GPU. It is built with
+// -tags gpu only. Open gives the CUDA backend of a device.
+package driverapi
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/memunet/memunet/backend/cuda"
+	"github.com/memunet/memunet/backend/cuda/probe"
+	"github.com/memunet/memunet/memory"
+	"gorgonia.org/cu"
+)
+
+// opened holds the backend of each device ordinal the process has opened:
+// the driver's primary context is per process and device, and so is this.
+var opened = struct {
+	sync.Mutex
+	m map[int]*cuda.Backend
+}{m: map[int]*cuda.Backend{}}
+
+// Open returns the backend of CUDA device ordinal (as nvidia-smi numbers
+// them), opening it on first use: its primary context retained, memunet's
+// kernels loaded (the driver JIT-compiles the PTX for the device), the
+// scratch area allocated.
+func Open(ordinal int) (*cuda.Backend, error) {
+	probe.Started()
+	opened.Lock()
+	defer opened.Unlock()
+	if b, ok := opened.m[ordinal]; ok {
+		return b, nil
+	}
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: counting devices: %v", err)
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("device: cuda:%d: this machine has %d CUDA device(s), cuda:0 .. cuda:%d", ordinal, n, n-1)
+	}
+	d := &cuDriver{ordinal: ordinal}
+	if err := d.open(); err != nil {
+		return nil, fmt.Errorf("cuda:%d: %w", ordinal, err)
+	}
+	b, err := cuda.New(d)
+	if err != nil {
+		return nil, err
+	}
+	opened.m[ordinal] = b
+	return b, nil
+}
+
+// cuDriver is cuda.Driver over gorgonia.org/cu (the CUDA driver API).
+type cuDriver struct {
+	ordinal    int
+	dev        cu.Device
+	ctx        cu.CUContext
+	name       string
+	cc         [2]int
+	version    int
+	totalBytes int64
+	fns        [cuda.NumKernels]cu.Function
+}
+
+func (d *cuDriver) open() (err error) {
+	if d.dev, err = cu.GetDevice(d.ordinal); err != nil {
+		return err
+	}
+	if d.name, err = d.dev.Name(); err != nil {
+		return err
+	}
+	if d.cc[0], d.cc[1], err = d.dev.ComputeCapability(); err != nil {
+		return err
+	}
+	if d.cc[0] < 8 {
+		return fmt.Errorf("%s has compute capability %d.%d; memunet's kernels are built for 8.0 and newer", d.name, d.cc[0], d.cc[1])
+	}
+	if d.totalBytes, err = d.dev.TotalMem(); err != nil {
+		return err
+	}
+	d.version = cu.Version()
+	if d.ctx, err = d.dev.RetainPrimaryCtx(); err != nil {
+		return fmt.Errorf("retaining the primary context: %v", err)
+	}
+	defer d.on()()
+	ops, err := cu.LoadData(cuda.OpsPTX)
+	if err != nil {
+		return fmt.Errorf("loading ops.ptx (JIT for compute capability %d.%d): %v", d.cc[0], d.cc[1], err)
+	}
+	gemm, err := cu.LoadData(cuda.GEMMPTX)
+	if err != nil {
+		return fmt.Errorf("loading gemm.ptx: %v", err)
+	}
+	for k := range cuda.NumKernels {
+		mod := ops
+		if k.InGEMM() {
+			mod = gemm
+		}
+		if d.fns[k], err = mod.Function(k.String()); err != nil {
+			return fmt.Errorf("kernel %s: %v", k, err)
+		}
+	}
+	return nil
+}
+
+// on makes the device's context current on this goroutine's OS thread,
+// locked to it until the returned function runs.
+func (d *cuDriver) on() func() {
+	runtime.LockOSThread()
+	if err := cu.SetCurrentContext(d.ctx); err != nil {
+		runtime.UnlockOSThread()
+		panic(fmt.Sprintf("backend/cuda: making cuda:%d's context current: %v", d.ordinal, err))
+	}
+	return runtime.UnlockOSThread
+}
+
+func (d *cuDriver) Name() string { return fmt.Sprintf("cuda:%d", d.ordinal) }
+
+// Describe names the device, its compute capability, memory and driver.
+func (d *cuDriver) Describe() string {
+	return fmt.Sprintf("cuda:%d %s (compute %d.%d, %s, driver %d.%d)", d.ordinal, d.name, d.cc[0], d.cc[1],
+		memory.FormatBytes(d.totalBytes), d.version/1000, d.version%1000/10)
+}
+
+func (d *cuDriver) Alloc(bytes int64) (uintptr, error) {
+	defer d.on()()
+	p, err := cu.MemAlloc(bytes)
+	if errors.Is(err, cu.OutOfMemory) {
+		return 0, fmt.Errorf("%v: %w", err, cuda.ErrDeviceFull)
+	}
+	return uintptr(p), err
+}
+
+func (d *cuDriver) Free(p uintptr) error {
+	defer d.on()()
+	return cu.MemFree(cu.DevicePtr(p))
+}
+
+func (d *cuDriver) Launch(k cuda.Kernel, gx, gy int, args []uint64) error {
+	params := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		params[i] = unsafe.Pointer(&args[i])
+	}
+	defer d.on()()
+	return d.fns[k].Launch(gx, gy, 1, cuda.BlockThreads, 1, 1, 0, cu.NoStream, params)
+}
+
+func (d *cuDriver) MemsetD32(p uintptr, v uint32, n int64) error {
+	defer d.on()()
+	return cu.MemsetD32(cu.DevicePtr(p), v, n)
+}
+
+func (d *cuDriver) MemsetD16(p uintptr, v uint16, n int64) error {
+	defer d.on()()
+	return cu.MemsetD16(cu.DevicePtr(p), v, n)
+}
+
+func (d *cuDriver) CopyHtoD(dst uintptr, src []byte) error {
+	defer d.on()()
+	return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)))
+}
+
+func (d *cuDriver) CopyDtoH(dst []byte, src uintptr) error {
+	defer d.on()()
+	return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)))
+}
+
+func (d *cuDriver) CopyDtoD(dst, src uintptr, n int64) error {
+	defer d.on()()
+	return cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), n)
+}
+
+func (d *cuDriver) Sync() error {
+	defer d.on()()
+	return cu.Synchronize()
+}
+
+func (d *cuDriver) MemInfo() (free, total int64, err error) {
+	defer d.on()()
+	return cu.MemInfo()
+}

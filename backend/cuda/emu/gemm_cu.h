@@ -1,0 +1,185 @@
+// memunet's CUDA convolutions: one tiled SGEMM (64x64 tiles, 16-deep
+// slices in shared memory, 4x4 outputs per thread: the classic layout)
+// whose operands are read through index maps, so each convolution and its
+// two gradients is an implicit GEMM: no im2col buffer, no workspace.
+//
+//   C[m][n] (=, or += for weight gradients) sum over k of A(m,k) * B(k,n)
+//
+// Compiled to PTX with fused multiply-add on (the products are summed in
+// a different order than on the CPU anyway). Parameters are 64 bits each,
+// as in ops.cu.
+
+#include <stdint.h>
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+// KERNEL declares an entry point (backend/cuda/emu redefines it to compile
+// the kernels for the host).
+#ifndef KERNEL
+#define KERNEL(name) extern "C" __global__ void name
+#endif
+
+#define BM 64
+#define BN 64
+#define BK 16
+#define TM 4
+#define TN 4
+// BM/TM * BN/TN = 256 threads per block
+
+// gemm: the tiled product; A and B are functors (float operator()(i64, i64),
+// 0 outside), S stores (void operator()(i64 m, i64 n, float acc)).
+template <class A, class B, class S>
+__device__ void gemm(i64 M, i64 N, i64 K, A a, B b, S store) {
+	__shared__ float As[BK][BM];
+	__shared__ float Bs[BK][BN];
+	int tid = threadIdx.x;
+	int tx = tid % (BN / TN), ty = tid / (BN / TN);
+	i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
+	float acc[TM][TN];
+	for (int i = 0; i < TM; i++)
+		for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+	for (i64 k0 = 0; k0 < K; k0 += BK) {
+		// 256 threads load 16x64 values of each operand: 4 each.
+		for (int l = tid; l < BK * BM; l += 256) {
+			int kk = l / BM, mm = l % BM;
+			i64 m = m0 + mm, k = k0 + kk;
+			As[kk][mm] = (m < M && k < K) ? a(m, k) : 0.0f;
+		}
+		for (int l = tid; l < BK * BN; l += 256) {
+			int kk = l / BN, nn = l % BN;
+			i64 n = n0 + nn, k = k0 + kk;
+			Bs[kk][nn] = (n < N && k < K) ? b(k, n) : 0.0f;
+		}
+		__syncthreads();
+		for (int kk = 0; kk < BK; kk++) {
+			float av[TM], bv[TN];
+			for (int i = 0; i < TM; i++) av[i] = As[kk][ty * TM + i];
+			for (int j = 0; j < TN; j++) bv[j] = Bs[kk][tx * TN + j];
+			for (int i = 0; i < TM; i++)
+				for (int j = 0; j < TN; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+		}
+		__syncthreads();
+	}
+	for (int i = 0; i < TM; i++) {
+		i64 m = m0 + ty * TM + i;
+		if (m >= M) continue;
+		for (int j = 0; j < TN; j++) {
+			i64 n = n0 + tx * TN + j;
+			if (n < N) store(m, n, acc[i][j]);
+		}
+	}
+}
+
+// Shapes: in (N,C,H,W), w (OC,C,KS,KS), out (N,OC,OH,OW), stride 1, zero
+// padding pad. Grids are (ceil(cols/BN), ceil(rows/BM)), 256 threads.
+
+struct ConvShape {
+	i64 N, C, H, W, OC, KS, pad, OH, OW;
+};
+
+__device__ ConvShape conv_shape(i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
+	ConvShape s = {N, C, H, W, OC, KS, pad, H + 2 * pad - KS + 1, W + 2 * pad - KS + 1};
+	return s;
+}
+
+// conv: out[n,oc,p] = sum over (c,ky,kx) of w[oc,c,ky,kx] * in[n,c,oy+ky-pad,ox+kx-pad]
+// (+ bias[oc] when bias is not 0): rows oc, columns (n, oy, ox).
+KERNEL(conv)(u64 out, u64 in, u64 w, u64 bias, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
+	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
+	const float *x = (const float *)in, *wt = (const float *)w, *bs = (const float *)bias;
+	float *y = (float *)out;
+	i64 KK = KS * KS, P = s.OH * s.OW;
+	gemm(OC, N * P, C * KK,
+		[=] __device__(i64 m, i64 k) { return wt[m * C * KK + k]; },
+		[=] __device__(i64 k, i64 n) {
+			i64 img = n / P, p = n % P, c = k / KK, r = k % KK;
+			i64 iy = p / s.OW + r / KS - pad, ix = p % s.OW + r % KS - pad;
+			return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((img * C + c) * H + iy) * W + ix] : 0.0f;
+		},
+		[=] __device__(i64 m, i64 n, float acc) {
+			i64 img = n / P, p = n % P;
+			y[(img * OC + m) * P + p] = bs ? acc + bs[m] : acc;
+		});
+}
+
+// conv_back_data: din[n,c,y,x] = sum over (oc,ky,kx) of w[oc,c,ky,kx] *
+// dout[n,oc,y-ky+pad,x-kx+pad]: rows c, columns (n, y, x); overwritten.
+KERNEL(conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
+	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
+	const float *dy = (const float *)dout, *wt = (const float *)w;
+	float *dx = (float *)din;
+	i64 KK = KS * KS, HW = H * W;
+	gemm(C, N * HW, OC * KK,
+		[=] __device__(i64 m, i64 k) { return wt[((k / KK) * C + m) * KK + k % KK]; },
+		[=] __device__(i64 k, i64 n) {
+			i64 img = n / HW, q = n % HW, oc = k / KK, r = k % KK;
+			i64 oy = q / W - r / KS + pad, ox = q % W - r % KS + pad;
+			return (oy >= 0 && oy < s.OH && ox >= 0 && ox < s.OW) ? dy[((img * OC + oc) * s.OH + oy) * s.OW + ox] : 0.0f;
+		},
+		[=] __device__(i64 m, i64 n, float acc) { dx[((n / HW) * C + m) * HW + n % HW] = acc; });
+}
+
+// conv_back_weight: dw[oc,c,ky,kx] += sum over (n,oy,ox) of dout[n,oc,oy,ox] *
+// in[n,c,oy+ky-pad,ox+kx-pad]: rows oc, columns (c, ky, kx).
+KERNEL(conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
+	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
+	const float *dy = (const float *)dout, *x = (const float *)in;
+	float *g = (float *)dw;
+	i64 KK = KS * KS, P = s.OH * s.OW;
+	gemm(OC, C * KK, N * P,
+		[=] __device__(i64 m, i64 k) { return dy[((k / P) * OC + m) * P + k % P]; },
+		[=] __device__(i64 k, i64 n) {
+			i64 img = k / P, p = k % P, c = n / KK, r = n % KK;
+			i64 iy = p / s.OW + r / KS - pad, ix = p % s.OW + r % KS - pad;
+			return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((img * C + c) * H + iy) * W + ix] : 0.0f;
+		},
+		[=] __device__(i64 m, i64 n, float acc) { g[m * C * KK + n] += acc; });
+}
+
+// Transposed 2x2 stride-2 convolution: in (N,C,H,W), w (C,OC,2,2),
+// out (N,OC,2H,2W): out[n,oc,2h+i,2w+j] = sum over c of in[n,c,h,w]*w[c,oc,i,j].
+
+// up_conv: rows (oc, i, j), columns (n, h, w), depth c.
+KERNEL(up_conv)(u64 out, u64 in, u64 w, u64 bias, i64 N, i64 C, i64 H, i64 W, i64 OC) {
+	const float *x = (const float *)in, *wt = (const float *)w, *bs = (const float *)bias;
+	float *y = (float *)out;
+	i64 HW = H * W;
+	gemm(OC * 4, N * HW, C,
+		[=] __device__(i64 m, i64 k) { return wt[k * OC * 4 + m]; },
+		[=] __device__(i64 k, i64 n) { return x[((n / HW) * C + k) * HW + n % HW]; },
+		[=] __device__(i64 m, i64 n, float acc) {
+			i64 oc = m / 4, i = (m / 2) % 2, j = m % 2, img = n / HW, h = (n % HW) / W, ww = n % W;
+			y[((img * OC + oc) * 2 * H + 2 * h + i) * 2 * W + 2 * ww + j] = bs ? acc + bs[oc] : acc;
+		});
+}
+
+// up_conv_back_data: din[n,c,h,w] = sum over (oc,i,j) of w[c,oc,i,j] *
+// dout[n,oc,2h+i,2w+j]: rows c, columns (n, h, w), depth (oc, i, j).
+KERNEL(up_conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, i64 OC) {
+	const float *dy = (const float *)dout, *wt = (const float *)w;
+	float *dx = (float *)din;
+	i64 HW = H * W;
+	gemm(C, N * HW, OC * 4,
+		[=] __device__(i64 m, i64 k) { return wt[m * OC * 4 + k]; },
+		[=] __device__(i64 k, i64 n) {
+			i64 oc = k / 4, i = (k / 2) % 2, j = k % 2, img = n / HW, h = (n % HW) / W, ww = n % W;
+			return dy[((img * OC + oc) * 2 * H + 2 * h + i) * 2 * W + 2 * ww + j];
+		},
+		[=] __device__(i64 m, i64 n, float acc) { dx[((n / HW) * C + m) * HW + n % HW] = acc; });
+}
+
+// up_conv_back_weight: dw[c,oc,i,j] += sum over (n,h,w) of in[n,c,h,w] *
+// dout[n,oc,2h+i,2w+j]: rows c, columns (oc, i, j), depth (n, h, w).
+KERNEL(up_conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC) {
+	const float *dy = (const float *)dout, *x = (const float *)in;
+	float *g = (float *)dw;
+	i64 HW = H * W;
+	gemm(C, OC * 4, N * HW,
+		[=] __device__(i64 m, i64 k) { return x[((k / HW) * C + m) * HW + k % HW]; },
+		[=] __device__(i64 k, i64 n) {
+			i64 oc = n / 4, i = (n / 2) % 2, j = n % 2, img = k / HW, h = (k % HW) / W, ww = k % W;
+			return dy[((img * OC + oc) * 2 * H + 2 * h + i) * 2 * W + 2 * ww + j];
+		},
+		[=] __device__(i64 m, i64 n, float acc) { g[m * OC * 4 + n] += acc; });
+}

@@ -1,0 +1,341 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// ConvWorkspace is 0: the convolutions are implicit GEMMs.
+func (*Backend) ConvWorkspace(backend.ConvShape) int { return 0 }
+
+// UpConvWorkspace is 0.
+func (*Backend) UpConvWorkspace(backend.UpConvShape) int { return 0 }
+
+// Stages reports true for 16-bit types: the layers stage them through fp32
+// as on the CPU (16-bit storage, fp32 arithmetic).
+func (*Backend) Stages(dt backend.DType) bool { return dt != backend.Float32 }
+
+// ---- transfer ----
+
+// Upload copies host bytes into dst (cuMemcpyHtoD).
+func (b *Backend) Upload(dst backend.View, src []byte) {
+	if len(src) != dst.Bytes() {
+		panic(fmt.Sprintf("backend/cuda: upload of %d bytes into %v", len(src), dst))
+	}
+	p := anyPtr(dst)
+	if len(src) > 0 {
+		b.fail("upload", b.drv.CopyHtoD(p, src))
+	}
+}
+
+// Download copies src into host bytes (cuMemcpyDtoH, after the work before
+// it); a failed copy panics, since dst would hold garbage.
+func (b *Backend) Download(dst []byte, src backend.View) {
+	if len(dst) != src.Bytes() {
+		panic(fmt.Sprintf("backend/cuda: download of %v into %d bytes", src, len(dst)))
+	}
+	p := anyPtr(src)
+	if len(dst) == 0 {
+		return
+	}
+	if err := b.drv.CopyDtoH(dst, p); err != nil {
+		b.fail("download", err)
+		panic(fmt.Sprintf("backend/cuda: %s: download of %v: %v", b.Name(), src, err))
+	}
+}
+
+// Convert widens or rounds between fp32 and fp16/bf16 as backend/half.go
+// does, bit for bit; the same type copies.
+func (b *Backend) Convert(dst, src backend.View) {
+	if dst.Len != src.Len {
+		panic(fmt.Sprintf("backend/cuda: convert %v into %v", src, dst))
+	}
+	if dst.DT == src.DT {
+		d, s := anyPtr(dst), anyPtr(src)
+		if dst.Len > 0 {
+			b.fail("copy", b.drv.CopyDtoD(d, s, int64(dst.Bytes())))
+		}
+		return
+	}
+	if dst.DT != backend.Float32 && src.DT != backend.Float32 {
+		panic(fmt.Sprintf("backend/cuda: no conversion from %s to %s", src.DT, dst.DT))
+	}
+	b.launch(KConvert, dst.Len, floatPtr(dst), dst.DT, floatPtr(src), src.DT, dst.Len)
+}
+
+// Fill sets every value of dst to v rounded to its type (cuMemsetD32/D16
+// with the value's bits, so -0 stays -0).
+func (b *Backend) Fill(dst backend.View, v float32) {
+	p := floatPtr(dst)
+	if dst.Len == 0 {
+		return
+	}
+	n := int64(dst.Len)
+	switch dst.DT {
+	case backend.Float32:
+		b.fail("fill", b.drv.MemsetD32(p, math.Float32bits(v), n))
+	case backend.Float16:
+		b.fail("fill", b.drv.MemsetD16(p, backend.F32ToF16(v), n))
+	case backend.BFloat16:
+		b.fail("fill", b.drv.MemsetD16(p, backend.F32ToBF16(v), n))
+	}
+}
+
+// ---- convolutions: implicit GEMMs on 64x64 tiles ----
+
+// gemmGrid is the grid of a product with rows x cols outputs.
+func gemmGrid(rows, cols int) (gx, gy int) { return (cols + 63) / 64, (rows + 63) / 64 }
+
+func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
+	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	gx, gy := gemmGrid(s.OC, s.N*s.OH()*s.OW())
+	b.launchGrid(KConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
+		ptr(bias, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+}
+
+func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
+	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	if !din.None() {
+		checkLen(din, s.InSize())
+		gx, gy := gemmGrid(s.C, s.N*s.H*s.W)
+		b.launchGrid(KConvBackData, gx, gy, ptr(din, backend.Float32), ptr(dout, backend.Float32),
+			ptr(w, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+	}
+	if !dw.None() {
+		checkLen(dw, s.WeightSize())
+		gx, gy := gemmGrid(s.OC, s.C*s.K*s.K)
+		b.launchGrid(KConvBackWeight, gx, gy, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
+			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+	}
+	if !dbias.None() {
+		checkLen(dbias, s.OC)
+		b.launchGrid(KBiasGrad, s.OC, 1, ptr(dbias, backend.Float32), ptr(dout, backend.Float32), s.N, s.OC, s.OH()*s.OW())
+	}
+}
+
+func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
+	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	gx, gy := gemmGrid(4*s.OC, s.N*s.H*s.W)
+	b.launchGrid(KUpConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
+		ptr(bias, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+}
+
+func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
+	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	if !din.None() {
+		checkLen(din, s.InSize())
+		gx, gy := gemmGrid(s.C, s.N*s.H*s.W)
+		b.launchGrid(KUpConvBackData, gx, gy, ptr(din, backend.Float32), ptr(dout, backend.Float32),
+			ptr(w, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+	}
+	if !dw.None() {
+		checkLen(dw, s.WeightSize())
+		gx, gy := gemmGrid(s.C, 4*s.OC)
+		b.launchGrid(KUpConvBackWeight, gx, gy, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
+			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+	}
+	if !dbias.None() {
+		checkLen(dbias, s.OC)
+		b.launchGrid(KBiasGrad, s.OC, 1, ptr(dbias, backend.Float32), ptr(dout, backend.Float32), s.N, s.OC, 4*s.H*s.W)
+	}
+}
+
+// checkLen panics unless each view (given with the length it needs) has it.
+func checkLen(pairs ...any) {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		v, n := pairs[i].(backend.View), pairs[i+1].(int)
+		if v.Len != n {
+			panic(fmt.Sprintf("backend/cuda: %v where %d values are needed", v, n))
+		}
+	}
+}
+
+// ---- norms: one block per channel (batch) or per (sample, group) ----
+
+func (b *Backend) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
+	if reuse && update {
+		panic("backend/cuda: batch norm: running statistics cannot be updated from reused statistics")
+	}
+	checkLen(out, a.Len(), in, a.Len(), stats, a.StatsLen(false))
+	b.launchGrid(KBatchNorm, a.C, 1, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(stats, backend.Float32),
+		ptr(a.Gamma, backend.Float32), ptr(a.Beta, backend.Float32), ptr(a.RunningMean, backend.Float32), ptr(a.RunningVar, backend.Float32),
+		a.N, a.C, a.H*a.W, a.Eps, a.Momentum, reuse, update)
+}
+
+func (b *Backend) BatchNormEval(a backend.NormArgs, out, in backend.View) {
+	checkLen(out, a.Len(), in, a.Len())
+	b.launch(KBatchNormEval, a.Len(), ptr(out, backend.Float32), ptr(in, backend.Float32),
+		ptr(a.Gamma, backend.Float32), ptr(a.Beta, backend.Float32), ptr(a.RunningMean, backend.Float32), ptr(a.RunningVar, backend.Float32),
+		a.N, a.C, a.H*a.W, a.Eps)
+}
+
+func (b *Backend) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+	checkLen(din, a.Len(), dout, a.Len(), in, a.Len(), stats, a.StatsLen(false))
+	b.launchGrid(KBatchNormBack, a.C, 1, ptr(din, backend.Float32), ptr(dgamma, backend.Float32),
+		ptr(dbeta, backend.Float32), ptr(dout, backend.Float32), ptr(in, backend.Float32), ptr(stats, backend.Float32),
+		ptr(a.Gamma, backend.Float32), a.N, a.C, a.H*a.W)
+}
+
+func (b *Backend) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
+	checkLen(out, a.Len(), in, a.Len(), stats, a.StatsLen(true))
+	b.launchGrid(KGroupNorm, a.N*a.Groups, 1, ptr(out, backend.Float32), ptr(in, backend.Float32),
+		ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), ptr(a.Beta, backend.Float32),
+		a.N, a.C, a.H*a.W, a.Groups, a.Eps, reuse)
+}
+
+// GroupNormBack computes dgamma and dbeta per channel first, then din per
+// (sample, group), so din may be dout.
+func (b *Backend) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+	checkLen(din, a.Len(), dout, a.Len(), in, a.Len(), stats, a.StatsLen(true))
+	b.launchGrid(KGroupNormParamsBack, a.C, 1, ptr(dgamma, backend.Float32), ptr(dbeta, backend.Float32),
+		ptr(dout, backend.Float32), ptr(in, backend.Float32), ptr(stats, backend.Float32), a.N, a.C, a.H*a.W, a.Groups)
+	b.launchGrid(KGroupNormBack, a.N*a.Groups, 1, ptr(din, backend.Float32), ptr(dout, backend.Float32),
+		ptr(in, backend.Float32), ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), a.N, a.C, a.H*a.W, a.Groups)
+}
+
+// ---- pointwise ----
+
+func (b *Backend) ReLU(out, in backend.View) {
+	if out.DT != in.DT || out.Len != in.Len {
+		panic(fmt.Sprintf("backend/cuda: relu of %v into %v", in, out))
+	}
+	b.launch(KReLU, in.Len, floatPtr(out), floatPtr(in), in.DT, in.Len)
+}
+
+func (b *Backend) ReLUBack(din, dout, out backend.View) {
+	if din.DT != out.DT || dout.DT != out.DT || din.Len != out.Len || dout.Len != out.Len {
+		panic(fmt.Sprintf("backend/cuda: relu backward of %v, %v into %v", dout, out, din))
+	}
+	b.launch(KReLUBack, out.Len, floatPtr(din), floatPtr(dout), floatPtr(out), out.DT, out.Len)
+}
+
+func (b *Backend) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
+	n := s.N * s.C * (s.H / 2) * (s.W / 2)
+	checkLen(in, s.Len(), out, n)
+	if !argmax.None() {
+		checkLen(argmax, n)
+	}
+	b.launch(KMaxPool2, n, ptr(out, backend.Float32), ptr(argmax, backend.Uint8), ptr(in, backend.Float32), s.N*s.C, s.H, s.W)
+}
+
+func (b *Backend) MaxPool2Back(s backend.Shape4, din, dout, argmax backend.View) {
+	checkLen(din, s.Len(), dout, s.N*s.C*(s.H/2)*(s.W/2), argmax, s.N*s.C*(s.H/2)*(s.W/2))
+	b.launch(KMaxPool2Back, s.Len(), ptr(din, backend.Float32), ptr(dout, backend.Float32),
+		ptr(argmax, backend.Uint8), s.N*s.C, s.H, s.W)
+}
+
+func (b *Backend) Upsample2(s backend.Shape4, out, in backend.View) {
+	checkLen(in, s.Len(), out, 4*s.Len())
+	b.launch(KUpsample2, 4*s.Len(), ptr(out, backend.Float32), ptr(in, backend.Float32), s.N*s.C, s.H, s.W)
+}
+
+func (b *Backend) Upsample2Back(s backend.Shape4, din, dout backend.View) {
+	checkLen(din, s.Len(), dout, 4*s.Len())
+	b.launch(KUpsample2Back, s.Len(), ptr(din, backend.Float32), ptr(dout, backend.Float32), s.N*s.C, s.H, s.W)
+}
+
+// Concat copies each sample's skip values, then its up values, whatever
+// the storage type.
+func (b *Backend) Concat(n int, out, skip, up backend.View) {
+	if skip.DT != up.DT || out.DT != up.DT || out.Len != skip.Len+up.Len || skip.Len%n != 0 || up.Len%n != 0 {
+		panic(fmt.Sprintf("backend/cuda: concat of %v and %v into %v", skip, up, out))
+	}
+	b.launch(KConcat, out.Len, anyPtr(out), anyPtr(skip), anyPtr(up), n, skip.Len/n, up.Len/n, out.DT.Size())
+}
+
+// Split is Concat's adjoint.
+func (b *Backend) Split(n int, dskip, dup, dout backend.View) {
+	if dskip.DT != dup.DT || dout.DT != dup.DT || dout.Len != dskip.Len+dup.Len || dskip.Len%n != 0 || dup.Len%n != 0 {
+		panic(fmt.Sprintf("backend/cuda: split of %v into %v and %v", dout, dskip, dup))
+	}
+	b.launch(KSplit, dout.Len, anyPtr(dskip), anyPtr(dup), anyPtr(dout), n, dskip.Len/n, dup.Len/n, dout.DT.Size())
+}
+
+func (b *Backend) Add(out, x, y backend.View) {
+	if x.Len != out.Len || y.Len != out.Len {
+		panic(fmt.Sprintf("backend/cuda: add of %v and %v into %v", x, y, out))
+	}
+	b.launch(KAdd, out.Len, ptr(out, backend.Float32), ptr(x, backend.Float32), ptr(y, backend.Float32), out.Len)
+}
+
+// ---- loss ----
+
+// CrossEntropy sums the per-pixel losses per block on the device (float64)
+// and the block sums on the host, in order.
+func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
+	P := s.N * s.H * s.W
+	checkLen(logits, s.Len(), target, P)
+	if s.N > maxSamples {
+		panic(fmt.Sprintf("backend/cuda: cross entropy of %d samples; at most %d", s.N, maxSamples))
+	}
+	blocks := max(1, min((P+BlockThreads-1)/BlockThreads, maxBlocks))
+	bad := b.scratch + badOffset
+	b.memsetD32(bad, 0, s.N)
+	b.launchGrid(KCrossEntropy, blocks, 1, b.scratch, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8),
+		s.N, s.C, s.H*s.W)
+	partial := b.fetch(b.scratch, 16*blocks)
+	badv := b.fetch(bad, 4*s.N)
+	for n := range s.N {
+		if v := int32(binary.LittleEndian.Uint32(badv[4*n:])); v != 0 {
+			return 0, 0, &backend.TargetError{Value: int(v) - 1, Sample: n, Classes: s.C}
+		}
+	}
+	var sum, count float64
+	for i := range blocks {
+		sum += math.Float64frombits(binary.LittleEndian.Uint64(partial[16*i:]))
+		count += math.Float64frombits(binary.LittleEndian.Uint64(partial[16*i+8:]))
+	}
+	return sum, int(count), nil
+}
+
+func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
+	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
+	b.launch(KCrossEntropyBack, s.N*s.H*s.W, ptr(dlogits, backend.Float32), ptr(logits, backend.Float32),
+		ptr(target, backend.Uint8), s.N, s.C, s.H*s.W, k)
+}
+
+// ---- metrics ----
+
+// Confusion counts on the device (integer atomics) and adds the counts to
+// the host's.
+func (b *Backend) Confusion(s backend.Shape4, counts []int64, logits, target backend.View) {
+	K := s.C
+	if len(counts) != K*K || target.Len != s.N*s.H*s.W || logits.Len != s.Len() {
+		panic(fmt.Sprintf("backend/cuda: confusion of %d classes into %d counts, %v", K, len(counts), target))
+	}
+	if 8*K*K > maxCountsBytes {
+		panic(fmt.Sprintf("backend/cuda: confusion of %d classes: at most 256", K))
+	}
+	p := b.scratch + countsOffset
+	b.memsetD32(p, 0, 2*K*K)
+	b.launch(KConfusion, s.N*s.H*s.W, p, floatPtr(logits), logits.DT, ptr(target, backend.Uint8), s.N, K, s.H*s.W)
+	got := b.fetch(p, 8*K*K)
+	for i := range counts {
+		counts[i] += int64(binary.LittleEndian.Uint64(got[8*i:]))
+	}
+}
+
+func (b *Backend) Argmax(s backend.Shape4, classes, logits backend.View) {
+	checkLen(classes, s.N*s.H*s.W, logits, s.Len())
+	b.launch(KArgmax, s.N*s.H*s.W, ptr(classes, backend.Uint8), floatPtr(logits), logits.DT, s.N, s.C, s.H*s.W)
+}
+
+// ---- optimizer ----
+
+func (b *Backend) Adam(a backend.AdamStep, w, g, m, v backend.View) {
+	if g.Len != w.Len || m.Len != w.Len || v.Len != w.Len {
+		panic(fmt.Sprintf("backend/cuda: adam on %v, %v, %v, %v", w, g, m, v))
+	}
+	b.launch(KAdam, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(m, backend.Float32), ptr(v, backend.Float32), w.Len,
+		a.StepSize, a.SqrtBC2, a.Beta1, a.Beta2, a.OneMinusBeta1, a.OneMinusBeta2, a.Eps, a.WeightDecay)
+}
+
+func (b *Backend) UnscaleCheck(g backend.View, inv float32) bool {
+	p := ptr(g, backend.Float32)
+	b.memsetD32(b.scratch, 0, 1)
+	b.launch(KUnscaleCheck, g.Len, p, g.Len, inv, b.scratch)
+	return binary.LittleEndian.Uint32(b.fetch(b.scratch, 4)) == 0
+}

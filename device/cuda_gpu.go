@@ -1,0 +1,20 @@
+//go:build gpu
+
+package device
+
+import (
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda/driverapi"
+)
+
+// GPUBuild reports whether this binary has the CUDA backend.
+const GPUBuild = true
+
+// openCUDA opens CUDA device index.
+func openCUDA(index int) (backend.Backend, error) {
+	b, err := driverapi.Open(index)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
