@@ -121,14 +121,28 @@ func PlanConfig(cfg config.Config) (PlanRow, error) {
 	return planConfig(cfg)
 }
 
+// PlanConfigOn is PlanConfig for backend b instead of the one config key
+// device names.
+func PlanConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
+	if err := cfg.Validate(); err != nil {
+		return PlanRow{Config: cfg}, err
+	}
+	return planConfigOn(cfg, b)
+}
+
 // planConfig is PlanConfig for a validated cfg.
 func planConfig(cfg config.Config) (PlanRow, error) {
-	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
-	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
 	b, err := Target(cfg)
 	if err != nil {
-		return row, err
+		return PlanRow{Config: cfg}, err
 	}
+	return planConfigOn(cfg, b)
+}
+
+// planConfigOn plans cfg with b's sizes.
+func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
+	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
+	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
 	t, err := buildTrainer(cfg, noop.New(b))
 	if err != nil {
 		return row, err

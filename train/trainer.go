@@ -102,12 +102,27 @@ func NewTrainer(cfg config.Config) (*Trainer, error) {
 	return newTrainer(cfg)
 }
 
+// NewTrainerOn is NewTrainer on backend b instead of the one config key
+// device names: for a backend the device package does not open (the CUDA
+// emulator in tests, say).
+func NewTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newTrainerOn(cfg, b)
+}
+
 // newTrainer is NewTrainer for a validated cfg.
 func newTrainer(cfg config.Config) (*Trainer, error) {
 	b, err := Target(cfg)
 	if err != nil {
 		return nil, err
 	}
+	return newTrainerOn(cfg, b)
+}
+
+// newTrainerOn is NewTrainerOn for a validated cfg.
+func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	if cfg.Memory.Fit != "auto" {
 		return buildTrainer(cfg, b)
 	}

@@ -1,4 +1,4 @@
-//go:build gpu
+//go:build cudaemu
 
 // Package emu runs backend/cuda's kernels on the host: the .cu sources
 // compiled as C++ against a small CUDA shim (cudashim.h), each block's
@@ -6,8 +6,10 @@
 // memory (C.malloc). It is a Driver, so the CUDA backend's Go code and its
 // kernels' arithmetic and indexing are tested, with the backend
 // conformance suite, on a machine without a GPU. It is slow (an OS thread
-// per CUDA thread) and is for tests only. It is built with -tags gpu (cgo,
-// g++ with C++20) but needs no CUDA toolkit and no driver.
+// per CUDA thread) and is for tests only: go test -tags cudaemu
+// ./backend/cuda/emu (cgo and g++ with C++20; no CUDA toolkit, no driver).
+// Its own tag, not gpu: a gpu build starts the CUDA driver at init and
+// exits where there is no GPU, which is where the emulator is for.
 package emu
 
 /*

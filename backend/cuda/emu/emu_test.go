@@ -1,4 +1,4 @@
-//go:build gpu
+//go:build cudaemu
 
 package emu_test
 
