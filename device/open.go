@@ -40,3 +40,15 @@ func Describe(b backend.Backend) string {
 	}
 	return b.Name()
 }
+
+// MemoryReporter is a backend that reports its device's memory as the
+// device itself sees it (the CUDA backend: cuMemGetInfo, what nvidia-smi
+// shows), beside what its pool accounts.
+type MemoryReporter interface {
+	// DeviceMemory is the memory in use on the device (by every process)
+	// and the device's total.
+	DeviceMemory() (used, total int64, err error)
+	// ContextOverhead is what was in use once the backend was opened,
+	// before any pool allocation: the context, kernels and scratch.
+	ContextOverhead() int64
+}

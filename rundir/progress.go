@@ -102,6 +102,9 @@ func (p *progress) step(r StepRecord) {
 	mem := fmt.Sprintf("loss %.4f  mem %s (peak %s, act %s)", r.Loss,
 		memory.FormatBytes(r.AllocatedBytes), memory.FormatBytes(r.PeakAllocatedBytes),
 		memory.FormatBytes(r.PeakByCategory[memory.Activations.String()]))
+	if r.DeviceUsedBytes > 0 {
+		mem += "  device " + memory.FormatBytes(r.DeviceUsedBytes)
+	}
 	if r.Precision == backend.Float16 || r.SkippedSteps > 0 {
 		mem += fmt.Sprintf("  scale %g", r.LossScale)
 		if r.SkippedSteps > 0 {

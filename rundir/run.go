@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
@@ -40,6 +41,10 @@ type StepRecord struct {
 	SkippedSteps   int     `json:"skipped_steps"`
 	StepSkipped    bool    `json:"step_skipped"`
 	Retried        bool    `json:"retried_after_oom"`
+	// DeviceUsedBytes is the device's own count of memory in use, the
+	// largest at the step's phase ends (a GPU: cuMemGetInfo, as nvidia-smi
+	// shows it); absent on the CPU.
+	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty"`
 	// Rebuilt marks a record written again from a checkpoint's history (the
 	// file was gone when the run resumed): step, epoch and loss only.
 	Rebuilt bool `json:"rebuilt,omitempty"`
@@ -64,6 +69,13 @@ type Summary struct {
 	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
 	// Device is what the run computed on (device.Describe).
 	Device string `json:"device"`
+	// The device's own view of its memory where the backend reports it (a
+	// GPU): the most in use at any step's phase ends, the device's total,
+	// and what was in use before the pool's first allocation (context,
+	// kernels, scratch: the overhead beside the pool's reserved bytes).
+	DeviceUsedPeakBytes  int64 `json:"device_used_peak_bytes,omitempty"`
+	DeviceTotalBytes     int64 `json:"device_total_bytes,omitempty"`
+	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
 	// CacheFlushes counts the times the pool gave its cached blocks back to
 	// stay under memory.capacity (plan's empties_cache said to expect them).
 	CacheFlushes            int64            `json:"cache_flushes"`
@@ -119,6 +131,7 @@ type Options struct {
 	OnStart func(cfg config.Config, device string)
 
 	onTrainer  func(*train.Trainer) // tests: sees the trainer before the first step
+	backend    backend.Backend      // tests: train on this instead of config key device
 	barRefresh time.Duration        // tests: the bar's least time between redraws (0: 100ms)
 }
 
@@ -148,7 +161,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if err := train.CheckFits(cfg, train.HostMemory()); err != nil {
 		return nil, err
 	}
-	tr, err := train.NewTrainer(cfg)
+	var tr *train.Trainer
+	if opts.backend != nil {
+		tr, err = train.NewTrainerOn(cfg, opts.backend)
+	} else {
+		tr, err = train.NewTrainer(cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +243,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if n := len(ckpt.history.Steps); n > 0 {
 		sum.Epochs, sum.FinalLoss = ckpt.history.Steps[n-1].Epoch, float64(ckpt.history.Steps[n-1].Loss)
 	}
+	if r, ok := tr.Device.Backend.(device.MemoryReporter); ok {
+		sum.ContextOverheadBytes = r.ContextOverhead()
+		if _, total, err := r.DeviceMemory(); err == nil {
+			sum.DeviceTotalBytes = total
+		}
+	}
 	var stepMS []float64
 	notePeak := func(peak, reserved int64, split map[string]int64) {
 		if peak > sum.PeakAllocatedBytes {
@@ -289,7 +313,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			Phases: res.Phases, Variant: sum.Variant, EffectiveBatch: sum.EffectiveBatch,
 			LossScale: tr.Scaler.LossScale(), GrowthTracker: tr.Scaler.GrowthTracker,
 			SkippedSteps: tr.Scaler.Skipped, StepSkipped: res.Skipped, Retried: res.Retried,
+			DeviceUsedBytes: res.DeviceUsedPeak,
 		}
+		sum.DeviceUsedPeakBytes = max(sum.DeviceUsedPeakBytes, res.DeviceUsedPeak)
 		if err := enc.Encode(rec); err != nil {
 			return nil, fmt.Errorf("writing metrics.jsonl: %w", err)
 		}

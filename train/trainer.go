@@ -32,6 +32,10 @@ type PhaseMemory struct {
 	AllocatedByCategory map[string]int64 `json:"allocated_by_category"`
 	// PeakByCategory splits PeakAllocatedBytes by category at the moment of the peak.
 	PeakByCategory map[string]int64 `json:"peak_by_category"`
+	// DeviceUsedBytes is the device's own count of memory in use at the
+	// end of the phase (device.MemoryReporter: cuMemGetInfo on a GPU); 0
+	// where the backend does not report it (the CPU).
+	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty"`
 }
 
 // PhaseMemoryOf is a pool snapshot as a PhaseMemory.
@@ -293,6 +297,9 @@ type StepResult struct {
 	Peak           int64
 	PeakReserved   int64
 	PeakByCategory map[string]int64
+	// DeviceUsedPeak is the largest device memory in use the phases' ends
+	// saw (device.MemoryReporter); 0 on the CPU.
+	DeviceUsedPeak int64
 }
 
 // Step runs one optimizer step: accumulate micro-batches of forward and
@@ -347,8 +354,15 @@ func (t *Trainer) step() (StepResult, error) {
 	accum := t.Config.Train.Accumulate
 	res := StepResult{Phases: map[string]PhaseMemory{}}
 	best := memory.Stats{}
+	reporter, _ := t.Device.Backend.(device.MemoryReporter)
 	keep := func(phase string, st memory.Stats) {
 		pm := PhaseMemoryOf(st)
+		if reporter != nil {
+			if used, _, err := reporter.DeviceMemory(); err == nil {
+				pm.DeviceUsedBytes = used
+				res.DeviceUsedPeak = max(res.DeviceUsedPeak, used)
+			}
+		}
 		if prev, ok := res.Phases[phase]; !ok || pm.PeakAllocatedBytes > prev.PeakAllocatedBytes {
 			res.Phases[phase] = pm
 		}

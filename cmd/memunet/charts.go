@@ -257,7 +257,7 @@ func poolPeak(r CompareRow) float64 {
 	for _, v := range r.PeakByCategory {
 		cats += v
 	}
-	return float64(max(r.PeakAllocatedBytes, r.PeakReservedBytes, cats))
+	return float64(max(r.PeakAllocatedBytes, r.PeakReservedBytes, r.DeviceUsedPeakBytes, cats))
 }
 
 func layoutMemory(rows []CompareRow) (memoryLayout, error) {
@@ -295,6 +295,7 @@ var (
 	reservedFill = color.RGBA{0xd9, 0xd9, 0xd9, 0xff}
 	reservedLine = color.RGBA{0x80, 0x80, 0x80, 0xff}
 	rssFill      = color.RGBA{0x6b, 0x8b, 0xa4, 0xff}
+	deviceFill   = color.RGBA{0x76, 0xb9, 0x00, 0xff} // NVIDIA green
 	gridColor    = color.RGBA{0xe4, 0xe4, 0xe4, 0xff}
 )
 
@@ -388,9 +389,19 @@ func barWidth(w vg.Length, groups, perGroup int) vg.Length {
 // memoryPlots builds memory.png's panels; poolW and rssW are their widths.
 func memoryPlots(l memoryLayout, poolW, rssW vg.Length) (pool, rss *plot.Plot, legend []legendItem, err error) {
 	if len(l.Pool) > 0 {
-		pool = newPanel("memunet pool: peak allocated and peak reserved", l.PoolAxis, false)
+		device := deviceColumns(l.Pool) // a GPU run: a third bar, the device's own count
+		title, perGroup := "memunet pool: peak allocated and peak reserved", 2
+		if device {
+			title, perGroup = "memunet pool: peak allocated and reserved; device memory in use", 3
+		}
+		pool = newPanel(title, l.PoolAxis, false)
 		u := l.PoolAxis.Unit.Bytes
-		width := barWidth(poolW-vg.Points(60), len(l.Pool), 2)
+		width := barWidth(poolW-vg.Points(60), len(l.Pool), perGroup)
+		// bar offsets: allocated left of centre, reserved right (device further right)
+		allocDX, resDX := -width/2, width/2
+		if device {
+			allocDX, resDX = -width, 0
+		}
 		var below *plotter.BarChart
 		for i, cat := range memory.Categories() {
 			vals := make(plotter.Values, len(l.Pool))
@@ -403,7 +414,7 @@ func memoryPlots(l memoryLayout, poolW, rssW vg.Length) (pool, rss *plot.Plot, l
 			}
 			bars.Color = chartColor(i)
 			bars.LineStyle.Width = 0
-			bars.Offset = -width / 2
+			bars.Offset = allocDX
 			if below != nil {
 				bars.StackOn(below)
 			}
@@ -425,13 +436,32 @@ func memoryPlots(l memoryLayout, poolW, rssW vg.Length) (pool, rss *plot.Plot, l
 		}
 		res.Color = reservedFill
 		res.LineStyle.Color, res.LineStyle.Width = reservedLine, vg.Points(0.6)
-		res.Offset = width / 2
+		res.Offset = resDX
 		pool.Add(res)
 		legend = append(legend, legendItem{"peak reserved (cached blocks included)", res})
-		for _, lv := range []struct {
+		labels := []struct {
 			v  plotter.Values
 			dx vg.Length
-		}{{alloc, -width / 2}, {reserved, width / 2}} {
+		}{{alloc, allocDX}, {reserved, resDX}}
+		if device {
+			used := make(plotter.Values, len(l.Pool))
+			for j, r := range l.Pool {
+				used[j] = float64(r.DeviceUsedPeakBytes) / u
+			}
+			dev, err := plotter.NewBarChart(used, width)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			dev.Color, dev.LineStyle.Width = deviceFill, 0
+			dev.Offset = width
+			pool.Add(dev)
+			legend = append(legend, legendItem{"device memory in use (cuMemGetInfo: context included)", dev})
+			labels = append(labels, struct {
+				v  plotter.Values
+				dx vg.Length
+			}{used, width})
+		}
+		for _, lv := range labels {
 			lab, err := valueLabels(lv.v, lv.dx)
 			if err != nil {
 				return nil, nil, nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"image"
 	"image/color"
 	"image/png"
@@ -355,5 +356,48 @@ func TestChartFiles(t *testing.T) {
 	// Nothing ran: an error, not an empty chart.
 	if err := memoryChart(mem, rows[2:3], syntheticSettings()); err == nil {
 		t.Error("memory chart of failed rows only: no error")
+	}
+}
+
+// TestCompareDeviceColumns: rows from a GPU run (the device's own memory
+// view) add "device used" and "context" to the table and compare.csv, and a
+// third bar per variant to memory.png; CPU rows add none of it.
+func TestCompareDeviceColumns(t *testing.T) {
+	rows := syntheticRows()
+	var plain bytes.Buffer
+	printCompareTable(&plain, rows)
+	if strings.Contains(plain.String(), "device used") {
+		t.Errorf("a CPU table has device columns:\n%s", plain.String())
+	}
+	for i := range rows {
+		if rows[i].Pool && rows[i].Error == "" {
+			rows[i].DeviceUsedPeakBytes = rows[i].PeakReservedBytes + 300<<20
+			rows[i].ContextOverheadBytes = 300 << 20
+		}
+	}
+	var table bytes.Buffer
+	printCompareTable(&table, rows)
+	lines := strings.Split(table.String(), "\n")
+	if !strings.Contains(lines[0], "device used") || !strings.Contains(lines[0], "context") || !strings.Contains(table.String(), "300.00 MiB") {
+		t.Errorf("GPU table:\n%s", table.String())
+	}
+	dir := t.TempDir()
+	if err := writeCompareFiles(dir, rows); err != nil {
+		t.Fatal(err)
+	}
+	csvText, err := os.ReadFile(filepath.Join(dir, "compare.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := strings.SplitN(string(csvText), "\n", 2)[0]
+	if !strings.Contains(header, "device used (bytes)") || !strings.Contains(header, "context (bytes)") || !strings.Contains(string(csvText), "314572800") {
+		t.Errorf("compare.csv: %s", header)
+	}
+	mem := filepath.Join(dir, "memory.png")
+	if err := memoryChart(mem, rows, syntheticSettings()); err != nil {
+		t.Fatal(err)
+	}
+	if n := countColor(readChart(t, mem), deviceFill); n < 1000 {
+		t.Errorf("memory.png: %d pixels of device bars", n)
 	}
 }

@@ -32,9 +32,14 @@ type CompareRow struct {
 	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
 	PeakRSSBytes       int64            `json:"peak_rss_bytes"`
 	PeakByCategory     map[string]int64 `json:"peak_allocated_by_category"`
-	StepMSMedian       float64          `json:"step_ms_median"`
-	SamplesPerSecond   float64          `json:"samples_per_s"`
-	FinalLoss          float64          `json:"final_loss"`
+	// DeviceUsedPeakBytes and ContextOverheadBytes are the device's own view
+	// (a GPU run: cuMemGetInfo, as nvidia-smi shows it): the most in use,
+	// and what the context, kernels and scratch took before the pool.
+	DeviceUsedPeakBytes  int64   `json:"device_used_peak_bytes,omitempty"`
+	ContextOverheadBytes int64   `json:"context_overhead_bytes,omitempty"`
+	StepMSMedian         float64 `json:"step_ms_median"`
+	SamplesPerSecond     float64 `json:"samples_per_s"`
+	FinalLoss            float64 `json:"final_loss"`
 	// Pool says whether the memory columns are memunet's exact pool bytes
 	// (false for the plain-gorgonia row, which has only peak RSS).
 	Pool  bool   `json:"pool"`
@@ -149,6 +154,7 @@ func runVariant(exe, configPath string, sets []string, cfg config.Config, name s
 	row.PeakAllocatedBytes, row.PeakReservedBytes, row.PeakRSSBytes = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.PeakRSSBytes
 	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
 	row.Params = sum.Params
+	row.DeviceUsedPeakBytes, row.ContextOverheadBytes = sum.DeviceUsedPeakBytes, sum.ContextOverheadBytes
 	if sum.StepMSMedian > 0 {
 		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)
 	}
@@ -210,11 +216,33 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-var compareHeader = append(append([]string{"variant"}, config.ColumnNames()...), "peak alloc", "peak reserved", "peak RSS",
-	"params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss")
+// compareHeader is the table's header; with device, the device's own
+// columns (a GPU run) follow the pool's.
+func compareHeader(device bool) []string {
+	h := append(append([]string{"variant"}, config.ColumnNames()...), "peak alloc", "peak reserved", "peak RSS")
+	if device {
+		h = append(h, "device used", "context")
+	}
+	return append(h, "params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss")
+}
 
-// cells formats a row for the table; pool columns are "-" for gorgonia.
-func (r CompareRow) cells(bytes func(int64) string) []string {
+// byteColumns are the header's columns that hold bytes.
+var byteColumns = map[string]bool{"peak alloc": true, "peak reserved": true, "peak RSS": true, "device used": true, "context": true,
+	"params": true, "grads": true, "optimizer": true, "activations": true, "workspace": true}
+
+// deviceColumns reports whether any row has the device's own view.
+func deviceColumns(rows []CompareRow) bool {
+	for _, r := range rows {
+		if r.DeviceUsedPeakBytes > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cells formats a row for the table; pool columns are "-" for gorgonia,
+// device columns "-" where a row has none.
+func (r CompareRow) cells(bytes func(int64) string, device bool) []string {
 	c := append([]string{r.Name}, r.Variant.Columns()...)
 	if r.Error != "" {
 		return append(c, "failed: "+r.Error)
@@ -226,6 +254,15 @@ func (r CompareRow) cells(bytes func(int64) string) []string {
 		return bytes(v)
 	}
 	c = append(c, pool(r.PeakAllocatedBytes), pool(r.PeakReservedBytes), bytes(r.PeakRSSBytes))
+	if device {
+		dev := func(v int64) string {
+			if r.DeviceUsedPeakBytes == 0 {
+				return "-"
+			}
+			return bytes(v)
+		}
+		c = append(c, dev(r.DeviceUsedPeakBytes), dev(r.ContextOverheadBytes))
+	}
 	for _, cat := range memory.Categories() {
 		c = append(c, pool(r.PeakByCategory[cat.String()]))
 	}
@@ -234,9 +271,10 @@ func (r CompareRow) cells(bytes func(int64) string) []string {
 
 func printCompareTable(w io.Writer, rows []CompareRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(compareHeader, "\t")+"\t")
+	device := deviceColumns(rows)
+	fmt.Fprintln(tw, strings.Join(compareHeader(device), "\t")+"\t")
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r.cells(memory.FormatBytes), "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(r.cells(memory.FormatBytes, device), "\t")+"\t")
 	}
 	tw.Flush()
 }
@@ -254,13 +292,16 @@ func writeCompareFiles(dir string, rows []CompareRow) error {
 		return err
 	}
 	cw := csv.NewWriter(f)
-	header := append([]string{}, compareHeader...)
-	for i := 4; i <= 11; i++ {
-		header[i] += " (bytes)"
+	device := deviceColumns(rows)
+	header := compareHeader(device)
+	for i, h := range header {
+		if byteColumns[h] {
+			header[i] += " (bytes)"
+		}
 	}
 	cw.Write(header)
 	for _, r := range rows {
-		cw.Write(r.cells(func(n int64) string { return strconv.FormatInt(n, 10) }))
+		cw.Write(r.cells(func(n int64) string { return strconv.FormatInt(n, 10) }, device))
 	}
 	cw.Flush()
 	return errors.Join(cw.Error(), f.Close())

@@ -150,6 +150,10 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		memory.FormatBytes(sum.PeakAllocatedByCategory["optimizer"]), memory.FormatBytes(sum.PeakAllocatedByCategory["activations"]),
 		memory.FormatBytes(sum.PeakAllocatedByCategory["workspace"]),
 		memory.FormatBytes(sum.PeakReservedBytes), memory.FormatBytes(sum.PeakRSSBytes))
+	if sum.DeviceUsedPeakBytes > 0 {
+		fmt.Fprintf(stdout, "device: %s: peak in use %s of %s (cuMemGetInfo, as nvidia-smi shows it; %s of it was the context, kernels and scratch before the pool)\n",
+			sum.Device, memory.FormatBytes(sum.DeviceUsedPeakBytes), memory.FormatBytes(sum.DeviceTotalBytes), memory.FormatBytes(sum.ContextOverheadBytes))
+	}
 	printPhaseTable(stdout, sum)
 	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{
 		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json"), sum.LastCheckpoint}, ", "))
