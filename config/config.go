@@ -220,8 +220,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("train.weight_decay: %g: must be a finite number, 0 or more", t.WeightDecay)
 	case t.ValEvery < 0:
 		return fmt.Errorf("train.val_every: %d: must be 0 (only at the end) or more", t.ValEvery)
-	case c.Memory.Capacity < 0:
-		return fmt.Errorf("memory.capacity: %d: must be 0 (unlimited) or a size such as 6GiB", c.Memory.Capacity)
+	case c.Memory.Capacity < 0 && c.Memory.Capacity != CapacityAuto:
+		return fmt.Errorf("memory.capacity: %d: must be 0 (unlimited), a size such as 6GiB, or auto", c.Memory.Capacity)
 	case c.Output.Progress != "auto" && c.Output.Progress != "bar" && c.Output.Progress != "plain" && c.Output.Progress != "none":
 		return fmt.Errorf("output.progress: %q: must be auto, bar, plain or none", c.Output.Progress)
 	case c.Output.LogEvery < 1:
@@ -290,9 +290,18 @@ var byteUnits = []struct {
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
 }
 
-// ParseByteSize parses "6GiB", "512 MiB", "1.5GB", "1048576".
+// CapacityAuto is memory.capacity: auto: the device's free memory when the
+// run starts (a GPU), or the host's available memory (the CPU); see
+// train.ResolveCapacity.
+const CapacityAuto ByteSize = -1
+
+// ParseByteSize parses "6GiB", "512 MiB", "1.5GB", "1048576", and "auto"
+// (CapacityAuto).
 func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.ToUpper(strings.TrimSpace(s))
+	if t == "AUTO" {
+		return CapacityAuto, nil
+	}
 	mult := 1.0
 	for _, u := range byteUnits {
 		if strings.HasSuffix(t, u.suffix) {
@@ -302,7 +311,7 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || v < 0 || v*mult > 1<<62 || v != v {
-		return 0, fmt.Errorf("%q is not a size: write a number of bytes or one with a unit, such as 6GiB or 512MiB", s)
+		return 0, fmt.Errorf("%q is not a size: write a number of bytes or one with a unit, such as 6GiB or 512MiB, or auto", s)
 	}
 	return ByteSize(v * mult), nil
 }
@@ -320,8 +329,12 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// MarshalYAML writes the size in the largest binary unit that divides it.
+// MarshalYAML writes the size in the largest binary unit that divides it
+// (auto for CapacityAuto).
 func (b ByteSize) MarshalYAML() (any, error) {
+	if b == CapacityAuto {
+		return "auto", nil
+	}
 	for _, u := range []struct {
 		s string
 		m int64

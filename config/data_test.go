@@ -97,3 +97,18 @@ func TestDataKeyErrors(t *testing.T) {
 		t.Errorf("folder with synthetic keys that would be invalid: %v", err)
 	}
 }
+
+// TestCapacityAuto: memory.capacity: auto reads and writes as auto.
+func TestCapacityAuto(t *testing.T) {
+	cfg, err := Parse("x.yaml", []byte("memory:\n  capacity: auto\n"), nil)
+	if err != nil || cfg.Memory.Capacity != CapacityAuto {
+		t.Fatalf("auto: %v, %v", cfg.Memory.Capacity, err)
+	}
+	out, err := cfg.Marshal()
+	if err != nil || !strings.Contains(string(out), "capacity: auto") {
+		t.Errorf("marshal: %v\n%s", err, out)
+	}
+	if _, err := Parse("x.yaml", []byte("memory:\n  capacity: -5\n"), nil); err == nil {
+		t.Error("capacity -5 accepted")
+	}
+}

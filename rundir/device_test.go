@@ -1,8 +1,10 @@
 package rundir
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend/cpu"
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/train"
 )
 
 // reportingCPU is the CPU backend that also reports device memory, as the
@@ -72,5 +76,30 @@ func TestDeviceMemoryRecorded(t *testing.T) {
 		if strings.Contains(string(b), "device_used") || strings.Contains(string(b), "context_overhead") {
 			t.Errorf("%s of a CPU run reports device memory", name)
 		}
+	}
+}
+
+// fullGPU reports a device with only 64 KiB free.
+type fullGPU struct{ cpu.CPU }
+
+func (fullGPU) DeviceMemory() (used, total int64, err error) { return 8<<30 - 64<<10, 8 << 30, nil }
+func (fullGPU) ContextOverhead() int64                       { return 1 << 20 }
+
+// TestCapacityAutoIsTheDevicesFreeMemory: memory.capacity: auto on a device
+// with too little free memory refuses the run before it starts, with the
+// plan's figures; with room, the run says what auto chose.
+func TestCapacityAutoIsTheDevicesFreeMemory(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Memory.Capacity = config.CapacityAuto
+	_, err := Run(context.Background(), cfg, Options{OutDir: t.TempDir(), backend: fullGPU{}})
+	var fe *train.FitError
+	if !errors.As(err, &fe) || !fe.Capacity || fe.Limit != 64<<10 {
+		t.Fatalf("a full device: %v", err)
+	}
+	var log bytes.Buffer
+	cfg.Output.Progress = "plain"
+	mustRun(t, context.Background(), cfg, Options{OutDir: t.TempDir(), backend: reportingCPU{calls: new(atomic.Int64)}, Progress: &log}, nil)
+	if !strings.Contains(log.String(), "memory.capacity: auto: ") || !strings.Contains(log.String(), "the free memory of cpu") {
+		t.Errorf("log: %s", log.String())
 	}
 }

@@ -158,15 +158,17 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if err != nil {
 		return nil, err
 	}
+	b := opts.backend
+	if b == nil {
+		if b, err = train.Target(cfg); err != nil {
+			return nil, err
+		}
+	}
+	cfg, capNote := train.ResolveCapacity(cfg, b)
 	if err := train.CheckFits(cfg, train.HostMemory()); err != nil {
 		return nil, err
 	}
-	var tr *train.Trainer
-	if opts.backend != nil {
-		tr, err = train.NewTrainerOn(cfg, opts.backend)
-	} else {
-		tr, err = train.NewTrainer(cfg)
-	}
+	tr, err := train.NewTrainerOn(cfg, b)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +233,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	defer metricsFile.Close()
 	enc := json.NewEncoder(metricsFile)
 
+	if capNote != "" {
+		prog.note(capNote)
+	}
 	for _, line := range tr.FitLog {
 		prog.note(line)
 	}

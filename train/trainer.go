@@ -127,6 +127,7 @@ func newTrainer(cfg config.Config) (*Trainer, error) {
 
 // newTrainerOn is NewTrainerOn for a validated cfg.
 func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
+	cfg, _ = ResolveCapacity(cfg, b)
 	if cfg.Memory.Fit != "auto" {
 		return buildTrainer(cfg, b)
 	}

@@ -36,6 +36,12 @@ func planCommand(args []string, stdout io.Writer) error {
 		}
 		capBytes = int64(c)
 	}
+	capNote := ""
+	if capBytes == int64(config.CapacityAuto) {
+		if capBytes, capNote, err = resolveCapacity(cfg); err != nil {
+			return err
+		}
+	}
 	rows, rec, err := train.Plan(cfg, strings.Split(*variants, ","), capBytes)
 	if err != nil {
 		return err
@@ -87,6 +93,9 @@ func planCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, "est. time: estimated step time relative to baseline (FLOPs incl. recompute, 16-bit and accumulation overheads).")
+	if capNote != "" {
+		fmt.Fprintln(stdout, capNote)
+	}
 	if capBytes > 0 {
 		if slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.EmptiesCache }) {
 			fmt.Fprintf(stdout, "yes*: the peak allocated bytes fit, but the reserved column (cached blocks included) is above %s: the pool will give its cached blocks back and retry when it reaches the capacity, so the run succeeds with some slower steps (summary.json counts them as cache_flushes).\n",
@@ -99,4 +108,16 @@ func planCommand(args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// resolveCapacity is memory.capacity: auto for cfg's device, in bytes, with
+// the note saying what it is (train.ResolveCapacity).
+func resolveCapacity(cfg config.Config) (int64, string, error) {
+	b, err := train.Target(cfg)
+	if err != nil {
+		return 0, "", err
+	}
+	cfg.Memory.Capacity = config.CapacityAuto
+	cfg, note := train.ResolveCapacity(cfg, b)
+	return int64(cfg.Memory.Capacity), note, nil
 }

@@ -133,6 +133,11 @@ func predictCommand(args []string, stdout io.Writer) error {
 		}
 		capBytes = int64(b)
 	}
+	if capBytes == int64(config.CapacityAuto) {
+		if capBytes, _, err = resolveCapacity(cfg); err != nil {
+			return err
+		}
+	}
 	if *batch == 0 {
 		*batch = cfg.Train.BatchSize
 	}

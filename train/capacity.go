@@ -1,0 +1,34 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/memory"
+)
+
+// ResolveCapacity turns memory.capacity: auto into bytes for backend b: the
+// device's free memory now where b reports its device's memory (a GPU: what
+// other processes and the context hold is not the run's), else the host's
+// available memory, else 0 (unlimited). note says what was chosen ("" when
+// the capacity was not auto).
+func ResolveCapacity(cfg config.Config, b backend.Backend) (resolved config.Config, note string) {
+	if cfg.Memory.Capacity != config.CapacityAuto {
+		return cfg, ""
+	}
+	if r, ok := b.(device.MemoryReporter); ok {
+		if used, total, err := r.DeviceMemory(); err == nil {
+			cfg.Memory.Capacity = config.ByteSize(total - used)
+			return cfg, fmt.Sprintf("memory.capacity: auto: %s, the free memory of %s (%s of %s in use)",
+				memory.FormatBytes(total-used), b.Name(), memory.FormatBytes(used), memory.FormatBytes(total))
+		}
+	}
+	if avail := HostMemory(); avail > 0 {
+		cfg.Memory.Capacity = config.ByteSize(avail)
+		return cfg, fmt.Sprintf("memory.capacity: auto: %s, the host's available memory", memory.FormatBytes(avail))
+	}
+	cfg.Memory.Capacity = 0
+	return cfg, "memory.capacity: auto: unlimited (the host's available memory is unknown)"
+}
