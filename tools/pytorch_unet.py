@@ -10,9 +10,16 @@ DoubleConv down to the skip's width; a 1x1 conv with bias to the classes.
 
 Usage: python3 pytorch_unet.py [--threads 2] [--base 16] [--depth 4]
        [--batch 4] [--size 128] [--classes 2] [--steps 5]
+       [--device cpu|cuda] [--precision fp32|fp16|bf16] [--checkpoint]
+       [--accumulate N]
 Prints one JSON line: step_ms_median, gflops (same FLOP count as memunet:
 2*Cin*Cout*k*k*H*W per conv output, x3 for a training step), params,
-peak_rss_bytes, torch version and threads.
+peak_rss_bytes, torch version and threads; on cuda also
+torch.cuda.max_memory_allocated and max_memory_reserved over the timed
+steps. The memory-saving variants as PyTorch users write them: fp16/bf16
+is autocast (with a GradScaler for fp16), --checkpoint wraps every
+DoubleConv in torch.utils.checkpoint, --accumulate N splits the batch into
+N micro-batches of batch/N with one optimizer step.
 """
 import argparse
 import json
@@ -23,6 +30,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 class DoubleConv(nn.Module):
@@ -37,8 +45,9 @@ class DoubleConv(nn.Module):
 
 
 class UNet(nn.Module):
-    def __init__(self, cin=3, classes=2, base=16, depth=4):
+    def __init__(self, cin=3, classes=2, base=16, depth=4, checkpoint=False):
         super().__init__()
+        self.checkpoint = checkpoint
         w = [base << i for i in range(depth + 1)]
         self.inc = DoubleConv(cin, w[0])
         self.downs = nn.ModuleList(DoubleConv(w[i - 1], w[i]) for i in range(1, depth + 1))
@@ -46,15 +55,20 @@ class UNet(nn.Module):
         self.outc = nn.Conv2d(w[0], classes, 1)
         self.flops = 0
 
+    def block(self, m, x):
+        if self.checkpoint and self.training:
+            return torch.utils.checkpoint.checkpoint(m, x, use_reentrant=False)
+        return m(x)
+
     def forward(self, x):
         skips = []
-        h = self.inc(x)
+        h = self.block(self.inc, x)
         for d in self.downs:
             skips.append(h)
-            h = d(F.max_pool2d(h, 2))
+            h = self.block(d, F.max_pool2d(h, 2))
         for u in self.ups:
             h = F.interpolate(h, scale_factor=2, mode="bilinear", align_corners=False)
-            h = u(torch.cat([skips.pop(), h], dim=1))
+            h = self.block(u, torch.cat([skips.pop(), h], dim=1))
         return self.outc(h)
 
 
@@ -86,30 +100,66 @@ def main():
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--classes", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    ap.add_argument("--checkpoint", action="store_true")
+    ap.add_argument("--accumulate", type=int, default=1)
     a = ap.parse_args()
+    if a.precision == "fp16" and a.device == "cpu":
+        ap.error("--precision fp16 needs --device cuda (PyTorch's CPU autocast is bf16 only)")
+    if a.batch % a.accumulate:
+        ap.error("--batch must be divisible by --accumulate")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = UNet(3, a.classes, a.base, a.depth)
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    model = UNet(3, a.classes, a.base, a.depth, a.checkpoint)
     params = sum(p.numel() for p in model.parameters())
     fwd = conv_flops(model, a.size)
+    model.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    x = torch.randn(a.batch, 3, a.size, a.size)
-    y = torch.randint(0, a.classes, (a.batch, a.size, a.size))
+    x = torch.randn(a.batch, 3, a.size, a.size, device=dev)
+    y = torch.randint(0, a.classes, (a.batch, a.size, a.size), device=dev)
+    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
+    scaler = torch.cuda.amp.GradScaler() if a.precision == "fp16" and cuda else None
+    micro = a.batch // a.accumulate
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     times = []
     for step in range(a.steps + 1):
+        if step == 1 and cuda:
+            torch.cuda.reset_peak_memory_stats()
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y, ignore_index=255)
-        loss.backward()
-        opt.step()
+        for k in range(a.accumulate):
+            xs, ys = x[k * micro:(k + 1) * micro], y[k * micro:(k + 1) * micro]
+            with torch.autocast(dev.type, dtype=half, enabled=half is not None):
+                loss = F.cross_entropy(model(xs), ys, ignore_index=255) / a.accumulate
+            (scaler.scale(loss) if scaler else loss).backward()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        sync()
         if step > 0:
             times.append((time.perf_counter() - t0) * 1000)
     med = statistics.median(times)
-    print(json.dumps({
+    out = {
         "torch": torch.__version__, "threads": torch.get_num_threads(), "params": params,
+        "device": str(dev), "precision": a.precision, "checkpoint": a.checkpoint, "accumulate": a.accumulate,
         "step_ms_median": med, "gflops": 3 * fwd * a.batch / (med / 1000) / 1e9,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }))
+    }
+    if cuda:
+        out["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+        out["max_memory_reserved"] = torch.cuda.max_memory_reserved()
+        out["gpu"] = torch.cuda.get_device_name(dev)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
