@@ -164,3 +164,17 @@ type Optimizer interface {
 
 // IgnoreIndex is the target value whose pixels the loss and metrics skip.
 const IgnoreIndex = 255
+
+// Offloader is a backend with host memory its device copies to and from
+// directly (pinned memory on a GPU, plain memory on the CPU): where tensors
+// wait outside the device's memory until they are needed again
+// (memory.offload).
+type Offloader interface {
+	// HostAllocator is that memory; a pool over it holds the offloaded
+	// tensors, apart from the device's pool.
+	HostAllocator() memory.Allocator
+	// ToHost copies src (device memory) into dst (HostAllocator's memory):
+	// same type and length. ToDevice copies back.
+	ToHost(dst, src View)
+	ToDevice(dst, src View)
+}

@@ -114,6 +114,10 @@ type Memory struct {
 	// EmptyCache is never, step (release cached blocks after every optimizer
 	// step) or oom (on an out-of-memory error, release and retry the step once).
 	EmptyCache EmptyCache `yaml:"empty_cache"`
+	// Offload is none, or checkpoints: the inputs checkpointed blocks keep
+	// for backward wait in host memory (pinned on a GPU) instead of the
+	// device's, copied back when their backward needs them.
+	Offload Offload `yaml:"offload"`
 	// Fit is off, or auto: under memory.capacity, train the first variant
 	// that plan says fits (see train.FitCandidates), and move on to the next
 	// on an out-of-memory error during training.
@@ -138,7 +142,7 @@ func Default() Config {
 		Train: Train{BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
-		Memory: Memory{EmptyCache: EmptyNever, Fit: "off"},
+		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }
@@ -375,6 +379,10 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("train.keep_last: %d: must be 0 (keep every checkpoint) or more", t.KeepLast)
 	case c.Memory.EmptyCache != EmptyNever && c.Memory.EmptyCache != EmptyStep && c.Memory.EmptyCache != EmptyOOM:
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
+	case c.Memory.Offload != OffloadNone && c.Memory.Offload != OffloadCheckpoints:
+		return fmt.Errorf("memory.offload: %q: must be none or checkpoints", c.Memory.Offload)
+	case c.Memory.Offload == OffloadCheckpoints && c.Model.Checkpoint.String() == "none":
+		return fmt.Errorf("memory.offload: checkpoints keeps the inputs of checkpointed blocks in host memory: set model.checkpoint (all, or a list of levels) too")
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":
 		return fmt.Errorf("memory.fit: %q: must be off or auto", c.Memory.Fit)
 	case c.Memory.Fit == "auto" && c.Memory.Capacity == 0:

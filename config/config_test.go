@@ -371,7 +371,9 @@ func TestOverrides(t *testing.T) {
 		{"value with equals sign", qs, []string{"output.dir=runs/a=b"}, func(c *Config) { c.Output.Dir = "runs/a=b" }},
 		{"quoted string", qs, []string{`output.dir="123"`}, func(c *Config) { c.Output.Dir = "123" }},
 		{"whole section", qs, []string{"memory={capacity: 1GiB, timeline: true}"},
-			func(c *Config) { c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never", Fit: "off"} }},
+			func(c *Config) {
+				c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never", Offload: "none", Fit: "off"}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, "quickstart.yaml", tc.src, tc.overrides)
@@ -538,7 +540,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
 				Precision: backend.Float16, Accumulate: 4,
 				Scaler: Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10}}
-			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Fit: "auto"}
+			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Offload: "checkpoints", Fit: "auto"}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}
 		}},
 		{"checkpoint all", func(c *Config) { c.Model.Checkpoint = Checkpoint{All: true} }},

@@ -19,6 +19,15 @@ const (
 	EmptyOOM   EmptyCache = "oom"   // on an out-of-memory error, then retry the step once
 )
 
+// Offload is memory.offload: what waits in host memory instead of the
+// device's.
+type Offload string
+
+const (
+	OffloadNone        Offload = "none"
+	OffloadCheckpoints Offload = "checkpoints" // the inputs checkpointed blocks keep for backward
+)
+
 // Variant is how a run trades memory for time: the settings plan, compare
 // and memory.fit vary side by side, the same model and data otherwise.
 // They live in three sections of the file (train.batch_size,
@@ -31,14 +40,17 @@ type Variant struct {
 	Accumulate int           `json:"accumulate"`
 	Precision  backend.DType `json:"precision"`
 	Checkpoint Checkpoint    `json:"checkpoint"`
-	EmptyCache EmptyCache    `json:"-"`
+	// Offload: the checkpointed blocks' inputs wait in host memory
+	// (memory.offload: checkpoints).
+	Offload    bool       `json:"offload,omitempty"`
+	EmptyCache EmptyCache `json:"-"`
 }
 
 // Variant gathers the run's variant settings.
 func (c Config) Variant() Variant {
 	return Variant{
 		MicroBatch: c.Train.BatchSize, Accumulate: c.Train.Accumulate, Precision: c.Train.Precision,
-		Checkpoint: c.Model.Checkpoint, EmptyCache: c.Memory.EmptyCache,
+		Checkpoint: c.Model.Checkpoint, EmptyCache: c.Memory.EmptyCache, Offload: c.Memory.Offload == OffloadCheckpoints,
 	}
 }
 
@@ -47,6 +59,10 @@ func (c Config) WithVariant(v Variant) Config {
 	c.Train.BatchSize, c.Train.Accumulate, c.Train.Precision = v.MicroBatch, v.Accumulate, v.Precision
 	c.Model.Checkpoint = v.Checkpoint.Clone()
 	c.Memory.EmptyCache = v.EmptyCache
+	c.Memory.Offload = OffloadNone
+	if v.Offload {
+		c.Memory.Offload = OffloadCheckpoints
+	}
 	c.Train.Betas = slices.Clone(c.Train.Betas)
 	return c
 }
@@ -89,7 +105,11 @@ func (v Variant) Sets() []string {
 // String is the one-line form of a train banner: batch, precision,
 // checkpointing and the cache policy.
 func (v Variant) String() string {
-	return fmt.Sprintf("batch %d x %d micro-batches, %s, checkpoint %s", v.MicroBatch, v.Accumulate, v.Precision, v.Checkpoint)
+	s := fmt.Sprintf("batch %d x %d micro-batches, %s, checkpoint %s", v.MicroBatch, v.Accumulate, v.Precision, v.Checkpoint)
+	if v.Offload {
+		s += " (inputs in host memory)"
+	}
+	return s
 }
 
 // VariantKeys are the config keys of a Variant.
@@ -109,7 +129,15 @@ func (v Variant) settings() [][2]string {
 		{"train.batch_size", strconv.Itoa(v.MicroBatch)},
 		{"train.accumulate", strconv.Itoa(v.Accumulate)},
 		{"memory.empty_cache", string(v.EmptyCache)},
+		{"memory.offload", string(v.offload())},
 	}
+}
+
+func (v Variant) offload() Offload {
+	if v.Offload {
+		return OffloadCheckpoints
+	}
+	return OffloadNone
 }
 
 // ColumnNames head the columns of Columns in plan's and compare's tables.
@@ -118,7 +146,11 @@ func ColumnNames() []string { return []string{"micro x acc", "precision", "check
 // Columns is v in a table row: micro-batch x accumulation, precision,
 // checkpointing.
 func (v Variant) Columns() []string {
-	return []string{fmt.Sprintf("%d x %d", v.MicroBatch, v.Accumulate), v.Precision.String(), v.Checkpoint.String()}
+	ck := v.Checkpoint.String()
+	if v.Offload {
+		ck += " (host)"
+	}
+	return []string{fmt.Sprintf("%d x %d", v.MicroBatch, v.Accumulate), v.Precision.String(), ck}
 }
 
 // Equal reports whether v and o are the same settings.

@@ -94,6 +94,7 @@ func (s *Sequential) Forget() {
 type Checkpointed struct {
 	Block Layer
 	in    *Tensor
+	host  *offloaded // in, waiting in host memory (Env.Host), instead
 }
 
 // Forward runs the block keeping only in (in training).
@@ -107,6 +108,13 @@ func (c *Checkpointed) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if env.Host != nil {
+		if c.host, err = offload(env, in); err != nil {
+			out.Release()
+			return nil, err
+		}
+		return out, nil
+	}
 	c.in = in.Retain()
 	return out, nil
 }
@@ -114,6 +122,15 @@ func (c *Checkpointed) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // Backward recomputes the block's forward from the kept input, then runs its
 // backward; it consumes dout.
 func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	if c.host != nil {
+		in, err := c.host.restore(env)
+		c.host = nil
+		if err != nil {
+			dout.Release()
+			return nil, err
+		}
+		c.in = in
+	}
 	if c.in != nil {
 		again := *env
 		again.recompute = true
@@ -138,6 +155,10 @@ func (c *Checkpointed) Out(in backend.Shape4) (backend.Shape4, float64) { return
 // Forget forgets the kept input and the block's references.
 func (c *Checkpointed) Forget() {
 	c.in = nil
+	if c.host != nil {
+		c.host.free() // the step's device buffers are freed wholesale; host ones are not
+		c.host = nil
+	}
 	c.Block.Forget()
 }
 

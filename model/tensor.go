@@ -12,6 +12,9 @@ import (
 type Device struct {
 	Backend backend.Backend
 	Pool    *memory.Pool
+	// Host, if set, is the pool offloaded tensors wait in (memory.offload):
+	// over the backend's backend.Offloader host memory, apart from Pool.
+	Host *memory.Pool
 }
 
 // NewDevice makes a pool over b's memory.

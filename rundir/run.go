@@ -73,7 +73,10 @@ type Summary struct {
 	// GPU): the most in use at any step's phase ends, the device's total,
 	// and what was in use before the pool's first allocation (context,
 	// kernels, scratch: the overhead beside the pool's reserved bytes).
-	DeviceUsedPeakBytes  int64 `json:"device_used_peak_bytes,omitempty"`
+	DeviceUsedPeakBytes int64 `json:"device_used_peak_bytes,omitempty"`
+	// OffloadedPeakBytes is the most the offloaded tensors held in host
+	// memory (memory.offload).
+	OffloadedPeakBytes   int64 `json:"offloaded_peak_bytes,omitempty"`
 	DeviceTotalBytes     int64 `json:"device_total_bytes,omitempty"`
 	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
 	// CacheFlushes counts the times the pool gave its cached blocks back to
@@ -357,6 +360,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			return nil, err
 		}
 	}
+	sum.OffloadedPeakBytes = tr.OffloadedPeak()
 	sum.LastCheckpoint = ckpt.lastPath
 	if ckpt.bestPath != "" {
 		sum.BestCheckpoint, sum.BestValMIoU = ckpt.bestPath, &ckpt.bestMIoU

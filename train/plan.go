@@ -26,13 +26,16 @@ func VariantNames() []string {
 //	fp16, bf16  baseline in that precision
 //	accum4      baseline as 4 micro-batches of E/4 (E must be divisible by 4)
 //	all         checkpoint + fp16 + accum4
+//	offload     checkpoint with the blocks' inputs in host memory
+//	            (memory.offload: checkpoints; not in VariantNames: asked
+//	            for by name, as plan --variants and compare --variants do)
 func DeriveVariant(cfg config.Config, name string) (config.Config, error) {
 	if name == "config" {
 		return cfg.WithVariant(cfg.Variant()), nil
 	}
 	v := cfg.Variant()
 	eff := v.EffectiveBatch()
-	v.Checkpoint, v.Precision, v.MicroBatch, v.Accumulate = config.Checkpoint{}, backend.Float32, eff, 1
+	v.Checkpoint, v.Precision, v.MicroBatch, v.Accumulate, v.Offload = config.Checkpoint{}, backend.Float32, eff, 1, false
 	accum4 := func() error {
 		if eff%4 != 0 {
 			return fmt.Errorf("variant %s needs an effective batch (train.batch_size x train.accumulate = %d) divisible by 4", name, eff)
@@ -57,8 +60,10 @@ func DeriveVariant(cfg config.Config, name string) (config.Config, error) {
 		if err := accum4(); err != nil {
 			return cfg, err
 		}
+	case "offload":
+		v.Checkpoint, v.Offload = config.Checkpoint{All: true}, true
 	default:
-		return cfg, fmt.Errorf("unknown variant %q; the variants are config, %s", name, joinComma(VariantNames()))
+		return cfg, fmt.Errorf("unknown variant %q; the variants are config, %s, offload", name, joinComma(VariantNames()))
 	}
 	c := cfg.WithVariant(v)
 	return c, c.Validate()
@@ -96,9 +101,13 @@ type PlanRow struct {
 	// peak without a capacity, PeakReservedBytes, is above it): the run
 	// succeeds, with a cuMemFree-and-retry storm's worth of slower steps on a
 	// GPU (memory.empty_cache: oom or step shows the same).
-	Fits         *bool  `json:"fits,omitempty"`
-	EmptiesCache bool   `json:"empties_cache,omitempty"`
-	Error        string `json:"error,omitempty"`
+	// OffloadedPeakBytes is the most the offloaded tensors take in host
+	// memory (memory.offload; pinned on a GPU): device bytes this variant
+	// does not hold.
+	OffloadedPeakBytes int64  `json:"offloaded_peak_bytes,omitempty"`
+	Fits               *bool  `json:"fits,omitempty"`
+	EmptiesCache       bool   `json:"empties_cache,omitempty"`
+	Error              string `json:"error,omitempty"`
 	// Config is the variant's configuration; Samples its dataset's size.
 	Config  config.Config `json:"-"`
 	Samples int           `json:"-"`
@@ -178,6 +187,7 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	row.PeakByPhase[PhaseValidation] = st.Allocated.Peak
 	note(st)
 	row.RelativeTime = relativeCost(t.Net, cfg)
+	row.OffloadedPeakBytes = t.OffloadedPeak()
 	return row, nil
 }
 

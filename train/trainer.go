@@ -170,6 +170,13 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
 
 	t.Device = model.NewDevice(b, memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
+	if cfg.Memory.Offload == config.OffloadCheckpoints {
+		off, ok := b.(backend.Offloader)
+		if !ok {
+			return nil, fmt.Errorf("memory.offload: checkpoints: the %s backend has no host memory to offload to", b.Name())
+		}
+		t.Device.Host = memory.NewPool(off.HostAllocator(), memory.Options{})
+	}
 	prec := cfg.Train.Precision
 	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
 	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
@@ -261,6 +268,18 @@ func (t *Trainer) Close() {
 		t.Net.Free()
 		t.Net = nil
 	}
+	if t.Device != nil && t.Device.Host != nil {
+		t.Device.Host.EmptyCache() // pinned memory is scarce: give it back now
+	}
+}
+
+// OffloadedPeak is the most the host pool of offloaded tensors held
+// (memory.offload), 0 without offloading.
+func (t *Trainer) OffloadedPeak() int64 {
+	if t.Device == nil || t.Device.Host == nil {
+		return 0
+	}
+	return t.Device.Host.Stats().Allocated.Peak
 }
 
 // EnableProfile starts adding up the time per layer kind in t.Profile.

@@ -1,6 +1,9 @@
 package cuda
 
-import "errors"
+import (
+	"errors"
+	"unsafe"
+)
 
 // Driver is what the backend needs of a CUDA device: memory, copies and
 // kernel launches, all on the device's default stream. Pointers are device
@@ -14,6 +17,10 @@ type Driver interface {
 	// ErrDeviceFull when the device has not that much free.
 	Alloc(bytes int64) (uintptr, error)
 	Free(p uintptr) error
+	// AllocHost returns bytes of pinned host memory (cuMemHostAlloc), which
+	// the device copies to and from directly; FreeHost gives it back.
+	AllocHost(bytes int64) (unsafe.Pointer, error)
+	FreeHost(p unsafe.Pointer) error
 	// Launch runs kernel k on gx*gy blocks of BlockThreads threads, each
 	// argument 64 bits (pointers, int64, float64 bits).
 	Launch(k Kernel, gx, gy int, args []uint64) error

@@ -59,3 +59,15 @@ func (Noop) CrossEntropy(backend.Shape4, backend.View, backend.View) (float64, i
 
 // UnscaleCheck reports finite gradients (a planned step is never skipped).
 func (Noop) UnscaleCheck(backend.View, float32) bool { return true }
+
+var _ backend.Offloader = Noop{}
+
+// HostAllocator is virtual too: a plan counts the offloaded bytes in a pool
+// of their own.
+func (Noop) HostAllocator() memory.Allocator { return memory.Virtual{} }
+
+// ToHost copies nothing.
+func (Noop) ToHost(dst, src backend.View) {}
+
+// ToDevice copies nothing.
+func (Noop) ToDevice(dst, src backend.View) {}

@@ -35,11 +35,14 @@ type CompareRow struct {
 	// DeviceUsedPeakBytes and ContextOverheadBytes are the device's own view
 	// (a GPU run: cuMemGetInfo, as nvidia-smi shows it): the most in use,
 	// and what the context, kernels and scratch took before the pool.
-	DeviceUsedPeakBytes  int64   `json:"device_used_peak_bytes,omitempty"`
-	ContextOverheadBytes int64   `json:"context_overhead_bytes,omitempty"`
-	StepMSMedian         float64 `json:"step_ms_median"`
-	SamplesPerSecond     float64 `json:"samples_per_s"`
-	FinalLoss            float64 `json:"final_loss"`
+	DeviceUsedPeakBytes  int64 `json:"device_used_peak_bytes,omitempty"`
+	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
+	// OffloadedPeakBytes is what the variant kept in host memory instead
+	// (memory.offload).
+	OffloadedPeakBytes int64   `json:"offloaded_peak_bytes,omitempty"`
+	StepMSMedian       float64 `json:"step_ms_median"`
+	SamplesPerSecond   float64 `json:"samples_per_s"`
+	FinalLoss          float64 `json:"final_loss"`
 	// Pool says whether the memory columns are memunet's exact pool bytes
 	// (false for the plain-gorgonia row, which has only peak RSS).
 	Pool  bool   `json:"pool"`
@@ -155,6 +158,7 @@ func runVariant(exe, configPath string, sets []string, cfg config.Config, name s
 	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
 	row.Params = sum.Params
 	row.DeviceUsedPeakBytes, row.ContextOverheadBytes = sum.DeviceUsedPeakBytes, sum.ContextOverheadBytes
+	row.OffloadedPeakBytes = sum.OffloadedPeakBytes
 	if sum.StepMSMedian > 0 {
 		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)
 	}
@@ -216,18 +220,25 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// compareHeader is the table's header; with device, the device's own
-// columns (a GPU run) follow the pool's.
-func compareHeader(device bool) []string {
+// extraColumns says which optional columns a table has: the device's own
+// view (a GPU run) and the bytes offloaded to host memory.
+type extraColumns struct{ device, host bool }
+
+// compareHeader is the table's header; the optional columns follow the
+// pool's.
+func compareHeader(x extraColumns) []string {
 	h := append(append([]string{"variant"}, config.ColumnNames()...), "peak alloc", "peak reserved", "peak RSS")
-	if device {
+	if x.device {
 		h = append(h, "device used", "context")
+	}
+	if x.host {
+		h = append(h, "host")
 	}
 	return append(h, "params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss")
 }
 
 // byteColumns are the header's columns that hold bytes.
-var byteColumns = map[string]bool{"peak alloc": true, "peak reserved": true, "peak RSS": true, "device used": true, "context": true,
+var byteColumns = map[string]bool{"peak alloc": true, "peak reserved": true, "peak RSS": true, "device used": true, "context": true, "host": true,
 	"params": true, "grads": true, "optimizer": true, "activations": true, "workspace": true}
 
 // deviceColumns reports whether any row has the device's own view.
@@ -240,9 +251,18 @@ func deviceColumns(rows []CompareRow) bool {
 	return false
 }
 
+// columnsOf is the optional columns rows need.
+func columnsOf(rows []CompareRow) extraColumns {
+	x := extraColumns{device: deviceColumns(rows)}
+	for _, r := range rows {
+		x.host = x.host || r.OffloadedPeakBytes > 0
+	}
+	return x
+}
+
 // cells formats a row for the table; pool columns are "-" for gorgonia,
 // device columns "-" where a row has none.
-func (r CompareRow) cells(bytes func(int64) string, device bool) []string {
+func (r CompareRow) cells(bytes func(int64) string, x extraColumns) []string {
 	c := append([]string{r.Name}, r.Variant.Columns()...)
 	if r.Error != "" {
 		return append(c, "failed: "+r.Error)
@@ -254,7 +274,7 @@ func (r CompareRow) cells(bytes func(int64) string, device bool) []string {
 		return bytes(v)
 	}
 	c = append(c, pool(r.PeakAllocatedBytes), pool(r.PeakReservedBytes), bytes(r.PeakRSSBytes))
-	if device {
+	if x.device {
 		dev := func(v int64) string {
 			if r.DeviceUsedPeakBytes == 0 {
 				return "-"
@@ -262,6 +282,9 @@ func (r CompareRow) cells(bytes func(int64) string, device bool) []string {
 			return bytes(v)
 		}
 		c = append(c, dev(r.DeviceUsedPeakBytes), dev(r.ContextOverheadBytes))
+	}
+	if x.host {
+		c = append(c, pool(r.OffloadedPeakBytes))
 	}
 	for _, cat := range memory.Categories() {
 		c = append(c, pool(r.PeakByCategory[cat.String()]))
@@ -271,10 +294,10 @@ func (r CompareRow) cells(bytes func(int64) string, device bool) []string {
 
 func printCompareTable(w io.Writer, rows []CompareRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	device := deviceColumns(rows)
-	fmt.Fprintln(tw, strings.Join(compareHeader(device), "\t")+"\t")
+	x := columnsOf(rows)
+	fmt.Fprintln(tw, strings.Join(compareHeader(x), "\t")+"\t")
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r.cells(memory.FormatBytes, device), "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(r.cells(memory.FormatBytes, x), "\t")+"\t")
 	}
 	tw.Flush()
 }
@@ -292,8 +315,8 @@ func writeCompareFiles(dir string, rows []CompareRow) error {
 		return err
 	}
 	cw := csv.NewWriter(f)
-	device := deviceColumns(rows)
-	header := compareHeader(device)
+	x := columnsOf(rows)
+	header := compareHeader(x)
 	for i, h := range header {
 		if byteColumns[h] {
 			header[i] += " (bytes)"
@@ -301,7 +324,7 @@ func writeCompareFiles(dir string, rows []CompareRow) error {
 	}
 	cw.Write(header)
 	for _, r := range rows {
-		cw.Write(r.cells(func(n int64) string { return strconv.FormatInt(n, 10) }, device))
+		cw.Write(r.cells(func(n int64) string { return strconv.FormatInt(n, 10) }, x))
 	}
 	cw.Flush()
 	return errors.Join(cw.Error(), f.Close())

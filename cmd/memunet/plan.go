@@ -61,6 +61,10 @@ func planCommand(args []string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := append(append([]string{"variant"}, config.ColumnNames()...), "params", "grads", "optimizer", "activations", "workspace",
 		"peak", "reserved", "forward", "backward", "opt step", "validation", "est. time")
+	offloads := slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.OffloadedPeakBytes > 0 })
+	if offloads {
+		head = append(head, "host")
+	}
 	if capBytes > 0 {
 		head = append(head, "fits")
 	}
@@ -80,6 +84,9 @@ func planCommand(args []string, stdout io.Writer) error {
 			cells = append(cells, fb(r.PeakByPhase[ph]))
 		}
 		cells = append(cells, fmt.Sprintf("%.2fx", r.RelativeTime))
+		if offloads {
+			cells = append(cells, fb(r.OffloadedPeakBytes))
+		}
 		if r.Fits != nil {
 			fits := map[bool]string{true: "yes", false: "no"}[*r.Fits]
 			if r.EmptiesCache {
@@ -93,6 +100,9 @@ func planCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, "est. time: estimated step time relative to baseline (FLOPs incl. recompute, 16-bit and accumulation overheads).")
+	if offloads {
+		fmt.Fprintln(stdout, "host: the most the offloaded blocks' inputs hold in host memory (memory.offload; pinned on a GPU), bytes the device does not.")
+	}
 	if capNote != "" {
 		fmt.Fprintln(stdout, capNote)
 	}

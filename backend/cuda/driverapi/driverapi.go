@@ -5,6 +5,12 @@
 // -tags gpu only. Open gives the CUDA backend of a device.
 package driverapi
 
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+*/
+import "C"
+
 import (
 	"errors"
 	"fmt"
@@ -183,4 +189,23 @@ func (d *cuDriver) Sync() error {
 func (d *cuDriver) MemInfo() (free, total int64, err error) {
 	defer d.on()()
 	return cu.MemInfo()
+}
+
+// AllocHost is cuMemHostAlloc (portable pinned memory).
+func (d *cuDriver) AllocHost(bytes int64) (unsafe.Pointer, error) {
+	defer d.on()()
+	var p unsafe.Pointer
+	if r := C.cuMemHostAlloc(&p, C.size_t(bytes), C.CU_MEMHOSTALLOC_PORTABLE); r != C.CUDA_SUCCESS {
+		return nil, fmt.Errorf("cuMemHostAlloc: CUDA error %d", int(r))
+	}
+	return p, nil
+}
+
+// FreeHost is cuMemFreeHost.
+func (d *cuDriver) FreeHost(p unsafe.Pointer) error {
+	defer d.on()()
+	if r := C.cuMemFreeHost(p); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuMemFreeHost: CUDA error %d", int(r))
+	}
+	return nil
 }

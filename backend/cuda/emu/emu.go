@@ -179,3 +179,18 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 	defer d.mu.Unlock()
 	return d.total - d.used, d.total, nil
 }
+
+// AllocHost is malloc: the emulator's host and device memory are the same.
+func (d *Device) AllocHost(bytes int64) (unsafe.Pointer, error) {
+	p := C.malloc(C.size_t(max(bytes, 1)))
+	if p == nil {
+		return nil, fmt.Errorf("emulated device: malloc of %d bytes of host memory failed", bytes)
+	}
+	return p, nil
+}
+
+// FreeHost is free.
+func (d *Device) FreeHost(p unsafe.Pointer) error {
+	C.free(p)
+	return nil
+}

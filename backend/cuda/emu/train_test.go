@@ -30,10 +30,11 @@ func tinyConfig() config.Config {
 // differ), and the peak allocated bytes are exactly what the plan on the
 // CUDA backend's sizes predicted: fp32; fp16 (16-bit storage staged
 // through fp32, the grad scaler); all (checkpointing, fp16, 1x4
-// accumulation). Emulation is slow, so the other variants are left to the
+// accumulation); offload (the checkpointed inputs in pinned host memory and
+// back). Emulation is slow, so the other variants are left to the
 // GPU run (tools/gpu-check.sh).
 func TestTrainingMatchesCPU(t *testing.T) {
-	for _, name := range []string{"baseline", "fp16", "all"} {
+	for _, name := range []string{"baseline", "fp16", "all", "offload"} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := train.DeriveVariant(tinyConfig(), name)
 			if err != nil {

@@ -1,0 +1,74 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
+)
+
+var _ backend.Offloader = (*Backend)(nil)
+
+// HostAllocator is pinned host memory (cuMemHostAlloc): the device copies
+// it at full bus speed.
+func (b *Backend) HostAllocator() memory.Allocator { return hostAllocator{b} }
+
+type hostAllocator struct{ b *Backend }
+
+// hostBlock is the Storage of a pinned host buffer.
+type hostBlock struct {
+	p     unsafe.Pointer
+	bytes int64
+}
+
+func (a hostAllocator) Name() string { return a.b.Name() + " pinned host" }
+
+func (a hostAllocator) Alloc(bytes int64) (memory.Storage, error) {
+	p, err := a.b.drv.AllocHost(bytes)
+	if err != nil {
+		return nil, fmt.Errorf("cuMemHostAlloc of %s: %w", memory.FormatBytes(bytes), err)
+	}
+	return &hostBlock{p, bytes}, nil
+}
+
+func (a hostAllocator) Free(s memory.Storage) {
+	a.b.fail("cuMemFreeHost", a.b.drv.FreeHost(s.(*hostBlock).p))
+}
+
+// hostBytes is a pinned view's memory.
+func hostBytes(v backend.View) []byte {
+	blk, ok := v.Buf.Storage().(*hostBlock)
+	if !ok {
+		panic(fmt.Sprintf("backend/cuda: a buffer of %s memory is not pinned host memory", v.Buf.Allocator().Name()))
+	}
+	size := int64(v.DT.Size())
+	if v.Off < 0 || v.Len < 0 || (int64(v.Off)+int64(v.Len))*size > blk.bytes {
+		panic(fmt.Sprintf("backend/cuda: %v lies outside its buffer of %d bytes", v, blk.bytes))
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(blk.p, int64(v.Off)*size)), int64(v.Len)*size)
+}
+
+// ToHost copies device memory src into pinned dst (cuMemcpyDtoH, after the
+// work before it).
+func (b *Backend) ToHost(dst, src backend.View) {
+	if dst.DT != src.DT || dst.Len != src.Len {
+		panic(fmt.Sprintf("backend/cuda: offload of %v into %v", src, dst))
+	}
+	if h := hostBytes(dst); len(h) > 0 {
+		if err := b.drv.CopyDtoH(h, anyPtr(src)); err != nil {
+			b.fail("offload to host", err)
+			panic(fmt.Sprintf("backend/cuda: %s: offload of %v: %v", b.Name(), src, err))
+		}
+	}
+}
+
+// ToDevice copies pinned src into device memory dst (cuMemcpyHtoD).
+func (b *Backend) ToDevice(dst, src backend.View) {
+	if dst.DT != src.DT || dst.Len != src.Len {
+		panic(fmt.Sprintf("backend/cuda: copy of %v into %v", src, dst))
+	}
+	if h := hostBytes(src); len(h) > 0 {
+		b.fail("copy from host", b.drv.CopyHtoD(anyPtr(dst), h))
+	}
+}
