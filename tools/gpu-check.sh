@@ -13,8 +13,9 @@
 #   2. the backend conformance suite on cuda:0 (every kernel against float64
 #      references: bin/cuda-backend.test);
 #   3. memunet compare on the seed UNet (base 16, depth 4, batch 4) at 128x128
-#      and 256x256, variants baseline, checkpoint, fp16, bf16, accum4, all:
-#      step time, pool peaks, the device's own peak and context overhead;
+#      and 256x256, variants baseline, checkpoint, fp16, bf16, accum4, all and
+#      offload: step time, pool peaks, the device's own peak and context
+#      overhead, the bytes offloaded to pinned host memory;
 #   4. the quickstart config trained for TRAIN_STEPS on cuda and on the CPU:
 #      the final loss and val mIoU of each (does the loss fall as on the CPU?);
 #   5. where python3 has torch with CUDA: tools/pytorch_unet.py for the same
@@ -47,7 +48,7 @@ DEVICE=${DEVICE:-cuda}
 SIZES=${SIZES:-128 256}
 STEPS=${STEPS:-5}
 TRAIN_STEPS=${TRAIN_STEPS:-200}
-VARIANTS=baseline,checkpoint,fp16,bf16,accum4,all
+VARIANTS=baseline,checkpoint,fp16,bf16,accum4,all,offload
 mkdir -p "$OUT"
 memunet=$BIN/memunet-gpu
 if [ "${SMOKE:-}" = 1 ]; then
@@ -107,7 +108,7 @@ if [ "$DEVICE" = cuda ] && python3 -c 'import torch; assert torch.cuda.is_availa
 	: >"$OUT/pytorch.jsonl"
 	for size in $SIZES; do
 		for v in baseline:"" checkpoint:"--checkpoint" fp16:"--precision fp16" bf16:"--precision bf16" \
-			accum4:"--accumulate 4" all:"--checkpoint --precision fp16 --accumulate 4"; do
+			accum4:"--accumulate 4" all:"--checkpoint --precision fp16 --accumulate 4" offload:"--checkpoint --offload"; do
 			name=${v%%:*}
 			# shellcheck disable=SC2086
 			line=$(timeout 120 python3 tools/pytorch_unet.py --device cuda --base 16 --depth 4 --batch 4 --size "$size" \

@@ -11,7 +11,7 @@ DoubleConv down to the skip's width; a 1x1 conv with bias to the classes.
 Usage: python3 pytorch_unet.py [--threads 2] [--base 16] [--depth 4]
        [--batch 4] [--size 128] [--classes 2] [--steps 5]
        [--device cpu|cuda] [--precision fp32|fp16|bf16] [--checkpoint]
-       [--accumulate N]
+       [--accumulate N] [--offload]
 Prints one JSON line: step_ms_median, gflops (same FLOP count as memunet:
 2*Cin*Cout*k*k*H*W per conv output, x3 for a training step), params,
 peak_rss_bytes, torch version and threads; on cuda also
@@ -19,9 +19,12 @@ torch.cuda.max_memory_allocated and max_memory_reserved over the timed
 steps. The memory-saving variants as PyTorch users write them: fp16/bf16
 is autocast (with a GradScaler for fp16), --checkpoint wraps every
 DoubleConv in torch.utils.checkpoint, --accumulate N splits the batch into
-N micro-batches of batch/N with one optimizer step.
+N micro-batches of batch/N with one optimizer step, --offload keeps the
+tensors saved for backward in pinned CPU memory
+(torch.autograd.graph.save_on_cpu; with --checkpoint, the blocks' inputs).
 """
 import argparse
+import contextlib
 import json
 import resource
 import statistics
@@ -104,6 +107,7 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
     ap.add_argument("--checkpoint", action="store_true")
     ap.add_argument("--accumulate", type=int, default=1)
+    ap.add_argument("--offload", action="store_true")
     a = ap.parse_args()
     if a.precision == "fp16" and a.device == "cpu":
         ap.error("--precision fp16 needs --device cuda (PyTorch's CPU autocast is bf16 only)")
@@ -137,7 +141,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         for k in range(a.accumulate):
             xs, ys = x[k * micro:(k + 1) * micro], y[k * micro:(k + 1) * micro]
-            with torch.autocast(dev.type, dtype=half, enabled=half is not None):
+            saved = torch.autograd.graph.save_on_cpu(pin_memory=cuda) if a.offload else contextlib.nullcontext()
+            with saved, torch.autocast(dev.type, dtype=half, enabled=half is not None):
                 loss = F.cross_entropy(model(xs), ys, ignore_index=255) / a.accumulate
             (scaler.scale(loss) if scaler else loss).backward()
         if scaler:
@@ -151,7 +156,7 @@ def main():
     med = statistics.median(times)
     out = {
         "torch": torch.__version__, "threads": torch.get_num_threads(), "params": params,
-        "device": str(dev), "precision": a.precision, "checkpoint": a.checkpoint, "accumulate": a.accumulate,
+        "device": str(dev), "precision": a.precision, "checkpoint": a.checkpoint, "accumulate": a.accumulate, "offload": a.offload,
         "step_ms_median": med, "gflops": 3 * fwd * a.batch / (med / 1000) / 1e9,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }

@@ -10,7 +10,7 @@ import (
 
 // TestGPUCheckScriptSmoke runs tools/gpu-check.sh in its smoke mode (the CPU
 // build, device cpu, 32x32) to check its plumbing: every step runs and
-// gpu-check.json is valid JSON with the six variants compared and both
+// gpu-check.json is valid JSON with the seven variants compared and both
 // training summaries. The GPU run itself is for the device.
 func TestGPUCheckScriptSmoke(t *testing.T) {
 	if testing.Short() {
@@ -46,7 +46,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 		t.Fatalf("gpu-check.json: %v\n%s", err, raw)
 	}
 	rows := got.Compare["32"]
-	if len(rows) != 6 {
+	if len(rows) != 7 {
 		t.Fatalf("compare at 32: %d rows", len(rows))
 	}
 	for _, r := range rows {
