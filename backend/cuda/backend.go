@@ -154,11 +154,17 @@ func anyPtr(v backend.View) uintptr {
 	if !ok {
 		panic(fmt.Sprintf("backend/cuda: a buffer of %s memory is not on the GPU", v.Buf.Allocator().Name()))
 	}
+	return blk.ptr + uintptr(offset(v, blk.bytes))
+}
+
+// offset is v's first byte in its buffer of bytes bytes; it panics for a
+// view that does not lie inside.
+func offset(v backend.View, bytes int64) int64 {
 	size := int64(v.DT.Size())
-	if v.Off < 0 || v.Len < 0 || (int64(v.Off)+int64(v.Len))*size > blk.bytes {
-		panic(fmt.Sprintf("backend/cuda: %v lies outside its buffer of %d bytes", v, blk.bytes))
+	if v.Off < 0 || v.Len < 0 || (int64(v.Off)+int64(v.Len))*size > bytes {
+		panic(fmt.Sprintf("backend/cuda: %v lies outside its buffer of %d bytes", v, bytes))
 	}
-	return blk.ptr + uintptr(int64(v.Off)*size)
+	return int64(v.Off) * size
 }
 
 // floatPtr is the address of a view of any float type.

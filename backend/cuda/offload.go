@@ -42,11 +42,7 @@ func hostBytes(v backend.View) []byte {
 	if !ok {
 		panic(fmt.Sprintf("backend/cuda: a buffer of %s memory is not pinned host memory", v.Buf.Allocator().Name()))
 	}
-	size := int64(v.DT.Size())
-	if v.Off < 0 || v.Len < 0 || (int64(v.Off)+int64(v.Len))*size > blk.bytes {
-		panic(fmt.Sprintf("backend/cuda: %v lies outside its buffer of %d bytes", v, blk.bytes))
-	}
-	return unsafe.Slice((*byte)(unsafe.Add(blk.p, int64(v.Off)*size)), int64(v.Len)*size)
+	return unsafe.Slice((*byte)(unsafe.Add(blk.p, offset(v, blk.bytes))), v.Bytes())
 }
 
 // ToHost copies device memory src into pinned dst (cuMemcpyDtoH, after the
