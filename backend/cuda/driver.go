@@ -77,6 +77,7 @@ const (
 	KUpConv
 	KUpConvBackData
 	KUpConvBackWeight
+	KSplitSum
 	NumKernels
 )
 
@@ -85,7 +86,7 @@ var kernelNames = [NumKernels]string{
 	"concat", "split", "add", "batch_norm", "batch_norm_eval", "batch_norm_back",
 	"group_norm", "group_norm_params_back", "group_norm_back", "cross_entropy", "cross_entropy_back",
 	"confusion", "argmax", "adam", "unscale_check", "bias_grad",
-	"conv", "conv_back_data", "conv_back_weight", "up_conv", "up_conv_back_data", "up_conv_back_weight",
+	"conv", "conv_back_data", "conv_back_weight", "up_conv", "up_conv_back_data", "up_conv_back_weight", "split_sum",
 }
 
 // String is the kernel's entry name in the PTX.

@@ -8,11 +8,34 @@ import (
 	"github.com/memunet/memunet/backend"
 )
 
-// ConvWorkspace is 0: the convolutions are implicit GEMMs.
-func (*Backend) ConvWorkspace(backend.ConvShape) int { return 0 }
+// ConvWorkspace is the split-K partial sums of the weight gradient
+// (splitK), 0 when it is not split: the convolutions are implicit GEMMs.
+func (*Backend) ConvWorkspace(s backend.ConvShape) int {
+	m, n := s.OC, s.C*s.K*s.K
+	return splitWorkspace(m, n, splitK(m, n, s.N*s.OH()*s.OW()))
+}
 
-// UpConvWorkspace is 0.
-func (*Backend) UpConvWorkspace(backend.UpConvShape) int { return 0 }
+// UpConvWorkspace is ConvWorkspace's for the transposed convolution.
+func (*Backend) UpConvWorkspace(s backend.UpConvShape) int {
+	m, n := s.C, 4*s.OC
+	return splitWorkspace(m, n, splitK(m, n, s.N*s.H*s.W))
+}
+
+// splitK is how many parts a product of rows x cols outputs over depth is
+// split into: enough blocks to fill a large GPU (256 or more) where the
+// output has few 64x64 tiles and the depth is long (a weight gradient over
+// every pixel of the batch), each part at least 1024 deep; at most 64.
+func splitK(rows, cols, depth int) int {
+	tiles := ((rows + 63) / 64) * ((cols + 63) / 64)
+	return max(1, min((256+tiles-1)/tiles, depth/1024, 64))
+}
+
+func splitWorkspace(rows, cols, splits int) int {
+	if splits <= 1 {
+		return 0
+	}
+	return splits * rows * cols
+}
 
 // Stages reports true for 16-bit types: the layers stage them through fp32
 // as on the CPU (16-bit storage, fp32 arithmetic).
@@ -106,9 +129,12 @@ func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws 
 	}
 	if !dw.None() {
 		checkLen(dw, s.WeightSize())
-		gx, gy := gemmGrid(s.OC, s.C*s.K*s.K)
-		b.launchGrid(KConvBackWeight, gx, gy, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
-			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+		m, n := s.OC, s.C*s.K*s.K
+		splits := splitK(m, n, s.N*s.OH()*s.OW())
+		gx, gy := gemmGrid(m, n)
+		b.launchGrid(KConvBackWeight, gx, gy*splits, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
+			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad, splits, b.splitSpace(ws, m, n, splits))
+		b.splitSum(dw, ws, m*n, splits)
 	}
 	if !dbias.None() {
 		checkLen(dbias, s.OC)
@@ -133,13 +159,35 @@ func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w,
 	}
 	if !dw.None() {
 		checkLen(dw, s.WeightSize())
-		gx, gy := gemmGrid(s.C, 4*s.OC)
-		b.launchGrid(KUpConvBackWeight, gx, gy, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
-			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+		m, n := s.C, 4*s.OC
+		splits := splitK(m, n, s.N*s.H*s.W)
+		gx, gy := gemmGrid(m, n)
+		b.launchGrid(KUpConvBackWeight, gx, gy*splits, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
+			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, splits, b.splitSpace(ws, m, n, splits))
+		b.splitSum(dw, ws, m*n, splits)
 	}
 	if !dbias.None() {
 		checkLen(dbias, s.OC)
 		b.launchGrid(KBiasGrad, s.OC, 1, ptr(dbias, backend.Float32), ptr(dout, backend.Float32), s.N, s.OC, 4*s.H*s.W)
+	}
+}
+
+// splitSpace is the workspace's address for splits partial products of
+// rows x cols (0 when not split); it panics if ws is too small.
+func (b *Backend) splitSpace(ws backend.View, rows, cols, splits int) uintptr {
+	if splits <= 1 {
+		return 0
+	}
+	if ws.Len < splits*rows*cols {
+		panic(fmt.Sprintf("backend/cuda: workspace %v for %d partial products of %dx%d", ws, splits, rows, cols))
+	}
+	return ptr(ws, backend.Float32)
+}
+
+// splitSum adds the split partial products in ws into dw, in order.
+func (b *Backend) splitSum(dw, ws backend.View, n, splits int) {
+	if splits > 1 {
+		b.launch(KSplitSum, n, ptr(dw, backend.Float32), ptr(ws, backend.Float32), n, splits)
 	}
 }
 

@@ -29,17 +29,19 @@ typedef unsigned long long u64;
 
 // gemm: the tiled product; A and B are functors (float operator()(i64, i64),
 // 0 outside), S stores (void operator()(i64 m, i64 n, float acc)).
+// gemm_tile computes the tile (rowTile, blockIdx.x) over depths [kb, ke).
 template <class A, class B, class S>
-__device__ void gemm(i64 M, i64 N, i64 K, A a, B b, S store) {
+__device__ void gemm_tile(i64 M, i64 N, i64 kb, i64 ke, i64 rowTile, A a, B b, S store) {
 	__shared__ float As[BK][BM];
 	__shared__ float Bs[BK][BN];
 	int tid = threadIdx.x;
 	int tx = tid % (BN / TN), ty = tid / (BN / TN);
-	i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
+	i64 m0 = rowTile * BM, n0 = (i64)blockIdx.x * BN;
+	i64 K = ke;
 	float acc[TM][TN];
 	for (int i = 0; i < TM; i++)
 		for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
-	for (i64 k0 = 0; k0 < K; k0 += BK) {
+	for (i64 k0 = kb; k0 < K; k0 += BK) {
 		// 256 threads load 16x64 values of each operand: 4 each.
 		for (int l = tid; l < BK * BM; l += 256) {
 			int kk = l / BM, mm = l % BM;
@@ -68,6 +70,38 @@ __device__ void gemm(i64 M, i64 N, i64 K, A a, B b, S store) {
 			i64 n = n0 + tx * TN + j;
 			if (n < N) store(m, n, acc[i][j]);
 		}
+	}
+}
+
+// gemm: the whole depth, grid (column tiles, row tiles).
+template <class A, class B, class S>
+__device__ void gemm(i64 M, i64 N, i64 K, A a, B b, S store) {
+	gemm_tile(M, N, 0, K, blockIdx.y, a, b, store);
+}
+
+// gemm_split: split-K for products with few tiles and a long depth (the
+// weight gradients): grid (column tiles, row tiles * splits); split s sums
+// depths [s*chunk, (s+1)*chunk) into partial[s][m][n] (M*N floats each),
+// which split_sum adds up in order. Deterministic, unlike atomics.
+template <class A, class B>
+__device__ void gemm_split(i64 M, i64 N, i64 K, i64 splits, float *partial, A a, B b) {
+	i64 rowTiles = (M + BM - 1) / BM;
+	i64 s = blockIdx.y / rowTiles, rowTile = blockIdx.y % rowTiles;
+	i64 chunk = ((K + splits - 1) / splits + BK - 1) / BK * BK;
+	i64 kb = s * chunk, ke = min(K, kb + chunk);
+	float *out = partial + s * M * N;
+	gemm_tile(M, N, kb, ke, rowTile, a, b, [=] __device__(i64 m, i64 n, float acc) { out[m * N + n] = acc; });
+}
+
+// split_sum: dst[i] += the sum over s of partial[s][i], in order, for the
+// M*N values of a split product.
+KERNEL(split_sum)(u64 dst, u64 partial, i64 n, i64 splits) {
+	float *d = (float *)dst;
+	const float *p = (const float *)partial;
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
+		float sum = 0.0f;
+		for (i64 s = 0; s < splits; s++) sum += p[s * n + i];
+		d[i] += sum;
 	}
 }
 
@@ -121,20 +155,25 @@ KERNEL(conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, i64
 }
 
 // conv_back_weight: dw[oc,c,ky,kx] += sum over (n,oy,ox) of dout[n,oc,oy,ox] *
-// in[n,c,oy+ky-pad,ox+kx-pad]: rows oc, columns (c, ky, kx).
-KERNEL(conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
+// in[n,c,oy+ky-pad,ox+kx-pad]: rows oc, columns (c, ky, kx). With splits > 1
+// the grid is (column tiles, row tiles * splits) and the sums go to ws for
+// split_sum.
+KERNEL(conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad, i64 splits, u64 ws) {
 	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
 	const float *dy = (const float *)dout, *x = (const float *)in;
 	float *g = (float *)dw;
 	i64 KK = KS * KS, P = s.OH * s.OW;
-	gemm(OC, C * KK, N * P,
-		[=] __device__(i64 m, i64 k) { return dy[((k / P) * OC + m) * P + k % P]; },
-		[=] __device__(i64 k, i64 n) {
-			i64 img = k / P, p = k % P, c = n / KK, r = n % KK;
-			i64 iy = p / s.OW + r / KS - pad, ix = p % s.OW + r % KS - pad;
-			return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((img * C + c) * H + iy) * W + ix] : 0.0f;
-		},
-		[=] __device__(i64 m, i64 n, float acc) { g[m * C * KK + n] += acc; });
+	auto a = [=] __device__(i64 m, i64 k) { return dy[((k / P) * OC + m) * P + k % P]; };
+	auto b = [=] __device__(i64 k, i64 n) {
+		i64 img = k / P, p = k % P, c = n / KK, r = n % KK;
+		i64 iy = p / s.OW + r / KS - pad, ix = p % s.OW + r % KS - pad;
+		return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((img * C + c) * H + iy) * W + ix] : 0.0f;
+	};
+	if (splits > 1) {
+		gemm_split(OC, C * KK, N * P, splits, (float *)ws, a, b);
+		return;
+	}
+	gemm(OC, C * KK, N * P, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * C * KK + n] += acc; });
 }
 
 // Transposed 2x2 stride-2 convolution: in (N,C,H,W), w (C,OC,2,2),
@@ -170,16 +209,20 @@ KERNEL(up_conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, 
 }
 
 // up_conv_back_weight: dw[c,oc,i,j] += sum over (n,h,w) of in[n,c,h,w] *
-// dout[n,oc,2h+i,2w+j]: rows c, columns (oc, i, j), depth (n, h, w).
-KERNEL(up_conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC) {
+// dout[n,oc,2h+i,2w+j]: rows c, columns (oc, i, j), depth (n, h, w); splits
+// as conv_back_weight's.
+KERNEL(up_conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 splits, u64 ws) {
 	const float *dy = (const float *)dout, *x = (const float *)in;
 	float *g = (float *)dw;
 	i64 HW = H * W;
-	gemm(C, OC * 4, N * HW,
-		[=] __device__(i64 m, i64 k) { return x[((k / HW) * C + m) * HW + k % HW]; },
-		[=] __device__(i64 k, i64 n) {
-			i64 oc = n / 4, i = (n / 2) % 2, j = n % 2, img = k / HW, h = (k % HW) / W, ww = k % W;
-			return dy[((img * OC + oc) * 2 * H + 2 * h + i) * 2 * W + 2 * ww + j];
-		},
-		[=] __device__(i64 m, i64 n, float acc) { g[m * OC * 4 + n] += acc; });
+	auto a = [=] __device__(i64 m, i64 k) { return x[((k / HW) * C + m) * HW + k % HW]; };
+	auto b = [=] __device__(i64 k, i64 n) {
+		i64 oc = n / 4, i = (n / 2) % 2, j = n % 2, img = k / HW, h = (k % HW) / W, ww = k % W;
+		return dy[((img * OC + oc) * 2 * H + 2 * h + i) * 2 * W + 2 * ww + j];
+	};
+	if (splits > 1) {
+		gemm_split(C, OC * 4, N * HW, splits, (float *)ws, a, b);
+		return;
+	}
+	gemm(C, OC * 4, N * HW, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * OC * 4 + n] += acc; });
 }
