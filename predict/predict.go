@@ -173,8 +173,7 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 	if len(idx) == 0 {
 		return train.Validation{}, fmt.Errorf("the split has no samples")
 	}
-	return train.Validation{ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
-		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice()}, nil
+	return conf.Validation(lossSum / float64(len(idx))), nil
 }
 
 // scoreBatch predicts n images, adds them to conf against masks (uploaded

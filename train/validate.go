@@ -14,7 +14,26 @@ type Validation struct {
 	ValPixelAcc float64 `json:"val_pixel_acc"`
 	ValMIoU     float64 `json:"val_miou"`
 	ValDice     float64 `json:"val_dice"`
+	// PerClass is each class's IoU and Dice and pixel counts; the means
+	// above are over the classes present (in the target or the prediction).
+	PerClass []ClassScore `json:"per_class,omitempty"`
 }
+
+// ClassScore is one class's validation scores. IoU and Dice are nil (null
+// in JSON) for a class absent from both the target and the prediction:
+// undefined, and left out of the means, not counted as 0 or 1.
+type ClassScore struct {
+	Class int      `json:"class"`
+	IoU   *float64 `json:"iou"`
+	Dice  *float64 `json:"dice"`
+	// TargetPixels and PredictedPixels count the class in the masks and in
+	// the predictions (ignored pixels not counted).
+	TargetPixels    int64 `json:"target_pixels"`
+	PredictedPixels int64 `json:"predicted_pixels"`
+}
+
+// Present reports whether the class occurs in the target or the prediction.
+func (s ClassScore) Present() bool { return s.IoU != nil }
 
 // Validate evaluates the model on the validation samples in eval mode, in
 // batches of train.batch_size.
@@ -75,10 +94,39 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 		lossSum += loss * float64(n)
 	}
 	conf := &Confusion{Classes: K, Counts: counts}
-	return Validation{
-		ValLoss: lossSum / float64(len(idx)), ValPixelAcc: conf.PixelAccuracy(),
-		ValMIoU: conf.MeanIoU(), ValDice: conf.MeanDice(),
-	}, nil
+	return conf.Validation(lossSum / float64(len(idx))), nil
+}
+
+// Validation is the scores of the counted pixels, with loss as the loss.
+func (c *Confusion) Validation(loss float64) Validation {
+	return Validation{ValLoss: loss, ValPixelAcc: c.PixelAccuracy(), ValMIoU: c.MeanIoU(), ValDice: c.MeanDice(), PerClass: c.PerClass()}
+}
+
+// PerClass is every class's IoU, Dice and pixel counts.
+func (c *Confusion) PerClass() []ClassScore {
+	out := make([]ClassScore, c.Classes)
+	for k := range out {
+		tp, fp, fn := c.counts(k)
+		s := ClassScore{Class: k, TargetPixels: tp + fn, PredictedPixels: tp + fp}
+		if tp+fp+fn > 0 {
+			iou, dice := float64(tp)/float64(tp+fp+fn), float64(2*tp)/float64(2*tp+fp+fn)
+			s.IoU, s.Dice = &iou, &dice
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// counts are class k's true positives, false positives and false negatives.
+func (c *Confusion) counts(k int) (tp, fp, fn int64) {
+	tp = c.Counts[k*c.Classes+k]
+	for j := 0; j < c.Classes; j++ {
+		if j != k {
+			fn += c.Counts[k*c.Classes+j]
+			fp += c.Counts[j*c.Classes+k]
+		}
+	}
+	return tp, fp, fn
 }
 
 // Confusion is a classes x classes pixel count: rows are the true class,
@@ -124,15 +172,7 @@ func (c *Confusion) meanOver(score func(tp, fp, fn int64) (num, den float64)) fl
 	var sum float64
 	n := 0
 	for k := 0; k < c.Classes; k++ {
-		var tp, fp, fn int64
-		tp = c.Counts[k*c.Classes+k]
-		for j := 0; j < c.Classes; j++ {
-			if j != k {
-				fn += c.Counts[k*c.Classes+j]
-				fp += c.Counts[j*c.Classes+k]
-			}
-		}
-		num, den := score(tp, fp, fn)
+		num, den := score(c.counts(k))
 		if den == 0 {
 			continue
 		}

@@ -1,7 +1,9 @@
 package train
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/memunet/memunet/backend"
@@ -60,4 +62,47 @@ func countOnCPU(t *testing.T, c *Confusion, logits []float32, target []uint8, n,
 	tv := backend.Whole(buf, backend.Uint8)
 	dev.Backend.Upload(tv, target)
 	dev.Backend.Confusion(backend.Shape4{N: n, C: c.Classes, H: h, W: w}, c.Counts, z.View(), tv)
+}
+
+// TestPerClassScores: each class's IoU and Dice from the confusion counts;
+// a class in neither the target nor the prediction has none (and is left
+// out of the means), one only predicted scores 0.
+func TestPerClassScores(t *testing.T) {
+	// rows: true class 0..3; columns: predicted. Class 2 is never true and
+	// never predicted; class 3 is only predicted.
+	c := &Confusion{Classes: 4, Counts: []int64{
+		8, 1, 0, 1,
+		2, 6, 0, 0,
+		0, 0, 0, 0,
+		0, 0, 0, 0,
+	}}
+	got := c.PerClass()
+	want := []struct {
+		iou, dice      float64
+		present        bool
+		target, predic int64
+	}{
+		{8.0 / 12, 16.0 / 20, true, 10, 10},
+		{6.0 / 9, 12.0 / 15, true, 8, 7},
+		{0, 0, false, 0, 0},
+		{0, 0, true, 0, 1},
+	}
+	for k, w := range want {
+		s := got[k]
+		if s.Class != k || s.Present() != w.present || s.TargetPixels != w.target || s.PredictedPixels != w.predic {
+			t.Errorf("class %d: %+v", k, s)
+			continue
+		}
+		if w.present && (math.Abs(*s.IoU-w.iou) > 1e-12 || math.Abs(*s.Dice-w.dice) > 1e-12) {
+			t.Errorf("class %d: IoU %v Dice %v, want %v %v", k, *s.IoU, *s.Dice, w.iou, w.dice)
+		}
+	}
+	v := c.Validation(0.5)
+	if wantMean := (8.0/12 + 6.0/9 + 0) / 3; math.Abs(v.ValMIoU-wantMean) > 1e-12 {
+		t.Errorf("mean IoU %v, want %v over the 3 present classes", v.ValMIoU, wantMean)
+	}
+	js, err := json.Marshal(v.PerClass[2])
+	if err != nil || !strings.Contains(string(js), `"iou":null`) || !strings.Contains(string(js), `"dice":null`) {
+		t.Errorf("an absent class in JSON: %s, %v", js, err)
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,5 +77,39 @@ func TestRecoveryHintWithAndWithoutConfig(t *testing.T) {
 		if code != 1 || !strings.Contains(msg, "model.safetensors is corrupt") || !strings.Contains(msg, "verifies: pass --resume ") {
 			t.Errorf("--config %v: exit %d, %q: want the corruption and the recovery hint", withConfig, code, msg)
 		}
+	}
+}
+
+// TestPerClassReport: the end of a run and predict on dataset:val show a
+// table of each class's IoU and Dice; summary.json and the validation
+// records of metrics.jsonl carry per_class.
+func TestPerClassReport(t *testing.T) {
+	dir := t.TempDir()
+	out := runOK(t, append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir, "--set", "output.progress=none"}, tinyArgs...)...)
+	if !strings.Contains(out, "class       IoU     Dice      target px   predicted px") {
+		t.Errorf("train output has no per-class table:\n%s", out)
+	}
+	sum := ckSummary(t, dir)
+	if len(sum.PerClass) != 4 {
+		t.Fatalf("summary per_class: %+v", sum.PerClass)
+	}
+	var present float64
+	n := 0
+	for _, s := range sum.PerClass {
+		if s.Present() {
+			present += *s.IoU
+			n++
+		}
+	}
+	if math.Abs(present/float64(n)-sum.ValMIoU) > 1e-12 {
+		t.Errorf("val_miou %v is not the mean of the present classes' IoU %v", sum.ValMIoU, present/float64(n))
+	}
+	metrics, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || !strings.Contains(string(metrics), `"per_class":[{"class":0,`) {
+		t.Errorf("metrics.jsonl validations lack per_class (%v)", err)
+	}
+	pred := runOK(t, "predict", "--checkpoint", dir, "--input", "dataset:val", "--out", t.TempDir())
+	if !strings.Contains(pred, "class       IoU") {
+		t.Errorf("predict output has no per-class table:\n%s", pred)
 	}
 }

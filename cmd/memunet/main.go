@@ -144,6 +144,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "done: %d steps in %.1fs (median %.1f ms/step)  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
 		sum.Steps, sum.WallSeconds, sum.StepMSMedian, sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
+	printClassTable(stdout, sum.PerClass)
 	fmt.Fprintf(stdout, "memory: peak allocated %s (params %s, grads %s, optimizer %s, activations %s, workspace %s), peak reserved %s, peak RSS %s\n",
 		memory.FormatBytes(sum.PeakAllocatedBytes),
 		memory.FormatBytes(sum.PeakAllocatedByCategory["params"]), memory.FormatBytes(sum.PeakAllocatedByCategory["grads"]),
@@ -189,5 +190,22 @@ func printPhaseTable(w io.Writer, sum *rundir.Summary) {
 			fmt.Fprintf(w, " %12s", memory.FormatBytes(row[c.String()]))
 		}
 		fmt.Fprintf(w, " %12s\n", memory.FormatBytes(row["total"]))
+	}
+}
+
+// printClassTable writes each class's IoU and Dice and its pixels in the
+// masks and the predictions; a class in neither is shown as absent (it is
+// left out of the means).
+func printClassTable(w io.Writer, scores []train.ClassScore) {
+	if len(scores) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%-6s %8s %8s %14s %14s\n", "class", "IoU", "Dice", "target px", "predicted px")
+	for _, s := range scores {
+		if !s.Present() {
+			fmt.Fprintf(w, "%-6d %8s %8s %14d %14d  (in neither masks nor predictions: not in the means)\n", s.Class, "absent", "-", 0, 0)
+			continue
+		}
+		fmt.Fprintf(w, "%-6d %8.4f %8.4f %14d %14d\n", s.Class, *s.IoU, *s.Dice, s.TargetPixels, s.PredictedPixels)
 	}
 }

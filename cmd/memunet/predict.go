@@ -182,6 +182,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  (training's val miou at step %d: %.4f)", rep.Step, *rep.TrainingValMIoU)
 		}
 		fmt.Fprintln(stdout)
+		printClassTable(stdout, m.PerClass)
 	}
 	return nil
 }
