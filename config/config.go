@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/optim"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -87,6 +88,8 @@ type Train struct {
 	// Accumulate is the number of micro-batches of batch_size per optimizer step.
 	Accumulate int    `yaml:"accumulate"`
 	Scaler     Scaler `yaml:"scaler"`
+	// Schedule is the learning rate over the run (see optim.Schedule).
+	Schedule Schedule `yaml:"schedule"`
 	// CheckpointEvery saves a checkpoint every N optimizer steps (0: only at
 	// the end and on SIGINT/SIGTERM, which always save one).
 	CheckpointEvery int `yaml:"checkpoint_every"`
@@ -95,6 +98,30 @@ type Train struct {
 	// KeepBest also keeps the checkpoint with the highest val_miou, saving
 	// one after every validation that improves it.
 	KeepBest bool `yaml:"keep_best"`
+}
+
+// Schedule is train.schedule: the learning rate over the run's steps,
+// from train.lr (optim.Schedule has the formulas).
+type Schedule struct {
+	// Kind is constant, step (x gamma every step_size steps), cosine
+	// (linear warmup over warmup steps, then cosine down to min_lr, reached
+	// after the last step) or plateau (x factor when val mIoU has not improved by more
+	// than threshold, relative, for more than patience validations).
+	Kind      string  `yaml:"kind"`
+	Warmup    int     `yaml:"warmup"`
+	StepSize  int     `yaml:"step_size"`
+	Gamma     float64 `yaml:"gamma"`
+	MinLR     float64 `yaml:"min_lr"`
+	Patience  int     `yaml:"patience"`
+	Factor    float64 `yaml:"factor"`
+	Threshold float64 `yaml:"threshold"`
+}
+
+// LRSchedule is train.schedule over a run of total optimizer steps.
+func (c Config) LRSchedule(total int) optim.Schedule {
+	s := c.Train.Schedule
+	return optim.Schedule{Kind: optim.ScheduleKind(s.Kind), LR: c.Train.LR, MinLR: s.MinLR, Warmup: s.Warmup, Total: total,
+		StepSize: s.StepSize, Gamma: s.Gamma, Patience: s.Patience, Factor: s.Factor, Threshold: s.Threshold}
 }
 
 // Scaler is the dynamic loss scaler for fp16 (PyTorch's GradScaler rule).
@@ -141,7 +168,8 @@ func Default() Config {
 			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
 		Train: Train{BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
-			Scaler: Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}},
+			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
+			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4}},
 		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
@@ -379,6 +407,10 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("train.keep_last: %d: must be 0 (keep every checkpoint) or more", t.KeepLast)
 	case c.Memory.EmptyCache != EmptyNever && c.Memory.EmptyCache != EmptyStep && c.Memory.EmptyCache != EmptyOOM:
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
+	case c.LRSchedule(max(c.Train.Steps, 1)).Validate() != nil:
+		return c.LRSchedule(max(c.Train.Steps, 1)).Validate()
+	case c.Train.Schedule.Kind == "plateau" && c.Train.ValEvery == 0:
+		return fmt.Errorf("train.schedule: plateau decays on val mIoU: set train.val_every (validations every N steps) too")
 	case c.Memory.Offload != OffloadNone && c.Memory.Offload != OffloadCheckpoints:
 		return fmt.Errorf("memory.offload: %q: must be none or checkpoints", c.Memory.Offload)
 	case c.Memory.Offload == OffloadCheckpoints && c.Model.Checkpoint.String() == "none":

@@ -23,6 +23,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/optim"
 	"github.com/memunet/memunet/train"
 	"go.yaml.in/yaml/v3"
 )
@@ -61,6 +62,10 @@ type Manifest struct {
 	ValMIoU  *float64       `json:"val_miou"` // of a validation at Step; null when there was none
 	Metrics  MetricsHistory `json:"metrics"`
 	Config   map[string]any `json:"config"` // the resolved configuration, as in config.yaml
+	// Schedule is a plateau learning-rate schedule's state (its rate, best
+	// val mIoU, validations without improvement); nil for the other kinds,
+	// whose rate is a function of the step.
+	Schedule *optim.ScheduleState `json:"schedule,omitempty"`
 	// Data identifies the dataset trained on; nil in checkpoints of
 	// memunet before 0.1.0 kept it.
 	Data     *data.Fingerprint         `json:"data,omitempty"`
@@ -501,6 +506,10 @@ func Restore(t *train.Trainer, ck *Checkpoint, dataChanged bool) error {
 	s := ck.Manifest.Scaler
 	t.Scaler.Enabled, t.Scaler.Scale, t.Scaler.GrowthTracker, t.Scaler.Skipped = s.Enabled, s.Scale, s.GrowthTracker, s.Skipped
 	t.Seek(consumed)
+	t.StepsDone = ck.Manifest.Step
+	if st := ck.Manifest.Schedule; st != nil {
+		t.SchedState = *st
+	}
 	return nil
 }
 
@@ -529,6 +538,11 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 	epochIdx := micro / perEpoch
 	c := t.Config
 	fp := t.DataFingerprint
+	var sched *optim.ScheduleState
+	if t.Schedule.Kind == optim.Plateau {
+		st := t.SchedState
+		sched = &st
+	}
 	man := Manifest{
 		Format: checkpoint.Format, FormatVersion: checkpoint.FormatVersion, MemunetVersion: r.Version,
 		Created: time.Now().UTC().Format(time.RFC3339Nano), Serial: serial, Step: r.Step, Epoch: r.Epoch,
@@ -541,7 +555,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
 		Adam: AdamState{Step: t.Opt.Step, LR: t.Opt.Config.LR, Beta1: t.Opt.Config.Beta1, Beta2: t.Opt.Config.Beta2,
 			Eps: t.Opt.Config.Eps, WeightDecay: t.Opt.Config.WeightDecay},
-		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp,
+		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched,
 		Contents: map[string]string{
 			ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
 			OptimizerFile: "Adam moments: state.<parameter>.exp_avg and state.<parameter>.exp_avg_sq (fp32)",

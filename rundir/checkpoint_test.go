@@ -34,6 +34,12 @@ func resumeConfig(variant string) config.Config {
 		c.Train.Scaler.GrowthInterval = 2 // the scale changes during the 6 steps
 	case "accum4":
 		c.Train.BatchSize, c.Train.Accumulate = 1, 4
+	case "cosine":
+		c.Train.Schedule.Kind, c.Train.Schedule.Warmup = "cosine", 2
+	case "plateau":
+		// A threshold no improvement meets: every validation after the
+		// first decays the rate, so the state a checkpoint carries matters.
+		c.Train.Schedule.Kind, c.Train.Schedule.Patience, c.Train.Schedule.Threshold, c.Train.Schedule.Factor = "plateau", 0, 10, 0.5
 	}
 	return c
 }
@@ -134,7 +140,7 @@ func sameLosses(t *testing.T, want, got []float64) {
 // both when the first run ends at step 3 and when SIGINT stops it in the
 // middle of step 3's accumulation cycle.
 func TestResumeBitExact(t *testing.T) {
-	for _, variant := range []string{"fp32", "fp16", "accum4"} {
+	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := resumeConfig(variant)
 			straightDir := t.TempDir()

@@ -275,6 +275,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		st := tr.Pool().Stats()
 		notePeak(st.Allocated.Peak, st.Reserved.Peak, train.PhaseMemoryOf(st).PeakByCategory)
 		sum.Validation = v
+		if every := cfg.Train.ValEvery; every > 0 && step%every == 0 {
+			// Only the scheduled validations feed the schedule: a run's last
+			// step off the schedule (a shorter run, an interrupt) must not
+			// change what its continuation does.
+			tr.Validated(v.ValMIoU)
+		}
 		rec := ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
 		prog.validation(rec)
 		improved = ckpt.validated(rec)
@@ -315,7 +321,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			}
 		}
 		rec := StepRecord{
-			Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: cfg.Train.LR, StepMS: ms,
+			Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: res.LR, StepMS: ms,
 			AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
 			PeakAllocatedBytes: res.Peak, PeakReservedBytes: res.PeakReserved, PeakByCategory: res.PeakByCategory,
 			Phases: res.Phases, Variant: sum.Variant, EffectiveBatch: sum.EffectiveBatch,

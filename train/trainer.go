@@ -84,6 +84,13 @@ type Trainer struct {
 	OptimizerTime time.Duration
 	Profile       *model.Profile
 
+	// Schedule is the learning rate over the run (train.schedule);
+	// SchedState its state (a plateau schedule's), StepsDone the optimizer
+	// steps taken, whose rates it has given.
+	Schedule   optim.Schedule
+	SchedState optim.ScheduleState
+	StepsDone  int
+
 	// FitLog records memory.fit: auto's decisions, one line each.
 	FitLog   []string
 	fitFrom  config.Config  // the configuration as given
@@ -168,6 +175,12 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
 	// that every micro-batch has the same size and memory.
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
+	total := cfg.Train.Steps
+	if total == 0 && t.microPerEpoch > 0 {
+		total = cfg.Train.Epochs * t.microPerEpoch / accum
+	}
+	t.Schedule = cfg.LRSchedule(max(total, 1))
+	t.SchedState = t.Schedule.Start()
 
 	t.Device = model.NewDevice(b, memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
 	if cfg.Memory.Offload == config.OffloadCheckpoints {
@@ -317,6 +330,8 @@ type StepResult struct {
 	Peak           int64
 	PeakReserved   int64
 	PeakByCategory map[string]int64
+	// LR is the learning rate the step's update used (train.schedule).
+	LR float64
 	// DeviceUsedPeak is the largest device memory in use the phases' ends
 	// saw (device.MemoryReporter); 0 on the CPU.
 	DeviceUsedPeak int64
@@ -367,8 +382,13 @@ func (t *Trainer) Step() (StepResult, error) {
 	if t.Config.Memory.EmptyCache == config.EmptyStep {
 		t.Pool().EmptyCache()
 	}
+	t.StepsDone++
 	return res, nil
 }
+
+// Validated tells the schedule a validation's val mIoU (a plateau schedule
+// decays on it).
+func (t *Trainer) Validated(miou float64) { t.Schedule.Validated(miou, &t.SchedState) }
 
 func (t *Trainer) step() (StepResult, error) {
 	accum := t.Config.Train.Accumulate
@@ -430,6 +450,8 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Pool().ResetPeak()
 	optStart := time.Now()
 	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
+	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
+	t.Opt.Config.LR = res.LR
 	if finite {
 		t.Opt.Update()
 		t.Net.SyncWorkingWeights()

@@ -1,0 +1,115 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+)
+
+// ScheduleKind names a learning-rate schedule (config key
+// train.schedule.kind).
+type ScheduleKind string
+
+const (
+	Constant  ScheduleKind = "constant" // the base rate throughout
+	StepDecay ScheduleKind = "step"     // torch.optim.lr_scheduler.StepLR, stepped per optimizer step
+	Cosine    ScheduleKind = "cosine"   // linear warmup, then cosine decay to MinLR (get_cosine_schedule_with_warmup)
+	Plateau   ScheduleKind = "plateau"  // ReduceLROnPlateau on val mIoU (mode max), checked at each validation
+)
+
+// Schedule is a learning-rate schedule over a run's optimizer steps. The
+// rate of step t (0-based: the rate the (t+1)-th update uses) is, with base
+// rate LR:
+//
+//	constant  LR
+//	step      LR * Gamma^floor(t/StepSize)
+//	cosine    LR * t/Warmup while t < Warmup, then
+//	          MinLR + (LR-MinLR) * (1+cos(pi*p))/2, p = (t-Warmup)/(Total-Warmup)
+//	plateau   LR until a validation's val mIoU has not improved on the best
+//	          by more than Threshold (relative) for more than Patience
+//	          validations; then the rate times Factor (not below MinLR)
+//
+// as PyTorch's schedulers compute them (the closed forms; plateau is
+// ReduceLROnPlateau(mode="max", threshold_mode="rel", cooldown=0)).
+type Schedule struct {
+	Kind      ScheduleKind
+	LR, MinLR float64
+	Warmup    int // cosine: steps of linear warmup from 0
+	Total     int // cosine: the run's steps
+	StepSize  int // step: steps between decays
+	Gamma     float64
+	Patience  int     // plateau: validations without improvement before a decay
+	Factor    float64 // plateau: the decay
+	Threshold float64 // plateau: relative improvement that counts
+}
+
+// ScheduleState is what a plateau schedule remembers between validations:
+// saved in checkpoints, so a resumed run decays exactly when the
+// uninterrupted one would.
+type ScheduleState struct {
+	LR             float64  `json:"lr"`
+	Best           *float64 `json:"best"` // best val mIoU so far; null before the first validation
+	BadValidations int      `json:"bad_validations"`
+}
+
+// Validate names the first invalid field.
+func (s Schedule) Validate() error {
+	switch s.Kind {
+	case Constant:
+	case StepDecay:
+		if s.StepSize < 1 || !(s.Gamma > 0 && s.Gamma <= 1) {
+			return fmt.Errorf("train.schedule: step needs step_size >= 1 (now %d) and 0 < gamma <= 1 (now %g)", s.StepSize, s.Gamma)
+		}
+	case Cosine:
+		if s.Warmup < 0 || !(s.MinLR >= 0 && s.MinLR <= s.LR) {
+			return fmt.Errorf("train.schedule: cosine needs warmup >= 0 (now %d) and 0 <= min_lr <= train.lr (now %g)", s.Warmup, s.MinLR)
+		}
+	case Plateau:
+		if s.Patience < 0 || !(s.Factor > 0 && s.Factor < 1) || !(s.Threshold >= 0) || !(s.MinLR >= 0) {
+			return fmt.Errorf("train.schedule: plateau needs patience >= 0 (now %d), 0 < factor < 1 (now %g), threshold >= 0 (now %g) and min_lr >= 0 (now %g)",
+				s.Patience, s.Factor, s.Threshold, s.MinLR)
+		}
+	default:
+		return fmt.Errorf("train.schedule.kind: %q: must be constant, step, cosine or plateau", s.Kind)
+	}
+	return nil
+}
+
+// Start is the state at step 0.
+func (s Schedule) Start() ScheduleState { return ScheduleState{LR: s.LR} }
+
+// At is the rate of step t (0-based); st is read by plateau only.
+func (s Schedule) At(t int, st ScheduleState) float64 {
+	switch s.Kind {
+	case StepDecay:
+		return s.LR * math.Pow(s.Gamma, float64(t/s.StepSize))
+	case Cosine:
+		if t < s.Warmup {
+			return s.LR * float64(t) / float64(s.Warmup)
+		}
+		p := float64(t-s.Warmup) / float64(max(1, s.Total-s.Warmup))
+		return s.MinLR + (s.LR-s.MinLR)*max(0, 0.5*(1+math.Cos(math.Pi*min(p, 1))))
+	case Plateau:
+		return st.LR
+	}
+	return s.LR
+}
+
+// Validated updates a plateau schedule's state with a validation's val
+// mIoU (other kinds keep no state): torch's ReduceLROnPlateau.step(miou).
+func (s Schedule) Validated(miou float64, st *ScheduleState) {
+	if s.Kind != Plateau {
+		return
+	}
+	if st.Best == nil || miou > *st.Best*(1+s.Threshold) {
+		st.Best = &miou
+		st.BadValidations = 0
+	} else {
+		st.BadValidations++
+	}
+	if st.BadValidations > s.Patience {
+		if lr := max(st.LR*s.Factor, s.MinLR); st.LR-lr > 1e-8 {
+			st.LR = lr
+		}
+		st.BadValidations = 0
+	}
+}
