@@ -235,6 +235,25 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	}
 	defer metricsFile.Close()
 	enc := json.NewEncoder(metricsFile)
+	curves, err := ReadCurves(filepath.Join(opts.OutDir, "metrics.jsonl")) // a resumed run's earlier steps
+	if err != nil {
+		return nil, err
+	}
+	curvesTitle := fmt.Sprintf("%s: UNet base %d, depth %d; %s", filepath.Base(filepath.Clean(opts.OutDir)), cfg.Model.Base, cfg.Model.Depth, cfg.Variant())
+	lastDraw := time.Now()
+	// drawCurves redraws curves.png: at a validation unless the run started
+	// or it was drawn less than a second ago (validations of tiny runs come
+	// faster than a drawing), and always at the end (force).
+	drawCurves := func(force bool) error {
+		if len(curves.Steps) == 0 || !force && time.Since(lastDraw) < time.Second {
+			return nil
+		}
+		lastDraw = time.Now()
+		if err := curves.Draw(filepath.Join(opts.OutDir, CurvesFile), curvesTitle); err != nil {
+			return fmt.Errorf("writing %s: %w", CurvesFile, err)
+		}
+		return nil
+	}
 
 	if capNote != "" {
 		prog.note(capNote)
@@ -284,7 +303,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		rec := ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
 		prog.validation(rec)
 		improved = ckpt.validated(rec)
-		return enc.Encode(rec)
+		if err := enc.Encode(rec); err != nil {
+			return fmt.Errorf("writing metrics.jsonl: %w", err)
+		}
+		curves.addVal(rec)
+		return drawCurves(false)
 	}
 
 	for step := ckpt.start + 1; step <= total; step++ {
@@ -333,6 +356,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		if err := enc.Encode(rec); err != nil {
 			return nil, fmt.Errorf("writing metrics.jsonl: %w", err)
 		}
+		curves.addStep(rec)
 		if len(tr.FitLog) > len(sum.Fit) {
 			for _, line := range tr.FitLog[len(sum.Fit):] {
 				prog.note(line)
@@ -359,6 +383,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		}
 	}
 	if err := validate(sum.Steps, sum.Epochs); err != nil {
+		return nil, err
+	}
+	if err := drawCurves(true); err != nil {
 		return nil, err
 	}
 	if !sum.Interrupted {

@@ -21,7 +21,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const compareUsage = "usage: memunet compare --config FILE [--variants baseline,checkpoint,fp16,bf16,accum4,all,gorgonia] [--steps N] [--out DIR] [--set k=v ...] [--device D]"
+const compareUsage = "usage: memunet compare --config FILE [--variants baseline,checkpoint,fp16,bf16,accum4,all,gorgonia] [--steps N] [--out DIR] [--set k=v ...] [--device D] | memunet compare --runs RUN,RUN,... [--out DIR]"
 
 // CompareRow is one line of compare's table, compare.csv and compare.json.
 type CompareRow struct {
@@ -62,9 +62,17 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 	variants := fs.String("variants", strings.Join(append(train.VariantNames(), "gorgonia"), ","), "comma-separated variants")
 	steps := fs.Int("steps", 5, "optimizer steps per variant")
 	outDir := fs.String("out", "", "output directory (default runs/compare-<timestamp>)")
+	runs := fs.String("runs", "", "instead of training: existing run directories (comma-separated) whose validation curves to plot together into val-curves.png")
+	cmd.noConfig = func() bool { return *runs != "" }
 	cfg, err := cmd.load(args)
+	if errors.Is(err, errNoConfig) {
+		return compareRuns(strings.Split(*runs, ","), *outDir, stdout)
+	}
 	if err != nil {
 		return err
+	}
+	if *runs != "" {
+		return cmd.usageError("--runs compares existing runs: give it without --config")
 	}
 	if *steps < 1 {
 		return cmd.usageError("--steps must be at least 1")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +22,13 @@ type configCommand struct {
 	device string
 	// computes: the command runs on the config's device (checked by load).
 	computes bool
+	// noConfig, if set, says the flags given ask for a mode without a
+	// config (compare --runs): load then returns errNoConfig.
+	noConfig func() bool
 }
+
+// errNoConfig is load's answer in a mode that needs no config.
+var errNoConfig = errors.New("no config: the command's flags need none")
 
 func newConfigCommand(name, usage string) *configCommand {
 	c := &configCommand{Flags: flag.NewFlagSet(name, flag.ContinueOnError), name: name, usage: usage}
@@ -49,6 +56,9 @@ func (c *configCommand) load(args []string) (config.Config, error) {
 		return config.Config{}, c.usageError(fmt.Sprintf("unexpected argument %q", c.Flags.Arg(0)))
 	}
 	if c.path == "" {
+		if c.noConfig != nil && c.noConfig() {
+			return config.Config{}, errNoConfig
+		}
 		return config.Config{}, c.usageError("--config FILE is required (configs/quickstart.yaml is an example)")
 	}
 	c.sets = withDevice(c.sets, c.device)
