@@ -84,3 +84,27 @@ func TestConfigNoiseZeroMeansNone(t *testing.T) {
 		t.Error("data.noise 0.1 gave the noise-free samples")
 	}
 }
+
+// TestClassValues: each class's raw mask value, as training read it (a scan
+// or data.mask_values); nil where classes are their own values.
+func TestClassValues(t *testing.T) {
+	dir := t.TempDir()
+	grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+	if got := mustOpen(t, folderConfig(dir)).Report.ClassValues(2); !slices.Equal(got, []int{0, 255}) {
+		t.Errorf("0/255 masks: %v", got)
+	}
+	cfg := folderConfig(dir)
+	cfg.MaskValues = []int{255, 0} // class 0 is white
+	if got := mustOpen(t, cfg).Report.ClassValues(2); !slices.Equal(got, []int{255, 0}) {
+		t.Errorf("mask_values [255, 0]: %v", got)
+	}
+	voc := t.TempDir()
+	vocLike(t, voc, [][2]int{{16, 16}, {16, 16}}, [][2]int{{16, 16}})
+	if got := mustOpen(t, SourceConfig{Source: SourceVOC, Path: voc, Channels: 3, Classes: 3, ValFraction: 0.25, Seed: 1}).Report.ClassValues(3); got != nil {
+		t.Errorf("voc: %v", got)
+	}
+	syn := mustOpen(t, SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1, Synthetic: SyntheticConfig{Count: 4, Size: 16}})
+	if got := syn.Report.ClassValues(4); got != nil {
+		t.Errorf("synthetic: %v", got)
+	}
+}

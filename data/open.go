@@ -1060,3 +1060,30 @@ func ProbeSize(cfg SourceConfig) (h, w int, err error) {
 	}
 	return h, w, nil
 }
+
+// ClassValues is the raw mask value of each class 0..classes-1 (the
+// smallest that maps to it), so predictions can be written in the
+// dataset's own values; nil when every class is its own value (synthetic,
+// VOC, masks holding class indices).
+func (r *Report) ClassValues(classes int) []int {
+	vals := make([]int, classes)
+	for k := range vals {
+		vals[k] = -1
+	}
+	for v, c := range r.Mapping {
+		if c >= 0 && int(c) < classes && vals[c] < 0 {
+			vals[c] = v
+		}
+	}
+	identity := true
+	for k, v := range vals {
+		if v < 0 {
+			vals[k] = k // a class no mask holds: its index
+		}
+		identity = identity && vals[k] == k
+	}
+	if identity {
+		return nil
+	}
+	return vals
+}

@@ -66,6 +66,10 @@ type Manifest struct {
 	// val mIoU, validations without improvement); nil for the other kinds,
 	// whose rate is a function of the step.
 	Schedule *optim.ScheduleState `json:"schedule,omitempty"`
+	// MaskValues is each class's raw value in the dataset's masks (data.mask_values,
+	// or what the scan found); absent when classes are their own values.
+	// predict writes masks in these values.
+	MaskValues []int `json:"mask_values,omitempty"`
 	// Data identifies the dataset trained on; nil in checkpoints of
 	// memunet before 0.1.0 kept it.
 	Data     *data.Fingerprint         `json:"data,omitempty"`
@@ -555,7 +559,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
 		Adam: AdamState{Step: t.Opt.Step, LR: t.Opt.Config.LR, Beta1: t.Opt.Config.Beta1, Beta2: t.Opt.Config.Beta2,
 			Eps: t.Opt.Config.Eps, WeightDecay: t.Opt.Config.WeightDecay},
-		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched,
+		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched, MaskValues: t.MaskValues,
 		Contents: map[string]string{
 			ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
 			OptimizerFile: "Adam moments: state.<parameter>.exp_avg and state.<parameter>.exp_avg_sq (fp32)",

@@ -63,6 +63,9 @@ type Trainer struct {
 	// DataFingerprint identifies the dataset it trains on (checkpoints
 	// record it, so resuming on changed data is noticed).
 	DataFingerprint data.Fingerprint
+	// MaskValues is each class's raw value in the dataset's masks (nil when
+	// classes are their own values), so predictions can be written in them.
+	MaskValues []int
 
 	data          data.Dataset
 	trainIdx      []int
@@ -165,7 +168,7 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{Config: cfg, data: set.Data, DataFingerprint: set.Fingerprint()}
+	t := &Trainer{Config: cfg, data: set.Data, DataFingerprint: set.Fingerprint(), MaskValues: set.Report.ClassValues(cfg.Model.Classes)}
 	t.trainIdx, t.valIdx = set.Train, set.Val
 	batch, accum := cfg.Train.BatchSize, cfg.Train.Accumulate
 	if len(t.trainIdx) < batch*accum {

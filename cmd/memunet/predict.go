@@ -25,7 +25,7 @@ import (
 	xdraw "golang.org/x/image/draw"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices]"
 
 // PredictReport is predict.json.
 type PredictReport struct {
@@ -49,12 +49,18 @@ type PredictReport struct {
 	// Legend is the color of each class in the masks and overlays, also
 	// drawn in legend.png.
 	Legend []LegendEntry `json:"legend"`
+	// MaskValues is the value each class has in the mask files written
+	// (the training masks' own values, e.g. [0, 255]); absent when the
+	// masks hold the class indices (palette PNGs).
+	MaskValues []int `json:"mask_values,omitempty"`
 }
 
 // LegendEntry is one class's color.
 type LegendEntry struct {
 	Class int    `json:"class"`
 	Color string `json:"color"` // #rrggbb
+	// Value is the class's value in the mask files, where it is not the class.
+	Value *int `json:"value,omitempty"`
 }
 
 // PredictOutput is one predicted image.
@@ -76,6 +82,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
+	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, predictUsage)
 	}
@@ -152,6 +159,9 @@ func predictCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	rep := &PredictReport{Checkpoint: dir, Step: ck.Manifest.Step, Input: *input, Precision: prec, TrainingValMIoU: ck.Manifest.ValMIoU}
+	if !*classIndices {
+		rep.MaskValues = ck.Manifest.MaskValues
+	}
 	if split, ok := strings.CutPrefix(*input, "dataset:"); ok {
 		err = predictSplit(p, split, *outDir, *overlay, lim, rep)
 	} else {
@@ -162,7 +172,11 @@ func predictCommand(args []string, stdout io.Writer) error {
 	}
 	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
 	for k := range p.Config.Model.Classes {
-		rep.Legend = append(rep.Legend, LegendEntry{Class: k, Color: data.HexColor(data.ClassColor(uint8(k)))})
+		e := LegendEntry{Class: k, Color: data.HexColor(data.ClassColor(uint8(k)))}
+		if rep.MaskValues != nil {
+			e.Value = &rep.MaskValues[k]
+		}
+		rep.Legend = append(rep.Legend, e)
 	}
 	if err := writePNG(filepath.Join(*outDir, "legend.png"), data.Legend(p.Config.Model.Classes)); err != nil {
 		return err
@@ -210,7 +224,7 @@ func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, lim 
 	m, err := p.PredictSplit(ds, idx, func(i int, pred, _ []uint8) error {
 		name := outputName(data.SampleName(ds, i), fmt.Sprintf("%s-%05d", split, i), names)
 		out := PredictOutput{Input: fmt.Sprintf("dataset:%s[%d]", split, i), Mask: name + ".png"}
-		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h); err != nil {
+		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h, rep.MaskValues); err != nil {
 			return err
 		}
 		if overlay && src != nil {
@@ -351,7 +365,7 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, lim 
 			mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
 			stem := strings.TrimSuffix(filepath.Base(f.path), filepath.Ext(f.path))
 			out := PredictOutput{Input: f.path, Mask: stem + ".png"}
-			if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy()); err != nil {
+			if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy(), rep.MaskValues); err != nil {
 				return err
 			}
 			if overlay {
@@ -508,8 +522,26 @@ func scaleMask(m []uint8, w, h, ow, oh int) []uint8 {
 
 // writeMask writes a palette PNG whose pixel values are the classes and
 // whose colors are data.ClassColor's.
-func writeMask(path string, m []uint8, w, h int) error {
-	img := &image.Paletted{Pix: m, Stride: w, Rect: image.Rect(0, 0, w, h), Palette: data.MaskPalette()}
+// With values (each class's raw value in the training masks, where they
+// are not the class indices) it writes those values instead: 8-bit gray
+// when they fit, else 16-bit gray, so a set with 0/255 masks gets 0/255
+// masks back.
+func writeMask(path string, m []uint8, w, h int, values []int) error {
+	r := image.Rect(0, 0, w, h)
+	if values == nil {
+		return writePNG(path, &image.Paletted{Pix: m, Stride: w, Rect: r, Palette: data.MaskPalette()})
+	}
+	if slices.Max(values) <= 255 {
+		img := image.NewGray(r)
+		for i, k := range m {
+			img.Pix[i] = uint8(values[k])
+		}
+		return writePNG(path, img)
+	}
+	img := image.NewGray16(r)
+	for i, k := range m {
+		img.Pix[2*i], img.Pix[2*i+1] = uint8(values[k]>>8), uint8(values[k])
+	}
 	return writePNG(path, img)
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -536,5 +537,116 @@ func TestResumeAfterDataChange(t *testing.T) {
 	out := runOK(t, append(args, "--allow-data-change")...)
 	if !strings.Contains(out, "the data changed since the checkpoint") {
 		t.Errorf("allowed resume did not say the data changed: %s", out)
+	}
+}
+
+// TestPredictInTheDatasetsMaskValues: a model trained on masks holding 0
+// and 255 predicts masks holding 0 and 255 (8-bit gray), for dataset:val
+// and for image files; --class-indices writes palette class indices.
+func TestPredictInTheDatasetsMaskValues(t *testing.T) {
+	ds := t.TempDir()
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: 12, Size: 16, Classes: 2, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"images", "masks"} {
+		if err := os.MkdirAll(filepath.Join(ds, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 12 {
+		img, cls, err := syn.Image(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := image.NewGray(cls.Rect)
+		for p, c := range cls.Pix {
+			m.Pix[p] = c * 255
+		}
+		for name, pic := range map[string]image.Image{"images": img, "masks": m} {
+			f, err := os.Create(filepath.Join(ds, name, fmt.Sprintf("s%02d.png", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			png.Encode(f, pic)
+			f.Close()
+		}
+	}
+	runDir, _ := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+ds, "--set", "model.classes=2")
+	values := func(path string) map[uint8]bool {
+		t.Helper()
+		g, ok := readPNG(t, path).(*image.Gray)
+		if !ok {
+			t.Fatalf("%s is not 8-bit gray", path)
+		}
+		seen := map[uint8]bool{}
+		for _, v := range g.Pix {
+			seen[v] = true
+		}
+		return seen
+	}
+	out := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out)
+	rep := readReport(t, out)
+	if !slices.Equal(rep.MaskValues, []int{0, 255}) || rep.Legend[1].Value == nil || *rep.Legend[1].Value != 255 {
+		t.Errorf("report: mask values %v, legend %+v", rep.MaskValues, rep.Legend)
+	}
+	for _, o := range rep.Outputs {
+		for v := range values(filepath.Join(out, o.Mask)) {
+			if v != 0 && v != 255 {
+				t.Errorf("%s holds %d", o.Mask, v)
+			}
+		}
+	}
+	files := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", filepath.Join(ds, "images", "s03.png"), "--out", files)
+	for v := range values(filepath.Join(files, "s03.png")) {
+		if v != 0 && v != 255 {
+			t.Errorf("a file's mask holds %d", v)
+		}
+	}
+	idx := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", idx, "--class-indices")
+	if _, ok := readPNG(t, filepath.Join(idx, readReport(t, idx).Outputs[0].Mask)).(*image.Paletted); !ok {
+		t.Error("--class-indices did not write a palette PNG")
+	}
+}
+
+// TestWriteMaskValues: class maps are written as class indices (palette),
+// or in the dataset's values: 8-bit gray when they fit, 16-bit otherwise.
+func TestWriteMaskValues(t *testing.T) {
+	m := []uint8{0, 1, 1, 0, 2, 1}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		values []int
+		want   []int
+	}{
+		{nil, []int{0, 1, 1, 0, 2, 1}},
+		{[]int{0, 128, 255}, []int{0, 128, 128, 0, 255, 128}},
+		{[]int{0, 1000, 65535}, []int{0, 1000, 1000, 0, 65535, 1000}},
+	} {
+		path := filepath.Join(dir, "m.png")
+		if err := writeMask(path, m, 3, 2, tc.values); err != nil {
+			t.Fatal(err)
+		}
+		img := readPNG(t, path)
+		var got []int
+		for y := 0; y < 2; y++ {
+			for x := 0; x < 3; x++ {
+				switch p := img.(type) {
+				case *image.Paletted:
+					got = append(got, int(p.ColorIndexAt(x, y)))
+				case *image.Gray:
+					got = append(got, int(p.GrayAt(x, y).Y))
+				case *image.Gray16:
+					got = append(got, int(p.Gray16At(x, y).Y))
+				default:
+					t.Fatalf("values %v: a %T", tc.values, img)
+				}
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("values %v: %v, want %v", tc.values, got, tc.want)
+		}
 	}
 }
