@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/memunet/memunet/backend"
@@ -25,7 +27,7 @@ import (
 	xdraw "golang.org/x/image/draw"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta]"
 
 // PredictReport is predict.json.
 type PredictReport struct {
@@ -68,6 +70,9 @@ type PredictOutput struct {
 	Input   string `json:"input"`
 	Mask    string `json:"mask"`
 	Overlay string `json:"overlay,omitempty"`
+	// Probs are the probability files (--probs): one PNG per class, or one
+	// .npy array.
+	Probs []string `json:"probs,omitempty"`
 }
 
 func predictCommand(args []string, stdout io.Writer) error {
@@ -78,6 +83,8 @@ func predictCommand(args []string, stdout io.Writer) error {
 	input := fs.String("input", "", "image file, directory of images, or dataset:val / dataset:train")
 	outDir := fs.String("out", "", "directory for the masks (default: predict/<input>-step-N in the checkpoint's run directory)")
 	overlay := fs.Bool("overlay", false, "also write each image with its mask blended over it")
+	probs := fs.String("probs", "", "also write each image's class probabilities: png (a 16-bit gray PNG per class, 65535 = 1) or npy (one float32 array, classes x height x width)")
+	tta := fs.Bool("tta", false, "test-time flip averaging: the mean of the image's and its mirror's probabilities (two forward passes)")
 	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
@@ -92,6 +99,10 @@ func predictCommand(args []string, stdout io.Writer) error {
 	case *ckPath == "" || *input == "":
 		return usageError{"predict: --checkpoint and --input are required; " + predictUsage}
 	}
+	if *probs != "" && *probs != "png" && *probs != "npy" {
+		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
+	}
+	opts := predictOptions{overlay: *overlay, probs: *probs, tta: *tta}
 	resolve := rundir.ResolveBest
 	if *newest {
 		resolve = func(arg string) (string, error) { return rundir.ResolveResume(arg, "") }
@@ -163,9 +174,9 @@ func predictCommand(args []string, stdout io.Writer) error {
 		rep.MaskValues = ck.Manifest.MaskValues
 	}
 	if split, ok := strings.CutPrefix(*input, "dataset:"); ok {
-		err = predictSplit(p, split, *outDir, *overlay, lim, rep)
+		err = predictSplit(p, split, *outDir, opts, lim, rep)
 	} else {
-		err = predictFiles(p, *input, *outDir, *overlay, lim, stdout, rep)
+		err = predictFiles(p, *input, *outDir, opts, lim, stdout, rep)
 	}
 	if err != nil {
 		return err
@@ -205,29 +216,36 @@ func predictCommand(args []string, stdout io.Writer) error {
 // samples, preprocessed exactly as in training, and reports the metrics.
 // Each output is named after its sample's source file (folder, voc), or
 // <split>-<index> for synthetic data.
-func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, lim predictLimits, rep *PredictReport) error {
+func predictSplit(p *predict.Predictor, split, outDir string, opts predictOptions, lim predictLimits, rep *PredictReport) error {
 	ds, idx, err := p.Split(split)
 	if err != nil {
 		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
 	}
 	h, w := ds.Size()
-	need, err := p.PlanBatch(min(p.Batch, len(idx)), h, w, 0, overlay)
+	need, err := p.PlanBatch(min(p.Batch, len(idx)), h, w, 0, opts.overlay)
 	if err != nil {
 		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
 	}
+	need.Host += opts.hostBytes(int64(need.N*h*w), 0, p.Config.Model.Classes)
 	if why := lim.exceeded(need); why != "" {
 		return fmt.Errorf("predict: --input dataset:%s: batches of %d images of %dx%d need %s; lower --batch", split, need.N, h, w, why)
 	}
 	rep.PlannedPeakBytes = need.PeakAllocated
 	src, _ := data.SourceImages(ds)
 	names := map[string]bool{}
-	m, err := p.PredictSplit(ds, idx, func(i int, pred, _ []uint8) error {
+	each := func(i int, pred []uint8, probs []float32) error {
 		name := outputName(data.SampleName(ds, i), fmt.Sprintf("%s-%05d", split, i), names)
 		out := PredictOutput{Input: fmt.Sprintf("dataset:%s[%d]", split, i), Mask: name + ".png"}
 		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h, rep.MaskValues); err != nil {
 			return err
 		}
-		if overlay && src != nil {
+		if opts.probs != "" {
+			var err error
+			if out.Probs, err = writeProbs(outDir, name, opts.probs, probs, p.Config.Model.Classes, w, h, w, h); err != nil {
+				return err
+			}
+		}
+		if opts.overlay && src != nil {
 			img, _, err := src.Image(i)
 			if err != nil {
 				return err
@@ -239,7 +257,13 @@ func predictSplit(p *predict.Predictor, split, outDir string, overlay bool, lim 
 		}
 		rep.Outputs = append(rep.Outputs, out)
 		return nil
-	})
+	}
+	var m train.Validation
+	if opts.probabilistic() {
+		m, err = p.PredictSplitProbs(ds, idx, opts.tta, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs) })
+	} else {
+		m, err = p.PredictSplit(ds, idx, func(i int, pred, _ []uint8) error { return each(i, pred, nil) })
+	}
 	if err != nil {
 		return err
 	}
@@ -287,7 +311,7 @@ const largeNeed = 1 << 30
 // batch's memory is planned from the file's header (PlanBatch): an image
 // that cannot fit alone is refused, naming what it needs and what would
 // fit; one that needs more than largeNeed is announced on note.
-func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, lim predictLimits, note io.Writer, rep *PredictReport) error {
+func predictFiles(p *predict.Predictor, input, outDir string, opts predictOptions, lim predictLimits, note io.Writer, rep *PredictReport) error {
 	files, err := inputFiles(input)
 	if err != nil {
 		return err
@@ -316,14 +340,15 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, lim 
 		var need predict.Need
 		for hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw {
 			px := srcPixels + int64(sized[hi].h)*int64(sized[hi].w)
-			nd, err := p.PlanBatch(hi-lo+1, first.th, first.tw, px, overlay)
+			nd, err := p.PlanBatch(hi-lo+1, first.th, first.tw, px, opts.overlay)
 			if err != nil {
 				return fmt.Errorf("predict: %s: %w", sized[hi].path, err)
 			}
+			nd.Host += opts.hostBytes(int64((hi-lo+1)*first.th*first.tw), px, p.Config.Model.Classes)
 			if why := lim.exceeded(nd); why != "" {
 				if hi == lo {
 					return &predictSizeError{File: first.path, H: first.h, W: first.w, TH: first.th, TW: first.tw, Need: nd, Why: why,
-						Advice: sizeAdvice(p, first.h, first.w, overlay, lim)}
+						Advice: sizeAdvice(p, first.h, first.w, opts.overlay, lim)}
 				}
 				break
 			}
@@ -355,7 +380,17 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, lim 
 		if err := data.FillBatch(ds, seq(n), images, make([]uint8, n*h*w)); err != nil {
 			return err
 		}
-		pred, err := p.Predict(images, n, h, w)
+		var pred []uint8
+		var probs []float32
+		k := p.Config.Model.Classes
+		if opts.probabilistic() {
+			probs, err = p.Probabilities(images, n, h, w, opts.tta)
+			if err == nil {
+				pred = predict.Argmax(probs, n, k, h, w)
+			}
+		} else {
+			pred, err = p.Predict(images, n, h, w)
+		}
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
@@ -368,7 +403,12 @@ func predictFiles(p *predict.Predictor, input, outDir string, overlay bool, lim 
 			if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy(), rep.MaskValues); err != nil {
 				return err
 			}
-			if overlay {
+			if opts.probs != "" {
+				if out.Probs, err = writeProbs(outDir, stem, opts.probs, probs[j*k*h*w:(j+1)*k*h*w], k, w, h, b.Dx(), b.Dy()); err != nil {
+					return err
+				}
+			}
+			if opts.overlay {
 				out.Overlay = stem + "_overlay.png"
 				if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, mask, b.Dx(), b.Dy())); err != nil {
 					return err
@@ -555,4 +595,106 @@ func writePNG(path string, img image.Image) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// predictOptions are predict's output choices.
+type predictOptions struct {
+	overlay bool
+	probs   string // "", png or npy
+	tta     bool
+}
+
+// probabilistic says the predictions come from host probabilities
+// (Predictor.Probabilities) rather than the device's argmax.
+func (o predictOptions) probabilistic() bool { return o.tta || o.probs != "" }
+
+// hostBytes is what the probabilities take on the host beside PlanBatch's
+// figure: the batch's (twice with flip averaging) and one image's scaled
+// to its file's size.
+func (o predictOptions) hostBytes(modelPixels, sourcePixels int64, classes int) int64 {
+	if !o.probabilistic() {
+		return 0
+	}
+	n := modelPixels * int64(classes) * 4
+	if o.tta {
+		n *= 2
+	}
+	if o.probs != "" {
+		n += sourcePixels * int64(classes) * 4
+	}
+	return n
+}
+
+// writeProbs writes one image's class probabilities (K planes of w x h),
+// scaled to ow x oh (bilinear, align_corners=False), as stem_probK.png
+// (16-bit gray, 65535 = 1) or stem_probs.npy (float32, K x oh x ow), and
+// returns the file names.
+func writeProbs(dir, stem, format string, probs []float32, k, w, h, ow, oh int) ([]string, error) {
+	planes := make([]float32, 0, k*ow*oh)
+	for c := range k {
+		planes = append(planes, resizePlane(probs[c*w*h:(c+1)*w*h], w, h, ow, oh)...)
+	}
+	if format == "npy" {
+		name := stem + "_probs.npy"
+		return []string{name}, writeNpy(filepath.Join(dir, name), planes, k, oh, ow)
+	}
+	var names []string
+	for c := range k {
+		img := image.NewGray16(image.Rect(0, 0, ow, oh))
+		for i, v := range planes[c*ow*oh : (c+1)*ow*oh] {
+			q := uint16(math.Round(float64(min(max(v, 0), 1)) * 65535))
+			img.Pix[2*i], img.Pix[2*i+1] = uint8(q>>8), uint8(q)
+		}
+		name := fmt.Sprintf("%s_prob%d.png", stem, c)
+		if err := writePNG(filepath.Join(dir, name), img); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// resizePlane scales a w x h plane to ow x oh bilinearly, PyTorch's
+// align_corners=False (source coordinates clamped to the plane).
+func resizePlane(src []float32, w, h, ow, oh int) []float32 {
+	if w == ow && h == oh {
+		return src
+	}
+	out := make([]float32, ow*oh)
+	coord := func(d, n, on int) (int, int, float64) {
+		x := max((float64(d)+0.5)*float64(n)/float64(on)-0.5, 0)
+		x0 := min(int(x), n-1)
+		return x0, min(x0+1, n-1), x - float64(x0)
+	}
+	for y := range oh {
+		y0, y1, fy := coord(y, h, oh)
+		for x := range ow {
+			x0, x1, fx := coord(x, w, ow)
+			top := float64(src[y0*w+x0])*(1-fx) + float64(src[y0*w+x1])*fx
+			bot := float64(src[y1*w+x0])*(1-fx) + float64(src[y1*w+x1])*fx
+			out[y*ow+x] = float32(top*(1-fy) + bot*fy)
+		}
+	}
+	return out
+}
+
+// writeNpy writes data as a NumPy .npy file (format 1.0, little-endian
+// float32, C order) of the given shape.
+func writeNpy(path string, data []float32, shape ...int) error {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s,), }", strings.Join(dims, ", "))
+	// magic (6) + version (2) + length (2) + header + newline: a multiple of 64
+	pad := 64 - (10+len(header)+1)%64
+	header += strings.Repeat(" ", pad%64) + "\n"
+	buf := make([]byte, 0, 10+len(header)+4*len(data))
+	buf = append(buf, "\x93NUMPY\x01\x00"...)
+	buf = binary.LittleEndian.AppendUint16(buf, uint16(len(header)))
+	buf = append(buf, header...)
+	for _, v := range data {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+	}
+	return os.WriteFile(path, buf, 0o644)
 }

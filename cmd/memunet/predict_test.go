@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -504,14 +505,14 @@ func TestPredictRefusesImagesTooLarge(t *testing.T) {
 	// The host's memory: the same refusal with the figure available.
 	p := bestPredictor(t, runDir)
 	var note bytes.Buffer
-	err = predictFiles(p, in, t.TempDir(), true, predictLimits{available: 2 << 20}, &note, &PredictReport{})
+	err = predictFiles(p, in, t.TempDir(), predictOptions{overlay: true}, predictLimits{available: 2 << 20}, &note, &PredictReport{})
 	var se *predictSizeError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "the machine has 2.00 MiB available") || se.Need.Total() <= 2<<20 {
 		t.Errorf("host limit: %v", err)
 	}
 	// With room, it predicts, and the report carries the plan.
 	rep := &PredictReport{}
-	if err := predictFiles(p, in, t.TempDir(), false, predictLimits{available: 1 << 40}, &note, rep); err != nil || rep.PlannedPeakBytes == 0 {
+	if err := predictFiles(p, in, t.TempDir(), predictOptions{}, predictLimits{available: 1 << 40}, &note, rep); err != nil || rep.PlannedPeakBytes == 0 {
 		t.Errorf("with room: %v, planned %d", err, rep.PlannedPeakBytes)
 	}
 }
@@ -648,5 +649,84 @@ func TestWriteMaskValues(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("values %v: %v, want %v", tc.values, got, tc.want)
 		}
+	}
+}
+
+// TestPredictProbabilitiesAndTTA: --probs png writes a 16-bit map per class
+// that sums to 1 at every pixel (within rounding), at the image's size;
+// --probs npy writes one float32 array NumPy reads; --tta reports metrics
+// from the flip-averaged probabilities; a bad --probs is a usage error.
+func TestPredictProbabilitiesAndTTA(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	in := t.TempDir()
+	syn, _ := data.NewSynthetic(data.SyntheticConfig{Count: 1, Size: 16, Classes: 4, Seed: 2})
+	r, _ := data.Resize(syn, 20, 24) // a file of another size than the model's input
+	img, _, err := r.(data.ImageSource).Image(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Create(filepath.Join(in, "a.png"))
+	png.Encode(f, img)
+	f.Close()
+
+	out := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", out, "--probs", "png")
+	rep := readReport(t, out)
+	if len(rep.Outputs) != 1 || len(rep.Outputs[0].Probs) != 4 {
+		t.Fatalf("outputs %+v", rep.Outputs)
+	}
+	var maps []*image.Gray16
+	for _, name := range rep.Outputs[0].Probs {
+		g, ok := readPNG(t, filepath.Join(out, name)).(*image.Gray16)
+		if !ok || g.Bounds().Dx() != 24 || g.Bounds().Dy() != 20 {
+			t.Fatalf("%s: %T %v", name, g, g.Bounds())
+		}
+		maps = append(maps, g)
+	}
+	mask := readPNG(t, filepath.Join(out, "a.png")).(*image.Paletted)
+	for y := range 20 {
+		for x := range 24 {
+			sum, best, bestV := 0, 0, -1
+			for k, g := range maps {
+				v := int(g.Gray16At(x, y).Y)
+				sum += v
+				if v > bestV {
+					best, bestV = k, v
+				}
+			}
+			if sum < 65535-4 || sum > 65535+4 {
+				t.Fatalf("pixel (%d,%d): probabilities sum to %d/65535", x, y, sum)
+			}
+			if got := int(mask.ColorIndexAt(x, y)); got != best && bestV-int(maps[got].Gray16At(x, y).Y) > 2 {
+				t.Errorf("pixel (%d,%d): mask %d, most probable %d", x, y, got, best)
+			}
+		}
+	}
+
+	npy := t.TempDir()
+	runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", npy, "--probs", "npy", "--tta")
+	raw, err := os.ReadFile(filepath.Join(npy, "a_probs.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := int(binary.LittleEndian.Uint16(raw[8:10]))
+	if string(raw[:6]) != "\x93NUMPY" || (10+hl)%64 != 0 || !strings.Contains(string(raw[10:10+hl]), "'shape': (4, 20, 24,)") ||
+		len(raw) != 10+hl+4*4*20*24 {
+		t.Errorf("a_probs.npy header %q, %d bytes", raw[:10+hl], len(raw))
+	}
+	if py := torchPython(); py != "" {
+		cmd := exec.Command(py, "-c", "import numpy as np, sys; a = np.load(sys.argv[1]); assert a.shape == (4, 20, 24) and a.dtype == np.float32; assert abs(a.sum(0) - 1).max() < 1e-5; print('ok')", filepath.Join(npy, "a_probs.npy"))
+		if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "ok") {
+			t.Errorf("numpy: %v %s", err, b)
+		}
+	}
+
+	val := runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", t.TempDir(), "--tta")
+	if !strings.Contains(val, "miou") {
+		t.Errorf("--tta on dataset:val: %s", val)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--probs", "jpg"}, &o, &e); code != 2 {
+		t.Errorf("--probs jpg: exit %d, %s", code, e.String())
 	}
 }
