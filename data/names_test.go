@@ -1,7 +1,10 @@
 package data
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -106,5 +109,37 @@ func TestClassValues(t *testing.T) {
 	syn := mustOpen(t, SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1, Synthetic: SyntheticConfig{Count: 4, Size: 16}})
 	if got := syn.Report.ClassValues(4); got != nil {
 		t.Errorf("synthetic: %v", got)
+	}
+}
+
+// TestSplitFolders: a folder set laid out as train/, val/ and test/ is split
+// by its folders (test samples apart: never trained or validated on);
+// without val/, validation comes from train/ by data.val_fraction.
+func TestSplitFolders(t *testing.T) {
+	root := t.TempDir()
+	grayFolder(t, filepath.Join(root, "train"), 6, 16, 16, []uint8{0, 255})
+	grayFolder(t, filepath.Join(root, "val"), 3, 16, 16, []uint8{0, 255})
+	grayFolder(t, filepath.Join(root, "test"), 2, 16, 16, []uint8{0, 255})
+	set := mustOpen(t, folderConfig(root))
+	if !slices.Equal(set.Train, []int{0, 1, 2, 3, 4, 5}) || !slices.Equal(set.Val, []int{6, 7, 8}) || !slices.Equal(set.Test, []int{9, 10}) {
+		t.Errorf("train %v, val %v, test %v", set.Train, set.Val, set.Test)
+	}
+	if n := SampleName(set.Data, 9); n != "00" {
+		t.Errorf("test sample name %q", n)
+	}
+	var b strings.Builder
+	set.Report.Write(&b)
+	if !strings.Contains(b.String(), "(train 6, val 3, test 2, split by the train/ val/ test/ folders)") {
+		t.Errorf("report: %s", b.String())
+	}
+
+	if err := os.RemoveAll(filepath.Join(root, "val")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := folderConfig(root)
+	cfg.ValFraction = 0.5
+	set = mustOpen(t, cfg)
+	if len(set.Train)+len(set.Val) != 6 || len(set.Val) != 3 || !slices.Equal(set.Test, []int{6, 7}) {
+		t.Errorf("without val/: train %v, val %v, test %v", set.Train, set.Val, set.Test)
 	}
 }

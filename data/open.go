@@ -70,6 +70,8 @@ type SourceConfig struct {
 type Set struct {
 	Data       Dataset
 	Train, Val []int
+	// Test are the test samples (a folder set's test/ subfolder), if any.
+	Test []int
 	Report     *Report
 
 	stamps      []stamp // the files and folders read (file sources)
@@ -92,6 +94,11 @@ type Report struct {
 	Train, Val   int
 	// ValFromLists says the split is VOC's train.txt / val.txt.
 	ValFromLists bool
+	// SplitFolders says the split is a folder set's train/, val/ and test/
+	// subfolders; Test counts the test samples (never trained or
+	// validated on; memunet eval and predict dataset:test use them).
+	SplitFolders bool
+	Test         int
 	Channels     int
 	Classes      int
 	// Sizes are the distinct source image sizes, most frequent first.
@@ -211,6 +218,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 	var split func(n int) (train, val []int)
 	var stamps []stamp
 	var files string // Fingerprint.Files
+	var testIdx []int
 	switch cfg.Source {
 	case SourceSynthetic:
 		sc := cfg.Synthetic
@@ -233,14 +241,31 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		var pairs []pair
 		var probs []Problem
 		nTrain, hasVal := 0, false
+		var splitDirs []string // folder: the train/, val/, test/ layout
 		if cfg.Source == SourceFolder {
-			pairs, probs = listFolder(cfg.Path, cfg.MaskSuffix)
+			if splitDirs = splitFolders(cfg.Path); splitDirs != nil {
+				var counts []int
+				pairs, counts, probs = listSplitFolders(splitDirs, cfg.MaskSuffix)
+				nTrain, nVal, nTest := counts[0], counts[1], counts[2]
+				rep.SplitFolders, rep.Test = true, nTest
+				testIdx = seq(nTrain+nVal, nTrain+nVal+nTest)
+				if nVal > 0 {
+					split = func(int) ([]int, []int) { return seq(0, nTrain), seq(nTrain, nTrain+nVal) }
+				} else {
+					split = func(int) ([]int, []int) { return Split(nTrain, cfg.ValFraction, cfg.Seed) }
+				}
+			} else {
+				pairs, probs = listFolder(cfg.Path, cfg.MaskSuffix)
+			}
 		} else {
 			pairs, nTrain, hasVal, probs = listVOC(cfg.Path)
 		}
 		rep.Problems = probs
 		rep.Samples = len(pairs)
 		dirs := []string{filepath.Join(cfg.Path, "images"), filepath.Join(cfg.Path, "masks")}
+		for _, d := range splitDirs {
+			dirs = append(dirs, filepath.Join(d, "images"), filepath.Join(d, "masks"))
+		}
 		if cfg.Source == SourceVOC {
 			dirs = []string{filepath.Join(cfg.Path, "JPEGImages"), filepath.Join(cfg.Path, "SegmentationClass"),
 				filepath.Join(cfg.Path, vocTrainList), filepath.Join(cfg.Path, vocValList)}
@@ -321,7 +346,7 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		}
 		ds = n
 	}
-	return &Set{Data: ds, Train: train, Val: val, Report: rep, stamps: stamps,
+	return &Set{Data: ds, Train: train, Val: val, Test: testIdx, Report: rep, stamps: stamps,
 		fingerprint: Fingerprint{Samples: ds.Len(), Train: len(train), Val: len(val), Height: h, Width: w, Files: files}}, rep, nil
 }
 
@@ -759,11 +784,20 @@ func (r *Report) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "data: %s\n", where)
 	split := "data.val_fraction"
-	if r.ValFromLists {
+	switch {
+	case r.ValFromLists:
 		split = "train.txt / val.txt"
+	case r.SplitFolders && r.Val > 0 && r.Train+r.Val+r.Test == r.Samples:
+		split = "the train/ val/ test/ folders"
+	case r.SplitFolders:
+		split = "the train/ and test/ folders, val by data.val_fraction of train/"
+	}
+	test := ""
+	if r.SplitFolders {
+		test = fmt.Sprintf(", test %d", r.Test)
 	}
 	if r.Train+r.Val > 0 {
-		fmt.Fprintf(w, "samples: %d (train %d, val %d, split by %s); %d channel(s), %d classes\n", r.Samples, r.Train, r.Val, split, r.Channels, r.Classes)
+		fmt.Fprintf(w, "samples: %d (train %d, val %d%s, split by %s); %d channel(s), %d classes\n", r.Samples, r.Train, r.Val, test, split, r.Channels, r.Classes)
 	} else {
 		fmt.Fprintf(w, "samples: %d listed (not split: see the problems); %d channel(s), %d classes\n", r.Samples, r.Channels, r.Classes)
 	}
@@ -1086,4 +1120,31 @@ func (r *Report) ClassValues(classes int) []int {
 		return nil
 	}
 	return vals
+}
+
+// splitFolders is the train/, val/ and test/ subfolders of a folder set
+// laid out by split (root/train/images and root/train/masks at least; val/
+// and test/ when present), or nil for the flat layout.
+func splitFolders(root string) []string {
+	if st, err := os.Stat(filepath.Join(root, "train", "images")); err != nil || !st.IsDir() {
+		return nil
+	}
+	return []string{filepath.Join(root, "train"), filepath.Join(root, "val"), filepath.Join(root, "test")}
+}
+
+// listSplitFolders lists the train, val and test subfolders' pairs in that
+// order, with their counts (an absent val/ or test/ counts 0).
+func listSplitFolders(dirs []string, suffix string) (pairs []pair, counts []int, probs []Problem) {
+	for i, d := range dirs {
+		if i > 0 {
+			if _, err := os.Stat(d); err != nil {
+				counts = append(counts, 0)
+				continue
+			}
+		}
+		ps, pr := listFolder(d, suffix)
+		pairs, probs = append(pairs, ps...), append(probs, pr...)
+		counts = append(counts, len(ps))
+	}
+	return pairs, counts, probs
 }

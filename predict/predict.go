@@ -127,19 +127,25 @@ func (p *Predictor) Predict(images []float32, n, h, w int) ([]uint8, error) {
 }
 
 // Split opens the checkpoint's dataset and returns it with the indices of
-// its "train" or "val" split, as training used them.
+// its "train", "val" or "test" split, as training made them (test: a
+// folder set's test/ subfolder).
 func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
-	ds, trainIdx, valIdx, err := train.OpenData(p.Config)
+	set, err := train.OpenSet(p.Config)
 	if err != nil {
 		return nil, nil, err
 	}
 	switch name {
 	case "val":
-		return ds, valIdx, nil
+		return set.Data, set.Val, nil
 	case "train":
-		return ds, trainIdx, nil
+		return set.Data, set.Train, nil
+	case "test":
+		if len(set.Test) == 0 {
+			return nil, nil, fmt.Errorf("the dataset has no test split: a folder set's test samples are in data.path/test/images and test/masks")
+		}
+		return set.Data, set.Test, nil
 	}
-	return nil, nil, fmt.Errorf("dataset split %q: want val or train", name)
+	return nil, nil, fmt.Errorf("dataset split %q: want train, val or test", name)
 }
 
 // PredictSplit predicts the samples idx of ds in batches of p.Batch, calls

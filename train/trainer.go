@@ -164,7 +164,7 @@ func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
-	set, err := openSet(cfg)
+	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -250,15 +250,15 @@ func (t *Trainer) freeBatch() {
 // and checked in full first, so a bad file stops the run here, naming it;
 // its one-line summary (with the mask values a scan found) goes to stderr.
 func OpenData(cfg config.Config) (ds data.Dataset, trainIdx, valIdx []int, err error) {
-	set, err := openSet(cfg)
+	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return set.Data, set.Train, set.Val, nil
 }
 
-// openSet is OpenData's data.Set.
-func openSet(cfg config.Config) (*data.Set, error) {
+// OpenSet is OpenData's data.Set (with the test split, where there is one).
+func OpenSet(cfg config.Config) (*data.Set, error) {
 	set, fresh, err := data.OpenCached(cfg.DataConfig())
 	if err != nil {
 		return nil, err

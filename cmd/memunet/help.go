@@ -36,6 +36,9 @@ var commands = []commandHelp{
 		legend.png shows each class's color. A run directory as --checkpoint means its best
 		checkpoint by val_miou (--newest: its newest). Each batch's memory is planned first: an
 		image too large for --capacity or the machine is refused with a size that fits.`},
+	{name: "eval", usage: synopsis(evalUsage), summary: `scores a checkpoint on a split of its dataset (val, test: a folder
+		set's test/ subfolder, or train), or of another one by --set data.*: loss, pixel accuracy, mIoU,
+		Dice and the per-class table, as training's validation computes them; writes a JSON report.`},
 	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
 		with PyTorch state_dict names (see README: Exported weights).`},
 	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,

@@ -76,6 +76,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return predictCommand(args[1:], stdout)
 	case "export":
 		return exportCommand(args[1:], stdout)
+	case "eval":
+		return evalCommand(args[1:], stdout)
 	case "version", "--version":
 		if len(args) > 1 && isHelpArg(args[1]) {
 			return helpRequest{name: "version"}

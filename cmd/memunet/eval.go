@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/train"
+)
+
+const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--out FILE]"
+
+// EvalReport is eval's JSON: the split's scores by a checkpoint.
+type EvalReport struct {
+	Checkpoint string `json:"checkpoint"`
+	Step       int    `json:"step"`
+	Split      string `json:"split"`
+	Samples    int    `json:"samples"`
+	// Data is the data section evaluated on, where --set changed it.
+	Data  []string `json:"data_overrides,omitempty"`
+	TTA   bool     `json:"tta,omitempty"`
+	train.Validation
+}
+
+// evalCommand scores a checkpoint on a split of its dataset (or of another
+// one, by --set data.*): loss, pixel accuracy, mIoU, Dice and the
+// per-class table, as training's validation computes them.
+func evalCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	ckPath := fs.String("checkpoint", "", "checkpoint directory, or a run directory: its best checkpoint by val_miou (--newest: its newest)")
+	newest := fs.Bool("newest", false, "with a run directory, use its newest checkpoint instead of its best")
+	split := fs.String("split", "val", "the split to score: val, test (a folder set's test/) or train")
+	var sets stringList
+	fs.Var(&sets, "set", "override a data key, e.g. --set data.path=/other/set (repeatable; the model's keys are the checkpoint's)")
+	tta := fs.Bool("tta", false, "test-time flip averaging (two forward passes)")
+	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
+	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
+	out := fs.String("out", "", "the JSON report (default: eval/<split>-step-N.json in the checkpoint's run directory)")
+	if err := fs.Parse(args); err != nil {
+		return flagError(fs, err, evalUsage)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("eval: unexpected argument %q; %s", fs.Arg(0), evalUsage)}
+	case *ckPath == "":
+		return usageError{"eval: --checkpoint is required; " + evalUsage}
+	}
+	for _, s := range sets {
+		if !strings.HasPrefix(s, "data.") {
+			return usageError{fmt.Sprintf("eval: --set %s: only data.* keys may change (the model is the checkpoint's); %s", s, evalUsage)}
+		}
+	}
+	resolve := rundir.ResolveBest
+	if *newest {
+		resolve = func(arg string) (string, error) { return rundir.ResolveResume(arg, "") }
+	}
+	dir, err := resolve(*ckPath)
+	if err != nil {
+		return err
+	}
+	ck, err := rundir.OpenCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	if len(sets) > 0 {
+		cfg, err := rundir.CheckpointConfig(dir, sets)
+		if err != nil {
+			return err
+		}
+		ck.Config = cfg
+	}
+	prec := ck.Config.Train.Precision
+	if *precision != "" {
+		if prec, err = backend.ParsePrecision(*precision); err != nil {
+			return usageError{"eval: --precision " + err.Error()}
+		}
+	}
+	if *batch == 0 {
+		*batch = ck.Config.Train.BatchSize
+	}
+	p, err := predict.NewPredictor(ck, prec, 0, *batch)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ds, idx, err := p.Split(*split)
+	if err != nil {
+		return fmt.Errorf("eval: --split %s: %w", *split, err)
+	}
+	var v train.Validation
+	if *tta {
+		v, err = p.PredictSplitProbs(ds, idx, true, func(int, []uint8, []uint8, []float32) error { return nil })
+	} else {
+		v, err = p.PredictSplit(ds, idx, func(int, []uint8, []uint8) error { return nil })
+	}
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	rep := EvalReport{Checkpoint: dir, Step: ck.Manifest.Step, Split: *split, Samples: len(idx), Data: sets, TTA: *tta, Validation: v}
+	if *out == "" {
+		run := rundir.RunDirOf(dir)
+		if run == "" {
+			return usageError{fmt.Sprintf("eval: %s is not in a run directory's checkpoints/; name the report with --out", dir)}
+		}
+		*out = filepath.Join(run, "eval", fmt.Sprintf("%s-step-%08d.json", *split, ck.Manifest.Step))
+	}
+	if err := rundir.CheckOutside(*out, dir); err != nil {
+		return usageError{"eval: --out " + err.Error()}
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("eval: writing %s: %w", *out, err)
+	}
+	fmt.Fprintf(stdout, "%s, %d samples, by %s (step %d): loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f\n",
+		*split, len(idx), dir, ck.Manifest.Step, v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice)
+	printClassTable(stdout, v.PerClass)
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return nil
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEval: a run on a train/ val/ test/ folder set; eval scores its test
+// split (and its val split as training validated it), writes the report
+// into the run, and can score another dataset by --set data.path; model
+// keys and a split the data lacks are refused; predict reads dataset:test.
+func TestEval(t *testing.T) {
+	ds := filepath.Join(t.TempDir(), "shapes")
+	for sub, n := range map[string]string{"train": "10", "val": "4", "test": "3"} {
+		runOK(t, "data", "synth", "--out", filepath.Join(ds, sub), "--count", n, "--size", "16", "--seed", n)
+	}
+	runDir, sum := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+ds)
+
+	out := runOK(t, "eval", "--checkpoint", runDir, "--newest", "--split", "test")
+	if !strings.Contains(out, "test, 3 samples") || !strings.Contains(out, "class       IoU") {
+		t.Errorf("eval --split test:\n%s", out)
+	}
+	files, _ := filepath.Glob(filepath.Join(runDir, "eval", "test-step-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("eval reports: %v", files)
+	}
+	var rep EvalReport
+	b, _ := os.ReadFile(files[0])
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Samples != 3 || len(rep.PerClass) != 4 {
+		t.Errorf("report %+v, %v", rep, err)
+	}
+
+	val := filepath.Join(t.TempDir(), "val.json")
+	runOK(t, "eval", "--checkpoint", runDir, "--newest", "--out", val)
+	b, _ = os.ReadFile(val)
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Samples != 4 || rep.ValMIoU != sum.ValMIoU {
+		t.Errorf("eval of val: miou %v over %d samples, training's %v (%v)", rep.ValMIoU, rep.Samples, sum.ValMIoU, err)
+	}
+
+	other := filepath.Join(t.TempDir(), "other")
+	runOK(t, "data", "synth", "--out", other, "--count", "8", "--size", "16", "--seed", "77")
+	out = runOK(t, "eval", "--checkpoint", runDir, "--set", "data.path="+other, "--out", filepath.Join(t.TempDir(), "o.json"))
+	if !strings.Contains(out, "val, ") {
+		t.Errorf("eval on another set:\n%s", out)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"eval", "--checkpoint", runDir, "--set", "data.path=" + other, "--split", "test"}, &o, &e); code != 1 ||
+		!strings.Contains(e.String(), "no test split") {
+		t.Errorf("a set without test/: exit %d, %s", code, e.String())
+	}
+	e.Reset()
+	if code := run([]string{"eval", "--checkpoint", runDir, "--set", "model.base=8"}, &o, &e); code != 2 || !strings.Contains(e.String(), "only data.* keys") {
+		t.Errorf("--set model.base: exit %d, %s", code, e.String())
+	}
+	pred := runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:test", "--out", t.TempDir())
+	if !strings.Contains(pred, "predicted 3 images") {
+		t.Errorf("predict dataset:test: %s", pred)
+	}
+}
