@@ -71,8 +71,8 @@ type Set struct {
 	Data       Dataset
 	Train, Val []int
 	// Test are the test samples (a folder set's test/ subfolder), if any.
-	Test []int
-	Report     *Report
+	Test   []int
+	Report *Report
 
 	stamps      []stamp // the files and folders read (file sources)
 	fingerprint Fingerprint

@@ -24,8 +24,8 @@ type EvalReport struct {
 	Split      string `json:"split"`
 	Samples    int    `json:"samples"`
 	// Data is the data section evaluated on, where --set changed it.
-	Data  []string `json:"data_overrides,omitempty"`
-	TTA   bool     `json:"tta,omitempty"`
+	Data []string `json:"data_overrides,omitempty"`
+	TTA  bool     `json:"tta,omitempty"`
 	train.Validation
 }
 
