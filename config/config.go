@@ -90,6 +90,15 @@ type Train struct {
 	Scaler     Scaler `yaml:"scaler"`
 	// Schedule is the learning rate over the run (see optim.Schedule).
 	Schedule Schedule `yaml:"schedule"`
+	// Init is weights to start from instead of the random initialization
+	// (fine-tuning): a memunet run or checkpoint directory, or a safetensors
+	// file with PyTorch state_dict names (memunet export's, or PyTorch's);
+	// InitSkip lists name prefixes to leave at their initialization (a new
+	// head: outc). Freeze lists name prefixes the optimizer leaves as they
+	// are (encoder: inc and every down block).
+	Init     string   `yaml:"init"`
+	InitSkip []string `yaml:"init_skip"`
+	Freeze   []string `yaml:"freeze"`
 	// CheckpointEvery saves a checkpoint every N optimizer steps (0: only at
 	// the end and on SIGINT/SIGTERM, which always save one).
 	CheckpointEvery int `yaml:"checkpoint_every"`

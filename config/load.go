@@ -70,6 +70,12 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if len(cfg.Data.Resize) == 0 {
 		cfg.Data.Resize = nil // "resize: []" and no resize are the same
 	}
+	if len(cfg.Train.InitSkip) == 0 {
+		cfg.Train.InitSkip = nil
+	}
+	if len(cfg.Train.Freeze) == 0 {
+		cfg.Train.Freeze = nil
+	}
 	if set["train.epochs"] && !set["train.steps"] {
 		cfg.Train.Steps = 0 // asking for epochs replaces the default step budget
 	}

@@ -708,6 +708,8 @@ var resumableKeys = map[string]bool{
 	"train.steps": true, "train.epochs": true, "train.val_every": true,
 	"train.checkpoint_every": true, "train.keep_last": true, "train.keep_best": true,
 	"model.checkpoint": true,
+	// the start of a run only: a resumed run has its weights
+	"train.init": true, "train.init_skip": true,
 }
 
 // resumeConflicts lists the keys (section.key: checkpoint value, run value)

@@ -176,6 +176,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		return nil, err
 	}
 	defer tr.Close()
+	initNote := ""
+	if resume == nil { // a resumed run has its weights
+		if initNote, err = LoadInit(tr); err != nil {
+			return nil, err
+		}
+	}
 	if opts.onTrainer != nil {
 		opts.onTrainer(tr)
 	}
@@ -257,6 +263,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 
 	if capNote != "" {
 		prog.note(capNote)
+	}
+	if initNote != "" {
+		prog.note(initNote)
 	}
 	for _, line := range tr.FitLog {
 		prog.note(line)

@@ -129,6 +129,32 @@ def load_file(path):
     return out, meta
 
 
+def save_file(state, path, metadata=None):
+    """Writes a state_dict as a safetensors file (safetensors.torch.save_file
+    without the package): F32 for floats, I64 for the BatchNorm counts, in
+    state_dict order; memunet's train.init reads it."""
+    header, blobs, off = {}, [], 0
+    for name, t in state.items():
+        t = t.detach().cpu().contiguous()
+        if t.is_floating_point():
+            arr, dtype = t.float().numpy().astype("<f4"), "F32"
+        else:
+            arr, dtype = t.long().numpy().astype("<i8"), "I64"
+        b = arr.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
 def load_memunet(path):
     state, meta = load_file(path)
     model = UNet(**json.loads(meta["memunet_model"]))

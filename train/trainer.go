@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/memunet/memunet/backend"
@@ -202,7 +204,12 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 		t.Close()
 		return nil, t.ExplainOOM(err, "the 16-bit weight copies")
 	}
-	if t.Opt, err = optim.NewAdam(t.Device, t.Net.Params(), optim.AdamConfig{
+	learned, err := unfrozen(t.Net.Params(), cfg.Train.Freeze)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	if t.Opt, err = optim.NewAdam(t.Device, learned, optim.AdamConfig{
 		LR: cfg.Train.LR, Beta1: cfg.Train.Betas[0], Beta2: cfg.Train.Betas[1], Eps: cfg.Train.Eps, WeightDecay: cfg.Train.WeightDecay,
 	}); err != nil {
 		t.Close()
@@ -546,4 +553,47 @@ func describeChanges(from, to config.Config) string { return to.Variant().Change
 func compactBytes(n int64) string {
 	v, _ := config.ByteSize(n).MarshalYAML()
 	return fmt.Sprint(v)
+}
+
+// EncoderPrefixes are what train.freeze: [encoder] stands for: the UNet's
+// input block and its down blocks.
+var encoderPrefixes = []string{"inc.", "down"}
+
+// unfrozen is params less those train.freeze names (prefixes of their
+// names, or encoder); a prefix that names no parameter is an error listing
+// the blocks there are.
+func unfrozen(params []*model.Param, freeze []string) ([]*model.Param, error) {
+	if len(freeze) == 0 {
+		return params, nil
+	}
+	var prefixes []string
+	for _, f := range freeze {
+		if f == "encoder" {
+			prefixes = append(prefixes, encoderPrefixes...)
+			continue
+		}
+		found := false
+		for _, p := range params {
+			found = found || strings.HasPrefix(p.Name, f)
+		}
+		if !found {
+			blocks := map[string]bool{}
+			var names []string
+			for _, p := range params {
+				if b, _, _ := strings.Cut(p.Name, "."); !blocks[b] {
+					blocks[b] = true
+					names = append(names, b)
+				}
+			}
+			return nil, fmt.Errorf("train.freeze: %q names no parameter; the blocks are %s, or encoder", f, strings.Join(names, ", "))
+		}
+		prefixes = append(prefixes, f)
+	}
+	var out []*model.Param
+	for _, p := range params {
+		if !slices.ContainsFunc(prefixes, func(pre string) bool { return strings.HasPrefix(p.Name, pre) }) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,7 +25,7 @@ import (
 // version is memunet's release; the build can override it with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--allow-data-change] [--force] [--device D]"
+const trainUsage = "usage: memunet train --config FILE [--set section.key=value ...] [--out DIR] [--resume auto|PATH] [--allow-data-change] [--force] [--device D] [--init PATH]"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -111,13 +112,18 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
 	dev := fs.String("device", "", deviceFlagHelp)
+	initFrom := fs.String("init", "", "fine-tune: start from these weights (train.init: a run or checkpoint directory, or a safetensors file)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, trainUsage)
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("train: unexpected argument %q; %s", fs.Arg(0), trainUsage)}
 	}
-	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, withDevice(sets, *dev))
+	all := withDevice(sets, *dev)
+	if *initFrom != "" {
+		all = append(all, "train.init="+strconv.Quote(*initFrom))
+	}
+	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, all)
 	if err != nil {
 		return err
 	}
