@@ -96,9 +96,16 @@ type Train struct {
 	// InitSkip lists name prefixes to leave at their initialization (a new
 	// head: outc). Freeze lists name prefixes the optimizer leaves as they
 	// are (encoder: inc and every down block).
-	Init     string   `yaml:"init"`
-	InitSkip []string `yaml:"init_skip"`
-	Freeze   []string `yaml:"freeze"`
+	// Monitor is the validation score that picks the best checkpoint,
+	// drives early stopping and a plateau schedule: val_miou, val_dice,
+	// val_pixel_acc (higher is better) or val_loss (lower is better).
+	Monitor string `yaml:"monitor"`
+	// EarlyStop ends the run when Monitor has not improved by more than
+	// MinDelta for Patience scheduled validations (0: never).
+	EarlyStop EarlyStop `yaml:"early_stop"`
+	Init      string    `yaml:"init"`
+	InitSkip  []string  `yaml:"init_skip"`
+	Freeze    []string  `yaml:"freeze"`
 	// CheckpointEvery saves a checkpoint every N optimizer steps (0: only at
 	// the end and on SIGINT/SIGTERM, which always save one).
 	CheckpointEvery int `yaml:"checkpoint_every"`
@@ -126,11 +133,21 @@ type Schedule struct {
 	Threshold float64 `yaml:"threshold"`
 }
 
+// EarlyStop is train.early_stop.
+type EarlyStop struct {
+	Patience int     `yaml:"patience"`
+	MinDelta float64 `yaml:"min_delta"`
+}
+
+// Monitors are train.monitor's values.
+var Monitors = []string{"val_miou", "val_dice", "val_pixel_acc", "val_loss"}
+
 // LRSchedule is train.schedule over a run of total optimizer steps.
 func (c Config) LRSchedule(total int) optim.Schedule {
 	s := c.Train.Schedule
 	return optim.Schedule{Kind: optim.ScheduleKind(s.Kind), LR: c.Train.LR, MinLR: s.MinLR, Warmup: s.Warmup, Total: total,
-		StepSize: s.StepSize, Gamma: s.Gamma, Patience: s.Patience, Factor: s.Factor, Threshold: s.Threshold}
+		StepSize: s.StepSize, Gamma: s.Gamma, Patience: s.Patience, Factor: s.Factor, Threshold: s.Threshold,
+		Minimize: c.Train.Monitor == "val_loss"}
 }
 
 // Scaler is the dynamic loss scaler for fp16 (PyTorch's GradScaler rule).
@@ -178,7 +195,8 @@ func Default() Config {
 		Train: Train{BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
-			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4}},
+			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
+			Monitor:  "val_miou"},
 		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
@@ -418,6 +436,12 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
 	case c.LRSchedule(max(c.Train.Steps, 1)).Validate() != nil:
 		return c.LRSchedule(max(c.Train.Steps, 1)).Validate()
+	case !slices.Contains(Monitors, c.Train.Monitor):
+		return fmt.Errorf("train.monitor: %q: must be one of %s", c.Train.Monitor, strings.Join(Monitors, ", "))
+	case c.Train.EarlyStop.Patience < 0 || !(c.Train.EarlyStop.MinDelta >= 0):
+		return fmt.Errorf("train.early_stop: patience %d and min_delta %g must be at least 0", c.Train.EarlyStop.Patience, c.Train.EarlyStop.MinDelta)
+	case c.Train.EarlyStop.Patience > 0 && c.Train.ValEvery == 0:
+		return fmt.Errorf("train.early_stop: stops on scheduled validations: set train.val_every (validations every N steps) too")
 	case c.Train.Schedule.Kind == "plateau" && c.Train.ValEvery == 0:
 		return fmt.Errorf("train.schedule: plateau decays on val mIoU: set train.val_every (validations every N steps) too")
 	case c.Memory.Offload != OffloadNone && c.Memory.Offload != OffloadCheckpoints:

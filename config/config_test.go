@@ -540,7 +540,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
 				Precision: backend.Float16, Accumulate: 4,
 				Scaler:   Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10},
-				Schedule: Schedule{Kind: "cosine", Warmup: 3, StepSize: 7, Gamma: 0.5, MinLR: 1e-6, Patience: 2, Factor: 0.25, Threshold: 0.01}}
+				Schedule: Schedule{Kind: "cosine", Warmup: 3, StepSize: 7, Gamma: 0.5, MinLR: 1e-6, Patience: 2, Factor: 0.25, Threshold: 0.01},
+				Monitor:  "val_dice", Init: "runs/base", InitSkip: []string{"outc"}, Freeze: []string{"encoder"}}
 			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Offload: "checkpoints", Fit: "auto"}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}
 		}},

@@ -40,6 +40,7 @@ type Schedule struct {
 	Patience  int     // plateau: validations without improvement before a decay
 	Factor    float64 // plateau: the decay
 	Threshold float64 // plateau: relative improvement that counts
+	Minimize  bool    // plateau: the score improves downwards (a loss: mode="min")
 }
 
 // ScheduleState is what a plateau schedule remembers between validations:
@@ -94,13 +95,18 @@ func (s Schedule) At(t int, st ScheduleState) float64 {
 	return s.LR
 }
 
-// Validated updates a plateau schedule's state with a validation's val
-// mIoU (other kinds keep no state): torch's ReduceLROnPlateau.step(miou).
+// Validated updates a plateau schedule's state with a validation's score
+// (train.monitor; other kinds keep no state): torch's
+// ReduceLROnPlateau.step(score), mode max, or min with Minimize.
 func (s Schedule) Validated(miou float64, st *ScheduleState) {
 	if s.Kind != Plateau {
 		return
 	}
-	if st.Best == nil || miou > *st.Best*(1+s.Threshold) {
+	better := miou > *orZero(st.Best)*(1+s.Threshold)
+	if s.Minimize {
+		better = miou < *orZero(st.Best)*(1-s.Threshold)
+	}
+	if st.Best == nil || better {
 		st.Best = &miou
 		st.BadValidations = 0
 	} else {
@@ -112,4 +118,11 @@ func (s Schedule) Validated(miou float64, st *ScheduleState) {
 		}
 		st.BadValidations = 0
 	}
+}
+
+func orZero(p *float64) *float64 {
+	if p == nil {
+		return new(float64)
+	}
+	return p
 }

@@ -52,16 +52,22 @@ type Manifest struct {
 	Serial int `json:"serial"`
 	// Step is the number of optimizer steps taken; Epoch the 1-based epoch of
 	// the last one (as in metrics.jsonl).
-	Step     int            `json:"step"`
-	Epoch    int            `json:"epoch"`
-	Position Position       `json:"position"`
-	Request  Request        `json:"request"`
-	RNG      RNGState       `json:"rng"`
-	Scaler   ScalerState    `json:"scaler"`
-	Adam     AdamState      `json:"adam"`
-	ValMIoU  *float64       `json:"val_miou"` // of a validation at Step; null when there was none
-	Metrics  MetricsHistory `json:"metrics"`
-	Config   map[string]any `json:"config"` // the resolved configuration, as in config.yaml
+	Step     int         `json:"step"`
+	Epoch    int         `json:"epoch"`
+	Position Position    `json:"position"`
+	Request  Request     `json:"request"`
+	RNG      RNGState    `json:"rng"`
+	Scaler   ScalerState `json:"scaler"`
+	Adam     AdamState   `json:"adam"`
+	ValMIoU  *float64    `json:"val_miou"` // of a validation at Step; null when there was none
+	// Score is that validation's train.monitor score (Monitor names it);
+	// the best checkpoint is the best score.
+	Score   *float64 `json:"score,omitempty"`
+	Monitor string   `json:"monitor,omitempty"`
+	// EarlyStop is train.early_stop's state (with a patience).
+	EarlyStop *EarlyStopState `json:"early_stop,omitempty"`
+	Metrics   MetricsHistory  `json:"metrics"`
+	Config    map[string]any  `json:"config"` // the resolved configuration, as in config.yaml
 	// Schedule is a plateau learning-rate schedule's state (its rate, best
 	// val mIoU, validations without improvement); nil for the other kinds,
 	// whose rate is a function of the step.
@@ -522,6 +528,8 @@ type saveRequest struct {
 	Step, Epoch int
 	Request     Request
 	ValMIoU     *float64
+	Score       *float64 // the train.monitor score of a validation at Step
+	EarlyStop   *EarlyStopState
 	History     MetricsHistory
 	Version     string
 }
@@ -560,6 +568,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 		Adam: AdamState{Step: t.Opt.Step, LR: t.Opt.Config.LR, Beta1: t.Opt.Config.Beta1, Beta2: t.Opt.Config.Beta2,
 			Eps: t.Opt.Config.Eps, WeightDecay: t.Opt.Config.WeightDecay},
 		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched, MaskValues: t.MaskValues,
+		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop,
 		Contents: map[string]string{
 			ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
 			OptimizerFile: "Adam moments: state.<parameter>.exp_avg and state.<parameter>.exp_avg_sq (fp32)",
@@ -590,9 +599,12 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 // ckEntry is a checkpoint directory with what its manifest says about it.
 type ckEntry struct {
 	checkpoint.Entry
-	serial   int
-	valMIoU  *float64
-	readable bool // the manifest parsed; the data files are not verified here
+	serial  int
+	valMIoU *float64
+	// scoreValue and monitor: the train.monitor score (newer manifests)
+	scoreValue *float64
+	monitor    string
+	readable   bool // the manifest parsed; the data files are not verified here
 }
 
 // listCheckpoints lists parent's checkpoints, the readable ones ordered by
@@ -609,9 +621,12 @@ func listCheckpoints(parent string) ([]ckEntry, error) {
 			var m struct {
 				Serial  int      `json:"serial"`
 				ValMIoU *float64 `json:"val_miou"`
+				Score   *float64 `json:"score"`
+				Monitor string   `json:"monitor"`
 			}
 			if json.Unmarshal(b, &m) == nil && m.Serial > 0 {
 				ce.serial, ce.valMIoU, ce.readable = m.Serial, m.ValMIoU, true
+				ce.scoreValue, ce.monitor = m.Score, m.Monitor
 			}
 		}
 		out = append(out, ce)

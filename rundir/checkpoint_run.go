@@ -24,15 +24,18 @@ type checkpointer struct {
 	version string
 	note    func(string)
 
-	history   MetricsHistory
-	best      float64 // best val_miou so far (-1: none)
-	start     int     // steps done before this process (resumed)
-	resumed   string  // the checkpoint resumed from
-	lastSaved int     // step of the newest checkpoint written in parent (-1: none)
-	lastPath  string
-	dataNote  string  // what changed in the data, resumed with AllowDataChange
-	bestPath  string  // the checkpoint BestLink points at ("": none yet)
-	bestMIoU  float64 // its val_miou
+	history     MetricsHistory
+	best        *float64 // the best train.monitor score so far (nil: none)
+	stop        EarlyStopState
+	start       int    // steps done before this process (resumed)
+	resumed     string // the checkpoint resumed from
+	lastSaved   int    // step of the newest checkpoint written in parent (-1: none)
+	lastPath    string
+	dataNote    string  // what changed in the data, resumed with AllowDataChange
+	bestPath    string  // the checkpoint BestLink points at ("": none yet)
+	bestMIoU    float64 // its val_miou
+	bestScore   float64 // its train.monitor score
+	bestMonitor string
 
 	ctx         context.Context
 	doneAtStart bool // ctx was cancelled before the step in progress began
@@ -92,7 +95,7 @@ func previousGood(parent, not string) string {
 // newCheckpointer restores tr from ck (if any) and watches ctx to tell
 // whether an interrupt came during a step.
 func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *Checkpoint, note func(string)) (*checkpointer, error) {
-	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, CheckpointsDir), version: opts.Version, note: note, best: -1, lastSaved: -1}
+	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, CheckpointsDir), version: opts.Version, note: note, lastSaved: -1}
 	if ck != nil {
 		if err := Restore(tr, ck, opts.AllowDataChange); err != nil {
 			return nil, err
@@ -104,7 +107,10 @@ func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *C
 		}
 		c.start, c.resumed, c.history = ck.Manifest.Step, ck.Dir, ck.Manifest.Metrics
 		for _, v := range c.history.Val {
-			c.best = max(c.best, v.ValMIoU)
+			c.improves(v)
+		}
+		if es := ck.Manifest.EarlyStop; es != nil {
+			c.stop = *es
 		}
 		if abs, err := filepath.Abs(filepath.Dir(ck.Dir)); err == nil {
 			if mine, err := filepath.Abs(c.parent); err == nil && abs == mine {
@@ -128,14 +134,46 @@ func (c *checkpointer) endStep(step int, res train.StepResult) {
 	c.history.Steps = append(c.history.Steps, StepPoint{Step: step, Epoch: res.Epoch, Loss: jsonFloat(res.Loss), Skipped: res.Skipped})
 }
 
-// validated records a validation and reports whether it improved val_miou.
+// validated records a validation and reports whether it improved the
+// best train.monitor score.
 func (c *checkpointer) validated(v ValRecord) bool {
 	c.history.Val = append(c.history.Val, v)
-	if v.ValMIoU > c.best {
-		c.best = v.ValMIoU
-		return true
+	return c.improves(v)
+}
+
+// improves notes v's score and reports whether it is the best so far.
+func (c *checkpointer) improves(v ValRecord) bool {
+	monitor := c.tr.Config.Train.Monitor
+	s := v.Score(monitor)
+	if c.best != nil && !train.Better(monitor, s, *c.best, 0) {
+		return false
 	}
-	return false
+	c.best = &s
+	return true
+}
+
+// EarlyStopState is train.early_stop's memory, saved in checkpoints so a
+// resumed run stops where the uninterrupted one would.
+type EarlyStopState struct {
+	Best *float64 `json:"best"` // the best score so far (null before the first validation)
+	Wait int      `json:"wait"` // scheduled validations since it improved by more than min_delta
+}
+
+// earlyStop counts a scheduled validation and reports whether the run
+// should stop: train.monitor has not improved by more than min_delta for
+// train.early_stop.patience validations (Lightning's EarlyStopping).
+func (c *checkpointer) earlyStop(v ValRecord) bool {
+	es, monitor := c.tr.Config.Train.EarlyStop, c.tr.Config.Train.Monitor
+	if es.Patience == 0 {
+		return false
+	}
+	s := v.Score(monitor)
+	if c.stop.Best == nil || train.Better(monitor, s, *c.stop.Best, es.MinDelta) {
+		c.stop.Best, c.stop.Wait = &s, 0
+		return false
+	}
+	c.stop.Wait++
+	return c.stop.Wait >= es.Patience
 }
 
 // afterStep saves on schedule (train.checkpoint_every) or, with
@@ -178,12 +216,18 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 		req.Note = fmt.Sprintf("SIGINT/SIGTERM came during optimizer step %d, an accumulation cycle of %d micro-batch(es); the cycle was finished and the checkpoint taken at its end",
 			step, c.tr.Config.Train.Accumulate)
 	}
-	var miou *float64
+	var miou, score *float64
 	if n := len(c.history.Val); n > 0 && c.history.Val[n-1].Step == step {
-		v := c.history.Val[n-1].ValMIoU
-		miou = &v
+		v, s := c.history.Val[n-1].ValMIoU, c.history.Val[n-1].Score(c.tr.Config.Train.Monitor)
+		miou, score = &v, &s
 	}
-	path, err := saveCheckpoint(c.tr, c.parent, saveRequest{Step: step, Epoch: epoch, Request: req, ValMIoU: miou, History: c.history, Version: c.version})
+	var stop *EarlyStopState
+	if c.tr.Config.Train.EarlyStop.Patience > 0 {
+		st := c.stop
+		stop = &st
+	}
+	path, err := saveCheckpoint(c.tr, c.parent, saveRequest{Step: step, Epoch: epoch, Request: req, ValMIoU: miou, Score: score,
+		EarlyStop: stop, History: c.history, Version: c.version})
 	if err != nil {
 		return fmt.Errorf("saving the checkpoint of step %d: %w", step, err)
 	}
@@ -217,6 +261,7 @@ func (c *checkpointer) linkBest() error {
 		return nil
 	}
 	c.bestPath, c.bestMIoU = best.Path, *best.valMIoU
+	c.bestScore, c.bestMonitor = best.score()
 	run := filepath.Dir(c.parent)
 	tmp := filepath.Join(run, "."+BestLink+".tmp")
 	os.Remove(tmp)
@@ -226,16 +271,41 @@ func (c *checkpointer) linkBest() error {
 	return os.Rename(tmp, filepath.Join(run, BestLink))
 }
 
-// bestOf is the readable checkpoint with the highest val_miou (the first
-// written on a tie), or nil when none was validated.
+// bestOf is the readable checkpoint with the best train.monitor score (as
+// its manifest records it; val_miou in checkpoints from before the score
+// was recorded), the first written on a tie, or nil when none was
+// validated. Checkpoints of another monitor than the newest's are passed
+// over.
 func bestOf(list []ckEntry) *ckEntry {
+	monitor := ""
+	for i := len(list) - 1; i >= 0 && monitor == ""; i-- {
+		if _, m := list[i].score(); list[i].readable && m != "" {
+			monitor = m
+		}
+	}
 	var best *ckEntry
+	var bestScore float64
 	for i := range list {
-		if m := list[i].valMIoU; list[i].readable && m != nil && (best == nil || *m > *best.valMIoU) {
-			best = &list[i]
+		s, m := list[i].score()
+		if !list[i].readable || m == "" || m != monitor {
+			continue
+		}
+		if best == nil || train.Better(monitor, s, bestScore, 0) {
+			best, bestScore = &list[i], s
 		}
 	}
 	return best
+}
+
+// score is the entry's recorded score and its monitor ("" for none).
+func (e ckEntry) score() (float64, string) {
+	switch {
+	case e.scoreValue != nil && e.monitor != "":
+		return *e.scoreValue, e.monitor
+	case e.valMIoU != nil:
+		return *e.valMIoU, "val_miou"
+	}
+	return 0, ""
 }
 
 // prune keeps the newest train.keep_last checkpoints (by when they were

@@ -449,7 +449,7 @@ func TestPruneKeepsBest(t *testing.T) {
 		c.Train.KeepLast, c.Train.KeepBest = 2, keepBest
 		tr := testTrainer(t, c)
 		parent := filepath.Join(t.TempDir(), CheckpointsDir)
-		ck := &checkpointer{tr: tr, parent: parent, best: -1, lastSaved: -1, ctx: context.Background()}
+		ck := &checkpointer{tr: tr, parent: parent, lastSaved: -1, ctx: context.Background()}
 		for step := 1; step <= 6; step++ {
 			switch step {
 			case 2:

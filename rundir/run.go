@@ -102,6 +102,12 @@ type Summary struct {
 	LastCheckpoint string   `json:"last_checkpoint,omitempty"`
 	BestCheckpoint string   `json:"best_checkpoint,omitempty"`
 	BestValMIoU    *float64 `json:"best_val_miou,omitempty"`
+	// Monitor is the score the best checkpoint was chosen by
+	// (train.monitor), BestScore its value there.
+	Monitor   string   `json:"monitor,omitempty"`
+	BestScore *float64 `json:"best_score,omitempty"`
+	// EarlyStopped says train.early_stop ended the run before its steps.
+	EarlyStopped bool `json:"early_stopped,omitempty"`
 	// Fit is what memory.fit: auto decided, one line per decision.
 	Fit []string `json:"fit,omitempty"`
 }
@@ -293,7 +299,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		}
 		sum.PeakReservedBytes = max(sum.PeakReservedBytes, reserved)
 	}
-	improved := false
+	improved, stopEarly, lastVal := false, false, -1
 	validate := func(step, epoch int) error {
 		tr.Pool().ResetPeak()
 		v, err := tr.Validate()
@@ -303,13 +309,15 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		st := tr.Pool().Stats()
 		notePeak(st.Allocated.Peak, st.Reserved.Peak, train.PhaseMemoryOf(st).PeakByCategory)
 		sum.Validation = v
-		if every := cfg.Train.ValEvery; every > 0 && step%every == 0 {
-			// Only the scheduled validations feed the schedule: a run's last
-			// step off the schedule (a shorter run, an interrupt) must not
-			// change what its continuation does.
-			tr.Validated(v.ValMIoU)
-		}
+		lastVal = step
 		rec := ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
+		if every := cfg.Train.ValEvery; every > 0 && step%every == 0 {
+			// Only the scheduled validations feed the schedule and early
+			// stopping: a run's last step off the schedule (a shorter run,
+			// an interrupt) must not change what its continuation does.
+			tr.Validated(v)
+			stopEarly = ckpt.earlyStop(rec)
+		}
 		prog.validation(rec)
 		improved = ckpt.validated(rec)
 		if err := enc.Encode(rec); err != nil {
@@ -385,14 +393,23 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		if err := ckpt.afterStep(step, res.Epoch, total, improved); err != nil {
 			return nil, err
 		}
+		if stopEarly && step < total {
+			es := cfg.Train.EarlyStop
+			sum.EarlyStopped = true
+			prog.note(fmt.Sprintf("early stop: %s has not improved by more than %g for %d validations; stopping at step %d of %d",
+				cfg.Train.Monitor, es.MinDelta, es.Patience, step, total))
+			break
+		}
 	}
 	if sum.Interrupted {
 		if err := ckpt.interrupted(sum.Steps, sum.Epochs); err != nil {
 			return nil, err
 		}
 	}
-	if err := validate(sum.Steps, sum.Epochs); err != nil {
-		return nil, err
+	if lastVal != sum.Steps { // an early stop has just validated
+		if err := validate(sum.Steps, sum.Epochs); err != nil {
+			return nil, err
+		}
 	}
 	if err := drawCurves(true); err != nil {
 		return nil, err
@@ -406,6 +423,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	sum.LastCheckpoint = ckpt.lastPath
 	if ckpt.bestPath != "" {
 		sum.BestCheckpoint, sum.BestValMIoU = ckpt.bestPath, &ckpt.bestMIoU
+		sum.Monitor, sum.BestScore = ckpt.bestMonitor, &ckpt.bestScore
 	}
 	prog.finish()
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped

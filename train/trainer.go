@@ -396,9 +396,11 @@ func (t *Trainer) Step() (StepResult, error) {
 	return res, nil
 }
 
-// Validated tells the schedule a validation's val mIoU (a plateau schedule
-// decays on it).
-func (t *Trainer) Validated(miou float64) { t.Schedule.Validated(miou, &t.SchedState) }
+// Validated tells the schedule a validation's train.monitor score (a
+// plateau schedule decays on it).
+func (t *Trainer) Validated(v Validation) {
+	t.Schedule.Validated(v.Score(t.Config.Train.Monitor), &t.SchedState)
+}
 
 func (t *Trainer) step() (StepResult, error) {
 	accum := t.Config.Train.Accumulate

@@ -184,3 +184,26 @@ func (c *Confusion) meanOver(score func(tp, fp, fn int64) (num, den float64)) fl
 	}
 	return sum / float64(n)
 }
+
+// Score is v's value of a train.monitor score (val_miou, val_dice,
+// val_pixel_acc or val_loss).
+func (v Validation) Score(monitor string) float64 {
+	switch monitor {
+	case "val_dice":
+		return v.ValDice
+	case "val_pixel_acc":
+		return v.ValPixelAcc
+	case "val_loss":
+		return v.ValLoss
+	}
+	return v.ValMIoU
+}
+
+// Better reports whether score a beats b by more than minDelta for monitor
+// (lower is better for val_loss, higher for the others).
+func Better(monitor string, a, b, minDelta float64) bool {
+	if monitor == "val_loss" {
+		return a < b-minDelta
+	}
+	return a > b+minDelta
+}
