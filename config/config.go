@@ -121,7 +121,7 @@ type Train struct {
 type Schedule struct {
 	// Kind is constant, step (x gamma every step_size steps), cosine
 	// (linear warmup over warmup steps, then cosine down to min_lr, reached
-	// after the last step) or plateau (x factor when val mIoU has not improved by more
+	// after the last step) or plateau (x factor when train.monitor has not improved by more
 	// than threshold, relative, for more than patience validations).
 	Kind      string  `yaml:"kind"`
 	Warmup    int     `yaml:"warmup"`
