@@ -69,6 +69,23 @@ type Data struct {
 	Std  FloatList `yaml:"std"`
 	// Flip mirrors training samples left-right at random (seeded by train.seed).
 	Flip bool `yaml:"flip"`
+	// Augment is the rest of the training augmentation (data.Augment).
+	Augment Augment `yaml:"augment"`
+}
+
+// Augment is data.augment (see data.Augment).
+type Augment struct {
+	VFlip      bool      `yaml:"vflip"`
+	Rot90      bool      `yaml:"rot90"`
+	CropScale  []float64 `yaml:"crop_scale"`
+	Brightness float64   `yaml:"brightness"`
+	Contrast   float64   `yaml:"contrast"`
+}
+
+// DataAugment is data.augment as the data package takes it.
+func (c Config) DataAugment() data.Augment {
+	a := c.Data.Augment
+	return data.Augment{VFlip: a.VFlip, Rot90: a.Rot90, CropScale: a.CropScale, Brightness: a.Brightness, Contrast: a.Contrast}
 }
 
 // Train is the optimization.
@@ -436,6 +453,8 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
 	case c.LRSchedule(max(c.Train.Steps, 1)).Validate() != nil:
 		return c.LRSchedule(max(c.Train.Steps, 1)).Validate()
+	case c.DataAugment().Validate(0, 0) != nil:
+		return c.DataAugment().Validate(0, 0)
 	case !slices.Contains(Monitors, c.Train.Monitor):
 		return fmt.Errorf("train.monitor: %q: must be one of %s", c.Train.Monitor, strings.Join(Monitors, ", "))
 	case c.Train.EarlyStop.Patience < 0 || !(c.Train.EarlyStop.MinDelta >= 0):

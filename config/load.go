@@ -70,6 +70,9 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if len(cfg.Data.Resize) == 0 {
 		cfg.Data.Resize = nil // "resize: []" and no resize are the same
 	}
+	if len(cfg.Data.Augment.CropScale) == 0 {
+		cfg.Data.Augment.CropScale = nil
+	}
 	if len(cfg.Train.InitSkip) == 0 {
 		cfg.Train.InitSkip = nil
 	}

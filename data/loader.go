@@ -20,6 +20,9 @@ type LoaderConfig struct {
 	// Flip mirrors each sample left-right with probability 1/2, decided by
 	// (Seed, epoch, sample index) alone (config key data.flip).
 	Flip bool
+	// Augment is the rest of the augmentation (data.augment), drawn from
+	// (Seed, epoch, sample index) too.
+	Augment Augment
 	// Prefetch is the micro-batches decoded ahead (0: DefaultPrefetch).
 	Prefetch int
 }
@@ -200,11 +203,19 @@ func (l *Loader) fill(epoch int, idx []int, images []float32, masks []uint8) err
 	if err := FillBatch(l.ds, idx, images, masks); err != nil {
 		return err
 	}
+	c := l.ds.Channels()
+	h, w := l.ds.Size()
+	defer func() {
+		if !l.cfg.Augment.Any() {
+			return
+		}
+		for b, i := range idx {
+			l.cfg.Augment.apply(augmentRand(l.cfg.Seed, epoch, i), images[b*c*h*w:(b+1)*c*h*w], masks[b*h*w:(b+1)*h*w], c, h, w)
+		}
+	}()
 	if !l.cfg.Flip {
 		return nil
 	}
-	c := l.ds.Channels()
-	h, w := l.ds.Size()
 	for b, i := range idx {
 		if !l.Flipped(epoch, i) {
 			continue

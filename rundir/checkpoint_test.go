@@ -36,6 +36,9 @@ func resumeConfig(variant string) config.Config {
 		c.Train.BatchSize, c.Train.Accumulate = 1, 4
 	case "cosine":
 		c.Train.Schedule.Kind, c.Train.Schedule.Warmup = "cosine", 2
+	case "augment":
+		c.Data.Flip = true
+		c.Data.Augment = config.Augment{VFlip: true, Rot90: true, CropScale: []float64{0.5, 1}, Brightness: 0.2, Contrast: 0.2}
 	case "plateau":
 		// A threshold no improvement meets: every validation after the
 		// first decays the rate, so the state a checkpoint carries matters.
@@ -140,7 +143,7 @@ func sameLosses(t *testing.T, want, got []float64) {
 // both when the first run ends at step 3 and when SIGINT stops it in the
 // middle of step 3's accumulation cycle.
 func TestResumeBitExact(t *testing.T) {
-	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau"} {
+	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := resumeConfig(variant)
 			straightDir := t.TempDir()

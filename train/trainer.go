@@ -179,6 +179,9 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	}
 	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
 	// that every micro-batch has the same size and memory.
+	if h, w := set.Data.Size(); cfg.DataAugment().Validate(h, w) != nil {
+		return nil, cfg.DataAugment().Validate(h, w)
+	}
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
 	total := cfg.Train.Steps
 	if total == 0 && t.microPerEpoch > 0 {
@@ -491,7 +494,8 @@ func (t *Trainer) nextBatch() (int, error) {
 			}
 			var err error
 			if t.loader, err = data.NewLoader(t.data, t.trainIdx, data.LoaderConfig{
-				Batch: b, PerEpoch: t.microPerEpoch, Seed: t.Config.Train.Seed, Flip: t.Config.Data.Flip}); err != nil {
+				Batch: b, PerEpoch: t.microPerEpoch, Seed: t.Config.Train.Seed, Flip: t.Config.Data.Flip,
+				Augment: t.Config.DataAugment()}); err != nil {
 				return 0, err
 			}
 		}

@@ -4,16 +4,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/train"
 )
 
 const (
-	dataCheckUsage = "usage: memunet data check --config FILE [--set k=v ...]"
-	dataSynthUsage = "usage: memunet data synth --out DIR [--count N] [--size S] [--classes K] [--seed N] [--noise X]"
-	dataUsage      = dataCheckUsage + " | " + dataSynthUsage
+	dataCheckUsage   = "usage: memunet data check --config FILE [--set k=v ...]"
+	dataSynthUsage   = "usage: memunet data synth --out DIR [--count N] [--size S] [--classes K] [--seed N] [--noise X]"
+	dataPreviewUsage = "usage: memunet data preview --config FILE [--set k=v ...] [--out FILE] [--count N] [--epoch E]"
+	dataUsage        = dataCheckUsage + " | " + dataSynthUsage + " | " + dataPreviewUsage
 )
 
 // dataCommand runs "memunet data check" and "memunet data synth".
@@ -26,6 +29,8 @@ func dataCommand(args []string, stdout, stderr io.Writer) error {
 		return dataCheck(args[1:], stdout)
 	case "synth":
 		return dataSynth(args[1:], stdout)
+	case "preview":
+		return dataPreview(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		return helpRequest{name: "data"}
 	}
@@ -89,5 +94,43 @@ func dataSynth(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "check and train on them with\n  memunet data check --config configs/quickstart.yaml --set data.source=folder --set data.path=%s --set model.classes=%d\n"+
 		"  memunet train --config configs/quickstart.yaml --set data.source=folder --set data.path=%s --set model.classes=%d --set 'data.mask_values=[%s]'\n",
 		*out, *classes, *out, *classes, strings.Join(vals, ","))
+	return nil
+}
+
+// dataPreview draws training samples as an epoch of training sees them:
+// data.flip and data.augment applied with the run's draws.
+func dataPreview(args []string, stdout io.Writer) error {
+	cmd := newConfigCommand("data preview", dataPreviewUsage)
+	out := cmd.Flags.String("out", filepath.Join("runs", "data-preview.png"), "the PNG to write")
+	count := cmd.Flags.Int("count", 8, "training samples to draw")
+	epoch := cmd.Flags.Int("epoch", 1, "the (1-based) epoch whose augmentation to show")
+	cfg, err := cmd.load(args)
+	if err != nil {
+		return err
+	}
+	if *count < 1 || *epoch < 1 {
+		return cmd.usageError("--count and --epoch must be at least 1")
+	}
+	set, err := train.OpenSet(cfg)
+	if err != nil {
+		return err
+	}
+	idx := set.Train[:min(*count, len(set.Train))]
+	aug, err := data.Augmented(set.Data, idx, data.LoaderConfig{Seed: cfg.Train.Seed, Flip: cfg.Data.Flip, Augment: cfg.DataAugment()}, *epoch-1)
+	if err != nil {
+		return err
+	}
+	_, w := set.Data.Size()
+	img, err := data.PreviewGrid(aug, seq(len(idx)), 4, max(1, 96/max(w, 1)))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	if err := writePNG(*out, img); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d training samples as epoch %d sees them (image, then mask)\n", *out, len(idx), *epoch)
 	return nil
 }

@@ -442,3 +442,35 @@ func TestDataCheck16BitMasks(t *testing.T) {
 		}
 	}
 }
+
+// TestDataPreview: data preview draws the training samples as an epoch
+// sees them: augmentation changes the picture, the same epoch draws the
+// same, another epoch other choices.
+func TestDataPreview(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"data", "preview", "--config", "../../configs/quickstart.yaml", "--set", "data.size=16", "--set", "data.count=24", "--count", "4"}
+	aug := append(append([]string{}, base...), "--set", "data.augment.rot90=true", "--set", "data.augment.vflip=true", "--set", "data.augment.contrast=0.5")
+	read := func(args ...string) []byte {
+		t.Helper()
+		runOK(t, args...)
+		b, err := os.ReadFile(filepath.Join(dir, "p.png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	plain := read(append(base, "--out", filepath.Join(dir, "p.png"))...)
+	a1 := read(append(aug, "--out", filepath.Join(dir, "p.png"))...)
+	a1again := read(append(aug, "--out", filepath.Join(dir, "p.png"))...)
+	a2 := read(append(aug, "--out", filepath.Join(dir, "p.png"), "--epoch", "2")...)
+	if bytes.Equal(plain, a1) || !bytes.Equal(a1, a1again) || bytes.Equal(a1, a2) {
+		t.Errorf("plain==aug %v, aug==aug %v, epoch1==epoch2 %v", bytes.Equal(plain, a1), bytes.Equal(a1, a1again), bytes.Equal(a1, a2))
+	}
+	var o, e bytes.Buffer
+	if code := run(append(base, "--count", "0"), &o, &e); code != 2 {
+		t.Errorf("--count 0: exit %d", code)
+	}
+	if code := run(append(base, "--set", "data.augment.contrast=2"), &o, &e); code != 1 || !strings.Contains(e.String(), "contrast") {
+		t.Errorf("contrast 2: exit %d, %s", code, e.String())
+	}
+}

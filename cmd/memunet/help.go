@@ -49,16 +49,20 @@ var commands = []commandHelp{
 		writes compare.csv, compare.json, memory.png, timeline.png.`},
 	{name: "bench", usage: synopsis(benchUsage), summary: `times training steps: median step, GFLOP/s, time per
 		layer kind.`},
-	{name: "data", subs: []string{"data check", "data synth"}, summary: `check reads the configured
+	{name: "data", subs: []string{"data check", "data synth", "data preview"}, summary: `check reads the configured
 		dataset in full and prints counts, sizes, the mask-value histogram, the value -> class mapping
 		and every problem with its file; synth writes the built-in shapes in the folder layout
-		(DIR/images, DIR/masks) that data.source: folder reads.`},
+		(DIR/images, DIR/masks) that data.source: folder reads; preview draws training samples as
+		the augmentation makes them.`},
 	{name: "data check", usage: synopsis(dataCheckUsage), summary: `reads the configured dataset in full and
 		prints counts, sizes, each mask format and bit depth, the mask-value histogram, the value ->
 		class mapping and every problem with its file.`},
 	{name: "data synth", usage: synopsis(dataSynthUsage), summary: `writes the built-in synthetic shapes as RGB PNG
 		images and palette PNG masks in the folder layout (DIR/images, DIR/masks) that data.source:
 		folder reads.`},
+	{name: "data preview", usage: synopsis(dataPreviewUsage), summary: `draws training samples as training sees
+		them in an epoch (data.flip and data.augment applied, the same draws as the run's), each image
+		beside its mask, into a PNG.`},
 	{name: "config", subs: []string{"config print", "config list"}, summary: `print writes a commented
 		example config built into memunet to stdout, e.g. "memunet config print fp16 > my.yaml"; list
 		names them.`},
