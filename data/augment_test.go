@@ -17,8 +17,8 @@ func TestAugmentTransformsImageAndMaskTogether(t *testing.T) {
 		img, mask := make([]float32, c*n*n), make([]uint8, n*n)
 		for p := range n * n {
 			mask[p] = uint8((p*7 + 2*(p/n)) % 3) // (x + y) % 3: moved by every flip and rotation
-			img[p] = float32(mask[p])         // channel 0: the class
-			img[n*n+p] = float32(p) / (n * n) // channel 1: the position
+			img[p] = float32(mask[p])            // channel 0: the class
+			img[n*n+p] = float32(p) / (n * n)    // channel 1: the position
 		}
 		return img, mask
 	}
