@@ -157,6 +157,12 @@ type Metrics interface {
 type Optimizer interface {
 	// Adam updates w, m and v from g (see AdamStep); g is left as it was.
 	Adam(a AdamStep, w, g, m, v View)
+	// SGD updates w and its momentum buffer buf (none without momentum)
+	// from g (see SGDStep); g is left as it was.
+	SGD(a SGDStep, w, g, buf View)
+	// RMSprop updates w, its square average sq and momentum buffer buf
+	// (none without momentum) from g (see RMSpropStep).
+	RMSprop(a RMSpropStep, w, g, sq, buf View)
 	// UnscaleCheck multiplies g by inv and reports whether every value is
 	// finite afterwards.
 	UnscaleCheck(g View, inv float32) bool

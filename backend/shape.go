@@ -74,4 +74,29 @@ type AdamStep struct {
 	StepSize, SqrtBC2                          float32 // lr/(1-beta1^t), sqrt(1-beta2^t)
 	Beta1, Beta2, OneMinusBeta1, OneMinusBeta2 float32
 	Eps, WeightDecay                           float32
+	// DecoupledScale, where not 0, first scales w by it: AdamW's decoupled
+	// weight decay, 1 - lr*weight_decay (WeightDecay is then 0).
+	DecoupledScale float32
+}
+
+// SGDStep is one step of torch.optim.SGD:
+//
+//	d = g + WeightDecay*w                   (only if WeightDecay != 0)
+//	buf = d on the First step, else Momentum*buf + (1-Dampening)*d   (only if Momentum != 0)
+//	d = d + Momentum*buf if Nesterov, else buf                       (only if Momentum != 0)
+//	w -= LR*d
+type SGDStep struct {
+	LR, Momentum, Dampening, WeightDecay float32
+	Nesterov, First                      bool
+}
+
+// RMSpropStep is one step of torch.optim.RMSprop (centered off):
+//
+//	d = g + WeightDecay*w                   (only if WeightDecay != 0)
+//	sq = Alpha*sq + OneMinusAlpha*d*d
+//	avg = sqrt(sq) + Eps
+//	buf = Momentum*buf + d/avg; w -= LR*buf  (with Momentum != 0)
+//	w -= LR*d/avg                            (without)
+type RMSpropStep struct {
+	LR, Alpha, OneMinusAlpha, Eps, WeightDecay, Momentum float32
 }

@@ -91,6 +91,8 @@ func Run(t *testing.T, b backend.Backend) {
 	t.Run("Confusion", s.confusion)
 	t.Run("Argmax", s.argmax)
 	t.Run("Adam", s.adam)
+	t.Run("SGD", s.sgd)
+	t.Run("RMSprop", s.rmsprop)
 	t.Run("UnscaleCheck", s.unscaleCheck)
 	t.Run("Sync", func(t *testing.T) {
 		if err := b.Sync(); err != nil {

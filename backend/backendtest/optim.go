@@ -30,9 +30,12 @@ func adamStep(lr float64, t int, weightDecay float32) backend.AdamStep {
 func (s *suite) adam(t *testing.T) {
 	for _, n := range []int{1, 13, 1001} {
 		for _, step := range []int{1, 3, 1000} {
-			for _, wd := range []float32{0, 0.01} {
+			for _, wd := range []float32{0, 0.01, -1} { // -1: AdamW's decoupled 0.01
 				s.run(t, fmt.Sprintf("n%d/t%d/wd%g", n, step, wd), func(c *check) {
-					a := adamStep(0.05, step, wd)
+					a := adamStep(0.05, step, max(wd, 0))
+					if wd < 0 {
+						a.DecoupledScale = float32(1 - 0.05*0.01)
+					}
 					w0, g0 := c.signed(n), c.uniform(n, -2, 2)
 					m0, v0 := c.uniform(n, -0.1, 0.1), c.uniform(n, 0, 0.01)
 					if n > 2 {
@@ -86,6 +89,64 @@ func (s *suite) unscaleCheck(t *testing.T) {
 					want[i] = float32(float64(v) * float64(cs.inv)) // exact product, rounded once
 				}
 				c.same("g", c.get(g), want)
+			})
+		}
+	}
+}
+
+// sgd checks SGD steps: plain, with weight decay, momentum (the first step
+// and later ones), dampening and Nesterov.
+func (s *suite) sgd(t *testing.T) {
+	for _, n := range []int{1, 13, 1001} {
+		for _, a := range []backend.SGDStep{
+			{LR: 0.1},
+			{LR: 0.05, WeightDecay: 0.01},
+			{LR: 0.05, Momentum: 0.9, First: true},
+			{LR: 0.05, Momentum: 0.9},
+			{LR: 0.05, Momentum: 0.9, Dampening: 0.1, WeightDecay: 1e-3},
+			{LR: 0.05, Momentum: 0.9, Nesterov: true},
+		} {
+			s.run(t, fmt.Sprintf("n%d/m%g/first%v/nesterov%v/wd%g/damp%g", n, a.Momentum, a.First, a.Nesterov, a.WeightDecay, a.Dampening), func(c *check) {
+				w0, g0, b0 := c.signed(n), c.uniform(n, -2, 2), c.uniform(n, -0.5, 0.5)
+				w, g := c.input(backend.Float32, w0), c.input(backend.Float32, g0)
+				var buf backend.View
+				if a.Momentum != 0 {
+					buf = c.input(backend.Float32, b0)
+				}
+				s.b.SGD(a, w, g, buf)
+				wantW, wantB := refSGD(a, w0, g0, b0)
+				c.near("w", c.get(w), wantW, tolElementwise)
+				if a.Momentum != 0 {
+					c.near("buf", c.get(buf), wantB, tolElementwise)
+				}
+				c.unchanged("g", g, encode(backend.Float32, g0))
+			})
+		}
+	}
+}
+
+// rmsprop checks RMSprop steps, with and without momentum and weight decay.
+func (s *suite) rmsprop(t *testing.T) {
+	for _, n := range []int{1, 13, 1001} {
+		for _, a := range []backend.RMSpropStep{
+			{LR: 0.01, Alpha: 0.99, OneMinusAlpha: float32(1 - 0.99), Eps: 1e-8},
+			{LR: 0.01, Alpha: 0.9, OneMinusAlpha: float32(1 - 0.9), Eps: 1e-6, WeightDecay: 1e-8, Momentum: 0.999},
+		} {
+			s.run(t, fmt.Sprintf("n%d/m%g", n, a.Momentum), func(c *check) {
+				w0, g0 := c.signed(n), c.uniform(n, -2, 2)
+				sq0, b0 := c.uniform(n, 0, 0.1), c.uniform(n, -0.5, 0.5)
+				w, g, sq := c.input(backend.Float32, w0), c.input(backend.Float32, g0), c.input(backend.Float32, sq0)
+				var buf backend.View
+				if a.Momentum != 0 {
+					buf = c.input(backend.Float32, b0)
+				}
+				s.b.RMSprop(a, w, g, sq, buf)
+				wantW, wantSq, wantB := refRMSprop(a, w0, g0, sq0, b0)
+				c.near("sq", c.get(sq), wantSq, tolElementwise)
+				c.near("w", c.get(w), wantW, tolElementwise)
+				if a.Momentum != 0 {
+					c.near("buf", c.get(buf), wantB, tolElementwise)
+				}
 			})
 		}
 	}

@@ -368,14 +368,63 @@ func refConfusion(s backend.Shape4, counts []int64, z []float32, t []byte) {
 // float64 on the float32 factors, returning the new w, m and v.
 func refAdam(a backend.AdamStep, w, g, m, v []float32) (w2, m2, v2 []float64) {
 	for j := range w {
+		w0 := float64(w[j])
+		if a.DecoupledScale != 0 {
+			w0 *= float64(a.DecoupledScale)
+		}
 		gj := float64(g[j])
 		if a.WeightDecay != 0 {
-			gj += float64(a.WeightDecay) * float64(w[j])
+			gj += float64(a.WeightDecay) * w0
 		}
 		mj := float64(a.Beta1)*float64(m[j]) + float64(a.OneMinusBeta1)*gj
 		vj := float64(a.Beta2)*float64(v[j]) + float64(a.OneMinusBeta2)*gj*gj
-		wj := float64(w[j]) - float64(a.StepSize)*mj/(math.Sqrt(vj)/float64(a.SqrtBC2)+float64(a.Eps))
+		wj := w0 - float64(a.StepSize)*mj/(math.Sqrt(vj)/float64(a.SqrtBC2)+float64(a.Eps))
 		w2, m2, v2 = append(w2, wj), append(m2, mj), append(v2, vj)
 	}
 	return w2, m2, v2
+}
+
+// refSGD is backend.SGDStep's update in float64.
+func refSGD(a backend.SGDStep, w, g, buf []float32) (w2, buf2 []float64) {
+	for j := range w {
+		d := float64(g[j])
+		if a.WeightDecay != 0 {
+			d += float64(a.WeightDecay) * float64(w[j])
+		}
+		var b float64
+		if a.Momentum != 0 {
+			b = float64(a.Momentum)*float64(buf[j]) + (1-float64(a.Dampening))*d
+			if a.First {
+				b = d
+			}
+			if a.Nesterov {
+				d += float64(a.Momentum) * b
+			} else {
+				d = b
+			}
+		}
+		w2, buf2 = append(w2, float64(w[j])-float64(a.LR)*d), append(buf2, b)
+	}
+	return w2, buf2
+}
+
+// refRMSprop is backend.RMSpropStep's update in float64.
+func refRMSprop(a backend.RMSpropStep, w, g, sq, buf []float32) (w2, sq2, buf2 []float64) {
+	for j := range w {
+		d := float64(g[j])
+		if a.WeightDecay != 0 {
+			d += float64(a.WeightDecay) * float64(w[j])
+		}
+		s := float64(a.Alpha)*float64(sq[j]) + float64(a.OneMinusAlpha)*d*d
+		avg := math.Sqrt(s) + float64(a.Eps)
+		var b, wj float64
+		if a.Momentum != 0 {
+			b = float64(a.Momentum)*float64(buf[j]) + d/avg
+			wj = float64(w[j]) - float64(a.LR)*b
+		} else {
+			wj = float64(w[j]) - float64(a.LR)*d/avg
+		}
+		w2, sq2, buf2 = append(w2, wj), append(sq2, s), append(buf2, b)
+	}
+	return w2, sq2, buf2
 }

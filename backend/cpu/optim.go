@@ -15,6 +15,9 @@ func (CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 		panic(fmt.Sprintf("backend/cpu: adam on %v, %v, %v, %v", w, g, m, v))
 	}
 	for j := range ws {
+		if a.DecoupledScale != 0 {
+			ws[j] *= a.DecoupledScale
+		}
 		gj := gs[j]
 		if a.WeightDecay != 0 {
 			gj += a.WeightDecay * ws[j]
@@ -38,4 +41,53 @@ func (CPU) UnscaleCheck(g backend.View, inv float32) bool {
 		}
 	}
 	return finite
+}
+
+// SGD updates one parameter serially.
+func (CPU) SGD(a backend.SGDStep, w, g, buf backend.View) {
+	ws, gs, bs := f32(w), f32(g), f32(buf)
+	if len(gs) != len(ws) || (a.Momentum != 0 && len(bs) != len(ws)) {
+		panic(fmt.Sprintf("backend/cpu: sgd on %v, %v, %v", w, g, buf))
+	}
+	for j := range ws {
+		d := gs[j]
+		if a.WeightDecay != 0 {
+			d += a.WeightDecay * ws[j]
+		}
+		if a.Momentum != 0 {
+			if a.First {
+				bs[j] = d
+			} else {
+				bs[j] = a.Momentum*bs[j] + (1-a.Dampening)*d
+			}
+			if a.Nesterov {
+				d += a.Momentum * bs[j]
+			} else {
+				d = bs[j]
+			}
+		}
+		ws[j] -= a.LR * d
+	}
+}
+
+// RMSprop updates one parameter serially.
+func (CPU) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
+	ws, gs, ss, bs := f32(w), f32(g), f32(sq), f32(buf)
+	if len(gs) != len(ws) || len(ss) != len(ws) || (a.Momentum != 0 && len(bs) != len(ws)) {
+		panic(fmt.Sprintf("backend/cpu: rmsprop on %v, %v, %v, %v", w, g, sq, buf))
+	}
+	for j := range ws {
+		d := gs[j]
+		if a.WeightDecay != 0 {
+			d += a.WeightDecay * ws[j]
+		}
+		ss[j] = a.Alpha*ss[j] + a.OneMinusAlpha*d*d
+		avg := float32(math.Sqrt(float64(ss[j]))) + a.Eps
+		if a.Momentum != 0 {
+			bs[j] = a.Momentum*bs[j] + d/avg
+			ws[j] -= a.LR * bs[j]
+		} else {
+			ws[j] -= a.LR * d / avg
+		}
+	}
 }

@@ -378,7 +378,23 @@ func (b *Backend) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 		panic(fmt.Sprintf("backend/cuda: adam on %v, %v, %v, %v", w, g, m, v))
 	}
 	b.launch(KAdam, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(m, backend.Float32), ptr(v, backend.Float32), w.Len,
-		a.StepSize, a.SqrtBC2, a.Beta1, a.Beta2, a.OneMinusBeta1, a.OneMinusBeta2, a.Eps, a.WeightDecay)
+		a.StepSize, a.SqrtBC2, a.Beta1, a.Beta2, a.OneMinusBeta1, a.OneMinusBeta2, a.Eps, a.WeightDecay, a.DecoupledScale)
+}
+
+func (b *Backend) SGD(a backend.SGDStep, w, g, buf backend.View) {
+	if g.Len != w.Len || (a.Momentum != 0 && buf.Len != w.Len) {
+		panic(fmt.Sprintf("backend/cuda: sgd on %v, %v, %v", w, g, buf))
+	}
+	b.launch(KSGD, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(buf, backend.Float32), w.Len,
+		a.LR, a.Momentum, a.Dampening, a.WeightDecay, a.Nesterov, a.First)
+}
+
+func (b *Backend) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
+	if g.Len != w.Len || sq.Len != w.Len || (a.Momentum != 0 && buf.Len != w.Len) {
+		panic(fmt.Sprintf("backend/cuda: rmsprop on %v, %v, %v, %v", w, g, sq, buf))
+	}
+	b.launch(KRMSprop, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(sq, backend.Float32), ptr(buf, backend.Float32), w.Len,
+		a.LR, a.Alpha, a.OneMinusAlpha, a.Eps, a.WeightDecay, a.Momentum)
 }
 
 func (b *Backend) UnscaleCheck(g backend.View, inv float32) bool {

@@ -27,8 +27,10 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 17: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], D(6)); break;
 	case 18: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break;
 	case 19: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break;
-	case 20: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12)); break;
+	case 20: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break;
 	case 21: k_unscale_check(a[0], a[1], D(2), a[3]); break;
 	case 22: k_bias_grad(a[0], a[1], a[2], a[3], a[4]); break;
+	case 23: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break;
+	case 24: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break;
 	}
 }

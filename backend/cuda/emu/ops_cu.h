@@ -578,18 +578,54 @@ KERNEL(argmax)(u64 classes, u64 logits, i64 dt, i64 N, i64 K, i64 HW) {
 
 // adam: backend.AdamStep's update, in its order of float32 operations.
 KERNEL(adam)(u64 w, u64 g, u64 m, u64 v, i64 n, double stepSize, double sqrtBC2,
-		double beta1, double beta2, double omb1, double omb2, double eps, double wd) {
+		double beta1, double beta2, double omb1, double omb2, double eps, double wd, double decoupled) {
 	float *ws = (float *)w, *ms = (float *)m, *vs = (float *)v;
 	const float *gs = (const float *)g;
 	float a = (float)stepSize, sb = (float)sqrtBC2, b1 = (float)beta1, b2 = (float)beta2;
-	float o1 = (float)omb1, o2 = (float)omb2, ep = (float)eps, d = (float)wd;
+	float o1 = (float)omb1, o2 = (float)omb2, ep = (float)eps, d = (float)wd, dc = (float)decoupled;
 	GRID_STRIDE(j, n) {
+		if (dc != 0.0f) ws[j] = ws[j] * dc;
 		float gj = gs[j];
 		if (d != 0.0f) gj = gj + d * ws[j];
 		ms[j] = b1 * ms[j] + o1 * gj;
 		vs[j] = b2 * vs[j] + o2 * gj * gj;
 		float denom = (float)sqrt((double)vs[j]) / sb + ep;
 		ws[j] = ws[j] - a * ms[j] / denom;
+	}
+}
+
+// sgd: backend.SGDStep's update, in its order of float32 operations.
+KERNEL(sgd)(u64 w, u64 g, u64 buf, i64 n, double lr, double momentum, double dampening, double wd, i64 nesterov, i64 first) {
+	float *ws = (float *)w, *bs = (float *)buf;
+	const float *gs = (const float *)g;
+	float a = (float)lr, mo = (float)momentum, da = (float)dampening, d = (float)wd;
+	GRID_STRIDE(j, n) {
+		float x = gs[j];
+		if (d != 0.0f) x = x + d * ws[j];
+		if (mo != 0.0f) {
+			bs[j] = first ? x : mo * bs[j] + (1.0f - da) * x;
+			x = nesterov ? x + mo * bs[j] : bs[j];
+		}
+		ws[j] = ws[j] - a * x;
+	}
+}
+
+// rmsprop: backend.RMSpropStep's update, in its order of float32 operations.
+KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, double oma, double eps, double wd, double momentum) {
+	float *ws = (float *)w, *ss = (float *)sq, *bs = (float *)buf;
+	const float *gs = (const float *)g;
+	float a = (float)lr, al = (float)alpha, om = (float)oma, ep = (float)eps, d = (float)wd, mo = (float)momentum;
+	GRID_STRIDE(j, n) {
+		float x = gs[j];
+		if (d != 0.0f) x = x + d * ws[j];
+		ss[j] = al * ss[j] + om * x * x;
+		float avg = (float)sqrt((double)ss[j]) + ep;
+		if (mo != 0.0f) {
+			bs[j] = mo * bs[j] + x / avg;
+			ws[j] = ws[j] - a * bs[j];
+		} else {
+			ws[j] = ws[j] - a * x / avg;
+		}
 	}
 }
 
