@@ -90,6 +90,14 @@ func (c Config) DataAugment() data.Augment {
 
 // Train is the optimization.
 type Train struct {
+	// Optimizer is adam, adamw, sgd or rmsprop (optim.Kind): PyTorch's
+	// update rules; Momentum, Dampening and Nesterov are SGD's (Momentum
+	// RMSprop's too), Alpha RMSprop's, Betas Adam's and AdamW's.
+	Optimizer   string    `yaml:"optimizer"`
+	Momentum    float64   `yaml:"momentum"`
+	Dampening   float64   `yaml:"dampening"`
+	Nesterov    bool      `yaml:"nesterov"`
+	Alpha       float64   `yaml:"alpha"`
 	BatchSize   int       `yaml:"batch_size"`
 	Steps       int       `yaml:"steps"`
 	Epochs      int       `yaml:"epochs"`
@@ -159,6 +167,17 @@ type EarlyStop struct {
 // Monitors are train.monitor's values.
 var Monitors = []string{"val_miou", "val_dice", "val_pixel_acc", "val_loss"}
 
+// OptimizerConfig is the optimizer section of train as optim takes it.
+func (c Config) OptimizerConfig() optim.Config {
+	t := c.Train
+	oc := optim.Config{Kind: optim.Kind(t.Optimizer), LR: t.LR, WeightDecay: t.WeightDecay, Eps: t.Eps,
+		Momentum: t.Momentum, Dampening: t.Dampening, Nesterov: t.Nesterov, Alpha: t.Alpha}
+	if len(t.Betas) == 2 {
+		oc.Beta1, oc.Beta2 = t.Betas[0], t.Betas[1]
+	}
+	return oc
+}
+
 // LRSchedule is train.schedule over a run of total optimizer steps.
 func (c Config) LRSchedule(total int) optim.Schedule {
 	s := c.Train.Schedule
@@ -209,7 +228,7 @@ func Default() Config {
 		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
 		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125,
 			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
-		Train: Train{BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
+		Train: Train{Optimizer: "adam", Alpha: 0.99, BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
 			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
@@ -455,6 +474,8 @@ func (c Config) validateVariants() error {
 		return c.LRSchedule(max(c.Train.Steps, 1)).Validate()
 	case c.DataAugment().Validate(0, 0) != nil:
 		return c.DataAugment().Validate(0, 0)
+	case c.OptimizerConfig().Validate() != nil:
+		return c.OptimizerConfig().Validate()
 	case !slices.Contains(Monitors, c.Train.Monitor):
 		return fmt.Errorf("train.monitor: %q: must be one of %s", c.Train.Monitor, strings.Join(Monitors, ", "))
 	case c.Train.EarlyStop.Patience < 0 || !(c.Train.EarlyStop.MinDelta >= 0):

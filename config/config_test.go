@@ -537,7 +537,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			c.Model = Model{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4, Seed: math.MaxUint64,
 				Checkpoint: Checkpoint{Levels: []int{0, 2}}}
 			c.Data = Data{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3, Resize: []int{48, 32}}
-			c.Train = Train{BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
+			c.Train = Train{Optimizer: "sgd", Momentum: 0.9, Nesterov: true, Alpha: 0.5, BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
 				Precision: backend.Float16, Accumulate: 4,
 				Scaler:   Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10},
 				Schedule: Schedule{Kind: "cosine", Warmup: 3, StepSize: 7, Gamma: 0.5, MinLR: 1e-6, Patience: 2, Factor: 0.25, Threshold: 0.01},

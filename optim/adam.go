@@ -26,16 +26,19 @@ type AdamConfig struct {
 // The moments live on the device (optimizer category); the update runs
 // there (backend.Optimizer.Adam).
 type Adam struct {
-	Config AdamConfig
-	Step   int64
-	params []*model.Param
-	m, v   []backend.View // fp32, one per trainable param
-	dev    *model.Device
+	Hyper AdamConfig
+	Step  int64
+	// Decoupled makes it torch.optim.AdamW: p *= 1 - lr*wd before the
+	// update, and no L2 on the gradient.
+	Decoupled bool
+	params    []*model.Param
+	m, v      []backend.View // fp32, one per trainable param
+	dev       *model.Device
 }
 
 // NewAdam allocates zeroed moments for every trainable parameter on dev.
 func NewAdam(dev *model.Device, params []*model.Param, cfg AdamConfig) (*Adam, error) {
-	a := &Adam{Config: cfg, dev: dev}
+	a := &Adam{Hyper: cfg, dev: dev}
 	moment := func(p *model.Param) (backend.View, error) {
 		buf, err := dev.Pool.Alloc(memory.Optimizer, int64(4*p.Len()))
 		if err != nil {
@@ -79,18 +82,19 @@ func (c AdamConfig) stepFactors(t int64) backend.AdamStep {
 	}
 }
 
-// Update applies one step to every trainable parameter from its gradient.
-func (a *Adam) Update() {
+// Update applies one step at rate lr to every trainable parameter from its
+// gradient.
+func (a *Adam) Update(lr float64) {
 	a.Step++
-	f := a.Config.stepFactors(a.Step)
+	a.Hyper.LR = lr
+	f := a.Hyper.stepFactors(a.Step)
+	if a.Decoupled {
+		f.DecoupledScale, f.WeightDecay = float32(1-lr*a.Hyper.WeightDecay), 0
+	}
 	for i, p := range a.params {
 		a.dev.Backend.Adam(f, p.View(), p.GradView(), a.m[i], a.v[i])
 	}
 }
-
-// Moments are the first and second moment of each trainable parameter, in
-// the order of Params.
-func (a *Adam) Moments() (m, v []backend.View) { return a.m, a.v }
 
 // Params are the parameters Adam updates.
 func (a *Adam) Params() []*model.Param { return a.params }
@@ -102,4 +106,26 @@ func (a *Adam) Free() {
 		a.dev.Pool.MustFree(a.v[i].Buf)
 	}
 	a.m, a.v, a.params = nil, nil, nil
+}
+
+func (a *Adam) Steps() int64     { return a.Step }
+func (a *Adam) SetSteps(n int64) { a.Step = n }
+
+// Config is Adam's settings as an optimizer Config.
+func (a *Adam) Config() Config {
+	k := KindAdam
+	if a.Decoupled {
+		k = KindAdamW
+	}
+	c := a.Hyper
+	return Config{Kind: k, LR: c.LR, WeightDecay: c.WeightDecay, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
+}
+
+// State is exp_avg and exp_avg_sq of every parameter.
+func (a *Adam) State() []StateTensor {
+	var out []StateTensor
+	for i, p := range a.params {
+		out = append(out, StateTensor{p, "exp_avg", a.m[i]}, StateTensor{p, "exp_avg_sq", a.v[i]})
+	}
+	return out
 }

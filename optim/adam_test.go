@@ -59,7 +59,7 @@ func TestAdamMatchesPyTorchRule(t *testing.T) {
 			}
 			backend.UploadFloat32(dev.Backend, p.GradView(), g32)
 			grads = append(grads, g)
-			opt.Update()
+			opt.Update(c.LR)
 		}
 		want := adamReference(start, grads, c)
 		for j, x := range p.Read() {
@@ -104,5 +104,57 @@ func TestAdamFactorsRoundAsPyTorch(t *testing.T) {
 	}
 	if f := c.stepFactors(1); f.OneMinusBeta2 == 1-float32(c.Beta2) {
 		t.Fatalf("the check cannot tell the two roundings apart")
+	}
+}
+
+// TestOptimizerStateBytes: each optimizer keeps, per trainable parameter,
+// the state tensors PyTorch keeps, in the optimizer category, and frees
+// them.
+func TestOptimizerStateBytes(t *testing.T) {
+	for _, tc := range []struct {
+		cfg     Config
+		tensors int
+		names   []string
+	}{
+		{Config{Kind: KindAdam, Beta1: 0.9, Beta2: 0.999}, 2, []string{"exp_avg", "exp_avg_sq"}},
+		{Config{Kind: KindAdamW, Beta1: 0.9, Beta2: 0.999, WeightDecay: 0.01}, 2, []string{"exp_avg", "exp_avg_sq"}},
+		{Config{Kind: KindSGD}, 0, nil},
+		{Config{Kind: KindSGD, Momentum: 0.9}, 1, []string{"momentum_buffer"}},
+		{Config{Kind: KindRMSprop, Alpha: 0.99}, 1, []string{"square_avg"}},
+		{Config{Kind: KindRMSprop, Alpha: 0.99, Momentum: 0.9}, 2, []string{"square_avg", "momentum_buffer"}},
+	} {
+		dev := model.NewDevice(cpu.New(), memory.Options{})
+		net, err := model.New(dev, model.Config{Base: 2, Depth: 1, Classes: 2}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt, err := New(dev, net.Params(), tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, trainable := int64(0), 0
+		for _, p := range net.Params() {
+			if p.Trainable {
+				want += int64(tc.tensors) * memory.RoundSize(int64(4*p.Len()))
+				trainable++
+			}
+		}
+		if got := dev.Pool.Stats().ByCategory[memory.Optimizer].Current; got != want {
+			t.Errorf("%+v: optimizer bytes %d, want %d", tc.cfg, got, want)
+		}
+		st := opt.State()
+		if len(st) != tc.tensors*trainable {
+			t.Fatalf("%+v: %d state tensors, want %d", tc.cfg, len(st), tc.tensors*trainable)
+		}
+		for i, s := range st {
+			if s.Name != tc.names[i%tc.tensors] || !s.Param.Trainable {
+				t.Errorf("%+v: state %d is %s of %s", tc.cfg, i, s.Name, s.Param.Name)
+			}
+		}
+		opt.Free()
+		if got := dev.Pool.Stats().ByCategory[memory.Optimizer].Current; got != 0 {
+			t.Errorf("%+v: %d optimizer bytes after Free", tc.cfg, got)
+		}
+		net.Free()
 	}
 }

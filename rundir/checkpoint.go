@@ -36,8 +36,9 @@ const (
 	// masters) and buffer under its PyTorch name, BatchNorm's
 	// num_batches_tracked as I64 scalars.
 	ModelFile = "model.safetensors"
-	// OptimizerFile holds Adam's moments: state.<param>.exp_avg and
-	// state.<param>.exp_avg_sq for every trainable parameter.
+	// OptimizerFile holds the optimizer's state for every trainable
+	// parameter, state.<param>.<name> (exp_avg and exp_avg_sq for Adam,
+	// momentum_buffer, square_avg: optim.StateTensor).
 	OptimizerFile = "optimizer.safetensors"
 )
 
@@ -140,6 +141,27 @@ type AdamState struct {
 	Beta2       float64 `json:"beta2"`
 	Eps         float64 `json:"eps"`
 	WeightDecay float64 `json:"weight_decay"`
+	// Kind is the optimizer (adam when absent); the others' settings
+	// follow. The key stays "adam" for the checkpoints of memunet 0.1.
+	Kind      string  `json:"kind,omitempty"`
+	Momentum  float64 `json:"momentum,omitempty"`
+	Dampening float64 `json:"dampening,omitempty"`
+	Nesterov  bool    `json:"nesterov,omitempty"`
+	Alpha     float64 `json:"alpha,omitempty"`
+}
+
+// optimizerState is the optimizer's step and settings for the manifest.
+func optimizerState(o optim.Optimizer) AdamState {
+	c := o.Config()
+	st := AdamState{Step: o.Steps(), LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Kind: string(c.Kind)}
+	if c.Kind == optim.KindSGD || c.Kind == optim.KindRMSprop {
+		st.Beta1, st.Beta2 = 0, 0
+		st.Momentum, st.Dampening, st.Nesterov = c.Momentum, c.Dampening, c.Nesterov
+	}
+	if c.Kind == optim.KindRMSprop {
+		st.Alpha = c.Alpha
+	}
+	return st
 }
 
 // MetricsHistory is every step's loss and every validation up to the checkpoint.
@@ -334,23 +356,23 @@ func stateSpecs(net *model.UNet) []tensorSpec {
 	return out
 }
 
+// stateName is an optimizer state tensor's name in optimizer.safetensors:
+// state.<parameter>.<exp_avg, momentum_buffer, ...>, as PyTorch's
+// optimizer state_dict calls it.
+func stateName(s optim.StateTensor) string { return "state." + s.Param.Name + "." + s.Name }
+
 func optimizerSpecs(t *train.Trainer) []tensorSpec {
 	var out []tensorSpec
-	for _, p := range t.Opt.Params() {
-		out = append(out, tensorSpec{"state." + p.Name + ".exp_avg", checkpoint.F32, p.Shape},
-			tensorSpec{"state." + p.Name + ".exp_avg_sq", checkpoint.F32, p.Shape})
+	for _, s := range t.Opt.State() {
+		out = append(out, tensorSpec{stateName(s), checkpoint.F32, s.Param.Shape})
 	}
 	return out
 }
 
 func optimizerTensors(t *train.Trainer) []checkpoint.Tensor {
 	var out []checkpoint.Tensor
-	b := t.Device.Backend
-	m, v := t.Opt.Moments()
-	for i, p := range t.Opt.Params() {
-		out = append(out,
-			checkpoint.F32Tensor("state."+p.Name+".exp_avg", p.Shape, backend.DownloadFloat32(b, m[i])),
-			checkpoint.F32Tensor("state."+p.Name+".exp_avg_sq", p.Shape, backend.DownloadFloat32(b, v[i])))
+	for _, s := range t.Opt.State() {
+		out = append(out, checkpoint.F32Tensor(stateName(s), s.Param.Shape, backend.DownloadFloat32(t.Device.Backend, s.View)))
 	}
 	return out
 }
@@ -498,21 +520,15 @@ func Restore(t *train.Trainer, ck *Checkpoint, dataChanged bool) error {
 	if err := ck.LoadWeights(t.Net); err != nil {
 		return err
 	}
-	m, v := t.Opt.Moments()
-	for i, p := range t.Opt.Params() {
-		for _, moment := range []struct {
-			name string
-			dst  backend.View
-		}{{".exp_avg", m[i]}, {".exp_avg_sq", v[i]}} {
-			tn, _ := ck.optim.Get("state." + p.Name + moment.name)
-			vals := make([]float32, p.Len())
-			if err := tn.Float32(vals); err != nil {
-				return err
-			}
-			backend.UploadFloat32(t.Device.Backend, moment.dst, vals)
+	for _, s := range t.Opt.State() {
+		tn, _ := ck.optim.Get(stateName(s))
+		vals := make([]float32, s.Param.Len())
+		if err := tn.Float32(vals); err != nil {
+			return err
 		}
+		backend.UploadFloat32(t.Device.Backend, s.View, vals)
 	}
-	t.Opt.Step = ck.Manifest.Adam.Step
+	t.Opt.SetSteps(ck.Manifest.Adam.Step)
 	s := ck.Manifest.Scaler
 	t.Scaler.Enabled, t.Scaler.Scale, t.Scaler.GrowthTracker, t.Scaler.Skipped = s.Enabled, s.Scale, s.GrowthTracker, s.Skipped
 	t.Seek(consumed)
@@ -565,13 +581,12 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			Note: "no hidden generator state: samples are a function of (data_seed, index), each epoch's order and flips of (shuffle_seed, epoch); model_seed only initialized the weights"},
 		Scaler: ScalerState{Enabled: t.Scaler.Enabled, Scale: t.Scaler.Scale, GrowthTracker: t.Scaler.GrowthTracker, Skipped: t.Scaler.Skipped,
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
-		Adam: AdamState{Step: t.Opt.Step, LR: t.Opt.Config.LR, Beta1: t.Opt.Config.Beta1, Beta2: t.Opt.Config.Beta2,
-			Eps: t.Opt.Config.Eps, WeightDecay: t.Opt.Config.WeightDecay},
+		Adam:    optimizerState(t.Opt),
 		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched, MaskValues: t.MaskValues,
 		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop,
 		Contents: map[string]string{
 			ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
-			OptimizerFile: "Adam moments: state.<parameter>.exp_avg and state.<parameter>.exp_avg_sq (fp32)",
+			OptimizerFile: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",
 		},
 	}
 	parts := []checkpoint.Part{

@@ -39,6 +39,12 @@ func resumeConfig(variant string) config.Config {
 	case "augment":
 		c.Data.Flip = true
 		c.Data.Augment = config.Augment{VFlip: true, Rot90: true, CropScale: []float64{0.5, 1}, Brightness: 0.2, Contrast: 0.2}
+	case "sgd": // a momentum buffer per parameter, started from the first gradient
+		c.Train.Optimizer, c.Train.LR, c.Train.Momentum, c.Train.Nesterov, c.Train.WeightDecay = "sgd", 0.05, 0.9, true, 1e-3
+	case "rmsprop": // milesial's: square average and momentum buffer
+		c.Train.Optimizer, c.Train.LR, c.Train.Momentum, c.Train.WeightDecay = "rmsprop", 1e-4, 0.999, 1e-8
+	case "adamw":
+		c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1
 	case "plateau":
 		// A threshold no improvement meets: every validation after the
 		// first decays the rate, so the state a checkpoint carries matters.
@@ -143,7 +149,7 @@ func sameLosses(t *testing.T, want, got []float64) {
 // both when the first run ends at step 3 and when SIGINT stops it in the
 // middle of step 3's accumulation cycle.
 func TestResumeBitExact(t *testing.T) {
-	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment"} {
+	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := resumeConfig(variant)
 			straightDir := t.TempDir()
@@ -152,6 +158,17 @@ func TestResumeBitExact(t *testing.T) {
 			wantCk := openCk(t, straight.LastCheckpoint)
 			if variant == "fp16" && (wantCk.Manifest.Scaler.Scale == cfg.Train.Scaler.InitScale || !wantCk.Manifest.Scaler.Enabled) {
 				t.Fatalf("the scaler never changed (%+v): the test would not cover its state", wantCk.Manifest.Scaler)
+			}
+			if state := map[string]string{"sgd": ".momentum_buffer", "rmsprop": ".square_avg", "adamw": ".exp_avg_sq"}[variant]; state != "" {
+				n := 0
+				for _, tn := range wantCk.optim.Tensors {
+					if strings.HasSuffix(tn.Name, state) {
+						n++
+					}
+				}
+				if n == 0 || wantCk.Manifest.Adam.Kind != cfg.Train.Optimizer {
+					t.Fatalf("the checkpoint holds %d %s tensors for optimizer %q: the test would not cover its state", n, state, wantCk.Manifest.Adam.Kind)
+				}
 			}
 			if wantCk.Manifest.Epoch != 2 {
 				t.Fatalf("6 steps end in epoch %d, want 2 (crossing an epoch boundary)", wantCk.Manifest.Epoch)

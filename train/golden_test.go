@@ -93,7 +93,8 @@ func goldenClose(t *testing.T, what string, got, want []float32, tol float64) fl
 	return worst
 }
 
-func checkGolden(t *testing.T, g *checkpoint.File) {
+// goldenArch is the model a golden file was made with.
+func goldenArch(t *testing.T, g *checkpoint.File) model.Config {
 	var arch struct {
 		InChannels int    `json:"in_channels"`
 		Classes    int    `json:"classes"`
@@ -103,6 +104,81 @@ func checkGolden(t *testing.T, g *checkpoint.File) {
 		Norm       string `json:"norm"`
 		Groups     int    `json:"groups"`
 	}
+	if err := json.Unmarshal([]byte(g.Metadata["memunet_model"]), &arch); err != nil {
+		t.Fatalf("memunet_model metadata: %v", err)
+	}
+	return model.Config{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth,
+		Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups}
+}
+
+// goldenRun is a fresh model with a golden file's initial state_dict, and
+// its batch, on the CPU.
+type goldenRun struct {
+	t      *testing.T
+	dev    *model.Device
+	net    *model.UNet
+	x      *model.Tensor
+	target backend.View
+}
+
+func newGoldenRun(t *testing.T, g *checkpoint.File, cfg model.Config) *goldenRun {
+	targetT, ok := g.Get("target")
+	if !ok || targetT.DType != checkpoint.U8 {
+		t.Fatalf("the golden file has no U8 target")
+	}
+	dev := model.NewDevice(cpu.New(), memory.Options{})
+	net, err := model.New(dev, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(net.Free)
+	for _, p := range net.Params() {
+		p.Write(goldenF32(t, g, "weights."+p.Name))
+	}
+	x, err := model.NewTensor(dev, memory.Activations, backend.Float32, 2, cfg.InChannels, 16, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Write(goldenF32(t, g, "input"))
+	buf, err := dev.Pool.Alloc(memory.Activations, int64(len(targetT.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := backend.Whole(buf, backend.Uint8)
+	dev.Backend.Upload(target, targetT.Data)
+	return &goldenRun{t, dev, net, x, target}
+}
+
+// step runs forward, the loss and backward in training mode and returns
+// the loss; check compares the logits before they are released.
+func (r *goldenRun) step(check func(logits []float32)) float64 {
+	t := r.t
+	env := &model.Env{Device: r.dev, Training: true}
+	r.net.ZeroGrad()
+	logits, err := r.net.Forward(env, r.x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if check != nil {
+		check(logits.Read())
+	}
+	var ce model.CrossEntropy
+	loss, err := ce.Forward(env, logits, r.target)
+	logits.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlogits, err := ce.Backward(env, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.net.Backward(env, dlogits); err != nil {
+		t.Fatal(err)
+	}
+	return loss
+}
+
+func checkGolden(t *testing.T, g *checkpoint.File) {
 	var opt struct {
 		LR          float64    `json:"lr"`
 		Betas       [2]float64 `json:"betas"`
@@ -110,75 +186,16 @@ func checkGolden(t *testing.T, g *checkpoint.File) {
 		WeightDecay float64    `json:"weight_decay"`
 		Steps       int        `json:"steps"`
 	}
-	if err := json.Unmarshal([]byte(g.Metadata["memunet_model"]), &arch); err != nil {
-		t.Fatalf("memunet_model metadata: %v", err)
-	}
 	if err := json.Unmarshal([]byte(g.Metadata["adam"]), &opt); err != nil {
 		t.Fatalf("adam metadata: %v", err)
 	}
-	cfg := model.Config{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth,
-		Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups}
-	input, logitsWant := goldenF32(t, g, "input"), goldenF32(t, g, "logits")
-	targetT, ok := g.Get("target")
-	if !ok || targetT.DType != checkpoint.U8 {
-		t.Fatalf("the golden file has no U8 target")
-	}
+	cfg := goldenArch(t, g)
+	logitsWant := goldenF32(t, g, "logits")
 
-	// A fresh model with PyTorch's initial state_dict.
-	fresh := func() (*model.Device, *model.UNet, *model.Tensor, backend.View) {
-		dev := model.NewDevice(cpu.New(), memory.Options{})
-		net, err := model.New(dev, cfg, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(net.Free)
-		for _, p := range net.Params() {
-			p.Write(goldenF32(t, g, "weights."+p.Name))
-		}
-		x, err := model.NewTensor(dev, memory.Activations, backend.Float32, 2, arch.InChannels, 16, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x.Write(input)
-		buf, err := dev.Pool.Alloc(memory.Activations, int64(len(targetT.Data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		target := backend.Whole(buf, backend.Uint8)
-		dev.Backend.Upload(target, targetT.Data)
-		return dev, net, x, target
-	}
-	// step runs forward, the loss and backward in training mode; check
-	// compares the logits before they are released.
-	step := func(dev *model.Device, net *model.UNet, x *model.Tensor, target backend.View, check func(logits []float32)) float64 {
-		env := &model.Env{Device: dev, Training: true}
-		net.ZeroGrad()
-		logits, err := net.Forward(env, x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if check != nil {
-			check(logits.Read())
-		}
-		var ce model.CrossEntropy
-		loss, err := ce.Forward(env, logits, target)
-		logits.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dlogits, err := ce.Backward(env, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := net.Backward(env, dlogits); err != nil {
-			t.Fatal(err)
-		}
-		return loss
-	}
-
-	dev, net, x, target := fresh()
+	run := newGoldenRun(t, g, cfg)
+	net := run.net
 	worst := map[string]float64{}
-	loss := step(dev, net, x, target, func(logits []float32) {
+	loss := run.step(func(logits []float32) {
 		worst["logits"] = goldenClose(t, "logits", logits, logitsWant, goldenTolForward)
 	})
 	worst["loss"] = goldenClose(t, "loss", []float32{float32(loss)}, goldenF32(t, g, "loss"), goldenTolForward)
@@ -205,17 +222,18 @@ func checkGolden(t *testing.T, g *checkpoint.File) {
 	}
 
 	// Three Adam steps from the same start on the same batch.
-	dev, net, x, target = fresh()
-	adam, err := optim.NewAdam(dev, net.Params(), optim.AdamConfig{LR: opt.LR, Beta1: opt.Betas[0], Beta2: opt.Betas[1], Eps: opt.Eps, WeightDecay: opt.WeightDecay})
+	run = newGoldenRun(t, g, cfg)
+	net = run.net
+	adam, err := optim.NewAdam(run.dev, net.Params(), optim.AdamConfig{LR: opt.LR, Beta1: opt.Betas[0], Beta2: opt.Betas[1], Eps: opt.Eps, WeightDecay: opt.WeightDecay})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer adam.Free()
 	lossesWant := goldenF32(t, g, "adam3.loss")
 	for i := range opt.Steps {
-		l := step(dev, net, x, target, nil)
+		l := run.step(nil)
 		worst["adam loss"] = max(worst["adam loss"], goldenClose(t, fmt.Sprintf("adam3.loss[%d]", i), []float32{float32(l)}, lossesWant[i:i+1], goldenTolForward))
-		adam.Update()
+		adam.Update(opt.LR)
 	}
 	for _, p := range net.Params() {
 		worst["adam"] = max(worst["adam"], goldenClose(t, "adam3."+p.Name, p.Read(), goldenF32(t, g, "adam3."+p.Name), goldenTolAdam))

@@ -33,6 +33,12 @@ func seamConfigs() map[string]config.Config {
 	c = base
 	c.Model.Norm, c.Memory.EmptyCache = "none", config.EmptyStep
 	out["none/empty_cache step"] = c
+	c = base
+	c.Train.Optimizer, c.Train.Momentum, c.Train.Nesterov, c.Train.Precision = "sgd", 0.9, true, backend.Float16
+	out["sgd nesterov/fp16"] = c
+	c = base
+	c.Train.Optimizer, c.Train.Momentum, c.Train.Accumulate, c.Train.BatchSize = "rmsprop", 0.9, 2, 2
+	out["rmsprop momentum/2x2"] = c
 	return out
 }
 

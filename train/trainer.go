@@ -60,7 +60,7 @@ type Trainer struct {
 	Config config.Config
 	Device *model.Device
 	Net    *model.UNet
-	Opt    *optim.Adam
+	Opt    optim.Optimizer
 	Scaler *optim.GradScaler
 	// DataFingerprint identifies the dataset it trains on (checkpoints
 	// record it, so resuming on changed data is noticed).
@@ -212,11 +212,9 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 		t.Close()
 		return nil, err
 	}
-	if t.Opt, err = optim.NewAdam(t.Device, learned, optim.AdamConfig{
-		LR: cfg.Train.LR, Beta1: cfg.Train.Betas[0], Beta2: cfg.Train.Betas[1], Eps: cfg.Train.Eps, WeightDecay: cfg.Train.WeightDecay,
-	}); err != nil {
+	if t.Opt, err = optim.New(t.Device, learned, cfg.OptimizerConfig()); err != nil {
 		t.Close()
-		return nil, t.ExplainOOM(err, "Adam's state")
+		return nil, t.ExplainOOM(err, "the optimizer's state")
 	}
 	sc := cfg.Train.Scaler
 	t.Scaler = &optim.GradScaler{Enabled: cfg.ScalerEnabled(), Scale: sc.InitScale, GrowthFactor: sc.GrowthFactor,
@@ -466,9 +464,8 @@ func (t *Trainer) step() (StepResult, error) {
 	optStart := time.Now()
 	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
 	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
-	t.Opt.Config.LR = res.LR
 	if finite {
-		t.Opt.Update()
+		t.Opt.Update(res.LR)
 		t.Net.SyncWorkingWeights()
 	}
 	t.Scaler.Update(finite)
