@@ -140,6 +140,23 @@ type Layers interface {
 	// counted pixels, 0 at ignored ones (and everywhere if k is 0); dlogits
 	// may be logits.
 	CrossEntropyBack(s Shape4, dlogits, logits, target View, k float32)
+	// LossSums adds, over the pixels whose target is a class (logits s:
+	// N,K,H,W Float32; target Uint8 N,H,W; p = softmax of a pixel's
+	// logits), four per-class sums into sums (host, 4K values):
+	//   sums[c]    += Σ_{t=c} (1-p_c)^gamma·(-log p_c)  (the focal term; cross-entropy at gamma 0)
+	//   sums[K+c]  += #{pixels with t=c}
+	//   sums[2K+c] += Σ_{t=c} p_c
+	//   sums[3K+c] += Σ p_c over every counted pixel
+	// from which class-weighted cross-entropy, focal loss and soft Dice
+	// follow. A bad target value is a *TargetError, as for CrossEntropy.
+	LossSums(s Shape4, logits, target View, gamma float32, sums []float64) error
+	// LossBack writes dlogits at a pixel with target t as
+	//   coef[t]·F·(p - onehot(t)) + p⊙(d - <p,d>),  d_c = coef[K+c]·[c=t] + coef[2K+c],
+	// F = (1-p_t)^gamma - gamma·p_t·(1-p_t)^(gamma-1)·log p_t (1 at gamma
+	// 0): the gradient of coef[t] times the focal term plus of any loss
+	// whose derivative by p_c is d_c (soft Dice's); 0 at ignored pixels.
+	// coef is host memory, 3K values; dlogits may be logits.
+	LossBack(s Shape4, dlogits, logits, target View, gamma float32, coef []float32)
 }
 
 // Metrics are the validation and prediction reductions.

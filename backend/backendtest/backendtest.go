@@ -88,6 +88,8 @@ func Run(t *testing.T, b backend.Backend) {
 	t.Run("Add", s.add)
 	t.Run("CrossEntropy", s.crossEntropy)
 	t.Run("CrossEntropyBack", s.crossEntropyBack)
+	t.Run("LossSums", s.lossSums)
+	t.Run("LossBack", s.lossBack)
 	t.Run("Confusion", s.confusion)
 	t.Run("Argmax", s.argmax)
 	t.Run("Adam", s.adam)

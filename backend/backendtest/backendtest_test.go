@@ -178,3 +178,15 @@ func (h *halfNative) CrossEntropyBack(sh backend.Shape4, dlogits, logits, target
 	defer s.done()
 	h.CPU.CrossEntropyBack(sh, s.out(dlogits), s.in(logits), target, k)
 }
+
+func (h *halfNative) LossSums(sh backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
+	s := h.stage()
+	defer s.done()
+	return h.CPU.LossSums(sh, s.in(logits), target, gamma, sums)
+}
+
+func (h *halfNative) LossBack(sh backend.Shape4, dlogits, logits, target backend.View, gamma float32, coef []float32) {
+	s := h.stage()
+	defer s.done()
+	h.CPU.LossBack(sh, s.out(dlogits), s.in(logits), target, gamma, coef)
+}

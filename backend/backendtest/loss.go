@@ -202,3 +202,92 @@ func (s *suite) argmax(t *testing.T) {
 		}
 	}
 }
+
+// lossGammas are the focal exponents checked: cross-entropy, a fractional
+// one (whose (1-p)^(γ-1) is singular at p = 1) and the usual 2.
+var lossGammas = []float32{0, 0.5, 2}
+
+func (s *suite) lossSums(t *testing.T) {
+	for _, dt := range s.layerTypes() {
+		for _, sh := range lossShapes {
+			for _, gamma := range lossGammas {
+				s.run(t, fmt.Sprintf("%s/gamma%g", lossName(dt, sh), gamma), func(c *check) {
+					z := c.uniform(sh.Len(), -sh.scale, sh.scale)
+					tg := c.targets(sh.N*sh.H*sh.W, sh.C)
+					logits, target := c.input(dt, z), c.inputBytes(tg)
+					// LossSums adds to what is there.
+					sums := make([]float64, 4*sh.C)
+					start := make([]float64, len(sums))
+					for i := range sums {
+						sums[i] = float64(c.rng.IntN(7))
+						start[i] = sums[i]
+					}
+					if err := s.b.LossSums(sh.Shape4, logits, target, gamma, sums); err != nil {
+						c.Fatalf("error %v for valid targets", err)
+					}
+					want := refLossSums(sh.Shape4, f64(z), tg, float64(gamma))
+					got := make([]float32, len(sums))
+					for i := range want {
+						want[i] += start[i]
+						got[i] = float32(sums[i])
+					}
+					c.near("sums", got, want, tolFor(dt, tolReduction))
+					for cl := range sh.C { // counts are exact
+						if sums[sh.C+cl] != want[sh.C+cl] {
+							c.Errorf("class %d: count %v, want %v", cl, sums[sh.C+cl], want[sh.C+cl])
+						}
+					}
+					c.unchanged("logits", logits, encode(dt, z))
+					c.unchanged("target", target, tg)
+				})
+			}
+		}
+		sh := backend.Shape4{N: 3, C: 4, H: 2, W: 3}
+		for _, bad := range []byte{4, 254} {
+			s.run(t, fmt.Sprintf("%s/BadTarget%d", dt, bad), func(c *check) {
+				z := c.uniform(sh.Len(), -3, 3)
+				tg := c.targets(sh.N*sh.H*sh.W, sh.C)
+				tg[2*sh.H*sh.W+c.rng.IntN(sh.H*sh.W)] = bad
+				err := s.b.LossSums(sh, c.input(dt, z), c.inputBytes(tg), 2, make([]float64, 4*sh.C))
+				var te *backend.TargetError
+				if !errors.As(err, &te) || te.Value != int(bad) || te.Sample != 2 || te.Classes != sh.C {
+					c.Errorf("error %v, want a *backend.TargetError for value %d in sample 2", err, bad)
+				}
+			})
+		}
+	}
+}
+
+func (s *suite) lossBack(t *testing.T) {
+	for _, dt := range s.layerTypes() {
+		for _, sh := range lossShapes {
+			for _, gamma := range lossGammas {
+				for _, inPlace := range []bool{false, true} {
+					name := fmt.Sprintf("%s/gamma%g", lossName(dt, sh), gamma)
+					if inPlace {
+						name += "/dlogits=logits"
+					}
+					s.run(t, name, func(c *check) {
+						z := c.uniform(sh.Len(), -sh.scale, sh.scale)
+						tg := c.targets(sh.N*sh.H*sh.W, sh.C)
+						coef := make([]float32, 3*sh.C)
+						for i := range coef {
+							coef[i] = float32(c.rng.Float64()*2 - 0.5)
+						}
+						logits, target := c.input(dt, z), c.inputBytes(tg)
+						dlogits := logits
+						if !inPlace {
+							dlogits = c.output(dt, sh.Len())
+						}
+						s.b.LossBack(sh.Shape4, dlogits, logits, target, gamma, coef)
+						c.near("dlogits", c.get(dlogits), refLossBack(sh.Shape4, f64(z), tg, float64(gamma), f64(coef)), tolFor(dt, tolElementwise))
+						c.unchanged("target", target, tg)
+						if !inPlace {
+							c.unchanged("logits", logits, encode(dt, z))
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -428,3 +428,85 @@ func refRMSprop(a backend.RMSpropStep, w, g, sq, buf []float32) (w2, sq2, buf2 [
 	}
 	return w2, sq2, buf2
 }
+
+// refLossSums is backend.LossSums' four per-class sums from scratch.
+func refLossSums(s backend.Shape4, z []float64, t []byte, gamma float64) []float64 {
+	K, HW := s.C, s.H*s.W
+	out := make([]float64, 4*K)
+	for n := 0; n < s.N; n++ {
+		for p := 0; p < HW; p++ {
+			c := int(t[n*HW+p])
+			if c >= K {
+				continue
+			}
+			ls := logSoftmaxAt(s, z, n, p)
+			pc := math.Exp(ls[c])
+			q := 0.0 // 1-p_c, from the other classes (see refLossBack)
+			for j := range K {
+				if j != c {
+					q += math.Exp(ls[j])
+				}
+			}
+			out[c] += -math.Pow(q, gamma) * ls[c]
+			out[K+c]++
+			out[2*K+c] += pc
+			for j := range K {
+				out[3*K+j] += math.Exp(ls[j])
+			}
+		}
+	}
+	return out
+}
+
+// refLossBack is backend.LossBack by the chain rule through the softmax
+// Jacobian: dL/dz_j = Σ_c dL/dp_c · p_c(δ_cj - p_j), with dL/dp_c =
+// coef[t]·d/dp_t[-(1-p_t)^γ log p_t]·δ_ct + d_c.
+func refLossBack(s backend.Shape4, z []float64, t []byte, gamma float64, coef []float64) []float64 {
+	K, HW := s.C, s.H*s.W
+	g := make([]float64, len(z))
+	for n := 0; n < s.N; n++ {
+		for p := 0; p < HW; p++ {
+			tc := int(t[n*HW+p])
+			if tc >= K {
+				continue
+			}
+			ls := logSoftmaxAt(s, z, n, p)
+			prob := make([]float64, K)
+			for j := range prob {
+				prob[j] = math.Exp(ls[j])
+			}
+			dp := make([]float64, K)
+			for c := range K {
+				dp[c] = coef[2*K+c]
+			}
+			// 1-p_t from the other classes: 1 - p_t rounds to 0 long
+			// before they vanish, where (1-p)^(γ-1) would be infinite.
+			pt, q := prob[tc], 0.0
+			for j, v := range prob {
+				if j != tc {
+					q += v
+				}
+			}
+			focal := -1 / pt // d/dp of -log p
+			switch {
+			case gamma != 0 && q == 0:
+				focal = 0 // the limit of focal·p_t·(δ - p_j), all of whose terms vanish
+			case gamma != 0:
+				focal = gamma*math.Pow(q, gamma-1)*ls[tc] - math.Pow(q, gamma)/pt
+			}
+			dp[tc] += coef[tc]*focal + coef[K+tc]
+			for j := range K {
+				v := 0.0
+				for c := range K {
+					d := -prob[j]
+					if c == j {
+						d++
+					}
+					v += dp[c] * prob[c] * d
+				}
+				g[(n*K+j)*HW+p] = v
+			}
+		}
+	}
+	return g
+}

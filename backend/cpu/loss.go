@@ -85,3 +85,148 @@ func softmaxTerms(z []float32, K, stride int) (mx float32, se float64) {
 	}
 	return mx, se
 }
+
+// LossSums sums per sample in float64, in parallel over samples, then over
+// samples in order.
+func (CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
+	z, tg := f32(logits), u8(target)
+	K, HW := s.C, s.H*s.W
+	if len(sums) != 4*K {
+		panic("backend/cpu: loss sums need 4 values per class")
+	}
+	part := make([]float64, s.N*4*K)
+	bad := make([]int, s.N)
+	kernels.ParallelFor(s.N, 1, func(lo, hi int) {
+		e := make([]float64, K)
+		for n := lo; n < hi; n++ {
+			ps := part[n*4*K : (n+1)*4*K]
+			for p := 0; p < HW; p++ {
+				t := int(tg[n*HW+p])
+				if t == backend.IgnoreIndex {
+					continue
+				}
+				if t >= K {
+					bad[n] = t + 1
+					continue
+				}
+				zp := z[n*K*HW+p:]
+				mx, se := softmaxExps(zp, K, HW, e)
+				ps[t] += focalTerm(e, t, se, float64(zp[t*HW]-mx), float64(gamma))
+				ps[K+t]++
+				ps[2*K+t] += e[t] / se
+				for c := range K {
+					ps[3*K+c] += e[c] / se
+				}
+			}
+		}
+	})
+	for n := range s.N {
+		if bad[n] != 0 {
+			return &backend.TargetError{Value: bad[n] - 1, Sample: n, Classes: K}
+		}
+	}
+	for n := range s.N {
+		for i, v := range part[n*4*K : (n+1)*4*K] {
+			sums[i] += v
+		}
+	}
+	return nil
+}
+
+// LossBack computes each pixel's gradient from its K logits, read before
+// any is written, so dlogits may be logits.
+func (CPU) LossBack(s backend.Shape4, dlogits, logits, target backend.View, gamma float32, coef []float32) {
+	z, g, tg := f32(logits), f32(dlogits), u8(target)
+	K, HW := s.C, s.H*s.W
+	if len(coef) != 3*K {
+		panic("backend/cpu: loss gradient needs 3 coefficients per class")
+	}
+	kernels.ParallelFor(s.N*HW, 1<<10, func(lo, hi int) {
+		e := make([]float64, K)
+		for i := lo; i < hi; i++ {
+			n, p := i/HW, i%HW
+			t := int(tg[i])
+			if t == backend.IgnoreIndex {
+				for c := range K {
+					g[(n*K+c)*HW+p] = 0
+				}
+				continue
+			}
+			zp := z[n*K*HW+p:]
+			mx, se := softmaxExps(zp, K, HW, e)
+			f := focalFactor(e, t, se, float64(zp[t*HW]-mx), float64(gamma))
+			a := float64(coef[t]) * f
+			dot := 0.0
+			for c := range K {
+				dot += e[c] / se * lossD(coef, K, c, t)
+			}
+			for c := range K {
+				prob := e[c] / se
+				v := a*prob + prob*(lossD(coef, K, c, t)-dot)
+				if c == t {
+					v -= a
+				}
+				g[(n*K+c)*HW+p] = float32(v)
+			}
+		}
+	})
+}
+
+// lossD is LossBack's d_c at a pixel with target t.
+func lossD(coef []float32, K, c, t int) float64 {
+	d := float64(coef[2*K+c])
+	if c == t {
+		d += float64(coef[K+c])
+	}
+	return d
+}
+
+// softmaxExps fills e with exp(z - max) of the K logits z[0], z[stride],
+// ... and returns the max and the sum of e.
+func softmaxExps(z []float32, K, stride int, e []float64) (mx float32, se float64) {
+	mx = float32(math.Inf(-1))
+	for k := range K {
+		mx = max(mx, z[k*stride])
+	}
+	for k := range K {
+		e[k] = math.Exp(float64(z[k*stride] - mx))
+		se += e[k]
+	}
+	return mx, se
+}
+
+// oneMinusP is 1 - p_t summed from the other classes' terms, exact where
+// p_t is near 1.
+func oneMinusP(e []float64, t int, se float64) float64 {
+	q := 0.0
+	for c, v := range e {
+		if c != t {
+			q += v
+		}
+	}
+	return q / se
+}
+
+// focalTerm is (1-p_t)^gamma·(-log p_t), with log p_t = zt - log se
+// (zt = z_t - max).
+func focalTerm(e []float64, t int, se, zt, gamma float64) float64 {
+	nll := math.Log(se) - zt
+	if gamma == 0 {
+		return nll
+	}
+	return math.Pow(oneMinusP(e, t, se), gamma) * nll
+}
+
+// focalFactor is F = (1-p)^γ - γ·p·(1-p)^(γ-1)·log p, the focal term's
+// derivative by z_t over cross-entropy's; its limit 0 where 1-p is 0.
+func focalFactor(e []float64, t int, se, zt, gamma float64) float64 {
+	if gamma == 0 {
+		return 1
+	}
+	q := oneMinusP(e, t, se)
+	if q <= 0 {
+		return 0
+	}
+	logp := zt - math.Log(se)
+	return math.Pow(q, gamma) - gamma*(e[t]/se)*math.Pow(q, gamma-1)*logp
+}

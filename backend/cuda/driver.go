@@ -73,6 +73,8 @@ const (
 	KBiasGrad
 	KSGD
 	KRMSprop
+	KLossSums
+	KLossBack
 	KConv // gemm.ptx from here on
 	KConvBackData
 	KConvBackWeight
@@ -87,7 +89,7 @@ var kernelNames = [NumKernels]string{
 	"convert", "relu", "relu_back", "max_pool2", "max_pool2_back", "upsample2", "upsample2_back",
 	"concat", "split", "add", "batch_norm", "batch_norm_eval", "batch_norm_back",
 	"group_norm", "group_norm_params_back", "group_norm_back", "cross_entropy", "cross_entropy_back",
-	"confusion", "argmax", "adam", "unscale_check", "bias_grad", "sgd", "rmsprop",
+	"confusion", "argmax", "adam", "unscale_check", "bias_grad", "sgd", "rmsprop", "loss_sums", "loss_back",
 	"conv", "conv_back_data", "conv_back_weight", "up_conv", "up_conv_back_data", "up_conv_back_weight", "split_sum",
 }
 

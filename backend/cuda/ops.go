@@ -345,6 +345,53 @@ func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target bac
 		ptr(target, backend.Uint8), s.N, s.C, s.H*s.W, k)
 }
 
+// LossSums runs one block per class (a deterministic reduction, no
+// atomics) and adds the K*4 sums, read back from the scratch, to the host's.
+func (b *Backend) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
+	K := s.C
+	checkLen(logits, s.Len(), target, s.N*s.H*s.W)
+	if len(sums) != 4*K {
+		panic("backend/cuda: loss sums need 4 values per class")
+	}
+	if s.N > maxSamples || 32*K > badOffset {
+		panic(fmt.Sprintf("backend/cuda: loss sums of %d samples, %d classes; at most %d and %d", s.N, K, maxSamples, badOffset/32))
+	}
+	bad := b.scratch + badOffset
+	b.memsetD32(bad, 0, s.N)
+	b.launchGrid(KLossSums, K, 1, b.scratch, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8), s.N, K, s.H*s.W, gamma)
+	got := b.fetch(b.scratch, 32*K)
+	badv := b.fetch(bad, 4*s.N)
+	for n := range s.N {
+		if v := int32(binary.LittleEndian.Uint32(badv[4*n:])); v != 0 {
+			return &backend.TargetError{Value: int(v) - 1, Sample: n, Classes: K}
+		}
+	}
+	for c := range K {
+		for j := range 4 {
+			sums[j*K+c] += math.Float64frombits(binary.LittleEndian.Uint64(got[8*(4*c+j):]))
+		}
+	}
+	return nil
+}
+
+// LossBack uploads the coefficients into the scratch, then runs one thread
+// per pixel.
+func (b *Backend) LossBack(s backend.Shape4, dlogits, logits, target backend.View, gamma float32, coef []float32) {
+	K := s.C
+	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
+	if len(coef) != 3*K || 4*len(coef) > maxCountsBytes {
+		panic(fmt.Sprintf("backend/cuda: loss gradient with %d coefficients for %d classes", len(coef), K))
+	}
+	raw := make([]byte, 4*len(coef))
+	for i, v := range coef {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+	}
+	p := b.scratch + countsOffset
+	b.fail("loss coefficients", b.drv.CopyHtoD(p, raw))
+	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, backend.Float32), ptr(logits, backend.Float32), ptr(target, backend.Uint8), p,
+		s.N, K, s.H*s.W, gamma)
+}
+
 // ---- metrics ----
 
 // Confusion counts on the device (integer atomics) and adds the counts to

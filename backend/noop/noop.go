@@ -48,6 +48,8 @@ func (Noop) Concat(_ int, _, _, _ backend.View)                                 
 func (Noop) Split(_ int, _, _, _ backend.View)                                                   {}
 func (Noop) Add(_, _, _ backend.View)                                                            {}
 func (Noop) CrossEntropyBack(_ backend.Shape4, _, _, _ backend.View, _ float32)                  {}
+func (Noop) LossSums(_ backend.Shape4, _, _ backend.View, _ float32, _ []float64) error          { return nil }
+func (Noop) LossBack(_ backend.Shape4, _, _, _ backend.View, _ float32, _ []float32)             {}
 func (Noop) Confusion(_ backend.Shape4, _ []int64, _, _ backend.View)                            {}
 func (Noop) Argmax(_ backend.Shape4, _, _ backend.View)                                          {}
 func (Noop) Adam(_ backend.AdamStep, _, _, _, _ backend.View)                                    {}

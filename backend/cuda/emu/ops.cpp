@@ -32,5 +32,7 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 22: k_bias_grad(a[0], a[1], a[2], a[3], a[4]); break;
 	case 23: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break;
 	case 24: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break;
+	case 25: k_loss_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break;
+	case 26: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break;
 	}
 }

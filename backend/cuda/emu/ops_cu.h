@@ -542,6 +542,96 @@ KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 N, i64 K, i6
 	}
 }
 
+// focal_q: 1 - p_t summed from the other classes' terms (exact where p_t
+// is near 1), for the K logits at stride with max mx and sum se.
+__device__ __forceinline__ double focal_q(const float *z, i64 K, i64 stride, i64 t, float mx, double se) {
+	double q = 0;
+	for (i64 c = 0; c < K; c++)
+		if (c != t) q += exp((double)(z[c * stride] - mx));
+	return q / se;
+}
+
+// loss_sums: block c sums class c's four values over every pixel
+// (backend.LossSums; no atomics, so the sums are deterministic) into
+// sums[4*c..4*c+3]: the focal term and count of pixels with t = c, their
+// p_c, and p_c over all counted pixels. Block 0 also flags bad targets.
+KERNEL(loss_sums)(u64 sums, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 HW, double gamma) {
+	const float *z = (const float *)logits;
+	const uint8_t *tg = (const uint8_t *)target;
+	i64 c = blockIdx.x;
+	double focal = 0, count = 0, inter = 0, pred = 0;
+	for (i64 i = threadIdx.x; i < N * HW; i += blockDim.x) {
+		i64 n = i / HW, p = i % HW;
+		int t = tg[i];
+		if (t == IGNORE_INDEX) continue;
+		if (t >= K) {
+			if (c == 0) atomicMax((int *)bad + n, t + 1);
+			continue;
+		}
+		const float *zp = z + n * K * HW + p;
+		float mx;
+		double se;
+		softmax_terms(zp, K, HW, mx, se);
+		double pc = exp((double)(zp[c * HW] - mx)) / se;
+		pred += pc;
+		if (t == c) {
+			double nll = log(se) - (double)(zp[c * HW] - mx);
+			focal += gamma == 0 ? nll : pow(focal_q(zp, K, HW, c, mx, se), gamma) * nll;
+			count += 1;
+			inter += pc;
+		}
+	}
+	block_sum2(focal, count);
+	block_sum2(inter, pred);
+	if (threadIdx.x == 0) {
+		double *out = (double *)sums + 4 * c;
+		out[0] = focal;
+		out[1] = count;
+		out[2] = inter;
+		out[3] = pred;
+	}
+}
+
+// loss_back: backend.LossBack, coef (3K floats) on the device; each pixel
+// reads its K logits before writing, so dlogits may be logits.
+KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 N, i64 K, i64 HW, double gamma) {
+	const float *z = (const float *)logits;
+	float *g = (float *)dlogits;
+	const uint8_t *tg = (const uint8_t *)target;
+	const float *coef = (const float *)coefs;
+	GRID_STRIDE(i, N * HW) {
+		i64 n = i / HW, p = i % HW;
+		int t = tg[i];
+		if (t == IGNORE_INDEX) {
+			for (i64 c = 0; c < K; c++) g[(n * K + c) * HW + p] = 0.0f;
+			continue;
+		}
+		const float *zp = z + n * K * HW + p;
+		float mx;
+		double se;
+		softmax_terms(zp, K, HW, mx, se);
+		double f = 1;
+		if (gamma != 0) {
+			double q = focal_q(zp, K, HW, t, mx, se);
+			double logp = (double)(zp[t * HW] - mx) - log(se);
+			f = q <= 0 ? 0 : pow(q, gamma) - gamma * (exp((double)(zp[t * HW] - mx)) / se) * pow(q, gamma - 1) * logp;
+		}
+		double a = (double)coef[t] * f, dot = 0;
+		for (i64 c = 0; c < K; c++) {
+			double d = (double)coef[2 * K + c] + (c == t ? (double)coef[K + c] : 0.0);
+			dot += exp((double)(zp[c * HW] - mx)) / se * d;
+		}
+		float *gp = g + n * K * HW + p;
+		for (i64 c = 0; c < K; c++) {
+			double prob = exp((double)(zp[c * HW] - mx)) / se;
+			double d = (double)coef[2 * K + c] + (c == t ? (double)coef[K + c] : 0.0);
+			double v = a * prob + prob * (d - dot);
+			if (c == t) v -= a;
+			gp[c * HW] = (float)v;
+		}
+	}
+}
+
 // ---- metrics ----
 
 // argmax_at: the first largest of K values at stride (NaN is never larger).
