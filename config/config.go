@@ -115,12 +115,8 @@ type Train struct {
 	Scaler     Scaler `yaml:"scaler"`
 	// Schedule is the learning rate over the run (see optim.Schedule).
 	Schedule Schedule `yaml:"schedule"`
-	// Init is weights to start from instead of the random initialization
-	// (fine-tuning): a memunet run or checkpoint directory, or a safetensors
-	// file with PyTorch state_dict names (memunet export's, or PyTorch's);
-	// InitSkip lists name prefixes to leave at their initialization (a new
-	// head: outc). Freeze lists name prefixes the optimizer leaves as they
-	// are (encoder: inc and every down block).
+	// Loss is the training (and validation) loss (see model.Loss).
+	Loss Loss `yaml:"loss"`
 	// Monitor is the validation score that picks the best checkpoint,
 	// drives early stopping and a plateau schedule: val_miou, val_dice,
 	// val_pixel_acc (higher is better) or val_loss (lower is better).
@@ -128,9 +124,15 @@ type Train struct {
 	// EarlyStop ends the run when Monitor has not improved by more than
 	// MinDelta for Patience scheduled validations (0: never).
 	EarlyStop EarlyStop `yaml:"early_stop"`
-	Init      string    `yaml:"init"`
-	InitSkip  []string  `yaml:"init_skip"`
-	Freeze    []string  `yaml:"freeze"`
+	// Init is weights to start from instead of the random initialization
+	// (fine-tuning): a memunet run or checkpoint directory, or a safetensors
+	// file with PyTorch state_dict names (memunet export's, or PyTorch's);
+	// InitSkip lists name prefixes to leave at their initialization (a new
+	// head: outc). Freeze lists name prefixes the optimizer leaves as they
+	// are (encoder: inc and every down block).
+	Init     string   `yaml:"init"`
+	InitSkip []string `yaml:"init_skip"`
+	Freeze   []string `yaml:"freeze"`
 	// CheckpointEvery saves a checkpoint every N optimizer steps (0: only at
 	// the end and on SIGINT/SIGTERM, which always save one).
 	CheckpointEvery int `yaml:"checkpoint_every"`
@@ -162,6 +164,58 @@ type Schedule struct {
 type EarlyStop struct {
 	Patience int     `yaml:"patience"`
 	MinDelta float64 `yaml:"min_delta"`
+}
+
+// Loss is train.loss: kind ce, dice, ce+dice or focal; class weights for
+// the cross-entropy and focal terms; focal's gamma; Dice's smoothing.
+type Loss struct {
+	Kind         string       `yaml:"kind"`
+	ClassWeights ClassWeights `yaml:"class_weights"`
+	Gamma        float64      `yaml:"gamma"`
+	DiceSmooth   float64      `yaml:"dice_smooth"`
+}
+
+// ClassWeights is train.loss.class_weights: [] (every class 1), auto (from
+// the training set's class frequencies: train.ClassWeights) or one weight
+// per class.
+type ClassWeights struct {
+	Auto   bool
+	Values []float64
+}
+
+// UnmarshalYAML accepts auto or a list of numbers.
+func (w *ClassWeights) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*w = ClassWeights{Auto: true}
+		return nil
+	}
+	var l FloatList
+	if err := l.UnmarshalYAML(n); err != nil {
+		return fmt.Errorf("cannot use %s: want auto or a list of one weight per class, e.g. [1, 5, 1]", describe(n))
+	}
+	*w = ClassWeights{Values: l}
+	return nil
+}
+
+// MarshalYAML writes auto or the list.
+func (w ClassWeights) MarshalYAML() (any, error) {
+	if w.Auto {
+		return "auto", nil
+	}
+	if w.Values == nil {
+		return []float64{}, nil
+	}
+	return w.Values, nil
+}
+
+// LossConfig is train.loss as model takes it, with weights (nil: none,
+// or auto's, which the trainer computes from the data).
+func (c Config) LossConfig(weights []float64) model.LossConfig {
+	l := c.Train.Loss
+	if !l.ClassWeights.Auto {
+		weights = l.ClassWeights.Values
+	}
+	return model.LossConfig{Kind: model.LossKind(l.Kind), Weights: weights, Gamma: l.Gamma, DiceSmooth: l.DiceSmooth}
 }
 
 // Monitors are train.monitor's values.
@@ -232,6 +286,7 @@ func Default() Config {
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
 			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
+			Loss:     Loss{Kind: "ce", Gamma: 2, DiceSmooth: 1},
 			Monitor:  "val_miou"},
 		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off"},
 		Output: Output{Progress: "auto", LogEvery: 10},
@@ -476,6 +531,8 @@ func (c Config) validateVariants() error {
 		return c.DataAugment().Validate(0, 0)
 	case c.OptimizerConfig().Validate() != nil:
 		return c.OptimizerConfig().Validate()
+	case c.LossConfig(nil).Validate(c.Model.Classes) != nil:
+		return c.LossConfig(nil).Validate(c.Model.Classes)
 	case !slices.Contains(Monitors, c.Train.Monitor):
 		return fmt.Errorf("train.monitor: %q: must be one of %s", c.Train.Monitor, strings.Join(Monitors, ", "))
 	case c.Train.EarlyStop.Patience < 0 || !(c.Train.EarlyStop.MinDelta >= 0):

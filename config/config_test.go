@@ -280,6 +280,16 @@ func TestParseErrors(t *testing.T) {
 			[]string{"line 4", "second YAML document", "one document"}},
 		{"bad second document", "train:\n  steps: 10\n---\ntrain: [\n",
 			[]string{"line"}},
+		{"class weights word", "train:\n  loss:\n    class_weights: balanced\n",
+			[]string{"line 3", "train.loss.class_weights", "auto or a list"}},
+		{"class weights count", "train:\n  loss:\n    class_weights: [1, 2]\n",
+			[]string{"train.loss.class_weights", "2 weights for 4 classes"}},
+		{"loss kind", "train:\n  loss:\n    kind: dise\n",
+			[]string{"train.loss.kind", "ce, dice, ce+dice or focal"}},
+		{"optimizer kind", "train:\n  optimizer: adagrad\n",
+			[]string{"train.optimizer", "adam, adamw, sgd or rmsprop"}},
+		{"nesterov without momentum", "train:\n  optimizer: sgd\n  nesterov: true\n",
+			[]string{"train.nesterov", "train.momentum > 0"}},
 		{"unknown anchor", "train:\n  steps: *a\n",
 			[]string{"anchor"}},
 		{"self-referencing alias", "train:\n  betas: &a [*a]\n",
@@ -327,6 +337,14 @@ func TestValid(t *testing.T) {
 			func(c Config) bool { return c.Data.Size == 18 }},
 		{"anchor and alias", "train:\n  seed: &s 7\nmodel:\n  seed: *s\n",
 			func(c Config) bool { return c.Train.Seed == 7 && c.Model.Seed == 7 }},
+		{"class weights auto", "train:\n  loss:\n    kind: focal\n    class_weights: auto\n",
+			func(c Config) bool { return c.Train.Loss.ClassWeights.Auto && c.Train.Loss.Kind == "focal" }},
+		{"class weights list", "train:\n  loss:\n    class_weights: [1, 2.5, 0, 4]\n",
+			func(c Config) bool {
+				return reflect.DeepEqual(c.Train.Loss.ClassWeights, ClassWeights{Values: []float64{1, 2.5, 0, 4}})
+			}},
+		{"class weights empty", "train:\n  loss:\n    class_weights: []\n",
+			func(c Config) bool { return reflect.DeepEqual(c.Train.Loss.ClassWeights, ClassWeights{}) }},
 		{"other keys keep defaults", "train:\n  lr: 0.01\n",
 			func(c Config) bool {
 				d := Default()
@@ -533,6 +551,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"default", func(*Config) {}},
 		{"capacity 6GiB", func(c *Config) { c.Memory.Capacity = 6 << 30 }},
 		{"capacity 1.5GB", func(c *Config) { c.Memory.Capacity = 1.5e9 }},
+		{"class weights auto", func(c *Config) { c.Train.Loss = Loss{Kind: "focal", ClassWeights: ClassWeights{Auto: true}, Gamma: 2} }},
 		{"everything changed", func(c *Config) {
 			c.Model = Model{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4, Seed: math.MaxUint64,
 				Checkpoint: Checkpoint{Levels: []int{0, 2}}}
@@ -541,6 +560,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 				Precision: backend.Float16, Accumulate: 4,
 				Scaler:   Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10},
 				Schedule: Schedule{Kind: "cosine", Warmup: 3, StepSize: 7, Gamma: 0.5, MinLR: 1e-6, Patience: 2, Factor: 0.25, Threshold: 0.01},
+				Loss:     Loss{Kind: "ce+dice", ClassWeights: ClassWeights{Values: []float64{1, 3}}, Gamma: 0.5, DiceSmooth: 1e-6},
 				Monitor:  "val_dice", Init: "runs/base", InitSkip: []string{"outc"}, Freeze: []string{"encoder"}}
 			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Offload: "checkpoints", Fit: "auto"}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}

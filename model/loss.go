@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/memunet/memunet/backend"
 )
@@ -90,3 +91,237 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 
 // Forget drops what Forward kept, without releasing it (see Layer).
 func (l *CrossEntropy) Forget() { l.logits, l.target = nil, backend.View{} }
+
+// LossKind is a training loss (config key train.loss.kind).
+type LossKind string
+
+const (
+	LossCE     LossKind = "ce"      // cross-entropy, optionally class-weighted
+	LossDice   LossKind = "dice"    // soft Dice
+	LossCEDice LossKind = "ce+dice" // their sum (milesial's Pytorch-UNet)
+	LossFocal  LossKind = "focal"   // focal loss, softmax form
+)
+
+// LossKinds lists the losses.
+func LossKinds() []LossKind { return []LossKind{LossCE, LossDice, LossCEDice, LossFocal} }
+
+// LossConfig is a loss and its settings.
+type LossConfig struct {
+	Kind LossKind
+	// Weights are per-class weights of the cross-entropy or focal terms
+	// (nil: all 1), as PyTorch's CrossEntropyLoss(weight=...): the weighted
+	// cross-entropy is Σ w[t]·(-log p_t) / Σ w[t] over counted pixels.
+	Weights []float64
+	// Gamma is focal's exponent: Σ w[t]·(1-p_t)^Gamma·(-log p_t) / #pixels.
+	Gamma float64
+	// DiceSmooth is s in Dice's (2·I_c + s) / (P_c + T_c + s).
+	DiceSmooth float64
+}
+
+// Plain reports the unweighted cross-entropy, which CrossEntropy computes.
+func (c LossConfig) Plain() bool { return (c.Kind == LossCE || c.Kind == "") && c.Weights == nil }
+
+// Validate names the first invalid setting for k classes.
+func (c LossConfig) Validate(k int) error {
+	switch c.Kind {
+	case LossCE, LossDice, LossCEDice, LossFocal:
+	default:
+		return fmt.Errorf("train.loss.kind: %q: must be ce, dice, ce+dice or focal", c.Kind)
+	}
+	if c.Weights != nil && len(c.Weights) != k {
+		return fmt.Errorf("train.loss.class_weights: %d weights for %d classes (model.classes): give one per class, or auto", len(c.Weights), k)
+	}
+	for i, w := range c.Weights {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("train.loss.class_weights[%d]: %g: weights must be finite and >= 0", i, w)
+		}
+	}
+	if !(c.Gamma >= 0 && c.Gamma <= 10) {
+		return fmt.Errorf("train.loss.gamma: %g: focal's exponent must be in [0, 10] (2 is usual)", c.Gamma)
+	}
+	if !(c.DiceSmooth >= 0) || math.IsInf(c.DiceSmooth, 0) {
+		return fmt.Errorf("train.loss.dice_smooth: %g: must be a finite number >= 0", c.DiceSmooth)
+	}
+	return nil
+}
+
+// Loss is the configured loss over pixels, as CrossEntropy's contract has
+// it (logits (N,K,H,W), target (N,H,W) classes or IgnoreIndex; ignored
+// pixels count nowhere). Over the batch's counted pixels, with p the
+// softmax, T_c the pixels of class c, I_c = Σ_{t=c} p_c, P_c = Σ p_c:
+//
+//	ce:      Σ w[t]·(-log p_t) / Σ w[t]  (PyTorch's weighted mean)
+//	focal:   Σ w[t]·(1-p_t)^γ·(-log p_t) / #pixels
+//	dice:    1 - mean over classes with T_c > 0 of (2·I_c + s) / (P_c + T_c + s)
+//	ce+dice: ce + dice
+//
+// Dice is over the whole batch per class (segmentation_models_pytorch's
+// DiceLoss, absent classes left out of the mean); with no counted pixel
+// every term is 0. The plain cross-entropy is CrossEntropy's exact path.
+type Loss struct {
+	Config LossConfig
+	ce     CrossEntropy
+	logits *Tensor
+	target backend.View
+	sums   []float64 // LossSums of the saved forward
+}
+
+// gamma is the exponent of the focal term LossSums and LossBack use.
+func (l *Loss) gamma() float64 {
+	if l.Config.Kind == LossFocal {
+		return l.Config.Gamma
+	}
+	return 0
+}
+
+// Forward returns the loss; in training it keeps logits and target.
+func (l *Loss) Forward(env *Env, logits *Tensor, target backend.View) (float64, error) {
+	if l.Config.Plain() {
+		return l.ce.Forward(env, logits, target)
+	}
+	defer env.Profile.begin(KindLoss)()
+	if target.DT != backend.Uint8 || target.Len != logits.N*logits.H*logits.W {
+		panic(fmt.Sprintf("model: loss: target %v for logits %v", target, logits.Shape()))
+	}
+	sums := make([]float64, 4*logits.C)
+	f := env.frame()
+	z := f.view(logits)
+	var lossErr error
+	if f.err == nil {
+		lossErr = env.Backend.LossSums(logits.shape4(), z, target, float32(l.gamma()), sums)
+	}
+	if err := f.finish(); err != nil {
+		return 0, err
+	}
+	if lossErr != nil {
+		return 0, lossErr
+	}
+	if env.saves() {
+		l.logits, l.target, l.sums = logits.Retain(), target, sums
+	}
+	return l.Config.value(sums), nil
+}
+
+// weight is class c's weight.
+func (c LossConfig) weight(k int) float64 {
+	if c.Weights == nil {
+		return 1
+	}
+	return c.Weights[k]
+}
+
+// value is the loss from LossSums' sums.
+func (c LossConfig) value(sums []float64) float64 {
+	K := len(sums) / 4
+	var loss float64
+	if c.Kind != LossDice {
+		var num, den float64
+		for k := range K {
+			num += c.weight(k) * sums[k]
+			if c.Kind == LossFocal {
+				den += sums[K+k]
+			} else {
+				den += c.weight(k) * sums[K+k]
+			}
+		}
+		if den > 0 {
+			loss += num / den
+		}
+	}
+	if c.Kind == LossDice || c.Kind == LossCEDice {
+		var sum float64
+		present := 0
+		for k := range K {
+			if T := sums[K+k]; T > 0 {
+				sum += (2*sums[2*K+k] + c.DiceSmooth) / (sums[3*K+k] + T + c.DiceSmooth)
+				present++
+			}
+		}
+		if present > 0 {
+			loss += 1 - sum/float64(present)
+		}
+	}
+	return loss
+}
+
+// coefficients are LossBack's 3K coefficients for the loss times scale.
+func (c LossConfig) coefficients(sums []float64, scale float64) []float32 {
+	K := len(sums) / 4
+	coef := make([]float32, 3*K)
+	if c.Kind != LossDice {
+		var den float64
+		for k := range K {
+			if c.Kind == LossFocal {
+				den += sums[K+k]
+			} else {
+				den += c.weight(k) * sums[K+k]
+			}
+		}
+		if den > 0 {
+			for k := range K {
+				coef[k] = float32(scale * c.weight(k) / den)
+			}
+		}
+	}
+	if c.Kind == LossDice || c.Kind == LossCEDice {
+		present := 0
+		for k := range K {
+			if sums[K+k] > 0 {
+				present++
+			}
+		}
+		for k := range K {
+			T := sums[K+k]
+			if T == 0 {
+				continue
+			}
+			// d/dp_ic of -d_c/|C| = -(2·[t=c]·D - (2·I_c + s)) / (D²·|C|)
+			D := sums[3*K+k] + T + c.DiceSmooth
+			m := scale / float64(present)
+			coef[K+k] = float32(-2 * m / D)
+			coef[2*K+k] = float32(m * (2*sums[2*K+k] + c.DiceSmooth) / (D * D))
+		}
+	}
+	return coef
+}
+
+// Backward returns dlogits, the loss's gradient times scale (1 for plain
+// training; the grad scaler's scale, or 1/accumulate).
+func (l *Loss) Backward(env *Env, scale float32) (*Tensor, error) {
+	if l.Config.Plain() {
+		return l.ce.Backward(env, scale)
+	}
+	defer env.Profile.begin(KindLoss)()
+	logits := l.logits
+	if logits == nil {
+		panic("model: loss backward without a training forward")
+	}
+	dlogits, err := gradTensorLike(env, logits)
+	if err != nil {
+		return nil, err
+	}
+	f := env.frame()
+	z, g := f.view(logits), f.writer(dlogits)
+	if f.err != nil {
+		f.finish()
+		if dlogits != logits {
+			dlogits.Release()
+		}
+		return nil, f.err
+	}
+	if dlogits == logits {
+		dlogits.Retain() // reused in place; our saved reference is released below
+	}
+	coef := l.Config.coefficients(l.sums, float64(scale))
+	env.Backend.LossBack(logits.shape4(), g, z, l.target, float32(l.gamma()), coef)
+	f.finish()
+	logits.Release()
+	l.Forget()
+	return dlogits, nil
+}
+
+// Forget drops what Forward kept, without releasing it (see Layer).
+func (l *Loss) Forget() {
+	l.ce.Forget()
+	l.logits, l.target, l.sums = nil, backend.View{}, nil
+}

@@ -43,6 +43,10 @@ func resumeConfig(variant string) config.Config {
 		c.Train.Optimizer, c.Train.LR, c.Train.Momentum, c.Train.Nesterov, c.Train.WeightDecay = "sgd", 0.05, 0.9, true, 1e-3
 	case "rmsprop": // milesial's: square average and momentum buffer
 		c.Train.Optimizer, c.Train.LR, c.Train.Momentum, c.Train.WeightDecay = "rmsprop", 1e-4, 0.999, 1e-8
+	case "ce+dice": // the loss's per-batch class sums feed its gradient
+		c.Train.Loss = config.Loss{Kind: "ce+dice", ClassWeights: config.ClassWeights{Auto: true}, DiceSmooth: 1}
+	case "focal":
+		c.Train.Loss = config.Loss{Kind: "focal", Gamma: 2, ClassWeights: config.ClassWeights{Values: []float64{1, 2, 0.5, 1}}}
 	case "adamw":
 		c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1
 	case "plateau":
@@ -149,7 +153,7 @@ func sameLosses(t *testing.T, want, got []float64) {
 // both when the first run ends at step 3 and when SIGINT stops it in the
 // middle of step 3's accumulation cycle.
 func TestResumeBitExact(t *testing.T) {
-	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw"} {
+	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw", "ce+dice", "focal"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := resumeConfig(variant)
 			straightDir := t.TempDir()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -110,6 +111,10 @@ type Summary struct {
 	EarlyStopped bool `json:"early_stopped,omitempty"`
 	// Fit is what memory.fit: auto decided, one line per decision.
 	Fit []string `json:"fit,omitempty"`
+	// Loss is train.loss.kind; ClassWeights the weights of its terms
+	// (auto's, computed from the training masks, or the configured ones).
+	Loss         string    `json:"loss"`
+	ClassWeights []float64 `json:"class_weights,omitempty"`
 }
 
 // Options are a run's inputs besides the configuration.
@@ -276,7 +281,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	for _, line := range tr.FitLog {
 		prog.note(line)
 	}
+	if cfg.Train.Loss.ClassWeights.Auto {
+		prog.note(fmt.Sprintf("train.loss.class_weights: auto: %s (inverse class frequency of the training masks)", formatWeights(tr.Loss.Weights)))
+	}
 	sum = &Summary{
+		Loss: string(tr.Loss.Kind), ClassWeights: tr.Loss.Weights,
 		Fit: tr.FitLog, Device: device.Describe(tr.Device.Backend),
 		Params: tr.Net.NumParams(), PeakAllocatedByCategory: map[string]int64{}, PeakByPhase: map[string]map[string]int64{},
 		Variant: cfg.Variant(), EffectiveBatch: cfg.Variant().EffectiveBatch(),
@@ -546,4 +555,13 @@ type ExistingRunError struct {
 func (e *ExistingRunError) Error() string {
 	return fmt.Sprintf("%s already holds a run (%s): continue it with --resume auto, train into a new --out DIR, or add --force to delete those files and start again",
 		e.Dir, strings.Join(e.Files, ", "))
+}
+
+// formatWeights writes weights as [w0, w1, ...] with 4 significant digits.
+func formatWeights(w []float64) string {
+	parts := make([]string, len(w))
+	for i, v := range w {
+		parts[i] = strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }

@@ -39,6 +39,13 @@ func seamConfigs() map[string]config.Config {
 	c = base
 	c.Train.Optimizer, c.Train.Momentum, c.Train.Accumulate, c.Train.BatchSize = "rmsprop", 0.9, 2, 2
 	out["rmsprop momentum/2x2"] = c
+	c = base
+	c.Train.Loss = config.Loss{Kind: "ce+dice", ClassWeights: config.ClassWeights{Auto: true}, DiceSmooth: 1}
+	c.Train.Precision = backend.BFloat16
+	out["ce+dice auto weights/bf16"] = c
+	c = base
+	c.Train.Loss = config.Loss{Kind: "focal", Gamma: 2, ClassWeights: config.ClassWeights{Values: []float64{1, 2, 3}}}
+	out["focal weighted"] = c
 	return out
 }
 
@@ -53,6 +60,9 @@ func seamConfigs() map[string]config.Config {
 func TestPlanningBackendMatchesCPU(t *testing.T) {
 	for name, cfg := range seamConfigs() {
 		t.Run(name, func(t *testing.T) {
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
 			stats := func(b backend.Backend) []memory.Stats {
 				tr, err := buildTrainer(cfg, b)
 				if err != nil {

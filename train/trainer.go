@@ -96,6 +96,9 @@ type Trainer struct {
 	SchedState optim.ScheduleState
 	StepsDone  int
 
+	// Loss is train.loss, with auto class weights computed (ClassWeights).
+	Loss model.LossConfig
+
 	// FitLog records memory.fit: auto's decisions, one line each.
 	FitLog   []string
 	fitFrom  config.Config  // the configuration as given
@@ -198,6 +201,13 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 		}
 		t.Device.Host = memory.NewPool(off.HostAllocator(), memory.Options{})
 	}
+	var weights []float64
+	if cfg.Train.Loss.ClassWeights.Auto && !t.Pool().Virtual() { // a plan's loss has no values to weight
+		if weights, err = ClassWeights(set.Data, t.trainIdx, cfg.Model.Classes); err != nil {
+			return nil, fmt.Errorf("train.loss.class_weights: auto: %w", err)
+		}
+	}
+	t.Loss = cfg.LossConfig(weights)
 	prec := cfg.Train.Precision
 	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
 	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
@@ -441,13 +451,13 @@ func (t *Trainer) step() (StepResult, error) {
 		}
 		keep(PhaseForward, t.Pool().Stats())
 		t.Pool().ResetPeak()
-		var ce model.CrossEntropy
-		loss, err := ce.Forward(t.env, logits, t.masks)
+		l := model.Loss{Config: t.Loss}
+		loss, err := l.Forward(t.env, logits, t.masks)
 		logits.Release()
 		if err != nil {
 			return res, err
 		}
-		dlogits, err := ce.Backward(t.env, lossScale)
+		dlogits, err := l.Backward(t.env, lossScale)
 		if err != nil {
 			return res, err
 		}

@@ -38,7 +38,7 @@ func (s ClassScore) Present() bool { return s.IoU != nil }
 // Validate evaluates the model on the validation samples in eval mode, in
 // batches of train.batch_size.
 func (t *Trainer) Validate() (Validation, error) {
-	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
+	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
 	if err != nil {
 		return v, t.ExplainOOM(err, "validation")
 	}
@@ -50,7 +50,7 @@ func (t *Trainer) Validate() (Validation, error) {
 // batch*H*W values on the model's device: the training batch's), so
 // validation allocates nothing but each batch's images and what the layers
 // allocate.
-func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch int, masks backend.View) (Validation, error) {
+func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, batch int, masks backend.View) (Validation, error) {
 	H, W := ds.Size()
 	K := net.Config.Classes
 	counts := make([]int64, K*K)
@@ -82,8 +82,8 @@ func evaluate(env *model.Env, net *model.UNet, ds data.Dataset, idx []int, batch
 		if err != nil {
 			return Validation{}, err
 		}
-		var ce model.CrossEntropy
-		loss, err := ce.Forward(env, logits, target)
+		l := model.Loss{Config: lossCfg}
+		loss, err := l.Forward(env, logits, target)
 		if err == nil {
 			env.Backend.Confusion(backend.Shape4{N: n, C: K, H: H, W: W}, counts, logits.View(), target)
 		}

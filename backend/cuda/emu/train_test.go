@@ -31,14 +31,35 @@ func tinyConfig() config.Config {
 // CUDA backend's sizes predicted: fp32; fp16 (16-bit storage staged
 // through fp32, the grad scaler); all (checkpointing, fp16, 1x4
 // accumulation); offload (the checkpointed inputs in pinned host memory and
-// back). Emulation is slow, so the other variants are left to the
-// GPU run (tools/gpu-check.sh).
+// back); and the other losses and optimizers on fp32 (ce+dice with auto
+// class weights and RMSprop; focal with SGD and Nesterov; dice with
+// AdamW). Emulation is slow, so the other variants are left to the GPU run
+// (tools/gpu-check.sh).
 func TestTrainingMatchesCPU(t *testing.T) {
-	for _, name := range []string{"baseline", "fp16", "all", "offload"} {
+	others := map[string]func(*config.Config){
+		"ce+dice/rmsprop": func(c *config.Config) {
+			c.Train.Loss = config.Loss{Kind: "ce+dice", ClassWeights: config.ClassWeights{Auto: true}, DiceSmooth: 1}
+			c.Train.Optimizer, c.Train.LR, c.Train.Momentum = "rmsprop", 1e-3, 0.9
+		},
+		"focal/sgd": func(c *config.Config) {
+			c.Train.Loss = config.Loss{Kind: "focal", Gamma: 2, ClassWeights: config.ClassWeights{Values: []float64{1, 2, 3, 0.5}}}
+			c.Train.Optimizer, c.Train.LR, c.Train.Momentum, c.Train.Nesterov = "sgd", 0.05, 0.9, true
+		},
+		"dice/adamw": func(c *config.Config) {
+			c.Train.Loss = config.Loss{Kind: "dice"}
+			c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1
+		},
+	}
+	for _, name := range []string{"baseline", "fp16", "all", "offload", "ce+dice/rmsprop", "focal/sgd", "dice/adamw"} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := train.DeriveVariant(tinyConfig(), name)
-			if err != nil {
-				t.Fatal(err)
+			cfg := tinyConfig()
+			if edit, ok := others[name]; ok {
+				edit(&cfg)
+			} else {
+				var err error
+				if cfg, err = train.DeriveVariant(cfg, name); err != nil {
+					t.Fatal(err)
+				}
 			}
 			cpu, err := train.NewTrainer(cfg)
 			if err != nil {
