@@ -1,8 +1,11 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -209,5 +212,57 @@ func TestLossValidate(t *testing.T) {
 		if err := tc.c.Validate(3); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %q", tc.c, err, tc.want)
 		}
+	}
+}
+
+// TestWeightedCrossEntropyMatchesPyTorch: class-weighted cross-entropy
+// with ignored pixels is nn.CrossEntropyLoss(weight=w, ignore_index=255):
+// value and gradient (testdata/losses, tools/make_loss_goldens.py). A
+// zero weight and no weights are among the cases.
+func TestWeightedCrossEntropyMatchesPyTorch(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "losses", "goldens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Shape   [4]int
+			Logits  []float64
+			Target  []uint8
+			Weights []float64
+			Loss    float64
+			Grad    []float64
+		}
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	if len(golden.Cases) < 3 {
+		t.Fatalf("%d cases", len(golden.Cases))
+	}
+	for i, c := range golden.Cases {
+		dev := testDevice()
+		n, k, h, w := c.Shape[0], c.Shape[1], c.Shape[2], c.Shape[3]
+		z := make([]float32, len(c.Logits))
+		for j, v := range c.Logits {
+			z[j] = float32(v)
+		}
+		logits := gcTensor(t, dev, n, k, h, w, z)
+		l := Loss{Config: LossConfig{Kind: LossCE, Weights: c.Weights}}
+		env := &Env{Device: dev, Training: true}
+		loss, err := l.Forward(env, logits, gcTarget(c.Target))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(loss-c.Loss) > 1e-6*(1+math.Abs(c.Loss)) {
+			t.Errorf("case %d (weights %v): loss %.9g, PyTorch %.9g", i, c.Weights, loss, c.Loss)
+		}
+		dz, err := l.Backward(env, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gcClose(t, fmt.Sprintf("case %d dlogits", i), dz.Read(), c.Grad, 1e-6)
+		dz.Release()
+		logits.Release()
 	}
 }
