@@ -21,6 +21,9 @@ type Allocator interface {
 	// Free gives back a block Alloc returned; the pool calls it once per
 	// block, and only for blocks no buffer uses.
 	Free(s Storage)
+	// Slice is bytes bytes of block s from offset off (both multiples of
+	// BlockRound, within s): the pool's buffers in part of a block.
+	Slice(s Storage, off, bytes int64) Storage
 }
 
 // ErrExhausted is wrapped by an Allocator's error when its memory is full.
@@ -39,3 +42,6 @@ func (Virtual) Alloc(bytes int64) (Storage, error) { return nil, nil }
 
 // Free does nothing.
 func (Virtual) Free(Storage) {}
+
+// Slice is nil, as the block is.
+func (Virtual) Slice(Storage, int64, int64) Storage { return nil }

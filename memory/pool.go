@@ -56,7 +56,8 @@ type Buffer struct {
 	cat   Category
 	size  int64   // rounded bytes, what the pool accounts
 	req   int64   // requested bytes
-	store Storage // the allocator's block; nil once freed (and always in a virtual pool)
+	store Storage // its part of the allocator's block; nil once freed (and always in a virtual pool)
+	blk   *block  // the pool's block it occupies
 	live  bool
 }
 
@@ -140,21 +141,46 @@ type Stats struct {
 	Capacity int64 `json:"capacity"`
 }
 
-// Pool is a thread-safe caching allocator with exact accounting.
+// Pool is a thread-safe caching allocator with exact accounting, in the
+// manner of PyTorch's CUDA caching allocator: memory comes from the
+// allocator in segments, one per allocation the free blocks could not
+// serve, of that allocation's size; a freed buffer's block stays in its
+// segment, free, and merges with free neighbours; an allocation takes the
+// smallest free block that holds it (best fit, ties to the oldest segment
+// and lowest offset), split when the rest is at least BlockRound. Reserved
+// is the segments' bytes; EmptyCache gives back the segments that are
+// wholly free.
 type Pool struct {
 	mu        sync.Mutex
 	allocator Allocator
 	opts      Options
 	start     time.Time
 	nextID    uint64
+	nextSeg   uint64
 	live      map[uint64]*Buffer
-	cache     map[int64][]Storage // rounded size -> free blocks
-	cached    int64               // bytes in cache
+	segments  []*segment // in the order they were made
+	free      []*block   // free blocks by (size, segment, offset)
 	stats     Stats
 	timeline  []Event
 }
 
-// NewPool makes an empty pool over a: every block comes from a.Alloc and,
+// segment is one block from the allocator, tiled by the pool's blocks.
+type segment struct {
+	id    uint64
+	store Storage
+	size  int64
+	first *block // the block at offset 0
+}
+
+// block is a range of a segment: a live buffer's or free.
+type block struct {
+	seg        *segment
+	off, size  int64
+	free       bool
+	prev, next *block // the neighbours in the segment, by offset
+}
+
+// NewPool makes an empty pool over a: every segment comes from a.Alloc and,
 // once EmptyCache drops it, goes back through a.Free.
 func NewPool(a Allocator, opts Options) *Pool {
 	if opts.Capacity < 0 {
@@ -168,7 +194,6 @@ func NewPool(a Allocator, opts Options) *Pool {
 		opts:      opts,
 		start:     time.Now(),
 		live:      make(map[uint64]*Buffer),
-		cache:     make(map[int64][]Storage),
 		stats:     Stats{Capacity: opts.Capacity},
 	}
 }
@@ -198,34 +223,26 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 	size := RoundSize(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var store Storage
-	if free := p.cache[size]; len(free) > 0 {
-		store = free[len(free)-1]
-		free[len(free)-1] = nil
-		p.cache[size] = free[:len(free)-1]
-		p.cached -= size
+	blk := p.takeFree(size)
+	if blk != nil {
 		p.stats.CacheHits++
 	} else {
+		// Nothing free is large enough: give back the wholly free
+		// segments (all smaller than size) before taking a new one, so
+		// that reserved memory holds only what can still be used.
+		p.flushLocked()
 		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
-			p.flushLocked()
-			if p.stats.Reserved.Current+size > p.opts.Capacity {
-				p.stats.NumOOMs++
-				return nil, &OutOfMemoryError{
-					Requested:           size,
-					Category:            cat,
-					Capacity:            p.opts.Capacity,
-					Free:                p.opts.Capacity - p.stats.Reserved.Current,
-					Allocated:           p.stats.Allocated.Current,
-					ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
-				}
+			p.stats.NumOOMs++
+			return nil, &OutOfMemoryError{
+				Requested:           size,
+				Category:            cat,
+				Capacity:            p.opts.Capacity,
+				Free:                p.opts.Capacity - p.stats.Reserved.Current,
+				Allocated:           p.stats.Allocated.Current,
+				ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
 			}
 		}
-		var err error
-		store, err = p.allocator.Alloc(size)
-		if errors.Is(err, ErrExhausted) && p.cached > 0 {
-			p.flushLocked()
-			store, err = p.allocator.Alloc(size)
-		}
+		store, err := p.allocator.Alloc(size)
 		if errors.Is(err, ErrExhausted) {
 			p.stats.NumOOMs++
 			return nil, &OutOfMemoryError{
@@ -238,10 +255,19 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("memory: %s: allocating %s (%s): %w", p.allocator.Name(), FormatBytes(size), cat, err)
 		}
+		p.nextSeg++
+		seg := &segment{id: p.nextSeg, store: store, size: size}
+		blk = &block{seg: seg, size: size}
+		seg.first = blk
+		p.segments = append(p.segments, seg)
 		p.stats.Reserved.add(size)
 	}
+	store := blk.seg.store
+	if blk.size != blk.seg.size {
+		store = p.allocator.Slice(store, blk.off, blk.size)
+	}
 	p.nextID++
-	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, store: store, live: true}
+	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, store: store, blk: blk, live: true}
 	p.live[b.id] = b
 	p.stats.NumAllocs++
 	p.stats.ActiveBuffers++
@@ -277,9 +303,8 @@ func (p *Pool) Free(b *Buffer) error {
 		return fmt.Errorf("%w (buffer of %d bytes, %s)", ErrDoubleFree, b.size, b.cat)
 	}
 	delete(p.live, b.id)
-	p.cache[b.size] = append(p.cache[b.size], b.store)
-	p.cached += b.size
-	b.store, b.live = nil, false
+	p.release(b.blk)
+	b.store, b.blk, b.live = nil, nil, false
 	p.stats.NumFrees++
 	p.stats.ActiveBuffers--
 	p.stats.ByCategory[b.cat].add(-b.size)
@@ -334,24 +359,101 @@ func (p *Pool) EmptyCache() {
 
 // flushLocked empties the cache to make room, counting it.
 func (p *Pool) flushLocked() {
-	if p.cached > 0 {
+	if p.emptyCacheLocked() > 0 {
 		p.stats.CacheFlushes++
 	}
-	p.emptyCacheLocked()
 }
 
-func (p *Pool) emptyCacheLocked() {
-	if p.cached == 0 {
-		return
+// emptyCacheLocked gives back every wholly free segment and returns the
+// bytes given back.
+func (p *Pool) emptyCacheLocked() int64 {
+	var freed int64
+	kept := p.segments[:0]
+	for _, seg := range p.segments {
+		if b := seg.first; b.free && b.size == seg.size {
+			p.removeFree(b)
+			p.allocator.Free(seg.store)
+			freed += seg.size
+			continue
+		}
+		kept = append(kept, seg)
 	}
-	for _, blocks := range p.cache {
-		for _, s := range blocks {
-			p.allocator.Free(s)
+	clear(p.segments[len(kept):])
+	p.segments = kept
+	p.stats.Reserved.add(-freed)
+	return freed
+}
+
+// cachedLocked is the bytes of free blocks: reserved but not allocated.
+func (p *Pool) cachedLocked() int64 { return p.stats.Reserved.Current - p.stats.Allocated.Current }
+
+// freeOrder orders free blocks for best fit.
+func freeOrder(a, b *block) int {
+	if c := cmp.Compare(a.size, b.size); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.seg.id, b.seg.id); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.off, b.off)
+}
+
+func (p *Pool) insertFree(b *block) {
+	b.free = true
+	i, _ := slices.BinarySearchFunc(p.free, b, freeOrder)
+	p.free = slices.Insert(p.free, i, b)
+}
+
+func (p *Pool) removeFree(b *block) {
+	i, ok := slices.BinarySearchFunc(p.free, b, freeOrder)
+	if !ok || p.free[i] != b {
+		panic("memory: free block not in the free list")
+	}
+	p.free = slices.Delete(p.free, i, i+1)
+	b.free = false
+}
+
+// takeFree takes the smallest free block of at least size bytes, splitting
+// off the rest as a free block; nil if none is large enough.
+func (p *Pool) takeFree(size int64) *block {
+	i, _ := slices.BinarySearchFunc(p.free, &block{size: size, seg: &segment{}}, freeOrder)
+	if i == len(p.free) {
+		return nil
+	}
+	b := p.free[i]
+	p.free = slices.Delete(p.free, i, i+1)
+	b.free = false
+	if rest := b.size - size; rest >= BlockRound {
+		r := &block{seg: b.seg, off: b.off + size, size: rest, prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = r
+		}
+		b.next, b.size = r, size
+		p.insertFree(r)
+	}
+	return b
+}
+
+// release frees a live buffer's block, merged with its free neighbours.
+func (p *Pool) release(b *block) {
+	if n := b.next; n != nil && n.free {
+		p.removeFree(n)
+		b.size += n.size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
 		}
 	}
-	clear(p.cache)
-	p.stats.Reserved.add(-p.cached)
-	p.cached = 0
+	if q := b.prev; q != nil && q.free {
+		p.removeFree(q)
+		q.size += b.size
+		q.next = b.next
+		if b.next != nil {
+			b.next.prev = q
+		}
+		b = q
+	}
+	p.insertFree(b)
 }
 
 // ResetPeak starts a new peak window: every peak becomes its current value.

@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -87,6 +88,10 @@ func (a *testAllocator) Free(s Storage) {
 	s.(*testBlock).bytes = nil
 	a.live--
 	a.freed++
+}
+
+func (a *testAllocator) Slice(s Storage, off, n int64) Storage {
+	return &testBlock{s.(*testBlock).bytes[off : off+n : off+n]}
 }
 
 func newTestPool(opts Options) *Pool { return NewPool(&testAllocator{}, opts) }
@@ -219,17 +224,18 @@ func TestScripts(t *testing.T) {
 			},
 		},
 		{
-			name: "reuse is by rounded size",
+			name: "best fit: a larger free block is split, a block too small given back",
 			steps: []step{
 				{op: opBytes, name: "a", cat: Workspace, n: 513, size: 1024, alloc: 1024, res: 1024},
 				{op: opFree, name: "a", alloc: 0, res: 1024},
 				{op: opF32, name: "b", cat: Params, n: 250, size: 1024, alloc: 1024, res: 1024, hits: 1}, // 1000 B -> 1024
 				{op: opFree, name: "b", alloc: 0, res: 1024, hits: 1},
-				{op: opBytes, name: "c", cat: Grads, n: 1025, size: 1536, alloc: 1536, res: 2560, hits: 1}, // other size: miss
-				{op: opFree, name: "c", alloc: 0, res: 2560, hits: 1},
-				{op: opU16, name: "d", cat: Optimizer, n: 512, size: 1024, alloc: 1024, res: 2560, hits: 2},
-				{op: opU16, name: "e", cat: Optimizer, n: 768, size: 1536, alloc: 2560, res: 2560, hits: 3},
-				{op: opBytes, name: "f", cat: Activations, n: 512, size: 512, alloc: 3072, res: 3072, hits: 3},
+				// Nothing free holds 1536: the wholly free 1024 is given back first.
+				{op: opBytes, name: "c", cat: Grads, n: 1025, size: 1536, alloc: 1536, res: 1536, hits: 1},
+				{op: opFree, name: "c", alloc: 0, res: 1536, hits: 1},
+				{op: opU16, name: "d", cat: Optimizer, n: 512, size: 1024, alloc: 1024, res: 1536, hits: 2},    // 1536 split: 1024 + 512 free
+				{op: opU16, name: "e", cat: Optimizer, n: 768, size: 1536, alloc: 2560, res: 3072, hits: 2},    // the 512 is too small; d's segment is not free
+				{op: opBytes, name: "f", cat: Activations, n: 512, size: 512, alloc: 3072, res: 3072, hits: 3}, // the split-off 512
 			},
 			want: Stats{
 				Allocated: Stat{3072, 3072},
@@ -239,7 +245,28 @@ func TestScripts(t *testing.T) {
 					Activations: {512, 512}, Workspace: {0, 1024},
 				},
 				AtPeak:        [NumCategories]int64{Optimizer: 2560, Activations: 512},
-				ActiveBuffers: 3, NumAllocs: 6, NumFrees: 3, CacheHits: 3,
+				ActiveBuffers: 3, NumAllocs: 6, NumFrees: 3, CacheHits: 3, CacheFlushes: 1,
+			},
+		},
+		{
+			name: "split blocks merge back with their free neighbours",
+			steps: []step{
+				{op: opBytes, name: "a", cat: Activations, n: 4096, size: 4096, alloc: 4096, res: 4096},
+				{op: opFree, name: "a", alloc: 0, res: 4096},
+				{op: opBytes, name: "b", cat: Activations, n: 1024, size: 1024, alloc: 1024, res: 4096, hits: 1},
+				{op: opBytes, name: "c", cat: Activations, n: 1024, size: 1024, alloc: 2048, res: 4096, hits: 2},
+				{op: opBytes, name: "d", cat: Activations, n: 1024, size: 1024, alloc: 3072, res: 4096, hits: 3},
+				{op: opFree, name: "b", alloc: 2048, res: 4096, hits: 3},
+				{op: opFree, name: "d", alloc: 1024, res: 4096, hits: 3}, // merges with the free tail
+				{op: opFree, name: "c", alloc: 0, res: 4096, hits: 3},    // merges both ways: the segment is whole again
+				{op: opBytes, name: "e", cat: Grads, n: 4096, size: 4096, alloc: 4096, res: 4096, hits: 4},
+			},
+			want: Stats{
+				Allocated:     Stat{4096, 4096},
+				Reserved:      Stat{4096, 4096},
+				ByCategory:    [NumCategories]Stat{Grads: {4096, 4096}, Activations: {0, 4096}},
+				AtPeak:        [NumCategories]int64{Activations: 4096},
+				ActiveBuffers: 1, NumAllocs: 5, NumFrees: 4, CacheHits: 4,
 			},
 		},
 		{
@@ -267,20 +294,20 @@ func TestScripts(t *testing.T) {
 				{op: opF32, name: "b", cat: Activations, n: 2048, size: 8192, alloc: 12288, res: 12288},
 				{op: opFree, name: "b", alloc: 4096, res: 12288},
 				{op: opReset, alloc: 4096, res: 12288},
-				{op: opF32, name: "c", cat: Grads, n: 256, size: 1024, alloc: 5120, res: 13312},
-				{op: opFree, name: "c", alloc: 4096, res: 13312},
-				{op: opEmpty, alloc: 4096, res: 4096},
-				{op: opEmpty, alloc: 4096, res: 4096},                                                   // nothing left to drop
-				{op: opF32, name: "d", cat: Activations, n: 2048, size: 8192, alloc: 12288, res: 12288}, // cache gone: miss
+				{op: opF32, name: "c", cat: Grads, n: 256, size: 1024, alloc: 5120, res: 12288, hits: 1}, // split from b's block
+				{op: opFree, name: "c", alloc: 4096, res: 12288, hits: 1},                                // merged back
+				{op: opEmpty, alloc: 4096, res: 4096, hits: 1},
+				{op: opEmpty, alloc: 4096, res: 4096, hits: 1},                                                   // nothing left to drop
+				{op: opF32, name: "d", cat: Activations, n: 2048, size: 8192, alloc: 12288, res: 12288, hits: 1}, // cache gone: miss
 			},
 			want: Stats{
 				Allocated: Stat{12288, 12288},
-				Reserved:  Stat{12288, 13312},
+				Reserved:  Stat{12288, 12288},
 				ByCategory: [NumCategories]Stat{
 					Params: {4096, 4096}, Grads: {0, 1024}, Activations: {8192, 8192},
 				},
 				AtPeak:        [NumCategories]int64{Params: 4096, Activations: 8192},
-				ActiveBuffers: 2, NumAllocs: 4, NumFrees: 2,
+				ActiveBuffers: 2, NumAllocs: 4, NumFrees: 2, CacheHits: 1,
 			},
 		},
 		{
@@ -320,13 +347,13 @@ func TestScripts(t *testing.T) {
 			},
 		},
 		{
-			name: "capacity: the cache is kept while there is room",
+			name: "capacity: a free block too small is given back even with room",
 			opts: Options{Capacity: 4096},
 			steps: []step{
 				{op: opF32, name: "a", cat: Params, n: 256, size: 1024, alloc: 1024, res: 1024},
 				{op: opFree, name: "a", alloc: 0, res: 1024},
-				{op: opF32, name: "b", cat: Grads, n: 512, size: 2048, alloc: 2048, res: 3072},
-				{op: opF32, name: "c", cat: Activations, n: 256, size: 1024, alloc: 3072, res: 3072, hits: 1},
+				{op: opF32, name: "b", cat: Grads, n: 512, size: 2048, alloc: 2048, res: 2048},
+				{op: opF32, name: "c", cat: Activations, n: 256, size: 1024, alloc: 3072, res: 3072},
 			},
 			want: Stats{
 				Allocated: Stat{3072, 3072},
@@ -335,7 +362,7 @@ func TestScripts(t *testing.T) {
 					Params: {0, 1024}, Grads: {2048, 2048}, Activations: {1024, 1024},
 				},
 				AtPeak:        [NumCategories]int64{Grads: 2048, Activations: 1024},
-				ActiveBuffers: 2, NumAllocs: 3, NumFrees: 1, CacheHits: 1,
+				ActiveBuffers: 2, NumAllocs: 3, NumFrees: 1, CacheFlushes: 1,
 				Capacity: 4096,
 			},
 		},
@@ -371,17 +398,17 @@ func TestScripts(t *testing.T) {
 				{op: opFree, name: "a", alloc: 0, res: 1024},
 				{op: opBytes, name: "c", cat: Activations, n: 600, size: 1024, alloc: 1024, res: 1024, hits: 1},
 				{op: opFree, name: "c", alloc: 0, res: 1024, hits: 1},
-				{op: opBytes, name: "d", cat: Workspace, n: 100, size: 512, alloc: 512, res: 512, hits: 1},
+				{op: opBytes, name: "d", cat: Workspace, n: 100, size: 512, alloc: 512, res: 1024, hits: 2}, // split
 			},
 			want: Stats{
 				Allocated: Stat{512, 1024},
-				Reserved:  Stat{512, 1024},
+				Reserved:  Stat{1024, 1024},
 				ByCategory: [NumCategories]Stat{
 					Params: {0, 1024}, Activations: {0, 1024}, Workspace: {512, 512},
 				},
 				AtPeak:        [NumCategories]int64{Params: 1024},
-				ActiveBuffers: 1, NumAllocs: 3, NumFrees: 2, CacheHits: 1, NumOOMs: 1,
-				CacheFlushes: 1, Capacity: 1024,
+				ActiveBuffers: 1, NumAllocs: 3, NumFrees: 2, CacheHits: 2, NumOOMs: 1,
+				Capacity: 1024,
 			},
 		},
 		{
@@ -433,7 +460,7 @@ func TestCacheReuseSharesBlock(t *testing.T) {
 	}
 
 	p.MustFree(b)
-	c, err := p.Alloc(Grads, 513) // 1024: must not take the 512-byte block
+	c, err := p.Alloc(Grads, 513) // 1024: the 512-byte block is too small, and given back
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,8 +471,8 @@ func TestCacheReuseSharesBlock(t *testing.T) {
 		t.Errorf("block of %d bytes, want 1024", len(bytesOf(c)))
 	}
 	s := p.Stats()
-	if s.CacheHits != after.CacheHits || s.Reserved.Current != after.Reserved.Current+1024 {
-		t.Errorf("miss: CacheHits %d, Reserved %d; want %d, %d", s.CacheHits, s.Reserved.Current, after.CacheHits, after.Reserved.Current+1024)
+	if s.CacheHits != after.CacheHits || s.Reserved.Current != 1024 || al.live != 1 || al.freed != 1 {
+		t.Errorf("miss: CacheHits %d, Reserved %d, allocator %d live %d freed; want %d, 1024, 1, 1", s.CacheHits, s.Reserved.Current, al.live, al.freed, after.CacheHits)
 	}
 }
 
@@ -723,8 +750,8 @@ func TestEmptyCacheFreesThroughAllocator(t *testing.T) {
 	}
 }
 
-// TestAllocatorExhausted: an allocator out of memory gets the pool's cached
-// blocks back and one retry; if it still fails, the error is the pool's
+// TestAllocatorExhausted: an allocator asked for a new segment has the
+// pool's wholly free segments back first; if it still fails, the error is the pool's
 // *OutOfMemoryError with the allocator's cause.
 func TestAllocatorExhausted(t *testing.T) {
 	al := &testAllocator{}
@@ -733,7 +760,7 @@ func TestAllocatorExhausted(t *testing.T) {
 	b, _ := p.Alloc(Activations, 5000)
 	p.MustFree(b)
 	al.full = true
-	_, err := p.Alloc(Activations, 3000)
+	_, err := p.Alloc(Activations, 6000) // the free 5120 is too small
 	var oe *OutOfMemoryError
 	if !errors.As(err, &oe) || !errors.Is(err, ErrExhausted) {
 		t.Fatalf("err = %v, want an *OutOfMemoryError wrapping ErrExhausted", err)
@@ -741,7 +768,7 @@ func TestAllocatorExhausted(t *testing.T) {
 	if al.freed != 1 {
 		t.Errorf("the cached block was not given back before the retry (%d freed)", al.freed)
 	}
-	want := "out of memory: tried to allocate 3.00 KiB (activations). " +
+	want := "out of memory: tried to allocate 6.00 KiB (activations). " +
 		"The memory itself is full (test: test device: memory exhausted), after the pool gave back its cached blocks. " +
 		"Of the allocated memory 1.00 KiB is allocated by memunet, and 0 bytes is reserved by memunet but unallocated."
 	if err.Error() != want {
@@ -943,5 +970,94 @@ func TestConcurrent(t *testing.T) {
 				t.Errorf("after EmptyCache with nothing live: reserved %d", s.Reserved.Current)
 			}
 		})
+	}
+}
+
+// TestSplitMergeRandom: a random sequence of allocations and frees; every
+// live buffer holds its own byte pattern, so two buffers sharing memory
+// would show; the accounting and the allocator agree throughout; and once
+// all is freed, EmptyCache gives every segment back.
+func TestSplitMergeRandom(t *testing.T) {
+	al := &testAllocator{}
+	p := NewPool(al, Options{})
+	rng := rand.New(rand.NewPCG(17, 18))
+	type live struct {
+		b   *Buffer
+		tag byte
+	}
+	var bufs []live
+	check := func(step int) {
+		for _, l := range bufs {
+			for i, v := range bytesOf(l.b) {
+				if v != l.tag {
+					t.Fatalf("step %d: buffer %d's byte %d is %d, want %d: two buffers share memory", step, l.b.id, i, v, l.tag)
+				}
+			}
+		}
+		s := p.Stats()
+		var alloc int64
+		for _, l := range bufs {
+			alloc += l.b.Size()
+		}
+		if s.Allocated.Current != alloc {
+			t.Fatalf("step %d: allocated %d, live buffers %d", step, s.Allocated.Current, alloc)
+		}
+		var segs, free int64
+		for _, seg := range p.segments {
+			segs += seg.size
+			off := int64(0)
+			for b := seg.first; b != nil; b = b.next {
+				if b.off != off || (b.next != nil && b.next.prev != b) {
+					t.Fatalf("step %d: segment %d's blocks do not tile it", step, seg.id)
+				}
+				if b.free && b.next != nil && b.next.free {
+					t.Fatalf("step %d: two free neighbours not merged", step)
+				}
+				if b.free {
+					free += b.size
+				}
+				off += b.size
+			}
+			if off != seg.size {
+				t.Fatalf("step %d: segment %d tiled to %d of %d bytes", step, seg.id, off, seg.size)
+			}
+		}
+		if segs != s.Reserved.Current || free != s.Reserved.Current-s.Allocated.Current || al.live != len(p.segments) {
+			t.Fatalf("step %d: segments %d bytes (%d live in the allocator), free %d; stats %+v", step, segs, al.live, free, s)
+		}
+	}
+	for step := range 3000 {
+		if len(bufs) > 0 && rng.IntN(5) < 2 {
+			i := rng.IntN(len(bufs))
+			p.MustFree(bufs[i].b)
+			bufs = append(bufs[:i], bufs[i+1:]...)
+		} else {
+			n := int64(rng.IntN(8)+1) * 512 * int64(1+rng.IntN(3)*rng.IntN(8))
+			b, err := p.Alloc(Activations, n-int64(rng.IntN(512)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tag := byte(step%251 + 1)
+			for i := range bytesOf(b) {
+				bytesOf(b)[i] = tag
+			}
+			bufs = append(bufs, live{b, tag})
+		}
+		if step%50 == 0 {
+			check(step)
+		}
+	}
+	check(3000)
+	if s := p.Stats(); s.CacheHits == 0 {
+		t.Fatalf("no allocation reused a free block: %+v", s)
+	}
+	for _, l := range bufs {
+		p.MustFree(l.b)
+	}
+	bufs = nil
+	check(3001)
+	p.EmptyCache()
+	if s := p.Stats(); s.Reserved.Current != 0 || al.live != 0 {
+		t.Errorf("after freeing all and EmptyCache: reserved %d, %d blocks live in the allocator", s.Reserved.Current, al.live)
 	}
 }

@@ -91,7 +91,7 @@ func TestRefusedRunWritesNothing(t *testing.T) {
 	invalid := good
 	invalid.Train.LR = -1
 	tight := good
-	tight.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes - 512)
+	tight.Memory.Capacity = config.ByteSize(row.PeakReservedBytes - 512)
 	noData := good
 	noData.Data.Source, noData.Data.Path = "folder", filepath.Join(t.TempDir(), "nowhere")
 	for name, cfg := range map[string]config.Config{"invalid": invalid, "capacity": tight, "dataset": noData} {
@@ -121,7 +121,7 @@ func TestRefusedRunWritesNothing(t *testing.T) {
 	// the memory after the plan) leaves no directory.
 	fresh := filepath.Join(t.TempDir(), "run")
 	squeezed := good
-	squeezed.Memory.Capacity = config.ByteSize(row.PeakAllocatedBytes)
+	squeezed.Memory.Capacity = config.ByteSize(row.PeakReservedBytes)
 	_, err = runOpts(t, context.Background(), squeezed, Options{OutDir: fresh}, func(tr *train.Trainer) {
 		if _, err := tr.Pool().Alloc(memory.Workspace, 4096); err != nil {
 			t.Fatal(err)

@@ -80,8 +80,8 @@ type Summary struct {
 	OffloadedPeakBytes   int64 `json:"offloaded_peak_bytes,omitempty"`
 	DeviceTotalBytes     int64 `json:"device_total_bytes,omitempty"`
 	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
-	// CacheFlushes counts the times the pool gave its cached blocks back to
-	// stay under memory.capacity (plan's empties_cache said to expect them).
+	// CacheFlushes counts the times the pool gave wholly free segments back
+	// to its allocator (cuMemFree on a GPU) to take a new one.
 	CacheFlushes            int64            `json:"cache_flushes"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`

@@ -51,15 +51,15 @@ func Fit(cfg config.Config) (config.Config, string, error) {
 		if err != nil {
 			return cfg, "", err
 		}
-		if row.PeakAllocatedBytes <= capacity {
-			why := fmt.Sprintf("memory.fit: auto: training with %s: planned peak %s fits memory.capacity %s",
-				describeChanges(cfg, cand.Config), memory.FormatBytes(row.PeakAllocatedBytes), memory.FormatBytes(capacity))
+		if row.PeakReservedBytes <= capacity {
+			why := fmt.Sprintf("memory.fit: auto: training with %s: planned peak %s reserved fits memory.capacity %s",
+				describeChanges(cfg, cand.Config), memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(capacity))
 			if len(tried) > 0 {
 				why += "; did not fit: " + joinComma(tried)
 			}
 			return cand.Config, why, nil
 		}
-		tried = append(tried, fmt.Sprintf("%s (%s)", cand.Name, memory.FormatBytes(row.PeakAllocatedBytes)))
+		tried = append(tried, fmt.Sprintf("%s (%s)", cand.Name, memory.FormatBytes(row.PeakReservedBytes)))
 	}
 	return cfg, "", fmt.Errorf("memory.fit: auto: nothing fits memory.capacity %s; tried %s. Raise memory.capacity, or lower data.resize or model.base",
 		memory.FormatBytes(capacity), joinComma(tried))
@@ -103,7 +103,7 @@ func (t *Trainer) fitNext() (bool, string) {
 		cand := t.fitQueue[0]
 		t.fitQueue = t.fitQueue[1:]
 		row, err := PlanConfig(cand.Config)
-		if err != nil || row.PeakAllocatedBytes > int64(t.Config.Memory.Capacity) {
+		if err != nil || row.PeakReservedBytes > int64(t.Config.Memory.Capacity) {
 			continue
 		}
 		if err := t.Adopt(cand.Config); err != nil {
@@ -113,8 +113,8 @@ func (t *Trainer) fitNext() (bool, string) {
 			}
 			return false, ""
 		}
-		return true, fmt.Sprintf("memory.fit: auto: out of memory during training; continuing with %s (planned peak %s)",
-			describeChanges(t.fitFrom, cand.Config), memory.FormatBytes(row.PeakAllocatedBytes))
+		return true, fmt.Sprintf("memory.fit: auto: out of memory during training; continuing with %s (planned peak %s reserved)",
+			describeChanges(t.fitFrom, cand.Config), memory.FormatBytes(row.PeakReservedBytes))
 	}
 	return false, ""
 }

@@ -17,7 +17,7 @@ func TestFitAutoOnOOMDuringTraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Memory.Capacity, c.Memory.Fit = config.ByteSize(full.PeakAllocatedBytes), "auto"
+	c.Memory.Capacity, c.Memory.Fit = config.ByteSize(full.PeakReservedBytes), "auto"
 	tr, err := NewTrainer(c)
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func (e *FitError) Error() string {
 		need, limit = fmt.Sprintf("%d bytes", e.Need), fmt.Sprintf("%d bytes", e.Limit)
 	}
 	if e.Capacity {
-		return fmt.Sprintf("the planned peak of this run, %s allocated, is above memory.capacity %s: it would run out of memory in its first step. %s",
+		return fmt.Sprintf("the planned peak of this run, %s reserved, is above memory.capacity %s: it would run out of memory in its first step. %s",
 			need, limit, e.Advice)
 	}
 	return fmt.Sprintf("this run needs about %s of memory (%s) and the machine has %s available: it would die of Go's \"out of memory\". %s",
@@ -68,10 +68,10 @@ func CheckFits(cfg config.Config, available int64) error {
 		return err
 	}
 	if capacity > 0 {
-		if row.PeakAllocatedBytes <= capacity {
+		if row.PeakReservedBytes <= capacity {
 			return nil
 		}
-		return &FitError{Need: row.PeakAllocatedBytes, Limit: capacity, Capacity: true, Advice: fitAdvice(cfg, capacity)}
+		return &FitError{Need: row.PeakReservedBytes, Limit: capacity, Capacity: true, Advice: fitAdvice(cfg, capacity)}
 	}
 	samples := row.Samples
 	need, detail := HostNeed(row, samples)

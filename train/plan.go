@@ -87,6 +87,9 @@ type PlanRow struct {
 	config.Variant
 	// PeakAllocatedBytes is the run's predicted peak allocated bytes (training
 	// steps and validation); PeakByCategory its split at the peak.
+	// PeakReservedBytes is what the run takes from the device at its most:
+	// the pool's segments, cached free blocks included; memory.capacity is
+	// checked against it.
 	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
 	PeakByCategory     map[string]int64 `json:"peak_by_category"`
@@ -95,18 +98,13 @@ type PlanRow struct {
 	PeakByPhase map[string]int64 `json:"peak_by_phase"`
 	// RelativeTime is the estimated step time against baseline's (see Plan).
 	RelativeTime float64 `json:"relative_time"`
-	// Fits is set when a capacity was given: the peak allocated bytes are
-	// within it. EmptiesCache says that the run fits only because the pool
-	// gives its cached blocks back when the capacity is reached (its reserved
-	// peak without a capacity, PeakReservedBytes, is above it): the run
-	// succeeds, with a cuMemFree-and-retry storm's worth of slower steps on a
-	// GPU (memory.empty_cache: oom or step shows the same).
+	// Fits is set when a capacity was given: the peak reserved bytes are
+	// within it.
 	// OffloadedPeakBytes is the most the offloaded tensors take in host
 	// memory (memory.offload; pinned on a GPU): device bytes this variant
 	// does not hold.
 	OffloadedPeakBytes int64  `json:"offloaded_peak_bytes,omitempty"`
 	Fits               *bool  `json:"fits,omitempty"`
-	EmptiesCache       bool   `json:"empties_cache,omitempty"`
 	Error              string `json:"error,omitempty"`
 	// Config is the variant's configuration; Samples its dataset's size.
 	Config  config.Config `json:"-"`
@@ -119,7 +117,7 @@ const PhaseValidation = "validation"
 // PlanConfig predicts the peak memory of training with cfg, exactly, by a
 // dry run: the trainer is built on the planning backend (backend/noop: the
 // target backend's sizes, a virtual pool that accounts every allocation
-// without memory, no arithmetic) and runs two optimizer steps and a
+// without memory, no arithmetic) and runs two rounds of two optimizer steps and a
 // validation without computing anything. Every allocation of a real run
 // happens in the same order with the same sizes, so the statistics are those
 // of the real run, byte for byte; it takes milliseconds.
@@ -166,7 +164,9 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 		row.PeakReservedBytes = max(row.PeakReservedBytes, st.Reserved.Peak)
 	}
 	note(t.Pool().Stats()) // building the model, Adam and the batch buffers
-	for range 2 {
+	// Two rounds of two steps and a validation: the caching pool's blocks
+	// settle into the state every later round repeats.
+	for i := range 4 {
 		res, err := t.Step()
 		if err != nil {
 			return row, err
@@ -178,14 +178,16 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 			}
 			row.PeakReservedBytes = max(row.PeakReservedBytes, pm.PeakReservedBytes)
 		}
+		if i%2 == 1 {
+			t.Pool().ResetPeak()
+			if _, err := t.Validate(); err != nil {
+				return row, err
+			}
+			st := t.Pool().Stats()
+			row.PeakByPhase[PhaseValidation] = max(row.PeakByPhase[PhaseValidation], st.Allocated.Peak)
+			note(st)
+		}
 	}
-	t.Pool().ResetPeak()
-	if _, err := t.Validate(); err != nil {
-		return row, err
-	}
-	st := t.Pool().Stats()
-	row.PeakByPhase[PhaseValidation] = st.Allocated.Peak
-	note(st)
 	row.RelativeTime = relativeCost(t.Net, cfg)
 	row.OffloadedPeakBytes = t.OffloadedPeak()
 	return row, nil
@@ -231,9 +233,8 @@ func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, re
 			continue
 		}
 		if capacity > 0 {
-			fits := row.PeakAllocatedBytes <= capacity
+			fits := row.PeakReservedBytes <= capacity
 			row.Fits = &fits
-			row.EmptiesCache = fits && row.PeakReservedBytes > capacity
 			if fits && (best < 0 || row.RelativeTime < rows[best].RelativeTime) {
 				best = len(rows)
 			}

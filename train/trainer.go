@@ -545,10 +545,10 @@ func fitAdvice(cfg config.Config, capacity int64) string {
 			continue
 		}
 		if r.Name == rec {
-			return fmt.Sprintf("To fit, plan recommends the %s variant: %s (predicted peak %s); memunet plan --capacity %s shows every variant, memory.fit: auto picks one.",
-				r.Name, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakAllocatedBytes), compactBytes(capacity))
+			return fmt.Sprintf("To fit, plan recommends the %s variant: %s (predicted peak %s reserved); memunet plan --capacity %s shows every variant, memory.fit: auto picks one.",
+				r.Name, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakReservedBytes), compactBytes(capacity))
 		}
-		if smallest == nil || r.PeakAllocatedBytes < smallest.PeakAllocatedBytes {
+		if smallest == nil || r.PeakReservedBytes < smallest.PeakReservedBytes {
 			smallest = r
 		}
 	}
@@ -556,7 +556,7 @@ func fitAdvice(cfg config.Config, capacity int64) string {
 		return "Run memunet plan to see what fits."
 	}
 	return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs %s; raise memory.capacity, or lower train.batch_size, data.resize or model.base.",
-		smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakAllocatedBytes))
+		smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakReservedBytes))
 }
 
 // describeChanges lists the memory-saving keys in which to differs from from.

@@ -59,6 +59,12 @@ func (HostAllocator) Alloc(bytes int64) (memory.Storage, error) {
 // Free leaves the block to the garbage collector.
 func (HostAllocator) Free(s memory.Storage) { s.(*hostBlock).words = nil }
 
+// Slice is the words of s from byte off, sharing its memory.
+func (HostAllocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {
+	w := s.(*hostBlock).words
+	return &hostBlock{w[off/4 : (off+bytes)/4 : (off+bytes)/4]}
+}
+
 // words is b's memory; it panics for a buffer that is not host memory (a
 // virtual pool's buffer given to the CPU backend, say).
 func words(b *memory.Buffer) []float32 {

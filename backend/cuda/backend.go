@@ -136,6 +136,15 @@ func (a Allocator) Alloc(bytes int64) (memory.Storage, error) {
 // Free is the driver's (cuMemFree).
 func (a Allocator) Free(s memory.Storage) { a.b.fail("cuMemFree", a.b.drv.Free(s.(*deviceBlock).ptr)) }
 
+// Slice is the device memory of s from byte off.
+func (a Allocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {
+	blk := s.(*deviceBlock)
+	if off < 0 || off+bytes > blk.bytes {
+		panic(fmt.Sprintf("backend/cuda: slice [%d, %d) of a %d-byte block", off, off+bytes, blk.bytes))
+	}
+	return &deviceBlock{ptr: blk.ptr + uintptr(off), bytes: bytes}
+}
+
 // ptr is the device address of v's first value (0 for none); it panics for
 // a view of another kind of memory, of another type or out of bounds.
 func ptr(v backend.View, dt backend.DType) uintptr {

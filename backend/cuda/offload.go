@@ -32,6 +32,15 @@ func (a hostAllocator) Alloc(bytes int64) (memory.Storage, error) {
 	return &hostBlock{p, bytes}, nil
 }
 
+// Slice is the pinned memory of s from byte off.
+func (a hostAllocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {
+	blk := s.(*hostBlock)
+	if off < 0 || off+bytes > blk.bytes {
+		panic(fmt.Sprintf("backend/cuda: slice [%d, %d) of a %d-byte pinned block", off, off+bytes, blk.bytes))
+	}
+	return &hostBlock{unsafe.Add(blk.p, off), bytes}
+}
+
 func (a hostAllocator) Free(s memory.Storage) {
 	a.b.fail("cuMemFreeHost", a.b.drv.FreeHost(s.(*hostBlock).p))
 }

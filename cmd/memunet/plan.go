@@ -88,11 +88,7 @@ func planCommand(args []string, stdout io.Writer) error {
 			cells = append(cells, fb(r.OffloadedPeakBytes))
 		}
 		if r.Fits != nil {
-			fits := map[bool]string{true: "yes", false: "no"}[*r.Fits]
-			if r.EmptiesCache {
-				fits = "yes*"
-			}
-			cells = append(cells, fits)
+			cells = append(cells, map[bool]string{true: "yes", false: "no"}[*r.Fits])
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
@@ -107,10 +103,6 @@ func planCommand(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, capNote)
 	}
 	if capBytes > 0 {
-		if slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.EmptiesCache }) {
-			fmt.Fprintf(stdout, "yes*: the peak allocated bytes fit, but the reserved column (cached blocks included) is above %s: the pool will give its cached blocks back and retry when it reaches the capacity, so the run succeeds with some slower steps (summary.json counts them as cache_flushes).\n",
-				fb(capBytes))
-		}
 		if rec != "" {
 			fmt.Fprintf(stdout, "capacity %s: recommended %s (the fitting variant with the lowest estimated time)\n", fb(capBytes), rec)
 		} else {
