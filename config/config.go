@@ -265,7 +265,17 @@ type Memory struct {
 	// that plan says fits (see train.FitCandidates), and move on to the next
 	// on an out-of-memory error during training.
 	Fit string `yaml:"fit"`
+	// Allocator is caching (segments, split and merge: memory.Pool) or
+	// arena: a dry run plans every buffer's place in one block, taken once
+	// (memory.PlanArena); what the plan did not foresee goes to the cache.
+	Allocator string `yaml:"allocator"`
+	// Poison fills every freed buffer with NaN: a buffer used after it is
+	// freed, or two sharing memory, then shows in the losses (debugging).
+	Poison bool `yaml:"poison"`
 }
+
+// Allocators are memory.allocator's values.
+var Allocators = []string{"caching", "arena"}
 
 // Output says where and how results are written.
 type Output struct {
@@ -288,7 +298,7 @@ func Default() Config {
 			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
 			Loss:     Loss{Kind: "ce", Gamma: 2, DiceSmooth: 1},
 			Monitor:  "val_miou"},
-		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off"},
+		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "caching"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }
@@ -545,6 +555,8 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("memory.offload: %q: must be none or checkpoints", c.Memory.Offload)
 	case c.Memory.Offload == OffloadCheckpoints && c.Model.Checkpoint.String() == "none":
 		return fmt.Errorf("memory.offload: checkpoints keeps the inputs of checkpointed blocks in host memory: set model.checkpoint (all, or a list of levels) too")
+	case !slices.Contains(Allocators, c.Memory.Allocator):
+		return fmt.Errorf("memory.allocator: %q: must be caching or arena", c.Memory.Allocator)
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":
 		return fmt.Errorf("memory.fit: %q: must be off or auto", c.Memory.Fit)
 	case c.Memory.Fit == "auto" && c.Memory.Capacity == 0:

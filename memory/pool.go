@@ -57,7 +57,8 @@ type Buffer struct {
 	size  int64   // rounded bytes, what the pool accounts
 	req   int64   // requested bytes
 	store Storage // its part of the allocator's block; nil once freed (and always in a virtual pool)
-	blk   *block  // the pool's block it occupies
+	blk   *block  // the pool's block it occupies (in the arena: its planned range)
+	arena bool    // placed by the arena plan
 	live  bool
 }
 
@@ -89,6 +90,16 @@ type Options struct {
 	Capacity int64
 	// Timeline records an Event for every allocation and free.
 	Timeline bool
+	// Trace records every allocation, free and phase mark (Pool.Trace), for
+	// PlanArena.
+	Trace bool
+	// Arena, if set, places the allocations it planned in one block of its
+	// Size, taken from the allocator at the first allocation; any other
+	// goes to the caching pool (counted in Stats.ArenaMisses).
+	Arena *ArenaPlan
+	// OnFree, if set, sees every buffer just before it is freed (a debug
+	// hook: the trainer poisons freed memory with it).
+	OnFree func(*Buffer)
 }
 
 // Event is one point of the timeline: the pool's state right after an
@@ -139,6 +150,14 @@ type Stats struct {
 	CacheFlushes int64 `json:"cache_flushes"`
 	// Capacity is the pool's capacity, 0 if unlimited.
 	Capacity int64 `json:"capacity"`
+	// SegmentAllocs counts the allocator's Alloc calls (segments and the
+	// arena): zero per step is a steady state.
+	SegmentAllocs int64 `json:"segment_allocs"`
+	// ArenaBytes is the arena's size once taken (0 without an arena);
+	// ArenaMisses the allocations the plan did not foresee, served by the
+	// caching pool instead.
+	ArenaBytes  int64 `json:"arena_bytes,omitempty"`
+	ArenaMisses int64 `json:"arena_misses,omitempty"`
 }
 
 // Pool is a thread-safe caching allocator with exact accounting, in the
@@ -162,6 +181,44 @@ type Pool struct {
 	free      []*block   // free blocks by (size, segment, offset)
 	stats     Stats
 	timeline  []Event
+	trace     []TraceEvent
+	arena     *arenaState
+}
+
+// arenaState is an arena pool's progress through its plan.
+type arenaState struct {
+	plan     *ArenaPlan
+	seg      *segment // the arena block; nil until taken
+	built    bool     // the first phase began: the build program is over
+	phase    string   // the phase in progress ("" between phases)
+	cursor   int      // the next slot of the current program
+	fallback bool     // this program instance missed: the rest goes to the caching pool
+	live     []span   // the arena ranges of live buffers
+	miss     string   // the first miss, for the report
+}
+
+// span is a live arena range.
+type span struct{ off, end int64 }
+
+// program is the plan's slots for what runs now (nil: none).
+func (a *arenaState) program() []Slot {
+	switch {
+	case !a.built:
+		return a.plan.Build
+	case a.phase != "":
+		return a.plan.Phases[a.phase]
+	}
+	return nil
+}
+
+// overlaps reports a live arena buffer in [off, off+size).
+func (a *arenaState) overlaps(off, size int64) bool {
+	for _, l := range a.live {
+		if l.off < off+size && off < l.end {
+			return true
+		}
+	}
+	return false
 }
 
 // segment is one block from the allocator, tiled by the pool's blocks.
@@ -189,13 +246,121 @@ func NewPool(a Allocator, opts Options) *Pool {
 	if a == nil {
 		panic("memory: nil allocator")
 	}
-	return &Pool{
+	p := &Pool{
 		allocator: a,
 		opts:      opts,
 		start:     time.Now(),
 		live:      make(map[uint64]*Buffer),
 		stats:     Stats{Capacity: opts.Capacity},
 	}
+	if opts.Arena != nil {
+		p.arena = &arenaState{plan: opts.Arena}
+	}
+	return p
+}
+
+// BeginPhase starts a phase of the run ("step", "validate"): an arena
+// pool follows that phase's plan from its first slot; a tracing pool
+// records the mark. Phases do not nest; EndPhase ends one.
+func (p *Pool) BeginPhase(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.opts.Trace {
+		p.trace = append(p.trace, TraceEvent{Phase: name, Mark: true})
+	}
+	if a := p.arena; a != nil {
+		a.built, a.phase, a.cursor, a.fallback = true, name, 0, false
+	}
+}
+
+// EndPhase ends the phase BeginPhase started.
+func (p *Pool) EndPhase() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.opts.Trace {
+		p.trace = append(p.trace, TraceEvent{Mark: true})
+	}
+	if a := p.arena; a != nil {
+		a.built, a.phase, a.cursor, a.fallback = true, "", 0, false
+	}
+}
+
+// Trace returns what Options.Trace recorded.
+func (p *Pool) Trace() Trace {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Trace{Events: slices.Clone(p.trace)}
+}
+
+// ArenaMiss is the first allocation the arena plan did not foresee ("" if
+// none): what fell back to the caching pool, and where.
+func (p *Pool) ArenaMiss() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.arena == nil {
+		return ""
+	}
+	return p.arena.miss
+}
+
+// arenaAlloc places an allocation by the plan; nil when the plan has no
+// matching slot here (the caller falls back to the caching pool), or an
+// error when the arena itself cannot be taken.
+func (p *Pool) arenaAlloc(cat Category, size int64) (*block, error) {
+	a := p.arena
+	if a.fallback {
+		return nil, nil
+	}
+	prog := a.program()
+	where := "after the build, outside any phase"
+	if a.phase != "" {
+		where = "in phase " + a.phase
+	} else if !a.built {
+		where = "while building"
+	}
+	var why string
+	switch {
+	case a.cursor >= len(prog):
+		why = fmt.Sprintf("allocation %d of %s (%s) %s: the plan has %d", a.cursor+1, FormatBytes(size), cat, where, len(prog))
+	case prog[a.cursor].Size != size || prog[a.cursor].Cat != cat:
+		why = fmt.Sprintf("allocation %d %s is %s (%s), the plan's %s (%s)", a.cursor+1, where, FormatBytes(size), cat,
+			FormatBytes(prog[a.cursor].Size), prog[a.cursor].Cat)
+	case a.overlaps(prog[a.cursor].Off, size):
+		why = fmt.Sprintf("allocation %d %s: its planned range is still in use (a buffer freed later than planned)", a.cursor+1, where)
+	}
+	if why != "" {
+		a.fallback = true
+		p.stats.ArenaMisses++
+		if a.miss == "" {
+			a.miss = why
+		}
+		return nil, nil
+	}
+	if a.seg == nil {
+		size := a.plan.Size
+		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
+			p.stats.NumOOMs++
+			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity,
+				Free: p.opts.Capacity - p.stats.Reserved.Current, Allocated: p.stats.Allocated.Current,
+				ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current}
+		}
+		store, err := p.allocator.Alloc(max(size, BlockRound))
+		if err != nil {
+			p.stats.NumOOMs++
+			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity,
+				Free: max(0, p.opts.Capacity-p.stats.Reserved.Current), Allocated: p.stats.Allocated.Current,
+				Cause: fmt.Errorf("%s: the arena: %w", p.allocator.Name(), err)}
+		}
+		p.stats.SegmentAllocs++
+		p.nextSeg++
+		a.seg = &segment{id: p.nextSeg, store: store, size: max(size, BlockRound)}
+		p.stats.Reserved.add(a.seg.size)
+		p.stats.ArenaBytes = a.seg.size
+	}
+	s := prog[a.cursor]
+	a.cursor++
+	a.live = append(a.live, span{s.Off, s.Off + size})
+	return &block{seg: a.seg, off: s.Off, size: size}, nil
 }
 
 // Allocator is the allocator the pool's blocks come from.
@@ -223,10 +388,23 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 	size := RoundSize(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	blk := p.takeFree(size)
-	if blk != nil {
+	var blk *block
+	inArena := false
+	if p.arena != nil {
+		var err error
+		if blk, err = p.arenaAlloc(cat, size); err != nil {
+			return nil, err
+		}
+		inArena = blk != nil
+	}
+	if !inArena {
+		blk = p.takeFree(size)
+	}
+	switch {
+	case inArena:
+	case blk != nil:
 		p.stats.CacheHits++
-	} else {
+	default:
 		// Nothing free is large enough: give back the wholly free
 		// segments (all smaller than size) before taking a new one, so
 		// that reserved memory holds only what can still be used.
@@ -243,6 +421,9 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 			}
 		}
 		store, err := p.allocator.Alloc(size)
+		if err == nil {
+			p.stats.SegmentAllocs++
+		}
 		if errors.Is(err, ErrExhausted) {
 			p.stats.NumOOMs++
 			return nil, &OutOfMemoryError{
@@ -267,7 +448,10 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 		store = p.allocator.Slice(store, blk.off, blk.size)
 	}
 	p.nextID++
-	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, store: store, blk: blk, live: true}
+	b := &Buffer{pool: p, id: p.nextID, cat: cat, size: size, req: req, store: store, blk: blk, arena: inArena, live: true}
+	if p.opts.Trace {
+		p.trace = append(p.trace, TraceEvent{ID: b.id, Size: size, Cat: cat})
+	}
 	p.live[b.id] = b
 	p.stats.NumAllocs++
 	p.stats.ActiveBuffers++
@@ -302,8 +486,20 @@ func (p *Pool) Free(b *Buffer) error {
 	if live, ok := p.live[b.id]; !ok || live != b {
 		return fmt.Errorf("%w (buffer of %d bytes, %s)", ErrDoubleFree, b.size, b.cat)
 	}
+	if p.opts.OnFree != nil {
+		p.opts.OnFree(b)
+	}
 	delete(p.live, b.id)
-	p.release(b.blk)
+	if b.arena {
+		a := p.arena
+		i := slices.Index(a.live, span{b.blk.off, b.blk.off + b.size})
+		a.live = slices.Delete(a.live, i, i+1)
+	} else {
+		p.release(b.blk)
+	}
+	if p.opts.Trace {
+		p.trace = append(p.trace, TraceEvent{ID: b.id})
+	}
 	b.store, b.blk, b.live = nil, nil, false
 	p.stats.NumFrees++
 	p.stats.ActiveBuffers--

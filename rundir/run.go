@@ -82,7 +82,16 @@ type Summary struct {
 	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
 	// CacheFlushes counts the times the pool gave wholly free segments back
 	// to its allocator (cuMemFree on a GPU) to take a new one.
-	CacheFlushes            int64            `json:"cache_flushes"`
+	CacheFlushes int64 `json:"cache_flushes"`
+	// Allocator is memory.allocator; SegmentAllocs the allocator calls the
+	// pool made (segments, or the arena once); ArenaBytes the arena,
+	// ArenaMisses the allocations its plan did not foresee (served by the
+	// caching pool), ArenaMiss the first of them.
+	Allocator               string           `json:"allocator"`
+	SegmentAllocs           int64            `json:"segment_allocs"`
+	ArenaBytes              int64            `json:"arena_bytes,omitempty"`
+	ArenaMisses             int64            `json:"arena_misses,omitempty"`
+	ArenaMiss               string           `json:"arena_miss,omitempty"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// PeakByPhase is, per phase, the largest peak of any step with its split
@@ -434,11 +443,18 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		sum.BestCheckpoint, sum.BestValMIoU = ckpt.bestPath, &ckpt.bestMIoU
 		sum.Monitor, sum.BestScore = ckpt.bestMonitor, &ckpt.bestScore
 	}
+	st := tr.Pool().Stats()
+	sum.Allocator, sum.SegmentAllocs, sum.ArenaBytes, sum.ArenaMisses, sum.ArenaMiss =
+		cfg.Memory.Allocator, st.SegmentAllocs, st.ArenaBytes, st.ArenaMisses, tr.Pool().ArenaMiss()
+	if sum.ArenaMisses > 0 {
+		prog.note(fmt.Sprintf("memory.allocator: arena: %d allocations the plan did not foresee went to the caching pool; the first: %s",
+			sum.ArenaMisses, sum.ArenaMiss))
+	}
 	prog.finish()
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)
 	sum.PeakRSSBytes = PeakRSS()
-	sum.CacheFlushes = tr.Pool().Stats().CacheFlushes
+	sum.CacheFlushes = st.CacheFlushes
 	sum.WallSeconds = time.Since(start).Seconds()
 	out, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {

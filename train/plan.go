@@ -106,6 +106,10 @@ type PlanRow struct {
 	OffloadedPeakBytes int64  `json:"offloaded_peak_bytes,omitempty"`
 	Fits               *bool  `json:"fits,omitempty"`
 	Error              string `json:"error,omitempty"`
+	// ArenaBytes is memory.allocator: arena's block (0 for caching), and
+	// ArenaMisses the allocations its plan did not foresee (0 when exact).
+	ArenaBytes  int64 `json:"arena_bytes,omitempty"`
+	ArenaMisses int64 `json:"arena_misses,omitempty"`
 	// Config is the variant's configuration; Samples its dataset's size.
 	Config  config.Config `json:"-"`
 	Samples int           `json:"-"`
@@ -150,7 +154,15 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
-	t, err := buildTrainer(cfg, noop.New(b))
+	var opts memory.Options
+	if cfg.Memory.Allocator == "arena" {
+		plan, err := ArenaPlan(cfg, b)
+		if err != nil {
+			return row, err
+		}
+		opts.Arena = &plan
+	}
+	t, err := buildTrainerWith(cfg, noop.New(b), opts)
 	if err != nil {
 		return row, err
 	}
@@ -164,13 +176,7 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 		row.PeakReservedBytes = max(row.PeakReservedBytes, st.Reserved.Peak)
 	}
 	note(t.Pool().Stats()) // building the model, Adam and the batch buffers
-	// Two rounds of two steps and a validation: the caching pool's blocks
-	// settle into the state every later round repeats.
-	for i := range 4 {
-		res, err := t.Step()
-		if err != nil {
-			return row, err
-		}
+	err = runPlanProgram(t, func(res StepResult) {
 		for phase, pm := range res.Phases {
 			row.PeakByPhase[phase] = max(row.PeakByPhase[phase], pm.PeakAllocatedBytes)
 			if pm.PeakAllocatedBytes > row.PeakAllocatedBytes {
@@ -178,19 +184,57 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 			}
 			row.PeakReservedBytes = max(row.PeakReservedBytes, pm.PeakReservedBytes)
 		}
-		if i%2 == 1 {
-			t.Pool().ResetPeak()
-			if _, err := t.Validate(); err != nil {
-				return row, err
-			}
-			st := t.Pool().Stats()
-			row.PeakByPhase[PhaseValidation] = max(row.PeakByPhase[PhaseValidation], st.Allocated.Peak)
-			note(st)
-		}
+	}, func(st memory.Stats) {
+		row.PeakByPhase[PhaseValidation] = max(row.PeakByPhase[PhaseValidation], st.Allocated.Peak)
+		note(st)
+	})
+	if err != nil {
+		return row, err
 	}
+	st := t.Pool().Stats()
+	row.ArenaBytes, row.ArenaMisses = st.ArenaBytes, st.ArenaMisses
 	row.RelativeTime = relativeCost(t.Net, cfg)
 	row.OffloadedPeakBytes = t.OffloadedPeak()
 	return row, nil
+}
+
+// runPlanProgram runs plan's dry-run program on t: two rounds of two steps
+// and a validation, after which the caching pool's blocks are in the state
+// every later round repeats. step sees each step's result, validated the
+// pool's statistics after each validation (peaks reset before it).
+func runPlanProgram(t *Trainer, step func(StepResult), validated func(memory.Stats)) error {
+	for i := range 4 {
+		res, err := t.Step()
+		if err != nil {
+			return err
+		}
+		step(res)
+		if i%2 == 1 {
+			t.Pool().ResetPeak()
+			if _, err := t.Validate(); err != nil {
+				return err
+			}
+			validated(t.Pool().Stats())
+		}
+	}
+	return nil
+}
+
+// ArenaPlan is memory.allocator: arena's plan for cfg on backend b: a dry
+// run of plan's program on the planning backend, traced, packed by
+// memory.PlanArena. Training repeats the traced steps and validations, so
+// every buffer has its place; the arena is what the device gives up.
+func ArenaPlan(cfg config.Config, b backend.Backend) (memory.ArenaPlan, error) {
+	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off"
+	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true})
+	if err != nil {
+		return memory.ArenaPlan{}, err
+	}
+	defer t.Close()
+	if err := runPlanProgram(t, func(StepResult) {}, func(memory.Stats) {}); err != nil {
+		return memory.ArenaPlan{}, err
+	}
+	return memory.PlanArena(t.Pool().Trace())
 }
 
 // relativeCost estimates a step's time in units of the same step without

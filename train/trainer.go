@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -23,6 +24,10 @@ const (
 	PhaseBackward  = "backward"
 	PhaseOptimizer = "optimizer"
 )
+
+// PhaseStep is the pool phase (memory.Pool.BeginPhase) of a whole
+// optimizer step; validation's is PhaseValidation.
+const PhaseStep = "step"
 
 // PhaseMemory is the pool's state at the end of a phase and its peak during
 // the phase (for forward and backward: the largest over the micro-batches).
@@ -169,6 +174,20 @@ func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
+	var arena *memory.ArenaPlan
+	if cfg.Memory.Allocator == "arena" {
+		plan, err := ArenaPlan(cfg, b)
+		if err != nil {
+			return nil, err
+		}
+		arena = &plan
+	}
+	return buildTrainerWith(cfg, b, memory.Options{Arena: arena})
+}
+
+// buildTrainerWith is buildTrainer with the pool's arena plan, tracing and
+// hooks given (capacity and timeline come from cfg).
+func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options) (*Trainer, error) {
 	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, err
@@ -193,7 +212,15 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	t.Schedule = cfg.LRSchedule(max(total, 1))
 	t.SchedState = t.Schedule.Start()
 
-	t.Device = model.NewDevice(b, memory.Options{Capacity: int64(cfg.Memory.Capacity), Timeline: cfg.Memory.Timeline})
+	opts.Capacity, opts.Timeline = int64(cfg.Memory.Capacity), cfg.Memory.Timeline
+	if cfg.Memory.Poison {
+		opts.OnFree = func(buf *memory.Buffer) {
+			if n := int(buf.Len() / 4); n > 0 {
+				b.Fill(backend.View{Buf: buf, DT: backend.Float32, Len: n}, float32(math.NaN()))
+			}
+		}
+	}
+	t.Device = model.NewDevice(b, opts)
 	if cfg.Memory.Offload == config.OffloadCheckpoints {
 		off, ok := b.(backend.Offloader)
 		if !ok {
@@ -362,6 +389,9 @@ type StepResult struct {
 // backward, unscale and check the gradients, then Adam (or skip) and the
 // scaler's update.
 func (t *Trainer) Step() (StepResult, error) {
+	// A step is a phase: an arena pool places its buffers by the plan.
+	t.Pool().BeginPhase(PhaseStep)
+	defer t.Pool().EndPhase()
 	retry, fit := t.Config.Memory.EmptyCache == config.EmptyOOM, t.Config.Memory.Fit == "auto"
 	var restore func()
 	if retry || fit {
@@ -377,6 +407,7 @@ func (t *Trainer) Step() (StepResult, error) {
 		t.Pool().FreeSince(mark, memory.Activations, memory.Workspace)
 		restore()
 		t.micro = samples / t.Config.Train.BatchSize
+		t.Pool().BeginPhase(PhaseStep) // the retry starts the step's plan over
 	}
 	if err != nil && retry && errors.As(err, &oom) {
 		abandon()

@@ -38,6 +38,8 @@ func (s ClassScore) Present() bool { return s.IoU != nil }
 // Validate evaluates the model on the validation samples in eval mode, in
 // batches of train.batch_size.
 func (t *Trainer) Validate() (Validation, error) {
+	t.Pool().BeginPhase(PhaseValidation)
+	defer t.Pool().EndPhase()
 	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
 	if err != nil {
 		return v, t.ExplainOOM(err, "validation")

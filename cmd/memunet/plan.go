@@ -96,6 +96,11 @@ func planCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, "est. time: estimated step time relative to baseline (FLOPs incl. recompute, 16-bit and accumulation overheads).")
+	if cfg.Memory.Allocator == "arena" {
+		fmt.Fprintln(stdout, "reserved: the arena (memory.allocator: arena), one block in which a dry run placed every buffer; capacity is checked against it.")
+	} else {
+		fmt.Fprintln(stdout, "reserved: the caching pool's segments at their most (memory.allocator: caching); capacity is checked against it. memory.allocator: arena plans one block instead.")
+	}
 	if offloads {
 		fmt.Fprintln(stdout, "host: the most the offloaded blocks' inputs hold in host memory (memory.offload; pinned on a GPU), bytes the device does not.")
 	}
