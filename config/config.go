@@ -298,7 +298,7 @@ func Default() Config {
 			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
 			Loss:     Loss{Kind: "ce", Gamma: 2, DiceSmooth: 1},
 			Monitor:  "val_miou"},
-		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "caching"},
+		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }

@@ -390,7 +390,7 @@ func TestOverrides(t *testing.T) {
 		{"quoted string", qs, []string{`output.dir="123"`}, func(c *Config) { c.Output.Dir = "123" }},
 		{"whole section", qs, []string{"memory={capacity: 1GiB, timeline: true}"},
 			func(c *Config) {
-				c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never", Offload: "none", Fit: "off", Allocator: "caching"}
+				c.Memory = Memory{Capacity: 1 << 30, Timeline: true, EmptyCache: "never", Offload: "none", Fit: "off", Allocator: "arena"}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -562,7 +562,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 				Schedule: Schedule{Kind: "cosine", Warmup: 3, StepSize: 7, Gamma: 0.5, MinLR: 1e-6, Patience: 2, Factor: 0.25, Threshold: 0.01},
 				Loss:     Loss{Kind: "ce+dice", ClassWeights: ClassWeights{Values: []float64{1, 3}}, Gamma: 0.5, DiceSmooth: 1e-6},
 				Monitor:  "val_dice", Init: "runs/base", InitSkip: []string{"outc"}, Freeze: []string{"encoder"}}
-			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Offload: "checkpoints", Fit: "auto", Allocator: "arena", Poison: true}
+			c.Memory = Memory{Capacity: 123456789, Timeline: true, EmptyCache: "oom", Offload: "checkpoints", Fit: "auto", Allocator: "caching", Poison: true}
 			c.Output = Output{Dir: "runs/a: b # c", Progress: "none", LogEvery: 1}
 		}},
 		{"checkpoint all", func(c *Config) { c.Model.Checkpoint = Checkpoint{All: true} }},

@@ -153,7 +153,7 @@ func PlanArena(tr Trace) (ArenaPlan, error) {
 			j++
 		}
 		if j == len(tr.Events) {
-			return plan, fmt.Errorf("memory: arena plan: phase %q does not end", e.Phase)
+			return plan, planError("phase %q does not end", e.Phase)
 		}
 		instances = append(instances, instance{e.Phase, i + 1, j})
 		i = j
@@ -167,7 +167,7 @@ func PlanArena(tr Trace) (ArenaPlan, error) {
 		for k, e := range events {
 			switch {
 			case e.Mark:
-				return plan, fmt.Errorf("memory: arena plan: phase %q inside phase %q", e.Phase, in.name)
+				return plan, planError("phase %q inside phase %q", e.Phase, in.name)
 			case e.Size > 0:
 				allocAt[e.ID] = int64(k)
 				iv = append(iv, &interval{size: e.Size, start: int64(k), end: -1, order: len(slots)})
@@ -185,12 +185,12 @@ func PlanArena(tr Trace) (ArenaPlan, error) {
 		for n, id := range ids {
 			end, ok := freeAt[id]
 			if !ok {
-				return plan, fmt.Errorf("memory: arena plan: an allocation of %s (%s) in phase %q outlives it", FormatBytes(slots[n].Size), slots[n].Cat, in.name)
+				return plan, planError("an allocation of %s (%s) in phase %q outlives it", FormatBytes(slots[n].Size), slots[n].Cat, in.name)
 			}
 			iv[n].end = end
 		}
 		if prev, ok := sequences[in.name]; ok && !sameSizes(prev, slots) {
-			return plan, fmt.Errorf("memory: arena plan: phase %q allocates differently from one time to the next", in.name)
+			return plan, planError("phase %q allocates differently from one time to the next", in.name)
 		}
 		sequences[in.name] = slots
 		extent := packIntervals(iv)
@@ -202,6 +202,17 @@ func PlanArena(tr Trace) (ArenaPlan, error) {
 	}
 	plan.Size = top
 	return plan, nil
+}
+
+// ArenaPlanError is PlanArena's refusal: a trace it cannot turn into a
+// plan (a phase that keeps a buffer past its end, or allocates differently
+// each time).
+type ArenaPlanError struct{ Why string }
+
+func (e *ArenaPlanError) Error() string { return "the run cannot be planned into an arena: " + e.Why }
+
+func planError(format string, args ...any) error {
+	return &ArenaPlanError{Why: fmt.Sprintf(format, args...)}
 }
 
 func sameSizes(a, b []Slot) bool {

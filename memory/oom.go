@@ -13,6 +13,9 @@ type OutOfMemoryError struct {
 	Allocated           int64 // bytes in live buffers
 	ReservedUnallocated int64 // bytes cached by the pool, not in use
 	Hint                string
+	// Arena says the allocation was the arena: every buffer of the run at
+	// once (memory.allocator: arena), not one of Category.
+	Arena bool
 	// Cause is the allocator's error when the memory itself ran out (it
 	// wraps ErrExhausted) rather than the pool's capacity; nil otherwise.
 	Cause error
@@ -26,9 +29,13 @@ func (e *OutOfMemoryError) Error() string {
 	if e.Cause != nil {
 		room = fmt.Sprintf("The memory itself is full (%v), after the pool gave back its cached blocks.", e.Cause)
 	}
+	what := e.Category.String()
+	if e.Arena {
+		what = "the arena, in which the plan placed every buffer of the run"
+	}
 	msg := fmt.Sprintf("out of memory: tried to allocate %s (%s). %s "+
 		"Of the allocated memory %s is allocated by memunet, and %s is reserved by memunet but unallocated.",
-		FormatBytes(e.Requested), e.Category, room,
+		FormatBytes(e.Requested), what, room,
 		FormatBytes(e.Allocated), FormatBytes(e.ReservedUnallocated))
 	if e.Hint != "" {
 		msg += " " + e.Hint

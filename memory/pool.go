@@ -340,16 +340,16 @@ func (p *Pool) arenaAlloc(cat Category, size int64) (*block, error) {
 		size := a.plan.Size
 		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
 			p.stats.NumOOMs++
-			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity,
+			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity, Arena: true,
 				Free: p.opts.Capacity - p.stats.Reserved.Current, Allocated: p.stats.Allocated.Current,
 				ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current}
 		}
 		store, err := p.allocator.Alloc(max(size, BlockRound))
 		if err != nil {
 			p.stats.NumOOMs++
-			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity,
+			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity, Arena: true,
 				Free: max(0, p.opts.Capacity-p.stats.Reserved.Current), Allocated: p.stats.Allocated.Current,
-				Cause: fmt.Errorf("%s: the arena: %w", p.allocator.Name(), err)}
+				Cause: fmt.Errorf("%s: %w", p.allocator.Name(), err)}
 		}
 		p.stats.SegmentAllocs++
 		p.nextSeg++

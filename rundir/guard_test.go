@@ -121,7 +121,12 @@ func TestRefusedRunWritesNothing(t *testing.T) {
 	// the memory after the plan) leaves no directory.
 	fresh := filepath.Join(t.TempDir(), "run")
 	squeezed := good
-	squeezed.Memory.Capacity = config.ByteSize(row.PeakReservedBytes)
+	squeezed.Memory.Allocator = "caching" // an arena would refuse the extra allocation at once
+	crow, err := train.PlanConfig(squeezed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	squeezed.Memory.Capacity = config.ByteSize(crow.PeakReservedBytes)
 	_, err = runOpts(t, context.Background(), squeezed, Options{OutDir: fresh}, func(tr *train.Trainer) {
 		if _, err := tr.Pool().Alloc(memory.Workspace, 4096); err != nil {
 			t.Fatal(err)

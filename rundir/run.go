@@ -92,6 +92,7 @@ type Summary struct {
 	ArenaBytes              int64            `json:"arena_bytes,omitempty"`
 	ArenaMisses             int64            `json:"arena_misses,omitempty"`
 	ArenaMiss               string           `json:"arena_miss,omitempty"`
+	AllocatorNote           string           `json:"allocator_note,omitempty"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// PeakByPhase is, per phase, the largest peak of any step with its split
@@ -290,6 +291,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	for _, line := range tr.FitLog {
 		prog.note(line)
 	}
+	if tr.AllocatorNote != "" {
+		prog.note(tr.AllocatorNote)
+	}
 	if cfg.Train.Loss.ClassWeights.Auto {
 		prog.note(fmt.Sprintf("train.loss.class_weights: auto: %s (inverse class frequency of the training masks)", formatWeights(tr.Loss.Weights)))
 	}
@@ -446,6 +450,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	st := tr.Pool().Stats()
 	sum.Allocator, sum.SegmentAllocs, sum.ArenaBytes, sum.ArenaMisses, sum.ArenaMiss =
 		cfg.Memory.Allocator, st.SegmentAllocs, st.ArenaBytes, st.ArenaMisses, tr.Pool().ArenaMiss()
+	sum.AllocatorNote = tr.AllocatorNote
 	if sum.ArenaMisses > 0 {
 		prog.note(fmt.Sprintf("memory.allocator: arena: %d allocations the plan did not foresee went to the caching pool; the first: %s",
 			sum.ArenaMisses, sum.ArenaMiss))

@@ -13,6 +13,7 @@ import (
 // next candidate and succeeds, keeping the effective batch.
 func TestFitAutoOnOOMDuringTraining(t *testing.T) {
 	c := planGridConfig(32, 8, "bilinear", "batch")
+	c.Memory.Allocator = "caching" // an arena holds its memory from the start: nobody takes it later
 	full, err := PlanConfig(c)
 	if err != nil {
 		t.Fatal(err)

@@ -103,6 +103,9 @@ type Trainer struct {
 
 	// Loss is train.loss, with auto class weights computed (ClassWeights).
 	Loss model.LossConfig
+	// AllocatorNote says why memory.allocator: arena fell back to the
+	// caching pool ("" when it did not).
+	AllocatorNote string
 
 	// FitLog records memory.fit: auto's decisions, one line each.
 	FitLog   []string
@@ -175,14 +178,25 @@ func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	var arena *memory.ArenaPlan
+	var note string
 	if cfg.Memory.Allocator == "arena" {
 		plan, err := ArenaPlan(cfg, b)
-		if err != nil {
+		var perr *memory.ArenaPlanError
+		switch {
+		case errors.As(err, &perr):
+			// A run the arena cannot plan still trains, on the cache.
+			note = fmt.Sprintf("memory.allocator: arena: %v; training with the caching pool instead", err)
+		case err != nil:
 			return nil, err
+		default:
+			arena = &plan
 		}
-		arena = &plan
 	}
-	return buildTrainerWith(cfg, b, memory.Options{Arena: arena})
+	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena})
+	if t != nil {
+		t.AllocatorNote = note
+	}
+	return t, err
 }
 
 // buildTrainerWith is buildTrainer with the pool's arena plan, tracing and
@@ -560,6 +574,10 @@ func (t *Trainer) ExplainOOM(err error, during string) error {
 		return err
 	}
 	o.Hint = fmt.Sprintf("(during %s; memory.capacity is %s) %s", during, memory.FormatBytes(o.Capacity), fitAdvice(t.Config, o.Capacity))
+	if err != error(o) {
+		// A wrapping error wrote its message already (fmt.Errorf does).
+		return fmt.Errorf("%w %s", err, o.Hint)
+	}
 	return err
 }
 

@@ -306,6 +306,7 @@ func nonzero(xs []float32) int {
 // else holds memory).
 func TestOutOfMemoryNamesTheFix(t *testing.T) {
 	c := tinyConfig()
+	c.Memory.Allocator = "caching" // a step that runs out; an arena runs out while building (below)
 	probe := testTrainer(t, c)
 	res, err := probe.Step()
 	if err != nil {
@@ -330,6 +331,19 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 			t.Errorf("%s: %d bytes allocated after the failed step, want %d", mode, got, persistent)
 		}
 	}
+	// The arena is taken whole while building: too little memory for it
+	// fails there, naming it and the variant that fits.
+	c.Memory.Allocator, c.Memory.EmptyCache = "arena", config.EmptyNever
+	_, err = NewTrainer(c)
+	var oom *memory.OutOfMemoryError
+	if !errors.As(err, &oom) || !oom.Arena {
+		t.Fatalf("arena: want an out-of-memory error for the arena, got %v", err)
+	}
+	for _, want := range []string{"(the arena, in which the plan placed every buffer of the run)", "during building the model", "plan recommends the"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("arena: message lacks %q: %s", want, err)
+		}
+	}
 }
 
 // TestEmptyCacheStep: with empty_cache: step, reserved equals allocated
@@ -337,7 +351,7 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 func TestEmptyCacheStep(t *testing.T) {
 	for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyStep} {
 		c := tinyConfig()
-		c.Memory.EmptyCache = mode
+		c.Memory.EmptyCache, c.Memory.Allocator = mode, "caching"
 		tr := testTrainer(t, c)
 		if _, err := tr.Step(); err != nil {
 			t.Fatal(err)
