@@ -1,5 +1,5 @@
-// Package memory is memunet's accounted caching allocator: the source of
-// every buffer the trainer touches, on whatever memory it runs.
+// Package memory is memunet's accounted allocator, caching or planned: the
+// source of every buffer the trainer touches, on whatever memory it runs.
 //
 // Two layers, as in ggml (buffer type under gallocr) and tinygrad (an LRU
 // cache over _alloc): an Allocator gives out and takes back raw blocks of
@@ -15,14 +15,21 @@
 //     is an exact, deterministic function of the sequence of Alloc and Free
 //     calls, whatever the allocator (a Virtual pool's statistics are a real
 //     pool's, byte for byte).
-//   - A freed buffer's block goes back to the pool's cache (still "reserved")
-//     and is reused by the next allocation of the same rounded size.
-//     EmptyCache gives cached blocks back to the allocator, so reserved falls
-//     back to allocated.
-//   - With a capacity, reserved bytes never exceed it: a cache miss that would
-//     pass it first empties the cache and retries (as PyTorch does), then
-//     fails with *OutOfMemoryError. An allocator that runs out itself
-//     (ErrExhausted) gets the same retry and the same error, with its Cause.
+//   - Memory comes from the allocator in segments. A freed buffer's block
+//     stays in its segment, free (still "reserved"), merged with free
+//     neighbours; an allocation takes the smallest free block that holds it
+//     and splits off the rest (Allocator.Slice). A miss first gives back the
+//     wholly free segments (all too small for it), then takes a segment of
+//     its size. EmptyCache gives back every wholly free segment.
+//   - With an ArenaPlan (Options.Arena, made by PlanArena from a dry run's
+//     Trace), the pool takes one block of the plan's size at its first
+//     allocation and places each planned allocation of the build and of each
+//     phase (BeginPhase) at its offset, after checking that the range is not
+//     in use; anything else goes to the segments, counted in ArenaMisses.
+//   - With a capacity, reserved bytes never exceed it: an allocation that
+//     would pass it fails with *OutOfMemoryError (the wholly free segments
+//     were given back first). An allocator that runs out itself
+//     (ErrExhausted) gives the same error, with its Cause.
 //   - Freeing a buffer twice, or a buffer from another pool, returns an error
 //     and changes nothing.
 //

@@ -159,6 +159,13 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		memory.FormatBytes(sum.PeakAllocatedByCategory["optimizer"]), memory.FormatBytes(sum.PeakAllocatedByCategory["activations"]),
 		memory.FormatBytes(sum.PeakAllocatedByCategory["workspace"]),
 		memory.FormatBytes(sum.PeakReservedBytes), memory.FormatBytes(sum.PeakRSSBytes))
+	switch {
+	case sum.ArenaBytes > 0:
+		fmt.Fprintf(stdout, "allocator: arena of %s, every buffer at its planned place; %d allocator call(s), %d allocation(s) outside the plan\n",
+			memory.FormatBytes(sum.ArenaBytes), sum.SegmentAllocs, sum.ArenaMisses)
+	case sum.Allocator != "":
+		fmt.Fprintf(stdout, "allocator: %s; %d allocator calls, %d cache flushes\n", sum.Allocator, sum.SegmentAllocs, sum.CacheFlushes)
+	}
 	if sum.DeviceUsedPeakBytes > 0 {
 		fmt.Fprintf(stdout, "device: %s: peak in use %s of %s (cuMemGetInfo, as nvidia-smi shows it; %s of it was the context, kernels and scratch before the pool)\n",
 			sum.Device, memory.FormatBytes(sum.DeviceUsedPeakBytes), memory.FormatBytes(sum.DeviceTotalBytes), memory.FormatBytes(sum.ContextOverheadBytes))
