@@ -62,6 +62,24 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 	if logits == nil {
 		panic("model: cross entropy backward without a training forward")
 	}
+	var k float32
+	if l.count > 0 {
+		k = scale / float32(l.count)
+	}
+	dlogits, err := backwardInto(env, logits, func(g, z backend.View) {
+		env.Backend.CrossEntropyBack(logits.shape4(), g, z, l.target, k)
+	})
+	if err == nil {
+		l.logits, l.target = nil, backend.View{}
+	}
+	return dlogits, err
+}
+
+// backwardInto makes the gradient of logits (in their buffer when the
+// caller released its reference to them), has write fill it from the
+// logits' values (g, z: as the backend computes on them), and drops the
+// saved logits.
+func backwardInto(env *Env, logits *Tensor, write func(g, z backend.View)) (*Tensor, error) {
 	dlogits, err := gradTensorLike(env, logits)
 	if err != nil {
 		return nil, err
@@ -76,16 +94,11 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 		return nil, f.err
 	}
 	if dlogits == logits {
-		dlogits.Retain() // reused in place; our saved reference is released below
+		dlogits.Retain() // reused in place; the saved reference is released below
 	}
-	var k float32
-	if l.count > 0 {
-		k = scale / float32(l.count)
-	}
-	env.Backend.CrossEntropyBack(logits.shape4(), g, z, l.target, k)
+	write(g, z)
 	f.finish()
 	logits.Release()
-	l.logits, l.target = nil, backend.View{}
 	return dlogits, nil
 }
 
@@ -296,28 +309,14 @@ func (l *Loss) Backward(env *Env, scale float32) (*Tensor, error) {
 	if logits == nil {
 		panic("model: loss backward without a training forward")
 	}
-	dlogits, err := gradTensorLike(env, logits)
-	if err != nil {
-		return nil, err
-	}
-	f := env.frame()
-	z, g := f.view(logits), f.writer(dlogits)
-	if f.err != nil {
-		f.finish()
-		if dlogits != logits {
-			dlogits.Release()
-		}
-		return nil, f.err
-	}
-	if dlogits == logits {
-		dlogits.Retain() // reused in place; our saved reference is released below
-	}
 	coef := l.Config.coefficients(l.sums, float64(scale))
-	env.Backend.LossBack(logits.shape4(), g, z, l.target, float32(l.gamma()), coef)
-	f.finish()
-	logits.Release()
-	l.Forget()
-	return dlogits, nil
+	dlogits, err := backwardInto(env, logits, func(g, z backend.View) {
+		env.Backend.LossBack(logits.shape4(), g, z, l.target, float32(l.gamma()), coef)
+	})
+	if err == nil {
+		l.Forget()
+	}
+	return dlogits, err
 }
 
 // Forget drops what Forward kept, without releasing it (see Layer).
