@@ -569,9 +569,14 @@ func (c Config) validateVariants() error {
 type Checkpoint struct {
 	All    bool
 	Levels []int
+	// Auto is model.checkpoint: auto: the levels the run checkpoints are
+	// chosen to fit memory.capacity with the least recompute
+	// (train.ChooseCheckpoint), before it is built.
+	Auto bool
 }
 
 // Resolve gives the checkpointed levels for a network of the given depth.
+// An unresolved Auto checkpoints nothing.
 func (c Checkpoint) Resolve(depth int) []int {
 	if c.All {
 		return model.CheckpointAll(depth)
@@ -596,6 +601,8 @@ func (c Checkpoint) validate(depth int) error {
 // String is the YAML form: none, all or the list.
 func (c Checkpoint) String() string {
 	switch {
+	case c.Auto:
+		return "auto"
 	case c.All:
 		return "all"
 	case len(c.Levels) == 0:
@@ -615,6 +622,9 @@ func (c *Checkpoint) UnmarshalYAML(n *yaml.Node) error {
 		case "all":
 			*c = Checkpoint{All: true}
 			return nil
+		case "auto":
+			*c = Checkpoint{Auto: true}
+			return nil
 		}
 	case yaml.SequenceNode:
 		var levels []int
@@ -623,7 +633,7 @@ func (c *Checkpoint) UnmarshalYAML(n *yaml.Node) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("want none, all, or a list of levels such as [0, 1]")
+	return fmt.Errorf("want none, all, auto, or a list of levels such as [0, 1]")
 }
 
 // Clone is c with a list of its own.
@@ -645,6 +655,9 @@ func (c *Checkpoint) UnmarshalText(b []byte) error {
 	case "all":
 		*c = Checkpoint{All: true}
 		return nil
+	case "auto":
+		*c = Checkpoint{Auto: true}
+		return nil
 	}
 	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
 		return fmt.Errorf("checkpoint %q: want none, all or a list of levels", s)
@@ -663,7 +676,7 @@ func (c *Checkpoint) UnmarshalText(b []byte) error {
 
 // MarshalYAML writes none, all or the list.
 func (c Checkpoint) MarshalYAML() (any, error) {
-	if c.All || len(c.Levels) == 0 {
+	if c.All || c.Auto || len(c.Levels) == 0 {
 		return c.String(), nil
 	}
 	return c.Levels, nil

@@ -762,6 +762,9 @@ func resumeConflicts(ck, run config.Config) []string {
 			if fit && slices.Contains(config.VariantKeys(), key) {
 				continue // memory.fit: auto chose the checkpoint's; Restore adopts it
 			}
+			if key == "model.checkpoint" && (run.Model.Checkpoint.Auto || ck.Model.Checkpoint.Auto) {
+				continue // auto chooses again, the same for the same capacity
+			}
 			fa, fb := va.Field(i).Field(j).Interface(), vb.Field(i).Field(j).Interface()
 			if !reflect.DeepEqual(fa, fb) {
 				out = append(out, fmt.Sprintf("%s: checkpoint %s, now %s", key, yamlValue(fa), yamlValue(fb)))

@@ -152,6 +152,12 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 
 // planConfigOn plans cfg with b's sizes.
 func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
+	if cfg.Model.Checkpoint.Auto {
+		var err error
+		if cfg, _, err = ChooseCheckpoint(cfg, b); err != nil {
+			return PlanRow{Config: cfg}, err
+		}
+	}
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
 	var opts memory.Options
@@ -263,6 +269,9 @@ func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, re
 	for _, name := range names {
 		vc, err := DeriveVariant(cfg, name)
 		row := PlanRow{Name: name}
+		if err == nil && vc.Model.Checkpoint.Auto && capacity > 0 {
+			vc.Memory.Capacity = config.ByteSize(capacity) // auto fits the capacity planned for
+		}
 		if err == nil {
 			row, err = planConfig(vc) // DeriveVariant validated it
 			row.Name = name

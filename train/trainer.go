@@ -151,8 +151,16 @@ func newTrainer(cfg config.Config) (*Trainer, error) {
 // newTrainerOn is NewTrainerOn for a validated cfg.
 func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	cfg, _ = ResolveCapacity(cfg, b)
+	cfg, ckNote, err := ChooseCheckpoint(cfg, b)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Memory.Fit != "auto" {
-		return buildTrainer(cfg, b)
+		t, err := buildTrainer(cfg, b)
+		if t != nil && ckNote != "" {
+			t.FitLog = []string{ckNote}
+		}
+		return t, err
 	}
 	chosen, why, err := Fit(cfg)
 	if err != nil {
@@ -163,6 +171,9 @@ func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 		return nil, err
 	}
 	t.FitLog, t.fitFrom = []string{why}, cfg
+	if ckNote != "" {
+		t.FitLog = append([]string{ckNote}, t.FitLog...)
+	}
 	cands := FitCandidates(cfg)
 	for i, c := range cands {
 		if describeChanges(cfg, c.Config) == describeChanges(cfg, chosen) {
