@@ -47,6 +47,12 @@ func resumeConfig(variant string) config.Config {
 		c.Train.Loss = config.Loss{Kind: "ce+dice", ClassWeights: config.ClassWeights{Auto: true}, DiceSmooth: 1}
 	case "focal":
 		c.Train.Loss = config.Loss{Kind: "focal", Gamma: 2, ClassWeights: config.ClassWeights{Values: []float64{1, 2, 0.5, 1}}}
+	case "checkpoint auto": // chosen again on resume, the same levels
+		row, err := train.PlanConfig(c)
+		if err != nil {
+			panic(err)
+		}
+		c.Model.Checkpoint, c.Memory.Capacity = config.Checkpoint{Auto: true}, config.ByteSize(row.PeakReservedBytes*9/10)
 	case "adamw":
 		c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1
 	case "plateau":
@@ -153,7 +159,7 @@ func sameLosses(t *testing.T, want, got []float64) {
 // both when the first run ends at step 3 and when SIGINT stops it in the
 // middle of step 3's accumulation cycle.
 func TestResumeBitExact(t *testing.T) {
-	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw", "ce+dice", "focal"} {
+	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw", "ce+dice", "focal", "checkpoint auto"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := resumeConfig(variant)
 			straightDir := t.TempDir()
