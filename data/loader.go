@@ -25,6 +25,21 @@ type LoaderConfig struct {
 	Augment Augment
 	// Prefetch is the micro-batches decoded ahead (0: DefaultPrefetch).
 	Prefetch int
+	// Rank and World split every micro-batch between the processes of a
+	// data-parallel run: the epoch's order is the same on every rank, a
+	// micro-batch covers Batch*World samples of it, and rank r takes the
+	// r-th Batch of them. World 0 or 1 is one process.
+	Rank, World int
+}
+
+// world is the number of ranks sharing each micro-batch.
+func (c LoaderConfig) world() int { return max(c.World, 1) }
+
+// span is the positions in an epoch's order of micro-batch pos's samples
+// for this rank.
+func (c LoaderConfig) span(pos int) (lo, hi int) {
+	lo = (pos*c.world() + c.Rank) * c.Batch
+	return lo, lo + c.Batch
 }
 
 // Loader yields the training micro-batches of an index set in a fixed
@@ -76,9 +91,12 @@ func NewLoader(ds Dataset, indices []int, cfg LoaderConfig) (*Loader, error) {
 	if cfg.Batch < 1 {
 		return nil, fmt.Errorf("data: loader batch %d: must be at least 1", cfg.Batch)
 	}
-	if cfg.PerEpoch < 1 || cfg.PerEpoch > len(indices)/cfg.Batch {
-		return nil, fmt.Errorf("data: loader with %d micro-batches of %d per epoch needs %d samples, has %d",
-			cfg.PerEpoch, cfg.Batch, cfg.PerEpoch*cfg.Batch, len(indices))
+	if cfg.Rank < 0 || cfg.Rank >= cfg.world() {
+		return nil, fmt.Errorf("data: loader rank %d of %d", cfg.Rank, cfg.world())
+	}
+	if cfg.PerEpoch < 1 || cfg.PerEpoch > len(indices)/(cfg.Batch*cfg.world()) {
+		return nil, fmt.Errorf("data: loader with %d micro-batches of %d x %d ranks per epoch needs %d samples, has %d",
+			cfg.PerEpoch, cfg.Batch, cfg.world(), cfg.PerEpoch*cfg.Batch*cfg.world(), len(indices))
 	}
 	if cfg.Prefetch <= 0 {
 		cfg.Prefetch = DefaultPrefetch
@@ -96,8 +114,8 @@ func (l *Loader) Position(m int) (epoch, pos int) { return m / l.cfg.PerEpoch, m
 func (l *Loader) Samples(m int) []int {
 	epoch, pos := l.Position(m)
 	order := Shuffle(l.indices, l.cfg.Seed, epoch)
-	b := l.cfg.Batch
-	return order[pos*b : (pos+1)*b]
+	lo, hi := l.cfg.span(pos)
+	return order[lo:hi]
 }
 
 // Flipped reports whether sample i is mirrored in the given 0-based epoch.
@@ -182,9 +200,9 @@ func (l *Loader) produce(r *loaderRun, m int) {
 		if e != epoch {
 			epoch, order = e, Shuffle(l.indices, l.cfg.Seed, e)
 		}
-		b := l.cfg.Batch
+		lo, hi := l.cfg.span(pos)
 		s.micro = m
-		s.err = l.fill(e, order[pos*b:(pos+1)*b], s.images, s.masks)
+		s.err = l.fill(e, order[lo:hi], s.images, s.masks)
 		if s.err != nil {
 			s.err = fmt.Errorf("epoch %d, micro-batch %d of the epoch: %w", e+1, pos+1, s.err)
 		}
