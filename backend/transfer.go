@@ -60,3 +60,12 @@ func (e *TargetError) Error() string {
 	return fmt.Sprintf("model: cross entropy: target value %d in sample %d is not a class of %d (nor the ignore index %d)",
 		e.Value, e.Sample, e.Classes, IgnoreIndex)
 }
+
+// DownloadFloat32Into copies a Float32 view's values into dst (len v.Len),
+// for a caller that reuses its host buffer.
+func DownloadFloat32Into(t Transfer, dst []float32, v View) {
+	if v.DT != Float32 || v.Len != len(dst) {
+		panic(fmt.Sprintf("backend: download of %v into %d float32 values", v, len(dst)))
+	}
+	t.Download(float32Bytes(dst), v)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 )
@@ -168,7 +169,7 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 		}
 		opts.Arena = &plan
 	}
-	t, err := buildTrainerWith(cfg, noop.New(b), opts)
+	t, err := buildTrainerWith(cfg, noop.New(b), opts, dist.Single{})
 	if err != nil {
 		return row, err
 	}
@@ -231,8 +232,13 @@ func runPlanProgram(t *Trainer, step func(StepResult), validated func(memory.Sta
 // memory.PlanArena. Training repeats the traced steps and validations, so
 // every buffer has its place; the arena is what the device gives up.
 func ArenaPlan(cfg config.Config, b backend.Backend) (memory.ArenaPlan, error) {
+	return arenaPlan(cfg, b, dist.Single{})
+}
+
+// arenaPlan is ArenaPlan for the rank comm stands for.
+func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm) (memory.ArenaPlan, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off"
-	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true})
+	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true}, comm)
 	if err != nil {
 		return memory.ArenaPlan{}, err
 	}

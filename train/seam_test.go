@@ -9,6 +9,7 @@ import (
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -64,7 +65,7 @@ func TestPlanningBackendMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			stats := func(b backend.Backend) []memory.Stats {
-				tr, err := buildTrainer(cfg, b)
+				tr, err := buildTrainer(cfg, b, dist.Single{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -134,7 +135,7 @@ func TestPlanningBackendCatchesHostAccess(t *testing.T) {
 	cfg := seamConfigs()["fp16"]
 	for _, op := range []string{"relu", "adam", "unscale"} {
 		t.Run(op, func(t *testing.T) {
-			tr, err := buildTrainer(cfg, hostToucher{noop.New(cpu.New()), op})
+			tr, err := buildTrainer(cfg, hostToucher{noop.New(cpu.New()), op}, dist.Single{})
 			if err != nil {
 				t.Fatal(err)
 			}

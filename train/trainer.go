@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
@@ -107,6 +108,13 @@ type Trainer struct {
 	// caching pool ("" when it did not).
 	AllocatorNote string
 
+	// comm is the data-parallel job (dist.Single: this process alone);
+	// synced says rank 0's parameters were copied to every rank; bucket is
+	// the host buffer of one all-reduce.
+	comm   dist.Comm
+	synced bool
+	bucket []float32
+
 	// FitLog records memory.fit: auto's decisions, one line each.
 	FitLog   []string
 	fitFrom  config.Config  // the configuration as given
@@ -136,7 +144,21 @@ func NewTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newTrainerOn(cfg, b)
+	return newTrainerOn(cfg, b, dist.Single{})
+}
+
+// NewTrainerDist is NewTrainer for one rank of a data-parallel job: comm's
+// ranks train one model on their shares of every micro-batch (see
+// Trainer.Comm).
+func NewTrainerDist(cfg config.Config, comm dist.Comm) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := Target(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newTrainerOn(cfg, b, comm)
 }
 
 // newTrainer is NewTrainer for a validated cfg.
@@ -145,18 +167,18 @@ func newTrainer(cfg config.Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newTrainerOn(cfg, b)
+	return newTrainerOn(cfg, b, dist.Single{})
 }
 
 // newTrainerOn is NewTrainerOn for a validated cfg.
-func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
+func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
 	cfg, _ = ResolveCapacity(cfg, b)
 	cfg, ckNote, err := ChooseCheckpoint(cfg, b)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Memory.Fit != "auto" {
-		t, err := buildTrainer(cfg, b)
+		t, err := buildTrainer(cfg, b, comm)
 		if t != nil && ckNote != "" {
 			t.FitLog = []string{ckNote}
 		}
@@ -166,7 +188,7 @@ func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := buildTrainer(chosen, b)
+	t, err := buildTrainer(chosen, b, comm)
 	if err != nil {
 		return nil, err
 	}
@@ -187,11 +209,11 @@ func newTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
 // buildTrainer is newTrainer on backend b without memory.fit; with the
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
-func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
+func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
 	var arena *memory.ArenaPlan
 	var note string
 	if cfg.Memory.Allocator == "arena" {
-		plan, err := ArenaPlan(cfg, b)
+		plan, err := arenaPlan(cfg, b, dist.Planned{Of: comm.Rank(), Ranks: comm.Size()})
 		var perr *memory.ArenaPlanError
 		switch {
 		case errors.As(err, &perr):
@@ -203,7 +225,7 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 			arena = &plan
 		}
 	}
-	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena})
+	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena}, comm)
 	if t != nil {
 		t.AllocatorNote = note
 	}
@@ -212,24 +234,24 @@ func buildTrainer(cfg config.Config, b backend.Backend) (*Trainer, error) {
 
 // buildTrainerWith is buildTrainer with the pool's arena plan, tracing and
 // hooks given (capacity and timeline come from cfg).
-func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options) (*Trainer, error) {
+func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm) (*Trainer, error) {
 	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{Config: cfg, data: set.Data, DataFingerprint: set.Fingerprint(), MaskValues: set.Report.ClassValues(cfg.Model.Classes)}
+	t := &Trainer{Config: cfg, data: set.Data, DataFingerprint: set.Fingerprint(), MaskValues: set.Report.ClassValues(cfg.Model.Classes), comm: comm}
 	t.trainIdx, t.valIdx = set.Train, set.Val
-	batch, accum := cfg.Train.BatchSize, cfg.Train.Accumulate
-	if len(t.trainIdx) < batch*accum {
-		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d needs %d training samples, there are %d; lower them or raise data.count",
-			batch, accum, batch*accum, len(t.trainIdx))
+	batch, accum, ranks := cfg.Train.BatchSize, cfg.Train.Accumulate, comm.Size()
+	if len(t.trainIdx) < batch*accum*ranks {
+		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d x %d ranks needs %d training samples, there are %d; lower them or raise data.count",
+			batch, accum, ranks, batch*accum*ranks, len(t.trainIdx))
 	}
 	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
 	// that every micro-batch has the same size and memory.
 	if h, w := set.Data.Size(); cfg.DataAugment().Validate(h, w) != nil {
 		return nil, cfg.DataAugment().Validate(h, w)
 	}
-	t.microPerEpoch = len(t.trainIdx) / (batch * accum) * accum
+	t.microPerEpoch = len(t.trainIdx) / (batch * accum * ranks) * accum // each covers batch x ranks samples
 	total := cfg.Train.Steps
 	if total == 0 && t.microPerEpoch > 0 {
 		total = cfg.Train.Epochs * t.microPerEpoch / accum
@@ -493,6 +515,9 @@ func (t *Trainer) step() (StepResult, error) {
 	// Divide each micro-batch's loss by accum, and scale it for fp16; the
 	// scale stays the same over the whole cycle.
 	lossScale := float32(t.Scaler.LossScale() / float64(accum))
+	if err := t.syncFromRankZero(); err != nil {
+		return res, err
+	}
 	t.Net.ZeroGrad()
 	for k := 0; k < accum; k++ {
 		epoch, err := t.nextBatch()
@@ -522,6 +547,19 @@ func (t *Trainer) step() (StepResult, error) {
 		}
 		keep(PhaseBackward, t.Pool().Stats())
 		res.Loss += loss / float64(accum)
+	}
+	// Data parallel: every rank's gradients become their mean over the
+	// ranks, so every rank takes the same step (a non-finite gradient on one
+	// is non-finite on all after the sum: all skip).
+	if err := t.allReduceGradients(); err != nil {
+		return res, err
+	}
+	if n := t.comm.Size(); n > 1 {
+		loss := []float64{res.Loss}
+		if err := t.comm.AllReduceSum64(loss); err != nil {
+			return res, err
+		}
+		res.Loss = loss[0] / float64(n)
 	}
 	if t.AfterBackward != nil {
 		t.AfterBackward()
@@ -558,7 +596,7 @@ func (t *Trainer) nextBatch() (int, error) {
 			var err error
 			if t.loader, err = data.NewLoader(t.data, t.trainIdx, data.LoaderConfig{
 				Batch: b, PerEpoch: t.microPerEpoch, Seed: t.Config.Train.Seed, Flip: t.Config.Data.Flip,
-				Augment: t.Config.DataAugment()}); err != nil {
+				Augment: t.Config.DataAugment(), Rank: t.comm.Rank(), World: t.comm.Size()}); err != nil {
 				return 0, err
 			}
 		}

@@ -3,6 +3,7 @@ package train
 import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 )
@@ -40,11 +41,49 @@ func (s ClassScore) Present() bool { return s.IoU != nil }
 func (t *Trainer) Validate() (Validation, error) {
 	t.Pool().BeginPhase(PhaseValidation)
 	defer t.Pool().EndPhase()
-	v, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, t.valIdx, t.Config.Train.BatchSize, t.masks)
-	if err != nil {
-		return v, t.ExplainOOM(err, "validation")
+	// Each rank validates its share of the samples; the sums are reduced.
+	idx := t.valIdx
+	if w := t.comm.Size(); w > 1 {
+		r := t.comm.Rank()
+		idx = idx[len(idx)*r/w : len(idx)*(r+1)/w]
 	}
-	return v, nil
+	sums, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, idx, t.Config.Train.BatchSize, t.masks)
+	if err != nil {
+		return Validation{}, t.ExplainOOM(err, "validation")
+	}
+	if err := sums.reduce(t.comm); err != nil {
+		return Validation{}, err
+	}
+	conf := &Confusion{Classes: t.Net.Config.Classes, Counts: sums.counts}
+	return conf.Validation(sums.loss / float64(sums.samples)), nil
+}
+
+// evalSums are what evaluate adds up: the confusion counts, the loss
+// summed over samples, and the samples.
+type evalSums struct {
+	counts  []int64
+	loss    float64
+	samples int
+}
+
+// reduce sums every rank's into each (counts stay exact below 2^53).
+func (s *evalSums) reduce(c dist.Comm) error {
+	if c.Size() == 1 {
+		return nil
+	}
+	buf := make([]float64, len(s.counts)+2)
+	for i, n := range s.counts {
+		buf[i] = float64(n)
+	}
+	buf[len(s.counts)], buf[len(s.counts)+1] = s.loss, float64(s.samples)
+	if err := c.AllReduceSum64(buf); err != nil {
+		return err
+	}
+	for i := range s.counts {
+		s.counts[i] = int64(buf[i])
+	}
+	s.loss, s.samples = buf[len(s.counts)], int(buf[len(s.counts)+1])
+	return nil
 }
 
 // evaluate runs the model in eval mode over idx in batches of batch and
@@ -52,7 +91,7 @@ func (t *Trainer) Validate() (Validation, error) {
 // batch*H*W values on the model's device: the training batch's), so
 // validation allocates nothing but each batch's images and what the layers
 // allocate.
-func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, batch int, masks backend.View) (Validation, error) {
+func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, batch int, masks backend.View) (evalSums, error) {
 	H, W := ds.Size()
 	K := net.Config.Classes
 	counts := make([]int64, K*K)
@@ -67,7 +106,7 @@ func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data
 		n := hi - lo
 		images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
 		if err != nil {
-			return Validation{}, err
+			return evalSums{}, err
 		}
 		target := masks.Slice(0, n*H*W)
 		if !env.Pool.Virtual() { // a planned validation has no memory to fill
@@ -82,7 +121,7 @@ func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data
 		}
 		images.Release()
 		if err != nil {
-			return Validation{}, err
+			return evalSums{}, err
 		}
 		l := model.Loss{Config: lossCfg}
 		loss, err := l.Forward(env, logits, target)
@@ -91,12 +130,11 @@ func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data
 		}
 		logits.Release()
 		if err != nil {
-			return Validation{}, err
+			return evalSums{}, err
 		}
 		lossSum += loss * float64(n)
 	}
-	conf := &Confusion{Classes: K, Counts: counts}
-	return conf.Validation(lossSum / float64(len(idx))), nil
+	return evalSums{counts: counts, loss: lossSum, samples: len(idx)}, nil
 }
 
 // Validation is the scores of the counted pixels, with loss as the loss.

@@ -38,3 +38,18 @@ func TestFinetuneConfig(t *testing.T) {
 		t.Errorf("the rate should reach train.lr once (after warmup) and then decay:\n%s", metrics)
 	}
 }
+
+// TestTrainUnderMPIRunRefused: started by mpirun with 2 ranks, a build
+// without MPI says how to build one and writes nothing (each rank would
+// otherwise train alone into the same directory).
+func TestTrainUnderMPIRunRefused(t *testing.T) {
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	dir := filepath.Join(t.TempDir(), "run")
+	code, _, errOut := runOut(append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir}, tinyArgs...)...)
+	if code == 0 || !strings.Contains(errOut, "-tags mpi") {
+		t.Errorf("train under mpirun: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused run made %s", dir)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
@@ -118,6 +119,14 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("train: unexpected argument %q; %s", fs.Arg(0), trainUsage)}
+	}
+	// Several ranks must not each train alone into one directory: until
+	// memunet train runs data-parallel itself (issue 18), mpirun is refused.
+	if comm, err := dist.Open(); err != nil {
+		return err
+	} else if comm.Size() > 1 {
+		comm.Close()
+		return fmt.Errorf("train: started by mpirun with %d ranks: memunet train does not run data-parallel yet (the trainer does: train.NewTrainerDist); run it as one process", comm.Size())
 	}
 	all := withDevice(sets, *dev)
 	if *initFrom != "" {
