@@ -82,6 +82,9 @@ type Manifest struct {
 	Data     *data.Fingerprint         `json:"data,omitempty"`
 	Contents map[string]string         `json:"contents"` // what each file holds
 	Files    map[string]checkpoint.Sum `json:"files"`
+	// World is the number of data-parallel processes that trained it (0:
+	// one); a resume needs the same.
+	World int `json:"world_size,omitempty"`
 }
 
 // Position is where in the data the next micro-batch comes from.
@@ -583,7 +586,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
 		Adam:    optimizerState(t.Opt),
 		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched, MaskValues: t.MaskValues,
-		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop,
+		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop, World: worldOf(t),
 		Contents: map[string]string{
 			ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
 			OptimizerFile: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",
@@ -830,4 +833,13 @@ type DataChangedError struct {
 func (e *DataChangedError) Error() string {
 	return fmt.Sprintf("%s was trained on data that has changed since (%s); resuming would not continue the same run: restore the data, start a new run (a new --out), or resume anyway with --allow-data-change",
 		e.Checkpoint, strings.Join(e.Diffs, "; "))
+}
+
+// worldOf is the trainer's data-parallel world size for the manifest (0
+// for one process, so that one-process checkpoints stay as they were).
+func worldOf(t *train.Trainer) int {
+	if n := t.Comm().Size(); n > 1 {
+		return n
+	}
+	return 0
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
 )
@@ -87,12 +88,16 @@ type Summary struct {
 	// pool made (segments, or the arena once); ArenaBytes the arena,
 	// ArenaMisses the allocations its plan did not foresee (served by the
 	// caching pool), ArenaMiss the first of them.
-	Allocator               string           `json:"allocator"`
-	SegmentAllocs           int64            `json:"segment_allocs"`
-	ArenaBytes              int64            `json:"arena_bytes,omitempty"`
-	ArenaMisses             int64            `json:"arena_misses,omitempty"`
-	ArenaMiss               string           `json:"arena_miss,omitempty"`
-	AllocatorNote           string           `json:"allocator_note,omitempty"`
+	Allocator     string `json:"allocator"`
+	SegmentAllocs int64  `json:"segment_allocs"`
+	ArenaBytes    int64  `json:"arena_bytes,omitempty"`
+	ArenaMisses   int64  `json:"arena_misses,omitempty"`
+	ArenaMiss     string `json:"arena_miss,omitempty"`
+	AllocatorNote string `json:"allocator_note,omitempty"`
+	// World is the data-parallel processes (absent: one); Ranks each one's
+	// peak memory.
+	World                   int              `json:"world_size,omitempty"`
+	Ranks                   []RankMemory     `json:"ranks,omitempty"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// PeakByPhase is, per phase, the largest peak of any step with its split
@@ -153,6 +158,11 @@ type Options struct {
 	// run writes anything, with the configuration it trains (memory.fit:
 	// auto may have changed the variant): the place for a start banner.
 	OnStart func(cfg config.Config, device string)
+	// Comm makes the run one rank of a data-parallel job (nil: one
+	// process). Rank 0 writes the run's files into OutDir; the other ranks
+	// read a resumed checkpoint from it, train the same steps and write
+	// into a scratch directory they remove at the end.
+	Comm dist.Comm
 
 	onTrainer  func(*train.Trainer) // tests: sees the trainer before the first step
 	backend    backend.Backend      // tests: train on this instead of config key device
@@ -172,8 +182,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	comm := opts.Comm
+	if comm == nil {
+		comm = dist.Single{}
+	}
 	var earlier []string
-	if opts.Resume == "" {
+	if opts.Resume == "" && comm.Rank() == 0 {
 		if earlier = runFilesIn(opts.OutDir); len(earlier) > 0 && !opts.Force {
 			return nil, &ExistingRunError{Dir: opts.OutDir, Files: earlier}
 		}
@@ -181,6 +195,21 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	resume, err := openResume(cfg, opts)
 	if err != nil {
 		return nil, err
+	}
+	if resume != nil && max(resume.Manifest.World, 1) != comm.Size() {
+		// Each rank's share of every batch depends on the world size.
+		world := max(resume.Manifest.World, 1)
+		return nil, fmt.Errorf("%s was trained by %d process(es) and this run has %d: resume it with the same number (mpirun -np %d, or one process for 1)",
+			resume.Dir, world, comm.Size(), world)
+	}
+	if comm.Rank() != 0 {
+		// Not rank 0: the same steps, the files into a scratch directory.
+		scratch, err := os.MkdirTemp("", fmt.Sprintf("memunet-rank%d-", comm.Rank()))
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(scratch)
+		opts.OutDir, opts.Progress, opts.OnStart = filepath.Join(scratch, "run"), nil, nil
 	}
 	b := opts.backend
 	if b == nil {
@@ -192,7 +221,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if err := train.CheckFits(cfg, train.HostMemory()); err != nil {
 		return nil, err
 	}
-	tr, err := train.NewTrainerOn(cfg, b)
+	tr, err := train.NewTrainerOnComm(cfg, b, comm)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +379,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	}
 
 	for step := ckpt.start + 1; step <= total; step++ {
-		if ctx.Err() != nil {
+		stop, err := agree(comm, ctx.Err() != nil)
+		if err != nil {
+			return nil, err
+		}
+		if stop {
 			sum.Interrupted = true
 			break
 		}
@@ -461,6 +494,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	sum.PeakRSSBytes = PeakRSS()
 	sum.CacheFlushes = st.CacheFlushes
 	sum.WallSeconds = time.Since(start).Seconds()
+	if comm.Size() > 1 {
+		if sum.Ranks, err = gatherRanks(comm, sum.PeakAllocatedBytes, sum.PeakReservedBytes); err != nil {
+			return nil, err
+		}
+		sum.World = comm.Size()
+	}
 	out, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return nil, err
@@ -585,4 +624,43 @@ func formatWeights(w []float64) string {
 		parts[i] = strconv.FormatFloat(v, 'g', 4, 64)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// agree is true on every rank when stop is true on any: the ranks of a
+// data-parallel run stop at the same step (an interrupt reaches them at
+// different times).
+func agree(comm dist.Comm, stop bool) (bool, error) {
+	if comm.Size() == 1 {
+		return stop, nil
+	}
+	flag := []float64{0}
+	if stop {
+		flag[0] = 1
+	}
+	if err := comm.AllReduceSum64(flag); err != nil {
+		return false, err
+	}
+	return flag[0] > 0, nil
+}
+
+// RankMemory is one data-parallel rank's peak memory.
+type RankMemory struct {
+	Rank               int   `json:"rank"`
+	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
+}
+
+// gatherRanks gives every rank every rank's peaks (each fills its own slots
+// of a zeroed vector; the sum is the table).
+func gatherRanks(comm dist.Comm, allocated, reserved int64) ([]RankMemory, error) {
+	buf := make([]float64, 2*comm.Size())
+	buf[2*comm.Rank()], buf[2*comm.Rank()+1] = float64(allocated), float64(reserved)
+	if err := comm.AllReduceSum64(buf); err != nil {
+		return nil, err
+	}
+	out := make([]RankMemory, comm.Size())
+	for r := range out {
+		out[r] = RankMemory{Rank: r, PeakAllocatedBytes: int64(buf[2*r]), PeakReservedBytes: int64(buf[2*r+1])}
+	}
+	return out, nil
 }

@@ -161,6 +161,14 @@ func NewTrainerDist(cfg config.Config, comm dist.Comm) (*Trainer, error) {
 	return newTrainerOn(cfg, b, comm)
 }
 
+// NewTrainerOnComm is NewTrainerDist on backend b.
+func NewTrainerOnComm(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newTrainerOn(cfg, b, comm)
+}
+
 // newTrainer is NewTrainer for a validated cfg.
 func newTrainer(cfg config.Config) (*Trainer, error) {
 	b, err := Target(cfg)

@@ -120,13 +120,16 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("train: unexpected argument %q; %s", fs.Arg(0), trainUsage)}
 	}
-	// Several ranks must not each train alone into one directory: until
-	// memunet train runs data-parallel itself (issue 18), mpirun is refused.
-	if comm, err := dist.Open(); err != nil {
+	// Started by mpirun: one rank of a data-parallel run (a build without
+	// MPI refuses, rather than let every rank train alone into one
+	// directory); rank 0 writes and reports.
+	comm, err := dist.Open()
+	if err != nil {
 		return err
-	} else if comm.Size() > 1 {
-		comm.Close()
-		return fmt.Errorf("train: started by mpirun with %d ranks: memunet train does not run data-parallel yet (the trainer does: train.NewTrainerDist); run it as one process", comm.Size())
+	}
+	defer comm.Close()
+	if comm.Rank() != 0 {
+		stdout = io.Discard
 	}
 	all := withDevice(sets, *dev)
 	if *initFrom != "" {
@@ -149,10 +152,13 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 		if h, w := cfg.ImageSize(); h > 0 && w > 0 {
 			size = fmt.Sprintf(" %dx%d", h, w)
 		}
+		if comm.Size() > 1 {
+			device += fmt.Sprintf(", x %d ranks (%s, effective batch %d)", comm.Size(), comm.Name(), cfg.Variant().EffectiveBatch()*comm.Size())
+		}
 		fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s, on %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), device, dir)
 	}
 	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg,
-		Version: version, Force: *force, AllowDataChange: *allowData, OnStart: banner})
+		Version: version, Force: *force, AllowDataChange: *allowData, OnStart: banner, Comm: comm})
 	if err != nil {
 		return err
 	}
