@@ -24,7 +24,16 @@ type Config struct {
 	Data   Data        `yaml:"data"`
 	Train  Train       `yaml:"train"`
 	Memory Memory      `yaml:"memory"`
+	Dist   Dist        `yaml:"dist"`
 	Output Output      `yaml:"output"`
+}
+
+// Dist is data-parallel training's communication (memunet train under
+// mpirun, built with -tags mpi).
+type Dist struct {
+	// BucketMB bounds one gradient all-reduce, in MiB (0: all gradients in
+	// one call).
+	BucketMB int `yaml:"bucket_mb"`
 }
 
 // Model is the UNet's architecture (see model.Config).
@@ -299,6 +308,7 @@ func Default() Config {
 			Loss:     Loss{Kind: "ce", Gamma: 2, DiceSmooth: 1},
 			Monitor:  "val_miou"},
 		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
+		Dist:   Dist{BucketMB: 16},
 		Output: Output{Progress: "auto", LogEvery: 10},
 	}
 }
@@ -555,6 +565,8 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("memory.offload: %q: must be none or checkpoints", c.Memory.Offload)
 	case c.Memory.Offload == OffloadCheckpoints && c.Model.Checkpoint.String() == "none":
 		return fmt.Errorf("memory.offload: checkpoints keeps the inputs of checkpointed blocks in host memory: set model.checkpoint (all, or a list of levels) too")
+	case c.Dist.BucketMB < 0:
+		return fmt.Errorf("dist.bucket_mb: %d: must be 0 (one all-reduce) or a size in MiB, e.g. 16", c.Dist.BucketMB)
 	case !slices.Contains(Allocators, c.Memory.Allocator):
 		return fmt.Errorf("memory.allocator: %q: must be caching or arena", c.Memory.Allocator)
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":

@@ -754,7 +754,7 @@ func resumeConflicts(ck, run config.Config) []string {
 	va, vb := reflect.ValueOf(ck), reflect.ValueOf(run)
 	for i := 0; i < va.NumField(); i++ {
 		sec := va.Type().Field(i)
-		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" {
+		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" || sec.Name == "Dist" {
 			continue // a run may resume on another device: checkpoints are the same everywhere
 		}
 		for j := 0; j < va.Field(i).NumField(); j++ {

@@ -22,12 +22,14 @@ import (
 
 // StepRecord is one line of metrics.jsonl per optimizer step.
 type StepRecord struct {
-	Type               string  `json:"type"` // "step"
-	Step               int     `json:"step"`
-	Epoch              int     `json:"epoch"`
-	Loss               float64 `json:"loss"`
-	LR                 float64 `json:"lr"`
-	StepMS             float64 `json:"step_ms"`
+	Type   string  `json:"type"` // "step"
+	Step   int     `json:"step"`
+	Epoch  int     `json:"epoch"`
+	Loss   float64 `json:"loss"`
+	LR     float64 `json:"lr"`
+	StepMS float64 `json:"step_ms"`
+	// CommMS is the step's data-parallel communication (absent alone).
+	CommMS             float64 `json:"comm_ms,omitempty"`
 	AllocatedBytes     int64   `json:"allocated_bytes"`
 	ReservedBytes      int64   `json:"reserved_bytes"`
 	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
@@ -96,8 +98,10 @@ type Summary struct {
 	AllocatorNote string `json:"allocator_note,omitempty"`
 	// World is the data-parallel processes (absent: one); Ranks each one's
 	// peak memory.
-	World                   int              `json:"world_size,omitempty"`
-	Ranks                   []RankMemory     `json:"ranks,omitempty"`
+	World int          `json:"world_size,omitempty"`
+	Ranks []RankMemory `json:"ranks,omitempty"`
+	// CommMSMedian is the median step's data-parallel communication.
+	CommMSMedian            float64          `json:"comm_ms_median,omitempty"`
 	StepMSMedian            float64          `json:"step_ms_median"`
 	PeakAllocatedByCategory map[string]int64 `json:"peak_allocated_by_category"`
 	// PeakByPhase is, per phase, the largest peak of any step with its split
@@ -342,7 +346,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			sum.DeviceTotalBytes = total
 		}
 	}
-	var stepMS []float64
+	var stepMS, commsMS []float64
 	notePeak := func(peak, reserved int64, split map[string]int64) {
 		if peak > sum.PeakAllocatedBytes {
 			sum.PeakAllocatedBytes = peak
@@ -415,8 +419,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 				sum.PeakByPhase[phase] = row
 			}
 		}
+		commMS := float64(res.CommTime.Microseconds()) / 1000
+		if comm.Size() > 1 {
+			commsMS = append(commsMS, commMS)
+		}
 		rec := StepRecord{
-			Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: res.LR, StepMS: ms,
+			Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: res.LR, StepMS: ms, CommMS: commMS,
 			AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
 			PeakAllocatedBytes: res.Peak, PeakReservedBytes: res.PeakReserved, PeakByCategory: res.PeakByCategory,
 			Phases: res.Phases, Variant: sum.Variant, EffectiveBatch: sum.EffectiveBatch,
@@ -491,6 +499,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	prog.finish()
 	sum.LossScale, sum.SkippedSteps = tr.Scaler.LossScale(), tr.Scaler.Skipped
 	sum.StepMSMedian = median(stepMS)
+	if len(commsMS) > 0 {
+		sum.CommMSMedian = median(commsMS)
+	}
 	sum.PeakRSSBytes = PeakRSS()
 	sum.CacheFlushes = st.CacheFlushes
 	sum.WallSeconds = time.Since(start).Seconds()

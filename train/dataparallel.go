@@ -4,12 +4,19 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/model"
+	"math"
 )
 
-// BucketBytes bounds one gradient all-reduce: Open MPI allocates a
-// temporary of a whole message per call, so 124 MB in one call took 16x
-// longer than in 8 MB buckets on a 2-core machine (issue 18's measurement).
-const BucketBytes = 16 << 20
+// bucketBytes bounds one gradient all-reduce (config key dist.bucket_mb;
+// 0: everything in one call): Open MPI allocates a temporary of a whole
+// message per call, so 124 MB in one call took 16x longer than in 8 MB
+// buckets on a 2-core machine (issue 18's measurement).
+func (t *Trainer) bucketBytes() int {
+	if mb := t.Config.Dist.BucketMB; mb > 0 {
+		return mb << 20
+	}
+	return math.MaxInt
+}
 
 // Comm is the trainer's communicator (dist.Single unless it was built with
 // NewTrainerDist).
@@ -64,7 +71,7 @@ func (t *Trainer) bucketed(params []*model.Param, view func(*model.Param) backen
 	b := t.Device.Backend
 	for len(params) > 0 {
 		n, size := 0, 0
-		for n < len(params) && (n == 0 || 4*(size+params[n].Len()) <= BucketBytes) {
+		for n < len(params) && (n == 0 || 4*(size+params[n].Len()) <= t.bucketBytes()) {
 			size += params[n].Len()
 			n++
 		}

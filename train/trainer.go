@@ -428,7 +428,10 @@ type StepResult struct {
 	Epoch   int     // 1-based epoch of the step's micro-batches
 	Skipped bool    // gradients were not finite; weights and Adam untouched
 	Retried bool    // an out-of-memory error was met and the step run again
-	Phases  map[string]PhaseMemory
+	// CommTime is the time spent in data-parallel communication: rank 0's
+	// parameters and buffers, the gradients' all-reduce, the loss's.
+	CommTime time.Duration
+	Phases   map[string]PhaseMemory
 	// Peak is the step's peak allocated bytes, PeakByCategory its split.
 	Peak           int64
 	PeakReserved   int64
@@ -523,9 +526,11 @@ func (t *Trainer) step() (StepResult, error) {
 	// Divide each micro-batch's loss by accum, and scale it for fp16; the
 	// scale stays the same over the whole cycle.
 	lossScale := float32(t.Scaler.LossScale() / float64(accum))
+	commStart := time.Now()
 	if err := t.syncFromRankZero(); err != nil {
 		return res, err
 	}
+	res.CommTime += time.Since(commStart)
 	t.Net.ZeroGrad()
 	for k := 0; k < accum; k++ {
 		epoch, err := t.nextBatch()
@@ -559,6 +564,7 @@ func (t *Trainer) step() (StepResult, error) {
 	// Data parallel: every rank's gradients become their mean over the
 	// ranks, so every rank takes the same step (a non-finite gradient on one
 	// is non-finite on all after the sum: all skip).
+	commStart = time.Now()
 	if err := t.allReduceGradients(); err != nil {
 		return res, err
 	}
@@ -569,6 +575,7 @@ func (t *Trainer) step() (StepResult, error) {
 		}
 		res.Loss = loss[0] / float64(n)
 	}
+	res.CommTime += time.Since(commStart)
 	if t.AfterBackward != nil {
 		t.AfterBackward()
 	}
