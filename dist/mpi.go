@@ -86,40 +86,39 @@ func (c *mpiComm) Rank() int    { return c.rank }
 func (c *mpiComm) Size() int    { return c.size }
 func (c *mpiComm) Name() string { return c.name }
 
-func (c *mpiComm) AllReduceSum(buf []float32) error {
+// chunked runs f on buf in parts of at most chunk values (MPI counts are
+// C ints); an empty buf makes no call.
+func chunked[T any](buf []T, f func(part []T) error) error {
 	for lo := 0; lo < len(buf); lo += chunk {
-		part := buf[lo:min(lo+chunk, len(buf))]
-		if err := c.do("MPI_Allreduce", func() C.int {
-			return C.memunet_allreduce_f32((*C.float)(unsafe.Pointer(&part[0])), C.int(len(part)))
-		}); err != nil {
+		if err := f(buf[lo:min(lo+chunk, len(buf))]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (c *mpiComm) AllReduceSum(buf []float32) error {
+	return chunked(buf, func(part []float32) error {
+		return c.do("MPI_Allreduce", func() C.int {
+			return C.memunet_allreduce_f32((*C.float)(unsafe.Pointer(&part[0])), C.int(len(part)))
+		})
+	})
 }
 
 func (c *mpiComm) AllReduceSum64(buf []float64) error {
-	for lo := 0; lo < len(buf); lo += chunk {
-		part := buf[lo:min(lo+chunk, len(buf))]
-		if err := c.do("MPI_Allreduce", func() C.int {
+	return chunked(buf, func(part []float64) error {
+		return c.do("MPI_Allreduce", func() C.int {
 			return C.memunet_allreduce_f64((*C.double)(unsafe.Pointer(&part[0])), C.int(len(part)))
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+		})
+	})
 }
 
 func (c *mpiComm) Broadcast(buf []float32, root int) error {
-	for lo := 0; lo < len(buf); lo += chunk {
-		part := buf[lo:min(lo+chunk, len(buf))]
-		if err := c.do("MPI_Bcast", func() C.int {
+	return chunked(buf, func(part []float32) error {
+		return c.do("MPI_Bcast", func() C.int {
 			return C.memunet_bcast_f32((*C.float)(unsafe.Pointer(&part[0])), C.int(len(part)), C.int(root))
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+		})
+	})
 }
 
 func (c *mpiComm) Barrier() error {
