@@ -34,6 +34,9 @@ type Dist struct {
 	// BucketMB bounds one gradient all-reduce, in MiB (0: all gradients in
 	// one call).
 	BucketMB int `yaml:"bucket_mb"`
+	// SyncBatchNorm normalizes with the statistics of the whole batch over
+	// every rank (PyTorch's SyncBatchNorm) instead of each rank's own.
+	SyncBatchNorm bool `yaml:"sync_batchnorm"`
 }
 
 // Model is the UNet's architecture (see model.Config).

@@ -94,7 +94,11 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	f := env.frame()
 	x, y := f.view(in), f.writer(out)
 	if f.err == nil {
-		env.Backend.BatchNorm(a, y, x, stats, reuse, !env.recompute)
+		if env.SyncSum != nil && !reuse {
+			f.err = l.syncForward(env, a, y, x, stats, !env.recompute)
+		} else {
+			env.Backend.BatchNorm(a, y, x, stats, reuse, !env.recompute)
+		}
 	}
 	if err := f.finish(); err != nil {
 		env.Pool.MustFree(stats.Buf)
@@ -145,9 +149,18 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: batch norm backward without a training forward")
 	}
 	mustSameShape("batch norm backward", in, dout)
+	var syncErr error
 	din, err := normBackward(env, in, dout, func(dx, dy, x backend.View) {
+		if env.SyncSum != nil {
+			syncErr = l.syncBackward(env, l.args(in), dx, dy, x)
+			return
+		}
 		env.Backend.BatchNormBack(l.args(in), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, l.stats)
 	})
+	if err == nil && syncErr != nil {
+		din.Release()
+		err = syncErr
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,10 @@ type Env struct {
 	Precision backend.DType
 	// Profile, if set, adds up the time spent per layer kind.
 	Profile *Profile
+	// SyncSum, if set, sums a host vector over the processes of a
+	// data-parallel run: BatchNorm then normalizes with the statistics of
+	// the whole batch over every rank (synchronised batch norm).
+	SyncSum func([]float64) error
 
 	noSave    bool // a checkpointed block's first forward: compute, keep nothing
 	recompute bool // a checkpointed block's forward again in backward: keep BatchNorm's running stats as they are

@@ -292,6 +292,9 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	t.Loss = cfg.LossConfig(weights)
 	prec := cfg.Train.Precision
 	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
+	if cfg.Dist.SyncBatchNorm && comm.Size() > 1 {
+		t.env.SyncSum = comm.AllReduceSum64
+	}
 	if t.Net, err = model.New(t.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
 		return nil, t.ExplainOOM(err, "building the model")
 	}
