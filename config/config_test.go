@@ -657,6 +657,8 @@ func FuzzOverride(f *testing.F) {
 		"train=5", "train.steps.x=1", "train.betas=[0.8,", "memory={capacity: 1GiB, timeline: true}",
 		"output.dir=runs/a=b", "data.noise=.nan", "train.lr=.inf", "model.base=2305843009213693952",
 		"train.steps=", "model.norm=group", "a.b.c=1",
+		"train.loss.class_weights=auto", "train.loss.class_weights=[1, 2, 0, 4]", "train.loss.kind=focal",
+		"model.checkpoint=auto", "memory.allocator=caching", "train.optimizer=rmsprop", "dist.bucket_mb=-1",
 	} {
 		f.Add(o)
 	}
