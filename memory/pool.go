@@ -580,9 +580,6 @@ func (p *Pool) emptyCacheLocked() int64 {
 	return freed
 }
 
-// cachedLocked is the bytes of free blocks: reserved but not allocated.
-func (p *Pool) cachedLocked() int64 { return p.stats.Reserved.Current - p.stats.Allocated.Current }
-
 // freeOrder orders free blocks for best fit.
 func freeOrder(a, b *block) int {
 	if c := cmp.Compare(a.size, b.size); c != 0 {

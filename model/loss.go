@@ -223,36 +223,59 @@ func (c LossConfig) weight(k int) float64 {
 	return c.Weights[k]
 }
 
+// hasCE and hasDice say which terms the loss has: the (weighted or focal)
+// cross-entropy term, the Dice term.
+func (c LossConfig) hasCE() bool   { return c.Kind != LossDice }
+func (c LossConfig) hasDice() bool { return c.Kind == LossDice || c.Kind == LossCEDice }
+
+// ceDenominator is what the cross-entropy term's sum is divided by: the
+// weighted pixel count (PyTorch's weighted mean), or for focal the count.
+func (c LossConfig) ceDenominator(sums []float64) float64 {
+	K := len(sums) / 4
+	var den float64
+	for k := range K {
+		if c.Kind == LossFocal {
+			den += sums[K+k]
+		} else {
+			den += c.weight(k) * sums[K+k]
+		}
+	}
+	return den
+}
+
+// presentClasses is the classes with a pixel in the batch's targets, over
+// which Dice is averaged.
+func presentClasses(sums []float64) int {
+	K, present := len(sums)/4, 0
+	for k := range K {
+		if sums[K+k] > 0 {
+			present++
+		}
+	}
+	return present
+}
+
 // value is the loss from LossSums' sums.
 func (c LossConfig) value(sums []float64) float64 {
 	K := len(sums) / 4
 	var loss float64
-	if c.Kind != LossDice {
-		var num, den float64
+	if c.hasCE() {
+		var num float64
 		for k := range K {
 			num += c.weight(k) * sums[k]
-			if c.Kind == LossFocal {
-				den += sums[K+k]
-			} else {
-				den += c.weight(k) * sums[K+k]
-			}
 		}
-		if den > 0 {
+		if den := c.ceDenominator(sums); den > 0 {
 			loss += num / den
 		}
 	}
-	if c.Kind == LossDice || c.Kind == LossCEDice {
+	if present := presentClasses(sums); c.hasDice() && present > 0 {
 		var sum float64
-		present := 0
 		for k := range K {
 			if T := sums[K+k]; T > 0 {
 				sum += (2*sums[2*K+k] + c.DiceSmooth) / (sums[3*K+k] + T + c.DiceSmooth)
-				present++
 			}
 		}
-		if present > 0 {
-			loss += 1 - sum/float64(present)
-		}
+		loss += 1 - sum/float64(present)
 	}
 	return loss
 }
@@ -261,28 +284,13 @@ func (c LossConfig) value(sums []float64) float64 {
 func (c LossConfig) coefficients(sums []float64, scale float64) []float32 {
 	K := len(sums) / 4
 	coef := make([]float32, 3*K)
-	if c.Kind != LossDice {
-		var den float64
+	if den := c.ceDenominator(sums); c.hasCE() && den > 0 {
 		for k := range K {
-			if c.Kind == LossFocal {
-				den += sums[K+k]
-			} else {
-				den += c.weight(k) * sums[K+k]
-			}
-		}
-		if den > 0 {
-			for k := range K {
-				coef[k] = float32(scale * c.weight(k) / den)
-			}
+			coef[k] = float32(scale * c.weight(k) / den)
 		}
 	}
-	if c.Kind == LossDice || c.Kind == LossCEDice {
-		present := 0
-		for k := range K {
-			if sums[K+k] > 0 {
-				present++
-			}
-		}
+	if present := presentClasses(sums); c.hasDice() && present > 0 {
+		m := scale / float64(present)
 		for k := range K {
 			T := sums[K+k]
 			if T == 0 {
@@ -290,7 +298,6 @@ func (c LossConfig) coefficients(sums []float64, scale float64) []float32 {
 			}
 			// d/dp_ic of -d_c/|C| = -(2·[t=c]·D - (2·I_c + s)) / (D²·|C|)
 			D := sums[3*K+k] + T + c.DiceSmooth
-			m := scale / float64(present)
 			coef[K+k] = float32(-2 * m / D)
 			coef[2*K+k] = float32(m * (2*sums[2*K+k] + c.DiceSmooth) / (D * D))
 		}

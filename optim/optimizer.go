@@ -102,13 +102,6 @@ func New(dev *model.Device, params []*model.Param, cfg Config) (Optimizer, error
 func stateBuffers(dev *model.Device, params []*model.Param, n int) ([]*model.Param, [][]backend.View, error) {
 	var ps []*model.Param
 	var views [][]backend.View
-	free := func() {
-		for _, vs := range views {
-			for _, v := range vs {
-				dev.Pool.MustFree(v.Buf)
-			}
-		}
-	}
 	for _, p := range params {
 		if !p.Trainable {
 			continue
@@ -117,10 +110,7 @@ func stateBuffers(dev *model.Device, params []*model.Param, n int) ([]*model.Par
 		for range n {
 			buf, err := dev.Pool.Alloc(memory.Optimizer, int64(4*p.Len()))
 			if err != nil {
-				for _, v := range vs {
-					dev.Pool.MustFree(v.Buf)
-				}
-				free()
+				freeState(dev, append(views, vs))
 				return nil, nil, err
 			}
 			v := backend.Whole(buf, backend.Float32)
@@ -130,6 +120,15 @@ func stateBuffers(dev *model.Device, params []*model.Param, n int) ([]*model.Par
 		ps, views = append(ps, p), append(views, vs)
 	}
 	return ps, views, nil
+}
+
+// freeState gives stateBuffers' buffers back to the pool.
+func freeState(dev *model.Device, views [][]backend.View) {
+	for _, vs := range views {
+		for _, v := range vs {
+			dev.Pool.MustFree(v.Buf)
+		}
+	}
 }
 
 // SGD is torch.optim.SGD (backend.SGDStep); with momentum, one buffer per
@@ -183,11 +182,7 @@ func (s *SGD) State() []StateTensor {
 }
 
 func (s *SGD) Free() {
-	for _, vs := range s.buf {
-		for _, v := range vs {
-			s.dev.Pool.MustFree(v.Buf)
-		}
-	}
+	freeState(s.dev, s.buf)
 	s.buf, s.params = nil, nil
 }
 
@@ -243,10 +238,6 @@ func (r *RMSprop) State() []StateTensor {
 }
 
 func (r *RMSprop) Free() {
-	for _, vs := range r.bufs {
-		for _, v := range vs {
-			r.dev.Pool.MustFree(v.Buf)
-		}
-	}
+	freeState(r.dev, r.bufs)
 	r.bufs, r.params = nil, nil
 }
