@@ -210,6 +210,12 @@ func (c *checkpointer) end(step, epoch int) error {
 }
 
 func (c *checkpointer) save(step, epoch int, reason string) error {
+	if c.tr.Comm().Rank() != 0 {
+		// Rank 0 writes the checkpoints of a data-parallel run; the others
+		// hold the same state and would only write it again.
+		c.lastSaved = step
+		return nil
+	}
 	req := Request{Reason: reason}
 	if step > 0 && c.requested == step {
 		req.MidCycle = true

@@ -164,8 +164,9 @@ type Options struct {
 	OnStart func(cfg config.Config, device string)
 	// Comm makes the run one rank of a data-parallel job (nil: one
 	// process). Rank 0 writes the run's files into OutDir; the other ranks
-	// read a resumed checkpoint from it, train the same steps and write
-	// into a scratch directory they remove at the end.
+	// read a resumed checkpoint from it and train the same steps, saving no
+	// checkpoints or curves and writing their small files (config,
+	// metrics, summary) into a scratch directory they remove at the end.
 	Comm dist.Comm
 
 	onTrainer  func(*train.Trainer) // tests: sees the trainer before the first step
@@ -305,7 +306,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	// or it was drawn less than a second ago (validations of tiny runs come
 	// faster than a drawing), and always at the end (force).
 	drawCurves := func(force bool) error {
-		if len(curves.Steps) == 0 || !force && time.Since(lastDraw) < time.Second {
+		if comm.Rank() != 0 || len(curves.Steps) == 0 || !force && time.Since(lastDraw) < time.Second {
 			return nil
 		}
 		lastDraw = time.Now()
