@@ -35,6 +35,7 @@ func ChooseCheckpoint(cfg config.Config, b backend.Backend) (config.Config, stri
 	depth := cfg.Model.Depth
 	h, w := cfg.ImageSize()
 	recompute := make([]float64, depth+1)
+	var forward float64 // one forward pass, the same whatever is checkpointed
 	for l := range recompute {
 		mc := cfg.ModelConfig()
 		mc.Checkpoint = []int{l}
@@ -42,7 +43,7 @@ func ChooseCheckpoint(cfg config.Config, b backend.Backend) (config.Config, stri
 		if err != nil {
 			return cfg, "", err
 		}
-		_, recompute[l] = net.FLOPs(h, w)
+		forward, recompute[l] = net.FLOPs(h, w)
 		net.Free()
 	}
 	type subset struct {
@@ -78,22 +79,9 @@ func ChooseCheckpoint(cfg config.Config, b backend.Backend) (config.Config, stri
 		if row.PeakReservedBytes <= capacity {
 			return c, fmt.Sprintf("model.checkpoint: auto: %s, planned peak %s reserved fits memory.capacity %s with the least recompute (%.0f%% of a forward pass; %d of %d level sets planned)",
 				c.Model.Checkpoint, memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(capacity),
-				100*s.cost/forwardFLOPs(cfg, h, w), tried, len(subsets)), nil
+				100*s.cost/max(forward, 1), tried, len(subsets)), nil
 		}
 	}
 	cfg.Model.Checkpoint = config.Checkpoint{All: true}
 	return cfg, fmt.Sprintf("model.checkpoint: auto: no set of levels fits memory.capacity %s; checkpointing all of them, the least memory", memory.FormatBytes(capacity)), nil
-}
-
-// forwardFLOPs is one forward pass of cfg's model at h x w.
-func forwardFLOPs(cfg config.Config, h, w int) float64 {
-	mc := cfg.ModelConfig()
-	mc.Checkpoint = nil
-	net, err := model.New(model.NewDevice(noop.New(cpu.New()), memory.Options{}), mc, 1)
-	if err != nil {
-		return 1
-	}
-	defer net.Free()
-	fwd, _ := net.FLOPs(h, w)
-	return max(fwd, 1)
 }

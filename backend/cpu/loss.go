@@ -32,16 +32,27 @@ func (CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64,
 			}
 		}
 	})
+	if err := targetError(bad, K); err != nil {
+		return 0, 0, err
+	}
 	var sum float64
 	count := 0
 	for n := range sums {
-		if bad[n] != 0 {
-			return 0, 0, &backend.TargetError{Value: bad[n] - 1, Sample: n, Classes: K}
-		}
 		sum += sums[n]
 		count += counts[n]
 	}
 	return sum, count, nil
+}
+
+// targetError is the *backend.TargetError of the first sample with a bad
+// target value (bad[n] is that value + 1, 0 for none), nil if none has.
+func targetError(bad []int, classes int) error {
+	for n, v := range bad {
+		if v != 0 {
+			return &backend.TargetError{Value: v - 1, Sample: n, Classes: classes}
+		}
+	}
+	return nil
 }
 
 // CrossEntropyBack writes the softmax gradient pixel by pixel; each pixel
@@ -120,10 +131,8 @@ func (CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32
 			}
 		}
 	})
-	for n := range s.N {
-		if bad[n] != 0 {
-			return &backend.TargetError{Value: bad[n] - 1, Sample: n, Classes: K}
-		}
+	if err := targetError(bad, K); err != nil {
+		return err
 	}
 	for n := range s.N {
 		for i, v := range part[n*4*K : (n+1)*4*K] {

@@ -325,11 +325,8 @@ func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (f
 	b.launchGrid(KCrossEntropy, blocks, 1, b.scratch, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8),
 		s.N, s.C, s.H*s.W)
 	partial := b.fetch(b.scratch, 16*blocks)
-	badv := b.fetch(bad, 4*s.N)
-	for n := range s.N {
-		if v := int32(binary.LittleEndian.Uint32(badv[4*n:])); v != 0 {
-			return 0, 0, &backend.TargetError{Value: int(v) - 1, Sample: n, Classes: s.C}
-		}
+	if err := b.targetError(bad, s.N, s.C); err != nil {
+		return 0, 0, err
 	}
 	var sum, count float64
 	for i := range blocks {
@@ -343,6 +340,19 @@ func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target bac
 	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
 	b.launch(KCrossEntropyBack, s.N*s.H*s.W, ptr(dlogits, backend.Float32), ptr(logits, backend.Float32),
 		ptr(target, backend.Uint8), s.N, s.C, s.H*s.W, k)
+}
+
+// targetError reads the kernels' bad-target flags of n samples at bad (the
+// largest bad value + 1 per sample, 0 for none): the *backend.TargetError
+// of the first flagged sample, nil if none.
+func (b *Backend) targetError(bad uintptr, n, classes int) error {
+	badv := b.fetch(bad, 4*n)
+	for i := range n {
+		if v := int32(binary.LittleEndian.Uint32(badv[4*i:])); v != 0 {
+			return &backend.TargetError{Value: int(v) - 1, Sample: i, Classes: classes}
+		}
+	}
+	return nil
 }
 
 // LossSums runs one block per class (a deterministic reduction, no
@@ -360,11 +370,8 @@ func (b *Backend) LossSums(s backend.Shape4, logits, target backend.View, gamma 
 	b.memsetD32(bad, 0, s.N)
 	b.launchGrid(KLossSums, K, 1, b.scratch, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8), s.N, K, s.H*s.W, gamma)
 	got := b.fetch(b.scratch, 32*K)
-	badv := b.fetch(bad, 4*s.N)
-	for n := range s.N {
-		if v := int32(binary.LittleEndian.Uint32(badv[4*n:])); v != 0 {
-			return &backend.TargetError{Value: int(v) - 1, Sample: n, Classes: K}
-		}
+	if err := b.targetError(bad, s.N, K); err != nil {
+		return err
 	}
 	for c := range K {
 		for j := range 4 {
