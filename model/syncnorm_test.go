@@ -13,7 +13,8 @@ type rendezvous struct {
 	ranks   int
 	arrived int
 	round   int
-	sum     []float64
+	sum     []float64 // the round under way
+	done    []float64 // the last finished round
 }
 
 func newRendezvous(ranks int) *rendezvous {
@@ -34,14 +35,16 @@ func (r *rendezvous) SyncSum(buf []float64) error {
 	}
 	r.arrived++
 	if r.arrived == r.ranks {
-		r.arrived, r.round = 0, r.round+1
+		// The finished round's sum stays in done: a fast rank may start
+		// the next round (a new sum) before the others wake to read it.
+		r.arrived, r.round, r.done = 0, r.round+1, r.sum
 		r.cond.Broadcast()
 	} else {
 		for r.round == round {
 			r.cond.Wait()
 		}
 	}
-	copy(buf, r.sum)
+	copy(buf, r.done)
 	return nil
 }
 

@@ -158,7 +158,10 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	// large enough.
 	var A packerA = matA{a: w, lda: CKK}
 	scratch := ws
-	if s.N*P > 2*taskCols {
+	// Packing the weights once for all images pays where the kernels would
+	// otherwise pack them per task; where they read them unpacked, nothing
+	// is packed at all.
+	if s.N*P > 2*taskCols && !gemm.planFor(s.OC, P, CKK, A).direct {
 		var buf []float32
 		buf, scratch = gemm.carve(ws, prepackSize(s.OC, CKK))
 		A = prepackA(A, s.OC, CKK, buf)
@@ -198,6 +201,27 @@ func fillRows(o, rows []float32, p int) {
 	})
 }
 
+// prepackFits reports whether ws values hold the flipped weights packed once
+// for all images next to what the backward pass carves besides (the padded
+// image, then the larger of the two GEMMs' scratch): for small images
+// ConvWorkspace leaves room for one packing per image, which this spends
+// once instead.
+func prepackFits(g gemmImpl, s backend.ConvShape, ws int) bool {
+	OH, OW := s.OH(), s.OW()
+	P, CKK, HW, OCKK := OH*OW, s.C*s.K*s.K, s.H*s.W, s.OC*s.K*s.K
+	need := prepackSize(s.C, OCKK)
+	if !s.Direct() {
+		pad := paddedSize(s.C, s.H, s.W, s.Pad)
+		if dpad := s.K - 1 - s.Pad; dpad >= 0 {
+			pad = max(pad, paddedSize(s.OC, OH, OW, dpad))
+		}
+		need += pad
+	}
+	dw := g.planFor(s.OC, CKK, P, matA{lda: P}).scratch(s.OC, P)
+	din := planGemm(s.C, HW, OCKK, true).scratch(s.C, OCKK)
+	return ws >= need+max(dw, din)
+}
+
 // Conv2dBackward is the fast backward kernel (see Conv2dBackwardNaive for
 // what it computes). Per image: dw += dout_n x col^T with col^T generated
 // while packing (implicit im2col, see Conv2d), and din_n computed as the
@@ -231,7 +255,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		} else {
 			wT = flippedWA{w: w, OC: s.OC, C: s.C, K: s.K}
 		}
-		if s.N*HW > 2*taskCols {
+		if s.N*HW > 2*taskCols || prepackFits(gemm, s, len(ws)) {
 			var buf []float32
 			buf, scratch = gemm.carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
 			wT = prepackA(wT, s.C, s.OC*s.K*s.K, buf)

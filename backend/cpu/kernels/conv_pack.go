@@ -247,21 +247,42 @@ func (s im2colP) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc,
 			q += panels * gemmNR
 			continue
 		}
-		// The panel crosses an output row or the right edge: lane by lane.
-		for l := 0; l < gemmNR; l++ {
-			if q+l >= nw {
-				for p := 0; p < kc; p++ {
-					d[p*gemmNR+l] = 0
-				}
-				continue
-			}
+		// The panel crosses output rows (images narrower than 16) or the
+		// right edge: one run of lanes per output row, each row of the
+		// panel a copy of the run from the padded image.
+		lanes := min(gemmNR, nw-q)
+		for l := 0; l < lanes; {
 			y, xo := (pix+l)/s.OW, (pix+l)%s.OW
-			src := s.xp[y*s.Wp+xo:]
+			run := min(s.OW-xo, lanes-l)
+			copyRun(d, s.xp[y*s.Wp+xo:], offs, l, run)
+			l += run
+		}
+		if lanes < gemmNR {
 			for p := 0; p < kc; p++ {
-				d[p*gemmNR+l] = src[offs[p]]
+				clear(d[p*gemmNR+lanes : (p+1)*gemmNR])
 			}
 		}
 		q += gemmNR
+	}
+}
+
+// copyRun sets lanes [l,l+run) of each row p of the panel d (16 values a
+// row): d[p*16+l+t] = src[offs[p]+t], t < run. Runs of 8 and 4 (the rows
+// of 8x8 and 4x4 images) copy as arrays, which the compiler inlines.
+func copyRun(d, src []float32, offs []int, l, run int) {
+	switch run {
+	case 8:
+		for p, o := range offs {
+			*(*[8]float32)(d[p*gemmNR+l:]) = *(*[8]float32)(src[o:])
+		}
+	case 4:
+		for p, o := range offs {
+			*(*[4]float32)(d[p*gemmNR+l:]) = *(*[4]float32)(src[o:])
+		}
+	default:
+		for p, o := range offs {
+			copy(d[p*gemmNR+l:p*gemmNR+l+run], src[o:o+run])
+		}
 	}
 }
 

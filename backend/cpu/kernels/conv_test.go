@@ -185,7 +185,31 @@ func convShapes() []backend.ConvShape {
 		backend.ConvShape{N: 1, C: 70, H: 13, W: 17, OC: 67, K: 1, Pad: 0}, // Direct with k=70>64, parallel
 		backend.ConvShape{N: 2, C: 3, H: 3, W: 4, OC: 5, K: 7, Pad: 3},     // kernel larger than the image
 		backend.ConvShape{N: 1, C: 2, H: 2, W: 1, OC: 3, K: 5, Pad: 4},     // padding wider than the image
+		backend.ConvShape{N: 2, C: 64, H: 16, W: 16, OC: 64, K: 3, Pad: 1}, // flipped weights packed once for all images (prepackFits)
+		backend.ConvShape{N: 3, C: 5, H: 8, W: 8, OC: 13, K: 3, Pad: 1},    // 8-wide rows: panels of two rows (copyRun)
+		backend.ConvShape{N: 2, C: 3, H: 4, W: 4, OC: 7, K: 3, Pad: 1},     // 4-wide rows: panels of four rows
+		backend.ConvShape{N: 2, C: 5, H: 24, W: 24, OC: 9, K: 3, Pad: 1},   // many pixels: weights read unpacked, not prepacked
+		backend.ConvShape{N: 1, C: 1024, H: 2, W: 3, OC: 7, K: 1, Pad: 0},  // weight rows 4 KiB apart: packed
 	)
+}
+
+// TestConvDispatch: the shapes convShapes adds for them take the paths
+// they are there for.
+func TestConvDispatch(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		for _, p := range []int{1, 2, 7} {
+			withProcs(p, func() {
+				s := backend.ConvShape{N: 2, C: 64, H: 16, W: 16, OC: 64, K: 3, Pad: 1}
+				if !prepackFits(g, s, ConvWorkspace(s)) {
+					t.Errorf("%s, %d procs: %+v does not pack the flipped weights once", g.name, p, s)
+				}
+				s = backend.ConvShape{N: 1, C: 1024, H: 2, W: 3, OC: 7, K: 1, Pad: 0}
+				if g.planFor(s.OC, 6, s.C, matA{lda: s.C}).direct {
+					t.Errorf("%s: %+v reads weight rows 4 KiB apart unpacked", g.name, s)
+				}
+			})
+		}
+	}
 }
 
 func TestConv2dShapeHelpers(t *testing.T) {

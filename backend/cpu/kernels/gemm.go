@@ -57,6 +57,30 @@ const (
 // alpha*acc[i][j] + beta*c[i*ldc+j]. c must hold (rows-1)*ldc+NR values.
 type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int)
 
+// directKernel is microKernel with A read unpacked: tile row i (i < rows)
+// is a[i*lda : i*lda+kc], rows of a row-major matrix; rows past rows are
+// not read. It saves packing an operand that no other task would reuse.
+type directKernel func(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int)
+
+// packRowsPanel packs rows [0,rows) of the row-major a (stride lda) over
+// kc columns into a kc x MR panel (rows past rows zero), for a direct
+// kernel's bottom edge or a pure-Go one.
+func packRowsPanel(dst *[gemmMR * gemmKC]float32, a []float32, lda, kc, rows int) []float32 {
+	d := dst[:kc*gemmMR]
+	packAPanels(d, false, a, lda, 0, rows, 0, kc)
+	return d
+}
+
+// directFromPacked makes a direct kernel out of a packed one: pack the
+// panel, then run it. It serves the pure-Go implementation and the bottom
+// edge of the assembly ones.
+func directFromPacked(kern microKernel) directKernel {
+	return func(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
+		var panel [gemmMR * gemmKC]float32
+		kern(kc, packRowsPanel(&panel, a, lda, kc, rows), b, c, ldc, alpha, beta, overwrite, rows)
+	}
+}
+
 // gemmImpl is one implementation of the GEMM driver: a micro-kernel, the
 // data-movement primitives the packers use, and its name. Tests build both
 // the assembly and the pure-Go one and run each.
@@ -70,6 +94,9 @@ type gemmImpl struct {
 	// and two adjacent B panels (b holding 2*kc*NR values), with kernel's
 	// contract otherwise; the driver uses it for pairs of whole panels.
 	wide microKernel
+	// direct and wideDirect are kernel and wide reading A unpacked (see
+	// directKernel); wideDirect is nil where wide is.
+	direct, wideDirect directKernel
 	// copyChunks16 copies n chunks of 16 values: src[16t:16t+16] to
 	// dst[t*dstStride:t*dstStride+16].
 	copyChunks16 func(dst, src []float32, n, dstStride int)
@@ -87,7 +114,7 @@ type gemmImpl struct {
 // genericGemm is the pure-Go implementation, available on every platform.
 func genericGemm() gemmImpl {
 	return gemmImpl{
-		name: "go", kernel: microKernelGeneric,
+		name: "go", kernel: microKernelGeneric, direct: directFromPacked(microKernelGeneric),
 		copyChunks16: copyChunks16Go, transpose16: transpose16Go,
 		gatherRows16: gatherRows16Go, transpose16Gather: transpose16GatherGo,
 	}
@@ -270,7 +297,11 @@ func prepackA(src packerA, m, k int, buf []float32) prepackedA {
 type gemmPlan struct {
 	workers, mt, nt, colTasks, total int
 	prepack                          bool
-	aSize, bSize                     int
+	// direct: op(A) is read unpacked by the micro-kernels (see
+	// directKernel), so nothing packs it and tasks span as many rows as
+	// they can, sharing each packed block of op(B) among them.
+	direct       bool
+	aSize, bSize int
 }
 
 // planGemm plans an m x n x k product (op(A) already prepacked or not) for
@@ -305,6 +336,38 @@ func planGemm(m, n, k int, prepacked bool) gemmPlan {
 	return p
 }
 
+// useDirect reports whether to read a row-major op(A) (stride lda)
+// unpacked instead of packing it: always, saving the packing pass and
+// letting tasks span all rows (so each block of op(B) is packed once),
+// unless A's six rows are a multiple of 4 KiB apart, which would put them
+// in the same L1 sets.
+func useDirect(lda int) bool { return (lda*4)%4096 != 0 }
+
+// planDirect is the plan for reading op(A) unpacked, derived from
+// planGemm's so that it never needs more scratch: the same column tasks,
+// narrowed (to 32 columns, the wide kernel's tile) before rows are split,
+// since a row split repacks op(B) while a column split costs nothing; rows
+// are split only while some core would otherwise have no task.
+func planDirect(m, n, k int) gemmPlan {
+	p := planGemm(m, n, k, false)
+	workers := runtime.GOMAXPROCS(0)
+	if p.workers == 1 {
+		workers = 1
+	}
+	mt, nt := m, p.nt
+	tasks := func() int { return ceilDiv(m, mt) * ceilDiv(n, nt) }
+	for tasks() < 3*workers && nt > 2*gemmNR {
+		nt = roundUp(ceilDiv(nt, 2), 2*gemmNR)
+	}
+	for tasks() < workers && mt > 2*gemmMR {
+		mt = roundUp(ceilDiv(mt, 2), gemmMR)
+	}
+	d := gemmPlan{mt: mt, nt: nt, colTasks: ceilDiv(n, nt), total: tasks(), direct: true}
+	d.workers = min(workers, d.total)
+	d.bSize = roundUp(nt, gemmNR)*min(k, gemmKC) + gemmNR*gemmKC
+	return d
+}
+
 // gemmScratchSize is the float32 scratch gemm carves for an m x n x k
 // product, so that a caller can hand it enough and nothing is allocated.
 func gemmScratchSize(m, n, k int, prepacked bool) int {
@@ -312,11 +375,27 @@ func gemmScratchSize(m, n, k int, prepacked bool) int {
 		return 0
 	}
 	p := planGemm(m, n, k, prepacked)
+	return p.scratch(m, k)
+}
+
+// scratch is the float32 scratch gemm carves under plan p for an m x k op(A).
+func (p gemmPlan) scratch(m, k int) int {
 	size := p.workers * (p.aSize + p.bSize)
 	if p.prepack {
 		size += prepackSize(m, k)
 	}
 	return size
+}
+
+// planFor is the plan gemm follows for an m x n x k product with op(A)
+// supplied by A: direct where the kernels can read A unpacked (see
+// useDirect), planGemm's otherwise.
+func (g gemmImpl) planFor(m, n, k int, A packerA) gemmPlan {
+	if x, ok := A.(matA); ok && !x.trans && g.direct != nil && useDirect(x.lda) {
+		return planDirect(m, n, k)
+	}
+	_, prepacked := A.(prepackedA)
+	return planGemm(m, n, k, prepacked)
 }
 
 // prepackSize is the float32 count of a prepacked m x k op(A).
@@ -353,8 +432,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 		return
 	}
 
-	_, prepacked := A.(prepackedA)
-	plan := planGemm(m, n, k, prepacked)
+	plan := g.planFor(m, n, k, A)
 	workers, mt, nt, colTasks, total := plan.workers, plan.mt, plan.nt, plan.colTasks, plan.total
 	if plan.prepack {
 		var buf []float32
@@ -376,7 +454,11 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 				return
 			}
 			i0, j0 := t/colTasks*mt, t%colTasks*nt
-			g.task(&g, A, B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB, ps)
+			if plan.direct {
+				g.taskDirect(A.(matA), B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packB, ps)
+			} else {
+				g.task(&g, A, B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB, ps)
+			}
 		}
 	}
 	var next atomic.Int64
@@ -434,6 +516,45 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 				}
 				jr += gemmNR
 			}
+		}
+	}
+}
+
+// taskDirect is task for a row-major op(A) read unpacked by the direct
+// kernels: per k slab, op(B)'s columns are packed once and every row panel
+// of the task runs over them.
+func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
+	nw := j1 - j0
+	var tile [gemmMR * gemmNR]float32
+	for pc := 0; pc < k; pc += gemmKC {
+		kc := min(gemmKC, k-pc)
+		beta := beta0
+		if pc > 0 {
+			beta = 1
+		}
+		bp := packB[:roundUp(nw, gemmNR)*kc]
+		B.packB(g, bp, ps, pc, kc, j0, nw)
+		for jr := 0; jr < nw; {
+			width := gemmNR
+			if g.wideDirect != nil && nw-jr >= 2*gemmNR {
+				width = 2 * gemmNR
+			}
+			bPanels := bp[jr*kc : (jr+width)*kc]
+			for ir := i0; ir < i1; ir += gemmMR {
+				mr := min(gemmMR, i1-ir)
+				a := A.a[ir*A.lda+pc:]
+				ci := ir*ldc + j0 + jr
+				switch {
+				case width == 2*gemmNR:
+					g.wideDirect(kc, a, A.lda, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
+				case nw-jr >= gemmNR:
+					g.direct(kc, a, A.lda, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
+				default:
+					var panel [gemmMR * gemmKC]float32
+					g.edgeTile(&tile, kc, packRowsPanel(&panel, a, A.lda, kc, mr), bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
+				}
+			}
+			jr += width
 		}
 	}
 }

@@ -13,7 +13,7 @@ func asmGemms() []gemmImpl {
 		return nil
 	}
 	avx2 := gemmImpl{
-		name: "avx2+fma", kernel: microKernelAVX2,
+		name: "avx2+fma", kernel: microKernelAVX2, direct: microKernelAVX2Direct,
 		copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2,
 		gatherRows16: gatherRows16AVX2, transpose16Gather: transpose16GatherAVX2,
 	}
@@ -21,7 +21,7 @@ func asmGemms() []gemmImpl {
 		return []gemmImpl{avx2}
 	}
 	avx512 := avx2
-	avx512.name, avx512.wide = "avx512", microKernelAVX512
+	avx512.name, avx512.wide, avx512.wideDirect = "avx512", microKernelAVX512, microKernelAVX512Direct
 	return []gemmImpl{avx2, avx512}
 }
 
@@ -162,3 +162,46 @@ func transpose16AVX(dst, src *float32, srcStride, blocks int)
 //
 //go:noescape
 func sgemmKernel6x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+// microKernelAVX2Direct is microKernelAVX2 reading A unpacked (see
+// directKernel); a bottom-edge tile (rows < MR) is packed first, since the
+// assembly reads all six rows.
+func microKernelAVX2Direct(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
+	if rows < gemmMR {
+		directFromPacked(microKernelAVX2)(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
+		return
+	}
+	_ = a[(gemmMR-1)*lda+kc-1]
+	_ = b[kc*gemmNR-1]
+	_ = c[(rows-1)*ldc+gemmNR-1]
+	sgemmKernel6x16AVX2Direct(kc, &a[0], lda, &b[0], &c[0], ldc, alpha, beta, modeOf(overwrite), rows)
+}
+
+// microKernelAVX512Direct is microKernelAVX512 reading A unpacked, as
+// microKernelAVX2Direct.
+func microKernelAVX512Direct(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
+	if rows < gemmMR {
+		directFromPacked(microKernelAVX512)(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
+		return
+	}
+	_ = a[(gemmMR-1)*lda+kc-1]
+	_ = b[2*kc*gemmNR-1]
+	_ = c[(rows-1)*ldc+2*gemmNR-1]
+	sgemmKernel6x32AVX512Direct(kc, &a[0], lda, &b[0], &c[0], ldc, alpha, beta, modeOf(overwrite), rows)
+}
+
+// modeOf is the assembly kernels' store mode: 0 overwrites, 1 adds beta*C.
+func modeOf(overwrite bool) int {
+	if overwrite {
+		return 0
+	}
+	return 1
+}
+
+// The direct-A twins of the kernels above, generated into the same files.
+//
+//go:noescape
+func sgemmKernel6x16AVX2Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+//go:noescape
+func sgemmKernel6x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)

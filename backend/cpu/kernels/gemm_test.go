@@ -202,11 +202,48 @@ func TestSgemmBlocking(t *testing.T) {
 		{false, false, 64, 2048, 576, 1, 0.5, 0}, // a conv forward shape
 		{false, true, 64, 576, 1024, 1, 1, 0},    // a conv dw shape
 		{true, false, 576, 1024, 64, 1, 0.5, 0},  // a conv dcol shape
+		// Rows of A 4 KiB apart: packed, not read directly (useDirect).
+		{false, false, 70, 600, 1024, 1, 0.5, 0},
+		{false, true, 13, 100, 2044, 1, 1, 4},
 	}
 	for _, gc := range cases {
 		t.Run(gc.String(), func(t *testing.T) {
 			runGemmCase(t, impls, gc, 1, 2, 3, 4)
 		})
+	}
+}
+
+// TestGemmDispatch: a row-major op(A) is read unpacked by the direct
+// kernels unless its rows are a multiple of 4 KiB apart; a transposed or
+// prepacked one is packed. The direct plan never needs more scratch than
+// the packed one that callers size their workspace by.
+func TestGemmDispatch(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		for _, c := range []struct {
+			A      packerA
+			direct bool
+		}{
+			{matA{lda: 576}, true},
+			{matA{lda: 1024}, false},
+			{matA{lda: 2048}, false},
+			{matA{lda: 576, trans: true}, false},
+			{prepackedA{m: 64, k: 576}, false},
+		} {
+			if got := g.planFor(64, 4096, 576, c.A).direct; got != c.direct {
+				t.Errorf("%s: planFor(%T %+v).direct = %v, want %v", g.name, c.A, c.A, got, c.direct)
+			}
+		}
+		for _, m := range []int{1, 6, 16, 64, 256} {
+			for _, n := range []int{16, 64, 256, 1024, 16384} {
+				for _, k := range []int{27, 576, 2304} {
+					withProcs(2, func() {
+						if d, p := planDirect(m, n, k).scratch(m, k), gemmScratchSize(m, n, k, false); d > p {
+							t.Errorf("m%d n%d k%d: direct scratch %d > packed %d", m, n, k, d, p)
+						}
+					})
+				}
+			}
+		}
 	}
 }
 
@@ -311,18 +348,35 @@ func TestGemmImplementation(t *testing.T) {
 	t.Logf("Sgemm micro-kernel: %s", name)
 }
 
+// packedAsDirect lets a packed-A kernel run where the test calls direct
+// ones (lda unused).
+func packedAsDirect(kern microKernel) directKernel {
+	return func(kc int, a []float32, _ int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
+		kern(kc, a, b, c, ldc, alpha, beta, overwrite, rows)
+	}
+}
+
 // TestMicroKernelRows calls each micro-kernel (and the 6x32 one where there
-// is one) directly for rows = 1..6, both store modes and odd kc: the first
+// is one), packed and direct (A read unpacked), directly for rows = 1..6, both store modes and odd kc: the first
 // rows rows of the tile must hold alpha*A*B (+ beta*C), and everything else
 // in C (rows below, columns right of the tile, the stride gap) must be
 // untouched.
 func TestMicroKernelRows(t *testing.T) {
 	for _, g := range gemmImpls(t) {
-		kernels := map[int]microKernel{gemmNR: g.kernel}
-		if g.wide != nil {
-			kernels[2*gemmNR] = g.wide
+		type kernelCase struct {
+			width  int
+			direct bool
 		}
-		for width, kern := range kernels {
+		kernels := map[kernelCase]directKernel{
+			{gemmNR, false}: packedAsDirect(g.kernel),
+			{gemmNR, true}:  g.direct,
+		}
+		if g.wide != nil {
+			kernels[kernelCase{2 * gemmNR, false}] = packedAsDirect(g.wide)
+			kernels[kernelCase{2 * gemmNR, true}] = g.wideDirect
+		}
+		for kcase, kern := range kernels {
+			width := kcase.width
 			for _, kc := range []int{1, 3, 4, 5, 17, 256} {
 				for rows := 1; rows <= gemmMR; rows++ {
 					for _, overwrite := range []bool{true, false} {
@@ -346,8 +400,21 @@ func TestMicroKernelRows(t *testing.T) {
 								want[i*ldc+j] = float32(v)
 							}
 						}
-						kern(kc, a, b, c, ldc, alpha, beta, overwrite, rows)
-						name := fmt.Sprintf("%s %d-wide kc=%d rows=%d overwrite=%v", g.name, width, kc, rows, overwrite)
+						if kcase.direct {
+							// A as the first rows rows of a row-major matrix
+							// (stride kc+2), exactly as long as they need.
+							lda := kc + 2
+							rowMajor := make([]float32, (rows-1)*lda+kc)
+							for i := 0; i < rows; i++ {
+								for p := 0; p < kc; p++ {
+									rowMajor[i*lda+p] = a[p*gemmMR+i]
+								}
+							}
+							kern(kc, rowMajor, lda, b, c, ldc, alpha, beta, overwrite, rows)
+						} else {
+							kern(kc, a, 0, b, c, ldc, alpha, beta, overwrite, rows)
+						}
+						name := fmt.Sprintf("%s %d-wide direct=%v kc=%d rows=%d overwrite=%v", g.name, width, kcase.direct, kc, rows, overwrite)
 						checkClose(t, name, c, want, 1e-5)
 						for x := range c {
 							if i, j := x/ldc, x%ldc; (i >= rows || j >= width) && c[x] != want[x] {

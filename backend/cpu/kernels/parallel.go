@@ -6,7 +6,8 @@ import (
 )
 
 // ParallelFor calls body over [0,n) split into contiguous chunks, one per
-// available core; it returns when all chunks are done. Small n (or minChunk
+// available core (the last on the calling goroutine); it returns when all
+// chunks are done. Small n (or minChunk
 // larger than n/cores) runs on fewer goroutines, down to inline.
 func ParallelFor(n, minChunk int, body func(lo, hi int)) {
 	if n <= 0 {
@@ -23,15 +24,15 @@ func ParallelFor(n, minChunk int, body func(lo, hi int)) {
 		body(0, n)
 		return
 	}
+	// The first chunks run on new goroutines, the last on the caller,
+	// which would otherwise only wait.
 	var wg sync.WaitGroup
 	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body(lo, hi)
-		}()
+	lo := 0
+	for ; lo+chunk < n; lo += chunk {
+		start := lo
+		wg.Go(func() { body(start, start+chunk) })
 	}
+	body(lo, n)
 	wg.Wait()
 }
