@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # memunet against PyTorch on the same machine, the same UNet and the same
-# step (base 16, depth 4, batch 4, 3x128x128, 2 classes, Adam), in one run.
-# Needs Debian's python3-torch (apt-get install python3-torch); not part of CI.
+# step (Adam, 2 classes; base 16, depth 4, batch 4, 3x128x128 unless BASE,
+# SIZE, BATCH say otherwise), alternating: each of ROUNDS rounds (default
+# 5) runs `memunet bench` over every variant, then PyTorch's equivalent of
+# each, so a noisy, shared machine disturbs both alike. Reported per
+# variant: the median and best step of each, memunet/PyTorch (medians) and
+# memunet's variant against its own fp32 step; fp16 has no PyTorch CPU
+# equivalent (its CPU autocast is bf16 only). Needs Debian's python3-torch
+# (apt-get install python3-torch); not part of CI.
 #
-# With BEFORE=<git revision>, that revision of memunet is built too and the
-# two binaries are timed in alternation, ROUNDS times each (default 3), so a
-# change's effect on step time is measured side by side on the same machine:
+#   tools/bench-vs-pytorch.sh                      # the seed UNet, 2 cores
+#   THREADS=1 SIZE=64 BASE=32 tools/bench-vs-pytorch.sh
+#
+# With BEFORE=<git revision>, that revision of memunet is built and timed
+# too, in the same alternation (PyTorch then serves as a control):
 #   BEFORE=HEAD~3 VARIANTS=baseline,fp16 tools/bench-vs-pytorch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${STEPS:-5}
 threads=${THREADS:-2}
-variants=${VARIANTS:-baseline}
-rounds=${ROUNDS:-3}
+variants=${VARIANTS:-baseline,checkpoint,fp16,bf16,accum4}
+rounds=${ROUNDS:-5}
+base=${BASE:-16}
+size=${SIZE:-128}
+batch=${BATCH:-4}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/after" ./cmd/memunet
@@ -22,42 +33,83 @@ if [ -n "${BEFORE:-}" ]; then
 	(cd "$tmp/src" && go build -o "$tmp/before" ./cmd/memunet)
 	git worktree remove --force "$tmp/src"
 	bins=(before after)
-else
-	rounds=1
 fi
 bench() {
 	GOMAXPROCS=$threads "$tmp/$1" bench --config configs/quickstart.yaml --steps "$steps" \
-		--variants "$variants" --set model.base=16 --set model.depth=4 --set model.classes=2 \
-		--set data.size=128 --set data.count=32 --set train.batch_size=4
+		--variants "$variants" --set model.base="$base" --set model.depth=4 --set model.classes=2 \
+		--set data.size="$size" --set data.count=32 --set train.batch_size="$batch"
+}
+# PyTorch's flags for a memunet variant; empty where it has none.
+torch_flags() {
+	case $1 in
+	baseline) echo "--precision fp32" ;;
+	checkpoint) echo "--checkpoint" ;;
+	bf16) echo "--precision bf16" ;;
+	accum4) echo "--accumulate 4" ;;
+	all) echo "--checkpoint --accumulate 4 --precision bf16" ;;
+	esac
 }
 for round in $(seq "$rounds"); do
 	for b in "${bins[@]}"; do
-		echo "== memunet $b, round $round (GOMAXPROCS=$threads)"
+		echo "== memunet $b, round $round/$rounds (GOMAXPROCS=$threads)"
 		bench "$b" | tee -a "$tmp/$b.txt"
 	done
+	for v in ${variants//,/ }; do
+		flags=$(torch_flags "$v")
+		[ -n "$flags" ] || continue
+		echo "== PyTorch $v, round $round/$rounds ($threads threads)"
+		# shellcheck disable=SC2086
+		/usr/bin/python3 tools/pytorch_unet.py --threads "$threads" --steps "$steps" --base "$base" \
+			--size "$size" --batch "$batch" $flags | tee /dev/stderr |
+			python3 -c 'import json,sys; print(sys.argv[1], json.load(sys.stdin)["step_ms_median"])' "$v" >>"$tmp/torch.txt"
+	done
 done
-echo "== PyTorch ($threads threads)"
-/usr/bin/python3 tools/pytorch_unet.py --threads "$threads" --steps "$steps" | tee "$tmp/pytorch.json"
-python3 - "$tmp" "${bins[@]}" <<'PY'
-import json, statistics, sys
-tmp, bins = sys.argv[1], sys.argv[2:]
-ms = {}
+python3 - "$tmp" "$threads" "$base" "$size" "$batch" "${bins[@]}" <<'PY'
+import statistics, sys
+tmp, threads, base, size, batch, bins = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+ms, peaks = {}, {}
 for b in bins:
     for line in open(f"{tmp}/{b}.txt"):
         parts = line.split()
-        # "variant M x A step_ms GFLOP/s ...": the step ms follows "M x A"
+        if line.startswith("FMA peak:"):
+            peaks.setdefault(b, []).append(float(parts[2]))
+        # "variant M x A step_ms GFLOP/s % ...": the step ms follows "M x A"
         if len(parts) > 4 and parts[2] == "x" and parts[0] != "variant":
             try:
-                ms.setdefault(parts[0], {}).setdefault(b, []).append(float(parts[4]))
+                ms.setdefault(parts[0], {}).setdefault(b, []).append((float(parts[4]), float(parts[5])))
             except ValueError:
                 pass
-torch = json.load(open(f"{tmp}/pytorch.json"))["step_ms_median"]
+torch = {}
+try:
+    for line in open(f"{tmp}/torch.txt"):
+        v, t = line.split()
+        torch.setdefault(v, []).append(float(t))
+except FileNotFoundError:
+    pass
+med = lambda xs: statistics.median(xs)
+print(f"\nbase {base}, {size}x{size}, batch {batch}, {threads} threads; medians over rounds (best in brackets)")
+for b, p in peaks.items():
+    print(f"FMA peak ({b}): median {med(p):.1f} GFLOP/s")
+fp32 = {b: med([t for t, _ in ms["baseline"][b]]) for b in bins if "baseline" in ms and b in ms["baseline"]}
 for v, by in ms.items():
-    cells = [f"{b} {statistics.median(t):.1f} ms ({', '.join(f'{x:.1f}' for x in t)})" for b, t in by.items()]
+    cells = []
+    for b, runs in by.items():
+        t = [x for x, _ in runs]
+        g = med([x for _, x in runs])
+        cell = f"memunet {b} {med(t):.1f} ms [{min(t):.1f}], {g:.1f} GFLOP/s"
+        if b in peaks:
+            cell += f" ({100 * g / med(peaks[b]):.0f}% of peak)"
+        if v != "baseline" and b in fp32:
+            cell += f", {med(t) / fp32[b]:.2f}x its fp32"
+        if v in torch:
+            cell += f", {med(t) / med(torch[v]):.2f}x PyTorch"
+        cells.append(cell)
     line = f"{v}: " + "; ".join(cells)
+    if v in torch:
+        line += f"; PyTorch {med(torch[v]):.1f} ms [{min(torch[v]):.1f}]"
+        if v != "baseline" and "baseline" in torch:
+            line += f" ({med(torch[v]) / med(torch['baseline']):.2f}x its fp32)"
     if "before" in by and "after" in by:
-        line += f"; after/before {statistics.median(by['after']) / statistics.median(by['before']):.3f}"
-    if v == "baseline":
-        line += f"; PyTorch {torch:.1f} ms, memunet/PyTorch {statistics.median(by['after']) / torch:.2f}x"
+        line += f"; after/before {med([x for x, _ in by['after']]) / med([x for x, _ in by['before']]):.3f}"
     print(line)
 PY

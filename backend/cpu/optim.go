@@ -3,44 +3,70 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
-// Adam updates one parameter serially (the optimizer is a few percent of a
-// step).
+// Adam updates one parameter, in parallel over chunks of a large one: each
+// element is independent, so the split does not change a bit.
 func (CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 	ws, gs, ms, vs := f32(w), f32(g), f32(m), f32(v)
 	if len(gs) != len(ws) || len(ms) != len(ws) || len(vs) != len(ws) {
 		panic(fmt.Sprintf("backend/cpu: adam on %v, %v, %v, %v", w, g, m, v))
 	}
-	for j := range ws {
-		if a.DecoupledScale != 0 {
+	kernels.ParallelFor(len(ws), 1<<15, func(lo, hi int) {
+		adam(a, ws[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi])
+	})
+}
+
+// adam is Adam's update of one chunk; the decay branches are taken once, not
+// per element.
+func adam(a backend.AdamStep, ws, gs, ms, vs []float32) {
+	gs, ms, vs = gs[:len(ws)], ms[:len(ws)], vs[:len(ws)]
+	if a.DecoupledScale != 0 {
+		for j := range ws {
 			ws[j] *= a.DecoupledScale
 		}
-		gj := gs[j]
+	}
+	for j, gj := range gs {
 		if a.WeightDecay != 0 {
 			gj += a.WeightDecay * ws[j]
 		}
-		ms[j] = a.Beta1*ms[j] + a.OneMinusBeta1*gj
-		vs[j] = a.Beta2*vs[j] + a.OneMinusBeta2*gj*gj
-		denom := float32(math.Sqrt(float64(vs[j])))/a.SqrtBC2 + a.Eps
-		ws[j] -= a.StepSize * ms[j] / denom
+		mj := a.Beta1*ms[j] + a.OneMinusBeta1*gj
+		vj := a.Beta2*vs[j] + a.OneMinusBeta2*gj*gj
+		ms[j], vs[j] = mj, vj
+		denom := float32(math.Sqrt(float64(vj)))/a.SqrtBC2 + a.Eps
+		ws[j] -= a.StepSize * mj / denom
 	}
 }
 
-// UnscaleCheck multiplies g by inv and reports whether all of it is finite.
+// UnscaleCheck multiplies g by inv and reports whether all of it is finite,
+// in parallel over chunks of a large g.
 func (CPU) UnscaleCheck(g backend.View, inv float32) bool {
-	finite := true
 	xs := f32(g)
-	for i, v := range xs {
-		v *= inv
-		xs[i] = v
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			finite = false
+	var bad atomic.Bool
+	kernels.ParallelFor(len(xs), 1<<15, func(lo, hi int) {
+		finite := true
+		chunk := xs[lo:hi]
+		if inv == 1 { // only the check: nothing to write
+			for _, v := range chunk {
+				// v-v is 0 for a finite v and NaN for NaN or ±Inf.
+				finite = finite && v-v == 0
+			}
+		} else {
+			for i, v := range chunk {
+				v *= inv
+				chunk[i] = v
+				finite = finite && v-v == 0
+			}
 		}
-	}
-	return finite
+		if !finite {
+			bad.Store(true)
+		}
+	})
+	return !bad.Load()
 }
 
 // SGD updates one parameter serially.

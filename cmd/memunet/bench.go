@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/memunet/memunet/backend/cpu/kernels"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/train"
@@ -34,8 +36,15 @@ func benchCommand(args []string, stdout io.Writer) error {
 	}
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet bench: %s, %dx%d, %d timed steps per variant (median), GFLOP/s of the whole step\n", cmd.path, h, w, *steps)
+	// On the CPU, the step's GFLOP/s is also given as a share of what the
+	// GEMM micro-kernel computes from L1 on the same cores: the FMA peak.
+	var peak float64
+	if b, err := train.Target(cfg); err == nil && b.Name() == "cpu" {
+		peak = kernels.MicroKernelPeak(300 * time.Millisecond)
+		fmt.Fprintf(stdout, "FMA peak: %.1f GFLOP/s (%s micro-kernel from L1 on %d cores, GOMAXPROCS)\n", peak, kernels.GemmImplementation(), runtime.GOMAXPROCS(0))
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s"}
+	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s", "% peak"}
 	for k := model.Kind(0); k < model.NumKinds; k++ {
 		head = append(head, k.String())
 	}
@@ -46,7 +55,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t\n", name, err)
 			continue
 		}
-		row, err := benchVariant(vc, *steps)
+		row, err := benchVariant(vc, *steps, peak)
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", name, err)
 		}
@@ -57,7 +66,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func benchVariant(cfg config.Config, steps int) ([]string, error) {
+func benchVariant(cfg config.Config, steps int, peak float64) ([]string, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
 	tr, err := train.NewTrainer(cfg)
 	if err != nil {
@@ -85,7 +94,12 @@ func benchVariant(cfg config.Config, steps int) ([]string, error) {
 	h, w := cfg.ImageSize()
 	fwd, _ := tr.Net.FLOPs(h, w)
 	flops := 3 * fwd * float64(cfg.Variant().EffectiveBatch())
-	row := []string{cfg.Variant().Columns()[0], fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", flops/(med/1000)/1e9)}
+	rate := flops / (med / 1000) / 1e9
+	share := "-"
+	if peak > 0 {
+		share = fmt.Sprintf("%.0f", 100*rate/peak)
+	}
+	row := []string{cfg.Variant().Columns()[0], fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", rate), share}
 	per := func(d time.Duration) string {
 		return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(steps))
 	}

@@ -526,6 +526,10 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	var tile [gemmMR * gemmNR]float32
+	// The rows below the last whole panel (fewer than MR) are packed once
+	// per slab: the assembly reads six rows, which would run past A.
+	var edge [gemmMR * gemmKC]float32
+	iEdge := i0 + (i1-i0)/gemmMR*gemmMR
 	for pc := 0; pc < k; pc += gemmKC {
 		kc := min(gemmKC, k-pc)
 		beta := beta0
@@ -534,6 +538,10 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 		}
 		bp := packB[:roundUp(nw, gemmNR)*kc]
 		B.packB(g, bp, ps, pc, kc, j0, nw)
+		var edgePanel []float32
+		if iEdge < i1 {
+			edgePanel = packRowsPanel(&edge, A.a[iEdge*A.lda+pc:], A.lda, kc, i1-iEdge)
+		}
 		for jr := 0; jr < nw; {
 			width := gemmNR
 			if g.wideDirect != nil && nw-jr >= 2*gemmNR {
@@ -545,6 +553,12 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 				a := A.a[ir*A.lda+pc:]
 				ci := ir*ldc + j0 + jr
 				switch {
+				case mr < gemmMR && width == 2*gemmNR:
+					g.wide(kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
+				case mr < gemmMR && nw-jr >= gemmNR:
+					g.kernel(kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
+				case mr < gemmMR:
+					g.edgeTile(&tile, kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
 				case width == 2*gemmNR:
 					g.wideDirect(kc, a, A.lda, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
 				case nw-jr >= gemmNR:
