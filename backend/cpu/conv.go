@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // The convolutions run the fast kernels (packed GEMM over an implicit
@@ -10,39 +9,39 @@ import (
 // one image's workspace.
 
 // Conv is kernels.Conv2d per image.
-func (CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
+func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	one := s.Images(1)
 	o, x := f32(out), f32(in)
 	for k := range s.N {
-		kernels.Conv2d(one, image(o, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(bias), f32(ws))
+		c.team.Conv2d(one, image(o, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(bias), f32(ws))
 	}
 }
 
 // ConvBack is kernels.Conv2dBackward per image.
-func (CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
+func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	one := s.Images(1)
 	dx, dy, x := f32(din), f32(dout), f32(in)
 	for k := range s.N {
-		kernels.Conv2dBackward(one, image(dx, one.InSize(), k), f32(dw), f32(dbias),
+		c.team.Conv2dBackward(one, image(dx, one.InSize(), k), f32(dw), f32(dbias),
 			image(dy, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(ws))
 	}
 }
 
 // UpConv is kernels.UpConv per image.
-func (CPU) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
+func (c CPU) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
 	one := s.Images(1)
 	o, x := f32(out), f32(in)
 	for k := range s.N {
-		kernels.UpConv(one, image(o, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(bias), f32(ws))
+		c.team.UpConv(one, image(o, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(bias), f32(ws))
 	}
 }
 
 // UpConvBack is kernels.UpConvBackward per image.
-func (CPU) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
+func (c CPU) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	one := s.Images(1)
 	dx, dy, x := f32(din), f32(dout), f32(in)
 	for k := range s.N {
-		kernels.UpConvBackward(one, image(dx, one.InSize(), k), f32(dw), f32(dbias),
+		c.team.UpConvBackward(one, image(dx, one.InSize(), k), f32(dw), f32(dbias),
 			image(dy, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(ws))
 	}
 }

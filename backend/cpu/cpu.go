@@ -10,13 +10,15 @@ import (
 )
 
 // CPU is the host backend: buffers are Go memory, operations run on every
-// core (kernels.ParallelFor) and return when done.
-type CPU struct{}
+// core (on the backend's kernels.Team) and return when done.
+type CPU struct {
+	team *kernels.Team
+}
 
 var _ backend.Backend = CPU{}
 
-// New returns the CPU backend.
-func New() CPU { return CPU{} }
+// New returns the CPU backend with a team of workers of its own.
+func New() CPU { return CPU{team: kernels.NewTeam()} }
 
 // Name is "cpu".
 func (CPU) Name() string { return "cpu" }

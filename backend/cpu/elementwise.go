@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // Concat copies each sample's skip channels, then its up channels (bytes,
@@ -35,12 +34,12 @@ func (CPU) Split(n int, dskip, dup, dout backend.View) {
 }
 
 // Add is out = a + b, in parallel.
-func (CPU) Add(out, a, b backend.View) {
+func (c CPU) Add(out, a, b backend.View) {
 	x, y, o := f32(a), f32(b), f32(out)
 	if len(x) != len(o) || len(y) != len(o) {
 		panic(fmt.Sprintf("backend/cpu: add of %v and %v into %v", a, b, out))
 	}
-	kernels.ParallelFor(len(o), 1<<14, func(lo, hi int) {
+	c.team.For(len(o), 1<<14, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			o[i] = x[i] + y[i]
 		}

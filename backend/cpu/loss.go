@@ -4,18 +4,17 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // CrossEntropy sums -log softmax per sample in float64, in parallel over
 // samples, then over samples in order.
-func (CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
+func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
 	z, tg := f32(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	sums := make([]float64, s.N)
 	counts := make([]int, s.N)
 	bad := make([]int, s.N)
-	kernels.ParallelFor(s.N, 1, func(lo, hi int) {
+	c.team.For(s.N, 1, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for p := 0; p < HW; p++ {
 				t := int(tg[n*HW+p])
@@ -57,10 +56,10 @@ func targetError(bad []int, classes int) error {
 
 // CrossEntropyBack writes the softmax gradient pixel by pixel; each pixel
 // reads its K logits before writing, so dlogits may be logits.
-func (CPU) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
+func (c CPU) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
 	z, g, tg := f32(logits), f32(dlogits), u8(target)
 	K, HW := s.C, s.H*s.W
-	kernels.ParallelFor(s.N*HW, 1<<10, func(lo, hi int) {
+	c.team.For(s.N*HW, 1<<10, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			n, p := i/HW, i%HW
 			t := int(tg[i])
@@ -99,7 +98,7 @@ func softmaxTerms(z []float32, K, stride int) (mx float32, se float64) {
 
 // LossSums sums per sample in float64, in parallel over samples, then over
 // samples in order.
-func (CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
+func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
 	z, tg := f32(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(sums) != 4*K {
@@ -107,7 +106,7 @@ func (CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32
 	}
 	part := make([]float64, s.N*4*K)
 	bad := make([]int, s.N)
-	kernels.ParallelFor(s.N, 1, func(lo, hi int) {
+	c.team.For(s.N, 1, func(lo, hi int) {
 		e := make([]float64, K)
 		for n := lo; n < hi; n++ {
 			ps := part[n*4*K : (n+1)*4*K]
@@ -144,13 +143,13 @@ func (CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32
 
 // LossBack computes each pixel's gradient from its K logits, read before
 // any is written, so dlogits may be logits.
-func (CPU) LossBack(s backend.Shape4, dlogits, logits, target backend.View, gamma float32, coef []float32) {
+func (c CPU) LossBack(s backend.Shape4, dlogits, logits, target backend.View, gamma float32, coef []float32) {
 	z, g, tg := f32(logits), f32(dlogits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(coef) != 3*K {
 		panic("backend/cpu: loss gradient needs 3 coefficients per class")
 	}
-	kernels.ParallelFor(s.N*HW, 1<<10, func(lo, hi int) {
+	c.team.For(s.N*HW, 1<<10, func(lo, hi int) {
 		e := make([]float64, K)
 		for i := lo; i < hi; i++ {
 			n, p := i/HW, i%HW

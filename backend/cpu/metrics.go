@@ -4,12 +4,11 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // Confusion counts (target, predicted) pairs serially.
-func (CPU) Confusion(s backend.Shape4, counts []int64, logits, target backend.View) {
-	z, tg := floats(logits), u8(target)
+func (c CPU) Confusion(s backend.Shape4, counts []int64, logits, target backend.View) {
+	z, tg := c.floats(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(counts) != K*K || len(tg) != s.N*HW {
 		panic(fmt.Sprintf("backend/cpu: confusion of %d classes into %d counts, %v", K, len(counts), target))
@@ -26,10 +25,10 @@ func (CPU) Confusion(s backend.Shape4, counts []int64, logits, target backend.Vi
 }
 
 // Argmax writes each pixel's first largest class, in parallel over samples.
-func (CPU) Argmax(s backend.Shape4, classes, logits backend.View) {
-	z, out := floats(logits), u8(classes)
+func (c CPU) Argmax(s backend.Shape4, classes, logits backend.View) {
+	z, out := c.floats(logits), u8(classes)
 	K, HW := s.C, s.H*s.W
-	kernels.ParallelFor(s.N, 1, func(lo, hi int) {
+	c.team.For(s.N, 1, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for p := 0; p < HW; p++ {
 				out[n*HW+p] = uint8(argmaxAt(z[n*K*HW+p:], K, HW))
@@ -51,15 +50,15 @@ func argmaxAt(z []float32, K, stride int) int {
 
 // floats is a float view's values as float32: the view itself, or a host
 // copy widened from 16 bits.
-func floats(v backend.View) []float32 {
+func (c CPU) floats(v backend.View) []float32 {
 	if v.DT == backend.Float32 {
 		return f32(v)
 	}
 	out := make([]float32, v.Len)
 	if v.DT == backend.Float16 {
-		kernels.F16ToF32Slice(out, u16(v))
+		c.team.F16ToF32Slice(out, u16(v))
 	} else {
-		kernels.BF16ToF32Slice(out, u16(v))
+		c.team.BF16ToF32Slice(out, u16(v))
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // BatchNorm normalizes per channel, in parallel over channels. The
@@ -12,7 +11,7 @@ import (
 // (no cancellation when |mean| >> std); the output uses the float32
 // statistics that backward and a recomputation use too, so all of them
 // agree bit for bit.
-func (CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
+func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
 	if reuse && update {
 		panic("backend/cpu: batch norm: running statistics cannot be updated from reused statistics")
 	}
@@ -21,7 +20,7 @@ func (CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, upd
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, a.N*a.H*a.W
-	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+	c.team.For(a.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var variance, ss float64
 			if !reuse {
@@ -60,12 +59,12 @@ func (CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, upd
 }
 
 // BatchNormEval normalizes with the running statistics.
-func (CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
+func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 	x, y := f32(in), f32(out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	HW := a.H * a.W
-	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+	c.team.For(a.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			invstd := 1 / math.Sqrt(float64(rv[c])+a.Eps)
 			scale := float32(float64(gamma[c]) * invstd)
@@ -81,12 +80,12 @@ func (CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 // BatchNormBack: din = gamma*invstd*(dout - mean(dout) - xhat*mean(dout*xhat)),
 // per channel. Each channel reads its dout before writing its din, so din
 // may be dout.
-func (CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
 	x, dy, dx := f32(in), f32(dout), f32(din)
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, float64(a.N*a.H*a.W)
-	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+	c.team.For(a.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			mu, invstd := mean[c], inv[c]
 			var sdy, sdyx float64
@@ -112,13 +111,13 @@ func (CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats
 }
 
 // GroupNorm normalizes per (sample, group), in parallel over them.
-func (CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
+func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
 	x, y := f32(in), f32(out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	mean, inv := halvesOf(stats)
 	HW, cg := a.H*a.W, a.C/a.Groups
 	size := cg * HW
-	kernels.ParallelFor(a.N*a.Groups, 1, func(lo, hi int) {
+	c.team.For(a.N*a.Groups, 1, func(lo, hi int) {
 		for ng := lo; ng < hi; ng++ {
 			xs := x[ng*size : (ng+1)*size]
 			if !reuse {
@@ -143,13 +142,13 @@ func (CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool
 
 // GroupNormBack computes the parameter gradients per channel first, then din
 // per (sample, group), so din may be dout.
-func (CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
 	x, dy, dx := f32(in), f32(dout), f32(din)
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, cg := a.H*a.W, a.C/a.Groups
 	size := cg * HW
-	kernels.ParallelFor(a.C, 1, func(lo, hi int) {
+	c.team.For(a.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
@@ -164,7 +163,7 @@ func (CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats
 			db[c] += float32(sdy)
 		}
 	})
-	kernels.ParallelFor(a.N*a.Groups, 1, func(lo, hi int) {
+	c.team.For(a.N*a.Groups, 1, func(lo, hi int) {
 		for ng := lo; ng < hi; ng++ {
 			mu, invstd := mean[ng], inv[ng]
 			base := ng * size

@@ -6,17 +6,16 @@ import (
 	"sync/atomic"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // Adam updates one parameter, in parallel over chunks of a large one: each
 // element is independent, so the split does not change a bit.
-func (CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
+func (c CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 	ws, gs, ms, vs := f32(w), f32(g), f32(m), f32(v)
 	if len(gs) != len(ws) || len(ms) != len(ws) || len(vs) != len(ws) {
 		panic(fmt.Sprintf("backend/cpu: adam on %v, %v, %v, %v", w, g, m, v))
 	}
-	kernels.ParallelFor(len(ws), 1<<15, func(lo, hi int) {
+	c.team.For(len(ws), 1<<15, func(lo, hi int) {
 		adam(a, ws[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi])
 	})
 }
@@ -44,10 +43,10 @@ func adam(a backend.AdamStep, ws, gs, ms, vs []float32) {
 
 // UnscaleCheck multiplies g by inv and reports whether all of it is finite,
 // in parallel over chunks of a large g.
-func (CPU) UnscaleCheck(g backend.View, inv float32) bool {
+func (c CPU) UnscaleCheck(g backend.View, inv float32) bool {
 	xs := f32(g)
 	var bad atomic.Bool
-	kernels.ParallelFor(len(xs), 1<<15, func(lo, hi int) {
+	c.team.For(len(xs), 1<<15, func(lo, hi int) {
 		finite := true
 		chunk := xs[lo:hi]
 		if inv == 1 { // only the check: nothing to write

@@ -4,16 +4,15 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // MaxPool2 takes each 2x2 window's maximum in parallel over planes, keeping
 // one byte per output (the window position) when argmax is given.
-func (CPU) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
+func (c CPU) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
 	x, y, idx := f32(in), f32(out), u8(argmax)
 	H, W := s.H, s.W
 	OH, OW := H/2, W/2
-	kernels.ParallelFor(s.N*s.C, 1, func(lo, hi int) {
+	c.team.For(s.N*s.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*H*W : (p+1)*H*W]
 			for oy := 0; oy < OH; oy++ {
@@ -43,11 +42,11 @@ func (CPU) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
 
 // MaxPool2Back routes each dout value to its window's argmax, writing every
 // input once, branch-free.
-func (CPU) MaxPool2Back(s backend.Shape4, din, dout, argmax backend.View) {
+func (c CPU) MaxPool2Back(s backend.Shape4, din, dout, argmax backend.View) {
 	dy, dx, idx := f32(dout), f32(din), u8(argmax)
 	H, W := s.H, s.W
 	OH, OW := H/2, W/2
-	kernels.ParallelFor(s.N*s.C, 1, func(lo, hi int) {
+	c.team.For(s.N*s.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			plane := dx[p*H*W : (p+1)*H*W]
 			g := dy[p*OH*OW : (p+1)*OH*OW]

@@ -31,7 +31,7 @@ func TestReLUBranchFreeMatchesReference(t *testing.T) {
 		for b := 0; b < 65536; b++ {
 			x := uint16(b)
 			y := []uint16{0}
-			reluBits(y, []uint16{x}, dt)
+			New().reluBits(y, []uint16{x}, dt)
 			w := x
 			if x&0x8000 != 0 && x&0x7fff <= inf {
 				w = 0
@@ -39,7 +39,7 @@ func TestReLUBranchFreeMatchesReference(t *testing.T) {
 			if y[0] != w {
 				t.Fatalf("%v relu %x: %x want %x", dt, x, y[0], w)
 			}
-			reluBackwardBits(y, []uint16{0x1234}, []uint16{x}, dt)
+			New().reluBackwardBits(y, []uint16{0x1234}, []uint16{x}, dt)
 			w = 0
 			if x&0x8000 == 0 && x != 0 && x <= inf {
 				w = 0x1234

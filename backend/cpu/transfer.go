@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // Upload copies host bytes into dst.
@@ -26,7 +25,7 @@ func (CPU) Download(dst []byte, src backend.View) {
 
 // Convert widens or rounds between fp32 and fp16/bf16 (the F16C/AVX2
 // kernels where the CPU has them); the same type copies.
-func (CPU) Convert(dst, src backend.View) {
+func (c CPU) Convert(dst, src backend.View) {
 	if dst.Len != src.Len {
 		panic(fmt.Sprintf("backend/cpu: convert %v into %v", src, dst))
 	}
@@ -34,13 +33,13 @@ func (CPU) Convert(dst, src backend.View) {
 	case dst.DT == src.DT:
 		copy(bytesOf(dst), bytesOf(src))
 	case dst.DT == backend.Float32 && src.DT == backend.Float16:
-		kernels.F16ToF32Slice(f32(dst), u16(src))
+		c.team.F16ToF32Slice(f32(dst), u16(src))
 	case dst.DT == backend.Float32 && src.DT == backend.BFloat16:
-		kernels.BF16ToF32Slice(f32(dst), u16(src))
+		c.team.BF16ToF32Slice(f32(dst), u16(src))
 	case dst.DT == backend.Float16 && src.DT == backend.Float32:
-		kernels.F32ToF16Slice(u16(dst), f32(src))
+		c.team.F32ToF16Slice(u16(dst), f32(src))
 	case dst.DT == backend.BFloat16 && src.DT == backend.Float32:
-		kernels.F32ToBF16Slice(u16(dst), f32(src))
+		c.team.F32ToBF16Slice(u16(dst), f32(src))
 	default:
 		panic(fmt.Sprintf("backend/cpu: no conversion from %s to %s", src.DT, dst.DT))
 	}

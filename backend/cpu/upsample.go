@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // For scale 2 and align_corners=False, PyTorch's rule src = (dst+0.5)/2 - 0.5
@@ -13,10 +12,10 @@ import (
 // then interpolate along the row, all in registers.
 
 // Upsample2 interpolates, in parallel over planes.
-func (CPU) Upsample2(s backend.Shape4, out, in backend.View) {
+func (c CPU) Upsample2(s backend.Shape4, out, in backend.View) {
 	x, y := f32(in), f32(out)
 	H, W := s.H, s.W
-	kernels.ParallelFor(s.N*s.C, 1, func(lo, hi int) {
+	c.team.For(s.N*s.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			src := x[p*H*W : (p+1)*H*W]
 			dst := y[p*4*H*W : (p+1)*4*H*W]
@@ -33,10 +32,10 @@ func (CPU) Upsample2(s backend.Shape4, out, in backend.View) {
 // Upsample2Back spreads each dout value back onto the four input pixels it
 // was interpolated from, with the same weights (a gather: no clearing, no
 // scatter).
-func (CPU) Upsample2Back(s backend.Shape4, din, dout backend.View) {
+func (c CPU) Upsample2Back(s backend.Shape4, din, dout backend.View) {
 	dy, dx := f32(dout), f32(din)
 	H, W := s.H, s.W
-	kernels.ParallelFor(s.N*s.C, 1, func(lo, hi int) {
+	c.team.For(s.N*s.C, 1, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			g := dy[p*4*H*W : (p+1)*4*H*W]
 			plane := dx[p*H*W : (p+1)*H*W]

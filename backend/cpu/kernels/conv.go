@@ -146,7 +146,12 @@ func Conv2dBackwardNaive[T float32 | float64](s backend.ConvShape, din, dw, dbia
 // unspecified afterwards. bias may be nil. Same result as Conv2dNaive up to
 // float32 summation order.
 func Conv2d(s backend.ConvShape, out, in, w, bias, ws []float32) {
-	conv2d(bestGemm(), s, out, in, w, bias, ws)
+	(*Team)(nil).Conv2d(s, out, in, w, bias, ws)
+}
+
+// Conv2d is the package's Conv2d on the team.
+func (t *Team) Conv2d(s backend.ConvShape, out, in, w, bias, ws []float32) {
+	conv2d(gemmOn(t), s, out, in, w, bias, ws)
 }
 
 func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) {
@@ -164,7 +169,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	if s.N*P > 2*taskCols && !gemm.planFor(s.OC, P, CKK, A).direct {
 		var buf []float32
 		buf, scratch = gemm.carve(ws, prepackSize(s.OC, CKK))
-		A = prepackA(A, s.OC, CKK, buf)
+		A = prepackA(gemm.team, A, s.OC, CKK, buf)
 	}
 	// Each image is copied into a zero border once; the im2col panels are
 	// then plain copies from it.
@@ -176,13 +181,13 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 		x := in[n*inImage : (n+1)*inImage]
 		var B packerB = matB{b: x, ldb: P}
 		if !s.Direct() {
-			xp := padImage(xpBuf, x, s.C, s.H, s.W, s.Pad)
+			xp := padImage(gemm.team, xpBuf, x, s.C, s.H, s.W, s.Pad)
 			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
 		}
 		o := out[n*outImage : (n+1)*outImage]
 		var beta float32
 		if bias != nil {
-			fillRows(o, bias, P)
+			fillRows(gemm.team, o, bias, P)
 			beta = 1
 		}
 		gemm.gemm(s.OC, P, CKK, 1, A, B, beta, o, P, scratch)
@@ -190,8 +195,8 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 }
 
 // fillRows sets row r of o (len(rows) rows of p values) to rows[r].
-func fillRows(o, rows []float32, p int) {
-	ParallelFor(len(rows), max(1, (32<<10)/p), func(lo, hi int) {
+func fillRows(t *Team, o, rows []float32, p int) {
+	t.For(len(rows), max(1, (32<<10)/p), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			v, row := rows[r], o[r*p:(r+1)*p]
 			for i := range row {
@@ -234,7 +239,12 @@ func prepackFits(g gemmImpl, s backend.ConvShape, ws int) bool {
 // without padding, din_n = w^T x dout_n). w' is packed once for all images.
 // ws is as for Conv2d. din and dbias may be nil.
 func Conv2dBackward(s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
-	conv2dBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
+	(*Team)(nil).Conv2dBackward(s, din, dw, dbias, dout, in, w, ws)
+}
+
+// Conv2dBackward is the package's Conv2dBackward on the team.
+func (t *Team) Conv2dBackward(s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	conv2dBackward(gemmOn(t), s, din, dw, dbias, dout, in, w, ws)
 }
 
 func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
@@ -258,7 +268,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		if s.N*HW > 2*taskCols || prepackFits(gemm, s, len(ws)) {
 			var buf []float32
 			buf, scratch = gemm.carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
-			wT = prepackA(wT, s.C, s.OC*s.K*s.K, buf)
+			wT = prepackA(gemm.team, wT, s.C, s.OC*s.K*s.K, buf)
 		}
 	}
 	// One padded-image buffer serves the image (for dw) and then dout (for
@@ -278,12 +288,12 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		x := in[n*inImage : (n+1)*inImage]
 		var colT packerB = matB{b: x, ldb: P, trans: true}
 		if !s.Direct() {
-			xp := padImage(padBuf, x, s.C, s.H, s.W, s.Pad)
+			xp := padImage(gemm.team, padBuf, x, s.C, s.H, s.W, s.Pad)
 			colT = im2colPT{im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: OH, OW: OW}}
 		}
 		gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK, scratch)
 		if dbias != nil {
-			ParallelFor(s.OC, 1, func(lo, hi int) {
+			gemm.team.For(s.OC, 1, func(lo, hi int) {
 				for oc := lo; oc < hi; oc++ {
 					var sum float32
 					for _, v := range g[oc*P : (oc+1)*P] {
@@ -300,7 +310,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		switch {
 		case s.Direct():
 		case dpad >= 0:
-			gp := padImage(padBuf, g, s.OC, OH, OW, dpad)
+			gp := padImage(gemm.team, padBuf, g, s.OC, OH, OW, dpad)
 			gcol = im2colP{xp: gp, C: s.OC, Hp: OH + 2*dpad, Wp: OW + 2*dpad, K: s.K, OH: s.H, OW: s.W}
 		default:
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}

@@ -199,10 +199,10 @@ func paddedSize(c, h, w, pad int) int { return c * (h + 2*pad) * (w + 2*pad) }
 
 // padImage copies x (C,H,W) into dst as (C, H+2*pad, W+2*pad) with a zero
 // border and returns dst[:paddedSize(C, H, W, pad)].
-func padImage(dst, x []float32, C, H, W, pad int) []float32 {
+func padImage(t *Team, dst, x []float32, C, H, W, pad int) []float32 {
 	Hp, Wp := H+2*pad, W+2*pad
 	dst = dst[:C*Hp*Wp]
-	ParallelFor(C, max(1, (16<<10)/(Hp*Wp)), func(lo, hi int) {
+	t.For(C, max(1, (16<<10)/(Hp*Wp)), func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			plane := dst[c*Hp*Wp : (c+1)*Hp*Wp]
 			clear(plane[:pad*Wp])

@@ -17,27 +17,34 @@ var unetConvShapes = []struct{ c, oc, hw int }{
 }
 
 // BenchmarkConvUNet times each of the seed UNet's convolutions forward and
-// backward (with din, as every layer but the first needs), for comparison
-// with PyTorch layer by layer.
+// backward (with din, as every layer but the first needs) over a batch of
+// 4 the way the CPU backend runs them, one image per call with one image's
+// workspace, for comparison with PyTorch layer by layer.
 func BenchmarkConvUNet(b *testing.B) {
+	const batch = 4
 	for _, sh := range unetConvShapes {
-		s := backend.ConvShape{N: 4, C: sh.c, H: sh.hw, W: sh.hw, OC: sh.oc, K: 3, Pad: 1}
+		s := backend.ConvShape{N: 1, C: sh.c, H: sh.hw, W: sh.hw, OC: sh.oc, K: 3, Pad: 1}
 		r := seedFor("bench")
-		in, w, dout := randSlice(r, s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, s.OutSize())
-		out, ws := make([]float32, s.OutSize()), make([]float32, ConvWorkspace(s))
-		din, dw := make([]float32, s.InSize()), make([]float32, s.WeightSize())
+		in, w, dout := randSlice(r, batch*s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, batch*s.OutSize())
+		out, ws := make([]float32, batch*s.OutSize()), make([]float32, ConvWorkspace(s))
+		din, dw := make([]float32, batch*s.InSize()), make([]float32, s.WeightSize())
+		image := func(x []float32, size, k int) []float32 { return x[k*size : (k+1)*size] }
 		name := fmt.Sprintf("%d-%d@%d", sh.c, sh.oc, sh.hw)
 		b.Run("fwd/"+name, func(b *testing.B) {
 			for range b.N {
-				Conv2d(s, out, in, w, nil, ws)
+				for k := range batch {
+					Conv2d(s, image(out, s.OutSize(), k), image(in, s.InSize(), k), w, nil, ws)
+				}
 			}
-			reportGFLOPs(b, convFlops(s))
+			reportGFLOPs(b, batch*convFlops(s))
 		})
 		b.Run("bwd/"+name, func(b *testing.B) {
 			for range b.N {
-				Conv2dBackward(s, din, dw, nil, dout, in, w, ws)
+				for k := range batch {
+					Conv2dBackward(s, image(din, s.InSize(), k), dw, nil, image(dout, s.OutSize(), k), image(in, s.InSize(), k), w, ws)
+				}
 			}
-			reportGFLOPs(b, 2*convFlops(s))
+			reportGFLOPs(b, 2*batch*convFlops(s))
 		})
 	}
 }

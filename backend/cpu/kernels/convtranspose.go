@@ -87,7 +87,12 @@ func UpConvBackwardNaive[T float32 | float64](s backend.UpConvShape, din, dw, db
 // tmp (OC*4, H*W) = w^T (OC*4, C) x in_n (C, H*W) into ws, then tmp is
 // interleaved into out_n (OC,2H,2W) with the bias added.
 func UpConv(s backend.UpConvShape, out, in, w, bias, ws []float32) {
-	upConv(bestGemm(), s, out, in, w, bias, ws)
+	(*Team)(nil).UpConv(s, out, in, w, bias, ws)
+}
+
+// UpConv is the package's UpConv on the team.
+func (t *Team) UpConv(s backend.UpConvShape, out, in, w, bias, ws []float32) {
+	upConv(gemmOn(t), s, out, in, w, bias, ws)
 }
 
 func upConv(gemm gemmImpl, s backend.UpConvShape, out, in, w, bias, ws []float32) {
@@ -98,7 +103,7 @@ func upConv(gemm gemmImpl, s backend.UpConvShape, out, in, w, bias, ws []float32
 		tmp, scratch := ws[:OC4*HW], ws[OC4*HW:]
 		gemm.gemm(OC4, HW, s.C, 1, matA{w, OC4, true}, matB{x, HW, false}, 0, tmp, HW, scratch)
 		o := out[n*OC4*HW : (n+1)*OC4*HW]
-		ParallelFor(s.OC, 1, func(lo, hi int) {
+		gemm.team.For(s.OC, 1, func(lo, hi int) {
 			for oc := lo; oc < hi; oc++ {
 				var b float32
 				if bias != nil {
@@ -124,7 +129,12 @@ func upConv(gemm gemmImpl, s backend.UpConvShape, out, in, w, bias, ws []float32
 // image dout_n is gathered into ws as (OC*4, H*W), then dw += in_n x ws^T and
 // din_n = w x ws. din and dbias may be nil.
 func UpConvBackward(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
-	upConvBackward(bestGemm(), s, din, dw, dbias, dout, in, w, ws)
+	(*Team)(nil).UpConvBackward(s, din, dw, dbias, dout, in, w, ws)
+}
+
+// UpConvBackward is the package's UpConvBackward on the team.
+func (t *Team) UpConvBackward(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	upConvBackward(gemmOn(t), s, din, dw, dbias, dout, in, w, ws)
 }
 
 func upConvBackward(gemm gemmImpl, s backend.UpConvShape, din, dw, dbias, dout, in, w, ws []float32) {
@@ -136,7 +146,7 @@ func upConvBackward(gemm gemmImpl, s backend.UpConvShape, din, dw, dbias, dout, 
 	for n := 0; n < s.N; n++ {
 		g := dout[n*OC4*HW : (n+1)*OC4*HW]
 		tmp, scratch := ws[:OC4*HW], ws[OC4*HW:]
-		ParallelFor(s.OC, 1, func(lo, hi int) {
+		gemm.team.For(s.OC, 1, func(lo, hi int) {
 			for oc := lo; oc < hi; oc++ {
 				plane := g[oc*4*HW : (oc+1)*4*HW]
 				var sum float32

@@ -3,7 +3,6 @@ package kernels
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 )
 
@@ -86,6 +85,8 @@ func directFromPacked(kern microKernel) directKernel {
 // the assembly and the pure-Go one and run each.
 type gemmImpl struct {
 	name string
+	// team runs the parallel parts (nil: new goroutines).
+	team *Team
 	// strict makes running out of the caller's scratch a panic instead of
 	// an allocation: tests use it to hold ConvWorkspace and UpConvWorkspace to what is carved.
 	strict bool
@@ -120,6 +121,13 @@ func genericGemm() gemmImpl {
 	}
 }
 
+// gemmOn is bestGemm running its parallel parts on t.
+func gemmOn(t *Team) gemmImpl {
+	g := bestGemm()
+	g.team = t
+	return g
+}
+
 // bestGemm is the fastest implementation this CPU supports.
 func bestGemm() gemmImpl {
 	if g, ok := asmGemm(); ok {
@@ -141,7 +149,12 @@ func GemmImplementation() string { return bestGemm().name }
 // message, on negative sizes, strides shorter than a row, or slices too
 // short for their matrices.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	bestGemm().sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	(*Team)(nil).Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Sgemm is the package's Sgemm on the team.
+func (t *Team) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmOn(t).sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // SgemmNaive is Sgemm's reference: the triple loop, same arguments and
@@ -270,7 +283,7 @@ func (x prepackedA) packA(_ []float32, i0, mc, p0, kc int) []float32 {
 // panels for large operands. Products with several column tasks then share
 // one packing of A instead of each task repacking it (e.g. a conv's
 // weights, used by every block of pixels).
-func prepackA(src packerA, m, k int, buf []float32) prepackedA {
+func prepackA(t *Team, src packerA, m, k int, buf []float32) prepackedA {
 	mp := roundUp(m, gemmMR)
 	data := buf[:min(len(buf), prepackSize(m, k))]
 	if len(data) < prepackSize(m, k) {
@@ -278,7 +291,7 @@ func prepackA(src packerA, m, k int, buf []float32) prepackedA {
 	}
 	x := prepackedA{data: data, m: m, k: k}
 	panels := mp / gemmMR
-	ParallelFor(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) {
+	t.For(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) {
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
 			i0, mc := lo*gemmMR, min(hi*gemmMR, m)-lo*gemmMR
@@ -437,7 +450,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 	if plan.prepack {
 		var buf []float32
 		buf, scratch = g.carve(scratch, prepackSize(m, k))
-		A = prepackA(A, m, k, buf)
+		A = prepackA(g.team, A, m, k, buf)
 	}
 	aSize, bSize := plan.aSize, plan.bSize
 	bufs := make([][2][]float32, workers)
@@ -462,16 +475,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 		}
 	}
 	var next atomic.Int64
-	if workers <= 1 {
-		work(0, &next)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Go(func() { work(w, &next) })
-	}
-	work(0, &next)
-	wg.Wait()
+	g.team.Run(workers, func(w int) { work(w, &next) })
 }
 
 // task computes rows [i0,i1) x columns [j0,j1) of C.

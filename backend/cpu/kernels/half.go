@@ -71,37 +71,46 @@ func bestHalf() halfImpl {
 	return genericHalf()
 }
 
-// halfParallel runs f over [0,n) in chunks of at least halfChunk values.
-func halfParallel(n int, f func(lo, hi int)) { ParallelFor(n, halfChunk, f) }
-
 // F32ToF16Slice sets dst[i] = backend.F32ToF16(src[i]); it runs in parallel for large
 // slices. It panics if the lengths differ.
-func F32ToF16Slice(dst []uint16, src []float32) {
-	checkHalfLen("F32ToF16Slice", len(dst), len(src))
-	f := bestHalf().f32ToF16
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-}
+func F32ToF16Slice(dst []uint16, src []float32) { (*Team)(nil).F32ToF16Slice(dst, src) }
 
 // F16ToF32Slice sets dst[i] = backend.F16ToF32(src[i]); it runs in parallel for large
 // slices. It panics if the lengths differ.
-func F16ToF32Slice(dst []float32, src []uint16) {
-	checkHalfLen("F16ToF32Slice", len(dst), len(src))
-	f := bestHalf().f16ToF32
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-}
+func F16ToF32Slice(dst []float32, src []uint16) { (*Team)(nil).F16ToF32Slice(dst, src) }
 
 // F32ToBF16Slice sets dst[i] = backend.F32ToBF16(src[i]); it runs in parallel for
 // large slices. It panics if the lengths differ.
-func F32ToBF16Slice(dst []uint16, src []float32) {
-	checkHalfLen("F32ToBF16Slice", len(dst), len(src))
-	f := bestHalf().f32ToBF16
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-}
+func F32ToBF16Slice(dst []uint16, src []float32) { (*Team)(nil).F32ToBF16Slice(dst, src) }
 
 // BF16ToF32Slice sets dst[i] = backend.BF16ToF32(src[i]); it runs in parallel for
 // large slices. It panics if the lengths differ.
-func BF16ToF32Slice(dst []float32, src []uint16) {
+func BF16ToF32Slice(dst []float32, src []uint16) { (*Team)(nil).BF16ToF32Slice(dst, src) }
+
+// F32ToF16Slice is the package's F32ToF16Slice on the team.
+func (t *Team) F32ToF16Slice(dst []uint16, src []float32) {
+	checkHalfLen("F32ToF16Slice", len(dst), len(src))
+	f := bestHalf().f32ToF16
+	t.For(len(src), halfChunk, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
+}
+
+// F16ToF32Slice is the package's F16ToF32Slice on the team.
+func (t *Team) F16ToF32Slice(dst []float32, src []uint16) {
+	checkHalfLen("F16ToF32Slice", len(dst), len(src))
+	f := bestHalf().f16ToF32
+	t.For(len(src), halfChunk, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
+}
+
+// F32ToBF16Slice is the package's F32ToBF16Slice on the team.
+func (t *Team) F32ToBF16Slice(dst []uint16, src []float32) {
+	checkHalfLen("F32ToBF16Slice", len(dst), len(src))
+	f := bestHalf().f32ToBF16
+	t.For(len(src), halfChunk, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
+}
+
+// BF16ToF32Slice is the package's BF16ToF32Slice on the team.
+func (t *Team) BF16ToF32Slice(dst []float32, src []uint16) {
 	checkHalfLen("BF16ToF32Slice", len(dst), len(src))
 	f := bestHalf().bf16ToF32
-	halfParallel(len(src), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
+	t.For(len(src), halfChunk, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
 }

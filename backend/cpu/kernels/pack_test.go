@@ -195,7 +195,7 @@ func TestIm2colPackers(t *testing.T) {
 				packers := map[string]packerB{"im2colB": B}
 				var PT packerB
 				if pad >= 0 {
-					xp := padImage(garbage(r, paddedSize(cs.C, cs.H, cs.W, pad)+5), x, cs.C, cs.H, cs.W, pad)
+					xp := padImage(nil, garbage(r, paddedSize(cs.C, cs.H, cs.W, pad)+5), x, cs.C, cs.H, cs.W, pad)
 					P := im2colP{xp: xp, C: cs.C, Hp: cs.H + 2*pad, Wp: cs.W + 2*pad, K: cs.K, OH: OH, OW: OW}
 					packers["im2colP"], PT = P, im2colPT{P}
 				}
@@ -251,7 +251,7 @@ func TestFlippedWeightsPacker(t *testing.T) {
 		}
 		A := flippedWA{w: w, OC: OC, C: C, K: K}
 		ref := matA{a: flipped, lda: k}
-		pre, preRef := prepackA(A, m, k, nil), prepackA(ref, m, k, garbage(r, prepackSize(m, k)+3))
+		pre, preRef := prepackA(nil, A, m, k, nil), prepackA(nil, ref, m, k, garbage(r, prepackSize(m, k)+3))
 		for _, win := range packWindows(r, k, m) {
 			p0, kc, i0, mc := win[0], win[1], win[2]/gemmMR*gemmMR, win[3]
 			mc = min(mc, m-i0)
