@@ -21,7 +21,17 @@ type kernel struct {
 	// direct reads A unpacked: row i of the tile at a + i*lda, k steps
 	// consecutive (a row-major matrix), instead of a packed kc x 6 panel.
 	direct bool
-	doc    string
+	// rows is the tile's height: 6, or 8 for the AVX-512 direct kernel
+	// (16 accumulators), whose whole panels suit 16- and 32-row products.
+	rows int
+	doc  string
+}
+
+func (k kernel) nrows() int {
+	if k.rows == 0 {
+		return 6
+	}
+	return k.rows
 }
 
 func main() {
@@ -45,7 +55,14 @@ func main() {
 		d := k
 		d.name, d.direct = k.name+"Direct", true
 		d.doc = "// " + d.name + " is " + k.name + " with A read unpacked: tile row i\n// is a[i*lda+p], p < kc (lda in floats)."
-		if err := os.WriteFile(k.file, []byte(k.gen()+"\n"+d.gen()), 0o644); err != nil {
+		text := k.gen() + "\n" + d.gen()
+		if k.twoPanels {
+			e := d
+			e.name, e.rows = "sgemmKernel8x32AVX512Direct", 8
+			e.doc = "// " + e.name + " is sgemmKernel6x32AVX512Direct over 8 rows: acc in\n// Z4..Z19 (row i in Z(4+2i) for columns 0-15, Z(5+2i) for 16-31)."
+			text += "\n" + e.gen()
+		}
+		if err := os.WriteFile(k.file, []byte(text), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -83,8 +100,8 @@ func (k kernel) gen() string {
 	}
 	w("//")
 	w("%s", k.doc)
-	w("// kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, six")
-	w("// broadcasts of A, twelve FMAs; the k loop is unrolled by 4.")
+	w("// kc >= 1, 1 <= rows <= %d. Per k step: two vector loads of B, %d", k.nrows(), k.nrows())
+	w("// broadcasts of A, %d FMAs; the k loop is unrolled by 4.", 2*k.nrows())
 	frame := 64
 	if k.direct {
 		frame = 72
@@ -102,6 +119,10 @@ func (k kernel) gen() string {
 		w("\tSHLQ $2, R9 // A row stride in bytes")
 		w("\tLEAQ (SI)(R9*2), R12")
 		w("\tADDQ R9, R12")
+		if k.nrows() == 8 {
+			w("\tLEAQ (R12)(R9*2), R13 // rows 6-7")
+			w("\tADDQ R9, R13")
+		}
 	}
 	bstep := 64 // bytes of packed B per k step and panel
 	if k.twoPanels {
@@ -113,18 +134,18 @@ func (k kernel) gen() string {
 	w("\t// Warm the C rows while the products run.")
 	pf := "R9"
 	if k.direct {
-		pf = "R13"
+		pf = "R11" // free until the stores
 	}
 	w("\tMOVQ DX, %s", pf)
-	for i := 0; i < 6; i++ {
+	for i := 0; i < k.nrows(); i++ {
 		w("\tPREFETCHT0 (%s)", pf)
 		w("\tPREFETCHT0 %d(%s)", 2*k.vec-4, pf)
-		if i < 5 {
+		if i < k.nrows()-1 {
 			w("\tADDQ R8, %s", pf)
 		}
 	}
 	w("")
-	for r := 4; r < 16; r++ {
+	for r := 4; r < 4+2*k.nrows(); r++ {
 		w("\t%s %s, %s, %s", k.zero, R(r), R(r), R(r))
 	}
 	w("")
@@ -135,12 +156,12 @@ func (k kernel) gen() string {
 		} else {
 			w("\tVMOVUPS %d(DI), %s", bo+32, R(1))
 		}
-		for i := 0; i < 6; i++ {
+		for i := 0; i < k.nrows(); i++ {
 			a := R(2 + i%2)
 			if k.direct {
 				// ao counts packed bytes (24 per k step); A rows step 4.
 				u := ao / 24 * 4
-				w("\tVBROADCASTSS %d%s, %s", u, [6]string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(R12)", "(R12)(R9*1)", "(R12)(R9*2)"}[i], a)
+				w("\tVBROADCASTSS %d%s, %s", u, [8]string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(R12)", "(R12)(R9*1)", "(R12)(R9*2)", "(R13)", "(R13)(R9*1)"}[i], a)
 			} else {
 				w("\tVBROADCASTSS %d(SI), %s", ao+4*i, a)
 			}
@@ -152,6 +173,9 @@ func (k kernel) gen() string {
 		if k.direct {
 			w("\tADDQ $%d, SI", 4*n)
 			w("\tADDQ $%d, R12", 4*n)
+			if k.nrows() == 8 {
+				w("\tADDQ $%d, R13", 4*n)
+			}
 		} else {
 			w("\tADDQ $%d, SI", 24*n)
 		}
@@ -184,7 +208,7 @@ func (k kernel) gen() string {
 	w("")
 	w("done:")
 	w("\tVBROADCASTSS %s, %s", arg("alpha"), R(0))
-	for r := 4; r < 16; r++ {
+	for r := 4; r < 4+2*k.nrows(); r++ {
 		w("\tVMULPS %s, %s, %s", R(0), R(r), R(r))
 	}
 	w("\tMOVQ %s, R11", arg("rows"))
@@ -192,10 +216,10 @@ func (k kernel) gen() string {
 	w("\tTESTQ AX, AX")
 	w("\tJNZ withbeta")
 	w("")
-	for i := 0; i < 6; i++ {
+	for i := 0; i < k.nrows(); i++ {
 		w("\tVMOVUPS %s, (DX)", R(4+2*i))
 		w("\tVMOVUPS %s, %d(DX)", R(5+2*i), k.vec)
-		if i < 5 {
+		if i < k.nrows()-1 {
 			w("\tDECQ R11")
 			w("\tJZ end")
 			w("\tADDQ R8, DX")
@@ -205,12 +229,12 @@ func (k kernel) gen() string {
 	w("")
 	w("withbeta:")
 	w("\tVBROADCASTSS %s, %s", arg("beta"), R(1))
-	for i := 0; i < 6; i++ {
+	for i := 0; i < k.nrows(); i++ {
 		w("\tVFMADD231PS (DX), %s, %s", R(1), R(4+2*i))
 		w("\tVFMADD231PS %d(DX), %s, %s", k.vec, R(1), R(5+2*i))
 		w("\tVMOVUPS %s, (DX)", R(4+2*i))
 		w("\tVMOVUPS %s, %d(DX)", R(5+2*i), k.vec)
-		if i < 5 {
+		if i < k.nrows()-1 {
 			w("\tDECQ R11")
 			w("\tJZ end")
 			w("\tADDQ R8, DX")

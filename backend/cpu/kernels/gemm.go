@@ -98,6 +98,8 @@ type gemmImpl struct {
 	// direct and wideDirect are kernel and wide reading A unpacked (see
 	// directKernel); wideDirect is nil where wide is.
 	direct, wideDirect directKernel
+	// wideDirect8, if not nil, is wideDirect over 8 rows (rows == 8).
+	wideDirect8 directKernel
 	// copyChunks16 copies n chunks of 16 values: src[16t:16t+16] to
 	// dst[t*dstStride:t*dstStride+16].
 	copyChunks16 func(dst, src []float32, n, dstStride int)
@@ -530,10 +532,15 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	var tile [gemmMR * gemmNR]float32
-	// The rows below the last whole panel (fewer than MR) are packed once
-	// per slab: the assembly reads six rows, which would run past A.
-	var edge [gemmMR * gemmKC]float32
-	iEdge := i0 + (i1-i0)/gemmMR*gemmMR
+	// Wide tiles take rows in panels of 8 where the implementation has an
+	// 8-row kernel, the rows left (and all rows of narrow tiles) in panels
+	// of MR. Rows below the last whole MR panel are packed once per slab:
+	// the assembly reads whole panels, which would run past A.
+	i8 := i0
+	if g.wideDirect8 != nil {
+		i8 = i0 + (i1-i0)/8*8
+	}
+	var edge, edge8 [gemmMR * gemmKC]float32
 	for pc := 0; pc < k; pc += gemmKC {
 		kc := min(gemmKC, k-pc)
 		beta := beta0
@@ -542,26 +549,31 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 		}
 		bp := packB[:roundUp(nw, gemmNR)*kc]
 		B.packB(g, bp, ps, pc, kc, j0, nw)
-		var edgePanel []float32
-		if iEdge < i1 {
-			edgePanel = packRowsPanel(&edge, A.a[iEdge*A.lda+pc:], A.lda, kc, i1-iEdge)
-		}
-		for jr := 0; jr < nw; {
-			width := gemmNR
-			if g.wideDirect != nil && nw-jr >= 2*gemmNR {
-				width = 2 * gemmNR
+		// rowsMR runs rows [from,i1) of tile jr (width columns) in panels
+		// of MR, the last, short one from edgePanel.
+		edgeOf := func(buf *[gemmMR * gemmKC]float32, from int) (int, []float32) {
+			iEdge := from + (i1-from)/gemmMR*gemmMR
+			if iEdge == i1 {
+				return iEdge, nil
 			}
-			bPanels := bp[jr*kc : (jr+width)*kc]
-			for ir := i0; ir < i1; ir += gemmMR {
+			return iEdge, packRowsPanel(buf, A.a[iEdge*A.lda+pc:], A.lda, kc, i1-iEdge)
+		}
+		iEdge, edgePanel := edgeOf(&edge, i0)
+		iEdge8, edgePanel8 := iEdge, edgePanel
+		if i8 > i0 {
+			iEdge8, edgePanel8 = edgeOf(&edge8, i8)
+		}
+		rowsMR := func(from, iEdge int, edgePanel []float32, jr, width int, bPanels []float32) {
+			for ir := from; ir < i1; ir += gemmMR {
 				mr := min(gemmMR, i1-ir)
 				a := A.a[ir*A.lda+pc:]
 				ci := ir*ldc + j0 + jr
 				switch {
-				case mr < gemmMR && width == 2*gemmNR:
+				case ir >= iEdge && width == 2*gemmNR:
 					g.wide(kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
-				case mr < gemmMR && nw-jr >= gemmNR:
+				case ir >= iEdge && nw-jr >= gemmNR:
 					g.kernel(kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
-				case mr < gemmMR:
+				case ir >= iEdge:
 					g.edgeTile(&tile, kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
 				case width == 2*gemmNR:
 					g.wideDirect(kc, a, A.lda, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
@@ -571,6 +583,21 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 					var panel [gemmMR * gemmKC]float32
 					g.edgeTile(&tile, kc, packRowsPanel(&panel, a, A.lda, kc, mr), bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
 				}
+			}
+		}
+		for jr := 0; jr < nw; {
+			width := gemmNR
+			if g.wideDirect != nil && nw-jr >= 2*gemmNR {
+				width = 2 * gemmNR
+			}
+			bPanels := bp[jr*kc : (jr+width)*kc]
+			if width == 2*gemmNR && i8 > i0 {
+				for ir := i0; ir < i8; ir += 8 {
+					g.wideDirect8(kc, A.a[ir*A.lda+pc:], A.lda, bPanels, c[ir*ldc+j0+jr:], ldc, alpha, beta, beta == 0, 8)
+				}
+				rowsMR(i8, iEdge8, edgePanel8, jr, width, bPanels)
+			} else {
+				rowsMR(i0, iEdge, edgePanel, jr, width, bPanels)
 			}
 			jr += width
 		}

@@ -22,6 +22,7 @@ func asmGemms() []gemmImpl {
 	}
 	avx512 := avx2
 	avx512.name, avx512.wide, avx512.wideDirect = "avx512", microKernelAVX512, microKernelAVX512Direct
+	avx512.wideDirect8 = microKernel8x32AVX512Direct
 	return []gemmImpl{avx2, avx512}
 }
 
@@ -205,3 +206,18 @@ func sgemmKernel6x16AVX2Direct(kc int, a *float32, lda int, b, c *float32, ldc i
 
 //go:noescape
 func sgemmKernel6x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+// microKernel8x32AVX512Direct is microKernelAVX512Direct over 8 rows of A
+// (rows must be 8: the driver gives it whole panels only).
+func microKernel8x32AVX512Direct(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
+	if rows != 8 {
+		panic("kernels: the 8-row micro-kernel takes 8 rows")
+	}
+	_ = a[7*lda+kc-1]
+	_ = b[2*kc*gemmNR-1]
+	_ = c[7*ldc+2*gemmNR-1]
+	sgemmKernel8x32AVX512Direct(kc, &a[0], lda, &b[0], &c[0], ldc, alpha, beta, modeOf(overwrite), rows)
+}
+
+//go:noescape
+func sgemmKernel8x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)

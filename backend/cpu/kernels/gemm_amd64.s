@@ -9,8 +9,8 @@
 // acc (6x16, in Y4..Y15: row i in Y(4+2i) for columns 0-7, Y(5+2i) for
 // 8-15) = sum over p < kc of a[p*6+i] * b[p*16+j]; then the first rows rows
 // of C = alpha*acc (mode 0) or alpha*acc + beta*C (mode 1).
-// kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, six
-// broadcasts of A, twelve FMAs; the k loop is unrolled by 4.
+// kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, 6
+// broadcasts of A, 12 FMAs; the k loop is unrolled by 4.
 TEXT ·sgemmKernel6x16AVX2(SB), NOSPLIT, $0-64
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
@@ -270,8 +270,8 @@ end:
 //
 // sgemmKernel6x16AVX2Direct is sgemmKernel6x16AVX2 with A read unpacked: tile row i
 // is a[i*lda+p], p < kc (lda in floats).
-// kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, six
-// broadcasts of A, twelve FMAs; the k loop is unrolled by 4.
+// kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, 6
+// broadcasts of A, 12 FMAs; the k loop is unrolled by 4.
 TEXT ·sgemmKernel6x16AVX2Direct(SB), NOSPLIT, $0-72
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
@@ -285,24 +285,24 @@ TEXT ·sgemmKernel6x16AVX2Direct(SB), NOSPLIT, $0-72
 	ADDQ R9, R12
 
 	// Warm the C rows while the products run.
-	MOVQ DX, R13
-	PREFETCHT0 (R13)
-	PREFETCHT0 60(R13)
-	ADDQ R8, R13
-	PREFETCHT0 (R13)
-	PREFETCHT0 60(R13)
-	ADDQ R8, R13
-	PREFETCHT0 (R13)
-	PREFETCHT0 60(R13)
-	ADDQ R8, R13
-	PREFETCHT0 (R13)
-	PREFETCHT0 60(R13)
-	ADDQ R8, R13
-	PREFETCHT0 (R13)
-	PREFETCHT0 60(R13)
-	ADDQ R8, R13
-	PREFETCHT0 (R13)
-	PREFETCHT0 60(R13)
+	MOVQ DX, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 60(R11)
+	ADDQ R8, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 60(R11)
+	ADDQ R8, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 60(R11)
+	ADDQ R8, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 60(R11)
+	ADDQ R8, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 60(R11)
+	ADDQ R8, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 60(R11)
 
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5

@@ -427,3 +427,46 @@ func TestMicroKernelRows(t *testing.T) {
 		}
 	}
 }
+
+// TestMicroKernel8Rows: the 8-row direct kernel, where there is one, gives
+// alpha*A*B (+ beta*C) over 8 rows of a row-major A, odd kc, both store
+// modes, and leaves the rest of C alone.
+func TestMicroKernel8Rows(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		if g.wideDirect8 == nil {
+			continue
+		}
+		const rows, width = 8, 2 * gemmNR
+		for _, kc := range []int{1, 3, 4, 5, 17, 256} {
+			for _, overwrite := range []bool{true, false} {
+				r := seedFor(fmt.Sprint("micro8", g.name, kc, overwrite))
+				lda, ldc := kc+3, width+5
+				a, b := randSlice(r, (rows-1)*lda+kc), randSlice(r, kc*width)
+				c := garbage(r, (rows+1)*ldc)
+				want := clone32(c)
+				const alpha, beta = -0.5, 1.25
+				for i := 0; i < rows; i++ {
+					for j := 0; j < width; j++ {
+						var acc float64
+						for p := 0; p < kc; p++ {
+							acc += float64(a[i*lda+p]) * float64(b[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR])
+						}
+						v := alpha * acc
+						if !overwrite {
+							v += beta * float64(c[i*ldc+j])
+						}
+						want[i*ldc+j] = float32(v)
+					}
+				}
+				g.wideDirect8(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
+				name := fmt.Sprintf("%s 8x32 kc=%d overwrite=%v", g.name, kc, overwrite)
+				checkClose(t, name, c, want, 1e-5)
+				for x := range c {
+					if i, j := x/ldc, x%ldc; (i >= rows || j >= width) && c[x] != want[x] {
+						t.Fatalf("%s: C[%d,%d] outside the tile changed", name, i, j)
+					}
+				}
+			}
+		}
+	}
+}
