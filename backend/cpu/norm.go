@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // BatchNorm normalizes per channel, in parallel over channels. The
@@ -43,7 +44,7 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 			for n := 0; n < a.N; n++ {
 				off := (n*a.C + c) * HW
-				affine(y[off:off+HW], x[off:off+HW], scale, shift)
+				kernels.Affine(y[off:off+HW], x[off:off+HW], scale, shift)
 			}
 			if !update {
 				continue
@@ -71,7 +72,7 @@ func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 			shift := beta[c] - rm[c]*scale
 			for n := 0; n < a.N; n++ {
 				off := (n*a.C + c) * HW
-				affine(y[off:off+HW], x[off:off+HW], scale, shift)
+				kernels.Affine(y[off:off+HW], x[off:off+HW], scale, shift)
 			}
 		}
 	})
@@ -104,7 +105,7 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			ka, bx, c0 := k, -k*invstd*mdyx, -k*mdy
 			for n := 0; n < a.N; n++ {
 				off := (n*a.C + c) * HW
-				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, ka, bx, c0)
+				kernels.NormGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, ka, bx, c0)
 			}
 		}
 	})
@@ -134,7 +135,7 @@ func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bo
 				scale := float32(float64(gamma[c]) * invstd)
 				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 				off := ci * HW
-				affine(y[ng*size+off:ng*size+off+HW], xs[off:off+HW], scale, shift)
+				kernels.Affine(y[ng*size+off:ng*size+off+HW], xs[off:off+HW], scale, shift)
 			}
 		}
 	})
@@ -182,7 +183,7 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			for ci := 0; ci < cg; ci++ {
 				gm := gamma[ng%a.Groups*cg+ci]
 				off := base + ci*HW
-				normGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, invstd*gm, bx, c0)
+				kernels.NormGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, invstd*gm, bx, c0)
 			}
 		}
 	})

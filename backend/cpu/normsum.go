@@ -55,20 +55,3 @@ func gradSums(g, x []float32, mu float64) (sg, sgx float64) {
 	}
 	return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
 }
-
-// affine writes y = x*scale + shift.
-func affine(y, x []float32, scale, shift float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] = v*scale + shift
-	}
-}
-
-// normGrad writes dx = a*g + b*(x-mu) + c.
-func normGrad(dx, g, x []float32, mu, a, b, c float32) {
-	x = x[:len(g)]
-	dx = dx[:len(g)]
-	for i, v := range g {
-		dx[i] = a*v + b*(x[i]-mu) + c
-	}
-}

@@ -2,9 +2,9 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // ReLU is max(in, 0) on the stored bit patterns, branch-free (activation
@@ -18,7 +18,7 @@ func (c CPU) ReLU(out, in backend.View) {
 		return
 	}
 	x, y := f32(in), f32(out)
-	c.team.For(len(x), 1<<14, func(lo, hi int) { relu32(y[lo:hi], x[lo:hi]) })
+	c.team.For(len(x), 1<<14, func(lo, hi int) { kernels.ReLU(y[lo:hi], x[lo:hi]) })
 }
 
 // ReLUBack passes dout where out > 0, on bit patterns, for every float type.
@@ -31,7 +31,7 @@ func (c CPU) ReLUBack(din, dout, out backend.View) {
 		return
 	}
 	y, dy, dx := f32(out), f32(dout), f32(din)
-	c.team.For(len(y), 1<<14, func(lo, hi int) { reluBackward32(dx[lo:hi], dy[lo:hi], y[lo:hi]) })
+	c.team.For(len(y), 1<<14, func(lo, hi int) { kernels.ReLUBackward(dx[lo:hi], dy[lo:hi], y[lo:hi]) })
 }
 
 // infBits is the pattern of +Inf; a magnitude (bits & 0x7fff) above it is NaN.
@@ -69,25 +69,4 @@ func (c CPU) reluBackwardBits(dx, dy, y []uint16, dt backend.DType) {
 			ds[i] = gs[i] & keep
 		}
 	})
-}
-
-// relu32 is y = max(x, 0) on float32 bit patterns, without branches:
-// negative values and -0 become +0; NaN and non-negative values pass through.
-func relu32(y, x []float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		b := math.Float32bits(v)
-		keep := ^uint32(int32(b)>>31) | uint32((int64(0xff800000)-int64(b))>>63)
-		y[i] = math.Float32frombits(b & keep)
-	}
-}
-
-// reluBackward32 passes dy where y > 0 (positive, non-zero, not NaN), else 0,
-// without branches.
-func reluBackward32(dx, dy, y []float32) {
-	dy, dx = dy[:len(y)], dx[:len(y)]
-	for i, v := range y {
-		keep := uint32((int64(math.Float32bits(v)-1) - 0x7f800000) >> 63)
-		dx[i] = math.Float32frombits(math.Float32bits(dy[i]) & keep)
-	}
 }

@@ -5,19 +5,20 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 func TestReLUBranchFreeMatchesReference(t *testing.T) {
 	for _, b := range []uint32{0, 0x80000000, 1, 0x80000001, 0x3f800000, 0xbf800000, 0x7f800000, 0xff800000, 0x7f800001, 0xff800001, 0xffffffff, 0x7fffffff} {
 		v := math.Float32frombits(b)
 		y := []float32{0}
-		relu32(y, []float32{v})
+		kernels.ReLU(y, []float32{v})
 		want := max(v, 0)
 		if math.Float32bits(y[0]) != math.Float32bits(want) && !(v != v && y[0] != y[0]) {
 			t.Errorf("relu %x: %x want %x", b, math.Float32bits(y[0]), math.Float32bits(want))
 		}
 		dx := []float32{0}
-		reluBackward32(dx, []float32{3}, []float32{v})
+		kernels.ReLUBackward(dx, []float32{3}, []float32{v})
 		w := float32(0)
 		if v > 0 {
 			w = 3

@@ -1,0 +1,61 @@
+//go:build amd64 && !noasm
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// asmElementwise returns the AVX2 passes where the CPU has AVX2.
+func asmElementwise() (elementwiseImpl, bool) {
+	if !cpu.X86.HasAVX2 {
+		return elementwiseImpl{}, false
+	}
+	return elementwiseImpl{
+		name: "avx2",
+		relu: func(y, x []float32) {
+			n := len(x) &^ 7
+			if n > 0 {
+				_ = y[n-1]
+				reluAVX2(&y[0], &x[0], n)
+			}
+			reluGo(y[n:len(x)], x[n:])
+		},
+		reluBackward: func(dx, dy, y []float32) {
+			n := len(y) &^ 7
+			if n > 0 {
+				_, _ = dx[n-1], dy[n-1]
+				reluBackwardAVX2(&dx[0], &dy[0], &y[0], n)
+			}
+			reluBackwardGo(dx[n:len(y)], dy[n:len(y)], y[n:])
+		},
+		affine: func(y, x []float32, scale, shift float32) {
+			n := len(x) &^ 7
+			if n > 0 {
+				_ = y[n-1]
+				affineAVX2(&y[0], &x[0], n, scale, shift)
+			}
+			affineGo(y[n:len(x)], x[n:], scale, shift)
+		},
+		normGrad: func(dx, g, x []float32, mu, a, b, c float32) {
+			n := len(g) &^ 7
+			if n > 0 {
+				_, _ = dx[n-1], x[n-1]
+				normGradAVX2(&dx[0], &g[0], &x[0], n, mu, a, b, c)
+			}
+			normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
+		},
+	}, true
+}
+
+// In elementwise_amd64.s; n is a positive multiple of 8.
+//
+//go:noescape
+func reluAVX2(y, x *float32, n int)
+
+//go:noescape
+func reluBackwardAVX2(dx, dy, y *float32, n int)
+
+//go:noescape
+func affineAVX2(y, x *float32, n int, scale, shift float32)
+
+//go:noescape
+func normGradAVX2(dx, dy, x *float32, n int, mu, a, b, c float32)

@@ -1,0 +1,105 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// elementwiseImpls is every implementation this machine runs.
+func elementwiseImpls() []elementwiseImpl {
+	impls := []elementwiseImpl{genericElementwise()}
+	if e, ok := asmElementwise(); ok {
+		impls = append(impls, e)
+	}
+	return impls
+}
+
+// specialFloats fills n values: random, with NaN, ±Inf, ±0, subnormals
+// and tiny values sprinkled in.
+func specialFloats(r *rand.Rand, n int) []float32 {
+	specials := []float32{float32(math.NaN()), math.Float32frombits(0xffc00001), float32(math.Inf(1)), float32(math.Inf(-1)),
+		0, float32(math.Copysign(0, -1)), math.Float32frombits(1), math.Float32frombits(0x80000003), 1e-30, -1e-30}
+	out := randSlice(r, n)
+	for i := range out {
+		if r.IntN(5) == 0 {
+			out[i] = specials[r.IntN(len(specials))]
+		}
+	}
+	return out
+}
+
+func sameBits(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %v (%#x), Go reference %v (%#x)", name, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// TestElementwiseMatchesGo: every implementation of the elementwise passes
+// gives the Go reference's bits, over lengths around the vector width and
+// long odd ones, special values included, in place and not.
+func TestElementwiseMatchesGo(t *testing.T) {
+	for _, e := range elementwiseImpls() {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 1001} {
+			r := seedFor(fmt.Sprint("elementwise", n))
+			x, g, y := specialFloats(r, n), specialFloats(r, n), specialFloats(r, n)
+			name := fmt.Sprintf("%s n=%d", e.name, n)
+
+			want, got := make([]float32, n), make([]float32, n)
+			reluGo(want, x)
+			e.relu(got, x)
+			sameBits(t, name+" relu", got, want)
+			inPlace := clone32(x)
+			e.relu(inPlace, inPlace)
+			sameBits(t, name+" relu in place", inPlace, want)
+
+			reluBackwardGo(want, g, y)
+			e.reluBackward(got, g, y)
+			sameBits(t, name+" relu backward", got, want)
+			inPlace = clone32(g)
+			e.reluBackward(inPlace, inPlace, y)
+			sameBits(t, name+" relu backward in place", inPlace, want)
+
+			affineGo(want, x, 1.7, -0.3)
+			e.affine(got, x, 1.7, -0.3)
+			sameBits(t, name+" affine", got, want)
+
+			normGradGo(want, g, x, 0.25, 1.3, -0.7, 0.01)
+			e.normGrad(got, g, x, 0.25, 1.3, -0.7, 0.01)
+			sameBits(t, name+" norm grad", got, want)
+			inPlace = clone32(g)
+			e.normGrad(inPlace, inPlace, x, 0.25, 1.3, -0.7, 0.01)
+			sameBits(t, name+" norm grad in place", inPlace, want)
+		}
+	}
+}
+
+// TestReLUSemantics pins the reference itself: PyTorch's relu and its
+// gradient on the special values.
+func TestReLUSemantics(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, c := range []struct{ x, y float32 }{
+		{-2, 0}, {float32(math.Copysign(0, -1)), 0}, {0, 0}, {3, 3}, {float32(math.Inf(-1)), 0}, {float32(math.Inf(1)), float32(math.Inf(1))},
+	} {
+		y := []float32{-1}
+		ReLU(y, []float32{c.x})
+		if math.Float32bits(y[0]) != math.Float32bits(c.y) {
+			t.Errorf("relu(%v) = %v, want %v", c.x, y[0], c.y)
+		}
+	}
+	y := []float32{0}
+	if ReLU(y, []float32{nan}); y[0] == y[0] {
+		t.Errorf("relu(NaN) = %v, want NaN", y[0])
+	}
+	for _, c := range []struct{ y, dx float32 }{{2, 5}, {0, 0}, {-1, 0}, {nan, 0}, {float32(math.Inf(1)), 5}} {
+		dx := []float32{-1}
+		ReLUBackward(dx, []float32{5}, []float32{c.y})
+		if dx[0] != c.dx {
+			t.Errorf("relu backward at y=%v: %v, want %v", c.y, dx[0], c.dx)
+		}
+	}
+}
