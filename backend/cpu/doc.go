@@ -1,6 +1,6 @@
 // Package cpu is the host backend: buffers are Go memory (HostAllocator,
 // whose block type only this package can see inside), and every operation
-// runs on all cores before it returns.
+// runs on all cores before it returns, on the backend's kernels.Team.
 //
 // The convolutions are the kernels of backend/cpu/kernels (a packed,
 // cache-blocked SGEMM over an implicit im2col, AVX2 and AVX-512 assembly
@@ -8,7 +8,8 @@
 // workspace; 16-bit tensors are staged through fp32 (Stages is true for
 // fp16 and bf16) except by ReLU, concat/split, the metrics and Convert,
 // which read the bit patterns directly (F16C/AVX2 conversions where the CPU
-// has them). The norms sum in float64; the loss sums per sample in float64.
+// has them). The norms sum in float64 (16 interleaved chains); the loss
+// sums per sample in float64.
 //
 // A virtual buffer (the planner's) given to any operation here panics: that
 // is how the seam test catches code that touches memory outside a backend.

@@ -29,7 +29,7 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 				var s, q float64
 				for n := 0; n < a.N; n++ {
 					off := (n*a.C + c) * HW
-					sn, qn := shiftedSums(x[off:off+HW], k)
+					sn, qn := kernels.ShiftedSums(x[off:off+HW], k)
 					s += sn
 					q += qn
 				}
@@ -92,7 +92,7 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
 				off := (n*a.C + c) * HW
-				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sg, sgx := kernels.GradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
 				sdy += sg
 				sdyx += sgx
 			}
@@ -123,7 +123,7 @@ func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bo
 			xs := x[ng*size : (ng+1)*size]
 			if !reuse {
 				k := float64(xs[0])
-				s, q := shiftedSums(xs, k)
+				s, q := kernels.ShiftedSums(xs, k)
 				d := s / float64(size)
 				ss := max(q-s*d, 0)
 				mean[ng], inv[ng] = float32(k+d), float32(1/math.Sqrt(ss/float64(size)+a.Eps))
@@ -156,7 +156,7 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 				ng := n*a.Groups + c/cg
 				mu, invstd := mean[ng], inv[ng]
 				off := (n*a.C + c) * HW
-				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sg, sgx := kernels.GradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
 				sdy += sg
 				sdyx += sgx * float64(invstd)
 			}
@@ -172,7 +172,7 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			for ci := 0; ci < cg; ci++ {
 				gm := float64(gamma[ng%a.Groups*cg+ci])
 				off := base + ci*HW
-				sg, sgx := gradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sg, sgx := kernels.GradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
 				s += gm * sg
 				sx += gm * sgx
 			}

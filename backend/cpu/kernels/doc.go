@@ -11,11 +11,12 @@
 // kernel and, in float64, for finite difference checks. Tests hold each fast
 // kernel to its reference on random inputs of odd sizes.
 //
-// Dispatch: the GEMM micro-kernel and the packing and conversion inner loops
-// are Go assembly (amd64: AVX2+FMA 6x16, AVX-512 6x32, F16C, AVX2), chosen
+// Dispatch: the GEMM micro-kernels (packed A, or A read unpacked: the
+// direct ones), the packing, conversion and elementwise inner loops are Go
+// assembly (amd64: AVX2+FMA 6x16, AVX-512 6x32 and 8x32, F16C, AVX2), chosen
 // at run time with golang.org/x/sys/cpu, with pure-Go versions used
 // everywhere else (other architectures, older CPUs, the noasm build tag).
-// The choice is an explicit value (gemmImpl, halfImpl), not package state;
+// The choice is an explicit value (gemmImpl, halfImpl, elementwiseImpl), not package state;
 // tests run every implementation the machine supports, the pure-Go one
 // always, so the fallback is exercised on any CI machine.
 //

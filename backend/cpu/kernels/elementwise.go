@@ -14,10 +14,15 @@ type elementwiseImpl struct {
 	reluBackward func(dx, dy, y []float32)
 	affine       func(y, x []float32, scale, shift float32)
 	normGrad     func(dx, g, x []float32, mu, a, b, c float32)
+	// shiftedSums and gradSums add element i's terms into chain i%16 of
+	// s, q (a, b); ShiftedSums and GradSums reduce the chains.
+	shiftedSums func(xs []float32, k float64, s, q *[16]float64)
+	gradSums    func(g, x []float32, mu float64, a, b *[16]float64)
 }
 
 func genericElementwise() elementwiseImpl {
-	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo}
+	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo,
+		shiftedSums: shiftedSumsGo, gradSums: gradSumsGo}
 }
 
 // bestElementwise is the fastest implementation this CPU supports.
@@ -79,5 +84,50 @@ func normGradGo(dx, g, x []float32, mu, a, b, c float32) {
 	dx = dx[:len(g)]
 	for i, v := range g {
 		dx[i] = a*v + b*(x[i]-mu) + c
+	}
+}
+
+// ShiftedSums returns s = Σ(x-k) and q = Σ(x-k)² in float64. With k a value
+// of xs (the first, say), the variance q/n - (s/n)² does not suffer the
+// cancellation of a plain sum of squares when |mean| >> std. The sums run
+// in 16 interleaved chains (element i in chain i%16), reduced pairwise:
+// the add latency, not the memory, would bound fewer.
+func ShiftedSums(xs []float32, k float64) (s, q float64) {
+	var cs, cq [16]float64
+	bestElementwise().shiftedSums(xs, k, &cs, &cq)
+	return reduce16(&cs), reduce16(&cq)
+}
+
+// GradSums returns Σg and Σg·(x-mu) in float64 over matching g and x, in
+// chains as ShiftedSums.
+func GradSums(g, x []float32, mu float64) (sg, sgx float64) {
+	var ca, cb [16]float64
+	bestElementwise().gradSums(g, x[:len(g)], mu, &ca, &cb)
+	return reduce16(&ca), reduce16(&cb)
+}
+
+// reduce16 sums the chains pairwise.
+func reduce16(c *[16]float64) float64 {
+	var h [8]float64
+	for i := range h {
+		h[i] = c[2*i] + c[2*i+1]
+	}
+	return ((h[0] + h[1]) + (h[2] + h[3])) + ((h[4] + h[5]) + (h[6] + h[7]))
+}
+
+func shiftedSumsGo(xs []float32, k float64, s, q *[16]float64) {
+	for i, v := range xs {
+		d := float64(v) - k
+		s[i%16] += d
+		q[i%16] += d * d
+	}
+}
+
+func gradSumsGo(g, x []float32, mu float64, a, b *[16]float64) {
+	x = x[:len(g)]
+	for i, v := range g {
+		gv := float64(v)
+		a[i%16] += gv
+		b[i%16] += gv * (float64(x[i]) - mu)
 	}
 }

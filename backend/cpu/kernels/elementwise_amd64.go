@@ -43,6 +43,21 @@ func asmElementwise() (elementwiseImpl, bool) {
 			}
 			normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
 		},
+		shiftedSums: func(xs []float32, k float64, s, q *[16]float64) {
+			n := len(xs) &^ 15
+			if n > 0 {
+				shiftedSumsAVX2(&xs[0], n, k, s, q)
+			}
+			shiftedSumsGo(xs[n:], k, s, q) // chain i%16 again: n is a multiple of 16
+		},
+		gradSums: func(g, x []float32, mu float64, a, b *[16]float64) {
+			n := len(g) &^ 15
+			if n > 0 {
+				_ = x[n-1]
+				gradSumsAVX2(&g[0], &x[0], n, mu, a, b)
+			}
+			gradSumsGo(g[n:], x[n:len(g)], mu, a, b)
+		},
 	}, true
 }
 
@@ -59,3 +74,11 @@ func affineAVX2(y, x *float32, n int, scale, shift float32)
 
 //go:noescape
 func normGradAVX2(dx, dy, x *float32, n int, mu, a, b, c float32)
+
+// In elementwise_amd64.s; n is a positive multiple of 16.
+//
+//go:noescape
+func shiftedSumsAVX2(xs *float32, n int, k float64, s, q *[16]float64)
+
+//go:noescape
+func gradSumsAVX2(dy, x *float32, n int, mu float64, a, b *[16]float64)

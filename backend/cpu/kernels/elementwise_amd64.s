@@ -100,3 +100,119 @@ loop:
 	JNZ     loop
 	VZEROUPPER
 	RET
+
+// func shiftedSumsAVX2(xs *float32, n int, k float64, s, q *[16]float64)
+//
+// Chain c of s and q (lane c%4 of accumulator c/4) gains d = x-k and d*d
+// (a multiply, then an add) for every element i with i%16 == c.
+TEXT ·shiftedSumsAVX2(SB), NOSPLIT, $0-40
+	MOVQ         xs+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD k+16(FP), Y15
+	MOVQ         s+24(FP), DI
+	MOVQ         q+32(FP), DX
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 0(DX), Y4
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 32(DX), Y5
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 64(DX), Y6
+	VMOVUPD 96(DI), Y3
+	VMOVUPD 96(DX), Y7
+	SHRQ         $4, CX
+
+loop:
+	VCVTPS2PD 0(SI), Y8
+	VSUBPD    Y15, Y8, Y8
+	VADDPD    Y8, Y0, Y0
+	VMULPD    Y8, Y8, Y8
+	VADDPD    Y8, Y4, Y4
+	VCVTPS2PD 16(SI), Y9
+	VSUBPD    Y15, Y9, Y9
+	VADDPD    Y9, Y1, Y1
+	VMULPD    Y9, Y9, Y9
+	VADDPD    Y9, Y5, Y5
+	VCVTPS2PD 32(SI), Y10
+	VSUBPD    Y15, Y10, Y10
+	VADDPD    Y10, Y2, Y2
+	VMULPD    Y10, Y10, Y10
+	VADDPD    Y10, Y6, Y6
+	VCVTPS2PD 48(SI), Y11
+	VSUBPD    Y15, Y11, Y11
+	VADDPD    Y11, Y3, Y3
+	VMULPD    Y11, Y11, Y11
+	VADDPD    Y11, Y7, Y7
+	ADDQ      $64, SI
+	DECQ      CX
+	JNZ       loop
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y4, 0(DX)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y5, 32(DX)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y6, 64(DX)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y7, 96(DX)
+	VZEROUPPER
+	RET
+
+// func gradSumsAVX2(dy, x *float32, n int, mu float64, a, b *[16]float64)
+//
+// Chain c of a and b gains dy and dy*(x-mu) for every element i with
+// i%16 == c, as gradSumsGo.
+TEXT ·gradSumsAVX2(SB), NOSPLIT, $0-48
+	MOVQ         dy+0(FP), BX
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD mu+24(FP), Y15
+	MOVQ         a+32(FP), DI
+	MOVQ         b+40(FP), DX
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 0(DX), Y4
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 32(DX), Y5
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 64(DX), Y6
+	VMOVUPD 96(DI), Y3
+	VMOVUPD 96(DX), Y7
+	SHRQ         $4, CX
+
+loop:
+	VCVTPS2PD 0(SI), Y8
+	VSUBPD    Y15, Y8, Y8
+	VCVTPS2PD 0(BX), Y12
+	VADDPD    Y12, Y0, Y0
+	VMULPD    Y8, Y12, Y12
+	VADDPD    Y12, Y4, Y4
+	VCVTPS2PD 16(SI), Y9
+	VSUBPD    Y15, Y9, Y9
+	VCVTPS2PD 16(BX), Y12
+	VADDPD    Y12, Y1, Y1
+	VMULPD    Y9, Y12, Y12
+	VADDPD    Y12, Y5, Y5
+	VCVTPS2PD 32(SI), Y10
+	VSUBPD    Y15, Y10, Y10
+	VCVTPS2PD 32(BX), Y12
+	VADDPD    Y12, Y2, Y2
+	VMULPD    Y10, Y12, Y12
+	VADDPD    Y12, Y6, Y6
+	VCVTPS2PD 48(SI), Y11
+	VSUBPD    Y15, Y11, Y11
+	VCVTPS2PD 48(BX), Y12
+	VADDPD    Y12, Y3, Y3
+	VMULPD    Y11, Y12, Y12
+	VADDPD    Y12, Y7, Y7
+	ADDQ      $64, SI
+	ADDQ      $64, BX
+	DECQ      CX
+	JNZ       loop
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y4, 0(DX)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y5, 32(DX)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y6, 64(DX)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y7, 96(DX)
+	VZEROUPPER
+	RET

@@ -103,3 +103,40 @@ func TestReLUSemantics(t *testing.T) {
 		}
 	}
 }
+
+// TestNormSumsMatchGo: the chained float64 sums agree bit for bit between
+// implementations (the same chains, the same operations) and with a plain
+// float64 sum to rounding.
+func TestNormSumsMatchGo(t *testing.T) {
+	for _, e := range elementwiseImpls() {
+		for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 100, 4097} {
+			r := seedFor(fmt.Sprint("sums", n))
+			x, g := randSlice(r, n), randSlice(r, n)
+			for i := range x {
+				x[i] = 3 + x[i] // a mean far from 0, as the shift is for
+			}
+			var s, q, a, b [16]float64
+			var ws, wq, wa, wb [16]float64
+			e.shiftedSums(x, 3.1, &s, &q)
+			shiftedSumsGo(x, 3.1, &ws, &wq)
+			e.gradSums(g, x, 2.9, &a, &b)
+			gradSumsGo(g, x, 2.9, &wa, &wb)
+			if s != ws || q != wq || a != wa || b != wb {
+				t.Fatalf("%s n=%d: chains differ from the Go reference", e.name, n)
+			}
+			var ps, pq, pa, pb float64
+			for i := range x {
+				d := float64(x[i]) - 3.1
+				ps, pq = ps+d, pq+d*d
+				pa, pb = pa+float64(g[i]), pb+float64(g[i])*(float64(x[i])-2.9)
+			}
+			gs, gq := ShiftedSums(x, 3.1)
+			ga, gb := GradSums(g, x, 2.9)
+			for _, c := range [][2]float64{{gs, ps}, {gq, pq}, {ga, pa}, {gb, pb}} {
+				if math.Abs(c[0]-c[1]) > 1e-12*(1+math.Abs(c[1])*float64(n)) {
+					t.Fatalf("%s n=%d: chained sum %v, plain %v", e.name, n, c[0], c[1])
+				}
+			}
+		}
+	}
+}
