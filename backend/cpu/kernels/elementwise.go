@@ -14,15 +14,35 @@ type elementwiseImpl struct {
 	reluBackward func(dx, dy, y []float32)
 	affine       func(y, x []float32, scale, shift float32)
 	normGrad     func(dx, g, x []float32, mu, a, b, c float32)
-	// shiftedSums and gradSums add element i's terms into chain i%16 of
-	// s, q (a, b); ShiftedSums and GradSums reduce the chains.
-	shiftedSums func(xs []float32, k float64, s, q *[16]float64)
-	gradSums    func(g, x []float32, mu float64, a, b *[16]float64)
+	// sums holds the chains of ShiftedSums and GradSums: element i's terms
+	// go into chain i%16, then the chains are reduced. (A method, not a
+	// func value, so the chains stay on the stack.)
+	sumsAVX2 bool
+}
+
+// chains is the 16 partial sums of two float64 sums.
+type chains struct{ a, b [16]float64 }
+
+// shiftedSums adds xs's terms into c.
+func (e elementwiseImpl) shiftedSums(xs []float32, k float64, c *chains) {
+	if e.sumsAVX2 {
+		shiftedSumsAsm(xs, k, c)
+		return
+	}
+	shiftedSumsGo(xs, k, &c.a, &c.b)
+}
+
+// gradSums adds g's and x's terms into c.
+func (e elementwiseImpl) gradSums(g, x []float32, mu float64, c *chains) {
+	if e.sumsAVX2 {
+		gradSumsAsm(g, x, mu, c)
+		return
+	}
+	gradSumsGo(g, x, mu, &c.a, &c.b)
 }
 
 func genericElementwise() elementwiseImpl {
-	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo,
-		shiftedSums: shiftedSumsGo, gradSums: gradSumsGo}
+	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo}
 }
 
 // bestElementwise is the fastest implementation this CPU supports.
@@ -93,17 +113,17 @@ func normGradGo(dx, g, x []float32, mu, a, b, c float32) {
 // in 16 interleaved chains (element i in chain i%16), reduced pairwise:
 // the add latency, not the memory, would bound fewer.
 func ShiftedSums(xs []float32, k float64) (s, q float64) {
-	var cs, cq [16]float64
-	bestElementwise().shiftedSums(xs, k, &cs, &cq)
-	return reduce16(&cs), reduce16(&cq)
+	var c chains
+	bestElementwise().shiftedSums(xs, k, &c)
+	return reduce16(&c.a), reduce16(&c.b)
 }
 
 // GradSums returns Σg and Σg·(x-mu) in float64 over matching g and x, in
 // chains as ShiftedSums.
 func GradSums(g, x []float32, mu float64) (sg, sgx float64) {
-	var ca, cb [16]float64
-	bestElementwise().gradSums(g, x[:len(g)], mu, &ca, &cb)
-	return reduce16(&ca), reduce16(&cb)
+	var c chains
+	bestElementwise().gradSums(g, x[:len(g)], mu, &c)
+	return reduce16(&c.a), reduce16(&c.b)
 }
 
 // reduce16 sums the chains pairwise.

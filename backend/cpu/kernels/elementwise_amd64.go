@@ -43,21 +43,7 @@ func asmElementwise() (elementwiseImpl, bool) {
 			}
 			normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
 		},
-		shiftedSums: func(xs []float32, k float64, s, q *[16]float64) {
-			n := len(xs) &^ 15
-			if n > 0 {
-				shiftedSumsAVX2(&xs[0], n, k, s, q)
-			}
-			shiftedSumsGo(xs[n:], k, s, q) // chain i%16 again: n is a multiple of 16
-		},
-		gradSums: func(g, x []float32, mu float64, a, b *[16]float64) {
-			n := len(g) &^ 15
-			if n > 0 {
-				_ = x[n-1]
-				gradSumsAVX2(&g[0], &x[0], n, mu, a, b)
-			}
-			gradSumsGo(g[n:], x[n:len(g)], mu, a, b)
-		},
+		sumsAVX2: true,
 	}, true
 }
 
@@ -74,6 +60,25 @@ func affineAVX2(y, x *float32, n int, scale, shift float32)
 
 //go:noescape
 func normGradAVX2(dx, dy, x *float32, n int, mu, a, b, c float32)
+
+// shiftedSumsAsm is shiftedSumsGo with the multiple of 16 values in AVX2.
+func shiftedSumsAsm(xs []float32, k float64, c *chains) {
+	n := len(xs) &^ 15
+	if n > 0 {
+		shiftedSumsAVX2(&xs[0], n, k, &c.a, &c.b)
+	}
+	shiftedSumsGo(xs[n:], k, &c.a, &c.b) // chain i%16 again: n is a multiple of 16
+}
+
+// gradSumsAsm is gradSumsGo with the multiple of 16 values in AVX2.
+func gradSumsAsm(g, x []float32, mu float64, c *chains) {
+	n := len(g) &^ 15
+	if n > 0 {
+		_ = x[n-1]
+		gradSumsAVX2(&g[0], &x[0], n, mu, &c.a, &c.b)
+	}
+	gradSumsGo(g[n:], x[n:len(g)], mu, &c.a, &c.b)
+}
 
 // In elementwise_amd64.s; n is a positive multiple of 16.
 //

@@ -115,13 +115,13 @@ func TestNormSumsMatchGo(t *testing.T) {
 			for i := range x {
 				x[i] = 3 + x[i] // a mean far from 0, as the shift is for
 			}
-			var s, q, a, b [16]float64
+			var sq, ab chains
 			var ws, wq, wa, wb [16]float64
-			e.shiftedSums(x, 3.1, &s, &q)
+			e.shiftedSums(x, 3.1, &sq)
 			shiftedSumsGo(x, 3.1, &ws, &wq)
-			e.gradSums(g, x, 2.9, &a, &b)
+			e.gradSums(g, x, 2.9, &ab)
 			gradSumsGo(g, x, 2.9, &wa, &wb)
-			if s != ws || q != wq || a != wa || b != wb {
+			if sq.a != ws || sq.b != wq || ab.a != wa || ab.b != wb {
 				t.Fatalf("%s n=%d: chains differ from the Go reference", e.name, n)
 			}
 			var ps, pq, pa, pb float64

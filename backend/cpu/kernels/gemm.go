@@ -235,11 +235,12 @@ type packerB interface {
 	packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int)
 }
 
-// packScratch is a worker's scratch for the B packers: f holds
-// gemmNR*gemmKC values, offs gemmKC offsets.
+// packScratch is a worker's scratch: f holds gemmNR*gemmKC values (the
+// direct tasks' packed edge panels), offs gemmKC offsets (the B packers').
 type packScratch struct {
 	f    []float32
 	offs []int
+	tile [gemmMR * gemmNR]float32 // an edge tile's result
 }
 
 // matA is op(A) of a row-major matrix a with row stride lda.
@@ -483,7 +484,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 // task computes rows [i0,i1) x columns [j0,j1) of C.
 func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packA, packB []float32, ps *packScratch) {
 	nw := j1 - j0
-	var tile [gemmMR * gemmNR]float32
+	tile := &ps.tile
 	for pc := 0; pc < k; pc += gemmKC {
 		kc := min(gemmKC, k-pc)
 		beta := beta0
@@ -518,7 +519,7 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 						g.kernel(kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, beta == 0, mr)
 						continue
 					}
-					g.edgeTile(&tile, kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, mr, nr)
+					g.edgeTile(tile, kc, aPanel, bPanel, c[ci:], ldc, alpha, beta, mr, nr)
 				}
 				jr += gemmNR
 			}
@@ -531,7 +532,7 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 // of the task runs over them.
 func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
 	nw := j1 - j0
-	var tile [gemmMR * gemmNR]float32
+	tile := &ps.tile
 	// Wide tiles take rows in panels of 8 where the implementation has an
 	// 8-row kernel, the rows left (and all rows of narrow tiles) in panels
 	// of MR. Rows below the last whole MR panel are packed once per slab:
@@ -540,7 +541,10 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 	if g.wideDirect8 != nil {
 		i8 = i0 + (i1-i0)/8*8
 	}
-	var edge, edge8 [gemmMR * gemmKC]float32
+	// The edge panels live in the worker's scratch: arrays here would
+	// escape to the heap through the closures below.
+	edge := (*[gemmMR * gemmKC]float32)(ps.f[:gemmMR*gemmKC])
+	edge8 := (*[gemmMR * gemmKC]float32)(ps.f[gemmMR*gemmKC : 2*gemmMR*gemmKC])
 	for pc := 0; pc < k; pc += gemmKC {
 		kc := min(gemmKC, k-pc)
 		beta := beta0
@@ -558,10 +562,10 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 			}
 			return iEdge, packRowsPanel(buf, A.a[iEdge*A.lda+pc:], A.lda, kc, i1-iEdge)
 		}
-		iEdge, edgePanel := edgeOf(&edge, i0)
+		iEdge, edgePanel := edgeOf(edge, i0)
 		iEdge8, edgePanel8 := iEdge, edgePanel
 		if i8 > i0 {
-			iEdge8, edgePanel8 = edgeOf(&edge8, i8)
+			iEdge8, edgePanel8 = edgeOf(edge8, i8)
 		}
 		rowsMR := func(from, iEdge int, edgePanel []float32, jr, width int, bPanels []float32) {
 			for ir := from; ir < i1; ir += gemmMR {
@@ -574,14 +578,15 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 				case ir >= iEdge && nw-jr >= gemmNR:
 					g.kernel(kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
 				case ir >= iEdge:
-					g.edgeTile(&tile, kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
+					g.edgeTile(tile, kc, edgePanel, bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
 				case width == 2*gemmNR:
 					g.wideDirect(kc, a, A.lda, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
 				case nw-jr >= gemmNR:
 					g.direct(kc, a, A.lda, bPanels, c[ci:], ldc, alpha, beta, beta == 0, mr)
 				default:
-					var panel [gemmMR * gemmKC]float32
-					g.edgeTile(&tile, kc, packRowsPanel(&panel, a, A.lda, kc, mr), bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
+					// A narrow tile is the task's last, after every
+					// wide tile has used edge8: it may serve here.
+					g.edgeTile(tile, kc, packRowsPanel(edge8, a, A.lda, kc, mr), bPanels, c[ci:], ldc, alpha, beta, mr, nw-jr)
 				}
 			}
 		}
