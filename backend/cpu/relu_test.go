@@ -32,7 +32,7 @@ func TestReLUBranchFreeMatchesReference(t *testing.T) {
 		for b := 0; b < 65536; b++ {
 			x := uint16(b)
 			y := []uint16{0}
-			New().reluBits(y, []uint16{x}, dt)
+			kernels.ReLU16(y, []uint16{x}, inf)
 			w := x
 			if x&0x8000 != 0 && x&0x7fff <= inf {
 				w = 0
@@ -40,7 +40,7 @@ func TestReLUBranchFreeMatchesReference(t *testing.T) {
 			if y[0] != w {
 				t.Fatalf("%v relu %x: %x want %x", dt, x, y[0], w)
 			}
-			New().reluBackwardBits(y, []uint16{0x1234}, []uint16{x}, dt)
+			kernels.ReLUBackward16(y, []uint16{0x1234}, []uint16{x}, inf)
 			w = 0
 			if x&0x8000 == 0 && x != 0 && x <= inf {
 				w = 0x1234

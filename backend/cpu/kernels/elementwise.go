@@ -14,6 +14,8 @@ type elementwiseImpl struct {
 	reluBackward func(dx, dy, y []float32)
 	affine       func(y, x []float32, scale, shift float32)
 	normGrad     func(dx, g, x []float32, mu, a, b, c float32)
+	relu16       func(y, x []uint16, inf uint16)
+	reluBack16   func(dx, dy, y []uint16, inf uint16)
 	// sums holds the chains of ShiftedSums and GradSums: element i's terms
 	// go into chain i%16, then the chains are reduced. (A method, not a
 	// func value, so the chains stay on the stack.)
@@ -42,7 +44,8 @@ func (e elementwiseImpl) gradSums(g, x []float32, mu float64, c *chains) {
 }
 
 func genericElementwise() elementwiseImpl {
-	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo}
+	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo,
+		relu16: relu16Go, reluBack16: reluBack16Go}
 }
 
 // bestElementwise is the fastest implementation this CPU supports.
@@ -149,5 +152,34 @@ func gradSumsGo(g, x []float32, mu float64, a, b *[16]float64) {
 		gv := float64(v)
 		a[i%16] += gv
 		b[i%16] += gv * (float64(x[i]) - mu)
+	}
+}
+
+// ReLU16 is ReLU on fp16 or bf16 bit patterns, inf being the type's +Inf
+// (0x7c00 or 0x7f80): negative values and -0 become +0, NaN (a magnitude
+// above inf) passes through. y may be x.
+func ReLU16(y, x []uint16, inf uint16) { bestElementwise().relu16(y[:len(x)], x, inf) }
+
+// ReLUBackward16 is ReLUBackward on 16-bit patterns: dx = dy where
+// 1 <= y <= inf (positive, non-zero, not NaN), else +0. dx may be dy.
+func ReLUBackward16(dx, dy, y []uint16, inf uint16) {
+	bestElementwise().reluBack16(dx[:len(y)], dy[:len(y)], y, inf)
+}
+
+func relu16Go(y, x []uint16, inf uint16) {
+	y = y[:len(x)]
+	for i, b := range x {
+		// keep b unless it is negative and not NaN
+		keep := ^uint16(int16(b)>>15) | uint16((int32(0x8000|inf)-int32(b))>>31)
+		y[i] = b & keep
+	}
+}
+
+func reluBack16Go(dx, dy, y []uint16, inf uint16) {
+	dy, dx = dy[:len(y)], dx[:len(y)]
+	for i, b := range y {
+		// all ones where 1 <= b <= inf
+		keep := uint16((int32(b-1) - int32(inf)) >> 31)
+		dx[i] = dy[i] & keep
 	}
 }

@@ -44,6 +44,22 @@ func asmElementwise() (elementwiseImpl, bool) {
 			normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
 		},
 		sumsAVX2: true,
+		relu16: func(y, x []uint16, inf uint16) {
+			n := len(x) &^ 15
+			if n > 0 {
+				_ = y[n-1]
+				relu16AVX2(&y[0], &x[0], n, inf)
+			}
+			relu16Go(y[n:len(x)], x[n:], inf)
+		},
+		reluBack16: func(dx, dy, y []uint16, inf uint16) {
+			n := len(y) &^ 15
+			if n > 0 {
+				_, _ = dx[n-1], dy[n-1]
+				reluBack16AVX2(&dx[0], &dy[0], &y[0], n, inf)
+			}
+			reluBack16Go(dx[n:len(y)], dy[n:len(y)], y[n:], inf)
+		},
 	}, true
 }
 
@@ -87,3 +103,11 @@ func shiftedSumsAVX2(xs *float32, n int, k float64, s, q *[16]float64)
 
 //go:noescape
 func gradSumsAVX2(dy, x *float32, n int, mu float64, a, b *[16]float64)
+
+// In elementwise_amd64.s; n is a positive multiple of 16.
+//
+//go:noescape
+func relu16AVX2(y, x *uint16, n int, inf uint16)
+
+//go:noescape
+func reluBack16AVX2(dx, dy, y *uint16, n int, inf uint16)

@@ -216,3 +216,65 @@ loop:
 	VMOVUPD Y7, 96(DX)
 	VZEROUPPER
 	RET
+
+// func relu16AVX2(y, x *uint16, n int, inf uint16)
+//
+// y = x where x is non-negative (sign bit clear) or NaN (x & 0x7fff > inf,
+// a signed 16-bit compare, both sides below 0x8000), else 0.
+TEXT ·relu16AVX2(SB), NOSPLIT, $0-26
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVWLZX      inf+24(FP), AX
+	MOVL         AX, X3
+	VPBROADCASTW X3, Y3            // inf
+	MOVL         $0x7fff, AX
+	MOVL         AX, X4
+	VPBROADCASTW X4, Y4            // magnitude mask
+	SHRQ         $4, CX
+
+loop:
+	VMOVDQU  (SI), Y0
+	VPSRAW   $15, Y0, Y1           // all ones where negative
+	VPAND    Y4, Y0, Y2
+	VPCMPGTW Y3, Y2, Y2            // all ones where NaN
+	VPANDN   Y0, Y1, Y1            // x where non-negative
+	VPAND    Y0, Y2, Y2            // x where NaN
+	VPOR     Y2, Y1, Y1
+	VMOVDQU  Y1, (DI)
+	ADDQ     $32, SI
+	ADDQ     $32, DI
+	DECQ     CX
+	JNZ      loop
+	VZEROUPPER
+	RET
+
+// func reluBack16AVX2(dx, dy, y *uint16, n int, inf uint16)
+//
+// dx = dy where 0 < y <= inf as signed 16-bit values (a set sign bit makes
+// y negative), else 0.
+TEXT ·reluBack16AVX2(SB), NOSPLIT, $0-34
+	MOVQ         dx+0(FP), DI
+	MOVQ         dy+8(FP), DX
+	MOVQ         y+16(FP), SI
+	MOVQ         n+24(FP), CX
+	MOVWLZX      inf+32(FP), AX
+	MOVL         AX, X3
+	VPBROADCASTW X3, Y3            // inf
+	VPXOR        Y4, Y4, Y4        // 0
+	SHRQ         $4, CX
+
+loop:
+	VMOVDQU  (SI), Y0
+	VPCMPGTW Y4, Y0, Y1            // y > 0
+	VPCMPGTW Y3, Y0, Y2            // y > inf
+	VPANDN   Y1, Y2, Y1            // y > 0 and not y > inf
+	VPAND    (DX), Y1, Y1
+	VMOVDQU  Y1, (DI)
+	ADDQ     $32, SI
+	ADDQ     $32, DX
+	ADDQ     $32, DI
+	DECQ     CX
+	JNZ      loop
+	VZEROUPPER
+	RET
