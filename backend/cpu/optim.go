@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // Adam updates one parameter, in parallel over chunks of a large one: each
@@ -16,29 +17,8 @@ func (c CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 		panic(fmt.Sprintf("backend/cpu: adam on %v, %v, %v, %v", w, g, m, v))
 	}
 	c.team.For(len(ws), 1<<15, func(lo, hi int) {
-		adam(a, ws[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi])
+		kernels.Adam(a, ws[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi])
 	})
-}
-
-// adam is Adam's update of one chunk; the decay branches are taken once, not
-// per element.
-func adam(a backend.AdamStep, ws, gs, ms, vs []float32) {
-	gs, ms, vs = gs[:len(ws)], ms[:len(ws)], vs[:len(ws)]
-	if a.DecoupledScale != 0 {
-		for j := range ws {
-			ws[j] *= a.DecoupledScale
-		}
-	}
-	for j, gj := range gs {
-		if a.WeightDecay != 0 {
-			gj += a.WeightDecay * ws[j]
-		}
-		mj := a.Beta1*ms[j] + a.OneMinusBeta1*gj
-		vj := a.Beta2*vs[j] + a.OneMinusBeta2*gj*gj
-		ms[j], vs[j] = mj, vj
-		denom := float32(math.Sqrt(float64(vj)))/a.SqrtBC2 + a.Eps
-		ws[j] -= a.StepSize * mj / denom
-	}
 }
 
 // UnscaleCheck multiplies g by inv and reports whether all of it is finite,

@@ -16,10 +16,10 @@ type elementwiseImpl struct {
 	normGrad     func(dx, g, x []float32, mu, a, b, c float32)
 	relu16       func(y, x []uint16, inf uint16)
 	reluBack16   func(dx, dy, y []uint16, inf uint16)
-	// sums holds the chains of ShiftedSums and GradSums: element i's terms
-	// go into chain i%16, then the chains are reduced. (A method, not a
-	// func value, so the chains stay on the stack.)
-	sumsAVX2 bool
+	// avx2 selects the AVX2 versions of the passes that are methods or
+	// functions rather than func values (the norm sums, Adam), so that
+	// what they point to stays on the stack.
+	avx2 bool
 }
 
 // chains is the 16 partial sums of two float64 sums.
@@ -27,7 +27,7 @@ type chains struct{ a, b [16]float64 }
 
 // shiftedSums adds xs's terms into c.
 func (e elementwiseImpl) shiftedSums(xs []float32, k float64, c *chains) {
-	if e.sumsAVX2 {
+	if e.avx2 {
 		shiftedSumsAsm(xs, k, c)
 		return
 	}
@@ -36,7 +36,7 @@ func (e elementwiseImpl) shiftedSums(xs []float32, k float64, c *chains) {
 
 // gradSums adds g's and x's terms into c.
 func (e elementwiseImpl) gradSums(g, x []float32, mu float64, c *chains) {
-	if e.sumsAVX2 {
+	if e.avx2 {
 		gradSumsAsm(g, x, mu, c)
 		return
 	}

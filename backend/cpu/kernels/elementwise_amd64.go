@@ -2,7 +2,10 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"github.com/memunet/memunet/backend"
+	"golang.org/x/sys/cpu"
+)
 
 // asmElementwise returns the AVX2 passes where the CPU has AVX2.
 func asmElementwise() (elementwiseImpl, bool) {
@@ -43,7 +46,7 @@ func asmElementwise() (elementwiseImpl, bool) {
 			}
 			normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
 		},
-		sumsAVX2: true,
+		avx2: true,
 		relu16: func(y, x []uint16, inf uint16) {
 			n := len(x) &^ 15
 			if n > 0 {
@@ -111,3 +114,21 @@ func relu16AVX2(y, x *uint16, n int, inf uint16)
 
 //go:noescape
 func reluBack16AVX2(dx, dy, y *uint16, n int, inf uint16)
+
+// adamAsm runs adamAVX2 over len(w), a positive multiple of 8.
+func adamAsm(a *backend.AdamStep, w, g, m, v []float32) {
+	n := len(w)
+	_, _, _ = g[n-1], m[n-1], v[n-1]
+	wd := 0
+	if a.WeightDecay != 0 {
+		wd = 1
+	}
+	adamAVX2(&w[0], &g[0], &m[0], &v[0], n, a, wd)
+}
+
+// adamAVX2 is in elementwise_amd64.s; it reads a's fields at their offsets
+// (float32s in declaration order: StepSize, SqrtBC2, Beta1, Beta2,
+// OneMinusBeta1, OneMinusBeta2, Eps, WeightDecay).
+//
+//go:noescape
+func adamAVX2(w, grad, m, v *float32, n int, a *backend.AdamStep, wd int)

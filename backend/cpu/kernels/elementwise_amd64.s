@@ -278,3 +278,61 @@ loop:
 	JNZ      loop
 	VZEROUPPER
 	RET
+
+// func adamAVX2(w, grad, m, v *float32, n int, a *backend.AdamStep, wd int)
+//
+// Per value, as adamGo: g += WeightDecay*w (only if wd != 0); m = Beta1*m +
+// OneMinusBeta1*g; v = Beta2*v + (OneMinusBeta2*g)*g; w -= (StepSize*m) /
+// (sqrt(v)/SqrtBC2 + Eps); each operation rounded (no FMA), the square root
+// correctly rounded (VSQRTPS), n a positive multiple of 8.
+TEXT ·adamAVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), BX
+	MOVQ         n+32(FP), CX
+	MOVQ         a+40(FP), AX
+	MOVQ         wd+48(FP), R8
+	VBROADCASTSS 0(AX), Y8         // StepSize
+	VBROADCASTSS 4(AX), Y9         // SqrtBC2
+	VBROADCASTSS 8(AX), Y10        // Beta1
+	VBROADCASTSS 12(AX), Y11       // Beta2
+	VBROADCASTSS 16(AX), Y12       // OneMinusBeta1
+	VBROADCASTSS 20(AX), Y13       // OneMinusBeta2
+	VBROADCASTSS 24(AX), Y14       // Eps
+	VBROADCASTSS 28(AX), Y15       // WeightDecay
+	SHRQ         $3, CX
+
+loop:
+	VMOVUPS (SI), Y0               // g
+	VMOVUPS (DI), Y7               // w
+	TESTQ   R8, R8
+	JZ      nodecay
+	VMULPS  Y7, Y15, Y1
+	VADDPS  Y1, Y0, Y0             // g + WeightDecay*w
+
+nodecay:
+	VMULPS  (DX), Y10, Y1          // Beta1*m
+	VMULPS  Y0, Y12, Y2            // OneMinusBeta1*g
+	VADDPS  Y2, Y1, Y1             // m
+	VMOVUPS Y1, (DX)
+	VMULPS  (BX), Y11, Y3          // Beta2*v
+	VMULPS  Y0, Y13, Y4            // OneMinusBeta2*g
+	VMULPS  Y0, Y4, Y4             // (OneMinusBeta2*g)*g
+	VADDPS  Y4, Y3, Y3             // v
+	VMOVUPS Y3, (BX)
+	VSQRTPS Y3, Y3
+	VDIVPS  Y9, Y3, Y3             // sqrt(v)/SqrtBC2
+	VADDPS  Y14, Y3, Y3            // + Eps
+	VMULPS  Y1, Y8, Y1             // StepSize*m
+	VDIVPS  Y3, Y1, Y1             // / denom
+	VSUBPS  Y1, Y7, Y7             // w - that
+	VMOVUPS Y7, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	DECQ    CX
+	JNZ     loop
+	VZEROUPPER
+	RET

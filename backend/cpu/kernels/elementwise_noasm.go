@@ -2,9 +2,14 @@
 
 package kernels
 
+import "github.com/memunet/memunet/backend"
+
 // asmElementwise: none in this build.
 func asmElementwise() (elementwiseImpl, bool) { return elementwiseImpl{}, false }
 
 // shiftedSumsAsm and gradSumsAsm are never called in this build.
 func shiftedSumsAsm(xs []float32, k float64, c *chains) { shiftedSumsGo(xs, k, &c.a, &c.b) }
 func gradSumsAsm(g, x []float32, mu float64, c *chains) { gradSumsGo(g, x, mu, &c.a, &c.b) }
+
+// adamAsm is never called in this build.
+func adamAsm(a *backend.AdamStep, w, g, m, v []float32) { adamGo(*a, w, g, m, v) }
