@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 func refBilinearTaps(n int) (i0, i1 []int, w0, w1 []float32) {
@@ -49,13 +51,13 @@ func TestUpsampleSeparableMatchesTapRule(t *testing.T) {
 		for i := range H {
 			row := x[i*W : (i+1)*W]
 			up, down := x[max(i-1, 0)*W:], x[min(i+1, H-1)*W:]
-			upsampleRow(got[2*i*2*W:], up[:W], row, 0.25, 0.75)
-			upsampleRow(got[(2*i+1)*2*W:], row, down[:W], 0.75, 0.25)
+			kernels.UpsampleRow(got[2*i*2*W:], up[:W], row, 0.25, 0.75)
+			kernels.UpsampleRow(got[(2*i+1)*2*W:], row, down[:W], 0.75, 0.25)
 		}
 		gotd := make([]float32, H*W)
 		grow := func(oy int) []float32 { return g[oy*2*W : (oy+1)*2*W] }
 		for i := range H {
-			upsampleRowAdjoint(gotd[i*W:(i+1)*W], grow(max(2*i-1, 0)), grow(2*i), grow(2*i+1), grow(min(2*i+2, 2*H-1)))
+			kernels.UpsampleRowAdjoint(gotd[i*W:(i+1)*W], grow(max(2*i-1, 0)), grow(2*i), grow(2*i+1), grow(min(2*i+2, 2*H-1)))
 		}
 		for i := range want {
 			if math.Abs(float64(want[i]-got[i])) > 1e-6 {

@@ -207,15 +207,54 @@ func padImage(t *Team, dst, x []float32, C, H, W, pad int) []float32 {
 			plane := dst[c*Hp*Wp : (c+1)*Hp*Wp]
 			clear(plane[:pad*Wp])
 			clear(plane[(pad+H)*Wp:])
+			src := x[c*H*W : (c+1)*H*W]
+			if pad == 1 {
+				padRows1(plane[Wp:(H+1)*Wp], src, W)
+				continue
+			}
 			for y := 0; y < H; y++ {
 				row := plane[(pad+y)*Wp : (pad+y+1)*Wp]
 				clear(row[:pad])
-				copy(row[pad:pad+W], x[(c*H+y)*W:(c*H+y+1)*W])
+				copy(row[pad:pad+W], src[y*W:(y+1)*W])
 				clear(row[pad+W:])
 			}
 		}
 	})
 	return dst
+}
+
+// padRows1 copies the rows of src (W values each) into dst's rows of W+2,
+// between a zero on each side: the common padding 1, without a call per
+// row for the narrow rows of small images.
+func padRows1(dst, src []float32, W int) {
+	Wp := W + 2
+	H := len(src) / W
+	switch W {
+	case 4:
+		for y := range H {
+			row := dst[y*Wp : (y+1)*Wp : (y+1)*Wp]
+			row[0], row[W+1] = 0, 0
+			*(*[4]float32)(row[1:]) = *(*[4]float32)(src[y*W:])
+		}
+	case 8:
+		for y := range H {
+			row := dst[y*Wp : (y+1)*Wp : (y+1)*Wp]
+			row[0], row[W+1] = 0, 0
+			*(*[8]float32)(row[1:]) = *(*[8]float32)(src[y*W:])
+		}
+	case 16:
+		for y := range H {
+			row := dst[y*Wp : (y+1)*Wp : (y+1)*Wp]
+			row[0], row[W+1] = 0, 0
+			*(*[16]float32)(row[1:]) = *(*[16]float32)(src[y*W:])
+		}
+	default:
+		for y := range H {
+			row := dst[y*Wp : (y+1)*Wp : (y+1)*Wp]
+			row[0], row[W+1] = 0, 0
+			copy(row[1:W+1], src[y*W:(y+1)*W])
+		}
+	}
 }
 
 // im2colP is op(B) = the im2col matrix of a padded image xp

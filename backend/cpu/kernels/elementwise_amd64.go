@@ -132,3 +132,40 @@ func adamAsm(a *backend.AdamStep, w, g, m, v []float32) {
 //
 //go:noescape
 func adamAVX2(w, grad, m, v *float32, n int, a *backend.AdamStep, wd int)
+
+// upsampleRowAsm writes outputs 2j+1 and 2j+2 for j < the multiple of 8
+// it returns (each 8 needs cur[j+8], so up to W-1), in AVX2.
+func upsampleRowAsm(dst, r0, r1 []float32, a, b float32) int {
+	W := len(r0)
+	n := (W - 1) &^ 7
+	if n > 0 {
+		_, _ = r1[n], dst[2*n]
+		upsampleRowAVX2(&dst[1], &r0[0], &r1[0], n/8, a, b)
+	}
+	return n
+}
+
+// upsampleRowAdjointAsm writes dst[j] for 1 <= j < the value it returns
+// (blocks of 8 whose columns 2j-1 .. 2j+16 lie inside the row), in AVX2.
+func upsampleRowAdjointAsm(dst, gu, ge, go_, gd []float32) int {
+	W := len(dst)
+	blocks := 0
+	if W >= 10 {
+		blocks = (W - 2) / 8 // 1 + 8*blocks <= W-1, so column 2j+17 <= 2W-1
+	}
+	if blocks == 0 {
+		return 0
+	}
+	end := 1 + 8*blocks
+	_, _, _, _, _ = dst[end-1], gu[2*end], ge[2*end], go_[2*end], gd[2*end]
+	upsampleAdjointAVX2(&dst[1], &gu[1], &ge[1], &go_[1], &gd[1], blocks)
+	return end
+}
+
+// In elementwise_amd64.s.
+//
+//go:noescape
+func upsampleRowAVX2(dst, r0, r1 *float32, blocks int, a, b float32)
+
+//go:noescape
+func upsampleAdjointAVX2(dst, gu, ge, gO, gd *float32, blocks int)

@@ -336,3 +336,115 @@ nodecay:
 	JNZ     loop
 	VZEROUPPER
 	RET
+
+// func upsampleRowAVX2(dst, r0, r1 *float32, blocks int, a, b float32)
+//
+// For j = 8q .. 8q+7, q < blocks: cur = a*r0[j] + b*r1[j] and next the same
+// at j+1; dst[2j] = 0.75*cur + 0.25*next, dst[2j+1] = 0.25*cur + 0.75*next
+// (dst points at output 1), each operation rounded, as upsampleRowGo.
+TEXT ·upsampleRowAVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         r0+8(FP), SI
+	MOVQ         r1+16(FP), DX
+	MOVQ         blocks+24(FP), CX
+	VBROADCASTSS a+32(FP), Y14
+	VBROADCASTSS b+36(FP), Y15
+	MOVL         $0x3f400000, AX   // 0.75
+	MOVL         AX, X12
+	VBROADCASTSS X12, Y12
+	MOVL         $0x3e800000, AX   // 0.25
+	MOVL         AX, X13
+	VBROADCASTSS X13, Y13
+
+loop:
+	VMULPS      (SI), Y14, Y0
+	VMULPS      (DX), Y15, Y1
+	VADDPS      Y1, Y0, Y0         // cur
+	VMULPS      4(SI), Y14, Y1
+	VMULPS      4(DX), Y15, Y2
+	VADDPS      Y2, Y1, Y1         // next
+	VMULPS      Y0, Y12, Y2
+	VMULPS      Y1, Y13, Y3
+	VADDPS      Y3, Y2, Y2         // 0.75*cur + 0.25*next
+	VMULPS      Y0, Y13, Y3
+	VMULPS      Y1, Y12, Y4
+	VADDPS      Y4, Y3, Y3         // 0.25*cur + 0.75*next
+	VUNPCKLPS   Y3, Y2, Y4
+	VUNPCKHPS   Y3, Y2, Y5
+	VPERM2F128  $0x20, Y5, Y4, Y6
+	VPERM2F128  $0x31, Y5, Y4, Y7
+	VMOVUPS     Y6, (DI)
+	VMOVUPS     Y7, 32(DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DX
+	ADDQ        $64, DI
+	DECQ        CX
+	JNZ         loop
+	VZEROUPPER
+	RET
+
+// rowT sets Y(lo), Y(hi) to t[k] = 0.25*(gu[k]+gd[k]) + 0.75*(ge[k]+gO[k])
+// for the 16 columns at byte offset off from the row pointers.
+#define rowT(off, lo, hi) \
+	VMOVUPS off(SI), lo; \
+	VADDPS  off(R10), lo, lo; \
+	VMOVUPS off(DX), Y10; \
+	VADDPS  off(R9), Y10, Y10; \
+	VMULPS  Y13, lo, lo; \
+	VMULPS  Y12, Y10, Y10; \
+	VADDPS  Y10, lo, lo; \
+	VMOVUPS 32+off(SI), hi; \
+	VADDPS  32+off(R10), hi, hi; \
+	VMOVUPS 32+off(DX), Y10; \
+	VADDPS  32+off(R9), Y10, Y10; \
+	VMULPS  Y13, hi, hi; \
+	VMULPS  Y12, Y10, Y10; \
+	VADDPS  Y10, hi, hi
+
+// func upsampleAdjointAVX2(dst, gu, ge, gO, gd *float32, blocks int)
+//
+// For the 8 outputs of each block (dst advancing 8, the rows 16 columns,
+// both pointers at the block's first output j and column 2j-1):
+// dst[j] = 0.25*(t[2j-1] + t[2j+2]) + 0.75*(t[2j] + t[2j+1]), as
+// upsampleRowAdjointGo: t over 16 columns from 2j-1 gives t[2j-1] (even
+// lanes) and t[2j] (odd), from 2j+1 t[2j+1] and t[2j+2].
+TEXT ·upsampleAdjointAVX2(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         gu+8(FP), SI
+	MOVQ         ge+16(FP), DX
+	MOVQ         gO+24(FP), R9
+	MOVQ         gd+32(FP), R10
+	MOVQ         blocks+40(FP), CX
+	MOVL         $0x3f400000, AX   // 0.75
+	MOVL         AX, X12
+	VBROADCASTSS X12, Y12
+	MOVL         $0x3e800000, AX   // 0.25
+	MOVL         AX, X13
+	VBROADCASTSS X13, Y13
+
+loop:
+	rowT(0, Y0, Y1)                // t from 2j-1
+	rowT(8, Y2, Y3)                // t from 2j+1
+	VSHUFPS $0x88, Y1, Y0, Y4
+	VPERMPD $0xD8, Y4, Y4          // t[2j-1]
+	VSHUFPS $0xDD, Y1, Y0, Y5
+	VPERMPD $0xD8, Y5, Y5          // t[2j]
+	VSHUFPS $0x88, Y3, Y2, Y6
+	VPERMPD $0xD8, Y6, Y6          // t[2j+1]
+	VSHUFPS $0xDD, Y3, Y2, Y7
+	VPERMPD $0xD8, Y7, Y7          // t[2j+2]
+	VADDPS  Y7, Y4, Y4
+	VMULPS  Y13, Y4, Y4            // 0.25*(t[2j-1] + t[2j+2])
+	VADDPS  Y6, Y5, Y5
+	VMULPS  Y12, Y5, Y5            // 0.75*(t[2j] + t[2j+1])
+	VADDPS  Y5, Y4, Y4
+	VMOVUPS Y4, (DI)
+	ADDQ    $32, DI
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $64, R9
+	ADDQ    $64, R10
+	DECQ    CX
+	JNZ     loop
+	VZEROUPPER
+	RET

@@ -13,3 +13,7 @@ func gradSumsAsm(g, x []float32, mu float64, c *chains) { gradSumsGo(g, x, mu, &
 
 // adamAsm is never called in this build.
 func adamAsm(a *backend.AdamStep, w, g, m, v []float32) { adamGo(*a, w, g, m, v) }
+
+// The upsampling rows have no assembly in this build.
+func upsampleRowAsm(dst, r0, r1 []float32, a, b float32) int   { return 0 }
+func upsampleRowAdjointAsm(dst, gu, ge, go_, gd []float32) int { return 0 }
