@@ -19,9 +19,10 @@ var unetConvShapes = []struct{ c, oc, hw int }{
 // BenchmarkConvUNet times each of the seed UNet's convolutions forward and
 // backward (with din, as every layer but the first needs) over a batch of
 // 4 the way the CPU backend runs them, one image per call with one image's
-// workspace, for comparison with PyTorch layer by layer.
+// workspace, on a team, for comparison with PyTorch layer by layer.
 func BenchmarkConvUNet(b *testing.B) {
 	const batch = 4
+	team := NewTeam()
 	for _, sh := range unetConvShapes {
 		s := backend.ConvShape{N: 1, C: sh.c, H: sh.hw, W: sh.hw, OC: sh.oc, K: 3, Pad: 1}
 		r := seedFor("bench")
@@ -33,7 +34,7 @@ func BenchmarkConvUNet(b *testing.B) {
 		b.Run("fwd/"+name, func(b *testing.B) {
 			for range b.N {
 				for k := range batch {
-					Conv2d(s, image(out, s.OutSize(), k), image(in, s.InSize(), k), w, nil, ws)
+					team.Conv2d(s, image(out, s.OutSize(), k), image(in, s.InSize(), k), w, nil, ws)
 				}
 			}
 			reportGFLOPs(b, batch*convFlops(s))
@@ -41,7 +42,7 @@ func BenchmarkConvUNet(b *testing.B) {
 		b.Run("bwd/"+name, func(b *testing.B) {
 			for range b.N {
 				for k := range batch {
-					Conv2dBackward(s, image(din, s.InSize(), k), dw, nil, image(dout, s.OutSize(), k), image(in, s.InSize(), k), w, ws)
+					team.Conv2dBackward(s, image(din, s.InSize(), k), dw, nil, image(dout, s.OutSize(), k), image(in, s.InSize(), k), w, ws)
 				}
 			}
 			reportGFLOPs(b, 2*batch*convFlops(s))
