@@ -481,18 +481,25 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 	g.team.Run(workers, func(w int) { work(w, &next) })
 }
 
+// slab starts the k slab at pc of a task: its depth, the beta it applies to
+// C (beta0 on the first slab, then 1: the products accumulate) and op(B)'s
+// columns [j0,j0+nw) of it, packed.
+func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float32, pc, k, j0, nw int) (kc int, beta float32, bp []float32) {
+	kc, beta = min(gemmKC, k-pc), beta0
+	if pc > 0 {
+		beta = 1
+	}
+	bp = packB[:roundUp(nw, gemmNR)*kc]
+	B.packB(g, bp, ps, pc, kc, j0, nw)
+	return kc, beta, bp
+}
+
 // task computes rows [i0,i1) x columns [j0,j1) of C.
 func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packA, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	tile := &ps.tile
 	for pc := 0; pc < k; pc += gemmKC {
-		kc := min(gemmKC, k-pc)
-		beta := beta0
-		if pc > 0 {
-			beta = 1
-		}
-		bp := packB[:roundUp(nw, gemmNR)*kc]
-		B.packB(g, bp, ps, pc, kc, j0, nw)
+		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k, j0, nw)
 		for ic := i0; ic < i1; ic += gemmMC {
 			mc := min(gemmMC, i1-ic)
 			ap := A.packA(packA, ic, mc, pc, kc)
@@ -546,13 +553,7 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 	edge := (*[gemmMR * gemmKC]float32)(ps.f[:gemmMR*gemmKC])
 	edge8 := (*[gemmMR * gemmKC]float32)(ps.f[gemmMR*gemmKC : 2*gemmMR*gemmKC])
 	for pc := 0; pc < k; pc += gemmKC {
-		kc := min(gemmKC, k-pc)
-		beta := beta0
-		if pc > 0 {
-			beta = 1
-		}
-		bp := packB[:roundUp(nw, gemmNR)*kc]
-		B.packB(g, bp, ps, pc, kc, j0, nw)
+		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k, j0, nw)
 		// rowsMR runs rows [from,i1) of tile jr (width columns) in panels
 		// of MR, the last, short one from edgePanel.
 		edgeOf := func(buf *[gemmMR * gemmKC]float32, from int) (int, []float32) {

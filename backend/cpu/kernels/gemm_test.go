@@ -348,6 +348,40 @@ func TestGemmImplementation(t *testing.T) {
 	t.Logf("Sgemm micro-kernel: %s", name)
 }
 
+// tileRef is what a micro-kernel must leave in c (row stride ldc): the
+// first rows rows of the width-column tile alpha*A*B (+ beta*C), A's
+// values given by aAt(i, p), B packed in 16-column panels of kc rows; the
+// rest of c unchanged.
+func tileRef(rows, width, kc int, aAt func(i, p int) float32, b, c []float32, ldc int, alpha, beta float32, overwrite bool) []float32 {
+	want := clone32(c)
+	for i := 0; i < rows; i++ {
+		for j := 0; j < width; j++ {
+			// Column j lives in panel j/16 (kc*16 values each).
+			var acc float64
+			for p := 0; p < kc; p++ {
+				acc += float64(aAt(i, p)) * float64(b[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR])
+			}
+			v := float64(alpha) * acc
+			if !overwrite {
+				v += float64(beta) * float64(c[i*ldc+j])
+			}
+			want[i*ldc+j] = float32(v)
+		}
+	}
+	return want
+}
+
+// checkTile holds c to want: close inside the tile, untouched outside it.
+func checkTile(t *testing.T, name string, c, want []float32, rows, width, ldc int) {
+	t.Helper()
+	checkClose(t, name, c, want, 1e-5)
+	for x := range c {
+		if i, j := x/ldc, x%ldc; (i >= rows || j >= width) && c[x] != want[x] {
+			t.Fatalf("%s: C[%d,%d] outside the tile changed", name, i, j)
+		}
+	}
+}
+
 // packedAsDirect lets a packed-A kernel run where the test calls direct
 // ones (lda unused).
 func packedAsDirect(kern microKernel) directKernel {
@@ -384,22 +418,8 @@ func TestMicroKernelRows(t *testing.T) {
 						a, b := randSlice(r, kc*gemmMR), randSlice(r, kc*width)
 						ldc := width + 3
 						c := garbage(r, (gemmMR+1)*ldc)
-						want := clone32(c)
 						const alpha, beta = 0.75, -0.5
-						for i := 0; i < rows; i++ {
-							for j := 0; j < width; j++ {
-								// Column j lives in panel j/16 (kc*16 values each).
-								var acc float64
-								for p := 0; p < kc; p++ {
-									acc += float64(a[p*gemmMR+i]) * float64(b[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR])
-								}
-								v := alpha * acc
-								if !overwrite {
-									v += beta * float64(c[i*ldc+j])
-								}
-								want[i*ldc+j] = float32(v)
-							}
-						}
+						want := tileRef(rows, width, kc, func(i, p int) float32 { return a[p*gemmMR+i] }, b, c, ldc, alpha, beta, overwrite)
 						if kcase.direct {
 							// A as the first rows rows of a row-major matrix
 							// (stride kc+2), exactly as long as they need.
@@ -415,12 +435,7 @@ func TestMicroKernelRows(t *testing.T) {
 							kern(kc, a, 0, b, c, ldc, alpha, beta, overwrite, rows)
 						}
 						name := fmt.Sprintf("%s %d-wide direct=%v kc=%d rows=%d overwrite=%v", g.name, width, kcase.direct, kc, rows, overwrite)
-						checkClose(t, name, c, want, 1e-5)
-						for x := range c {
-							if i, j := x/ldc, x%ldc; (i >= rows || j >= width) && c[x] != want[x] {
-								t.Fatalf("%s: C[%d,%d] outside the tile changed", name, i, j)
-							}
-						}
+						checkTile(t, name, c, want, rows, width, ldc)
 					}
 				}
 			}
@@ -443,29 +458,10 @@ func TestMicroKernel8Rows(t *testing.T) {
 				lda, ldc := kc+3, width+5
 				a, b := randSlice(r, (rows-1)*lda+kc), randSlice(r, kc*width)
 				c := garbage(r, (rows+1)*ldc)
-				want := clone32(c)
 				const alpha, beta = -0.5, 1.25
-				for i := 0; i < rows; i++ {
-					for j := 0; j < width; j++ {
-						var acc float64
-						for p := 0; p < kc; p++ {
-							acc += float64(a[i*lda+p]) * float64(b[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR])
-						}
-						v := alpha * acc
-						if !overwrite {
-							v += beta * float64(c[i*ldc+j])
-						}
-						want[i*ldc+j] = float32(v)
-					}
-				}
+				want := tileRef(rows, width, kc, func(i, p int) float32 { return a[i*lda+p] }, b, c, ldc, alpha, beta, overwrite)
 				g.wideDirect8(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
-				name := fmt.Sprintf("%s 8x32 kc=%d overwrite=%v", g.name, kc, overwrite)
-				checkClose(t, name, c, want, 1e-5)
-				for x := range c {
-					if i, j := x/ldc, x%ldc; (i >= rows || j >= width) && c[x] != want[x] {
-						t.Fatalf("%s: C[%d,%d] outside the tile changed", name, i, j)
-					}
-				}
+				checkTile(t, fmt.Sprintf("%s 8x32 kc=%d overwrite=%v", g.name, kc, overwrite), c, want, rows, width, ldc)
 			}
 		}
 	}
