@@ -101,6 +101,20 @@ loop:
 	VZEROUPPER
 	RET
 
+// The 16 chains of two float64 sums: chains 4j..4j+3 of the first (at DI)
+// in Y(j), of the second (at DX) in Y(4+j).
+#define loadChains \
+	VMOVUPD 0(DI), Y0; VMOVUPD 0(DX), Y4; \
+	VMOVUPD 32(DI), Y1; VMOVUPD 32(DX), Y5; \
+	VMOVUPD 64(DI), Y2; VMOVUPD 64(DX), Y6; \
+	VMOVUPD 96(DI), Y3; VMOVUPD 96(DX), Y7
+
+#define storeChains \
+	VMOVUPD Y0, 0(DI); VMOVUPD Y4, 0(DX); \
+	VMOVUPD Y1, 32(DI); VMOVUPD Y5, 32(DX); \
+	VMOVUPD Y2, 64(DI); VMOVUPD Y6, 64(DX); \
+	VMOVUPD Y3, 96(DI); VMOVUPD Y7, 96(DX)
+
 // func shiftedSumsAVX2(xs *float32, n int, k float64, s, q *[16]float64)
 //
 // Chain c of s and q (lane c%4 of accumulator c/4) gains d = x-k and d*d
@@ -111,14 +125,7 @@ TEXT ·shiftedSumsAVX2(SB), NOSPLIT, $0-40
 	VBROADCASTSD k+16(FP), Y15
 	MOVQ         s+24(FP), DI
 	MOVQ         q+32(FP), DX
-	VMOVUPD 0(DI), Y0
-	VMOVUPD 0(DX), Y4
-	VMOVUPD 32(DI), Y1
-	VMOVUPD 32(DX), Y5
-	VMOVUPD 64(DI), Y2
-	VMOVUPD 64(DX), Y6
-	VMOVUPD 96(DI), Y3
-	VMOVUPD 96(DX), Y7
+	loadChains
 	SHRQ         $4, CX
 
 loop:
@@ -145,14 +152,7 @@ loop:
 	ADDQ      $64, SI
 	DECQ      CX
 	JNZ       loop
-	VMOVUPD Y0, 0(DI)
-	VMOVUPD Y4, 0(DX)
-	VMOVUPD Y1, 32(DI)
-	VMOVUPD Y5, 32(DX)
-	VMOVUPD Y2, 64(DI)
-	VMOVUPD Y6, 64(DX)
-	VMOVUPD Y3, 96(DI)
-	VMOVUPD Y7, 96(DX)
+	storeChains
 	VZEROUPPER
 	RET
 
@@ -167,14 +167,7 @@ TEXT ·gradSumsAVX2(SB), NOSPLIT, $0-48
 	VBROADCASTSD mu+24(FP), Y15
 	MOVQ         a+32(FP), DI
 	MOVQ         b+40(FP), DX
-	VMOVUPD 0(DI), Y0
-	VMOVUPD 0(DX), Y4
-	VMOVUPD 32(DI), Y1
-	VMOVUPD 32(DX), Y5
-	VMOVUPD 64(DI), Y2
-	VMOVUPD 64(DX), Y6
-	VMOVUPD 96(DI), Y3
-	VMOVUPD 96(DX), Y7
+	loadChains
 	SHRQ         $4, CX
 
 loop:
@@ -206,14 +199,7 @@ loop:
 	ADDQ      $64, BX
 	DECQ      CX
 	JNZ       loop
-	VMOVUPD Y0, 0(DI)
-	VMOVUPD Y4, 0(DX)
-	VMOVUPD Y1, 32(DI)
-	VMOVUPD Y5, 32(DX)
-	VMOVUPD Y2, 64(DI)
-	VMOVUPD Y6, 64(DX)
-	VMOVUPD Y3, 96(DI)
-	VMOVUPD Y7, 96(DX)
+	storeChains
 	VZEROUPPER
 	RET
 
