@@ -1,9 +1,8 @@
 package cpu
 
 import (
-	"math"
-
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // MaxPool2 takes each 2x2 window's maximum in parallel over planes, keeping
@@ -16,25 +15,11 @@ func (c CPU) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
 		for p := lo; p < hi; p++ {
 			src := x[p*H*W : (p+1)*H*W]
 			for oy := 0; oy < OH; oy++ {
-				r0 := src[2*oy*W:]
-				r1 := src[(2*oy+1)*W:]
-				for ox := 0; ox < OW; ox++ {
-					best, at := r0[2*ox], byte(0)
-					if v := r0[2*ox+1]; v > best || v != v {
-						best, at = v, 1
-					}
-					if v := r1[2*ox]; v > best || v != v {
-						best, at = v, 2
-					}
-					if v := r1[2*ox+1]; v > best || v != v {
-						best, at = v, 3
-					}
-					o := (p*OH+oy)*OW + ox
-					y[o] = best
-					if idx != nil {
-						idx[o] = at
-					}
+				var at []uint8
+				if idx != nil {
+					at = idx[(p*OH+oy)*OW : (p*OH+oy+1)*OW]
 				}
+				kernels.MaxPool2Row(y[(p*OH+oy)*OW:(p*OH+oy+1)*OW], at, src[2*oy*W:(2*oy+1)*W], src[(2*oy+1)*W:(2*oy+2)*W])
 			}
 		}
 	})
@@ -54,18 +39,7 @@ func (c CPU) MaxPool2Back(s backend.Shape4, din, dout, argmax backend.View) {
 			for oy := 0; oy < OH; oy++ {
 				r0 := plane[2*oy*W : 2*oy*W+2*OW]
 				r1 := plane[(2*oy+1)*W : (2*oy+1)*W+2*OW]
-				gs, as := g[oy*OW:(oy+1)*OW], at[oy*OW:(oy+1)*OW]
-				as = as[:len(gs)]
-				// every input of the window written once, branch-free:
-				// the gradient's bits where the maximum was, else +0
-				for ox, v := range gs {
-					b, a := math.Float32bits(v), uint32(as[ox])
-					w0, w1 := r0[2*ox:2*ox+2:2*ox+2], r1[2*ox:2*ox+2:2*ox+2]
-					w0[0] = math.Float32frombits(b & selectMask(a, 0))
-					w0[1] = math.Float32frombits(b & selectMask(a, 1))
-					w1[0] = math.Float32frombits(b & selectMask(a, 2))
-					w1[1] = math.Float32frombits(b & selectMask(a, 3))
-				}
+				kernels.MaxPool2BackRow(r0, r1, g[oy*OW:(oy+1)*OW], at[oy*OW:(oy+1)*OW])
 				if W > 2*OW { // an odd last column gets no gradient
 					r0[:W][W-1], r1[:W][W-1] = 0, 0
 				}
@@ -76,6 +50,3 @@ func (c CPU) MaxPool2Back(s backend.Shape4, din, dout, argmax backend.View) {
 		}
 	})
 }
-
-// selectMask is all ones if a == k, else 0 (for a, k < 2^31), without a branch.
-func selectMask(a, k uint32) uint32 { return uint32((int32(a^k) - 1) >> 31) }

@@ -169,3 +169,40 @@ func upsampleRowAVX2(dst, r0, r1 *float32, blocks int, a, b float32)
 
 //go:noescape
 func upsampleAdjointAVX2(dst, gu, ge, gO, gd *float32, blocks int)
+
+// maxPool2RowAsm does the windows in whole blocks of 8 in AVX2 and
+// returns how many.
+func maxPool2RowAsm(y []float32, idx []uint8, r0, r1 []float32) int {
+	n := len(y) &^ 7
+	if n == 0 {
+		return 0
+	}
+	_, _ = r0[2*n-1], r1[2*n-1]
+	var at *uint8
+	if idx != nil {
+		_ = idx[n-1]
+		at = &idx[0]
+	}
+	maxPool2RowAVX2(&y[0], at, &r0[0], &r1[0], n/8)
+	return n
+}
+
+// maxPool2BackRowAsm does the windows in whole blocks of 8 in AVX2 and
+// returns how many.
+func maxPool2BackRowAsm(r0, r1, g []float32, idx []uint8) int {
+	n := len(g) &^ 7
+	if n == 0 {
+		return 0
+	}
+	_, _, _ = r0[2*n-1], r1[2*n-1], idx[n-1]
+	maxPool2BackRowAVX2(&r0[0], &r1[0], &g[0], &idx[0], n/8)
+	return n
+}
+
+// In elementwise_amd64.s; idx may be nil (no positions stored).
+//
+//go:noescape
+func maxPool2RowAVX2(y *float32, idx *uint8, r0, r1 *float32, blocks int)
+
+//go:noescape
+func maxPool2BackRowAVX2(r0, r1, grad *float32, idx *uint8, blocks int)

@@ -434,3 +434,120 @@ loop:
 	JNZ     loop
 	VZEROUPPER
 	RET
+
+// deinterleave sets even to the even-indexed and odd to the odd-indexed
+// values of the 16 floats in lo, hi (in order).
+#define deinterleave(lo, hi, even, odd) \
+	VSHUFPS $0x88, hi, lo, even; \
+	VPERMPD $0xD8, even, even; \
+	VSHUFPS $0xDD, hi, lo, odd; \
+	VPERMPD $0xD8, odd, odd
+
+// challenge lets v (position k in Yk) take the window from best (Y8, its
+// position in Y9) where v > best or v is NaN, as maxPool2RowGo.
+#define challenge(v, k) \
+	VCMPPS    $30, Y8, v, Y10; \
+	VCMPPS    $3, v, v, Y11; \
+	VORPS     Y11, Y10, Y10; \
+	VBLENDVPS Y10, v, Y8, Y8; \
+	VBLENDVPS Y10, k, Y9, Y9
+
+// func maxPool2RowAVX2(y *float32, idx *uint8, r0, r1 *float32, blocks int)
+//
+// Eight windows a block: y = the maximum, idx (unless nil) its position.
+TEXT ·maxPool2RowAVX2(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), DI
+	MOVQ idx+8(FP), BX
+	MOVQ r0+16(FP), SI
+	MOVQ r1+24(FP), DX
+	MOVQ blocks+32(FP), CX
+	MOVL $1, AX
+	MOVL AX, X13
+	VPBROADCASTD X13, Y13         // position 1
+	MOVL $2, AX
+	MOVL AX, X14
+	VPBROADCASTD X14, Y14         // 2
+	MOVL $3, AX
+	MOVL AX, X15
+	VPBROADCASTD X15, Y15         // 3
+
+loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	deinterleave(Y0, Y1, Y8, Y2)  // best = r0 even, Y2 = r0 odd
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	deinterleave(Y0, Y1, Y3, Y4)  // r1 even, odd
+	VPXOR   Y9, Y9, Y9            // position 0
+	challenge(Y2, Y13)
+	challenge(Y3, Y14)
+	challenge(Y4, Y15)
+	VMOVUPS Y8, (DI)
+	TESTQ   BX, BX
+	JZ      next
+	VEXTRACTI128 $1, Y9, X10
+	VPACKUSDW    X10, X9, X9      // 8 words
+	VPACKUSWB    X9, X9, X9       // 8 bytes
+	MOVQ         X9, (BX)
+	ADDQ         $8, BX
+
+next:
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  loop
+	VZEROUPPER
+	RET
+
+// func maxPool2BackRowAVX2(r0, r1, grad *float32, idx *uint8, blocks int)
+//
+// Eight windows a block: g's bits at the window's position, +0 elsewhere.
+TEXT ·maxPool2BackRowAVX2(SB), NOSPLIT, $0-40
+	MOVQ r0+0(FP), DI
+	MOVQ r1+8(FP), DX
+	MOVQ grad+16(FP), SI
+	MOVQ idx+24(FP), BX
+	MOVQ blocks+32(FP), CX
+	VPXOR Y12, Y12, Y12           // position 0
+	MOVL  $1, AX
+	MOVL  AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL  $2, AX
+	MOVL  AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL  $3, AX
+	MOVL  AX, X15
+	VPBROADCASTD X15, Y15
+
+loop:
+	VPMOVZXBD (BX), Y0            // positions
+	VMOVUPS   (SI), Y1            // gradients
+	VPCMPEQD  Y12, Y0, Y2
+	VANDPS    Y1, Y2, Y2          // to position 0
+	VPCMPEQD  Y13, Y0, Y3
+	VANDPS    Y1, Y3, Y3          // 1
+	VPCMPEQD  Y14, Y0, Y4
+	VANDPS    Y1, Y4, Y4          // 2
+	VPCMPEQD  Y15, Y0, Y5
+	VANDPS    Y1, Y5, Y5          // 3
+	VUNPCKLPS Y3, Y2, Y6
+	VUNPCKHPS Y3, Y2, Y7
+	VPERM2F128 $0x20, Y7, Y6, Y8
+	VPERM2F128 $0x31, Y7, Y6, Y9
+	VMOVUPS   Y8, (DI)
+	VMOVUPS   Y9, 32(DI)
+	VUNPCKLPS Y5, Y4, Y6
+	VUNPCKHPS Y5, Y4, Y7
+	VPERM2F128 $0x20, Y7, Y6, Y8
+	VPERM2F128 $0x31, Y7, Y6, Y9
+	VMOVUPS   Y8, (DX)
+	VMOVUPS   Y9, 32(DX)
+	ADDQ $8, BX
+	ADDQ $32, SI
+	ADDQ $64, DI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ  loop
+	VZEROUPPER
+	RET

@@ -17,3 +17,7 @@ func adamAsm(a *backend.AdamStep, w, g, m, v []float32) { adamGo(*a, w, g, m, v)
 // The upsampling rows have no assembly in this build.
 func upsampleRowAsm(dst, r0, r1 []float32, a, b float32) int   { return 0 }
 func upsampleRowAdjointAsm(dst, gu, ge, go_, gd []float32) int { return 0 }
+
+// The pooling rows have no assembly in this build.
+func maxPool2RowAsm(y []float32, idx []uint8, r0, r1 []float32) int { return 0 }
+func maxPool2BackRowAsm(r0, r1, g []float32, idx []uint8) int       { return 0 }
