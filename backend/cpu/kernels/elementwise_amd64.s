@@ -323,6 +323,11 @@ nodecay:
 	VZEROUPPER
 	RET
 
+// quarters sets Y12 to 0.75 and Y13 to 0.25 in every lane.
+#define quarters \
+	MOVL $0x3f400000, AX; MOVL AX, X12; VBROADCASTSS X12, Y12; \
+	MOVL $0x3e800000, AX; MOVL AX, X13; VBROADCASTSS X13, Y13
+
 // func upsampleRowAVX2(dst, r0, r1 *float32, blocks int, a, b float32)
 //
 // For j = 8q .. 8q+7, q < blocks: cur = a*r0[j] + b*r1[j] and next the same
@@ -335,12 +340,7 @@ TEXT ·upsampleRowAVX2(SB), NOSPLIT, $0-40
 	MOVQ         blocks+24(FP), CX
 	VBROADCASTSS a+32(FP), Y14
 	VBROADCASTSS b+36(FP), Y15
-	MOVL         $0x3f400000, AX   // 0.75
-	MOVL         AX, X12
-	VBROADCASTSS X12, Y12
-	MOVL         $0x3e800000, AX   // 0.25
-	MOVL         AX, X13
-	VBROADCASTSS X13, Y13
+	quarters
 
 loop:
 	VMULPS      (SI), Y14, Y0
@@ -401,12 +401,7 @@ TEXT ·upsampleAdjointAVX2(SB), NOSPLIT, $0-48
 	MOVQ         gO+24(FP), R9
 	MOVQ         gd+32(FP), R10
 	MOVQ         blocks+40(FP), CX
-	MOVL         $0x3f400000, AX   // 0.75
-	MOVL         AX, X12
-	VBROADCASTSS X12, Y12
-	MOVL         $0x3e800000, AX   // 0.25
-	MOVL         AX, X13
-	VBROADCASTSS X13, Y13
+	quarters
 
 loop:
 	rowT(0, Y0, Y1)                // t from 2j-1
@@ -452,6 +447,13 @@ loop:
 	VBLENDVPS Y10, v, Y8, Y8; \
 	VBLENDVPS Y10, k, Y9, Y9
 
+// positions sets Y13, Y14 and Y15 to the window positions 1, 2 and 3 in
+// every int32 lane.
+#define positions \
+	MOVL $1, AX; MOVL AX, X13; VPBROADCASTD X13, Y13; \
+	MOVL $2, AX; MOVL AX, X14; VPBROADCASTD X14, Y14; \
+	MOVL $3, AX; MOVL AX, X15; VPBROADCASTD X15, Y15
+
 // func maxPool2RowAVX2(y *float32, idx *uint8, r0, r1 *float32, blocks int)
 //
 // Eight windows a block: y = the maximum, idx (unless nil) its position.
@@ -461,15 +463,7 @@ TEXT ·maxPool2RowAVX2(SB), NOSPLIT, $0-40
 	MOVQ r0+16(FP), SI
 	MOVQ r1+24(FP), DX
 	MOVQ blocks+32(FP), CX
-	MOVL $1, AX
-	MOVL AX, X13
-	VPBROADCASTD X13, Y13         // position 1
-	MOVL $2, AX
-	MOVL AX, X14
-	VPBROADCASTD X14, Y14         // 2
-	MOVL $3, AX
-	MOVL AX, X15
-	VPBROADCASTD X15, Y15         // 3
+	positions
 
 loop:
 	VMOVUPS (SI), Y0
@@ -510,15 +504,7 @@ TEXT ·maxPool2BackRowAVX2(SB), NOSPLIT, $0-40
 	MOVQ idx+24(FP), BX
 	MOVQ blocks+32(FP), CX
 	VPXOR Y12, Y12, Y12           // position 0
-	MOVL  $1, AX
-	MOVL  AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL  $2, AX
-	MOVL  AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL  $3, AX
-	MOVL  AX, X15
-	VPBROADCASTD X15, Y15
+	positions
 
 loop:
 	VPMOVZXBD (BX), Y0            // positions
