@@ -16,6 +16,10 @@ func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float6
 	bad := make([]int, s.N)
 	c.team.For(s.N, 1, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
+			// Local sums, stored once: the samples' slots share a cache
+			// line, which the cores would otherwise pass back and forth.
+			var sum float64
+			count := 0
 			for p := 0; p < HW; p++ {
 				t := int(tg[n*HW+p])
 				if t == backend.IgnoreIndex {
@@ -26,9 +30,10 @@ func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float6
 					continue
 				}
 				mx, se := softmaxTerms(z[n*K*HW+p:], K, HW)
-				sums[n] += math.Log(se) - float64(z[(n*K+t)*HW+p]-mx)
-				counts[n]++
+				sum += math.Log(se) - float64(z[(n*K+t)*HW+p]-mx)
+				count++
 			}
+			sums[n], counts[n] = sum, count
 		}
 	})
 	if err := targetError(bad, K); err != nil {
