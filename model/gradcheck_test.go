@@ -1127,6 +1127,55 @@ func TestGradConcat(t *testing.T) {
 	up.Release()
 }
 
+// gcLossLayer is what the losses share: CrossEntropy and Loss.
+type gcLossLayer interface {
+	Forward(env *Env, logits *Tensor, target backend.View) (float64, error)
+	Backward(env *Env, scale float32) (*Tensor, error)
+}
+
+// gcLossRun runs a new loss layer's Forward on logits zv of shape (n,k,h,w)
+// and target, holding the loss to L, then Backward(scale), holding dlogits
+// to the finite differences fd times scale, and returns dlogits. With
+// release the caller drops its logits reference before Backward, which may
+// then reuse the buffer (and must: dlogits is the logits tensor exactly
+// when released); either way only dlogits and the caller's logits are live
+// after Backward, and nothing at the end.
+func gcLossRun(t *testing.T, env *Env, newLayer func() gcLossLayer, shape [4]int, zv []float32, target []uint8, L func() float64, fd []float64, release bool, scale float32) []float32 {
+	t.Helper()
+	dev := env.Device
+	logits := gcTensor(t, dev, shape[0], shape[1], shape[2], shape[3], zv)
+	l := newLayer()
+	loss, err := l.Forward(env, logits, gcTarget(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := L(); math.Abs(loss-want) > gcTolFwd*(1+math.Abs(want)) {
+		t.Errorf("loss = %.9g, want %.9g", loss, want)
+	}
+	live := []*Tensor{logits}
+	if release {
+		logits.Release()
+		live = nil
+	}
+	dz, err := l.Backward(env, scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if release != (dz == logits) {
+		t.Errorf("release %v: dlogits reuses logits: %v", release, dz == logits)
+	}
+	gcCheckLive(t, "after backward", dev, 0, append(live, dz)...)
+	gcClose(t, "dlogits", dz.Read(), gcScale(fd, float64(scale)), gcTolGrad)
+	g := dz.Read()
+	dz.Release()
+	if !release {
+		gcEqual(t, "logits after backward", logits.Read(), zv)
+		logits.Release()
+	}
+	gcCheckLive(t, "end", dev, 0)
+	return g
+}
+
 // TestGradCrossEntropy: L is the loss itself. Logits 2x4x5x7 with about a
 // fifth of the pixels ignored.
 func TestGradCrossEntropy(t *testing.T) {
@@ -1148,41 +1197,9 @@ func TestGradCrossEntropy(t *testing.T) {
 	gcPoison(dev, 32<<10)
 	env := &Env{Device: dev, Training: true}
 
-	// run does Forward and Backward(scale); with release the caller drops its
-	// logits reference before Backward, which may then reuse the buffer.
 	run := func(release bool, scale float32) []float32 {
 		t.Helper()
-		logits := gcTensor(t, dev, n, k, h, w, zv)
-		var l CrossEntropy
-		loss, err := l.Forward(env, logits, gcTarget(target))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := L(); math.Abs(loss-want) > gcTolFwd*(1+math.Abs(want)) {
-			t.Errorf("loss = %.9g, want %.9g", loss, want)
-		}
-		live := []*Tensor{logits}
-		if release {
-			logits.Release()
-			live = nil
-		}
-		dz, err := l.Backward(env, scale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if release != (dz == logits) {
-			t.Errorf("release %v: dlogits reuses logits: %v", release, dz == logits)
-		}
-		gcCheckLive(t, "after backward", dev, 0, append(live, dz)...)
-		gcClose(t, "dlogits", dz.Read(), gcScale(fd, float64(scale)), gcTolGrad)
-		g := dz.Read()
-		dz.Release()
-		if !release {
-			gcEqual(t, "logits after backward", logits.Read(), zv)
-			logits.Release()
-		}
-		gcCheckLive(t, "end", dev, 0)
-		return g
+		return gcLossRun(t, env, func() gcLossLayer { return &CrossEntropy{} }, [4]int{n, k, h, w}, zv, target, L, fd, release, scale)
 	}
 	g := run(false, 1)
 	gcEqual(t, "dlogits, in place vs copy", run(true, 1), g)

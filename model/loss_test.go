@@ -111,34 +111,7 @@ func TestGradLosses(t *testing.T) {
 			env := &Env{Device: dev, Training: true}
 			run := func(release bool, scale float32) []float32 {
 				t.Helper()
-				logits := gcTensor(t, dev, n, k, h, w, zv)
-				l := Loss{Config: c}
-				loss, err := l.Forward(env, logits, gcTarget(target))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := L(); math.Abs(loss-want) > gcTolFwd*(1+math.Abs(want)) {
-					t.Errorf("loss = %.9g, want %.9g", loss, want)
-				}
-				if release {
-					logits.Release()
-				}
-				dz, err := l.Backward(env, scale)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if release != (dz == logits) {
-					t.Errorf("release %v: dlogits reuses logits: %v", release, dz == logits)
-				}
-				gcClose(t, "dlogits", dz.Read(), gcScale(fd, float64(scale)), gcTolGrad)
-				g := dz.Read()
-				dz.Release()
-				if !release {
-					gcEqual(t, "logits after backward", logits.Read(), zv)
-					logits.Release()
-				}
-				gcCheckLive(t, "end", dev, 0)
-				return g
+				return gcLossRun(t, env, func() gcLossLayer { return &Loss{Config: c} }, [4]int{n, k, h, w}, zv, target, L, fd, release, scale)
 			}
 			g := run(false, 1)
 			gcEqual(t, "dlogits, in place vs copy", run(true, 1), g)
