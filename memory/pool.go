@@ -631,22 +631,23 @@ func (p *Pool) takeFree(size int64) *block {
 func (p *Pool) release(b *block) {
 	if n := b.next; n != nil && n.free {
 		p.removeFree(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
+		absorb(b, n)
 	}
 	if q := b.prev; q != nil && q.free {
 		p.removeFree(q)
-		q.size += b.size
-		q.next = b.next
-		if b.next != nil {
-			b.next.prev = q
-		}
+		absorb(q, b)
 		b = q
 	}
 	p.insertFree(b)
+}
+
+// absorb grows a over its next neighbour n, which leaves the segment.
+func absorb(a, n *block) {
+	a.size += n.size
+	a.next = n.next
+	if n.next != nil {
+		n.next.prev = a
+	}
 }
 
 // ResetPeak starts a new peak window: every peak becomes its current value.
