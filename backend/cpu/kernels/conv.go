@@ -29,15 +29,23 @@ func ConvWorkspace(s backend.ConvShape) int {
 	if preW {
 		bwd += prepackSize(s.C, s.OC*s.K*s.K)
 	}
-	if !s.Direct() {
-		pad := paddedSize(s.C, s.H, s.W, s.Pad)
-		if dpad := s.K - 1 - s.Pad; dpad >= 0 {
-			pad = max(pad, paddedSize(s.OC, s.OH(), s.OW(), dpad))
-		}
-		bwd += pad
-	}
+	bwd += backPadSize(s, true)
 	bwd += max(gemmScratchSize(s.OC, CKK, P, false), gemmScratchSize(s.C, HW, s.OC*s.K*s.K, preW))
 	return max(fwd, bwd)
+}
+
+// backPadSize is the padded-image buffer the backward pass carves (0 for a
+// Direct convolution): the zero-padded image for dw and, with din, the
+// output gradient padded by K-1-Pad for din, which reuse one buffer.
+func backPadSize(s backend.ConvShape, din bool) int {
+	if s.Direct() {
+		return 0
+	}
+	size := paddedSize(s.C, s.H, s.W, s.Pad)
+	if dpad := s.K - 1 - s.Pad; din && dpad >= 0 {
+		size = max(size, paddedSize(s.OC, s.OH(), s.OW(), dpad))
+	}
+	return size
 }
 
 func checkConv(s backend.ConvShape, out, in, w, bias, ws int, hasBias bool) {
@@ -212,16 +220,8 @@ func fillRows(t *Team, o, rows []float32, p int) {
 // ConvWorkspace leaves room for one packing per image, which this spends
 // once instead.
 func prepackFits(g gemmImpl, s backend.ConvShape, ws int) bool {
-	OH, OW := s.OH(), s.OW()
-	P, CKK, HW, OCKK := OH*OW, s.C*s.K*s.K, s.H*s.W, s.OC*s.K*s.K
-	need := prepackSize(s.C, OCKK)
-	if !s.Direct() {
-		pad := paddedSize(s.C, s.H, s.W, s.Pad)
-		if dpad := s.K - 1 - s.Pad; dpad >= 0 {
-			pad = max(pad, paddedSize(s.OC, OH, OW, dpad))
-		}
-		need += pad
-	}
+	P, CKK, HW, OCKK := s.OH()*s.OW(), s.C*s.K*s.K, s.H*s.W, s.OC*s.K*s.K
+	need := prepackSize(s.C, OCKK) + backPadSize(s, true)
 	dw := g.planFor(s.OC, CKK, P, matA{lda: P}).scratch(s.OC, P)
 	din := planGemm(s.C, HW, OCKK, true).scratch(s.C, OCKK)
 	return ws >= need+max(dw, din)
@@ -277,11 +277,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 	dpad := s.K - 1 - s.Pad
 	var padBuf []float32
 	if !s.Direct() {
-		size := paddedSize(s.C, s.H, s.W, s.Pad)
-		if din != nil && dpad >= 0 {
-			size = max(size, paddedSize(s.OC, OH, OW, dpad))
-		}
-		padBuf, scratch = gemm.carve(scratch, size)
+		padBuf, scratch = gemm.carve(scratch, backPadSize(s, din != nil))
 	}
 	for n := 0; n < s.N; n++ {
 		g := dout[n*outImage : (n+1)*outImage]

@@ -554,8 +554,8 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 	edge8 := (*[gemmMR * gemmKC]float32)(ps.f[gemmMR*gemmKC : 2*gemmMR*gemmKC])
 	for pc := 0; pc < k; pc += gemmKC {
 		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k, j0, nw)
-		// rowsMR runs rows [from,i1) of tile jr (width columns) in panels
-		// of MR, the last, short one from edgePanel.
+		// edgeOf packs the rows below the last whole MR panel from row
+		// from into buf, and says where they start (i1: none).
 		edgeOf := func(buf *[gemmMR * gemmKC]float32, from int) (int, []float32) {
 			iEdge := from + (i1-from)/gemmMR*gemmMR
 			if iEdge == i1 {
@@ -568,6 +568,8 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 		if i8 > i0 {
 			iEdge8, edgePanel8 = edgeOf(edge8, i8)
 		}
+		// rowsMR runs rows [from,i1) of tile jr (width columns) in panels
+		// of MR, the short one below iEdge from edgePanel.
 		rowsMR := func(from, iEdge int, edgePanel []float32, jr, width int, bPanels []float32) {
 			for ir := from; ir < i1; ir += gemmMR {
 				mr := min(gemmMR, i1-ir)
