@@ -17,17 +17,19 @@ func Adam(a backend.AdamStep, w, g, m, v []float32) {
 			w[j] *= a.DecoupledScale
 		}
 	}
+	bestElementwise().adam(a, w, g, m, v)
+}
+
+// adam is the update after the decoupled decay.
+func (e elementwiseImpl) adam(a backend.AdamStep, w, g, m, v []float32) {
 	n := 0
-	if bestElementwise().avx2 {
-		n = len(w) &^ 7
-		if n > 0 {
-			adamAsm(&a, w[:n], g[:n], m[:n], v[:n])
-		}
+	if e.avx2 {
+		n = adamAsm(&a, w, g, m, v)
 	}
 	adamGo(a, w[n:], g[n:], m[n:], v[n:])
 }
 
-// adamGo is the update after the decoupled decay.
+// adamGo is adam in Go.
 func adamGo(a backend.AdamStep, w, g, m, v []float32) {
 	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
 	for j, gj := range g {

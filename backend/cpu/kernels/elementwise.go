@@ -7,46 +7,16 @@ import "math"
 // otherwise. Both do the same float32 operations in the same order (a
 // multiply and an add, never fused), so they agree bit for bit.
 
-// elementwiseImpl is one implementation of the passes below.
+// elementwiseImpl is one implementation of the passes below: with avx2,
+// each pass's assembly wrapper (the *Asm functions) takes the longest
+// prefix it can and returns its length, and the Go version does the rest;
+// without, Go does all.
 type elementwiseImpl struct {
-	name         string
-	relu         func(y, x []float32)
-	reluBackward func(dx, dy, y []float32)
-	affine       func(y, x []float32, scale, shift float32)
-	normGrad     func(dx, g, x []float32, mu, a, b, c float32)
-	relu16       func(y, x []uint16, inf uint16)
-	reluBack16   func(dx, dy, y []uint16, inf uint16)
-	// avx2 selects the AVX2 versions of the passes that are methods or
-	// functions rather than func values (the norm sums, Adam), so that
-	// what they point to stays on the stack.
+	name string
 	avx2 bool
 }
 
-// chains is the 16 partial sums of two float64 sums.
-type chains struct{ a, b [16]float64 }
-
-// shiftedSums adds xs's terms into c.
-func (e elementwiseImpl) shiftedSums(xs []float32, k float64, c *chains) {
-	if e.avx2 {
-		shiftedSumsAsm(xs, k, c)
-		return
-	}
-	shiftedSumsGo(xs, k, &c.a, &c.b)
-}
-
-// gradSums adds g's and x's terms into c.
-func (e elementwiseImpl) gradSums(g, x []float32, mu float64, c *chains) {
-	if e.avx2 {
-		gradSumsAsm(g, x, mu, c)
-		return
-	}
-	gradSumsGo(g, x, mu, &c.a, &c.b)
-}
-
-func genericElementwise() elementwiseImpl {
-	return elementwiseImpl{name: "go", relu: reluGo, reluBackward: reluBackwardGo, affine: affineGo, normGrad: normGradGo,
-		relu16: relu16Go, reluBack16: reluBack16Go}
-}
+func genericElementwise() elementwiseImpl { return elementwiseImpl{name: "go"} }
 
 // bestElementwise is the fastest implementation this CPU supports.
 func bestElementwise() elementwiseImpl {
@@ -76,6 +46,76 @@ func Affine(y, x []float32, scale, shift float32) {
 // with float32 rounding after each operation. dx may be g.
 func NormGrad(dx, g, x []float32, mu, a, b, c float32) {
 	bestElementwise().normGrad(dx[:len(g)], g, x[:len(g)], mu, a, b, c)
+}
+
+func (e elementwiseImpl) relu(y, x []float32) {
+	n := 0
+	if e.avx2 {
+		n = reluAsm(y, x)
+	}
+	reluGo(y[n:len(x)], x[n:])
+}
+
+func (e elementwiseImpl) reluBackward(dx, dy, y []float32) {
+	n := 0
+	if e.avx2 {
+		n = reluBackwardAsm(dx, dy, y)
+	}
+	reluBackwardGo(dx[n:len(y)], dy[n:len(y)], y[n:])
+}
+
+func (e elementwiseImpl) affine(y, x []float32, scale, shift float32) {
+	n := 0
+	if e.avx2 {
+		n = affineAsm(y, x, scale, shift)
+	}
+	affineGo(y[n:len(x)], x[n:], scale, shift)
+}
+
+func (e elementwiseImpl) normGrad(dx, g, x []float32, mu, a, b, c float32) {
+	n := 0
+	if e.avx2 {
+		n = normGradAsm(dx, g, x, mu, a, b, c)
+	}
+	normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
+}
+
+func (e elementwiseImpl) relu16(y, x []uint16, inf uint16) {
+	n := 0
+	if e.avx2 {
+		n = relu16Asm(y, x, inf)
+	}
+	relu16Go(y[n:len(x)], x[n:], inf)
+}
+
+func (e elementwiseImpl) reluBack16(dx, dy, y []uint16, inf uint16) {
+	n := 0
+	if e.avx2 {
+		n = reluBack16Asm(dx, dy, y, inf)
+	}
+	reluBack16Go(dx[n:len(y)], dy[n:len(y)], y[n:], inf)
+}
+
+// chains is the 16 partial sums of two float64 sums.
+type chains struct{ a, b [16]float64 }
+
+// shiftedSums adds xs's terms into c. The assembly's prefix is a multiple
+// of 16, so the Go rest goes on in the same chains.
+func (e elementwiseImpl) shiftedSums(xs []float32, k float64, c *chains) {
+	n := 0
+	if e.avx2 {
+		n = shiftedSumsAsm(xs, k, c)
+	}
+	shiftedSumsGo(xs[n:], k, &c.a, &c.b)
+}
+
+// gradSums adds g's and x's terms into c, as shiftedSums.
+func (e elementwiseImpl) gradSums(g, x []float32, mu float64, c *chains) {
+	n := 0
+	if e.avx2 {
+		n = gradSumsAsm(g, x, mu, c)
+	}
+	gradSumsGo(g[n:], x[n:len(g)], mu, &c.a, &c.b)
 }
 
 func reluGo(y, x []float32) {

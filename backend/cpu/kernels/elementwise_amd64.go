@@ -7,63 +7,84 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// asmElementwise returns the AVX2 passes where the CPU has AVX2.
+// asmElementwise is the AVX2 implementation where the CPU has AVX2.
 func asmElementwise() (elementwiseImpl, bool) {
-	if !cpu.X86.HasAVX2 {
-		return elementwiseImpl{}, false
+	return elementwiseImpl{name: "avx2", avx2: true}, cpu.X86.HasAVX2
+}
+
+// The wrappers below run the assembly over the longest prefix its blocks
+// cover (8 values, 16 for the 16-bit passes and the sums) and return its
+// length; the caller's Go version does the rest.
+
+func reluAsm(y, x []float32) int {
+	n := len(x) &^ 7
+	if n > 0 {
+		_ = y[n-1]
+		reluAVX2(&y[0], &x[0], n)
 	}
-	return elementwiseImpl{
-		name: "avx2",
-		relu: func(y, x []float32) {
-			n := len(x) &^ 7
-			if n > 0 {
-				_ = y[n-1]
-				reluAVX2(&y[0], &x[0], n)
-			}
-			reluGo(y[n:len(x)], x[n:])
-		},
-		reluBackward: func(dx, dy, y []float32) {
-			n := len(y) &^ 7
-			if n > 0 {
-				_, _ = dx[n-1], dy[n-1]
-				reluBackwardAVX2(&dx[0], &dy[0], &y[0], n)
-			}
-			reluBackwardGo(dx[n:len(y)], dy[n:len(y)], y[n:])
-		},
-		affine: func(y, x []float32, scale, shift float32) {
-			n := len(x) &^ 7
-			if n > 0 {
-				_ = y[n-1]
-				affineAVX2(&y[0], &x[0], n, scale, shift)
-			}
-			affineGo(y[n:len(x)], x[n:], scale, shift)
-		},
-		normGrad: func(dx, g, x []float32, mu, a, b, c float32) {
-			n := len(g) &^ 7
-			if n > 0 {
-				_, _ = dx[n-1], x[n-1]
-				normGradAVX2(&dx[0], &g[0], &x[0], n, mu, a, b, c)
-			}
-			normGradGo(dx[n:len(g)], g[n:], x[n:len(g)], mu, a, b, c)
-		},
-		avx2: true,
-		relu16: func(y, x []uint16, inf uint16) {
-			n := len(x) &^ 15
-			if n > 0 {
-				_ = y[n-1]
-				relu16AVX2(&y[0], &x[0], n, inf)
-			}
-			relu16Go(y[n:len(x)], x[n:], inf)
-		},
-		reluBack16: func(dx, dy, y []uint16, inf uint16) {
-			n := len(y) &^ 15
-			if n > 0 {
-				_, _ = dx[n-1], dy[n-1]
-				reluBack16AVX2(&dx[0], &dy[0], &y[0], n, inf)
-			}
-			reluBack16Go(dx[n:len(y)], dy[n:len(y)], y[n:], inf)
-		},
-	}, true
+	return n
+}
+
+func reluBackwardAsm(dx, dy, y []float32) int {
+	n := len(y) &^ 7
+	if n > 0 {
+		_, _ = dx[n-1], dy[n-1]
+		reluBackwardAVX2(&dx[0], &dy[0], &y[0], n)
+	}
+	return n
+}
+
+func affineAsm(y, x []float32, scale, shift float32) int {
+	n := len(x) &^ 7
+	if n > 0 {
+		_ = y[n-1]
+		affineAVX2(&y[0], &x[0], n, scale, shift)
+	}
+	return n
+}
+
+func normGradAsm(dx, g, x []float32, mu, a, b, c float32) int {
+	n := len(g) &^ 7
+	if n > 0 {
+		_, _ = dx[n-1], x[n-1]
+		normGradAVX2(&dx[0], &g[0], &x[0], n, mu, a, b, c)
+	}
+	return n
+}
+
+func relu16Asm(y, x []uint16, inf uint16) int {
+	n := len(x) &^ 15
+	if n > 0 {
+		_ = y[n-1]
+		relu16AVX2(&y[0], &x[0], n, inf)
+	}
+	return n
+}
+
+func reluBack16Asm(dx, dy, y []uint16, inf uint16) int {
+	n := len(y) &^ 15
+	if n > 0 {
+		_, _ = dx[n-1], dy[n-1]
+		reluBack16AVX2(&dx[0], &dy[0], &y[0], n, inf)
+	}
+	return n
+}
+
+func shiftedSumsAsm(xs []float32, k float64, c *chains) int {
+	n := len(xs) &^ 15
+	if n > 0 {
+		shiftedSumsAVX2(&xs[0], n, k, &c.a, &c.b)
+	}
+	return n
+}
+
+func gradSumsAsm(g, x []float32, mu float64, c *chains) int {
+	n := len(g) &^ 15
+	if n > 0 {
+		_ = x[n-1]
+		gradSumsAVX2(&g[0], &x[0], n, mu, &c.a, &c.b)
+	}
+	return n
 }
 
 // In elementwise_amd64.s; n is a positive multiple of 8.
@@ -79,25 +100,6 @@ func affineAVX2(y, x *float32, n int, scale, shift float32)
 
 //go:noescape
 func normGradAVX2(dx, dy, x *float32, n int, mu, a, b, c float32)
-
-// shiftedSumsAsm is shiftedSumsGo with the multiple of 16 values in AVX2.
-func shiftedSumsAsm(xs []float32, k float64, c *chains) {
-	n := len(xs) &^ 15
-	if n > 0 {
-		shiftedSumsAVX2(&xs[0], n, k, &c.a, &c.b)
-	}
-	shiftedSumsGo(xs[n:], k, &c.a, &c.b) // chain i%16 again: n is a multiple of 16
-}
-
-// gradSumsAsm is gradSumsGo with the multiple of 16 values in AVX2.
-func gradSumsAsm(g, x []float32, mu float64, c *chains) {
-	n := len(g) &^ 15
-	if n > 0 {
-		_ = x[n-1]
-		gradSumsAVX2(&g[0], &x[0], n, mu, &c.a, &c.b)
-	}
-	gradSumsGo(g[n:], x[n:len(g)], mu, &c.a, &c.b)
-}
 
 // In elementwise_amd64.s; n is a positive multiple of 16.
 //
@@ -115,15 +117,18 @@ func relu16AVX2(y, x *uint16, n int, inf uint16)
 //go:noescape
 func reluBack16AVX2(dx, dy, y *uint16, n int, inf uint16)
 
-// adamAsm runs adamAVX2 over len(w), a positive multiple of 8.
-func adamAsm(a *backend.AdamStep, w, g, m, v []float32) {
-	n := len(w)
+func adamAsm(a *backend.AdamStep, w, g, m, v []float32) int {
+	n := len(w) &^ 7
+	if n == 0 {
+		return 0
+	}
 	_, _, _ = g[n-1], m[n-1], v[n-1]
 	wd := 0
 	if a.WeightDecay != 0 {
 		wd = 1
 	}
 	adamAVX2(&w[0], &g[0], &m[0], &v[0], n, a, wd)
+	return n
 }
 
 // adamAVX2 is in elementwise_amd64.s; it reads a's fields at their offsets

@@ -33,13 +33,7 @@ func BenchmarkElementwise(b *testing.B) {
 					var ch chains
 					e.shiftedSums(x, 0.5, &ch)
 				}},
-				{"adam", 7, func() {
-					if e.avx2 {
-						adamAsm(&adam, y, g, x, v)
-					} else {
-						adamGo(adam, y, g, x, v)
-					}
-				}},
+				{"adam", 7, func() { e.adam(adam, y, g, x, v) }},
 			} {
 				b.Run(fmt.Sprintf("%s/%s/n=%d", c.name, e.name, n), func(b *testing.B) {
 					b.SetBytes(int64(4 * n * c.arrays))

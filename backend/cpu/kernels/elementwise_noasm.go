@@ -4,20 +4,20 @@ package kernels
 
 import "github.com/memunet/memunet/backend"
 
-// asmElementwise: none in this build.
+// asmElementwise: none in this build, so the *Asm wrappers below, which
+// would take a prefix in assembly, are never called.
 func asmElementwise() (elementwiseImpl, bool) { return elementwiseImpl{}, false }
 
-// shiftedSumsAsm and gradSumsAsm are never called in this build.
-func shiftedSumsAsm(xs []float32, k float64, c *chains) { shiftedSumsGo(xs, k, &c.a, &c.b) }
-func gradSumsAsm(g, x []float32, mu float64, c *chains) { gradSumsGo(g, x, mu, &c.a, &c.b) }
-
-// adamAsm is never called in this build.
-func adamAsm(a *backend.AdamStep, w, g, m, v []float32) { adamGo(*a, w, g, m, v) }
-
-// The upsampling rows have no assembly in this build.
-func upsampleRowAsm(dst, r0, r1 []float32, a, b float32) int   { return 0 }
-func upsampleRowAdjointAsm(dst, gu, ge, go_, gd []float32) int { return 0 }
-
-// The pooling rows have no assembly in this build.
+func reluAsm(y, x []float32) int                                    { return 0 }
+func reluBackwardAsm(dx, dy, y []float32) int                       { return 0 }
+func affineAsm(y, x []float32, scale, shift float32) int            { return 0 }
+func normGradAsm(dx, g, x []float32, mu, a, b, c float32) int       { return 0 }
+func relu16Asm(y, x []uint16, inf uint16) int                       { return 0 }
+func reluBack16Asm(dx, dy, y []uint16, inf uint16) int              { return 0 }
+func shiftedSumsAsm(xs []float32, k float64, c *chains) int         { return 0 }
+func gradSumsAsm(g, x []float32, mu float64, c *chains) int         { return 0 }
+func adamAsm(a *backend.AdamStep, w, g, m, v []float32) int         { return 0 }
+func upsampleRowAsm(dst, r0, r1 []float32, a, b float32) int        { return 0 }
+func upsampleRowAdjointAsm(dst, gu, ge, go_, gd []float32) int      { return 0 }
 func maxPool2RowAsm(y []float32, idx []uint8, r0, r1 []float32) int { return 0 }
 func maxPool2BackRowAsm(r0, r1, g []float32, idx []uint8) int       { return 0 }
