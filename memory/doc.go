@@ -15,12 +15,20 @@
 //     is an exact, deterministic function of the sequence of Alloc and Free
 //     calls, whatever the allocator (a Virtual pool's statistics are a real
 //     pool's, byte for byte).
-//   - Memory comes from the allocator in segments. A freed buffer's block
-//     stays in its segment, free (still "reserved"), merged with free
+//   - A freed buffer's block stays cached, free, merged with free
 //     neighbours; an allocation takes the smallest free block that holds it
-//     and splits off the rest (Allocator.Slice). A miss first gives back the
-//     wholly free segments (all too small for it), then takes a segment of
-//     its size. EmptyCache gives back every wholly free segment.
+//     and splits off the rest (Allocator.Slice).
+//   - Over memory that pages (a Pager: a GPU's virtual memory, the host's
+//     mmap), blocks lie in one heap of address space and reserved is the
+//     bytes of its mapped pages. An allocation over unmapped pages first
+//     moves the wholly free pages it needs (the highest first), then maps
+//     new ones for the rest: reserved peaks at the most pages live buffers
+//     touch at once, whatever the fragmentation. EmptyCache unmaps every
+//     wholly free page.
+//   - Over other memory, blocks lie in segments taken from the allocator.
+//     A miss first gives back the wholly free segments (all too small for
+//     it), then takes a segment of its size. EmptyCache gives back every
+//     wholly free segment.
 //   - With an ArenaPlan (Options.Arena, made by PlanArena from a dry run's
 //     Trace), the pool takes one block of the plan's size at its first
 //     allocation and places each planned allocation of the build and of each
@@ -28,8 +36,9 @@
 //     in use; anything else goes to the segments, counted in ArenaMisses.
 //   - With a capacity, reserved bytes never exceed it: an allocation that
 //     would pass it fails with *OutOfMemoryError (the wholly free segments
-//     were given back first). An allocator that runs out itself
-//     (ErrExhausted) gives the same error, with its Cause.
+//     were given back, or the wholly free pages moved, first). An allocator
+//     that runs out itself (ErrExhausted) gives the same error, with its
+//     Cause, after the pool gave back what it had cached and tried again.
 //   - Freeing a buffer twice, or a buffer from another pool, returns an error
 //     and changes nothing.
 //

@@ -150,9 +150,15 @@ type Stats struct {
 	CacheFlushes int64 `json:"cache_flushes"`
 	// Capacity is the pool's capacity, 0 if unlimited.
 	Capacity int64 `json:"capacity"`
-	// SegmentAllocs counts the allocator's Alloc calls (segments and the
-	// arena): zero per step is a steady state.
+	// SegmentAllocs counts the allocator's Alloc and Reserve calls
+	// (segments, heaps and the arena): zero per step is a steady state.
 	SegmentAllocs int64 `json:"segment_allocs"`
+	// PageBytes is the page size of a paged pool (0: segments);
+	// PagesMapped and PagesUnmapped count the pages it backed with memory
+	// and gave back, its Map and Unmap traffic.
+	PageBytes     int64 `json:"page_bytes,omitempty"`
+	PagesMapped   int64 `json:"pages_mapped,omitempty"`
+	PagesUnmapped int64 `json:"pages_unmapped,omitempty"`
 	// ArenaBytes is the arena's size once taken (0 without an arena);
 	// ArenaMisses the allocations the plan did not foresee, served by the
 	// caching pool instead.
@@ -161,17 +167,29 @@ type Stats struct {
 }
 
 // Pool is a thread-safe caching allocator with exact accounting, in the
-// manner of PyTorch's CUDA caching allocator: memory comes from the
-// allocator in segments, one per allocation the free blocks could not
-// serve, of that allocation's size; a freed buffer's block stays in its
-// segment, free, and merges with free neighbours; an allocation takes the
+// manner of PyTorch's CUDA caching allocator. A freed buffer's block stays
+// cached, free, and merges with free neighbours; an allocation takes the
 // smallest free block that holds it (best fit, ties to the oldest segment
-// and lowest offset), split when the rest is at least BlockRound. Reserved
-// is the segments' bytes; EmptyCache gives back the segments that are
-// wholly free.
+// and lowest offset), split when the rest is at least BlockRound.
+//
+// Over an allocator that pages (a Pager with a page size), as PyTorch's
+// expandable segments: blocks lie in one heap of reserved address space
+// (HeapBytes, or more for a larger allocation), and reserved is the bytes
+// of its pages backed with memory. An allocation over pages not backed
+// first moves the pages it needs from the cache: it unmaps wholly free
+// pages, the highest first, and only maps new memory for the rest. So
+// reserved is at most the pages live buffers touch at their peak, however
+// the free space is cut. EmptyCache unmaps every wholly free page.
+//
+// Over any other allocator: memory comes in segments, one per allocation
+// the free blocks could not serve, of that allocation's size, and reserved
+// is the segments' bytes; a miss first gives back the segments that are
+// wholly free (all too small for it), and so does EmptyCache.
 type Pool struct {
 	mu        sync.Mutex
 	allocator Allocator
+	pager     Pager // the allocator, when it pages
+	page      int64 // its page size
 	opts      Options
 	start     time.Time
 	nextID    uint64
@@ -221,12 +239,29 @@ func (a *arenaState) overlaps(off, size int64) bool {
 	return false
 }
 
-// segment is one block from the allocator, tiled by the pool's blocks.
+// HeapBytes is the address space a paged pool reserves at a time: one
+// reservation serves any run, and costs no memory until its pages are
+// mapped.
+const HeapBytes = 64 << 30
+
+// segment is one block from the allocator, tiled by the pool's blocks: a
+// segment, or a paged pool's heap (pages set).
 type segment struct {
-	id    uint64
-	store Storage
-	size  int64
-	first *block // the block at offset 0
+	id     uint64
+	store  Storage
+	size   int64
+	first  *block // the block at offset 0
+	paged  bool
+	mapped []pageRun // a heap's backed pages, by index, apart
+}
+
+// pageRun is the pages [lo, hi) of a heap.
+type pageRun struct{ lo, hi int64 }
+
+// pageSpan is a run of pages of one heap.
+type pageSpan struct {
+	seg *segment
+	pageRun
 }
 
 // block is a range of a segment: a live buffer's or free.
@@ -255,6 +290,13 @@ func NewPool(a Allocator, opts Options) *Pool {
 	}
 	if opts.Arena != nil {
 		p.arena = &arenaState{plan: opts.Arena}
+	}
+	if pg, ok := a.(Pager); ok && pg.PageSize() > 0 {
+		if pg.PageSize()%BlockRound != 0 {
+			panic(fmt.Sprintf("memory: page size %d is not a multiple of %d", pg.PageSize(), BlockRound))
+		}
+		p.pager, p.page = pg, pg.PageSize()
+		p.stats.PageBytes = p.page
 	}
 	return p
 }
@@ -398,50 +440,15 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 		inArena = blk != nil
 	}
 	if !inArena {
-		blk = p.takeFree(size)
-	}
-	switch {
-	case inArena:
-	case blk != nil:
-		p.stats.CacheHits++
-	default:
-		// Nothing free is large enough: give back the wholly free
-		// segments (all smaller than size) before taking a new one, so
-		// that reserved memory holds only what can still be used.
-		p.flushLocked()
-		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
-			p.stats.NumOOMs++
-			return nil, &OutOfMemoryError{
-				Requested:           size,
-				Category:            cat,
-				Capacity:            p.opts.Capacity,
-				Free:                p.opts.Capacity - p.stats.Reserved.Current,
-				Allocated:           p.stats.Allocated.Current,
-				ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
-			}
-		}
-		store, err := p.allocator.Alloc(size)
-		if err == nil {
-			p.stats.SegmentAllocs++
-		}
-		if errors.Is(err, ErrExhausted) {
-			p.stats.NumOOMs++
-			return nil, &OutOfMemoryError{
-				Requested: size, Category: cat, Capacity: p.opts.Capacity,
-				Free:      max(0, p.opts.Capacity-p.stats.Reserved.Current),
-				Allocated: p.stats.Allocated.Current, ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
-				Cause: fmt.Errorf("%s: %w", p.allocator.Name(), err),
-			}
+		var err error
+		if p.pager != nil {
+			blk, err = p.heapAlloc(cat, size)
+		} else {
+			blk, err = p.segmentAlloc(cat, size)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("memory: %s: allocating %s (%s): %w", p.allocator.Name(), FormatBytes(size), cat, err)
+			return nil, err
 		}
-		p.nextSeg++
-		seg := &segment{id: p.nextSeg, store: store, size: size}
-		blk = &block{seg: seg, size: size}
-		seg.first = blk
-		p.segments = append(p.segments, seg)
-		p.stats.Reserved.add(size)
 	}
 	store := blk.seg.store
 	if blk.size != blk.seg.size {
@@ -465,6 +472,238 @@ func (p *Pool) Alloc(cat Category, n int64) (*Buffer, error) {
 	}
 	p.record(cat, size)
 	return b, nil
+}
+
+// segmentAlloc takes a block of size bytes from the segments: a cached one
+// or, on a miss, a new segment.
+func (p *Pool) segmentAlloc(cat Category, size int64) (*block, error) {
+	if blk := p.takeFree(size); blk != nil {
+		p.stats.CacheHits++
+		return blk, nil
+	}
+	// Nothing free is large enough: give back the wholly free segments (all
+	// smaller than size) before taking a new one, so that reserved memory
+	// holds only what can still be used.
+	p.flushLocked()
+	if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
+		p.stats.NumOOMs++
+		return nil, p.oom(cat, size, nil)
+	}
+	store, err := p.allocator.Alloc(size)
+	if errors.Is(err, ErrExhausted) {
+		p.stats.NumOOMs++
+		return nil, p.oom(cat, size, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("memory: %s: allocating %s (%s): %w", p.allocator.Name(), FormatBytes(size), cat, err)
+	}
+	p.stats.SegmentAllocs++
+	p.nextSeg++
+	seg := &segment{id: p.nextSeg, store: store, size: size}
+	blk := &block{seg: seg, size: size}
+	seg.first = blk
+	p.segments = append(p.segments, seg)
+	p.stats.Reserved.add(size)
+	return blk, nil
+}
+
+// oom is the error for an allocation of size bytes that does not fit;
+// cause is the allocator's error, if it ran out itself.
+func (p *Pool) oom(cat Category, size int64, cause error) *OutOfMemoryError {
+	e := &OutOfMemoryError{
+		Requested: size, Category: cat, Capacity: p.opts.Capacity,
+		Free:      max(0, p.opts.Capacity-p.stats.Reserved.Current),
+		Allocated: p.stats.Allocated.Current, ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current,
+	}
+	if cause != nil {
+		e.Cause = fmt.Errorf("%s: %w", p.allocator.Name(), cause)
+	}
+	return e
+}
+
+// heapAlloc takes a block of size bytes from the heaps (reserving another
+// when none has room) and backs its pages.
+func (p *Pool) heapAlloc(cat Category, size int64) (*block, error) {
+	blk := p.takeFree(size)
+	if blk == nil {
+		n := max(HeapBytes, (size+p.page-1)/p.page*p.page)
+		store, err := p.pager.Reserve(n)
+		if err != nil {
+			return nil, fmt.Errorf("memory: %s: reserving %s of address space: %w", p.allocator.Name(), FormatBytes(n), err)
+		}
+		p.stats.SegmentAllocs++
+		p.nextSeg++
+		seg := &segment{id: p.nextSeg, store: store, size: n, paged: true}
+		seg.first = &block{seg: seg, size: n}
+		p.segments = append(p.segments, seg)
+		p.insertFree(seg.first)
+		blk = p.takeFree(size) // the new heap's: nothing else held size
+	}
+	lo, hi := p.pagesOf(blk)
+	need := hi - lo - blk.seg.mappedIn(lo, hi)
+	if need == 0 {
+		p.stats.CacheHits++
+	} else if err := p.mapBlock(cat, blk, size, need); err != nil {
+		p.release(blk)
+		return nil, err
+	}
+	return blk, nil
+}
+
+// pagesOf is the pages [lo, hi) blk touches.
+func (p *Pool) pagesOf(b *block) (lo, hi int64) {
+	return b.off / p.page, (b.off+b.size-1)/p.page + 1
+}
+
+// mappedIn counts the backed pages in [lo, hi).
+func (s *segment) mappedIn(lo, hi int64) int64 {
+	var n int64
+	for _, r := range s.mapped[s.firstRun(lo):] {
+		if r.lo >= hi {
+			break
+		}
+		n += min(r.hi, hi) - max(r.lo, lo)
+	}
+	return n
+}
+
+// firstRun is the index of the first run that ends after page lo.
+func (s *segment) firstRun(lo int64) int {
+	i, _ := slices.BinarySearchFunc(s.mapped, lo, func(r pageRun, lo int64) int { return cmp.Compare(r.hi, lo+1) })
+	return i
+}
+
+// setMapped marks [lo, hi) backed (on) or not, keeping the runs apart.
+func (s *segment) setMapped(lo, hi int64, on bool) {
+	var out []pageRun
+	i := s.firstRun(lo - 1) // a run ending at lo merges with [lo, hi)
+	j := i
+	for j < len(s.mapped) && s.mapped[j].lo <= hi {
+		r := s.mapped[j]
+		if on {
+			lo, hi = min(lo, r.lo), max(hi, r.hi)
+		} else {
+			if r.lo < lo {
+				out = append(out, pageRun{r.lo, lo})
+			}
+			if r.hi > hi {
+				out = append(out, pageRun{hi, r.hi})
+			}
+		}
+		j++
+	}
+	if on {
+		out = append(out, pageRun{lo, hi})
+	}
+	s.mapped = slices.Replace(s.mapped, i, j, out...)
+}
+
+// mapBlock backs the need unmapped pages blk (taken for size bytes)
+// touches: it first unmaps as many wholly free pages elsewhere (the
+// highest first, so that the low addresses best fit prefers stay backed),
+// then maps blk's. When the allocator is exhausted it unmaps every wholly
+// free page and tries once more.
+func (p *Pool) mapBlock(cat Category, blk *block, size, need int64) error {
+	victims, n := p.freePages(need)
+	if p.opts.Capacity > 0 && p.stats.Reserved.Current+(need-n)*p.page > p.opts.Capacity {
+		p.stats.NumOOMs++
+		return p.oom(cat, size, nil)
+	}
+	p.unmapPages(victims)
+	err := p.mapPages(blk)
+	if errors.Is(err, ErrExhausted) {
+		if spans, _ := p.freePages(-1); len(spans) > 0 {
+			p.unmapPages(spans)
+			p.stats.CacheFlushes++
+		}
+		err = p.mapPages(blk)
+	}
+	if errors.Is(err, ErrExhausted) {
+		p.stats.NumOOMs++
+		return p.oom(cat, size, err)
+	}
+	if err != nil {
+		return fmt.Errorf("memory: %s: mapping %s (%s): %w", p.allocator.Name(), FormatBytes(need*p.page), cat, err)
+	}
+	return nil
+}
+
+// freePages lists up to limit (all when negative) backed pages no live
+// block touches, the newest heap and the highest pages first, and counts
+// them. Such pages lie inside free blocks: a free block's neighbours are
+// live, so the pages it shares with them are not wholly free.
+func (p *Pool) freePages(limit int64) ([]pageSpan, int64) {
+	var out []pageSpan
+	var n int64
+	for s := len(p.segments) - 1; s >= 0 && (limit < 0 || n < limit); s-- {
+		seg := p.segments[s]
+		if len(seg.mapped) == 0 {
+			continue
+		}
+		start := len(out)
+		for b := seg.first; b != nil; b = b.next {
+			if !b.free {
+				continue
+			}
+			lo, hi := (b.off+p.page-1)/p.page, (b.off+b.size)/p.page
+			if lo >= hi {
+				continue // no whole page
+			}
+			for _, r := range seg.mapped[seg.firstRun(lo):] {
+				if r.lo >= hi {
+					break
+				}
+				out = append(out, pageSpan{seg, pageRun{max(r.lo, lo), min(r.hi, hi)}})
+			}
+		}
+		slices.Reverse(out[start:])
+		for i := start; i < len(out); i++ {
+			sp := &out[i]
+			if limit >= 0 && n+sp.hi-sp.lo >= limit {
+				sp.lo = sp.hi - (limit - n)
+				n = limit
+				out = out[:i+1]
+				break
+			}
+			n += sp.hi - sp.lo
+		}
+	}
+	return out, n
+}
+
+// unmapPages gives back the memory of spans, a call each.
+func (p *Pool) unmapPages(spans []pageSpan) {
+	for _, sp := range spans {
+		p.pager.Unmap(sp.seg.store, sp.lo*p.page, (sp.hi-sp.lo)*p.page)
+		sp.seg.setMapped(sp.lo, sp.hi, false)
+		p.stats.PagesUnmapped += sp.hi - sp.lo
+		p.stats.Reserved.add(-(sp.hi - sp.lo) * p.page)
+	}
+}
+
+// mapPages backs blk's unmapped pages, a call per run of them.
+func (p *Pool) mapPages(blk *block) error {
+	seg := blk.seg
+	lo, hi := p.pagesOf(blk)
+	for lo < hi {
+		gapHi := hi
+		if i := seg.firstRun(lo); i < len(seg.mapped) && seg.mapped[i].lo < hi {
+			if r := seg.mapped[i]; r.lo <= lo {
+				lo = r.hi // backed already
+				continue
+			} else {
+				gapHi = r.lo
+			}
+		}
+		if err := p.pager.Map(seg.store, lo*p.page, (gapHi-lo)*p.page); err != nil {
+			return err
+		}
+		seg.setMapped(lo, gapHi, true)
+		p.stats.PagesMapped += gapHi - lo
+		p.stats.Reserved.add((gapHi - lo) * p.page)
+		lo = gapHi
+	}
+	return nil
 }
 
 // ErrDoubleFree and ErrForeignBuffer are returned by Free for misuse.
@@ -546,7 +785,7 @@ func (p *Pool) MustFree(b *Buffer) {
 }
 
 // EmptyCache gives every cached block back to the allocator: reserved drops
-// to allocated.
+// to allocated (to the pages live buffers touch, when paged).
 func (p *Pool) EmptyCache() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -560,23 +799,33 @@ func (p *Pool) flushLocked() {
 	}
 }
 
-// emptyCacheLocked gives back every wholly free segment and returns the
+// emptyCacheLocked gives back every wholly free segment, or unmaps every
+// wholly free page and releases the wholly free heaps, and returns the
 // bytes given back.
 func (p *Pool) emptyCacheLocked() int64 {
 	var freed int64
+	if p.pager != nil {
+		spans, n := p.freePages(-1)
+		p.unmapPages(spans)
+		freed = n * p.page
+	}
 	kept := p.segments[:0]
 	for _, seg := range p.segments {
 		if b := seg.first; b.free && b.size == seg.size {
 			p.removeFree(b)
+			if seg.paged {
+				p.pager.Release(seg.store)
+				continue
+			}
 			p.allocator.Free(seg.store)
 			freed += seg.size
+			p.stats.Reserved.add(-seg.size)
 			continue
 		}
 		kept = append(kept, seg)
 	}
 	clear(p.segments[len(kept):])
 	p.segments = kept
-	p.stats.Reserved.add(-freed)
 	return freed
 }
 

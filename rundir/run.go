@@ -84,7 +84,8 @@ type Summary struct {
 	DeviceTotalBytes     int64 `json:"device_total_bytes,omitempty"`
 	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
 	// CacheFlushes counts the times the pool gave wholly free segments back
-	// to its allocator (cuMemFree on a GPU) to take a new one.
+	// to its allocator (cuMemFree on a GPU) to take a new one, or its cached
+	// pages when the memory itself ran out.
 	CacheFlushes int64 `json:"cache_flushes"`
 	// Allocator is memory.allocator; SegmentAllocs the allocator calls the
 	// pool made (segments, or the arena once); ArenaBytes the arena,
@@ -96,6 +97,12 @@ type Summary struct {
 	ArenaMisses   int64  `json:"arena_misses,omitempty"`
 	ArenaMiss     string `json:"arena_miss,omitempty"`
 	AllocatorNote string `json:"allocator_note,omitempty"`
+	// PageBytes is the caching pool's page where its memory pages (0:
+	// segments); PagesMapped and PagesUnmapped count the pages it backed
+	// and gave back (memory.Stats).
+	PageBytes     int64 `json:"page_bytes,omitempty"`
+	PagesMapped   int64 `json:"pages_mapped,omitempty"`
+	PagesUnmapped int64 `json:"pages_unmapped,omitempty"`
 	// World is the data-parallel processes (absent: one); Ranks each one's
 	// peak memory.
 	World int          `json:"world_size,omitempty"`
@@ -492,6 +499,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	st := tr.Pool().Stats()
 	sum.Allocator, sum.SegmentAllocs, sum.ArenaBytes, sum.ArenaMisses, sum.ArenaMiss =
 		cfg.Memory.Allocator, st.SegmentAllocs, st.ArenaBytes, st.ArenaMisses, tr.Pool().ArenaMiss()
+	sum.PageBytes, sum.PagesMapped, sum.PagesUnmapped = st.PageBytes, st.PagesMapped, st.PagesUnmapped
 	sum.AllocatorNote = tr.AllocatorNote
 	if sum.ArenaMisses > 0 {
 		prog.note(fmt.Sprintf("memory.allocator: arena: %d allocations the plan did not foresee went to the caching pool; the first: %s",

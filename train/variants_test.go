@@ -346,22 +346,51 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 	}
 }
 
-// TestEmptyCacheStep: with empty_cache: step, reserved equals allocated
-// after every step; with never, the cache keeps the step's blocks.
+// TestEmptyCacheStep: with empty_cache: step, the cache is empty after
+// every step (emptying it again gives nothing back; reserved is allocated,
+// or on paged memory the pages live buffers touch); with never, the cache
+// keeps the step's blocks.
 func TestEmptyCacheStep(t *testing.T) {
-	for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyStep} {
-		c := tinyConfig()
-		c.Memory.EmptyCache, c.Memory.Allocator = mode, "caching"
-		tr := testTrainer(t, c)
-		if _, err := tr.Step(); err != nil {
-			t.Fatal(err)
-		}
-		st := tr.Pool().Stats()
-		if cached := st.Reserved.Current - st.Allocated.Current; (mode == config.EmptyStep) != (cached == 0) {
-			t.Errorf("%s: %d cached bytes after a step", mode, cached)
+	for _, paged := range []bool{false, true} {
+		for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyStep} {
+			c := tinyConfig()
+			c.Memory.EmptyCache, c.Memory.Allocator = mode, "caching"
+			b := backend.Backend(cpu.New())
+			if !paged {
+				b = unpagedCPU{b}
+			}
+			tr, err := NewTrainerOn(c, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Step(); err != nil {
+				t.Fatal(err)
+			}
+			st := tr.Pool().Stats()
+			if paged != (st.PageBytes > 0) {
+				t.Fatalf("paged %v: the pool's pages are %d bytes", paged, st.PageBytes)
+			}
+			tr.Pool().EmptyCache()
+			emptied := tr.Pool().Stats()
+			if kept := st.Reserved.Current - emptied.Reserved.Current; (mode == config.EmptyStep) != (kept == 0) {
+				t.Errorf("paged %v, %s: emptying the cache after a step gave back %d bytes", paged, mode, kept)
+			}
+			cached := emptied.Reserved.Current - emptied.Allocated.Current
+			if !paged && cached != 0 || paged && (cached < 0 || emptied.Reserved.Current%st.PageBytes != 0) {
+				t.Errorf("paged %v, %s: %d cached bytes of %d reserved after emptying the cache", paged, mode, cached, emptied.Reserved.Current)
+			}
+			tr.Close()
 		}
 	}
 }
+
+// unpagedCPU is the CPU backend over host memory taken in segments.
+type unpagedCPU struct{ backend.Backend }
+
+func (unpagedCPU) Allocator() memory.Allocator { return segmentHost{cpu.HostAllocator{}} }
+
+// segmentHost hides the host allocator's pages.
+type segmentHost struct{ memory.Allocator }
 
 // TestPhaseMemory: every step reports the three phases; forward's peak holds
 // activations, the optimizer phase none beyond the input batch, and the

@@ -46,8 +46,15 @@ func (CPU) Stages(dt backend.DType) bool { return dt != backend.Float32 }
 type HostAllocator struct{}
 
 // hostBlock is the Storage of a host buffer; its type is this package's
-// own, so only the CPU backend sees inside a buffer.
-type hostBlock struct{ words []float32 }
+// own, so only the CPU backend sees inside a buffer. A block of a paged
+// heap (Reserve) keeps its heap reachable, so the heap's cleanup cannot
+// run while a buffer in it can still be used.
+type hostBlock struct {
+	words []float32
+	heap  *hostHeap
+}
+
+var _ memory.Pager = HostAllocator{}
 
 // Name is "host".
 func (HostAllocator) Name() string { return "host" }
@@ -55,7 +62,7 @@ func (HostAllocator) Name() string { return "host" }
 // Alloc makes a zeroed block (Go memory is zeroed; the pool promises no
 // contents, and a cached block comes back dirty).
 func (HostAllocator) Alloc(bytes int64) (memory.Storage, error) {
-	return &hostBlock{make([]float32, bytes/4)}, nil
+	return &hostBlock{words: make([]float32, bytes/4)}, nil
 }
 
 // Free leaves the block to the garbage collector.
@@ -63,8 +70,8 @@ func (HostAllocator) Free(s memory.Storage) { s.(*hostBlock).words = nil }
 
 // Slice is the words of s from byte off, sharing its memory.
 func (HostAllocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {
-	w := s.(*hostBlock).words
-	return &hostBlock{w[off/4 : (off+bytes)/4 : (off+bytes)/4]}
+	h := s.(*hostBlock)
+	return &hostBlock{words: h.words[off/4 : (off+bytes)/4 : (off+bytes)/4], heap: h.heap}
 }
 
 // words is b's memory; it panics for a buffer that is not host memory (a

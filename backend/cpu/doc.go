@@ -1,6 +1,12 @@
-// Package cpu is the host backend: buffers are Go memory (HostAllocator,
+// Package cpu is the host backend: buffers are host memory (HostAllocator,
 // whose block type only this package can see inside), and every operation
 // runs on all cores before it returns, on the backend's kernels.Team.
+//
+// On 64-bit Linux host memory pages as a GPU's virtual memory does: the
+// caching pool's heap is address space (mmap, no access) whose 64 KiB pages
+// it maps (mprotect) and gives back to the kernel (madvise MADV_DONTNEED),
+// so the process holds what the pool reports as reserved. Elsewhere, and
+// for the arena, blocks are Go memory.
 //
 // The convolutions are the kernels of backend/cpu/kernels (a packed,
 // cache-blocked SGEMM over an implicit im2col, AVX2 and AVX-512 assembly

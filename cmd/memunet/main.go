@@ -178,6 +178,9 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	case sum.ArenaBytes > 0:
 		fmt.Fprintf(stdout, "allocator: arena of %s, every buffer at its planned place; %d allocator call(s), %d allocation(s) outside the plan\n",
 			memory.FormatBytes(sum.ArenaBytes), sum.SegmentAllocs, sum.ArenaMisses)
+	case sum.PageBytes > 0:
+		fmt.Fprintf(stdout, "allocator: %s over %s pages; %d pages mapped, %d moved or given back, %d cache flushes\n",
+			sum.Allocator, memory.FormatBytes(sum.PageBytes), sum.PagesMapped, sum.PagesUnmapped, sum.CacheFlushes)
 	case sum.Allocator != "":
 		fmt.Fprintf(stdout, "allocator: %s; %d allocator calls, %d cache flushes\n", sum.Allocator, sum.SegmentAllocs, sum.CacheFlushes)
 	}

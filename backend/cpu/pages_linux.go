@@ -1,0 +1,100 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"github.com/memunet/memunet/memory"
+)
+
+// hostPage is the host heap's page: 64 KiB, 16 of the kernel's pages, so
+// that a small run's reserved memory stays near its allocated, and a large
+// run's page table stays short. (A GPU's pages are its driver's mapping
+// granularity, 2 MiB; a plan uses the page of the memory it plans for.)
+const hostPage = 64 << 10
+
+// hostHeap is a reservation of address space: pages are PROT_NONE until
+// mapped (mprotect), and an unmapped page's memory goes back to the kernel
+// (madvise MADV_DONTNEED), so the process holds what the pool counts as
+// reserved. A use after unmapping faults, as it would on a GPU.
+type hostHeap struct {
+	mapping []byte // the whole mmap, for munmap
+	cleanup runtime.Cleanup
+}
+
+// PageSize is 64 KiB on a 64-bit host, where address space is plentiful;
+// elsewhere 0 (the pool takes segments instead).
+func (HostAllocator) PageSize() int64 {
+	if strconv.IntSize < 64 {
+		return 0
+	}
+	return hostPage
+}
+
+// Reserve maps bytes of address space with no access (no memory behind it),
+// aligned to a page. If the pool that owns it is dropped without giving it
+// back, the garbage collector's cleanup unmaps it.
+func (HostAllocator) Reserve(bytes int64) (memory.Storage, error) {
+	m, err := syscall.Mmap(-1, 0, int(bytes+hostPage), syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, fmt.Errorf("mmap of %s: %w", memory.FormatBytes(bytes), err)
+	}
+	skip := (hostPage - int64(uintptr(unsafe.Pointer(&m[0])))%hostPage) % hostPage
+	h := &hostHeap{mapping: m}
+	blk := &hostBlock{words: unsafe.Slice((*float32)(unsafe.Pointer(&m[skip])), bytes/4), heap: h}
+	h.cleanup = runtime.AddCleanup(blk, func(m []byte) { _ = syscall.Munmap(m) }, m)
+	return blk, nil
+}
+
+// pageBytes is bytes bytes of heap block s from off.
+func pageBytes(s memory.Storage, off, bytes int64) []byte {
+	w := s.(*hostBlock).words[off/4 : (off+bytes)/4]
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), bytes)
+}
+
+// Map makes the range readable and writable; the kernel backs it with zeroed
+// memory at first touch. A refusal (ENOMEM: the commit limit) wraps
+// memory.ErrExhausted.
+func (HostAllocator) Map(s memory.Storage, off, bytes int64) error {
+	b := pageBytes(s, off, bytes)
+	err := syscall.Mprotect(b, syscall.PROT_READ|syscall.PROT_WRITE)
+	if errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EAGAIN) {
+		return fmt.Errorf("mprotect of %s: %w (%w)", memory.FormatBytes(bytes), memory.ErrExhausted, err)
+	}
+	if err != nil {
+		return err
+	}
+	// Back the range now, in one call, rather than fault on every kernel
+	// page the first writer touches (a 64 KiB page is 16 faults); kernels
+	// before 5.14 refuse the advice and fault as before.
+	_ = syscall.Madvise(b, madvPopulateWrite)
+	return nil
+}
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14), which the syscall
+// package does not name.
+const madvPopulateWrite = 23
+
+// Unmap gives the range's memory back and takes its access away.
+func (HostAllocator) Unmap(s memory.Storage, off, bytes int64) {
+	b := pageBytes(s, off, bytes)
+	if err := syscall.Madvise(b, syscall.MADV_DONTNEED); err != nil {
+		panic(fmt.Sprintf("backend/cpu: madvise of %s: %v", memory.FormatBytes(bytes), err))
+	}
+	if err := syscall.Mprotect(b, syscall.PROT_NONE); err != nil {
+		panic(fmt.Sprintf("backend/cpu: mprotect of %s: %v", memory.FormatBytes(bytes), err))
+	}
+}
+
+// Release unmaps the reservation.
+func (HostAllocator) Release(s memory.Storage) {
+	h := s.(*hostBlock).heap
+	h.cleanup.Stop()
+	if err := syscall.Munmap(h.mapping); err != nil {
+		panic(fmt.Sprintf("backend/cpu: munmap: %v", err))
+	}
+}
