@@ -9,6 +9,16 @@ import (
 // testDevice is an unlimited pool on the CPU backend.
 func testDevice() *Device { return NewDevice(cpu.New(), memory.Options{}) }
 
+// segmentDevice is a CPU device whose pool takes segments of host memory:
+// for tests that squeeze the capacity to the byte, which a paged pool
+// counts in whole 2 MiB pages.
+func segmentDevice(opts memory.Options) *Device {
+	return &Device{Backend: cpu.New(), Pool: memory.NewPool(segments{cpu.HostAllocator{}}, opts)}
+}
+
+// segments hides an allocator's pages.
+type segments struct{ memory.Allocator }
+
 // testTarget uploads host class indices into a new Uint8 buffer of dev (an
 // activations allocation the caller frees with dev.Pool.MustFree).
 func testTarget(dev *Device, target []uint8) backend.View {

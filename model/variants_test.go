@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -193,7 +192,7 @@ func TestFailedStepCleanup(t *testing.T) {
 	peak := st.Allocated.Peak
 
 	for _, capacity := range []int64{peak - 512*20, peak - 8192, peak - 512} {
-		dev := NewDevice(cpu.New(), memory.Options{Capacity: peak + 1<<20})
+		dev := segmentDevice(memory.Options{Capacity: peak + 1<<20})
 		m, err := New(dev, cfg, 1)
 		if err != nil {
 			t.Fatal(err)

@@ -15,7 +15,9 @@
 #   3. memunet compare on the seed UNet (base 16, depth 4, batch 4) at 128x128
 #      and 256x256, variants baseline, checkpoint, fp16, bf16, accum4, all and
 #      offload: step time, pool peaks, the device's own peak and context
-#      overhead, the bytes offloaded to pinned host memory;
+#      overhead, the bytes offloaded to pinned host memory; and at the
+#      first size with memory.allocator: caching (its pool maps 2 MiB pages
+#      where the GPU has virtual memory management: pages moved, step time);
 #   4. the quickstart config trained for TRAIN_STEPS on cuda and on the CPU:
 #      the final loss and val mIoU of each (does the loss fall as on the CPU?);
 #   5. where python3 has torch with CUDA: tools/pytorch_unet.py for the same
@@ -91,6 +93,12 @@ for size in $SIZES; do
 		--out "$OUT/compare-$size" >"$OUT/compare-$size.log" 2>&1
 	echo "  exit $? ($OUT/compare-$size.log)"
 done
+size=${SIZES%% *}
+echo "compare ${size}x${size}, caching allocator ..."
+timeout 300 "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" --variants baseline,checkpoint,all \
+	--set model.base=16 --set model.depth=4 --set train.batch_size=4 --set data.size="$size" --set data.count=64 \
+	--set memory.allocator=caching --out "$OUT/compare-caching" >"$OUT/compare-caching.log" 2>&1
+echo "  exit $? ($OUT/compare-caching.log)"
 
 # 4. Training: the loss on the GPU and on the CPU.
 for dev in "$DEVICE" cpu; do
@@ -132,6 +140,9 @@ fi
 	done
 	echo
 	echo "  },"
+	printf '  "compare_caching": '
+	json_file "$OUT/compare-caching/compare.json"
+	echo ","
 	echo "  \"train\": {"
 	printf '    "%s": ' "$DEVICE"
 	json_file "$OUT/train-$DEVICE/summary.json"

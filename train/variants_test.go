@@ -307,13 +307,13 @@ func nonzero(xs []float32) int {
 func TestOutOfMemoryNamesTheFix(t *testing.T) {
 	c := tinyConfig()
 	c.Memory.Allocator = "caching" // a step that runs out; an arena runs out while building (below)
-	probe := testTrainer(t, c)
-	res, err := probe.Step()
+	c.Data.Size = 128              // a step of many pages, so that one page less does not fit it
+	row, err := PlanConfig(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyOOM} {
-		c.Memory.Capacity = config.ByteSize(res.Peak - 4096)
+		c.Memory.Capacity = config.ByteSize(row.PeakReservedBytes - 4096)
 		c.Memory.EmptyCache = mode
 		tr := testTrainer(t, c)
 		persistent := tr.Pool().Stats().Allocated.Current
@@ -334,6 +334,12 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 	// The arena is taken whole while building: too little memory for it
 	// fails there, naming it and the variant that fits.
 	c.Memory.Allocator, c.Memory.EmptyCache = "arena", config.EmptyNever
+	c.Memory.Capacity = 0
+	arena, err := PlanConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Memory.Capacity = config.ByteSize(arena.ArenaBytes - 4096)
 	_, err = NewTrainer(c)
 	var oom *memory.OutOfMemoryError
 	if !errors.As(err, &oom) || !oom.Arena {
@@ -355,6 +361,7 @@ func TestEmptyCacheStep(t *testing.T) {
 		for _, mode := range []config.EmptyCache{config.EmptyNever, config.EmptyStep} {
 			c := tinyConfig()
 			c.Memory.EmptyCache, c.Memory.Allocator = mode, "caching"
+			c.Data.Size = 96 // a step's activations span several 2 MiB pages
 			b := backend.Backend(cpu.New())
 			if !paged {
 				b = unpagedCPU{b}

@@ -67,6 +67,7 @@ func Run(t *testing.T, b backend.Backend) {
 	s := &suite{b: b, pool: memory.NewPool(b.Allocator(), memory.Options{}), root: t.Name() + "/"}
 	t.Logf("backend %s, allocator %s", b.Name(), b.Allocator().Name())
 	t.Run("Transfer", s.transfer)
+	t.Run("Pages", s.pages)
 	t.Run("Sizer", s.sizer)
 	t.Run("Conv", s.conv)
 	t.Run("ConvBack", s.convBack)

@@ -3,7 +3,7 @@
 // runs on all cores before it returns, on the backend's kernels.Team.
 //
 // On 64-bit Linux host memory pages as a GPU's virtual memory does: the
-// caching pool's heap is address space (mmap, no access) whose 64 KiB pages
+// caching pool's heap is address space (mmap, no access) whose 2 MiB pages
 // it maps (mprotect) and gives back to the kernel (madvise MADV_DONTNEED),
 // so the process holds what the pool reports as reserved. Elsewhere, and
 // for the arena, blocks are Go memory.

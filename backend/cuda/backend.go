@@ -136,6 +136,52 @@ func (a Allocator) Alloc(bytes int64) (memory.Storage, error) {
 // Free is the driver's (cuMemFree).
 func (a Allocator) Free(s memory.Storage) { a.b.fail("cuMemFree", a.b.drv.Free(s.(*deviceBlock).ptr)) }
 
+var _ memory.Pager = Allocator{}
+
+// PageSize is the driver's page where it maps pages (Pager), else 0: the
+// pool then takes segments (cuMemAlloc).
+func (a Allocator) PageSize() int64 {
+	if pg, ok := a.b.drv.(Pager); ok {
+		return pg.Granularity()
+	}
+	return 0
+}
+
+// Reserve is the driver's (cuMemAddressReserve).
+func (a Allocator) Reserve(bytes int64) (memory.Storage, error) {
+	p, err := a.b.drv.(Pager).Reserve(bytes)
+	if err != nil {
+		return nil, fmt.Errorf("cuMemAddressReserve of %s on %s: %w", memory.FormatBytes(bytes), a.b.Name(), err)
+	}
+	return &deviceBlock{ptr: p, bytes: bytes}, nil
+}
+
+// Map is the driver's (cuMemCreate and cuMemMap); a full device's error
+// wraps memory.ErrExhausted, as Alloc's does.
+func (a Allocator) Map(s memory.Storage, off, bytes int64) error {
+	err := a.b.drv.(Pager).Map(s.(*deviceBlock).ptr+uintptr(off), bytes)
+	if errors.Is(err, ErrDeviceFull) {
+		free, total, _ := a.b.drv.MemInfo()
+		return fmt.Errorf("cuMemCreate of %s on %s (%s free of %s): %w", memory.FormatBytes(bytes), a.b.Name(),
+			memory.FormatBytes(free), memory.FormatBytes(total), memory.ErrExhausted)
+	}
+	if err != nil {
+		return fmt.Errorf("cuMemMap of %s on %s: %w", memory.FormatBytes(bytes), a.b.Name(), err)
+	}
+	return nil
+}
+
+// Unmap is the driver's (cuMemUnmap, after the device finished its work).
+func (a Allocator) Unmap(s memory.Storage, off, bytes int64) {
+	a.b.fail("cuMemUnmap", a.b.drv.(Pager).Unmap(s.(*deviceBlock).ptr+uintptr(off), bytes))
+}
+
+// Release is the driver's (cuMemAddressFree).
+func (a Allocator) Release(s memory.Storage) {
+	blk := s.(*deviceBlock)
+	a.b.fail("cuMemAddressFree", a.b.drv.(Pager).Release(blk.ptr, blk.bytes))
+}
+
 // Slice is the device memory of s from byte off.
 func (a Allocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {
 	blk := s.(*deviceBlock)

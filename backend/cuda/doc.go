@@ -1,6 +1,9 @@
 // Package cuda is the CUDA backend, in the build with -tags gpu only: a
-// backend.Backend whose buffers live in one GPU's memory (cuMemAlloc under
-// memory.Pool) and whose operations are memunet's own kernels
+// backend.Backend whose buffers live in one GPU's memory (memory.Pool over
+// the device's pages where it has virtual memory management: one
+// reservation, cuMemCreate and cuMemMap per 2 MiB page, cuMemUnmap after a
+// device sync when the pool moves a page; cuMemAlloc segments elsewhere,
+// and for the arena) and whose operations are memunet's own kernels
 // (kernels/*.cu), compiled to PTX for compute_80 (JIT-compiled by the
 // driver for the GPU at hand, sm_80 and newer) and embedded in the binary.
 // It uses the CUDA driver API through gorgonia.org/cu, so a binary built

@@ -35,6 +35,27 @@ type Driver interface {
 	MemInfo() (free, total int64, err error)
 }
 
+// Pager is a Driver whose device maps memory page by page (CUDA's virtual
+// memory management: cuMemAddressReserve, cuMemCreate, cuMemMap): the
+// caching pool then keeps one heap of address space and backs only the
+// pages it uses (memory.Pager).
+type Pager interface {
+	// Granularity is the page in bytes (cuMemGetAllocationGranularity),
+	// 0 when the device cannot map pages.
+	Granularity() int64
+	// Reserve takes bytes of address space, aligned to a page.
+	Reserve(bytes int64) (uintptr, error)
+	// Map backs [p, p+bytes), whole pages, with device memory, all or
+	// nothing: an error wrapping ErrDeviceFull when the device has not that
+	// much free.
+	Map(p uintptr, bytes int64) error
+	// Unmap gives the pages' memory back, once the device has finished
+	// everything issued (a queued kernel may still read them).
+	Unmap(p uintptr, bytes int64) error
+	// Release gives back address space Reserve took, nothing of it mapped.
+	Release(p uintptr, bytes int64) error
+}
+
 // ErrDeviceFull is wrapped by Driver.Alloc's error when the device is out
 // of memory.
 var ErrDeviceFull = errors.New("device memory exhausted")

@@ -99,7 +99,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	if cfg.Memory.Allocator == "arena" {
 		fmt.Fprintln(stdout, "reserved: the arena (memory.allocator: arena), one block in which a dry run placed every buffer; capacity is checked against it.")
 	} else {
-		fmt.Fprintln(stdout, "reserved: the caching pool's segments at their most (memory.allocator: caching); capacity is checked against it. memory.allocator: arena plans one block instead.")
+		fmt.Fprintln(stdout, "reserved: the caching pool's memory at its most (its mapped pages or segments; memory.allocator: caching); capacity is checked against it. memory.allocator: arena plans one block instead.")
 	}
 	if offloads {
 		fmt.Fprintln(stdout, "host: the most the offloaded blocks' inputs hold in host memory (memory.offload; pinned on a GPU), bytes the device does not.")

@@ -475,7 +475,7 @@ func TestPredictNamesAndLegend(t *testing.T) {
 func TestPredictRefusesImagesTooLarge(t *testing.T) {
 	runDir, _ := trainTiny(t)
 	in := t.TempDir()
-	big := image.NewRGBA(image.Rect(0, 0, 256, 192))
+	big := image.NewRGBA(image.Rect(0, 0, 512, 384))
 	for i := range big.Pix {
 		big.Pix[i] = uint8(i * 7)
 	}
@@ -488,9 +488,10 @@ func TestPredictRefusesImagesTooLarge(t *testing.T) {
 
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--out", out, "--capacity", "512KiB"}, &stdout, &stderr)
+	// 4 MiB: two of the pool's 2 MiB pages, the model's and a small image's.
+	code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--out", out, "--capacity", "4MiB"}, &stdout, &stderr)
 	msg := stderr.String()
-	for _, want := range []string{"big.png is 192x256 (height x width)", "the model takes it at 192x256", "above its capacity 512.00 KiB", "Scale it down to"} {
+	for _, want := range []string{"big.png is 384x512 (height x width)", "the model takes it at 384x512", "above its capacity 4.00 MiB", "Scale it down to"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("exit %d; stderr lacks %q: %s", code, want, msg)
 		}

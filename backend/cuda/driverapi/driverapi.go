@@ -8,6 +8,75 @@ package driverapi
 /*
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
+#include <string.h>
+
+// mu_prop is a page of device memory on dev.
+static CUmemAllocationProp mu_prop(CUdevice dev) {
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	return prop;
+}
+
+// mu_granularity is dev's page: 0 without virtual memory management.
+static size_t mu_granularity(CUdevice dev) {
+	int vmm = 0;
+	size_t g = 0;
+	CUmemAllocationProp prop = mu_prop(dev);
+	if (cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm ||
+	    cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) {
+		return 0;
+	}
+	return g;
+}
+
+// mu_map backs n pages at p, each its own allocation, released at once
+// (the mapping keeps the memory until it is unmapped), and makes them
+// readable and writable from dev; on failure it unmaps what it mapped.
+static CUresult mu_map(CUdevice dev, CUdeviceptr p, size_t page, size_t n) {
+	CUmemAllocationProp prop = mu_prop(dev);
+	CUresult r = CUDA_SUCCESS;
+	size_t i;
+	for (i = 0; i < n; i++) {
+		CUmemGenericAllocationHandle h;
+		if ((r = cuMemCreate(&h, page, &prop, 0)) != CUDA_SUCCESS) {
+			break;
+		}
+		r = cuMemMap(p + i * page, page, 0, h, 0);
+		cuMemRelease(h);
+		if (r != CUDA_SUCCESS) {
+			break;
+		}
+	}
+	if (r == CUDA_SUCCESS) {
+		CUmemAccessDesc access;
+		memset(&access, 0, sizeof access);
+		access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		access.location.id = dev;
+		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		if ((r = cuMemSetAccess(p, n * page, &access, 1)) == CUDA_SUCCESS) {
+			return r;
+		}
+	}
+	for (size_t j = 0; j < i; j++) {
+		cuMemUnmap(p + j * page, page);
+	}
+	return r;
+}
+
+// mu_unmap unmaps n pages at p, a mapping each, and returns the first error.
+static CUresult mu_unmap(CUdeviceptr p, size_t page, size_t n) {
+	CUresult first = CUDA_SUCCESS;
+	for (size_t i = 0; i < n; i++) {
+		CUresult r = cuMemUnmap(p + i * page, page);
+		if (first == CUDA_SUCCESS) {
+			first = r;
+		}
+	}
+	return first;
+}
 */
 import "C"
 
@@ -70,6 +139,7 @@ type cuDriver struct {
 	cc         [2]int
 	version    int
 	totalBytes int64
+	page       int64 // the mapping granularity, 0 without virtual memory management
 	fns        [cuda.NumKernels]cu.Function
 }
 
@@ -94,6 +164,7 @@ func (d *cuDriver) open() (err error) {
 		return fmt.Errorf("retaining the primary context: %v", err)
 	}
 	defer d.on()()
+	d.page = int64(C.mu_granularity(C.CUdevice(d.dev)))
 	ops, err := cu.LoadData(cuda.OpsPTX)
 	if err != nil {
 		return fmt.Errorf("loading ops.ptx (JIT for compute capability %d.%d): %v", d.cc[0], d.cc[1], err)
@@ -206,6 +277,57 @@ func (d *cuDriver) FreeHost(p unsafe.Pointer) error {
 	defer d.on()()
 	if r := C.cuMemFreeHost(p); r != C.CUDA_SUCCESS {
 		return fmt.Errorf("cuMemFreeHost: CUDA error %d", int(r))
+	}
+	return nil
+}
+
+var _ cuda.Pager = (*cuDriver)(nil)
+
+// Granularity is the device's minimum mapping granularity (2 MiB on every
+// GPU so far), 0 where it has no virtual memory management.
+func (d *cuDriver) Granularity() int64 { return d.page }
+
+// Reserve is cuMemAddressReserve, aligned to a page.
+func (d *cuDriver) Reserve(bytes int64) (uintptr, error) {
+	defer d.on()()
+	var p C.CUdeviceptr
+	if r := C.cuMemAddressReserve(&p, C.size_t(bytes), C.size_t(d.page), 0, 0); r != C.CUDA_SUCCESS {
+		return 0, fmt.Errorf("CUDA error %d", int(r))
+	}
+	return uintptr(p), nil
+}
+
+// Map is cuMemCreate and cuMemMap per page, then cuMemSetAccess.
+func (d *cuDriver) Map(p uintptr, bytes int64) error {
+	defer d.on()()
+	r := C.mu_map(C.CUdevice(d.dev), C.CUdeviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page))
+	switch r {
+	case C.CUDA_SUCCESS:
+		return nil
+	case C.CUDA_ERROR_OUT_OF_MEMORY:
+		return fmt.Errorf("CUDA error %d (out of memory): %w", int(r), cuda.ErrDeviceFull)
+	}
+	return fmt.Errorf("CUDA error %d", int(r))
+}
+
+// Unmap waits for the device (a kernel issued before the pages were freed
+// may still read them), then cuMemUnmap per page frees their memory.
+func (d *cuDriver) Unmap(p uintptr, bytes int64) error {
+	defer d.on()()
+	if err := cu.Synchronize(); err != nil {
+		return err
+	}
+	if r := C.mu_unmap(C.CUdeviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page)); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("CUDA error %d", int(r))
+	}
+	return nil
+}
+
+// Release is cuMemAddressFree.
+func (d *cuDriver) Release(p uintptr, bytes int64) error {
+	defer d.on()()
+	if r := C.cuMemAddressFree(C.CUdeviceptr(p), C.size_t(bytes)); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("CUDA error %d", int(r))
 	}
 	return nil
 }

@@ -3,7 +3,8 @@
 // Package emu runs backend/cuda's kernels on the host: the .cu sources
 // compiled as C++ against a small CUDA shim (cudashim.h), each block's
 // threads as OS threads with __syncthreads a barrier, device memory as host
-// memory (C.malloc). It is a Driver, so the CUDA backend's Go code and its
+// memory (C.malloc; a reservation of pages is host address space mapped
+// page by page, so a kernel that touches an unmapped page faults). It is a Driver, so the CUDA backend's Go code and its
 // kernels' arithmetic and indexing are tested, with the backend
 // conformance suite, on a machine without a GPU. It is slow (an OS thread
 // per CUDA thread) and is for tests only: go test -tags cudaemu
@@ -35,13 +36,16 @@ import (
 	"github.com/memunet/memunet/backend/cuda"
 )
 
-// Device is an emulated GPU with total bytes of memory.
+// Device is an emulated GPU with total bytes of memory and, when page is
+// set, virtual memory management in pages of that size (cuda.Pager).
 type Device struct {
 	total int64
+	page  int64
 
 	mu     sync.Mutex
 	used   int64
 	blocks map[uintptr]block
+	heaps  map[uintptr]*heap
 }
 
 // block is one allocation: C memory, so it never moves.
@@ -52,8 +56,18 @@ type block struct {
 
 var _ cuda.Driver = (*Device)(nil)
 
-// New returns an emulated device of total bytes.
-func New(total int64) *Device { return &Device{total: total, blocks: map[uintptr]block{}} }
+// Page is an emulated device's page: 2 MiB, the CUDA driver's mapping
+// granularity on every GPU so far.
+const Page = 2 << 20
+
+// New returns an emulated device of total bytes, mapping pages of Page.
+func New(total int64) *Device { return NewPaged(total, Page) }
+
+// NewPaged returns an emulated device of total bytes mapping pages of page
+// bytes, or none when page is 0 (the pool then takes segments).
+func NewPaged(total, page int64) *Device {
+	return &Device{total: total, page: page, blocks: map[uintptr]block{}, heaps: map[uintptr]*heap{}}
+}
 
 // Backend is cuda.New on an emulated device of total bytes.
 func Backend(total int64) (*cuda.Backend, error) { return cuda.New(New(total)) }
@@ -107,6 +121,9 @@ func (d *Device) pointer(p uintptr, n int64) (unsafe.Pointer, error) {
 		if p >= base && int64(p-base)+n <= b.bytes {
 			return unsafe.Add(b.p, p-base), nil
 		}
+	}
+	if q, ok := d.heapPointer(p, n); ok {
+		return q, nil
 	}
 	return nil, fmt.Errorf("emulated device: %d bytes at %#x are not in one allocation", n, p)
 }

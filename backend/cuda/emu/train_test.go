@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend/cuda"
 	"github.com/memunet/memunet/backend/cuda/emu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
@@ -112,21 +113,95 @@ func TestTrainingMatchesCPU(t *testing.T) {
 
 // TestDriverOutOfMemory: when the device itself is full (not the pool's
 // capacity), the pool's out-of-memory error is the one a user gets, with
-// the driver's cause in it.
+// the driver's cause in it: cuMemAlloc for segments, cuMemCreate for pages.
 func TestDriverOutOfMemory(t *testing.T) {
-	gpu, err := emu.Backend(4 << 20)
+	for page, call := range map[int64]string{0: "cuMemAlloc", emu.Page: "cuMemCreate"} {
+		gpu, err := cuda.New(emu.NewPaged(4<<20, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := memory.NewPool(gpu.Allocator(), memory.Options{})
+		if pool.Stats().PageBytes != page {
+			t.Fatalf("a device of %d-byte pages gives a pool of %d-byte pages", page, pool.Stats().PageBytes)
+		}
+		a, err := pool.Alloc(memory.Activations, 2<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pool.Alloc(memory.Activations, 2<<20)
+		var oom *memory.OutOfMemoryError
+		if !errors.As(err, &oom) || !errors.Is(err, memory.ErrExhausted) || !strings.Contains(err.Error(), call) {
+			t.Errorf("a full device with %d-byte pages: %v", page, err)
+		}
+		pool.MustFree(a)
+		pool.EmptyCache()
+		if err := gpu.Sync(); err != nil {
+			t.Errorf("pages %d: %v", page, err)
+		}
+	}
+}
+
+// TestCachingOnPagedDevice: the caching pool on an emulated device that
+// maps pages trains plan's program (four steps, a validation after the
+// second and the fourth) with the losses of the CPU, and reserves exactly
+// what plan predicted for it, moving pages as it goes. Checkpointing frees
+// and allocates within the backward pass; pages of 4 KiB make a tiny
+// model's buffers span many.
+func TestCachingOnPagedDevice(t *testing.T) {
+	cfg, err := train.DeriveVariant(tinyConfig(), "checkpoint")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := memory.NewPool(gpu.Allocator(), memory.Options{})
-	a, err := pool.Alloc(memory.Activations, 2<<20)
+	cfg.Memory.Allocator, cfg.Train.Steps, cfg.Train.BatchSize = "caching", 4, 2
+	cpu, err := train.NewTrainer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = pool.Alloc(memory.Activations, 2<<20)
-	var oom *memory.OutOfMemoryError
-	if !errors.As(err, &oom) || !errors.Is(err, memory.ErrExhausted) || !strings.Contains(err.Error(), "cuMemAlloc") {
-		t.Errorf("a full device: %v", err)
+	defer cpu.Close()
+	gpu, err := cuda.New(emu.NewPaged(1<<30, 4<<10))
+	if err != nil {
+		t.Fatal(err)
 	}
-	pool.MustFree(a)
+	tr, err := train.NewTrainerOn(cfg, gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	reserved := tr.Pool().Stats().Reserved.Peak
+	for step := 1; step <= 4; step++ {
+		want, err := cpu.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(got.Loss - want.Loss); d > 1e-4*(1+math.Abs(want.Loss)) || math.IsNaN(got.Loss) {
+			t.Errorf("step %d: loss %v on cuda (emulated), %v on the CPU", step, got.Loss, want.Loss)
+		}
+		for _, pm := range got.Phases {
+			reserved = max(reserved, pm.PeakReservedBytes)
+		}
+		if step%2 == 0 {
+			tr.Pool().ResetPeak()
+			if _, err := tr.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			reserved = max(reserved, tr.Pool().Stats().Reserved.Peak)
+		}
+	}
+	if err := gpu.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := train.PlanConfigOn(cfg, gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := tr.Pool().Stats()
+	if reserved != plan.PeakReservedBytes || st.PageBytes != 4<<10 || st.PagesMapped == 0 || st.PagesUnmapped == 0 {
+		t.Errorf("reserved peak %d on cuda (emulated), planned %d; %+v", reserved, plan.PeakReservedBytes, st)
+	}
+	t.Logf("allocated peak %d, reserved peak %d (%.3fx); %d pages mapped, %d unmapped", plan.PeakAllocatedBytes,
+		reserved, float64(reserved)/float64(plan.PeakAllocatedBytes), st.PagesMapped, st.PagesUnmapped)
 }

@@ -1,0 +1,151 @@
+//go:build cudaemu
+
+package emu
+
+import (
+	"fmt"
+	"syscall"
+	"unsafe"
+
+	"github.com/memunet/memunet/backend/cuda"
+)
+
+// heap is a reservation of emulated address space: host address space
+// (mmap, no access), whose pages Map makes readable and writable, so that
+// the kernels read a buffer across pages as one run of memory, and touching
+// an unmapped page faults as on a GPU.
+type heap struct {
+	mapping []byte // the whole mmap, for munmap
+	base    uintptr
+	bytes   int64
+	mapped  map[int64]bool // by page
+}
+
+var _ cuda.Pager = (*Device)(nil)
+
+// Granularity is the device's page (0: no virtual memory management).
+func (d *Device) Granularity() int64 { return d.page }
+
+// Reserve maps bytes of host address space with no access, page-aligned.
+func (d *Device) Reserve(bytes int64) (uintptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.page == 0 || bytes%d.page != 0 {
+		return 0, fmt.Errorf("emulated device: reserving %d bytes in pages of %d", bytes, d.page)
+	}
+	m, err := syscall.Mmap(-1, 0, int(bytes+d.page), syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return 0, fmt.Errorf("emulated device: mmap of %d bytes: %v", bytes, err)
+	}
+	addr := uintptr(unsafe.Pointer(&m[0]))
+	base := (addr + uintptr(d.page) - 1) / uintptr(d.page) * uintptr(d.page)
+	d.heaps[base] = &heap{mapping: m, base: base, bytes: bytes, mapped: map[int64]bool{}}
+	return base, nil
+}
+
+// heapPages is the heap that holds [p, p+bytes), whole pages, and their
+// indices.
+func (d *Device) heapPages(p uintptr, bytes int64) (*heap, int64, int64, error) {
+	for _, h := range d.heaps {
+		if p >= h.base && int64(p-h.base)+bytes <= h.bytes {
+			off := int64(p - h.base)
+			if off%d.page != 0 || bytes%d.page != 0 || bytes <= 0 {
+				return nil, 0, 0, fmt.Errorf("emulated device: [%#x, +%d) is not whole pages", p, bytes)
+			}
+			return h, off / d.page, (off + bytes) / d.page, nil
+		}
+	}
+	return nil, 0, 0, fmt.Errorf("emulated device: [%#x, +%d) is not in a reservation", p, bytes)
+}
+
+// bytesAt is the host memory of the heap range.
+func (h *heap) bytesAt(p uintptr, bytes int64) []byte {
+	off := int64(p-h.base) + int64(h.base-uintptr(unsafe.Pointer(&h.mapping[0])))
+	return h.mapping[off : off+bytes]
+}
+
+// Map backs whole pages with (host) memory, counted as the device's.
+func (d *Device) Map(p uintptr, bytes int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, lo, hi, err := d.heapPages(p, bytes)
+	if err != nil {
+		return err
+	}
+	for i := lo; i < hi; i++ {
+		if h.mapped[i] {
+			return fmt.Errorf("emulated device: page %d at %#x mapped twice", i, h.base+uintptr(i*d.page))
+		}
+	}
+	if d.used+bytes > d.total {
+		return fmt.Errorf("emulated device: %d bytes in use of %d: %w", d.used, d.total, cuda.ErrDeviceFull)
+	}
+	if err := syscall.Mprotect(h.bytesAt(p, bytes), syscall.PROT_READ|syscall.PROT_WRITE); err != nil {
+		return fmt.Errorf("emulated device: mprotect: %v", err)
+	}
+	for i := lo; i < hi; i++ {
+		h.mapped[i] = true
+	}
+	d.used += bytes
+	return nil
+}
+
+// Unmap gives mapped pages' memory back.
+func (d *Device) Unmap(p uintptr, bytes int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, lo, hi, err := d.heapPages(p, bytes)
+	if err != nil {
+		return err
+	}
+	for i := lo; i < hi; i++ {
+		if !h.mapped[i] {
+			return fmt.Errorf("emulated device: page %d at %#x unmapped but not mapped", i, h.base+uintptr(i*d.page))
+		}
+	}
+	b := h.bytesAt(p, bytes)
+	if err := syscall.Madvise(b, syscall.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("emulated device: madvise: %v", err)
+	}
+	if err := syscall.Mprotect(b, syscall.PROT_NONE); err != nil {
+		return fmt.Errorf("emulated device: mprotect: %v", err)
+	}
+	for i := lo; i < hi; i++ {
+		delete(h.mapped, i)
+	}
+	d.used -= bytes
+	return nil
+}
+
+// Release gives back a reservation with nothing mapped.
+func (d *Device) Release(p uintptr, bytes int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.heaps[p]
+	if !ok || h.bytes != bytes {
+		return fmt.Errorf("emulated device: release of %d bytes at %#x, which is not a reservation", bytes, p)
+	}
+	if len(h.mapped) != 0 {
+		return fmt.Errorf("emulated device: release of a reservation with %d pages mapped", len(h.mapped))
+	}
+	delete(d.heaps, p)
+	return syscall.Munmap(h.mapping)
+}
+
+// heapPointer is pointer for the heaps: the address p, if [p, p+n) lies in
+// one heap's mapped pages.
+func (d *Device) heapPointer(p uintptr, n int64) (unsafe.Pointer, bool) {
+	for _, h := range d.heaps {
+		if p < h.base || int64(p-h.base)+n > h.bytes {
+			continue
+		}
+		off := int64(p - h.base)
+		for i := off / d.page; i <= (off+max(n, 1)-1)/d.page; i++ {
+			if !h.mapped[i] {
+				return nil, false
+			}
+		}
+		return unsafe.Pointer(&h.bytesAt(p, max(n, 1))[0]), true
+	}
+	return nil, false
+}
