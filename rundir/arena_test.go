@@ -23,6 +23,7 @@ func TestArenaCapacity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			vc.Memory.Allocator = "caching" // the arena is the default
 			arena := vc
 			arena.Memory.Allocator = "arena"
 			row, err := train.PlanConfig(arena)

@@ -1,12 +1,15 @@
 package train
 
 import (
+	"errors"
 	"math"
 	"runtime/metrics"
 	"slices"
 	"testing"
 
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
 )
 
 // TestArenaTrainsLikeTheCache: every variant trains to bit-identical
@@ -24,6 +27,7 @@ func TestArenaTrainsLikeTheCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			base.Memory.Allocator = "caching" // the arena is the default
 			arena := base
 			arena.Memory.Allocator, arena.Memory.Poison = "arena", true
 			run := func(c config.Config) ([]float64, Validation, map[string][]float32, *Trainer) {
@@ -120,5 +124,58 @@ func TestArenaStepAllocatesNoTensorMemory(t *testing.T) {
 	t.Logf("%d steps: %d Go heap objects, the largest in the bucket from %.0f bytes; %d pool allocations", steps, objects, largest, after.NumAllocs-before.NumAllocs)
 	if large > 0 {
 		t.Errorf("%d Go heap objects of 64 KiB or more in steady-state steps: tensor memory outside the arena", large)
+	}
+}
+
+// TestSegmentsRetryAtArenaCapacity: at memory.capacity equal to the arena,
+// the caching pool over memory that does not page (segments, as the pool
+// was before pages) has to give its cache back to go on, or runs out, in
+// every variant where its planned reserve is above the arena; the arena at
+// that capacity trains with no flush (rundir's TestArenaCapacity).
+func TestSegmentsRetryAtArenaCapacity(t *testing.T) {
+	flushed := 0
+	for _, name := range VariantNames() {
+		c := tinyConfig()
+		c.Data.Size, c.Train.BatchSize = 32, 8
+		c, err := DeriveVariant(c, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arena, err := PlanConfig(c) // the default allocator: the arena
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Memory.Allocator = "caching"
+		segments, err := PlanConfigOn(c, unpagedCPU{cpu.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Memory.Capacity = config.ByteSize(arena.ArenaBytes)
+		tr, err := NewTrainerOn(c, unpagedCPU{cpu.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4 && err == nil; i++ {
+			if _, err = tr.Step(); err == nil && i%2 == 1 {
+				_, err = tr.Validate()
+			}
+		}
+		st := tr.Pool().Stats()
+		tr.Close()
+		var oom *memory.OutOfMemoryError
+		if err != nil && !errors.As(err, &oom) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: arena %d, segments plan %d: %d cache flushes, out of memory: %v", name, arena.ArenaBytes,
+			segments.PeakReservedBytes, st.CacheFlushes, oom != nil)
+		if segments.PeakReservedBytes > arena.ArenaBytes {
+			if st.CacheFlushes == 0 && oom == nil {
+				t.Errorf("%s: segments need %d bytes at the arena's %d, yet trained without a flush", name, segments.PeakReservedBytes, arena.ArenaBytes)
+			}
+			flushed++
+		}
+	}
+	if flushed == 0 {
+		t.Error("no variant's segments reserved more than its arena: the test shows nothing")
 	}
 }
