@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -365,5 +366,46 @@ func TestPagedRandom(t *testing.T) {
 	p.EmptyCache()
 	if s := p.Stats(); s.Reserved.Current != 0 || pager.heaps != 0 {
 		t.Errorf("after freeing all and EmptyCache: reserved %d, %d heaps", s.Reserved.Current, pager.heaps)
+	}
+}
+
+// limitedPager refuses reservations above limit bytes.
+type limitedPager struct {
+	*testPager
+	limit int64
+}
+
+func (a limitedPager) Reserve(n int64) (Storage, error) {
+	if n > a.limit {
+		return nil, errors.New("address space limit")
+	}
+	return a.testPager.Reserve(n)
+}
+
+// TestPagedReserveFallsBack: where a heap of HeapBytes cannot be reserved,
+// the pool reserves one just large enough for each allocation that finds
+// no room, and works on; past the limit it fails naming the reservation.
+func TestPagedReserveFallsBack(t *testing.T) {
+	pager := limitedPager{newTestPager(kib), 8 * kib}
+	p := NewPool(pager, Options{})
+	a, err := p.Alloc(Params, 3000) // a heap of 3 pages
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Alloc(Params, 2*kib) // no room left: another heap of 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.SegmentAllocs != 2 || s.Reserved.Current != 5*kib || pager.heaps != 2 {
+		t.Errorf("two heaps: %+v, %d reserved", s, pager.heaps)
+	}
+	if _, err := p.Alloc(Params, 9*kib); err == nil || !strings.Contains(err.Error(), "reserving") {
+		t.Errorf("past the limit: %v", err)
+	}
+	p.MustFree(a)
+	p.MustFree(b)
+	p.EmptyCache()
+	if s := p.Stats(); s.Reserved.Current != 0 || pager.heaps != 0 {
+		t.Errorf("after freeing all: %+v, %d heaps", s, pager.heaps)
 	}
 }

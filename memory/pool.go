@@ -526,8 +526,15 @@ func (p *Pool) oom(cat Category, size int64, cause error) *OutOfMemoryError {
 func (p *Pool) heapAlloc(cat Category, size int64) (*block, error) {
 	blk := p.takeFree(size)
 	if blk == nil {
-		n := max(HeapBytes, (size+p.page-1)/p.page*p.page)
+		least := (size + p.page - 1) / p.page * p.page
+		n := max(HeapBytes, least)
 		store, err := p.pager.Reserve(n)
+		if err != nil && n > least {
+			// Address space is limited here (ulimit -v, a 32-bit device
+			// driver): a heap of just this allocation.
+			n = least
+			store, err = p.pager.Reserve(n)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("memory: %s: reserving %s of address space: %w", p.allocator.Name(), FormatBytes(n), err)
 		}
