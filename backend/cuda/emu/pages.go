@@ -43,17 +43,24 @@ func (d *Device) Reserve(bytes int64) (uintptr, error) {
 	return base, nil
 }
 
-// heapPages is the heap that holds [p, p+bytes), whole pages, and their
-// indices.
-func (d *Device) heapPages(p uintptr, bytes int64) (*heap, int64, int64, error) {
+// heapPages is the heap that holds [p, p+bytes), whole pages each mapped
+// (or each not), and their indices.
+func (d *Device) heapPages(p uintptr, bytes int64, mapped bool) (*heap, int64, int64, error) {
 	for _, h := range d.heaps {
-		if p >= h.base && int64(p-h.base)+bytes <= h.bytes {
-			off := int64(p - h.base)
-			if off%d.page != 0 || bytes%d.page != 0 || bytes <= 0 {
-				return nil, 0, 0, fmt.Errorf("emulated device: [%#x, +%d) is not whole pages", p, bytes)
-			}
-			return h, off / d.page, (off + bytes) / d.page, nil
+		if p < h.base || int64(p-h.base)+bytes > h.bytes {
+			continue
 		}
+		off := int64(p - h.base)
+		if off%d.page != 0 || bytes%d.page != 0 || bytes <= 0 {
+			return nil, 0, 0, fmt.Errorf("emulated device: [%#x, +%d) is not whole pages", p, bytes)
+		}
+		lo, hi := off/d.page, (off+bytes)/d.page
+		for i := lo; i < hi; i++ {
+			if h.mapped[i] != mapped {
+				return nil, 0, 0, fmt.Errorf("emulated device: page %d at %#x: mapped %v, want %v", i, h.base+uintptr(i*d.page), h.mapped[i], mapped)
+			}
+		}
+		return h, lo, hi, nil
 	}
 	return nil, 0, 0, fmt.Errorf("emulated device: [%#x, +%d) is not in a reservation", p, bytes)
 }
@@ -68,14 +75,9 @@ func (h *heap) bytesAt(p uintptr, bytes int64) []byte {
 func (d *Device) Map(p uintptr, bytes int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h, lo, hi, err := d.heapPages(p, bytes)
+	h, lo, hi, err := d.heapPages(p, bytes, false)
 	if err != nil {
 		return err
-	}
-	for i := lo; i < hi; i++ {
-		if h.mapped[i] {
-			return fmt.Errorf("emulated device: page %d at %#x mapped twice", i, h.base+uintptr(i*d.page))
-		}
 	}
 	if d.used+bytes > d.total {
 		return fmt.Errorf("emulated device: %d bytes in use of %d: %w", d.used, d.total, cuda.ErrDeviceFull)
@@ -94,14 +96,9 @@ func (d *Device) Map(p uintptr, bytes int64) error {
 func (d *Device) Unmap(p uintptr, bytes int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h, lo, hi, err := d.heapPages(p, bytes)
+	h, lo, hi, err := d.heapPages(p, bytes, true)
 	if err != nil {
 		return err
-	}
-	for i := lo; i < hi; i++ {
-		if !h.mapped[i] {
-			return fmt.Errorf("emulated device: page %d at %#x unmapped but not mapped", i, h.base+uintptr(i*d.page))
-		}
 	}
 	b := h.bytesAt(p, bytes)
 	if err := syscall.Madvise(b, syscall.MADV_DONTNEED); err != nil {

@@ -79,18 +79,7 @@ func TestTrainingMatchesCPU(t *testing.T) {
 			// The measured peak as plan takes it: building, every step, validation.
 			peak := tr.Pool().Stats().Allocated.Peak
 			for step := 1; step <= cfg.Train.Steps; step++ {
-				want, err := cpu.Step()
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := tr.Step()
-				if err != nil {
-					t.Fatal(err)
-				}
-				peak = max(peak, got.Peak)
-				if d := math.Abs(got.Loss - want.Loss); d > 1e-4*(1+math.Abs(want.Loss)) || math.IsNaN(got.Loss) {
-					t.Errorf("step %d: loss %v on cuda (emulated), %v on the CPU", step, got.Loss, want.Loss)
-				}
+				peak = max(peak, stepBoth(t, step, cpu, tr).Peak)
 			}
 			tr.Pool().ResetPeak()
 			if _, err := tr.Validate(); err != nil {
@@ -109,6 +98,25 @@ func TestTrainingMatchesCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepBoth runs a step on the CPU and on the emulated GPU and checks that
+// they lose the same within 1e-4 (the summation orders differ); the GPU's
+// result.
+func stepBoth(t *testing.T, step int, cpu, gpu *train.Trainer) train.StepResult {
+	t.Helper()
+	want, err := cpu.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gpu.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := math.Abs(got.Loss - want.Loss); d > 1e-4*(1+math.Abs(want.Loss)) || math.IsNaN(got.Loss) {
+		t.Errorf("step %d: loss %v on cuda (emulated), %v on the CPU", step, got.Loss, want.Loss)
+	}
+	return got
 }
 
 // TestDriverOutOfMemory: when the device itself is full (not the pool's
@@ -169,17 +177,7 @@ func TestCachingOnPagedDevice(t *testing.T) {
 	defer tr.Close()
 	reserved := tr.Pool().Stats().Reserved.Peak
 	for step := 1; step <= 4; step++ {
-		want, err := cpu.Step()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := tr.Step()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := math.Abs(got.Loss - want.Loss); d > 1e-4*(1+math.Abs(want.Loss)) || math.IsNaN(got.Loss) {
-			t.Errorf("step %d: loss %v on cuda (emulated), %v on the CPU", step, got.Loss, want.Loss)
-		}
+		got := stepBoth(t, step, cpu, tr)
 		for _, pm := range got.Phases {
 			reserved = max(reserved, pm.PeakReservedBytes)
 		}
