@@ -51,7 +51,8 @@ func (HostAllocator) Reserve(bytes int64) (memory.Storage, error) {
 	_ = syscall.Madvise(m, madvHugepage)
 	h := &hostHeap{mapping: m}
 	blk := &hostBlock{words: unsafe.Slice((*float32)(unsafe.Pointer(&m[skip])), bytes/4), heap: h}
-	h.cleanup = runtime.AddCleanup(blk, func(m []byte) { _ = syscall.Munmap(m) }, m)
+	// On the heap, not on its block: every block sliced from it keeps it.
+	h.cleanup = runtime.AddCleanup(h, func(m []byte) { _ = syscall.Munmap(m) }, m)
 	return blk, nil
 }
 

@@ -1,11 +1,14 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/memunet/memunet/memory"
@@ -128,5 +131,50 @@ func TestHostPagedPool(t *testing.T) {
 	p.EmptyCache()
 	if s := p.Stats(); s.Reserved.Current != 0 {
 		t.Errorf("after freeing all and emptying the cache: reserved %d", s.Reserved.Current)
+	}
+}
+
+// TestHostHeapCleanup: a heap nobody released (its pool dropped) is
+// unmapped by the garbage collector once no block of it is reachable, and
+// not while a block sliced from it still is.
+func TestHostHeapCleanup(t *testing.T) {
+	var a HostAllocator
+	if a.PageSize() == 0 {
+		t.Skip("host memory does not page here")
+	}
+	mapped := func(addr uintptr) bool {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skip(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			var lo, hi uintptr
+			if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err == nil && lo <= addr && addr < hi {
+				return true
+			}
+		}
+		return false
+	}
+	s, err := a.Reserve(16 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := uintptrOf(s.(*hostBlock).words)
+	sub := a.Slice(s, hostPage, hostPage)
+	s = nil
+	for range 3 {
+		runtime.GC()
+	}
+	if !mapped(addr) {
+		t.Fatal("the heap was unmapped while a block of it was reachable")
+	}
+	runtime.KeepAlive(sub)
+	sub = nil
+	for i := 0; i < 50 && mapped(addr); i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if mapped(addr) {
+		t.Error("a dropped heap stayed mapped")
 	}
 }
