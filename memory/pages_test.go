@@ -369,24 +369,31 @@ func TestPagedRandom(t *testing.T) {
 	}
 }
 
-// limitedPager refuses reservations above limit bytes.
+// limitedPager has limit bytes of address space in all.
 type limitedPager struct {
 	*testPager
-	limit int64
+	limit, reserved int64
 }
 
-func (a limitedPager) Reserve(n int64) (Storage, error) {
-	if n > a.limit {
+func (a *limitedPager) Reserve(n int64) (Storage, error) {
+	if a.reserved+n > a.limit {
 		return nil, errors.New("address space limit")
 	}
+	a.reserved += n
 	return a.testPager.Reserve(n)
+}
+
+func (a *limitedPager) Release(s Storage) {
+	a.reserved -= s.(*testRange).heap.size
+	a.testPager.Release(s)
 }
 
 // TestPagedReserveFallsBack: where a heap of HeapBytes cannot be reserved,
 // the pool reserves one just large enough for each allocation that finds
-// no room, and works on; past the limit it fails naming the reservation.
+// no room, and works on; past the limit it gives back its wholly free
+// heaps and tries again, else fails out of memory, naming the reservation.
 func TestPagedReserveFallsBack(t *testing.T) {
-	pager := limitedPager{newTestPager(kib), 8 * kib}
+	pager := &limitedPager{testPager: newTestPager(kib), limit: 8 * kib}
 	p := NewPool(pager, Options{})
 	a, err := p.Alloc(Params, 3000) // a heap of 3 pages
 	if err != nil {
@@ -399,13 +406,40 @@ func TestPagedReserveFallsBack(t *testing.T) {
 	if s := p.Stats(); s.SegmentAllocs != 2 || s.Reserved.Current != 5*kib || pager.heaps != 2 {
 		t.Errorf("two heaps: %+v, %d reserved", s, pager.heaps)
 	}
-	if _, err := p.Alloc(Params, 9*kib); err == nil || !strings.Contains(err.Error(), "reserving") {
-		t.Errorf("past the limit: %v", err)
+	_, err = p.Alloc(Params, 9*kib)
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) || !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "reserving address space") {
+		t.Errorf("past the limit: %v, want an out-of-memory error naming the reservation", err)
 	}
+	// Freed heaps hold address space until a reservation needs it: then
+	// they are given back and the reservation tried again.
 	p.MustFree(a)
 	p.MustFree(b)
+	c, err := p.Alloc(Grads, 6*kib)
+	if err != nil {
+		t.Fatalf("6 KiB with two wholly free heaps of 3 and 2 pages to give back: %v", err)
+	}
+	if s := p.Stats(); s.CacheFlushes != 1 || s.Reserved.Current != 6*kib || pager.heaps != 1 || s.NumOOMs != 1 {
+		t.Errorf("after giving the free heaps back: %+v, %d heaps", s, pager.heaps)
+	}
+	p.MustFree(c)
 	p.EmptyCache()
 	if s := p.Stats(); s.Reserved.Current != 0 || pager.heaps != 0 {
 		t.Errorf("after freeing all: %+v, %d heaps", s, pager.heaps)
 	}
+}
+
+// TestPagedOddPage: a page that does not divide HeapBytes still gives
+// reservations of whole pages.
+func TestPagedOddPage(t *testing.T) {
+	pager := newTestPager(1536)
+	p := NewPool(pager, Options{})
+	b, err := p.Alloc(Activations, 4000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Reserved.Current != 3*1536 {
+		t.Errorf("4000 bytes in pages of 1536: reserved %d", s.Reserved.Current)
+	}
+	p.MustFree(b)
 }

@@ -526,17 +526,10 @@ func (p *Pool) oom(cat Category, size int64, cause error) *OutOfMemoryError {
 func (p *Pool) heapAlloc(cat Category, size int64) (*block, error) {
 	blk := p.takeFree(size)
 	if blk == nil {
-		least := (size + p.page - 1) / p.page * p.page
-		n := max(HeapBytes, least)
-		store, err := p.pager.Reserve(n)
-		if err != nil && n > least {
-			// Address space is limited here (ulimit -v, a 32-bit device
-			// driver): a heap of just this allocation.
-			n = least
-			store, err = p.pager.Reserve(n)
-		}
+		store, n, err := p.reserveHeap(size)
 		if err != nil {
-			return nil, fmt.Errorf("memory: %s: reserving %s of address space: %w", p.allocator.Name(), FormatBytes(n), err)
+			p.stats.NumOOMs++
+			return nil, p.oom(cat, size, fmt.Errorf("reserving address space: %w (%w)", ErrExhausted, err))
 		}
 		p.stats.SegmentAllocs++
 		p.nextSeg++
@@ -555,6 +548,24 @@ func (p *Pool) heapAlloc(cat Category, size int64) (*block, error) {
 		return nil, err
 	}
 	return blk, nil
+}
+
+// reserveHeap reserves a heap for an allocation of size bytes that no heap
+// has room for: HeapBytes, or where address space is limited (ulimit -v, a
+// 32-bit driver) a heap of just this allocation, after giving back the
+// wholly free heaps; its storage and size.
+func (p *Pool) reserveHeap(size int64) (Storage, int64, error) {
+	roundPage := func(n int64) int64 { return (n + p.page - 1) / p.page * p.page }
+	least := roundPage(size)
+	if store, err := p.pager.Reserve(max(roundPage(HeapBytes), least)); err == nil {
+		return store, max(roundPage(HeapBytes), least), nil
+	}
+	store, err := p.pager.Reserve(least)
+	if err != nil && p.emptyCacheLocked() > 0 {
+		p.stats.CacheFlushes++
+		store, err = p.pager.Reserve(least)
+	}
+	return store, least, err
 }
 
 // pagesOf is the pages [lo, hi) blk touches.

@@ -4,7 +4,7 @@
 //
 // On 64-bit Linux host memory pages as a GPU's virtual memory does: the
 // caching pool's heap is address space (mmap, no access) whose 2 MiB pages
-// it maps (mprotect) and gives back to the kernel (madvise MADV_DONTNEED),
+// it maps (mprotect) and gives back to the kernel (a fresh PROT_NONE mapping),
 // so the process holds what the pool reports as reserved. Elsewhere, and
 // for the arena, blocks are Go memory.
 //

@@ -74,8 +74,10 @@ func (HostAllocator) Map(s memory.Storage, off, bytes int64) error {
 	if err != nil {
 		return err
 	}
-	// Back the range now, in one call, rather than fault while a kernel
-	// writes it; kernels before 5.14 refuse the advice and fault as before.
+	// Huge pages again (Unmap's fresh mapping lost the advice), then back
+	// the range now, in one call, rather than fault while a kernel writes
+	// it; kernels before 5.14 refuse the advice and fault as before.
+	_ = syscall.Madvise(b, madvHugepage)
 	_ = syscall.Madvise(b, madvPopulateWrite)
 	return nil
 }
@@ -87,14 +89,17 @@ const (
 	madvHugepage      = 14
 )
 
-// Unmap gives the range's memory back and takes its access away.
+// Unmap gives the range's memory back and takes its access away: a fresh
+// mapping with no access over it (MAP_FIXED, within the heap's own
+// reservation, so nothing else can be there). The kernel drops the pages
+// and their commit charge; madvise(MADV_DONTNEED) would keep the charge,
+// which under strict overcommit would refuse later maps.
 func (HostAllocator) Unmap(s memory.Storage, off, bytes int64) {
 	b := pageBytes(s, off, bytes)
-	if err := syscall.Madvise(b, syscall.MADV_DONTNEED); err != nil {
-		panic(fmt.Sprintf("backend/cpu: madvise of %s: %v", memory.FormatBytes(bytes), err))
-	}
-	if err := syscall.Mprotect(b, syscall.PROT_NONE); err != nil {
-		panic(fmt.Sprintf("backend/cpu: mprotect of %s: %v", memory.FormatBytes(bytes), err))
+	_, _, errno := syscall.Syscall6(syscall.SYS_MMAP, uintptr(unsafe.Pointer(&b[0])), uintptr(bytes), syscall.PROT_NONE,
+		syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_FIXED|syscall.MAP_NORESERVE, ^uintptr(0), 0)
+	if errno != 0 {
+		panic(fmt.Sprintf("backend/cpu: mmap over %s: %v", memory.FormatBytes(bytes), errno))
 	}
 }
 

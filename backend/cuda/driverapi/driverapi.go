@@ -311,16 +311,16 @@ func (d *cuDriver) Map(p uintptr, bytes int64) error {
 }
 
 // Unmap waits for the device (a kernel issued before the pages were freed
-// may still read them), then cuMemUnmap per page frees their memory.
+// may still read them), then cuMemUnmap per page frees their memory. The
+// pages are unmapped even when the wait fails (the context has an error
+// already, which Sync reports), so that the pool's count stays true.
 func (d *cuDriver) Unmap(p uintptr, bytes int64) error {
 	defer d.on()()
-	if err := cu.Synchronize(); err != nil {
-		return err
-	}
+	syncErr := cu.Synchronize()
 	if r := C.mu_unmap(C.CUdeviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page)); r != C.CUDA_SUCCESS {
 		return fmt.Errorf("CUDA error %d", int(r))
 	}
-	return nil
+	return syncErr
 }
 
 // Release is cuMemAddressFree.
