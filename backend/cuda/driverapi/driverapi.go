@@ -85,6 +85,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend/cuda"
@@ -141,6 +142,9 @@ type cuDriver struct {
 	totalBytes int64
 	page       int64 // the mapping granularity, 0 without virtual memory management
 	fns        [cuda.NumKernels]cu.Function
+	// issued is set by every call that gives the device work and cleared
+	// by a sync that saw it finish: Unmap waits only when there is work.
+	issued atomic.Bool
 }
 
 func (d *cuDriver) open() (err error) {
@@ -223,38 +227,54 @@ func (d *cuDriver) Launch(k cuda.Kernel, gx, gy int, args []uint64) error {
 	for i := range args {
 		params[i] = unsafe.Pointer(&args[i])
 	}
+	d.issued.Store(true)
 	defer d.on()()
 	return d.fns[k].Launch(gx, gy, 1, cuda.BlockThreads, 1, 1, 0, cu.NoStream, params)
 }
 
 func (d *cuDriver) MemsetD32(p uintptr, v uint32, n int64) error {
+	d.issued.Store(true)
 	defer d.on()()
 	return cu.MemsetD32(cu.DevicePtr(p), v, n)
 }
 
 func (d *cuDriver) MemsetD16(p uintptr, v uint16, n int64) error {
+	d.issued.Store(true)
 	defer d.on()()
 	return cu.MemsetD16(cu.DevicePtr(p), v, n)
 }
 
 func (d *cuDriver) CopyHtoD(dst uintptr, src []byte) error {
+	d.issued.Store(true)
 	defer d.on()()
 	return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)))
 }
 
 func (d *cuDriver) CopyDtoH(dst []byte, src uintptr) error {
+	d.issued.Store(true)
 	defer d.on()()
 	return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)))
 }
 
 func (d *cuDriver) CopyDtoD(dst, src uintptr, n int64) error {
+	d.issued.Store(true)
 	defer d.on()()
 	return cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), n)
 }
 
 func (d *cuDriver) Sync() error {
 	defer d.on()()
-	return cu.Synchronize()
+	return d.sync()
+}
+
+// sync waits for the device; with the context current.
+func (d *cuDriver) sync() error {
+	d.issued.Store(false)
+	err := cu.Synchronize()
+	if err != nil {
+		d.issued.Store(true) // the work may not have finished
+	}
+	return err
 }
 
 func (d *cuDriver) MemInfo() (free, total int64, err error) {
@@ -310,13 +330,18 @@ func (d *cuDriver) Map(p uintptr, bytes int64) error {
 	return fmt.Errorf("CUDA error %d", int(r))
 }
 
-// Unmap waits for the device (a kernel issued before the pages were freed
-// may still read them), then cuMemUnmap per page frees their memory. The
-// pages are unmapped even when the wait fails (the context has an error
-// already, which Sync reports), so that the pool's count stays true.
+// Unmap waits for the device where work was issued since it last did (a
+// kernel issued before the pages were freed may still read them: one wait
+// serves all the pages a miss moves), then cuMemUnmap per page frees their
+// memory. The pages are unmapped even when the wait fails (the context has
+// an error already, which Sync reports), so that the pool's count stays
+// true.
 func (d *cuDriver) Unmap(p uintptr, bytes int64) error {
 	defer d.on()()
-	syncErr := cu.Synchronize()
+	var syncErr error
+	if d.issued.Load() {
+		syncErr = d.sync()
+	}
 	if r := C.mu_unmap(C.CUdeviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page)); r != C.CUDA_SUCCESS {
 		return fmt.Errorf("CUDA error %d", int(r))
 	}
