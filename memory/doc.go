@@ -33,7 +33,8 @@
 //     Trace), the pool takes one block of the plan's size at its first
 //     allocation and places each planned allocation of the build and of each
 //     phase (BeginPhase) at its offset, after checking that the range is not
-//     in use; anything else goes to the segments, counted in ArenaMisses.
+//     in use; anything else goes to the caching pool, counted in
+//     ArenaMisses.
 //   - With a capacity, reserved bytes never exceed it: an allocation that
 //     would pass it fails with *OutOfMemoryError (the wholly free segments
 //     were given back, or the wholly free pages moved, first). An allocator

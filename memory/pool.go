@@ -174,12 +174,14 @@ type Stats struct {
 //
 // Over an allocator that pages (a Pager with a page size), as PyTorch's
 // expandable segments: blocks lie in one heap of reserved address space
-// (HeapBytes, or more for a larger allocation), and reserved is the bytes
+// (HeapBytes, or more for a larger allocation; where address space is
+// short, a heap per allocation that finds no room), and reserved is the bytes
 // of its pages backed with memory. An allocation over pages not backed
 // first moves the pages it needs from the cache: it unmaps wholly free
 // pages, the highest first, and only maps new memory for the rest. So
 // reserved is at most the pages live buffers touch at their peak, however
-// the free space is cut. EmptyCache unmaps every wholly free page.
+// the free space is cut. EmptyCache unmaps every wholly free page and
+// releases the wholly free heaps.
 //
 // Over any other allocator: memory comes in segments, one per allocation
 // the free blocks could not serve, of that allocation's size, and reserved
