@@ -81,18 +81,8 @@ func TestTrainingMatchesCPU(t *testing.T) {
 			for step := 1; step <= cfg.Train.Steps; step++ {
 				peak = max(peak, stepBoth(t, step, cpu, tr).Peak)
 			}
-			tr.Pool().ResetPeak()
-			if _, err := tr.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			peak = max(peak, tr.Pool().Stats().Allocated.Peak)
-			if err := gpu.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			plan, err := train.PlanConfigOn(cfg, gpu)
-			if err != nil {
-				t.Fatal(err)
-			}
+			peak = max(peak, validate(t, tr).Allocated.Peak)
+			plan := syncAndPlan(t, cfg, gpu)
 			if peak != plan.PeakAllocatedBytes {
 				t.Errorf("peak allocated %d on cuda (emulated), planned %d", peak, plan.PeakAllocatedBytes)
 			}
@@ -117,6 +107,31 @@ func stepBoth(t *testing.T, step int, cpu, gpu *train.Trainer) train.StepResult 
 		t.Errorf("step %d: loss %v on cuda (emulated), %v on the CPU", step, got.Loss, want.Loss)
 	}
 	return got
+}
+
+// validate runs a validation in a peak window of its own and returns the
+// pool's statistics after it.
+func validate(t *testing.T, tr *train.Trainer) memory.Stats {
+	t.Helper()
+	tr.Pool().ResetPeak()
+	if _, err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return tr.Pool().Stats()
+}
+
+// syncAndPlan waits for the emulated GPU (reporting its errors) and plans
+// cfg on its sizes and memory.
+func syncAndPlan(t *testing.T, cfg config.Config, gpu *cuda.Backend) train.PlanRow {
+	t.Helper()
+	if err := gpu.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := train.PlanConfigOn(cfg, gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // TestDriverOutOfMemory: when the device itself is full (not the pool's
@@ -182,20 +197,10 @@ func TestCachingOnPagedDevice(t *testing.T) {
 			reserved = max(reserved, pm.PeakReservedBytes)
 		}
 		if step%2 == 0 {
-			tr.Pool().ResetPeak()
-			if _, err := tr.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			reserved = max(reserved, tr.Pool().Stats().Reserved.Peak)
+			reserved = max(reserved, validate(t, tr).Reserved.Peak)
 		}
 	}
-	if err := gpu.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := train.PlanConfigOn(cfg, gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := syncAndPlan(t, cfg, gpu)
 	st := tr.Pool().Stats()
 	if reserved != plan.PeakReservedBytes || st.PageBytes != 4<<10 || st.PagesMapped == 0 || st.PagesUnmapped == 0 {
 		t.Errorf("reserved peak %d on cuda (emulated), planned %d; %+v", reserved, plan.PeakReservedBytes, st)
