@@ -382,24 +382,21 @@ func (p *Pool) arenaAlloc(cat Category, size int64) (*block, error) {
 	}
 	if a.seg == nil {
 		size := a.plan.Size
+		var oom *OutOfMemoryError
 		if p.opts.Capacity > 0 && p.stats.Reserved.Current+size > p.opts.Capacity {
-			p.stats.NumOOMs++
-			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity, Arena: true,
-				Free: p.opts.Capacity - p.stats.Reserved.Current, Allocated: p.stats.Allocated.Current,
-				ReservedUnallocated: p.stats.Reserved.Current - p.stats.Allocated.Current}
+			oom = p.oom(cat, size, nil)
+		} else if store, err := p.allocator.Alloc(max(size, BlockRound)); err != nil {
+			oom = p.oom(cat, size, err)
+		} else {
+			a.seg = p.newSegment(store, max(size, BlockRound), false)
+			p.stats.Reserved.add(a.seg.size)
+			p.stats.ArenaBytes = a.seg.size
 		}
-		store, err := p.allocator.Alloc(max(size, BlockRound))
-		if err != nil {
+		if oom != nil {
 			p.stats.NumOOMs++
-			return nil, &OutOfMemoryError{Requested: size, Category: cat, Capacity: p.opts.Capacity, Arena: true,
-				Free: max(0, p.opts.Capacity-p.stats.Reserved.Current), Allocated: p.stats.Allocated.Current,
-				Cause: fmt.Errorf("%s: %w", p.allocator.Name(), err)}
+			oom.Arena = true
+			return nil, oom
 		}
-		p.stats.SegmentAllocs++
-		p.nextSeg++
-		a.seg = &segment{id: p.nextSeg, store: store, size: max(size, BlockRound)}
-		p.stats.Reserved.add(a.seg.size)
-		p.stats.ArenaBytes = a.seg.size
 	}
 	s := prog[a.cursor]
 	a.cursor++
@@ -499,14 +496,19 @@ func (p *Pool) segmentAlloc(cat Category, size int64) (*block, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %s: allocating %s (%s): %w", p.allocator.Name(), FormatBytes(size), cat, err)
 	}
-	p.stats.SegmentAllocs++
-	p.nextSeg++
-	seg := &segment{id: p.nextSeg, store: store, size: size}
-	blk := &block{seg: seg, size: size}
-	seg.first = blk
+	seg := p.newSegment(store, size, false)
+	seg.first = &block{seg: seg, size: size}
 	p.segments = append(p.segments, seg)
 	p.stats.Reserved.add(size)
-	return blk, nil
+	return seg.first, nil
+}
+
+// newSegment numbers a block the allocator gave (a segment, a heap, the
+// arena) and counts the call.
+func (p *Pool) newSegment(store Storage, size int64, paged bool) *segment {
+	p.stats.SegmentAllocs++
+	p.nextSeg++
+	return &segment{id: p.nextSeg, store: store, size: size, paged: paged}
 }
 
 // oom is the error for an allocation of size bytes that does not fit;
@@ -533,9 +535,7 @@ func (p *Pool) heapAlloc(cat Category, size int64) (*block, error) {
 			p.stats.NumOOMs++
 			return nil, p.oom(cat, size, fmt.Errorf("reserving address space: %w (%w)", ErrExhausted, err))
 		}
-		p.stats.SegmentAllocs++
-		p.nextSeg++
-		seg := &segment{id: p.nextSeg, store: store, size: n, paged: true}
+		seg := p.newSegment(store, n, true)
 		seg.first = &block{seg: seg, size: n}
 		p.segments = append(p.segments, seg)
 		p.insertFree(seg.first)
@@ -559,8 +559,9 @@ func (p *Pool) heapAlloc(cat Category, size int64) (*block, error) {
 func (p *Pool) reserveHeap(size int64) (Storage, int64, error) {
 	roundPage := func(n int64) int64 { return (n + p.page - 1) / p.page * p.page }
 	least := roundPage(size)
-	if store, err := p.pager.Reserve(max(roundPage(HeapBytes), least)); err == nil {
-		return store, max(roundPage(HeapBytes), least), nil
+	heap := max(roundPage(HeapBytes), least)
+	if store, err := p.pager.Reserve(heap); err == nil {
+		return store, heap, nil
 	}
 	store, err := p.pager.Reserve(least)
 	if err != nil && p.emptyCacheLocked() > 0 {
@@ -708,11 +709,11 @@ func (p *Pool) mapPages(blk *block) error {
 	for lo < hi {
 		gapHi := hi
 		if i := seg.firstRun(lo); i < len(seg.mapped) && seg.mapped[i].lo < hi {
-			if r := seg.mapped[i]; r.lo <= lo {
+			if r := seg.mapped[i]; r.lo > lo {
+				gapHi = r.lo
+			} else {
 				lo = r.hi // backed already
 				continue
-			} else {
-				gapHi = r.lo
 			}
 		}
 		if err := p.pager.Map(seg.store, lo*p.page, (gapHi-lo)*p.page); err != nil {
