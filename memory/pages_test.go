@@ -429,6 +429,32 @@ func TestPagedReserveFallsBack(t *testing.T) {
 	}
 }
 
+// TestPagedReserveReleasesEmptyHeaps: a heap left wholly free with no page
+// mapped (its pages moved to another heap) holds only address space; a
+// reservation that fails gives it back and tries again.
+func TestPagedReserveReleasesEmptyHeaps(t *testing.T) {
+	pager := &limitedPager{testPager: newTestPager(kib), limit: 8 * kib}
+	p := NewPool(pager, Options{})
+	a, _ := p.Alloc(Params, 3*kib) // heap 1: 3 pages
+	p.MustFree(a)
+	b, err := p.Alloc(Params, 4*kib) // heap 2: 4 pages, three moved from heap 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.PagesUnmapped != 3 || s.Reserved.Current != 4*kib || pager.heaps != 2 {
+		t.Fatalf("heap 1's pages not moved: %+v, %d heaps", s, pager.heaps)
+	}
+	c, err := p.Alloc(Grads, 4*kib) // 7 KiB of address space taken: heap 1 must go
+	if err != nil {
+		t.Fatalf("4 KiB with a wholly free, unmapped heap of 3 to give back: %v", err)
+	}
+	if s := p.Stats(); s.CacheFlushes != 1 || s.Reserved.Current != 8*kib || pager.heaps != 2 {
+		t.Errorf("after giving heap 1 back: %+v, %d heaps", s, pager.heaps)
+	}
+	p.MustFree(b)
+	p.MustFree(c)
+}
+
 // TestPagedOddPage: a page that does not divide HeapBytes still gives
 // reservations of whole pages.
 func TestPagedOddPage(t *testing.T) {

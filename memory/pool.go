@@ -564,7 +564,9 @@ func (p *Pool) reserveHeap(size int64) (Storage, int64, error) {
 		return store, heap, nil
 	}
 	store, err := p.pager.Reserve(least)
-	if err != nil && p.emptyCacheLocked() > 0 {
+	if heaps := len(p.segments); err != nil && (p.emptyCacheLocked() > 0 || len(p.segments) < heaps) {
+		// Something was given back: pages, or wholly free heaps whose pages
+		// were unmapped already.
 		p.stats.CacheFlushes++
 		store, err = p.pager.Reserve(least)
 	}
