@@ -4,20 +4,20 @@ package emu
 
 import (
 	"fmt"
-	"syscall"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend/cuda"
+	"github.com/memunet/memunet/backend/internal/hostmem"
 )
 
 // heap is a reservation of emulated address space: host address space
-// (mmap, no access), whose pages Map makes readable and writable, so that
-// the kernels read a buffer across pages as one run of memory, and touching
-// an unmapped page faults as on a GPU.
+// (backend/internal/hostmem), whose pages Map makes readable and writable,
+// so that the kernels read a buffer across pages as one run of memory, and
+// touching an unmapped page faults as on a GPU.
 type heap struct {
-	mapping []byte // the whole mmap, for munmap
+	mapping []byte // the whole reservation, for Release
+	mem     []byte // its page-aligned bytes, at base
 	base    uintptr
-	bytes   int64
 	mapped  map[int64]bool // by page
 }
 
@@ -33,13 +33,12 @@ func (d *Device) Reserve(bytes int64) (uintptr, error) {
 	if d.page == 0 || bytes%d.page != 0 {
 		return 0, fmt.Errorf("emulated device: reserving %d bytes in pages of %d", bytes, d.page)
 	}
-	m, err := syscall.Mmap(-1, 0, int(bytes+d.page), syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	m, mem, err := hostmem.Reserve(bytes, d.page)
 	if err != nil {
-		return 0, fmt.Errorf("emulated device: mmap of %d bytes: %v", bytes, err)
+		return 0, fmt.Errorf("emulated device: %v", err)
 	}
-	addr := uintptr(unsafe.Pointer(&m[0]))
-	base := (addr + uintptr(d.page) - 1) / uintptr(d.page) * uintptr(d.page)
-	d.heaps[base] = &heap{mapping: m, base: base, bytes: bytes, mapped: map[int64]bool{}}
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	d.heaps[base] = &heap{mapping: m, mem: mem, base: base, mapped: map[int64]bool{}}
 	return base, nil
 }
 
@@ -47,7 +46,7 @@ func (d *Device) Reserve(bytes int64) (uintptr, error) {
 // (or each not), and their indices.
 func (d *Device) heapPages(p uintptr, bytes int64, mapped bool) (*heap, int64, int64, error) {
 	for _, h := range d.heaps {
-		if p < h.base || int64(p-h.base)+bytes > h.bytes {
+		if p < h.base || int64(p-h.base)+bytes > int64(len(h.mem)) {
 			continue
 		}
 		off := int64(p - h.base)
@@ -67,8 +66,8 @@ func (d *Device) heapPages(p uintptr, bytes int64, mapped bool) (*heap, int64, i
 
 // bytesAt is the host memory of the heap range.
 func (h *heap) bytesAt(p uintptr, bytes int64) []byte {
-	off := int64(p-h.base) + int64(h.base-uintptr(unsafe.Pointer(&h.mapping[0])))
-	return h.mapping[off : off+bytes]
+	off := int64(p - h.base)
+	return h.mem[off : off+bytes]
 }
 
 // Map backs whole pages with (host) memory, counted as the device's.
@@ -82,8 +81,8 @@ func (d *Device) Map(p uintptr, bytes int64) error {
 	if d.used+bytes > d.total {
 		return fmt.Errorf("emulated device: %d bytes in use of %d: %w", d.used, d.total, cuda.ErrDeviceFull)
 	}
-	if err := syscall.Mprotect(h.bytesAt(p, bytes), syscall.PROT_READ|syscall.PROT_WRITE); err != nil {
-		return fmt.Errorf("emulated device: mprotect: %v", err)
+	if err := hostmem.Map(h.bytesAt(p, bytes)); err != nil {
+		return fmt.Errorf("emulated device: %v", err)
 	}
 	for i := lo; i < hi; i++ {
 		h.mapped[i] = true
@@ -100,12 +99,8 @@ func (d *Device) Unmap(p uintptr, bytes int64) error {
 	if err != nil {
 		return err
 	}
-	b := h.bytesAt(p, bytes)
-	if err := syscall.Madvise(b, syscall.MADV_DONTNEED); err != nil {
-		return fmt.Errorf("emulated device: madvise: %v", err)
-	}
-	if err := syscall.Mprotect(b, syscall.PROT_NONE); err != nil {
-		return fmt.Errorf("emulated device: mprotect: %v", err)
+	if err := hostmem.Unmap(h.bytesAt(p, bytes)); err != nil {
+		return fmt.Errorf("emulated device: %v", err)
 	}
 	for i := lo; i < hi; i++ {
 		delete(h.mapped, i)
@@ -119,21 +114,21 @@ func (d *Device) Release(p uintptr, bytes int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h, ok := d.heaps[p]
-	if !ok || h.bytes != bytes {
+	if !ok || int64(len(h.mem)) != bytes {
 		return fmt.Errorf("emulated device: release of %d bytes at %#x, which is not a reservation", bytes, p)
 	}
 	if len(h.mapped) != 0 {
 		return fmt.Errorf("emulated device: release of a reservation with %d pages mapped", len(h.mapped))
 	}
 	delete(d.heaps, p)
-	return syscall.Munmap(h.mapping)
+	return hostmem.Release(h.mapping)
 }
 
 // heapPointer is pointer for the heaps: the address p, if [p, p+n) lies in
 // one heap's mapped pages.
 func (d *Device) heapPointer(p uintptr, n int64) (unsafe.Pointer, bool) {
 	for _, h := range d.heaps {
-		if p < h.base || int64(p-h.base)+n > h.bytes {
+		if p < h.base || int64(p-h.base)+n > int64(len(h.mem)) {
 			continue
 		}
 		off := int64(p - h.base)
