@@ -267,12 +267,6 @@ type im2colP struct {
 	C, Hp, Wp, K, OH, OW int
 }
 
-// rowOffset is the offset in xp of im2col row r = (c*K+i)*K+j at pixel 0.
-func (s im2colP) rowOffset(r int) int {
-	KK := s.K * s.K
-	return r/KK*s.Hp*s.Wp + r/s.K%s.K*s.Wp + r%s.K
-}
-
 func (s im2colP) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int) {
 	offs := scratch.offs[:kc]
 	s.rowOffsets(offs, p0)
@@ -325,7 +319,8 @@ func copyRun(d, src []float32, offs []int, l, run int) {
 	}
 }
 
-// rowOffsets sets offs[p] = rowOffset(r0+p).
+// rowOffsets sets offs[p] to the offset in xp of im2col row r0+p =
+// (c*K+i)*K+j at pixel 0.
 func (s im2colP) rowOffsets(offs []int, r0 int) {
 	KK, plane := s.K*s.K, s.Hp*s.Wp
 	c, i, j := r0/KK, r0/s.K%s.K, r0%s.K
@@ -347,34 +342,28 @@ func (s im2colP) rowOffsets(offs []int, r0 int) {
 type im2colPT struct{ im2colP }
 
 func (s im2colPT) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int) {
+	offs := (*[gemmNR]int)(scratch.offs[:gemmNR])
 	for q := 0; q < nw; q += gemmNR {
 		d := dst[q*kc : (q+gemmNR)*kc]
-		if q+gemmNR > nw {
-			// Right edge: fewer than 16 columns, value by value.
-			for l := 0; l < gemmNR; l++ {
-				off := 0
-				if q+l < nw {
-					off = s.rowOffset(j0 + q + l)
-				}
-				for t := 0; t < kc; t++ {
-					v := float32(0)
-					if q+l < nw {
-						y, xo := (p0+t)/s.OW, (p0+t)%s.OW
-						v = s.xp[off+y*s.Wp+xo]
-					}
-					d[t*gemmNR+l] = v
-				}
-			}
-			continue
+		// At the right edge (fewer than 16 columns) the missing lanes
+		// gather the last column again and are cleared afterwards, so the
+		// edge panel is as fast as a whole one.
+		lanes := min(gemmNR, nw-q)
+		s.rowOffsets(offs[:lanes], j0+q)
+		for l := lanes; l < gemmNR; l++ {
+			offs[l] = offs[lanes-1]
 		}
-		offs := (*[gemmNR]int)(scratch.offs[:gemmNR])
-		s.rowOffsets(offs[:], j0+q)
 		// The slab's pixels, one output row segment at a time.
 		for t := 0; t < kc; {
 			y, xo := (p0+t)/s.OW, (p0+t)%s.OW
 			seg := min(s.OW-xo, kc-t)
 			g.transpose16Gather(d[t*gemmNR:(t+seg)*gemmNR], s.xp[y*s.Wp+xo:], offs, seg)
 			t += seg
+		}
+		if lanes < gemmNR {
+			for t := 0; t < kc; t++ {
+				clear(d[t*gemmNR+lanes : (t+1)*gemmNR])
+			}
 		}
 	}
 }

@@ -449,19 +449,37 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 	}
 
 	plan := g.planFor(m, n, k, A)
+	if sp, ok := g.planSplit(plan, m, n, k, alpha, A, len(scratch)); ok {
+		g.gemmSplit(sp, m, n, k, A, B, beta, c, ldc, scratch)
+		return
+	}
 	workers, mt, nt, colTasks, total := plan.workers, plan.mt, plan.nt, plan.colTasks, plan.total
 	if plan.prepack {
 		var buf []float32
 		buf, scratch = g.carve(scratch, prepackSize(m, k))
 		A = prepackA(g.team, A, m, k, buf)
 	}
-	aSize, bSize := plan.aSize, plan.bSize
+	g.runTasks(workers, total, plan.aSize, plan.bSize, scratch, func(t int, packA, packB []float32, ps *packScratch) {
+		i0, j0 := t/colTasks*mt, t%colTasks*nt
+		if plan.direct {
+			g.taskDirect(A.(matA), B, alpha, beta, c, ldc, 0, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packB, ps)
+		} else {
+			g.task(&g, A, B, alpha, beta, c, ldc, 0, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB, ps)
+		}
+	})
+}
+
+// runTasks runs tasks 0..total-1 on workers workers that pull them from a
+// shared counter, each worker with its own packing buffers (aSize and
+// bSize values carved from scratch) and packer scratch.
+func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, task func(t int, packA, packB []float32, ps *packScratch)) {
 	bufs := make([][2][]float32, workers)
 	for w := range bufs {
 		bufs[w][0], scratch = g.carve(scratch, aSize)
 		bufs[w][1], scratch = g.carve(scratch, bSize)
 	}
-	work := func(w int, next *atomic.Int64) {
+	var next atomic.Int64
+	g.team.Run(workers, func(w int) {
 		packA, packB := bufs[w][0], bufs[w][1]
 		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: make([]int, gemmKC)}
 		for {
@@ -469,24 +487,87 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 			if t >= total {
 				return
 			}
-			i0, j0 := t/colTasks*mt, t%colTasks*nt
-			if plan.direct {
-				g.taskDirect(A.(matA), B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packB, ps)
-			} else {
-				g.task(&g, A, B, alpha, beta, c, ldc, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB, ps)
-			}
+			task(t, packA, packB, ps)
 		}
-	}
-	var next atomic.Int64
-	g.team.Run(workers, func(w int) { work(w, &next) })
+	})
 }
 
-// slab starts the k slab at pc of a task: its depth, the beta it applies to
-// C (beta0 on the first slab, then 1: the products accumulate) and op(B)'s
-// columns [j0,j0+nw) of it, packed.
-func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float32, pc, k, j0, nw int) (kc int, beta float32, bp []float32) {
-	kc, beta = min(gemmKC, k-pc), beta0
-	if pc > 0 {
+// splitPlan cuts a product's depth instead of C: task t computes k slab
+// t/colTasks (all rows, columns block t%colTasks of nt) into a partial
+// product of its own, slab 0 straight into C, and the partials are added
+// to C in slab order afterwards.
+//
+// With alpha 1 that is the arithmetic of running the slabs in order on one
+// task: there, each slab's kernel call stores acc + C (acc its register
+// sum, alpha*acc exact), here the partial holds acc and C + acc is added
+// later, the same rounding. So a split product is bit-identical to the
+// unsplit one, whatever the cores. What changes is packing: every block of
+// op(B) and op(A) is packed once, where a C of few tiles (a convolution's
+// weight gradient at large images: m = OC, n = C*K*K, k = OH*OW, 64 slabs
+// at 128x128) is cut into blocks of rows that each pack all of op(B).
+type splitPlan struct {
+	slabs, nt, colTasks, total, workers int
+	direct                              bool
+	aSize, bSize, partials              int
+}
+
+// planSplit is the split plan for an m x n x k product under plan p, and
+// whether to follow it: where alpha is 1, p cuts C's rows (so op(B) would
+// be packed once per block of rows), there are at least two slabs per
+// worker, and the partials and packing buffers fit in scratch values (what
+// the caller carved for p, so a split needs no memory of its own).
+func (g gemmImpl) planSplit(p gemmPlan, m, n, k int, alpha float32, A packerA, scratch int) (splitPlan, bool) {
+	slabs := ceilDiv(k, gemmKC)
+	if alpha != 1 || p.workers < 2 || ceilDiv(m, p.mt) < 2 || slabs < 2*p.workers || m > taskRows {
+		return splitPlan{}, false
+	}
+	nt := min(n, taskCols)
+	sp := splitPlan{slabs: slabs, nt: nt, colTasks: ceilDiv(n, nt), direct: p.direct, partials: (slabs - 1) * m * n}
+	sp.total = slabs * sp.colTasks
+	sp.workers = min(p.workers, sp.total)
+	if _, prepacked := A.(prepackedA); !prepacked && !p.direct {
+		sp.aSize = roundUp(min(m, gemmMC), gemmMR) * gemmKC
+	}
+	sp.bSize = roundUp(nt, gemmNR)*gemmKC + gemmNR*gemmKC
+	return sp, sp.partials+sp.workers*(sp.aSize+sp.bSize) <= scratch
+}
+
+// gemmSplit runs an m x n x k product (alpha 1) under the split plan sp.
+func (g gemmImpl) gemmSplit(sp splitPlan, m, n, k int, A packerA, B packerB, beta float32, c []float32, ldc int, scratch []float32) {
+	partials, scratch := g.carve(scratch, sp.partials)
+	g.runTasks(sp.workers, sp.total, sp.aSize, sp.bSize, scratch, func(t int, packA, packB []float32, ps *packScratch) {
+		s, j0 := t/sp.colTasks, t%sp.colTasks*sp.nt
+		j1, k0 := min(j0+sp.nt, n), s*gemmKC
+		// Slab 0 goes to C with the caller's beta, slab s > 0 overwrites
+		// partial s-1 (m x n, rows n apart).
+		dst, ld, b := c, ldc, beta
+		if s > 0 {
+			dst, ld, b = partials[(s-1)*m*n:s*m*n], n, 0
+		}
+		if sp.direct {
+			g.taskDirect(A.(matA), B, 1, b, dst, ld, k0, min(k0+gemmKC, k), 0, m, j0, j1, packB, ps)
+		} else {
+			g.task(&g, A, B, 1, b, dst, ld, k0, min(k0+gemmKC, k), 0, m, j0, j1, packA, packB, ps)
+		}
+	})
+	g.team.For(m, max(1, (16<<10)/(sp.slabs*n)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := c[i*ldc : i*ldc+n]
+			for s := 1; s < sp.slabs; s++ {
+				for j, v := range partials[(s-1)*m*n+i*n : (s-1)*m*n+(i+1)*n] {
+					row[j] += v
+				}
+			}
+		}
+	})
+}
+
+// slab starts the k slab at pc of a task over depths [k0,k1): its depth,
+// the beta it applies to C (beta0 on the first slab, then 1: the products
+// accumulate) and op(B)'s columns [j0,j0+nw) of it, packed.
+func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float32, pc, k0, k1, j0, nw int) (kc int, beta float32, bp []float32) {
+	kc, beta = min(gemmKC, k1-pc), beta0
+	if pc > k0 {
 		beta = 1
 	}
 	bp = packB[:roundUp(nw, gemmNR)*kc]
@@ -494,12 +575,13 @@ func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float
 	return kc, beta, bp
 }
 
-// task computes rows [i0,i1) x columns [j0,j1) of C.
-func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packA, packB []float32, ps *packScratch) {
+// task computes rows [i0,i1) x columns [j0,j1) of C over depths [k0,k1)
+// (k0 a multiple of gemmKC).
+func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k0, k1, i0, i1, j0, j1 int, packA, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	tile := &ps.tile
-	for pc := 0; pc < k; pc += gemmKC {
-		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k, j0, nw)
+	for pc := k0; pc < k1; pc += gemmKC {
+		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k0, k1, j0, nw)
 		for ic := i0; ic < i1; ic += gemmMC {
 			mc := min(gemmMC, i1-ic)
 			ap := A.packA(packA, ic, mc, pc, kc)
@@ -535,9 +617,9 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 }
 
 // taskDirect is task for a row-major op(A) read unpacked by the direct
-// kernels: per k slab, op(B)'s columns are packed once and every row panel
+// kernels (same arguments): per k slab, op(B)'s columns are packed once and every row panel
 // of the task runs over them.
-func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
+func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k0, k1, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	tile := &ps.tile
 	// Wide tiles take rows in panels of 8 where the implementation has an
@@ -552,8 +634,8 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 	// escape to the heap through the closures below.
 	edge := (*[gemmMR * gemmKC]float32)(ps.f[:gemmMR*gemmKC])
 	edge8 := (*[gemmMR * gemmKC]float32)(ps.f[gemmMR*gemmKC : 2*gemmMR*gemmKC])
-	for pc := 0; pc < k; pc += gemmKC {
-		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k, j0, nw)
+	for pc := k0; pc < k1; pc += gemmKC {
+		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k0, k1, j0, nw)
 		// edgeOf packs the rows below the last whole MR panel from row
 		// from into buf, and says where they start (i1: none).
 		edgeOf := func(buf *[gemmMR * gemmKC]float32, from int) (int, []float32) {
