@@ -312,7 +312,10 @@ func prepackA(t *Team, src packerA, m, k int, buf []float32) prepackedA {
 // bSize per worker.
 type gemmPlan struct {
 	workers, mt, nt, colTasks, total int
-	prepack                          bool
+	// mc is the rows of op(A) a task packs at a time (gemmMC unless
+	// balanceRows shrank it to fit).
+	mc      int
+	prepack bool
 	// direct: op(A) is read unpacked by the micro-kernels (see
 	// directKernel), so nothing packs it and tasks span as many rows as
 	// they can, sharing each packed block of op(B) among them.
@@ -339,7 +342,7 @@ func planGemm(m, n, k int, prepacked bool) gemmPlan {
 			mt = roundUp(ceilDiv(mt, 2), gemmMR)
 		}
 	}
-	p := gemmPlan{mt: mt, nt: nt, colTasks: ceilDiv(n, nt), total: tasks()}
+	p := gemmPlan{mt: mt, nt: nt, colTasks: ceilDiv(n, nt), total: tasks(), mc: gemmMC}
 	p.workers = min(workers, p.total)
 	p.prepack = !prepacked && p.colTasks > 2
 	// Per-worker buffers: packed A block (unless prepacked), packed B block
@@ -382,6 +385,34 @@ func planDirect(m, n, k int) gemmPlan {
 	d.workers = min(workers, d.total)
 	d.bSize = roundUp(nt, gemmNR)*min(k, gemmKC) + gemmNR*gemmKC
 	return d
+}
+
+// balanceRows re-plans a product that p cuts into more blocks of rows than
+// workers while C is one block of columns: every block of rows packs all of
+// op(B) (for a convolution's input gradient at small images, the im2col of
+// the output gradient, 8 times over), so one equal block per worker packs
+// it as few times as the cores allow. The blocks of op(A) a task packs
+// shrink until its buffers fit in scratch values (what the caller carved
+// for p); it reports false where p is kept.
+func balanceRows(p gemmPlan, m, k, scratch int) (gemmPlan, bool) {
+	if p.direct || p.prepack || p.workers < 2 || p.colTasks != 1 || ceilDiv(m, p.mt) <= p.workers {
+		return p, false
+	}
+	b := p
+	b.mt = roundUp(ceilDiv(m, p.workers), gemmMR)
+	b.total = ceilDiv(m, b.mt)
+	b.workers = min(p.workers, b.total)
+	if p.aSize == 0 { // op(A) prepacked: nothing to pack
+		return b, b.scratch(m, k) <= scratch
+	}
+	for _, mc := range []int{gemmMC, 60, 30, 12, gemmMR} {
+		b.mc = mc
+		b.aSize = roundUp(min(b.mt, mc), gemmMR) * min(k, gemmKC)
+		if b.scratch(m, k) <= scratch {
+			return b, true
+		}
+	}
+	return p, false
 }
 
 // gemmScratchSize is the float32 scratch gemm carves for an m x n x k
@@ -453,6 +484,9 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 		g.gemmSplit(sp, m, n, k, A, B, beta, c, ldc, scratch)
 		return
 	}
+	if bp, ok := balanceRows(plan, m, k, len(scratch)); ok {
+		plan = bp
+	}
 	workers, mt, nt, colTasks, total := plan.workers, plan.mt, plan.nt, plan.colTasks, plan.total
 	if plan.prepack {
 		var buf []float32
@@ -464,7 +498,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 		if plan.direct {
 			g.taskDirect(A.(matA), B, alpha, beta, c, ldc, 0, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packB, ps)
 		} else {
-			g.task(&g, A, B, alpha, beta, c, ldc, 0, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packA, packB, ps)
+			g.task(&g, A, B, alpha, beta, c, ldc, 0, k, i0, min(i0+mt, m), j0, min(j0+nt, n), plan.mc, packA, packB, ps)
 		}
 	})
 }
@@ -547,7 +581,7 @@ func (g gemmImpl) gemmSplit(sp splitPlan, m, n, k int, A packerA, B packerB, bet
 		if sp.direct {
 			g.taskDirect(A.(matA), B, 1, b, dst, ld, k0, min(k0+gemmKC, k), 0, m, j0, j1, packB, ps)
 		} else {
-			g.task(&g, A, B, 1, b, dst, ld, k0, min(k0+gemmKC, k), 0, m, j0, j1, packA, packB, ps)
+			g.task(&g, A, B, 1, b, dst, ld, k0, min(k0+gemmKC, k), 0, m, j0, j1, gemmMC, packA, packB, ps)
 		}
 	})
 	g.team.For(m, max(1, (16<<10)/(sp.slabs*n)), func(lo, hi int) {
@@ -576,14 +610,14 @@ func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float
 }
 
 // task computes rows [i0,i1) x columns [j0,j1) of C over depths [k0,k1)
-// (k0 a multiple of gemmKC).
-func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k0, k1, i0, i1, j0, j1 int, packA, packB []float32, ps *packScratch) {
+// (k0 a multiple of gemmKC), packing op(A) mc rows at a time.
+func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c []float32, ldc, k0, k1, i0, i1, j0, j1, mc int, packA, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	tile := &ps.tile
 	for pc := k0; pc < k1; pc += gemmKC {
 		kc, beta, bp := g.slab(B, packB, ps, beta0, pc, k0, k1, j0, nw)
-		for ic := i0; ic < i1; ic += gemmMC {
-			mc := min(gemmMC, i1-ic)
+		for ic := i0; ic < i1; ic += mc {
+			mc := min(mc, i1-ic)
 			ap := A.packA(packA, ic, mc, pc, kc)
 			for jr := 0; jr < nw; {
 				if g.wide != nil && nw-jr >= 2*gemmNR {

@@ -268,6 +268,64 @@ func TestGemmSplitBitIdentical(t *testing.T) {
 	}
 }
 
+// TestGemmBalanceRows: a product of one column block that planGemm cuts
+// into more row blocks than cores runs one equal block per core
+// (balanceRows) within exactly the scratch planGemm sized, packing op(A) in
+// smaller blocks where it must, prepacked or not; the result is the
+// unbalanced run's, bit for bit (the rows' arithmetic does not change), and
+// the naive product's.
+func TestGemmBalanceRows(t *testing.T) {
+	cases := []struct {
+		gemmCase
+		procs     int
+		prepacked bool
+	}{
+		{gemmCase{true, false, 128, 64, 2304, 1, 0, 0}, 2, false}, // a conv's din at 8x8
+		{gemmCase{true, false, 257, 60, 700, 0.5, 1, 3}, 2, false},
+		{gemmCase{true, true, 100, 30, 900, 1, -1, 1}, 3, false},
+		{gemmCase{true, false, 128, 64, 600, 1, 0, 0}, 2, true},
+	}
+	mcs := map[int]bool{}
+	for _, c := range cases {
+		gc := c.gemmCase
+		d := newGemmData(seedFor("balance "+gc.String()), gc)
+		want := clone32(d.c)
+		SgemmNaive(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, want, d.ldc)
+		sums := d.absSums(gc)
+		for _, g := range gemmImpls(t) {
+			name := fmt.Sprintf("%s/procs%d/prepacked %v/%v", g.name, c.procs, c.prepacked, gc)
+			withProcs(c.procs, func() {
+				var A packerA = matA{d.a, d.lda, gc.transA}
+				if c.prepacked {
+					A = prepackA(nil, A, gc.m, gc.k, nil)
+				}
+				p := g.planFor(gc.m, gc.n, gc.k, A)
+				scratch := make([]float32, p.scratch(gc.m, gc.k))
+				bp, ok := balanceRows(p, gc.m, gc.k, len(scratch))
+				if !ok || bp.total != c.procs {
+					t.Fatalf("%s: balanced %v into %d tasks (plan: %d)", name, ok, bp.total, p.total)
+				}
+				mcs[bp.mc] = true
+				B := matB{d.b, d.ldb, gc.transB}
+				strict := g
+				strict.strict = true
+				balanced, unbalanced := clone32(d.c), clone32(d.c)
+				strict.gemm(gc.m, gc.n, gc.k, gc.alpha, A, B, gc.beta, balanced, d.ldc, scratch)
+				g.gemm(gc.m, gc.n, gc.k, gc.alpha, A, B, gc.beta, unbalanced, d.ldc, nil)
+				for i := range balanced {
+					if math.Float32bits(balanced[i]) != math.Float32bits(unbalanced[i]) {
+						t.Fatalf("%s: C[%d] balanced %v, unbalanced %v", name, i, balanced[i], unbalanced[i])
+					}
+				}
+				checkGemmResult(t, gc, d, balanced, want, sums)
+			})
+		}
+	}
+	if len(mcs) < 2 {
+		t.Errorf("A packed in blocks of %v rows; want whole blocks and shrunk ones", mcs)
+	}
+}
+
 // TestGemmDispatch: a row-major op(A) is read unpacked by the direct
 // kernels unless its rows are a multiple of 4 KiB apart; a transposed or
 // prepacked one is packed. The direct plan never needs more scratch than
