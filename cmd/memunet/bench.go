@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +18,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants config,baseline,...] [--set k=v ...] [--device D]"
+const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants config,baseline,...] [--cpuprofile FILE] [--set k=v ...] [--device D]"
 
 // benchCommand times training steps of each variant in this process: the
 // median step, the achieved GFLOP/s of the whole step (convolution FLOPs,
@@ -28,12 +30,20 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs := cmd.Flags
 	steps := fs.Int("steps", 5, "timed optimizer steps per variant (after one warm-up step)")
 	variants := fs.String("variants", "config", "comma-separated variants (config, "+strings.Join(train.VariantNames(), ", ")+")")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the variants' runs (set-up and warm-up included) to `FILE`, for go tool pprof")
 	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
 	}
 	if *steps < 1 {
 		return cmd.usageError("--steps must be at least 1")
+	}
+	var profile *os.File
+	if *cpuProfile != "" {
+		if profile, err = os.Create(*cpuProfile); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer profile.Close()
 	}
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet bench: %s, %dx%d, %d timed steps per variant (median), GFLOP/s of the whole step\n", cmd.path, h, w, *steps)
@@ -48,6 +58,12 @@ func benchCommand(args []string, stdout io.Writer) error {
 	if b.Name() == "cpu" {
 		peak = kernels.MicroKernelPeak(300 * time.Millisecond)
 		fmt.Fprintf(stdout, "FMA peak: %.1f GFLOP/s (%s micro-kernel from L1 on %d cores, GOMAXPROCS)\n", peak, kernels.GemmImplementation(), runtime.GOMAXPROCS(0))
+	}
+	if profile != nil {
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			return fmt.Errorf("bench: --cpuprofile %s: %w", *cpuProfile, err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s", "% peak"}

@@ -126,7 +126,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"data check": {"config", "set"},
 		"plan":       {"config", "set", "capacity", "variants", "json"},
 		"compare":    {"config", "set", "variants", "steps", "out"},
-		"bench":      {"config", "set", "steps", "variants"},
+		"bench":      {"config", "set", "steps", "variants", "cpuprofile"},
 		"gorgonia":   {"config", "set", "out", "steps"},
 	} {
 		for _, f := range flags {

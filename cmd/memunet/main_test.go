@@ -268,7 +268,8 @@ func TestCompareCommand(t *testing.T) {
 
 func TestBenchCommand(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	args := append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "2", "--variants", "config,fp16"}, tinyArgs...)
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	args := append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "2", "--variants", "config,fp16", "--cpuprofile", prof}, tinyArgs...)
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -277,5 +278,16 @@ func TestBenchCommand(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
+	}
+	// The profile is pprof's gzip-compressed protocol buffer.
+	if data, err := os.ReadFile(prof); err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Errorf("--cpuprofile wrote %d bytes (%v), not a gzip profile", len(data), err)
+	}
+	// A profile that cannot be written is an error naming the flag, before anything runs.
+	stdout.Reset()
+	stderr.Reset()
+	args = append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "1", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "--cpuprofile") {
+		t.Errorf("unwritable --cpuprofile: exit %d, stderr %q", code, stderr.String())
 	}
 }
