@@ -198,8 +198,75 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 			fillRows(gemm.team, o, bias, P)
 			beta = 1
 		}
+		if im, ok := B.(im2colP); ok && gemm.canGather(s.OC, A, im) {
+			gemm.gatherGemm(s.OC, CKK, A, im, beta, o, scratch)
+			continue
+		}
 		gemm.gemm(s.OC, P, CKK, 1, A, B, beta, o, P, scratch)
 	}
+}
+
+// canGather reports whether gatherGemm can compute the m x (OH*OW) x k
+// product of A and the im2col B: there are gather kernels, 32-pixel
+// segments tile the output rows, and A is prepacked or read directly
+// (row-major, its rows not a multiple of 4 KiB apart) in whole 8-row
+// panels.
+func (g gemmImpl) canGather(m int, A packerA, B im2colP) bool {
+	if g.gather8 == nil || B.OW%(2*gemmNR) != 0 {
+		return false
+	}
+	switch a := A.(type) {
+	case prepackedA:
+		return true
+	case matA:
+		return !a.trans && useDirect(a.lda) && m%8 == 0
+	}
+	return false
+}
+
+// gatherGemm computes C (m x OH*OW, rows OH*OW apart) = A x B + beta*C for
+// an A and im2col B that canGather accepts, with the gather kernels: B is
+// not packed but read from the padded image through offsets, A read
+// directly or from its prepacking. Tasks are blocks of output pixels; in
+// each, per k slab, every 32-pixel segment (one output row's) meets all of
+// A's row panels while it is in cache. It carves no more scratch than gemm
+// would.
+func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, scratch []float32) {
+	n := B.OH * B.OW
+	plan := g.planFor(m, n, k, A)
+	nt := roundUp(min(n, taskCols), 2*gemmNR)
+	for ceilDiv(n, nt) < 3*plan.workers && nt > 2*gemmNR {
+		nt = roundUp(ceilDiv(nt, 2), 2*gemmNR)
+	}
+	total := ceilDiv(n, nt)
+	direct, isDirect := A.(matA)
+	g.runTasks(min(plan.workers, total), total, 0, gemmNR*gemmKC, scratch, func(t int, _, _ []float32, ps *packScratch) {
+		j0, j1 := t*nt, min((t+1)*nt, n)
+		for pc := 0; pc < k; pc += gemmKC {
+			kc, b := min(gemmKC, k-pc), beta
+			if pc > 0 {
+				b = 1
+			}
+			B.rowOffsets(ps.offs[:kc], pc)
+			rows := newGatherRows(ps.offs[:kc])
+			var panels []float32 // the slab of a prepacked A
+			if !isDirect {
+				panels = A.packA(nil, 0, m, pc, kc)
+			}
+			for q := j0; q < j1; q += 2 * gemmNR {
+				seg := B.xp[q/B.OW*B.Wp+q%B.OW:]
+				if isDirect {
+					for ir := 0; ir < m; ir += 8 {
+						g.gather8(kc, direct.a[ir*direct.lda+pc:], direct.lda, seg, rows, c[ir*n+q:], n, b, b == 0)
+					}
+					continue
+				}
+				for ir := 0; ir < m; ir += gemmMR {
+					g.gather6(kc, panels[ir*kc:(ir+gemmMR)*kc], seg, rows, c[ir*n+q:], n, b, b == 0, min(gemmMR, m-ir))
+				}
+			}
+		}
+	})
 }
 
 // fillRows sets row r of o (len(rows) rows of p values) to rows[r].
@@ -311,6 +378,11 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		default:
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}
 		}
-		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, din[n*inImage:(n+1)*inImage], HW, scratch)
+		dx := din[n*inImage : (n+1)*inImage]
+		if im, ok := gcol.(im2colP); ok && gemm.canGather(s.C, wT, im) {
+			gemm.gatherGemm(s.C, s.OC*s.K*s.K, wT, im, 0, dx, scratch)
+			continue
+		}
+		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, dx, HW, scratch)
 	}
 }

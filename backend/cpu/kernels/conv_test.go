@@ -180,7 +180,7 @@ func convShapes() []backend.ConvShape {
 			}
 		}
 	}
-	return append(shapes,
+	shapes = append(shapes,
 		backend.ConvShape{N: 2, C: 9, H: 19, W: 23, OC: 70, K: 3, Pad: 1},  // CKK=81>64, P=437, OC=70: blocked + parallel GEMMs
 		backend.ConvShape{N: 1, C: 70, H: 13, W: 17, OC: 67, K: 1, Pad: 0}, // Direct with k=70>64, parallel
 		backend.ConvShape{N: 2, C: 3, H: 3, W: 4, OC: 5, K: 7, Pad: 3},     // kernel larger than the image
@@ -191,6 +191,18 @@ func convShapes() []backend.ConvShape {
 		backend.ConvShape{N: 2, C: 5, H: 24, W: 24, OC: 9, K: 3, Pad: 1},   // many pixels: weights read unpacked, not prepacked
 		backend.ConvShape{N: 1, C: 1024, H: 2, W: 3, OC: 7, K: 1, Pad: 0},  // weight rows 4 KiB apart: packed
 	)
+	return append(shapes, gatherShapes...)
+}
+
+// gatherShapes are convolutions whose output rows are whole 32-pixel
+// segments, so the gather kernels serve them where there are any: forward
+// with OC a multiple of 8 (weights read directly), input gradient with the
+// flipped weights prepacked (any C, partial 6-row panels).
+var gatherShapes = []backend.ConvShape{
+	{N: 2, C: 5, H: 32, W: 32, OC: 8, K: 3, Pad: 1},
+	{N: 2, C: 7, H: 32, W: 32, OC: 16, K: 5, Pad: 2},
+	{N: 1, C: 16, H: 6, W: 64, OC: 16, K: 3, Pad: 1},
+	{N: 2, C: 3, H: 5, W: 36, OC: 8, K: 5, Pad: 0}, // forward only: OW 32, the input gradient's 36
 }
 
 // TestConvDispatch: the shapes convShapes adds for them take the paths
@@ -568,5 +580,57 @@ func TestIm2colCol2im(t *testing.T) {
 				t.Errorf("<im2col(x),c> = %v, <x,col2im(c)> = %v", lhs, rhs)
 			}
 		})
+	}
+}
+
+// TestConvGatherBitIdentical: where the gather kernels serve a convolution
+// (gatherShapes), forward, input and weight gradients are the bits the
+// packed path gives (the same products in the same order), at 1 and 2
+// cores, with the workspace held to ConvWorkspace; and the shapes do reach
+// the gather path.
+func TestConvGatherBitIdentical(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		if g.gather8 == nil {
+			continue
+		}
+		packed := g
+		packed.gather8, packed.gather6 = nil, nil
+		g.strict, packed.strict = true, true
+		for _, s := range gatherShapes {
+			for _, procs := range []int{1, 2} {
+				name := fmt.Sprintf("%s/procs%d/%s", g.name, procs, convName(s))
+				withProcs(procs, func() {
+					// The forward's operands as conv2d builds them.
+					Hp, Wp := s.H+2*s.Pad, s.W+2*s.Pad
+					im := im2colP{C: s.C, Hp: Hp, Wp: Wp, K: s.K, OH: s.OH(), OW: s.OW()}
+					if !g.canGather(s.OC, matA{lda: s.C * s.K * s.K}, im) {
+						t.Fatalf("%s: forward not gathered", name)
+					}
+					r := seedFor("gather " + name)
+					in, w, bias, dout := randSlice(r, s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, s.OC), randSlice(r, s.OutSize())
+					ws := make([]float32, ConvWorkspace(s))
+					// The input gradient's: the output gradient padded to
+					// the input's rows, the flipped weights prepacked.
+					dinGathered := s.W%(2*gemmNR) == 0 && s.K-1-s.Pad >= 0 &&
+						(s.N*s.H*s.W > 2*taskCols || prepackFits(g, s, len(ws)))
+					if !dinGathered && s.W%(2*gemmNR) == 0 {
+						t.Fatalf("%s: input gradient not gathered", name)
+					}
+					run := func(g gemmImpl) (out, din, dw, dbias []float32) {
+						out = make([]float32, s.OutSize())
+						conv2d(g, s, out, in, w, bias, ws)
+						din, dw, dbias = make([]float32, s.InSize()), make([]float32, s.WeightSize()), make([]float32, s.OC)
+						conv2dBackward(g, s, din, dw, dbias, dout, in, w, ws)
+						return out, din, dw, dbias
+					}
+					o1, di1, dw1, db1 := run(g)
+					o2, di2, dw2, db2 := run(packed)
+					sameBits(t, name+": out", o1, o2)
+					sameBits(t, name+": din", di1, di2)
+					sameBits(t, name+": dw", dw1, dw2)
+					sameBits(t, name+": dbias", db1, db2)
+				})
+			}
+		}
 	}
 }

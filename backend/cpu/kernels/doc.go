@@ -12,10 +12,17 @@
 // kernel to its reference on random inputs of odd sizes.
 //
 // Dispatch: the GEMM micro-kernels (packed A, or A read unpacked: the
-// direct ones), the packing, conversion and elementwise inner loops are Go
+// direct ones; on AVX-512 also gather ones that read a convolution's im2col
+// rows straight from the padded image through offsets, so where output
+// rows are whole 32-pixel segments nothing of the image is packed), the
+// packing, conversion and elementwise inner loops are Go
 // assembly (amd64: AVX2+FMA 6x16, AVX-512 6x32 and 8x32, F16C, AVX2), chosen
 // at run time with golang.org/x/sys/cpu, with pure-Go versions used
 // everywhere else (other architectures, older CPUs, the noasm build tag).
+// How a product is cut into tasks (by rows and columns of C, by k slabs
+// added in order, by one row block per core) and whether B is packed or
+// gathered never changes an element's arithmetic: under one implementation
+// every such path gives the same bits, whatever the cores (tested).
 // The choice is an explicit value (gemmImpl, halfImpl, elementwiseImpl), not package state;
 // tests run every implementation the machine supports, the pure-Go one
 // always, so the fallback is exercised on any CI machine.

@@ -61,6 +61,35 @@ type microKernel func(kc int, a, b, c []float32, ldc int, alpha, beta float32, o
 // not read. It saves packing an operand that no other task would reuse.
 type directKernel func(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int)
 
+// gatherKernel computes the 8 x 32 tile (alpha 1)
+//
+//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p]+j]
+//
+// with A's 8 rows read as a direct kernel reads them and B's row p the 32
+// values at b[rows.offs[p]:], unpacked (a convolution's im2col row, read
+// from the padded image), and stores c[i*ldc+j] = acc[i][j] (overwrite) or
+// acc[i][j] + beta*c[i*ldc+j]. It needs no packing of either operand.
+type gatherKernel func(kc int, a []float32, lda int, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool)
+
+// packedGatherKernel is gatherKernel with A a packed kc x 6 panel, of which
+// the first mrows rows (1 <= mrows <= 6) are stored.
+type packedGatherKernel func(kc int, a, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool, mrows int)
+
+// gatherRows is a k slab's B row offsets for a gatherKernel with their
+// range, found once so that each kernel call checks its reads in O(1).
+type gatherRows struct {
+	offs   []int
+	lo, hi int
+}
+
+func newGatherRows(offs []int) gatherRows {
+	r := gatherRows{offs: offs, lo: offs[0], hi: offs[0]}
+	for _, o := range offs {
+		r.lo, r.hi = min(r.lo, o), max(r.hi, o)
+	}
+	return r
+}
+
 // packRowsPanel packs rows [0,rows) of the row-major a (stride lda) over
 // kc columns into a kc x MR panel (rows past rows zero), for a direct
 // kernel's bottom edge or a pure-Go one.
@@ -100,6 +129,10 @@ type gemmImpl struct {
 	direct, wideDirect directKernel
 	// wideDirect8, if not nil, is wideDirect over 8 rows (rows == 8).
 	wideDirect8 directKernel
+	// gather8, if not nil, is wideDirect8 with op(B) read unpacked through
+	// row offsets (see gatherKernel); gather6 is wide with op(B) read so.
+	gather8 gatherKernel
+	gather6 packedGatherKernel
 	// copyChunks16 copies n chunks of 16 values: src[16t:16t+16] to
 	// dst[t*dstStride:t*dstStride+16].
 	copyChunks16 func(dst, src []float32, n, dstStride int)

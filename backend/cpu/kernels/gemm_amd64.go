@@ -22,7 +22,7 @@ func asmGemms() []gemmImpl {
 	}
 	avx512 := avx2
 	avx512.name, avx512.wide, avx512.wideDirect = "avx512", microKernelAVX512, microKernelAVX512Direct
-	avx512.wideDirect8 = microKernel8x32AVX512Direct
+	avx512.wideDirect8, avx512.gather8, avx512.gather6 = microKernel8x32AVX512Direct, gather8x32AVX512, gather6x32AVX512
 	return []gemmImpl{avx2, avx512}
 }
 
@@ -221,3 +221,29 @@ func microKernel8x32AVX512Direct(kc int, a []float32, lda int, b, c []float32, l
 
 //go:noescape
 func sgemmKernel8x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+// gather8x32AVX512 is the gatherKernel of the AVX-512 implementation.
+func gather8x32AVX512(kc int, a []float32, lda int, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool) {
+	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.hi+2*gemmNR > len(b) {
+		panic("kernels: gather micro-kernel: offsets out of range")
+	}
+	_ = a[7*lda+kc-1]
+	_ = c[7*ldc+2*gemmNR-1]
+	sgemmKernel8x32AVX512Gather(kc, &a[0], lda, &b[0], &rows.offs[0], &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+}
+
+//go:noescape
+func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+// gather6x32AVX512 is the packedGatherKernel of the AVX-512 implementation.
+func gather6x32AVX512(kc int, a, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool, mrows int) {
+	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.hi+2*gemmNR > len(b) || mrows < 1 || mrows > gemmMR {
+		panic("kernels: gather micro-kernel: offsets or rows out of range")
+	}
+	_ = a[kc*gemmMR-1]
+	_ = c[(mrows-1)*ldc+2*gemmNR-1]
+	sgemmKernel6x32AVX512Gather(kc, &a[0], &b[0], &rows.offs[0], &c[0], ldc, 1, beta, modeOf(overwrite), mrows)
+}
+
+//go:noescape
+func sgemmKernel6x32AVX512Gather(kc int, a, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)

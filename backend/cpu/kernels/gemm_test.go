@@ -253,11 +253,7 @@ func TestGemmSplitBitIdentical(t *testing.T) {
 					split, unsplit := clone32(d.c), clone32(d.c)
 					g.gemm(gc.m, gc.n, gc.k, gc.alpha, A, B, gc.beta, split, d.ldc, scratch)
 					g.gemm(gc.m, gc.n, gc.k, gc.alpha, A, B, gc.beta, unsplit, d.ldc, nil)
-					for i := range split {
-						if math.Float32bits(split[i]) != math.Float32bits(unsplit[i]) {
-							t.Fatalf("%s: C[%d] split %v, unsplit %v", name, i, split[i], unsplit[i])
-						}
-					}
+					sameBits(t, name+": split vs unsplit", split, unsplit)
 					checkGemmResult(t, gc, d, split, want, sums)
 				})
 			}
@@ -312,11 +308,7 @@ func TestGemmBalanceRows(t *testing.T) {
 				balanced, unbalanced := clone32(d.c), clone32(d.c)
 				strict.gemm(gc.m, gc.n, gc.k, gc.alpha, A, B, gc.beta, balanced, d.ldc, scratch)
 				g.gemm(gc.m, gc.n, gc.k, gc.alpha, A, B, gc.beta, unbalanced, d.ldc, nil)
-				for i := range balanced {
-					if math.Float32bits(balanced[i]) != math.Float32bits(unbalanced[i]) {
-						t.Fatalf("%s: C[%d] balanced %v, unbalanced %v", name, i, balanced[i], unbalanced[i])
-					}
-				}
+				sameBits(t, name+": balanced vs unbalanced", balanced, unbalanced)
 				checkGemmResult(t, gc, d, balanced, want, sums)
 			})
 		}
@@ -576,6 +568,73 @@ func TestMicroKernel8Rows(t *testing.T) {
 				g.wideDirect8(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
 				checkTile(t, fmt.Sprintf("%s 8x32 kc=%d overwrite=%v", g.name, kc, overwrite), c, want, rows, width, ldc)
 			}
+		}
+	}
+}
+
+// TestGatherKernels: the gather kernels, where there are any, give the tile
+// of their packed twins (8 rows of a row-major A; a packed 6-row panel,
+// rows 1..6 stored) with B's rows read through unordered offsets into an
+// image, bit for bit, over odd kc, both store modes; they leave the rest of
+// C alone and refuse offsets that would read outside b.
+func TestGatherKernels(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		if g.gather8 == nil {
+			continue
+		}
+		const width = 2 * gemmNR
+		for _, kc := range []int{1, 3, 4, 5, 17, 256} {
+			for _, overwrite := range []bool{true, false} {
+				r := seedFor(fmt.Sprint("gather", g.name, kc, overwrite))
+				img := randSlice(r, 4000)
+				offs := make([]int, kc)
+				packed := make([]float32, 2*kc*gemmNR) // B's rows packed as the twins read them
+				for p := range offs {
+					offs[p] = r.IntN(len(img) - width + 1)
+					for j := 0; j < width; j++ {
+						packed[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR] = img[offs[p]+j]
+					}
+				}
+				rows := newGatherRows(offs)
+				ldc := width + 5
+				const beta = 1.25
+				name := fmt.Sprintf("%s kc=%d overwrite=%v", g.name, kc, overwrite)
+
+				lda := kc + 3
+				a := randSlice(r, 7*lda+kc)
+				c := garbage(r, 9*ldc)
+				want := clone32(c)
+				g.wideDirect8(kc, a, lda, packed, want, ldc, 1, beta, overwrite, 8)
+				g.gather8(kc, a, lda, img, rows, c, ldc, beta, overwrite)
+				sameBits(t, name+" 8x32", c, want)
+
+				panel := randSlice(r, kc*gemmMR)
+				for mrows := 1; mrows <= gemmMR; mrows++ {
+					c := garbage(r, 7*ldc)
+					want := clone32(c)
+					g.wide(kc, panel, packed, want, ldc, 1, beta, overwrite, mrows)
+					g.gather6(kc, panel, img, rows, c, ldc, beta, overwrite, mrows)
+					sameBits(t, fmt.Sprintf("%s 6x32 rows=%d", name, mrows), c, want)
+				}
+			}
+		}
+		// An offset whose 32 values run past b panics instead of reading.
+		for _, call := range []func(){
+			func() {
+				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{9}), make([]float32, 8*32), 32, 0, true)
+			},
+			func() {
+				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{9}), make([]float32, 32), 32, 0, true, 1)
+			},
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: a gather past b did not panic", g.name)
+					}
+				}()
+				call()
+			}()
 		}
 	}
 }
