@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/memunet/memunet/backend"
 )
@@ -354,7 +355,9 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 			xp := padImage(gemm.team, padBuf, x, s.C, s.H, s.W, s.Pad)
 			colT = im2colPT{im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: OH, OW: OW}}
 		}
-		gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK, scratch)
+		if im, ok := colT.(im2colPT); !ok || !gemm.weightGradRows(s, dw, g, im.im2colP, scratch) {
+			gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK, scratch)
+		}
 		if dbias != nil {
 			gemm.team.For(s.OC, 1, func(lo, hi int) {
 				for oc := lo; oc < hi; oc++ {
@@ -385,4 +388,93 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		}
 		gemm.gemm(s.C, HW, s.OC*s.K*s.K, 1, wT, gcol, 0, dx, HW, scratch)
 	}
+}
+
+// weightGradRows adds one image's weight gradient to dw the transposed way,
+// where few output channels would leave the usual product (dw += dout x
+// col^T, OC rows) packing each block of the im2col for only OC rows:
+//
+//	dwT[(i*K+j)*C + c][o] = sum_{y,x} xp[c, y+i, x+j] * dout[o, y, x]
+//
+// For fixed (i,j), the rows of c are the padded image's planes, Hp*Wp
+// apart, and along an output row y their pixels are consecutive: a direct
+// kernel reads them unpacked, over k = the OW pixels of one output row,
+// against dout's row y transposed (packed once per output row and task,
+// OC columns). So nothing of the image is packed at all. Tasks take blocks
+// of dwT's row panels over every output row (each element is one task's,
+// summed over y and x in order, whatever the cores), and dwT, carved from
+// scratch, is added to dw transposed at the end.
+//
+// It reports false, doing nothing, where it does not pay or apply (as
+// measured on the seed UNet's layers): output rows shorter than 64 pixels
+// (k too short per call) or longer than a k slab, channels that do not
+// fill whole row panels (the short one would be packed per output row),
+// OC not a multiple of 16, more than 32 output channels (the usual product
+// already packs its blocks for enough rows), planes a multiple of 4 KiB
+// apart, or scratch too short.
+func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2colP, scratch []float32) bool {
+	C, OC, K, OH, OW := s.C, s.OC, s.K, s.OH(), s.OW()
+	plane, KK, P := xp.Hp*xp.Wp, K*K, OH*OW
+	// Row panels: 8 channels where the 8-row kernel serves whole 32-column
+	// pairs, 6 otherwise.
+	mr := gemmMR
+	if g.wideDirect8 != nil && OC%(2*gemmNR) == 0 {
+		mr = 8
+	}
+	if OC%gemmNR != 0 || OC > 2*gemmNR || OW < 64 || OW > gemmKC || C%mr != 0 || !useDirect(plane) {
+		return false
+	}
+	panels := C / mr
+	units := KK * panels
+	workers := runtime.GOMAXPROCS(0)
+	if 2*float64(C)*float64(OC)*float64(KK*P) < gemmSerialFlops {
+		workers = 1
+	}
+	total := min(units, 2*workers)
+	bSize := OC*OW + gemmNR*gemmKC
+	if len(scratch) < KK*C*OC+min(workers, total)*bSize {
+		return false
+	}
+	dwT, scratch := g.carve(scratch, KK*C*OC)
+	g.runTasks(min(workers, total), total, 0, bSize, scratch, func(t int, _, packB []float32, _ *packScratch) {
+		bp := packB[:OC*OW]
+		for y := 0; y < OH; y++ {
+			packBPanels(&g, bp, true, dout, P, y*OW, OW, 0, OC)
+			var beta float32
+			if y > 0 {
+				beta = 1
+			}
+			for u := t * units / total; u < (t+1)*units/total; u++ {
+				ij, c0 := u/panels, u%panels*mr
+				a := xp.xp[c0*plane+(y+ij/K)*xp.Wp+ij%K:]
+				c := dwT[(ij*C+c0)*OC:]
+				for jr := 0; jr < OC; {
+					b, cj := bp[jr*OW:], c[jr:]
+					switch {
+					case mr == 8:
+						g.wideDirect8(OW, a, plane, b, cj, OC, 1, beta, beta == 0, 8)
+						jr += 2 * gemmNR
+					case OC-jr >= 2*gemmNR && g.wideDirect != nil:
+						g.wideDirect(OW, a, plane, b, cj, OC, 1, beta, beta == 0, mr)
+						jr += 2 * gemmNR
+					default:
+						g.direct(OW, a, plane, b, cj, OC, 1, beta, beta == 0, mr)
+						jr += gemmNR
+					}
+				}
+			}
+		}
+	})
+	// dw[o, c, i, j] += dwT[(i*K+j)*C + c][o].
+	g.team.For(OC, 1, func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			row := dw[o*C*KK : (o+1)*C*KK]
+			for c := 0; c < C; c++ {
+				for ij := 0; ij < KK; ij++ {
+					row[c*KK+ij] += dwT[(ij*C+c)*OC+o]
+				}
+			}
+		}
+	})
+	return true
 }

@@ -191,7 +191,17 @@ func convShapes() []backend.ConvShape {
 		backend.ConvShape{N: 2, C: 5, H: 24, W: 24, OC: 9, K: 3, Pad: 1},   // many pixels: weights read unpacked, not prepacked
 		backend.ConvShape{N: 1, C: 1024, H: 2, W: 3, OC: 7, K: 1, Pad: 0},  // weight rows 4 KiB apart: packed
 	)
-	return append(shapes, gatherShapes...)
+	shapes = append(shapes, gatherShapes...)
+	return append(shapes, weightRowShapes...)
+}
+
+// weightRowShapes are convolutions whose weight gradient weightGradRows
+// computes (output rows of 64 pixels or more, OC 16 or 32, channels that
+// fill row panels of 6 and of 8).
+var weightRowShapes = []backend.ConvShape{
+	{N: 2, C: 6, H: 3, W: 64, OC: 16, K: 3, Pad: 1},
+	{N: 1, C: 24, H: 2, W: 64, OC: 32, K: 3, Pad: 1},
+	{N: 2, C: 12, H: 4, W: 70, OC: 16, K: 5, Pad: 2},
 }
 
 // gatherShapes are convolutions whose output rows are whole 32-pixel
@@ -630,6 +640,52 @@ func TestConvGatherBitIdentical(t *testing.T) {
 					sameBits(t, name+": dw", dw1, dw2)
 					sameBits(t, name+": dbias", db1, db2)
 				})
+			}
+		}
+	}
+}
+
+// TestWeightGradRows: the transposed weight gradient, on every
+// implementation at 1 and 2 cores, adds the naive gradient to dw (which it
+// accumulates onto) for weightRowShapes, within the scratch the backward
+// pass gives it; and it declines where it does not apply.
+func TestWeightGradRows(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		g.strict = true
+		for _, s := range weightRowShapes {
+			for _, procs := range []int{1, 2} {
+				name := fmt.Sprintf("%s/procs%d/%s", g.name, procs, convName(s))
+				withProcs(procs, func() {
+					r := seedFor("weight rows " + name)
+					in, dout, dw0 := randSlice(r, s.InSize()), randSlice(r, s.OutSize()), randSlice(r, s.WeightSize())
+					want := clone32(dw0)
+					Conv2dBackwardNaive(s, nil, want, nil, dout, in, make([]float32, s.WeightSize()))
+					one := s.Images(1)
+					xpBuf := make([]float32, paddedSize(s.C, s.H, s.W, s.Pad))
+					// What conv2dBackward hands the weight gradient: the
+					// workspace less the prepacked weights and padded image.
+					scratch := make([]float32, ConvWorkspace(one)-backPadSize(one, true))
+					dw := clone32(dw0)
+					for n := 0; n < s.N; n++ {
+						xp := padImage(nil, xpBuf, in[n*s.C*s.H*s.W:(n+1)*s.C*s.H*s.W], s.C, s.H, s.W, s.Pad)
+						im := im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
+						if !g.weightGradRows(one, dw, dout[n*one.OutSize():(n+1)*one.OutSize()], im, scratch) {
+							t.Fatalf("%s: declined", name)
+						}
+					}
+					checkClose(t, name, dw, want, relTol32)
+				})
+			}
+		}
+		// Declined: 32-pixel rows, 48 output channels, 7 channels.
+		for _, s := range []backend.ConvShape{
+			{N: 1, C: 6, H: 3, W: 32, OC: 16, K: 3, Pad: 1},
+			{N: 1, C: 6, H: 3, W: 64, OC: 48, K: 3, Pad: 1},
+			{N: 1, C: 7, H: 3, W: 64, OC: 16, K: 3, Pad: 1},
+		} {
+			im := im2colP{xp: make([]float32, paddedSize(s.C, s.H, s.W, s.Pad)), C: s.C, Hp: s.H + 2, Wp: s.W + 2, K: 3, OH: s.OH(), OW: s.OW()}
+			if g.weightGradRows(s, make([]float32, s.WeightSize()), make([]float32, s.OutSize()), im, make([]float32, 1<<20)) {
+				t.Errorf("%s: %s: not declined", g.name, convName(s))
 			}
 		}
 	}
