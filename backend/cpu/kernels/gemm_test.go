@@ -87,6 +87,15 @@ func newGemmData(r *rand.Rand, gc gemmCase) gemmData {
 	return d
 }
 
+// withReference draws the case's data (seeded by what and the case) and
+// returns it with the naive product and its absSums.
+func (gc gemmCase) withReference(what string) (d gemmData, want []float32, sums []float64) {
+	d = newGemmData(seedFor(what+" "+gc.String()), gc)
+	want = clone32(d.c)
+	SgemmNaive(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, want, d.ldc)
+	return d, want, d.absSums(gc)
+}
+
 // absSums returns sum_p |op(A)[i][p]*op(B)[p][j]| for each (i,j).
 func (d gemmData) absSums(gc gemmCase) []float64 {
 	s := make([]float64, gc.m*gc.n)
@@ -145,10 +154,7 @@ func checkGemmResult(t *testing.T, gc gemmCase, d gemmData, got, want []float32,
 // at each GOMAXPROCS in procs (none: unchanged).
 func runGemmCase(t *testing.T, impls []gemmImpl, gc gemmCase, procs ...int) {
 	t.Helper()
-	d := newGemmData(seedFor("gemm "+gc.String()), gc)
-	want := clone32(d.c)
-	SgemmNaive(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, want, d.ldc)
-	sums := d.absSums(gc)
+	d, want, sums := gc.withReference("gemm")
 	if len(procs) == 0 {
 		procs = []int{0}
 	}
@@ -233,10 +239,7 @@ func TestGemmSplitBitIdentical(t *testing.T) {
 	direct := map[bool]bool{}
 	for _, c := range cases {
 		gc := c.gemmCase
-		d := newGemmData(seedFor("split "+gc.String()), gc)
-		want := clone32(d.c)
-		SgemmNaive(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, want, d.ldc)
-		sums := d.absSums(gc)
+		d, want, sums := gc.withReference("split")
 		for _, procs := range c.procs {
 			for _, g := range gemmImpls(t) {
 				name := fmt.Sprintf("%s/procs%d/%v", g.name, procs, gc)
@@ -284,10 +287,7 @@ func TestGemmBalanceRows(t *testing.T) {
 	mcs := map[int]bool{}
 	for _, c := range cases {
 		gc := c.gemmCase
-		d := newGemmData(seedFor("balance "+gc.String()), gc)
-		want := clone32(d.c)
-		SgemmNaive(gc.transA, gc.transB, gc.m, gc.n, gc.k, gc.alpha, d.a, d.lda, d.b, d.ldb, gc.beta, want, d.ldc)
-		sums := d.absSums(gc)
+		d, want, sums := gc.withReference("balance")
 		for _, g := range gemmImpls(t) {
 			name := fmt.Sprintf("%s/procs%d/prepacked %v/%v", g.name, c.procs, c.prepacked, gc)
 			withProcs(c.procs, func() {
