@@ -403,15 +403,17 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 // OC columns). So nothing of the image is packed at all. Tasks take blocks
 // of dwT's row panels over every output row (each element is one task's,
 // summed over y and x in order, whatever the cores), and dwT, carved from
-// scratch, is added to dw transposed at the end.
+// scratch, is added to dw transposed at the end. Where the channels do not
+// fill whole row panels, the last panel overlaps the one before and only
+// its new rows are kept (computed into a tile, then stored as the kernels
+// store).
 //
 // It reports false, doing nothing, where it does not pay or apply (as
 // measured on the seed UNet's layers): output rows shorter than 64 pixels
-// (k too short per call) or longer than a k slab, channels that do not
-// fill whole row panels (the short one would be packed per output row),
-// OC not a multiple of 16, more than 32 output channels (the usual product
-// already packs its blocks for enough rows), planes a multiple of 4 KiB
-// apart, or scratch too short.
+// (k too short per call) or longer than a k slab, fewer channels than a
+// row panel, OC not a multiple of 16, more than 32 output channels (the
+// usual product already packs its blocks for enough rows), planes a
+// multiple of 4 KiB apart, or scratch too short.
 func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2colP, scratch []float32) bool {
 	C, OC, K, OH, OW := s.C, s.OC, s.K, s.OH(), s.OW()
 	plane, KK, P := xp.Hp*xp.Wp, K*K, OH*OW
@@ -421,10 +423,11 @@ func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2
 	if g.wideDirect8 != nil && OC%(2*gemmNR) == 0 {
 		mr = 8
 	}
-	if OC%gemmNR != 0 || OC > 2*gemmNR || OW < 64 || OW > gemmKC || C%mr != 0 || !useDirect(plane) {
+	if OC%gemmNR != 0 || OC > 2*gemmNR || OW < 64 || OW > gemmKC || C < mr || !useDirect(plane) {
 		return false
 	}
-	panels := C / mr
+	panels := ceilDiv(C, mr)
+	skip := panels*mr - C // rows of the last panel that the one before has
 	units := KK * panels
 	workers := runtime.GOMAXPROCS(0)
 	if 2*float64(C)*float64(OC)*float64(KK*P) < gemmSerialFlops {
@@ -436,8 +439,9 @@ func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2
 		return false
 	}
 	dwT, scratch := g.carve(scratch, KK*C*OC)
-	g.runTasks(min(workers, total), total, 0, bSize, scratch, func(t int, _, packB []float32, _ *packScratch) {
+	g.runTasks(min(workers, total), total, 0, bSize, scratch, func(t int, _, packB []float32, ps *packScratch) {
 		bp := packB[:OC*OW]
+		tile := ps.f[:mr*OC] // the overlapping panel's products
 		for y := 0; y < OH; y++ {
 			packBPanels(&g, bp, true, dout, P, y*OW, OW, 0, OC)
 			var beta float32
@@ -445,21 +449,37 @@ func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2
 				beta = 1
 			}
 			for u := t * units / total; u < (t+1)*units/total; u++ {
-				ij, c0 := u/panels, u%panels*mr
+				ij, c0 := u/panels, min(u%panels*mr, C-mr)
 				a := xp.xp[c0*plane+(y+ij/K)*xp.Wp+ij%K:]
-				c := dwT[(ij*C+c0)*OC:]
+				c, ldc, b0 := dwT[(ij*C+c0)*OC:], OC, beta
+				overlap := skip > 0 && u%panels == panels-1
+				if overlap {
+					c, b0 = tile, 0
+				}
 				for jr := 0; jr < OC; {
 					b, cj := bp[jr*OW:], c[jr:]
 					switch {
 					case mr == 8:
-						g.wideDirect8(OW, a, plane, b, cj, OC, 1, beta, beta == 0, 8)
+						g.wideDirect8(OW, a, plane, b, cj, ldc, 1, b0, b0 == 0, 8)
 						jr += 2 * gemmNR
 					case OC-jr >= 2*gemmNR && g.wideDirect != nil:
-						g.wideDirect(OW, a, plane, b, cj, OC, 1, beta, beta == 0, mr)
+						g.wideDirect(OW, a, plane, b, cj, ldc, 1, b0, b0 == 0, mr)
 						jr += 2 * gemmNR
 					default:
-						g.direct(OW, a, plane, b, cj, OC, 1, beta, beta == 0, mr)
+						g.direct(OW, a, plane, b, cj, ldc, 1, b0, b0 == 0, mr)
 						jr += gemmNR
+					}
+				}
+				if overlap {
+					// Rows skip.. are new: stored as a kernel with beta
+					// would store them (acc, then C + acc).
+					dst := dwT[(ij*C+c0+skip)*OC : (ij*C+c0+mr)*OC]
+					if beta == 0 {
+						copy(dst, tile[skip*OC:])
+					} else {
+						for x, v := range tile[skip*OC : mr*OC] {
+							dst[x] += v
+						}
 					}
 				}
 			}
