@@ -186,18 +186,24 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	if !s.Direct() {
 		xpBuf, scratch = gemm.carve(scratch, paddedSize(s.C, s.H, s.W, s.Pad))
 	}
+	// Where the gather kernels serve, each task pads the band of rows it
+	// reads, in the padded image's place.
+	bands := !s.Direct() && gemm.canGather(s.OC, A, im2colP{OW: s.OW()})
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
-		var B packerB = matB{b: x, ldb: P}
-		if !s.Direct() {
-			xp := padImage(gemm.team, xpBuf, x, s.C, s.H, s.W, s.Pad)
-			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
-		}
 		o := out[n*outImage : (n+1)*outImage]
 		var beta float32
 		if bias != nil {
 			fillRows(gemm.team, o, bias, P)
 			beta = 1
+		}
+		if bands && gemm.gatherBands(s.OC, CKK, A, x, s.C, s.H, s.W, s.Pad, s.K, beta, o, xpBuf, scratch) {
+			continue
+		}
+		var B packerB = matB{b: x, ldb: P}
+		if !s.Direct() {
+			xp := padImage(gemm.team, xpBuf, x, s.C, s.H, s.W, s.Pad)
+			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
 		}
 		if im, ok := B.(im2colP); ok && gemm.canGather(s.OC, A, im) {
 			gemm.gatherGemm(s.OC, CKK, A, im, beta, o, scratch)
@@ -228,10 +234,8 @@ func (g gemmImpl) canGather(m int, A packerA, B im2colP) bool {
 // gatherGemm computes C (m x OH*OW, rows OH*OW apart) = A x B + beta*C for
 // an A and im2col B that canGather accepts, with the gather kernels: B is
 // not packed but read from the padded image through offsets, A read
-// directly or from its prepacking. Tasks are blocks of output pixels; in
-// each, per k slab, every 32-pixel segment (one output row's) meets all of
-// A's row panels while it is in cache. It carves no more scratch than gemm
-// would.
+// directly or from its prepacking. Tasks are blocks of output pixels. It
+// carves no more scratch than gemm would.
 func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, scratch []float32) {
 	n := B.OH * B.OW
 	plan := g.planFor(m, n, k, A)
@@ -240,34 +244,88 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 		nt = roundUp(ceilDiv(nt, 2), 2*gemmNR)
 	}
 	total := ceilDiv(n, nt)
-	direct, isDirect := A.(matA)
-	g.runTasks(min(plan.workers, total), total, 0, gemmNR*gemmKC, scratch, func(t int, _, _ []float32, ps *packScratch) {
-		j0, j1 := t*nt, min((t+1)*nt, n)
-		for pc := 0; pc < k; pc += gemmKC {
-			kc, b := min(gemmKC, k-pc), beta
-			if pc > 0 {
-				b = 1
-			}
-			B.rowOffsets(ps.offs[:kc], pc)
-			rows := newGatherRows(ps.offs[:kc])
-			var panels []float32 // the slab of a prepacked A
-			if !isDirect {
-				panels = A.packA(nil, 0, m, pc, kc)
-			}
-			for q := j0; q < j1; q += 2 * gemmNR {
-				seg := B.xp[q/B.OW*B.Wp+q%B.OW:]
-				if isDirect {
-					for ir := 0; ir < m; ir += 8 {
-						g.gather8(kc, direct.a[ir*direct.lda+pc:], direct.lda, seg, rows, c[ir*n+q:], n, b, b == 0)
-					}
+	g.runTasks(min(plan.workers, total), total, 0, gemmNR*gemmKC, scratch, func(_, t int, _, _ []float32, ps *packScratch) {
+		g.gatherTask(m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps.offs)
+	})
+}
+
+// gatherBands is gatherGemm for a convolution (forward, or the input
+// gradient's, of dout) that pads the image itself, a band of rows per task: each task copies the input rows
+// its output rows read (all channels, with the zero border) into its own
+// buffer, which stays in cache for the kernels, instead of the whole image
+// being padded first. x is the image (C,H,W); bands (a padded image's
+// size) holds the workers' buffers: it reports false, doing nothing, where
+// they would not fit (images a few rows high on many cores). Same products
+// in the same order as gatherGemm over the padded image.
+func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K int, beta float32, c, bands, scratch []float32) bool {
+	Wp := W + 2*pad
+	OH, OW := H+2*pad-K+1, Wp-K+1
+	n := OH * OW
+	plan := g.planFor(m, n, k, A)
+	rows := max(1, OH/(3*plan.workers)) // output rows per task
+	for rows > 1 && plan.workers*(rows+K-1) > H+2*pad {
+		rows--
+	}
+	total := ceilDiv(OH, rows)
+	workers := min(plan.workers, total)
+	bandSize := C * (rows + K - 1) * Wp
+	if workers*bandSize > len(bands) {
+		return false
+	}
+	g.runTasks(workers, total, 0, gemmNR*gemmKC, scratch, func(w, t int, _, _ []float32, ps *packScratch) {
+		y0, y1 := t*rows, min((t+1)*rows, OH)
+		Hb := y1 - y0 + K - 1
+		band := bands[w*bandSize : w*bandSize+C*Hb*Wp]
+		for ch := 0; ch < C; ch++ {
+			plane := band[ch*Hb*Wp : (ch+1)*Hb*Wp]
+			for r := 0; r < Hb; r++ {
+				row := plane[r*Wp : (r+1)*Wp]
+				iy := y0 + r - pad
+				if iy < 0 || iy >= H {
+					clear(row)
 					continue
 				}
-				for ir := 0; ir < m; ir += gemmMR {
-					g.gather6(kc, panels[ir*kc:(ir+gemmMR)*kc], seg, rows, c[ir*n+q:], n, b, b == 0, min(gemmMR, m-ir))
-				}
+				clear(row[:pad])
+				copy(row[pad:pad+W], x[(ch*H+iy)*W:(ch*H+iy+1)*W])
+				clear(row[pad+W:])
 			}
 		}
+		B := im2colP{xp: band, C: C, Hp: Hb, Wp: Wp, K: K, OH: y1 - y0, OW: OW}
+		g.gatherTask(m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs)
 	})
+	return true
+}
+
+// gatherTask runs the gather kernels over output pixels [q0,q1) of B (an
+// im2col that canGather accepts with A), writing their columns of C from
+// c (rows ldc apart): per k slab, every 32-pixel segment (one output
+// row's) meets all of A's row panels while it is in cache.
+func (g gemmImpl) gatherTask(m, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs []int) {
+	direct, isDirect := A.(matA)
+	for pc := 0; pc < k; pc += gemmKC {
+		kc, b := min(gemmKC, k-pc), beta
+		if pc > 0 {
+			b = 1
+		}
+		B.rowOffsets(offs[:kc], pc)
+		rows := newGatherRows(offs[:kc])
+		var panels []float32 // the slab of a prepacked A
+		if !isDirect {
+			panels = A.packA(nil, 0, m, pc, kc)
+		}
+		for q := q0; q < q1; q += 2 * gemmNR {
+			seg := B.xp[q/B.OW*B.Wp+q%B.OW:]
+			if isDirect {
+				for ir := 0; ir < m; ir += 8 {
+					g.gather8(kc, direct.a[ir*direct.lda+pc:], direct.lda, seg, rows, c[ir*ldc+q:], ldc, b, b == 0)
+				}
+				continue
+			}
+			for ir := 0; ir < m; ir += gemmMR {
+				g.gather6(kc, panels[ir*kc:(ir+gemmMR)*kc], seg, rows, c[ir*ldc+q:], ldc, b, b == 0, min(gemmMR, m-ir))
+			}
+		}
+	}
 }
 
 // fillRows sets row r of o (len(rows) rows of p values) to rows[r].
@@ -372,6 +430,13 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		if din == nil {
 			continue
 		}
+		dx := din[n*inImage : (n+1)*inImage]
+		// As in the forward, the gather kernels' tasks pad their own bands
+		// of dout where they can.
+		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, im2colP{OW: s.W}) &&
+			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, g, s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
+			continue
+		}
 		var gcol packerB = matB{b: g, ldb: P}
 		switch {
 		case s.Direct():
@@ -381,7 +446,6 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		default:
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}
 		}
-		dx := din[n*inImage : (n+1)*inImage]
 		if im, ok := gcol.(im2colP); ok && gemm.canGather(s.C, wT, im) {
 			gemm.gatherGemm(s.C, s.OC*s.K*s.K, wT, im, 0, dx, scratch)
 			continue
@@ -439,7 +503,7 @@ func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2
 		return false
 	}
 	dwT, scratch := g.carve(scratch, KK*C*OC)
-	g.runTasks(min(workers, total), total, 0, bSize, scratch, func(t int, _, packB []float32, ps *packScratch) {
+	g.runTasks(min(workers, total), total, 0, bSize, scratch, func(_, t int, _, packB []float32, ps *packScratch) {
 		bp := packB[:OC*OW]
 		tile := ps.f[:mr*OC] // the overlapping panel's products
 		for y := 0; y < OH; y++ {

@@ -526,7 +526,7 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 		buf, scratch = g.carve(scratch, prepackSize(m, k))
 		A = prepackA(g.team, A, m, k, buf)
 	}
-	g.runTasks(workers, total, plan.aSize, plan.bSize, scratch, func(t int, packA, packB []float32, ps *packScratch) {
+	g.runTasks(workers, total, plan.aSize, plan.bSize, scratch, func(_, t int, packA, packB []float32, ps *packScratch) {
 		i0, j0 := t/colTasks*mt, t%colTasks*nt
 		if plan.direct {
 			g.taskDirect(A.(matA), B, alpha, beta, c, ldc, 0, k, i0, min(i0+mt, m), j0, min(j0+nt, n), packB, ps)
@@ -538,8 +538,9 @@ func (g gemmImpl) gemm(m, n, k int, alpha float32, A packerA, B packerB, beta fl
 
 // runTasks runs tasks 0..total-1 on workers workers that pull them from a
 // shared counter, each worker with its own packing buffers (aSize and
-// bSize values carved from scratch) and packer scratch.
-func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, task func(t int, packA, packB []float32, ps *packScratch)) {
+// bSize values carved from scratch) and packer scratch; task gets the
+// worker's index w too.
+func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, task func(w, t int, packA, packB []float32, ps *packScratch)) {
 	bufs := make([][2][]float32, workers)
 	for w := range bufs {
 		bufs[w][0], scratch = g.carve(scratch, aSize)
@@ -554,7 +555,7 @@ func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, 
 			if t >= total {
 				return
 			}
-			task(t, packA, packB, ps)
+			task(w, t, packA, packB, ps)
 		}
 	})
 }
@@ -602,7 +603,7 @@ func (g gemmImpl) planSplit(p gemmPlan, m, n, k int, alpha float32, A packerA, s
 // gemmSplit runs an m x n x k product (alpha 1) under the split plan sp.
 func (g gemmImpl) gemmSplit(sp splitPlan, m, n, k int, A packerA, B packerB, beta float32, c []float32, ldc int, scratch []float32) {
 	partials, scratch := g.carve(scratch, sp.partials)
-	g.runTasks(sp.workers, sp.total, sp.aSize, sp.bSize, scratch, func(t int, packA, packB []float32, ps *packScratch) {
+	g.runTasks(sp.workers, sp.total, sp.aSize, sp.bSize, scratch, func(_, t int, packA, packB []float32, ps *packScratch) {
 		s, j0 := t/sp.colTasks, t%sp.colTasks*sp.nt
 		j1, k0 := min(j0+sp.nt, n), s*gemmKC
 		// Slab 0 goes to C with the caller's beta, slab s > 0 overwrites
