@@ -368,6 +368,40 @@ func (s im2colPT) packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc
 	}
 }
 
+// prepack3 writes row panels [lo,hi) of the whole of op(A) for K = 3 into
+// the prepacking x, reading w in order: for each o, the panels' channels'
+// kernels are one run of w (54 values a panel), so the reads stream where
+// packing panel by panel strides through w (C*9 values between o's), which
+// the caches cannot follow when w comes from memory. Same values as packA.
+func (s flippedWA) prepack3(x prepackedA, lo, hi int) {
+	mp := roundUp(x.m, gemmMR)
+	for o := 0; o < s.OC; o++ {
+		for r := lo; r < hi; r++ {
+			c0 := r * gemmMR
+			rows := min(gemmMR, s.C-c0)
+			src := s.w[(o*s.C+c0)*9 : (o*s.C+c0+rows)*9]
+			for u := 0; u < 9; u++ {
+				p := o*9 + u
+				p0 := p / gemmKC * gemmKC
+				kc := min(gemmKC, x.k-p0)
+				d := (*[gemmMR]float32)(x.data[p0*mp+c0*kc+(p-p0)*gemmMR:])
+				f := 8 - u
+				if rows == gemmMR {
+					d[0], d[1], d[2] = src[f], src[9+f], src[18+f]
+					d[3], d[4], d[5] = src[27+f], src[36+f], src[45+f]
+					continue
+				}
+				for i := range d {
+					d[i] = 0
+					if i < rows {
+						d[i] = src[i*9+f]
+					}
+				}
+			}
+		}
+	}
+}
+
 // packPanel3 is packA's common case, a whole 6-row panel for K = 3: for
 // each o, the 6 channels' 3x3 kernels are 54 consecutive values of w,
 // transposed and reversed into 9 rows of the panel.

@@ -692,3 +692,22 @@ func TestWeightGradRows(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepackFlipped3: the flipped 3x3 weights prepacked in w's order
+// (prepack3) are the panels packA gives, zero rows included, for partial
+// panels and kernels split across k slabs, on one and several cores.
+func TestPrepackFlipped3(t *testing.T) {
+	// byPanels hides flippedWA's type from prepackA: the panel-by-panel path.
+	type byPanels struct{ packerA }
+	for _, sh := range [][2]int{{5, 7}, {13, 30}, {6, 29}, {64, 64}} {
+		C, OC := sh[0], sh[1]
+		src := flippedWA{w: randSlice(seedFor(fmt.Sprint("prepack3", sh)), OC*C*9), OC: OC, C: C, K: 3}
+		want := prepackA(nil, byPanels{src}, C, OC*9, nil)
+		for _, procs := range []int{1, 3} {
+			withProcs(procs, func() {
+				got := prepackA(NewTeam(), src, C, OC*9, garbage(seedFor("garbage"), prepackSize(C, OC*9)))
+				sameBits(t, fmt.Sprintf("C=%d OC=%d procs %d", C, OC, procs), got.data, want.data)
+			})
+		}
+	}
+}

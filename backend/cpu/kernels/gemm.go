@@ -327,6 +327,10 @@ func prepackA(t *Team, src packerA, m, k int, buf []float32) prepackedA {
 	}
 	x := prepackedA{data: data, m: m, k: k}
 	panels := mp / gemmMR
+	if f, ok := src.(flippedWA); ok && f.K == 3 {
+		t.For(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) { f.prepack3(x, lo, hi) })
+		return x
+	}
 	t.For(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) {
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
