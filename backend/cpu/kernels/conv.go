@@ -188,7 +188,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	}
 	// Where the gather kernels serve, each task pads the band of rows it
 	// reads, in the padded image's place.
-	bands := !s.Direct() && gemm.canGather(s.OC, A, im2colP{OW: s.OW()})
+	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OW())
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
 		o := out[n*outImage : (n+1)*outImage]
@@ -205,7 +205,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 			xp := padImage(gemm.team, xpBuf, x, s.C, s.H, s.W, s.Pad)
 			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
 		}
-		if im, ok := B.(im2colP); ok && gemm.canGather(s.OC, A, im) {
+		if im, ok := B.(im2colP); ok && gemm.canGather(s.OC, A, im.OW) {
 			gemm.gatherGemm(s.OC, CKK, A, im, beta, o, scratch)
 			continue
 		}
@@ -214,12 +214,12 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 }
 
 // canGather reports whether gatherGemm can compute the m x (OH*OW) x k
-// product of A and the im2col B: there are gather kernels, 32-pixel
-// segments tile the output rows, and A is prepacked or read directly
-// (row-major, its rows not a multiple of 4 KiB apart) in whole 8-row
-// panels.
-func (g gemmImpl) canGather(m int, A packerA, B im2colP) bool {
-	if g.gather8 == nil || B.OW%(2*gemmNR) != 0 {
+// product of A and an im2col of output rows of OW pixels: there are gather
+// kernels, 32-pixel segments tile the output rows, and A is prepacked or
+// read directly (row-major, its rows not a multiple of 4 KiB apart) in
+// whole 8-row panels.
+func (g gemmImpl) canGather(m int, A packerA, OW int) bool {
+	if g.gather8 == nil || OW%(2*gemmNR) != 0 {
 		return false
 	}
 	switch a := A.(type) {
@@ -250,10 +250,10 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 }
 
 // gatherBands is gatherGemm for a convolution (forward, or the input
-// gradient's, of dout) that pads the image itself, a band of rows per task: each task copies the input rows
-// its output rows read (all channels, with the zero border) into its own
-// buffer, which stays in cache for the kernels, instead of the whole image
-// being padded first. x is the image (C,H,W); bands (a padded image's
+// gradient's, of dout) that pads the image itself, a band of rows per
+// task: each task copies the input rows its output rows read (all
+// channels, with the zero border) into its own buffer, which stays in
+// cache for the kernels, instead of the whole image being padded first. x is the image (C,H,W); bands (a padded image's
 // size) holds the workers' buffers: it reports false, doing nothing, where
 // they would not fit (images a few rows high on many cores). Same products
 // in the same order as gatherGemm over the padded image.
@@ -262,10 +262,9 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 	OH, OW := H+2*pad-K+1, Wp-K+1
 	n := OH * OW
 	plan := g.planFor(m, n, k, A)
-	rows := max(1, OH/(3*plan.workers)) // output rows per task
-	for rows > 1 && plan.workers*(rows+K-1) > H+2*pad {
-		rows--
-	}
+	// Output rows per task: about three tasks per worker, and a band per
+	// worker within the padded image's size.
+	rows := max(1, min(OH/(3*plan.workers), (H+2*pad)/plan.workers-K+1))
 	total := ceilDiv(OH, rows)
 	workers := min(plan.workers, total)
 	bandSize := C * (rows + K - 1) * Wp
@@ -276,19 +275,14 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 		y0, y1 := t*rows, min((t+1)*rows, OH)
 		Hb := y1 - y0 + K - 1
 		band := bands[w*bandSize : w*bandSize+C*Hb*Wp]
+		// Band row r is input row y0+r-pad: rows [rLo,rHi) lie in the
+		// image, the others in the zero border.
+		rLo, rHi := max(0, pad-y0), min(Hb, H+pad-y0)
 		for ch := 0; ch < C; ch++ {
 			plane := band[ch*Hb*Wp : (ch+1)*Hb*Wp]
-			for r := 0; r < Hb; r++ {
-				row := plane[r*Wp : (r+1)*Wp]
-				iy := y0 + r - pad
-				if iy < 0 || iy >= H {
-					clear(row)
-					continue
-				}
-				clear(row[:pad])
-				copy(row[pad:pad+W], x[(ch*H+iy)*W:(ch*H+iy+1)*W])
-				clear(row[pad+W:])
-			}
+			clear(plane[:rLo*Wp])
+			clear(plane[rHi*Wp:])
+			padRows(plane[rLo*Wp:rHi*Wp], x[(ch*H+y0+rLo-pad)*W:(ch*H+y0+rHi-pad)*W], W, pad)
 		}
 		B := im2colP{xp: band, C: C, Hp: Hb, Wp: Wp, K: K, OH: y1 - y0, OW: OW}
 		g.gatherTask(m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs)
@@ -433,7 +427,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		dx := din[n*inImage : (n+1)*inImage]
 		// As in the forward, the gather kernels' tasks pad their own bands
 		// of dout where they can.
-		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, im2colP{OW: s.W}) &&
+		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.W) &&
 			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, g, s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
 			continue
 		}
@@ -446,7 +440,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		default:
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}
 		}
-		if im, ok := gcol.(im2colP); ok && gemm.canGather(s.C, wT, im) {
+		if im, ok := gcol.(im2colP); ok && gemm.canGather(s.C, wT, im.OW) {
 			gemm.gatherGemm(s.C, s.OC*s.K*s.K, wT, im, 0, dx, scratch)
 			continue
 		}

@@ -207,20 +207,26 @@ func padImage(t *Team, dst, x []float32, C, H, W, pad int) []float32 {
 			plane := dst[c*Hp*Wp : (c+1)*Hp*Wp]
 			clear(plane[:pad*Wp])
 			clear(plane[(pad+H)*Wp:])
-			src := x[c*H*W : (c+1)*H*W]
-			if pad == 1 {
-				padRows1(plane[Wp:(H+1)*Wp], src, W)
-				continue
-			}
-			for y := 0; y < H; y++ {
-				row := plane[(pad+y)*Wp : (pad+y+1)*Wp]
-				clear(row[:pad])
-				copy(row[pad:pad+W], src[y*W:(y+1)*W])
-				clear(row[pad+W:])
-			}
+			padRows(plane[pad*Wp:(pad+H)*Wp], x[c*H*W:(c+1)*H*W], W, pad)
 		}
 	})
 	return dst
+}
+
+// padRows copies the rows of src (W values each) into dst's rows of
+// W+2*pad values, between pad zeros on each side.
+func padRows(dst, src []float32, W, pad int) {
+	if pad == 1 {
+		padRows1(dst, src, W)
+		return
+	}
+	Wp := W + 2*pad
+	for y := range len(src) / W {
+		row := dst[y*Wp : (y+1)*Wp]
+		clear(row[:pad])
+		copy(row[pad:pad+W], src[y*W:(y+1)*W])
+		clear(row[pad+W:])
+	}
 }
 
 // padRows1 copies the rows of src (W values each) into dst's rows of W+2,

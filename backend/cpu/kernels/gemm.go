@@ -327,11 +327,13 @@ func prepackA(t *Team, src packerA, m, k int, buf []float32) prepackedA {
 	}
 	x := prepackedA{data: data, m: m, k: k}
 	panels := mp / gemmMR
-	if f, ok := src.(flippedWA); ok && f.K == 3 {
-		t.For(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) { f.prepack3(x, lo, hi) })
-		return x
-	}
+	flipped3, isFlipped3 := src.(flippedWA)
+	isFlipped3 = isFlipped3 && flipped3.K == 3
 	t.For(panels, max(1, (64<<10)/(gemmMR*max(1, k))), func(lo, hi int) {
+		if isFlipped3 {
+			flipped3.prepack3(x, lo, hi)
+			return
+		}
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
 			i0, mc := lo*gemmMR, min(hi*gemmMR, m)-lo*gemmMR
@@ -689,8 +691,8 @@ func (gemmImpl) task(g *gemmImpl, A packerA, B packerB, alpha, beta0 float32, c 
 }
 
 // taskDirect is task for a row-major op(A) read unpacked by the direct
-// kernels (same arguments): per k slab, op(B)'s columns are packed once and every row panel
-// of the task runs over them.
+// kernels (same arguments): per k slab, op(B)'s columns are packed once
+// and every row panel of the task runs over them.
 func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float32, ldc, k0, k1, i0, i1, j0, j1 int, packB []float32, ps *packScratch) {
 	nw := j1 - j0
 	tile := &ps.tile
