@@ -25,8 +25,10 @@ type kernel struct {
 	// (16 accumulators), whose whole panels suit 16- and 32-row products.
 	rows int
 	// gather reads B unpacked through a table of offsets: B's row p is the
-	// 32 floats at b + offs[p] (a convolution's im2col row, read from the
-	// padded image), instead of packed panels.
+	// 16 floats at b + offs[p] then the 16 at b + offs[p] + half (a
+	// convolution's im2col row, read from the padded image: half is 16
+	// where a 32-pixel segment is one output row's, the padded row width
+	// where it is two 16-pixel rows), instead of packed panels.
 	gather bool
 	doc    string
 }
@@ -63,7 +65,7 @@ func main() {
 		if k.twoPanels {
 			g := k
 			g.name, g.gather = "sgemmKernel6x32AVX512Gather", true
-			g.doc = "// " + g.name + " is " + k.name + " with B read through offsets:\n// B's row p is the 32 floats at b + offs[p] (offs in floats)."
+			g.doc = "// " + g.name + " is " + k.name + " with B read through offsets:\n// B's row p is the 16 floats at b + offs[p], then the 16 at\n// b + offs[p] + half (offs and half in floats)."
 			text += "\n" + g.gen()
 			e := d
 			e.name, e.rows = "sgemmKernel8x32AVX512Direct", 8
@@ -71,7 +73,7 @@ func main() {
 			text += "\n" + e.gen()
 			f := e
 			f.name, f.gather = "sgemmKernel8x32AVX512Gather", true
-			f.doc = "// " + f.name + " is sgemmKernel8x32AVX512Direct with B read through\n// offsets: B's row p is the 32 floats at b + offs[p] (offs in floats)."
+			f.doc = "// " + f.name + " is sgemmKernel8x32AVX512Direct with B read through\n// offsets: B's row p is the 16 floats at b + offs[p], then the 16 at\n// b + offs[p] + half (offs and half in floats)."
 			text += "\n" + f.gen()
 		}
 		if err := os.WriteFile(k.file, []byte(text), 0o644); err != nil {
@@ -101,7 +103,7 @@ func (k kernel) gen() string {
 	}
 	names = append(names, "b")
 	if k.gather {
-		names = append(names, "offs")
+		names = append(names, "offs", "half")
 	}
 	names = append(names, "c", "ldc", "alpha", "beta", "mode", "rows")
 	argOffs, frame := map[string]int{}, 0
@@ -116,9 +118,9 @@ func (k kernel) gen() string {
 	arg := func(name string) string { return fmt.Sprintf("%s+%d(FP)", name, argOffs[name]) }
 	switch {
 	case k.gather && k.direct:
-		w("// func %s(kc int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
+		w("// func %s(kc int, a *float32, lda int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
 	case k.gather:
-		w("// func %s(kc int, a, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
+		w("// func %s(kc int, a, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
 	case k.direct:
 		w("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
 	default:
@@ -149,6 +151,9 @@ func (k kernel) gen() string {
 	bstep := 64 // bytes of packed B per k step and panel
 	if k.gather {
 		w("\tMOVQ %s, R10 // B row offsets", arg("offs"))
+		// R14 (g in ABIInternal) is scratch in an ABI0 body.
+		w("\tMOVQ %s, R14", arg("half"))
+		w("\tLEAQ (DI)(R14*4), R14 // base of columns 16-31")
 	}
 	if k.twoPanels && !k.gather {
 		w("\tMOVQ CX, R10")
@@ -180,7 +185,7 @@ func (k kernel) gen() string {
 			// bo/bstep is the step in the unrolled block.
 			w("\tMOVQ %d(R10), AX", bo/bstep*8)
 			w("\tVMOVUPS (DI)(AX*4), %s", R(0))
-			w("\tVMOVUPS %d(DI)(AX*4), %s", k.vec, R(1))
+			w("\tVMOVUPS (R14)(AX*4), %s", R(1))
 		case k.twoPanels:
 			w("\tVMOVUPS %d(DI), %s", bo, R(0))
 			w("\tVMOVUPS %d(R10), %s", bo, R(1))

@@ -188,7 +188,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	}
 	// Where the gather kernels serve, each task pads the band of rows it
 	// reads, in the padded image's place.
-	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OW())
+	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OH(), s.OW())
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
 		o := out[n*outImage : (n+1)*outImage]
@@ -205,7 +205,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 			xp := padImage(gemm.team, xpBuf, x, s.C, s.H, s.W, s.Pad)
 			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
 		}
-		if im, ok := B.(im2colP); ok && gemm.canGather(s.OC, A, im.OW) {
+		if im, ok := B.(im2colP); ok && gemm.canGather(s.OC, A, im.OH, im.OW) {
 			gemm.gatherGemm(s.OC, CKK, A, im, beta, o, scratch)
 			continue
 		}
@@ -213,13 +213,26 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	}
 }
 
+// segmentRows is how many output rows of OW pixels one 32-pixel gather
+// segment covers: 1 where whole segments tile a row, 2 for 16-pixel rows
+// (a segment's halves lie a padded row apart), 0 otherwise.
+func segmentRows(OW int) int {
+	switch {
+	case OW%(2*gemmNR) == 0:
+		return 1
+	case OW == gemmNR:
+		return 2
+	}
+	return 0
+}
+
 // canGather reports whether gatherGemm can compute the m x (OH*OW) x k
-// product of A and an im2col of output rows of OW pixels: there are gather
-// kernels, 32-pixel segments tile the output rows, and A is prepacked or
+// product of A and an im2col of OH output rows of OW pixels: there are
+// gather kernels, 32-pixel segments tile the output, and A is prepacked or
 // read directly (row-major, its rows not a multiple of 4 KiB apart) in
 // whole 8-row panels.
-func (g gemmImpl) canGather(m int, A packerA, OW int) bool {
-	if g.gather8 == nil || OW%(2*gemmNR) != 0 {
+func (g gemmImpl) canGather(m int, A packerA, OH, OW int) bool {
+	if sr := segmentRows(OW); g.gather8 == nil || sr == 0 || OH%sr != 0 {
 		return false
 	}
 	switch a := A.(type) {
@@ -253,26 +266,34 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 // gradient's, of dout) that pads the image itself, a band of rows per
 // task: each task copies the input rows its output rows read (all
 // channels, with the zero border) into its own buffer, which stays in
-// cache for the kernels, instead of the whole image being padded first. x is the image (C,H,W); bands (a padded image's
-// size) holds the workers' buffers: it reports false, doing nothing, where
-// they would not fit (images a few rows high on many cores). Same products
-// in the same order as gatherGemm over the padded image.
+// cache for the kernels, instead of the whole image being padded first.
+// x is the image (C,H,W); bands (a padded image's size) holds the
+// workers' buffers: it reports false, doing nothing, where they would not
+// fit (images a few rows high on many cores). Same products in the same
+// order as gatherGemm over the padded image.
 func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K int, beta float32, c, bands, scratch []float32) bool {
 	Wp := W + 2*pad
 	OH, OW := H+2*pad-K+1, Wp-K+1
 	n := OH * OW
 	plan := g.planFor(m, n, k, A)
-	// Output rows per task: about three tasks per worker, and a band per
-	// worker within the padded image's size.
-	rows := max(1, min(OH/(3*plan.workers), (H+2*pad)/plan.workers-K+1))
-	total := ceilDiv(OH, rows)
+	// Tasks take whole segments' rows (segmentRows each), as evenly as
+	// they split: about three tasks per worker, of two segments or more
+	// where there are few (each band pads K-1 rows more than its task
+	// reads), more where the workers' bands would not fit in a padded
+	// image's size.
+	sr := segmentRows(OW)
+	segs := OH / sr
+	total := min(segs, 3*plan.workers, max(plan.workers, segs/2))
 	workers := min(plan.workers, total)
-	bandSize := C * (rows + K - 1) * Wp
+	for total < segs && workers*(ceilDiv(segs, total)*sr+K-1) > H+2*pad {
+		total++
+	}
+	bandSize := C * (ceilDiv(segs, total)*sr + K - 1) * Wp
 	if workers*bandSize > len(bands) {
 		return false
 	}
 	g.runTasks(workers, total, 0, gemmNR*gemmKC, scratch, func(w, t int, _, _ []float32, ps *packScratch) {
-		y0, y1 := t*rows, min((t+1)*rows, OH)
+		y0, y1 := t*segs/total*sr, (t+1)*segs/total*sr
 		Hb := y1 - y0 + K - 1
 		band := bands[w*bandSize : w*bandSize+C*Hb*Wp]
 		// Band row r is input row y0+r-pad: rows [rLo,rHi) lie in the
@@ -292,17 +313,22 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 
 // gatherTask runs the gather kernels over output pixels [q0,q1) of B (an
 // im2col that canGather accepts with A), writing their columns of C from
-// c (rows ldc apart): per k slab, every 32-pixel segment (one output
-// row's) meets all of A's row panels while it is in cache.
+// c (rows ldc apart): per k slab, every 32-pixel segment (of one output
+// row, or of two 16-pixel rows) meets all of A's row panels while it is in
+// cache.
 func (g gemmImpl) gatherTask(m, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs []int) {
 	direct, isDirect := A.(matA)
+	half := gemmNR // where columns 16-31 of a segment start: in the same row,
+	if B.OW == gemmNR {
+		half = B.Wp // or the next one
+	}
 	for pc := 0; pc < k; pc += gemmKC {
 		kc, b := min(gemmKC, k-pc), beta
 		if pc > 0 {
 			b = 1
 		}
 		B.rowOffsets(offs[:kc], pc)
-		rows := newGatherRows(offs[:kc])
+		rows := newGatherRows(offs[:kc], half)
 		var panels []float32 // the slab of a prepacked A
 		if !isDirect {
 			panels = A.packA(nil, 0, m, pc, kc)
@@ -427,7 +453,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		dx := din[n*inImage : (n+1)*inImage]
 		// As in the forward, the gather kernels' tasks pad their own bands
 		// of dout where they can.
-		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.W) &&
+		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.H, s.W) &&
 			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, g, s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
 			continue
 		}
@@ -440,7 +466,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		default:
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}
 		}
-		if im, ok := gcol.(im2colP); ok && gemm.canGather(s.C, wT, im.OW) {
+		if im, ok := gcol.(im2colP); ok && gemm.canGather(s.C, wT, im.OH, im.OW) {
 			gemm.gatherGemm(s.C, s.OC*s.K*s.K, wT, im, 0, dx, scratch)
 			continue
 		}

@@ -206,15 +206,20 @@ var weightRowShapes = []backend.ConvShape{
 	{N: 1, C: 13, H: 2, W: 96, OC: 32, K: 3, Pad: 1},
 }
 
-// gatherShapes are convolutions whose output rows are whole 32-pixel
-// segments, so the gather kernels serve them where there are any: forward
-// with OC a multiple of 8 (weights read directly), input gradient with the
-// flipped weights prepacked (any C, partial 6-row panels).
+// gatherShapes are convolutions whose output is tiled by 32-pixel
+// segments (whole rows' or pairs of 16-pixel rows'), so the gather kernels
+// serve them where there are any: forward with OC a multiple of 8 (weights
+// read directly), input gradient with the flipped weights prepacked (any
+// C, partial 6-row panels).
 var gatherShapes = []backend.ConvShape{
 	{N: 2, C: 5, H: 32, W: 32, OC: 8, K: 3, Pad: 1},
 	{N: 2, C: 7, H: 32, W: 32, OC: 16, K: 5, Pad: 2},
 	{N: 1, C: 16, H: 6, W: 64, OC: 16, K: 3, Pad: 1},
-	{N: 2, C: 3, H: 5, W: 36, OC: 8, K: 5, Pad: 0}, // forward only: OW 32, the input gradient's 36
+	{N: 2, C: 3, H: 5, W: 36, OC: 8, K: 5, Pad: 0},    // forward only: OW 32, the input gradient's 36
+	{N: 2, C: 13, H: 16, W: 16, OC: 24, K: 3, Pad: 1}, // 16-pixel rows: segments of row pairs
+	{N: 3, C: 7, H: 6, W: 16, OC: 8, K: 3, Pad: 1},
+	{N: 1, C: 6, H: 24, W: 16, OC: 16, K: 3, Pad: 1}, // bands of row pairs
+	{N: 2, C: 5, H: 8, W: 20, OC: 16, K: 5, Pad: 0},  // forward only: OW 16, the input gradient's 20
 }
 
 // TestConvDispatch: the shapes convShapes adds for them take the paths
@@ -613,7 +618,7 @@ func TestConvGatherBitIdentical(t *testing.T) {
 				name := fmt.Sprintf("%s/procs%d/%s", g.name, procs, convName(s))
 				withProcs(procs, func() {
 					// The forward's weights as conv2d reads them.
-					if !g.canGather(s.OC, matA{lda: s.C * s.K * s.K}, s.OW()) {
+					if !g.canGather(s.OC, matA{lda: s.C * s.K * s.K}, s.OH(), s.OW()) {
 						t.Fatalf("%s: forward not gathered", name)
 					}
 					r := seedFor("gather " + name)
@@ -621,9 +626,10 @@ func TestConvGatherBitIdentical(t *testing.T) {
 					ws := make([]float32, ConvWorkspace(s))
 					// The input gradient's: the output gradient padded to
 					// the input's rows, the flipped weights prepacked.
-					dinGathered := s.W%(2*gemmNR) == 0 && s.K-1-s.Pad >= 0 &&
+					tiled := segmentRows(s.W) > 0 && s.H%segmentRows(s.W) == 0
+					dinGathered := tiled && s.K-1-s.Pad >= 0 &&
 						(s.N*s.H*s.W > 2*taskCols || prepackFits(g, s, len(ws)))
-					if !dinGathered && s.W%(2*gemmNR) == 0 {
+					if !dinGathered && tiled {
 						t.Fatalf("%s: input gradient not gathered", name)
 					}
 					run := func(g gemmImpl) (out, din, dw, dbias []float32) {

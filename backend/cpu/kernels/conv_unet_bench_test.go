@@ -16,8 +16,9 @@ var unetConvShapes = []struct{ c, oc, hw int }{
 	{384, 128, 16}, {192, 64, 32}, {96, 32, 64}, {48, 16, 128},
 }
 
-// BenchmarkConvUNet times each of the seed UNet's convolutions forward and
-// backward (with din, as every layer but the first needs) over a batch of
+// BenchmarkConvUNet times each of the seed UNet's convolutions forward,
+// backward (with din, as every layer but the first needs) and the weight
+// gradient alone (dw; bwd less dw is the input gradient) over a batch of
 // 4 the way the CPU backend runs them, one image per call with one image's
 // workspace, on a team, for comparison with PyTorch layer by layer.
 func BenchmarkConvUNet(b *testing.B) {
@@ -46,6 +47,15 @@ func BenchmarkConvUNet(b *testing.B) {
 				}
 			}
 			reportGFLOPs(b, 2*batch*convFlops(s))
+		})
+		// The weight gradient alone: bwd less this is the input gradient.
+		b.Run("dw/"+name, func(b *testing.B) {
+			for range b.N {
+				for k := range batch {
+					team.Conv2dBackward(s, nil, dw, nil, image(dout, s.OutSize(), k), image(in, s.InSize(), k), w, ws)
+				}
+			}
+			reportGFLOPs(b, batch*convFlops(s))
 		})
 	}
 }

@@ -63,11 +63,13 @@ type directKernel func(kc int, a []float32, lda int, b, c []float32, ldc int, al
 
 // gatherKernel computes the 8 x 32 tile (alpha 1)
 //
-//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p]+j]
+//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p]+j]            (j < 16)
+//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p]+rows.half+j-16] (j >= 16)
 //
 // with A's 8 rows read as a direct kernel reads them and B's row p the 32
-// values at b[rows.offs[p]:], unpacked (a convolution's im2col row, read
-// from the padded image), and stores c[i*ldc+j] = acc[i][j] (overwrite) or
+// values at b[rows.offs[p]:] (half 16) or two runs of 16 half apart,
+// unpacked (a convolution's im2col row, read from the padded image), and
+// stores c[i*ldc+j] = acc[i][j] (overwrite) or
 // acc[i][j] + beta*c[i*ldc+j]. It needs no packing of either operand.
 type gatherKernel func(kc int, a []float32, lda int, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool)
 
@@ -76,19 +78,26 @@ type gatherKernel func(kc int, a []float32, lda int, b []float32, rows gatherRow
 type packedGatherKernel func(kc int, a, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool, mrows int)
 
 // gatherRows is a k slab's B row offsets for a gatherKernel with their
-// range, found once so that each kernel call checks its reads in O(1).
+// range, found once so that each kernel call checks its reads in O(1), and
+// where B's columns 16-31 start relative to columns 0-15: half is 16 where
+// a 32-pixel segment is one output row's, the padded row width where it is
+// two rows of 16 pixels.
 type gatherRows struct {
 	offs   []int
 	lo, hi int
+	half   int
 }
 
-func newGatherRows(offs []int) gatherRows {
-	r := gatherRows{offs: offs, lo: offs[0], hi: offs[0]}
+func newGatherRows(offs []int, half int) gatherRows {
+	r := gatherRows{offs: offs, lo: offs[0], hi: offs[0], half: half}
 	for _, o := range offs {
 		r.lo, r.hi = min(r.lo, o), max(r.hi, o)
 	}
 	return r
 }
+
+// end is one past the last value of b a kernel call reads.
+func (r gatherRows) end() int { return r.hi + max(gemmNR, r.half) + gemmNR }
 
 // packRowsPanel packs rows [0,rows) of the row-major a (stride lda) over
 // kc columns into a kc x MR panel (rows past rows zero), for a direct

@@ -545,20 +545,23 @@ end:
 	VZEROUPPER
 	RET
 
-// func sgemmKernel6x32AVX512Gather(kc int, a, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+// func sgemmKernel6x32AVX512Gather(kc int, a, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)
 //
 // sgemmKernel6x32AVX512Gather is sgemmKernel6x32AVX512 with B read through offsets:
-// B's row p is the 32 floats at b + offs[p] (offs in floats).
+// B's row p is the 16 floats at b + offs[p], then the 16 at
+// b + offs[p] + half (offs and half in floats).
 // kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, 6
 // broadcasts of A, 12 FMAs; the k loop is unrolled by 4.
-TEXT ·sgemmKernel6x32AVX512Gather(SB), NOSPLIT, $0-72
+TEXT ·sgemmKernel6x32AVX512Gather(SB), NOSPLIT, $0-80
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R8
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
 	SHLQ $2, R8 // row stride in bytes
 	MOVQ offs+24(FP), R10 // B row offsets
+	MOVQ half+32(FP), R14
+	LEAQ (DI)(R14*4), R14 // base of columns 16-31
 
 	// Warm the C rows while the products run.
 	MOVQ DX, R9
@@ -600,7 +603,7 @@ TEXT ·sgemmKernel6x32AVX512Gather(SB), NOSPLIT, $0-72
 loop4:
 	MOVQ 0(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 0(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -621,7 +624,7 @@ loop4:
 	VFMADD231PS Z1, Z3, Z15
 	MOVQ 8(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 24(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -642,7 +645,7 @@ loop4:
 	VFMADD231PS Z1, Z3, Z15
 	MOVQ 16(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 48(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -663,7 +666,7 @@ loop4:
 	VFMADD231PS Z1, Z3, Z15
 	MOVQ 24(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 72(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -694,7 +697,7 @@ tail:
 loop1:
 	MOVQ 0(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 0(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -719,7 +722,7 @@ loop1:
 	JNZ loop1
 
 done:
-	VBROADCASTSS alpha+48(FP), Z0
+	VBROADCASTSS alpha+56(FP), Z0
 	VMULPS Z0, Z4, Z4
 	VMULPS Z0, Z5, Z5
 	VMULPS Z0, Z6, Z6
@@ -732,8 +735,8 @@ done:
 	VMULPS Z0, Z13, Z13
 	VMULPS Z0, Z14, Z14
 	VMULPS Z0, Z15, Z15
-	MOVQ rows+64(FP), R11
-	MOVQ mode+56(FP), AX
+	MOVQ rows+72(FP), R11
+	MOVQ mode+64(FP), AX
 	TESTQ AX, AX
 	JNZ withbeta
 
@@ -767,7 +770,7 @@ done:
 	JMP end
 
 withbeta:
-	VBROADCASTSS beta+52(FP), Z1
+	VBROADCASTSS beta+60(FP), Z1
 	VFMADD231PS (DX), Z1, Z4
 	VFMADD231PS 64(DX), Z1, Z5
 	VMOVUPS Z4, (DX)
@@ -1156,18 +1159,19 @@ end:
 	VZEROUPPER
 	RET
 
-// func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+// func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)
 //
 // sgemmKernel8x32AVX512Gather is sgemmKernel8x32AVX512Direct with B read through
-// offsets: B's row p is the 32 floats at b + offs[p] (offs in floats).
+// offsets: B's row p is the 16 floats at b + offs[p], then the 16 at
+// b + offs[p] + half (offs and half in floats).
 // kc >= 1, 1 <= rows <= 8. Per k step: two vector loads of B, 8
 // broadcasts of A, 16 FMAs; the k loop is unrolled by 4.
-TEXT ·sgemmKernel8x32AVX512Gather(SB), NOSPLIT, $0-80
+TEXT ·sgemmKernel8x32AVX512Gather(SB), NOSPLIT, $0-88
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+24(FP), DI
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R8
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
 	SHLQ $2, R8 // row stride in bytes
 	MOVQ lda+16(FP), R9
 	SHLQ $2, R9 // A row stride in bytes
@@ -1176,6 +1180,8 @@ TEXT ·sgemmKernel8x32AVX512Gather(SB), NOSPLIT, $0-80
 	LEAQ (R12)(R9*2), R13 // rows 6-7
 	ADDQ R9, R13
 	MOVQ offs+32(FP), R10 // B row offsets
+	MOVQ half+40(FP), R14
+	LEAQ (DI)(R14*4), R14 // base of columns 16-31
 
 	// Warm the C rows while the products run.
 	MOVQ DX, R11
@@ -1227,7 +1233,7 @@ TEXT ·sgemmKernel8x32AVX512Gather(SB), NOSPLIT, $0-80
 loop4:
 	MOVQ 0(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 0(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -1254,7 +1260,7 @@ loop4:
 	VFMADD231PS Z1, Z3, Z19
 	MOVQ 8(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 4(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -1281,7 +1287,7 @@ loop4:
 	VFMADD231PS Z1, Z3, Z19
 	MOVQ 16(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 8(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -1308,7 +1314,7 @@ loop4:
 	VFMADD231PS Z1, Z3, Z19
 	MOVQ 24(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 12(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -1347,7 +1353,7 @@ tail:
 loop1:
 	MOVQ 0(R10), AX
 	VMOVUPS (DI)(AX*4), Z0
-	VMOVUPS 64(DI)(AX*4), Z1
+	VMOVUPS (R14)(AX*4), Z1
 	VBROADCASTSS 0(SI), Z2
 	VFMADD231PS Z0, Z2, Z4
 	VFMADD231PS Z1, Z2, Z5
@@ -1380,7 +1386,7 @@ loop1:
 	JNZ loop1
 
 done:
-	VBROADCASTSS alpha+56(FP), Z0
+	VBROADCASTSS alpha+64(FP), Z0
 	VMULPS Z0, Z4, Z4
 	VMULPS Z0, Z5, Z5
 	VMULPS Z0, Z6, Z6
@@ -1397,8 +1403,8 @@ done:
 	VMULPS Z0, Z17, Z17
 	VMULPS Z0, Z18, Z18
 	VMULPS Z0, Z19, Z19
-	MOVQ rows+72(FP), R11
-	MOVQ mode+64(FP), AX
+	MOVQ rows+80(FP), R11
+	MOVQ mode+72(FP), AX
 	TESTQ AX, AX
 	JNZ withbeta
 
@@ -1442,7 +1448,7 @@ done:
 	JMP end
 
 withbeta:
-	VBROADCASTSS beta+60(FP), Z1
+	VBROADCASTSS beta+68(FP), Z1
 	VFMADD231PS (DX), Z1, Z4
 	VFMADD231PS 64(DX), Z1, Z5
 	VMOVUPS Z4, (DX)

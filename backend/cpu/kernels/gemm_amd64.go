@@ -224,26 +224,26 @@ func sgemmKernel8x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc
 
 // gather8x32AVX512 is the gatherKernel of the AVX-512 implementation.
 func gather8x32AVX512(kc int, a []float32, lda int, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool) {
-	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.hi+2*gemmNR > len(b) {
+	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.half < 0 || rows.end() > len(b) {
 		panic("kernels: gather micro-kernel: offsets out of range")
 	}
 	_ = a[7*lda+kc-1]
 	_ = c[7*ldc+2*gemmNR-1]
-	sgemmKernel8x32AVX512Gather(kc, &a[0], lda, &b[0], &rows.offs[0], &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+	sgemmKernel8x32AVX512Gather(kc, &a[0], lda, &b[0], &rows.offs[0], rows.half, &c[0], ldc, 1, beta, modeOf(overwrite), 8)
 }
 
 //go:noescape
-func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)
 
 // gather6x32AVX512 is the packedGatherKernel of the AVX-512 implementation.
 func gather6x32AVX512(kc int, a, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool, mrows int) {
-	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.hi+2*gemmNR > len(b) || mrows < 1 || mrows > gemmMR {
+	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.half < 0 || rows.end() > len(b) || mrows < 1 || mrows > gemmMR {
 		panic("kernels: gather micro-kernel: offsets or rows out of range")
 	}
 	_ = a[kc*gemmMR-1]
 	_ = c[(mrows-1)*ldc+2*gemmNR-1]
-	sgemmKernel6x32AVX512Gather(kc, &a[0], &b[0], &rows.offs[0], &c[0], ldc, 1, beta, modeOf(overwrite), mrows)
+	sgemmKernel6x32AVX512Gather(kc, &a[0], &b[0], &rows.offs[0], rows.half, &c[0], ldc, 1, beta, modeOf(overwrite), mrows)
 }
 
 //go:noescape
-func sgemmKernel6x32AVX512Gather(kc int, a, b *float32, offs *int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+func sgemmKernel6x32AVX512Gather(kc int, a, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)

@@ -575,8 +575,9 @@ func TestMicroKernel8Rows(t *testing.T) {
 // TestGatherKernels: the gather kernels, where there are any, give the tile
 // of their packed twins (8 rows of a row-major A; a packed 6-row panel,
 // rows 1..6 stored) with B's rows read through unordered offsets into an
-// image, bit for bit, over odd kc, both store modes; they leave the rest of
-// C alone and refuse offsets that would read outside b.
+// image, 32 values in a run or two runs of 16 apart, bit for bit, over odd
+// kc, both store modes; they leave the rest of C alone and refuse offsets
+// that would read outside b.
 func TestGatherKernels(t *testing.T) {
 	for _, g := range gemmImpls(t) {
 		if g.gather8 == nil {
@@ -584,21 +585,29 @@ func TestGatherKernels(t *testing.T) {
 		}
 		const width = 2 * gemmNR
 		for _, kc := range []int{1, 3, 4, 5, 17, 256} {
-			for _, overwrite := range []bool{true, false} {
-				r := seedFor(fmt.Sprint("gather", g.name, kc, overwrite))
+			for _, tc := range []struct {
+				overwrite bool
+				half      int
+			}{{true, gemmNR}, {false, gemmNR}, {true, 18}, {false, 37}} {
+				overwrite, half := tc.overwrite, tc.half
+				r := seedFor(fmt.Sprint("gather", g.name, kc, overwrite, half))
 				img := randSlice(r, 4000)
 				offs := make([]int, kc)
 				packed := make([]float32, 2*kc*gemmNR) // B's rows packed as the twins read them
 				for p := range offs {
-					offs[p] = r.IntN(len(img) - width + 1)
+					offs[p] = r.IntN(len(img) - half - gemmNR + 1)
 					for j := 0; j < width; j++ {
-						packed[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR] = img[offs[p]+j]
+						v := img[offs[p]+j]
+						if j >= gemmNR {
+							v = img[offs[p]+half+j-gemmNR]
+						}
+						packed[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR] = v
 					}
 				}
-				rows := newGatherRows(offs)
+				rows := newGatherRows(offs, half)
 				ldc := width + 5
 				const beta = 1.25
-				name := fmt.Sprintf("%s kc=%d overwrite=%v", g.name, kc, overwrite)
+				name := fmt.Sprintf("%s kc=%d overwrite=%v half=%d", g.name, kc, overwrite, half)
 
 				lda := kc + 3
 				a := randSlice(r, 7*lda+kc)
@@ -618,13 +627,20 @@ func TestGatherKernels(t *testing.T) {
 				}
 			}
 		}
-		// An offset whose 32 values run past b panics instead of reading.
+		// An offset whose 32 values, or whose second 16 half apart, run
+		// past b panics instead of reading.
 		for _, call := range []func(){
 			func() {
-				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{9}), make([]float32, 8*32), 32, 0, true)
+				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{9}, gemmNR), make([]float32, 8*32), 32, 0, true)
 			},
 			func() {
-				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{9}), make([]float32, 32), 32, 0, true, 1)
+				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{9}, gemmNR), make([]float32, 32), 32, 0, true, 1)
+			},
+			func() {
+				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{0}, 25), make([]float32, 8*32), 32, 0, true)
+			},
+			func() {
+				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{1}, 24), make([]float32, 32), 32, 0, true, 1)
 			},
 		} {
 			func() {
