@@ -30,7 +30,11 @@ type kernel struct {
 	// where a 32-pixel segment is one output row's, the padded row width
 	// where it is two 16-pixel rows), instead of packed panels.
 	gather bool
-	doc    string
+	// quarters (with gather) reads B's row p as four runs of 8 floats,
+	// quarter apart: b + offs[p] + r*quarter, r < 4 (a 32-pixel segment
+	// of four 8-pixel output rows, quarter the padded row width).
+	quarters bool
+	doc      string
 }
 
 func (k kernel) nrows() int {
@@ -75,6 +79,11 @@ func main() {
 			f.name, f.gather = "sgemmKernel8x32AVX512Gather", true
 			f.doc = "// " + f.name + " is sgemmKernel8x32AVX512Direct with B read through\n// offsets: B's row p is the 16 floats at b + offs[p], then the 16 at\n// b + offs[p] + half (offs and half in floats)."
 			text += "\n" + f.gen()
+			for _, q := range []kernel{g, f} {
+				q.name, q.quarters = strings.TrimSuffix(q.name, "Gather")+"Quarters", true
+				q.doc = "// " + q.name + " is " + strings.TrimSuffix(q.name, "Quarters") + "Gather with B's row p the\n// four runs of 8 floats at b + offs[p] + r*quarter, r < 4 (offs and\n// quarter in floats)."
+				text += "\n" + q.gen()
+			}
 		}
 		if err := os.WriteFile(k.file, []byte(text), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -102,7 +111,10 @@ func (k kernel) gen() string {
 		names = append(names, "lda")
 	}
 	names = append(names, "b")
-	if k.gather {
+	switch {
+	case k.quarters:
+		names = append(names, "offs", "quarter")
+	case k.gather:
 		names = append(names, "offs", "half")
 	}
 	names = append(names, "c", "ldc", "alpha", "beta", "mode", "rows")
@@ -117,6 +129,10 @@ func (k kernel) gen() string {
 	}
 	arg := func(name string) string { return fmt.Sprintf("%s+%d(FP)", name, argOffs[name]) }
 	switch {
+	case k.quarters && k.direct:
+		w("// func %s(kc int, a *float32, lda int, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
+	case k.quarters:
+		w("// func %s(kc int, a, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
 	case k.gather && k.direct:
 		w("// func %s(kc int, a *float32, lda int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
 	case k.gather:
@@ -149,7 +165,16 @@ func (k kernel) gen() string {
 		}
 	}
 	bstep := 64 // bytes of packed B per k step and panel
-	if k.gather {
+	switch {
+	case k.quarters:
+		w("\tMOVQ %s, R10 // B row offsets", arg("offs"))
+		// R14 (g in ABIInternal) and R15 are scratch in an ABI0 body that
+		// touches no globals.
+		w("\tMOVQ %s, R15", arg("quarter"))
+		w("\tSHLQ $2, R15")
+		w("\tLEAQ (DI)(R15*1), R14 // base of columns 8-15")
+		w("\tLEAQ (DI)(R15*2), R15 // base of columns 16-23")
+	case k.gather:
 		w("\tMOVQ %s, R10 // B row offsets", arg("offs"))
 		// R14 (g in ABIInternal) is scratch in an ABI0 body.
 		w("\tMOVQ %s, R14", arg("half"))
@@ -178,9 +203,20 @@ func (k kernel) gen() string {
 	for r := 4; r < 4+2*k.nrows(); r++ {
 		w("\t%s %s, %s, %s", k.zero, R(r), R(r), R(r))
 	}
+	if k.quarters {
+		// R11 (the C prefetch pointer above, rows below) is free in the loop.
+		w("\tLEAQ (R14)(R15*1), R11")
+		w("\tSUBQ DI, R11 // base of columns 24-31")
+	}
 	w("")
 	step := func(ao, bo int) {
 		switch {
+		case k.quarters:
+			w("\tMOVQ %d(R10), AX", bo/bstep*8)
+			w("\tVMOVUPS (DI)(AX*4), Y0")
+			w("\tVINSERTF64X4 $1, (R14)(AX*4), Z0, Z0")
+			w("\tVMOVUPS (R15)(AX*4), Y1")
+			w("\tVINSERTF64X4 $1, (R11)(AX*4), Z1, Z1")
 		case k.gather:
 			// bo/bstep is the step in the unrolled block.
 			w("\tMOVQ %d(R10), AX", bo/bstep*8)

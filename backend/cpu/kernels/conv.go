@@ -188,7 +188,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	}
 	// Where the gather kernels serve, each task pads the band of rows it
 	// reads, in the padded image's place.
-	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OH(), s.OW())
+	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OH(), s.OW()) && !packedByTasks(s.OC, A)
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
 		o := out[n*outImage : (n+1)*outImage]
@@ -215,50 +215,80 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 
 // segmentRows is how many output rows of OW pixels one 32-pixel gather
 // segment covers: 1 where whole segments tile a row, 2 for 16-pixel rows
-// (a segment's halves lie a padded row apart), 0 otherwise.
+// and 4 for 8-pixel ones (a segment's runs lie a padded row apart), 0
+// otherwise.
 func segmentRows(OW int) int {
 	switch {
 	case OW%(2*gemmNR) == 0:
 		return 1
-	case OW == gemmNR:
-		return 2
+	case OW == gemmNR || OW == gemmNR/2:
+		return 2 * gemmNR / OW
 	}
 	return 0
 }
 
 // canGather reports whether gatherGemm can compute the m x (OH*OW) x k
 // product of A and an im2col of OH output rows of OW pixels: there are
-// gather kernels, 32-pixel segments tile the output, and A is prepacked or
-// read directly (row-major, its rows not a multiple of 4 KiB apart) in
-// whole 8-row panels.
+// gather kernels, 32-pixel segments tile the output, and A is prepacked,
+// or read directly (row-major, its rows not a multiple of 4 KiB apart) in
+// whole 8-row panels, or (packedByTasks) packed by row blocks for an
+// image of at most gatherRowTasks pixels.
 func (g gemmImpl) canGather(m int, A packerA, OH, OW int) bool {
 	if sr := segmentRows(OW); g.gather8 == nil || sr == 0 || OH%sr != 0 {
 		return false
 	}
-	switch a := A.(type) {
-	case prepackedA:
-		return true
-	case matA:
-		return !a.trans && useDirect(a.lda) && m%8 == 0
-	}
-	return false
+	return !packedByTasks(m, A) || OH*OW <= gatherRowTasks
+}
+
+// gatherRowTasks is the most output pixels (two segments: an 8x8 image)
+// for which gatherGemm takes an A it must pack: its tasks then split A's
+// rows, each packing its own once, instead of the pixels.
+const gatherRowTasks = 2 * 2 * gemmNR
+
+// gatherDirect reports whether the gather kernels read the m-row A
+// directly: row-major, its rows not a multiple of 4 KiB apart, in whole
+// 8-row panels.
+func gatherDirect(m int, A packerA) bool {
+	a, ok := A.(matA)
+	return ok && !a.trans && useDirect(a.lda) && m%8 == 0
+}
+
+// packedByTasks reports whether the gather kernels' tasks pack the m-row A
+// themselves: it is neither prepacked nor read directly.
+func packedByTasks(m int, A packerA) bool {
+	_, pre := A.(prepackedA)
+	return !pre && !gatherDirect(m, A)
 }
 
 // gatherGemm computes C (m x OH*OW, rows OH*OW apart) = A x B + beta*C for
 // an A and im2col B that canGather accepts, with the gather kernels: B is
 // not packed but read from the padded image through offsets, A read
-// directly or from its prepacking. Tasks are blocks of output pixels. It
-// carves no more scratch than gemm would.
+// directly or from its prepacking. Tasks are blocks of output pixels, or
+// where A is packedByTasks, blocks of its rows over every pixel, each
+// packing its A rows slab by slab. It carves no more scratch than gemm
+// would.
 func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, scratch []float32) {
 	n := B.OH * B.OW
 	plan := g.planFor(m, n, k, A)
+	if packedByTasks(m, A) {
+		// Row blocks of whole 6-row panels, up to gemmMC rows each (as
+		// gemm's own packing of A).
+		panels := ceilDiv(m, gemmMR)
+		total := max(min(panels, 3*plan.workers), ceilDiv(m, gemmMC))
+		rows := ceilDiv(panels, total) * gemmMR
+		g.runTasks(min(plan.workers, total), total, rows*gemmKC, gemmNR*gemmKC, scratch, func(_, t int, packA, _ []float32, ps *packScratch) {
+			r0, r1 := t*panels/total*gemmMR, min(m, (t+1)*panels/total*gemmMR)
+			g.gatherTask(r0, r1, k, A, B, beta, c, n, 0, n, ps.offs, packA)
+		})
+		return
+	}
 	nt := roundUp(min(n, taskCols), 2*gemmNR)
 	for ceilDiv(n, nt) < 3*plan.workers && nt > 2*gemmNR {
 		nt = roundUp(ceilDiv(nt, 2), 2*gemmNR)
 	}
 	total := ceilDiv(n, nt)
 	g.runTasks(min(plan.workers, total), total, 0, gemmNR*gemmKC, scratch, func(_, t int, _, _ []float32, ps *packScratch) {
-		g.gatherTask(m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps.offs)
+		g.gatherTask(0, m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps.offs, nil)
 	})
 }
 
@@ -306,7 +336,7 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 			padRows(plane[rLo*Wp:rHi*Wp], x[(ch*H+y0+rLo-pad)*W:(ch*H+y0+rHi-pad)*W], W, pad)
 		}
 		B := im2colP{xp: band, C: C, Hp: Hb, Wp: Wp, K: K, OH: y1 - y0, OW: OW}
-		g.gatherTask(m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs)
+		g.gatherTask(0, m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs, nil)
 	})
 	return true
 }
@@ -314,35 +344,35 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 // gatherTask runs the gather kernels over output pixels [q0,q1) of B (an
 // im2col that canGather accepts with A), writing their columns of C from
 // c (rows ldc apart): per k slab, every 32-pixel segment (of one output
-// row, or of two 16-pixel rows) meets all of A's row panels while it is in
-// cache.
-func (g gemmImpl) gatherTask(m, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs []int) {
+// row, or of several shorter rows) meets A's row panels while it is in
+// cache. It covers rows [r0,r1) of A (r0 a multiple of the panel height:
+// 8 read directly, 6 packed), packing them into packA where A is
+// packedByTasks (packA nil otherwise).
+func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs []int, packA []float32) {
 	direct, isDirect := A.(matA)
-	half := gemmNR // where columns 16-31 of a segment start: in the same row,
-	if B.OW == gemmNR {
-		half = B.Wp // or the next one
-	}
+	isDirect = isDirect && packA == nil
 	for pc := 0; pc < k; pc += gemmKC {
 		kc, b := min(gemmKC, k-pc), beta
 		if pc > 0 {
 			b = 1
 		}
 		B.rowOffsets(offs[:kc], pc)
-		rows := newGatherRows(offs[:kc], half)
-		var panels []float32 // the slab of a prepacked A
+		rows := newGatherRows(offs[:kc], min(B.OW, 2*gemmNR), B.Wp)
+		var panels []float32 // the slab of rows [r0,r1) of a packed A
 		if !isDirect {
-			panels = A.packA(nil, 0, m, pc, kc)
+			panels = A.packA(packA, r0, r1-r0, pc, kc)
 		}
 		for q := q0; q < q1; q += 2 * gemmNR {
 			seg := B.xp[q/B.OW*B.Wp+q%B.OW:]
 			if isDirect {
-				for ir := 0; ir < m; ir += 8 {
+				for ir := r0; ir < r1; ir += 8 {
 					g.gather8(kc, direct.a[ir*direct.lda+pc:], direct.lda, seg, rows, c[ir*ldc+q:], ldc, b, b == 0)
 				}
 				continue
 			}
-			for ir := 0; ir < m; ir += gemmMR {
-				g.gather6(kc, panels[ir*kc:(ir+gemmMR)*kc], seg, rows, c[ir*ldc+q:], ldc, b, b == 0, min(gemmMR, m-ir))
+			for ir := r0; ir < r1; ir += gemmMR {
+				p := (ir - r0) * kc
+				g.gather6(kc, panels[p:p+gemmMR*kc], seg, rows, c[ir*ldc+q:], ldc, b, b == 0, min(gemmMR, r1-ir))
 			}
 		}
 	}
@@ -453,7 +483,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		dx := din[n*inImage : (n+1)*inImage]
 		// As in the forward, the gather kernels' tasks pad their own bands
 		// of dout where they can.
-		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.H, s.W) &&
+		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.H, s.W) && !packedByTasks(s.C, wT) &&
 			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, g, s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
 			continue
 		}

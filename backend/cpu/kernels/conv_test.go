@@ -207,7 +207,7 @@ var weightRowShapes = []backend.ConvShape{
 }
 
 // gatherShapes are convolutions whose output is tiled by 32-pixel
-// segments (whole rows' or pairs of 16-pixel rows'), so the gather kernels
+// segments (whole rows', or two 16-pixel rows', or four 8-pixel rows'), so the gather kernels
 // serve them where there are any: forward with OC a multiple of 8 (weights
 // read directly), input gradient with the flipped weights prepacked (any
 // C, partial 6-row panels).
@@ -220,6 +220,13 @@ var gatherShapes = []backend.ConvShape{
 	{N: 3, C: 7, H: 6, W: 16, OC: 8, K: 3, Pad: 1},
 	{N: 1, C: 6, H: 24, W: 16, OC: 16, K: 3, Pad: 1}, // bands of row pairs
 	{N: 2, C: 5, H: 8, W: 20, OC: 16, K: 5, Pad: 0},  // forward only: OW 16, the input gradient's 20
+	{N: 2, C: 9, H: 8, W: 8, OC: 16, K: 3, Pad: 1},   // 8-pixel rows: segments of four
+	{N: 1, C: 5, H: 12, W: 8, OC: 8, K: 3, Pad: 1},
+	{N: 2, C: 3, H: 12, W: 12, OC: 8, K: 5, Pad: 0}, // forward only: OW 8, the input gradient's 12
+	// Flipped weights too large to prepack (at 1 and 2 cores): the input
+	// gradient's tasks pack their rows of them.
+	{N: 2, C: 10, H: 8, W: 8, OC: 40, K: 3, Pad: 1},
+	{N: 1, C: 20, H: 4, W: 8, OC: 64, K: 3, Pad: 1},
 }
 
 // TestConvDispatch: the shapes convShapes adds for them take the paths
@@ -235,6 +242,14 @@ func TestConvDispatch(t *testing.T) {
 				s = backend.ConvShape{N: 1, C: 1024, H: 2, W: 3, OC: 7, K: 1, Pad: 0}
 				if g.planFor(s.OC, 6, s.C, matA{lda: s.C}).direct {
 					t.Errorf("%s: %+v reads weight rows 4 KiB apart unpacked", g.name, s)
+				}
+				// gatherShapes' last two: the gather tasks pack the
+				// flipped weights (at 1 and 2 cores).
+				for _, s := range gatherShapes[len(gatherShapes)-2:] {
+					flipped := flippedWA{OC: s.OC, C: s.C, K: s.K}
+					if p <= 2 && (prepackFits(g, s, ConvWorkspace(s)) || g.gather8 != nil && !g.canGather(s.C, flipped, s.H, s.W)) {
+						t.Errorf("%s, %d procs: %+v: the input gradient's gather tasks do not pack the flipped weights", g.name, p, s)
+					}
 				}
 			})
 		}
@@ -628,7 +643,7 @@ func TestConvGatherBitIdentical(t *testing.T) {
 					// the input's rows, the flipped weights prepacked.
 					tiled := segmentRows(s.W) > 0 && s.H%segmentRows(s.W) == 0
 					dinGathered := tiled && s.K-1-s.Pad >= 0 &&
-						(s.N*s.H*s.W > 2*taskCols || prepackFits(g, s, len(ws)))
+						(s.N*s.H*s.W > 2*taskCols || prepackFits(g, s, len(ws)) || s.H*s.W <= gatherRowTasks)
 					if !dinGathered && tiled {
 						t.Fatalf("%s: input gradient not gathered", name)
 					}

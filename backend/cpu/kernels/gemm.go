@@ -63,13 +63,13 @@ type directKernel func(kc int, a []float32, lda int, b, c []float32, ldc int, al
 
 // gatherKernel computes the 8 x 32 tile (alpha 1)
 //
-//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p]+j]            (j < 16)
-//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p]+rows.half+j-16] (j >= 16)
+//	acc[i][j] = sum_{p<kc} a[i*lda+p] * b[rows.offs[p] + j/run*step + j%run]
 //
-// with A's 8 rows read as a direct kernel reads them and B's row p the 32
-// values at b[rows.offs[p]:] (half 16) or two runs of 16 half apart,
-// unpacked (a convolution's im2col row, read from the padded image), and
-// stores c[i*ldc+j] = acc[i][j] (overwrite) or
+// (run, step = rows.run, rows.step) with A's 8 rows read as a direct
+// kernel reads them and B's row p read unpacked from b, as 32/run runs of
+// run values step apart (a convolution's im2col row, read from the padded
+// image: one output row's 32 pixels, or two 16-pixel rows', or four
+// 8-pixel rows'), and stores c[i*ldc+j] = acc[i][j] (overwrite) or
 // acc[i][j] + beta*c[i*ldc+j]. It needs no packing of either operand.
 type gatherKernel func(kc int, a []float32, lda int, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool)
 
@@ -79,17 +79,19 @@ type packedGatherKernel func(kc int, a, b []float32, rows gatherRows, c []float3
 
 // gatherRows is a k slab's B row offsets for a gatherKernel with their
 // range, found once so that each kernel call checks its reads in O(1), and
-// where B's columns 16-31 start relative to columns 0-15: half is 16 where
-// a 32-pixel segment is one output row's, the padded row width where it is
-// two rows of 16 pixels.
+// how a row lies in b: in runs of run values (32, 16 or 8: the output row
+// width a 32-pixel segment spans), step apart (the padded row width).
 type gatherRows struct {
-	offs   []int
-	lo, hi int
-	half   int
+	offs      []int
+	lo, hi    int
+	run, step int
 }
 
-func newGatherRows(offs []int, half int) gatherRows {
-	r := gatherRows{offs: offs, lo: offs[0], hi: offs[0], half: half}
+func newGatherRows(offs []int, run, step int) gatherRows {
+	if run != 2*gemmNR && run != gemmNR && run != gemmNR/2 || step < run {
+		panic("kernels: gather rows: runs of 32, 16 or 8 values, step apart, step >= run")
+	}
+	r := gatherRows{offs: offs, lo: offs[0], hi: offs[0], run: run, step: step}
 	for _, o := range offs {
 		r.lo, r.hi = min(r.lo, o), max(r.hi, o)
 	}
@@ -97,7 +99,7 @@ func newGatherRows(offs []int, half int) gatherRows {
 }
 
 // end is one past the last value of b a kernel call reads.
-func (r gatherRows) end() int { return r.hi + max(gemmNR, r.half) + gemmNR }
+func (r gatherRows) end() int { return r.hi + (2*gemmNR/r.run-1)*r.step + r.run }
 
 // packRowsPanel packs rows [0,rows) of the row-major a (stride lda) over
 // kc columns into a kc x MR panel (rows past rows zero), for a direct

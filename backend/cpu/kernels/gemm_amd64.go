@@ -224,12 +224,26 @@ func sgemmKernel8x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc
 
 // gather8x32AVX512 is the gatherKernel of the AVX-512 implementation.
 func gather8x32AVX512(kc int, a []float32, lda int, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool) {
-	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.half < 0 || rows.end() > len(b) {
+	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.end() > len(b) {
 		panic("kernels: gather micro-kernel: offsets out of range")
 	}
 	_ = a[7*lda+kc-1]
 	_ = c[7*ldc+2*gemmNR-1]
-	sgemmKernel8x32AVX512Gather(kc, &a[0], lda, &b[0], &rows.offs[0], rows.half, &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+	switch rows.run {
+	case gemmNR / 2:
+		sgemmKernel8x32AVX512Quarters(kc, &a[0], lda, &b[0], &rows.offs[0], rows.step, &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+	default:
+		sgemmKernel8x32AVX512Gather(kc, &a[0], lda, &b[0], &rows.offs[0], rows.half(), &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+	}
+}
+
+// half is where a gather row's columns 16-31 start, for the Gather
+// kernels (runs of 32 or 16).
+func (r gatherRows) half() int {
+	if r.run == 2*gemmNR {
+		return gemmNR
+	}
+	return r.step
 }
 
 //go:noescape
@@ -237,13 +251,24 @@ func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *
 
 // gather6x32AVX512 is the packedGatherKernel of the AVX-512 implementation.
 func gather6x32AVX512(kc int, a, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool, mrows int) {
-	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.half < 0 || rows.end() > len(b) || mrows < 1 || mrows > gemmMR {
+	if kc < 1 || kc > len(rows.offs) || rows.lo < 0 || rows.end() > len(b) || mrows < 1 || mrows > gemmMR {
 		panic("kernels: gather micro-kernel: offsets or rows out of range")
 	}
 	_ = a[kc*gemmMR-1]
 	_ = c[(mrows-1)*ldc+2*gemmNR-1]
-	sgemmKernel6x32AVX512Gather(kc, &a[0], &b[0], &rows.offs[0], rows.half, &c[0], ldc, 1, beta, modeOf(overwrite), mrows)
+	switch rows.run {
+	case gemmNR / 2:
+		sgemmKernel6x32AVX512Quarters(kc, &a[0], &b[0], &rows.offs[0], rows.step, &c[0], ldc, 1, beta, modeOf(overwrite), mrows)
+	default:
+		sgemmKernel6x32AVX512Gather(kc, &a[0], &b[0], &rows.offs[0], rows.half(), &c[0], ldc, 1, beta, modeOf(overwrite), mrows)
+	}
 }
 
 //go:noescape
 func sgemmKernel6x32AVX512Gather(kc int, a, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+//go:noescape
+func sgemmKernel8x32AVX512Quarters(kc int, a *float32, lda int, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+//go:noescape
+func sgemmKernel6x32AVX512Quarters(kc int, a, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)

@@ -575,9 +575,9 @@ func TestMicroKernel8Rows(t *testing.T) {
 // TestGatherKernels: the gather kernels, where there are any, give the tile
 // of their packed twins (8 rows of a row-major A; a packed 6-row panel,
 // rows 1..6 stored) with B's rows read through unordered offsets into an
-// image, 32 values in a run or two runs of 16 apart, bit for bit, over odd
-// kc, both store modes; they leave the rest of C alone and refuse offsets
-// that would read outside b.
+// image, 32 values in a run, two runs of 16 or four of 8 apart, bit for
+// bit, over odd kc, both store modes; they leave the rest of C alone and
+// refuse offsets that would read outside b.
 func TestGatherKernels(t *testing.T) {
 	for _, g := range gemmImpls(t) {
 		if g.gather8 == nil {
@@ -587,27 +587,23 @@ func TestGatherKernels(t *testing.T) {
 		for _, kc := range []int{1, 3, 4, 5, 17, 256} {
 			for _, tc := range []struct {
 				overwrite bool
-				half      int
-			}{{true, gemmNR}, {false, gemmNR}, {true, 18}, {false, 37}} {
-				overwrite, half := tc.overwrite, tc.half
-				r := seedFor(fmt.Sprint("gather", g.name, kc, overwrite, half))
+				run, step int
+			}{{true, 32, 32}, {false, 32, 40}, {true, 16, 18}, {false, 16, 37}, {true, 8, 10}, {false, 8, 13}} {
+				overwrite, run, step := tc.overwrite, tc.run, tc.step
+				r := seedFor(fmt.Sprint("gather", g.name, kc, overwrite, run, step))
 				img := randSlice(r, 4000)
 				offs := make([]int, kc)
 				packed := make([]float32, 2*kc*gemmNR) // B's rows packed as the twins read them
 				for p := range offs {
-					offs[p] = r.IntN(len(img) - half - gemmNR + 1)
+					offs[p] = r.IntN(len(img) - (width/run-1)*step - run + 1)
 					for j := 0; j < width; j++ {
-						v := img[offs[p]+j]
-						if j >= gemmNR {
-							v = img[offs[p]+half+j-gemmNR]
-						}
-						packed[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR] = v
+						packed[(j/gemmNR)*kc*gemmNR+p*gemmNR+j%gemmNR] = img[offs[p]+j/run*step+j%run]
 					}
 				}
-				rows := newGatherRows(offs, half)
+				rows := newGatherRows(offs, run, step)
 				ldc := width + 5
 				const beta = 1.25
-				name := fmt.Sprintf("%s kc=%d overwrite=%v half=%d", g.name, kc, overwrite, half)
+				name := fmt.Sprintf("%s kc=%d overwrite=%v runs of %d, %d apart", g.name, kc, overwrite, run, step)
 
 				lda := kc + 3
 				a := randSlice(r, 7*lda+kc)
@@ -627,20 +623,26 @@ func TestGatherKernels(t *testing.T) {
 				}
 			}
 		}
-		// An offset whose 32 values, or whose second 16 half apart, run
-		// past b panics instead of reading.
+		// An offset whose 32 values, or whose last run, end past b panics
+		// instead of reading.
 		for _, call := range []func(){
 			func() {
-				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{9}, gemmNR), make([]float32, 8*32), 32, 0, true)
+				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{9}, 32, 32), make([]float32, 8*32), 32, 0, true)
 			},
 			func() {
-				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{9}, gemmNR), make([]float32, 32), 32, 0, true, 1)
+				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{9}, 32, 32), make([]float32, 32), 32, 0, true, 1)
 			},
 			func() {
-				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{0}, 25), make([]float32, 8*32), 32, 0, true)
+				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{0}, 16, 25), make([]float32, 8*32), 32, 0, true)
 			},
 			func() {
-				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{1}, 24), make([]float32, 32), 32, 0, true, 1)
+				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{1}, 16, 24), make([]float32, 32), 32, 0, true, 1)
+			},
+			func() {
+				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{3}, 8, 10), make([]float32, 8*32), 32, 0, true)
+			},
+			func() {
+				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{0}, 8, 11), make([]float32, 32), 32, 0, true, 1)
 			},
 		} {
 			func() {
