@@ -34,7 +34,12 @@ type kernel struct {
 	// quarter apart: b + offs[p] + r*quarter, r < 4 (a 32-pixel segment
 	// of four 8-pixel output rows, quarter the padded row width).
 	quarters bool
-	doc      string
+	// flipped (with gather, 8 rows) reads A through per-k offsets: tile
+	// row i's value at k step p is a[aoffs[p] + 9*i], the flipped 3x3
+	// weights of an input gradient read in place from w (rows are input
+	// channels, 9 values apart), instead of a packed or row-major A.
+	flipped bool
+	doc     string
 }
 
 func (k kernel) nrows() int {
@@ -84,6 +89,13 @@ func main() {
 				q.doc = "// " + q.name + " is " + strings.TrimSuffix(q.name, "Quarters") + "Gather with B's row p the\n// four runs of 8 floats at b + offs[p] + r*quarter, r < 4 (offs and\n// quarter in floats)."
 				text += "\n" + q.gen()
 			}
+			for _, layout := range []string{"Gather", "Quarters"} {
+				q := f
+				q.direct, q.flipped, q.quarters = false, true, layout == "Quarters"
+				q.name = "sgemmKernel8x32AVX512" + layout + "Flipped"
+				q.doc = "// " + q.name + " is sgemmKernel8x32AVX512" + layout + " with A read through\n// offsets: tile row i's value at k step p is a[aoffs[p] + 9*i] (in floats),\n// the flipped 3x3 weights of an input gradient read in place."
+				text += "\n" + q.gen()
+			}
 		}
 		if err := os.WriteFile(k.file, []byte(text), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -107,8 +119,11 @@ func (k kernel) gen() string {
 	// Argument offsets: the direct kernels take lda after a, the gather
 	// ones offs after b.
 	names := []string{"kc", "a"}
-	if k.direct {
+	switch {
+	case k.direct:
 		names = append(names, "lda")
+	case k.flipped:
+		names = append(names, "aoffs")
 	}
 	names = append(names, "b")
 	switch {
@@ -128,20 +143,16 @@ func (k kernel) gen() string {
 		}
 	}
 	arg := func(name string) string { return fmt.Sprintf("%s+%d(FP)", name, argOffs[name]) }
-	switch {
-	case k.quarters && k.direct:
-		w("// func %s(kc int, a *float32, lda int, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
-	case k.quarters:
-		w("// func %s(kc int, a, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
-	case k.gather && k.direct:
-		w("// func %s(kc int, a *float32, lda int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
-	case k.gather:
-		w("// func %s(kc int, a, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
-	case k.direct:
-		w("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
-	default:
-		w("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode, rows int)", k.name)
+	types := map[string]string{"a": "*float32", "b": "*float32", "c": "*float32", "offs": "*int", "aoffs": "*int", "alpha": "float32", "beta": "float32"}
+	var params []string
+	for _, n := range names {
+		t := types[n]
+		if t == "" {
+			t = "int"
+		}
+		params = append(params, n+" "+t)
 	}
+	w("// func %s(%s)", k.name, strings.Join(params, ", "))
 	w("//")
 	w("%s", k.doc)
 	w("// kc >= 1, 1 <= rows <= %d. Per k step: two vector loads of B, %d", k.nrows(), k.nrows())
@@ -153,6 +164,9 @@ func (k kernel) gen() string {
 	w("\tMOVQ %s, DX", arg("c"))
 	w("\tMOVQ %s, R8", arg("ldc"))
 	w("\tSHLQ $2, R8 // row stride in bytes")
+	if k.flipped {
+		w("\tMOVQ %s, R12 // A offsets", arg("aoffs"))
+	}
 	if k.direct {
 		// Rows 0-2 at SI, SI+lda, SI+2*lda; rows 3-5 the same from R12.
 		w("\tMOVQ %s, R9", arg("lda"))
@@ -188,7 +202,7 @@ func (k kernel) gen() string {
 	w("")
 	w("\t// Warm the C rows while the products run.")
 	pf := "R9"
-	if k.direct {
+	if k.direct && !k.flipped {
 		pf = "R11" // free until the stores
 	}
 	w("\tMOVQ DX, %s", pf)
@@ -229,13 +243,19 @@ func (k kernel) gen() string {
 			w("\tVMOVUPS %d(DI), %s", bo, R(0))
 			w("\tVMOVUPS %d(DI), %s", bo+32, R(1))
 		}
+		if k.flipped {
+			w("\tMOVQ %d(R12), R13", bo/bstep*8)
+		}
 		for i := 0; i < k.nrows(); i++ {
 			a := R(2 + i%2)
-			if k.direct {
+			switch {
+			case k.flipped:
+				w("\tVBROADCASTSS %d(SI)(R13*4), %s", 36*i, a)
+			case k.direct:
 				// ao counts packed bytes (24 per k step); A rows step 4.
 				u := ao / 24 * 4
 				w("\tVBROADCASTSS %d%s, %s", u, [8]string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(R12)", "(R12)(R9*1)", "(R12)(R9*2)", "(R13)", "(R13)(R9*1)"}[i], a)
-			} else {
+			default:
 				w("\tVBROADCASTSS %d(SI), %s", ao+4*i, a)
 			}
 			w("\tVFMADD231PS %s, %s, %s", R(0), a, R(4+2*i))
@@ -243,13 +263,16 @@ func (k kernel) gen() string {
 		}
 	}
 	advance := func(n int) {
-		if k.direct {
+		switch {
+		case k.flipped:
+			w("\tADDQ $%d, R12", 8*n)
+		case k.direct:
 			w("\tADDQ $%d, SI", 4*n)
 			w("\tADDQ $%d, R12", 4*n)
 			if k.nrows() == 8 {
 				w("\tADDQ $%d, R13", 4*n)
 			}
-		} else {
+		default:
 			w("\tADDQ $%d, SI", 24*n)
 		}
 		switch {

@@ -188,7 +188,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	}
 	// Where the gather kernels serve, each task pads the band of rows it
 	// reads, in the padded image's place.
-	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OH(), s.OW()) && !packedByTasks(s.OC, A)
+	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OH(), s.OW()) && !gemm.packedByTasks(s.OC, A)
 	for n := 0; n < s.N; n++ {
 		x := in[n*inImage : (n+1)*inImage]
 		o := out[n*outImage : (n+1)*outImage]
@@ -229,15 +229,14 @@ func segmentRows(OW int) int {
 
 // canGather reports whether gatherGemm can compute the m x (OH*OW) x k
 // product of A and an im2col of OH output rows of OW pixels: there are
-// gather kernels, 32-pixel segments tile the output, and A is prepacked,
-// or read directly (row-major, its rows not a multiple of 4 KiB apart) in
-// whole 8-row panels, or (packedByTasks) packed by row blocks for an
-// image of at most gatherRowTasks pixels.
+// gather kernels, 32-pixel segments tile the output, and A is prepacked or
+// read in place (gatherDirect), or else (packedByTasks) packed by row
+// blocks for an image of at most gatherRowTasks pixels.
 func (g gemmImpl) canGather(m int, A packerA, OH, OW int) bool {
 	if sr := segmentRows(OW); g.gather8 == nil || sr == 0 || OH%sr != 0 {
 		return false
 	}
-	return !packedByTasks(m, A) || OH*OW <= gatherRowTasks
+	return !g.packedByTasks(m, A) || OH*OW <= gatherRowTasks
 }
 
 // gatherRowTasks is the most output pixels (two segments: an 8x8 image)
@@ -245,19 +244,25 @@ func (g gemmImpl) canGather(m int, A packerA, OH, OW int) bool {
 // rows, each packing its own once, instead of the pixels.
 const gatherRowTasks = 2 * 2 * gemmNR
 
-// gatherDirect reports whether the gather kernels read the m-row A
-// directly: row-major, its rows not a multiple of 4 KiB apart, in whole
-// 8-row panels.
-func gatherDirect(m int, A packerA) bool {
-	a, ok := A.(matA)
-	return ok && !a.trans && useDirect(a.lda) && m%8 == 0
+// gatherDirect reports whether the gather kernels read the m-row A in
+// place, in whole 8-row panels: row-major with its rows not a multiple of
+// 4 KiB apart, or the flipped 3x3 weights of an input gradient (through
+// offsets, gatherFlipped8).
+func (g gemmImpl) gatherDirect(m int, A packerA) bool {
+	switch a := A.(type) {
+	case matA:
+		return !a.trans && useDirect(a.lda) && m%8 == 0
+	case flippedWA:
+		return g.gatherFlipped8 != nil && a.K == 3 && m%8 == 0
+	}
+	return false
 }
 
 // packedByTasks reports whether the gather kernels' tasks pack the m-row A
-// themselves: it is neither prepacked nor read directly.
-func packedByTasks(m int, A packerA) bool {
+// themselves: it is neither prepacked nor read in place.
+func (g gemmImpl) packedByTasks(m int, A packerA) bool {
 	_, pre := A.(prepackedA)
-	return !pre && !gatherDirect(m, A)
+	return !pre && !g.gatherDirect(m, A)
 }
 
 // gatherGemm computes C (m x OH*OW, rows OH*OW apart) = A x B + beta*C for
@@ -270,7 +275,7 @@ func packedByTasks(m int, A packerA) bool {
 func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, scratch []float32) {
 	n := B.OH * B.OW
 	plan := g.planFor(m, n, k, A)
-	if packedByTasks(m, A) {
+	if g.packedByTasks(m, A) {
 		// Row blocks of whole 6-row panels, up to gemmMC rows each (as
 		// gemm's own packing of A).
 		panels := ceilDiv(m, gemmMR)
@@ -278,7 +283,7 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 		rows := ceilDiv(panels, total) * gemmMR
 		g.runTasks(min(plan.workers, total), total, rows*gemmKC, gemmNR*gemmKC, scratch, func(_, t int, packA, _ []float32, ps *packScratch) {
 			r0, r1 := t*panels/total*gemmMR, min(m, (t+1)*panels/total*gemmMR)
-			g.gatherTask(r0, r1, k, A, B, beta, c, n, 0, n, ps.offs, packA)
+			g.gatherTask(r0, r1, k, A, B, beta, c, n, 0, n, ps.offs, ps.aoffs, packA)
 		})
 		return
 	}
@@ -288,7 +293,7 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 	}
 	total := ceilDiv(n, nt)
 	g.runTasks(min(plan.workers, total), total, 0, gemmNR*gemmKC, scratch, func(_, t int, _, _ []float32, ps *packScratch) {
-		g.gatherTask(0, m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps.offs, nil)
+		g.gatherTask(0, m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps.offs, ps.aoffs, nil)
 	})
 }
 
@@ -336,7 +341,7 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 			padRows(plane[rLo*Wp:rHi*Wp], x[(ch*H+y0+rLo-pad)*W:(ch*H+y0+rHi-pad)*W], W, pad)
 		}
 		B := im2colP{xp: band, C: C, Hp: Hb, Wp: Wp, K: K, OH: y1 - y0, OW: OW}
-		g.gatherTask(0, m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs, nil)
+		g.gatherTask(0, m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs, ps.aoffs, nil)
 	})
 	return true
 }
@@ -348,9 +353,11 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 // cache. It covers rows [r0,r1) of A (r0 a multiple of the panel height:
 // 8 read directly, 6 packed), packing them into packA where A is
 // packedByTasks (packA nil otherwise).
-func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs []int, packA []float32) {
+func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs, aoffsBuf []int, packA []float32) {
 	direct, isDirect := A.(matA)
 	isDirect = isDirect && packA == nil
+	flipped, isFlipped := A.(flippedWA)
+	isFlipped = isFlipped && packA == nil
 	for pc := 0; pc < k; pc += gemmKC {
 		kc, b := min(gemmKC, k-pc), beta
 		if pc > 0 {
@@ -359,11 +366,21 @@ func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, 
 		B.rowOffsets(offs[:kc], pc)
 		rows := newGatherRows(offs[:kc], min(B.OW, 2*gemmNR), B.Wp)
 		var panels []float32 // the slab of rows [r0,r1) of a packed A
-		if !isDirect {
+		var aoffs aOffsets   // or where the flipped weights' slab lies in w
+		switch {
+		case isFlipped:
+			aoffs = flippedOffsets(aoffsBuf[:kc], flipped.C, pc)
+		case !isDirect:
 			panels = A.packA(packA, r0, r1-r0, pc, kc)
 		}
 		for q := q0; q < q1; q += 2 * gemmNR {
 			seg := B.xp[q/B.OW*B.Wp+q%B.OW:]
+			if isFlipped {
+				for ir := r0; ir < r1; ir += 8 {
+					g.gatherFlipped8(kc, flipped.w[ir*9:], aoffs, seg, rows, c[ir*ldc+q:], ldc, b, b == 0)
+				}
+				continue
+			}
 			if isDirect {
 				for ir := r0; ir < r1; ir += 8 {
 					g.gather8(kc, direct.a[ir*direct.lda+pc:], direct.lda, seg, rows, c[ir*ldc+q:], ldc, b, b == 0)
@@ -441,7 +458,10 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		} else {
 			wT = flippedWA{w: w, OC: s.OC, C: s.C, K: s.K}
 		}
-		if s.N*HW > 2*taskCols || prepackFits(gemm, s, len(ws)) {
+		// Prepacked where that pays, unless the gather kernels read them
+		// in place.
+		inPlace := !s.Direct() && s.K-1-s.Pad >= 0 && gemm.gatherDirect(s.C, wT) && gemm.canGather(s.C, wT, s.H, s.W)
+		if !inPlace && (s.N*HW > 2*taskCols || prepackFits(gemm, s, len(ws))) {
 			var buf []float32
 			buf, scratch = gemm.carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
 			wT = prepackA(gemm.team, wT, s.C, s.OC*s.K*s.K, buf)
@@ -483,7 +503,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		dx := din[n*inImage : (n+1)*inImage]
 		// As in the forward, the gather kernels' tasks pad their own bands
 		// of dout where they can.
-		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.H, s.W) && !packedByTasks(s.C, wT) &&
+		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.H, s.W) && !gemm.packedByTasks(s.C, wT) &&
 			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, g, s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
 			continue
 		}

@@ -223,8 +223,13 @@ var gatherShapes = []backend.ConvShape{
 	{N: 2, C: 9, H: 8, W: 8, OC: 16, K: 3, Pad: 1},   // 8-pixel rows: segments of four
 	{N: 1, C: 5, H: 12, W: 8, OC: 8, K: 3, Pad: 1},
 	{N: 2, C: 3, H: 12, W: 12, OC: 8, K: 5, Pad: 0}, // forward only: OW 8, the input gradient's 12
-	// Flipped weights too large to prepack (at 1 and 2 cores): the input
-	// gradient's tasks pack their rows of them.
+	// 3x3, C a multiple of 8: the input gradient reads the flipped weights
+	// in place (gatherFlipped8), at every row width.
+	{N: 2, C: 8, H: 3, W: 32, OC: 16, K: 3, Pad: 1},
+	{N: 1, C: 24, H: 16, W: 16, OC: 8, K: 3, Pad: 1},
+	{N: 2, C: 16, H: 8, W: 8, OC: 40, K: 3, Pad: 1},
+	// Flipped weights too large to prepack (at 1 and 2 cores) and C not a
+	// multiple of 8: the input gradient's tasks pack their rows of them.
 	{N: 2, C: 10, H: 8, W: 8, OC: 40, K: 3, Pad: 1},
 	{N: 1, C: 20, H: 4, W: 8, OC: 64, K: 3, Pad: 1},
 }
@@ -243,11 +248,18 @@ func TestConvDispatch(t *testing.T) {
 				if g.planFor(s.OC, 6, s.C, matA{lda: s.C}).direct {
 					t.Errorf("%s: %+v reads weight rows 4 KiB apart unpacked", g.name, s)
 				}
-				// gatherShapes' last two: the gather tasks pack the
-				// flipped weights (at 1 and 2 cores).
-				for _, s := range gatherShapes[len(gatherShapes)-2:] {
+				// gatherShapes' last five: the input gradient's gather
+				// kernels read the flipped weights in place (three), or
+				// its tasks pack them (two, at 1 and 2 cores).
+				for i, s := range gatherShapes[len(gatherShapes)-5:] {
 					flipped := flippedWA{OC: s.OC, C: s.C, K: s.K}
-					if p <= 2 && (prepackFits(g, s, ConvWorkspace(s)) || g.gather8 != nil && !g.canGather(s.C, flipped, s.H, s.W)) {
+					if g.gather8 == nil {
+						continue
+					}
+					if inPlace := g.gatherDirect(s.C, flipped) && g.canGather(s.C, flipped, s.H, s.W); inPlace != (i < 3) {
+						t.Errorf("%s, %d procs: %+v: flipped weights read in place %v, want %v", g.name, p, s, inPlace, i < 3)
+					}
+					if i >= 3 && p <= 2 && (prepackFits(g, s, ConvWorkspace(s)) || !g.canGather(s.C, flipped, s.H, s.W)) {
 						t.Errorf("%s, %d procs: %+v: the input gradient's gather tasks do not pack the flipped weights", g.name, p, s)
 					}
 				}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 )
@@ -77,6 +78,33 @@ type gatherKernel func(kc int, a []float32, lda int, b []float32, rows gatherRow
 // the first mrows rows (1 <= mrows <= 6) are stored.
 type packedGatherKernel func(kc int, a, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool, mrows int)
 
+// flippedGatherKernel is gatherKernel with A's rows read through offsets:
+// tile row i's value at k step p is a[aoffs.offs[p] + 9*i], the flipped
+// 3x3 weights of an input gradient read in place from w (see flippedWA:
+// the rows are input channels, 9 values apart), so they need no packing.
+type flippedGatherKernel func(kc int, a []float32, aoffs aOffsets, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool)
+
+// aOffsets is a k slab's A offsets for a flippedGatherKernel with their
+// range, found once so that each kernel call checks its reads in O(1).
+type aOffsets struct {
+	offs   []int
+	lo, hi int
+}
+
+// flippedOffsets fills offs (a slab of len(offs) k steps from p0) with
+// where flippedWA's row 0 takes its values in w for a 3x3 kernel and C
+// input channels: k = (o*3+i)*3+j reads w[o, 0, 2-i, 2-j], at
+// o*C*9 + 8 - (k mod 9).
+func flippedOffsets(offs []int, C, p0 int) aOffsets {
+	r := aOffsets{offs: offs, lo: math.MaxInt, hi: math.MinInt}
+	for p := range offs {
+		k := p0 + p
+		offs[p] = k/9*C*9 + 8 - k%9
+		r.lo, r.hi = min(r.lo, offs[p]), max(r.hi, offs[p])
+	}
+	return r
+}
+
 // gatherRows is a k slab's B row offsets for a gatherKernel with their
 // range, found once so that each kernel call checks its reads in O(1), and
 // how a row lies in b: in runs of run values (32, 16 or 8: the output row
@@ -144,6 +172,9 @@ type gemmImpl struct {
 	// row offsets (see gatherKernel); gather6 is wide with op(B) read so.
 	gather8 gatherKernel
 	gather6 packedGatherKernel
+	// gatherFlipped8, if not nil, is gather8 with A the flipped weights
+	// read in place (see flippedGatherKernel).
+	gatherFlipped8 flippedGatherKernel
 	// copyChunks16 copies n chunks of 16 values: src[16t:16t+16] to
 	// dst[t*dstStride:t*dstStride+16].
 	copyChunks16 func(dst, src []float32, n, dstStride int)
@@ -282,9 +313,10 @@ type packerB interface {
 // packScratch is a worker's scratch: f holds gemmNR*gemmKC values (the
 // direct tasks' packed edge panels), offs gemmKC offsets (the B packers').
 type packScratch struct {
-	f    []float32
-	offs []int
-	tile [gemmMR * gemmNR]float32 // an edge tile's result
+	f     []float32
+	offs  []int
+	aoffs []int                    // a flippedGatherKernel's A offsets
+	tile  [gemmMR * gemmNR]float32 // an edge tile's result
 }
 
 // matA is op(A) of a row-major matrix a with row stride lda.
@@ -566,7 +598,7 @@ func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, 
 	var next atomic.Int64
 	g.team.Run(workers, func(w int) {
 		packA, packB := bufs[w][0], bufs[w][1]
-		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: make([]int, gemmKC)}
+		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: make([]int, gemmKC), aoffs: make([]int, gemmKC)}
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= total {

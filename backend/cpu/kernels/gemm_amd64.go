@@ -23,6 +23,7 @@ func asmGemms() []gemmImpl {
 	avx512 := avx2
 	avx512.name, avx512.wide, avx512.wideDirect = "avx512", microKernelAVX512, microKernelAVX512Direct
 	avx512.wideDirect8, avx512.gather8, avx512.gather6 = microKernel8x32AVX512Direct, gather8x32AVX512, gather6x32AVX512
+	avx512.gatherFlipped8 = gatherFlipped8x32AVX512
 	return []gemmImpl{avx2, avx512}
 }
 
@@ -272,3 +273,24 @@ func sgemmKernel8x32AVX512Quarters(kc int, a *float32, lda int, b *float32, offs
 
 //go:noescape
 func sgemmKernel6x32AVX512Quarters(kc int, a, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+// gatherFlipped8x32AVX512 is the flippedGatherKernel of the AVX-512
+// implementation.
+func gatherFlipped8x32AVX512(kc int, a []float32, aoffs aOffsets, b []float32, rows gatherRows, c []float32, ldc int, beta float32, overwrite bool) {
+	if kc < 1 || kc > len(rows.offs) || kc > len(aoffs.offs) || rows.lo < 0 || rows.end() > len(b) || aoffs.lo < 0 || aoffs.hi+7*9 >= len(a) {
+		panic("kernels: gather micro-kernel: offsets out of range")
+	}
+	_ = c[7*ldc+2*gemmNR-1]
+	switch rows.run {
+	case gemmNR / 2:
+		sgemmKernel8x32AVX512QuartersFlipped(kc, &a[0], &aoffs.offs[0], &b[0], &rows.offs[0], rows.step, &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+	default:
+		sgemmKernel8x32AVX512GatherFlipped(kc, &a[0], &aoffs.offs[0], &b[0], &rows.offs[0], rows.half(), &c[0], ldc, 1, beta, modeOf(overwrite), 8)
+	}
+}
+
+//go:noescape
+func sgemmKernel8x32AVX512GatherFlipped(kc int, a *float32, aoffs *int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)
+
+//go:noescape
+func sgemmKernel8x32AVX512QuartersFlipped(kc int, a *float32, aoffs *int, b *float32, offs *int, quarter int, c *float32, ldc int, alpha, beta float32, mode, rows int)

@@ -4,7 +4,7 @@
 
 #include "textflag.h"
 
-// func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
+// func sgemmKernel6x16AVX2(kc int, a *float32, b *float32, c *float32, ldc int, alpha float32, beta float32, mode int, rows int)
 //
 // acc (6x16, in Y4..Y15: row i in Y(4+2i) for columns 0-7, Y(5+2i) for
 // 8-15) = sum over p < kc of a[p*6+i] * b[p*16+j]; then the first rows rows
@@ -266,7 +266,7 @@ end:
 	VZEROUPPER
 	RET
 
-// func sgemmKernel6x16AVX2Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
+// func sgemmKernel6x16AVX2Direct(kc int, a *float32, lda int, b *float32, c *float32, ldc int, alpha float32, beta float32, mode int, rows int)
 //
 // sgemmKernel6x16AVX2Direct is sgemmKernel6x16AVX2 with A read unpacked: tile row i
 // is a[i*lda+p], p < kc (lda in floats).

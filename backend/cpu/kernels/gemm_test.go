@@ -613,6 +613,25 @@ func TestGatherKernels(t *testing.T) {
 				g.gather8(kc, a, lda, img, rows, c, ldc, beta, overwrite)
 				sameBits(t, name+" 8x32", c, want)
 
+				// The flipped weights read in place: rows c0..c0+7 of
+				// flippedWA over a slab from k step p0 (mid-kernel), against
+				// the same rows copied out row-major.
+				const C, c0, p0 = 16, 8, 5
+				w := randSlice(r, ceilDiv(p0+kc, 9)*C*9)
+				aoffs := flippedOffsets(make([]int, kc), C, p0)
+				flat := make([]float32, 8*kc)
+				for i := range 8 {
+					for p := range kc {
+						k := p0 + p
+						flat[i*kc+p] = w[(k/9*C+c0+i)*9+8-k%9] // w[o, c0+i, 2-i', 2-j']
+					}
+				}
+				c = garbage(r, 9*ldc)
+				want = clone32(c)
+				g.gather8(kc, flat, kc, img, rows, want, ldc, beta, overwrite)
+				g.gatherFlipped8(kc, w[c0*9:], aoffs, img, rows, c, ldc, beta, overwrite)
+				sameBits(t, name+" 8x32 flipped", c, want)
+
 				panel := randSlice(r, kc*gemmMR)
 				for mrows := 1; mrows <= gemmMR; mrows++ {
 					c := garbage(r, 7*ldc)
@@ -637,6 +656,9 @@ func TestGatherKernels(t *testing.T) {
 			},
 			func() {
 				g.gather6(1, make([]float32, 6), make([]float32, 40), newGatherRows([]int{1}, 16, 24), make([]float32, 32), 32, 0, true, 1)
+			},
+			func() { // the flipped weights' last row past a
+				g.gatherFlipped8(1, make([]float32, 7*9+1), aOffsets{offs: []int{1}, lo: 1, hi: 1}, make([]float32, 40), newGatherRows([]int{0}, 32, 32), make([]float32, 8*32), 32, 0, true)
 			},
 			func() {
 				g.gather8(1, make([]float32, 8), 1, make([]float32, 40), newGatherRows([]int{3}, 8, 10), make([]float32, 8*32), 32, 0, true)
