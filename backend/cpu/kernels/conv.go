@@ -429,7 +429,9 @@ func prepackFits(g gemmImpl, s backend.ConvShape, ws int) bool {
 //	w'[c, (o*K+i)*K+j] = w[o, c, K-1-i, K-1-j],
 //
 // which needs neither a col matrix nor col2im (for a 1x1 convolution
-// without padding, din_n = w^T x dout_n). w' is packed once for all images.
+// without padding, din_n = w^T x dout_n). Where the gather kernels serve
+// a 3x3 kernel with C a multiple of 8, w' is read in place from w through
+// offsets; otherwise it is packed once for all images where that fits.
 // ws is as for Conv2d. din and dbias may be nil.
 func Conv2dBackward(s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
 	(*Team)(nil).Conv2dBackward(s, din, dw, dbias, dout, in, w, ws)

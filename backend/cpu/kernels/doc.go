@@ -13,10 +13,13 @@
 //
 // Dispatch: the GEMM micro-kernels (packed A, or A read unpacked: the
 // direct ones; on AVX-512 also gather ones that read a convolution's im2col
-// rows straight from the padded image through offsets, so where output
-// rows are whole 32-pixel segments nothing of the image is packed; a
-// weight gradient with few output channels is computed transposed, its A
-// the padded image's planes read directly), the packing, conversion and elementwise inner loops are Go
+// rows straight from the padded image through offsets, so where 32-pixel
+// segments tile the output (rows of 32k pixels, or two of 16, or four of
+// 8) nothing of the image is packed, and where A is an input gradient's
+// flipped 3x3 weights they are read in place from w through offsets too;
+// a weight gradient with few output channels is computed transposed, its
+// A the padded image's planes read directly), the packing, conversion and
+// elementwise inner loops are Go
 // assembly (amd64: AVX2+FMA 6x16, AVX-512 6x32 and 8x32, F16C, AVX2), chosen
 // at run time with golang.org/x/sys/cpu, with pure-Go versions used
 // everywhere else (other architectures, older CPUs, the noasm build tag).
