@@ -65,6 +65,7 @@ func (c CPU) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.
 	z, g, tg := f32(logits), f32(dlogits), u8(target)
 	K, HW := s.C, s.H*s.W
 	c.team.For(s.N*HW, 1<<10, func(lo, hi int) {
+		e := make([]float64, K) // one pixel's exps, each computed once
 		for i := lo; i < hi; i++ {
 			n, p := i/HW, i%HW
 			t := int(tg[i])
@@ -74,10 +75,10 @@ func (c CPU) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.
 				}
 				continue
 			}
-			mx, se := softmaxTerms(z[n*K*HW+p:], K, HW)
+			_, se := softmaxExps(z[n*K*HW+p:], K, HW, e)
 			for c := 0; c < K; c++ {
 				idx := (n*K+c)*HW + p
-				prob := float32(math.Exp(float64(z[idx]-mx)) / se)
+				prob := float32(e[c] / se)
 				if c == t {
 					prob--
 				}
@@ -96,9 +97,19 @@ func softmaxTerms(z []float32, K, stride int) (mx float32, se float64) {
 		mx = max(mx, z[k*stride])
 	}
 	for k := 0; k < K; k++ {
-		se += math.Exp(float64(z[k*stride] - mx))
+		se += expShifted(float64(z[k*stride] - mx))
 	}
 	return mx, se
+}
+
+// expShifted is math.Exp(d) for a logit minus the maximum: the maximum's
+// own term, d = 0, is 1 exactly without the call (half the calls for two
+// classes).
+func expShifted(d float64) float64 {
+	if d == 0 {
+		return 1
+	}
+	return math.Exp(d)
 }
 
 // LossSums sums per sample in float64, in parallel over samples, then over
@@ -202,7 +213,7 @@ func softmaxExps(z []float32, K, stride int, e []float64) (mx float32, se float6
 		mx = max(mx, z[k*stride])
 	}
 	for k := range K {
-		e[k] = math.Exp(float64(z[k*stride] - mx))
+		e[k] = expShifted(float64(z[k*stride] - mx))
 		se += e[k]
 	}
 	return mx, se
