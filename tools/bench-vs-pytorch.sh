@@ -5,7 +5,9 @@
 # 5) runs `memunet bench` over every variant, then PyTorch's equivalent of
 # each, so a noisy, shared machine disturbs both alike. Reported per
 # variant: the median and best step of each, memunet/PyTorch (medians) and
-# memunet's variant against its own fp32 step; fp16 has no PyTorch CPU
+# memunet's variant against its own fp32 step (as a ratio of medians, and
+# the median of each round's ratio, its variants having run back to back);
+# fp16 has no PyTorch CPU
 # equivalent (its CPU autocast is bf16 only). Needs Debian's python3-torch
 # (apt-get install python3-torch); not part of CI.
 #
@@ -67,16 +69,19 @@ done
 python3 - "$tmp" "$threads" "$base" "$size" "$batch" "${bins[@]}" <<'PY'
 import statistics, sys
 tmp, threads, base, size, batch, bins = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
-ms, peaks = {}, {}
+ms, peaks, rounds = {}, {}, {}
 for b in bins:
+    rnd = -1
     for line in open(f"{tmp}/{b}.txt"):
         parts = line.split()
-        if line.startswith("FMA peak:"):
+        if line.startswith("FMA peak:"):  # one per memunet bench run: a new round
             peaks.setdefault(b, []).append(float(parts[2]))
+            rnd += 1
         # "variant M x A step_ms GFLOP/s % ...": the step ms follows "M x A"
         if len(parts) > 4 and parts[2] == "x" and parts[0] != "variant":
             try:
                 ms.setdefault(parts[0], {}).setdefault(b, []).append((float(parts[4]), float(parts[5])))
+                rounds.setdefault(b, {}).setdefault(rnd, {})[parts[0]] = float(parts[4])
             except ValueError:
                 pass
 torch = {}
@@ -101,6 +106,11 @@ for v, by in ms.items():
             cell += f" ({100 * g / med(peaks[b]):.0f}% of peak)"
         if v != "baseline" and b in fp32:
             cell += f", {med(t) / fp32[b]:.2f}x its fp32"
+            # The same ratio per round (the variants of one bench run back
+            # to back, so a slow phase of the machine slows both): steadier.
+            paired = [r[v] / r["baseline"] for r in rounds.get(b, {}).values() if v in r and "baseline" in r]
+            if paired:
+                cell += f" (per round: median {med(paired):.2f}x, {min(paired):.2f}-{max(paired):.2f})"
         if v in torch:
             cell += f", {med(t) / med(torch[v]):.2f}x PyTorch"
         cells.append(cell)

@@ -267,8 +267,9 @@ func (g gemmImpl) packedByTasks(m int, A packerA) bool {
 
 // gatherGemm computes C (m x OH*OW, rows OH*OW apart) = A x B + beta*C for
 // an A and im2col B that canGather accepts, with the gather kernels: B is
-// not packed but read from the padded image through offsets, A read
-// directly or from its prepacking. Tasks are blocks of output pixels, or
+// not packed but read from the padded image through offsets, A read in
+// place (gatherDirect) or from its prepacking. Tasks are blocks of output
+// pixels, or
 // where A is packedByTasks, blocks of its rows over every pixel, each
 // packing its A rows slab by slab. It carves no more scratch than gemm
 // would.
@@ -283,7 +284,7 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 		rows := ceilDiv(panels, total) * gemmMR
 		g.runTasks(min(plan.workers, total), total, rows*gemmKC, gemmNR*gemmKC, scratch, func(_, t int, packA, _ []float32, ps *packScratch) {
 			r0, r1 := t*panels/total*gemmMR, min(m, (t+1)*panels/total*gemmMR)
-			g.gatherTask(r0, r1, k, A, B, beta, c, n, 0, n, ps.offs, ps.aoffs, packA)
+			g.gatherTask(r0, r1, k, A, B, beta, c, n, 0, n, ps, packA)
 		})
 		return
 	}
@@ -293,7 +294,7 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 	}
 	total := ceilDiv(n, nt)
 	g.runTasks(min(plan.workers, total), total, 0, gemmNR*gemmKC, scratch, func(_, t int, _, _ []float32, ps *packScratch) {
-		g.gatherTask(0, m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps.offs, ps.aoffs, nil)
+		g.gatherTask(0, m, k, A, B, beta, c, n, t*nt, min((t+1)*nt, n), ps, nil)
 	})
 }
 
@@ -341,7 +342,7 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 			padRows(plane[rLo*Wp:rHi*Wp], x[(ch*H+y0+rLo-pad)*W:(ch*H+y0+rHi-pad)*W], W, pad)
 		}
 		B := im2colP{xp: band, C: C, Hp: Hb, Wp: Wp, K: K, OH: y1 - y0, OW: OW}
-		g.gatherTask(0, m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps.offs, ps.aoffs, nil)
+		g.gatherTask(0, m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps, nil)
 	})
 	return true
 }
@@ -353,7 +354,7 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 // cache. It covers rows [r0,r1) of A (r0 a multiple of the panel height:
 // 8 read directly, 6 packed), packing them into packA where A is
 // packedByTasks (packA nil otherwise).
-func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, offs, aoffsBuf []int, packA []float32) {
+func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, c []float32, ldc, q0, q1 int, ps *packScratch, packA []float32) {
 	direct, isDirect := A.(matA)
 	isDirect = isDirect && packA == nil
 	flipped, isFlipped := A.(flippedWA)
@@ -363,13 +364,13 @@ func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, 
 		if pc > 0 {
 			b = 1
 		}
-		B.rowOffsets(offs[:kc], pc)
-		rows := newGatherRows(offs[:kc], min(B.OW, 2*gemmNR), B.Wp)
+		B.rowOffsets(ps.offs[:kc], pc)
+		rows := newGatherRows(ps.offs[:kc], min(B.OW, 2*gemmNR), B.Wp)
 		var panels []float32 // the slab of rows [r0,r1) of a packed A
 		var aoffs aOffsets   // or where the flipped weights' slab lies in w
 		switch {
 		case isFlipped:
-			aoffs = flippedOffsets(aoffsBuf[:kc], flipped.C, pc)
+			aoffs = flippedOffsets(ps.aoffs[:kc], flipped.C, pc)
 		case !isDirect:
 			panels = A.packA(packA, r0, r1-r0, pc, kc)
 		}
