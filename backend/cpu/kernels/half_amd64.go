@@ -7,14 +7,16 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// asmHalf returns the assembly conversions this CPU supports: float16 with
-// F16C (and AVX), bfloat16 with AVX2. What it lacks stays pure Go.
-func asmHalf() (halfImpl, bool) {
+// asmHalfImpls returns the assembly conversions this CPU supports, fastest
+// last: float16 with F16C (and AVX), bfloat16 with AVX2 (what a CPU lacks
+// stays pure Go), then all four with AVX-512, 16 values a step.
+func asmHalfImpls() []halfImpl {
+	var impls []halfImpl
 	h := genericHalf()
 	ok := false
 	if cpu.X86.HasAVX && cpu.X86.HasF16C {
 		h.name, ok = "f16c", true
-		h.f32ToF16, h.f16ToF32 = f32ToF16Asm, f16ToF32Asm
+		h.f32ToF16, h.f16ToF32 = narrowAsm(8, f32ToF16F16C, backend.F32ToF16), widenAsm(8, f16ToF32F16C, backend.F16ToF32)
 	}
 	if cpu.X86.HasAVX2 {
 		if ok {
@@ -23,59 +25,63 @@ func asmHalf() (halfImpl, bool) {
 			h.name = "avx2"
 		}
 		ok = true
-		h.f32ToBF16, h.bf16ToF32 = f32ToBF16Asm, bf16ToF32Asm
+		h.f32ToBF16, h.bf16ToF32 = narrowAsm(16, f32ToBF16AVX2, backend.F32ToBF16), widenAsm(8, bf16ToF32AVX2, backend.BF16ToF32)
 	}
-	return h, ok
+	if ok {
+		impls = append(impls, h)
+	}
+	if cpu.X86.HasAVX512F {
+		impls = append(impls, halfImpl{
+			name:      "avx512",
+			f32ToF16:  narrowAsm(16, f32ToF16AVX512, backend.F32ToF16),
+			f16ToF32:  widenAsm(16, f16ToF32AVX512, backend.F16ToF32),
+			f32ToBF16: narrowAsm(16, f32ToBF16AVX512, backend.F32ToBF16),
+			bf16ToF32: widenAsm(16, bf16ToF32AVX512, backend.BF16ToF32),
+		})
+	}
+	return impls
 }
 
-// The wrappers convert the largest multiple of the assembly's block in
-// assembly and the rest with the scalar functions; len(dst) == len(src).
-
-func f32ToF16Asm(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	n := len(src) &^ 7
-	if n > 0 {
-		f32ToF16F16C(&dst[0], &src[0], n)
+// asmHalf is the fastest of asmHalfImpls, if any.
+func asmHalf() (halfImpl, bool) {
+	impls := asmHalfImpls()
+	if len(impls) == 0 {
+		return halfImpl{}, false
 	}
-	for i := n; i < len(src); i++ {
-		dst[i] = backend.F32ToF16(src[i])
-	}
+	return impls[len(impls)-1], true
 }
 
-func f16ToF32Asm(dst []float32, src []uint16) {
-	dst = dst[:len(src)]
-	n := len(src) &^ 7
-	if n > 0 {
-		f16ToF32F16C(&dst[0], &src[0], n)
-	}
-	for i := n; i < len(src); i++ {
-		dst[i] = backend.F16ToF32(src[i])
-	}
-}
-
-func f32ToBF16Asm(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	n := len(src) &^ 15
-	if n > 0 {
-		f32ToBF16AVX2(&dst[0], &src[0], n)
-	}
-	for i := n; i < len(src); i++ {
-		dst[i] = backend.F32ToBF16(src[i])
-	}
-}
-
-func bf16ToF32Asm(dst []float32, src []uint16) {
-	dst = dst[:len(src)]
-	n := len(src) &^ 7
-	if n > 0 {
-		bf16ToF32AVX2(&dst[0], &src[0], n)
-	}
-	for i := n; i < len(src); i++ {
-		dst[i] = backend.BF16ToF32(src[i])
+// narrowAsm and widenAsm wrap an assembly conversion of a positive
+// multiple of block values: it converts the longest such prefix, the
+// scalar function the rest; len(dst) >= len(src).
+func narrowAsm(block int, kern func(dst *uint16, src *float32, n int), scalar func(float32) uint16) func(dst []uint16, src []float32) {
+	return func(dst []uint16, src []float32) {
+		dst = dst[:len(src)]
+		n := len(src) / block * block
+		if n > 0 {
+			kern(&dst[0], &src[0], n)
+		}
+		for i := n; i < len(src); i++ {
+			dst[i] = scalar(src[i])
+		}
 	}
 }
 
-// In half_amd64.s; n is a positive multiple of 8 (16 for f32ToBF16AVX2).
+func widenAsm(block int, kern func(dst *float32, src *uint16, n int), scalar func(uint16) float32) func(dst []float32, src []uint16) {
+	return func(dst []float32, src []uint16) {
+		dst = dst[:len(src)]
+		n := len(src) / block * block
+		if n > 0 {
+			kern(&dst[0], &src[0], n)
+		}
+		for i := n; i < len(src); i++ {
+			dst[i] = scalar(src[i])
+		}
+	}
+}
+
+// In half_amd64.s; n is a positive multiple of 8 (16 for f32ToBF16AVX2
+// and the AVX-512 ones).
 //
 //go:noescape
 func f32ToF16F16C(dst *uint16, src *float32, n int)
@@ -88,3 +94,15 @@ func f32ToBF16AVX2(dst *uint16, src *float32, n int)
 
 //go:noescape
 func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f32ToF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f16ToF32AVX512(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f32ToBF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func bf16ToF32AVX512(dst *float32, src *uint16, n int)

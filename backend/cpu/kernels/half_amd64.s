@@ -131,3 +131,111 @@ loop:
 	JNZ       loop
 	VZEROUPPER
 	RET
+
+// func f32ToF16AVX512(dst *uint16, src *float32, n int)
+//
+// f32ToF16F16C 16 values at a time (n a multiple of 16, >= 16): the
+// AVX-512 VCVTPS2PH rounds as the F16C one does (immediate 0).
+TEXT ·f32ToF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+loop:
+	VMOVUPS   (SI), Z0
+	VCVTPS2PH $0, Z0, Y1
+	VMOVDQU   Y1, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       loop
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX512(dst *float32, src *uint16, n int)
+//
+// f16ToF32F16C 16 values at a time (n a multiple of 16, >= 16).
+TEXT ·f16ToF32AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+loop:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       loop
+	VZEROUPPER
+	RET
+
+// func f32ToBF16AVX512(dst *uint16, src *float32, n int)
+//
+// f32ToBF16AVX2 16 values at a time (n a multiple of 16, >= 16): the NaN
+// lanes (|x| > 0x7f800000) take x>>16 | 0x40 under a mask, and the 16
+// dwords (all <= 0xffff) narrow to words with VPMOVDW.
+TEXT ·f32ToBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	MOVL $1, AX
+	VPBROADCASTD AX, Z10
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z11
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z12
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z13
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z14
+
+loop:
+	VMOVDQU32 (SI), Z0
+	VPSRLD    $16, Z0, Z4
+	VPANDD    Z10, Z4, Z1
+	VPADDD    Z11, Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $16, Z2, Z2
+	VPANDD    Z12, Z0, Z3
+	VPCMPUD   $6, Z13, Z3, K1
+	VPORD     Z14, Z4, K1, Z2
+	VPMOVDW   Z2, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       loop
+	VZEROUPPER
+	RET
+
+// func bf16ToF32AVX512(dst *float32, src *uint16, n int)
+//
+// bf16ToF32AVX2 16 values at a time (n a multiple of 16, >= 16).
+TEXT ·bf16ToF32AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z12
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z13
+	MOVL $0x00400000, AX
+	VPBROADCASTD AX, Z14
+
+loop:
+	VPMOVZXWD (SI), Z0
+	VPSLLD    $16, Z0, Z0
+	VPANDD    Z12, Z0, Z1
+	VPCMPUD   $6, Z13, Z1, K1
+	VPORD     Z14, Z0, K1, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       loop
+	VZEROUPPER
+	RET

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -81,4 +82,29 @@ func BenchmarkHalfF16ToF32Serial(b *testing.B) {
 			dst[i] = backend.F16ToF32(v)
 		}
 	})
+}
+
+// BenchmarkHalfImpls: each implementation's conversions on one goroutine,
+// on 64Ki values (in L2) and on all 1Mi (from L3 or memory), in GB/s as
+// halfBench counts them.
+func BenchmarkHalfImpls(b *testing.B) {
+	f32, f16, bf16 := halfBenchData()
+	for _, h := range append([]halfImpl{genericHalf()}, asmHalfImpls()...) {
+		for _, n := range []int{1 << 16, halfBenchN} {
+			x, y, z := f32[:n], f16[:n], bf16[:n]
+			size := fmt.Sprintf("%dKi", n>>10)
+			run := func(name string, f func()) {
+				b.Run(h.name+"/"+name+"/"+size, func(b *testing.B) {
+					b.SetBytes(int64(6 * n))
+					for range b.N {
+						f()
+					}
+				})
+			}
+			run("f32ToF16", func() { h.f32ToF16(y, x) })
+			run("f16ToF32", func() { h.f16ToF32(x, y) })
+			run("f32ToBF16", func() { h.f32ToBF16(z, x) })
+			run("bf16ToF32", func() { h.bf16ToF32(x, z) })
+		}
+	}
 }

@@ -60,15 +60,14 @@ func TestHalfSlices(t *testing.T) {
 }
 
 // halfImpls is every implementation of the slice conversions this machine
-// can run: pure Go always, assembly (F16C/AVX2) where the CPU has it.
+// can run: pure Go always, assembly (F16C/AVX2, AVX-512) where the CPU has
+// it.
 func halfImpls(t *testing.T) []halfImpl {
-	impls := []halfImpl{genericHalf()}
-	if h, ok := asmHalf(); ok {
-		impls = append(impls, h)
-	} else {
+	asm := asmHalfImpls()
+	if len(asm) == 0 {
 		t.Logf("no assembly conversions on this machine/build: testing the Go ones only")
 	}
-	return impls
+	return append([]halfImpl{genericHalf()}, asm...)
 }
 
 // TestHalfImplsMatchScalar: each implementation's slice conversions give
