@@ -16,7 +16,7 @@ func asmHalfImpls() []halfImpl {
 	ok := false
 	if cpu.X86.HasAVX && cpu.X86.HasF16C {
 		h.name, ok = "f16c", true
-		h.f32ToF16, h.f16ToF32 = narrowAsm(8, f32ToF16F16C, backend.F32ToF16), widenAsm(8, f16ToF32F16C, backend.F16ToF32)
+		h.f32ToF16, h.f16ToF32 = convertAsm(8, f32ToF16F16C, backend.F32ToF16), convertAsm(8, f16ToF32F16C, backend.F16ToF32)
 	}
 	if cpu.X86.HasAVX2 {
 		if ok {
@@ -25,7 +25,7 @@ func asmHalfImpls() []halfImpl {
 			h.name = "avx2"
 		}
 		ok = true
-		h.f32ToBF16, h.bf16ToF32 = narrowAsm(16, f32ToBF16AVX2, backend.F32ToBF16), widenAsm(8, bf16ToF32AVX2, backend.BF16ToF32)
+		h.f32ToBF16, h.bf16ToF32 = convertAsm(16, f32ToBF16AVX2, backend.F32ToBF16), convertAsm(8, bf16ToF32AVX2, backend.BF16ToF32)
 	}
 	if ok {
 		impls = append(impls, h)
@@ -33,10 +33,10 @@ func asmHalfImpls() []halfImpl {
 	if cpu.X86.HasAVX512F {
 		impls = append(impls, halfImpl{
 			name:      "avx512",
-			f32ToF16:  narrowAsm(16, f32ToF16AVX512, backend.F32ToF16),
-			f16ToF32:  widenAsm(16, f16ToF32AVX512, backend.F16ToF32),
-			f32ToBF16: narrowAsm(16, f32ToBF16AVX512, backend.F32ToBF16),
-			bf16ToF32: widenAsm(16, bf16ToF32AVX512, backend.BF16ToF32),
+			f32ToF16:  convertAsm(16, f32ToF16AVX512, backend.F32ToF16),
+			f16ToF32:  convertAsm(16, f16ToF32AVX512, backend.F16ToF32),
+			f32ToBF16: convertAsm(16, f32ToBF16AVX512, backend.F32ToBF16),
+			bf16ToF32: convertAsm(16, bf16ToF32AVX512, backend.BF16ToF32),
 		})
 	}
 	return impls
@@ -51,24 +51,11 @@ func asmHalf() (halfImpl, bool) {
 	return impls[len(impls)-1], true
 }
 
-// narrowAsm and widenAsm wrap an assembly conversion of a positive
-// multiple of block values: it converts the longest such prefix, the
-// scalar function the rest; len(dst) >= len(src).
-func narrowAsm(block int, kern func(dst *uint16, src *float32, n int), scalar func(float32) uint16) func(dst []uint16, src []float32) {
-	return func(dst []uint16, src []float32) {
-		dst = dst[:len(src)]
-		n := len(src) / block * block
-		if n > 0 {
-			kern(&dst[0], &src[0], n)
-		}
-		for i := n; i < len(src); i++ {
-			dst[i] = scalar(src[i])
-		}
-	}
-}
-
-func widenAsm(block int, kern func(dst *float32, src *uint16, n int), scalar func(uint16) float32) func(dst []float32, src []uint16) {
-	return func(dst []float32, src []uint16) {
+// convertAsm wraps an assembly conversion of a positive multiple of block
+// values: it converts the longest such prefix, the scalar function the
+// rest; len(dst) >= len(src).
+func convertAsm[D, S uint16 | float32](block int, kern func(dst *D, src *S, n int), scalar func(S) D) func(dst []D, src []S) {
+	return func(dst []D, src []S) {
 		dst = dst[:len(src)]
 		n := len(src) / block * block
 		if n > 0 {
