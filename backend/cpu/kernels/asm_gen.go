@@ -155,7 +155,11 @@ func (k kernel) gen() string {
 	w("// func %s(%s)", k.name, strings.Join(params, ", "))
 	w("//")
 	w("%s", k.doc)
-	w("// kc >= 1, 1 <= rows <= %d. Per k step: two vector loads of B, %d", k.nrows(), k.nrows())
+	loads := "two vector loads of B"
+	if k.quarters {
+		loads = "four half-vector loads of B"
+	}
+	w("// kc >= 1, 1 <= rows <= %d. Per k step: %s, %d", k.nrows(), loads, k.nrows())
 	w("// broadcasts of A, %d FMAs; the k loop is unrolled by 4.", 2*k.nrows())
 	w("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, frame)
 	w("\tMOVQ %s, CX", arg("kc"))

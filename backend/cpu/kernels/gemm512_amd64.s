@@ -1512,7 +1512,7 @@ end:
 // sgemmKernel6x32AVX512Quarters is sgemmKernel6x32AVX512Gather with B's row p the
 // four runs of 8 floats at b + offs[p] + r*quarter, r < 4 (offs and
 // quarter in floats).
-// kc >= 1, 1 <= rows <= 6. Per k step: two vector loads of B, 6
+// kc >= 1, 1 <= rows <= 6. Per k step: four half-vector loads of B, 6
 // broadcasts of A, 12 FMAs; the k loop is unrolled by 4.
 TEXT ·sgemmKernel6x32AVX512Quarters(SB), NOSPLIT, $0-80
 	MOVQ kc+0(FP), CX
@@ -1796,7 +1796,7 @@ end:
 // sgemmKernel8x32AVX512Quarters is sgemmKernel8x32AVX512Gather with B's row p the
 // four runs of 8 floats at b + offs[p] + r*quarter, r < 4 (offs and
 // quarter in floats).
-// kc >= 1, 1 <= rows <= 8. Per k step: two vector loads of B, 8
+// kc >= 1, 1 <= rows <= 8. Per k step: four half-vector loads of B, 8
 // broadcasts of A, 16 FMAs; the k loop is unrolled by 4.
 TEXT ·sgemmKernel8x32AVX512Quarters(SB), NOSPLIT, $0-88
 	MOVQ kc+0(FP), CX
@@ -2502,7 +2502,7 @@ end:
 // sgemmKernel8x32AVX512QuartersFlipped is sgemmKernel8x32AVX512Quarters with A read through
 // offsets: tile row i's value at k step p is a[aoffs[p] + 9*i] (in floats),
 // the flipped 3x3 weights of an input gradient read in place.
-// kc >= 1, 1 <= rows <= 8. Per k step: two vector loads of B, 8
+// kc >= 1, 1 <= rows <= 8. Per k step: four half-vector loads of B, 8
 // broadcasts of A, 16 FMAs; the k loop is unrolled by 4.
 TEXT ·sgemmKernel8x32AVX512QuartersFlipped(SB), NOSPLIT, $0-88
 	MOVQ kc+0(FP), CX
