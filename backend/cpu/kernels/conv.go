@@ -451,6 +451,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 	OH, OW := s.OH(), s.OW()
 	P, CKK, HW := OH*OW, s.C*s.K*s.K, s.H*s.W
 	inImage, outImage := s.C*HW, s.OC*P
+	dpad := s.K - 1 - s.Pad // dout's padding for din (negative: Pad > K-1)
 	// ws (no longer an im2col matrix) holds the packed weights and the
 	// GEMMs' packing buffers, as in Conv2d.
 	scratch := ws
@@ -463,7 +464,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		}
 		// Prepacked where that pays, unless the gather kernels read them
 		// in place.
-		inPlace := !s.Direct() && s.K-1-s.Pad >= 0 && gemm.gatherDirect(s.C, wT) && gemm.canGather(s.C, wT, s.H, s.W)
+		inPlace := !s.Direct() && dpad >= 0 && gemm.gatherDirect(s.C, wT) && gemm.canGather(s.C, wT, s.H, s.W)
 		if !inPlace && (s.N*HW > 2*taskCols || prepackFits(gemm, s, len(ws))) {
 			var buf []float32
 			buf, scratch = gemm.carve(scratch, prepackSize(s.C, s.OC*s.K*s.K))
@@ -473,7 +474,6 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 	// One padded-image buffer serves the image (for dw) and then dout (for
 	// din, padding K-1-Pad; a negative one, i.e. Pad > K-1, reads dout
 	// through im2colB instead).
-	dpad := s.K - 1 - s.Pad
 	var padBuf []float32
 	if !s.Direct() {
 		padBuf, scratch = gemm.carve(scratch, backPadSize(s, din != nil))

@@ -129,6 +129,14 @@ func newGatherRows(offs []int, run, step int) gatherRows {
 // end is one past the last value of b a kernel call reads.
 func (r gatherRows) end() int { return r.hi + (2*gemmNR/r.run-1)*r.step + r.run }
 
+// half is where a row's columns 16-31 start, for runs of 32 or 16.
+func (r gatherRows) half() int {
+	if r.run == 2*gemmNR {
+		return gemmNR
+	}
+	return r.step
+}
+
 // packRowsPanel packs rows [0,rows) of the row-major a (stride lda) over
 // kc columns into a kc x MR panel (rows past rows zero), for a direct
 // kernel's bottom edge or a pure-Go one.
@@ -598,7 +606,8 @@ func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, 
 	var next atomic.Int64
 	g.team.Run(workers, func(w int) {
 		packA, packB := bufs[w][0], bufs[w][1]
-		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: make([]int, gemmKC), aoffs: make([]int, gemmKC)}
+		offs := make([]int, 2*gemmKC) // one allocation for both tables
+		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: offs[:gemmKC:gemmKC], aoffs: offs[gemmKC:]}
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= total {

@@ -238,15 +238,6 @@ func gather8x32AVX512(kc int, a []float32, lda int, b []float32, rows gatherRows
 	}
 }
 
-// half is where a gather row's columns 16-31 start, for the Gather
-// kernels (runs of 32 or 16).
-func (r gatherRows) half() int {
-	if r.run == 2*gemmNR {
-		return gemmNR
-	}
-	return r.step
-}
-
 //go:noescape
 func sgemmKernel8x32AVX512Gather(kc int, a *float32, lda int, b *float32, offs *int, half int, c *float32, ldc int, alpha, beta float32, mode, rows int)
 
