@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"fmt"
+
 	"github.com/memunet/memunet/memory"
 )
 
@@ -15,9 +17,10 @@ import (
 //     accumulated into (+=); every other output is overwritten. An output may
 //     be the same view as an input only where the method says so.
 //   - Float tensors of the layer and metric operations are fp32, or any
-//     storage type for which Stages reports false (the caller stages the
-//     others through fp32 scratch with Convert). ReLU, ReLUBack, Concat,
-//     Split, Convert, Confusion and Argmax take every float type as it is.
+//     storage type for which Stages reports false for the operation's Op
+//     (the caller stages the others through fp32 scratch with Convert).
+//     ReLU, ReLUBack, Concat, Split, Convert, Confusion and Argmax take
+//     every float type as it is.
 //   - A shape that does not match its views is a programmer error and
 //     panics. Operations may run asynchronously: their errors (other than
 //     the data errors some return) surface at Sync; methods that return host
@@ -46,13 +49,57 @@ type Sizer interface {
 	ConvWorkspace(s ConvShape) int
 	// UpConvWorkspace is the float32 count UpConv and UpConvBack take as ws.
 	UpConvWorkspace(s UpConvShape) int
-	// Stages reports whether the layer operations take tensors of type dt
-	// only as fp32 copies (staging), one image at a time for convolutions.
-	// It is false for Float32. Where it is false for a 16-bit dt, the
-	// activations, their gradients and the convolution weights reach the
-	// layer operations in dt; biases, parameter gradients, norm parameters
-	// and statistics and workspace are fp32 always.
-	Stages(dt DType) bool
+	// Stages reports whether the operations of family op take tensors of
+	// type dt only as fp32 copies (staging), one image at a time for
+	// convolutions. It is false for Float32. Where it is false for a 16-bit
+	// dt, the activations and their gradients (and, for OpConv, the
+	// weights) reach those operations in dt; biases, parameter gradients,
+	// norm parameters and statistics and workspace are fp32 always.
+	Stages(op Op, dt DType) bool
+}
+
+// Op is a family of layer operations that a backend takes 16-bit tensors
+// for directly or only through fp32 staging (Sizer.Stages). ReLU,
+// ReLUBack, Concat, Split, Convert, Confusion and Argmax are in none: they
+// take every float type.
+type Op uint8
+
+const (
+	// OpConv is Conv, ConvBack, UpConv and UpConvBack.
+	OpConv Op = iota
+	// OpNorm is BatchNorm, BatchNormEval, BatchNormBack, GroupNorm and
+	// GroupNormBack.
+	OpNorm
+	// OpPool is MaxPool2 and MaxPool2Back.
+	OpPool
+	// OpUpsample is Upsample2 and Upsample2Back.
+	OpUpsample
+	// OpAdd is Add.
+	OpAdd
+	// OpLoss is CrossEntropy, CrossEntropyBack, LossSums and LossBack.
+	OpLoss
+)
+
+// Ops is every Op, in order.
+var Ops = [...]Op{OpConv, OpNorm, OpPool, OpUpsample, OpAdd, OpLoss}
+
+// String is the family's name.
+func (op Op) String() string {
+	switch op {
+	case OpConv:
+		return "conv"
+	case OpNorm:
+		return "norm"
+	case OpPool:
+		return "pool"
+	case OpUpsample:
+		return "upsample"
+	case OpAdd:
+		return "add"
+	case OpLoss:
+		return "loss"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(op))
 }
 
 // Transfer moves values between host memory and buffers, and between

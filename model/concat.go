@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -49,7 +50,7 @@ func (l *Concat) Backward(env *Env, dout *Tensor) (dskip, dup *Tensor, err error
 // addInto adds src to dst elementwise (in float32, stored back in dst's type).
 func addInto(env *Env, dst, src *Tensor) error {
 	mustSameShape("add", dst, src)
-	f := env.frame()
+	f := env.frame(backend.OpAdd)
 	a, b := f.view(dst), f.view(src)
 	out := f.writer(dst)
 	if f.err == nil {

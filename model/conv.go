@@ -55,7 +55,7 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpConv)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
@@ -89,7 +89,7 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			return nil, err
 		}
 	}
-	f := env.frame()
+	f := env.frame(backend.OpConv)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
 	err := env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, dy := g.images(in, lo, hi), g.images(dout, lo, hi)
@@ -193,7 +193,7 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpConv)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.UpConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
@@ -223,7 +223,7 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpConv)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.UpConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, dy, dx := g.images(in, lo, hi), g.images(dout, lo, hi), g.imagesOut(din, lo, hi)

@@ -29,7 +29,7 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target backend.View) (f
 	if target.DT != backend.Uint8 || target.Len != logits.N*logits.H*logits.W {
 		panic(fmt.Sprintf("model: cross entropy: target %v for logits %v", target, logits.Shape()))
 	}
-	f := env.frame()
+	f := env.frame(backend.OpLoss)
 	z := f.view(logits)
 	var sum float64
 	var count int
@@ -84,7 +84,7 @@ func backwardInto(env *Env, logits *Tensor, write func(g, z backend.View)) (*Ten
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpLoss)
 	z, g := f.view(logits), f.writer(dlogits)
 	if f.err != nil {
 		f.finish()
@@ -197,7 +197,7 @@ func (l *Loss) Forward(env *Env, logits *Tensor, target backend.View) (float64, 
 		panic(fmt.Sprintf("model: loss: target %v for logits %v", target, logits.Shape()))
 	}
 	sums := make([]float64, 4*logits.C)
-	f := env.frame()
+	f := env.frame(backend.OpLoss)
 	z := f.view(logits)
 	var lossErr error
 	if f.err == nil {

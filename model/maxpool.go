@@ -33,7 +33,7 @@ func (l *MaxPool2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 			return nil, err
 		}
 	}
-	f := env.frame()
+	f := env.frame(backend.OpPool)
 	x, y := f.view(in), f.writer(out)
 	if f.err == nil {
 		env.Backend.MaxPool2(in.shape4(), y, argmax, x)
@@ -63,7 +63,7 @@ func (l *MaxPool2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpPool)
 	dy, dx := f.view(dout), f.writer(din)
 	if f.err == nil {
 		env.Backend.MaxPool2Back(s, dx, dy, l.argmax)

@@ -73,7 +73,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	if !env.Training {
-		f := env.frame()
+		f := env.frame(backend.OpNorm)
 		x, y := f.view(in), f.writer(out)
 		if f.err == nil {
 			env.Backend.BatchNormEval(a, y, x)
@@ -91,7 +91,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpNorm)
 	x, y := f.view(in), f.writer(out)
 	if f.err == nil {
 		if env.SyncSum != nil && !reuse {
@@ -177,7 +177,7 @@ func normBackward(env *Env, in, dout *Tensor, op func(dx, dy, x backend.View)) (
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpNorm)
 	x, dy, dx := f.view(in), f.view(dout), f.writer(din)
 	if f.err == nil {
 		op(dx, dy, x)
@@ -253,7 +253,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		}
 	}
 	l.kept = backend.View{}
-	f := env.frame()
+	f := env.frame(backend.OpNorm)
 	x, y := f.view(in), f.writer(out)
 	if f.err == nil {
 		env.Backend.GroupNorm(a, y, x, stats, reuse)

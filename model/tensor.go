@@ -156,9 +156,9 @@ func allocView(dev *Device, cat memory.Category, dt backend.DType, n int) (backe
 	return backend.View{Buf: buf, DT: dt, Len: n}, nil
 }
 
-// frame gathers the transient buffers of one backend call: fp32 staging of
-// 16-bit tensors for a backend that Stages them (inputs converted in,
-// outputs converted back at finish), and workspace. Staging is the layer's
+// frame gathers the transient buffers of one backend call of family op:
+// fp32 staging of 16-bit tensors where the backend Stages them for op
+// (inputs converted in, outputs converted back at finish), and workspace. Staging is the layer's
 // decision, not the backend's, because it is memory: each staged tensor is
 // a workspace allocation the planner must see. The first allocation failure
 // is kept in err and later calls return the zero View, so a caller checks
@@ -166,15 +166,16 @@ func allocView(dev *Device, cat memory.Category, dt backend.DType, n int) (backe
 // (unless err is set) and frees everything, last allocated first.
 type frame struct {
 	env     *Env
+	op      backend.Op
 	commits [][2]backend.View // staged output, its tensor's view
 	frees   []*memory.Buffer
 	err     error
 }
 
-func (env *Env) frame() *frame { return &frame{env: env} }
+func (env *Env) frame(op backend.Op) *frame { return &frame{env: env, op: op} }
 
 // staged reports whether t goes to the backend through fp32 staging.
-func (f *frame) staged(t *Tensor) bool { return f.env.Backend.Stages(t.DType) }
+func (f *frame) staged(t *Tensor) bool { return f.env.Backend.Stages(f.op, t.DType) }
 
 // view is t as the backend reads it: t itself, or an fp32 copy.
 func (f *frame) view(t *Tensor) backend.View { return f.images(t, 0, t.N) }
@@ -237,7 +238,7 @@ func (f *frame) weights(p *Param) backend.View {
 		return p.View()
 	}
 	w := p.WorkView()
-	if !f.env.Backend.Stages(w.DT) {
+	if !f.env.Backend.Stages(f.op, w.DT) {
 		return w
 	}
 	vals := f.scratch(p.Len())
@@ -283,7 +284,7 @@ func (env *Env) batches(f *frame, n int, op func(g *frame, lo, hi int), ts ...*T
 		return nil
 	}
 	for i := 0; i < n; i++ {
-		g := env.frame()
+		g := env.frame(f.op)
 		op(g, i, i+1)
 		if err := g.finish(); err != nil {
 			return err

@@ -17,7 +17,7 @@ func (l *Upsample2) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	l.inShape = in.shape4()
-	f := env.frame()
+	f := env.frame(backend.OpUpsample)
 	x, y := f.view(in), f.writer(out)
 	if f.err == nil {
 		env.Backend.Upsample2(l.inShape, y, x)
@@ -39,7 +39,7 @@ func (l *Upsample2) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := env.frame()
+	f := env.frame(backend.OpUpsample)
 	dy, dx := f.view(dout), f.writer(din)
 	if f.err == nil {
 		env.Backend.Upsample2Back(s, dx, dy)

@@ -118,12 +118,12 @@ type suite struct {
 // floatTypes are the float storage types.
 var floatTypes = []backend.DType{backend.Float32, backend.Float16, backend.BFloat16}
 
-// layerTypes are the storage types the layer operations are checked in:
-// fp32, and each 16-bit type the backend computes on directly.
-func (s *suite) layerTypes() []backend.DType {
+// layerTypes are the storage types the operations of op are checked in:
+// fp32, and each 16-bit type the backend computes them on directly.
+func (s *suite) layerTypes(op backend.Op) []backend.DType {
 	dts := []backend.DType{backend.Float32}
 	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
-		if !s.b.Stages(dt) {
+		if !s.b.Stages(op, dt) {
 			dts = append(dts, dt)
 		}
 	}

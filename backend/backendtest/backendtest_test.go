@@ -29,7 +29,7 @@ type halfNative struct {
 }
 
 func (h *halfNative) Name() string                 { return "cpu(half-native)" }
-func (h *halfNative) Stages(dt backend.DType) bool { return false }
+func (h *halfNative) Stages(backend.Op, backend.DType) bool { return false }
 
 // staging is one operation's fp32 copies of 16-bit views.
 type staging struct {

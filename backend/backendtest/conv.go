@@ -52,7 +52,7 @@ func (c *check) workspace(n int) backend.View {
 // gradients and workspace are fp32 (parameters' masters and gradients).
 
 func (s *suite) conv(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range convShapes {
 			for _, bias := range []bool{true, false} {
 				s.run(t, convName(dt, sh)+biasName(bias), func(c *check) {
@@ -82,7 +82,7 @@ func biasName(bias bool) string {
 }
 
 func (s *suite) convBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range convShapes {
 			for _, withDin := range []bool{true, false} {
 				for _, bias := range []bool{true, false} {
@@ -129,7 +129,7 @@ func (s *suite) convBack(t *testing.T) {
 // always given.
 
 func (s *suite) upConv(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range upConvShapes {
 			s.run(t, upConvName(dt, sh), func(c *check) {
 				x, w, b := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OC)
@@ -144,7 +144,7 @@ func (s *suite) upConv(t *testing.T) {
 }
 
 func (s *suite) upConvBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range upConvShapes {
 			s.run(t, upConvName(dt, sh), func(c *check) {
 				x, w, g := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OutSize())

@@ -43,7 +43,7 @@ func (c *check) targets(n, k int) []byte {
 }
 
 func (s *suite) crossEntropy(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			s.run(t, lossName(dt, sh), func(c *check) {
 				z := c.uniform(sh.Len(), -sh.scale, sh.scale)
@@ -96,7 +96,7 @@ func (s *suite) crossEntropy(t *testing.T) {
 }
 
 func (s *suite) crossEntropyBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			for _, k := range []float32{0.37, 0} {
 				for _, inPlace := range []bool{false, true} {
@@ -208,7 +208,7 @@ func (s *suite) argmax(t *testing.T) {
 var lossGammas = []float32{0, 0.5, 2}
 
 func (s *suite) lossSums(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			for _, gamma := range lossGammas {
 				s.run(t, fmt.Sprintf("%s/gamma%g", lossName(dt, sh), gamma), func(c *check) {
@@ -259,7 +259,7 @@ func (s *suite) lossSums(t *testing.T) {
 }
 
 func (s *suite) lossBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			for _, gamma := range lossGammas {
 				for _, inPlace := range []bool{false, true} {

@@ -87,7 +87,7 @@ func halves(stats []float32) (mean, inv []float64) {
 }
 
 func (s *suite) batchNorm(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range batchNormShapes {
 			M := sh.N * sh.H * sh.W
 			for _, mode := range []struct{ reuse, update bool }{{false, true}, {false, false}, {true, false}} {
@@ -155,7 +155,7 @@ func (c *check) batchNorm(dt backend.DType, sh normShape, reuse, update bool) {
 }
 
 func (s *suite) batchNormEval(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range batchNormShapes {
 			s.run(t, fmt.Sprintf("%s/offset%g", shapeName(dt, sh.Shape4), sh.offset), func(c *check) {
 				a := backend.NormArgs{Shape4: sh.Shape4, Eps: normEps, Momentum: normMomentum}
@@ -183,7 +183,7 @@ func inPlaceName(inPlace bool) string {
 }
 
 func (s *suite) batchNormBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range batchNormShapes {
 			for _, inPlace := range []bool{false, true} {
 				s.run(t, fmt.Sprintf("%s/offset%g%s", shapeName(dt, sh.Shape4), sh.offset, inPlaceName(inPlace)), func(c *check) {
@@ -228,7 +228,7 @@ func (c *check) normBack(dt backend.DType, a backend.NormArgs, group bool, offse
 }
 
 func (s *suite) groupNorm(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range groupNormShapes {
 			for _, groups := range sh.groups {
 				for _, reuse := range []bool{false, true} {
@@ -273,7 +273,7 @@ func (s *suite) groupNorm(t *testing.T) {
 }
 
 func (s *suite) groupNormBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range groupNormShapes {
 			for _, groups := range sh.groups {
 				for _, inPlace := range []bool{false, true} {

@@ -214,7 +214,7 @@ func (c *check) poolInput(n int) []float32 {
 }
 
 func (s *suite) maxPool(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpPool) {
 		for _, sh := range poolShapes {
 			for _, withArgmax := range []bool{true, false} {
 				name := shapeName(dt, sh)
@@ -266,7 +266,7 @@ func (s *suite) maxPool(t *testing.T) {
 }
 
 func (s *suite) maxPoolBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpPool) {
 		for _, sh := range poolShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
 				on := sh.N * sh.C * (sh.H / 2) * (sh.W / 2)
@@ -296,7 +296,7 @@ var upsampleShapes = []backend.Shape4{
 }
 
 func (s *suite) upsample(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpUpsample) {
 		for _, sh := range upsampleShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
 				x := c.signed(sh.Len())
@@ -313,7 +313,7 @@ func (s *suite) upsample(t *testing.T) {
 // backend's own results, the adjoint identity <Up(x), g> = <x, UpBack(g)>
 // in float64 (relative to the sums of the terms' magnitudes).
 func (s *suite) upsampleBack(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpUpsample) {
 		for _, sh := range upsampleShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
 				x, g := c.signed(sh.Len()), c.signed(4*sh.Len())
@@ -393,7 +393,7 @@ func (s *suite) split(t *testing.T) {
 }
 
 func (s *suite) add(t *testing.T) {
-	for _, dt := range s.layerTypes() {
+	for _, dt := range s.layerTypes(backend.OpAdd) {
 		for _, n := range []int{1, 7, 1000, 40000} {
 			for _, into := range []string{"out", "out=a", "out=b"} {
 				s.run(t, fmt.Sprintf("%s/n%d/%s", dt, n, into), func(c *check) {

@@ -190,8 +190,10 @@ func (c *check) fill(dt backend.DType, v float32) {
 // shape. That the operations work with exactly that much workspace,
 // prefilled with NaN, is checked by every convolution case.
 func (s *suite) sizer(t *testing.T) {
-	if s.b.Stages(backend.Float32) {
-		t.Errorf("Stages(fp32) is true: the layer operations must take fp32 as it is")
+	for _, op := range backend.Ops {
+		if s.b.Stages(op, backend.Float32) {
+			t.Errorf("Stages(%s, fp32) is true: the layer operations must take fp32 as it is", op)
+		}
 	}
 	for _, sh := range convShapes {
 		n := s.b.ConvWorkspace(sh)
@@ -207,5 +209,7 @@ func (s *suite) sizer(t *testing.T) {
 		}
 		t.Logf("UpConvWorkspace(%+v) = %d", sh, n)
 	}
-	t.Logf("layer operations checked in %v", s.layerTypes())
+	for _, op := range backend.Ops {
+		t.Logf("%s operations checked in %v", op, s.layerTypes(op))
+	}
 }

@@ -38,7 +38,7 @@ func (CPU) UpConvWorkspace(s backend.UpConvShape) int { return kernels.UpConvWor
 
 // Stages reports true for 16-bit types: the CPU computes in float32 over
 // staged copies (the fast kernels read float32).
-func (CPU) Stages(dt backend.DType) bool { return dt != backend.Float32 }
+func (CPU) Stages(op backend.Op, dt backend.DType) bool { return dt != backend.Float32 }
 
 // HostAllocator gives out Go memory in blocks of float32 words (blocks are
 // multiples of memory.BlockRound bytes), so every view of a block is

@@ -37,9 +37,10 @@ func splitWorkspace(rows, cols, splits int) int {
 	return splits * rows * cols
 }
 
-// Stages reports true for 16-bit types: the layers stage them through fp32
-// as on the CPU (16-bit storage, fp32 arithmetic).
-func (*Backend) Stages(dt backend.DType) bool { return dt != backend.Float32 }
+// Stages reports true for 16-bit types in every family: the kernels are
+// fp32, so the layers stage 16-bit tensors through fp32 (16-bit storage,
+// fp32 arithmetic).
+func (*Backend) Stages(op backend.Op, dt backend.DType) bool { return dt != backend.Float32 }
 
 // ---- transfer ----
 

@@ -47,9 +47,11 @@ func TestSizerIsTarget(t *testing.T) {
 			t.Errorf("UpConvWorkspace(%+v) = %d, target's %d", s, got, want)
 		}
 	}
-	for _, dt := range []backend.DType{backend.Float32, backend.Float16, backend.BFloat16, backend.Uint8} {
-		if got, want := n.Stages(dt), target.Stages(dt); got != want {
-			t.Errorf("Stages(%s) = %v, target's %v", dt, got, want)
+	for _, op := range backend.Ops {
+		for _, dt := range []backend.DType{backend.Float32, backend.Float16, backend.BFloat16, backend.Uint8} {
+			if got, want := n.Stages(op, dt), target.Stages(op, dt); got != want {
+				t.Errorf("Stages(%s, %s) = %v, target's %v", op, dt, got, want)
+			}
 		}
 	}
 }
