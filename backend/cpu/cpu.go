@@ -36,9 +36,14 @@ func (CPU) ConvWorkspace(s backend.ConvShape) int { return kernels.ConvWorkspace
 // UpConvWorkspace is one image's workspace.
 func (CPU) UpConvWorkspace(s backend.UpConvShape) int { return kernels.UpConvWorkspace(s.Images(1)) }
 
-// Stages reports true for 16-bit types: the CPU computes in float32 over
-// staged copies (the fast kernels read float32).
-func (CPU) Stages(op backend.Op, dt backend.DType) bool { return dt != backend.Float32 }
+// Stages reports true for 16-bit types in the convolutions and the losses,
+// whose kernels read float32 tensors whole (the convolutions stage one
+// image at a time). The norms, pooling, upsampling and Add widen 16-bit
+// tensors block by block or row by row in cache instead (values), with the
+// bits staging would give.
+func (CPU) Stages(op backend.Op, dt backend.DType) bool {
+	return dt != backend.Float32 && (op == backend.OpConv || op == backend.OpLoss)
+}
 
 // HostAllocator gives out Go memory in blocks of float32 words (blocks are
 // multiples of memory.BlockRound bytes), so every view of a block is

@@ -33,15 +33,23 @@ func (CPU) Split(n int, dskip, dup, dout backend.View) {
 	}
 }
 
-// Add is out = a + b, in parallel.
+// Add is out = a + b, in parallel, 16-bit values block by block.
 func (c CPU) Add(out, a, b backend.View) {
-	x, y, o := f32(a), f32(b), f32(out)
-	if len(x) != len(o) || len(y) != len(o) {
+	x, y, o := valuesOf(a), valuesOf(b), valuesOf(out)
+	if x.len() != o.len() || y.len() != o.len() {
 		panic(fmt.Sprintf("backend/cpu: add of %v and %v into %v", a, b, out))
 	}
-	c.team.For(len(o), 1<<14, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			o[i] = x[i] + y[i]
+	half := anyHalf(x, y, o)
+	c.team.For(o.len(), 1<<14, func(lo, hi int) {
+		buf := scratch(half, blockLen, blockLen, blockLen)
+		blk := step(hi-lo, half)
+		for i := lo; i < hi; i += blk {
+			m := min(blk, hi-i)
+			xs, ys, os := x.load(buf[0], i, m), y.load(buf[1], i, m), o.out(buf[2], i, m)
+			for j := range os {
+				os[j] = xs[j] + ys[j]
+			}
+			o.store(os, i)
 		}
 	})
 }

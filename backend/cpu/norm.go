@@ -11,25 +11,26 @@ import (
 // statistics are one pass of float64 sums shifted by a value of the channel
 // (no cancellation when |mean| >> std); the output uses the float32
 // statistics that backward and a recomputation use too, so all of them
-// agree bit for bit.
+// agree bit for bit. 16-bit tensors are widened block by block (values),
+// with the bits their fp32 staging would give.
 func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
 	if reuse && update {
 		panic("backend/cpu: batch norm: running statistics cannot be updated from reused statistics")
 	}
-	x, y := f32(in), f32(out)
+	x, y := valuesOf(in), valuesOf(out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, a.N*a.H*a.W
 	c.team.For(a.C, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, y), blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			var variance, ss float64
 			if !reuse {
-				k := float64(x[c*HW])
+				k := float64(x.at(c * HW))
 				var s, q float64
 				for n := 0; n < a.N; n++ {
-					off := (n*a.C + c) * HW
-					sn, qn := kernels.ShiftedSums(x[off:off+HW], k)
+					sn, qn := shiftedSums(x, (n*a.C+c)*HW, HW, k, buf[0])
 					s += sn
 					q += qn
 				}
@@ -43,8 +44,7 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 			scale := float32(float64(gamma[c]) * invstd)
 			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 			for n := 0; n < a.N; n++ {
-				off := (n*a.C + c) * HW
-				kernels.Affine(y[off:off+HW], x[off:off+HW], scale, shift)
+				affine(y, x, (n*a.C+c)*HW, HW, scale, shift, buf)
 			}
 			if !update {
 				continue
@@ -61,18 +61,18 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 
 // BatchNormEval normalizes with the running statistics.
 func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
-	x, y := f32(in), f32(out)
+	x, y := valuesOf(in), valuesOf(out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	HW := a.H * a.W
 	c.team.For(a.C, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, y), blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			invstd := 1 / math.Sqrt(float64(rv[c])+a.Eps)
 			scale := float32(float64(gamma[c]) * invstd)
 			shift := beta[c] - rm[c]*scale
 			for n := 0; n < a.N; n++ {
-				off := (n*a.C + c) * HW
-				kernels.Affine(y[off:off+HW], x[off:off+HW], scale, shift)
+				affine(y, x, (n*a.C+c)*HW, HW, scale, shift, buf)
 			}
 		}
 	})
@@ -82,17 +82,17 @@ func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 // per channel. Each channel reads its dout before writing its din, so din
 // may be dout.
 func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
-	x, dy, dx := f32(in), f32(dout), f32(din)
+	x, dy, dx := valuesOf(in), valuesOf(dout), valuesOf(din)
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, float64(a.N*a.H*a.W)
 	c.team.For(a.C, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, dy, dx), blockLen, blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			mu, invstd := mean[c], inv[c]
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
-				off := (n*a.C + c) * HW
-				sg, sgx := kernels.GradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu), buf)
 				sdy += sg
 				sdyx += sgx
 			}
@@ -104,8 +104,7 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			mdy, mdyx := float32(sdy/M), float32(sdyx/M)
 			ka, bx, c0 := k, -k*invstd*mdyx, -k*mdy
 			for n := 0; n < a.N; n++ {
-				off := (n*a.C + c) * HW
-				kernels.NormGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, ka, bx, c0)
+				normGrad(dx, dy, x, (n*a.C+c)*HW, HW, mu, ka, bx, c0, buf)
 			}
 		}
 	})
@@ -113,17 +112,17 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 
 // GroupNorm normalizes per (sample, group), in parallel over them.
 func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
-	x, y := f32(in), f32(out)
+	x, y := valuesOf(in), valuesOf(out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	mean, inv := halvesOf(stats)
 	HW, cg := a.H*a.W, a.C/a.Groups
 	size := cg * HW
 	c.team.For(a.N*a.Groups, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, y), blockLen, blockLen)
 		for ng := lo; ng < hi; ng++ {
-			xs := x[ng*size : (ng+1)*size]
 			if !reuse {
-				k := float64(xs[0])
-				s, q := kernels.ShiftedSums(xs, k)
+				k := float64(x.at(ng * size))
+				s, q := shiftedSums(x, ng*size, size, k, buf[0])
 				d := s / float64(size)
 				ss := max(q-s*d, 0)
 				mean[ng], inv[ng] = float32(k+d), float32(1/math.Sqrt(ss/float64(size)+a.Eps))
@@ -134,8 +133,7 @@ func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bo
 				c := ng%a.Groups*cg + ci
 				scale := float32(float64(gamma[c]) * invstd)
 				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
-				off := ci * HW
-				kernels.Affine(y[ng*size+off:ng*size+off+HW], xs[off:off+HW], scale, shift)
+				affine(y, x, ng*size+ci*HW, HW, scale, shift, buf)
 			}
 		}
 	})
@@ -144,19 +142,19 @@ func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bo
 // GroupNormBack computes the parameter gradients per channel first, then din
 // per (sample, group), so din may be dout.
 func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
-	x, dy, dx := f32(in), f32(dout), f32(din)
+	x, dy, dx := valuesOf(in), valuesOf(dout), valuesOf(din)
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, cg := a.H*a.W, a.C/a.Groups
 	size := cg * HW
 	c.team.For(a.C, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, dy), blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
 				ng := n*a.Groups + c/cg
 				mu, invstd := mean[ng], inv[ng]
-				off := (n*a.C + c) * HW
-				sg, sgx := kernels.GradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu), buf)
 				sdy += sg
 				sdyx += sgx * float64(invstd)
 			}
@@ -165,14 +163,14 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 		}
 	})
 	c.team.For(a.N*a.Groups, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, dy, dx), blockLen, blockLen, blockLen)
 		for ng := lo; ng < hi; ng++ {
 			mu, invstd := mean[ng], inv[ng]
 			base := ng * size
 			var s, sx float64 // sums of dxhat and dxhat*xhat
 			for ci := 0; ci < cg; ci++ {
 				gm := float64(gamma[ng%a.Groups*cg+ci])
-				off := base + ci*HW
-				sg, sgx := kernels.GradSums(dy[off:off+HW], x[off:off+HW], float64(mu))
+				sg, sgx := gradSums(dy, x, base+ci*HW, HW, float64(mu), buf)
 				s += gm * sg
 				sx += gm * sgx
 			}
@@ -182,11 +180,58 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			bx, c0 := -invstd*invstd*msx, -invstd*ms
 			for ci := 0; ci < cg; ci++ {
 				gm := gamma[ng%a.Groups*cg+ci]
-				off := base + ci*HW
-				kernels.NormGrad(dx[off:off+HW], dy[off:off+HW], x[off:off+HW], mu, invstd*gm, bx, c0)
+				normGrad(dx, dy, x, base+ci*HW, HW, mu, invstd*gm, bx, c0, buf)
 			}
 		}
 	})
+}
+
+// shiftedSums is kernels.ShiftedSums of x's values [off, off+n), block by
+// block (buf: one scratch block).
+func shiftedSums(x values, off, n int, k float64, buf []float32) (s, q float64) {
+	var sums kernels.Sums
+	blk := step(n, anyHalf(x))
+	for i := 0; i < n; i += blk {
+		m := min(blk, n-i)
+		sums.AddShifted(x.load(buf, off+i, m), k)
+	}
+	return sums.Result()
+}
+
+// gradSums is kernels.GradSums of dy's and x's values [off, off+n), block
+// by block (buf: two scratch blocks).
+func gradSums(dy, x values, off, n int, mu float64, buf [][]float32) (sg, sgx float64) {
+	var sums kernels.Sums
+	blk := step(n, anyHalf(dy, x))
+	for i := 0; i < n; i += blk {
+		m := min(blk, n-i)
+		sums.AddGrad(dy.load(buf[0], off+i, m), x.load(buf[1], off+i, m), mu)
+	}
+	return sums.Result()
+}
+
+// affine is kernels.Affine from x's values [off, off+n) into y's, block by
+// block (buf: two scratch blocks).
+func affine(y, x values, off, n int, scale, shift float32, buf [][]float32) {
+	blk := step(n, anyHalf(y, x))
+	for i := 0; i < n; i += blk {
+		m := min(blk, n-i)
+		ys := y.out(buf[1], off+i, m)
+		kernels.Affine(ys, x.load(buf[0], off+i, m), scale, shift)
+		y.store(ys, off+i)
+	}
+}
+
+// normGrad is kernels.NormGrad over values [off, off+n) of dx, dy and x,
+// block by block (buf: three scratch blocks); dx may be dy.
+func normGrad(dx, dy, x values, off, n int, mu, a, b, c float32, buf [][]float32) {
+	blk := step(n, anyHalf(dx, dy, x))
+	for i := 0; i < n; i += blk {
+		m := min(blk, n-i)
+		ds := dx.out(buf[2], off+i, m)
+		kernels.NormGrad(ds, dy.load(buf[0], off+i, m), x.load(buf[1], off+i, m), mu, a, b, c)
+		dx.store(ds, off+i)
+	}
 }
 
 // halvesOf splits a saved-statistics view into mean and invstd.

@@ -12,19 +12,25 @@ import (
 // and in[n-1]). So the interpolation is separable: blend two input rows,
 // then interpolate along the row, all in registers.
 
-// Upsample2 interpolates, in parallel over planes.
+// Upsample2 interpolates, in parallel over planes; 16-bit rows are widened
+// (and output rows narrowed) one at a time.
 func (c CPU) Upsample2(s backend.Shape4, out, in backend.View) {
-	x, y := f32(in), f32(out)
+	x, y := valuesOf(in), valuesOf(out)
 	H, W := s.H, s.W
 	c.team.For(s.N*s.C, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(x, y), W, W, W, 2*W, 2*W) // three input rows, two output rows
 		for p := lo; p < hi; p++ {
-			src := x[p*H*W : (p+1)*H*W]
-			dst := y[p*4*H*W : (p+1)*4*H*W]
+			src, dst := p*H*W, p*4*H*W
 			for i := range H {
-				row := src[i*W : (i+1)*W]
-				up, down := src[max(i-1, 0)*W:], src[min(i+1, H-1)*W:]
-				kernels.UpsampleRow(dst[2*i*2*W:], up[:W], row, 0.25, 0.75)
-				kernels.UpsampleRow(dst[(2*i+1)*2*W:], row, down[:W], 0.75, 0.25)
+				up := x.load(buf[0], src+max(i-1, 0)*W, W)
+				row := x.load(buf[1], src+i*W, W)
+				down := x.load(buf[2], src+min(i+1, H-1)*W, W)
+				even := y.out(buf[3], dst+2*i*2*W, 2*W)
+				kernels.UpsampleRow(even, up, row, 0.25, 0.75)
+				y.store(even, dst+2*i*2*W)
+				odd := y.out(buf[4], dst+(2*i+1)*2*W, 2*W)
+				kernels.UpsampleRow(odd, row, down, 0.75, 0.25)
+				y.store(odd, dst+(2*i+1)*2*W)
 			}
 		}
 	})
@@ -34,16 +40,19 @@ func (c CPU) Upsample2(s backend.Shape4, out, in backend.View) {
 // was interpolated from, with the same weights (a gather: no clearing, no
 // scatter).
 func (c CPU) Upsample2Back(s backend.Shape4, din, dout backend.View) {
-	dy, dx := f32(dout), f32(din)
+	dy, dx := valuesOf(dout), valuesOf(din)
 	H, W := s.H, s.W
 	c.team.For(s.N*s.C, 1, func(lo, hi int) {
+		buf := scratch(anyHalf(dy, dx), 2*W, 2*W, 2*W, 2*W, W) // four output-gradient rows, one input-gradient row
 		for p := lo; p < hi; p++ {
-			g := dy[p*4*H*W : (p+1)*4*H*W]
-			plane := dx[p*H*W : (p+1)*H*W]
-			grow := func(oy int) []float32 { return g[oy*2*W : (oy+1)*2*W] }
+			g, plane := p*4*H*W, p*H*W
+			grow := func(k, oy int) []float32 { return dy.load(buf[k], g+oy*2*W, 2*W) }
 			for i := range H {
-				kernels.UpsampleRowAdjoint(plane[i*W:(i+1)*W],
-					grow(max(2*i-1, 0)), grow(2*i), grow(2*i+1), grow(min(2*i+2, 2*H-1)))
+				gu, ge := grow(0, max(2*i-1, 0)), grow(1, 2*i)
+				gOdd, gd := grow(2, 2*i+1), grow(3, min(2*i+2, 2*H-1))
+				ds := dx.out(buf[4], plane+i*W, W)
+				kernels.UpsampleRowAdjoint(ds, gu, ge, gOdd, gd)
+				dx.store(ds, plane+i*W)
 			}
 		}
 	})

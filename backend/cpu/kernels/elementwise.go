@@ -156,18 +156,34 @@ func normGradGo(dx, g, x []float32, mu, a, b, c float32) {
 // in 16 interleaved chains (element i in chain i%16), reduced pairwise:
 // the add latency, not the memory, would bound fewer.
 func ShiftedSums(xs []float32, k float64) (s, q float64) {
-	var c chains
-	bestElementwise().shiftedSums(xs, k, &c)
-	return reduce16(&c.a), reduce16(&c.b)
+	var c Sums
+	c.AddShifted(xs, k)
+	return c.Result()
 }
 
 // GradSums returns Σg and Σg·(x-mu) in float64 over matching g and x, in
 // chains as ShiftedSums.
 func GradSums(g, x []float32, mu float64) (sg, sgx float64) {
-	var c chains
-	bestElementwise().gradSums(g, x[:len(g)], mu, &c)
-	return reduce16(&c.a), reduce16(&c.b)
+	var c Sums
+	c.AddGrad(g, x, mu)
+	return c.Result()
 }
+
+// Sums are the chains of ShiftedSums or GradSums carried from one block of
+// a row to the next: a row added block by block, each block but the last a
+// multiple of 16 values long, gives the bits of one call on the whole row.
+type Sums struct{ c chains }
+
+// AddShifted adds xs's terms of ShiftedSums.
+func (s *Sums) AddShifted(xs []float32, k float64) { bestElementwise().shiftedSums(xs, k, &s.c) }
+
+// AddGrad adds g's and x's terms of GradSums.
+func (s *Sums) AddGrad(g, x []float32, mu float64) {
+	bestElementwise().gradSums(g, x[:len(g)], mu, &s.c)
+}
+
+// Result is the two sums, each reduced pairwise.
+func (s *Sums) Result() (float64, float64) { return reduce16(&s.c.a), reduce16(&s.c.b) }
 
 // reduce16 sums the chains pairwise.
 func reduce16(c *[16]float64) float64 {

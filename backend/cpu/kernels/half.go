@@ -114,3 +114,29 @@ func (t *Team) BF16ToF32Slice(dst []float32, src []uint16) {
 	f := bestHalf().bf16ToF32
 	t.For(len(src), halfChunk, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
 }
+
+// Widen is this CPU's fastest serial conversion of dt's bit patterns
+// (Float16 or BFloat16) to float32, the same bits as the scalar function:
+// for a caller that converts block by block and chooses once per call.
+// len(dst) >= len(src).
+func Widen(dt backend.DType) func(dst []float32, src []uint16) {
+	switch dt {
+	case backend.Float16:
+		return bestHalf().f16ToF32
+	case backend.BFloat16:
+		return bestHalf().bf16ToF32
+	}
+	panic(fmt.Sprintf("kernels: widen %s", dt))
+}
+
+// Narrow is Widen's inverse, rounding to nearest even as backend.F32ToF16
+// and backend.F32ToBF16 do. len(dst) >= len(src).
+func Narrow(dt backend.DType) func(dst []uint16, src []float32) {
+	switch dt {
+	case backend.Float16:
+		return bestHalf().f32ToF16
+	case backend.BFloat16:
+		return bestHalf().f32ToBF16
+	}
+	panic(fmt.Sprintf("kernels: narrow %s", dt))
+}

@@ -1,0 +1,126 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
+)
+
+// blockLen is how many values of a 16-bit tensor an operation widens at a
+// time: a few such blocks stay in L1 while the fp32 kernels run on them.
+// A multiple of 16, so the norms' sums go on in the same chains.
+const blockLen = 1024
+
+// values is a float view as the fp32 kernels take it: fp32 values in
+// place, or a 16-bit tensor's bit patterns widened block by block into a
+// worker's scratch (and results narrowed back). So a 16-bit tensor reaches
+// the norms, pooling, upsampling and Add without an fp32 copy in the pool,
+// and each value is converted once, in cache, with the same bits as
+// staging gives.
+type values struct {
+	f      []float32 // fp32 values; nil for 16-bit
+	h      []uint16  // 16-bit bit patterns
+	dt     backend.DType
+	widen  func(dst []float32, src []uint16)
+	narrow func(dst []uint16, src []float32)
+}
+
+// valuesOf is v's values (a none view has none).
+func valuesOf(v backend.View) values {
+	switch {
+	case v.None():
+		return values{}
+	case v.DT == backend.Float32:
+		return values{f: f32(v), dt: v.DT}
+	case v.DT.Half():
+		return values{h: u16(v), dt: v.DT, widen: kernels.Widen(v.DT), narrow: kernels.Narrow(v.DT)}
+	}
+	panic(fmt.Sprintf("backend/cpu: %v where float values are needed", v))
+}
+
+// len is the number of values.
+func (v values) len() int { return max(len(v.f), len(v.h)) }
+
+// anyHalf reports whether any of vs is 16-bit.
+func anyHalf(vs ...values) bool {
+	for _, v := range vs {
+		if v.h != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// step is how many values one block takes out of n: all n where no value
+// is 16-bit, else blockLen.
+func step(n int, half bool) int {
+	if half {
+		return blockLen
+	}
+	return n
+}
+
+// scratch is a worker's fp32 buffers of the given sizes for widened 16-bit
+// values (one allocation, cut in parts), or nils where half is false.
+func scratch(half bool, sizes ...int) [][]float32 {
+	parts := make([][]float32, len(sizes))
+	if !half {
+		return parts
+	}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	buf := make([]float32, total)
+	for i, n := range sizes {
+		parts[i], buf = buf[:n:n], buf[n:]
+	}
+	return parts
+}
+
+// load is values [off, off+n): v's own where fp32, else widened into buf
+// (n <= len(buf)).
+func (v values) load(buf []float32, off, n int) []float32 {
+	if v.h == nil {
+		return v.f[off : off+n]
+	}
+	v.widen(buf[:n], v.h[off:off+n])
+	return buf[:n]
+}
+
+// out is where values [off, off+n) are written: v's own where fp32, else
+// buf, which store then narrows into v.
+func (v values) out(buf []float32, off, n int) []float32 {
+	if v.h == nil {
+		return v.f[off : off+n]
+	}
+	return buf[:n]
+}
+
+// store narrows vals (what out gave for off) into v where 16-bit.
+func (v values) store(vals []float32, off int) {
+	if v.h != nil {
+		v.narrow(v.h[off:off+len(vals)], vals)
+	}
+}
+
+// clear sets values [off, off+n) to +0.
+func (v values) clear(off, n int) {
+	if v.h == nil {
+		clear(v.f[off : off+n])
+		return
+	}
+	clear(v.h[off : off+n]) // +0 in fp16 and bf16 alike
+}
+
+// at is value i.
+func (v values) at(i int) float32 {
+	switch {
+	case v.h == nil:
+		return v.f[i]
+	case v.dt == backend.BFloat16:
+		return backend.BF16ToF32(v.h[i])
+	}
+	return backend.F16ToF32(v.h[i])
+}

@@ -1,0 +1,255 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
+)
+
+// twin is one tensor of a case twice: as the operation takes it on the
+// 16-bit side (a 16-bit activation or gradient, or an fp32 parameter,
+// statistic or index) and as the staged side does (fp32 copies of the
+// 16-bit tensors), with the same values.
+type twin struct{ half, wide backend.View }
+
+// halfCase makes a case's tensors in one storage type.
+type halfCase struct {
+	t    *testing.T
+	c    CPU
+	pool *memory.Pool
+	rng  *rand.Rand
+	dt   backend.DType
+	outs []twin
+}
+
+func (h *halfCase) alloc(dt backend.DType, n int) backend.View {
+	buf, err := h.pool.Alloc(memory.Workspace, int64(max(n, 1)*dt.Size()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return backend.View{Buf: buf, DT: dt, Len: n}
+}
+
+// act is an activation or gradient of n random values (normal, shifted by
+// offset), exact in the storage type; an output too if out.
+func (h *halfCase) act(n int, offset float64, out bool) twin {
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(offset + h.rng.NormFloat64())
+	}
+	tw := twin{half: h.alloc(h.dt, n), wide: h.alloc(backend.Float32, n)}
+	h.c.Convert(tw.half, h.fp32(vals))
+	h.c.Convert(tw.wide, tw.half)
+	if out {
+		h.outs = append(h.outs, tw)
+	}
+	return tw
+}
+
+// param is an fp32 tensor of n values in [lo, hi), one view for both sides
+// unless out (then two, compared after).
+func (h *halfCase) param(n int, lo, hi float64, out bool) twin {
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(lo + (hi-lo)*h.rng.Float64())
+	}
+	tw := twin{half: h.fp32(vals)}
+	tw.wide = tw.half
+	if out {
+		tw.wide = h.fp32(vals)
+		h.outs = append(h.outs, tw)
+	}
+	return tw
+}
+
+func (h *halfCase) fp32(vals []float32) backend.View {
+	v := h.alloc(backend.Float32, len(vals))
+	backend.UploadFloat32(h.c, v, vals)
+	return v
+}
+
+// check compares every output: the 16-bit side's bits with the staged
+// side's rounded once, fp32 outputs bit for bit.
+func (h *halfCase) check(name string) {
+	h.t.Helper()
+	for i, tw := range h.outs {
+		want := tw.wide
+		if tw.half.DT != backend.Float32 {
+			want = h.alloc(tw.half.DT, tw.half.Len)
+			h.c.Convert(want, tw.wide)
+		}
+		got, exp := backend.DownloadBytes(h.c, tw.half), backend.DownloadBytes(h.c, want)
+		for j := range got {
+			if got[j] != exp[j] {
+				h.t.Errorf("%s: output %d (%v) differs from staging at byte %d", name, i, tw.half, j)
+				break
+			}
+		}
+	}
+}
+
+// TestHalfOpsMatchStaging checks that every family the CPU takes 16-bit
+// tensors for directly (Stages false) gives the bits the layers' staging
+// gave: the fp32 operation on widened copies, its outputs rounded once. The
+// shapes have planes of several blocks and odd lengths, rows wider than a
+// block, and one value per plane; Add and the norms' backward run in place
+// too.
+func TestHalfOpsMatchStaging(t *testing.T) {
+	c := New()
+	shapes := []backend.Shape4{
+		{N: 2, C: 3, H: 37, W: 41},    // 1517-value planes: a block and a tail
+		{N: 1, C: 2, H: 64, W: 64},    // whole blocks
+		{N: 3, C: 4, H: 5, W: 7},      // less than a block
+		{N: 1, C: 2, H: 3, W: 2051},   // rows wider than two blocks
+		{N: 2, C: 2, H: 1, W: 1},      // one value per plane
+		{N: 1, C: 16, H: 16, W: 16},   // a UNet level
+		{N: 2, C: 1, H: 129, W: 1023}, // odd everything
+	}
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+		for _, op := range []backend.Op{backend.OpNorm, backend.OpPool, backend.OpUpsample, backend.OpAdd} {
+			if c.Stages(op, dt) {
+				t.Fatalf("Stages(%s, %s) is true: this test checks the families the CPU takes directly", op, dt)
+			}
+		}
+		for _, s := range shapes {
+			name := fmt.Sprintf("%s/N%dC%dH%dW%d", dt, s.N, s.C, s.H, s.W)
+			t.Run(name, func(t *testing.T) {
+				pool := memory.NewPool(HostAllocator{}, memory.Options{})
+				rng := rand.New(rand.NewPCG(uint64(s.Len()), uint64(dt)))
+				newCase := func() *halfCase { return &halfCase{t: t, c: c, pool: pool, rng: rng, dt: dt} }
+				// run calls op once on each side.
+				run := func(h *halfCase, name string, op func(side func(twin) backend.View)) {
+					op(func(tw twin) backend.View { return tw.half })
+					op(func(tw twin) backend.View { return tw.wide })
+					h.check(name)
+				}
+				n := s.Len()
+				normArgs := func(h *halfCase, groups int) (backend.NormArgs, [4]twin) {
+					a := backend.NormArgs{Shape4: s, Groups: groups, Eps: 1e-5, Momentum: 0.1}
+					g, b := h.param(s.C, -1.5, 1.5, false), h.param(s.C, -1, 1, false)
+					rm, rv := h.param(s.C, -1, 1, true), h.param(s.C, 0.5, 2, true)
+					return a, [4]twin{g, b, rm, rv}
+				}
+				withParams := func(a backend.NormArgs, p [4]twin, side func(twin) backend.View) backend.NormArgs {
+					a.Gamma, a.Beta, a.RunningMean, a.RunningVar = side(p[0]), side(p[1]), side(p[2]), side(p[3])
+					return a
+				}
+				for _, reuse := range []bool{false, true} {
+					h := newCase()
+					a, p := normArgs(h, 0)
+					in, out := h.act(n, 3, false), h.act(n, 0, true)
+					stats := h.param(2*s.C, 0.5, 1, reuse) // reused: fixed statistics
+					if !reuse {
+						stats = h.param(2*s.C, 0, 0, true)
+					}
+					run(h, fmt.Sprintf("BatchNorm reuse=%v", reuse), func(side func(twin) backend.View) {
+						c.BatchNorm(withParams(a, p, side), side(out), side(in), side(stats), reuse, !reuse)
+					})
+				}
+				{
+					h := newCase()
+					a, p := normArgs(h, 0)
+					in, out := h.act(n, -2, false), h.act(n, 0, true)
+					run(h, "BatchNormEval", func(side func(twin) backend.View) {
+						c.BatchNormEval(withParams(a, p, side), side(out), side(in))
+					})
+				}
+				for _, inPlace := range []bool{false, true} {
+					h := newCase()
+					a, p := normArgs(h, 0)
+					in, stats := h.act(n, 1, false), h.param(2*s.C, 0.5, 1.5, false)
+					dout := h.act(n, 0, inPlace)
+					din := dout
+					if !inPlace {
+						din = h.act(n, 0, true)
+					}
+					dg, db := h.param(s.C, -1, 1, true), h.param(s.C, -1, 1, true)
+					run(h, fmt.Sprintf("BatchNormBack in place=%v", inPlace), func(side func(twin) backend.View) {
+						c.BatchNormBack(withParams(a, p, side), side(din), side(dg), side(db), side(dout), side(in), side(stats))
+					})
+				}
+				for _, groups := range []int{1, s.C} {
+					h := newCase()
+					a, p := normArgs(h, groups)
+					in, out := h.act(n, 2, false), h.act(n, 0, true)
+					stats := h.param(2*s.N*groups, 0, 0, true)
+					run(h, fmt.Sprintf("GroupNorm groups=%d", groups), func(side func(twin) backend.View) {
+						c.GroupNorm(withParams(a, p, side), side(out), side(in), side(stats), false)
+					})
+					h = newCase()
+					a, p = normArgs(h, groups)
+					in, stats = h.act(n, 1, false), h.param(2*s.N*groups, 0.5, 1.5, false)
+					dout := h.act(n, 0, true) // in place
+					dg, db := h.param(s.C, -1, 1, true), h.param(s.C, -1, 1, true)
+					run(h, fmt.Sprintf("GroupNormBack groups=%d", groups), func(side func(twin) backend.View) {
+						c.GroupNormBack(withParams(a, p, side), side(dout), side(dg), side(db), side(dout), side(in), side(stats))
+					})
+				}
+				if s.H >= 2 && s.W >= 2 {
+					h := newCase()
+					pooled := s.N * s.C * (s.H / 2) * (s.W / 2)
+					in, out := h.act(n, 0, false), h.act(pooled, 0, true)
+					argmax := twin{half: h.alloc(backend.Uint8, pooled), wide: h.alloc(backend.Uint8, pooled)}
+					h.outs = append(h.outs, argmax)
+					run(h, "MaxPool2", func(side func(twin) backend.View) {
+						c.MaxPool2(s, side(out), side(argmax), side(in))
+					})
+					h = newCase()
+					dout, din := h.act(pooled, 0, false), h.act(n, 5, true) // every value written
+					run(h, "MaxPool2Back", func(side func(twin) backend.View) {
+						c.MaxPool2Back(s, side(din), side(dout), argmax.half)
+					})
+				}
+				{
+					h := newCase()
+					in, out := h.act(n, 0, false), h.act(4*n, 0, true)
+					run(h, "Upsample2", func(side func(twin) backend.View) {
+						c.Upsample2(s, side(out), side(in))
+					})
+					h = newCase()
+					dout, din := h.act(4*n, 0, false), h.act(n, 0, true)
+					run(h, "Upsample2Back", func(side func(twin) backend.View) {
+						c.Upsample2Back(s, side(din), side(dout))
+					})
+				}
+				for _, inPlace := range []bool{false, true} {
+					h := newCase()
+					x, y := h.act(n, 0, inPlace), h.act(n, 1, false)
+					out := x
+					if !inPlace {
+						out = h.act(n, 0, true)
+					}
+					run(h, fmt.Sprintf("Add in place=%v", inPlace), func(side func(twin) backend.View) {
+						c.Add(side(out), side(x), side(y))
+					})
+				}
+			})
+		}
+	}
+}
+
+// TestValuesAt checks a single value's widening against the scalar
+// functions on every 16-bit pattern.
+func TestValuesAt(t *testing.T) {
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+		bits := make([]uint16, 1<<16)
+		for i := range bits {
+			bits[i] = uint16(i)
+		}
+		v := values{h: bits, dt: dt}
+		widen := backend.F16ToF32
+		if dt == backend.BFloat16 {
+			widen = backend.BF16ToF32
+		}
+		for i, b := range bits {
+			got, want := v.at(i), widen(b)
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s %#04x: %v, want %v", dt, b, got, want)
+			}
+		}
+	}
+}
