@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/memunet/memunet/backend"
@@ -11,26 +12,25 @@ import (
 // statistics are one pass of float64 sums shifted by a value of the channel
 // (no cancellation when |mean| >> std); the output uses the float32
 // statistics that backward and a recomputation use too, so all of them
-// agree bit for bit. 16-bit tensors are widened block by block (values),
-// with the bits their fp32 staging would give.
+// agree bit for bit. 16-bit tensors are widened in registers as they are
+// read (kernels.AffineHalf and friends), with the bits fp32 staging gave.
 func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
 	if reuse && update {
 		panic("backend/cpu: batch norm: running statistics cannot be updated from reused statistics")
 	}
-	x, y := valuesOf(in), valuesOf(out)
+	x, y := activations("batch norm", in, out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, a.N*a.H*a.W
 	c.team.For(a.C, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, y), blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			var variance, ss float64
 			if !reuse {
 				k := float64(x.at(c * HW))
 				var s, q float64
 				for n := 0; n < a.N; n++ {
-					sn, qn := shiftedSums(x, (n*a.C+c)*HW, HW, k, buf[0])
+					sn, qn := shiftedSums(x, (n*a.C+c)*HW, HW, k)
 					s += sn
 					q += qn
 				}
@@ -44,7 +44,7 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 			scale := float32(float64(gamma[c]) * invstd)
 			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 			for n := 0; n < a.N; n++ {
-				affine(y, x, (n*a.C+c)*HW, HW, scale, shift, buf)
+				affine(y, x, (n*a.C+c)*HW, HW, scale, shift)
 			}
 			if !update {
 				continue
@@ -61,18 +61,17 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 
 // BatchNormEval normalizes with the running statistics.
 func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
-	x, y := valuesOf(in), valuesOf(out)
+	x, y := activations("batch norm", in, out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	HW := a.H * a.W
 	c.team.For(a.C, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, y), blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			invstd := 1 / math.Sqrt(float64(rv[c])+a.Eps)
 			scale := float32(float64(gamma[c]) * invstd)
 			shift := beta[c] - rm[c]*scale
 			for n := 0; n < a.N; n++ {
-				affine(y, x, (n*a.C+c)*HW, HW, scale, shift, buf)
+				affine(y, x, (n*a.C+c)*HW, HW, scale, shift)
 			}
 		}
 	})
@@ -82,17 +81,16 @@ func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 // per channel. Each channel reads its dout before writing its din, so din
 // may be dout.
 func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
-	x, dy, dx := valuesOf(in), valuesOf(dout), valuesOf(din)
+	x, dy, dx := gradients("batch norm backward", in, dout, din)
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, float64(a.N*a.H*a.W)
 	c.team.For(a.C, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, dy, dx), blockLen, blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			mu, invstd := mean[c], inv[c]
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
-				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu), buf)
+				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu))
 				sdy += sg
 				sdyx += sgx
 			}
@@ -104,7 +102,7 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			mdy, mdyx := float32(sdy/M), float32(sdyx/M)
 			ka, bx, c0 := k, -k*invstd*mdyx, -k*mdy
 			for n := 0; n < a.N; n++ {
-				normGrad(dx, dy, x, (n*a.C+c)*HW, HW, mu, ka, bx, c0, buf)
+				normGrad(dx, dy, x, (n*a.C+c)*HW, HW, mu, ka, bx, c0)
 			}
 		}
 	})
@@ -112,17 +110,16 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 
 // GroupNorm normalizes per (sample, group), in parallel over them.
 func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
-	x, y := valuesOf(in), valuesOf(out)
+	x, y := activations("group norm", in, out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	mean, inv := halvesOf(stats)
 	HW, cg := a.H*a.W, a.C/a.Groups
 	size := cg * HW
 	c.team.For(a.N*a.Groups, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, y), blockLen, blockLen)
 		for ng := lo; ng < hi; ng++ {
 			if !reuse {
 				k := float64(x.at(ng * size))
-				s, q := shiftedSums(x, ng*size, size, k, buf[0])
+				s, q := shiftedSums(x, ng*size, size, k)
 				d := s / float64(size)
 				ss := max(q-s*d, 0)
 				mean[ng], inv[ng] = float32(k+d), float32(1/math.Sqrt(ss/float64(size)+a.Eps))
@@ -133,7 +130,7 @@ func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bo
 				c := ng%a.Groups*cg + ci
 				scale := float32(float64(gamma[c]) * invstd)
 				shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
-				affine(y, x, ng*size+ci*HW, HW, scale, shift, buf)
+				affine(y, x, ng*size+ci*HW, HW, scale, shift)
 			}
 		}
 	})
@@ -142,19 +139,18 @@ func (c CPU) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bo
 // GroupNormBack computes the parameter gradients per channel first, then din
 // per (sample, group), so din may be dout.
 func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
-	x, dy, dx := valuesOf(in), valuesOf(dout), valuesOf(din)
+	x, dy, dx := gradients("group norm backward", in, dout, din)
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, cg := a.H*a.W, a.C/a.Groups
 	size := cg * HW
 	c.team.For(a.C, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, dy), blockLen, blockLen)
 		for c := lo; c < hi; c++ {
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
 				ng := n*a.Groups + c/cg
 				mu, invstd := mean[ng], inv[ng]
-				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu), buf)
+				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu))
 				sdy += sg
 				sdyx += sgx * float64(invstd)
 			}
@@ -163,14 +159,13 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 		}
 	})
 	c.team.For(a.N*a.Groups, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, dy, dx), blockLen, blockLen, blockLen)
 		for ng := lo; ng < hi; ng++ {
 			mu, invstd := mean[ng], inv[ng]
 			base := ng * size
 			var s, sx float64 // sums of dxhat and dxhat*xhat
 			for ci := 0; ci < cg; ci++ {
 				gm := float64(gamma[ng%a.Groups*cg+ci])
-				sg, sgx := gradSums(dy, x, base+ci*HW, HW, float64(mu), buf)
+				sg, sgx := gradSums(dy, x, base+ci*HW, HW, float64(mu))
 				s += gm * sg
 				sx += gm * sgx
 			}
@@ -180,58 +175,68 @@ func (c CPU) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			bx, c0 := -invstd*invstd*msx, -invstd*ms
 			for ci := 0; ci < cg; ci++ {
 				gm := gamma[ng%a.Groups*cg+ci]
-				normGrad(dx, dy, x, base+ci*HW, HW, mu, invstd*gm, bx, c0, buf)
+				normGrad(dx, dy, x, base+ci*HW, HW, mu, invstd*gm, bx, c0)
 			}
 		}
 	})
 }
 
-// shiftedSums is kernels.ShiftedSums of x's values [off, off+n), block by
-// block (buf: one scratch block).
-func shiftedSums(x values, off, n int, k float64, buf []float32) (s, q float64) {
+// shiftedSums is kernels.ShiftedSums of x's values [off, off+n).
+func shiftedSums(x values, off, n int, k float64) (s, q float64) {
 	var sums kernels.Sums
-	blk := step(n, anyHalf(x))
-	for i := 0; i < n; i += blk {
-		m := min(blk, n-i)
-		sums.AddShifted(x.load(buf, off+i, m), k)
+	if x.h != nil {
+		sums.AddShiftedHalf(x.dt, x.h[off:off+n], k)
+	} else {
+		sums.AddShifted(x.f[off:off+n], k)
 	}
 	return sums.Result()
 }
 
-// gradSums is kernels.GradSums of dy's and x's values [off, off+n), block
-// by block (buf: two scratch blocks).
-func gradSums(dy, x values, off, n int, mu float64, buf [][]float32) (sg, sgx float64) {
+// gradSums is kernels.GradSums of dy's and x's values [off, off+n).
+func gradSums(dy, x values, off, n int, mu float64) (sg, sgx float64) {
 	var sums kernels.Sums
-	blk := step(n, anyHalf(dy, x))
-	for i := 0; i < n; i += blk {
-		m := min(blk, n-i)
-		sums.AddGrad(dy.load(buf[0], off+i, m), x.load(buf[1], off+i, m), mu)
+	if x.h != nil {
+		sums.AddGradHalf(x.dt, dy.h[off:off+n], x.h[off:off+n], mu)
+	} else {
+		sums.AddGrad(dy.f[off:off+n], x.f[off:off+n], mu)
 	}
 	return sums.Result()
 }
 
-// affine is kernels.Affine from x's values [off, off+n) into y's, block by
-// block (buf: two scratch blocks).
-func affine(y, x values, off, n int, scale, shift float32, buf [][]float32) {
-	blk := step(n, anyHalf(y, x))
-	for i := 0; i < n; i += blk {
-		m := min(blk, n-i)
-		ys := y.out(buf[1], off+i, m)
-		kernels.Affine(ys, x.load(buf[0], off+i, m), scale, shift)
-		y.store(ys, off+i)
+// affine is kernels.Affine from x's values [off, off+n) into y's.
+func affine(y, x values, off, n int, scale, shift float32) {
+	if x.h != nil {
+		kernels.AffineHalf(x.dt, y.h[off:off+n], x.h[off:off+n], scale, shift)
+	} else {
+		kernels.Affine(y.f[off:off+n], x.f[off:off+n], scale, shift)
 	}
 }
 
-// normGrad is kernels.NormGrad over values [off, off+n) of dx, dy and x,
-// block by block (buf: three scratch blocks); dx may be dy.
-func normGrad(dx, dy, x values, off, n int, mu, a, b, c float32, buf [][]float32) {
-	blk := step(n, anyHalf(dx, dy, x))
-	for i := 0; i < n; i += blk {
-		m := min(blk, n-i)
-		ds := dx.out(buf[2], off+i, m)
-		kernels.NormGrad(ds, dy.load(buf[0], off+i, m), x.load(buf[1], off+i, m), mu, a, b, c)
-		dx.store(ds, off+i)
+// normGrad is kernels.NormGrad over values [off, off+n) of dx, dy and x;
+// dx may be dy.
+func normGrad(dx, dy, x values, off, n int, mu, a, b, c float32) {
+	if x.h != nil {
+		kernels.NormGradHalf(x.dt, dx.h[off:off+n], dy.h[off:off+n], x.h[off:off+n], mu, a, b, c)
+	} else {
+		kernels.NormGrad(dx.f[off:off+n], dy.f[off:off+n], x.f[off:off+n], mu, a, b, c)
 	}
+}
+
+// activations is a norm's input and output, of one float type.
+func activations(op string, in, out backend.View) (x, y values) {
+	if in.DT != out.DT {
+		panic(fmt.Sprintf("backend/cpu: %s of %v into %v", op, in, out))
+	}
+	return valuesOf(in), valuesOf(out)
+}
+
+// gradients is a norm backward's input, output gradient and input
+// gradient, of one float type.
+func gradients(op string, in, dout, din backend.View) (x, dy, dx values) {
+	if dout.DT != in.DT || din.DT != in.DT {
+		panic(fmt.Sprintf("backend/cpu: %s of %v and %v into %v", op, in, dout, din))
+	}
+	return valuesOf(in), valuesOf(dout), valuesOf(din)
 }
 
 // halvesOf splits a saved-statistics view into mean and invstd.

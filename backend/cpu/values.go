@@ -52,6 +52,16 @@ func anyHalf(vs ...values) bool {
 	return false
 }
 
+// sameHalf reports whether vs are all 16-bit, of one type.
+func sameHalf(vs ...values) bool {
+	for _, v := range vs {
+		if v.h == nil || v.dt != vs[0].dt {
+			return false
+		}
+	}
+	return true
+}
+
 // step is how many values one block takes out of n: all n where no value
 // is 16-bit, else blockLen.
 func step(n int, half bool) int {

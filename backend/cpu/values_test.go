@@ -253,3 +253,75 @@ func TestValuesAt(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHalfOps times the families the CPU takes 16-bit tensors for
+// directly, at a UNet's top level (batch 4, 16 channels, 128x128): fp32,
+// fp16 as it is, and fp16 staged the way the layers did before (widen the
+// inputs, the fp32 operation, narrow the outputs).
+func BenchmarkHalfOps(b *testing.B) {
+	c := New()
+	s := backend.Shape4{N: 4, C: 16, H: 128, W: 128}
+	n := s.Len()
+	pool := memory.NewPool(HostAllocator{}, memory.Options{})
+	h := &halfCase{c: c, pool: pool, rng: rand.New(rand.NewPCG(1, 2)), dt: backend.Float16}
+	x, y, z := h.act(n, 1, false), h.act(n, 0, false), h.act(n, 0, false)
+	pooled := h.act(n/4, 0, false)
+	argmax := h.alloc(backend.Uint8, n/4)
+	a := backend.NormArgs{Shape4: s, Eps: 1e-5, Momentum: 0.1}
+	a.Gamma, a.Beta = h.param(s.C, 0.5, 1.5, false).half, h.param(s.C, -1, 1, false).half
+	a.RunningMean, a.RunningVar = h.param(s.C, -1, 1, false).half, h.param(s.C, 0.5, 2, false).half
+	stats := h.param(2*s.C, 0, 0, false).half
+	dg, db := h.param(s.C, 0, 0, false).half, h.param(s.C, 0, 0, false).half
+	small := backend.Shape4{N: 4, C: 16, H: 64, W: 64}
+	ops := []struct {
+		name string
+		ins  []twin // widened before a staged run
+		outs []twin // narrowed after
+		run  func(side func(twin) backend.View)
+	}{
+		{"BatchNorm", []twin{x}, []twin{y}, func(side func(twin) backend.View) {
+			c.BatchNorm(a, side(y), side(x), stats, false, true)
+		}},
+		{"BatchNormBack", []twin{x, y}, []twin{z}, func(side func(twin) backend.View) {
+			c.BatchNormBack(a, side(z), dg, db, side(y), side(x), stats)
+		}},
+		{"MaxPool2", []twin{x}, []twin{pooled}, func(side func(twin) backend.View) {
+			c.MaxPool2(s, side(pooled), argmax, side(x))
+		}},
+		{"MaxPool2Back", []twin{pooled}, []twin{z}, func(side func(twin) backend.View) {
+			c.MaxPool2Back(s, side(z), side(pooled), argmax)
+		}},
+		{"Upsample2", []twin{pooled}, []twin{y}, func(side func(twin) backend.View) {
+			c.Upsample2(small, side(y), side(pooled))
+		}},
+		{"Upsample2Back", []twin{y}, []twin{pooled}, func(side func(twin) backend.View) {
+			c.Upsample2Back(small, side(pooled), side(y))
+		}},
+		{"Add", []twin{x, y}, []twin{z}, func(side func(twin) backend.View) {
+			c.Add(side(z), side(x), side(y))
+		}},
+	}
+	for _, op := range ops {
+		b.Run(op.name+"/fp32", func(b *testing.B) {
+			for b.Loop() {
+				op.run(func(tw twin) backend.View { return tw.wide })
+			}
+		})
+		b.Run(op.name+"/fp16", func(b *testing.B) {
+			for b.Loop() {
+				op.run(func(tw twin) backend.View { return tw.half })
+			}
+		})
+		b.Run(op.name+"/fp16-staged", func(b *testing.B) {
+			for b.Loop() {
+				for _, tw := range op.ins {
+					c.Convert(tw.wide, tw.half)
+				}
+				op.run(func(tw twin) backend.View { return tw.wide })
+				for _, tw := range op.outs {
+					c.Convert(tw.half, tw.wide)
+				}
+			}
+		})
+	}
+}
