@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"sync"
 	"fmt"
 	"unsafe"
 
@@ -13,12 +14,15 @@ import (
 // core (on the backend's kernels.Team) and return when done.
 type CPU struct {
 	team *kernels.Team
+	// spare holds the workers' fp32 scratch for widened 16-bit values
+	// (*[]float32) between operations, so they allocate nothing once warm.
+	spare *sync.Pool
 }
 
 var _ backend.Backend = CPU{}
 
 // New returns the CPU backend with a team of workers of its own.
-func New() CPU { return CPU{team: kernels.NewTeam()} }
+func New() CPU { return CPU{team: kernels.NewTeam(), spare: new(sync.Pool)} }
 
 // Name is "cpu".
 func (CPU) Name() string { return "cpu" }

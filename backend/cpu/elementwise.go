@@ -41,7 +41,8 @@ func (c CPU) Add(out, a, b backend.View) {
 	}
 	half := anyHalf(x, y, o)
 	c.team.For(o.len(), 1<<14, func(lo, hi int) {
-		buf := scratch(half, blockLen, blockLen, blockLen)
+		buf, whole := c.scratch(half, blockLen, blockLen, blockLen)
+		defer c.release(whole)
 		blk := step(hi-lo, half)
 		for i := lo; i < hi; i += blk {
 			m := min(blk, hi-i)

@@ -12,25 +12,32 @@ import (
 // and in[n-1]). So the interpolation is separable: blend two input rows,
 // then interpolate along the row, all in registers.
 
-// Upsample2 interpolates, in parallel over planes; 16-bit rows are widened
-// (and output rows narrowed) one at a time.
+// Upsample2 interpolates, in parallel over planes; 16-bit planes go in
+// bands of input rows (bandRows) with a row above and below, widened in one
+// call, their output rows narrowed in one.
 func (c CPU) Upsample2(s backend.Shape4, out, in backend.View) {
 	x, y := valuesOf(in), valuesOf(out)
 	H, W := s.H, s.W
+	half := anyHalf(x, y)
+	R := bandRows(H, 5*W, half) // an input row and two output rows
 	c.team.For(s.N*s.C, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(x, y), W, W, W, 2*W, 2*W) // three input rows, two output rows
+		buf, whole := c.scratch(half, (R+2)*W, 4*R*W)
+		defer c.release(whole)
 		for p := lo; p < hi; p++ {
-			src, dst := p*H*W, p*4*H*W
-			for i := range H {
-				up := x.load(buf[0], src+max(i-1, 0)*W, W)
-				row := x.load(buf[1], src+i*W, W)
-				down := x.load(buf[2], src+min(i+1, H-1)*W, W)
-				even := y.out(buf[3], dst+2*i*2*W, 2*W)
-				kernels.UpsampleRow(even, up, row, 0.25, 0.75)
-				y.store(even, dst+2*i*2*W)
-				odd := y.out(buf[4], dst+(2*i+1)*2*W, 2*W)
-				kernels.UpsampleRow(odd, row, down, 0.75, 0.25)
-				y.store(odd, dst+(2*i+1)*2*W)
+			for i0 := 0; i0 < H; i0 += R {
+				i1 := min(i0+R, H)
+				first, last := max(i0-1, 0), min(i1+1, H) // the input rows read
+				src := x.load(buf[0], p*H*W+first*W, (last-first)*W)
+				row := func(i int) []float32 { return src[(i-first)*W : (i-first+1)*W] }
+				off := p*4*H*W + 2*i0*2*W
+				dst := y.out(buf[1], off, 2*(i1-i0)*2*W)
+				for i := i0; i < i1; i++ {
+					up, cur, down := row(max(i-1, 0)), row(i), row(min(i+1, H-1))
+					pair := dst[2*(i-i0)*2*W : 2*(i-i0+1)*2*W]
+					kernels.UpsampleRow(pair[:2*W], up, cur, 0.25, 0.75)
+					kernels.UpsampleRow(pair[2*W:], cur, down, 0.75, 0.25)
+				}
+				y.store(dst, off)
 			}
 		}
 	})
@@ -38,21 +45,28 @@ func (c CPU) Upsample2(s backend.Shape4, out, in backend.View) {
 
 // Upsample2Back spreads each dout value back onto the four input pixels it
 // was interpolated from, with the same weights (a gather: no clearing, no
-// scatter).
+// scatter); 16-bit planes in bands, as Upsample2.
 func (c CPU) Upsample2Back(s backend.Shape4, din, dout backend.View) {
 	dy, dx := valuesOf(dout), valuesOf(din)
 	H, W := s.H, s.W
+	half := anyHalf(dy, dx)
+	R := bandRows(H, 5*W, half) // two output-gradient rows and an input-gradient row
 	c.team.For(s.N*s.C, 1, func(lo, hi int) {
-		buf := scratch(anyHalf(dy, dx), 2*W, 2*W, 2*W, 2*W, W) // four output-gradient rows, one input-gradient row
+		buf, whole := c.scratch(half, (2*R+2)*2*W, R*W)
+		defer c.release(whole)
 		for p := lo; p < hi; p++ {
-			g, plane := p*4*H*W, p*H*W
-			grow := func(k, oy int) []float32 { return dy.load(buf[k], g+oy*2*W, 2*W) }
-			for i := range H {
-				gu, ge := grow(0, max(2*i-1, 0)), grow(1, 2*i)
-				gOdd, gd := grow(2, 2*i+1), grow(3, min(2*i+2, 2*H-1))
-				ds := dx.out(buf[4], plane+i*W, W)
-				kernels.UpsampleRowAdjoint(ds, gu, ge, gOdd, gd)
-				dx.store(ds, plane+i*W)
+			for i0 := 0; i0 < H; i0 += R {
+				i1 := min(i0+R, H)
+				first, last := max(2*i0-1, 0), min(2*i1+1, 2*H) // the output-gradient rows read
+				g := dy.load(buf[0], p*4*H*W+first*2*W, (last-first)*2*W)
+				grow := func(oy int) []float32 { return g[(oy-first)*2*W : (oy-first+1)*2*W] }
+				off := p*H*W + i0*W
+				dst := dx.out(buf[1], off, (i1-i0)*W)
+				for i := i0; i < i1; i++ {
+					kernels.UpsampleRowAdjoint(dst[(i-i0)*W:(i-i0+1)*W],
+						grow(max(2*i-1, 0)), grow(2*i), grow(2*i+1), grow(min(2*i+2, 2*H-1)))
+				}
+				dx.store(dst, off)
 			}
 		}
 	})

@@ -42,6 +42,21 @@ func valuesOf(v backend.View) values {
 // len is the number of values.
 func (v values) len() int { return max(len(v.f), len(v.h)) }
 
+// bandValues is how many float32 values a worker's scratch holds for one
+// band of 16-bit rows, its inputs and outputs together: a band is widened
+// in one call and narrowed in one, in L2.
+const bandValues = 16 << 10
+
+// bandRows is how many of n rows a band takes where each row needs perRow
+// values of scratch: all n where nothing is 16-bit (fp32 is read in
+// place), else as many as bandValues holds, at least one.
+func bandRows(n, perRow int, half bool) int {
+	if !half {
+		return n
+	}
+	return max(1, min(n, bandValues/max(perRow, 1)))
+}
+
 // anyHalf reports whether any of vs is 16-bit.
 func anyHalf(vs ...values) bool {
 	for _, v := range vs {
@@ -71,22 +86,36 @@ func step(n int, half bool) int {
 	return n
 }
 
-// scratch is a worker's fp32 buffers of the given sizes for widened 16-bit
-// values (one allocation, cut in parts), or nils where half is false.
-func scratch(half bool, sizes ...int) [][]float32 {
-	parts := make([][]float32, len(sizes))
+// scratch is a worker's fp32 buffers of the given sizes (at most 5) for
+// widened 16-bit values, cut from one buffer of c's spares, or nils where
+// half is false; the worker gives whole back with c.release when done.
+func (c CPU) scratch(half bool, sizes ...int) (parts [5][]float32, whole *[]float32) {
 	if !half {
-		return parts
+		return parts, nil
 	}
 	total := 0
 	for _, n := range sizes {
 		total += n
 	}
-	buf := make([]float32, total)
+	if c.spare != nil {
+		whole, _ = c.spare.Get().(*[]float32)
+	}
+	if whole == nil || cap(*whole) < total {
+		buf := make([]float32, total)
+		whole = &buf
+	}
+	buf := (*whole)[:total]
 	for i, n := range sizes {
 		parts[i], buf = buf[:n:n], buf[n:]
 	}
-	return parts
+	return parts, whole
+}
+
+// release gives a scratch buffer back to c's spares (nil: none).
+func (c CPU) release(whole *[]float32) {
+	if whole != nil && c.spare != nil {
+		c.spare.Put(whole)
+	}
 }
 
 // load is values [off, off+n): v's own where fp32, else widened into buf
