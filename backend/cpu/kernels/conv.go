@@ -160,11 +160,21 @@ func Conv2d(s backend.ConvShape, out, in, w, bias, ws []float32) {
 
 // Conv2d is the package's Conv2d on the team.
 func (t *Team) Conv2d(s backend.ConvShape, out, in, w, bias, ws []float32) {
+	conv2d(gemmOn(t), s, out, Float32Image(in), w, bias, ws)
+}
+
+// Conv2dImage is Conv2d of an Image: a 16-bit one is widened as it is
+// padded, with the bits of Conv2d on its widened values. A Direct
+// convolution reads its input unpadded, so it takes float32 only.
+func (t *Team) Conv2dImage(s backend.ConvShape, out []float32, in Image, w, bias, ws []float32) {
 	conv2d(gemmOn(t), s, out, in, w, bias, ws)
 }
 
-func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) {
-	checkConv(s, len(out), len(in), len(w), len(bias), len(ws), bias != nil)
+func conv2d(gemm gemmImpl, s backend.ConvShape, out []float32, in Image, w, bias, ws []float32) {
+	checkConv(s, len(out), in.Len(), len(w), len(bias), len(ws), bias != nil)
+	if s.Direct() && in.h != nil {
+		panic("kernels: a 1x1 convolution reads its input unpadded: give it float32")
+	}
 	P, CKK := s.OH()*s.OW(), s.C*s.K*s.K
 	inImage, outImage := s.C*s.H*s.W, s.OC*P
 	// ws (no longer an im2col matrix) holds the packed weights and the
@@ -190,7 +200,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 	// reads, in the padded image's place.
 	bands := !s.Direct() && gemm.canGather(s.OC, A, s.OH(), s.OW()) && !gemm.packedByTasks(s.OC, A)
 	for n := 0; n < s.N; n++ {
-		x := in[n*inImage : (n+1)*inImage]
+		x := in.slice(n*inImage, (n+1)*inImage)
 		o := out[n*outImage : (n+1)*outImage]
 		var beta float32
 		if bias != nil {
@@ -200,7 +210,7 @@ func conv2d(gemm gemmImpl, s backend.ConvShape, out, in, w, bias, ws []float32) 
 		if bands && gemm.gatherBands(s.OC, CKK, A, x, s.C, s.H, s.W, s.Pad, s.K, beta, o, xpBuf, scratch) {
 			continue
 		}
-		var B packerB = matB{b: x, ldb: P}
+		var B packerB = matB{b: x.f, ldb: P}
 		if !s.Direct() {
 			xp := padImage(gemm.team, xpBuf, x, s.C, s.H, s.W, s.Pad)
 			B = im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
@@ -307,7 +317,7 @@ func (g gemmImpl) gatherGemm(m, k int, A packerA, B im2colP, beta float32, c, sc
 // workers' buffers: it reports false, doing nothing, where they would not
 // fit (images a few rows high on many cores). Same products in the same
 // order as gatherGemm over the padded image.
-func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K int, beta float32, c, bands, scratch []float32) bool {
+func (g gemmImpl) gatherBands(m, k int, A packerA, x Image, C, H, W, pad, K int, beta float32, c, bands, scratch []float32) bool {
 	Wp := W + 2*pad
 	OH, OW := H+2*pad-K+1, Wp-K+1
 	n := OH * OW
@@ -339,7 +349,7 @@ func (g gemmImpl) gatherBands(m, k int, A packerA, x []float32, C, H, W, pad, K 
 			plane := band[ch*Hb*Wp : (ch+1)*Hb*Wp]
 			clear(plane[:rLo*Wp])
 			clear(plane[rHi*Wp:])
-			padRows(plane[rLo*Wp:rHi*Wp], x[(ch*H+y0+rLo-pad)*W:(ch*H+y0+rHi-pad)*W], W, pad)
+			x.padRows(plane[rLo*Wp:rHi*Wp], (ch*H+y0+rLo-pad)*W, (ch*H+y0+rHi-pad)*W, W, pad)
 		}
 		B := im2colP{xp: band, C: C, Hp: Hb, Wp: Wp, K: K, OH: y1 - y0, OW: OW}
 		g.gatherTask(0, m, k, A, B, beta, c[y0*OW:], n, 0, (y1-y0)*OW, ps, nil)
@@ -440,13 +450,22 @@ func Conv2dBackward(s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float
 
 // Conv2dBackward is the package's Conv2dBackward on the team.
 func (t *Team) Conv2dBackward(s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
+	conv2dBackward(gemmOn(t), s, din, dw, dbias, dout, Float32Image(in), w, ws)
+}
+
+// Conv2dBackwardImage is Conv2dBackward with the input an Image (16-bit
+// widened as it is padded; float32 only for a Direct convolution).
+func (t *Team) Conv2dBackwardImage(s backend.ConvShape, din, dw, dbias, dout []float32, in Image, w, ws []float32) {
 	conv2dBackward(gemmOn(t), s, din, dw, dbias, dout, in, w, ws)
 }
 
-func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in, w, ws []float32) {
-	checkConv(s, len(dout), len(in), len(w), len(dbias), len(ws), dbias != nil)
-	if din != nil && len(din) != len(in) || len(dw) != len(w) {
+func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout []float32, in Image, w, ws []float32) {
+	checkConv(s, len(dout), in.Len(), len(w), len(dbias), len(ws), dbias != nil)
+	if din != nil && len(din) != in.Len() || len(dw) != len(w) {
 		panic("kernels: conv backward: din/dw sizes do not match in/w")
+	}
+	if s.Direct() && in.h != nil {
+		panic("kernels: a 1x1 convolution reads its input unpadded: give it float32")
 	}
 	OH, OW := s.OH(), s.OW()
 	P, CKK, HW := OH*OW, s.C*s.K*s.K, s.H*s.W
@@ -480,8 +499,8 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 	}
 	for n := 0; n < s.N; n++ {
 		g := dout[n*outImage : (n+1)*outImage]
-		x := in[n*inImage : (n+1)*inImage]
-		var colT packerB = matB{b: x, ldb: P, trans: true}
+		x := in.slice(n*inImage, (n+1)*inImage)
+		var colT packerB = matB{b: x.f, ldb: P, trans: true}
 		if !s.Direct() {
 			xp := padImage(gemm.team, padBuf, x, s.C, s.H, s.W, s.Pad)
 			colT = im2colPT{im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: OH, OW: OW}}
@@ -507,14 +526,14 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout, in
 		// As in the forward, the gather kernels' tasks pad their own bands
 		// of dout where they can.
 		if !s.Direct() && dpad >= 0 && gemm.canGather(s.C, wT, s.H, s.W) && !gemm.packedByTasks(s.C, wT) &&
-			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, g, s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
+			gemm.gatherBands(s.C, s.OC*s.K*s.K, wT, Float32Image(g), s.OC, OH, OW, dpad, s.K, 0, dx, padBuf, scratch) {
 			continue
 		}
 		var gcol packerB = matB{b: g, ldb: P}
 		switch {
 		case s.Direct():
 		case dpad >= 0:
-			gp := padImage(gemm.team, padBuf, g, s.OC, OH, OW, dpad)
+			gp := padImage(gemm.team, padBuf, Float32Image(g), s.OC, OH, OW, dpad)
 			gcol = im2colP{xp: gp, C: s.OC, Hp: OH + 2*dpad, Wp: OW + 2*dpad, K: s.K, OH: s.H, OW: s.W}
 		default:
 			gcol = im2colB{x: g, C: s.OC, H: OH, W: OW, K: s.K, pad: dpad, OH: s.H, OW: s.W}

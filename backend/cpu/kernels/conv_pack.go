@@ -1,5 +1,7 @@
 package kernels
 
+import "github.com/memunet/memunet/backend"
+
 // Implicit im2col: GEMM operand packers that read a convolution's image
 // directly, so the im2col matrix is never written to memory. im2colP and
 // im2colPT (below) read a zero-padded copy of the image; im2colB reads the
@@ -197,9 +199,52 @@ func (s flippedWA) packA(buf []float32, i0, mc, p0, kc int) []float32 {
 // paddedSize is the float32 count of a (c, h, w) image with a pad border.
 func paddedSize(c, h, w, pad int) int { return c * (h + 2*pad) * (w + 2*pad) }
 
+// Image is one or more images (C,H,W) as a convolution reads them:
+// float32 values, or 16-bit bit patterns widened as they are copied into a
+// padded image (so a 16-bit input needs no float32 copy of its own).
+type Image struct {
+	f     []float32
+	h     []uint16
+	widen func(dst []float32, src []uint16)
+}
+
+// Float32Image is x as an Image.
+func Float32Image(x []float32) Image { return Image{f: x} }
+
+// HalfImage is x, bit patterns of dt (Float16 or BFloat16), as an Image.
+func HalfImage(dt backend.DType, x []uint16) Image { return Image{h: x, widen: Widen(dt)} }
+
+// Len is the number of values.
+func (x Image) Len() int { return max(len(x.f), len(x.h)) }
+
+// slice is values [lo, hi).
+func (x Image) slice(lo, hi int) Image {
+	if x.h != nil {
+		x.h = x.h[lo:hi]
+	} else {
+		x.f = x.f[lo:hi]
+	}
+	return x
+}
+
+// padRows is padRows of values [lo, hi), widened if 16-bit.
+func (x Image) padRows(dst []float32, lo, hi, W, pad int) {
+	if x.h == nil {
+		padRows(dst, x.f[lo:hi], W, pad)
+		return
+	}
+	Wp := W + 2*pad
+	for y := range (hi - lo) / W {
+		row := dst[y*Wp : (y+1)*Wp]
+		clear(row[:pad])
+		x.widen(row[pad:pad+W], x.h[lo+y*W:lo+(y+1)*W])
+		clear(row[pad+W:])
+	}
+}
+
 // padImage copies x (C,H,W) into dst as (C, H+2*pad, W+2*pad) with a zero
 // border and returns dst[:paddedSize(C, H, W, pad)].
-func padImage(t *Team, dst, x []float32, C, H, W, pad int) []float32 {
+func padImage(t *Team, dst []float32, x Image, C, H, W, pad int) []float32 {
 	Hp, Wp := H+2*pad, W+2*pad
 	dst = dst[:C*Hp*Wp]
 	t.For(C, max(1, (16<<10)/(Hp*Wp)), func(lo, hi int) {
@@ -207,7 +252,7 @@ func padImage(t *Team, dst, x []float32, C, H, W, pad int) []float32 {
 			plane := dst[c*Hp*Wp : (c+1)*Hp*Wp]
 			clear(plane[:pad*Wp])
 			clear(plane[(pad+H)*Wp:])
-			padRows(plane[pad*Wp:(pad+H)*Wp], x[c*H*W:(c+1)*H*W], W, pad)
+			x.padRows(plane[pad*Wp:(pad+H)*Wp], c*H*W, (c+1)*H*W, W, pad)
 		}
 	})
 	return dst

@@ -363,7 +363,7 @@ func testConvShape(t *testing.T, s backend.ConvShape) {
 				v := g.name + fmt.Sprintf(" forward bias=%v %s", hasBias, wsName)
 				out := garbage(r, s.OutSize()) // out is overwritten
 				fillGarbage(r, ws)
-				conv2d(g, s, out, in, w, b, ws)
+				conv2d(g, s, out, Float32Image(in), w, b, ws)
 				checkClose(t, v+" vs naive32", out, fwd[hasBias].r32, relTol32)
 				checkClose(t, v+" vs naive64", out, fwd[hasBias].r64, relTol32)
 
@@ -378,7 +378,7 @@ func testConvShape(t *testing.T, s backend.ConvShape) {
 					}
 					dw := clone32(dw0)
 					fillGarbage(r, ws)
-					conv2dBackward(g, s, din, dw, dbias, dout, in, w, ws)
+					conv2dBackward(g, s, din, dw, dbias, dout, Float32Image(in), w, ws)
 					if withDin {
 						checkClose(t, v+": din vs naive32", din, din32, relTol32)
 						checkClose(t, v+": din vs naive64", din, din64, relTol32)
@@ -661,9 +661,9 @@ func TestConvGatherBitIdentical(t *testing.T) {
 					}
 					run := func(g gemmImpl) (out, din, dw, dbias []float32) {
 						out = make([]float32, s.OutSize())
-						conv2d(g, s, out, in, w, bias, ws)
+						conv2d(g, s, out, Float32Image(in), w, bias, ws)
 						din, dw, dbias = make([]float32, s.InSize()), make([]float32, s.WeightSize()), make([]float32, s.OC)
-						conv2dBackward(g, s, din, dw, dbias, dout, in, w, ws)
+						conv2dBackward(g, s, din, dw, dbias, dout, Float32Image(in), w, ws)
 						return out, din, dw, dbias
 					}
 					o1, di1, dw1, db1 := run(g)
@@ -700,7 +700,7 @@ func TestWeightGradRows(t *testing.T) {
 					scratch := make([]float32, ConvWorkspace(one)-backPadSize(one, true))
 					dw := clone32(dw0)
 					for n := 0; n < s.N; n++ {
-						xp := padImage(nil, xpBuf, in[n*s.C*s.H*s.W:(n+1)*s.C*s.H*s.W], s.C, s.H, s.W, s.Pad)
+						xp := padImage(nil, xpBuf, Float32Image(in[n*s.C*s.H*s.W:(n+1)*s.C*s.H*s.W]), s.C, s.H, s.W, s.Pad)
 						im := im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
 						if !g.weightGradRows(one, dw, dout[n*one.OutSize():(n+1)*one.OutSize()], im, scratch) {
 							t.Fatalf("%s: declined", name)
@@ -741,4 +741,55 @@ func TestPrepackFlipped3(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestConvHalfImageBitIdentical: a 16-bit input, widened as it is padded
+// (HalfImage), gives the bits of the same convolution on its widened
+// float32 values, forward and backward, on every shape of convShapes that
+// pads (the gather kernels' bands and padded images, packed im2col, the
+// weight gradient's rows) at 1 and 2 cores, in every implementation; a
+// Direct one refuses it.
+func TestConvHalfImageBitIdentical(t *testing.T) {
+	for _, g := range gemmImpls(t) {
+		for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+			for _, s := range convShapes() {
+				if s.Direct() {
+					continue
+				}
+				for _, procs := range []int{1, 2} {
+					name := fmt.Sprintf("%s/%s/procs%d/%s", g.name, dt, procs, convName(s))
+					withProcs(procs, func() {
+						r := seedFor("half " + name)
+						wide := randSlice(r, s.InSize())
+						half := make([]uint16, len(wide))
+						Narrow(dt)(half, wide)
+						Widen(dt)(wide, half) // the values the 16-bit input holds
+						w, bias, dout := randSlice(r, s.WeightSize()), randSlice(r, s.OC), randSlice(r, s.OutSize())
+						ws := make([]float32, ConvWorkspace(s))
+						run := func(in Image) (out, din, dw, dbias []float32) {
+							out = make([]float32, s.OutSize())
+							conv2d(g, s, out, in, w, bias, ws)
+							din, dw, dbias = make([]float32, s.InSize()), make([]float32, s.WeightSize()), make([]float32, s.OC)
+							conv2dBackward(g, s, din, dw, dbias, dout, in, w, ws)
+							return out, din, dw, dbias
+						}
+						o1, di1, dw1, db1 := run(HalfImage(dt, half))
+						o2, di2, dw2, db2 := run(Float32Image(wide))
+						sameBits(t, name+": out", o1, o2)
+						sameBits(t, name+": din", di1, di2)
+						sameBits(t, name+": dw", dw1, dw2)
+						sameBits(t, name+": dbias", db1, db2)
+					})
+				}
+			}
+		}
+	}
+	s := backend.ConvShape{N: 1, C: 3, H: 4, W: 4, OC: 2, K: 1}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("a 1x1 convolution of a 16-bit image did not panic")
+		}
+	}()
+	(*Team)(nil).Conv2dImage(s, make([]float32, s.OutSize()), HalfImage(backend.Float16, make([]uint16, s.InSize())),
+		make([]float32, s.WeightSize()), nil, make([]float32, ConvWorkspace(s)))
 }

@@ -195,7 +195,7 @@ func TestIm2colPackers(t *testing.T) {
 				packers := map[string]packerB{"im2colB": B}
 				var PT packerB
 				if pad >= 0 {
-					xp := padImage(nil, garbage(r, paddedSize(cs.C, cs.H, cs.W, pad)+5), x, cs.C, cs.H, cs.W, pad)
+					xp := padImage(nil, garbage(r, paddedSize(cs.C, cs.H, cs.W, pad)+5), Float32Image(x), cs.C, cs.H, cs.W, pad)
 					P := im2colP{xp: xp, C: cs.C, Hp: cs.H + 2*pad, Wp: cs.W + 2*pad, K: cs.K, OH: OH, OW: OW}
 					packers["im2colP"], PT = P, im2colPT{P}
 				}

@@ -39,13 +39,13 @@ func TestWorkspaceIsEnough(t *testing.T) {
 					in, w, bias := rnd(s.InSize()), rnd(s.WeightSize()), rnd(s.OC)
 					ws := make([]float32, ConvWorkspace(s))
 					out := make([]float32, s.OutSize())
-					conv2d(impl, s, out, in, w, bias, ws)
+					conv2d(impl, s, out, Float32Image(in), w, bias, ws)
 					want := make([]float32, s.OutSize())
 					Conv2dNaive(s, want, in, w, bias)
 					assertClose(t, "out", out, want)
 					dw := make([]float32, len(w))
-					conv2dBackward(impl, s, make([]float32, len(in)), dw, make([]float32, s.OC), rnd(s.OutSize()), in, w, ws)
-					conv2dBackward(impl, s, nil, dw, nil, rnd(s.OutSize()), in, w, ws)
+					conv2dBackward(impl, s, make([]float32, len(in)), dw, make([]float32, s.OC), rnd(s.OutSize()), Float32Image(in), w, ws)
+					conv2dBackward(impl, s, nil, dw, nil, rnd(s.OutSize()), Float32Image(in), w, ws)
 				})
 			}
 			for _, s := range ups {
