@@ -2,8 +2,14 @@ package backend
 
 // ConvShape describes a stride-1, zero-padded 2D convolution:
 // in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
-// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1.
-type ConvShape struct{ N, C, H, W, OC, K, Pad int }
+// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1. DT is the storage type of
+// in, out, their gradients and w as the operation takes them: Float32
+// (the zero value), or a 16-bit type where the backend does not stage
+// OpConv (its workspace may then hold their float32 copies).
+type ConvShape struct {
+	N, C, H, W, OC, K, Pad int
+	DT                     DType
+}
 
 // OH is the output height.
 func (s ConvShape) OH() int { return s.H + 2*s.Pad - s.K + 1 }
@@ -25,8 +31,11 @@ func (s ConvShape) Images(n int) ConvShape { s.N = n; return s }
 
 // UpConvShape describes a 2x2, stride-2 transposed convolution (PyTorch's
 // ConvTranspose2d(C, OC, 2, stride=2)): in is (N,C,H,W), w is (C,OC,2,2),
-// bias is (OC), out is (N,OC,2H,2W).
-type UpConvShape struct{ N, C, H, W, OC int }
+// bias is (OC), out is (N,OC,2H,2W); DT as for ConvShape.
+type UpConvShape struct {
+	N, C, H, W, OC int
+	DT             DType
+}
 
 // InSize, OutSize and WeightSize are element counts.
 func (s UpConvShape) InSize() int     { return s.N * s.C * s.H * s.W }

@@ -56,6 +56,7 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame(backend.OpConv)
+	s.DT = f.uniform(l.Weight, in, out)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
@@ -90,6 +91,7 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		}
 	}
 	f := env.frame(backend.OpConv)
+	s.DT = f.uniform(l.Weight, in, dout, din)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
 	err := env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, dy := g.images(in, lo, hi), g.images(dout, lo, hi)
@@ -194,6 +196,7 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame(backend.OpConv)
+	s.DT = f.uniform(l.Weight, in, out)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.UpConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
@@ -224,6 +227,7 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	f := env.frame(backend.OpConv)
+	s.DT = f.uniform(l.Weight, in, dout, din)
 	w, ws := f.weights(l.Weight), f.scratch(env.Backend.UpConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, dy, dx := g.images(in, lo, hi), g.images(dout, lo, hi), g.imagesOut(din, lo, hi)

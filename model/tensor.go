@@ -167,6 +167,7 @@ func allocView(dev *Device, cat memory.Category, dt backend.DType, n int) (backe
 type frame struct {
 	env     *Env
 	op      backend.Op
+	mixed   bool              // stage every 16-bit tensor (uniform)
 	commits [][2]backend.View // staged output, its tensor's view
 	frees   []*memory.Buffer
 	err     error
@@ -175,7 +176,30 @@ type frame struct {
 func (env *Env) frame(op backend.Op) *frame { return &frame{env: env, op: op} }
 
 // staged reports whether t goes to the backend through fp32 staging.
-func (f *frame) staged(t *Tensor) bool { return f.env.Backend.Stages(f.op, t.DType) }
+func (f *frame) staged(t *Tensor) bool {
+	return t.DType != backend.Float32 && (f.mixed || f.env.Backend.Stages(f.op, t.DType))
+}
+
+// uniform is the storage type a convolution's shape gives (ConvShape.DT)
+// for weights w and tensors ts (nil skipped): their own where they are all
+// of one type the backend takes as it is; else Float32, and f stages every
+// 16-bit one (a call mixing types, as the first convolution's reading the
+// fp32 data).
+func (f *frame) uniform(w *Param, ts ...*Tensor) backend.DType {
+	dt := backend.Float32
+	if w != nil && w.work != nil {
+		dt = w.workType
+	}
+	for _, t := range ts {
+		if t != nil && t.DType != dt {
+			f.mixed = true
+		}
+	}
+	if f.mixed || f.env.Backend.Stages(f.op, dt) {
+		return backend.Float32
+	}
+	return dt
+}
 
 // view is t as the backend reads it: t itself, or an fp32 copy.
 func (f *frame) view(t *Tensor) backend.View { return f.images(t, 0, t.N) }
@@ -238,7 +262,7 @@ func (f *frame) weights(p *Param) backend.View {
 		return p.View()
 	}
 	w := p.WorkView()
-	if !f.env.Backend.Stages(f.op, w.DT) {
+	if !f.mixed && !f.env.Backend.Stages(f.op, w.DT) {
 		return w
 	}
 	vals := f.scratch(p.Len())
@@ -285,6 +309,7 @@ func (env *Env) batches(f *frame, n int, op func(g *frame, lo, hi int), ts ...*T
 	}
 	for i := 0; i < n; i++ {
 		g := env.frame(f.op)
+		g.mixed = f.mixed
 		op(g, i, i+1)
 		if err := g.finish(); err != nil {
 			return err

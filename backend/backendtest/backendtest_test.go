@@ -11,10 +11,10 @@ import (
 )
 
 // TestHalfNative runs the suite on the CPU backend dressed as one that
-// computes on 16-bit tensors directly (Stages false for every type), so
-// that the suite's fp16 and bf16 layer cases, which no backend in this
-// repository takes yet, are themselves checked against a known-good
-// implementation.
+// computes on 16-bit tensors directly in every family (Stages false for
+// every type) by staging them itself, so that the suite's fp16 and bf16
+// cases of the families the CPU stages (the losses) are themselves checked
+// against a known-good implementation.
 func TestHalfNative(t *testing.T) {
 	backendtest.Run(t, &halfNative{pool: memory.NewPool(cpu.HostAllocator{}, memory.Options{})})
 }
@@ -28,7 +28,7 @@ type halfNative struct {
 	pool *memory.Pool
 }
 
-func (h *halfNative) Name() string                 { return "cpu(half-native)" }
+func (h *halfNative) Name() string                          { return "cpu(half-native)" }
 func (h *halfNative) Stages(backend.Op, backend.DType) bool { return false }
 
 // staging is one operation's fp32 copies of 16-bit views.
@@ -86,24 +86,28 @@ func (s *staging) done() {
 func (h *halfNative) Conv(sh backend.ConvShape, out, in, w, bias, ws backend.View) {
 	s := h.stage()
 	defer s.done()
+	sh.DT = backend.Float32 // staged
 	h.CPU.Conv(sh, s.out(out), s.in(in), s.in(w), bias, ws)
 }
 
 func (h *halfNative) ConvBack(sh backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	s := h.stage()
 	defer s.done()
+	sh.DT = backend.Float32 // staged
 	h.CPU.ConvBack(sh, s.out(din), dw, dbias, s.in(dout), s.in(in), s.in(w), ws)
 }
 
 func (h *halfNative) UpConv(sh backend.UpConvShape, out, in, w, bias, ws backend.View) {
 	s := h.stage()
 	defer s.done()
+	sh.DT = backend.Float32 // staged
 	h.CPU.UpConv(sh, s.out(out), s.in(in), s.in(w), bias, ws)
 }
 
 func (h *halfNative) UpConvBack(sh backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	s := h.stage()
 	defer s.done()
+	sh.DT = backend.Float32 // staged
 	h.CPU.UpConvBack(sh, s.out(din), dw, dbias, s.in(dout), s.in(in), s.in(w), ws)
 }
 

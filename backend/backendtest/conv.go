@@ -47,13 +47,15 @@ func (c *check) workspace(n int) backend.View {
 	return c.output(backend.Float32, n)
 }
 
-// Activations and weights are stored as dt (the tensors a backend that
-// computes on 16-bit types takes as they are); bias, weight and bias
-// gradients and workspace are fp32 (parameters' masters and gradients).
+// Activations and weights are stored as dt, as the shape's DT says (the
+// tensors a backend that computes on 16-bit types takes as they are);
+// bias, weight and bias gradients and workspace are fp32 (parameters'
+// masters and gradients).
 
 func (s *suite) conv(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range convShapes {
+			sh.DT = dt
 			for _, bias := range []bool{true, false} {
 				s.run(t, convName(dt, sh)+biasName(bias), func(c *check) {
 					x, w := c.signed(sh.InSize()), c.signed(sh.WeightSize())
@@ -84,6 +86,7 @@ func biasName(bias bool) string {
 func (s *suite) convBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range convShapes {
+			sh.DT = dt
 			for _, withDin := range []bool{true, false} {
 				for _, bias := range []bool{true, false} {
 					name := convName(dt, sh)
@@ -131,6 +134,7 @@ func (s *suite) convBack(t *testing.T) {
 func (s *suite) upConv(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range upConvShapes {
+			sh.DT = dt
 			s.run(t, upConvName(dt, sh), func(c *check) {
 				x, w, b := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OC)
 				in, wv, bv := c.input(dt, x), c.input(dt, w), c.input(backend.Float32, b)
@@ -146,6 +150,7 @@ func (s *suite) upConv(t *testing.T) {
 func (s *suite) upConvBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range upConvShapes {
+			sh.DT = dt
 			s.run(t, upConvName(dt, sh), func(c *check) {
 				x, w, g := c.signed(sh.InSize()), c.signed(sh.WeightSize()), c.signed(sh.OutSize())
 				dw0, db0 := c.signed(sh.WeightSize()), c.signed(sh.OC)

@@ -1,48 +1,195 @@
 package cpu
 
 import (
+	"fmt"
+
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // The convolutions run the fast kernels (packed GEMM over an implicit
 // im2col, AVX2/AVX-512 where the CPU has them) one image at a time, with
-// one image's workspace.
+// one image's workspace. With 16-bit tensors (s.DT) the workspace also
+// holds the float32 weights and one image's float32 output (or output
+// gradient and input gradient): the input is widened as the kernels pad
+// it, so it needs no float32 copy (a 1x1 convolution, which reads it
+// unpadded, widens it into the workspace too). Same bits as the float32
+// operation on widened copies, outputs rounded once.
+
+// ConvWorkspace is one image's workspace (Conv and ConvBack run the images
+// of a batch one at a time), plus halfConvScratch for 16-bit tensors.
+func (CPU) ConvWorkspace(s backend.ConvShape) int {
+	return kernels.ConvWorkspace(s.Images(1)) + halfConvScratch(s)
+}
+
+// halfConvScratch is the float32 copies a 16-bit convolution keeps in its
+// workspace (0 for fp32): the weights, one image's output or output
+// gradient and one image's input gradient, and one image's input where the
+// convolution is Direct.
+func halfConvScratch(s backend.ConvShape) int {
+	if !s.DT.Half() {
+		return 0
+	}
+	one := s.Images(1)
+	n := s.WeightSize() + one.OutSize() + one.InSize()
+	if s.Direct() {
+		n += one.InSize()
+	}
+	return n
+}
+
+// UpConvWorkspace is one image's workspace, plus, for 16-bit tensors, the
+// float32 weights and one image's input, output (or output gradient) and
+// input gradient.
+func (CPU) UpConvWorkspace(s backend.UpConvShape) int {
+	one := s.Images(1)
+	n := kernels.UpConvWorkspace(one)
+	if s.DT.Half() {
+		n += s.WeightSize() + 2*one.InSize() + one.OutSize()
+	}
+	return n
+}
+
+// carver cuts consecutive float32 views off a workspace.
+type carver struct{ rest backend.View }
+
+func (c *carver) take(n int) backend.View {
+	v := c.rest.Slice(0, n)
+	c.rest = c.rest.Slice(n, c.rest.Len)
+	return v
+}
+
+// checkConvTypes panics unless the activations and weights are s.DT.
+func checkConvTypes(op string, dt backend.DType, vs ...backend.View) {
+	for _, v := range vs {
+		if !v.None() && v.DT != dt {
+			panic(fmt.Sprintf("backend/cpu: %s of %s tensors given %v", op, dt, v))
+		}
+	}
+}
 
 // Conv is kernels.Conv2d per image.
 func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
+	checkConvTypes("conv", s.DT, out, in, w)
 	one := s.Images(1)
-	o, x := f32(out), f32(in)
-	for k := range s.N {
-		c.team.Conv2d(one, image(o, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(bias), f32(ws))
+	I, O := one.InSize(), one.OutSize()
+	if !s.DT.Half() {
+		o, x := f32(out), f32(in)
+		for k := range s.N {
+			c.team.Conv2d(one, image(o, O, k), image(x, I, k), f32(w), f32(bias), f32(ws))
+		}
+		return
 	}
+	cut := carver{ws}
+	wf, y := cut.take(s.WeightSize()), cut.take(O)
+	cut.take(I) // the input gradient's, in backward
+	var x backend.View
+	if s.Direct() {
+		x = cut.take(I)
+	}
+	c.Convert(wf, w)
+	for k := range s.N {
+		c.team.Conv2dImage(one, f32(y), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), f32(wf), f32(bias), f32(cut.rest))
+		c.Convert(out.Slice(k*O, (k+1)*O), y)
+	}
+}
+
+// imageOf is one 16-bit image as the kernels read it: as it is, or, where
+// wide is given (a Direct convolution's), widened into wide.
+func (c CPU) imageOf(dt backend.DType, v, wide backend.View) kernels.Image {
+	if wide.None() {
+		return kernels.HalfImage(dt, u16(v))
+	}
+	c.Convert(wide, v)
+	return kernels.Float32Image(f32(wide))
 }
 
 // ConvBack is kernels.Conv2dBackward per image.
 func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
+	checkConvTypes("conv backward", s.DT, din, dout, in, w)
 	one := s.Images(1)
-	dx, dy, x := f32(din), f32(dout), f32(in)
+	I, O := one.InSize(), one.OutSize()
+	if !s.DT.Half() {
+		dx, dy, x := f32(din), f32(dout), f32(in)
+		for k := range s.N {
+			c.team.Conv2dBackward(one, image(dx, I, k), f32(dw), f32(dbias),
+				image(dy, O, k), image(x, I, k), f32(w), f32(ws))
+		}
+		return
+	}
+	cut := carver{ws}
+	wf, g, dx := cut.take(s.WeightSize()), cut.take(O), cut.take(I)
+	var x backend.View
+	if s.Direct() {
+		x = cut.take(I)
+	}
+	c.Convert(wf, w)
 	for k := range s.N {
-		c.team.Conv2dBackward(one, image(dx, one.InSize(), k), f32(dw), f32(dbias),
-			image(dy, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(ws))
+		c.Convert(g, dout.Slice(k*O, (k+1)*O))
+		var dxk []float32
+		if !din.None() {
+			dxk = f32(dx)
+		}
+		c.team.Conv2dBackwardImage(one, dxk, f32(dw), f32(dbias), f32(g),
+			c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), f32(wf), f32(cut.rest))
+		if !din.None() {
+			c.Convert(din.Slice(k*I, (k+1)*I), dx)
+		}
 	}
 }
 
-// UpConv is kernels.UpConv per image.
+// UpConv is kernels.UpConv per image (16-bit images widened into the
+// workspace).
 func (c CPU) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
+	checkConvTypes("transposed conv", s.DT, out, in, w)
 	one := s.Images(1)
-	o, x := f32(out), f32(in)
+	I, O := one.InSize(), one.OutSize()
+	if !s.DT.Half() {
+		o, x := f32(out), f32(in)
+		for k := range s.N {
+			c.team.UpConv(one, image(o, O, k), image(x, I, k), f32(w), f32(bias), f32(ws))
+		}
+		return
+	}
+	cut := carver{ws}
+	wf, x, y := cut.take(s.WeightSize()), cut.take(I), cut.take(O)
+	cut.take(I) // the input gradient's, in backward
+	c.Convert(wf, w)
 	for k := range s.N {
-		c.team.UpConv(one, image(o, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(bias), f32(ws))
+		c.Convert(x, in.Slice(k*I, (k+1)*I))
+		c.team.UpConv(one, f32(y), f32(x), f32(wf), f32(bias), f32(cut.rest))
+		c.Convert(out.Slice(k*O, (k+1)*O), y)
 	}
 }
 
-// UpConvBack is kernels.UpConvBackward per image.
+// UpConvBack is kernels.UpConvBackward per image (16-bit images widened
+// into the workspace).
 func (c CPU) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
+	checkConvTypes("transposed conv backward", s.DT, din, dout, in, w)
 	one := s.Images(1)
-	dx, dy, x := f32(din), f32(dout), f32(in)
+	I, O := one.InSize(), one.OutSize()
+	if !s.DT.Half() {
+		dx, dy, x := f32(din), f32(dout), f32(in)
+		for k := range s.N {
+			c.team.UpConvBackward(one, image(dx, I, k), f32(dw), f32(dbias),
+				image(dy, O, k), image(x, I, k), f32(w), f32(ws))
+		}
+		return
+	}
+	cut := carver{ws}
+	wf, x, g, dx := cut.take(s.WeightSize()), cut.take(I), cut.take(O), cut.take(I)
+	c.Convert(wf, w)
 	for k := range s.N {
-		c.team.UpConvBackward(one, image(dx, one.InSize(), k), f32(dw), f32(dbias),
-			image(dy, one.OutSize(), k), image(x, one.InSize(), k), f32(w), f32(ws))
+		c.Convert(x, in.Slice(k*I, (k+1)*I))
+		c.Convert(g, dout.Slice(k*O, (k+1)*O))
+		var dxk []float32
+		if !din.None() {
+			dxk = f32(dx)
+		}
+		c.team.UpConvBackward(one, dxk, f32(dw), f32(dbias), f32(g), f32(x), f32(wf), f32(cut.rest))
+		if !din.None() {
+			c.Convert(din.Slice(k*I, (k+1)*I), dx)
+		}
 	}
 }
 

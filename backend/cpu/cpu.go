@@ -1,8 +1,8 @@
 package cpu
 
 import (
-	"sync"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend"
@@ -33,20 +33,13 @@ func (CPU) Allocator() memory.Allocator { return HostAllocator{} }
 // Sync returns nil: every operation has finished when it returns.
 func (CPU) Sync() error { return nil }
 
-// ConvWorkspace is one image's workspace: Conv and ConvBack run the images
-// of a batch one at a time.
-func (CPU) ConvWorkspace(s backend.ConvShape) int { return kernels.ConvWorkspace(s.Images(1)) }
-
-// UpConvWorkspace is one image's workspace.
-func (CPU) UpConvWorkspace(s backend.UpConvShape) int { return kernels.UpConvWorkspace(s.Images(1)) }
-
-// Stages reports true for 16-bit types in the convolutions and the losses,
-// whose kernels read float32 tensors whole (the convolutions stage one
-// image at a time). The norms, pooling, upsampling and Add widen 16-bit
-// tensors block by block or row by row in cache instead (values), with the
+// Stages reports true for 16-bit types in the losses only, whose kernels
+// read float32 logits. The others take 16-bit tensors as they are: the
+// norms widen them in registers, pooling and upsampling in bands of rows,
+// the convolutions as they pad their input (values, conv.go), with the
 // bits staging would give.
 func (CPU) Stages(op backend.Op, dt backend.DType) bool {
-	return dt != backend.Float32 && (op == backend.OpConv || op == backend.OpLoss)
+	return dt != backend.Float32 && op == backend.OpLoss
 }
 
 // HostAllocator gives out Go memory in blocks of float32 words (blocks are

@@ -232,6 +232,84 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 	}
 }
 
+// TestHalfConvsMatchStaging checks the convolutions the same way: each
+// 16-bit call (its shape's DT 16-bit) gives the bits of the float32 call
+// on widened copies, outputs rounded once, forward and backward, with and
+// without din, for 3x3 (the gather paths), 5x5, 1x1 (Direct: widened into
+// the workspace) and transposed convolutions; the workspace each asks for
+// is exactly what it is given.
+func TestHalfConvsMatchStaging(t *testing.T) {
+	c := New()
+	convs := []backend.ConvShape{
+		{N: 2, C: 16, H: 16, W: 16, OC: 16, K: 3, Pad: 1},
+		{N: 1, C: 5, H: 32, W: 32, OC: 8, K: 3, Pad: 1},
+		{N: 3, C: 7, H: 9, W: 11, OC: 5, K: 5, Pad: 2},
+		{N: 2, C: 6, H: 7, W: 5, OC: 3, K: 1},
+		{N: 2, C: 3, H: 33, W: 64, OC: 16, K: 3, Pad: 1},
+	}
+	ups := []backend.UpConvShape{{N: 2, C: 8, H: 5, W: 7, OC: 4}, {N: 1, C: 32, H: 8, W: 8, OC: 16}}
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+		if c.Stages(backend.OpConv, dt) {
+			t.Fatalf("Stages(conv, %s) is true", dt)
+		}
+		pool := memory.NewPool(HostAllocator{}, memory.Options{})
+		h := &halfCase{t: t, c: c, pool: pool, rng: rand.New(rand.NewPCG(9, uint64(dt))), dt: dt}
+		// weights is a 16-bit weight tensor and its widened copy.
+		weights := func(n int) twin { return h.act(n, 0, false) }
+		for _, s := range convs {
+			half, wide := s, s
+			half.DT = dt
+			name := fmt.Sprintf("%s/conv %+v", dt, s)
+			// ws is each side's workspace, exactly as long as asked.
+			ws := twin{half: h.alloc(backend.Float32, c.ConvWorkspace(half)), wide: h.alloc(backend.Float32, c.ConvWorkspace(wide))}
+			shape := func(tw twin, side func(twin) backend.View) backend.ConvShape {
+				if side(tw).DT == backend.Float32 {
+					return wide
+				}
+				return half
+			}
+			h.outs = nil
+			in, w, bias := h.act(s.InSize(), 0, false), weights(s.WeightSize()), h.param(s.OC, -1, 1, false)
+			out := h.act(s.OutSize(), 0, true)
+			for _, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+				c.Conv(shape(in, side), side(out), side(in), side(w), side(bias), side(ws))
+			}
+			h.check(name + " forward")
+			for _, withDin := range []bool{true, false} {
+				h.outs = nil
+				dout := h.act(s.OutSize(), 0, false)
+				dw, db := h.param(s.WeightSize(), -1, 1, true), h.param(s.OC, -1, 1, true)
+				var din twin
+				if withDin {
+					din = h.act(s.InSize(), 0, true)
+				}
+				for _, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+					c.ConvBack(shape(in, side), side(din), side(dw), side(db), side(dout), side(in), side(w), side(ws))
+				}
+				h.check(fmt.Sprintf("%s backward din=%v", name, withDin))
+			}
+		}
+		for _, s := range ups {
+			half, wide := s, s
+			half.DT = dt
+			name := fmt.Sprintf("%s/upconv %+v", dt, s)
+			ws := twin{half: h.alloc(backend.Float32, c.UpConvWorkspace(half)), wide: h.alloc(backend.Float32, c.UpConvWorkspace(wide))}
+			h.outs = nil
+			in, w, bias := h.act(s.InSize(), 0, false), weights(s.WeightSize()), h.param(s.OC, -1, 1, false)
+			out := h.act(s.OutSize(), 0, true)
+			c.UpConv(half, out.half, in.half, w.half, bias.half, ws.half)
+			c.UpConv(wide, out.wide, in.wide, w.wide, bias.wide, ws.wide)
+			h.check(name + " forward")
+			h.outs = nil
+			dout, din := h.act(s.OutSize(), 0, false), h.act(s.InSize(), 0, true)
+			dw, db := h.param(s.WeightSize(), -1, 1, true), h.param(s.OC, -1, 1, true)
+			c.UpConvBack(half, din.half, dw.half, db.half, dout.half, in.half, w.half, ws.half)
+			c.UpConvBack(wide, din.wide, dw.wide, db.wide, dout.wide, in.wide, w.wide, ws.wide)
+			h.check(name + " backward")
+		}
+	}
+}
+
 // TestValuesAt checks a single value's widening against the scalar
 // functions on every 16-bit pattern.
 func TestValuesAt(t *testing.T) {

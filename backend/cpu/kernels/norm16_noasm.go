@@ -12,4 +12,4 @@ func normGradHalfAsm(dt backend.DType, dx, g, x []uint16, mu, a, b, c float32) i
 	return 0
 }
 func shiftedSumsHalfAsm(dt backend.DType, xs []uint16, k float64, c *chains) int { return 0 }
-func gradSumsHalfAsm(dt backend.DType, g, x []uint16, mu float64, c *chains) int  { return 0 }
+func gradSumsHalfAsm(dt backend.DType, g, x []uint16, mu float64, c *chains) int { return 0 }
