@@ -11,11 +11,17 @@
 // The convolutions are the kernels of backend/cpu/kernels (a packed,
 // cache-blocked SGEMM over an implicit im2col, AVX2 and AVX-512 assembly
 // with a pure-Go fallback), run one image at a time with one image's
-// workspace; 16-bit tensors are staged through fp32 (Stages is true for
-// fp16 and bf16) except by ReLU, concat/split, the metrics and Convert,
-// which read the bit patterns directly (F16C/AVX2 conversions where the CPU
-// has them). The norms sum in float64 (16 interleaved chains); the loss
-// sums per sample in float64.
+// workspace. fp16 and bf16 tensors are taken as they are by every family
+// but the losses (Stages): a convolution widens its input as it pads it
+// and keeps float32 weights and one image's output in its workspace; the
+// norms widen in registers (kernels.AffineHalf and friends); pooling,
+// upsampling and Add widen bands of rows into a worker's scratch, which
+// the backend keeps between calls (spare) so none is allocated once warm.
+// Each gives the bits of the float32 operation on widened copies, rounded
+// once (TestHalfOpsMatchStaging, TestHalfConvsMatchStaging). ReLU,
+// concat/split, the metrics and Convert read the bit patterns directly.
+// The norms sum in float64 (16 interleaved chains); the loss sums per
+// sample in float64.
 //
 // A virtual buffer (the planner's) given to any operation here panics: that
 // is how the seam test catches code that touches memory outside a backend.

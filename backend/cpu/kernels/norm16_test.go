@@ -32,6 +32,12 @@ func halfPatterns(rng *rand.Rand, dt backend.DType, n int) []uint16 {
 // function, the float32 pass and narrowing: the same bits (sums: the same
 // float64s).
 func TestHalfPassesMatchWidened(t *testing.T) {
+	for _, e := range elementwiseImpls() {
+		t.Run(e.name, func(t *testing.T) { testHalfPasses(t, e) })
+	}
+}
+
+func testHalfPasses(t *testing.T, e elementwiseImpl) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	lengths := []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 255, 256, 257, 1000, 4099}
 	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
@@ -64,33 +70,33 @@ func TestHalfPassesMatchWidened(t *testing.T) {
 			mu, a, b, c := float32(rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64())
 
 			y := make([]uint16, n)
-			AffineHalf(dt, y, x, scale, shift)
+			e.affineHalf(dt, y, x, scale, shift)
 			yw := wide(x)
 			Affine(yw, yw, scale, shift)
 			same("affine", n, y, narrowAll(yw))
 			inPlace := append([]uint16(nil), x...)
-			AffineHalf(dt, inPlace, inPlace, scale, shift)
+			e.affineHalf(dt, inPlace, inPlace, scale, shift)
 			same("affine in place", n, inPlace, y)
 
 			dx := make([]uint16, n)
-			NormGradHalf(dt, dx, g, x, mu, a, b, c)
+			e.normGradHalf(dt, dx, g, x, mu, a, b, c)
 			dw := make([]float32, n)
 			NormGrad(dw, wide(g), wide(x), mu, a, b, c)
 			same("norm grad", n, dx, narrowAll(dw))
 			inPlace = append([]uint16(nil), g...)
-			NormGradHalf(dt, inPlace, inPlace, x, mu, a, b, c)
+			e.normGradHalf(dt, inPlace, inPlace, x, mu, a, b, c)
 			same("norm grad in place", n, inPlace, dx)
 
 			k := float64(rng.NormFloat64())
 			var sums Sums
-			sums.AddShiftedHalf(dt, x, k)
+			e.shiftedSumsHalf(dt, x, k, &sums.c)
 			s, q := sums.Result()
 			ws, wq := ShiftedSums(wide(x), k)
 			if !sameFloat(s, ws) || !sameFloat(q, wq) {
 				t.Fatalf("%s shifted sums n=%d: %v %v, want %v %v", dt, n, s, q, ws, wq)
 			}
 			sums = Sums{}
-			sums.AddGradHalf(dt, g, x, float64(mu))
+			e.gradSumsHalf(dt, g, x, float64(mu), &sums.c)
 			s, q = sums.Result()
 			ws, wq = GradSums(wide(g), wide(x), float64(mu))
 			if !sameFloat(s, ws) || !sameFloat(q, wq) {
@@ -117,19 +123,21 @@ func TestHalfPassesNarrowLikeScalar(t *testing.T) {
 		pats = append(pats, rng.Uint32())
 	}
 	zeros := make([]uint16, 8)
-	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
-		widen, narrow := scalarHalf(dt)
-		for _, p := range pats {
-			shift := math.Float32frombits(p)
-			y := make([]uint16, len(zeros))
-			AffineHalf(dt, y, zeros, 1, shift)
-			w := make([]float32, len(zeros))
-			for i := range w {
-				w[i] = widen(zeros[i])
-			}
-			affineGo(w, w, 1, shift)
-			if want := narrow(w[0]); y[0] != want || y[7] != want {
-				t.Fatalf("%s: %#08x narrows to %#04x, want %#04x", dt, p, y[0], want)
+	for _, e := range elementwiseImpls() {
+		for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+			widen, narrow := scalarHalf(dt)
+			for _, p := range pats {
+				shift := math.Float32frombits(p)
+				y := make([]uint16, len(zeros))
+				e.affineHalf(dt, y, zeros, 1, shift)
+				w := make([]float32, len(zeros))
+				for i := range w {
+					w[i] = widen(zeros[i])
+				}
+				affineGo(w, w, 1, shift)
+				if want := narrow(w[0]); y[0] != want || y[7] != want {
+					t.Fatalf("%s %s: %#08x narrows to %#04x, want %#04x", e.name, dt, p, y[0], want)
+				}
 			}
 		}
 	}
