@@ -7,30 +7,43 @@ import (
 )
 
 // Concat copies each sample's skip channels, then its up channels (bytes,
-// whatever the storage type).
-func (CPU) Concat(n int, out, skip, up backend.View) {
+// whatever the storage type), in parallel over byte ranges of out.
+func (c CPU) Concat(n int, out, skip, up backend.View) {
 	if skip.DT != up.DT || out.DT != up.DT || out.Len != skip.Len+up.Len || skip.Len%n != 0 || up.Len%n != 0 {
 		panic(fmt.Sprintf("backend/cpu: concat of %v and %v into %v", skip, up, out))
 	}
-	s, u, o := bytesOf(skip), bytesOf(up), bytesOf(out)
-	sn, un := len(s)/n, len(u)/n
-	for i := 0; i < n; i++ {
-		copy(o[i*(sn+un):], s[i*sn:(i+1)*sn])
-		copy(o[i*(sn+un)+sn:], u[i*un:(i+1)*un])
-	}
+	c.interleave(n, bytesOf(out), bytesOf(skip), bytesOf(up), false)
 }
 
 // Split is Concat's adjoint.
-func (CPU) Split(n int, dskip, dup, dout backend.View) {
+func (c CPU) Split(n int, dskip, dup, dout backend.View) {
 	if dskip.DT != dup.DT || dout.DT != dup.DT || dout.Len != dskip.Len+dup.Len || dskip.Len%n != 0 || dup.Len%n != 0 {
 		panic(fmt.Sprintf("backend/cpu: split of %v into %v and %v", dout, dskip, dup))
 	}
-	g, s, u := bytesOf(dout), bytesOf(dskip), bytesOf(dup)
-	sn, un := len(s)/n, len(u)/n
-	for i := 0; i < n; i++ {
-		copy(s[i*sn:(i+1)*sn], g[i*(sn+un):])
-		copy(u[i*un:(i+1)*un], g[i*(sn+un)+sn:])
-	}
+	c.interleave(n, bytesOf(dout), bytesOf(dskip), bytesOf(dup), true)
+}
+
+// interleave copies a and b into o as n samples of a's part then b's (o's
+// byte i of sample k is a's k-th part's, then b's), or, with split, o back
+// out into a and b; the team takes ranges of o's bytes.
+func (c CPU) interleave(n int, o, a, b []byte, split bool) {
+	an, bn := len(a)/n, len(b)/n
+	c.team.For(len(o), 64<<10, func(lo, hi int) {
+		for lo < hi {
+			k, r := lo/(an+bn), lo%(an+bn)
+			src, off, end := a, k*an+r, an // the part lo lies in, and where it ends
+			if r >= an {
+				src, off, end = b, k*bn+r-an, an+bn
+			}
+			m := min(hi-lo, end-r)
+			if split {
+				copy(src[off:off+m], o[lo:lo+m])
+			} else {
+				copy(o[lo:lo+m], src[off:off+m])
+			}
+			lo += m
+		}
+	})
 }
 
 // Add is out = a + b, in parallel, 16-bit values block by block.
