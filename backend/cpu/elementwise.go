@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
 // Concat copies each sample's skip channels, then its up channels (bytes,
@@ -59,10 +60,8 @@ func (c CPU) Add(out, a, b backend.View) {
 		blk := step(hi-lo, half)
 		for i := lo; i < hi; i += blk {
 			m := min(blk, hi-i)
-			xs, ys, os := x.load(buf[0], i, m), y.load(buf[1], i, m), o.out(buf[2], i, m)
-			for j := range os {
-				os[j] = xs[j] + ys[j]
-			}
+			os := o.out(buf[2], i, m)
+			kernels.Add(os, x.load(buf[0], i, m), y.load(buf[1], i, m))
 			o.store(os, i)
 		}
 	})

@@ -48,6 +48,24 @@ func NormGrad(dx, g, x []float32, mu, a, b, c float32) {
 	bestElementwise().normGrad(dx[:len(g)], g, x[:len(g)], mu, a, b, c)
 }
 
+// Add sets z[i] = x[i] + y[i]; z may be x or y.
+func Add(z, x, y []float32) { bestElementwise().add(z[:len(x)], x, y[:len(x)]) }
+
+func (e elementwiseImpl) add(z, x, y []float32) {
+	n := 0
+	if e.avx2 {
+		n = addAsm(z, x, y)
+	}
+	addGo(z[n:len(x)], x[n:], y[n:len(x)])
+}
+
+func addGo(z, x, y []float32) {
+	z, y = z[:len(x)], y[:len(x)]
+	for i, v := range x {
+		z[i] = v + y[i]
+	}
+}
+
 func (e elementwiseImpl) relu(y, x []float32) {
 	n := 0
 	if e.avx2 {

@@ -52,6 +52,15 @@ func normGradAsm(dx, g, x []float32, mu, a, b, c float32) int {
 	return n
 }
 
+func addAsm(z, x, y []float32) int {
+	n := len(x) &^ 7
+	if n > 0 {
+		_, _ = z[n-1], y[n-1]
+		addAVX2(&z[0], &x[0], &y[0], n)
+	}
+	return n
+}
+
 func relu16Asm(y, x []uint16, inf uint16) int {
 	n := len(x) &^ 15
 	if n > 0 {
@@ -100,6 +109,9 @@ func affineAVX2(y, x *float32, n int, scale, shift float32)
 
 //go:noescape
 func normGradAVX2(dx, dy, x *float32, n int, mu, a, b, c float32)
+
+//go:noescape
+func addAVX2(z, x, y *float32, n int)
 
 // In elementwise_amd64.s; n is a positive multiple of 16.
 //

@@ -525,3 +525,25 @@ loop:
 	VZEROUPPER
 	RET
 
+
+// func addAVX2(z, x, y *float32, n int)
+//
+// z = x + y, 8 values a step (n a multiple of 8); z may be x or y.
+TEXT ·addAVX2(SB), NOSPLIT, $0-32
+	MOVQ z+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+
+loop:
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     loop
+	VZEROUPPER
+	RET

@@ -72,6 +72,15 @@ func TestElementwiseMatchesGo(t *testing.T) {
 			e.affine(got, x, 1.7, -0.3)
 			sameBits(t, name+" affine", got, want)
 
+			for i := range want {
+				want[i] = x[i] + g[i] // the reference: one float32 add
+			}
+			e.add(got, x, g)
+			sameBits(t, name+" add", got, want)
+			inPlace = clone32(g)
+			e.add(inPlace, x, inPlace)
+			sameBits(t, name+" add in place", inPlace, want)
+
 			normGradGo(want, g, x, 0.25, 1.3, -0.7, 0.01)
 			e.normGrad(got, g, x, 0.25, 1.3, -0.7, 0.01)
 			sameBits(t, name+" norm grad", got, want)
