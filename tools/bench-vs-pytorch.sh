@@ -4,9 +4,10 @@
 # SIZE, BATCH say otherwise), alternating: each of ROUNDS rounds (default
 # 5) runs `memunet bench` over every variant, then PyTorch's equivalent of
 # each, so a noisy, shared machine disturbs both alike. Reported per
-# variant: the median and best step of each, memunet/PyTorch (medians) and
-# memunet's variant against its own fp32 step (as a ratio of medians, and
-# the median of each round's ratio, its variants having run back to back);
+# variant: the median and best step of each, memunet/PyTorch (medians, the
+# median of each round's ratio, and best against best) and memunet's
+# variant against its own fp32 step (as a ratio of medians, and the median
+# of each round's ratio, its variants having run back to back);
 # fp16 has no PyTorch CPU
 # equivalent (its CPU autocast is bf16 only). Needs Debian's python3-torch
 # (apt-get install python3-torch); not part of CI.
@@ -113,6 +114,12 @@ for v, by in ms.items():
                 cell += f" (per round: median {med(paired):.2f}x, {min(paired):.2f}-{max(paired):.2f})"
         if v in torch:
             cell += f", {med(t) / med(torch[v]):.2f}x PyTorch"
+            # Per round too: PyTorch's run of round r follows memunet's,
+            # so the pair shares most of a slow phase.
+            rs = rounds.get(b, {})
+            paired = [rs[r][v] / torch[v][r] for r in sorted(rs) if v in rs[r] and r < len(torch[v])]
+            if paired:
+                cell += f" (per round: median {med(paired):.2f}x, {min(paired):.2f}-{max(paired):.2f}; best/best {min(t) / min(torch[v]):.2f}x)"
         cells.append(cell)
     line = f"{v}: " + "; ".join(cells)
     if v in torch:
