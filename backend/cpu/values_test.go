@@ -443,3 +443,60 @@ func TestConcatSplitRanges(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHalfConvs times a few of the seed UNet's convolutions (batch 4)
+// forward and backward in fp32, in fp16 as the CPU takes it, and in fp16
+// staged as the layers did before (inputs widened, the fp32 call, outputs
+// narrowed).
+func BenchmarkHalfConvs(b *testing.B) {
+	c := New()
+	pool := memory.NewPool(HostAllocator{}, memory.Options{})
+	h := &halfCase{c: c, pool: pool, rng: rand.New(rand.NewPCG(13, 14)), dt: backend.Float16}
+	for _, sh := range []struct{ c, oc, hw int }{{16, 16, 128}, {48, 16, 128}, {64, 64, 32}, {256, 256, 8}} {
+		s := backend.ConvShape{N: 4, C: sh.c, H: sh.hw, W: sh.hw, OC: sh.oc, K: 3, Pad: 1}
+		half := s
+		half.DT = backend.Float16
+		in, w, out := h.act(s.InSize(), 0, false), h.act(s.WeightSize(), 0, false), h.act(s.OutSize(), 0, false)
+		dout, din := h.act(s.OutSize(), 0, false), h.act(s.InSize(), 0, false)
+		dw := h.alloc(backend.Float32, s.WeightSize())
+		ws32, ws16 := h.alloc(backend.Float32, c.ConvWorkspace(s)), h.alloc(backend.Float32, c.ConvWorkspace(half))
+		name := fmt.Sprintf("%d-%d@%d", sh.c, sh.oc, sh.hw)
+		b.Run("fwd/fp32/"+name, func(b *testing.B) {
+			for b.Loop() {
+				c.Conv(s, out.wide, in.wide, w.wide, backend.View{}, ws32)
+			}
+		})
+		b.Run("fwd/fp16/"+name, func(b *testing.B) {
+			for b.Loop() {
+				c.Conv(half, out.half, in.half, w.half, backend.View{}, ws16)
+			}
+		})
+		b.Run("fwd/fp16-staged/"+name, func(b *testing.B) {
+			for b.Loop() {
+				c.Convert(in.wide, in.half)
+				c.Convert(w.wide, w.half)
+				c.Conv(s, out.wide, in.wide, w.wide, backend.View{}, ws32)
+				c.Convert(out.half, out.wide)
+			}
+		})
+		b.Run("bwd/fp32/"+name, func(b *testing.B) {
+			for b.Loop() {
+				c.ConvBack(s, din.wide, dw, backend.View{}, dout.wide, in.wide, w.wide, ws32)
+			}
+		})
+		b.Run("bwd/fp16/"+name, func(b *testing.B) {
+			for b.Loop() {
+				c.ConvBack(half, din.half, dw, backend.View{}, dout.half, in.half, w.half, ws16)
+			}
+		})
+		b.Run("bwd/fp16-staged/"+name, func(b *testing.B) {
+			for b.Loop() {
+				c.Convert(in.wide, in.half)
+				c.Convert(dout.wide, dout.half)
+				c.Convert(w.wide, w.half)
+				c.ConvBack(s, din.wide, dw, backend.View{}, dout.wide, in.wide, w.wide, ws32)
+				c.Convert(din.half, din.wide)
+			}
+		})
+	}
+}
