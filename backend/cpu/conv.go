@@ -124,17 +124,25 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 		x = cut.take(I)
 	}
 	c.Convert(wf, w)
-	for k := range s.N {
-		c.Convert(g, dout.Slice(k*O, (k+1)*O))
-		var dxk []float32
-		if !din.None() {
-			dxk = f32(dx)
-		}
+	c.imagesBack(s.N, I, O, din, dout, g, dx, func(k int, dxk []float32) {
 		c.team.Conv2dBackwardImage(one, dxk, f32(dw), f32(dbias), f32(g),
 			c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), f32(wf), f32(cut.rest))
-		if !din.None() {
-			c.Convert(din.Slice(k*I, (k+1)*I), dx)
+	})
+}
+
+// imagesBack runs back for each of n images k (I input and O output
+// values each) with image k of dout widened into g, and passes it where to
+// write its input gradient: dx, narrowed into din's image k afterwards, or
+// nil where din is none.
+func (c CPU) imagesBack(n, I, O int, din, dout, g, dx backend.View, back func(k int, dxk []float32)) {
+	for k := range n {
+		c.Convert(g, dout.Slice(k*O, (k+1)*O))
+		if din.None() {
+			back(k, nil)
+			continue
 		}
+		back(k, f32(dx))
+		c.Convert(din.Slice(k*I, (k+1)*I), dx)
 	}
 }
 
@@ -179,18 +187,10 @@ func (c CPU) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws b
 	cut := carver{ws}
 	wf, x, g, dx := cut.take(s.WeightSize()), cut.take(I), cut.take(O), cut.take(I)
 	c.Convert(wf, w)
-	for k := range s.N {
+	c.imagesBack(s.N, I, O, din, dout, g, dx, func(k int, dxk []float32) {
 		c.Convert(x, in.Slice(k*I, (k+1)*I))
-		c.Convert(g, dout.Slice(k*O, (k+1)*O))
-		var dxk []float32
-		if !din.None() {
-			dxk = f32(dx)
-		}
 		c.team.UpConvBackward(one, dxk, f32(dw), f32(dbias), f32(g), f32(x), f32(wf), f32(cut.rest))
-		if !din.None() {
-			c.Convert(din.Slice(k*I, (k+1)*I), dx)
-		}
-	}
+	})
 }
 
 // image is image k of a batch of images of size values each (nil for nil).
