@@ -6,46 +6,73 @@ import (
 	"github.com/memunet/memunet/backend"
 )
 
-// CrossEntropy sums -log softmax per sample in float64, in parallel over
-// samples, then over samples in order.
+// lossChunk is how many pixels of one sample a task of the loss sums
+// takes. Samples are cut at the same places whatever the batch and the
+// cores, a sample's chunks add in order, then the samples in order: a
+// micro-batch of one keeps every core busy, and the result does not depend
+// on how a batch is split into micro-batches or on the cores.
+const lossChunk = 4096
+
+// lossChunks is how many chunks a sample of hw pixels has.
+func lossChunks(hw int) int { return (hw + lossChunk - 1) / lossChunk }
+
+// CrossEntropy sums -log softmax in float64 per chunk of a sample (in
+// parallel), then per sample and over samples in order.
 func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
 	z, tg := f32(logits), u8(target)
 	K, HW := s.C, s.H*s.W
-	sums := make([]float64, s.N)
-	counts := make([]int, s.N)
-	bad := make([]int, s.N)
-	c.team.For(s.N, 1, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			// Local sums, stored once: the samples' slots share a cache
+	per := lossChunks(HW)
+	sums := make([]float64, s.N*per)
+	counts := make([]int, s.N*per)
+	bad := make([]int, s.N*per)
+	c.team.For(s.N*per, 1, func(lo, hi int) {
+		for ch := lo; ch < hi; ch++ {
+			n, p0 := ch/per, ch%per*lossChunk
+			// Local sums, stored once: the chunks' slots share a cache
 			// line, which the cores would otherwise pass back and forth.
 			var sum float64
 			count := 0
-			for p := 0; p < HW; p++ {
+			for p := p0; p < min(p0+lossChunk, HW); p++ {
 				t := int(tg[n*HW+p])
 				if t == backend.IgnoreIndex {
 					continue
 				}
 				if t >= K {
-					bad[n] = t + 1
+					bad[ch] = t + 1
 					continue
 				}
 				mx, se := softmaxTerms(z[n*K*HW+p:], K, HW)
 				sum += math.Log(se) - float64(z[(n*K+t)*HW+p]-mx)
 				count++
 			}
-			sums[n], counts[n] = sum, count
+			sums[ch], counts[ch] = sum, count
 		}
 	})
-	if err := targetError(bad, K); err != nil {
+	if err := targetError(perSample(bad, per), K); err != nil {
 		return 0, 0, err
 	}
 	var sum float64
 	count := 0
-	for n := range sums {
-		sum += sums[n]
-		count += counts[n]
+	for n := range s.N {
+		var sn float64
+		for ch := n * per; ch < (n+1)*per; ch++ {
+			sn += sums[ch]
+			count += counts[ch]
+		}
+		sum += sn
 	}
 	return sum, count, nil
+}
+
+// perSample is each sample's first nonzero value among its per chunks.
+func perSample(bad []int, per int) []int {
+	out := make([]int, len(bad)/per)
+	for ch, v := range bad {
+		if n := ch / per; out[n] == 0 {
+			out[n] = v
+		}
+	}
+	return out
 }
 
 // targetError is the *backend.TargetError of the first sample with a bad
@@ -112,27 +139,29 @@ func expShifted(d float64) float64 {
 	return math.Exp(d)
 }
 
-// LossSums sums per sample in float64, in parallel over samples, then over
-// samples in order.
+// LossSums sums in float64 per chunk of a sample (in parallel), then per
+// sample and over samples in order, as CrossEntropy.
 func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
 	z, tg := f32(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(sums) != 4*K {
 		panic("backend/cpu: loss sums need 4 values per class")
 	}
-	part := make([]float64, s.N*4*K)
-	bad := make([]int, s.N)
-	c.team.For(s.N, 1, func(lo, hi int) {
+	per := lossChunks(HW)
+	part := make([]float64, s.N*per*4*K)
+	bad := make([]int, s.N*per)
+	c.team.For(s.N*per, 1, func(lo, hi int) {
 		e := make([]float64, K)
-		for n := lo; n < hi; n++ {
-			ps := part[n*4*K : (n+1)*4*K]
-			for p := 0; p < HW; p++ {
+		for ch := lo; ch < hi; ch++ {
+			n, p0 := ch/per, ch%per*lossChunk
+			ps := part[ch*4*K : (ch+1)*4*K]
+			for p := p0; p < min(p0+lossChunk, HW); p++ {
 				t := int(tg[n*HW+p])
 				if t == backend.IgnoreIndex {
 					continue
 				}
 				if t >= K {
-					bad[n] = t + 1
+					bad[ch] = t + 1
 					continue
 				}
 				zp := z[n*K*HW+p:]
@@ -146,11 +175,18 @@ func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float
 			}
 		}
 	})
-	if err := targetError(bad, K); err != nil {
+	if err := targetError(perSample(bad, per), K); err != nil {
 		return err
 	}
+	sample := make([]float64, 4*K)
 	for n := range s.N {
-		for i, v := range part[n*4*K : (n+1)*4*K] {
+		clear(sample)
+		for ch := n * per; ch < (n+1)*per; ch++ {
+			for i, v := range part[ch*4*K : (ch+1)*4*K] {
+				sample[i] += v
+			}
+		}
+		for i, v := range sample {
 			sums[i] += v
 		}
 	}

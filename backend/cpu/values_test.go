@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/memunet/memunet/backend"
@@ -498,5 +499,62 @@ func BenchmarkHalfConvs(b *testing.B) {
 				c.Convert(din.half, din.wide)
 			}
 		})
+	}
+}
+
+// TestLossChunksSplitAnyway: CrossEntropy and LossSums, which sum chunks of
+// a sample in parallel, give a batch the bits of its samples summed one by
+// one in order (a batch split into micro-batches of one), at 1 and 2 cores.
+func TestLossChunksSplitAnyway(t *testing.T) {
+	c := New()
+	pool := memory.NewPool(HostAllocator{}, memory.Options{})
+	rng := rand.New(rand.NewPCG(15, 16))
+	h := &halfCase{t: t, c: c, pool: pool, rng: rng, dt: backend.Float32}
+	s := backend.Shape4{N: 3, C: 3, H: 97, W: 91} // 8827 pixels: three chunks, the last short
+	logits := h.act(s.Len(), 0, false).wide
+	tg := make([]byte, s.N*s.H*s.W)
+	for i := range tg {
+		tg[i] = byte(rng.IntN(s.C))
+		if rng.IntN(10) == 0 {
+			tg[i] = backend.IgnoreIndex
+		}
+	}
+	target := h.alloc(backend.Uint8, len(tg))
+	c.Upload(target, tg)
+	HW := s.H * s.W
+	one := backend.Shape4{N: 1, C: s.C, H: s.H, W: s.W}
+	for _, procs := range []int{1, 2} {
+		prev := runtime.GOMAXPROCS(procs)
+		sum, count, err := c.CrossEntropy(s, logits, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want float64
+		wantCount := 0
+		sums := make([]float64, 4*s.C)
+		if err := c.LossSums(s, logits, target, 2, sums); err != nil {
+			t.Fatal(err)
+		}
+		wantSums := make([]float64, 4*s.C)
+		for n := range s.N {
+			sn, cn, err := c.CrossEntropy(one, logits.Slice(n*s.C*HW, (n+1)*s.C*HW), target.Slice(n*HW, (n+1)*HW))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want += sn
+			wantCount += cn
+			if err := c.LossSums(one, logits.Slice(n*s.C*HW, (n+1)*s.C*HW), target.Slice(n*HW, (n+1)*HW), 2, wantSums); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+		if math.Float64bits(sum) != math.Float64bits(want) || count != wantCount {
+			t.Errorf("%d cores: cross-entropy %v over %d, sample by sample %v over %d", procs, sum, count, want, wantCount)
+		}
+		for i := range sums {
+			if math.Float64bits(sums[i]) != math.Float64bits(wantSums[i]) {
+				t.Errorf("%d cores: loss sum %d is %v, sample by sample %v", procs, i, sums[i], wantSums[i])
+			}
+		}
 	}
 }
