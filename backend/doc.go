@@ -5,8 +5,9 @@
 // Shapes, as in ggml's backend interface and GoMLX's backends.Backend:
 //
 //   - a Backend is one device: an Allocator (the memory its buffers live in,
-//     under a memory.Pool), a Sizer (the workspace its operations need and
-//     whether 16-bit tensors reach it through fp32 staging), Transfer
+//     under a memory.Pool), a Sizer (the workspace its operations need and,
+//     per family of operations (Op), whether 16-bit tensors reach it
+//     through fp32 staging or as they are), Transfer
 //     (upload, download, conversion, fill), Layers (convolutions, norms,
 //     ReLU, pooling, upsampling, concat, add, the loss), Metrics (confusion
 //     counts, argmax) and Optimizer (Adam, unscale and check);

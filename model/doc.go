@@ -20,8 +20,10 @@
 //     (params), their gradients (grads), activations and saved-for-backward
 //     tensors (activations), and convolution workspace and fp32 staging of
 //     16-bit tensors (workspace, freed before the call returns). Staging is
-//     decided here, from the backend's Sizer, because it is memory the
-//     planner must see.
+//     decided here, per family of operations, from the backend's Sizer
+//     (Stages), because it is memory the planner must see; a convolution
+//     mixing fp32 and 16-bit tensors (the first, reading the data) is staged
+//     whatever the backend takes.
 //   - Tensors are reference counted. Forward returns a tensor the caller owns
 //     one reference to; a layer that needs its input or output in backward
 //     takes its own reference (Retain) in training mode. Backward consumes the
