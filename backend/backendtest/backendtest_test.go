@@ -10,11 +10,11 @@ import (
 	"github.com/memunet/memunet/memory"
 )
 
-// TestHalfNative runs the suite on the CPU backend dressed as one that
-// computes on 16-bit tensors directly in every family (Stages false for
-// every type) by staging them itself, so that the suite's fp16 and bf16
-// cases of the families the CPU stages (the losses) are themselves checked
-// against a known-good implementation.
+// TestHalfNative runs the suite on the CPU backend's fp32 operations
+// dressed as a backend that takes 16-bit tensors directly (Stages false),
+// staging them itself: the suite's fp16 and bf16 cases are checked against
+// that plain implementation as well as against the CPU's own 16-bit paths
+// (which TestConformance runs).
 func TestHalfNative(t *testing.T) {
 	backendtest.Run(t, &halfNative{pool: memory.NewPool(cpu.HostAllocator{}, memory.Options{})})
 }

@@ -33,14 +33,11 @@ func (CPU) Allocator() memory.Allocator { return HostAllocator{} }
 // Sync returns nil: every operation has finished when it returns.
 func (CPU) Sync() error { return nil }
 
-// Stages reports true for 16-bit types in the losses only, whose kernels
-// read float32 logits. The others take 16-bit tensors as they are: the
-// norms widen them in registers, pooling and upsampling in bands of rows,
-// the convolutions as they pad their input (values, conv.go), with the
-// bits staging would give.
-func (CPU) Stages(op backend.Op, dt backend.DType) bool {
-	return dt != backend.Float32 && op == backend.OpLoss
-}
+// Stages reports false: every family takes 16-bit tensors as they are. The
+// norms widen them in registers, pooling, upsampling and Add in bands of
+// rows, the losses in chunks of pixels, the convolutions as they pad their
+// input (values, conv.go), each with the bits staging would give.
+func (CPU) Stages(op backend.Op, dt backend.DType) bool { return false }
 
 // HostAllocator gives out Go memory in blocks of float32 words (blocks are
 // multiples of memory.BlockRound bytes), so every view of a block is

@@ -12,11 +12,12 @@
 // cache-blocked SGEMM over an implicit im2col, AVX2 and AVX-512 assembly
 // with a pure-Go fallback), run one image at a time with one image's
 // workspace. fp16 and bf16 tensors are taken as they are by every family
-// but the losses (Stages): a convolution widens its input as it pads it
-// and keeps float32 weights and one image's output in its workspace; the
-// norms widen in registers (kernels.AffineHalf and friends); pooling,
-// upsampling and Add widen bands of rows into a worker's scratch, which
-// the backend keeps between calls (spare) so none is allocated once warm.
+// (Stages is false): a convolution widens its input as it pads it and
+// keeps float32 weights and one image's output in its workspace; the norms
+// widen in registers (kernels.AffineHalf and friends); pooling, upsampling
+// and Add widen bands of rows, and the losses chunks of pixels, into a
+// worker's scratch, which the backend keeps between calls (spare) so none
+// is allocated once warm.
 // Each gives the bits of the float32 operation on widened copies, rounded
 // once (TestHalfOpsMatchStaging, TestHalfConvsMatchStaging). ReLU,
 // concat/split, the metrics and Convert read the bit patterns directly.

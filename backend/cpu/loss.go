@@ -19,21 +19,25 @@ func lossChunks(hw int) int { return (hw + lossChunk - 1) / lossChunk }
 // CrossEntropy sums -log softmax in float64 per chunk of a sample (in
 // parallel), then per sample and over samples in order.
 func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
-	z, tg := f32(logits), u8(target)
+	z, tg := valuesOf(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	per := lossChunks(HW)
 	sums := make([]float64, s.N*per)
 	counts := make([]int, s.N*per)
 	bad := make([]int, s.N*per)
 	c.team.For(s.N*per, 1, func(lo, hi int) {
+		buf, whole := c.scratch(z.h != nil, K*lossChunk)
+		defer c.release(whole)
 		for ch := lo; ch < hi; ch++ {
 			n, p0 := ch/per, ch%per*lossChunk
+			m := min(lossChunk, HW-p0)
+			zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
 			// Local sums, stored once: the chunks' slots share a cache
 			// line, which the cores would otherwise pass back and forth.
 			var sum float64
 			count := 0
-			for p := p0; p < min(p0+lossChunk, HW); p++ {
-				t := int(tg[n*HW+p])
+			for i := range m {
+				t := int(tg[n*HW+p0+i])
 				if t == backend.IgnoreIndex {
 					continue
 				}
@@ -41,8 +45,8 @@ func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float6
 					bad[ch] = t + 1
 					continue
 				}
-				mx, se := softmaxTerms(z[n*K*HW+p:], K, HW)
-				sum += math.Log(se) - float64(z[(n*K+t)*HW+p]-mx)
+				mx, se := softmaxTerms(zc[base+i:], K, stride)
+				sum += math.Log(se) - float64(zc[base+i+t*stride]-mx)
 				count++
 			}
 			sums[ch], counts[ch] = sum, count
@@ -62,6 +66,40 @@ func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float6
 		sum += sn
 	}
 	return sum, count, nil
+}
+
+// logitChunk is the K logits of pixels [p0, p0+m) of sample n as the loss
+// reads them, class k of pixel p0+i at zc[base + k*stride + i]: fp32
+// logits in place, 16-bit ones widened into buf (K*m values or more).
+func logitChunk(z values, K, HW, n, p0, m int, buf []float32) (zc []float32, base, stride int) {
+	if z.h == nil {
+		return z.f, n*K*HW + p0, HW
+	}
+	for k := range K {
+		off := (n*K+k)*HW + p0
+		z.widen(buf[k*m:(k+1)*m], z.h[off:off+m])
+	}
+	return buf, 0, m
+}
+
+// gradChunk is where the gradients of that chunk go, as logitChunk: g's
+// own values, or buf, which storeGradChunk narrows into g.
+func gradChunk(g values, K, HW, n, p0, m int, buf []float32) (gc []float32, base, stride int) {
+	if g.h == nil {
+		return g.f, n*K*HW + p0, HW
+	}
+	return buf, 0, m
+}
+
+// storeGradChunk narrows a 16-bit chunk's gradients from buf into g.
+func storeGradChunk(g values, K, HW, n, p0, m int, buf []float32) {
+	if g.h == nil {
+		return
+	}
+	for k := range K {
+		off := (n*K+k)*HW + p0
+		g.narrow(g.h[off:off+m], buf[k*m:(k+1)*m])
+	}
 }
 
 // perSample is each sample's first nonzero value among its per chunks.
@@ -86,31 +124,40 @@ func targetError(bad []int, classes int) error {
 	return nil
 }
 
-// CrossEntropyBack writes the softmax gradient pixel by pixel; each pixel
-// reads its K logits before writing, so dlogits may be logits.
+// CrossEntropyBack writes the softmax gradient pixel by pixel, in parallel
+// over chunks of a sample; each pixel's K logits are read before any
+// gradient is written, so dlogits may be logits.
 func (c CPU) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
-	z, g, tg := f32(logits), f32(dlogits), u8(target)
+	z, g, tg := valuesOf(logits), valuesOf(dlogits), u8(target)
 	K, HW := s.C, s.H*s.W
-	c.team.For(s.N*HW, 1<<10, func(lo, hi int) {
+	per := lossChunks(HW)
+	c.team.For(s.N*per, 1, func(lo, hi int) {
+		buf, whole := c.scratch(anyHalf(z, g), K*lossChunk, K*lossChunk)
+		defer c.release(whole)
 		e := make([]float64, K) // one pixel's exps, each computed once
-		for i := lo; i < hi; i++ {
-			n, p := i/HW, i%HW
-			t := int(tg[i])
-			if t == backend.IgnoreIndex || k == 0 {
-				for c := 0; c < K; c++ {
-					g[(n*K+c)*HW+p] = 0
+		for ch := lo; ch < hi; ch++ {
+			n, p0 := ch/per, ch%per*lossChunk
+			m := min(lossChunk, HW-p0)
+			zc, zb, zs := logitChunk(z, K, HW, n, p0, m, buf[0])
+			gc, gb, gs := gradChunk(g, K, HW, n, p0, m, buf[1])
+			for i := range m {
+				t := int(tg[n*HW+p0+i])
+				if t == backend.IgnoreIndex || k == 0 {
+					for c := range K {
+						gc[gb+c*gs+i] = 0
+					}
+					continue
 				}
-				continue
-			}
-			_, se := softmaxExps(z[n*K*HW+p:], K, HW, e)
-			for c := 0; c < K; c++ {
-				idx := (n*K+c)*HW + p
-				prob := float32(e[c] / se)
-				if c == t {
-					prob--
+				_, se := softmaxExps(zc[zb+i:], K, zs, e)
+				for c := range K {
+					prob := float32(e[c] / se)
+					if c == t {
+						prob--
+					}
+					gc[gb+c*gs+i] = k * prob
 				}
-				g[idx] = k * prob
 			}
+			storeGradChunk(g, K, HW, n, p0, m, buf[1])
 		}
 	})
 }
@@ -142,7 +189,7 @@ func expShifted(d float64) float64 {
 // LossSums sums in float64 per chunk of a sample (in parallel), then per
 // sample and over samples in order, as CrossEntropy.
 func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
-	z, tg := f32(logits), u8(target)
+	z, tg := valuesOf(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(sums) != 4*K {
 		panic("backend/cpu: loss sums need 4 values per class")
@@ -151,12 +198,16 @@ func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float
 	part := make([]float64, s.N*per*4*K)
 	bad := make([]int, s.N*per)
 	c.team.For(s.N*per, 1, func(lo, hi int) {
+		buf, whole := c.scratch(z.h != nil, K*lossChunk)
+		defer c.release(whole)
 		e := make([]float64, K)
 		for ch := lo; ch < hi; ch++ {
 			n, p0 := ch/per, ch%per*lossChunk
+			m := min(lossChunk, HW-p0)
+			zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
 			ps := part[ch*4*K : (ch+1)*4*K]
-			for p := p0; p < min(p0+lossChunk, HW); p++ {
-				t := int(tg[n*HW+p])
+			for i := range m {
+				t := int(tg[n*HW+p0+i])
 				if t == backend.IgnoreIndex {
 					continue
 				}
@@ -164,9 +215,9 @@ func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float
 					bad[ch] = t + 1
 					continue
 				}
-				zp := z[n*K*HW+p:]
-				mx, se := softmaxExps(zp, K, HW, e)
-				ps[t] += focalTerm(e, t, se, float64(zp[t*HW]-mx), float64(gamma))
+				zp := zc[base+i:]
+				mx, se := softmaxExps(zp, K, stride, e)
+				ps[t] += focalTerm(e, t, se, float64(zp[t*stride]-mx), float64(gamma))
 				ps[K+t]++
 				ps[2*K+t] += e[t] / se
 				for c := range K {
@@ -194,40 +245,50 @@ func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float
 }
 
 // LossBack computes each pixel's gradient from its K logits, read before
-// any is written, so dlogits may be logits.
+// any is written, so dlogits may be logits; in parallel over chunks of a
+// sample, as CrossEntropyBack.
 func (c CPU) LossBack(s backend.Shape4, dlogits, logits, target backend.View, gamma float32, coef []float32) {
-	z, g, tg := f32(logits), f32(dlogits), u8(target)
+	z, g, tg := valuesOf(logits), valuesOf(dlogits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(coef) != 3*K {
 		panic("backend/cpu: loss gradient needs 3 coefficients per class")
 	}
-	c.team.For(s.N*HW, 1<<10, func(lo, hi int) {
+	per := lossChunks(HW)
+	c.team.For(s.N*per, 1, func(lo, hi int) {
+		buf, whole := c.scratch(anyHalf(z, g), K*lossChunk, K*lossChunk)
+		defer c.release(whole)
 		e := make([]float64, K)
-		for i := lo; i < hi; i++ {
-			n, p := i/HW, i%HW
-			t := int(tg[i])
-			if t == backend.IgnoreIndex {
+		for ch := lo; ch < hi; ch++ {
+			n, p0 := ch/per, ch%per*lossChunk
+			m := min(lossChunk, HW-p0)
+			zc, zb, zs := logitChunk(z, K, HW, n, p0, m, buf[0])
+			gc, gb, gs := gradChunk(g, K, HW, n, p0, m, buf[1])
+			for i := range m {
+				t := int(tg[n*HW+p0+i])
+				if t == backend.IgnoreIndex {
+					for c := range K {
+						gc[gb+c*gs+i] = 0
+					}
+					continue
+				}
+				zp := zc[zb+i:]
+				mx, se := softmaxExps(zp, K, zs, e)
+				f := focalFactor(e, t, se, float64(zp[t*zs]-mx), float64(gamma))
+				a := float64(coef[t]) * f
+				dot := 0.0
 				for c := range K {
-					g[(n*K+c)*HW+p] = 0
+					dot += e[c] / se * lossD(coef, K, c, t)
 				}
-				continue
-			}
-			zp := z[n*K*HW+p:]
-			mx, se := softmaxExps(zp, K, HW, e)
-			f := focalFactor(e, t, se, float64(zp[t*HW]-mx), float64(gamma))
-			a := float64(coef[t]) * f
-			dot := 0.0
-			for c := range K {
-				dot += e[c] / se * lossD(coef, K, c, t)
-			}
-			for c := range K {
-				prob := e[c] / se
-				v := a*prob + prob*(lossD(coef, K, c, t)-dot)
-				if c == t {
-					v -= a
+				for c := range K {
+					prob := e[c] / se
+					v := a*prob + prob*(lossD(coef, K, c, t)-dot)
+					if c == t {
+						v -= a
+					}
+					gc[gb+c*gs+i] = float32(v)
 				}
-				g[(n*K+c)*HW+p] = float32(v)
 			}
+			storeGradChunk(g, K, HW, n, p0, m, buf[1])
 		}
 	})
 }

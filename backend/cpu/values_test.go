@@ -111,7 +111,7 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 		{N: 2, C: 1, H: 129, W: 1023}, // odd everything
 	}
 	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
-		for _, op := range []backend.Op{backend.OpNorm, backend.OpPool, backend.OpUpsample, backend.OpAdd} {
+		for _, op := range []backend.Op{backend.OpNorm, backend.OpPool, backend.OpUpsample, backend.OpAdd, backend.OpLoss} {
 			if c.Stages(op, dt) {
 				t.Fatalf("Stages(%s, %s) is true: this test checks the families the CPU takes directly", op, dt)
 			}
@@ -216,6 +216,67 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 					run(h, "Upsample2Back", func(side func(twin) backend.View) {
 						c.Upsample2Back(s, side(din), side(dout))
 					})
+				}
+				// The losses, over classes s.C, with targets of every class
+				// and ignored pixels: the sums (fp32 outputs) and the
+				// gradients, beside the logits and in place.
+				{
+					h := newCase()
+					tg := make([]byte, s.N*s.H*s.W)
+					for i := range tg {
+						tg[i] = byte(h.rng.IntN(s.C))
+						if h.rng.IntN(8) == 0 {
+							tg[i] = backend.IgnoreIndex
+						}
+					}
+					target := h.alloc(backend.Uint8, len(tg))
+					c.Upload(target, tg)
+					logits := h.act(n, 0, false)
+					var sum [2]float64
+					var count [2]int
+					var lossSums [2][]float64
+					coef := make([]float32, 3*s.C)
+					for i := range coef {
+						coef[i] = float32(h.rng.NormFloat64())
+					}
+					for i, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+						var err error
+						if sum[i], count[i], err = c.CrossEntropy(s, side(logits), target); err != nil {
+							t.Fatal(err)
+						}
+						lossSums[i] = make([]float64, 4*s.C)
+						if err := c.LossSums(s, side(logits), target, 2, lossSums[i]); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if math.Float64bits(sum[0]) != math.Float64bits(sum[1]) || count[0] != count[1] {
+						t.Errorf("CrossEntropy: %v over %d, staged %v over %d", sum[0], count[0], sum[1], count[1])
+					}
+					for i := range lossSums[0] {
+						if math.Float64bits(lossSums[0][i]) != math.Float64bits(lossSums[1][i]) {
+							t.Errorf("LossSums %d: %v, staged %v", i, lossSums[0][i], lossSums[1][i])
+						}
+					}
+					for _, inPlace := range []bool{false, true} {
+						h := newCase()
+						logits := h.act(n, 0, inPlace)
+						grad := logits
+						if !inPlace {
+							grad = h.act(n, 0, true)
+						}
+						run(h, fmt.Sprintf("CrossEntropyBack in place=%v", inPlace), func(side func(twin) backend.View) {
+							c.CrossEntropyBack(s, side(grad), side(logits), target, 0.25)
+						})
+						h = newCase()
+						logits = h.act(n, 0, inPlace)
+						grad = logits
+						if !inPlace {
+							grad = h.act(n, 0, true)
+						}
+						run(h, fmt.Sprintf("LossBack in place=%v", inPlace), func(side func(twin) backend.View) {
+							c.LossBack(s, side(grad), side(logits), target, 2, coef)
+						})
+					}
 				}
 				for _, inPlace := range []bool{false, true} {
 					h := newCase()

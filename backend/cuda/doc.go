@@ -25,7 +25,7 @@
 //   - Layer operations take fp32 tensors: 16-bit tensors are staged through
 //     fp32 by the layers (Stages reports true for every family), so a 16-bit
 //     run's plan counts that staging here; the CPU takes 16-bit tensors as
-//     they are in every family but the losses.
+//     they are in every family.
 //
 // The PTX files are generated (go generate ./backend/cuda, with nvcc from
 // the CUDA toolkit) and committed, so building needs only the driver's
