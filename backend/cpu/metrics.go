@@ -6,32 +6,46 @@ import (
 	"github.com/memunet/memunet/backend"
 )
 
-// Confusion counts (target, predicted) pairs serially.
+// Confusion counts (target, predicted) pairs serially, 16-bit logits
+// widened a chunk of pixels at a time.
 func (c CPU) Confusion(s backend.Shape4, counts []int64, logits, target backend.View) {
-	z, tg := c.floats(logits), u8(target)
+	z, tg := valuesOf(logits), u8(target)
 	K, HW := s.C, s.H*s.W
 	if len(counts) != K*K || len(tg) != s.N*HW {
 		panic(fmt.Sprintf("backend/cpu: confusion of %d classes into %d counts, %v", K, len(counts), target))
 	}
-	for n := 0; n < s.N; n++ {
-		for p := 0; p < HW; p++ {
-			t := int(tg[n*HW+p])
+	buf, whole := c.scratch(z.h != nil, K*lossChunk)
+	defer c.release(whole)
+	per := lossChunks(HW)
+	for ch := range s.N * per {
+		n, p0 := ch/per, ch%per*lossChunk
+		m := min(lossChunk, HW-p0)
+		zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
+		for i := range m {
+			t := int(tg[n*HW+p0+i])
 			if t == backend.IgnoreIndex || t >= K {
 				continue
 			}
-			counts[t*K+argmaxAt(z[n*K*HW+p:], K, HW)]++
+			counts[t*K+argmaxAt(zc[base+i:], K, stride)]++
 		}
 	}
 }
 
-// Argmax writes each pixel's first largest class, in parallel over samples.
+// Argmax writes each pixel's first largest class, in parallel over chunks
+// of a sample's pixels.
 func (c CPU) Argmax(s backend.Shape4, classes, logits backend.View) {
-	z, out := c.floats(logits), u8(classes)
+	z, out := valuesOf(logits), u8(classes)
 	K, HW := s.C, s.H*s.W
-	c.team.For(s.N, 1, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			for p := 0; p < HW; p++ {
-				out[n*HW+p] = uint8(argmaxAt(z[n*K*HW+p:], K, HW))
+	per := lossChunks(HW)
+	c.team.For(s.N*per, 1, func(lo, hi int) {
+		buf, whole := c.scratch(z.h != nil, K*lossChunk)
+		defer c.release(whole)
+		for ch := lo; ch < hi; ch++ {
+			n, p0 := ch/per, ch%per*lossChunk
+			m := min(lossChunk, HW-p0)
+			zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
+			for i := range m {
+				out[n*HW+p0+i] = uint8(argmaxAt(zc[base+i:], K, stride))
 			}
 		}
 	})
@@ -46,19 +60,4 @@ func argmaxAt(z []float32, K, stride int) int {
 		}
 	}
 	return arg
-}
-
-// floats is a float view's values as float32: the view itself, or a host
-// copy widened from 16 bits.
-func (c CPU) floats(v backend.View) []float32 {
-	if v.DT == backend.Float32 {
-		return f32(v)
-	}
-	out := make([]float32, v.Len)
-	if v.DT == backend.Float16 {
-		c.team.F16ToF32Slice(out, u16(v))
-	} else {
-		c.team.BF16ToF32Slice(out, u16(v))
-	}
-	return out
 }

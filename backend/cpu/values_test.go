@@ -249,6 +249,19 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
+					// The metrics, which read 16-bit logits the same way.
+					var conf [2][]int64
+					var classes [2][]byte
+					for i, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+						conf[i] = make([]int64, s.C*s.C)
+						c.Confusion(s, conf[i], side(logits), target)
+						cv := h.alloc(backend.Uint8, len(tg))
+						c.Argmax(s, cv, side(logits))
+						classes[i] = backend.DownloadBytes(c, cv)
+					}
+					if fmt.Sprint(conf[0]) != fmt.Sprint(conf[1]) || string(classes[0]) != string(classes[1]) {
+						t.Errorf("Confusion or Argmax of 16-bit logits differs from their widened copy")
+					}
 					if math.Float64bits(sum[0]) != math.Float64bits(sum[1]) || count[0] != count[1] {
 						t.Errorf("CrossEntropy: %v over %d, staged %v over %d", sum[0], count[0], sum[1], count[1])
 					}
