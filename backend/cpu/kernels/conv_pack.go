@@ -227,20 +227,42 @@ func (x Image) slice(lo, hi int) Image {
 	return x
 }
 
-// padRows is padRows of values [lo, hi), widened if 16-bit.
+// padRows is padRows of values [lo, hi), widened if 16-bit: row by row
+// into place where rows are long, else (short rows, which the conversion
+// kernels would take a few values at a time) all in one call into the end
+// of dst, from where each row moves forward into place (a row's place
+// never reaches past the start of a later row's copy).
 func (x Image) padRows(dst []float32, lo, hi, W, pad int) {
 	if x.h == nil {
 		padRows(dst, x.f[lo:hi], W, pad)
 		return
 	}
-	Wp := W + 2*pad
-	for y := range (hi - lo) / W {
+	Wp, rows := W+2*pad, (hi-lo)/W
+	if W >= shortRow || pad == 0 {
+		for y := range rows {
+			row := dst[y*Wp : (y+1)*Wp]
+			clear(row[:pad])
+			x.widen(row[pad:pad+W], x.h[lo+y*W:lo+(y+1)*W])
+			clear(row[pad+W:])
+		}
+		return
+	}
+	dst = dst[:rows*Wp]
+	tail := len(dst) - (hi - lo)
+	x.widen(dst[tail:], x.h[lo:hi])
+	for y := range rows {
+		copy(dst[y*Wp+pad:y*Wp+pad+W], dst[tail+y*W:tail+(y+1)*W])
+	}
+	for y := range rows {
 		row := dst[y*Wp : (y+1)*Wp]
 		clear(row[:pad])
-		x.widen(row[pad:pad+W], x.h[lo+y*W:lo+(y+1)*W])
 		clear(row[pad+W:])
 	}
 }
+
+// shortRow is the row length below which Image.padRows widens all rows in
+// one call.
+const shortRow = 64
 
 // padImage copies x (C,H,W) into dst as (C, H+2*pad, W+2*pad) with a zero
 // border and returns dst[:paddedSize(C, H, W, pad)].
