@@ -7,17 +7,17 @@ import (
 	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
-// blockLen is how many values of a 16-bit tensor an operation widens at a
-// time: a few such blocks stay in L1 while the fp32 kernels run on them.
-// A multiple of 16, so the norms' sums go on in the same chains.
+// blockLen is how many values of a 16-bit tensor Add widens at a time: a
+// few such blocks stay in L1 while the fp32 kernel runs on them.
 const blockLen = 1024
 
 // values is a float view as the fp32 kernels take it: fp32 values in
-// place, or a 16-bit tensor's bit patterns widened block by block into a
-// worker's scratch (and results narrowed back). So a 16-bit tensor reaches
-// the norms, pooling, upsampling and Add without an fp32 copy in the pool,
-// and each value is converted once, in cache, with the same bits as
-// staging gives.
+// place, or a 16-bit tensor's bit patterns widened a block, a band of rows
+// or a chunk of pixels at a time into a worker's scratch (and results
+// narrowed back). So a 16-bit tensor reaches pooling, upsampling, Add, the
+// losses and the metrics without an fp32 copy in the pool, each value
+// converted in cache with the same bits as staging gives. (The norms widen
+// in registers: kernels.AffineHalf and friends.)
 type values struct {
 	f      []float32 // fp32 values; nil for 16-bit
 	h      []uint16  // 16-bit bit patterns
@@ -65,16 +65,6 @@ func anyHalf(vs ...values) bool {
 		}
 	}
 	return false
-}
-
-// sameHalf reports whether vs are all 16-bit, of one type.
-func sameHalf(vs ...values) bool {
-	for _, v := range vs {
-		if v.h == nil || v.dt != vs[0].dt {
-			return false
-		}
-	}
-	return true
 }
 
 // step is how many values one block takes out of n: all n where no value
