@@ -16,6 +16,22 @@ const lossChunk = 4096
 // lossChunks is how many chunks a sample of hw pixels has.
 func lossChunks(hw int) int { return (hw + lossChunk - 1) / lossChunk }
 
+// pixelChunks runs chunk on every chunk of lossChunk pixels of each of
+// samples samples of hw pixels, in parallel, each worker with scratch of
+// the given sizes (nil where half is false): ch numbers the chunk (per
+// sample, in order), n is its sample, p0 its first pixel and m its length.
+func (c CPU) pixelChunks(samples, hw int, half bool, sizes []int, chunk func(ch, n, p0, m int, buf [5][]float32)) {
+	per := lossChunks(hw)
+	c.team.For(samples*per, 1, func(lo, hi int) {
+		buf, whole := c.scratch(half, sizes...)
+		defer c.release(whole)
+		for ch := lo; ch < hi; ch++ {
+			n, p0 := ch/per, ch%per*lossChunk
+			chunk(ch, n, p0, min(lossChunk, hw-p0), buf)
+		}
+	})
+}
+
 // CrossEntropy sums -log softmax in float64 per chunk of a sample (in
 // parallel), then per sample and over samples in order.
 func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
@@ -25,32 +41,26 @@ func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float6
 	sums := make([]float64, s.N*per)
 	counts := make([]int, s.N*per)
 	bad := make([]int, s.N*per)
-	c.team.For(s.N*per, 1, func(lo, hi int) {
-		buf, whole := c.scratch(z.h != nil, K*lossChunk)
-		defer c.release(whole)
-		for ch := lo; ch < hi; ch++ {
-			n, p0 := ch/per, ch%per*lossChunk
-			m := min(lossChunk, HW-p0)
-			zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
-			// Local sums, stored once: the chunks' slots share a cache
-			// line, which the cores would otherwise pass back and forth.
-			var sum float64
-			count := 0
-			for i := range m {
-				t := int(tg[n*HW+p0+i])
-				if t == backend.IgnoreIndex {
-					continue
-				}
-				if t >= K {
-					bad[ch] = t + 1
-					continue
-				}
-				mx, se := softmaxTerms(zc[base+i:], K, stride)
-				sum += math.Log(se) - float64(zc[base+i+t*stride]-mx)
-				count++
+	c.pixelChunks(s.N, HW, z.h != nil, []int{K * lossChunk}, func(ch, n, p0, m int, buf [5][]float32) {
+		zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
+		// Local sums, stored once: the chunks' slots share a cache
+		// line, which the cores would otherwise pass back and forth.
+		var sum float64
+		count := 0
+		for i := range m {
+			t := int(tg[n*HW+p0+i])
+			if t == backend.IgnoreIndex {
+				continue
 			}
-			sums[ch], counts[ch] = sum, count
+			if t >= K {
+				bad[ch] = t + 1
+				continue
+			}
+			mx, se := softmaxTerms(zc[base+i:], K, stride)
+			sum += math.Log(se) - float64(zc[base+i+t*stride]-mx)
+			count++
 		}
+		sums[ch], counts[ch] = sum, count
 	})
 	if err := targetError(perSample(bad, per), K); err != nil {
 		return 0, 0, err
@@ -130,35 +140,28 @@ func targetError(bad []int, classes int) error {
 func (c CPU) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
 	z, g, tg := valuesOf(logits), valuesOf(dlogits), u8(target)
 	K, HW := s.C, s.H*s.W
-	per := lossChunks(HW)
-	c.team.For(s.N*per, 1, func(lo, hi int) {
-		buf, whole := c.scratch(anyHalf(z, g), K*lossChunk, K*lossChunk)
-		defer c.release(whole)
-		e := make([]float64, K) // one pixel's exps, each computed once
-		for ch := lo; ch < hi; ch++ {
-			n, p0 := ch/per, ch%per*lossChunk
-			m := min(lossChunk, HW-p0)
-			zc, zb, zs := logitChunk(z, K, HW, n, p0, m, buf[0])
-			gc, gb, gs := gradChunk(g, K, HW, n, p0, m, buf[1])
-			for i := range m {
-				t := int(tg[n*HW+p0+i])
-				if t == backend.IgnoreIndex || k == 0 {
-					for c := range K {
-						gc[gb+c*gs+i] = 0
-					}
-					continue
-				}
-				_, se := softmaxExps(zc[zb+i:], K, zs, e)
+	c.pixelChunks(s.N, HW, anyHalf(z, g), []int{K * lossChunk, K * lossChunk}, func(ch, n, p0, m int, buf [5][]float32) {
+		e := make([]float64, K)
+		zc, zb, zs := logitChunk(z, K, HW, n, p0, m, buf[0])
+		gc, gb, gs := gradChunk(g, K, HW, n, p0, m, buf[1])
+		for i := range m {
+			t := int(tg[n*HW+p0+i])
+			if t == backend.IgnoreIndex || k == 0 {
 				for c := range K {
-					prob := float32(e[c] / se)
-					if c == t {
-						prob--
-					}
-					gc[gb+c*gs+i] = k * prob
+					gc[gb+c*gs+i] = 0
 				}
+				continue
 			}
-			storeGradChunk(g, K, HW, n, p0, m, buf[1])
+			_, se := softmaxExps(zc[zb+i:], K, zs, e)
+			for c := range K {
+				prob := float32(e[c] / se)
+				if c == t {
+					prob--
+				}
+				gc[gb+c*gs+i] = k * prob
+			}
 		}
+		storeGradChunk(g, K, HW, n, p0, m, buf[1])
 	})
 }
 
@@ -197,32 +200,26 @@ func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float
 	per := lossChunks(HW)
 	part := make([]float64, s.N*per*4*K)
 	bad := make([]int, s.N*per)
-	c.team.For(s.N*per, 1, func(lo, hi int) {
-		buf, whole := c.scratch(z.h != nil, K*lossChunk)
-		defer c.release(whole)
+	c.pixelChunks(s.N, HW, z.h != nil, []int{K * lossChunk}, func(ch, n, p0, m int, buf [5][]float32) {
 		e := make([]float64, K)
-		for ch := lo; ch < hi; ch++ {
-			n, p0 := ch/per, ch%per*lossChunk
-			m := min(lossChunk, HW-p0)
-			zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
-			ps := part[ch*4*K : (ch+1)*4*K]
-			for i := range m {
-				t := int(tg[n*HW+p0+i])
-				if t == backend.IgnoreIndex {
-					continue
-				}
-				if t >= K {
-					bad[ch] = t + 1
-					continue
-				}
-				zp := zc[base+i:]
-				mx, se := softmaxExps(zp, K, stride, e)
-				ps[t] += focalTerm(e, t, se, float64(zp[t*stride]-mx), float64(gamma))
-				ps[K+t]++
-				ps[2*K+t] += e[t] / se
-				for c := range K {
-					ps[3*K+c] += e[c] / se
-				}
+		zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
+		ps := part[ch*4*K : (ch+1)*4*K]
+		for i := range m {
+			t := int(tg[n*HW+p0+i])
+			if t == backend.IgnoreIndex {
+				continue
+			}
+			if t >= K {
+				bad[ch] = t + 1
+				continue
+			}
+			zp := zc[base+i:]
+			mx, se := softmaxExps(zp, K, stride, e)
+			ps[t] += focalTerm(e, t, se, float64(zp[t*stride]-mx), float64(gamma))
+			ps[K+t]++
+			ps[2*K+t] += e[t] / se
+			for c := range K {
+				ps[3*K+c] += e[c] / se
 			}
 		}
 	})
@@ -253,43 +250,36 @@ func (c CPU) LossBack(s backend.Shape4, dlogits, logits, target backend.View, ga
 	if len(coef) != 3*K {
 		panic("backend/cpu: loss gradient needs 3 coefficients per class")
 	}
-	per := lossChunks(HW)
-	c.team.For(s.N*per, 1, func(lo, hi int) {
-		buf, whole := c.scratch(anyHalf(z, g), K*lossChunk, K*lossChunk)
-		defer c.release(whole)
+	c.pixelChunks(s.N, HW, anyHalf(z, g), []int{K * lossChunk, K * lossChunk}, func(ch, n, p0, m int, buf [5][]float32) {
 		e := make([]float64, K)
-		for ch := lo; ch < hi; ch++ {
-			n, p0 := ch/per, ch%per*lossChunk
-			m := min(lossChunk, HW-p0)
-			zc, zb, zs := logitChunk(z, K, HW, n, p0, m, buf[0])
-			gc, gb, gs := gradChunk(g, K, HW, n, p0, m, buf[1])
-			for i := range m {
-				t := int(tg[n*HW+p0+i])
-				if t == backend.IgnoreIndex {
-					for c := range K {
-						gc[gb+c*gs+i] = 0
-					}
-					continue
-				}
-				zp := zc[zb+i:]
-				mx, se := softmaxExps(zp, K, zs, e)
-				f := focalFactor(e, t, se, float64(zp[t*zs]-mx), float64(gamma))
-				a := float64(coef[t]) * f
-				dot := 0.0
+		zc, zb, zs := logitChunk(z, K, HW, n, p0, m, buf[0])
+		gc, gb, gs := gradChunk(g, K, HW, n, p0, m, buf[1])
+		for i := range m {
+			t := int(tg[n*HW+p0+i])
+			if t == backend.IgnoreIndex {
 				for c := range K {
-					dot += e[c] / se * lossD(coef, K, c, t)
+					gc[gb+c*gs+i] = 0
 				}
-				for c := range K {
-					prob := e[c] / se
-					v := a*prob + prob*(lossD(coef, K, c, t)-dot)
-					if c == t {
-						v -= a
-					}
-					gc[gb+c*gs+i] = float32(v)
-				}
+				continue
 			}
-			storeGradChunk(g, K, HW, n, p0, m, buf[1])
+			zp := zc[zb+i:]
+			mx, se := softmaxExps(zp, K, zs, e)
+			f := focalFactor(e, t, se, float64(zp[t*zs]-mx), float64(gamma))
+			a := float64(coef[t]) * f
+			dot := 0.0
+			for c := range K {
+				dot += e[c] / se * lossD(coef, K, c, t)
+			}
+			for c := range K {
+				prob := e[c] / se
+				v := a*prob + prob*(lossD(coef, K, c, t)-dot)
+				if c == t {
+					v -= a
+				}
+				gc[gb+c*gs+i] = float32(v)
+			}
 		}
+		storeGradChunk(g, K, HW, n, p0, m, buf[1])
 	})
 }
 

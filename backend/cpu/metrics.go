@@ -36,17 +36,10 @@ func (c CPU) Confusion(s backend.Shape4, counts []int64, logits, target backend.
 func (c CPU) Argmax(s backend.Shape4, classes, logits backend.View) {
 	z, out := valuesOf(logits), u8(classes)
 	K, HW := s.C, s.H*s.W
-	per := lossChunks(HW)
-	c.team.For(s.N*per, 1, func(lo, hi int) {
-		buf, whole := c.scratch(z.h != nil, K*lossChunk)
-		defer c.release(whole)
-		for ch := lo; ch < hi; ch++ {
-			n, p0 := ch/per, ch%per*lossChunk
-			m := min(lossChunk, HW-p0)
-			zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
-			for i := range m {
-				out[n*HW+p0+i] = uint8(argmaxAt(zc[base+i:], K, stride))
-			}
+	c.pixelChunks(s.N, HW, z.h != nil, []int{K * lossChunk}, func(ch, n, p0, m int, buf [5][]float32) {
+		zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
+		for i := range m {
+			out[n*HW+p0+i] = uint8(argmaxAt(zc[base+i:], K, stride))
 		}
 	})
 }
