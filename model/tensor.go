@@ -158,9 +158,10 @@ func allocView(dev *Device, cat memory.Category, dt backend.DType, n int) (backe
 
 // frame gathers the transient buffers of one backend call of family op:
 // fp32 staging of 16-bit tensors where the backend Stages them for op
-// (inputs converted in, outputs converted back at finish), and workspace. Staging is the layer's
-// decision, not the backend's, because it is memory: each staged tensor is
-// a workspace allocation the planner must see. The first allocation failure
+// (inputs converted in, outputs converted back at finish), and workspace.
+// Staging is the layer's decision, not the backend's, because it is
+// memory: each staged tensor is a workspace allocation the planner must
+// see. The first allocation failure
 // is kept in err and later calls return the zero View, so a caller checks
 // err once before its backend call; finish then converts the outputs
 // (unless err is set) and frees everything, last allocated first.

@@ -47,17 +47,18 @@ func (c CPU) interleave(n int, o, a, b []byte, split bool) {
 	})
 }
 
-// Add is out = a + b, in parallel, 16-bit values block by block.
+// Add is out = a + b, in parallel, 16-bit values a band at a time (a
+// "row" being one value of each).
 func (c CPU) Add(out, a, b backend.View) {
 	x, y, o := valuesOf(a), valuesOf(b), valuesOf(out)
 	if x.len() != o.len() || y.len() != o.len() {
 		panic(fmt.Sprintf("backend/cpu: add of %v and %v into %v", a, b, out))
 	}
 	half := anyHalf(x, y, o)
+	blk := bandRows(o.len(), 3, half)
 	c.team.For(o.len(), 1<<14, func(lo, hi int) {
-		buf, whole := c.scratch(half, blockLen, blockLen, blockLen)
+		buf, whole := c.scratch(half, blk, blk, blk)
 		defer c.release(whole)
-		blk := step(hi-lo, half)
 		for i := lo; i < hi; i += blk {
 			m := min(blk, hi-i)
 			os := o.out(buf[2], i, m)

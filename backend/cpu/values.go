@@ -7,13 +7,9 @@ import (
 	"github.com/memunet/memunet/backend/cpu/kernels"
 )
 
-// blockLen is how many values of a 16-bit tensor Add widens at a time: a
-// few such blocks stay in L1 while the fp32 kernel runs on them.
-const blockLen = 1024
-
 // values is a float view as the fp32 kernels take it: fp32 values in
-// place, or a 16-bit tensor's bit patterns widened a block, a band of rows
-// or a chunk of pixels at a time into a worker's scratch (and results
+// place, or a 16-bit tensor's bit patterns widened a band of rows or a
+// chunk of pixels at a time into a worker's scratch (and results
 // narrowed back). So a 16-bit tensor reaches pooling, upsampling, Add, the
 // losses and the metrics without an fp32 copy in the pool, each value
 // converted in cache with the same bits as staging gives. (The norms widen
@@ -65,15 +61,6 @@ func anyHalf(vs ...values) bool {
 		}
 	}
 	return false
-}
-
-// step is how many values one block takes out of n: all n where no value
-// is 16-bit, else blockLen.
-func step(n int, half bool) int {
-	if half {
-		return blockLen
-	}
-	return n
 }
 
 // scratch is a worker's fp32 buffers of the given sizes (at most 5) for

@@ -17,6 +17,10 @@ import (
 // 16-bit tensors), with the same values.
 type twin struct{ half, wide backend.View }
 
+// halfSide and wideSide pick a twin's view for one side of a comparison.
+func halfSide(tw twin) backend.View { return tw.half }
+func wideSide(tw twin) backend.View { return tw.wide }
+
 // halfCase makes a case's tensors in one storage type.
 type halfCase struct {
 	t    *testing.T
@@ -124,8 +128,8 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 				newCase := func() *halfCase { return &halfCase{t: t, c: c, pool: pool, rng: rng, dt: dt} }
 				// run calls op once on each side.
 				run := func(h *halfCase, name string, op func(side func(twin) backend.View)) {
-					op(func(tw twin) backend.View { return tw.half })
-					op(func(tw twin) backend.View { return tw.wide })
+					op(halfSide)
+					op(wideSide)
 					h.check(name)
 				}
 				n := s.Len()
@@ -239,7 +243,7 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 					for i := range coef {
 						coef[i] = float32(h.rng.NormFloat64())
 					}
-					for i, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+					for i, side := range []func(twin) backend.View{halfSide, wideSide} {
 						var err error
 						if sum[i], count[i], err = c.CrossEntropy(s, side(logits), target); err != nil {
 							t.Fatal(err)
@@ -252,7 +256,7 @@ func TestHalfOpsMatchStaging(t *testing.T) {
 					// The metrics, which read 16-bit logits the same way.
 					var conf [2][]int64
 					var classes [2][]byte
-					for i, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+					for i, side := range []func(twin) backend.View{halfSide, wideSide} {
 						conf[i] = make([]int64, s.C*s.C)
 						c.Confusion(s, conf[i], side(logits), target)
 						cv := h.alloc(backend.Uint8, len(tg))
@@ -346,7 +350,7 @@ func TestHalfConvsMatchStaging(t *testing.T) {
 			h.outs = nil
 			in, w, bias := h.act(s.InSize(), 0, false), weights(s.WeightSize()), h.param(s.OC, -1, 1, false)
 			out := h.act(s.OutSize(), 0, true)
-			for _, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+			for _, side := range []func(twin) backend.View{halfSide, wideSide} {
 				c.Conv(shape(in, side), side(out), side(in), side(w), side(bias), side(ws))
 			}
 			h.check(name + " forward")
@@ -358,7 +362,7 @@ func TestHalfConvsMatchStaging(t *testing.T) {
 				if withDin {
 					din = h.act(s.InSize(), 0, true)
 				}
-				for _, side := range []func(twin) backend.View{func(tw twin) backend.View { return tw.half }, func(tw twin) backend.View { return tw.wide }} {
+				for _, side := range []func(twin) backend.View{halfSide, wideSide} {
 					c.ConvBack(shape(in, side), side(din), side(dw), side(db), side(dout), side(in), side(w), side(ws))
 				}
 				h.check(fmt.Sprintf("%s backward din=%v", name, withDin))
@@ -457,12 +461,12 @@ func BenchmarkHalfOps(b *testing.B) {
 	for _, op := range ops {
 		b.Run(op.name+"/fp32", func(b *testing.B) {
 			for b.Loop() {
-				op.run(func(tw twin) backend.View { return tw.wide })
+				op.run(wideSide)
 			}
 		})
 		b.Run(op.name+"/fp16", func(b *testing.B) {
 			for b.Loop() {
-				op.run(func(tw twin) backend.View { return tw.half })
+				op.run(halfSide)
 			}
 		})
 		b.Run(op.name+"/fp16-staged", func(b *testing.B) {
@@ -470,7 +474,7 @@ func BenchmarkHalfOps(b *testing.B) {
 				for _, tw := range op.ins {
 					c.Convert(tw.wide, tw.half)
 				}
-				op.run(func(tw twin) backend.View { return tw.wide })
+				op.run(wideSide)
 				for _, tw := range op.outs {
 					c.Convert(tw.half, tw.wide)
 				}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/memunet/memunet/backend"
 )
@@ -63,13 +64,16 @@ func genericHalf() halfImpl {
 	}
 }
 
-// bestHalf is the fastest implementation this CPU supports.
-func bestHalf() halfImpl {
+// bestHalf is the fastest implementation this CPU supports, chosen once:
+// the choice depends on the CPU alone, and making it builds the assembly
+// wrappers (20 allocations), which the per-call choosers (Widen, the
+// slice conversions, the 16-bit operations' values) would otherwise repeat.
+var bestHalf = sync.OnceValue(func() halfImpl {
 	if h, ok := asmHalf(); ok {
 		return h
 	}
 	return genericHalf()
-}
+})
 
 // F32ToF16Slice sets dst[i] = backend.F32ToF16(src[i]); it runs in parallel for large
 // slices. It panics if the lengths differ.
