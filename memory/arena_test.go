@@ -44,6 +44,42 @@ func TestPackIntervals(t *testing.T) {
 		if extent < bound || float64(extent) > 1.5*float64(bound) {
 			t.Errorf("trial %d: extent %d for a live peak of %d", trial, extent, bound)
 		}
+		if m := mostLive(iv); m != bound {
+			t.Errorf("trial %d: mostLive %d, counted %d", trial, m, bound)
+		}
+	}
+}
+
+// TestPackIntervalsRetries: where greedy by size leaves a gap (here 14
+// blocks for 13 live at most), a perturbed order closes it, the same
+// offsets every time.
+func TestPackIntervalsRetries(t *testing.T) {
+	pack := func() ([]*interval, int64, int64) {
+		var iv []*interval
+		for _, x := range [][3]int64{{4, 7, 10}, {4, 4, 9}, {6, 3, 7}, {3, 0, 4}, {5, 7, 11}, {3, 3, 4}} {
+			iv = append(iv, &interval{size: x[0] * BlockRound, start: x[1], end: x[2]})
+		}
+		keys := make([]int64, len(iv))
+		for i, x := range iv {
+			keys[i] = x.size
+		}
+		greedy := packInOrder(iv, keys)
+		return iv, greedy, packIntervals(iv)
+	}
+	iv, greedy, extent := pack()
+	if greedy != 14*BlockRound || extent != 13*BlockRound || mostLive(iv) != 13*BlockRound {
+		t.Fatalf("greedy %d, retried %d, floor %d blocks; want 14, 13, 13", greedy/BlockRound, extent/BlockRound, mostLive(iv)/BlockRound)
+	}
+	again, _, _ := pack()
+	for i, a := range iv {
+		if a.off+a.size > extent || a.off != again[i].off {
+			t.Errorf("interval %d at %d (then %d), extent %d", i, a.off, again[i].off, extent)
+		}
+		for _, b := range iv[i+1:] {
+			if a.start < b.end && b.start < a.end && a.off < b.off+b.size && b.off < a.off+a.size {
+				t.Errorf("live together and overlapping: %+v %+v", *a, *b)
+			}
+		}
 	}
 }
 
