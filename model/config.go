@@ -35,6 +35,9 @@ type Config struct {
 	// Checkpoint lists the resolution levels (0 = full size .. Depth = the
 	// bottleneck) whose DoubleConv blocks are checkpointed: in forward they
 	// keep only their input, in backward they recompute their activations.
+	// A decoder with bilinear upsampling keeps its input's two parts (the
+	// skip and the level below) and its first convolution's output instead,
+	// and rebuilds its input rather than run that convolution again.
 	// Level i has the encoder block at that level and, below Depth, the
 	// decoder block there too. Empty means none.
 	Checkpoint []int

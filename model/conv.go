@@ -116,6 +116,10 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 // Forget drops what Forward kept, without releasing it (see Layer).
 func (l *Conv2d) Forget() { l.in = nil }
 
+// keepInput takes a reference to in as Forward would have kept it (for a
+// checkpointed block that rebuilt its input).
+func (l *Conv2d) keepInput(in *Tensor) { l.in = in.Retain() }
+
 // Out is (N,OutC,OH,OW) and 2*InC*OutC*K*K*OH*OW FLOPs per image.
 func (l *Conv2d) Out(in backend.Shape4) (backend.Shape4, float64) {
 	s := backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}

@@ -91,35 +91,76 @@ func (s *Sequential) Forget() {
 // forward again from that input, with the same batch statistics and without
 // touching the running statistics, so its gradients equal the plain block's
 // bit for bit.
+//
+// With a Source that holds the step's ingredients (a decoder, whose input is
+// the concatenation of its skip and the upsampled level below), the block
+// keeps its first layer's output instead of its input, and backward rebuilds
+// the input from the Source (one upsampling and one copy) for that layer's
+// backward, recomputing from the second layer on: the block's widest
+// convolution is not run again. The gradients are the same bits.
 type Checkpointed struct {
-	Block Layer
-	in    *Tensor
-	host  *offloaded // in, waiting in host memory (Env.Host), instead
+	Block  *Sequential
+	Source inputSource // nil: keep the input
+	in     *Tensor     // the block's input or, with fromFirst, its first layer's output
+	host   *offloaded  // in, waiting in host memory (Env.Host), instead
+	// fromFirst: in is Block.Layers[0]'s output and Source rebuilds the input.
+	fromFirst bool
 }
 
-// Forward runs the block keeping only in (in training).
+// inputSource rebuilds a checkpointed block's input in backward from
+// smaller tensors it keeps (decoderInput).
+type inputSource interface {
+	// holds reports whether it keeps what rebuild needs for this step.
+	holds() bool
+	// rebuild returns the input (one reference, the caller's) and lets go
+	// of what it kept.
+	rebuild(env *Env) (*Tensor, error)
+	// forget drops what it kept without releasing it (see Layer.Forget).
+	forget()
+}
+
+// inputKeeper is a layer whose backward needs only its input (a
+// convolution): a checkpointed block hands it the rebuilt input instead of
+// running its forward again.
+type inputKeeper interface{ keepInput(in *Tensor) }
+
+// Forward runs the block keeping only in, or its first layer's output (in
+// training).
 func (c *Checkpointed) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if !env.saves() {
 		return c.Block.Forward(env, in)
 	}
 	quiet := *env
 	quiet.noSave = true
-	out, err := c.Block.Forward(&quiet, in)
+	keep, block := in.Retain(), c.Block
+	if c.fromFirst = c.Source != nil && c.Source.holds(); c.fromFirst {
+		first, err := block.Layers[0].Forward(&quiet, in)
+		keep.Release()
+		if err != nil {
+			return nil, err
+		}
+		keep, block = first, c.rest()
+	}
+	defer keep.Release()
+	out, err := block.Forward(&quiet, keep)
 	if err != nil {
 		return nil, err
 	}
 	if env.Host != nil {
-		if c.host, err = offload(env, in); err != nil {
+		if c.host, err = offload(env, keep); err != nil {
 			out.Release()
 			return nil, err
 		}
 		return out, nil
 	}
-	c.in = in.Retain()
+	c.in = keep.Retain()
 	return out, nil
 }
 
-// Backward recomputes the block's forward from the kept input, then runs its
+// rest is the block after its first layer.
+func (c *Checkpointed) rest() *Sequential { return &Sequential{Layers: c.Block.Layers[1:]} }
+
+// Backward recomputes the block's forward from what it kept, then runs its
 // backward; it consumes dout.
 func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if c.host != nil {
@@ -134,7 +175,20 @@ func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if c.in != nil {
 		again := *env
 		again.recompute = true
-		out, err := c.Block.Forward(&again, c.in)
+		block := c.Block
+		if c.fromFirst {
+			x, err := c.Source.rebuild(env)
+			if err != nil {
+				c.in.Release()
+				c.in = nil
+				dout.Release()
+				return nil, err
+			}
+			c.Block.Layers[0].(inputKeeper).keepInput(x)
+			x.Release()
+			block = c.rest()
+		}
+		out, err := block.Forward(&again, c.in)
 		c.in.Release()
 		c.in = nil
 		if err != nil {
@@ -144,6 +198,18 @@ func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		out.Release() // the block's last layer keeps its own reference for backward
 	}
 	return c.Block.Backward(env, dout)
+}
+
+// recomputeFLOPs is the part of the block's forward FLOPs for an input of
+// shape in that backward runs again: all of them, or all but the first
+// layer's with a Source (whose bilinear upsampling and copy have none).
+func (c *Checkpointed) recomputeFLOPs(in backend.Shape4) float64 {
+	_, f := c.Block.Out(in)
+	if c.Source != nil {
+		_, first := c.Block.Layers[0].Out(in)
+		f -= first
+	}
+	return f
 }
 
 // Params are the block's.
@@ -158,6 +224,9 @@ func (c *Checkpointed) Forget() {
 	if c.host != nil {
 		c.host.free() // the step's device buffers are freed wholesale; host ones are not
 		c.host = nil
+	}
+	if c.Source != nil {
+		c.Source.forget()
 	}
 	c.Block.Forget()
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -25,6 +26,78 @@ type level struct {
 	cat     Concat
 	decBody *Sequential
 	dec     Layer // decBody, or decBody checkpointed
+	// input rebuilds dec's input in backward where dec is checkpointed.
+	input *decoderInput
+}
+
+// decoderInput is a checkpointed decoder's input, concat(skip, up(below)),
+// kept as its two parts, the skip and the level below's output, with
+// bilinear upsampling: the decoder then keeps its first convolution's
+// output beside them, 1 + 1/2 + 1 times the level's width in bytes where
+// the concatenation is 3, and backward rebuilds the input with one
+// upsampling and one copy instead of running that convolution, the block's
+// widest, again. With transposed upsampling the concatenation is only 2
+// (and the level below is kept by the transposed convolution anyway), so
+// the parts would weigh what it does and the rebuild's transient would
+// raise the peak: those decoders keep their input.
+type decoderInput struct {
+	up          Layer
+	cat         *Concat
+	skip, below *Tensor
+	// skip and below, waiting in host memory (memory.offload), instead.
+	skipHost, belowHost *offloaded
+}
+
+// keep takes references to the step's skip and level below, or copies them
+// to the host pool (Env.Host).
+func (d *decoderInput) keep(env *Env, skip, below *Tensor) error {
+	if env.Host == nil {
+		d.skip, d.below = skip.Retain(), below.Retain()
+		return nil
+	}
+	var err error
+	if d.skipHost, err = offload(env, skip); err != nil {
+		return err
+	}
+	d.belowHost, err = offload(env, below)
+	return err
+}
+
+func (d *decoderInput) holds() bool { return d.skip != nil || d.skipHost != nil }
+
+func (d *decoderInput) rebuild(env *Env) (*Tensor, error) {
+	skip, below := d.skip, d.below
+	var errSkip, errBelow error
+	if d.skipHost != nil {
+		// Each restore frees its host copy, failing or not.
+		skip, errSkip = d.skipHost.restore(env)
+		below, errBelow = d.belowHost.restore(env)
+	}
+	d.skip, d.below, d.skipHost, d.belowHost = nil, nil, nil, nil
+	defer skip.Release()
+	if err := errors.Join(errSkip, errBelow); err != nil {
+		below.Release()
+		return nil, err
+	}
+	quiet := *env
+	quiet.noSave = true
+	upped, err := d.up.Forward(&quiet, below)
+	below.Release()
+	if err != nil {
+		return nil, err
+	}
+	defer upped.Release()
+	return d.cat.Forward(&quiet, skip, upped)
+}
+
+func (d *decoderInput) forget() {
+	d.skip, d.below = nil, nil
+	for _, o := range []*offloaded{d.skipHost, d.belowHost} {
+		if o != nil {
+			o.free() // host buffers are not freed with the step's device ones
+		}
+	}
+	d.skipHost, d.belowHost = nil, nil
 }
 
 // UNet is the segmentation network: logits (N,Classes,H,W) from an image
@@ -167,16 +240,20 @@ func (m *UNet) SetCheckpoint(levels []int) {
 		on[l] = true
 	}
 	m.Config.Checkpoint = append([]int(nil), levels...)
-	wrap := func(b *Sequential, ck bool) Layer {
-		if ck {
-			return &Checkpointed{Block: b}
-		}
-		return b
-	}
 	for lv, L := range m.levels {
-		L.enc = wrap(L.encBody, on[lv])
-		if L.decBody != nil {
-			L.dec = wrap(L.decBody, on[lv])
+		L.enc, L.dec, L.input = L.encBody, nil, nil
+		if on[lv] {
+			L.enc = &Checkpointed{Block: L.encBody}
+		}
+		switch _, bilinear := L.up.(*Upsample2); {
+		case L.decBody == nil:
+		case on[lv] && bilinear:
+			L.input = &decoderInput{up: L.up, cat: &L.cat}
+			L.dec = &Checkpointed{Block: L.decBody, Source: L.input}
+		case on[lv]:
+			L.dec = &Checkpointed{Block: L.decBody}
+		default:
+			L.dec = L.decBody
 		}
 	}
 }
@@ -244,6 +321,11 @@ func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 	for lv := D - 1; lv >= 0; lv-- {
 		L := m.levels[lv]
 		upped, err := L.up.Forward(env, h)
+		if err == nil && L.input != nil && env.saves() {
+			if err = L.input.keep(env, skips[lv], h); err != nil {
+				upped.Release()
+			}
+		}
 		h.Release()
 		if err != nil {
 			return nil, err
@@ -318,14 +400,14 @@ func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
 // FLOPs counts the multiply-adds of one forward pass of an h x w image as
 // 2*C*OC*K*K*OH*OW per convolution (2*C*OC*4*H*W per transposed one), the
 // usual convention; norms, pooling and the loss are not counted. recompute
-// is the part of forward spent in checkpointed blocks, which a training
-// step runs twice.
+// is the part of forward that a training step runs again in backward, in
+// checkpointed blocks.
 func (m *UNet) FLOPs(h, w int) (forward, recompute float64) {
 	count := func(l Layer, in backend.Shape4) backend.Shape4 {
 		out, f := l.Out(in)
 		forward += f
-		if _, ok := l.(*Checkpointed); ok {
-			recompute += f
+		if c, ok := l.(*Checkpointed); ok {
+			recompute += c.recomputeFLOPs(in)
 		}
 		return out
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -96,6 +97,87 @@ func TestCheckpointBitExact(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// convCounter counts the convolutions a backend runs forward.
+type convCounter struct {
+	backend.Backend
+	calls int
+}
+
+func (c *convCounter) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
+	c.calls++
+	c.Backend.Conv(s, out, in, w, bias, ws)
+}
+
+// TestCheckpointedDecoderKeepsParts: with bilinear upsampling a
+// checkpointed decoder keeps its skip, the level below and its first
+// convolution's output (fewer bytes than its concatenated input), and
+// backward runs every convolution forward again but the decoders' first;
+// with transposed upsampling the decoders keep their input and backward
+// runs them all again. The bits are TestCheckpointBitExact's.
+func TestCheckpointedDecoderKeepsParts(t *testing.T) {
+	for _, up := range []UpMode{UpBilinear, UpTranspose} {
+		t.Run(string(up), func(t *testing.T) {
+			counter := &convCounter{Backend: cpu.New()}
+			dev := NewDevice(counter, memory.Options{})
+			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: up, Checkpoint: CheckpointAll(2)}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := &Env{Device: dev, Training: true}
+			x, target := utBatch(t, dev, 1, 2, 3, 16, 16, 2)
+			defer x.Release()
+			before := dev.Pool.Stats().ByCategory[memory.Activations].Current
+			logits, err := m.Forward(env, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forward := counter.calls
+			for lv, L := range m.levels[:2] {
+				c := L.dec.(*Checkpointed)
+				width, catC := 4<<lv, 3*(4<<lv)
+				if up == UpTranspose {
+					if c.fromFirst || L.input != nil || c.in.C != 2*width {
+						t.Errorf("level %d: transposed decoder keeps %d channels (from its first layer: %v), want its input's %d", lv, c.in.C, c.fromFirst, 2*width)
+					}
+					continue
+				}
+				in := L.input
+				if !c.fromFirst || c.in.C != width || in.skip.C != width || in.below.C != 2*width || in.below.H != c.in.H/2 {
+					t.Fatalf("level %d: decoder keeps %v (from its first layer: %v), skip %v, below %v; want %d, %d and %d channels at half size", lv, c.in, c.fromFirst, in.skip, in.below, width, width, 2*width)
+				}
+				if kept, cat := c.in.Len()+in.skip.Len()+in.below.Len(), catC*c.in.H*c.in.W*2; kept >= cat {
+					t.Errorf("level %d: keeps %d values, the concatenation has %d", lv, kept, cat)
+				}
+			}
+			var ce CrossEntropy
+			_, err = ce.Forward(env, logits, target)
+			logits.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dlogits, err := ce.Backward(env, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Backward(env, dlogits); err != nil {
+				t.Fatal(err)
+			}
+			// Every 3x3 convolution runs again but, with bilinear
+			// upsampling, the decoders' first (outc is not checkpointed).
+			again, want := counter.calls-forward, forward-1
+			if up == UpBilinear {
+				want -= 2
+			}
+			if again != want {
+				t.Errorf("backward ran %d convolutions forward, want %d (forward ran %d)", again, want, forward)
+			}
+			if n := dev.Pool.Stats().ByCategory[memory.Activations].Current; n != before {
+				t.Errorf("%d activation bytes after backward, %d before forward", n, before)
+			}
+		})
 	}
 }
 
