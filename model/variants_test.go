@@ -23,6 +23,22 @@ func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target backend.View, sca
 	if err != nil {
 		t.Fatal(err)
 	}
+	loss := vtBackward(t, env, m, logits, target, scale)
+	out := map[string][]float32{}
+	for _, p := range m.Params() {
+		if p.Trainable {
+			out[p.Name+".grad"] = p.ReadGrad()
+		} else {
+			out[p.Name] = p.Read()
+		}
+	}
+	return loss, out, env.Pool.Stats()
+}
+
+// vtBackward takes the cross-entropy of logits (consuming them) and runs
+// the model's backward from it, returning the loss.
+func vtBackward(t *testing.T, env *Env, m *UNet, logits *Tensor, target backend.View, scale float32) float64 {
+	t.Helper()
 	var ce CrossEntropy
 	loss, err := ce.Forward(env, logits, target)
 	logits.Release()
@@ -36,15 +52,7 @@ func vtStep(t *testing.T, env *Env, m *UNet, x *Tensor, target backend.View, sca
 	if err := m.Backward(env, dlogits); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]float32{}
-	for _, p := range m.Params() {
-		if p.Trainable {
-			out[p.Name+".grad"] = p.ReadGrad()
-		} else {
-			out[p.Name] = p.Read()
-		}
-	}
-	return loss, out, env.Pool.Stats()
+	return loss
 }
 
 // TestCheckpointBitExact: checkpointing every level (and a single level)
@@ -152,19 +160,7 @@ func TestCheckpointedDecoderKeepsParts(t *testing.T) {
 					t.Errorf("level %d: keeps %d values, the concatenation has %d", lv, kept, cat)
 				}
 			}
-			var ce CrossEntropy
-			_, err = ce.Forward(env, logits, target)
-			logits.Release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dlogits, err := ce.Backward(env, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Backward(env, dlogits); err != nil {
-				t.Fatal(err)
-			}
+			vtBackward(t, env, m, logits, target, 1)
 			// Every 3x3 convolution runs again but, with bilinear
 			// upsampling, the decoders' first (outc is not checkpointed).
 			again, want := counter.calls-forward, forward-1
