@@ -269,9 +269,10 @@ type Memory struct {
 	// EmptyCache is never, step (release cached blocks after every optimizer
 	// step) or oom (on an out-of-memory error, release and retry the step once).
 	EmptyCache EmptyCache `yaml:"empty_cache"`
-	// Offload is none, or checkpoints: the inputs checkpointed blocks keep
-	// for backward wait in host memory (pinned on a GPU) instead of the
-	// device's, copied back when their backward needs them.
+	// Offload is none, or checkpoints: what checkpointed blocks keep for
+	// backward (their inputs; a decoder's input parts and first
+	// convolution's output) waits in host memory (pinned on a GPU) instead
+	// of the device's, copied back when their backward needs it.
 	Offload Offload `yaml:"offload"`
 	// Fit is off, or auto: under memory.capacity, train the first variant
 	// that plan says fits (see train.FitCandidates), and move on to the next

@@ -25,7 +25,7 @@ type Offload string
 
 const (
 	OffloadNone        Offload = "none"
-	OffloadCheckpoints Offload = "checkpoints" // the inputs checkpointed blocks keep for backward
+	OffloadCheckpoints Offload = "checkpoints" // what checkpointed blocks keep for backward
 )
 
 // Variant is how a run trades memory for time: the settings plan, compare
@@ -40,7 +40,7 @@ type Variant struct {
 	Accumulate int           `json:"accumulate"`
 	Precision  backend.DType `json:"precision"`
 	Checkpoint Checkpoint    `json:"checkpoint"`
-	// Offload: the checkpointed blocks' inputs wait in host memory
+	// Offload: what the checkpointed blocks keep waits in host memory
 	// (memory.offload: checkpoints).
 	Offload    bool       `json:"offload,omitempty"`
 	EmptyCache EmptyCache `json:"-"`

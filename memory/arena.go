@@ -82,10 +82,10 @@ func packIntervals(iv []*interval) int64 {
 		}
 	}
 	keep()
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.NewPCG(1, 2) // its output is fixed by its seed, in every Go release
 	for range packRetries {
 		for i, x := range iv {
-			keys[i] = x.size + rng.Int64N(x.size/4+1)
+			keys[i] = x.size + int64(rng.Uint64()%uint64(x.size/4+1))
 		}
 		if e := packInOrder(iv, keys); e < extent {
 			extent = e
@@ -101,9 +101,10 @@ func packIntervals(iv []*interval) int64 {
 	return extent
 }
 
-// packRetries is how many perturbed orders packIntervals tries: on the seed
-// UNet and at base 64 the packings found stop improving after 8.
-const packRetries = 16
+// packRetries is how many perturbed orders packIntervals tries: over the
+// plan grid (testdata/plan), 128 find 0.005% less than 32 in all, and the
+// seed UNet's and base 64's packings stop improving after 8.
+const packRetries = 32
 
 // packInOrder places the intervals greedily, the largest key first (ties in
 // order of start), each at the best-fitting gap, and returns the extent.

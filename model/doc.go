@@ -10,8 +10,8 @@
 //
 // Structure: a Layer is Forward, Backward, Params, Out (shape and FLOPs) and
 // Forget; Sequential chains layers and Checkpointed wraps a block for
-// gradient checkpointing (a decoder's keeps its input as the skip and the
-// level below, decoderInput, and its first convolution's output). The UNet is a list of levels (encoder block,
+// gradient checkpointing (a bilinear decoder's keeps its input as the skip
+// and the level below, decoderInput, and its first convolution's output). The UNet is a list of levels (encoder block,
 // decoder block) described once and walked by Forward, Backward, FLOPs and
 // the parameter list.
 //

@@ -157,6 +157,14 @@ func (c *Checkpointed) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	return out, nil
 }
 
+// first is the block's first layer, nil if it has none (or no block).
+func (s *Sequential) first() Layer {
+	if s == nil || len(s.Layers) == 0 {
+		return nil
+	}
+	return s.Layers[0]
+}
+
 // rest is the block after its first layer.
 func (c *Checkpointed) rest() *Sequential { return &Sequential{Layers: c.Block.Layers[1:]} }
 
@@ -218,7 +226,8 @@ func (c *Checkpointed) Params() []*Param { return c.Block.Params() }
 // Out is the block's.
 func (c *Checkpointed) Out(in backend.Shape4) (backend.Shape4, float64) { return c.Block.Out(in) }
 
-// Forget forgets the kept input and the block's references.
+// Forget forgets what it kept (its Source's too) and the block's
+// references.
 func (c *Checkpointed) Forget() {
 	c.in = nil
 	if c.host != nil {

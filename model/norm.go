@@ -150,7 +150,9 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	mustSameShape("batch norm backward", in, dout)
 	var syncErr error
-	din, err := normBackward(env, in, dout, func(dx, dy, x backend.View) {
+	// The synchronised backward mixes the tensors' type with a float32
+	// correction, so it takes them staged.
+	din, err := normBackward(env, in, dout, env.SyncSum != nil, func(dx, dy, x backend.View) {
 		if env.SyncSum != nil {
 			syncErr = l.syncBackward(env, l.args(in), dx, dy, x)
 			return
@@ -171,13 +173,15 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 
 // normBackward runs a norm's backward op over din (dout itself when the
 // caller holds its only reference), dout and the saved input, then releases
-// dout (unless it became din) and the input.
-func normBackward(env *Env, in, dout *Tensor, op func(dx, dy, x backend.View)) (*Tensor, error) {
+// dout (unless it became din) and the input. With staged, 16-bit tensors
+// reach op as float32 whatever the backend takes.
+func normBackward(env *Env, in, dout *Tensor, staged bool, op func(dx, dy, x backend.View)) (*Tensor, error) {
 	din, err := gradTensorLike(env, dout)
 	if err != nil {
 		return nil, err
 	}
 	f := env.frame(backend.OpNorm)
+	f.mixed = staged
 	x, dy, dx := f.view(in), f.view(dout), f.writer(din)
 	if f.err == nil {
 		op(dx, dy, x)
@@ -275,7 +279,7 @@ func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: group norm backward without a training forward")
 	}
 	mustSameShape("group norm backward", in, dout)
-	din, err := normBackward(env, in, dout, func(dx, dy, x backend.View) {
+	din, err := normBackward(env, in, dout, false, func(dx, dy, x backend.View) {
 		env.Backend.GroupNormBack(l.args(in), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, l.stats)
 	})
 	if err != nil {

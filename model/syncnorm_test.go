@@ -3,6 +3,9 @@ package model
 import (
 	"sync"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
 )
 
 // rendezvous sums the vectors of ranks goroutines, each call returning the
@@ -52,9 +55,19 @@ func (r *rendezvous) SyncSum(buf []float64) error {
 // batch norm give the whole batch's BatchNorm: outputs, input gradients,
 // the running statistics, and weight and bias gradients whose sum over the
 // ranks is the whole batch's (the trainer averages gradients over ranks
-// after each rank's loss mean, so it is the mean that matches there).
+// after each rank's loss mean, so it is the mean that matches there). In
+// fp16 and bf16 too, within their rounding.
 func TestSyncBatchNorm(t *testing.T) {
-	rng := gcRNG(t.Name())
+	for _, tc := range []struct {
+		dt        backend.DType
+		tol, grad float64
+	}{{backend.Float32, 1e-5, 1e-5}, {backend.Float16, 2e-3, 1e-4}, {backend.BFloat16, 1.6e-2, 1e-4}} {
+		t.Run(tc.dt.String(), func(t *testing.T) { checkSyncBatchNorm(t, tc.dt, tc.tol, tc.grad) })
+	}
+}
+
+func checkSyncBatchNorm(t *testing.T, dt backend.DType, tol, gradTol float64) {
+	rng := gcRNG("TestSyncBatchNorm")
 	const n, c, h, w = 4, 3, 5, 7
 	xv := gcUniform(rng, n*c*h*w, -2, 2)
 	dyv := gcUniform(rng, n*c*h*w, -1, 1)
@@ -69,20 +82,34 @@ func TestSyncBatchNorm(t *testing.T) {
 		bn.Bias.Write(beta)
 		return dev, bn
 	}
+	// tensor is vals as an (m,c,h,w) tensor of type dt.
+	tensor := func(dev *Device, m int, vals []float32) *Tensor {
+		x := gcTensor(t, dev, m, c, h, w, vals)
+		if dt == backend.Float32 {
+			return x
+		}
+		defer x.Release()
+		y, err := NewTensor(dev, memory.Activations, dt, m, c, h, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev.Backend.Convert(y.View(), x.View())
+		return y
+	}
 	type result struct {
 		y, dx, dg, db, rm, rv []float32
 	}
 	run := func(dev *Device, bn *BatchNorm2d, sync func([]float64) error, lo, hi int) result {
-		env := &Env{Device: dev, Training: true, SyncSum: sync}
+		env := &Env{Device: dev, Training: true, Precision: dt, SyncSum: sync}
 		per := c * h * w
-		x := gcTensor(t, dev, hi-lo, c, h, w, xv[lo*per:hi*per])
+		x := tensor(dev, hi-lo, xv[lo*per:hi*per])
 		y, err := bn.Forward(env, x)
 		if err != nil {
 			t.Error(err)
 			return result{}
 		}
 		x.Release()
-		dy := gcTensor(t, dev, hi-lo, c, h, w, dyv[lo*per:hi*per])
+		dy := tensor(dev, hi-lo, dyv[lo*per:hi*per])
 		dx, err := bn.Backward(env, dy)
 		if err != nil {
 			t.Error(err)
@@ -106,11 +133,11 @@ func TestSyncBatchNorm(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	gcClose(t, "y", append(got[0].y, got[1].y...), gc64(want.y), 1e-5)
-	gcClose(t, "dx", append(got[0].dx, got[1].dx...), gc64(want.dx), 1e-5)
+	gcClose(t, "y", append(got[0].y, got[1].y...), gc64(want.y), tol)
+	gcClose(t, "dx", append(got[0].dx, got[1].dx...), gc64(want.dx), tol)
 	for r := range 2 {
-		gcClose(t, "running_mean", got[r].rm, gc64(want.rm), 1e-6)
-		gcClose(t, "running_var", got[r].rv, gc64(want.rv), 1e-5)
+		gcClose(t, "running_mean", got[r].rm, gc64(want.rm), tol/10)
+		gcClose(t, "running_var", got[r].rv, gc64(want.rv), tol)
 	}
 	sum := func(a, b []float32) []float32 {
 		out := make([]float32, len(a))
@@ -119,6 +146,6 @@ func TestSyncBatchNorm(t *testing.T) {
 		}
 		return out
 	}
-	gcClose(t, "dweight, summed over ranks", sum(got[0].dg, got[1].dg), gc64(want.dg), 1e-5)
-	gcClose(t, "dbias, summed over ranks", sum(got[0].db, got[1].db), gc64(want.db), 1e-5)
+	gcClose(t, "dweight, summed over ranks", sum(got[0].dg, got[1].dg), gc64(want.dg), gradTol)
+	gcClose(t, "dbias, summed over ranks", sum(got[0].db, got[1].db), gc64(want.db), gradTol)
 }

@@ -168,7 +168,7 @@ func allocView(dev *Device, cat memory.Category, dt backend.DType, n int) (backe
 type frame struct {
 	env     *Env
 	op      backend.Op
-	mixed   bool              // stage every 16-bit tensor (uniform)
+	mixed   bool              // stage every 16-bit tensor (uniform; a caller mixing types itself)
 	commits [][2]backend.View // staged output, its tensor's view
 	frees   []*memory.Buffer
 	err     error

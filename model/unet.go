@@ -26,7 +26,8 @@ type level struct {
 	cat     Concat
 	decBody *Sequential
 	dec     Layer // decBody, or decBody checkpointed
-	// input rebuilds dec's input in backward where dec is checkpointed.
+	// input rebuilds dec's input in backward where dec is checkpointed
+	// (with bilinear upsampling; else nil).
 	input *decoderInput
 }
 
@@ -48,19 +49,31 @@ type decoderInput struct {
 	skipHost, belowHost *offloaded
 }
 
-// keep takes references to the step's skip and level below, or copies them
-// to the host pool (Env.Host).
+// keep takes references to the step's skip and level below; with
+// offloading (Env.Host) it copies to the host pool those that no layer
+// keeps on the device anyway.
 func (d *decoderInput) keep(env *Env, skip, below *Tensor) error {
-	if env.Host == nil {
-		d.skip, d.below = skip.Retain(), below.Retain()
-		return nil
+	if d.holds() {
+		panic("model: a decoder's input kept twice in one step")
 	}
 	var err error
-	if d.skipHost, err = offload(env, skip); err != nil {
+	if d.skip, d.skipHost, err = keepOrOffload(env, skip); err != nil {
 		return err
 	}
-	d.belowHost, err = offload(env, below)
+	d.below, d.belowHost, err = keepOrOffload(env, below)
 	return err
+}
+
+// keepOrOffload takes a reference to t or, with offloading, copies it to
+// the host pool, unless a layer keeps it (it has other references): those
+// layers are deeper decoders' and encoders', whose backward comes after
+// this decoder's, so t stays on the device until then whatever is done.
+func keepOrOffload(env *Env, t *Tensor) (*Tensor, *offloaded, error) {
+	if env.Host == nil || t.refs > 1 {
+		return t.Retain(), nil, nil
+	}
+	o, err := offload(env, t)
+	return nil, o, err
 }
 
 func (d *decoderInput) holds() bool { return d.skip != nil || d.skipHost != nil }
@@ -68,9 +81,11 @@ func (d *decoderInput) holds() bool { return d.skip != nil || d.skipHost != nil 
 func (d *decoderInput) rebuild(env *Env) (*Tensor, error) {
 	skip, below := d.skip, d.below
 	var errSkip, errBelow error
+	// Each restore frees its host copy, failing or not.
 	if d.skipHost != nil {
-		// Each restore frees its host copy, failing or not.
 		skip, errSkip = d.skipHost.restore(env)
+	}
+	if d.belowHost != nil {
 		below, errBelow = d.belowHost.restore(env)
 	}
 	d.skip, d.below, d.skipHost, d.belowHost = nil, nil, nil, nil
@@ -245,9 +260,10 @@ func (m *UNet) SetCheckpoint(levels []int) {
 		if on[lv] {
 			L.enc = &Checkpointed{Block: L.encBody}
 		}
-		switch _, bilinear := L.up.(*Upsample2); {
+		_, bilinear := L.up.(*Upsample2)
+		switch _, firstKeeps := L.decBody.first().(inputKeeper); {
 		case L.decBody == nil:
-		case on[lv] && bilinear:
+		case on[lv] && bilinear && firstKeeps:
 			L.input = &decoderInput{up: L.up, cat: &L.cat}
 			L.dec = &Checkpointed{Block: L.decBody, Source: L.input}
 		case on[lv]:

@@ -16,7 +16,8 @@ import (
 // ChooseCheckpoint resolves model.checkpoint: auto on backend b: the levels
 // to checkpoint so that the run's planned reserved peak fits
 // memory.capacity with the least recompute. Recompute is additive over
-// levels (each checkpointed level runs its forward again), so the subsets
+// levels (each checkpointed level runs its blocks' forward again, a
+// bilinear decoder's but its first convolution), so the subsets
 // of the depth+1 levels are planned, exactly, in order of their recompute
 // FLOPs (ties: more levels first, the smaller memory), and the first that
 // fits wins: a small knapsack solved by the plan. Without a capacity
