@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/dist"
 )
 
@@ -25,16 +27,26 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 		t.Skip("run with mpirun -np 2")
 	}
 	defer comm.Close()
-	for _, norm := range []string{"group", "sync batch"} {
+	for _, norm := range []string{"group", "sync batch", "sync batch bf16"} {
 		t.Run(norm, func(t *testing.T) { checkDataParallel(t, comm, norm) })
 	}
 }
 
+// checkDataParallel is one case of TestDataParallelMatchesOneProcess. In
+// bf16, with every level checkpointed, the ranks' activations may round
+// differently from one process's, so loss and gradients are held to bf16's
+// precision; the weights still agree bit for bit over the ranks.
 func checkDataParallel(t *testing.T, comm dist.Comm, norm string) {
 	n := comm.Size()
 	c := tinyConfig()
 	c.Model.Norm, c.Model.Groups = "group", 2
-	if norm == "sync batch" {
+	lossTol, gradTol := 1e-5, 1e-3
+	switch norm {
+	case "sync batch bf16":
+		c.Train.Precision, c.Model.Checkpoint = backend.BFloat16, config.Checkpoint{All: true}
+		lossTol, gradTol = 1e-3, 1e-2
+		fallthrough
+	case "sync batch":
 		c.Model.Norm, c.Dist.SyncBatchNorm = "batch", true
 	}
 	c.Train.BatchSize, c.Train.Steps = 2, 3
@@ -67,7 +79,7 @@ func checkDataParallel(t *testing.T, comm dist.Comm, norm string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if math.Abs(dres.Loss-rres.Loss) > 1e-5*(1+math.Abs(rres.Loss)) {
+		if math.Abs(dres.Loss-rres.Loss) > lossTol*(1+math.Abs(rres.Loss)) {
 			t.Errorf("rank %d step %d: mean loss %v, one process %v", comm.Rank(), step+1, dres.Loss, rres.Loss)
 		}
 		worst := 0.0
@@ -77,7 +89,7 @@ func checkDataParallel(t *testing.T, comm dist.Comm, norm string) {
 				worst = max(worst, d)
 			}
 		}
-		if worst > 1e-3 {
+		if worst > gradTol {
 			t.Errorf("rank %d step %d: averaged gradients differ from one process's by %.3g (relative)", comm.Rank(), step+1, worst)
 		}
 		t.Logf("rank %d step %d: loss %.6f vs %.6f, worst gradient difference %.3g", comm.Rank(), step+1, dres.Loss, rres.Loss, worst)
