@@ -19,8 +19,8 @@ import (
 //   - Float tensors of the layer and metric operations are fp32, or any
 //     storage type for which Stages reports false for the operation's Op
 //     (the caller stages the others through fp32 scratch with Convert).
-//     ReLU, ReLUBack, Concat, Split, Convert, Confusion and Argmax take
-//     every float type as it is.
+//     ReLU, ReLUBack, ReLUMask, ReLUBackMask, Concat, Split, Convert,
+//     Confusion and Argmax take every float type as it is.
 //   - A shape that does not match its views is a programmer error and
 //     panics. Operations may run asynchronously: their errors (other than
 //     the data errors some return) surface at Sync; methods that return host
@@ -60,8 +60,8 @@ type Sizer interface {
 
 // Op is a family of layer operations that a backend takes 16-bit tensors
 // for directly or only through fp32 staging (Sizer.Stages). ReLU,
-// ReLUBack, Concat, Split, Convert, Confusion and Argmax are in none: they
-// take every float type.
+// ReLUBack, ReLUMask, ReLUBackMask, Concat, Split, Convert, Confusion and
+// Argmax are in none: they take every float type.
 type Op uint8
 
 const (
@@ -157,6 +157,13 @@ type Layers interface {
 	ReLU(out, in View)
 	// ReLUBack: din = dout where out > 0, else 0; din may be dout.
 	ReLUBack(din, dout, out View)
+	// ReLUMask packs what ReLUBack reads of out, one bit a value: bit i%8
+	// of mask[i/8] (Uint8, (out.Len+7)/8 bytes; the last byte's spare bits
+	// 0) is set where out[i] > 0 (positive, non-zero, not NaN).
+	ReLUMask(mask, out View)
+	// ReLUBackMask is ReLUBack reading out's ReLUMask: din = dout where the
+	// bit is set, else +0; din may be dout.
+	ReLUBackMask(din, dout, mask View)
 	// MaxPool2: out (N,C,H/2,W/2) is the maximum of each 2x2 window of in
 	// (s is in's shape); argmax (Uint8, one per output; may be none) its
 	// position 0..3, the first on ties, a NaN winning (which NaN, when a

@@ -80,6 +80,7 @@ func Run(t *testing.T, b backend.Backend) {
 	t.Run("GroupNormBack", s.groupNormBack)
 	t.Run("ReLU", s.relu)
 	t.Run("ReLUBack", s.reluBack)
+	t.Run("ReLUMask", s.reluMask)
 	t.Run("MaxPool2", s.maxPool)
 	t.Run("MaxPool2Back", s.maxPoolBack)
 	t.Run("Upsample2", s.upsample)

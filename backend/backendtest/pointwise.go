@@ -428,3 +428,46 @@ func (s *suite) add(t *testing.T) {
 		}
 	}
 }
+
+// reluMask: ReLUMask sets exactly the bits of the values ReLUBack passes
+// (spare bits 0), and ReLUBackMask with that mask gives ReLUBack's bits,
+// in place and not, at lengths that end mid-byte.
+func (s *suite) reluMask(t *testing.T) {
+	for _, dt := range floatTypes {
+		for _, n := range []int{14, 101, 40001} {
+			for _, inPlace := range []bool{false, true} {
+				name := fmt.Sprintf("%s/n%d", dt, n)
+				if inPlace {
+					name += "/din=dout"
+				}
+				s.run(t, name, func(c *check) {
+					y := c.mixedPatterns(dt, n)
+					g := c.mixedPatterns(dt, n+7)[7:]
+					out, mask := c.alloc(dt, n), c.output(backend.Uint8, (n+7)/8)
+					c.b.Upload(out, unpattern(dt, y))
+					s.b.ReLUMask(mask, out)
+					bits := c.getBytes(mask)
+					for i := range 8 * len(bits) {
+						set := bits[i/8]>>(i%8)&1 == 1
+						if want := i < n && valueOf(dt, y[i]) > 0; set != want {
+							c.Errorf("bit %d of %d values (out %v) is %v, want %v", i, n, valueOf(dt, y[min(i, n-1)]), set, want)
+							return
+						}
+					}
+					want := c.output(dt, n)
+					dout := c.alloc(dt, n)
+					c.b.Upload(dout, unpattern(dt, g))
+					s.b.ReLUBack(want, dout, out)
+					din := dout
+					if !inPlace {
+						din = c.output(dt, n)
+					}
+					s.b.ReLUBackMask(din, dout, mask)
+					c.sameBytes("din from the mask, against ReLUBack's", c.getBytes(din), c.getBytes(want), dt.Size())
+					c.unchanged("mask", mask, bits)
+					c.unchanged("out", out, unpattern(dt, y))
+				})
+			}
+		}
+	}
+}

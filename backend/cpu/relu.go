@@ -36,6 +36,43 @@ func (c CPU) ReLUBack(din, dout, out backend.View) {
 	c.team.For(len(y), 1<<14, func(lo, hi int) { kernels.ReLUBackward(dx[lo:hi], dy[lo:hi], y[lo:hi]) })
 }
 
+// ReLUMask packs out > 0 into mask, a bit a value, for every float type;
+// the team splits it at whole bytes.
+func (c CPU) ReLUMask(mask, out backend.View) {
+	m := u8(mask)
+	if len(m) != (out.Len+7)/8 {
+		panic(fmt.Sprintf("backend/cpu: relu mask of %v into %v", out, mask))
+	}
+	if out.DT.Half() {
+		y, inf := u16(out), infBits(out.DT)
+		c.team.For(len(m), 1<<12, func(lo, hi int) { kernels.ReLUMask16(m[lo:hi], y[8*lo:min(8*hi, len(y))], inf) })
+		return
+	}
+	y := f32(out)
+	c.team.For(len(m), 1<<11, func(lo, hi int) { kernels.ReLUMask(m[lo:hi], y[8*lo:min(8*hi, len(y))]) })
+}
+
+// ReLUBackMask passes dout where mask's bit is set, for every float type.
+func (c CPU) ReLUBackMask(din, dout, mask backend.View) {
+	m := u8(mask)
+	if din.DT != dout.DT || din.Len != dout.Len || len(m) != (dout.Len+7)/8 {
+		panic(fmt.Sprintf("backend/cpu: relu backward of %v, mask %v into %v", dout, mask, din))
+	}
+	if dout.DT.Half() {
+		dy, dx := u16(dout), u16(din)
+		c.team.For(len(m), 1<<12, func(lo, hi int) {
+			hi8 := min(8*hi, len(dy))
+			kernels.ReLUBackwardMask16(dx[8*lo:hi8], dy[8*lo:hi8], m[lo:hi])
+		})
+		return
+	}
+	dy, dx := f32(dout), f32(din)
+	c.team.For(len(m), 1<<11, func(lo, hi int) {
+		hi8 := min(8*hi, len(dy))
+		kernels.ReLUBackwardMask(dx[8*lo:hi8], dy[8*lo:hi8], m[lo:hi])
+	})
+}
+
 // infBits is the pattern of +Inf; a magnitude (bits & 0x7fff) above it is NaN.
 func infBits(dt backend.DType) uint16 {
 	if dt == backend.Float16 {

@@ -96,6 +96,8 @@ const (
 	KRMSprop
 	KLossSums
 	KLossBack
+	KReLUMask
+	KReLUBackMask
 	KConv // gemm.ptx from here on
 	KConvBackData
 	KConvBackWeight
@@ -111,6 +113,7 @@ var kernelNames = [NumKernels]string{
 	"concat", "split", "add", "batch_norm", "batch_norm_eval", "batch_norm_back",
 	"group_norm", "group_norm_params_back", "group_norm_back", "cross_entropy", "cross_entropy_back",
 	"confusion", "argmax", "adam", "unscale_check", "bias_grad", "sgd", "rmsprop", "loss_sums", "loss_back",
+	"relu_mask", "relu_back_mask",
 	"conv", "conv_back_data", "conv_back_weight", "up_conv", "up_conv_back_data", "up_conv_back_weight", "split_sum",
 }
 

@@ -261,6 +261,19 @@ func (b *Backend) ReLUBack(din, dout, out backend.View) {
 	b.launch(KReLUBack, out.Len, floatPtr(din), floatPtr(dout), floatPtr(out), out.DT, out.Len)
 }
 
+func (b *Backend) ReLUMask(mask, out backend.View) {
+	checkLen(mask, (out.Len+7)/8)
+	b.launch(KReLUMask, (out.Len+7)/8, ptr(mask, backend.Uint8), floatPtr(out), out.DT, out.Len)
+}
+
+func (b *Backend) ReLUBackMask(din, dout, mask backend.View) {
+	if din.DT != dout.DT || din.Len != dout.Len {
+		panic(fmt.Sprintf("backend/cuda: relu backward of %v into %v", dout, din))
+	}
+	checkLen(mask, (dout.Len+7)/8)
+	b.launch(KReLUBackMask, dout.Len, floatPtr(din), floatPtr(dout), ptr(mask, backend.Uint8), dout.DT, dout.Len)
+}
+
 func (b *Backend) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
 	n := s.N * s.C * (s.H / 2) * (s.W / 2)
 	checkLen(in, s.Len(), out, n)

@@ -58,6 +58,8 @@ func (Noop) GroupNorm(_ backend.NormArgs, _, _, _ backend.View, _ bool)         
 func (Noop) GroupNormBack(_ backend.NormArgs, _, _, _, _, _, _ backend.View)                     {}
 func (Noop) ReLU(_, _ backend.View)                                                              {}
 func (Noop) ReLUBack(_, _, _ backend.View)                                                       {}
+func (Noop) ReLUMask(_, _ backend.View)                                                          {}
+func (Noop) ReLUBackMask(_, _, _ backend.View)                                                   {}
 func (Noop) MaxPool2(_ backend.Shape4, _, _, _ backend.View)                                     {}
 func (Noop) MaxPool2Back(_ backend.Shape4, _, _, _ backend.View)                                 {}
 func (Noop) Upsample2(_ backend.Shape4, _, _ backend.View)                                       {}

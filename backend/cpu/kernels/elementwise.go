@@ -257,3 +257,105 @@ func reluBack16Go(dx, dy, y []uint16, inf uint16) {
 		dx[i] = dy[i] & keep
 	}
 }
+
+// ReLUMask packs ReLUBackward's test of y, one bit a value: bit i%8 of
+// mask[i/8] is set where y[i] > 0 (positive, non-zero, not NaN); the last
+// byte's spare bits are 0. mask has (len(y)+7)/8 bytes.
+func ReLUMask(mask []uint8, y []float32) { bestElementwise().reluMask(mask, y) }
+
+// ReLUMask16 is ReLUMask on 16-bit patterns, inf being the type's +Inf.
+func ReLUMask16(mask []uint8, y []uint16, inf uint16) { bestElementwise().reluMask16(mask, y, inf) }
+
+// ReLUBackwardMask is ReLUBackward reading y's ReLUMask: dx[i] = dy[i]
+// where bit i is set, else +0. dx may be dy.
+func ReLUBackwardMask(dx, dy []float32, mask []uint8) {
+	bestElementwise().reluBackMask(dx[:len(dy)], dy, mask[:(len(dy)+7)/8])
+}
+
+// ReLUBackwardMask16 is ReLUBackwardMask on 16-bit patterns.
+func ReLUBackwardMask16(dx, dy []uint16, mask []uint8) {
+	bestElementwise().reluBackMask16(dx[:len(dy)], dy, mask[:(len(dy)+7)/8])
+}
+
+// The assembly takes whole mask bytes (8 values; 16 for 16-bit), so Go's
+// share starts at a byte.
+
+func (e elementwiseImpl) reluMask(mask []uint8, y []float32) {
+	n := 0
+	if e.avx2 {
+		n = reluMaskAsm(mask, y)
+	}
+	reluMaskGo(mask[n/8:], y[n:])
+}
+
+func (e elementwiseImpl) reluMask16(mask []uint8, y []uint16, inf uint16) {
+	n := 0
+	if e.avx2 {
+		n = reluMask16Asm(mask, y, inf)
+	}
+	reluMask16Go(mask[n/8:], y[n:], inf)
+}
+
+func (e elementwiseImpl) reluBackMask(dx, dy []float32, mask []uint8) {
+	n := 0
+	if e.avx2 {
+		n = reluBackMaskAsm(dx, dy, mask)
+	}
+	reluBackMaskGo(dx[n:], dy[n:], mask[n/8:])
+}
+
+func (e elementwiseImpl) reluBackMask16(dx, dy []uint16, mask []uint8) {
+	n := 0
+	if e.avx2 {
+		n = reluBackMask16Asm(dx, dy, mask)
+	}
+	reluBackMask16Go(dx[n:], dy[n:], mask[n/8:])
+}
+
+func reluMaskGo(mask []uint8, y []float32) {
+	mask = mask[:(len(y)+7)/8]
+	for j := range mask {
+		chunk := y[8*j : min(8*j+8, len(y))]
+		var m uint8
+		for k, v := range chunk {
+			// b-1 wraps +0 past 0x7f800000; 1 <= b <= 0x7f800000 is positive.
+			m |= uint8((uint64(math.Float32bits(v)-1)-0x7f800000)>>63) << k
+		}
+		mask[j] = m
+	}
+}
+
+func reluMask16Go(mask []uint8, y []uint16, inf uint16) {
+	mask = mask[:(len(y)+7)/8]
+	for j := range mask {
+		chunk := y[8*j : min(8*j+8, len(y))]
+		var m uint8
+		for k, b := range chunk {
+			m |= uint8((int32(b-1)-int32(inf))>>31&1) << k
+		}
+		mask[j] = m
+	}
+}
+
+func reluBackMaskGo(dx, dy []float32, mask []uint8) {
+	dx = dx[:len(dy)]
+	for j := range (len(dy) + 7) / 8 {
+		m := uint32(mask[j])
+		for k := 8 * j; k < min(8*j+8, len(dy)); k++ {
+			keep := -(m & 1) // all ones where the bit is set
+			dx[k] = math.Float32frombits(math.Float32bits(dy[k]) & keep)
+			m >>= 1
+		}
+	}
+}
+
+func reluBackMask16Go(dx, dy []uint16, mask []uint8) {
+	dx = dx[:len(dy)]
+	for j := range (len(dy) + 7) / 8 {
+		m := uint16(mask[j])
+		for k := 8 * j; k < min(8*j+8, len(dy)); k++ {
+			dx[k] = dy[k] & -(m & 1)
+			m >>= 1
+		}
+	}
+}

@@ -79,6 +79,42 @@ func reluBack16Asm(dx, dy, y []uint16, inf uint16) int {
 	return n
 }
 
+func reluMaskAsm(mask []uint8, y []float32) int {
+	n := len(y) &^ 7
+	if n > 0 {
+		_ = mask[n/8-1]
+		reluMaskAVX2(&mask[0], &y[0], n)
+	}
+	return n
+}
+
+func reluBackMaskAsm(dx, dy []float32, mask []uint8) int {
+	n := len(dy) &^ 7
+	if n > 0 {
+		_, _ = dx[n-1], mask[n/8-1]
+		reluBackMaskAVX2(&dx[0], &dy[0], &mask[0], n)
+	}
+	return n
+}
+
+func reluMask16Asm(mask []uint8, y []uint16, inf uint16) int {
+	n := len(y) &^ 15
+	if n > 0 {
+		_ = mask[n/8-1]
+		reluMask16AVX2(&mask[0], &y[0], n, inf)
+	}
+	return n
+}
+
+func reluBackMask16Asm(dx, dy []uint16, mask []uint8) int {
+	n := len(dy) &^ 15
+	if n > 0 {
+		_, _ = dx[n-1], mask[n/8-1]
+		reluBackMask16AVX2(&dx[0], &dy[0], &mask[0], n)
+	}
+	return n
+}
+
 func shiftedSumsAsm(xs []float32, k float64, c *chains) int {
 	n := len(xs) &^ 15
 	if n > 0 {
@@ -128,6 +164,18 @@ func relu16AVX2(y, x *uint16, n int, inf uint16)
 
 //go:noescape
 func reluBack16AVX2(dx, dy, y *uint16, n int, inf uint16)
+
+//go:noescape
+func reluMaskAVX2(mask *uint8, y *float32, n int)
+
+//go:noescape
+func reluBackMaskAVX2(dx, dy *float32, mask *uint8, n int)
+
+//go:noescape
+func reluMask16AVX2(mask *uint8, y *uint16, n int, inf uint16)
+
+//go:noescape
+func reluBackMask16AVX2(dx, dy *uint16, mask *uint8, n int)
 
 func adamAsm(a *backend.AdamStep, w, g, m, v []float32) int {
 	n := len(w) &^ 7

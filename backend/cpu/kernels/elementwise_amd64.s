@@ -547,3 +547,143 @@ loop:
 	JNZ     loop
 	VZEROUPPER
 	RET
+
+// Lane i's bit, 1<<i, for expanding a mask byte over 8 dwords or a mask
+// word over 16 words.
+DATA laneBits32<>+0(SB)/4, $1
+DATA laneBits32<>+4(SB)/4, $2
+DATA laneBits32<>+8(SB)/4, $4
+DATA laneBits32<>+12(SB)/4, $8
+DATA laneBits32<>+16(SB)/4, $16
+DATA laneBits32<>+20(SB)/4, $32
+DATA laneBits32<>+24(SB)/4, $64
+DATA laneBits32<>+28(SB)/4, $128
+GLOBL laneBits32<>(SB), RODATA|NOPTR, $32
+
+DATA laneBits16<>+0(SB)/2, $0x0001
+DATA laneBits16<>+2(SB)/2, $0x0002
+DATA laneBits16<>+4(SB)/2, $0x0004
+DATA laneBits16<>+6(SB)/2, $0x0008
+DATA laneBits16<>+8(SB)/2, $0x0010
+DATA laneBits16<>+10(SB)/2, $0x0020
+DATA laneBits16<>+12(SB)/2, $0x0040
+DATA laneBits16<>+14(SB)/2, $0x0080
+DATA laneBits16<>+16(SB)/2, $0x0100
+DATA laneBits16<>+18(SB)/2, $0x0200
+DATA laneBits16<>+20(SB)/2, $0x0400
+DATA laneBits16<>+22(SB)/2, $0x0800
+DATA laneBits16<>+24(SB)/2, $0x1000
+DATA laneBits16<>+26(SB)/2, $0x2000
+DATA laneBits16<>+28(SB)/2, $0x4000
+DATA laneBits16<>+30(SB)/2, $0x8000
+GLOBL laneBits16<>(SB), RODATA|NOPTR, $32
+
+// func reluMaskAVX2(mask *uint8, y *float32, n int)
+//
+// A byte of mask per 8 values: bit k set where y > 0 (predicate 30, GT_OQ,
+// reluBackwardAVX2's test), n a positive multiple of 8.
+TEXT ·reluMaskAVX2(SB), NOSPLIT, $0-24
+	MOVQ   mask+0(FP), DI
+	MOVQ   y+8(FP), SI
+	MOVQ   n+16(FP), CX
+	SHRQ   $3, CX
+	VXORPS Y1, Y1, Y1
+
+loop:
+	VMOVUPS   (SI), Y0
+	VCMPPS    $30, Y1, Y0, Y0
+	VMOVMSKPS Y0, AX
+	MOVB      AX, (DI)
+	ADDQ      $32, SI
+	INCQ      DI
+	DECQ      CX
+	JNZ       loop
+	VZEROUPPER
+	RET
+
+// func reluBackMaskAVX2(dx, dy *float32, mask *uint8, n int)
+//
+// dx = dy where the value's bit of mask is set, else +0: the byte is
+// broadcast to 8 dwords and compared with each lane's bit.
+TEXT ·reluBackMaskAVX2(SB), NOSPLIT, $0-32
+	MOVQ    dx+0(FP), DI
+	MOVQ    dy+8(FP), DX
+	MOVQ    mask+16(FP), SI
+	MOVQ    n+24(FP), CX
+	SHRQ    $3, CX
+	VMOVDQU laneBits32<>(SB), Y3
+
+loop:
+	MOVBLZX      (SI), AX
+	MOVL         AX, X0
+	VPBROADCASTD X0, Y0
+	VPAND        Y3, Y0, Y0
+	VPCMPEQD     Y3, Y0, Y0        // all ones where the lane's bit is set
+	VPAND        (DX), Y0, Y0
+	VMOVDQU      Y0, (DI)
+	INCQ         SI
+	ADDQ         $32, DX
+	ADDQ         $32, DI
+	DECQ         CX
+	JNZ          loop
+	VZEROUPPER
+	RET
+
+// func reluMask16AVX2(mask *uint8, y *uint16, n int, inf uint16)
+//
+// Two bytes of mask per 16 values: bit set where 0 < y <= inf as signed
+// 16-bit values (reluBack16AVX2's test), n a positive multiple of 16. The
+// word masks are packed to bytes in order (the upper 128 bits second).
+TEXT ·reluMask16AVX2(SB), NOSPLIT, $0-26
+	MOVQ         mask+0(FP), DI
+	MOVQ         y+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVWLZX      inf+24(FP), AX
+	MOVL         AX, X3
+	VPBROADCASTW X3, Y3            // inf
+	VPXOR        Y4, Y4, Y4        // 0
+	SHRQ         $4, CX
+
+loop:
+	VMOVDQU      (SI), Y0
+	VPCMPGTW     Y4, Y0, Y1        // y > 0
+	VPCMPGTW     Y3, Y0, Y2        // y > inf
+	VPANDN       Y1, Y2, Y1        // y > 0 and not y > inf
+	VEXTRACTI128 $1, Y1, X2
+	VPACKSSWB    X2, X1, X1        // words 0-7 then 8-15, as bytes
+	VPMOVMSKB    X1, AX
+	MOVW         AX, (DI)
+	ADDQ         $32, SI
+	ADDQ         $2, DI
+	DECQ         CX
+	JNZ          loop
+	VZEROUPPER
+	RET
+
+// func reluBackMask16AVX2(dx, dy *uint16, mask *uint8, n int)
+//
+// dx = dy where the value's bit of mask is set, else 0: two bytes are
+// broadcast to 16 words and compared with each lane's bit.
+TEXT ·reluBackMask16AVX2(SB), NOSPLIT, $0-32
+	MOVQ    dx+0(FP), DI
+	MOVQ    dy+8(FP), DX
+	MOVQ    mask+16(FP), SI
+	MOVQ    n+24(FP), CX
+	SHRQ    $4, CX
+	VMOVDQU laneBits16<>(SB), Y3
+
+loop:
+	MOVWLZX      (SI), AX
+	MOVL         AX, X0
+	VPBROADCASTW X0, Y0
+	VPAND        Y3, Y0, Y0
+	VPCMPEQW     Y3, Y0, Y0        // all ones where the lane's bit is set
+	VPAND        (DX), Y0, Y0
+	VMOVDQU      Y0, (DI)
+	ADDQ         $2, SI
+	ADDQ         $32, DX
+	ADDQ         $32, DI
+	DECQ         CX
+	JNZ          loop
+	VZEROUPPER
+	RET

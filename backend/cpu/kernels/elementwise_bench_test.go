@@ -14,7 +14,7 @@ func BenchmarkElementwise(b *testing.B) {
 	for _, e := range elementwiseImpls() {
 		for _, n := range []int{256, 16384, 16 * 16384} {
 			r := seedFor(fmt.Sprint("bench elementwise", n))
-			x, g, y := randSlice(r, n), randSlice(r, n), make([]float32, n)
+			x, g, y, mask := randSlice(r, n), randSlice(r, n), make([]float32, n), make([]uint8, n/8)
 			v := randSlice(r, n)
 			for i := range v {
 				v[i] *= v[i]
@@ -27,6 +27,8 @@ func BenchmarkElementwise(b *testing.B) {
 			}{
 				{"relu", 2, func() { e.relu(y, x) }},
 				{"relu-backward", 3, func() { e.reluBackward(y, g, x) }},
+				{"relu-mask", 1, func() { e.reluMask(mask, x) }}, // and n/8 bytes written
+				{"relu-backward-mask", 2, func() { e.reluBackMask(y, g, mask) }},
 				{"affine", 2, func() { e.affine(y, x, 1.5, 0.25) }},
 				{"norm-grad", 3, func() { e.normGrad(y, g, x, 0.1, 1.2, -0.3, 0.01) }},
 				{"shifted-sums", 1, func() {

@@ -189,3 +189,62 @@ func TestReLU16MatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestReLUMaskMatchesBackward: every implementation's ReLU masks, and the
+// backward passes reading them, give ReLUBackward's bits: fp32 on special
+// values, fp16 and bf16 on all 65536 patterns, at lengths ending mid-byte
+// and mid-block, in place and not; spare bits are 0.
+func TestReLUMaskMatchesBackward(t *testing.T) {
+	r := seedFor("relu mask")
+	x16 := make([]uint16, 65536+5)
+	for i := range x16 {
+		x16[i] = uint16(i)
+	}
+	r.Shuffle(len(x16), func(i, j int) { x16[i], x16[j] = x16[j], x16[i] })
+	dy16 := make([]uint16, len(x16))
+	for i := range dy16 {
+		dy16[i] = uint16(r.Uint32())
+	}
+	x32, dy32 := specialFloats(r, 4099), randSlice(r, 4099)
+	for _, e := range elementwiseImpls() {
+		for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 4099} {
+			mask := make([]uint8, (n+7)/8)
+			e.reluMask(mask, x32[:n])
+			want, got := make([]float32, n), make([]float32, n)
+			reluBackwardGo(want, dy32[:n], x32[:n])
+			e.reluBackMask(got, dy32[:n], mask)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s n=%d: value %d (y %v): %v through the mask, %v", e.name, n, i, x32[i], got[i], want[i])
+				}
+			}
+			if n%8 != 0 && mask[len(mask)-1]>>(n%8) != 0 {
+				t.Errorf("%s n=%d: spare bits %08b set", e.name, n, mask[len(mask)-1])
+			}
+			inPlace := slices.Clone(dy32[:n])
+			e.reluBackMask(inPlace, inPlace, mask)
+			if !slices.EqualFunc(inPlace, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+				t.Fatalf("%s n=%d: in place differs", e.name, n)
+			}
+		}
+		for _, inf := range []uint16{0x7c00, 0x7f80} {
+			for _, n := range []int{15, 17, len(x16)} {
+				mask := make([]uint8, (n+7)/8)
+				e.reluMask16(mask, x16[:n], inf)
+				want, got := make([]uint16, n), make([]uint16, n)
+				reluBack16Go(want, dy16[:n], x16[:n], inf)
+				e.reluBackMask16(got, dy16[:n], mask)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s inf=%#x n=%d: backward through the mask differs from ReLUBackward16", e.name, inf, n)
+				}
+				if n%8 != 0 && mask[len(mask)-1]>>(n%8) != 0 {
+					t.Errorf("%s inf=%#x n=%d: spare bits %08b set", e.name, inf, n, mask[len(mask)-1])
+				}
+				e.reluBackMask16(got, got, mask)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s inf=%#x n=%d: in place differs", e.name, inf, n)
+				}
+			}
+		}
+	}
+}

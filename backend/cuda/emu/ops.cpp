@@ -34,5 +34,7 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 24: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break;
 	case 25: k_loss_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break;
 	case 26: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break;
+	case 27: k_relu_mask(a[0], a[1], a[2], a[3]); break;
+	case 28: k_relu_back_mask(a[0], a[1], a[2], a[3], a[4]); break;
 	}
 }

@@ -134,6 +134,48 @@ KERNEL(relu_back)(u64 din, u64 dout, u64 out, i64 dt, i64 n) {
 	}
 }
 
+// relu_mask: bit i%8 of mask[i/8] is set where out[i] passes relu_back's
+// test (positive, non-zero, not NaN); the last byte's spare bits are 0. One
+// thread a byte.
+KERNEL(relu_mask)(u64 mask, u64 out, i64 dt, i64 n) {
+	uint8_t *m = (uint8_t *)mask;
+	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
+	GRID_STRIDE(j, (n + 7) / 8) {
+		uint32_t bits = 0;
+		for (int k = 0; k < 8 && 8 * j + k < n; k++) {
+			i64 i = 8 * j + k;
+			bool pass;
+			if (dt == 0) {
+				uint32_t b = ((const uint32_t *)out)[i];
+				pass = b >= 1u && b <= 0x7f800000u;
+			} else {
+				uint16_t b = ((const uint16_t *)out)[i];
+				pass = b >= 1u && b <= inf;
+			}
+			bits |= (uint32_t)pass << k;
+		}
+		m[j] = (uint8_t)bits;
+	}
+}
+
+// relu_back_mask: din = dout where relu_mask's bit is set, else +0.
+KERNEL(relu_back_mask)(u64 din, u64 dout, u64 mask, i64 dt, i64 n) {
+	const uint8_t *m = (const uint8_t *)mask;
+	if (dt == 0) {
+		const uint32_t *g = (const uint32_t *)dout;
+		uint32_t *d = (uint32_t *)din;
+		GRID_STRIDE(i, n) {
+			d[i] = (m[i >> 3] >> (i & 7)) & 1u ? g[i] : 0u;
+		}
+		return;
+	}
+	const uint16_t *g = (const uint16_t *)dout;
+	uint16_t *d = (uint16_t *)din;
+	GRID_STRIDE(i, n) {
+		d[i] = (m[i >> 3] >> (i & 7)) & 1u ? g[i] : (uint16_t)0;
+	}
+}
+
 // max_pool2: the maximum of each 2x2 window (the first on ties, a NaN
 // winning), its position 0..3 into argmax (when argmax is not 0).
 KERNEL(max_pool2)(u64 out, u64 argmax, u64 in, i64 planes, i64 H, i64 W) {
