@@ -1,12 +1,19 @@
 package model
 
-import "github.com/memunet/memunet/backend"
+import (
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
+)
 
 // ReLU computes out = max(in, 0) elementwise on (N,C,H,W). When the caller
 // holds the only reference to in, it works in place (PyTorch's inplace=True).
-// In training it keeps out, whose sign is all backward needs.
+// In training it keeps out, whose sign is all backward needs, or with Mask
+// that sign alone, one bit a value (backend.ReLUMask): for a ReLU whose
+// output no other layer keeps, so that its bytes are free until backward.
 type ReLU struct {
-	out *Tensor
+	Mask bool
+	out  *Tensor
+	mask backend.View // Uint8, (len+7)/8 bytes
 }
 
 // Forward computes max(in, 0) in in's storage type.
@@ -20,7 +27,15 @@ func (l *ReLU) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Retain() // the caller releases in; out is the same tensor
 	}
 	env.Backend.ReLU(out.View(), in.View())
-	if env.saves() {
+	switch {
+	case !env.saves():
+	case l.Mask:
+		if l.mask, err = allocView(env.Device, memory.Activations, backend.Uint8, (out.Len()+7)/8); err != nil {
+			out.Release()
+			return nil, err
+		}
+		env.Backend.ReLUMask(l.mask, out.View())
+	default:
 		l.out = out.Retain()
 	}
 	return out, nil
@@ -29,26 +44,36 @@ func (l *ReLU) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // Backward returns din = dout where out > 0, else 0; it consumes dout.
 func (l *ReLU) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindReLU)()
-	out := l.out
-	if out == nil {
+	out, mask := l.out, l.mask
+	if out == nil && mask.None() {
 		panic("model: relu backward without a training forward")
 	}
-	mustSameShape("relu backward", out, dout)
+	if out != nil {
+		mustSameShape("relu backward", out, dout)
+	}
 	din, err := gradTensorLike(env, dout)
 	if err != nil {
 		return nil, err
 	}
-	env.Backend.ReLUBack(din.View(), dout.View(), out.View())
+	if out != nil {
+		env.Backend.ReLUBack(din.View(), dout.View(), out.View())
+	} else {
+		env.Backend.ReLUBackMask(din.View(), dout.View(), mask)
+	}
 	if din != dout {
 		dout.Release()
 	}
-	out.Release()
-	l.out = nil
+	if out != nil {
+		out.Release()
+	} else {
+		env.Pool.MustFree(mask.Buf)
+	}
+	l.out, l.mask = nil, backend.View{}
 	return din, nil
 }
 
 // Forget drops what Forward kept, without releasing it (see Layer).
-func (l *ReLU) Forget() { l.out = nil }
+func (l *ReLU) Forget() { l.out, l.mask = nil, backend.View{} }
 
 // Params is none.
 func (l *ReLU) Params() []*Param { return nil }

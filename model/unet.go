@@ -208,9 +208,23 @@ func (m *UNet) build() error {
 		return err
 	}
 	m.params = append(m.params, m.outc.Params()...)
+	// A block's last ReLU keeps only a mask where no later layer keeps its
+	// output: the encoders' (max pooling keeps positions, the concatenation
+	// a copy) and, with bilinear upsampling, the bottleneck's and the
+	// decoders' below full size (a transposed convolution and outc keep
+	// their input).
+	for lv, L := range m.levels {
+		lastReLU(L.encBody).Mask = lv < cfg.Depth || cfg.Up == UpBilinear
+		if L.decBody != nil {
+			lastReLU(L.decBody).Mask = lv > 0 && cfg.Up == UpBilinear
+		}
+	}
 	m.SetCheckpoint(cfg.Checkpoint)
 	return nil
 }
+
+// lastReLU is a DoubleConv's closing ReLU.
+func lastReLU(b *Sequential) *ReLU { return b.Layers[len(b.Layers)-1].(*ReLU) }
 
 // newDoubleConv is (conv3x3 -> norm -> ReLU) x 2, the submodules numbered as
 // in PyTorch's nn.Sequential; the convolutions have a bias only without a

@@ -177,6 +177,71 @@ func TestCheckpointedDecoderKeepsParts(t *testing.T) {
 	}
 }
 
+// TestReLUMasksBitExact: the ReLUs that keep a mask instead of their
+// output (the encoders' last; with bilinear upsampling the bottleneck's and
+// the decoders' below full size) train as keeping the output, bit for bit,
+// in fp32 and bf16, and the step's activation peak is lower.
+func TestReLUMasksBitExact(t *testing.T) {
+	for _, v := range utVariants {
+		for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+			t.Run(fmt.Sprintf("%s/%s/%s", v.norm, v.up, dt), func(t *testing.T) {
+				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
+				run := func(masks bool) (float64, map[string][]float32, memory.Stats, int) {
+					dev := testDevice()
+					m, err := New(dev, cfg, 11)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if dt != backend.Float32 {
+						if err := m.SetPrecision(dt); err != nil {
+							t.Fatal(err)
+						}
+					}
+					masked := 0
+					for _, L := range m.levels {
+						for _, b := range []*Sequential{L.encBody, L.decBody} {
+							if b == nil {
+								continue
+							}
+							r := lastReLU(b)
+							if !masks {
+								r.Mask = false
+							}
+							if r.Mask {
+								masked++
+							}
+						}
+					}
+					env := &Env{Device: dev, Training: true, Precision: dt}
+					x, target := utBatch(t, dev, 3, 2, 3, 16, 16, 3)
+					defer x.Release()
+					loss, state, st := vtStep(t, env, m, x, target, 1)
+					return loss, state, st, masked
+				}
+				plainLoss, plain, plainStats, _ := run(false)
+				loss, got, stats, masked := run(true)
+				if want := 2 + map[UpMode]int{UpBilinear: 2, UpTranspose: 0}[v.up]; masked != want {
+					t.Errorf("%d ReLUs keep a mask, want %d", masked, want)
+				}
+				if math.Float64bits(loss) != math.Float64bits(plainLoss) {
+					t.Errorf("loss %v with masks, %v without", loss, plainLoss)
+				}
+				for name, want := range plain {
+					for i := range want {
+						if math.Float32bits(got[name][i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s[%d] = %v with masks, %v without", name, i, got[name][i], want[i])
+						}
+					}
+				}
+				a, b := stats.ByCategory[memory.Activations].Peak, plainStats.ByCategory[memory.Activations].Peak
+				if a >= b {
+					t.Errorf("activation peak %d bytes with masks, %d without", a, b)
+				}
+			})
+		}
+	}
+}
+
 // TestCheckpointRunningStatsUpdatedOnce: after one step the running mean of
 // a checkpointed BatchNorm equals 0.9*0 + 0.1*batch mean, i.e. it was
 // updated once, and NumBatchesTracked is 1.
