@@ -17,7 +17,10 @@ type Conv2d struct {
 	Weight, Bias      *Param
 	// NoInputGrad skips computing din (for a layer fed by the data).
 	NoInputGrad bool
-	in          *Tensor // saved for backward
+	// Source, if set, rebuilds the input in backward (normOutput): in
+	// training the layer then keeps nothing.
+	Source inputSource
+	in     *Tensor // saved for backward
 }
 
 // NewConv2d returns a K x K, stride 1 convolution with zero padding pad on
@@ -68,15 +71,23 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, err
 	}
-	if env.saves() {
+	if env.saves() && l.Source == nil {
 		l.in = in.Retain()
 	}
 	return out, nil
 }
 
 // Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
-// It consumes dout and releases the saved input.
+// It consumes dout and releases the saved (or rebuilt) input.
 func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	if l.in == nil && l.Source != nil {
+		in, err := l.Source.rebuild(env)
+		if err != nil {
+			dout.Release()
+			return nil, err
+		}
+		l.in = in
+	}
 	defer env.Profile.begin(KindConvBackward)()
 	in := l.in
 	if in == nil {

@@ -112,7 +112,38 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	return out, nil
 }
 
-// statsFor is the view a training forward writes its statistics into: the
+// reapply normalizes the input Forward kept with the statistics it kept,
+// as Forward did (the same bits), keeping nothing more: for a layer whose
+// input is this norm's output, rebuilt in backward (normOutput).
+func (l *BatchNorm2d) reapply(env *Env) (*Tensor, error) {
+	return reapplyNorm(env, l.in, func(y, x backend.View) {
+		env.Backend.BatchNorm(l.args(l.in), y, x, l.stats, true, false)
+	})
+}
+
+// reapplyNorm runs a norm's op from its kept input into a new activation.
+func reapplyNorm(env *Env, in *Tensor, op func(y, x backend.View)) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
+	if in == nil {
+		panic("model: norm reapplied without a training forward")
+	}
+	out, err := env.newActivation(in.N, in.C, in.H, in.W)
+	if err != nil {
+		return nil, err
+	}
+	f := env.frame(backend.OpNorm)
+	x, y := f.view(in), f.writer(out)
+	if f.err == nil {
+		op(y, x)
+	}
+	if err := f.finish(); err != nil {
+		out.Release()
+		return nil, err
+	}
+	return out, nil
+}
+
+// statsFor is the view a training forward writes its statistics into: the// statsFor is the view a training forward writes its statistics into: the
 // kept ones of a checkpointed block's first forward (reuse), or new ones.
 func (l *BatchNorm2d) statsFor(env *Env) (stats backend.View, reuse bool, err error) {
 	if env.recompute && !l.kept.None() {
@@ -269,6 +300,13 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	}
 	l.in, l.stats, l.kept = keepStats(env, in, stats)
 	return out, nil
+}
+
+// reapply is BatchNorm2d.reapply for GroupNorm.
+func (l *GroupNorm) reapply(env *Env) (*Tensor, error) {
+	return reapplyNorm(env, l.in, func(y, x backend.View) {
+		env.Backend.GroupNorm(l.args(l.in), y, x, l.stats, true)
+	})
 }
 
 // Backward accumulates dWeight, dBias and returns din; it consumes dout.

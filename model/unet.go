@@ -259,6 +259,56 @@ func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*Sequen
 	return b, nil
 }
 
+// rebuildMiddle sets whether a DoubleConv with a norm rebuilds its middle
+// activation (the first ReLU's output, the second convolution's input) in
+// backward from the first norm's kept input (normOutput), the ReLU keeping
+// a mask, or keeps it: a checkpointed block keeps it, as its recomputation
+// runs just before its backward, and there the ReLU's mask would only add.
+func rebuildMiddle(b *Sequential, on bool) {
+	norm, ok := b.Layers[1].(reapplier)
+	if !ok {
+		return
+	}
+	relu, conv := b.Layers[2].(*ReLU), b.Layers[3].(*Conv2d)
+	relu.Mask, conv.Source = on, nil
+	if on {
+		conv.Source = normOutput{norm: norm, relu: relu}
+	}
+}
+
+// reapplier is a norm that can normalize its kept input again (for
+// normOutput).
+type reapplier interface {
+	reapply(env *Env) (*Tensor, error)
+}
+
+// normOutput is a DoubleConv's second convolution's input, relu(norm(x)),
+// rebuilt in backward from what the norm keeps for its own backward (x and
+// its statistics): in training the convolution keeps nothing and the ReLU
+// between them a mask, instead of the block's middle activation. The
+// rebuild runs the norm as its forward did (the kept statistics: the same
+// bits) and the ReLU in place, one pass each.
+type normOutput struct {
+	norm reapplier
+	relu *ReLU
+}
+
+func (s normOutput) holds() bool { return true }
+
+func (s normOutput) rebuild(env *Env) (*Tensor, error) {
+	y, err := s.norm.reapply(env)
+	if err != nil {
+		return nil, err
+	}
+	quiet := *env
+	quiet.noSave = true
+	a, err := s.relu.Forward(&quiet, y)
+	y.Release()
+	return a, err
+}
+
+func (s normOutput) forget() {}
+
 // SetCheckpoint checkpoints the DoubleConv blocks at the given levels (see
 // Config.Checkpoint; the encoder block and, below the bottleneck, the
 // decoder block of each) and no others. Call it between steps, not inside
@@ -270,6 +320,10 @@ func (m *UNet) SetCheckpoint(levels []int) {
 	}
 	m.Config.Checkpoint = append([]int(nil), levels...)
 	for lv, L := range m.levels {
+		rebuildMiddle(L.encBody, !on[lv])
+		if L.decBody != nil {
+			rebuildMiddle(L.decBody, !on[lv])
+		}
 		L.enc, L.dec, L.input = L.encBody, nil, nil
 		if on[lv] {
 			L.enc = &Checkpointed{Block: L.encBody}
