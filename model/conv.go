@@ -124,8 +124,14 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
-// Forget drops what Forward kept, without releasing it (see Layer).
-func (l *Conv2d) Forget() { l.in = nil }
+// Forget drops what Forward kept, its Source's too, without releasing it
+// (see Layer).
+func (l *Conv2d) Forget() {
+	l.in = nil
+	if l.Source != nil {
+		l.Source.forget()
+	}
+}
 
 // keepInput takes a reference to in as Forward would have kept it (for a
 // checkpointed block that rebuilt its input).

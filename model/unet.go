@@ -29,6 +29,9 @@ type level struct {
 	// input rebuilds dec's input in backward where dec is checkpointed
 	// (with bilinear upsampling; else nil).
 	input *decoderInput
+	// plainCat rebuilds it for dec's first convolution where dec is not
+	// checkpointed (bilinear upsampling, blocks with norms; else nil).
+	plainCat *decoderCat
 }
 
 // decoderInput is a checkpointed decoder's input, concat(skip, up(below)),
@@ -340,7 +343,121 @@ func (m *UNet) SetCheckpoint(levels []int) {
 			L.dec = L.decBody
 		}
 	}
+	// A plain bilinear decoder's first convolution rebuilds its input from
+	// its two parts: each from the norm closing the block it comes from, or,
+	// where that block is checkpointed (its norm keeps nothing until its
+	// recomputation, after this backward), kept itself.
+	for lv, L := range m.levels[:len(m.levels)-1] {
+		first, _ := L.decBody.first().(*Conv2d)
+		below := m.levels[lv+1].encBody // the bottleneck, or the decoder below
+		if lv+1 < len(m.levels)-1 {
+			below = m.levels[lv+1].decBody
+		}
+		skipOut, ok1 := closingOutput(L.encBody)
+		belowOut, ok2 := closingOutput(below)
+		_, bilinear := L.up.(*Upsample2)
+		first.Source, L.plainCat = nil, nil
+		if bilinear && ok1 && ok2 && !on[lv] {
+			L.plainCat = &decoderCat{
+				skip: catPart{from: skipOut, keeps: on[lv]}, below: catPart{from: belowOut, keeps: on[lv+1]},
+				up: L.up, cat: &L.cat}
+			first.Source = L.plainCat
+		}
+	}
 }
+
+// closingOutput is a DoubleConv's output as normOutput rebuilds it from its
+// closing norm, if it has one.
+func closingOutput(b *Sequential) (normOutput, bool) {
+	n := len(b.Layers)
+	norm, ok := b.Layers[n-2].(reapplier)
+	if !ok {
+		return normOutput{}, false
+	}
+	return normOutput{norm: norm, relu: b.Layers[n-1].(*ReLU)}, true
+}
+
+// decoderCat is a plain decoder's input, concat(skip, up(below)), rebuilt
+// in backward from its two parts: its first convolution then keeps nothing
+// where it kept the concatenation, three times the level's width, for one
+// upsampling, two normalizations and a copy (or fewer where a part is
+// kept). The parts are freed as soon as they are copied, before the
+// convolution's backward takes its own memory.
+type decoderCat struct {
+	skip, below catPart
+	up          Layer
+	cat         *Concat
+}
+
+// catPart is the skip or the level below: rebuilt from the norm closing its
+// block (the same bits), or, with keeps, the tensor kept from forward.
+type catPart struct {
+	from  normOutput
+	keeps bool
+	kept  *Tensor
+}
+
+func (p *catPart) get(env *Env) (*Tensor, error) {
+	if !p.keeps {
+		return p.from.rebuild(env)
+	}
+	t := p.kept
+	p.kept = nil
+	if t == nil {
+		panic("model: a decoder's input part was not kept")
+	}
+	return t, nil
+}
+
+// keep takes references to the parts the decoder keeps.
+func (d *decoderCat) keep(skip, below *Tensor) {
+	for _, p := range []struct {
+		part *catPart
+		t    *Tensor
+	}{{&d.skip, skip}, {&d.below, below}} {
+		if p.part.keeps {
+			if p.part.kept != nil {
+				panic("model: a decoder's input part kept twice in one step")
+			}
+			p.part.kept = p.t.Retain()
+		}
+	}
+}
+
+func (d *decoderCat) holds() bool { return true }
+
+func (d *decoderCat) rebuild(env *Env) (*Tensor, error) {
+	below, err := d.below.get(env)
+	if err != nil {
+		d.forgetAndRelease()
+		return nil, err
+	}
+	quiet := *env
+	quiet.noSave = true
+	upped, err := d.up.Forward(&quiet, below)
+	below.Release()
+	if err != nil {
+		d.forgetAndRelease()
+		return nil, err
+	}
+	defer upped.Release()
+	skip, err := d.skip.get(env)
+	if err != nil {
+		return nil, err
+	}
+	defer skip.Release()
+	return d.cat.Forward(&quiet, skip, upped)
+}
+
+// forgetAndRelease lets go of a kept skip when the rebuild fails early.
+func (d *decoderCat) forgetAndRelease() {
+	if d.skip.kept != nil {
+		d.skip.kept.Release()
+		d.skip.kept = nil
+	}
+}
+
+func (d *decoderCat) forget() { d.skip.kept, d.below.kept = nil, nil }
 
 // encoder is level lv's encoder: the max pool (below level 0), then the
 // block.
@@ -409,6 +526,9 @@ func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 			if err = L.input.keep(env, skips[lv], h); err != nil {
 				upped.Release()
 			}
+		}
+		if err == nil && L.plainCat != nil && env.saves() {
+			L.plainCat.keep(skips[lv], h)
 		}
 		h.Release()
 		if err != nil {
