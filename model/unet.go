@@ -97,15 +97,27 @@ func (d *decoderInput) rebuild(env *Env) (*Tensor, error) {
 		below.Release()
 		return nil, err
 	}
+	return joinParts(env, d.up, d.cat, below, func() (*Tensor, error) { return skip.Retain(), nil })
+}
+
+// joinParts is a decoder's input from its parts: below upsampled (below is
+// consumed), then skip, taken from skipOf only now so that the two are
+// not rebuilt at once, copied beside it.
+func joinParts(env *Env, up Layer, cat *Concat, below *Tensor, skipOf func() (*Tensor, error)) (*Tensor, error) {
 	quiet := *env
 	quiet.noSave = true
-	upped, err := d.up.Forward(&quiet, below)
+	upped, err := up.Forward(&quiet, below)
 	below.Release()
 	if err != nil {
 		return nil, err
 	}
 	defer upped.Release()
-	return d.cat.Forward(&quiet, skip, upped)
+	skip, err := skipOf()
+	if err != nil {
+		return nil, err
+	}
+	defer skip.Release()
+	return cat.Forward(&quiet, skip, upped)
 }
 
 func (d *decoderInput) forget() {
@@ -428,25 +440,14 @@ func (d *decoderCat) holds() bool { return true }
 
 func (d *decoderCat) rebuild(env *Env) (*Tensor, error) {
 	below, err := d.below.get(env)
-	if err != nil {
-		d.forgetAndRelease()
-		return nil, err
+	if err == nil {
+		var t *Tensor
+		if t, err = joinParts(env, d.up, d.cat, below, func() (*Tensor, error) { return d.skip.get(env) }); err == nil {
+			return t, nil
+		}
 	}
-	quiet := *env
-	quiet.noSave = true
-	upped, err := d.up.Forward(&quiet, below)
-	below.Release()
-	if err != nil {
-		d.forgetAndRelease()
-		return nil, err
-	}
-	defer upped.Release()
-	skip, err := d.skip.get(env)
-	if err != nil {
-		return nil, err
-	}
-	defer skip.Release()
-	return d.cat.Forward(&quiet, skip, upped)
+	d.forgetAndRelease()
+	return nil, err
 }
 
 // forgetAndRelease lets go of a kept skip when the rebuild fails early.
