@@ -17,8 +17,9 @@ type Conv2d struct {
 	Weight, Bias      *Param
 	// NoInputGrad skips computing din (for a layer fed by the data).
 	NoInputGrad bool
-	// Source, if set, rebuilds the input in backward (normOutput): in
-	// training the layer then keeps nothing.
+	// Source, if set, rebuilds the input in backward (normOutput for a
+	// DoubleConv's second convolution, decoderCat for a decoder's first):
+	// in training the layer then keeps nothing.
 	Source inputSource
 	in     *Tensor // saved for backward
 }
@@ -50,7 +51,8 @@ func (l *Conv2d) shape(in *Tensor) backend.ConvShape {
 // Params lists the layer's parameters: weight, then bias if any.
 func (l *Conv2d) Params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) }
 
-// Forward computes out = conv(in, Weight) + Bias and, in training, keeps in.
+// Forward computes out = conv(in, Weight) + Bias and, in training, keeps in
+// (unless a Source rebuilds it).
 func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)

@@ -27,7 +27,10 @@
 //     whatever the backend takes.
 //   - Tensors are reference counted. Forward returns a tensor the caller owns
 //     one reference to; a layer that needs its input or output in backward
-//     takes its own reference (Retain) in training mode. Backward consumes the
+//     takes its own reference (Retain) in training mode, or keeps less and
+//     rebuilds it: a ReLU its output's signs (a bit mask), a convolution
+//     after a norm nothing (the norm's kept input and statistics give its
+//     input again, the same bits). Backward consumes the
 //     caller's reference to dout, releases what the layer saved, and returns
 //     din owned by the caller. So after a full backward every activation has
 //     been freed, and the pool's allocated bytes return to params + grads.

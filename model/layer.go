@@ -107,10 +107,12 @@ type Checkpointed struct {
 	fromFirst bool
 }
 
-// inputSource rebuilds a checkpointed block's input in backward from
-// smaller tensors it keeps (decoderInput).
+// inputSource rebuilds a layer's input in backward from less than the
+// input: a checkpointed decoder's from the tensors it keeps (decoderInput),
+// a plain convolution's from the norms before it (normOutput, decoderCat).
 type inputSource interface {
-	// holds reports whether it keeps what rebuild needs for this step.
+	// holds reports whether it keeps what rebuild needs for this step (a
+	// checkpointed block asks; the convolutions' sources always do).
 	holds() bool
 	// rebuild returns the input (one reference, the caller's) and lets go
 	// of what it kept.
@@ -203,7 +205,7 @@ func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 			dout.Release()
 			return nil, err
 		}
-		out.Release() // the block's last layer keeps its own reference for backward
+		out.Release() // the block's last layer keeps what its backward needs itself
 	}
 	return c.Block.Backward(env, dout)
 }

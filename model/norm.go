@@ -143,7 +143,7 @@ func reapplyNorm(env *Env, in *Tensor, op func(y, x backend.View)) (*Tensor, err
 	return out, nil
 }
 
-// statsFor is the view a training forward writes its statistics into: the// statsFor is the view a training forward writes its statistics into: the
+// statsFor is the view a training forward writes its statistics into: the
 // kept ones of a checkpointed block's first forward (reuse), or new ones.
 func (l *BatchNorm2d) statsFor(env *Env) (stats backend.View, reuse bool, err error) {
 	if env.recompute && !l.kept.None() {

@@ -370,9 +370,7 @@ func (m *UNet) SetCheckpoint(levels []int) {
 		_, bilinear := L.up.(*Upsample2)
 		first.Source, L.plainCat = nil, nil
 		if bilinear && ok1 && ok2 && !on[lv] {
-			L.plainCat = &decoderCat{
-				skip: catPart{from: skipOut, keeps: on[lv]}, below: catPart{from: belowOut, keeps: on[lv+1]},
-				up: L.up, cat: &L.cat}
+			L.plainCat = &decoderCat{skip: skipOut, below: catPart{from: belowOut, keeps: on[lv+1]}, up: L.up, cat: &L.cat}
 			first.Source = L.plainCat
 		}
 	}
@@ -392,17 +390,20 @@ func closingOutput(b *Sequential) (normOutput, bool) {
 // decoderCat is a plain decoder's input, concat(skip, up(below)), rebuilt
 // in backward from its two parts: its first convolution then keeps nothing
 // where it kept the concatenation, three times the level's width, for one
-// upsampling, two normalizations and a copy (or fewer where a part is
-// kept). The parts are freed as soon as they are copied, before the
-// convolution's backward takes its own memory.
+// upsampling, two normalizations and a copy. The skip comes again from
+// the norm closing the encoder block at its level (not checkpointed, as
+// the decoder is not); the level below likewise or, where that block is
+// checkpointed, is kept from forward. The parts are freed as soon as they
+// are copied, before the convolution's backward takes its own memory.
 type decoderCat struct {
-	skip, below catPart
-	up          Layer
-	cat         *Concat
+	skip  normOutput
+	below catPart
+	up    Layer
+	cat   *Concat
 }
 
-// catPart is the skip or the level below: rebuilt from the norm closing its
-// block (the same bits), or, with keeps, the tensor kept from forward.
+// catPart is the level below: rebuilt from the norm closing its block (the
+// same bits), or, with keeps, the tensor kept from forward.
 type catPart struct {
 	from  normOutput
 	keeps bool
@@ -416,49 +417,33 @@ func (p *catPart) get(env *Env) (*Tensor, error) {
 	t := p.kept
 	p.kept = nil
 	if t == nil {
-		panic("model: a decoder's input part was not kept")
+		panic("model: a decoder's level below was not kept")
 	}
 	return t, nil
 }
 
-// keep takes references to the parts the decoder keeps.
-func (d *decoderCat) keep(skip, below *Tensor) {
-	for _, p := range []struct {
-		part *catPart
-		t    *Tensor
-	}{{&d.skip, skip}, {&d.below, below}} {
-		if p.part.keeps {
-			if p.part.kept != nil {
-				panic("model: a decoder's input part kept twice in one step")
-			}
-			p.part.kept = p.t.Retain()
-		}
+// keep takes a reference to the level below where the decoder keeps it.
+func (d *decoderCat) keep(below *Tensor) {
+	if !d.below.keeps {
+		return
 	}
+	if d.below.kept != nil {
+		panic("model: a decoder's level below kept twice in one step")
+	}
+	d.below.kept = below.Retain()
 }
 
 func (d *decoderCat) holds() bool { return true }
 
 func (d *decoderCat) rebuild(env *Env) (*Tensor, error) {
 	below, err := d.below.get(env)
-	if err == nil {
-		var t *Tensor
-		if t, err = joinParts(env, d.up, d.cat, below, func() (*Tensor, error) { return d.skip.get(env) }); err == nil {
-			return t, nil
-		}
+	if err != nil {
+		return nil, err
 	}
-	d.forgetAndRelease()
-	return nil, err
+	return joinParts(env, d.up, d.cat, below, func() (*Tensor, error) { return d.skip.rebuild(env) })
 }
 
-// forgetAndRelease lets go of a kept skip when the rebuild fails early.
-func (d *decoderCat) forgetAndRelease() {
-	if d.skip.kept != nil {
-		d.skip.kept.Release()
-		d.skip.kept = nil
-	}
-}
-
-func (d *decoderCat) forget() { d.skip.kept, d.below.kept = nil, nil }
+func (d *decoderCat) forget() { d.below.kept = nil }
 
 // encoder is level lv's encoder: the max pool (below level 0), then the
 // block.
@@ -529,7 +514,7 @@ func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 			}
 		}
 		if err == nil && L.plainCat != nil && env.saves() {
-			L.plainCat.keep(skips[lv], h)
+			L.plainCat.keep(h)
 		}
 		h.Release()
 		if err != nil {

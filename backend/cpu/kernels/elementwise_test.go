@@ -190,10 +190,11 @@ func TestReLU16MatchesGo(t *testing.T) {
 	}
 }
 
-// TestReLUMaskMatchesBackward: every implementation's ReLU masks, and the
-// backward passes reading them, give ReLUBackward's bits: fp32 on special
-// values, fp16 and bf16 on all 65536 patterns, at lengths ending mid-byte
-// and mid-block, in place and not; spare bits are 0.
+// TestReLUMaskMatchesBackward: every implementation's ReLU masks are the Go
+// reference's bytes (spare bits 0), and the backward passes reading them
+// give ReLUBackward's bits: fp32 on special values, fp16 and bf16 on all
+// 65536 patterns, at lengths ending mid-byte and mid-block, in place and
+// not.
 func TestReLUMaskMatchesBackward(t *testing.T) {
 	r := seedFor("relu mask")
 	x16 := make([]uint16, 65536+5)
@@ -221,6 +222,11 @@ func TestReLUMaskMatchesBackward(t *testing.T) {
 			if n%8 != 0 && mask[len(mask)-1]>>(n%8) != 0 {
 				t.Errorf("%s n=%d: spare bits %08b set", e.name, n, mask[len(mask)-1])
 			}
+			goMask := make([]uint8, len(mask))
+			reluMaskGo(goMask, x32[:n])
+			if !slices.Equal(mask, goMask) {
+				t.Fatalf("%s n=%d: mask bytes differ from the Go reference's", e.name, n)
+			}
 			inPlace := slices.Clone(dy32[:n])
 			e.reluBackMask(inPlace, inPlace, mask)
 			if !slices.EqualFunc(inPlace, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
@@ -240,8 +246,14 @@ func TestReLUMaskMatchesBackward(t *testing.T) {
 				if n%8 != 0 && mask[len(mask)-1]>>(n%8) != 0 {
 					t.Errorf("%s inf=%#x n=%d: spare bits %08b set", e.name, inf, n, mask[len(mask)-1])
 				}
-				e.reluBackMask16(got, got, mask)
-				if !slices.Equal(got, want) {
+				goMask := make([]uint8, len(mask))
+				reluMask16Go(goMask, x16[:n], inf)
+				if !slices.Equal(mask, goMask) {
+					t.Fatalf("%s inf=%#x n=%d: mask bytes differ from the Go reference's", e.name, inf, n)
+				}
+				inPlace := slices.Clone(dy16[:n])
+				e.reluBackMask16(inPlace, inPlace, mask)
+				if !slices.Equal(inPlace, want) {
 					t.Fatalf("%s inf=%#x n=%d: in place differs", e.name, inf, n)
 				}
 			}
