@@ -358,7 +358,10 @@ func (m *UNet) SetCheckpoint(levels []int) {
 	// A plain bilinear decoder's first convolution rebuilds its input from
 	// its two parts: each from the norm closing the block it comes from, or,
 	// where that block is checkpointed (its norm keeps nothing until its
-	// recomputation, after this backward), kept itself.
+	// recomputation, after this backward), kept itself. Not at full size:
+	// that decoder's backward comes first, and its first convolution's
+	// backward, holding the concatenation and its gradient, is the step's
+	// peak, so rebuilding it would only cost the time (the largest).
 	for lv, L := range m.levels[:len(m.levels)-1] {
 		first, _ := L.decBody.first().(*Conv2d)
 		below := m.levels[lv+1].encBody // the bottleneck, or the decoder below
@@ -369,7 +372,7 @@ func (m *UNet) SetCheckpoint(levels []int) {
 		belowOut, ok2 := closingOutput(below)
 		_, bilinear := L.up.(*Upsample2)
 		first.Source, L.plainCat = nil, nil
-		if bilinear && ok1 && ok2 && !on[lv] {
+		if bilinear && ok1 && ok2 && !on[lv] && lv > 0 {
 			L.plainCat = &decoderCat{skip: skipOut, below: catPart{from: belowOut, keeps: on[lv+1]}, up: L.up, cat: &L.cat}
 			first.Source = L.plainCat
 		}
