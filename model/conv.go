@@ -183,7 +183,10 @@ func appendNonNil(ps []*Param, more ...*Param) []*Param {
 type UpConv struct {
 	InC, OutC    int
 	Weight, Bias *Param
-	in           *Tensor
+	// Source, if set, rebuilds the input in backward (normOutput of the
+	// block below): in training the layer then keeps nothing.
+	Source inputSource
+	in     *Tensor
 }
 
 // NewUpConv returns a 2x2, stride 2 transposed convolution on dev with
@@ -210,7 +213,8 @@ func (l *UpConv) shape(in *Tensor) backend.UpConvShape {
 	return backend.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
 }
 
-// Forward computes out and, in training, keeps in.
+// Forward computes out and, in training, keeps in (unless a Source rebuilds
+// it).
 func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
@@ -231,7 +235,7 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		out.Release()
 		return nil, err
 	}
-	if env.saves() {
+	if env.saves() && l.Source == nil {
 		l.in = in.Retain()
 	}
 	return out, nil
@@ -239,6 +243,14 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 
 // Backward accumulates dWeight and dBias and returns din; it consumes dout.
 func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+	if l.in == nil && l.Source != nil {
+		in, err := l.Source.rebuild(env)
+		if err != nil {
+			dout.Release()
+			return nil, err
+		}
+		l.in = in
+	}
 	defer env.Profile.begin(KindConvBackward)()
 	in := l.in
 	if in == nil {
@@ -269,7 +281,12 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 }
 
 // Forget drops what Forward kept, without releasing it (see Layer).
-func (l *UpConv) Forget() { l.in = nil }
+func (l *UpConv) Forget() {
+	l.in = nil
+	if l.Source != nil {
+		l.Source.forget()
+	}
+}
 
 // Out is (N,OutC,2H,2W) and 2*InC*OutC*4*H*W FLOPs per image.
 func (l *UpConv) Out(in backend.Shape4) (backend.Shape4, float64) {

@@ -355,6 +355,26 @@ func (m *UNet) SetCheckpoint(levels []int) {
 			L.dec = L.decBody
 		}
 	}
+	// A transposed convolution rebuilds its input, the block below's output,
+	// from that block's closing norm where the block is not checkpointed
+	// (its ReLU keeping a mask); else it keeps it, and the ReLU its output.
+	for lv, L := range m.levels[:len(m.levels)-1] {
+		uc, ok := L.up.(*UpConv)
+		if !ok {
+			continue
+		}
+		below := m.levels[lv+1].encBody
+		if lv+1 < len(m.levels)-1 {
+			below = m.levels[lv+1].decBody
+		}
+		out, hasNorm := closingOutput(below)
+		uc.Source = nil
+		lastReLU(below).Mask = false
+		if hasNorm && !on[lv+1] {
+			uc.Source = out
+			lastReLU(below).Mask = true
+		}
+	}
 	// A plain bilinear decoder's first convolution rebuilds its input from
 	// its two parts: each from the norm closing the block it comes from, or,
 	// where that block is checkpointed (its norm keeps nothing until its
