@@ -82,13 +82,8 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 // Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
 // It consumes dout and releases the saved (or rebuilt) input.
 func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
-	if l.in == nil && l.Source != nil {
-		in, err := l.Source.rebuild(env)
-		if err != nil {
-			dout.Release()
-			return nil, err
-		}
-		l.in = in
+	if err := rebuildInput(env, &l.in, l.Source, dout); err != nil {
+		return nil, err
 	}
 	defer env.Profile.begin(KindConvBackward)()
 	in := l.in
@@ -124,6 +119,21 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	in.Release()
 	l.in = nil
 	return din, nil
+}
+
+// rebuildInput sets *in from src where a layer kept no input because its
+// Source rebuilds it; on failure it consumes dout.
+func rebuildInput(env *Env, in **Tensor, src inputSource, dout *Tensor) error {
+	if *in != nil || src == nil {
+		return nil
+	}
+	t, err := src.rebuild(env)
+	if err != nil {
+		dout.Release()
+		return err
+	}
+	*in = t
+	return nil
 }
 
 // Forget drops what Forward kept, its Source's too, without releasing it
@@ -243,13 +253,8 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 
 // Backward accumulates dWeight and dBias and returns din; it consumes dout.
 func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
-	if l.in == nil && l.Source != nil {
-		in, err := l.Source.rebuild(env)
-		if err != nil {
-			dout.Release()
-			return nil, err
-		}
-		l.in = in
+	if err := rebuildInput(env, &l.in, l.Source, dout); err != nil {
+		return nil, err
 	}
 	defer env.Profile.begin(KindConvBackward)()
 	in := l.in
