@@ -101,11 +101,14 @@ func (s *Sequential) Forget() {
 type Checkpointed struct {
 	Block  *Sequential
 	Source inputSource // nil: keep the input
-	in     *Tensor     // the block's input or, with fromFirst, its first layer's output
+	in     *Tensor     // the block's input or, fromFirst, its first layer's output
 	host   *offloaded  // in, waiting in host memory (Env.Host), instead
-	// fromFirst: in is Block.Layers[0]'s output and Source rebuilds the input.
-	fromFirst bool
 }
+
+// fromFirst reports whether this step keeps the first layer's output and
+// the Source rebuilds the input: the Source holds the step's parts from
+// before the block's forward until its backward rebuilds them.
+func (c *Checkpointed) fromFirst() bool { return c.Source != nil && c.Source.holds() }
 
 // inputSource rebuilds a layer's input in backward from less than the
 // input: a checkpointed decoder's from the tensors it keeps (decoderInput),
@@ -135,7 +138,7 @@ func (c *Checkpointed) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	quiet := *env
 	quiet.noSave = true
 	keep, block := in.Retain(), c.Block
-	if c.fromFirst = c.Source != nil && c.Source.holds(); c.fromFirst {
+	if c.fromFirst() {
 		first, err := block.Layers[0].Forward(&quiet, in)
 		keep.Release()
 		if err != nil {
@@ -186,7 +189,7 @@ func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		again := *env
 		again.recompute = true
 		block := c.Block
-		if c.fromFirst {
+		if c.fromFirst() {
 			x, err := c.Source.rebuild(env)
 			if err != nil {
 				c.in.Release()

@@ -223,16 +223,11 @@ func (m *UNet) build() error {
 		return err
 	}
 	m.params = append(m.params, m.outc.Params()...)
-	// A block's last ReLU keeps only a mask where no later layer keeps its
-	// output: the encoders' (max pooling keeps positions, the concatenation
-	// a copy) and, with bilinear upsampling, the bottleneck's and the
-	// decoders' below full size (a transposed convolution and outc keep
-	// their input).
-	for lv, L := range m.levels {
-		lastReLU(L.encBody).Mask = lv < cfg.Depth || cfg.Up == UpBilinear
-		if L.decBody != nil {
-			lastReLU(L.decBody).Mask = lv > 0 && cfg.Up == UpBilinear
-		}
+	// An encoder's last ReLU keeps only a mask: no later layer keeps its
+	// output (max pooling keeps positions, the concatenation a copy). The
+	// blocks an upsampling reads are SetCheckpoint's; outc keeps its input.
+	for _, L := range m.levels[:cfg.Depth] {
+		lastReLU(L.encBody).Mask = true
 	}
 	m.SetCheckpoint(cfg.Checkpoint)
 	return nil
@@ -355,27 +350,12 @@ func (m *UNet) SetCheckpoint(levels []int) {
 			L.dec = L.decBody
 		}
 	}
-	// A transposed convolution rebuilds its input, the block below's output,
-	// from that block's closing norm where the block is not checkpointed
-	// (its ReLU keeping a mask); else it keeps it, and the ReLU its output.
-	for lv, L := range m.levels[:len(m.levels)-1] {
-		uc, ok := L.up.(*UpConv)
-		if !ok {
-			continue
-		}
-		below := m.levels[lv+1].encBody
-		if lv+1 < len(m.levels)-1 {
-			below = m.levels[lv+1].decBody
-		}
-		out, hasNorm := closingOutput(below)
-		uc.Source = nil
-		lastReLU(below).Mask = false
-		if hasNorm && !on[lv+1] {
-			uc.Source = out
-			lastReLU(below).Mask = true
-		}
-	}
-	// A plain bilinear decoder's first convolution rebuilds its input from
+	// What each decoder's upsampling and first convolution rebuild in
+	// backward rather than keep. The block below's last ReLU keeps a mask
+	// where nothing keeps that block's output: bilinear upsampling keeps
+	// nothing, and a transposed convolution rebuilds its input from the
+	// block's closing norm where the block is not checkpointed. A plain
+	// bilinear decoder's first convolution rebuilds its concatenation from
 	// its two parts: each from the norm closing the block it comes from, or,
 	// where that block is checkpointed (its norm keeps nothing until its
 	// recomputation, after this backward), kept itself. Not at full size:
@@ -383,18 +363,27 @@ func (m *UNet) SetCheckpoint(levels []int) {
 	// backward, holding the concatenation and its gradient, is the step's
 	// peak, so rebuilding it would only cost the time (the largest).
 	for lv, L := range m.levels[:len(m.levels)-1] {
-		first, _ := L.decBody.first().(*Conv2d)
 		below := m.levels[lv+1].encBody // the bottleneck, or the decoder below
 		if lv+1 < len(m.levels)-1 {
 			below = m.levels[lv+1].decBody
 		}
-		skipOut, ok1 := closingOutput(L.encBody)
-		belowOut, ok2 := closingOutput(below)
-		_, bilinear := L.up.(*Upsample2)
+		belowOut, belowNorm := closingOutput(below)
+		skipOut, skipNorm := closingOutput(L.encBody)
+		first := L.decBody.first().(*Conv2d)
 		first.Source, L.plainCat = nil, nil
-		if bilinear && ok1 && ok2 && !on[lv] && lv > 0 {
-			L.plainCat = &decoderCat{skip: skipOut, below: catPart{from: belowOut, keeps: on[lv+1]}, up: L.up, cat: &L.cat}
-			first.Source = L.plainCat
+		switch up := L.up.(type) {
+		case *Upsample2:
+			lastReLU(below).Mask = true
+			if skipNorm && belowNorm && !on[lv] && lv > 0 {
+				L.plainCat = &decoderCat{skip: skipOut, below: catPart{from: belowOut, keeps: on[lv+1]}, up: L.up, cat: &L.cat}
+				first.Source = L.plainCat
+			}
+		case *UpConv:
+			rebuilt := belowNorm && !on[lv+1]
+			up.Source, lastReLU(below).Mask = nil, rebuilt
+			if rebuilt {
+				up.Source = belowOut
+			}
 		}
 	}
 }

@@ -147,14 +147,14 @@ func TestCheckpointedDecoderKeepsParts(t *testing.T) {
 				c := L.dec.(*Checkpointed)
 				width, catC := 4<<lv, 3*(4<<lv)
 				if up == UpTranspose {
-					if c.fromFirst || L.input != nil || c.in.C != 2*width {
-						t.Errorf("level %d: transposed decoder keeps %d channels (from its first layer: %v), want its input's %d", lv, c.in.C, c.fromFirst, 2*width)
+					if c.fromFirst() || L.input != nil || c.in.C != 2*width {
+						t.Errorf("level %d: transposed decoder keeps %d channels (from its first layer: %v), want its input's %d", lv, c.in.C, c.fromFirst(), 2*width)
 					}
 					continue
 				}
 				in := L.input
-				if !c.fromFirst || c.in.C != width || in.skip.C != width || in.below.C != 2*width || in.below.H != c.in.H/2 {
-					t.Fatalf("level %d: decoder keeps %v (from its first layer: %v), skip %v, below %v; want %d, %d and %d channels at half size", lv, c.in, c.fromFirst, in.skip, in.below, width, width, 2*width)
+				if !c.fromFirst() || c.in.C != width || in.skip.C != width || in.below.C != 2*width || in.below.H != c.in.H/2 {
+					t.Fatalf("level %d: decoder keeps %v (from its first layer: %v), skip %v, below %v; want %d, %d and %d channels at half size", lv, c.in, c.fromFirst(), in.skip, in.below, width, width, 2*width)
 				}
 				if kept, cat := c.in.Len()+in.skip.Len()+in.below.Len(), catC*c.in.H*c.in.W*2; kept >= cat {
 					t.Errorf("level %d: keeps %d values, the concatenation has %d", lv, kept, cat)
