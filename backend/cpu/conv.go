@@ -110,11 +110,9 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
-		dx, dy, x := f32(din), f32(dout), f32(in)
-		for k := range s.N {
-			c.team.Conv2dBackward(one, image(dx, I, k), f32(dw), f32(dbias),
-				image(dy, O, k), image(x, I, k), f32(w), f32(ws))
-		}
+		imagesBackF32(s.N, I, O, din, dout, in, func(dx, dy, x []float32) {
+			c.team.Conv2dBackward(one, dx, f32(dw), f32(dbias), dy, x, f32(w), f32(ws))
+		})
 		return
 	}
 	cut := carver{ws}
@@ -128,6 +126,15 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 		c.team.Conv2dBackwardImage(one, dxk, f32(dw), f32(dbias), f32(g),
 			c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), f32(wf), f32(cut.rest))
 	})
+}
+
+// imagesBackF32 runs back on each of n fp32 images' slices of din (nil
+// where din is none), dout and in (I input and O output values each).
+func imagesBackF32(n, I, O int, din, dout, in backend.View, back func(dx, dy, x []float32)) {
+	dx, dy, x := f32(din), f32(dout), f32(in)
+	for k := range n {
+		back(image(dx, I, k), image(dy, O, k), image(x, I, k))
+	}
 }
 
 // imagesBack runs back for each of n images k (I input and O output
@@ -177,11 +184,9 @@ func (c CPU) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws b
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
-		dx, dy, x := f32(din), f32(dout), f32(in)
-		for k := range s.N {
-			c.team.UpConvBackward(one, image(dx, I, k), f32(dw), f32(dbias),
-				image(dy, O, k), image(x, I, k), f32(w), f32(ws))
-		}
+		imagesBackF32(s.N, I, O, din, dout, in, func(dx, dy, x []float32) {
+			c.team.UpConvBackward(one, dx, f32(dw), f32(dbias), dy, x, f32(w), f32(ws))
+		})
 		return
 	}
 	cut := carver{ws}

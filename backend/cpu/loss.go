@@ -48,12 +48,8 @@ func (c CPU) CrossEntropy(s backend.Shape4, logits, target backend.View) (float6
 		var sum float64
 		count := 0
 		for i := range m {
-			t := int(tg[n*HW+p0+i])
-			if t == backend.IgnoreIndex {
-				continue
-			}
-			if t >= K {
-				bad[ch] = t + 1
+			t, ok := classOf(tg[n*HW+p0+i], K, &bad[ch])
+			if !ok {
 				continue
 			}
 			mx, se := softmaxTerms(zc[base+i:], K, stride)
@@ -121,6 +117,21 @@ func perSample(bad []int, per int) []int {
 		}
 	}
 	return out
+}
+
+// classOf is target value v as one of K classes: ok is false for an
+// ignored pixel and for a value that is neither, which *bad keeps (+1) for
+// targetError.
+func classOf(v uint8, K int, bad *int) (t int, ok bool) {
+	t = int(v)
+	switch {
+	case t == backend.IgnoreIndex:
+		return t, false
+	case t >= K:
+		*bad = t + 1
+		return t, false
+	}
+	return t, true
 }
 
 // targetError is the *backend.TargetError of the first sample with a bad
@@ -205,12 +216,8 @@ func (c CPU) LossSums(s backend.Shape4, logits, target backend.View, gamma float
 		zc, base, stride := logitChunk(z, K, HW, n, p0, m, buf[0])
 		ps := part[ch*4*K : (ch+1)*4*K]
 		for i := range m {
-			t := int(tg[n*HW+p0+i])
-			if t == backend.IgnoreIndex {
-				continue
-			}
-			if t >= K {
-				bad[ch] = t + 1
+			t, ok := classOf(tg[n*HW+p0+i], K, &bad[ch])
+			if !ok {
 				continue
 			}
 			zp := zc[base+i:]
