@@ -1,0 +1,21 @@
+// Package outdir is a folder a command writes its results into: a run,
+// predict's or compare's --out, eval's <run>/eval, an export's folder.
+//
+// Two promises, one per half of the package:
+//   - One process at a time (Acquire). A writer holds an exclusive lock on
+//     DIR/.lock for as long as it writes there. The lock is flock(2) where
+//     the file system has it, so the kernel drops it when the process ends,
+//     however it ends (SIGKILL included), and nothing is left to clean up;
+//     elsewhere an O_EXCL lock file whose holder is checked for staleness by
+//     pid on the same host. The file records who holds it (pid, host,
+//     command, start), so a second writer is refused at once by name.
+//     Readers (predict from a run still training, plan, compare --runs)
+//     take no lock and read only complete checkpoints.
+//   - Files that appear whole or not at all, never through a link
+//     (WriteFile): a temporary file made new in the same folder, synced,
+//     then renamed over the name, which replaces a symlink planted there
+//     instead of writing through it.
+//
+// The lock file is the only state; a Lock value owns its open descriptor
+// and gives it back in Release.
+package outdir

@@ -1,0 +1,211 @@
+package outdir
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A child of the test binary that holds a lock until killed.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("OUTDIR_TEST_HOLD"); dir != "" {
+		if _, err := Acquire(dir, "outdir test holder"); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("held")
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestSecondWriterRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		useFlock bool
+		kind     string
+	}{{"flock", true, "flock"}, {"lock file", false, "lock file"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "runs", "same")
+			first, err := acquire(dir, "memunet train", tc.useFlock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Kind() != tc.kind {
+				t.Fatalf("kind %q, want %q", first.Kind(), tc.kind)
+			}
+			_, err = acquire(dir, "memunet predict", tc.useFlock)
+			var inUse *InUseError
+			if !errors.As(err, &inUse) {
+				t.Fatalf("second acquire: %v, want an InUseError", err)
+			}
+			if inUse.Holder.PID != os.Getpid() || inUse.Holder.Command != "memunet train" || inUse.Stale {
+				t.Fatalf("holder %+v", inUse)
+			}
+			msg := err.Error()
+			for _, want := range []string{dir + " is in use by memunet train (pid " + fmt.Sprint(os.Getpid()), "choose another --out"} {
+				if !strings.Contains(msg, want) {
+					t.Fatalf("%q lacks %q", msg, want)
+				}
+			}
+			if err := first.Release(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := acquire(dir, "memunet predict", tc.useFlock)
+			if err != nil {
+				t.Fatalf("after release: %v", err)
+			}
+			again.Release()
+		})
+	}
+}
+
+// A lock file left by a process of this host that has ended is taken; one
+// of another host is not, and the error says how to clear it.
+func TestStaleLockFile(t *testing.T) {
+	dir := t.TempDir()
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	write := func(h Holder) {
+		f, err := os.Create(filepath.Join(dir, LockName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeHolder(f, h); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	write(Holder{PID: ended.ProcessState.Pid(), Host: hostname(), Command: "memunet train", Since: time.Now()})
+	l, err := acquire(dir, "memunet train", false)
+	if err != nil {
+		t.Fatalf("stale lock of an ended process: %v", err)
+	}
+	l.Release()
+	write(Holder{PID: 1, Host: "elsewhere", Command: "memunet train", Since: time.Now()})
+	_, err = acquire(dir, "memunet train", false)
+	var inUse *InUseError
+	if !errors.As(err, &inUse) || !inUse.Stale || !strings.Contains(err.Error(), "delete "+filepath.Join(dir, LockName)) {
+		t.Fatalf("lock of another host: %v", err)
+	}
+}
+
+// A process killed while it holds the lock leaves nothing to clean up.
+func TestKilledHolderReleases(t *testing.T) {
+	dir := t.TempDir()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "OUTDIR_TEST_HOLD="+dir)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "held" {
+		t.Fatalf("child: %q", line)
+	}
+	_, err = Acquire(dir, "memunet train")
+	var inUse *InUseError
+	if !errors.As(err, &inUse) || inUse.Holder.PID != child.Process.Pid || inUse.Holder.Command != "outdir test holder" {
+		t.Fatalf("while the child holds it: %v", err)
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	l, err := Acquire(dir, "memunet train")
+	if err != nil {
+		t.Fatalf("after the holder was killed: %v", err)
+	}
+	l.Release()
+}
+
+func TestAcquireNamesAFileInTheWay(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "notadir")
+	os.WriteFile(file, []byte("x"), 0o644)
+	_, err := Acquire(file, "memunet train")
+	if err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestWriteFileReplacesPlantedLink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere.txt")
+	os.WriteFile(target, []byte("keep me"), 0o644)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	path := filepath.Join(out, "curves.png")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(path, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep me" {
+		t.Fatalf("the link's target was written: %q", b)
+	}
+	st, err := os.Lstat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("%s is not a plain file: %v %v", path, st, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Fatalf("content %q", b)
+	}
+}
+
+func TestWriteFileLeavesNothingOnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "summary.json")
+	os.WriteFile(path, []byte("old"), 0o644)
+	boom := errors.New("disk full")
+	err := WriteFile(path, func(w io.Writer) error {
+		w.Write([]byte("half"))
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Fatalf("content %q", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	root := t.TempDir()
+	in := filepath.Join(root, "images")
+	os.Mkdir(in, 0o755)
+	link := filepath.Join(root, "link")
+	os.Symlink(in, link)
+	for _, tc := range []struct {
+		path, dir string
+		want      bool
+	}{
+		{in, in, true},
+		{filepath.Join(in, "new", "deeper"), in, true},
+		{filepath.Join(link, "out"), in, true},
+		{in + "-masks", in, false},
+		{root, in, false},
+		{filepath.Join(root, "out"), link, false},
+	} {
+		if got := Within(tc.path, tc.dir); got != tc.want {
+			t.Errorf("Within(%s, %s) = %v", tc.path, tc.dir, got)
+		}
+	}
+}
