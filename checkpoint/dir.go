@@ -16,6 +16,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/outdir"
 )
 
 // File names inside a checkpoint directory besides the data files.
@@ -120,6 +123,9 @@ func Save(parent, name string, parts []Part, manifest func(sums map[string]Sum) 
 	if err != nil {
 		return "", err
 	}
+	if len(man) > MaxManifestBytes {
+		return "", fmt.Errorf("checkpoint manifest of %d bytes is over the %d OpenDir reads", len(man), MaxManifestBytes)
+	}
 	ms, err := writeFile(filepath.Join(tmp, ManifestName), func(w io.Writer) error { _, err := w.Write(man); return err })
 	if err != nil {
 		return "", fmt.Errorf("writing checkpoint manifest: %w", err)
@@ -128,7 +134,7 @@ func Save(parent, name string, parts []Part, manifest func(sums map[string]Sum) 
 	if _, err := writeFile(filepath.Join(tmp, ManifestSumName), func(w io.Writer) error { _, err := io.WriteString(w, line); return err }); err != nil {
 		return "", fmt.Errorf("writing checkpoint manifest checksum: %w", err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := outdir.SyncDir(tmp); err != nil {
 		return "", err
 	}
 	fault("synced")
@@ -137,7 +143,7 @@ func Save(parent, name string, parts []Part, manifest func(sums map[string]Sum) 
 	}
 	ok = true
 	fault("renamed")
-	if err := syncDir(parent); err != nil {
+	if err := outdir.SyncDir(parent); err != nil {
 		return final, err
 	}
 	fault("done")
@@ -205,18 +211,6 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}
-
 // Opened is a verified checkpoint: its manifest and data files, in memory.
 type Opened struct {
 	Dir      string
@@ -238,10 +232,21 @@ const (
 	FormatVersion = 1
 )
 
-// Open reads and verifies the checkpoint in dir: the manifest's own SHA-256
-// (manifest.json.sha256), its format, and the presence, size and SHA-256 of
-// every file it lists. Each problem is refused with an *Error naming it.
-func Open(dir string) (*Opened, error) {
+// Bounds on what OpenDir reads before it can check anything: the manifest
+// (a run's holds every step's loss, about 90 bytes a step, so 64 MiB is
+// some 700,000 steps; Save refuses to write a larger one) and its checksum
+// line. A data file is read at the size the manifest records, no more.
+const (
+	MaxManifestBytes    = 64 << 20
+	MaxManifestSumBytes = 4 << 10
+)
+
+// OpenDir reads and verifies the checkpoint directory dir: the manifest's
+// own SHA-256 (manifest.json.sha256), its format, and the presence, size
+// and SHA-256 of every file it lists. Each problem is refused with an
+// *Error naming it. Every file must be a regular file (a FIFO or a link to
+// a device is refused before it is read) within its bound.
+func OpenDir(dir string) (*Opened, error) {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -254,13 +259,13 @@ func Open(dir string) (*Opened, error) {
 	if strings.HasPrefix(filepath.Base(dir), TempPrefix) {
 		return nil, refuse(dir, ErrIncomplete, "is a partial checkpoint left by an interrupted write (%s*); use a complete one", TempPrefix)
 	}
-	man, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	man, err := infile.ReadFile(filepath.Join(dir, ManifestName), MaxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refuse(dir, ErrMissing, "%s is missing: this is not a complete checkpoint", ManifestName)
 	} else if err != nil {
 		return nil, refuse(dir, ErrFormat, "reading %s: %v", ManifestName, err)
 	}
-	sumLine, err := os.ReadFile(filepath.Join(dir, ManifestSumName))
+	sumLine, err := infile.ReadFile(filepath.Join(dir, ManifestSumName), MaxManifestSumBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refuse(dir, ErrMissing, "%s is missing, so the manifest cannot be verified", ManifestSumName)
 	} else if err != nil {
@@ -296,25 +301,41 @@ func Open(dir string) (*Opened, error) {
 		if n == "" || strings.ContainsAny(n, `/\`) || n == "." || n == ".." {
 			return nil, refuse(dir, ErrFormat, "%s lists an invalid file name %q", ManifestName, n)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, refuse(dir, ErrMissing, "%s is missing (the manifest lists it: %d bytes)", n, s.Bytes)
-		} else if err != nil {
-			return nil, refuse(dir, ErrFormat, "reading %s: %v", n, err)
-		}
-		if int64(len(b)) < s.Bytes {
-			return nil, refuse(dir, ErrTruncated, "%s is truncated: %d bytes, the manifest says %d", n, len(b), s.Bytes)
-		}
-		if int64(len(b)) > s.Bytes {
-			return nil, refuse(dir, ErrCorrupt, "%s is corrupt: %d bytes, the manifest says %d", n, len(b), s.Bytes)
-		}
-		sum := sha256.Sum256(b)
-		if got := hex.EncodeToString(sum[:]); got != s.SHA256 {
-			return nil, refuse(dir, ErrCorrupt, "%s is corrupt: its SHA-256 is %s, the manifest says %s", n, short(got), short(s.SHA256))
+		b, err := readSized(dir, n, s)
+		if err != nil {
+			return nil, err
 		}
 		o.Files[n] = b
 	}
 	return o, nil
+}
+
+// readSized reads the data file name of the checkpoint in dir, which the
+// manifest says is s.Bytes long with SHA-256 s.SHA256: a file of another
+// size is refused before its bytes are read.
+func readSized(dir, name string, s Sum) ([]byte, error) {
+	f, size, err := infile.Open(filepath.Join(dir, name), 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refuse(dir, ErrMissing, "%s is missing (the manifest lists it: %d bytes)", name, s.Bytes)
+	} else if err != nil {
+		return nil, refuse(dir, ErrFormat, "reading %s: %v", name, err)
+	}
+	defer f.Close()
+	if size < s.Bytes {
+		return nil, refuse(dir, ErrTruncated, "%s is truncated: %d bytes, the manifest says %d", name, size, s.Bytes)
+	}
+	if size > s.Bytes {
+		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: %d bytes, the manifest says %d", name, size, s.Bytes)
+	}
+	b := make([]byte, s.Bytes)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, refuse(dir, ErrTruncated, "%s is truncated: reading its %d bytes: %v", name, s.Bytes, err)
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != s.SHA256 {
+		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: its SHA-256 is %s, the manifest says %s", name, short(got), short(s.SHA256))
+	}
+	return b, nil
 }
 
 func short(h string) string {
@@ -418,7 +439,7 @@ func Remove(path string) error {
 		return err
 	}
 	fault("trashed")
-	if err := syncDir(filepath.Clean(parent)); err != nil {
+	if err := outdir.SyncDir(filepath.Clean(parent)); err != nil {
 		return err
 	}
 	return os.RemoveAll(trash)

@@ -36,13 +36,13 @@ func save(t *testing.T, parent string, step int) string {
 	return dir
 }
 
-func TestSaveOpen(t *testing.T) {
+func TestSaveOpenDir(t *testing.T) {
 	parent := filepath.Join(t.TempDir(), "checkpoints")
 	dir := save(t, parent, 12)
 	if filepath.Base(dir) != "step-00000012" {
 		t.Errorf("name %s", dir)
 	}
-	o, err := Open(dir)
+	o, err := OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestSaveOpen(t *testing.T) {
 	if _, err := Save(parent, "step-00000012", testParts(nil), testManifest); err == nil {
 		t.Error("Save replaced an existing checkpoint")
 	}
-	if _, err := Open(dir); err != nil {
+	if _, err := OpenDir(dir); err != nil {
 		t.Errorf("the first checkpoint no longer opens: %v", err)
 	}
 }
@@ -93,7 +93,7 @@ func TestOpenRefuses(t *testing.T) {
 			dir := save(t, t.TempDir(), 3)
 			tc.damage(dir)
 			before := snapshot(t, dir)
-			_, err := Open(dir)
+			_, err := OpenDir(dir)
 			var ce *Error
 			if !errors.As(err, &ce) || !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want a %v containing %q", err, tc.kind, tc.want)
@@ -106,7 +106,7 @@ func TestOpenRefuses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Open(filepath.Join(t.TempDir(), "nope")); !errors.Is(err, ErrNotFound) {
+	if _, err := OpenDir(filepath.Join(t.TempDir(), "nope")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing dir: %v", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestOpenRefusesFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format version 99") {
+	if _, err := OpenDir(dir); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format version 99") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestListRemoveCleanUp(t *testing.T) {
 	if got := strings.Join(left, " "); got != "notes step-00000006 step-00000012 step-00000012-2 step-00000099" {
 		t.Errorf("left %s", got)
 	}
-	if _, err := Open(filepath.Join(parent, TempPrefix+"x")); err == nil {
+	if _, err := OpenDir(filepath.Join(parent, TempPrefix+"x")); err == nil {
 		t.Error("opened a temporary directory")
 	}
 }

@@ -4,18 +4,18 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
-	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 )
 
 // Predictor is a checkpoint's model in eval mode, on a device of its own
 // (its own accounted pool).
 type Predictor struct {
-	Checkpoint *rundir.Checkpoint
+	Checkpoint *checkpoint.Checkpoint
 	// Config is the checkpoint's configuration: architecture, data and
 	// preprocessing.
 	Config config.Config
@@ -30,7 +30,7 @@ type Predictor struct {
 // NewPredictor builds the checkpoint's model with precision (fp32, fp16 or
 // bf16: the storage of activations and weight copies, as in training)
 // in a pool of the given capacity (0: unlimited), and loads its weights.
-func NewPredictor(ck *rundir.Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
+func NewPredictor(ck *checkpoint.Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
 	b, err := train.Target(ck.Config)
 	if err != nil {
 		return nil, err

@@ -74,7 +74,7 @@ func TestCheckpointCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("seed %d", seed)
 	run := t.TempDir()
-	ckDir := filepath.Join(run, CheckpointsDir)
+	ckDir := filepath.Join(run, checkpoint.CheckpointsDir)
 	const trials = 60
 	confirmed, partial := 0, 0
 	for trial := range trials {
@@ -146,11 +146,11 @@ func TestCheckpointCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range list {
-			if _, err := OpenCheckpoint(e.Path); err != nil {
+			if _, err := checkpoint.Open(e.Path); err != nil {
 				t.Fatalf("trial %d (%s): a directory under a checkpoint's name does not verify: %v", trial, spec, err)
 			}
 		}
-		latest, err := LatestCheckpoint(ckDir)
+		latest, err := checkpoint.Latest(ckDir)
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -160,7 +160,7 @@ func TestCheckpointCrash(t *testing.T) {
 			}
 			continue
 		}
-		ck, err := OpenCheckpoint(latest)
+		ck, err := checkpoint.Open(latest)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,9 +24,9 @@ type checkpointer struct {
 	version string
 	note    func(string)
 
-	history     MetricsHistory
+	history     checkpoint.MetricsHistory
 	best        *float64 // the best train.monitor score so far (nil: none)
-	stop        EarlyStopState
+	stop        checkpoint.EarlyStopState
 	start       int    // steps done before this process (resumed)
 	resumed     string // the checkpoint resumed from
 	lastSaved   int    // step of the newest checkpoint written in parent (-1: none)
@@ -45,15 +45,15 @@ type checkpointer struct {
 // openResume verifies the checkpoint opts.Resume names (nil when there is
 // nothing to resume: no --resume, or auto and no checkpoint yet) and that
 // cfg may continue it.
-func openResume(cfg config.Config, opts Options) (*Checkpoint, error) {
+func openResume(cfg config.Config, opts Options) (*checkpoint.Checkpoint, error) {
 	if opts.Resume == "" {
 		return nil, nil
 	}
-	dir, err := ResolveResume(opts.Resume, opts.OutDir)
+	dir, err := checkpoint.ResolveResume(opts.Resume, opts.OutDir)
 	if err != nil || dir == "" {
 		return nil, err
 	}
-	ck, err := openToResume(dir)
+	ck, err := checkpoint.OpenToResume(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -63,39 +63,10 @@ func openResume(cfg config.Config, opts Options) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// openToResume is OpenCheckpoint with, when dir does not verify, the way
-// on: the previous checkpoint of its run that does.
-func openToResume(dir string) (*Checkpoint, error) {
-	ck, err := OpenCheckpoint(dir)
-	if err != nil {
-		if prev := previousGood(filepath.Dir(filepath.Clean(dir)), filepath.Clean(dir)); prev != "" {
-			err = fmt.Errorf("%w; the previous checkpoint %s verifies: pass --resume %s to continue from it", err, prev, prev)
-		}
-	}
-	return ck, err
-}
-
-// previousGood is the newest checkpoint in parent other than not that
-// verifies, or "".
-func previousGood(parent, not string) string {
-	list, err := listCheckpoints(parent)
-	if err != nil {
-		return ""
-	}
-	for i := len(list) - 1; i >= 0; i-- {
-		if e := list[i]; e.readable && e.Path != not {
-			if _, err := OpenCheckpoint(e.Path); err == nil {
-				return e.Path
-			}
-		}
-	}
-	return ""
-}
-
 // newCheckpointer restores tr from ck (if any) and watches ctx to tell
 // whether an interrupt came during a step.
-func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *Checkpoint, note func(string)) (*checkpointer, error) {
-	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, CheckpointsDir), version: opts.Version, note: note, lastSaved: -1}
+func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *checkpoint.Checkpoint, note func(string)) (*checkpointer, error) {
+	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, checkpoint.CheckpointsDir), version: opts.Version, note: note, lastSaved: -1}
 	if ck != nil {
 		if err := Restore(tr, ck, opts.AllowDataChange); err != nil {
 			return nil, err
@@ -131,18 +102,18 @@ func (c *checkpointer) endStep(step int, res train.StepResult) {
 	if !c.doneAtStart && c.ctx.Err() != nil && c.requested == 0 {
 		c.requested = step
 	}
-	c.history.Steps = append(c.history.Steps, StepPoint{Step: step, Epoch: res.Epoch, Loss: jsonFloat(res.Loss), Skipped: res.Skipped})
+	c.history.Steps = append(c.history.Steps, checkpoint.StepPoint{Step: step, Epoch: res.Epoch, Loss: checkpoint.JSONFloat(res.Loss), Skipped: res.Skipped})
 }
 
 // validated records a validation and reports whether it improved the
 // best train.monitor score.
-func (c *checkpointer) validated(v ValRecord) bool {
+func (c *checkpointer) validated(v checkpoint.ValRecord) bool {
 	c.history.Val = append(c.history.Val, v)
 	return c.improves(v)
 }
 
 // improves notes v's score and reports whether it is the best so far.
-func (c *checkpointer) improves(v ValRecord) bool {
+func (c *checkpointer) improves(v checkpoint.ValRecord) bool {
 	monitor := c.tr.Config.Train.Monitor
 	s := v.Score(monitor)
 	if c.best != nil && !train.Better(monitor, s, *c.best, 0) {
@@ -152,17 +123,10 @@ func (c *checkpointer) improves(v ValRecord) bool {
 	return true
 }
 
-// EarlyStopState is train.early_stop's memory, saved in checkpoints so a
-// resumed run stops where the uninterrupted one would.
-type EarlyStopState struct {
-	Best *float64 `json:"best"` // the best score so far (null before the first validation)
-	Wait int      `json:"wait"` // scheduled validations since it improved by more than min_delta
-}
-
 // earlyStop counts a scheduled validation and reports whether the run
 // should stop: train.monitor has not improved by more than min_delta for
 // train.early_stop.patience validations (Lightning's EarlyStopping).
-func (c *checkpointer) earlyStop(v ValRecord) bool {
+func (c *checkpointer) earlyStop(v checkpoint.ValRecord) bool {
 	es, monitor := c.tr.Config.Train.EarlyStop, c.tr.Config.Train.Monitor
 	if es.Patience == 0 {
 		return false
@@ -216,7 +180,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 		c.lastSaved = step
 		return nil
 	}
-	req := Request{Reason: reason}
+	req := checkpoint.Request{Reason: reason}
 	if step > 0 && c.requested == step {
 		req.MidCycle = true
 		req.Note = fmt.Sprintf("SIGINT/SIGTERM came during optimizer step %d, an accumulation cycle of %d micro-batch(es); the cycle was finished and the checkpoint taken at its end",
@@ -227,7 +191,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 		v, s := c.history.Val[n-1].ValMIoU, c.history.Val[n-1].Score(c.tr.Config.Train.Monitor)
 		miou, score = &v, &s
 	}
-	var stop *EarlyStopState
+	var stop *checkpoint.EarlyStopState
 	if c.tr.Config.Train.EarlyStop.Patience > 0 {
 		st := c.stop
 		stop = &st
@@ -258,60 +222,23 @@ func (c *checkpointer) linkBest() error {
 	if !c.tr.Config.Train.KeepBest {
 		return nil
 	}
-	list, err := listCheckpoints(c.parent)
+	list, err := checkpoint.ListRun(c.parent)
 	if err != nil {
 		return err
 	}
-	best := bestOf(list)
+	best := checkpoint.Best(list)
 	if best == nil {
 		return nil
 	}
-	c.bestPath, c.bestMIoU = best.Path, *best.valMIoU
-	c.bestScore, c.bestMonitor = best.score()
+	c.bestPath, c.bestMIoU = best.Path, *best.ValMIoU
+	c.bestScore, c.bestMonitor = best.Score()
 	run := filepath.Dir(c.parent)
 	tmp := filepath.Join(run, "."+BestLink+".tmp")
 	os.Remove(tmp)
-	if err := os.Symlink(filepath.Join(CheckpointsDir, filepath.Base(best.Path)), tmp); err != nil {
+	if err := os.Symlink(filepath.Join(checkpoint.CheckpointsDir, filepath.Base(best.Path)), tmp); err != nil {
 		return nil // no symlinks here: summary.json still names it
 	}
 	return os.Rename(tmp, filepath.Join(run, BestLink))
-}
-
-// bestOf is the readable checkpoint with the best train.monitor score (as
-// its manifest records it; val_miou in checkpoints from before the score
-// was recorded), the first written on a tie, or nil when none was
-// validated. Checkpoints of another monitor than the newest's are passed
-// over.
-func bestOf(list []ckEntry) *ckEntry {
-	monitor := ""
-	for i := len(list) - 1; i >= 0 && monitor == ""; i-- {
-		if _, m := list[i].score(); list[i].readable && m != "" {
-			monitor = m
-		}
-	}
-	var best *ckEntry
-	var bestScore float64
-	for i := range list {
-		s, m := list[i].score()
-		if !list[i].readable || m == "" || m != monitor {
-			continue
-		}
-		if best == nil || train.Better(monitor, s, bestScore, 0) {
-			best, bestScore = &list[i], s
-		}
-	}
-	return best
-}
-
-// score is the entry's recorded score and its monitor ("" for none).
-func (e ckEntry) score() (float64, string) {
-	switch {
-	case e.scoreValue != nil && e.monitor != "":
-		return *e.scoreValue, e.monitor
-	case e.valMIoU != nil:
-		return *e.valMIoU, "val_miou"
-	}
-	return 0, ""
 }
 
 // prune keeps the newest train.keep_last checkpoints (by when they were
@@ -323,13 +250,13 @@ func (c *checkpointer) prune(keep string) error {
 	if t.KeepLast == 0 {
 		return nil
 	}
-	list, err := listCheckpoints(c.parent)
+	list, err := checkpoint.ListRun(c.parent)
 	if err != nil {
 		return err
 	}
-	var ok []ckEntry
+	var ok []checkpoint.Listed
 	for _, e := range list {
-		if e.readable {
+		if e.Readable {
 			ok = append(ok, e)
 		}
 	}
@@ -337,7 +264,7 @@ func (c *checkpointer) prune(keep string) error {
 	for i := max(0, len(ok)-t.KeepLast); i < len(ok); i++ {
 		keepSet[ok[i].Path] = true
 	}
-	if best := bestOf(ok); t.KeepBest && best != nil {
+	if best := checkpoint.Best(ok); t.KeepBest && best != nil {
 		keepSet[best.Path] = true
 	}
 	for _, e := range ok {
@@ -356,7 +283,7 @@ func (c *checkpointer) prune(keep string) error {
 // run's metrics.jsonl that is gone is written again from the checkpoint's
 // history: every step's loss (records marked "rebuilt") and every
 // validation.
-func openMetrics(dir string, keepThrough int, history MetricsHistory) (*os.File, error) {
+func openMetrics(dir string, keepThrough int, history checkpoint.MetricsHistory) (*os.File, error) {
 	path := filepath.Join(dir, "metrics.jsonl")
 	if keepThrough <= 0 {
 		return os.Create(path)
@@ -406,61 +333,10 @@ func (c *checkpointer) resumeNote(total int) string {
 	return strings.TrimSpace(s)
 }
 
-// RunDirOf is the run directory a checkpoint belongs to (the folder above
-// its checkpoints/), or "" for a checkpoint that is not in one.
-func RunDirOf(ckDir string) string {
-	parent := filepath.Dir(filepath.Clean(ckDir))
-	if filepath.Base(parent) != CheckpointsDir {
-		return ""
-	}
-	return filepath.Dir(parent)
-}
-
-// CheckOutside refuses an output path that would overwrite a checkpoint or
-// a run file: anything inside ckDir, inside its run's checkpoints/, or one
-// of the run's own files (config.yaml, metrics.jsonl, summary.json,
-// timeline.json), links resolved.
-func CheckOutside(out, ckDir string) error {
-	resolve := func(p string) string {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return filepath.Clean(p)
-		}
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			return real
-		}
-		// out need not exist yet: resolve its directory.
-		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-			return filepath.Join(dir, filepath.Base(abs))
-		}
-		return abs
-	}
-	o := resolve(out)
-	within := func(dir string) bool {
-		rel, err := filepath.Rel(dir, o)
-		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-	}
-	ck := resolve(ckDir)
-	if within(ck) {
-		return fmt.Errorf("%s is inside the checkpoint %s being read: name a file outside it", out, ckDir)
-	}
-	if run := RunDirOf(ck); run != "" {
-		if within(filepath.Join(run, CheckpointsDir)) {
-			return fmt.Errorf("%s is inside the run's %s/, which holds its checkpoints: name a file outside it", out, CheckpointsDir)
-		}
-		for _, name := range runFileNames() {
-			if o == filepath.Join(run, name) {
-				return fmt.Errorf("%s is the run's own %s: name another file", out, name)
-			}
-		}
-	}
-	return nil
-}
-
 // rebuildMetrics is metrics.jsonl as a checkpoint's history knows it: a
 // step record per step (step, epoch, loss, skipped; Rebuilt set) and the
 // validations in full, in step order.
-func rebuildMetrics(h MetricsHistory) []byte {
+func rebuildMetrics(h checkpoint.MetricsHistory) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	v := 0

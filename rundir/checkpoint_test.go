@@ -16,6 +16,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 )
 
@@ -109,9 +110,9 @@ func stepLosses(t *testing.T, dir string) []float64 {
 	return out
 }
 
-func openCk(t *testing.T, dir string) *Checkpoint {
+func openCk(t *testing.T, dir string) *checkpoint.Checkpoint {
 	t.Helper()
-	ck, err := OpenCheckpoint(dir)
+	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +121,9 @@ func openCk(t *testing.T, dir string) *Checkpoint {
 
 // sameState compares two checkpoints' tensors bit for bit and their
 // optimizer, scaler and data position.
-func sameState(t *testing.T, a, b *Checkpoint) {
+func sameState(t *testing.T, a, b *checkpoint.Checkpoint) {
 	t.Helper()
-	for _, pair := range [][2]*checkpoint.File{{a.model, b.model}, {a.optim, b.optim}} {
+	for _, pair := range [][2]*safetensors.File{{a.Model, b.Model}, {a.Optimizer, b.Optimizer}} {
 		if len(pair[0].Tensors) != len(pair[1].Tensors) {
 			t.Fatalf("%d tensors vs %d", len(pair[0].Tensors), len(pair[1].Tensors))
 		}
@@ -171,7 +172,7 @@ func TestResumeBitExact(t *testing.T) {
 			}
 			if state := map[string]string{"sgd": ".momentum_buffer", "rmsprop": ".square_avg", "adamw": ".exp_avg_sq"}[variant]; state != "" {
 				n := 0
-				for _, tn := range wantCk.optim.Tensors {
+				for _, tn := range wantCk.Optimizer.Tensors {
 					if strings.HasSuffix(tn.Name, state) {
 						n++
 					}
@@ -251,11 +252,11 @@ func TestRetention(t *testing.T) {
 	cfg.Train.Steps, cfg.Train.CheckpointEvery, cfg.Train.KeepLast, cfg.Train.ValEvery = 9, 1, 2, 3
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
-	list, err := listCheckpoints(filepath.Join(dir, CheckpointsDir))
+	list, err := checkpoint.ListRun(filepath.Join(dir, checkpoint.CheckpointsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck := openCk(t, filepath.Join(dir, CheckpointsDir, checkpoint.Name(9, 1)))
+	ck := openCk(t, filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(9, 1)))
 	bestVal, bestStep := -1.0, 0
 	for _, v := range ck.Manifest.Metrics.Val {
 		if v.ValMIoU > bestVal {
@@ -270,14 +271,14 @@ func TestRetention(t *testing.T) {
 	var steps []int
 	for _, e := range list {
 		steps = append(steps, e.Step)
-		if _, err := OpenCheckpoint(e.Path); err != nil {
+		if _, err := checkpoint.Open(e.Path); err != nil {
 			t.Error(err)
 		}
 	}
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("kept steps %v, want %v (best val miou %.4f at step %d)", steps, want, bestVal, bestStep)
 	}
-	des, _ := os.ReadDir(filepath.Join(dir, CheckpointsDir))
+	des, _ := os.ReadDir(filepath.Join(dir, checkpoint.CheckpointsDir))
 	if len(des) != len(want) {
 		t.Errorf("checkpoints directory holds %d entries, want %d", len(des), len(want))
 	}
@@ -305,8 +306,8 @@ func TestResumeRefusals(t *testing.T) {
 	cfg.Train.Steps, cfg.Train.CheckpointEvery = 4, 2
 	base := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: base}, nil)
-	good := filepath.Join(base, CheckpointsDir, checkpoint.Name(2, 1))
-	newest := filepath.Join(base, CheckpointsDir, checkpoint.Name(4, 1))
+	good := filepath.Join(base, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))
+	newest := filepath.Join(base, checkpoint.CheckpointsDir, checkpoint.Name(4, 1))
 	for _, p := range []string{good, newest} {
 		openCk(t, p)
 	}
@@ -321,14 +322,16 @@ func TestResumeRefusals(t *testing.T) {
 		want   []string
 	}{
 		{"flipped byte", func(run string) {
-			flipByte(t, filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), ModelFile), 200)
+			flipByte(t, filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(4, 1), checkpoint.ModelFile), 200)
 		},
 			cfg, checkpoint.ErrCorrupt, []string{"model.safetensors is corrupt: its SHA-256 is", "the previous checkpoint", "verifies"}},
 		{"truncated", func(run string) {
-			os.Truncate(filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), OptimizerFile), 100)
+			os.Truncate(filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(4, 1), checkpoint.OptimizerFile), 100)
 		},
 			cfg, checkpoint.ErrTruncated, []string{"optimizer.safetensors is truncated: 100 bytes, the manifest says"}},
-		{"missing file", func(run string) { os.Remove(filepath.Join(run, CheckpointsDir, checkpoint.Name(4, 1), ModelFile)) },
+		{"missing file", func(run string) {
+			os.Remove(filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(4, 1), checkpoint.ModelFile))
+		},
 			cfg, checkpoint.ErrMissing, []string{"model.safetensors is missing"}},
 		{"different architecture", func(string) {}, bigger, checkpoint.ErrMismatch,
 			[]string{"different architecture", "model.base: checkpoint 4, now 8", "tensors differ", "inc.double_conv.0.weight: checkpoint [4 3 3 3], model [8 3 3 3]"}},
@@ -337,7 +340,7 @@ func TestResumeRefusals(t *testing.T) {
 			run := t.TempDir()
 			copyTree(t, base, run)
 			tc.damage(run)
-			before := snapshotDir(t, filepath.Join(run, CheckpointsDir))
+			before := snapshotDir(t, filepath.Join(run, checkpoint.CheckpointsDir))
 			c := tc.cfg
 			c.Train.Steps = 8
 			_, err := runOpts(t, context.Background(), c, Options{OutDir: run, Resume: "auto"}, nil)
@@ -351,10 +354,10 @@ func TestResumeRefusals(t *testing.T) {
 					t.Errorf("message %q lacks %q", err, w)
 				}
 			}
-			if after := snapshotDir(t, filepath.Join(run, CheckpointsDir)); !reflect.DeepEqual(before, after) {
+			if after := snapshotDir(t, filepath.Join(run, checkpoint.CheckpointsDir)); !reflect.DeepEqual(before, after) {
 				t.Error("the refused resume changed the checkpoints directory")
 			}
-			if _, err := OpenCheckpoint(filepath.Join(run, CheckpointsDir, checkpoint.Name(2, 1))); err != nil {
+			if _, err := checkpoint.Open(filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))); err != nil {
 				t.Errorf("good checkpoint no longer opens: %v", err)
 			}
 		})
@@ -385,7 +388,7 @@ func TestResumeFromOlderKeepsNewer(t *testing.T) {
 	cfg.Train.Steps, cfg.Train.CheckpointEvery, cfg.Train.KeepLast = 4, 2, 0
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
-	ckDir := filepath.Join(dir, CheckpointsDir)
+	ckDir := filepath.Join(dir, checkpoint.CheckpointsDir)
 	old4 := snapshotDir(t, filepath.Join(ckDir, checkpoint.Name(4, 1)))
 	second := mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: filepath.Join(ckDir, checkpoint.Name(2, 1))}, nil)
 	if filepath.Base(second.LastCheckpoint) != checkpoint.Name(4, 2) {
@@ -394,40 +397,11 @@ func TestResumeFromOlderKeepsNewer(t *testing.T) {
 	if !reflect.DeepEqual(old4, snapshotDir(t, filepath.Join(ckDir, checkpoint.Name(4, 1)))) {
 		t.Error("the earlier step-4 checkpoint changed")
 	}
-	latest, err := LatestCheckpoint(ckDir)
+	latest, err := checkpoint.Latest(ckDir)
 	if err != nil || latest != second.LastCheckpoint {
 		t.Errorf("latest %s, %v", latest, err)
 	}
 	sameState(t, openCk(t, filepath.Join(ckDir, checkpoint.Name(4, 1))), openCk(t, latest))
-}
-
-func TestResumeConfigRoundTrip(t *testing.T) {
-	c := config.Default()
-	c.Model.Seed, c.Data.Seed, c.Train.Seed = math.MaxUint64, 1<<53+1, 7
-	c.Model.Checkpoint = config.Checkpoint{Levels: []int{0, 2}}
-	c.Data.Resize = []int{64, 48}
-	c.Memory.Capacity = 6 << 30
-	c.Train.Precision, c.Train.Scaler.Enabled = backend.Float16, "true"
-	c.Train.Eps, c.Train.LR = 1e-8, 0.1+0.2
-	m, err := configMap(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(Manifest{Config: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Manifest
-	if err := json.Unmarshal(js, &back); err != nil {
-		t.Fatal(err)
-	}
-	got, err := manifestConfig("x", back.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, c) {
-		t.Errorf("config changed through the manifest:\n%+v\n%+v", got, c)
-	}
 }
 
 func flipByte(t *testing.T, path string, at int) {
@@ -478,14 +452,14 @@ func TestPruneKeepsBest(t *testing.T) {
 		c := resumeConfig("fp32")
 		c.Train.KeepLast, c.Train.KeepBest = 2, keepBest
 		tr := testTrainer(t, c)
-		parent := filepath.Join(t.TempDir(), CheckpointsDir)
+		parent := filepath.Join(t.TempDir(), checkpoint.CheckpointsDir)
 		ck := &checkpointer{tr: tr, parent: parent, lastSaved: -1, ctx: context.Background()}
 		for step := 1; step <= 6; step++ {
 			switch step {
 			case 2:
-				ck.validated(ValRecord{Type: "val", Step: 2, Validation: train.Validation{ValMIoU: 0.9}})
+				ck.validated(checkpoint.ValRecord{Type: "val", Step: 2, Validation: train.Validation{ValMIoU: 0.9}})
 			case 4:
-				ck.validated(ValRecord{Type: "val", Step: 4, Validation: train.Validation{ValMIoU: 0.5}})
+				ck.validated(checkpoint.ValRecord{Type: "val", Step: 4, Validation: train.Validation{ValMIoU: 0.5}})
 			}
 			if err := ck.save(step, 1, "every"); err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memunet/memunet/checkpoint"
 	"image/color"
 	"os"
 
@@ -36,7 +37,7 @@ func (c *Curves) addStep(r StepRecord) {
 	c.Steps, c.Loss, c.LR = append(c.Steps, float64(r.Step)), append(c.Loss, r.Loss), append(c.LR, r.LR)
 }
 
-func (c *Curves) addVal(r ValRecord) {
+func (c *Curves) addVal(r checkpoint.ValRecord) {
 	c.ValSteps = append(c.ValSteps, float64(r.Step))
 	c.ValLoss, c.MIoU = append(c.ValLoss, r.ValLoss), append(c.MIoU, r.ValMIoU)
 	c.Dice, c.PixelAcc = append(c.Dice, r.ValDice), append(c.PixelAcc, r.ValPixelAcc)
@@ -66,7 +67,7 @@ func ReadCurves(path string) (Curves, error) {
 			}
 			c.addStep(r)
 		case "val":
-			var r ValRecord
+			var r checkpoint.ValRecord
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 				return c, fmt.Errorf("%s: line %d: %v", path, line, err)
 			}

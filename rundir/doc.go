@@ -7,13 +7,13 @@
 // Checkpoints are directories written atomically (everything into a
 // temporary directory, fsynced, renamed; see package checkpoint) holding the
 // state_dict, Adam's moments and a manifest with the scaler, the position in
-// the data and the metrics so far. Restore puts a trainer back in a
-// checkpoint's state so that the resumed run is bit for bit the
-// uninterrupted one; OpenCheckpoint verifies a checkpoint before anything is
-// used, and ResolveResume finds the one --resume names.
+// the data and the metrics so far. Saving from a trainer and Restore, which
+// puts a trainer back in a checkpoint's state so that the resumed run is bit
+// for bit the uninterrupted one, are here; reading a checkpoint (verifying
+// it, its manifest, resolving what --resume names) is package checkpoint's.
 //
-// Files by role: run.go (Run and its records), checkpoint.go (the manifest,
-// saving, restoring, the state_dict), checkpoint_run.go (Run's schedule of
+// Files by role: run.go (Run and its records), checkpoint.go (saving,
+// restoring, what may change on resume), checkpoint_run.go (Run's schedule of
 // saves, pruning, metrics.jsonl on resume), progress.go (the progress bar
 // and lines).
 package rundir

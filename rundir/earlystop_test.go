@@ -3,6 +3,7 @@ package rundir
 import (
 	"context"
 	"encoding/json"
+	"github.com/memunet/memunet/checkpoint"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,7 +38,7 @@ func TestEarlyStop(t *testing.T) {
 	f, _ := os.Open(filepath.Join(dir, "metrics.jsonl"))
 	dec := json.NewDecoder(f)
 	for dec.More() {
-		var r ValRecord
+		var r checkpoint.ValRecord
 		if dec.Decode(&r) == nil && r.Type == "val" {
 			vals = append(vals, r.Step)
 		}
@@ -74,7 +75,7 @@ func TestBestByMonitor(t *testing.T) {
 	dec := json.NewDecoder(f)
 	best, bestStep := 0.0, 0
 	for dec.More() {
-		var r ValRecord
+		var r checkpoint.ValRecord
 		if dec.Decode(&r) == nil && r.Type == "val" && (bestStep == 0 || train.Better("val_loss", r.ValLoss, best, 0)) {
 			best, bestStep = r.ValLoss, r.Step
 		}

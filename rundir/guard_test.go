@@ -57,7 +57,7 @@ func TestExistingRunRefused(t *testing.T) {
 	if sum.Steps != 3 || len(stepLosses(t, dir)) != 3 {
 		t.Errorf("after --force: %d steps, metrics.jsonl has %d, want 3 and 3 (no earlier records)", sum.Steps, len(stepLosses(t, dir)))
 	}
-	list, _ := listCheckpoints(filepath.Join(dir, CheckpointsDir))
+	list, _ := checkpoint.ListRun(filepath.Join(dir, checkpoint.CheckpointsDir))
 	for _, e := range list {
 		if e.Step < 2 {
 			t.Errorf("the earlier run's checkpoint %s survived --force", e.Path)
@@ -310,7 +310,7 @@ func TestResumeNoteNamesTheLatestValidation(t *testing.T) {
 	}
 	dec := json.NewDecoder(f)
 	for dec.More() {
-		var rec ValRecord
+		var rec checkpoint.ValRecord
 		if err := dec.Decode(&rec); err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestResumeNoteNamesTheLatestValidation(t *testing.T) {
 	for _, step := range []int{4, 2} {
 		var log bytes.Buffer
 		cfg.Output.Progress = "plain"
-		ck := filepath.Join(dir, CheckpointsDir, checkpoint.Name(step, 1))
+		ck := filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(step, 1))
 		mustRun(t, context.Background(), cfg, Options{OutDir: t.TempDir(), Resume: ck, Progress: &log}, nil)
 		want := fmt.Sprintf("resuming from %s: step %d of 6, last val miou %.4f (step %d)", ck, step, vals[step], step)
 		if !strings.Contains(log.String(), want) {

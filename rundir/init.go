@@ -2,14 +2,13 @@ package rundir
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 )
 
@@ -26,35 +25,35 @@ func LoadInit(tr *train.Trainer) (string, error) {
 	if cfg.Init == "" {
 		return "", nil
 	}
-	file, from, err := initWeights(cfg.Init)
+	file, from, err := checkpoint.ReadWeights(cfg.Init)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("train.init: %w", err)
 	}
 	skip := func(name string) bool {
 		return slices.ContainsFunc(cfg.InitSkip, func(pre string) bool { return strings.HasPrefix(name, pre) })
 	}
-	var got, want []tensorSpec
+	var got, want []checkpoint.Spec
 	for _, t := range file.Tensors {
 		if skip(t.Name) {
 			continue
 		}
-		s := tensorSpec{t.Name, t.DType, t.Shape}
-		if t.DType == checkpoint.F16 || t.DType == checkpoint.BF16 {
-			s.dtype = checkpoint.F32 // read widened
+		s := checkpoint.Spec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+		if t.DType == safetensors.F16 || t.DType == safetensors.BF16 {
+			s.DType = safetensors.F32 // read widened
 		}
 		got = append(got, s)
 	}
 	skipped := 0
-	for _, s := range stateSpecs(tr.Net) {
-		if skip(s.name) {
+	for _, s := range checkpoint.ModelSpecs(tr.Net) {
+		if skip(s.Name) {
 			skipped++
 			continue
 		}
 		want = append(want, s)
 	}
-	if diffs := layoutDiff(got, want); len(diffs) > 0 {
-		return "", fmt.Errorf("train.init: %s does not match the model (%s): %d tensors differ: %s; train.init_skip (e.g. [outc]) leaves tensors at their initialization",
-			from, describeArch(tr.Net.Config), len(diffs), listSome(diffs, 8))
+	if diffs := checkpoint.LayoutDiff(got, want); len(diffs) > 0 {
+		return "", fmt.Errorf("train.init: %s does not match the model (%s): %s; train.init_skip (e.g. [outc]) leaves tensors at their initialization",
+			from, checkpoint.DescribeArch(tr.Net.Config), checkpoint.DescribeDiffs(diffs))
 	}
 	loaded := 0
 	for _, p := range tr.Net.Params() {
@@ -88,51 +87,19 @@ func LoadInit(tr *train.Trainer) (string, error) {
 	return note, nil
 }
 
-// initWeights reads train.init: a run or checkpoint directory's model
-// tensors (verified), or a safetensors file.
-func initWeights(path string) (*checkpoint.File, string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, "", fmt.Errorf("train.init: %s does not exist: name a run directory, a checkpoint directory or a .safetensors file", path)
-		}
-		return nil, "", fmt.Errorf("train.init: %w", err)
-	}
-	if st.IsDir() {
-		dir, err := ResolveBest(path)
-		if err != nil {
-			return nil, "", fmt.Errorf("train.init: %w", err)
-		}
-		ck, err := OpenCheckpoint(dir)
-		if err != nil {
-			return nil, "", fmt.Errorf("train.init: %w", err)
-		}
-		return ck.model, dir, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("train.init: %w", err)
-	}
-	f, err := checkpoint.ReadSafetensors(b)
-	if err != nil {
-		return nil, "", fmt.Errorf("train.init: %s: %w", path, err)
-	}
-	return f, path, nil
-}
-
 // widen reads a float tensor of n values as float32, from F32, F16 or BF16.
-func widen(t checkpoint.Tensor, n int) ([]float32, error) {
+func widen(t safetensors.Tensor, n int) ([]float32, error) {
 	vals := make([]float32, n)
 	switch t.DType {
-	case checkpoint.F32:
+	case safetensors.F32:
 		return vals, t.Float32(vals)
-	case checkpoint.F16, checkpoint.BF16:
+	case safetensors.F16, safetensors.BF16:
 		if len(t.Data) != 2*n {
 			return nil, fmt.Errorf("tensor %s has %d values, want %d", t.Name, len(t.Data)/2, n)
 		}
 		for i := range vals {
 			h := binary.LittleEndian.Uint16(t.Data[2*i:])
-			if t.DType == checkpoint.F16 {
+			if t.DType == safetensors.F16 {
 				vals[i] = backend.F16ToF32(h)
 			} else {
 				vals[i] = backend.BF16ToF32(h)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 )
 
@@ -36,8 +37,8 @@ func TestInitFromRunAndFile(t *testing.T) {
 	sum := mustRun(t, context.Background(), base, Options{OutDir: from}, nil)
 	best := openCk(t, sum.BestCheckpoint)
 	want := map[string][]float32{}
-	for _, tn := range best.model.Tensors {
-		if tn.DType == checkpoint.F32 {
+	for _, tn := range best.Model.Tensors {
+		if tn.DType == safetensors.F32 {
 			v := make([]float32, tn.Numel())
 			if err := tn.Float32(v); err != nil {
 				t.Fatal(err)
@@ -65,7 +66,7 @@ func TestInitFromRunAndFile(t *testing.T) {
 	// A safetensors file in fp16: the values rounded to fp16.
 	file := filepath.Join(t.TempDir(), "w.safetensors")
 	var buf bytes.Buffer
-	if err := checkpoint.WriteSafetensors(&buf, exportTensors(t, best), nil); err != nil {
+	if err := safetensors.Write(&buf, exportTensors(t, best), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
@@ -119,11 +120,11 @@ func abs32(x float32) float32 {
 }
 
 // exportTensors is a checkpoint's model tensors, floats as fp16.
-func exportTensors(t *testing.T, ck *Checkpoint) []checkpoint.Tensor {
+func exportTensors(t *testing.T, ck *checkpoint.Checkpoint) []safetensors.Tensor {
 	t.Helper()
-	var out []checkpoint.Tensor
-	for _, tn := range ck.model.Tensors {
-		if tn.DType != checkpoint.F32 {
+	var out []safetensors.Tensor
+	for _, tn := range ck.Model.Tensors {
+		if tn.DType != safetensors.F32 {
 			out = append(out, tn)
 			continue
 		}
@@ -131,7 +132,7 @@ func exportTensors(t *testing.T, ck *Checkpoint) []checkpoint.Tensor {
 		if err := tn.Float32(v); err != nil {
 			t.Fatal(err)
 		}
-		h := checkpoint.Tensor{Name: tn.Name, DType: checkpoint.F16, Shape: tn.Shape, Data: make([]byte, 2*len(v))}
+		h := safetensors.Tensor{Name: tn.Name, DType: safetensors.F16, Shape: tn.Shape, Data: make([]byte, 2*len(v))}
 		for i, x := range v {
 			binary.LittleEndian.PutUint16(h.Data[2*i:], backend.F32ToF16(x))
 		}
@@ -150,7 +151,7 @@ func TestFreeze(t *testing.T) {
 	sum := mustRun(t, context.Background(), cfg, Options{OutDir: t.TempDir()}, func(tr *train.Trainer) { start = params(tr) })
 	end := openCk(t, sum.LastCheckpoint)
 	changed := func(name string) bool {
-		tn, _ := end.model.Get(name)
+		tn, _ := end.Model.Get(name)
 		v := make([]float32, tn.Numel())
 		tn.Float32(v)
 		return !slices.Equal(v, start[name])

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 )
 
@@ -44,7 +44,7 @@ save_file(m.state_dict(), sys.argv[2])`
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := checkpoint.ReadSafetensors(raw)
+	f, err := safetensors.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ save_file(m.state_dict(), sys.argv[2])`
 	mustRun(t, context.Background(), cfg, Options{OutDir: t.TempDir()}, func(tr *train.Trainer) { got = params(tr) })
 	n := 0
 	for _, tn := range f.Tensors {
-		if tn.DType != checkpoint.F32 {
+		if tn.DType != safetensors.F32 {
 			continue
 		}
 		want := make([]float32, tn.Numel())

@@ -3,6 +3,7 @@ package rundir
 import (
 	"cmp"
 	"fmt"
+	"github.com/memunet/memunet/checkpoint"
 	"io"
 	"time"
 
@@ -117,7 +118,7 @@ func (p *progress) step(r StepRecord) {
 	}
 }
 
-func (p *progress) validation(v ValRecord) {
+func (p *progress) validation(v checkpoint.ValRecord) {
 	p.miou = v.ValMIoU
 	p.note(fmt.Sprintf("val  step %d  loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f",
 		v.Step, v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice))

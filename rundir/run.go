@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
@@ -52,14 +53,6 @@ type StepRecord struct {
 	// Rebuilt marks a record written again from a checkpoint's history (the
 	// file was gone when the run resumed): step, epoch and loss only.
 	Rebuilt bool `json:"rebuilt,omitempty"`
-}
-
-// ValRecord is one line of metrics.jsonl per validation.
-type ValRecord struct {
-	Type  string `json:"type"` // "val"
-	Step  int    `json:"step"`
-	Epoch int    `json:"epoch"`
-	train.Validation
 }
 
 // Summary is summary.json: the run's outcome and its memory.
@@ -373,7 +366,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		notePeak(st.Allocated.Peak, st.Reserved.Peak, train.PhaseMemoryOf(st).PeakByCategory)
 		sum.Validation = v
 		lastVal = step
-		rec := ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
+		rec := checkpoint.ValRecord{Type: "val", Step: step, Epoch: epoch, Validation: v}
 		if every := cfg.Train.ValEvery; every > 0 && step%every == 0 {
 			// Only the scheduled validations feed the schedule and early
 			// stopping: a run's last step off the schedule (a shorter run,
@@ -576,16 +569,11 @@ func writeTimeline(path string, step int, events []memory.Event) error {
 	return nil
 }
 
-// runFileNames are what a run writes into its directory.
-func runFileNames() []string {
-	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir}
-}
-
 // runFilesIn lists the run files dir holds (checkpoints/ only if it has
-// entries), in runFileNames order.
+// entries), in checkpoint.RunFiles order.
 func runFilesIn(dir string) []string {
 	var out []string
-	for _, name := range runFileNames() {
+	for _, name := range checkpoint.RunFiles() {
 		path := filepath.Join(dir, name)
 		st, err := os.Stat(path)
 		if err != nil {

@@ -11,10 +11,10 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
-	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
+	"github.com/memunet/memunet/safetensors"
 )
 
 // Tolerances against PyTorch, |memunet - torch| <= tol*(1 + |torch|)
@@ -49,7 +49,7 @@ func TestPyTorchGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := checkpoint.ReadSafetensors(raw)
+			g, err := safetensors.Parse(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestPyTorchGoldens(t *testing.T) {
 }
 
 // goldenF32 is the named float32 tensor of g.
-func goldenF32(t *testing.T, g *checkpoint.File, name string) []float32 {
+func goldenF32(t *testing.T, g *safetensors.File, name string) []float32 {
 	t.Helper()
 	tn, ok := g.Get(name)
 	if !ok {
@@ -94,7 +94,7 @@ func goldenClose(t *testing.T, what string, got, want []float32, tol float64) fl
 }
 
 // goldenArch is the model a golden file was made with.
-func goldenArch(t *testing.T, g *checkpoint.File) model.Config {
+func goldenArch(t *testing.T, g *safetensors.File) model.Config {
 	var arch struct {
 		InChannels int    `json:"in_channels"`
 		Classes    int    `json:"classes"`
@@ -121,9 +121,9 @@ type goldenRun struct {
 	target backend.View
 }
 
-func newGoldenRun(t *testing.T, g *checkpoint.File, cfg model.Config) *goldenRun {
+func newGoldenRun(t *testing.T, g *safetensors.File, cfg model.Config) *goldenRun {
 	targetT, ok := g.Get("target")
-	if !ok || targetT.DType != checkpoint.U8 {
+	if !ok || targetT.DType != safetensors.U8 {
 		t.Fatalf("the golden file has no U8 target")
 	}
 	dev := model.NewDevice(cpu.New(), memory.Options{})
@@ -178,7 +178,7 @@ func (r *goldenRun) step(check func(logits []float32)) float64 {
 	return loss
 }
 
-func checkGolden(t *testing.T, g *checkpoint.File) {
+func checkGolden(t *testing.T, g *safetensors.File) {
 	var opt struct {
 		LR          float64    `json:"lr"`
 		Betas       [2]float64 `json:"betas"`

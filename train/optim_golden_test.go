@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/optim"
+	"github.com/memunet/memunet/safetensors"
 )
 
 // stateTol bounds an optimizer state tensor's error relative to its
@@ -51,12 +51,12 @@ func stateClose(t *testing.T, what string, got, want []float32) float64 {
 // weights: 2e-7 with SGD, 2.3e-5 with Adam and RMSprop, whose g/sqrt(v)
 // magnifies the gradients' relative differences as in TestPyTorchGoldens.
 func TestOptimizersMatchPyTorch(t *testing.T) {
-	read := func(path string) *checkpoint.File {
+	read := func(path string) *safetensors.File {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := checkpoint.ReadSafetensors(raw)
+		f, err := safetensors.Parse(raw)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}

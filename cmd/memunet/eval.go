@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/memunet/memunet/checkpoint"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/predict"
-	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -58,20 +58,20 @@ func evalCommand(args []string, stdout io.Writer) error {
 			return usageError{fmt.Sprintf("eval: --set %s: only data.* keys may change (the model is the checkpoint's); %s", s, evalUsage)}
 		}
 	}
-	resolve := rundir.ResolveBest
+	resolve := checkpoint.ResolveBest
 	if *newest {
-		resolve = func(arg string) (string, error) { return rundir.ResolveResume(arg, "") }
+		resolve = func(arg string) (string, error) { return checkpoint.ResolveResume(arg, "") }
 	}
 	dir, err := resolve(*ckPath)
 	if err != nil {
 		return err
 	}
-	ck, err := rundir.OpenCheckpoint(dir)
+	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return err
 	}
 	if len(sets) > 0 {
-		cfg, err := rundir.CheckpointConfig(dir, sets)
+		cfg, err := checkpoint.ReadConfig(dir, sets)
 		if err != nil {
 			return err
 		}
@@ -106,13 +106,13 @@ func evalCommand(args []string, stdout io.Writer) error {
 	}
 	rep := EvalReport{Checkpoint: dir, Step: ck.Manifest.Step, Split: *split, Samples: len(idx), Data: sets, TTA: *tta, Validation: v}
 	if *out == "" {
-		run := rundir.RunDirOf(dir)
+		run := checkpoint.RunDirOf(dir)
 		if run == "" {
 			return usageError{fmt.Sprintf("eval: %s is not in a run directory's checkpoints/; name the report with --out", dir)}
 		}
 		*out = filepath.Join(run, "eval", fmt.Sprintf("%s-step-%08d.json", *split, ck.Manifest.Step))
 	}
-	if err := rundir.CheckOutside(*out, dir); err != nil {
+	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"eval: --out " + err.Error()}
 	}
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {

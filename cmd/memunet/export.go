@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/memunet/memunet/safetensors"
 	"io"
 	"math"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
-	"github.com/memunet/memunet/rundir"
 )
 
 const exportUsage = "usage: memunet export --checkpoint PATH [--out model.safetensors] [--dtype fp32|fp16|bf16]"
@@ -43,16 +43,16 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageError{"export: --dtype " + err.Error()}
 	}
-	dir, err := rundir.ResolveResume(*ckPath, "")
+	dir, err := checkpoint.ResolveResume(*ckPath, "")
 	if err != nil {
 		return err
 	}
-	ck, err := rundir.OpenCheckpoint(dir)
+	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		run := rundir.RunDirOf(dir)
+		run := checkpoint.RunDirOf(dir)
 		if run == "" {
 			return usageError{fmt.Sprintf("export: %s is not in a run directory's checkpoints/; name the file with --out", dir)}
 		}
@@ -62,7 +62,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 		}
 		*out = filepath.Join(run, name+".safetensors")
 	}
-	if err := rundir.CheckOutside(*out, dir); err != nil {
+	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"export: --out " + err.Error()}
 	}
 	// Build the model from the manifest and load the weights: this checks
@@ -75,9 +75,9 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err := ck.LoadWeights(net); err != nil {
 		return err
 	}
-	tensors := rundir.StateDict(net)
+	tensors := checkpoint.StateDict(net)
 	for i, t := range tensors {
-		if t.DType == checkpoint.F32 && dt != backend.Float32 {
+		if t.DType == safetensors.F32 && dt != backend.Float32 {
 			tensors[i] = halve(t, dt)
 		}
 	}
@@ -90,7 +90,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 		"format": "pt", "memunet_version": version, "memunet_model": string(arch),
 		"memunet_checkpoint_step": fmt.Sprint(ck.Manifest.Step),
 	}
-	if err := writeAtomic(*out, func(w io.Writer) error { return checkpoint.WriteSafetensors(w, tensors, meta) }); err != nil {
+	if err := writeAtomic(*out, func(w io.Writer) error { return safetensors.Write(w, tensors, meta) }); err != nil {
 		return fmt.Errorf("export: writing %s: %w", *out, err)
 	}
 	st, _ := os.Stat(*out)
@@ -101,16 +101,16 @@ func exportCommand(args []string, stdout io.Writer) error {
 
 // halve converts an F32 tensor to dt, Float16 or BFloat16 (round to nearest
 // even).
-func halve(t checkpoint.Tensor, dt backend.DType) checkpoint.Tensor {
+func halve(t safetensors.Tensor, dt backend.DType) safetensors.Tensor {
 	n := len(t.Data) / 4
 	src := make([]float32, n)
 	for i := range src {
 		src[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
 	}
-	out := checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Data: make([]byte, 2*n), DType: checkpoint.F16}
+	out := safetensors.Tensor{Name: t.Name, Shape: t.Shape, Data: make([]byte, 2*n), DType: safetensors.F16}
 	round := backend.F32ToF16
 	if dt == backend.BFloat16 {
-		out.DType, round = checkpoint.BF16, backend.F32ToBF16
+		out.DType, round = safetensors.BF16, backend.F32ToBF16
 	}
 	for i, v := range src {
 		binary.LittleEndian.PutUint16(out.Data[2*i:], round(v))

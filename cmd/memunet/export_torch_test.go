@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"github.com/memunet/memunet/checkpoint"
 	"math"
 	"os"
 	"os/exec"
@@ -15,7 +16,6 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
-	"github.com/memunet/memunet/rundir"
 )
 
 // torchPython is a python3 that imports torch, or "".
@@ -55,7 +55,7 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 			out := filepath.Join(tmp, "model.safetensors")
 			runOK(t, "export", "--checkpoint", runDir, "--out", out)
 
-			ck, err := rundir.OpenCheckpoint(sum.LastCheckpoint)
+			ck, err := checkpoint.Open(sum.LastCheckpoint)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/memunet/memunet/checkpoint"
 	"image"
 	"image/png"
 	"io"
@@ -22,7 +23,6 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
-	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 	xdraw "golang.org/x/image/draw"
 )
@@ -40,7 +40,7 @@ type PredictReport struct {
 	Outputs []PredictOutput `json:"outputs"`
 	// Metrics are set for a dataset split (which has masks): computed as
 	// training's validation computes them.
-	Metrics *rundir.ValRecord `json:"metrics,omitempty"`
+	Metrics *checkpoint.ValRecord `json:"metrics,omitempty"`
 	// TrainingValMIoU is the val_miou training recorded at the checkpoint's
 	// step, when it validated there.
 	TrainingValMIoU    *float64 `json:"training_val_miou,omitempty"`
@@ -103,20 +103,20 @@ func predictCommand(args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
 	}
 	opts := predictOptions{overlay: *overlay, probs: *probs, tta: *tta}
-	resolve := rundir.ResolveBest
+	resolve := checkpoint.ResolveBest
 	if *newest {
-		resolve = func(arg string) (string, error) { return rundir.ResolveResume(arg, "") }
+		resolve = func(arg string) (string, error) { return checkpoint.ResolveResume(arg, "") }
 	}
 	dir, err := resolve(*ckPath)
 	if err != nil {
 		return err
 	}
-	ck, err := rundir.OpenCheckpoint(dir)
+	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return err
 	}
 	if *outDir == "" {
-		run := rundir.RunDirOf(dir)
+		run := checkpoint.RunDirOf(dir)
 		if run == "" {
 			return usageError{fmt.Sprintf("predict: %s is not in a run directory's checkpoints/; name the output with --out", dir)}
 		}
@@ -126,7 +126,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 		}
 		*outDir = filepath.Join(run, "predict", fmt.Sprintf("%s-step-%08d", name, ck.Manifest.Step))
 	}
-	if err := rundir.CheckOutside(*outDir, dir); err != nil {
+	if err := checkpoint.CheckOutside(*outDir, dir); err != nil {
 		return usageError{"predict: --out " + err.Error()}
 	}
 	if *dev != "" {
@@ -267,7 +267,7 @@ func predictSplit(p *predict.Predictor, split, outDir string, opts predictOption
 	if err != nil {
 		return err
 	}
-	rep.Metrics, rep.Images = &rundir.ValRecord{Type: "val", Step: rep.Step, Validation: m}, len(idx)
+	rep.Metrics, rep.Images = &checkpoint.ValRecord{Type: "val", Step: rep.Step, Validation: m}, len(idx)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memunet/memunet/safetensors"
 	"image"
 	"image/png"
 	"io"
@@ -68,7 +69,7 @@ func runOK(t *testing.T, args ...string) string {
 // checkpoint (what a run directory stands for), closed at the test's end.
 func bestPredictor(t *testing.T, runDir string) *predict.Predictor {
 	t.Helper()
-	ck, err := rundir.OpenCheckpoint(ckSummary(t, runDir).BestCheckpoint)
+	ck, err := checkpoint.Open(ckSummary(t, runDir).BestCheckpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +234,12 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := checkpoint.ReadSafetensors(b)
+	f, err := safetensors.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, rundir.ModelFile))
-	ckTensors, _ := checkpoint.ReadSafetensors(ckFile)
+	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, checkpoint.ModelFile))
+	ckTensors, _ := safetensors.Parse(ckFile)
 	if len(f.Tensors) != len(ckTensors.Tensors) {
 		t.Fatalf("%d tensors exported, checkpoint has %d", len(f.Tensors), len(ckTensors.Tensors))
 	}
@@ -264,14 +265,14 @@ func TestExport(t *testing.T) {
 	half := filepath.Join(t.TempDir(), "half.safetensors")
 	runOK(t, "export", "--checkpoint", runDir, "--out", half, "--dtype", "bf16")
 	b, _ = os.ReadFile(half)
-	h, err := checkpoint.ReadSafetensors(b)
+	h, err := safetensors.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w, _ := h.Get("inc.double_conv.0.weight"); w.DType != checkpoint.BF16 {
+	if w, _ := h.Get("inc.double_conv.0.weight"); w.DType != safetensors.BF16 {
 		t.Errorf("bf16 export has %s", w.DType)
 	}
-	if n, _ := h.Get("inc.double_conv.1.num_batches_tracked"); n.DType != checkpoint.I64 {
+	if n, _ := h.Get("inc.double_conv.1.num_batches_tracked"); n.DType != safetensors.I64 {
 		t.Errorf("counts exported as %s", n.DType)
 	}
 }
@@ -301,8 +302,8 @@ func TestResumeCommand(t *testing.T) {
 		t.Errorf("auto in an empty run: exit %d, %s", code, errb.String())
 	}
 	errb.Reset()
-	latest, _ := rundir.LatestCheckpoint(filepath.Join(dir, rundir.CheckpointsDir))
-	os.Truncate(filepath.Join(latest, rundir.ModelFile), 10)
+	latest, _ := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
+	os.Truncate(filepath.Join(latest, checkpoint.ModelFile), 10)
 	if code := run([]string{"train", "--resume", "auto", "--out", dir, "--set", "train.steps=9"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "model.safetensors is truncated") {
 		t.Errorf("truncated: exit %d, %s", code, errb.String())
@@ -357,11 +358,11 @@ func TestSignalSavesCheckpoint(t *testing.T) {
 	if !strings.Contains(out, "interrupted after step") || !strings.Contains(out, "--resume auto --out "+dir) {
 		t.Errorf("output:\n%s", out)
 	}
-	latest, err := rundir.LatestCheckpoint(filepath.Join(dir, rundir.CheckpointsDir))
+	latest, err := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
 	if err != nil || latest == "" {
 		t.Fatalf("no checkpoint: %v", err)
 	}
-	ck, err := rundir.OpenCheckpoint(latest)
+	ck, err := checkpoint.Open(latest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func TestPredictUsesTheBestCheckpoint(t *testing.T) {
 		args := append([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val"}, tc.flags...)
 		stdout := runOK(t, args...)
 		var rep PredictReport
-		ck, _ := rundir.OpenCheckpoint(tc.want)
+		ck, _ := checkpoint.Open(tc.want)
 		out := filepath.Join(runDir, "predict", fmt.Sprintf("val-step-%08d", ck.Manifest.Step))
 		b, err := os.ReadFile(filepath.Join(out, "predict.json"))
 		if err != nil {

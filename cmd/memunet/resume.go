@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
+	"github.com/memunet/memunet/checkpoint"
 	"path/filepath"
 
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/rundir"
 )
 
 // trainSetup resolves train's configuration and run directory. Without
@@ -32,15 +32,15 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 		if outDir == "" {
 			return cfg, "", "", usageError{"train: --resume auto continues the run in --out DIR (or output.dir); name it; " + trainUsage}
 		}
-		if ckDir, err = rundir.ResolveResume("auto", outDir); err != nil {
+		if ckDir, err = checkpoint.ResolveResume("auto", outDir); err != nil {
 			return cfg, "", "", err
 		}
 		if ckDir == "" && configPath == "" {
-			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, rundir.CheckpointsDir))
+			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, checkpoint.CheckpointsDir))
 		}
 		resumeArg = "auto"
 	} else {
-		if ckDir, err = rundir.ResolveResume(resume, ""); err != nil {
+		if ckDir, err = checkpoint.ResolveResume(resume, ""); err != nil {
 			return cfg, "", "", err
 		}
 		resumeArg = ckDir
@@ -51,7 +51,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 			return cfg, "", "", err
 		}
 	default:
-		if cfg, err = rundir.CheckpointConfig(ckDir, sets); err != nil {
+		if cfg, err = checkpoint.ReadConfig(ckDir, sets); err != nil {
 			return cfg, "", "", err
 		}
 	}
@@ -59,7 +59,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 		outDir = cfg.Output.Dir
 	}
 	if outDir == "" && ckDir != "" {
-		outDir = rundir.RunDirOf(ckDir)
+		outDir = checkpoint.RunDirOf(ckDir)
 	}
 	return cfg, outDir, resumeArg, nil
 }

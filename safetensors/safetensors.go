@@ -1,4 +1,4 @@
-package checkpoint
+package safetensors
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/memunet/memunet/infile"
 )
 
 // DType is a safetensors element type, spelled as in the format's header.
@@ -111,13 +113,13 @@ type headerEntry struct {
 	DataOffsets [2]int64 `json:"data_offsets"`
 }
 
-// WriteSafetensors writes tensors in the safetensors format: an 8-byte
+// Write writes tensors in the safetensors format: an 8-byte
 // little-endian header length, the JSON header (padded with spaces to a
 // multiple of 8 bytes) mapping each name to its dtype, shape and
 // [begin, end) byte offsets, an optional "__metadata__" object of strings,
 // then the tensors' bytes back to back in the order given. Names must be
 // unique and not "__metadata__"; each tensor's Data must be Numel*Size bytes.
-func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string) error {
+func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	header := map[string]any{}
 	if len(metadata) > 0 {
 		header["__metadata__"] = metadata
@@ -188,43 +190,104 @@ func (f *File) Get(name string) (Tensor, bool) {
 	return f.Tensors[i], true
 }
 
-// ReadSafetensors decodes a whole safetensors file held in b, checking it as
-// the reference implementation does: the header length fits, the header is
-// a JSON object of known dtypes and non-negative shapes, each tensor's byte
+// Parse decodes a whole safetensors file held in b, checking it as the
+// reference implementation does: the header length fits, the header is a
+// JSON object of known dtypes and non-negative shapes, each tensor's byte
 // range matches its shape and type, and the ranges tile the data exactly,
 // without gaps or overlaps. The tensors' Data alias b.
-func ReadSafetensors(b []byte) (*File, error) {
+func Parse(b []byte) (*File, error) {
 	if len(b) < 8 {
 		return nil, fmt.Errorf("safetensors: %d bytes is too short for the 8-byte header length", len(b))
 	}
-	n := binary.LittleEndian.Uint64(b[:8])
+	n, err := headerLength(b[:8], int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	data := b[8+n:]
+	f, offsets, err := parseHeader(b[8:8+n], int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	f.attach(data, offsets)
+	return f, nil
+}
+
+// ReadFile reads the safetensors file at path, refusing what is not a
+// regular file (a FIFO, /dev/zero) before reading a byte. The header is
+// read and checked first against the file's size, so the data is read only
+// when the header describes exactly the bytes the file holds.
+func ReadFile(path string) (*File, error) {
+	f, size, err := infile.Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size == 0 {
+		return nil, fmt.Errorf("%s: empty file: not a safetensors file", path)
+	}
+	if size < 8 {
+		return nil, fmt.Errorf("%s: safetensors: %d bytes is too short for the 8-byte header length", path, size)
+	}
+	var lenBytes [8]byte
+	if _, err := io.ReadFull(f, lenBytes[:]); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	n, err := headerLength(lenBytes[:], size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	file, offsets, err := parseHeader(hdr, size-8-n)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	data := make([]byte, size-8-n)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	file.attach(data, offsets)
+	return file, nil
+}
+
+// headerLength decodes the 8-byte header length of a file of size bytes
+// and checks that it fits the limit and the file.
+func headerLength(b []byte, size int64) (int64, error) {
+	n := binary.LittleEndian.Uint64(b)
 	if n > MaxHeaderBytes {
-		return nil, fmt.Errorf("safetensors: header length %d is over the %d-byte limit", n, MaxHeaderBytes)
+		return 0, fmt.Errorf("safetensors: header length %d is over the %d-byte limit", n, MaxHeaderBytes)
 	}
-	if n > uint64(len(b)-8) {
-		return nil, fmt.Errorf("safetensors: header length %d runs past the end of the %d-byte file", n, len(b))
+	if n > uint64(size-8) {
+		return 0, fmt.Errorf("safetensors: header length %d runs past the end of the %d-byte file", n, size)
 	}
-	hdr := b[8 : 8+n]
+	return int64(n), nil
+}
+
+// parseHeader decodes the JSON header hdr of a file with dataLen bytes of
+// tensor data after it: the tensors without their Data, in data order, and
+// each one's [begin, end) offsets in the data.
+func parseHeader(hdr []byte, dataLen int64) (*File, [][2]int64, error) {
 	if len(hdr) == 0 || hdr[0] != '{' {
-		return nil, fmt.Errorf("safetensors: the header is not a JSON object")
+		return nil, nil, fmt.Errorf("safetensors: the header is not a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	dec.UseNumber()
 	var raw map[string]json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("safetensors: header: %v", err)
+		return nil, nil, fmt.Errorf("safetensors: header: %v", err)
 	}
 	if rest := bytes.TrimRight(hdr[dec.InputOffset():], " "); len(rest) > 0 {
-		return nil, fmt.Errorf("safetensors: header: %d bytes after the JSON object", len(rest))
+		return nil, nil, fmt.Errorf("safetensors: header: %d bytes after the JSON object", len(rest))
 	}
 	f := &File{byName: map[string]int{}}
 	if m, ok := raw["__metadata__"]; ok {
 		if err := json.Unmarshal(m, &f.Metadata); err != nil {
-			return nil, fmt.Errorf("safetensors: __metadata__ must map strings to strings: %v", err)
+			return nil, nil, fmt.Errorf("safetensors: __metadata__ must map strings to strings: %v", err)
 		}
 		delete(raw, "__metadata__")
 	}
-	data := b[8+n:]
 	type entry struct {
 		name string
 		headerEntry
@@ -235,27 +298,27 @@ func ReadSafetensors(b []byte) (*File, error) {
 		d := json.NewDecoder(bytes.NewReader(r))
 		d.DisallowUnknownFields()
 		if err := d.Decode(&e); err != nil {
-			return nil, fmt.Errorf("safetensors: tensor %s: %v", name, err)
+			return nil, nil, fmt.Errorf("safetensors: tensor %s: %v", name, err)
 		}
 		if e.DType.Size() == 0 {
-			return nil, fmt.Errorf("safetensors: tensor %s: unsupported dtype %q", name, e.DType)
+			return nil, nil, fmt.Errorf("safetensors: tensor %s: unsupported dtype %q", name, e.DType)
 		}
 		numel := int64(1)
 		for _, d := range e.Shape {
 			if d < 0 {
-				return nil, fmt.Errorf("safetensors: tensor %s: negative dimension in shape %v", name, e.Shape)
+				return nil, nil, fmt.Errorf("safetensors: tensor %s: negative dimension in shape %v", name, e.Shape)
 			}
 			if d > 0 && numel > math.MaxInt64/int64(d)/8 {
-				return nil, fmt.Errorf("safetensors: tensor %s: shape %v is too large", name, e.Shape)
+				return nil, nil, fmt.Errorf("safetensors: tensor %s: shape %v is too large", name, e.Shape)
 			}
 			numel *= int64(d)
 		}
 		lo, hi := e.DataOffsets[0], e.DataOffsets[1]
-		if lo < 0 || hi < lo || hi > int64(len(data)) {
-			return nil, fmt.Errorf("safetensors: tensor %s: data offsets [%d, %d) outside the %d data bytes", name, lo, hi, len(data))
+		if lo < 0 || hi < lo || hi > dataLen {
+			return nil, nil, fmt.Errorf("safetensors: tensor %s: data offsets [%d, %d) outside the %d data bytes", name, lo, hi, dataLen)
 		}
 		if want := numel * int64(e.DType.Size()); hi-lo != want {
-			return nil, fmt.Errorf("safetensors: tensor %s: %d data bytes, shape %v of %s needs %d", name, hi-lo, e.Shape, e.DType, want)
+			return nil, nil, fmt.Errorf("safetensors: tensor %s: %d data bytes, shape %v of %s needs %d", name, hi-lo, e.Shape, e.DType, want)
 		}
 		entries = append(entries, entry{name, e})
 	}
@@ -267,17 +330,25 @@ func ReadSafetensors(b []byte) (*File, error) {
 		return a[1] < c[1]
 	})
 	var at int64
+	offsets := make([][2]int64, 0, len(entries))
 	for _, e := range entries {
 		if e.DataOffsets[0] != at {
-			return nil, fmt.Errorf("safetensors: tensor %s starts at data byte %d, want %d (gap or overlap)", e.name, e.DataOffsets[0], at)
+			return nil, nil, fmt.Errorf("safetensors: tensor %s starts at data byte %d, want %d (gap or overlap)", e.name, e.DataOffsets[0], at)
 		}
 		at = e.DataOffsets[1]
 		f.byName[e.name] = len(f.Tensors)
-		f.Tensors = append(f.Tensors, Tensor{Name: e.name, DType: e.DType, Shape: e.Shape,
-			Data: data[e.DataOffsets[0]:e.DataOffsets[1]:e.DataOffsets[1]]})
+		f.Tensors = append(f.Tensors, Tensor{Name: e.name, DType: e.DType, Shape: e.Shape})
+		offsets = append(offsets, e.DataOffsets)
 	}
-	if at != int64(len(data)) {
-		return nil, fmt.Errorf("safetensors: tensors cover %d of the %d data bytes", at, len(data))
+	if at != dataLen {
+		return nil, nil, fmt.Errorf("safetensors: tensors cover %d of the %d data bytes", at, dataLen)
 	}
-	return f, nil
+	return f, offsets, nil
+}
+
+// attach points each tensor's Data at its bytes in data.
+func (f *File) attach(data []byte, offsets [][2]int64) {
+	for i, o := range offsets {
+		f.Tensors[i].Data = data[o[0]:o[1]:o[1]]
+	}
 }

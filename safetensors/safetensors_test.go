@@ -1,25 +1,29 @@
-package checkpoint
+package safetensors
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
 func encode(t testing.TB, tensors []Tensor, meta map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteSafetensors(&buf, tensors, meta); err != nil {
+	if err := Write(&buf, tensors, meta); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
 }
 
-func TestSafetensorsRoundTrip(t *testing.T) {
+func TestRoundTrip(t *testing.T) {
 	w := []float32{1, -2.5, float32(math.Inf(1)), 3e-39, 0, float32(math.NaN())}
 	in := []Tensor{
 		F32Tensor("a.weight", []int{2, 3}, w),
@@ -31,7 +35,7 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 	if n := binary.LittleEndian.Uint64(b); (8+n)%8 != 0 {
 		t.Errorf("header of %d bytes leaves the data unaligned", n)
 	}
-	f, err := ReadSafetensors(b)
+	f, err := Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +67,9 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestSafetensorsLayout checks the bytes against the format's definition,
+// TestLayout checks the bytes against the format's definition,
 // written out by hand.
-func TestSafetensorsLayout(t *testing.T) {
+func TestLayout(t *testing.T) {
 	b := encode(t, []Tensor{F32Tensor("x", []int{1}, []float32{1})}, nil)
 	hdr := `{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
 	for len(hdr)%8 != 0 {
@@ -79,7 +83,7 @@ func TestSafetensorsLayout(t *testing.T) {
 	}
 }
 
-func TestSafetensorsRefusesMalformed(t *testing.T) {
+func TestParseRefusesMalformed(t *testing.T) {
 	good := encode(t, []Tensor{F32Tensor("x", []int{2}, []float32{1, 2}), F32Tensor("y", []int{1}, []float32{3})}, nil)
 	withHeader := func(h string, data int) []byte {
 		b := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
@@ -107,18 +111,18 @@ func TestSafetensorsRefusesMalformed(t *testing.T) {
 		{"junk after header", withHeader(`{} x`, 0), "after the JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadSafetensors(tc.b)
+			_, err := Parse(tc.b)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := ReadSafetensors(good); err != nil {
+	if _, err := Parse(good); err != nil {
 		t.Errorf("good file refused: %v", err)
 	}
 }
 
-func TestWriteSafetensorsRefuses(t *testing.T) {
+func TestWriteRefuses(t *testing.T) {
 	var buf bytes.Buffer
 	for _, ts := range [][]Tensor{
 		{{Name: "x", DType: F32, Shape: []int{2}, Data: make([]byte, 4)}},
@@ -126,27 +130,27 @@ func TestWriteSafetensorsRefuses(t *testing.T) {
 		{F32Tensor("__metadata__", []int{1}, []float32{1})},
 		{{Name: "x", DType: "Q", Shape: []int{1}, Data: make([]byte, 4)}},
 	} {
-		if err := WriteSafetensors(&buf, ts, nil); err == nil {
+		if err := Write(&buf, ts, nil); err == nil {
 			t.Errorf("%v: no error", ts)
 		}
 	}
 }
 
-// FuzzReadSafetensors: any input is decoded or refused, never a panic, and
+// FuzzParse: any input is decoded or refused, never a panic, and
 // what decodes re-encodes to tensors with the same contents.
-func FuzzReadSafetensors(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add(encode(f, []Tensor{F32Tensor("x", []int{2}, []float32{1, 2}), I64Tensor("n", nil, []int64{3})}, map[string]string{"k": "v"}))
 	f.Add([]byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		file, err := ReadSafetensors(b)
+		file, err := Parse(b)
 		if err != nil {
 			return
 		}
 		var buf bytes.Buffer
-		if err := WriteSafetensors(&buf, file.Tensors, file.Metadata); err != nil {
+		if err := Write(&buf, file.Tensors, file.Metadata); err != nil {
 			t.Fatalf("re-encoding a decoded file: %v", err)
 		}
-		again, err := ReadSafetensors(buf.Bytes())
+		again, err := Parse(buf.Bytes())
 		if err != nil {
 			t.Fatalf("decoding the re-encoded file: %v", err)
 		}
@@ -158,4 +162,47 @@ func FuzzReadSafetensors(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	good := encode(t, []Tensor{F32Tensor("x", []int{2}, []float32{1, 2})}, map[string]string{"format": "pt"})
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f, err := ReadFile(write("good.safetensors", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, ok := f.Get("x"); !ok || !bytes.Equal(x.Data, good[len(good)-8:]) {
+		t.Errorf("read back %+v", x)
+	}
+	fifo := filepath.Join(dir, "fifo.safetensors")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.safetensors")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{fifo, "not a regular file"},
+		{zero, "not a regular file"},
+		{write("empty.safetensors", nil), "empty file"},
+		{write("short.safetensors", good[:5]), "too short"},
+		{write("long.safetensors", append(slices.Clone(good), 0, 0, 0, 0)), "cover 8 of the 12"},
+		{write("cut.safetensors", good[:len(good)-4]), "outside the 4 data bytes"},
+		{write("header.safetensors", binary.LittleEndian.AppendUint64(nil, 1<<20)), "runs past the end"},
+	} {
+		_, err := ReadFile(tc.path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s: got %v, want an error naming the file and containing %q", filepath.Base(tc.path), err, tc.want)
+		}
+	}
 }

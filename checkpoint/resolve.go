@@ -1,0 +1,209 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/train"
+)
+
+// Listed is a checkpoint directory with what its manifest says about it.
+type Listed struct {
+	Entry
+	Serial  int
+	ValMIoU *float64
+	// ScoreValue and Monitor: the train.monitor score (newer manifests)
+	ScoreValue *float64
+	Monitor    string
+	Readable   bool // the manifest parsed; the data files are not verified here
+}
+
+// ListRun lists parent's checkpoints, the readable ones ordered by serial
+// (the order they were written in), then the unreadable ones (a manifest
+// that is missing, not a regular file, over MaxManifestBytes or not JSON
+// with a serial).
+func ListRun(parent string) ([]Listed, error) {
+	list, err := List(parent)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Listed, 0, len(list))
+	for _, e := range list {
+		ce := Listed{Entry: e}
+		if b, err := infile.ReadFile(filepath.Join(e.Path, ManifestName), MaxManifestBytes); err == nil {
+			var m struct {
+				Serial  int      `json:"serial"`
+				ValMIoU *float64 `json:"val_miou"`
+				Score   *float64 `json:"score"`
+				Monitor string   `json:"monitor"`
+			}
+			if json.Unmarshal(b, &m) == nil && m.Serial > 0 {
+				ce.Serial, ce.ValMIoU, ce.Readable = m.Serial, m.ValMIoU, true
+				ce.ScoreValue, ce.Monitor = m.Score, m.Monitor
+			}
+		}
+		out = append(out, ce)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Readable != out[j].Readable {
+			return out[i].Readable
+		}
+		return out[i].Serial < out[j].Serial
+	})
+	return out, nil
+}
+
+// Latest is the most recently written checkpoint in a checkpoints
+// directory ("" when there is none). A directory whose manifest cannot be
+// read may be newer: then it refuses and names it.
+func Latest(parent string) (string, error) {
+	list, err := ListRun(parent)
+	if err != nil {
+		return "", err
+	}
+	var newest *Listed
+	for i := range list {
+		if list[i].Readable {
+			newest = &list[i]
+		}
+	}
+	for _, e := range list {
+		if !e.Readable && (newest == nil || e.Step >= newest.Step) {
+			_, err := OpenDir(e.Path)
+			if err == nil {
+				err = fmt.Errorf("checkpoint %s: its manifest has no serial number", e.Path)
+			}
+			other := ""
+			if newest != nil {
+				other = fmt.Sprintf("; the newest readable one is %s: pass it to --resume to continue from it", newest.Path)
+			}
+			return "", fmt.Errorf("%w (it may be the newest checkpoint in %s%s)", err, parent, other)
+		}
+	}
+	if newest == nil {
+		return "", nil
+	}
+	return newest.Path, nil
+}
+
+// ResolveResume turns --resume's argument into a checkpoint directory:
+// "auto" is the newest checkpoint in outDir/checkpoints ("" when there is
+// none: start from scratch); a path is a checkpoint directory, or a run or
+// checkpoints directory whose newest checkpoint is meant.
+func ResolveResume(arg, outDir string) (string, error) {
+	if arg == "auto" {
+		if outDir == "" {
+			return "", fmt.Errorf("--resume auto needs the run directory (--out DIR or output.dir) whose %s/ to continue from", CheckpointsDir)
+		}
+		return Latest(filepath.Join(outDir, CheckpointsDir))
+	}
+	if _, err := os.Stat(filepath.Join(arg, ManifestName)); err == nil {
+		return arg, nil
+	}
+	for _, parent := range []string{filepath.Join(arg, CheckpointsDir), arg} {
+		if list, _ := List(parent); len(list) > 0 {
+			return Latest(parent)
+		}
+	}
+	return arg, nil // Open says what is wrong with it
+}
+
+// ResolveBest turns a --checkpoint argument into a checkpoint directory for
+// using a model: a checkpoint directory itself, or in a run (or
+// checkpoints) directory the one with the best val_miou (the newest when
+// none was validated).
+func ResolveBest(arg string) (string, error) {
+	if _, err := os.Stat(filepath.Join(arg, ManifestName)); err == nil {
+		return arg, nil
+	}
+	for _, parent := range []string{filepath.Join(arg, CheckpointsDir), arg} {
+		list, _ := ListRun(parent)
+		if best := Best(list); best != nil {
+			return best.Path, nil
+		}
+		if len(list) > 0 {
+			return Latest(parent)
+		}
+	}
+	return arg, nil // Open says what is wrong with it
+}
+
+// Best is the readable checkpoint with the best train.monitor score (as
+// its manifest records it; val_miou in checkpoints from before the score
+// was recorded), the first written on a tie, or nil when none was
+// validated. Checkpoints of another monitor than the newest's are passed
+// over.
+func Best(list []Listed) *Listed {
+	monitor := ""
+	for i := len(list) - 1; i >= 0 && monitor == ""; i-- {
+		if _, m := list[i].Score(); list[i].Readable && m != "" {
+			monitor = m
+		}
+	}
+	var best *Listed
+	var bestScore float64
+	for i := range list {
+		s, m := list[i].Score()
+		if !list[i].Readable || m == "" || m != monitor {
+			continue
+		}
+		if best == nil || train.Better(monitor, s, bestScore, 0) {
+			best, bestScore = &list[i], s
+		}
+	}
+	return best
+}
+
+// Score is the entry's recorded score and its monitor ("" for none).
+func (e Listed) Score() (float64, string) {
+	switch {
+	case e.ScoreValue != nil && e.Monitor != "":
+		return *e.ScoreValue, e.Monitor
+	case e.ValMIoU != nil:
+		return *e.ValMIoU, "val_miou"
+	}
+	return 0, ""
+}
+
+// RunDirOf is the run directory a checkpoint belongs to (the folder above
+// its checkpoints/), or "" for a checkpoint that is not in one.
+func RunDirOf(ckDir string) string {
+	parent := filepath.Dir(filepath.Clean(ckDir))
+	if filepath.Base(parent) != CheckpointsDir {
+		return ""
+	}
+	return filepath.Dir(parent)
+}
+
+// CheckOutside refuses an output path that would overwrite a checkpoint or
+// a run file: anything inside ckDir, inside its run's checkpoints/, or one
+// of the run's own files (config.yaml, metrics.jsonl, summary.json,
+// timeline.json), links resolved.
+func CheckOutside(out, ckDir string) error {
+	if outdir.Within(out, ckDir) {
+		return fmt.Errorf("%s is inside the checkpoint %s being read: name a file outside it", out, ckDir)
+	}
+	if run := RunDirOf(outdir.Resolve(ckDir)); run != "" {
+		if outdir.Within(out, filepath.Join(run, CheckpointsDir)) {
+			return fmt.Errorf("%s is inside the run's %s/, which holds its checkpoints: name a file outside it", out, CheckpointsDir)
+		}
+		o := outdir.Resolve(out)
+		for _, name := range RunFiles() {
+			if o == filepath.Join(run, name) {
+				return fmt.Errorf("%s is the run's own %s: name another file", out, name)
+			}
+		}
+	}
+	return nil
+}
+
+// RunFiles are the files and folder that make a directory hold a run: what
+// train refuses to start over (without --force) and no output may replace.
+func RunFiles() []string {
+	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir}
+}

@@ -1,0 +1,189 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/safetensors"
+	"go.yaml.in/yaml/v3"
+)
+
+// Checkpoint is an opened, verified run checkpoint: its manifest, the
+// configuration it was trained with and its two safetensors files, decoded
+// (their tensors' data is the Checkpoint's own).
+type Checkpoint struct {
+	Dir      string
+	Manifest Manifest
+	// Config is the configuration the checkpoint was trained with.
+	Config config.Config
+	// Model is ModelFile (the state_dict), Optimizer OptimizerFile.
+	Model     *safetensors.File
+	Optimizer *safetensors.File
+}
+
+// Open reads and verifies the run checkpoint in dir (checksums and sizes of
+// every file, the manifest, the configuration, the safetensors headers).
+// Every refusal is an *Error naming the problem.
+func Open(dir string) (*Checkpoint, error) {
+	o, err := OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck := &Checkpoint{Dir: dir}
+	if err := json.Unmarshal(o.Manifest, &ck.Manifest); err != nil {
+		return nil, refuse(dir, ErrFormat, "%s: %v", ManifestName, err)
+	}
+	if ck.Config, err = manifestConfig(dir, ck.Manifest.Config, nil); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  **safetensors.File
+	}{{ModelFile, &ck.Model}, {OptimizerFile, &ck.Optimizer}} {
+		b, ok := o.Files[f.name]
+		if !ok {
+			return nil, refuse(dir, ErrMissing, "the manifest lists no %s", f.name)
+		}
+		if *f.dst, err = safetensors.Parse(b); err != nil {
+			return nil, refuse(dir, ErrFormat, "%s: %v", f.name, err)
+		}
+	}
+	return ck, nil
+}
+
+// OpenToResume is Open with, when dir does not verify, the way on: the
+// previous checkpoint of its run that does.
+func OpenToResume(dir string) (*Checkpoint, error) {
+	ck, err := Open(dir)
+	if err != nil {
+		if prev := previousGood(filepath.Dir(filepath.Clean(dir)), filepath.Clean(dir)); prev != "" {
+			err = fmt.Errorf("%w; the previous checkpoint %s verifies: pass --resume %s to continue from it", err, prev, prev)
+		}
+	}
+	return ck, err
+}
+
+// previousGood is the newest checkpoint in parent other than not that
+// verifies, or "".
+func previousGood(parent, not string) string {
+	list, err := ListRun(parent)
+	if err != nil {
+		return ""
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		if e := list[i]; e.Readable && e.Path != not {
+			if _, err := Open(e.Path); err == nil {
+				return e.Path
+			}
+		}
+	}
+	return ""
+}
+
+// ReadConfig is the configuration stored in the checkpoint at dir, with
+// overrides ("section.key=value") applied and validated, for resuming or
+// evaluating without a config file. The checkpoint is verified first.
+func ReadConfig(dir string, overrides []string) (config.Config, error) {
+	ck, err := OpenToResume(dir)
+	if err != nil {
+		return config.Config{}, err
+	}
+	return manifestConfig(dir, ck.Manifest.Config, overrides)
+}
+
+// ConfigMap is cfg as a JSON-ready map with the keys of config.yaml, as a
+// manifest holds it (ReadConfig reads it back).
+func ConfigMap(cfg config.Config) (map[string]any, error) {
+	src, err := cfg.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(src, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func manifestConfig(dir string, m map[string]any, overrides []string) (config.Config, error) {
+	src, err := yaml.Marshal(m)
+	if err != nil {
+		return config.Config{}, err
+	}
+	cfg, err := config.Parse(filepath.Join(dir, ManifestName)+" config", src, overrides)
+	if err != nil {
+		return config.Config{}, refuse(dir, ErrFormat, "%s", err)
+	}
+	return cfg, nil
+}
+
+// Mismatch refuses a checkpoint whose model tensors do not fit net, naming
+// the first tensors that differ and their shapes in both.
+func (ck *Checkpoint) Mismatch(net *model.UNet) error {
+	diffs := LayoutDiff(SpecsOf(ck.Model.Tensors), ModelSpecs(net))
+	if len(diffs) == 0 {
+		return nil
+	}
+	return refuse(ck.Dir, ErrMismatch, "%s does not match the model's architecture (%s): %s",
+		ModelFile, DescribeArch(net.Config), DescribeDiffs(diffs))
+}
+
+// LoadWeights copies the checkpoint's model tensors into net (built with the
+// same architecture) after checking that names, types and shapes match.
+func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
+	if err := ck.Mismatch(net); err != nil {
+		return err
+	}
+	for _, p := range net.Params() {
+		tn, _ := ck.Model.Get(p.Name)
+		vals := make([]float32, p.Len())
+		if err := tn.Float32(vals); err != nil {
+			return refuse(ck.Dir, ErrFormat, "%s", err)
+		}
+		p.Write(vals) // and the working copy, if any, from it
+	}
+	for _, bn := range net.BatchNorms() {
+		tn, _ := ck.Model.Get(bn.CountName())
+		v, err := tn.Int64()
+		if err != nil {
+			return refuse(ck.Dir, ErrFormat, "%s", err)
+		}
+		bn.NumBatchesTracked = v[0]
+	}
+	return nil
+}
+
+// ReadWeights reads a model's tensors for fine-tuning (train.init): the
+// best checkpoint of a run directory, a checkpoint directory (verified), or
+// a safetensors file (bounded: see safetensors.ReadFile). It returns them
+// and where they came from (the checkpoint directory or the file).
+func ReadWeights(path string) (*safetensors.File, string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, "", fmt.Errorf("%s does not exist: name a run directory, a checkpoint directory or a .safetensors file", path)
+		}
+		return nil, "", err
+	}
+	if st.IsDir() {
+		dir, err := ResolveBest(path)
+		if err != nil {
+			return nil, "", err
+		}
+		ck, err := Open(dir)
+		if err != nil {
+			return nil, "", err
+		}
+		return ck.Model, dir, nil
+	}
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, path, nil
+}
