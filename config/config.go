@@ -322,7 +322,7 @@ func (c Config) ModelConfig() model.Config {
 	return model.Config{
 		InChannels: c.Model.InChannels, Classes: c.Model.Classes, Base: c.Model.Base, Depth: c.Model.Depth,
 		Up: model.UpMode(c.Model.Up), Norm: model.NormKind(c.Model.Norm), Groups: c.Model.Groups,
-		Checkpoint: c.Model.Checkpoint.Resolve(c.Model.Depth),
+		Recompute: c.Model.Checkpoint.Resolve(c.Model.Depth),
 	}
 }
 
@@ -587,7 +587,7 @@ type Checkpoint struct {
 	Levels []int
 	// Auto is model.checkpoint: auto: the levels the run checkpoints are
 	// chosen to fit memory.capacity with the least recompute
-	// (train.ChooseCheckpoint), before it is built.
+	// (train.ChooseRecompute), before it is built.
 	Auto bool
 }
 
@@ -595,7 +595,7 @@ type Checkpoint struct {
 // An unresolved Auto checkpoints nothing.
 func (c Checkpoint) Resolve(depth int) []int {
 	if c.All {
-		return model.CheckpointAll(depth)
+		return model.RecomputeAll(depth)
 	}
 	return c.Levels
 }

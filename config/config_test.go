@@ -696,7 +696,7 @@ func TestVariantKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.ModelConfig().Checkpoint; len(got) != 3 || got[2] != 2 {
+	if got := cfg.ModelConfig().Recompute; len(got) != 3 || got[2] != 2 {
 		t.Errorf("checkpoint all at depth 2 resolved to %v, want [0 1 2]", got)
 	}
 	if h, w := cfg.ImageSize(); h != 16 || w != 24 {

@@ -32,19 +32,20 @@ type Config struct {
 	Up         UpMode   // default bilinear
 	Norm       NormKind // default batch
 	Groups     int      // groups for NormGroup (capped at a layer's width); default 8
-	// Checkpoint lists the resolution levels (0 = full size .. Depth = the
-	// bottleneck) whose DoubleConv blocks are checkpointed: in forward they
-	// keep only their input, in backward they recompute their activations.
-	// A decoder with bilinear upsampling keeps its input's two parts (the
-	// skip and the level below) and its first convolution's output instead,
-	// and rebuilds its input rather than run that convolution again.
-	// Level i has the encoder block at that level and, below Depth, the
-	// decoder block there too. Empty means none.
-	Checkpoint []int
+	// Recompute lists the resolution levels (0 = full size .. Depth = the
+	// bottleneck) whose DoubleConv blocks recompute (gradient
+	// checkpointing, the config's model.checkpoint): in forward they keep
+	// only their input, in backward they recompute their activations. A
+	// decoder with bilinear upsampling keeps its input's two parts (the
+	// skip and the level below) and its conv1's output instead, and
+	// rebuilds its input rather than run that convolution again. Level i
+	// has the encoder block at that level and, below Depth, the decoder
+	// block there too. Empty means none.
+	Recompute []int
 }
 
-// CheckpointAll is the Checkpoint list of every level for a depth.
-func CheckpointAll(depth int) []int {
+// RecomputeAll is the Recompute list of every level for a depth.
+func RecomputeAll(depth int) []int {
 	levels := make([]int, depth+1)
 	for i := range levels {
 		levels[i] = i
@@ -96,7 +97,7 @@ func (c Config) Validate() error {
 	case c.Norm == NormGroup && c.Groups < 1:
 		return fmt.Errorf("model.groups: %d: must be at least 1", c.Groups)
 	}
-	for _, l := range c.Checkpoint {
+	for _, l := range c.Recompute {
 		if l < 0 || l > c.Depth {
 			return fmt.Errorf("model.checkpoint: level %d: levels go from 0 (full size) to model.depth = %d", l, c.Depth)
 		}

@@ -146,7 +146,7 @@ func (l *Conv2d) Forget() {
 }
 
 // keepInput takes a reference to in as Forward would have kept it (for a
-// checkpointed block that rebuilt its input).
+// recomputed block that rebuilt its input).
 func (l *Conv2d) keepInput(in *Tensor) { l.in = in.Retain() }
 
 // Out is (N,OutC,OH,OW) and 2*InC*OutC*K*K*OH*OW FLOPs per image.

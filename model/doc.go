@@ -9,11 +9,12 @@
 // (C,OC,2,2)), fp32 masters with an optional 16-bit working copy.
 //
 // Structure: a Layer is Forward, Backward, Params, Out (shape and FLOPs) and
-// Forget; Sequential chains layers and Checkpointed wraps a block for
-// gradient checkpointing (a bilinear decoder's keeps its input as the skip
-// and the level below, decoderInput, and its first convolution's output). The UNet is a list of levels (encoder block,
-// decoder block) described once and walked by Forward, Backward, FLOPs and
-// the parameter list.
+// Forget; Sequential chains layers and Recomputed wraps a block for
+// recompute, what the config calls model.checkpoint (gradient
+// checkpointing: a bilinear decoder's keeps its input as the skip and the
+// level below, decoderInput, and its first convolution's output). The UNet
+// is a list of levels (encoder block, decoder block) described once and
+// walked by Forward, Backward, FLOPs and the parameter list.
 //
 // Memory ownership:
 //   - Every buffer comes from the pool of the Device in Env (a backend and a

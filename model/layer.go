@@ -4,7 +4,7 @@ import "github.com/memunet/memunet/backend"
 
 // Layer is one single-input step of a network: a convolution, a norm, a
 // ReLU, a pooling or upsampling, or a block of them (Sequential,
-// Checkpointed). A layer is shape arithmetic, allocations from the env's
+// Recomputed). A layer is shape arithmetic, allocations from the env's
 // pool and backend calls; the arithmetic lives in the backend.
 type Layer interface {
 	// Forward returns the output, of which the caller owns one reference;
@@ -84,13 +84,14 @@ func (s *Sequential) Forget() {
 	}
 }
 
-// Checkpointed is gradient checkpointing of one block: in training its
-// forward keeps only the block's input (the block's layers keep nothing;
-// BatchNorm still updates its running statistics, once, and keeps its batch
-// statistics for the recomputation), and its backward first runs the block's
-// forward again from that input, with the same batch statistics and without
-// touching the running statistics, so its gradients equal the plain block's
-// bit for bit.
+// Recomputed is recompute (gradient checkpointing, the config's
+// model.checkpoint) of one block: in training its forward keeps only the
+// block's input (the block's layers keep nothing; BatchNorm still updates
+// its running statistics, once, and keeps its batch statistics for the
+// recomputation), and its backward first runs the block's forward again
+// from that input, with the same batch statistics and without touching the
+// running statistics, so its gradients equal the plain block's bit for
+// bit.
 //
 // With a Source that holds the step's ingredients (a decoder, whose input is
 // the concatenation of its skip and the upsampled level below), the block
@@ -98,7 +99,7 @@ func (s *Sequential) Forget() {
 // the input from the Source (one upsampling and one copy) for that layer's
 // backward, recomputing from the second layer on: the block's widest
 // convolution is not run again. The gradients are the same bits.
-type Checkpointed struct {
+type Recomputed struct {
 	Block  *Sequential
 	Source inputSource // nil: keep the input
 	in     *Tensor     // the block's input or, fromFirst, its first layer's output
@@ -108,14 +109,14 @@ type Checkpointed struct {
 // fromFirst reports whether this step keeps the first layer's output and
 // the Source rebuilds the input: the Source holds the step's parts from
 // before the block's forward until its backward rebuilds them.
-func (c *Checkpointed) fromFirst() bool { return c.Source != nil && c.Source.holds() }
+func (c *Recomputed) fromFirst() bool { return c.Source != nil && c.Source.holds() }
 
 // inputSource rebuilds a layer's input in backward from less than the
-// input: a checkpointed decoder's from the tensors it keeps (decoderInput),
+// input: a recomputed decoder's from the tensors it keeps (decoderInput),
 // a plain convolution's from the norms before it (normOutput, decoderCat).
 type inputSource interface {
 	// holds reports whether it keeps what rebuild needs for this step (a
-	// checkpointed block asks; the convolutions' sources always do).
+	// recomputed block asks; the convolutions' sources always do).
 	holds() bool
 	// rebuild returns the input (one reference, the caller's) and lets go
 	// of what it kept.
@@ -125,13 +126,13 @@ type inputSource interface {
 }
 
 // inputKeeper is a layer whose backward needs only its input (a
-// convolution): a checkpointed block hands it the rebuilt input instead of
+// convolution): a recomputed block hands it the rebuilt input instead of
 // running its forward again.
 type inputKeeper interface{ keepInput(in *Tensor) }
 
 // Forward runs the block keeping only in, or its first layer's output (in
 // training).
-func (c *Checkpointed) Forward(env *Env, in *Tensor) (*Tensor, error) {
+func (c *Recomputed) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if !env.saves() {
 		return c.Block.Forward(env, in)
 	}
@@ -171,11 +172,11 @@ func (s *Sequential) first() Layer {
 }
 
 // rest is the block after its first layer.
-func (c *Checkpointed) rest() *Sequential { return &Sequential{Layers: c.Block.Layers[1:]} }
+func (c *Recomputed) rest() *Sequential { return &Sequential{Layers: c.Block.Layers[1:]} }
 
 // Backward recomputes the block's forward from what it kept, then runs its
 // backward; it consumes dout.
-func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
+func (c *Recomputed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if c.host != nil {
 		in, err := c.host.restore(env)
 		c.host = nil
@@ -216,7 +217,7 @@ func (c *Checkpointed) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 // recomputeFLOPs is the part of the block's forward FLOPs for an input of
 // shape in that backward runs again: all of them, or all but the first
 // layer's with a Source (whose bilinear upsampling and copy have none).
-func (c *Checkpointed) recomputeFLOPs(in backend.Shape4) float64 {
+func (c *Recomputed) recomputeFLOPs(in backend.Shape4) float64 {
 	_, f := c.Block.Out(in)
 	if c.Source != nil {
 		_, first := c.Block.Layers[0].Out(in)
@@ -226,14 +227,14 @@ func (c *Checkpointed) recomputeFLOPs(in backend.Shape4) float64 {
 }
 
 // Params are the block's.
-func (c *Checkpointed) Params() []*Param { return c.Block.Params() }
+func (c *Recomputed) Params() []*Param { return c.Block.Params() }
 
 // Out is the block's.
-func (c *Checkpointed) Out(in backend.Shape4) (backend.Shape4, float64) { return c.Block.Out(in) }
+func (c *Recomputed) Out(in backend.Shape4) (backend.Shape4, float64) { return c.Block.Out(in) }
 
 // Forget forgets what it kept (its Source's too) and the block's
 // references.
-func (c *Checkpointed) Forget() {
+func (c *Recomputed) Forget() {
 	c.in = nil
 	if c.host != nil {
 		c.host.free() // the step's device buffers are freed wholesale; host ones are not

@@ -21,7 +21,7 @@ type BatchNorm2d struct {
 	NumBatchesTracked       int64
 	in                      *Tensor
 	stats                   backend.View // saved mean[C], invstd[C]
-	kept                    backend.View // a checkpointed block's batch statistics, for its recomputation
+	kept                    backend.View // a recomputed block's batch statistics, for its recomputation
 }
 
 // NewBatchNorm2d returns a BatchNorm2d over c channels on dev (eps 1e-5,
@@ -84,7 +84,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 		}
 		return out, nil
 	}
-	// A checkpointed block's recomputation reuses the batch statistics of
+	// A recomputed block's recomputation reuses the batch statistics of
 	// its first forward, and must not count the batch twice.
 	stats, reuse, err := l.statsFor(env)
 	if err != nil {
@@ -144,7 +144,7 @@ func reapplyNorm(env *Env, in *Tensor, op func(y, x backend.View)) (*Tensor, err
 }
 
 // statsFor is the view a training forward writes its statistics into: the
-// kept ones of a checkpointed block's first forward (reuse), or new ones.
+// kept ones of a recomputed block's first forward (reuse), or new ones.
 func (l *BatchNorm2d) statsFor(env *Env) (stats backend.View, reuse bool, err error) {
 	if env.recompute && !l.kept.None() {
 		kept := l.kept
@@ -157,7 +157,7 @@ func (l *BatchNorm2d) statsFor(env *Env) (stats backend.View, reuse bool, err er
 }
 
 // keepStats decides what a norm keeps after a training forward: in and the
-// statistics for backward, only the statistics for a checkpointed block's
+// statistics for backward, only the statistics for a recomputed block's
 // recomputation, or nothing (the statistics are freed).
 func keepStats(env *Env, in *Tensor, stats backend.View) (saved *Tensor, forBackward, kept backend.View) {
 	switch {
@@ -240,7 +240,7 @@ type GroupNorm struct {
 	Weight, Bias *Param
 	in           *Tensor
 	stats        backend.View // saved mean[N*G], invstd[N*G]
-	kept         backend.View // a checkpointed block's statistics, for its recomputation
+	kept         backend.View // a recomputed block's statistics, for its recomputation
 }
 
 // NewGroupNorm returns a GroupNorm of c channels in groups groups on dev
@@ -278,7 +278,7 @@ func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A checkpointed block's recomputation reuses the statistics of its
+	// A recomputed block's recomputation reuses the statistics of its
 	// first forward.
 	stats, reuse := l.kept, env.recompute && !l.kept.None()
 	if !reuse {

@@ -38,8 +38,8 @@ type Env struct {
 	// the whole batch over every rank (synchronised batch norm).
 	SyncSum func([]float64) error
 
-	noSave    bool // a checkpointed block's first forward: compute, keep nothing
-	recompute bool // a checkpointed block's forward again in backward: keep BatchNorm's running stats as they are
+	noSave    bool // a recomputed block's first forward, or a rebuild: compute, keep nothing
+	recompute bool // a recomputed block's forward again in backward: keep BatchNorm's running stats as they are
 }
 
 // saves reports whether layers keep tensors for backward.

@@ -13,28 +13,28 @@ import (
 // (level 0 is inc; level i > 0 is a 2x2 max pool then a DoubleConv), keeping
 // each level's output as the skip of its decoder, then up the decoders
 // (upsample from the level below, concatenate the skip first, DoubleConv)
-// to outc. Backward, FLOPs, parameter names, checkpointing and the plan all
+// to outc. Backward, FLOPs, parameter names, recompute and the plan all
 // walk the same levels.
 
 // level is one resolution of the UNet.
 type level struct {
 	pool    *MaxPool2 // nil at level 0
 	encBody *Sequential
-	enc     Layer // encBody, or encBody checkpointed
+	enc     Layer // encBody, or encBody recomputed
 	// The decoder, none at the bottleneck (level Depth).
 	up      Layer // *Upsample2 or *UpConv, from the level below
 	cat     Concat
 	decBody *Sequential
-	dec     Layer // decBody, or decBody checkpointed
-	// input rebuilds dec's input in backward where dec is checkpointed
+	dec     Layer // decBody, or decBody recomputed
+	// input rebuilds dec's input in backward where dec is recomputed
 	// (with bilinear upsampling; else nil).
 	input *decoderInput
 	// plainCat rebuilds it for dec's first convolution where dec is not
-	// checkpointed (bilinear upsampling, blocks with norms; else nil).
+	// recomputed (bilinear upsampling, blocks with norms; else nil).
 	plainCat *decoderCat
 }
 
-// decoderInput is a checkpointed decoder's input, concat(skip, up(below)),
+// decoderInput is a recomputed decoder's input, concat(skip, up(below)),
 // kept as its two parts, the skip and the level below's output, with
 // bilinear upsampling: the decoder then keeps its first convolution's
 // output beside them, 1 + 1/2 + 1 times the level's width in bytes where
@@ -225,11 +225,11 @@ func (m *UNet) build() error {
 	m.params = append(m.params, m.outc.Params()...)
 	// An encoder's last ReLU keeps only a mask: no later layer keeps its
 	// output (max pooling keeps positions, the concatenation a copy). The
-	// blocks an upsampling reads are SetCheckpoint's; outc keeps its input.
+	// blocks an upsampling reads are SetRecompute's; outc keeps its input.
 	for _, L := range m.levels[:cfg.Depth] {
 		lastReLU(L.encBody).Mask = true
 	}
-	m.SetCheckpoint(cfg.Checkpoint)
+	m.SetRecompute(cfg.Recompute)
 	return nil
 }
 
@@ -272,7 +272,7 @@ func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*Sequen
 // rebuildMiddle sets whether a DoubleConv with a norm rebuilds its middle
 // activation (the first ReLU's output, the second convolution's input) in
 // backward from the first norm's kept input (normOutput), the ReLU keeping
-// a mask, or keeps it: a checkpointed block keeps it, as its recomputation
+// a mask, or keeps it: a recomputed block keeps it, as its recomputation
 // runs just before its backward, and there the ReLU's mask would only add.
 func rebuildMiddle(b *Sequential, on bool) {
 	norm, ok := b.Layers[1].(reapplier)
@@ -319,16 +319,16 @@ func (s normOutput) rebuild(env *Env) (*Tensor, error) {
 
 func (s normOutput) forget() {}
 
-// SetCheckpoint checkpoints the DoubleConv blocks at the given levels (see
-// Config.Checkpoint; the encoder block and, below the bottleneck, the
+// SetRecompute makes the DoubleConv blocks at the given levels recompute
+// (see Config.Recompute; the encoder block and, below the bottleneck, the
 // decoder block of each) and no others. Call it between steps, not inside
 // one.
-func (m *UNet) SetCheckpoint(levels []int) {
+func (m *UNet) SetRecompute(levels []int) {
 	on := map[int]bool{}
 	for _, l := range levels {
 		on[l] = true
 	}
-	m.Config.Checkpoint = append([]int(nil), levels...)
+	m.Config.Recompute = append([]int(nil), levels...)
 	for lv, L := range m.levels {
 		rebuildMiddle(L.encBody, !on[lv])
 		if L.decBody != nil {
@@ -336,16 +336,16 @@ func (m *UNet) SetCheckpoint(levels []int) {
 		}
 		L.enc, L.dec, L.input = L.encBody, nil, nil
 		if on[lv] {
-			L.enc = &Checkpointed{Block: L.encBody}
+			L.enc = &Recomputed{Block: L.encBody}
 		}
 		_, bilinear := L.up.(*Upsample2)
 		switch _, firstKeeps := L.decBody.first().(inputKeeper); {
 		case L.decBody == nil:
 		case on[lv] && bilinear && firstKeeps:
 			L.input = &decoderInput{up: L.up, cat: &L.cat}
-			L.dec = &Checkpointed{Block: L.decBody, Source: L.input}
+			L.dec = &Recomputed{Block: L.decBody, Source: L.input}
 		case on[lv]:
-			L.dec = &Checkpointed{Block: L.decBody}
+			L.dec = &Recomputed{Block: L.decBody}
 		default:
 			L.dec = L.decBody
 		}
@@ -354,10 +354,10 @@ func (m *UNet) SetCheckpoint(levels []int) {
 	// backward rather than keep. The block below's last ReLU keeps a mask
 	// where nothing keeps that block's output: bilinear upsampling keeps
 	// nothing, and a transposed convolution rebuilds its input from the
-	// block's closing norm where the block is not checkpointed. A plain
+	// block's closing norm where the block is not recomputed. A plain
 	// bilinear decoder's first convolution rebuilds its concatenation from
 	// its two parts: each from the norm closing the block it comes from, or,
-	// where that block is checkpointed (its norm keeps nothing until its
+	// where that block is recomputed (its norm keeps nothing until its
 	// recomputation, after this backward), kept itself. Not at full size:
 	// that decoder's backward comes first, and its first convolution's
 	// backward, holding the concatenation and its gradient, is the step's
@@ -403,9 +403,9 @@ func closingOutput(b *Sequential) (normOutput, bool) {
 // in backward from its two parts: its first convolution then keeps nothing
 // where it kept the concatenation, three times the level's width, for one
 // upsampling, two normalizations and a copy. The skip comes again from
-// the norm closing the encoder block at its level (not checkpointed, as
+// the norm closing the encoder block at its level (not recomputed, as
 // the decoder is not); the level below likewise or, where that block is
-// checkpointed, is kept from forward. The parts are freed as soon as they
+// recomputed, is kept from forward. The parts are freed as soon as they
 // are copied, before the convolution's backward takes its own memory.
 type decoderCat struct {
 	skip  normOutput
@@ -603,12 +603,12 @@ func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
 // 2*C*OC*K*K*OH*OW per convolution (2*C*OC*4*H*W per transposed one), the
 // usual convention; norms, pooling and the loss are not counted. recompute
 // is the part of forward that a training step runs again in backward, in
-// checkpointed blocks.
+// recomputed blocks.
 func (m *UNet) FLOPs(h, w int) (forward, recompute float64) {
 	count := func(l Layer, in backend.Shape4) backend.Shape4 {
 		out, f := l.Out(in)
 		forward += f
-		if c, ok := l.(*Checkpointed); ok {
+		if c, ok := l.(*Recomputed); ok {
 			recompute += c.recomputeFLOPs(in)
 		}
 		return out
@@ -690,7 +690,7 @@ func (m *UNet) SaveBuffers() (restore func()) {
 func (m *UNet) BatchNorms() []*BatchNorm2d {
 	var out []*BatchNorm2d
 	for _, l := range m.layers() {
-		if c, ok := l.(*Checkpointed); ok {
+		if c, ok := l.(*Recomputed); ok {
 			l = c.Block
 		}
 		if s, ok := l.(*Sequential); ok {

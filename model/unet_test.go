@@ -501,7 +501,7 @@ func TestInputNotDivisible(t *testing.T) {
 // 2*9*(2*4+4*4)*16; up1 DC(6,2) at 8x8: 2*9*(6*2+2*2)*64; outc 2*2*2*64.
 func TestFLOPs(t *testing.T) {
 	dev := NewDevice(noop.New(cpu.New()), memory.Options{})
-	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 2, Depth: 1, Checkpoint: []int{1}}, 1)
+	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 2, Depth: 1, Recompute: []int{1}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,6 +511,6 @@ func TestFLOPs(t *testing.T) {
 		t.Errorf("forward FLOPs %v, want %v", fwd, want)
 	}
 	if wantRec := 2 * 9 * (2*4 + 4*4) * 16.0; rec != wantRec {
-		t.Errorf("recompute FLOPs %v, want %v (the checkpointed level-1 block)", rec, wantRec)
+		t.Errorf("recompute FLOPs %v, want %v (the recomputed level-1 block)", rec, wantRec)
 	}
 }

@@ -55,19 +55,19 @@ func vtBackward(t *testing.T, env *Env, m *UNet, logits *Tensor, target backend.
 	return loss
 }
 
-// TestCheckpointBitExact: checkpointing every level (and a single level)
+// TestRecomputeBitExact: recomputing every level (and a single level)
 // gives the same loss, the same gradients and the same BatchNorm running
-// statistics as no checkpointing, bit for bit, over two steps, while
+// statistics as no recompute, bit for bit, over two steps, while
 // keeping fewer activation bytes at the peak.
-func TestCheckpointBitExact(t *testing.T) {
+func TestRecomputeBitExact(t *testing.T) {
 	for _, v := range utVariants {
-		for _, levels := range [][]int{CheckpointAll(2), {0}, {2}} {
+		for _, levels := range [][]int{RecomputeAll(2), {0}, {2}} {
 			t.Run(fmt.Sprintf("%s/%s/%v", v.norm, v.up, levels), func(t *testing.T) {
 				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
 				run := func(ck []int) ([]float64, []map[string][]float32, memory.Stats) {
 					dev := testDevice()
 					c := cfg
-					c.Checkpoint = ck
+					c.Recompute = ck
 					m, err := New(dev, c, 11)
 					if err != nil {
 						t.Fatal(err)
@@ -88,20 +88,20 @@ func TestCheckpointBitExact(t *testing.T) {
 				ckLoss, ck, ckStats := run(levels)
 				for step := range plainLoss {
 					if math.Float64bits(plainLoss[step]) != math.Float64bits(ckLoss[step]) {
-						t.Errorf("step %d: loss %v with checkpointing, %v without", step, ckLoss[step], plainLoss[step])
+						t.Errorf("step %d: loss %v with recompute, %v without", step, ckLoss[step], plainLoss[step])
 					}
 					for name, want := range plain[step] {
 						got := ck[step][name]
 						for i := range want {
 							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-								t.Fatalf("step %d: %s[%d] = %v with checkpointing, %v without", step, name, i, got[i], want[i])
+								t.Fatalf("step %d: %s[%d] = %v with recompute, %v without", step, name, i, got[i], want[i])
 							}
 						}
 					}
 				}
 				a, b := ckStats.ByCategory[memory.Activations].Peak, plainStats.ByCategory[memory.Activations].Peak
 				if a >= b {
-					t.Errorf("peak activation bytes %d with checkpointing, %d without: no saving", a, b)
+					t.Errorf("peak activation bytes %d with recompute, %d without: no saving", a, b)
 				}
 			})
 		}
@@ -119,18 +119,18 @@ func (c *convCounter) Conv(s backend.ConvShape, out, in, w, bias, ws backend.Vie
 	c.Backend.Conv(s, out, in, w, bias, ws)
 }
 
-// TestCheckpointedDecoderKeepsParts: with bilinear upsampling a
-// checkpointed decoder keeps its skip, the level below and its first
+// TestRecomputedDecoderKeepsParts: with bilinear upsampling a
+// recomputed decoder keeps its skip, the level below and its first
 // convolution's output (fewer bytes than its concatenated input), and
 // backward runs every convolution forward again but the decoders' first;
 // with transposed upsampling the decoders keep their input and backward
-// runs them all again. The bits are TestCheckpointBitExact's.
-func TestCheckpointedDecoderKeepsParts(t *testing.T) {
+// runs them all again. The bits are TestRecomputeBitExact's.
+func TestRecomputedDecoderKeepsParts(t *testing.T) {
 	for _, up := range []UpMode{UpBilinear, UpTranspose} {
 		t.Run(string(up), func(t *testing.T) {
 			counter := &convCounter{Backend: cpu.New()}
 			dev := NewDevice(counter, memory.Options{})
-			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: up, Checkpoint: CheckpointAll(2)}, 1)
+			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: up, Recompute: RecomputeAll(2)}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestCheckpointedDecoderKeepsParts(t *testing.T) {
 			}
 			forward := counter.calls
 			for lv, L := range m.levels[:2] {
-				c := L.dec.(*Checkpointed)
+				c := L.dec.(*Recomputed)
 				width, catC := 4<<lv, 3*(4<<lv)
 				if up == UpTranspose {
 					if c.fromFirst() || L.input != nil || c.in.C != 2*width {
@@ -162,7 +162,7 @@ func TestCheckpointedDecoderKeepsParts(t *testing.T) {
 			}
 			vtBackward(t, env, m, logits, target, 1)
 			// Every 3x3 convolution runs again but, with bilinear
-			// upsampling, the decoders' first (outc is not checkpointed).
+			// upsampling, the decoders' first (outc is not recomputed).
 			again, want := counter.calls-forward, forward-1
 			if up == UpBilinear {
 				want -= 2
@@ -187,7 +187,7 @@ func TestCheckpointedDecoderKeepsParts(t *testing.T) {
 // size that rebuild the concatenation (decoderCat, with a norm and bilinear
 // upsampling).
 //
-// With some levels checkpointed (depth 3, batch norm), the kept parts and
+// With some levels recomputed (depth 3, batch norm), the kept parts and
 // the rebuilt ones mix: the bits are the same and the peak no larger.
 func TestKeepingLessBitExact(t *testing.T) {
 	type tc struct {
@@ -209,7 +209,7 @@ func TestKeepingLessBitExact(t *testing.T) {
 	for _, c := range cases {
 		v, dt := c, c.dt
 		t.Run(fmt.Sprintf("%s/%s/%s/depth%d/ck%v", v.norm, v.up, dt, v.depth, v.ck), func(t *testing.T) {
-			cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: v.depth, Up: v.up, Norm: v.norm, Groups: 2, Checkpoint: v.ck}
+			cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: v.depth, Up: v.up, Norm: v.norm, Groups: 2, Recompute: v.ck}
 			run := func(masks bool) (float64, map[string][]float32, memory.Stats, int) {
 				dev := testDevice()
 				m, err := New(dev, cfg, 11)
@@ -291,12 +291,12 @@ func TestKeepingLessBitExact(t *testing.T) {
 	}
 }
 
-// TestCheckpointRunningStatsUpdatedOnce: after one step the running mean of
-// a checkpointed BatchNorm equals 0.9*0 + 0.1*batch mean, i.e. it was
+// TestRecomputeRunningStatsUpdatedOnce: after one step the running mean of
+// a recomputed BatchNorm equals 0.9*0 + 0.1*batch mean, i.e. it was
 // updated once, and NumBatchesTracked is 1.
-func TestCheckpointRunningStatsUpdatedOnce(t *testing.T) {
+func TestRecomputeRunningStatsUpdatedOnce(t *testing.T) {
 	dev := testDevice()
-	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 1, Checkpoint: CheckpointAll(1)}, 3)
+	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 1, Recompute: RecomputeAll(1)}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestCheckpointRunningStatsUpdatedOnce(t *testing.T) {
 	vtStep(t, env, m, x, target, 1)
 	bn := m.levels[0].encBody.Layers[1].(*BatchNorm2d)
 	if bn.NumBatchesTracked != 1 {
-		t.Errorf("NumBatchesTracked = %d after one checkpointed step, want 1", bn.NumBatchesTracked)
+		t.Errorf("NumBatchesTracked = %d after one recomputed step, want 1", bn.NumBatchesTracked)
 	}
 }
 
@@ -376,7 +376,7 @@ func TestMixedPrecision(t *testing.T) {
 // abandoned with Forget and FreeSince, leaving exactly params and grads, and
 // the next step (with room) gives the same result as a fresh model.
 func TestFailedStepCleanup(t *testing.T) {
-	cfg := Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Checkpoint: []int{1}}
+	cfg := Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Recompute: []int{1}}
 	probe := testDevice()
 	m0, _ := New(probe, cfg, 1)
 	x0, t0 := utBatch(t, probe, 1, 2, 3, 16, 16, 2)

@@ -33,7 +33,7 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 }
 
 // checkDataParallel is one case of TestDataParallelMatchesOneProcess. In
-// bf16, with every level checkpointed, the ranks' activations may round
+// bf16, with every level recomputed, the ranks' activations may round
 // differently from one process's, so loss and gradients are held to bf16's
 // precision; the weights still agree bit for bit over the ranks.
 func checkDataParallel(t *testing.T, comm dist.Comm, norm string) {

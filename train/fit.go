@@ -16,7 +16,7 @@ type FitCandidate struct {
 }
 
 // FitCandidates lists, in order, what memory.fit: auto tries: the
-// configuration as it is; plus checkpointing of every level; plus 16-bit
+// configuration as it is; plus recompute of every level; plus 16-bit
 // storage (bf16, or fp16 if fp16 was configured); then, on top of those,
 // the micro-batch halved and accumulation doubled, again and again down to a
 // micro-batch of 1, keeping the effective batch (an odd micro-batch stops the
@@ -66,13 +66,13 @@ func Fit(cfg config.Config) (config.Config, string, error) {
 }
 
 // Adopt switches the trainer to another variant of its configuration
-// between steps: checkpointed levels, precision (with 16-bit weight copies
+// between steps: recomputed levels, precision (with 16-bit weight copies
 // and the grad scaler for fp16) and micro-batch size with accumulation.
 // Model, data, optimizer state and the position in the data are kept: the
 // position counts samples, so a smaller micro-batch continues where the
 // larger one stopped.
 func (t *Trainer) Adopt(c config.Config) error {
-	t.Net.SetCheckpoint(c.ModelConfig().Checkpoint)
+	t.Net.SetRecompute(c.ModelConfig().Recompute)
 	prec := c.Train.Precision
 	if err := t.Net.SetPrecision(prec); err != nil {
 		return err

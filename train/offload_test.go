@@ -7,18 +7,18 @@ import (
 	"github.com/memunet/memunet/config"
 )
 
-// TestOffloadMatchesCheckpoint: memory.offload: checkpoints trains bit for
-// bit as checkpointing alone (the inputs come back exactly), holds less on
+// TestOffloadMatchesRecompute: memory.offload: checkpoints trains bit for
+// bit as recompute alone (the inputs come back exactly), holds less on
 // the device, keeps the inputs in its host pool only during the step, and
 // plan predicts both pools exactly.
-func TestOffloadMatchesCheckpoint(t *testing.T) {
+func TestOffloadMatchesRecompute(t *testing.T) {
 	base := tinyConfig()
 	for _, levels := range []config.Checkpoint{{All: true}, {Levels: []int{0, 2}}} {
-		ck := base
-		ck.Model.Checkpoint = levels
-		off := ck
+		rec := base
+		rec.Model.Checkpoint = levels
+		off := rec
 		off.Memory.Offload = config.OffloadCheckpoints
-		a, b := testTrainer(t, ck), testTrainer(t, off)
+		a, b := testTrainer(t, rec), testTrainer(t, off)
 		var peakA, peakB int64
 		for step := 0; step < 3; step++ {
 			ra, err := a.Step()
@@ -57,7 +57,7 @@ func TestOffloadMatchesCheckpoint(t *testing.T) {
 			t.Errorf("%v: plan offloads %d bytes, the run %d", levels, plan.OffloadedPeakBytes, b.OffloadedPeak())
 		}
 	}
-	// Offloading needs checkpointing to offload from.
+	// Offloading needs recompute to offload from.
 	bad := base
 	bad.Memory.Offload = config.OffloadCheckpoints
 	if err := bad.Validate(); err == nil {

@@ -22,7 +22,7 @@ func (b pagedCPU) Allocator() memory.Allocator { return memory.Virtual{Page: b.p
 // 128x128, batch 4) and at base 64, 256x256, batch 8, the caching pool
 // plans at most 1.25x the allocated peak for every variant, in pages of 2
 // MiB (a GPU's, and the host's) and of 64 KiB. (On segments, without
-// pages, checkpointing reserves 1.26x and 1.40x: logged beside.)
+// pages, recompute reserves 1.26x and 1.40x: logged beside.)
 func TestCachingReservedNearAllocated(t *testing.T) {
 	for _, size := range []struct {
 		name                  string

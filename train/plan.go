@@ -22,8 +22,8 @@ func VariantNames() []string {
 // and the same effective batch (batch_size x accumulate = E):
 //
 //	config      cfg unchanged
-//	baseline    fp32, no checkpointing, batch E, accumulate 1
-//	checkpoint  baseline with every level checkpointed
+//	baseline    fp32, no recompute, batch E, accumulate 1
+//	checkpoint  baseline with every level recomputed
 //	fp16, bf16  baseline in that precision
 //	accum4      baseline as 4 micro-batches of E/4 (E must be divisible by 4)
 //	all         checkpoint + fp16 + accum4
@@ -155,7 +155,7 @@ func planConfig(cfg config.Config) (PlanRow, error) {
 func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	if cfg.Model.Checkpoint.Auto {
 		var err error
-		if cfg, _, err = ChooseCheckpoint(cfg, b); err != nil {
+		if cfg, _, err = ChooseRecompute(cfg, b); err != nil {
 			return PlanRow{Config: cfg}, err
 		}
 	}
@@ -250,8 +250,8 @@ func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm) (memory.Are
 }
 
 // relativeCost estimates a step's time in units of the same step without
-// checkpointing in fp32 with one micro-batch: the convolution FLOPs of
-// forward + backward (3x forward) plus the checkpointed blocks' recompute,
+// recompute in fp32 with one micro-batch: the convolution FLOPs of
+// forward + backward (3x forward) plus the recomputed blocks' recompute,
 // times 1.02 for 16-bit storage and 1 + 0.04 per extra micro-batch. The two
 // factors were measured on a 2-core machine (fp16/bf16 1.00-1.03x on the
 // seed UNet since the CPU computes on 16-bit tensors without staging them,

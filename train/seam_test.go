@@ -14,7 +14,7 @@ import (
 )
 
 // seamConfigs are training runs that exercise every path of a step:
-// checkpointing, fp16 with the grad scaler, bf16, 4-step accumulation, both
+// recompute, fp16 with the grad scaler, bf16, 4-step accumulation, both
 // up modes and all norms, and emptying the cache after every step.
 func seamConfigs() map[string]config.Config {
 	out := map[string]config.Config{}
@@ -51,7 +51,7 @@ func seamConfigs() map[string]config.Config {
 }
 
 // TestPlanningBackendMatchesCPU is the proof of the seam: the same trainer
-// runs full steps (forward, loss, backward, checkpointing, the grad scaler,
+// runs full steps (forward, loss, backward, recompute, the grad scaler,
 // accumulation, Adam) and a validation on the CPU and on the planning
 // backend, whose pool has no memory behind any buffer. Any code outside the
 // CPU backend that read or wrote a buffer would fail on the planning side

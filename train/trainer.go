@@ -181,14 +181,14 @@ func newTrainer(cfg config.Config) (*Trainer, error) {
 // newTrainerOn is NewTrainerOn for a validated cfg.
 func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
 	cfg, _ = ResolveCapacity(cfg, b)
-	cfg, ckNote, err := ChooseCheckpoint(cfg, b)
+	cfg, recomputeNote, err := ChooseRecompute(cfg, b)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Memory.Fit != "auto" {
 		t, err := buildTrainer(cfg, b, comm)
-		if t != nil && ckNote != "" {
-			t.FitLog = []string{ckNote}
+		if t != nil && recomputeNote != "" {
+			t.FitLog = []string{recomputeNote}
 		}
 		return t, err
 	}
@@ -201,8 +201,8 @@ func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 		return nil, err
 	}
 	t.FitLog, t.fitFrom = []string{why}, cfg
-	if ckNote != "" {
-		t.FitLog = append([]string{ckNote}, t.FitLog...)
+	if recomputeNote != "" {
+		t.FitLog = append([]string{recomputeNote}, t.FitLog...)
 	}
 	cands := FitCandidates(cfg)
 	for i, c := range cands {

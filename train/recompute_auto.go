@@ -13,18 +13,18 @@ import (
 	"github.com/memunet/memunet/model"
 )
 
-// ChooseCheckpoint resolves model.checkpoint: auto on backend b: the levels
-// to checkpoint so that the run's planned reserved peak fits
+// ChooseRecompute resolves model.checkpoint: auto on backend b: the levels
+// to recompute so that the run's planned reserved peak fits
 // memory.capacity with the least recompute. Recompute is additive over
-// levels (each checkpointed level runs its blocks' forward again, a
-// bilinear decoder's but its first convolution), so the subsets
-// of the depth+1 levels are planned, exactly, in order of their recompute
-// FLOPs (ties: more levels first, the smaller memory), and the first that
-// fits wins: a small knapsack solved by the plan. Without a capacity
-// nothing needs to fit and no level is checkpointed; when nothing fits,
-// every level is (the least memory), and the capacity check says the rest.
-// cfg is returned unchanged when it is not auto; note says what was chosen.
-func ChooseCheckpoint(cfg config.Config, b backend.Backend) (config.Config, string, error) {
+// levels (each recomputed level runs its blocks' forward again, a bilinear
+// decoder's but its conv1), so the subsets of the depth+1 levels are
+// planned, exactly, in order of their recompute FLOPs (ties: more levels
+// first, the smaller memory), and the first that fits wins: a small
+// knapsack solved by the plan. Without a capacity nothing needs to fit and
+// no level recomputes; when nothing fits, every level does (the least
+// memory), and the capacity check says the rest. cfg is returned unchanged
+// when it is not auto; note says what was chosen.
+func ChooseRecompute(cfg config.Config, b backend.Backend) (config.Config, string, error) {
 	if !cfg.Model.Checkpoint.Auto {
 		return cfg, "", nil
 	}
@@ -36,10 +36,10 @@ func ChooseCheckpoint(cfg config.Config, b backend.Backend) (config.Config, stri
 	depth := cfg.Model.Depth
 	h, w := cfg.ImageSize()
 	recompute := make([]float64, depth+1)
-	var forward float64 // one forward pass, the same whatever is checkpointed
+	var forward float64 // one forward pass, the same whatever recomputes
 	for l := range recompute {
 		mc := cfg.ModelConfig()
-		mc.Checkpoint = []int{l}
+		mc.Recompute = []int{l}
 		net, err := model.New(model.NewDevice(noop.New(cpu.New()), memory.Options{}), mc, 1)
 		if err != nil {
 			return cfg, "", err

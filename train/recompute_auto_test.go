@@ -11,11 +11,11 @@ import (
 	"github.com/memunet/memunet/model"
 )
 
-// TestChooseCheckpoint: model.checkpoint: auto picks, among every set of
+// TestChooseRecompute: model.checkpoint: auto picks, among every set of
 // levels, one whose planned reserved peak fits memory.capacity with the
 // least recompute (checked against planning all of them); without a
-// capacity it checkpoints nothing, and when nothing fits, everything.
-func TestChooseCheckpoint(t *testing.T) {
+// capacity it recomputes nothing, and when nothing fits, everything.
+func TestChooseRecompute(t *testing.T) {
 	base := planGridConfig(32, 8, "bilinear", "batch")
 	base.Model.Depth = 3
 	none, err := PlanConfig(base)
@@ -30,7 +30,7 @@ func TestChooseCheckpoint(t *testing.T) {
 	}
 	recompute := func(levels []int) float64 {
 		mc := base.ModelConfig()
-		mc.Checkpoint = levels
+		mc.Recompute = levels
 		net, err := model.New(model.NewDevice(noop.New(cpu.New()), memory.Options{}), mc, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +43,7 @@ func TestChooseCheckpoint(t *testing.T) {
 		capacity := allRow.PeakReservedBytes + int64(frac*float64(none.PeakReservedBytes-allRow.PeakReservedBytes))
 		c := base
 		c.Model.Checkpoint, c.Memory.Capacity = config.Checkpoint{Auto: true}, config.ByteSize(capacity)
-		chosen, note, err := ChooseCheckpoint(c, cpu.New())
+		chosen, note, err := ChooseRecompute(c, cpu.New())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,18 +83,18 @@ func TestChooseCheckpoint(t *testing.T) {
 	}
 	c := base
 	c.Model.Checkpoint = config.Checkpoint{Auto: true}
-	if got, _, _ := ChooseCheckpoint(c, cpu.New()); got.Model.Checkpoint.String() != "none" {
+	if got, _, _ := ChooseRecompute(c, cpu.New()); got.Model.Checkpoint.String() != "none" {
 		t.Errorf("no capacity: %s, want none", got.Model.Checkpoint)
 	}
 	c.Memory.Capacity = config.ByteSize(allRow.PeakReservedBytes - 1)
-	if got, note, _ := ChooseCheckpoint(c, cpu.New()); !got.Model.Checkpoint.All || !strings.Contains(note, "no set of levels fits") {
+	if got, note, _ := ChooseRecompute(c, cpu.New()); !got.Model.Checkpoint.All || !strings.Contains(note, "no set of levels fits") {
 		t.Errorf("nothing fits: %s, %q", got.Model.Checkpoint, note)
 	}
 }
 
-// TestCheckpointAutoTrains: a run with model.checkpoint: auto trains with
+// TestRecomputeAutoTrains: a run with model.checkpoint: auto trains with
 // the chosen levels under its capacity and says so in its fit log.
-func TestCheckpointAutoTrains(t *testing.T) {
+func TestRecomputeAutoTrains(t *testing.T) {
 	c := planGridConfig(32, 8, "bilinear", "batch")
 	none, err := PlanConfig(c)
 	if err != nil {
@@ -103,7 +103,7 @@ func TestCheckpointAutoTrains(t *testing.T) {
 	c.Model.Checkpoint, c.Memory.Capacity = config.Checkpoint{Auto: true}, config.ByteSize(none.PeakReservedBytes*9/10)
 	tr := testTrainer(t, c)
 	if tr.Config.Model.Checkpoint.Auto || len(tr.Config.Model.Checkpoint.Levels) == 0 || len(tr.FitLog) == 0 || !strings.HasPrefix(tr.FitLog[0], "model.checkpoint: auto: ") {
-		t.Fatalf("trainer's checkpoint %s, fit log %q", tr.Config.Model.Checkpoint, tr.FitLog)
+		t.Fatalf("trainer's model.checkpoint %s, fit log %q", tr.Config.Model.Checkpoint, tr.FitLog)
 	}
 	for range 2 {
 		if _, err := tr.Step(); err != nil {
