@@ -17,8 +17,8 @@ type Conv2d struct {
 	Weight, Bias      *Param
 	// NoInputGrad skips computing din (for a layer fed by the data).
 	NoInputGrad bool
-	// Source, if set, rebuilds the input in backward (normOutput for a
-	// DoubleConv's second convolution, decoderCat for a decoder's first):
+	// Source, if set, rebuilds the input in backward (a replay from norm1
+	// for a DoubleConv's conv2, from a decoderCat for a decoder's conv1):
 	// in training the layer then keeps nothing.
 	Source inputSource
 	in     *Tensor // saved for backward
@@ -193,8 +193,8 @@ func appendNonNil(ps []*Param, more ...*Param) []*Param {
 type UpConv struct {
 	InC, OutC    int
 	Weight, Bias *Param
-	// Source, if set, rebuilds the input in backward (normOutput of the
-	// block below): in training the layer then keeps nothing.
+	// Source, if set, rebuilds the input in backward (a replay from the
+	// block below's norm2): in training the layer then keeps nothing.
 	Source inputSource
 	in     *Tensor
 }

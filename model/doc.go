@@ -9,12 +9,16 @@
 // (C,OC,2,2)), fp32 masters with an optional 16-bit working copy.
 //
 // Structure: a Layer is Forward, Backward, Params, Out (shape and FLOPs) and
-// Forget; Sequential chains layers and Recomputed wraps a block for
-// recompute, what the config calls model.checkpoint (gradient
+// Forget; Sequential chains layers; DoubleConv is the UNet's block, its
+// parts named (conv1, norm1, relu1, conv2, norm2, relu2); Recomputed wraps
+// a block for recompute, what the config calls model.checkpoint (gradient
 // checkpointing: a bilinear decoder's keeps its input as the skip and the
-// level below, decoderInput, and its first convolution's output). The UNet
-// is a list of levels (encoder block, decoder block) described once and
-// walked by Forward, Backward, FLOPs and the parameter list.
+// level below, decoderInput, and its conv1's output). The UNet is a list
+// of levels (encoder block, decoder block) described once and walked by
+// Forward, Backward, FLOPs and the parameter list. What each layer keeps
+// for backward, what backward rebuilds instead and which blocks recompute
+// is one policy, recompute.go, written against the parts' names; the
+// rebuilt tensors are rebuild.go's.
 //
 // Memory ownership:
 //   - Every buffer comes from the pool of the Device in Env (a backend and a

@@ -1262,8 +1262,8 @@ func TestGradCrossEntropy(t *testing.T) {
 // (3x3 pad 1 convs, norm, widths, skip order) is spelled out here.
 func gcRefUNet(m *UNet, P map[*Param][]float64, x gcT) gcT {
 	cfg := m.Config
-	dc := func(b *Sequential, h gcT) gcT {
-		for _, l := range b.Layers {
+	dc := func(b *DoubleConv, h gcT) gcT {
+		for _, l := range b.parts.Layers {
 			switch l := l.(type) {
 			case *Conv2d:
 				var bias []float64

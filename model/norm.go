@@ -114,7 +114,7 @@ func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 
 // reapply normalizes the input Forward kept with the statistics it kept,
 // as Forward did (the same bits), keeping nothing more: for a layer whose
-// input is this norm's output, rebuilt in backward (normOutput).
+// input is this norm's output, rebuilt in backward (normAgain).
 func (l *BatchNorm2d) reapply(env *Env) (*Tensor, error) {
 	return reapplyNorm(env, l.in, func(y, x backend.View) {
 		env.Backend.BatchNorm(l.args(l.in), y, x, l.stats, true, false)

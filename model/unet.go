@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -19,115 +18,19 @@ import (
 // level is one resolution of the UNet.
 type level struct {
 	pool    *MaxPool2 // nil at level 0
-	encBody *Sequential
+	encBody *DoubleConv
 	enc     Layer // encBody, or encBody recomputed
 	// The decoder, none at the bottleneck (level Depth).
 	up      Layer // *Upsample2 or *UpConv, from the level below
 	cat     Concat
-	decBody *Sequential
+	decBody *DoubleConv
 	dec     Layer // decBody, or decBody recomputed
 	// input rebuilds dec's input in backward where dec is recomputed
 	// (with bilinear upsampling; else nil).
 	input *decoderInput
-	// plainCat rebuilds it for dec's first convolution where dec is not
-	// recomputed (bilinear upsampling, blocks with norms; else nil).
+	// plainCat rebuilds it for decBody's conv1 where dec is not recomputed
+	// (bilinear upsampling, blocks with norms; else nil).
 	plainCat *decoderCat
-}
-
-// decoderInput is a recomputed decoder's input, concat(skip, up(below)),
-// kept as its two parts, the skip and the level below's output, with
-// bilinear upsampling: the decoder then keeps its first convolution's
-// output beside them, 1 + 1/2 + 1 times the level's width in bytes where
-// the concatenation is 3, and backward rebuilds the input with one
-// upsampling and one copy instead of running that convolution, the block's
-// widest, again. With transposed upsampling the concatenation is only 2
-// (and the level below is kept by the transposed convolution anyway), so
-// the parts would weigh what it does and the rebuild's transient would
-// raise the peak: those decoders keep their input.
-type decoderInput struct {
-	up          Layer
-	cat         *Concat
-	skip, below *Tensor
-	// skip and below, waiting in host memory (memory.offload), instead.
-	skipHost, belowHost *offloaded
-}
-
-// keep takes references to the step's skip and level below; with
-// offloading (Env.Host) it copies to the host pool those that no layer
-// keeps on the device anyway.
-func (d *decoderInput) keep(env *Env, skip, below *Tensor) error {
-	if d.holds() {
-		panic("model: a decoder's input kept twice in one step")
-	}
-	var err error
-	if d.skip, d.skipHost, err = keepOrOffload(env, skip); err != nil {
-		return err
-	}
-	d.below, d.belowHost, err = keepOrOffload(env, below)
-	return err
-}
-
-// keepOrOffload takes a reference to t or, with offloading, copies it to
-// the host pool, unless a layer keeps it (it has other references): those
-// layers are deeper decoders' and encoders', whose backward comes after
-// this decoder's, so t stays on the device until then whatever is done.
-func keepOrOffload(env *Env, t *Tensor) (*Tensor, *offloaded, error) {
-	if env.Host == nil || t.refs > 1 {
-		return t.Retain(), nil, nil
-	}
-	o, err := offload(env, t)
-	return nil, o, err
-}
-
-func (d *decoderInput) holds() bool { return d.skip != nil || d.skipHost != nil }
-
-func (d *decoderInput) rebuild(env *Env) (*Tensor, error) {
-	skip, below := d.skip, d.below
-	var errSkip, errBelow error
-	// Each restore frees its host copy, failing or not.
-	if d.skipHost != nil {
-		skip, errSkip = d.skipHost.restore(env)
-	}
-	if d.belowHost != nil {
-		below, errBelow = d.belowHost.restore(env)
-	}
-	d.skip, d.below, d.skipHost, d.belowHost = nil, nil, nil, nil
-	defer skip.Release()
-	if err := errors.Join(errSkip, errBelow); err != nil {
-		below.Release()
-		return nil, err
-	}
-	return joinParts(env, d.up, d.cat, below, func() (*Tensor, error) { return skip.Retain(), nil })
-}
-
-// joinParts is a decoder's input from its parts: below upsampled (below is
-// consumed), then skip, taken from skipOf only now so that the two are
-// not rebuilt at once, copied beside it.
-func joinParts(env *Env, up Layer, cat *Concat, below *Tensor, skipOf func() (*Tensor, error)) (*Tensor, error) {
-	quiet := *env
-	quiet.noSave = true
-	upped, err := up.Forward(&quiet, below)
-	below.Release()
-	if err != nil {
-		return nil, err
-	}
-	defer upped.Release()
-	skip, err := skipOf()
-	if err != nil {
-		return nil, err
-	}
-	defer skip.Release()
-	return cat.Forward(&quiet, skip, upped)
-}
-
-func (d *decoderInput) forget() {
-	d.skip, d.below = nil, nil
-	for _, o := range []*offloaded{d.skipHost, d.belowHost} {
-		if o != nil {
-			o.free() // host buffers are not freed with the step's device ones
-		}
-	}
-	d.skipHost, d.belowHost = nil, nil
 }
 
 // UNet is the segmentation network: logits (N,Classes,H,W) from an image
@@ -193,7 +96,7 @@ func (m *UNet) build() error {
 			return err
 		}
 		if lv == 0 {
-			L.encBody.Layers[0].(*Conv2d).NoInputGrad = true // fed by the data
+			L.encBody.conv1.NoInputGrad = true // fed by the data
 		}
 		m.params = append(m.params, L.encBody.Params()...)
 	}
@@ -223,239 +126,9 @@ func (m *UNet) build() error {
 		return err
 	}
 	m.params = append(m.params, m.outc.Params()...)
-	// An encoder's last ReLU keeps only a mask: no later layer keeps its
-	// output (max pooling keeps positions, the concatenation a copy). The
-	// blocks an upsampling reads are SetRecompute's; outc keeps its input.
-	for _, L := range m.levels[:cfg.Depth] {
-		lastReLU(L.encBody).Mask = true
-	}
 	m.SetRecompute(cfg.Recompute)
 	return nil
 }
-
-// lastReLU is a DoubleConv's closing ReLU.
-func lastReLU(b *Sequential) *ReLU { return b.Layers[len(b.Layers)-1].(*ReLU) }
-
-// newDoubleConv is (conv3x3 -> norm -> ReLU) x 2, the submodules numbered as
-// in PyTorch's nn.Sequential; the convolutions have a bias only without a
-// norm.
-func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*Sequential, error) {
-	b := &Sequential{}
-	idx := 0
-	for _, c := range []int{inC, outC} {
-		conv, err := NewConv2d(dev, fmt.Sprintf("%s.%d", name, idx), c, outC, 3, 1, cfg.Norm == NormNone)
-		if err != nil {
-			return nil, err
-		}
-		b.Layers = append(b.Layers, conv)
-		idx++
-		var norm Layer
-		switch cfg.Norm {
-		case NormBatch:
-			norm, err = NewBatchNorm2d(dev, fmt.Sprintf("%s.%d", name, idx), outC)
-		case NormGroup:
-			norm, err = NewGroupNorm(dev, fmt.Sprintf("%s.%d", name, idx), min(cfg.Groups, outC), outC)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if norm != nil {
-			b.Layers = append(b.Layers, norm)
-			idx++
-		}
-		b.Layers = append(b.Layers, &ReLU{})
-		idx++
-	}
-	return b, nil
-}
-
-// rebuildMiddle sets whether a DoubleConv with a norm rebuilds its middle
-// activation (the first ReLU's output, the second convolution's input) in
-// backward from the first norm's kept input (normOutput), the ReLU keeping
-// a mask, or keeps it: a recomputed block keeps it, as its recomputation
-// runs just before its backward, and there the ReLU's mask would only add.
-func rebuildMiddle(b *Sequential, on bool) {
-	norm, ok := b.Layers[1].(reapplier)
-	if !ok {
-		return
-	}
-	relu, conv := b.Layers[2].(*ReLU), b.Layers[3].(*Conv2d)
-	relu.Mask, conv.Source = on, nil
-	if on {
-		conv.Source = normOutput{norm: norm, relu: relu}
-	}
-}
-
-// reapplier is a norm that can normalize its kept input again (for
-// normOutput).
-type reapplier interface {
-	reapply(env *Env) (*Tensor, error)
-}
-
-// normOutput is a DoubleConv's second convolution's input, relu(norm(x)),
-// rebuilt in backward from what the norm keeps for its own backward (x and
-// its statistics): in training the convolution keeps nothing and the ReLU
-// between them a mask, instead of the block's middle activation. The
-// rebuild runs the norm as its forward did (the kept statistics: the same
-// bits) and the ReLU in place, one pass each.
-type normOutput struct {
-	norm reapplier
-	relu *ReLU
-}
-
-func (s normOutput) holds() bool { return true }
-
-func (s normOutput) rebuild(env *Env) (*Tensor, error) {
-	y, err := s.norm.reapply(env)
-	if err != nil {
-		return nil, err
-	}
-	quiet := *env
-	quiet.noSave = true
-	a, err := s.relu.Forward(&quiet, y)
-	y.Release()
-	return a, err
-}
-
-func (s normOutput) forget() {}
-
-// SetRecompute makes the DoubleConv blocks at the given levels recompute
-// (see Config.Recompute; the encoder block and, below the bottleneck, the
-// decoder block of each) and no others. Call it between steps, not inside
-// one.
-func (m *UNet) SetRecompute(levels []int) {
-	on := map[int]bool{}
-	for _, l := range levels {
-		on[l] = true
-	}
-	m.Config.Recompute = append([]int(nil), levels...)
-	for lv, L := range m.levels {
-		rebuildMiddle(L.encBody, !on[lv])
-		if L.decBody != nil {
-			rebuildMiddle(L.decBody, !on[lv])
-		}
-		L.enc, L.dec, L.input = L.encBody, nil, nil
-		if on[lv] {
-			L.enc = &Recomputed{Block: L.encBody}
-		}
-		_, bilinear := L.up.(*Upsample2)
-		switch _, firstKeeps := L.decBody.first().(inputKeeper); {
-		case L.decBody == nil:
-		case on[lv] && bilinear && firstKeeps:
-			L.input = &decoderInput{up: L.up, cat: &L.cat}
-			L.dec = &Recomputed{Block: L.decBody, Source: L.input}
-		case on[lv]:
-			L.dec = &Recomputed{Block: L.decBody}
-		default:
-			L.dec = L.decBody
-		}
-	}
-	// What each decoder's upsampling and first convolution rebuild in
-	// backward rather than keep. The block below's last ReLU keeps a mask
-	// where nothing keeps that block's output: bilinear upsampling keeps
-	// nothing, and a transposed convolution rebuilds its input from the
-	// block's closing norm where the block is not recomputed. A plain
-	// bilinear decoder's first convolution rebuilds its concatenation from
-	// its two parts: each from the norm closing the block it comes from, or,
-	// where that block is recomputed (its norm keeps nothing until its
-	// recomputation, after this backward), kept itself. Not at full size:
-	// that decoder's backward comes first, and its first convolution's
-	// backward, holding the concatenation and its gradient, is the step's
-	// peak, so rebuilding it would only cost the time (the largest).
-	for lv, L := range m.levels[:len(m.levels)-1] {
-		below := m.levels[lv+1].encBody // the bottleneck, or the decoder below
-		if lv+1 < len(m.levels)-1 {
-			below = m.levels[lv+1].decBody
-		}
-		belowOut, belowNorm := closingOutput(below)
-		skipOut, skipNorm := closingOutput(L.encBody)
-		first := L.decBody.first().(*Conv2d)
-		first.Source, L.plainCat = nil, nil
-		switch up := L.up.(type) {
-		case *Upsample2:
-			lastReLU(below).Mask = true
-			if skipNorm && belowNorm && !on[lv] && lv > 0 {
-				L.plainCat = &decoderCat{skip: skipOut, below: catPart{from: belowOut, keeps: on[lv+1]}, up: L.up, cat: &L.cat}
-				first.Source = L.plainCat
-			}
-		case *UpConv:
-			rebuilt := belowNorm && !on[lv+1]
-			up.Source, lastReLU(below).Mask = nil, rebuilt
-			if rebuilt {
-				up.Source = belowOut
-			}
-		}
-	}
-}
-
-// closingOutput is a DoubleConv's output as normOutput rebuilds it from its
-// closing norm, if it has one.
-func closingOutput(b *Sequential) (normOutput, bool) {
-	n := len(b.Layers)
-	norm, ok := b.Layers[n-2].(reapplier)
-	if !ok {
-		return normOutput{}, false
-	}
-	return normOutput{norm: norm, relu: b.Layers[n-1].(*ReLU)}, true
-}
-
-// decoderCat is a plain decoder's input, concat(skip, up(below)), rebuilt
-// in backward from its two parts: its first convolution then keeps nothing
-// where it kept the concatenation, three times the level's width, for one
-// upsampling, two normalizations and a copy. The skip comes again from
-// the norm closing the encoder block at its level (not recomputed, as
-// the decoder is not); the level below likewise or, where that block is
-// recomputed, is kept from forward. The parts are freed as soon as they
-// are copied, before the convolution's backward takes its own memory.
-type decoderCat struct {
-	skip  normOutput
-	below catPart
-	up    Layer
-	cat   *Concat
-}
-
-// catPart is the level below: rebuilt from the norm closing its block (the
-// same bits), or, with keeps, the tensor kept from forward.
-type catPart struct {
-	from  normOutput
-	keeps bool
-	kept  *Tensor
-}
-
-func (p *catPart) get(env *Env) (*Tensor, error) {
-	if !p.keeps {
-		return p.from.rebuild(env)
-	}
-	t := p.kept
-	p.kept = nil
-	if t == nil {
-		panic("model: a decoder's level below was not kept")
-	}
-	return t, nil
-}
-
-// keep takes a reference to the level below where the decoder keeps it.
-func (d *decoderCat) keep(below *Tensor) {
-	if !d.below.keeps {
-		return
-	}
-	if d.below.kept != nil {
-		panic("model: a decoder's level below kept twice in one step")
-	}
-	d.below.kept = below.Retain()
-}
-
-func (d *decoderCat) holds() bool { return true }
-
-func (d *decoderCat) rebuild(env *Env) (*Tensor, error) {
-	below, err := d.below.get(env)
-	if err != nil {
-		return nil, err
-	}
-	return joinParts(env, d.up, d.cat, below, func() (*Tensor, error) { return d.skip.rebuild(env) })
-}
-
-func (d *decoderCat) forget() { d.below.kept = nil }
 
 // encoder is level lv's encoder: the max pool (below level 0), then the
 // block.
@@ -689,17 +362,25 @@ func (m *UNet) SaveBuffers() (restore func()) {
 // count is its Weight's name with ".weight" replaced by ".num_batches_tracked".
 func (m *UNet) BatchNorms() []*BatchNorm2d {
 	var out []*BatchNorm2d
-	for _, l := range m.layers() {
-		if c, ok := l.(*Recomputed); ok {
-			l = c.Block
-		}
-		if s, ok := l.(*Sequential); ok {
-			for _, in := range s.Layers {
-				if bn, ok := in.(*BatchNorm2d); ok {
-					out = append(out, bn)
-				}
+	for _, b := range m.blocks() {
+		for _, n := range []norm{b.norm1, b.norm2} {
+			if bn, ok := n.(*BatchNorm2d); ok {
+				out = append(out, bn)
 			}
 		}
+	}
+	return out
+}
+
+// blocks lists the DoubleConvs in state_dict order: the encoders', then the
+// decoders' from the bottleneck up.
+func (m *UNet) blocks() []*DoubleConv {
+	var out []*DoubleConv
+	for _, L := range m.levels {
+		out = append(out, L.encBody)
+	}
+	for lv := len(m.levels) - 2; lv >= 0; lv-- {
+		out = append(out, m.levels[lv].decBody)
 	}
 	return out
 }

@@ -57,8 +57,8 @@ func vtBackward(t *testing.T, env *Env, m *UNet, logits *Tensor, target backend.
 
 // TestRecomputeBitExact: recomputing every level (and a single level)
 // gives the same loss, the same gradients and the same BatchNorm running
-// statistics as no recompute, bit for bit, over two steps, while
-// keeping fewer activation bytes at the peak.
+// statistics as no recompute, bit for bit, over two steps, while keeping
+// fewer activation bytes at the peak.
 func TestRecomputeBitExact(t *testing.T) {
 	for _, v := range utVariants {
 		for _, levels := range [][]int{RecomputeAll(2), {0}, {2}} {
@@ -119,12 +119,12 @@ func (c *convCounter) Conv(s backend.ConvShape, out, in, w, bias, ws backend.Vie
 	c.Backend.Conv(s, out, in, w, bias, ws)
 }
 
-// TestRecomputedDecoderKeepsParts: with bilinear upsampling a
-// recomputed decoder keeps its skip, the level below and its first
-// convolution's output (fewer bytes than its concatenated input), and
-// backward runs every convolution forward again but the decoders' first;
-// with transposed upsampling the decoders keep their input and backward
-// runs them all again. The bits are TestRecomputeBitExact's.
+// TestRecomputedDecoderKeepsParts: with bilinear upsampling a recomputed
+// decoder keeps its skip, the level below and its conv1's output (fewer
+// bytes than its concatenated input), and backward runs every convolution
+// forward again but the decoders' conv1; with transposed upsampling the
+// decoders keep their input and backward runs them all again. The bits
+// are TestRecomputeBitExact's.
 func TestRecomputedDecoderKeepsParts(t *testing.T) {
 	for _, up := range []UpMode{UpBilinear, UpTranspose} {
 		t.Run(string(up), func(t *testing.T) {
@@ -147,14 +147,14 @@ func TestRecomputedDecoderKeepsParts(t *testing.T) {
 				c := L.dec.(*Recomputed)
 				width, catC := 4<<lv, 3*(4<<lv)
 				if up == UpTranspose {
-					if c.fromFirst() || L.input != nil || c.in.C != 2*width {
-						t.Errorf("level %d: transposed decoder keeps %d channels (from its first layer: %v), want its input's %d", lv, c.in.C, c.fromFirst(), 2*width)
+					if c.fromConv1() || L.input != nil || c.in.C != 2*width {
+						t.Errorf("level %d: transposed decoder keeps %d channels (from conv1: %v), want its input's %d", lv, c.in.C, c.fromConv1(), 2*width)
 					}
 					continue
 				}
 				in := L.input
-				if !c.fromFirst() || c.in.C != width || in.skip.C != width || in.below.C != 2*width || in.below.H != c.in.H/2 {
-					t.Fatalf("level %d: decoder keeps %v (from its first layer: %v), skip %v, below %v; want %d, %d and %d channels at half size", lv, c.in, c.fromFirst(), in.skip, in.below, width, width, 2*width)
+				if !c.fromConv1() || c.in.C != width || in.skip.C != width || in.below.C != 2*width || in.below.H != c.in.H/2 {
+					t.Fatalf("level %d: decoder keeps %v (from conv1: %v), skip %v, below %v; want %d, %d and %d channels at half size", lv, c.in, c.fromConv1(), in.skip, in.below, width, width, 2*width)
 				}
 				if kept, cat := c.in.Len()+in.skip.Len()+in.below.Len(), catC*c.in.H*c.in.W*2; kept >= cat {
 					t.Errorf("level %d: keeps %d values, the concatenation has %d", lv, kept, cat)
@@ -162,7 +162,7 @@ func TestRecomputedDecoderKeepsParts(t *testing.T) {
 			}
 			vtBackward(t, env, m, logits, target, 1)
 			// Every 3x3 convolution runs again but, with bilinear
-			// upsampling, the decoders' first (outc is not recomputed).
+			// upsampling, the decoders' conv1 (outc does not recompute).
 			again, want := counter.calls-forward, forward-1
 			if up == UpBilinear {
 				want -= 2
@@ -228,25 +228,22 @@ func TestKeepingLessBitExact(t *testing.T) {
 					}
 					if !masks && L.decBody != nil {
 						L.plainCat = nil
-						L.decBody.first().(*Conv2d).Source = nil
+						L.decBody.conv1.Source = nil
 						if uc, ok := L.up.(*UpConv); ok {
 							uc.Source = nil
 						}
 					}
-					for _, b := range []*Sequential{L.encBody, L.decBody} {
+					for _, b := range []*DoubleConv{L.encBody, L.decBody} {
 						if b == nil {
 							continue
 						}
-						r := lastReLU(b)
-						half := len(b.Layers) / 2 // conv, [norm,] ReLU twice
-						conv2, relu1 := b.Layers[half].(*Conv2d), b.Layers[half-1].(*ReLU)
 						if !masks {
-							r.Mask, conv2.Source, relu1.Mask = false, nil, false
+							b.relu2.Mask, b.conv2.Source, b.relu1.Mask = false, nil, false
 						}
-						if r.Mask {
+						if b.relu2.Mask {
 							masked++
 						}
-						if conv2.Source != nil {
+						if b.conv2.Source != nil {
 							rebuilt++
 						}
 					}
@@ -303,7 +300,7 @@ func TestRecomputeRunningStatsUpdatedOnce(t *testing.T) {
 	env := &Env{Device: dev, Training: true}
 	x, target := utBatch(t, dev, 5, 2, 3, 8, 8, 2)
 	vtStep(t, env, m, x, target, 1)
-	bn := m.levels[0].encBody.Layers[1].(*BatchNorm2d)
+	bn := m.levels[0].encBody.norm1.(*BatchNorm2d)
 	if bn.NumBatchesTracked != 1 {
 		t.Errorf("NumBatchesTracked = %d after one recomputed step, want 1", bn.NumBatchesTracked)
 	}
