@@ -51,8 +51,8 @@ func (l *Conv2d) shape(in *Tensor) backend.ConvShape {
 // Params lists the layer's parameters: weight, then bias if any.
 func (l *Conv2d) Params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) }
 
-// Forward computes out = conv(in, Weight) + Bias and, in training, keeps in
-// (unless a Source rebuilds it).
+// Forward: in (N,InC,H,W) -> out (N,OutC,OH,OW) = conv(in, Weight) + Bias;
+// in training it keeps in (unless a Source rebuilds it).
 func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
@@ -79,8 +79,9 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	return out, nil
 }
 
-// Backward accumulates dWeight and dBias and returns din (nil with NoInputGrad).
-// It consumes dout and releases the saved (or rebuilt) input.
+// Backward: dout (N,OutC,OH,OW) -> din (N,InC,H,W) (nil with NoInputGrad),
+// and dWeight (OutC,InC,K,K), dBias (OutC) +=. It consumes dout and
+// releases the saved (or rebuilt) input.
 func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if err := rebuildInput(env, &l.in, l.Source, dout); err != nil {
 		return nil, err
@@ -223,8 +224,8 @@ func (l *UpConv) shape(in *Tensor) backend.UpConvShape {
 	return backend.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
 }
 
-// Forward computes out and, in training, keeps in (unless a Source rebuilds
-// it).
+// Forward: in (N,InC,H,W) -> out (N,OutC,2H,2W); in training it keeps in
+// (unless a Source rebuilds it).
 func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
@@ -251,7 +252,8 @@ func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	return out, nil
 }
 
-// Backward accumulates dWeight and dBias and returns din; it consumes dout.
+// Backward: dout (N,OutC,2H,2W) -> din (N,InC,H,W), and dWeight
+// (InC,OutC,2,2), dBias (OutC) +=; it consumes dout.
 func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if err := rebuildInput(env, &l.in, l.Source, dout); err != nil {
 		return nil, err

@@ -26,15 +26,6 @@ type DoubleConv struct {
 	parts Sequential
 }
 
-// norm is a BatchNorm2d or a GroupNorm.
-type norm interface {
-	Layer
-	// reapply normalizes the input Forward kept with the statistics it
-	// kept, as Forward did (the same bits), keeping nothing more: for a
-	// layer whose input is rebuilt from this norm's output (normAgain).
-	reapply(env *Env) (*Tensor, error)
-}
-
 // newDoubleConv builds a block of inC to outC channels named as PyTorch's
 // state_dict has it: name.0 the first convolution, then the norm if any,
 // the ReLU (which has no parameters, but a number), the second convolution,

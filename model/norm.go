@@ -1,124 +1,16 @@
 package model
 
-import (
-	"fmt"
-	"strings"
+import "github.com/memunet/memunet/backend"
 
-	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/memory"
-)
+// What BatchNorm2d (batchnorm.go) and GroupNorm (groupnorm.go) share.
 
-// BatchNorm2d is PyTorch's BatchNorm2d(C, eps=1e-5, momentum=0.1, affine).
-// In training, x (N,C,H,W) is normalized per channel with the batch mean and
-// biased variance over (N,H,W), and the running statistics are updated as
-// running = (1-Momentum)*running + Momentum*batch, with the unbiased variance.
-// In eval, the running statistics are used.
-type BatchNorm2d struct {
-	C                       int
-	Eps, Momentum           float64
-	Weight, Bias            *Param // gamma, beta: (C)
-	RunningMean, RunningVar *Param // (C), not trainable
-	NumBatchesTracked       int64
-	in                      *Tensor
-	stats                   backend.View // saved mean[C], invstd[C]
-	kept                    backend.View // a recomputed block's batch statistics, for its recomputation
-}
-
-// NewBatchNorm2d returns a BatchNorm2d over c channels on dev (eps 1e-5,
-// momentum 0.1; weight 1, bias 0, running mean 0, running variance 1).
-func NewBatchNorm2d(dev *Device, name string, c int) (*BatchNorm2d, error) {
-	l := &BatchNorm2d{C: c, Eps: 1e-5, Momentum: 0.1}
-	var err error
-	for _, p := range []struct {
-		dst       **Param
-		name      string
-		trainable bool
-		fill      float32
-	}{
-		{&l.Weight, ".weight", true, 1}, {&l.Bias, ".bias", true, 0},
-		{&l.RunningMean, ".running_mean", false, 0}, {&l.RunningVar, ".running_var", false, 1},
-	} {
-		if *p.dst, err = newParam(dev, name+p.name, p.trainable, p.fill, c); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
-}
-
-// CountName is the state_dict key of NumBatchesTracked: the weight's name
-// with ".weight" replaced by ".num_batches_tracked".
-func (l *BatchNorm2d) CountName() string {
-	return strings.TrimSuffix(l.Weight.Name, ".weight") + ".num_batches_tracked"
-}
-
-// Params lists weight, bias, running mean and running variance.
-func (l *BatchNorm2d) Params() []*Param {
-	return []*Param{l.Weight, l.Bias, l.RunningMean, l.RunningVar}
-}
-
-func (l *BatchNorm2d) args(in *Tensor) backend.NormArgs {
-	if in.C != l.C {
-		panic(fmt.Sprintf("model: batch norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
-	}
-	return backend.NormArgs{Shape4: in.shape4(), Eps: l.Eps, Momentum: l.Momentum,
-		Gamma: l.Weight.View(), Beta: l.Bias.View(), RunningMean: l.RunningMean.View(), RunningVar: l.RunningVar.View()}
-}
-
-// Forward normalizes in; in training it keeps in and the batch statistics.
-func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
-	defer env.Profile.begin(KindNorm)()
-	a := l.args(in)
-	out, err := env.newActivation(in.N, in.C, in.H, in.W)
-	if err != nil {
-		return nil, err
-	}
-	if !env.Training {
-		f := env.frame(backend.OpNorm)
-		x, y := f.view(in), f.writer(out)
-		if f.err == nil {
-			env.Backend.BatchNormEval(a, y, x)
-		}
-		if err := f.finish(); err != nil {
-			out.Release()
-			return nil, err
-		}
-		return out, nil
-	}
-	// A recomputed block's recomputation reuses the batch statistics of
-	// its first forward, and must not count the batch twice.
-	stats, reuse, err := l.statsFor(env)
-	if err != nil {
-		out.Release()
-		return nil, err
-	}
-	f := env.frame(backend.OpNorm)
-	x, y := f.view(in), f.writer(out)
-	if f.err == nil {
-		if env.SyncSum != nil && !reuse {
-			f.err = l.syncForward(env, a, y, x, stats, !env.recompute)
-		} else {
-			env.Backend.BatchNorm(a, y, x, stats, reuse, !env.recompute)
-		}
-	}
-	if err := f.finish(); err != nil {
-		env.Pool.MustFree(stats.Buf)
-		out.Release()
-		return nil, err
-	}
-	if !env.recompute {
-		l.NumBatchesTracked++
-	}
-	l.in, l.stats, l.kept = keepStats(env, in, stats)
-	return out, nil
-}
-
-// reapply normalizes the input Forward kept with the statistics it kept,
-// as Forward did (the same bits), keeping nothing more: for a layer whose
-// input is this norm's output, rebuilt in backward (normAgain).
-func (l *BatchNorm2d) reapply(env *Env) (*Tensor, error) {
-	return reapplyNorm(env, l.in, func(y, x backend.View) {
-		env.Backend.BatchNorm(l.args(l.in), y, x, l.stats, true, false)
-	})
+// norm is a BatchNorm2d or a GroupNorm.
+type norm interface {
+	Layer
+	// reapply normalizes the input Forward kept with the statistics it
+	// kept, as Forward did (the same bits), keeping nothing more: for a
+	// layer whose input is rebuilt from this norm's output (normAgain).
+	reapply(env *Env) (*Tensor, error)
 }
 
 // reapplyNorm runs a norm's op from its kept input into a new activation.
@@ -143,19 +35,6 @@ func reapplyNorm(env *Env, in *Tensor, op func(y, x backend.View)) (*Tensor, err
 	return out, nil
 }
 
-// statsFor is the view a training forward writes its statistics into: the
-// kept ones of a recomputed block's first forward (reuse), or new ones.
-func (l *BatchNorm2d) statsFor(env *Env) (stats backend.View, reuse bool, err error) {
-	if env.recompute && !l.kept.None() {
-		kept := l.kept
-		l.kept = backend.View{}
-		return kept, true, nil
-	}
-	l.kept = backend.View{}
-	stats, err = allocView(env.Device, memory.Activations, backend.Float32, 2*l.C)
-	return stats, false, err
-}
-
 // keepStats decides what a norm keeps after a training forward: in and the
 // statistics for backward, only the statistics for a recomputed block's
 // recomputation, or nothing (the statistics are freed).
@@ -168,38 +47,6 @@ func keepStats(env *Env, in *Tensor, stats backend.View) (saved *Tensor, forBack
 	}
 	env.Pool.MustFree(stats.Buf)
 	return nil, backend.View{}, backend.View{}
-}
-
-// Backward accumulates dWeight, dBias and returns
-// din = gamma*invstd*(dout - mean(dout) - xhat*mean(dout*xhat)), per channel.
-// It consumes dout (reusing its buffer for din when it holds the only reference).
-func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
-	defer env.Profile.begin(KindNorm)()
-	in := l.in
-	if in == nil {
-		panic("model: batch norm backward without a training forward")
-	}
-	mustSameShape("batch norm backward", in, dout)
-	var syncErr error
-	// The synchronised backward mixes the tensors' type with a float32
-	// correction, so it takes them staged.
-	din, err := normBackward(env, in, dout, env.SyncSum != nil, func(dx, dy, x backend.View) {
-		if env.SyncSum != nil {
-			syncErr = l.syncBackward(env, l.args(in), dx, dy, x)
-			return
-		}
-		env.Backend.BatchNormBack(l.args(in), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, l.stats)
-	})
-	if err == nil && syncErr != nil {
-		din.Release()
-		err = syncErr
-	}
-	if err != nil {
-		return nil, err
-	}
-	env.Pool.MustFree(l.stats.Buf)
-	l.in, l.stats = nil, backend.View{}
-	return din, nil
 }
 
 // normBackward runs a norm's backward op over din (dout itself when the
@@ -229,113 +76,3 @@ func normBackward(env *Env, in, dout *Tensor, staged bool, op func(dx, dy, x bac
 	in.Release()
 	return din, nil
 }
-
-// GroupNorm is PyTorch's GroupNorm(Groups, C, eps=1e-5, affine): x (N,C,H,W)
-// is normalized over each (sample, group of C/Groups channels) with the
-// biased variance, then scaled and shifted per channel. It has no running
-// statistics, so training and eval compute the same.
-type GroupNorm struct {
-	C, Groups    int
-	Eps          float64
-	Weight, Bias *Param
-	in           *Tensor
-	stats        backend.View // saved mean[N*G], invstd[N*G]
-	kept         backend.View // a recomputed block's statistics, for its recomputation
-}
-
-// NewGroupNorm returns a GroupNorm of c channels in groups groups on dev
-// (eps 1e-5; weight 1, bias 0).
-func NewGroupNorm(dev *Device, name string, groups, c int) (*GroupNorm, error) {
-	if groups <= 0 || c%groups != 0 {
-		return nil, fmt.Errorf("model: group norm %s: %d channels are not divisible into %d groups", name, c, groups)
-	}
-	l := &GroupNorm{C: c, Groups: groups, Eps: 1e-5}
-	var err error
-	if l.Weight, err = newParam(dev, name+".weight", true, 1, c); err != nil {
-		return nil, err
-	}
-	if l.Bias, err = newParam(dev, name+".bias", true, 0, c); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// Params lists weight and bias.
-func (l *GroupNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
-
-func (l *GroupNorm) args(in *Tensor) backend.NormArgs {
-	if in.C != l.C {
-		panic(fmt.Sprintf("model: group norm %s: input has %d channels, want %d", l.Weight.Name, in.C, l.C))
-	}
-	return backend.NormArgs{Shape4: in.shape4(), Groups: l.Groups, Eps: l.Eps, Gamma: l.Weight.View(), Beta: l.Bias.View()}
-}
-
-// Forward normalizes in; in training it keeps in and the group statistics.
-func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
-	defer env.Profile.begin(KindNorm)()
-	a := l.args(in)
-	out, err := env.newActivation(in.N, in.C, in.H, in.W)
-	if err != nil {
-		return nil, err
-	}
-	// A recomputed block's recomputation reuses the statistics of its
-	// first forward.
-	stats, reuse := l.kept, env.recompute && !l.kept.None()
-	if !reuse {
-		if stats, err = allocView(env.Device, memory.Activations, backend.Float32, a.StatsLen(true)); err != nil {
-			out.Release()
-			return nil, err
-		}
-	}
-	l.kept = backend.View{}
-	f := env.frame(backend.OpNorm)
-	x, y := f.view(in), f.writer(out)
-	if f.err == nil {
-		env.Backend.GroupNorm(a, y, x, stats, reuse)
-	}
-	if err := f.finish(); err != nil {
-		env.Pool.MustFree(stats.Buf)
-		out.Release()
-		return nil, err
-	}
-	l.in, l.stats, l.kept = keepStats(env, in, stats)
-	return out, nil
-}
-
-// reapply is BatchNorm2d.reapply for GroupNorm.
-func (l *GroupNorm) reapply(env *Env) (*Tensor, error) {
-	return reapplyNorm(env, l.in, func(y, x backend.View) {
-		env.Backend.GroupNorm(l.args(l.in), y, x, l.stats, true)
-	})
-}
-
-// Backward accumulates dWeight, dBias and returns din; it consumes dout.
-func (l *GroupNorm) Backward(env *Env, dout *Tensor) (*Tensor, error) {
-	defer env.Profile.begin(KindNorm)()
-	in := l.in
-	if in == nil {
-		panic("model: group norm backward without a training forward")
-	}
-	mustSameShape("group norm backward", in, dout)
-	din, err := normBackward(env, in, dout, false, func(dx, dy, x backend.View) {
-		env.Backend.GroupNormBack(l.args(in), dx, l.Weight.GradView(), l.Bias.GradView(), dy, x, l.stats)
-	})
-	if err != nil {
-		return nil, err
-	}
-	env.Pool.MustFree(l.stats.Buf)
-	l.in, l.stats = nil, backend.View{}
-	return din, nil
-}
-
-// Out keeps the shape.
-func (l *BatchNorm2d) Out(in backend.Shape4) (backend.Shape4, float64) { return sameShape(in) }
-
-// Out keeps the shape.
-func (l *GroupNorm) Out(in backend.Shape4) (backend.Shape4, float64) { return sameShape(in) }
-
-// Forget drops what Forward kept, without releasing it (see Layer).
-func (l *BatchNorm2d) Forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }
-
-// Forget drops what Forward kept, without releasing it (see Layer).
-func (l *GroupNorm) Forget() { l.in, l.stats, l.kept = nil, backend.View{}, backend.View{} }

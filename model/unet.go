@@ -163,8 +163,9 @@ func (m *UNet) CheckInput(c, h, w int) error {
 	return nil
 }
 
-// Forward computes logits for x (N,InChannels,H,W); the caller keeps its
-// reference to x. In training the layers keep what Backward needs.
+// Forward: x (N,InChannels,H,W) -> logits (N,Classes,H,W); the caller
+// keeps its reference to x. In training the layers keep what Backward
+// needs (recompute.go says what).
 func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 	if err := m.CheckInput(x.C, x.H, x.W); err != nil {
 		return nil, err
@@ -223,8 +224,8 @@ func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 	return logits, err
 }
 
-// Backward accumulates every parameter's gradient from dlogits, which it
-// consumes: the decoders from full size down to the bottleneck, then the
+// Backward: dlogits (N,Classes,H,W) -> every parameter's gradient +=
+// (inc computes no input gradient); it consumes dlogits: the decoders from full size down to the bottleneck, then the
 // encoders back up, adding each level's skip gradient to its encoder
 // output's. After it, no activation of the step is left in the pool.
 func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
