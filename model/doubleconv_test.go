@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 
@@ -76,32 +75,27 @@ func TestDoubleConvTakesANewLayer(t *testing.T) {
 	for _, v := range utVariants {
 		for _, levels := range [][]int{nil, RecomputeAll(2), {1}} {
 			cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2, Recompute: levels}
-			plainLoss, plain, plainStats, _ := dcTrain(t, cfg, nil)
+			plainLoss, plain, plainStats := vtTrain(t, cfg, nil)
 			for _, p := range places {
 				if v.norm == NormNone && p.name == "after-norm1" {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s/%s/%v/%s", v.norm, v.up, levels, p.name), func(t *testing.T) {
-					loss, got, stats, blocks := dcTrain(t, cfg, p.after)
-					for step := range plainLoss {
-						if math.Float64bits(loss[step]) != math.Float64bits(plainLoss[step]) {
-							t.Errorf("step %d: loss %v with the inserted layer, %v without", step, loss[step], plainLoss[step])
+					inserted := map[*DoubleConv]*dropout0{}
+					loss, got, stats := vtTrain(t, cfg, func(m *UNet) {
+						for _, b := range m.blocks() {
+							inserted[b] = &dropout0{}
+							insertAfter(b, p.after(b), inserted[b])
 						}
-						for name, want := range plain[step] {
-							for i := range want {
-								if math.Float32bits(got[step][name][i]) != math.Float32bits(want[i]) {
-									t.Fatalf("step %d: %s[%d] = %v with the inserted layer, %v without", step, name, i, got[step][name][i], want[i])
-								}
-							}
-						}
-					}
+					})
+					vtSameBits(t, "with the inserted layer", loss, plainLoss, got, plain)
 					for _, c := range []memory.Category{memory.Activations, memory.Workspace} {
 						if a, b := stats.ByCategory[c].Peak, plainStats.ByCategory[c].Peak; a != b {
 							t.Errorf("%s peak %d bytes with the inserted layer, %d without", c, a, b)
 						}
 					}
-					for _, b := range blocks {
-						if d := b.inserted; p.middle && b.conv2.Source != nil && d.quiet != len(plainLoss) {
+					for b, d := range inserted {
+						if p.middle && b.conv2.Source != nil && d.quiet != len(plainLoss) {
 							t.Errorf("conv2's input was rebuilt %d times through the inserted layer in %d steps", d.quiet, len(plainLoss))
 						}
 					}
@@ -109,42 +103,4 @@ func TestDoubleConvTakesANewLayer(t *testing.T) {
 			}
 		}
 	}
-}
-
-// dcBlock is a DoubleConv and the layer a test inserted into it.
-type dcBlock struct {
-	*DoubleConv
-	inserted *dropout0
-}
-
-// dcTrain trains a UNet of cfg for two steps, with a dropout0 inserted into
-// every block after the part after names (none with after nil), and returns
-// each step's loss and state (vtStep's), the pool's stats after the last
-// and the blocks.
-func dcTrain(t *testing.T, cfg Config, after func(b *DoubleConv) Layer) ([]float64, []map[string][]float32, memory.Stats, []dcBlock) {
-	t.Helper()
-	dev := testDevice()
-	m, err := New(dev, cfg, 11)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []dcBlock
-	if after != nil {
-		for _, b := range m.blocks() {
-			d := &dropout0{}
-			insertAfter(b, after(b), d)
-			blocks = append(blocks, dcBlock{b, d})
-		}
-	}
-	env := &Env{Device: dev, Training: true}
-	var losses []float64
-	var states []map[string][]float32
-	var st memory.Stats
-	for step := range 2 {
-		x, target := utBatch(t, dev, uint64(step+1), 2, 3, 16, 16, 3)
-		loss, state, s := vtStep(t, env, m, x, target, 1)
-		x.Release()
-		losses, states, st = append(losses, loss), append(states, state), s
-	}
-	return losses, states, st, blocks
 }

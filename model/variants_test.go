@@ -55,6 +55,51 @@ func vtBackward(t *testing.T, env *Env, m *UNet, logits *Tensor, target backend.
 	return loss
 }
 
+// vtTrain trains a new UNet of cfg (seed 11) for two steps (vtStep) after
+// prepare, if set, changed it, and returns each step's loss and state and
+// the pool's stats after the last.
+func vtTrain(t *testing.T, cfg Config, prepare func(*UNet)) ([]float64, []map[string][]float32, memory.Stats) {
+	t.Helper()
+	dev := testDevice()
+	m, err := New(dev, cfg, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(m)
+	}
+	env := &Env{Device: dev, Training: true}
+	var losses []float64
+	var states []map[string][]float32
+	var st memory.Stats
+	for step := range 2 {
+		x, target := utBatch(t, dev, uint64(step+1), 2, 3, 16, 16, 3)
+		loss, state, s := vtStep(t, env, m, x, target, 1)
+		x.Release()
+		losses, states, st = append(losses, loss), append(states, state), s
+	}
+	return losses, states, st
+}
+
+// vtSameBits fails t unless two of vtTrain's runs have the same losses and
+// states, bit for bit; with says how the first run differs.
+func vtSameBits(t *testing.T, with string, loss, wantLoss []float64, got, want []map[string][]float32) {
+	t.Helper()
+	for step := range wantLoss {
+		if math.Float64bits(loss[step]) != math.Float64bits(wantLoss[step]) {
+			t.Errorf("step %d: loss %v %s, %v without", step, loss[step], with, wantLoss[step])
+		}
+		for name, w := range want[step] {
+			g := got[step][name]
+			for i := range w {
+				if math.Float32bits(g[i]) != math.Float32bits(w[i]) {
+					t.Fatalf("step %d: %s[%d] = %v %s, %v without", step, name, i, g[i], with, w[i])
+				}
+			}
+		}
+	}
+}
+
 // TestRecomputeBitExact: recomputing every level (and a single level)
 // gives the same loss, the same gradients and the same BatchNorm running
 // statistics as no recompute, bit for bit, over two steps, while keeping
@@ -64,42 +109,11 @@ func TestRecomputeBitExact(t *testing.T) {
 		for _, levels := range [][]int{RecomputeAll(2), {0}, {2}} {
 			t.Run(fmt.Sprintf("%s/%s/%v", v.norm, v.up, levels), func(t *testing.T) {
 				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
-				run := func(ck []int) ([]float64, []map[string][]float32, memory.Stats) {
-					dev := testDevice()
-					c := cfg
-					c.Recompute = ck
-					m, err := New(dev, c, 11)
-					if err != nil {
-						t.Fatal(err)
-					}
-					env := &Env{Device: dev, Training: true}
-					var losses []float64
-					var states []map[string][]float32
-					var st memory.Stats
-					for step := range 2 {
-						x, target := utBatch(t, dev, uint64(step+1), 2, 3, 16, 16, 3)
-						loss, state, s := vtStep(t, env, m, x, target, 1)
-						x.Release()
-						losses, states, st = append(losses, loss), append(states, state), s
-					}
-					return losses, states, st
-				}
-				plainLoss, plain, plainStats := run(nil)
-				ckLoss, ck, ckStats := run(levels)
-				for step := range plainLoss {
-					if math.Float64bits(plainLoss[step]) != math.Float64bits(ckLoss[step]) {
-						t.Errorf("step %d: loss %v with recompute, %v without", step, ckLoss[step], plainLoss[step])
-					}
-					for name, want := range plain[step] {
-						got := ck[step][name]
-						for i := range want {
-							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-								t.Fatalf("step %d: %s[%d] = %v with recompute, %v without", step, name, i, got[i], want[i])
-							}
-						}
-					}
-				}
-				a, b := ckStats.ByCategory[memory.Activations].Peak, plainStats.ByCategory[memory.Activations].Peak
+				plainLoss, plain, plainStats := vtTrain(t, cfg, nil)
+				cfg.Recompute = levels
+				loss, got, stats := vtTrain(t, cfg, nil)
+				vtSameBits(t, "with recompute", loss, plainLoss, got, plain)
+				a, b := stats.ByCategory[memory.Activations].Peak, plainStats.ByCategory[memory.Activations].Peak
 				if a >= b {
 					t.Errorf("peak activation bytes %d with recompute, %d without: no saving", a, b)
 				}
