@@ -17,5 +17,8 @@
 //     instead of writing through it.
 //
 // The lock file is the only state; a Lock value owns its open descriptor
-// and gives it back in Release.
+// and gives it back in Release (the file stays, recording the last holder)
+// or Clear (the file goes, and the folder too if Acquire made it and it is
+// empty). A flock is taken only on the file still at DIR/.lock, so that
+// removing it in Clear cannot let two writers hold two files.
 package outdir

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,9 @@ func (h Holder) String() string {
 	command := h.Command
 	if command == "" {
 		command = "another process"
+	}
+	if h.PID == 0 {
+		return command // its record could not be read
 	}
 	since := h.Since.Local().Format("15:04:05")
 	if time.Since(h.Since) > 24*time.Hour {
@@ -54,9 +58,10 @@ func (e *InUseError) Error() string {
 
 // Lock is a held folder.
 type Lock struct {
-	dir  string
-	file *os.File // the flock'd descriptor, nil for a lock file
-	kind string
+	dir     string
+	file    *os.File // the flock'd descriptor, nil for a lock file
+	kind    string
+	created bool // Acquire made the folder
 }
 
 // Dir is the locked folder.
@@ -75,17 +80,22 @@ func Acquire(dir, command string) (*Lock, error) {
 // acquire is Acquire; without useFlock it takes the lock file's way, as on
 // a file system without flock.
 func acquire(dir, command string, useFlock bool) (*Lock, error) {
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	me := Holder{PID: os.Getpid(), Host: hostname(), Command: command, Since: time.Now().Truncate(time.Second)}
+	l, err := (*Lock)(nil), errNoFlock
 	if useFlock {
-		l, err := acquireFlock(dir, me)
-		if !errors.Is(err, errNoFlock) {
-			return l, err
-		}
+		l, err = acquireFlock(dir, me)
 	}
-	return acquireFile(dir, me)
+	if errors.Is(err, errNoFlock) {
+		l, err = acquireFile(dir, me)
+	}
+	if l != nil {
+		l.created = errors.Is(statErr, fs.ErrNotExist)
+	}
+	return l, err
 }
 
 // errNoFlock is a file system without flock(2).
@@ -142,6 +152,29 @@ func (l *Lock) Release() error {
 	}
 	l.kind = ""
 	return os.Remove(filepath.Join(l.dir, LockName))
+}
+
+// Clear releases the lock and leaves no trace of it: the lock file is
+// removed while still held (a process that opened it meanwhile finds it
+// removed and takes the lock anew), then the folder itself if Acquire made
+// it and it is empty, as for a writer refused before it wrote anything.
+// Release, by contrast, leaves the lock file with its last holder's record.
+func (l *Lock) Clear() error {
+	if l == nil || l.kind == "" {
+		return nil
+	}
+	err := os.Remove(filepath.Join(l.dir, LockName))
+	if l.file != nil {
+		if cerr := l.file.Close(); err == nil {
+			err = cerr
+		}
+		l.file = nil
+	}
+	l.kind = ""
+	if l.created {
+		os.Remove(l.dir) // only if empty
+	}
+	return err
 }
 
 func writeHolder(f *os.File, h Holder) error {

@@ -209,3 +209,30 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+// Clear leaves the folder as Acquire found it: a folder it made is gone,
+// one that was there stays without a lock file.
+func TestAbandon(t *testing.T) {
+	for _, useFlock := range []bool{true, false} {
+		made := filepath.Join(t.TempDir(), "runs", "new")
+		l, err := acquire(made, "memunet train", useFlock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Clear(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(made); !os.IsNotExist(err) {
+			t.Errorf("flock %v: the folder Acquire made is still there: %v", useFlock, err)
+		}
+		there := t.TempDir()
+		l, err = acquire(there, "memunet train", useFlock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Clear()
+		if entries, err := os.ReadDir(there); err != nil || len(entries) != 0 {
+			t.Errorf("flock %v: the folder that was there holds %v (%v), want nothing", useFlock, entries, err)
+		}
+	}
+}
