@@ -16,6 +16,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 )
@@ -284,11 +285,13 @@ func TestRetention(t *testing.T) {
 	}
 }
 
+// snapshotDir is every file under dir and its contents, but the lock file,
+// which records the last process that held the folder.
 func snapshotDir(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		if err == nil && !d.IsDir() && d.Name() != outdir.LockName {
 			b, _ := os.ReadFile(p)
 			out[p] = string(b)
 		}

@@ -4,18 +4,20 @@ package rundir
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/memunet/memunet/dist"
+	"github.com/memunet/memunet/outdir"
 )
 
 // TestDataParallelRun runs under mpirun -np 2 (.ci/run): a 2-rank run of
 // 6 steps, and one of 3 steps resumed to 6, write the same losses and
 // checkpoints, bit for bit, from rank 0 alone (the other rank writes
-// nothing in the run directory); rank 0's summary has the world size and
+// nothing in the run directory, and rank 0 holds its lock); rank 0's summary has the world size and
 // each rank's peak memory; one process cannot resume a 2-rank checkpoint.
 func TestDataParallelRun(t *testing.T) {
 	comm, err := dist.Open()
@@ -59,6 +61,11 @@ func TestDataParallelRun(t *testing.T) {
 	}
 	if m := openCk(t, straight.LastCheckpoint).Manifest; m.World != comm.Size() {
 		t.Errorf("manifest world size %d", m.World)
+	}
+	// Rank 0 held the run directory (its lock file records the last holder).
+	var holder outdir.Holder
+	if b, err := os.ReadFile(filepath.Join(straightDir, outdir.LockName)); err != nil || json.Unmarshal(b, &holder) != nil || holder.PID != os.Getpid() {
+		t.Errorf("the run directory's lock: %+v (%v), want rank 0's pid %d", holder, err, os.Getpid())
 	}
 	// One process refuses the 2-rank checkpoint, naming the size.
 	_, err = Run(context.Background(), cfg, Options{OutDir: straightDir, Resume: "auto"})

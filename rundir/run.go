@@ -18,6 +18,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -191,6 +192,26 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if comm == nil {
 		comm = dist.Single{}
 	}
+	wrote := false // this process has written into opts.OutDir
+	if comm.Rank() == 0 {
+		// One process per run: held until Run returns, taken before the
+		// folder is looked at, so that two starts cannot both find it
+		// empty, nor --force delete what another run writes.
+		if opts.OutDir == "" {
+			return nil, fmt.Errorf("output.dir: name the run directory (--out DIR)")
+		}
+		lock, err := outdir.Acquire(opts.OutDir, "memunet train")
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if wrote {
+				lock.Release()
+			} else {
+				lock.Clear() // as it was found: a folder made for a refused run goes
+			}
+		}()
+	}
 	var earlier []string
 	if opts.Resume == "" && comm.Rank() == 0 {
 		if earlier = runFilesIn(opts.OutDir); len(earlier) > 0 && !opts.Force {
@@ -255,24 +276,23 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if opts.OnStart != nil {
 		opts.OnStart(cfg, device.Describe(tr.Device.Backend))
 	}
+	wrote = true
 	if len(earlier) > 0 {
 		if err := removeRunFiles(opts.OutDir, earlier); err != nil {
 			return nil, err
 		}
 		prog.note(fmt.Sprintf("--force: deleted the earlier run in %s: %s", opts.OutDir, strings.Join(earlier, ", ")))
 	}
-	created, err := makeDir(opts.OutDir)
-	if err != nil {
-		return nil, err
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil { // a data-parallel rank's scratch
+		return nil, fmt.Errorf("output.dir %s: %w", opts.OutDir, err)
 	}
 	stepsRun := 0 // steps this process completed
 	if opts.Resume == "" {
 		defer func() {
 			if err != nil && stepsRun == 0 {
+				// A new run that failed before its first step leaves nothing.
 				removeRunFiles(opts.OutDir, runFilesIn(opts.OutDir))
-				if created {
-					os.Remove(opts.OutDir) // only if empty
-				}
+				wrote = false
 			}
 		}()
 	}
@@ -601,17 +621,6 @@ func removeRunFiles(dir string, names []string) error {
 		}
 	}
 	return nil
-}
-
-// makeDir makes dir (and its parents) and reports whether it was new.
-func makeDir(dir string) (created bool, err error) {
-	if _, err := os.Stat(dir); err == nil {
-		return false, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, fmt.Errorf("output.dir %s: %w", dir, err)
-	}
-	return true, nil
 }
 
 // ExistingRunError refuses to start a new run in a directory that holds one.

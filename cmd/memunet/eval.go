@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/outdir"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -77,6 +77,21 @@ func evalCommand(args []string, stdout io.Writer) error {
 		}
 		ck.Config = cfg
 	}
+	if *out == "" {
+		run := checkpoint.RunDirOf(dir)
+		if run == "" {
+			return usageError{fmt.Sprintf("eval: %s is not in a run directory's checkpoints/; name the report with --out", dir)}
+		}
+		*out = filepath.Join(run, "eval", fmt.Sprintf("%s-step-%08d.json", *split, ck.Manifest.Step))
+	}
+	if err := checkpoint.CheckOutside(*out, dir); err != nil {
+		return usageError{"eval: --out " + err.Error()}
+	}
+	lock, err := outdir.Acquire(filepath.Dir(*out), "memunet eval")
+	if err != nil {
+		return err
+	}
+	defer lock.Clear() // a folder made for a failed command goes; no lock file stays beside the result
 	prec := ck.Config.Train.Precision
 	if *precision != "" {
 		if prec, err = backend.ParsePrecision(*precision); err != nil {
@@ -105,24 +120,11 @@ func evalCommand(args []string, stdout io.Writer) error {
 		return fmt.Errorf("eval: %w", err)
 	}
 	rep := EvalReport{Checkpoint: dir, Step: ck.Manifest.Step, Split: *split, Samples: len(idx), Data: sets, TTA: *tta, Validation: v}
-	if *out == "" {
-		run := checkpoint.RunDirOf(dir)
-		if run == "" {
-			return usageError{fmt.Sprintf("eval: %s is not in a run directory's checkpoints/; name the report with --out", dir)}
-		}
-		*out = filepath.Join(run, "eval", fmt.Sprintf("%s-step-%08d.json", *split, ck.Manifest.Step))
-	}
-	if err := checkpoint.CheckOutside(*out, dir); err != nil {
-		return usageError{"eval: --out " + err.Error()}
-	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-		return err
-	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(*out, append(js, '\n'), 0o644); err != nil {
+	if err := outdir.WriteBytes(*out, append(js, '\n')); err != nil {
 		return fmt.Errorf("eval: writing %s: %w", *out, err)
 	}
 	fmt.Fprintf(stdout, "%s, %d samples, by %s (step %d): loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f\n",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
@@ -17,6 +16,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/outdir"
 )
 
 const exportUsage = "usage: memunet export --checkpoint PATH [--out model.safetensors] [--dtype fp32|fp16|bf16]"
@@ -65,6 +65,11 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"export: --out " + err.Error()}
 	}
+	lock, err := outdir.Acquire(filepath.Dir(*out), "memunet export")
+	if err != nil {
+		return err
+	}
+	defer lock.Clear() // a folder made for a failed command goes; no lock file stays beside the result
 	// Build the model from the manifest and load the weights: this checks
 	// that the tensors are the architecture's, names and shapes.
 	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), ck.Config.ModelConfig(), ck.Config.Model.Seed)
@@ -90,7 +95,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 		"format": "pt", "memunet_version": version, "memunet_model": string(arch),
 		"memunet_checkpoint_step": fmt.Sprint(ck.Manifest.Step),
 	}
-	if err := writeAtomic(*out, func(w io.Writer) error { return safetensors.Write(w, tensors, meta) }); err != nil {
+	if err := outdir.WriteFile(*out, func(w io.Writer) error { return safetensors.Write(w, tensors, meta) }); err != nil {
 		return fmt.Errorf("export: writing %s: %w", *out, err)
 	}
 	st, _ := os.Stat(*out)
@@ -116,36 +121,4 @@ func halve(t safetensors.Tensor, dt backend.DType) safetensors.Tensor {
 		binary.LittleEndian.PutUint16(out.Data[2*i:], round(v))
 	}
 	return out
-}
-
-// writeAtomic writes path through a temporary file in its directory, fsyncs
-// it and renames it over path: a failed or interrupted export leaves any
-// earlier file as it was.
-func writeAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

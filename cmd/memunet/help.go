@@ -25,9 +25,11 @@ var commands = []commandHelp{
 	{name: "train", usage: synopsis(trainUsage), summary: `trains as the YAML config says ("memunet config print" prints the
 		commented quickstart config) and writes config.yaml, metrics.jsonl and summary.json into --out
 		(default: output.dir, else runs/<timestamp>). --set overrides one key, e.g. --set train.steps=50;
-		repeatable. Checkpoints go to <out>/checkpoints (train.checkpoint_every, the end, SIGINT/SIGTERM);
+		repeatable. Checkpoints go to <out>/checkpoints (train.checkpoint_every, the end, SIGINT/SIGTERM,
+		after which it exits 130 or 143; a second signal stops at once without saving);
 		--resume auto continues the newest one there, --resume PATH a given one, exactly where it stopped.
-		A directory that already holds a run is refused unless --resume or --force is given; a resume
+		One process at a time trains into a directory (a second is refused, naming the first). A
+		directory that already holds a run is refused unless --resume or --force is given; a resume
 		whose configuration or dataset changed since the checkpoint is refused naming what changed
 		(--allow-data-change continues on changed data).`},
 	{name: "predict", usage: synopsis(predictUsage), summary: `segments images with a checkpoint's model and

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,7 +34,9 @@ func main() {
 }
 
 // run executes one command and returns the exit code: 0 on success, 1 on a
-// failed run, 2 on a usage error. Errors are printed as one line to stderr.
+// failed run, 2 on a usage error, 128 + the signal's number for a training
+// run stopped by SIGINT (130) or SIGTERM (143). Errors are printed as one
+// line to stderr.
 // -h, -help or --help anywhere a command parses flags, and "memunet help
 // CMD", print the command's help to stdout and exit 0.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -48,6 +51,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if h := (helpRequest{}); errors.As(err, &h) {
 		writeHelp(stdout, h)
 		return 0
+	}
+	if st := exitStatus(0); errors.As(err, &st) {
+		return int(st) // said already
 	}
 	fmt.Fprintf(stderr, "memunet: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 	if errors.As(err, new(usageError)) {
@@ -92,6 +98,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	return usageError{fmt.Sprintf("unknown command %q; the commands are %s; run \"memunet help\"", args[0], commandNames())}
 }
 
+// exitStatus ends a command that has said what happened with a status of
+// its own (an interrupted run: 128 + the signal's number).
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -102,7 +114,7 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func trainCommand(args []string, stdout, stderr io.Writer) error {
+func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	configPath := fs.String("config", "", "YAML config file")
@@ -145,8 +157,8 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	if dir == "" {
 		dir = filepath.Join("runs", time.Now().Format("20060102-150405"))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, interrupt := notifyInterrupt(stderr)
+	defer interrupt.stop()
 	banner := func(cfg config.Config, device string) {
 		size := ""
 		if h, w := cfg.ImageSize(); h > 0 && w > 0 {
@@ -164,6 +176,11 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	if sum.Interrupted {
 		fmt.Fprintf(stdout, "interrupted after step %d; saved %s; continue with: memunet train --resume auto --out %s\n", sum.Steps, sum.LastCheckpoint, dir)
+		defer func() {
+			if err == nil {
+				err = exitStatus(interrupt.status())
+			}
+		}()
 	}
 	fmt.Fprintf(stdout, "done: %d steps in %.1fs (median %.1f ms/step)  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
 		sum.Steps, sum.WallSeconds, sum.StepMSMedian, sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
@@ -192,6 +209,63 @@ func trainCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{
 		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json"), sum.LastCheckpoint}, ", "))
 	return nil
+}
+
+// interrupt is train's handling of SIGINT and SIGTERM: the first cancels
+// the run's context (the step in progress finishes, a checkpoint is saved);
+// a second exits at once, whatever is being written. Checkpoints are
+// written whole or not at all, so the newest complete one is then the
+// previous one (or the one just renamed into place); metrics.jsonl may end
+// in a partial line, which a resume drops.
+type interrupt struct {
+	first atomic.Int32 // the first signal's number (0: none yet)
+	done  chan struct{}
+	ch    chan os.Signal
+}
+
+func notifyInterrupt(stderr io.Writer) (context.Context, *interrupt) {
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &interrupt{done: make(chan struct{}), ch: make(chan os.Signal, 2)}
+	signal.Notify(in.ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		defer cancel()
+		select {
+		case s := <-in.ch:
+			in.first.Store(int32(signalNumber(s)))
+			cancel()
+		case <-in.done:
+			return
+		}
+		select {
+		case s := <-in.ch:
+			fmt.Fprintf(stderr, "memunet: %s again: stopping at once without saving; the newest complete checkpoint stays\n", s)
+			os.Exit(128 + signalNumber(s))
+		case <-in.done:
+		}
+	}()
+	return ctx, in
+}
+
+// status is 128 + the first signal's number: what a shell reports for a
+// process that signal ended (130 for SIGINT, 143 for SIGTERM).
+func (in *interrupt) status() int {
+	n := int(in.first.Load())
+	if n == 0 {
+		n = int(syscall.SIGINT)
+	}
+	return 128 + n
+}
+
+func (in *interrupt) stop() {
+	signal.Stop(in.ch)
+	close(in.done)
+}
+
+func signalNumber(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return int(syscall.SIGINT)
 }
 
 // isTerminal reports whether w is a character device (a terminal).

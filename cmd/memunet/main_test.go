@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/memunet/memunet/checkpoint"
 )
 
 // TestMain lets tests run this binary as memunet itself (compare starts
@@ -16,6 +19,15 @@ import (
 // test binary behaves as the memunet command.
 func TestMain(m *testing.M) {
 	if os.Getenv("MEMUNET_TEST_AS_MAIN") == "1" {
+		if os.Getenv("MEMUNET_TEST_SLOW_SAVE") == "1" {
+			// A checkpoint save that takes a minute once its temporary
+			// directory exists, for a signal to land in.
+			checkpoint.FaultHook = func(point string) {
+				if point == "tmpdir" {
+					time.Sleep(time.Minute)
+				}
+			}
+		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

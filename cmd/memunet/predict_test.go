@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -10,16 +9,13 @@ import (
 	"github.com/memunet/memunet/safetensors"
 	"image"
 	"image/png"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
@@ -307,67 +303,6 @@ func TestResumeCommand(t *testing.T) {
 	if code := run([]string{"train", "--resume", "auto", "--out", dir, "--set", "train.steps=9"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "model.safetensors is truncated") {
 		t.Errorf("truncated: exit %d, %s", code, errb.String())
-	}
-}
-
-// TestSignalSavesCheckpoint builds memunet, sends SIGTERM to a long
-// training run and checks that it saves a checkpoint, exits 0 and says how
-// to continue.
-func TestSignalSavesCheckpoint(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "memunet")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	dir := t.TempDir()
-	args := append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", dir}, tinyArgs...)
-	// No best checkpoints: the interrupt is the only save, whenever SIGTERM lands.
-	args = append(args, "--set", "train.steps=100000", "--set", "train.checkpoint_every=0", "--set", "train.keep_best=false",
-		"--set", "output.progress=plain", "--set", "output.log_every=1")
-	cmd := exec.Command(bin, args...)
-	pipe, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(pipe)
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if strings.HasPrefix(sc.Text(), "step 3/") {
-			cmd.Process.Signal(syscall.SIGTERM)
-			break
-		}
-	}
-	rest, _ := io.ReadAll(pipe)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit: %v; stderr %s", err, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("no exit after SIGTERM")
-	}
-	out := strings.Join(lines, "\n") + "\n" + string(rest)
-	if !strings.Contains(out, "interrupted after step") || !strings.Contains(out, "--resume auto --out "+dir) {
-		t.Errorf("output:\n%s", out)
-	}
-	latest, err := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
-	if err != nil || latest == "" {
-		t.Fatalf("no checkpoint: %v", err)
-	}
-	ck, err := checkpoint.Open(latest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ck.Manifest.Request.Reason != "interrupt" || ck.Manifest.Step < 3 {
-		t.Errorf("checkpoint: %+v at step %d", ck.Manifest.Request, ck.Manifest.Step)
 	}
 }
 
