@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -43,7 +45,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 	tta := fs.Bool("tta", false, "test-time flip averaging (two forward passes)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
-	out := fs.String("out", "", "the JSON report (default: eval/<split>-step-N.json in the checkpoint's run directory)")
+	out := fs.String("out", "", "the JSON report (default: eval/<split>-step-N[-tta][-data-HASH].json in the checkpoint's run directory)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, evalUsage)
 	}
@@ -82,7 +84,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 		if run == "" {
 			return usageError{fmt.Sprintf("eval: %s is not in a run directory's checkpoints/; name the report with --out", dir)}
 		}
-		*out = filepath.Join(run, "eval", fmt.Sprintf("%s-step-%08d.json", *split, ck.Manifest.Step))
+		*out = filepath.Join(run, "eval", evalReportName(*split, ck.Manifest.Step, *tta, sets))
 	}
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"eval: --out " + err.Error()}
@@ -132,4 +134,20 @@ func evalCommand(args []string, stdout io.Writer) error {
 	printClassTable(stdout, v.PerClass)
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	return nil
+}
+
+// evalReportName is the default report's name: the split and step, and
+// what changed the scores (--tta, --set data.*: a hash of the overrides),
+// so that an evaluation on other data or with TTA never replaces the
+// plain one's report.
+func evalReportName(split string, step int, tta bool, sets []string) string {
+	name := fmt.Sprintf("%s-step-%08d", split, step)
+	if tta {
+		name += "-tta"
+	}
+	if len(sets) > 0 {
+		sum := sha256.Sum256([]byte(strings.Join(sets, "\n")))
+		name += "-data-" + hex.EncodeToString(sum[:4])
+	}
+	return name + ".json"
 }

@@ -61,3 +61,25 @@ func TestEval(t *testing.T) {
 		t.Errorf("predict dataset:test: %s", pred)
 	}
 }
+
+// TestEvalReportsKeepTheirOwn: evaluations with --tta or on other data by
+// --set go into reports of their own names, so the plain evaluation's
+// report is never replaced by another view's.
+func TestEvalReportsKeepTheirOwn(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	runOK(t, "eval", "--checkpoint", runDir)
+	plain, _ := filepath.Glob(filepath.Join(runDir, "eval", "val-step-*.json"))
+	if len(plain) != 1 {
+		t.Fatalf("reports %v", plain)
+	}
+	before, _ := os.ReadFile(plain[0])
+	runOK(t, "eval", "--checkpoint", runDir, "--tta")
+	runOK(t, "eval", "--checkpoint", runDir, "--set", "data.count=12")
+	all, _ := filepath.Glob(filepath.Join(runDir, "eval", "val-step-*.json"))
+	if len(all) != 3 {
+		t.Errorf("reports %v, want three: plain, -tta, -data-HASH", all)
+	}
+	if after, _ := os.ReadFile(plain[0]); !bytes.Equal(after, before) {
+		t.Errorf("another evaluation replaced %s", plain[0])
+	}
+}
