@@ -71,6 +71,9 @@ type Manifest struct {
 	// World is the number of data-parallel processes that trained it (0:
 	// one); a resume needs the same.
 	World int `json:"world_size,omitempty"`
+	// WallSeconds is the run's wall time up to Step, across the parts of a
+	// resumed run (absent in checkpoints of memunet before it was kept).
+	WallSeconds float64 `json:"wall_s,omitempty"`
 }
 
 // Position is where in the data the next micro-batch comes from.

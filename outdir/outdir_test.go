@@ -236,3 +236,26 @@ func TestAbandon(t *testing.T) {
 		}
 	}
 }
+
+// Append refuses a symlink planted where a log goes.
+func TestAppendRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "precious")
+	os.WriteFile(target, []byte("keep"), 0o644)
+	link := filepath.Join(dir, "metrics.jsonl")
+	os.Symlink(target, link)
+	for _, truncate := range []bool{true, false} {
+		if f, err := Append(link, truncate); err == nil {
+			f.Close()
+			t.Errorf("truncate %v: appending through a link was allowed", truncate)
+		}
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the target became %q", b)
+	}
+	f, err := Append(filepath.Join(dir, "log"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

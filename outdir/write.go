@@ -44,6 +44,17 @@ func WriteFile(path string, write func(io.Writer) error) error {
 	return SyncDir(filepath.Dir(path))
 }
 
+// Append opens path to append records to, a log written as it goes (a
+// run's metrics.jsonl), creating it, or emptying it first with truncate. A
+// symlink at path is refused (O_NOFOLLOW), never written through.
+func Append(path string, truncate bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND | noFollow
+	if truncate {
+		flags |= os.O_TRUNC
+	}
+	return os.OpenFile(path, flags, 0o644)
+}
+
 // WriteBytes is WriteFile of b.
 func WriteBytes(path string, b []byte) error {
 	return WriteFile(path, func(w io.Writer) error {

@@ -138,6 +138,7 @@ type saveRequest struct {
 	EarlyStop   *checkpoint.EarlyStopState
 	History     checkpoint.MetricsHistory
 	Version     string
+	WallSeconds float64 // the run's, across its parts, up to Step
 }
 
 // saveCheckpoint writes the trainer's state as a new checkpoint directory in
@@ -173,7 +174,7 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			GrowthFactor: t.Scaler.GrowthFactor, BackoffFactor: t.Scaler.BackoffFactor, GrowthInterval: t.Scaler.GrowthInterval},
 		Adam:    optimizerState(t.Opt),
 		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched, MaskValues: t.MaskValues,
-		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop, World: worldOf(t),
+		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop, World: worldOf(t), WallSeconds: r.WallSeconds,
 		Contents: map[string]string{
 			checkpoint.ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
 			checkpoint.OptimizerFile: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",

@@ -6,12 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -36,6 +40,11 @@ type checkpointer struct {
 	bestMIoU    float64 // its val_miou
 	bestScore   float64 // its train.monitor score
 	bestMonitor string
+
+	// priorWall is the run's wall time before this part (the resumed
+	// checkpoint's); partStart when this part began.
+	priorWall float64
+	partStart time.Time
 
 	ctx         context.Context
 	doneAtStart bool // ctx was cancelled before the step in progress began
@@ -66,7 +75,8 @@ func openResume(cfg config.Config, opts Options) (*checkpoint.Checkpoint, error)
 // newCheckpointer restores tr from ck (if any) and watches ctx to tell
 // whether an interrupt came during a step.
 func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *checkpoint.Checkpoint, note func(string)) (*checkpointer, error) {
-	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, checkpoint.CheckpointsDir), version: opts.Version, note: note, lastSaved: -1}
+	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, checkpoint.CheckpointsDir), version: opts.Version, note: note, lastSaved: -1,
+		partStart: time.Now()}
 	if ck != nil {
 		if err := Restore(tr, ck, opts.AllowDataChange); err != nil {
 			return nil, err
@@ -77,6 +87,7 @@ func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *c
 			}
 		}
 		c.start, c.resumed, c.history = ck.Manifest.Step, ck.Dir, ck.Manifest.Metrics
+		c.priorWall = ck.Manifest.WallSeconds
 		for _, v := range c.history.Val {
 			c.improves(v)
 		}
@@ -197,7 +208,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 		stop = &st
 	}
 	path, err := saveCheckpoint(c.tr, c.parent, saveRequest{Step: step, Epoch: epoch, Request: req, ValMIoU: miou, Score: score,
-		EarlyStop: stop, History: c.history, Version: c.version})
+		EarlyStop: stop, History: c.history, Version: c.version, WallSeconds: c.priorWall + time.Since(c.partStart).Seconds()})
 	if err != nil {
 		return fmt.Errorf("saving the checkpoint of step %d: %w", step, err)
 	}
@@ -279,45 +290,68 @@ func (c *checkpointer) prune(keep string) error {
 
 // openMetrics opens the run's metrics.jsonl: a new file, or on resume the
 // existing one cut back to the records of steps up to keepThrough (what
-// came after the checkpoint is trained again), to append to. A resumed
-// run's metrics.jsonl that is gone is written again from the checkpoint's
-// history: every step's loss (records marked "rebuilt") and every
-// validation.
-func openMetrics(dir string, keepThrough int, history checkpoint.MetricsHistory) (*os.File, error) {
+// came after the checkpoint is trained again; rewritten whole, see
+// outdir.WriteFile), to append to. A resumed run's metrics.jsonl that is
+// gone is written again from the checkpoint's history: every step's loss
+// (records marked "rebuilt") and every validation. It also returns the
+// validations at step keepThrough that the history lacks: the one an
+// interrupt takes after saving its checkpoint.
+func openMetrics(dir string, keepThrough int, history checkpoint.MetricsHistory) (*os.File, []checkpoint.ValRecord, error) {
 	path := filepath.Join(dir, "metrics.jsonl")
 	if keepThrough <= 0 {
-		return os.Create(path)
+		f, err := outdir.Append(path, true)
+		return f, nil, err
 	}
-	old, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		old, err = rebuildMetrics(history), nil
+	var old io.Reader
+	f, _, err := infile.Open(path, 0)
+	switch {
+	case os.IsNotExist(err):
+		old = bytes.NewReader(rebuildMetrics(history))
+	case err != nil:
+		return nil, nil, err
+	default:
+		defer f.Close()
+		old = f
 	}
+	known := map[int]bool{}
+	for _, v := range history.Val {
+		known[v.Step] = true
+	}
+	var recovered []checkpoint.ValRecord
+	err = outdir.WriteFile(path, func(w io.Writer) error {
+		sc := bufio.NewScanner(old)
+		sc.Buffer(nil, 1<<26)
+		for sc.Scan() {
+			var r checkpoint.ValRecord
+			if json.Unmarshal(sc.Bytes(), &r) != nil || r.Step > keepThrough {
+				continue // a later step, or a line cut short by a kill
+			}
+			if r.Type == "val" && r.Step == keepThrough && !known[r.Step] {
+				recovered = append(recovered, r)
+			}
+			if _, err := w.Write(append(sc.Bytes(), '\n')); err != nil {
+				return err
+			}
+		}
+		return sc.Err()
+	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var kept bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(old))
-	sc.Buffer(nil, 1<<26)
-	for sc.Scan() {
-		var r struct {
-			Step int `json:"step"`
-		}
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Step <= keepThrough {
-			kept.Write(sc.Bytes())
-			kept.WriteByte('\n')
-		}
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, kept.Bytes(), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err = outdir.Append(path, false)
+	return f, recovered, err
 }
 
-// resumeNote is the line Run prints when it resumes.
+// recover takes validations metrics.jsonl kept beside the checkpoint (see
+// openMetrics) into the history, as the run that took them had them.
+func (c *checkpointer) recover(vals []checkpoint.ValRecord) {
+	for _, v := range vals {
+		c.validated(v)
+	}
+}
+
+// resumeNote is the line Run prints when it resumes: where, and the latest
+// validation (one an interrupt took included).
 func (c *checkpointer) resumeNote(total int) string {
 	if c.resumed == "" {
 		return ""

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -492,4 +493,69 @@ func testTrainer(t *testing.T, c config.Config) *train.Trainer {
 	}
 	t.Cleanup(tr.Close)
 	return tr
+}
+
+// TestResumeAfterInterruptKeepsItsValidation: the validation an interrupt
+// takes (after saving its checkpoint) is the latest one the resume names,
+// enters the resumed history once, and metrics.jsonl holds each
+// validation once; the summary's wall time covers both parts. A resume
+// interrupted before its first step leaves summary.json and metrics.jsonl
+// as they were.
+func TestResumeAfterInterruptKeepsItsValidation(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	steps := 0
+	first := mustRun(t, ctx, cfg, Options{OutDir: dir}, func(tr *train.Trainer) {
+		tr.AfterBackward = func() {
+			if steps++; steps == 3 {
+				cancel()
+			}
+		}
+	})
+	if !first.Interrupted || first.Steps != 3 {
+		t.Fatalf("interrupted %v at step %d", first.Interrupted, first.Steps)
+	}
+
+	// Interrupted again before its first step: nothing changes.
+	before := snapshotDir(t, dir)
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	again := mustRun(t, done, cfg, Options{OutDir: dir, Resume: "auto"}, nil)
+	if !again.Interrupted || again.Steps != 3 {
+		t.Errorf("the idle resume: interrupted %v at step %d", again.Interrupted, again.Steps)
+	}
+	after := snapshotDir(t, dir)
+	for _, name := range []string{"summary.json", "metrics.jsonl"} {
+		p := filepath.Join(dir, name)
+		if after[p] != before[p] {
+			t.Errorf("a resume that ran no step rewrote %s", name)
+		}
+	}
+
+	var log bytes.Buffer
+	plain := cfg
+	plain.Output.Progress = "plain"
+	second := mustRun(t, context.Background(), plain, Options{OutDir: dir, Resume: "auto", Progress: &log}, nil)
+	if want := fmt.Sprintf("last val miou %.4f (step 3)", first.ValMIoU); !strings.Contains(log.String(), want) {
+		t.Errorf("the resume note does not give the interrupt's validation %q:\n%s", want, log.String())
+	}
+	var valSteps []int
+	for _, v := range openCk(t, second.LastCheckpoint).Manifest.Metrics.Val {
+		valSteps = append(valSteps, v.Step)
+	}
+	if !reflect.DeepEqual(valSteps, []int{2, 3, 4, 6}) {
+		t.Errorf("the resumed history's validations are at steps %v, want [2 3 4 6]", valSteps)
+	}
+	curves, err := ReadCurves(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(curves.ValSteps, []float64{2, 3, 4, 6}) {
+		t.Errorf("metrics.jsonl validates at steps %v, want [2 3 4 6]", curves.ValSteps)
+	}
+	if second.PartFromStep != 3 || second.PartSteps != 3 || second.WallSeconds <= second.PartWallSeconds {
+		t.Errorf("summary: part from %d, %d steps, %.3fs of %.3fs in all", second.PartFromStep, second.PartSteps, second.PartWallSeconds, second.WallSeconds)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
+	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
@@ -114,8 +115,17 @@ type Summary struct {
 	LossScale      float64 `json:"loss_scale"`
 	SkippedSteps   int     `json:"skipped_steps"`
 	Params         int     `json:"params"`
-	WallSeconds    float64 `json:"wall_s"`
-	Interrupted    bool    `json:"interrupted"`
+	// WallSeconds is the run's wall time across its parts (a resumed run
+	// continues the count its checkpoint recorded); PartWallSeconds this
+	// part's, the process that wrote the summary, which ran PartSteps
+	// steps from step PartFromStep (0: a run that was not resumed). The
+	// memory figures and step times above are this part's: every part
+	// trains steps of the same shape.
+	WallSeconds     float64 `json:"wall_s"`
+	PartWallSeconds float64 `json:"part_wall_s"`
+	PartSteps       int     `json:"part_steps"`
+	PartFromStep    int     `json:"part_from_step,omitempty"`
+	Interrupted     bool    `json:"interrupted"`
 	// ResumedFrom is the checkpoint this run continued; LastCheckpoint the
 	// newest one it wrote (see checkpoint.go); BestCheckpoint the one with
 	// the best val_miou (the run directory's link "best" points at it).
@@ -191,6 +201,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	comm := opts.Comm
 	if comm == nil {
 		comm = dist.Single{}
+	}
+	if err := checkFinished(cfg, opts); err != nil {
+		return nil, err // read only: no lock, nothing touched
 	}
 	wrote := false // this process has written into opts.OutDir
 	if comm.Rank() == 0 {
@@ -303,6 +316,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if err := os.WriteFile(filepath.Join(opts.OutDir, "config.yaml"), resolved, 0o644); err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
+	metricsFile, recovered, err := openMetrics(opts.OutDir, ckpt.start, ckpt.history)
+	if err != nil {
+		return nil, fmt.Errorf("output.dir: %w", err)
+	}
+	defer metricsFile.Close()
+	ckpt.recover(recovered)
 	if line := ckpt.resumeNote(total); line != "" {
 		prog.note(line)
 		prog.resumeAt(ckpt.start)
@@ -310,11 +329,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			prog.miou = ckpt.history.Val[n-1].ValMIoU
 		}
 	}
-	metricsFile, err := openMetrics(opts.OutDir, ckpt.start, ckpt.history)
-	if err != nil {
-		return nil, fmt.Errorf("output.dir: %w", err)
-	}
-	defer metricsFile.Close()
 	enc := json.NewEncoder(metricsFile)
 	curves, err := ReadCurves(filepath.Join(opts.OutDir, "metrics.jsonl")) // a resumed run's earlier steps
 	if err != nil {
@@ -361,6 +375,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if n := len(ckpt.history.Steps); n > 0 {
 		sum.Epochs, sum.FinalLoss = ckpt.history.Steps[n-1].Epoch, float64(ckpt.history.Steps[n-1].Loss)
 	}
+	lastVal := -1 // the step of the latest validation
+	if n := len(ckpt.history.Val); n > 0 && ckpt.history.Val[n-1].Step == ckpt.start {
+		lastVal, sum.Validation = ckpt.start, ckpt.history.Val[n-1].Validation
+	}
+	if ckpt.resumed != "" {
+		sum.PartFromStep = ckpt.start
+	}
 	if r, ok := tr.Device.Backend.(device.MemoryReporter); ok {
 		sum.ContextOverheadBytes = r.ContextOverhead()
 		if _, total, err := r.DeviceMemory(); err == nil {
@@ -375,7 +396,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		}
 		sum.PeakReservedBytes = max(sum.PeakReservedBytes, reserved)
 	}
-	improved, stopEarly, lastVal := false, false, -1
+	improved, stopEarly := false, false
 	validate := func(step, epoch int) error {
 		tr.Pool().ResetPeak()
 		v, err := tr.Validate()
@@ -526,21 +547,51 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	}
 	sum.PeakRSSBytes = PeakRSS()
 	sum.CacheFlushes = st.CacheFlushes
-	sum.WallSeconds = time.Since(start).Seconds()
+	sum.PartWallSeconds = time.Since(start).Seconds()
+	sum.WallSeconds = ckpt.priorWall + sum.PartWallSeconds
+	sum.PartSteps = stepsRun
 	if comm.Size() > 1 {
 		if sum.Ranks, err = gatherRanks(comm, sum.PeakAllocatedBytes, sum.PeakReservedBytes); err != nil {
 			return nil, err
 		}
 		sum.World = comm.Size()
 	}
+	if stepsRun == 0 && ckpt.resumed != "" {
+		// This part added no step (interrupted before its first): the
+		// summary of the same step stands, rather than one of nothing.
+		if prev, err := readSummary(opts.OutDir); err == nil && prev.Steps == sum.Steps {
+			prev.Interrupted = sum.Interrupted
+			return prev, nil
+		}
+	}
 	out, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(opts.OutDir, "summary.json"), append(out, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("writing summary.json: %w", err)
+	if err := outdir.WriteBytes(filepath.Join(opts.OutDir, SummaryFile), append(out, '\n')); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", SummaryFile, err)
 	}
 	return sum, nil
+}
+
+// SummaryFile is a run directory's summary.
+const SummaryFile = "summary.json"
+
+// MaxSummaryBytes bounds reading a summary (a few KiB; the per-rank table
+// of a large data-parallel run more).
+const MaxSummaryBytes = 16 << 20
+
+// readSummary reads dir's summary.json.
+func readSummary(dir string) (*Summary, error) {
+	b, err := infile.ReadFile(filepath.Join(dir, SummaryFile), MaxSummaryBytes)
+	if err != nil {
+		return nil, err
+	}
+	var sum Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	return &sum, nil
 }
 
 func median(xs []float64) float64 {
@@ -619,6 +670,59 @@ func removeRunFiles(dir string, names []string) error {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("removing the earlier run's %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// FinishedError is a resume of a run that has already finished: its newest
+// checkpoint is at the configured last step (or early stopping ended it).
+// Nothing was changed; raising train.steps (or the patience) continues it.
+type FinishedError struct {
+	Dir         string // the run directory (or the checkpoint, when not in one)
+	Step, Total int
+	// EarlyStopped: train.early_stop ended it before Total.
+	EarlyStopped bool
+}
+
+func (e *FinishedError) Error() string {
+	if e.EarlyStopped {
+		return fmt.Sprintf("%s already finished: early stopping ended it at step %d of %d; to train further raise train.early_stop.patience", e.Dir, e.Step, e.Total)
+	}
+	return fmt.Sprintf("%s already finished: %d/%d steps; to train further raise train.steps", e.Dir, e.Step, e.Total)
+}
+
+// checkFinished refuses, with a *FinishedError, to resume a checkpoint
+// whose run has ended: at or past cfg's last step, or stopped early by
+// train.early_stop with the same patience. It only reads; a checkpoint
+// that does not open, or that cfg may not continue, is left for the resume
+// to refuse.
+func checkFinished(cfg config.Config, opts Options) error {
+	if opts.Resume == "" {
+		return nil
+	}
+	dir, err := checkpoint.ResolveResume(opts.Resume, opts.OutDir)
+	if err != nil || dir == "" {
+		return nil
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil || checkResume(ck, cfg) != nil {
+		return nil // the resume refuses it, saying why
+	}
+	m := ck.Manifest
+	total := cfg.Train.Steps
+	if total == 0 && m.Position.Accumulate > 0 { // train.epochs: the checkpoint's epochs, as the data is unchanged
+		total = cfg.Train.Epochs * (m.Position.MicroBatchesPerEpoch / m.Position.Accumulate)
+	}
+	run := checkpoint.RunDirOf(dir)
+	if run == "" {
+		run = dir
+	}
+	es := cfg.Train.EarlyStop
+	switch {
+	case total > 0 && m.Step >= total:
+		return &FinishedError{Dir: run, Step: m.Step, Total: total}
+	case m.Request.Reason == "end" && m.EarlyStop != nil && es.Patience > 0 && m.EarlyStop.Wait >= es.Patience:
+		return &FinishedError{Dir: run, Step: m.Step, Total: total, EarlyStopped: true}
 	}
 	return nil
 }

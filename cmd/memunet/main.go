@@ -171,6 +171,10 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg,
 		Version: version, Force: *force, AllowDataChange: *allowData, OnStart: banner, Comm: comm})
+	if fin := (*rundir.FinishedError)(nil); errors.As(err, &fin) {
+		fmt.Fprintln(stdout, fin.Error()) // not a failure: the run is done, and stays as it was
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -182,8 +186,8 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 			}
 		}()
 	}
-	fmt.Fprintf(stdout, "done: %d steps in %.1fs (median %.1f ms/step)  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
-		sum.Steps, sum.WallSeconds, sum.StepMSMedian, sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
+	fmt.Fprintf(stdout, "done: %s  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
+		doneTimes(sum), sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
 	printClassTable(stdout, sum.PerClass)
 	fmt.Fprintf(stdout, "memory: peak allocated %s (params %s, grads %s, optimizer %s, activations %s, workspace %s), peak reserved %s, peak RSS %s\n",
 		memory.FormatBytes(sum.PeakAllocatedBytes),
@@ -266,6 +270,16 @@ func signalNumber(s os.Signal) int {
 		return int(n)
 	}
 	return int(syscall.SIGINT)
+}
+
+// doneTimes is the "done:" line's steps and times, saying which part of a
+// resumed run they cover.
+func doneTimes(sum *rundir.Summary) string {
+	if sum.ResumedFrom == "" {
+		return fmt.Sprintf("%d steps in %.1fs (median %.1f ms/step)", sum.Steps, sum.WallSeconds, sum.StepMSMedian)
+	}
+	return fmt.Sprintf("%d steps, %d of them in this part (from step %d) in %.1fs, %.1fs in all parts (median %.1f ms/step in this part)",
+		sum.Steps, sum.PartSteps, sum.PartFromStep, sum.PartWallSeconds, sum.WallSeconds, sum.StepMSMedian)
 }
 
 // isTerminal reports whether w is a character device (a terminal).
