@@ -52,7 +52,7 @@ func (c *check) workspace(n int) backend.View {
 // bias, weight and bias gradients and workspace are fp32 (parameters'
 // masters and gradients).
 
-func (s *suite) conv(t *testing.T) {
+func (s *suite) testConv(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range convShapes {
 			sh.DT = dt
@@ -83,7 +83,7 @@ func biasName(bias bool) string {
 	return "/nobias"
 }
 
-func (s *suite) convBack(t *testing.T) {
+func (s *suite) testConvBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range convShapes {
 			sh.DT = dt
@@ -131,7 +131,7 @@ func (s *suite) convBack(t *testing.T) {
 // UpConv's contract names no optional views: bias, din and dbias are
 // always given.
 
-func (s *suite) upConv(t *testing.T) {
+func (s *suite) testUpConv(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range upConvShapes {
 			sh.DT = dt
@@ -147,7 +147,7 @@ func (s *suite) upConv(t *testing.T) {
 	}
 }
 
-func (s *suite) upConvBack(t *testing.T) {
+func (s *suite) testUpConvBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpConv) {
 		for _, sh := range upConvShapes {
 			sh.DT = dt

@@ -42,7 +42,7 @@ func (c *check) targets(n, k int) []byte {
 	return t
 }
 
-func (s *suite) crossEntropy(t *testing.T) {
+func (s *suite) testCrossEntropy(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			s.run(t, lossName(dt, sh), func(c *check) {
@@ -95,7 +95,7 @@ func (s *suite) crossEntropy(t *testing.T) {
 	}
 }
 
-func (s *suite) crossEntropyBack(t *testing.T) {
+func (s *suite) testCrossEntropyBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			for _, k := range []float32{0.37, 0} {
@@ -159,7 +159,7 @@ func (c *check) tiedLogits(n int) []float32 {
 	return z
 }
 
-func (s *suite) confusion(t *testing.T) {
+func (s *suite) testConfusion(t *testing.T) {
 	for _, dt := range floatTypes {
 		for _, sh := range metricShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
@@ -189,7 +189,7 @@ func (s *suite) confusion(t *testing.T) {
 	}
 }
 
-func (s *suite) argmax(t *testing.T) {
+func (s *suite) testArgmax(t *testing.T) {
 	for _, dt := range floatTypes {
 		for _, sh := range metricShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
@@ -207,7 +207,7 @@ func (s *suite) argmax(t *testing.T) {
 // one (whose (1-p)^(γ-1) is singular at p = 1) and the usual 2.
 var lossGammas = []float32{0, 0.5, 2}
 
-func (s *suite) lossSums(t *testing.T) {
+func (s *suite) testLossSums(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			for _, gamma := range lossGammas {
@@ -258,7 +258,7 @@ func (s *suite) lossSums(t *testing.T) {
 	}
 }
 
-func (s *suite) lossBack(t *testing.T) {
+func (s *suite) testLossBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpLoss) {
 		for _, sh := range lossShapes {
 			for _, gamma := range lossGammas {

@@ -86,7 +86,7 @@ func halves(stats []float32) (mean, inv []float64) {
 	return f64(stats[:len(stats)/2]), f64(stats[len(stats)/2:])
 }
 
-func (s *suite) batchNorm(t *testing.T) {
+func (s *suite) testBatchNorm(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range batchNormShapes {
 			M := sh.N * sh.H * sh.W
@@ -154,7 +154,7 @@ func (c *check) batchNorm(dt backend.DType, sh normShape, reuse, update bool) {
 	c.unchanged("in", in, encode(dt, x))
 }
 
-func (s *suite) batchNormEval(t *testing.T) {
+func (s *suite) testBatchNormEval(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range batchNormShapes {
 			s.run(t, fmt.Sprintf("%s/offset%g", shapeName(dt, sh.Shape4), sh.offset), func(c *check) {
@@ -182,7 +182,7 @@ func inPlaceName(inPlace bool) string {
 	return "/din"
 }
 
-func (s *suite) batchNormBack(t *testing.T) {
+func (s *suite) testBatchNormBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range batchNormShapes {
 			for _, inPlace := range []bool{false, true} {
@@ -227,7 +227,7 @@ func (c *check) normBack(dt backend.DType, a backend.NormArgs, group bool, offse
 	}
 }
 
-func (s *suite) groupNorm(t *testing.T) {
+func (s *suite) testGroupNorm(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range groupNormShapes {
 			for _, groups := range sh.groups {
@@ -272,7 +272,7 @@ func (s *suite) groupNorm(t *testing.T) {
 	}
 }
 
-func (s *suite) groupNormBack(t *testing.T) {
+func (s *suite) testGroupNormBack(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpNorm) {
 		for _, sh := range groupNormShapes {
 			for _, groups := range sh.groups {

@@ -24,10 +24,10 @@ func adamStep(lr float64, t int, weightDecay float32) backend.AdamStep {
 	}
 }
 
-// adam checks one Adam step against the documented formula. The learning
+// testAdam checks one Adam step against the documented formula. The learning
 // rate is large (0.05) so that the update, not w's rounding, dominates
 // the comparison.
-func (s *suite) adam(t *testing.T) {
+func (s *suite) testAdam(t *testing.T) {
 	for _, n := range []int{1, 13, 1001} {
 		for _, step := range []int{1, 3, 1000} {
 			for _, wd := range []float32{0, 0.01, -1} { // -1: AdamW's decoupled 0.01
@@ -55,10 +55,10 @@ func (s *suite) adam(t *testing.T) {
 	}
 }
 
-// unscaleCheck checks g *= inv (one float32 multiplication each, exact) and
+// testUnscaleCheck checks g *= inv (one float32 multiplication each, exact) and
 // the finite flag: false for a NaN or an infinity already in g, and for
 // finite values that overflow when multiplied.
-func (s *suite) unscaleCheck(t *testing.T) {
+func (s *suite) testUnscaleCheck(t *testing.T) {
 	cases := []struct {
 		name   string
 		inv    float32
@@ -94,9 +94,9 @@ func (s *suite) unscaleCheck(t *testing.T) {
 	}
 }
 
-// sgd checks SGD steps: plain, with weight decay, momentum (the first step
+// testSGD checks SGD steps: plain, with weight decay, momentum (the first step
 // and later ones), dampening and Nesterov.
-func (s *suite) sgd(t *testing.T) {
+func (s *suite) testSGD(t *testing.T) {
 	for _, n := range []int{1, 13, 1001} {
 		for _, a := range []backend.SGDStep{
 			{LR: 0.1},
@@ -125,8 +125,8 @@ func (s *suite) sgd(t *testing.T) {
 	}
 }
 
-// rmsprop checks RMSprop steps, with and without momentum and weight decay.
-func (s *suite) rmsprop(t *testing.T) {
+// testRMSprop checks RMSprop steps, with and without momentum and weight decay.
+func (s *suite) testRMSprop(t *testing.T) {
 	for _, n := range []int{1, 13, 1001} {
 		for _, a := range []backend.RMSpropStep{
 			{LR: 0.01, Alpha: 0.99, OneMinusAlpha: float32(1 - 0.99), Eps: 1e-8},

@@ -81,7 +81,7 @@ func (c *check) mixedPatterns(dt backend.DType, n int) []uint32 {
 	return p[:n]
 }
 
-func (s *suite) relu(t *testing.T) {
+func (s *suite) testReLU(t *testing.T) {
 	for _, dt := range floatTypes {
 		for _, n := range []int{14, 101, 40001} {
 			for _, inPlace := range []bool{false, true} {
@@ -133,7 +133,7 @@ func (s *suite) relu(t *testing.T) {
 	}
 }
 
-func (s *suite) reluBack(t *testing.T) {
+func (s *suite) testReLUBack(t *testing.T) {
 	for _, dt := range floatTypes {
 		for _, n := range []int{14, 101, 40001} {
 			for _, inPlace := range []bool{false, true} {
@@ -213,7 +213,7 @@ func (c *check) poolInput(n int) []float32 {
 	return x
 }
 
-func (s *suite) maxPool(t *testing.T) {
+func (s *suite) testMaxPool2(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpPool) {
 		for _, sh := range poolShapes {
 			for _, withArgmax := range []bool{true, false} {
@@ -265,7 +265,7 @@ func (s *suite) maxPool(t *testing.T) {
 	}
 }
 
-func (s *suite) maxPoolBack(t *testing.T) {
+func (s *suite) testMaxPool2Back(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpPool) {
 		for _, sh := range poolShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
@@ -295,7 +295,7 @@ var upsampleShapes = []backend.Shape4{
 	{N: 2, C: 17, H: 12, W: 11},
 }
 
-func (s *suite) upsample(t *testing.T) {
+func (s *suite) testUpsample2(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpUpsample) {
 		for _, sh := range upsampleShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
@@ -309,10 +309,10 @@ func (s *suite) upsample(t *testing.T) {
 	}
 }
 
-// upsampleBack checks Upsample2Back against the reference and, on the
+// testUpsample2Back checks Upsample2Back against the reference and, on the
 // backend's own results, the adjoint identity <Up(x), g> = <x, UpBack(g)>
 // in float64 (relative to the sums of the terms' magnitudes).
-func (s *suite) upsampleBack(t *testing.T) {
+func (s *suite) testUpsample2Back(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpUpsample) {
 		for _, sh := range upsampleShapes {
 			s.run(t, shapeName(dt, sh), func(c *check) {
@@ -352,7 +352,7 @@ var concatCases = [][4]int{
 	{1, 1, 3, 5}, {2, 3, 1, 1}, {3, 5, 2, 7}, {2, 1, 1, 1}, {3, 3, 5, 3},
 }
 
-func (s *suite) concat(t *testing.T) {
+func (s *suite) testConcat(t *testing.T) {
 	for _, dt := range allTypes {
 		for _, cs := range concatCases {
 			n, sc, uc, hw := cs[0], cs[1], cs[2], cs[3]
@@ -372,7 +372,7 @@ func (s *suite) concat(t *testing.T) {
 	}
 }
 
-func (s *suite) split(t *testing.T) {
+func (s *suite) testSplit(t *testing.T) {
 	for _, dt := range allTypes {
 		for _, cs := range concatCases {
 			n, sc, uc, hw := cs[0], cs[1], cs[2], cs[3]
@@ -392,7 +392,7 @@ func (s *suite) split(t *testing.T) {
 	}
 }
 
-func (s *suite) add(t *testing.T) {
+func (s *suite) testAdd(t *testing.T) {
 	for _, dt := range s.layerTypes(backend.OpAdd) {
 		for _, n := range []int{1, 7, 1000, 40000} {
 			for _, into := range []string{"out", "out=a", "out=b"} {
@@ -429,10 +429,41 @@ func (s *suite) add(t *testing.T) {
 	}
 }
 
-// reluMask: ReLUMask sets exactly the bits of the values ReLUBack passes
-// (spare bits 0), and ReLUBackMask with that mask gives ReLUBack's bits,
-// in place and not, at lengths that end mid-byte.
-func (s *suite) reluMask(t *testing.T) {
+// testReLUMask: ReLUMask sets exactly the bits of the values ReLUBack
+// passes (positive, non-zero, not NaN; spare bits 0), at lengths that end
+// mid-byte.
+func (s *suite) testReLUMask(t *testing.T) {
+	for _, dt := range floatTypes {
+		for _, n := range []int{14, 101, 40001} {
+			s.run(t, fmt.Sprintf("%s/n%d", dt, n), func(c *check) {
+				y := c.mixedPatterns(dt, n)
+				out, mask := c.alloc(dt, n), c.output(backend.Uint8, (n+7)/8)
+				c.b.Upload(out, unpattern(dt, y))
+				s.b.ReLUMask(mask, out)
+				c.maskBits(mask, dt, y)
+				c.unchanged("out", out, unpattern(dt, y))
+			})
+		}
+	}
+}
+
+// maskBits checks that mask has bit i set exactly where y[i] (patterns of
+// dt) is positive, non-zero and not NaN.
+func (c *check) maskBits(mask backend.View, dt backend.DType, y []uint32) {
+	c.Helper()
+	bits := c.getBytes(mask)
+	for i := range 8 * len(bits) {
+		set := bits[i/8]>>(i%8)&1 == 1
+		if want := i < len(y) && valueOf(dt, y[i]) > 0; set != want {
+			c.Errorf("bit %d of %d values (%v) is %v, want %v", i, len(y), valueOf(dt, y[min(i, len(y)-1)]), set, want)
+			return
+		}
+	}
+}
+
+// testReLUBackMask: ReLUBackMask with ReLUMask's mask of out gives
+// ReLUBack's bits, in place and not, at lengths that end mid-byte.
+func (s *suite) testReLUBackMask(t *testing.T) {
 	for _, dt := range floatTypes {
 		for _, n := range []int{14, 101, 40001} {
 			for _, inPlace := range []bool{false, true} {
@@ -447,13 +478,6 @@ func (s *suite) reluMask(t *testing.T) {
 					c.b.Upload(out, unpattern(dt, y))
 					s.b.ReLUMask(mask, out)
 					bits := c.getBytes(mask)
-					for i := range 8 * len(bits) {
-						set := bits[i/8]>>(i%8)&1 == 1
-						if want := i < n && valueOf(dt, y[i]) > 0; set != want {
-							c.Errorf("bit %d of %d values (out %v) is %v, want %v", i, n, valueOf(dt, y[min(i, n-1)]), set, want)
-							return
-						}
-					}
 					want := c.output(dt, n)
 					dout := c.alloc(dt, n)
 					c.b.Upload(dout, unpattern(dt, g))
@@ -465,7 +489,6 @@ func (s *suite) reluMask(t *testing.T) {
 					s.b.ReLUBackMask(din, dout, mask)
 					c.sameBytes("din from the mask, against ReLUBack's", c.getBytes(din), c.getBytes(want), dt.Size())
 					c.unchanged("mask", mask, bits)
-					c.unchanged("out", out, unpattern(dt, y))
 				})
 			}
 		}

@@ -10,23 +10,40 @@ import (
 
 var allTypes = []backend.DType{backend.Float32, backend.Float16, backend.BFloat16, backend.Uint8}
 
-// transfer checks Upload, Download, Convert and Fill.
-func (s *suite) transfer(t *testing.T) {
+// testUpload checks uploads into views and sub-views of every type.
+func (s *suite) testUpload(t *testing.T) {
 	for _, dt := range allTypes {
 		for _, n := range []int{1, 7, 64} {
-			s.run(t, fmt.Sprintf("RoundTrip/%s/n%d", dt, n), func(c *check) { c.roundTrip(dt, n) })
+			s.run(t, fmt.Sprintf("%s/n%d", dt, n), func(c *check) { c.roundTrip(dt, n) })
 		}
 	}
+}
+
+// testDownload checks downloads of every window of a view of every type.
+func (s *suite) testDownload(t *testing.T) {
+	for _, dt := range allTypes {
+		s.run(t, dt.String(), func(c *check) { c.windows(dt, 9) })
+	}
+}
+
+// testConvert checks conversions between fp32 and the 16-bit types, both
+// ways, and same-type copies.
+func (s *suite) testConvert(t *testing.T) {
 	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
-		s.run(t, fmt.Sprintf("Convert/fp32-%s", dt), func(c *check) { c.convertNarrow(dt) })
-		s.run(t, fmt.Sprintf("Convert/%s-fp32", dt), func(c *check) { c.convertWiden(dt) })
+		s.run(t, fmt.Sprintf("fp32-%s", dt), func(c *check) { c.convertNarrow(dt) })
+		s.run(t, fmt.Sprintf("%s-fp32", dt), func(c *check) { c.convertWiden(dt) })
 	}
 	for _, dt := range floatTypes {
-		s.run(t, fmt.Sprintf("Convert/%s-%s", dt, dt), func(c *check) { c.convertCopy(dt) })
+		s.run(t, fmt.Sprintf("%s-%s", dt, dt), func(c *check) { c.convertCopy(dt) })
 	}
+}
+
+// testFill checks Fill of every float type, with values that round, overflow
+// the 16-bit types and are infinite.
+func (s *suite) testFill(t *testing.T) {
 	for _, dt := range floatTypes {
 		for _, v := range []float32{0, 1, -2.5, 1.0 / 3, 1e-6, 65519, 70000, math.MaxFloat32, float32(math.Inf(-1))} {
-			s.run(t, fmt.Sprintf("Fill/%s/%g", dt, v), func(c *check) { c.fill(dt, v) })
+			s.run(t, fmt.Sprintf("%s/%g", dt, v), func(c *check) { c.fill(dt, v) })
 		}
 	}
 }
@@ -48,6 +65,20 @@ func (c *check) roundTrip(dt backend.DType, n int) {
 	if n > 1 {
 		u := w.Slice(1, n)
 		c.sameBytes("download of a sub-view of the sub-view", c.getBytes(u), b[size:], size)
+	}
+}
+
+// windows uploads random bytes into a view of n values and downloads each
+// of its windows [lo, hi), which must hold those bytes.
+func (c *check) windows(dt backend.DType, n int) {
+	size := dt.Size()
+	v := c.alloc(dt, n)
+	b := c.randomBytes(n * size)
+	c.b.Upload(v, b)
+	for lo := range n {
+		for hi := lo + 1; hi <= n; hi++ {
+			c.sameBytes(fmt.Sprintf("download of values %d to %d", lo, hi), c.getBytes(v.Slice(lo, hi)), b[lo*size:hi*size], size)
+		}
 	}
 }
 
