@@ -27,14 +27,13 @@
 //     run's plan counts that staging here; the CPU takes 16-bit tensors as
 //     they are in every family.
 //
-// The PTX files are generated (go generate ./backend/cuda, with nvcc from
-// the CUDA toolkit) and committed, so building needs only the driver's
-// header and library; go generate also copies the .cu sources into
-// backend/cuda/emu, whose build then sees every change to them (the go
-// command tracks only the files of a package's own directory).
+// The PTX files are generated with nvcc from the CUDA toolkit (go generate
+// -tags cudagen ./backend/cuda: cudagen.go) and committed, so building needs
+// only the driver's header and library. Plain go generate ./... needs no
+// toolkit: it copies the .cu sources into backend/cuda/emu, whose build
+// then sees every change to them (the go command tracks only the files of
+// a package's own directory).
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_80 -O3 -fmad=false -o kernels/ops.ptx kernels/ops.cu
-//go:generate nvcc -ptx -arch=compute_80 -O3 --extended-lambda -o kernels/gemm.ptx kernels/gemm.cu
 //go:generate cp kernels/ops.cu emu/ops_cu.h
 //go:generate cp kernels/gemm.cu emu/gemm_cu.h

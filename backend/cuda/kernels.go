@@ -2,7 +2,7 @@ package cuda
 
 import _ "embed"
 
-// The kernels as PTX for compute_80 (go generate: nvcc from kernels/*.cu),
+// The kernels as PTX for compute_80 (nvcc from kernels/*.cu: cudagen.go),
 // which the driver JIT-compiles for the GPU at hand.
 var (
 	//go:embed kernels/ops.ptx

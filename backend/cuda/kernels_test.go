@@ -35,7 +35,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 		got, _ := os.ReadFile(out)
 		want, err := os.ReadFile(filepath.Join("kernels", c.name+".ptx"))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("kernels/%s.ptx is not what nvcc makes of kernels/%s.cu now: run go generate ./backend/cuda", c.name, c.name)
+			t.Errorf("kernels/%s.ptx is not what nvcc makes of kernels/%s.cu now: run go generate -tags cudagen ./backend/cuda", c.name, c.name)
 		}
 	}
 }
