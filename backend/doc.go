@@ -5,12 +5,11 @@
 // Shapes, as in ggml's backend interface and GoMLX's backends.Backend:
 //
 //   - a Backend is one device: an Allocator (the memory its buffers live in,
-//     under a memory.Pool), a Sizer (the workspace its operations need and,
-//     per family of operations (Op), whether 16-bit tensors reach it
-//     through fp32 staging or as they are), Transfer
-//     (upload, download, conversion, fill), Layers (convolutions, norms,
-//     ReLU, pooling, upsampling, concat, add, the loss), Metrics (confusion
-//     counts, argmax) and Optimizer (Adam, unscale and check);
+//     under a memory.Pool), a Sizer (the workspace its operations need; per
+//     family of operations (Op), whether 16-bit tensors reach it through
+//     fp32 staging or as they are; which operations it runs itself) and the
+//     operations of Transfer, Layers, Metrics and Optimizer, declared once
+//     in ops.go (listed below);
 //   - a View is Len values of one DType at an offset of a memory.Buffer;
 //     only the backend that owns the buffer's memory reads or writes it;
 //   - a new device is a new package implementing Backend (backend/cpu is the
@@ -31,6 +30,24 @@
 //     The few methods that return host values (the loss sum, the finite
 //     flag, confusion counts, downloads) return them after the work before
 //     them. Shape errors are programmer errors and panic.
+//
+// The operations, by interface (written by go generate from ops.go):
+//
+//   - Transfer: Upload, Download, Convert, Fill.
+//   - Layers: Conv, ConvBack, UpConv, UpConvBack, BatchNorm, BatchNormEval,
+//     BatchNormBack, GroupNorm, GroupNormBack, ReLU, ReLUBack, ReLUMask,
+//     ReLUBackMask, MaxPool2, MaxPool2Back, Upsample2, Upsample2Back,
+//     Concat, Split, Add, CrossEntropy, CrossEntropyBack, LossSums,
+//     LossBack.
+//   - Metrics: Confusion, Argmax.
+//   - Optimizer: Adam, SGD, RMSprop, UnscaleCheck.
+//
+// ops.go is the table go generate (internal/opgen) writes the rest from: a
+// new operation is its method there, with its contract; a CPU
+// implementation (backend/cpu); a CUDA kernel (backend/cuda/kernels), or
+// for an optional operation none yet, its composition (Composed) standing
+// in; its case in backendtest; and the caller. README's "Adding an
+// operation" lists what go generate writes.
 //
 // There is no registry: which backend a run uses is an explicit value
 // (train.Target), so the package holds no mutable state.

@@ -68,40 +68,7 @@ func Run(t *testing.T, b backend.Backend) {
 	t.Logf("backend %s, allocator %s", b.Name(), b.Allocator().Name())
 	t.Run("Pages", s.pages)
 	t.Run("Sizer", s.sizer)
-	t.Run("Upload", s.testUpload)
-	t.Run("Download", s.testDownload)
-	t.Run("Convert", s.testConvert)
-	t.Run("Fill", s.testFill)
-	t.Run("Conv", s.testConv)
-	t.Run("ConvBack", s.testConvBack)
-	t.Run("UpConv", s.testUpConv)
-	t.Run("UpConvBack", s.testUpConvBack)
-	t.Run("BatchNorm", s.testBatchNorm)
-	t.Run("BatchNormEval", s.testBatchNormEval)
-	t.Run("BatchNormBack", s.testBatchNormBack)
-	t.Run("GroupNorm", s.testGroupNorm)
-	t.Run("GroupNormBack", s.testGroupNormBack)
-	t.Run("ReLU", s.testReLU)
-	t.Run("ReLUBack", s.testReLUBack)
-	t.Run("ReLUMask", s.testReLUMask)
-	t.Run("ReLUBackMask", s.testReLUBackMask)
-	t.Run("MaxPool2", s.testMaxPool2)
-	t.Run("MaxPool2Back", s.testMaxPool2Back)
-	t.Run("Upsample2", s.testUpsample2)
-	t.Run("Upsample2Back", s.testUpsample2Back)
-	t.Run("Concat", s.testConcat)
-	t.Run("Split", s.testSplit)
-	t.Run("Add", s.testAdd)
-	t.Run("CrossEntropy", s.testCrossEntropy)
-	t.Run("CrossEntropyBack", s.testCrossEntropyBack)
-	t.Run("LossSums", s.testLossSums)
-	t.Run("LossBack", s.testLossBack)
-	t.Run("Confusion", s.testConfusion)
-	t.Run("Argmax", s.testArgmax)
-	t.Run("Adam", s.testAdam)
-	t.Run("SGD", s.testSGD)
-	t.Run("RMSprop", s.testRMSprop)
-	t.Run("UnscaleCheck", s.testUnscaleCheck)
+	s.ops(t)
 	t.Run("Sync", func(t *testing.T) {
 		if err := b.Sync(); err != nil {
 			t.Fatalf("Sync after the suite: %v", err)
@@ -119,6 +86,9 @@ type suite struct {
 	pool *memory.Pool
 	root string // Run's test name and "/", cut from seeds
 }
+
+// on is s for backend b, the same pool.
+func (s *suite) on(b backend.Backend) *suite { return &suite{b: b, pool: s.pool, root: s.root} }
 
 // floatTypes are the float storage types.
 var floatTypes = []backend.DType{backend.Float32, backend.Float16, backend.BFloat16}

@@ -22,7 +22,10 @@
 // inputs are Uploaded, the operation called and its outputs Downloaded, so
 // the suite sees exactly what a caller sees. A failing case reruns alone
 // on the same inputs, e.g. go test -run 'TestConformance/ConvBack/fp32/'.
-// In particular:
+// Each operation's case is the method test<Op> of suite; ops_gen.go, which
+// go generate writes from backend/ops.go, runs them in the table's order,
+// and each optional operation's again on backend.Composed (Composed/<Op>),
+// so a new operation cannot go without a case. In particular:
 //
 //   - every view sits at an offset of 0 to 3 values in its buffer, between
 //     guard values that must survive the operation (no write outside a

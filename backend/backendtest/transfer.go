@@ -218,7 +218,7 @@ func (c *check) fill(dt backend.DType, v float32) {
 
 // sizer checks the Sizer's answers: Stages(fp32) is false (fp32 is every
 // backend's own type), workspaces are non-negative and depend only on the
-// shape. That the operations work with exactly that much workspace,
+// shape, and Supports is true for every required operation. That the operations work with exactly that much workspace,
 // prefilled with NaN, is checked by every convolution case.
 func (s *suite) sizer(t *testing.T) {
 	for _, op := range backend.Ops {
@@ -242,5 +242,13 @@ func (s *suite) sizer(t *testing.T) {
 	}
 	for _, op := range backend.Ops {
 		t.Logf("%s operations checked in %v", op, s.layerTypes(op))
+	}
+	for _, m := range backend.Methods {
+		switch {
+		case !m.Optional() && !s.b.Supports(m):
+			t.Errorf("Supports(%s) is false, but %s is required of every backend", m, m)
+		case !s.b.Supports(m):
+			t.Logf("%s runs its composition (backend.Composed)", m)
+		}
 	}
 }

@@ -32,7 +32,9 @@
 // only the driver's header and library. Plain go generate ./... needs no
 // toolkit: it copies the .cu sources into backend/cuda/emu, whose build
 // then sees every change to them (the go command tracks only the files of
-// a package's own directory).
+// a package's own directory), and writes ops_gen.go, the emulator's
+// dispatch and the methods of the pointwise operations from the table of
+// operations (backend/ops.go).
 package cuda
 
 //go:generate cp kernels/ops.cu emu/ops_cu.h

@@ -245,34 +245,7 @@ func (b *Backend) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in
 		ptr(in, backend.Float32), ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), a.N, a.C, a.H*a.W, a.Groups)
 }
 
-// ---- pointwise ----
-
-func (b *Backend) ReLU(out, in backend.View) {
-	if out.DT != in.DT || out.Len != in.Len {
-		panic(fmt.Sprintf("backend/cuda: relu of %v into %v", in, out))
-	}
-	b.launch(KReLU, in.Len, floatPtr(out), floatPtr(in), in.DT, in.Len)
-}
-
-func (b *Backend) ReLUBack(din, dout, out backend.View) {
-	if din.DT != out.DT || dout.DT != out.DT || din.Len != out.Len || dout.Len != out.Len {
-		panic(fmt.Sprintf("backend/cuda: relu backward of %v, %v into %v", dout, out, din))
-	}
-	b.launch(KReLUBack, out.Len, floatPtr(din), floatPtr(dout), floatPtr(out), out.DT, out.Len)
-}
-
-func (b *Backend) ReLUMask(mask, out backend.View) {
-	checkLen(mask, (out.Len+7)/8)
-	b.launch(KReLUMask, (out.Len+7)/8, ptr(mask, backend.Uint8), floatPtr(out), out.DT, out.Len)
-}
-
-func (b *Backend) ReLUBackMask(din, dout, mask backend.View) {
-	if din.DT != dout.DT || din.Len != dout.Len {
-		panic(fmt.Sprintf("backend/cuda: relu backward of %v into %v", dout, din))
-	}
-	checkLen(mask, (dout.Len+7)/8)
-	b.launch(KReLUBackMask, dout.Len, floatPtr(din), floatPtr(dout), ptr(mask, backend.Uint8), dout.DT, dout.Len)
-}
+// ---- pooling, upsampling, concat (ReLU, its mask and Add are ops_gen.go's) ----
 
 func (b *Backend) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
 	n := s.N * s.C * (s.H / 2) * (s.W / 2)
@@ -314,13 +287,6 @@ func (b *Backend) Split(n int, dskip, dup, dout backend.View) {
 		panic(fmt.Sprintf("backend/cuda: split of %v into %v and %v", dout, dskip, dup))
 	}
 	b.launch(KSplit, dout.Len, anyPtr(dskip), anyPtr(dup), anyPtr(dout), n, dskip.Len/n, dup.Len/n, dout.DT.Size())
-}
-
-func (b *Backend) Add(out, x, y backend.View) {
-	if x.Len != out.Len || y.Len != out.Len {
-		panic(fmt.Sprintf("backend/cuda: add of %v and %v into %v", x, y, out))
-	}
-	b.launch(KAdd, out.Len, ptr(out, backend.Float32), ptr(x, backend.Float32), ptr(y, backend.Float32), out.Len)
 }
 
 // ---- loss ----

@@ -54,6 +54,11 @@ func TestSizerIsTarget(t *testing.T) {
 			}
 		}
 	}
+	for _, m := range backend.Methods {
+		if got, want := n.Supports(m), target.Supports(m); got != want {
+			t.Errorf("Supports(%s) = %v, target's %v", m, got, want)
+		}
+	}
 }
 
 // TestOpsOnVirtualBuffers calls every operation on views of a virtual pool,

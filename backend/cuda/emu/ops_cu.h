@@ -309,10 +309,10 @@ KERNEL(split)(u64 dskip, u64 dup, u64 dout, i64 n, i64 sw, i64 uw, i64 esize) {
 	else split_t<uint8_t>(dskip, dup, dout, n, sw, uw);
 }
 
-KERNEL(add)(u64 out, u64 a, u64 b, i64 n) {
-	const float *x = (const float *)a, *y = (const float *)b;
+KERNEL(add)(u64 out, u64 x, u64 y, i64 n) {
+	const float *a = (const float *)x, *b = (const float *)y;
 	float *o = (float *)out;
-	GRID_STRIDE(i, n) o[i] = x[i] + y[i];
+	GRID_STRIDE(i, n) o[i] = a[i] + b[i];
 }
 
 // ---- block reductions (fixed order: the same result every run) ----
