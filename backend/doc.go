@@ -36,9 +36,9 @@
 //   - Transfer: Upload, Download, Convert, Fill.
 //   - Layers: Conv, ConvBack, UpConv, UpConvBack, BatchNorm, BatchNormEval,
 //     BatchNormBack, GroupNorm, GroupNormBack, ReLU, ReLUBack, ReLUMask,
-//     ReLUBackMask, MaxPool2, MaxPool2Back, Upsample2, Upsample2Back,
-//     Concat, Split, Add, CrossEntropy, CrossEntropyBack, LossSums,
-//     LossBack.
+//     ReLUBackMask, ReLUAndMask (optional), MaxPool2, MaxPool2Back,
+//     Upsample2, Upsample2Back, Concat, Split, Add, CrossEntropy,
+//     CrossEntropyBack, LossSums, LossBack.
 //   - Metrics: Confusion, Argmax.
 //   - Optimizer: Adam, SGD, RMSprop, UnscaleCheck.
 //

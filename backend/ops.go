@@ -117,6 +117,12 @@ type Layers interface {
 	//
 	//op:cuda relu_back_mask
 	ReLUBackMask(din, dout, mask View)
+	// ReLUAndMask is ReLU(out, in) then ReLUMask(mask, out) in one pass,
+	// the same bits, for every float type; out may be in.
+	//
+	//op:optional
+	//op:cuda relu_and_mask threads=(n+7)/8
+	ReLUAndMask(out, mask, in View)
 	// MaxPool2: out (N,C,H/2,W/2) is the maximum of each 2x2 window of in
 	// (s is in's shape); argmax (Uint8, one per output; may be none) its
 	// position 0..3, the first on ties, a NaN winning (which NaN, when a
@@ -235,3 +241,9 @@ type Composed struct{ Backend }
 
 // Supports is false for the optional operations, which Composed composes.
 func (c Composed) Supports(m Method) bool { return !m.Optional() && c.Backend.Supports(m) }
+
+// ReLUAndMask is ReLU, then ReLUMask of its output.
+func (c Composed) ReLUAndMask(out, mask, in View) {
+	c.ReLU(out, in)
+	c.ReLUMask(mask, out)
+}

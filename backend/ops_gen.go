@@ -27,6 +27,7 @@ const (
 	MethodReLUBack
 	MethodReLUMask
 	MethodReLUBackMask
+	MethodReLUAndMask
 	MethodMaxPool2
 	MethodMaxPool2Back
 	MethodUpsample2
@@ -47,9 +48,9 @@ const (
 )
 
 // Methods is every operation, in ops.go's order.
-var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormEval, MethodBatchNormBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
+var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormEval, MethodBatchNormBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
 
-var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormEval", "BatchNormBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
+var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormEval", "BatchNormBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
 
 // String is the operation's method name.
 func (m Method) String() string {
@@ -62,5 +63,9 @@ func (m Method) String() string {
 // Optional reports an operation a backend may lack (ops.go's
 // //op:optional), running Composed's composition instead.
 func (m Method) Optional() bool {
+	switch m {
+	case MethodReLUAndMask:
+		return true
+	}
 	return false
 }

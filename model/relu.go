@@ -8,8 +8,9 @@ import (
 // ReLU computes out = max(in, 0) elementwise on (N,C,H,W). When the caller
 // holds the only reference to in, it works in place (PyTorch's inplace=True).
 // In training it keeps out, whose sign is all backward needs, or with Mask
-// that sign alone, one bit a value (backend.ReLUMask): for a ReLU whose
-// output no other layer keeps, so that its bytes are free until backward.
+// that sign alone, one bit a value, written in the same pass
+// (backend.ReLUAndMask): for a ReLU whose output no other layer keeps, so
+// that its bytes are free until backward.
 type ReLU struct {
 	Mask bool
 	out  *Tensor
@@ -26,16 +27,16 @@ func (l *ReLU) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	if out == in {
 		out.Retain() // the caller releases in; out is the same tensor
 	}
-	env.Backend.ReLU(out.View(), in.View())
-	switch {
-	case !env.saves():
-	case l.Mask:
+	if env.saves() && l.Mask {
 		if l.mask, err = allocView(env.Device, memory.Activations, backend.Uint8, (out.Len()+7)/8); err != nil {
 			out.Release()
 			return nil, err
 		}
-		env.Backend.ReLUMask(l.mask, out.View())
-	default:
+		env.Backend.ReLUAndMask(out.View(), l.mask, in.View())
+		return out, nil
+	}
+	env.Backend.ReLU(out.View(), in.View())
+	if env.saves() {
 		l.out = out.Retain()
 	}
 	return out, nil

@@ -4,6 +4,8 @@ package backendtest
 
 import (
 	"testing"
+
+	"github.com/memunet/memunet/backend"
 )
 
 // ops runs each operation's case, test<Op>, in ops.go's order, and each
@@ -26,6 +28,7 @@ func (s *suite) ops(t *testing.T) {
 	t.Run("ReLUBack", s.testReLUBack)
 	t.Run("ReLUMask", s.testReLUMask)
 	t.Run("ReLUBackMask", s.testReLUBackMask)
+	t.Run("ReLUAndMask", s.testReLUAndMask)
 	t.Run("MaxPool2", s.testMaxPool2)
 	t.Run("MaxPool2Back", s.testMaxPool2Back)
 	t.Run("Upsample2", s.testUpsample2)
@@ -43,4 +46,6 @@ func (s *suite) ops(t *testing.T) {
 	t.Run("SGD", s.testSGD)
 	t.Run("RMSprop", s.testRMSprop)
 	t.Run("UnscaleCheck", s.testUnscaleCheck)
+	composed := s.on(backend.Composed{Backend: s.b})
+	t.Run("Composed/ReLUAndMask", composed.testReLUAndMask)
 }

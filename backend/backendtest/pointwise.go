@@ -494,3 +494,36 @@ func (s *suite) testReLUBackMask(t *testing.T) {
 		}
 	}
 }
+
+// testReLUAndMask: ReLUAndMask writes ReLU's bits into out and sets
+// exactly the mask bits of the values ReLUBack passes, in place and not,
+// at lengths that end mid-byte.
+func (s *suite) testReLUAndMask(t *testing.T) {
+	for _, dt := range floatTypes {
+		for _, n := range []int{14, 101, 40001} {
+			for _, inPlace := range []bool{false, true} {
+				name := fmt.Sprintf("%s/n%d", dt, n)
+				if inPlace {
+					name += "/out=in"
+				}
+				s.run(t, name, func(c *check) {
+					x := c.mixedPatterns(dt, n)
+					in, want, mask := c.alloc(dt, n), c.output(dt, n), c.output(backend.Uint8, (n+7)/8)
+					c.b.Upload(in, unpattern(dt, x))
+					s.b.ReLU(want, in)
+					out := in
+					if !inPlace {
+						out = c.output(dt, n)
+					}
+					s.b.ReLUAndMask(out, mask, in)
+					y := c.getBytes(out)
+					c.sameBytes("out, against ReLU's", y, c.getBytes(want), dt.Size())
+					c.maskBits(mask, dt, patterns(dt, y))
+					if !inPlace {
+						c.unchanged("in", in, unpattern(dt, x))
+					}
+				})
+			}
+		}
+	}
+}

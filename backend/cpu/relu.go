@@ -52,6 +52,37 @@ func (c CPU) ReLUMask(mask, out backend.View) {
 	c.team.For(len(m), 1<<11, func(lo, hi int) { kernels.ReLUMask(m[lo:hi], y[8*lo:min(8*hi, len(y))]) })
 }
 
+// ReLUAndMask is ReLU, then ReLUMask of its output, a band of 4096 values
+// at a time: the band's output is still in the core's cache when its bits
+// are packed, where the two operations read it back from memory.
+func (c CPU) ReLUAndMask(out, mask, in backend.View) {
+	m := u8(mask)
+	if out.DT != in.DT || out.Len != in.Len || len(m) != (in.Len+7)/8 {
+		panic(fmt.Sprintf("backend/cpu: relu and mask of %v into %v and %v", in, out, mask))
+	}
+	band := func(pass func(bits []uint8, lo, hi int)) func(lo, hi int) {
+		return func(lo, hi int) {
+			for b := lo; b < hi; b += 512 {
+				e := min(b+512, hi)
+				pass(m[b:e], 8*b, min(8*e, in.Len))
+			}
+		}
+	}
+	if in.DT.Half() {
+		x, y, inf := u16(in), u16(out), infBits(in.DT)
+		c.team.For(len(m), 1<<12, band(func(bits []uint8, lo, hi int) {
+			kernels.ReLU16(y[lo:hi], x[lo:hi], inf)
+			kernels.ReLUMask16(bits, y[lo:hi], inf)
+		}))
+		return
+	}
+	x, y := f32(in), f32(out)
+	c.team.For(len(m), 1<<11, band(func(bits []uint8, lo, hi int) {
+		kernels.ReLU(y[lo:hi], x[lo:hi])
+		kernels.ReLUMask(bits, y[lo:hi])
+	}))
+}
+
 // ReLUBackMask passes dout where mask's bit is set, for every float type.
 func (c CPU) ReLUBackMask(din, dout, mask backend.View) {
 	m := u8(mask)

@@ -18,6 +18,7 @@ const (
 	KReLU
 	KReLUBack
 	KReLUMask
+	KReLUAndMask
 	KReLUBackMask
 	KMaxPool2
 	KMaxPool2Back
@@ -59,6 +60,7 @@ var kernelNames = [NumKernels]string{
 	KReLU:                "relu",
 	KReLUBack:            "relu_back",
 	KReLUMask:            "relu_mask",
+	KReLUAndMask:         "relu_and_mask",
 	KReLUBackMask:        "relu_back_mask",
 	KMaxPool2:            "max_pool2",
 	KMaxPool2Back:        "max_pool2_back",
@@ -127,6 +129,12 @@ func (b *Backend) ReLUMask(mask, out backend.View) {
 func (b *Backend) ReLUBackMask(din, dout, mask backend.View) {
 	n, dt := pointwise("ReLUBackMask", true, []backend.View{din, dout}, mask)
 	b.launch(KReLUBackMask, n, floatPtr(din), floatPtr(dout), ptr(mask, backend.Uint8), dt, n)
+}
+
+// ReLUAndMask launches relu_and_mask on (n+7)/8 threads.
+func (b *Backend) ReLUAndMask(out, mask, in backend.View) {
+	n, dt := pointwise("ReLUAndMask", true, []backend.View{out, in}, mask)
+	b.launch(KReLUAndMask, (n+7)/8, floatPtr(out), ptr(mask, backend.Uint8), floatPtr(in), dt, n)
 }
 
 // Add launches add on n threads.

@@ -22,6 +22,7 @@ func (Noop) ReLU(_, _ backend.View)                                             
 func (Noop) ReLUBack(_, _, _ backend.View)                                              {}
 func (Noop) ReLUMask(_, _ backend.View)                                                 {}
 func (Noop) ReLUBackMask(_, _, _ backend.View)                                          {}
+func (Noop) ReLUAndMask(_, _, _ backend.View)                                           {}
 func (Noop) MaxPool2(_ backend.Shape4, _, _, _ backend.View)                            {}
 func (Noop) MaxPool2Back(_ backend.Shape4, _, _, _ backend.View)                        {}
 func (Noop) Upsample2(_ backend.Shape4, _, _ backend.View)                              {}

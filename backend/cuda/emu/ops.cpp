@@ -13,30 +13,31 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 1: k_relu(a[0], a[1], a[2], a[3]); break; // KReLU
 	case 2: k_relu_back(a[0], a[1], a[2], a[3], a[4]); break; // KReLUBack
 	case 3: k_relu_mask(a[0], a[1], a[2], a[3]); break; // KReLUMask
-	case 4: k_relu_back_mask(a[0], a[1], a[2], a[3], a[4]); break; // KReLUBackMask
-	case 5: k_max_pool2(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KMaxPool2
-	case 6: k_max_pool2_back(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KMaxPool2Back
-	case 7: k_upsample2(a[0], a[1], a[2], a[3], a[4]); break; // KUpsample2
-	case 8: k_upsample2_back(a[0], a[1], a[2], a[3], a[4]); break; // KUpsample2Back
-	case 9: k_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConcat
-	case 10: k_split(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KSplit
-	case 11: k_add(a[0], a[1], a[2], a[3]); break; // KAdd
-	case 12: k_batch_norm(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10), D(11), a[12], a[13]); break; // KBatchNorm
-	case 13: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], D(9)); break; // KBatchNormEval
-	case 14: k_batch_norm_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBack
-	case 15: k_group_norm(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], D(9), a[10]); break; // KGroupNorm
-	case 16: k_group_norm_params_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KGroupNormParamsBack
-	case 17: k_group_norm_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KGroupNormBack
-	case 18: k_cross_entropy(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KCrossEntropy
-	case 19: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], D(6)); break; // KCrossEntropyBack
-	case 20: k_loss_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KLossSums
-	case 21: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KLossBack
-	case 22: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
-	case 23: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
-	case 24: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break; // KAdam
-	case 25: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
-	case 26: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
-	case 27: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
-	case 28: k_bias_grad(a[0], a[1], a[2], a[3], a[4]); break; // KBiasGrad
+	case 4: k_relu_and_mask(a[0], a[1], a[2], a[3], a[4]); break; // KReLUAndMask
+	case 5: k_relu_back_mask(a[0], a[1], a[2], a[3], a[4]); break; // KReLUBackMask
+	case 6: k_max_pool2(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KMaxPool2
+	case 7: k_max_pool2_back(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KMaxPool2Back
+	case 8: k_upsample2(a[0], a[1], a[2], a[3], a[4]); break; // KUpsample2
+	case 9: k_upsample2_back(a[0], a[1], a[2], a[3], a[4]); break; // KUpsample2Back
+	case 10: k_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConcat
+	case 11: k_split(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KSplit
+	case 12: k_add(a[0], a[1], a[2], a[3]); break; // KAdd
+	case 13: k_batch_norm(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10), D(11), a[12], a[13]); break; // KBatchNorm
+	case 14: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], D(9)); break; // KBatchNormEval
+	case 15: k_batch_norm_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBack
+	case 16: k_group_norm(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], D(9), a[10]); break; // KGroupNorm
+	case 17: k_group_norm_params_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KGroupNormParamsBack
+	case 18: k_group_norm_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KGroupNormBack
+	case 19: k_cross_entropy(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KCrossEntropy
+	case 20: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], D(6)); break; // KCrossEntropyBack
+	case 21: k_loss_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KLossSums
+	case 22: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KLossBack
+	case 23: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
+	case 24: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
+	case 25: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break; // KAdam
+	case 26: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
+	case 27: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
+	case 28: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
+	case 29: k_bias_grad(a[0], a[1], a[2], a[3], a[4]); break; // KBiasGrad
 	}
 }

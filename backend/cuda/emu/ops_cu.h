@@ -158,6 +158,33 @@ KERNEL(relu_mask)(u64 mask, u64 out, i64 dt, i64 n) {
 	}
 }
 
+// relu_and_mask: relu of in into out and relu_mask of that out into mask,
+// in one pass (out may be in); one thread a byte of mask.
+KERNEL(relu_and_mask)(u64 out, u64 mask, u64 in, i64 dt, i64 n) {
+	uint8_t *m = (uint8_t *)mask;
+	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
+	GRID_STRIDE(j, (n + 7) / 8) {
+		uint32_t bits = 0;
+		for (int k = 0; k < 8 && 8 * j + k < n; k++) {
+			i64 i = 8 * j + k;
+			bool pass;
+			if (dt == 0) {
+				uint32_t b = ((const uint32_t *)in)[i];
+				uint32_t y = (b & 0x80000000u) && (b & 0x7fffffffu) <= 0x7f800000u ? 0u : b;
+				((uint32_t *)out)[i] = y;
+				pass = y >= 1u && y <= 0x7f800000u;
+			} else {
+				uint16_t b = ((const uint16_t *)in)[i];
+				uint16_t y = (b & 0x8000u) && (b & 0x7fffu) <= inf ? (uint16_t)0 : b;
+				((uint16_t *)out)[i] = y;
+				pass = y >= 1u && y <= inf;
+			}
+			bits |= (uint32_t)pass << k;
+		}
+		m[j] = (uint8_t)bits;
+	}
+}
+
 // relu_back_mask: din = dout where relu_mask's bit is set, else +0.
 KERNEL(relu_back_mask)(u64 din, u64 dout, u64 mask, i64 dt, i64 n) {
 	const uint8_t *m = (const uint8_t *)mask;
