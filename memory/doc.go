@@ -14,7 +14,8 @@
 //     caching allocator; "allocated" counts rounded sizes, so every statistic
 //     is an exact, deterministic function of the sequence of Alloc and Free
 //     calls, whatever the allocator (a Virtual pool's statistics are a real
-//     pool's, byte for byte).
+//     pool's, byte for byte). CountRepeats adds the counts of calls a
+//     planner skipped because they would repeat a sequence exactly.
 //   - A freed buffer's block stays cached, free, merged with free
 //     neighbours; an allocation takes the smallest free block that holds it
 //     and splits off the rest (Allocator.Slice).

@@ -934,6 +934,19 @@ func (p *Pool) ResetPeak() {
 	}
 }
 
+// CountRepeats adds to the call counts (allocations, frees, cache hits)
+// what times more repeats of the calls made between two of the pool's
+// statistics, from and to, would have added: a planner that skips the
+// repeats of a sequence which leaves the pool's blocks as it found them
+// (validation's full batches) keeps the statistics a run's, to the byte.
+func (p *Pool) CountRepeats(from, to Stats, times int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.NumAllocs += times * (to.NumAllocs - from.NumAllocs)
+	p.stats.NumFrees += times * (to.NumFrees - from.NumFrees)
+	p.stats.CacheHits += times * (to.CacheHits - from.CacheHits)
+}
+
 // Stats is a snapshot of the pool's statistics.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()

@@ -8,7 +8,10 @@
 // Planning is the same loop on the planning backend (backend/noop): Plan and
 // PlanConfig build the trainer over a virtual pool and run two steps and a
 // validation, computing nothing, so the pool's statistics are those of the
-// real run to the byte. memory.fit: auto (Fit, FitCandidates, Adopt) uses
+// real run to the byte. Its cost does not grow with the number of samples:
+// each validation batch is a pool phase of its own, and the planning side
+// counts the full batches that would repeat the one before instead of
+// running them (evaluate). memory.fit: auto (Fit, FitCandidates, Adopt) uses
 // the plan to pick the variant that fits, and the loop moves on to the next
 // one on an out-of-memory error.
 //

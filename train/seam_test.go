@@ -47,6 +47,14 @@ func seamConfigs() map[string]config.Config {
 	c = base
 	c.Train.Loss = config.Loss{Kind: "focal", Gamma: 2, ClassWeights: config.ClassWeights{Values: []float64{1, 2, 3}}}
 	out["focal weighted"] = c
+	// Validation's full batches after the first are counted, not run, on
+	// the planning side (evaluate): 25 samples are 6 batches of 4 and a
+	// tail of 1, in the arena and in the caching pool.
+	c = base
+	c.Data.Count = 100
+	out["25 validation samples"] = c
+	c.Memory.Allocator = "caching"
+	out["25 validation samples/caching"] = c
 	return out
 }
 

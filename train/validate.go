@@ -39,8 +39,6 @@ func (s ClassScore) Present() bool { return s.IoU != nil }
 // Validate evaluates the model on the validation samples in eval mode, in
 // batches of train.batch_size.
 func (t *Trainer) Validate() (Validation, error) {
-	t.Pool().BeginPhase(PhaseValidation)
-	defer t.Pool().EndPhase()
 	// Each rank validates its share of the samples; the sums are reduced.
 	idx := t.valIdx
 	if w := t.comm.Size(); w > 1 {
@@ -91,6 +89,15 @@ func (s *evalSums) reduce(c dist.Comm) error {
 // batch*H*W values on the model's device: the training batch's), so
 // validation allocates nothing but each batch's images and what the layers
 // allocate.
+//
+// Each batch is a pool phase of its own (PhaseValidation; the last one,
+// when smaller, PhaseValidationTail): it frees what it allocates, so an
+// arena's plan holds one batch, whatever the number of samples. On a
+// virtual pool (a plan) the full batches after one that left the pool as
+// it found it (no segment or page taken or given back: the same free
+// blocks) would repeat it allocation for allocation, so they are counted
+// (Pool.CountRepeats), not run: planning costs the same at any number of
+// validation samples, and its statistics are still a run's to the byte.
 func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, batch int, masks backend.View) (evalSums, error) {
 	H, W := ds.Size()
 	K := net.Config.Classes
@@ -101,40 +108,76 @@ func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data
 	if !env.Pool.Virtual() {
 		hostImages, hostMasks = make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
 	}
+	full := len(idx) / batch * batch // the samples in full batches
 	for lo := 0; lo < len(idx); lo += batch {
 		hi := min(lo+batch, len(idx))
 		n := hi - lo
-		images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
-		if err != nil {
-			return evalSums{}, err
+		phase := PhaseValidation
+		if n < batch {
+			phase = PhaseValidationTail
 		}
-		target := masks.Slice(0, n*H*W)
-		if !env.Pool.Virtual() { // a planned validation has no memory to fill
-			if err = data.FillBatch(ds, idx[lo:hi], hostImages[:images.Len()], hostMasks[:n*H*W]); err == nil {
-				images.Write(hostImages[:images.Len()])
-				env.Backend.Upload(target, hostMasks[:n*H*W])
-			}
-		}
-		var logits *model.Tensor
-		if err == nil {
-			logits, err = net.Forward(env, images)
-		}
-		images.Release()
-		if err != nil {
-			return evalSums{}, err
-		}
-		l := model.Loss{Config: lossCfg}
-		loss, err := l.Forward(env, logits, target)
-		if err == nil {
-			env.Backend.Confusion(backend.Shape4{N: n, C: K, H: H, W: W}, counts, logits.View(), target)
-		}
-		logits.Release()
+		before := env.Pool.Stats()
+		loss, err := evaluateBatch(env, net, lossCfg, ds, idx[lo:hi], masks.Slice(0, n*H*W), phase, counts, hostImages, hostMasks)
 		if err != nil {
 			return evalSums{}, err
 		}
 		lossSum += loss * float64(n)
+		if after := env.Pool.Stats(); env.Pool.Virtual() && n == batch && sameBlocks(before, after) && lo+batch < full {
+			env.Pool.CountRepeats(before, after, int64((full-lo)/batch-1))
+			lo = full - batch // on to the tail
+		}
 	}
 	return evalSums{counts: counts, loss: lossSum, samples: len(idx)}, nil
+}
+
+// PhaseValidationTail is the pool phase of validation's last batch where
+// it is smaller than the others (see evaluate).
+const PhaseValidationTail = "validation tail"
+
+// evaluateBatch runs the samples idx as one batch in the pool phase named,
+// adds their confusion counts to counts and returns their mean loss.
+// target is the batch's masks on the device; hostImages and hostMasks are
+// staging for a batch (nil on a virtual pool).
+func evaluateBatch(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, target backend.View,
+	phase string, counts []int64, hostImages []float32, hostMasks []uint8) (float64, error) {
+	env.Pool.BeginPhase(phase)
+	defer env.Pool.EndPhase()
+	H, W := ds.Size()
+	n := len(idx)
+	images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
+	if err != nil {
+		return 0, err
+	}
+	if !env.Pool.Virtual() { // a planned validation has no memory to fill
+		if err = data.FillBatch(ds, idx, hostImages[:images.Len()], hostMasks[:n*H*W]); err == nil {
+			images.Write(hostImages[:images.Len()])
+			env.Backend.Upload(target, hostMasks[:n*H*W])
+		}
+	}
+	var logits *model.Tensor
+	if err == nil {
+		logits, err = net.Forward(env, images)
+	}
+	images.Release()
+	if err != nil {
+		return 0, err
+	}
+	l := model.Loss{Config: lossCfg}
+	loss, err := l.Forward(env, logits, target)
+	if err == nil {
+		env.Backend.Confusion(backend.Shape4{N: n, C: net.Config.Classes, H: H, W: W}, counts, logits.View(), target)
+	}
+	logits.Release()
+	return loss, err
+}
+
+// sameBlocks reports that nothing but buffers changed in a pool between
+// two of its statistics: no segment or page taken or given back, so once
+// every buffer allocated between them is freed its free blocks are as
+// they were (freed neighbours merge).
+func sameBlocks(a, b memory.Stats) bool {
+	return a.SegmentAllocs == b.SegmentAllocs && a.PagesMapped == b.PagesMapped && a.PagesUnmapped == b.PagesUnmapped &&
+		a.CacheFlushes == b.CacheFlushes && a.Reserved.Current == b.Reserved.Current
 }
 
 // Validation is the scores of the counted pixels, with loss as the loss.
