@@ -32,6 +32,10 @@ func (e *Error) Error() string { return e.Path + ": " + e.Reason }
 func Open(path string, max int64) (*os.File, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		// A socket cannot be opened at all (ENXIO): say what it is.
+		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
+			return nil, 0, Check(path, st, max)
+		}
 		return nil, 0, err
 	}
 	st, err := f.Stat()

@@ -2,6 +2,7 @@ package infile
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,15 @@ func TestRefusesWhatIsNotAFile(t *testing.T) {
 	if err := os.Symlink("/dev/zero", zero); err != nil {
 		t.Fatal(err)
 	}
+	sock := filepath.Join(dir, "sock.png")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
 	for _, tc := range []struct{ path, kind string }{
 		{fifo, "named pipe"},
+		{sock, "socket"},
 		{zero, "device"},
 		{dir, "directory"},
 	} {
