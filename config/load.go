@@ -8,24 +8,55 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/memunet/memunet/configs"
+	"github.com/memunet/memunet/infile"
 	"go.yaml.in/yaml/v3"
 )
 
+// MaxFileBytes bounds a config file. The presets are under 10 KiB; parsing
+// YAML costs about 120 bytes of memory per byte of input, so a file at the
+// bound costs ~120 MB, a larger one (a 50 MB list) is refused unread.
+const MaxFileBytes = 1 << 20 // 1 MiB, as the error says
+
 // Load reads the YAML file at path over Default, applies the overrides
 // ("section.key=value", value in YAML syntax) and validates the result. Every
-// error names the file and, where there is one, the line and key.
+// error names the file and, where there is one, the line and key. A path
+// that names no file but is a built-in config's name (configs.Names:
+// quickstart, fp16, ...; with or without .yaml) reads that config, so a
+// preset works without a checkout. What is not a regular file (a FIFO, a
+// device, a socket) or is larger than MaxFileBytes is refused unread.
 func Load(path string, overrides []string) (Config, error) {
-	src, err := os.ReadFile(path)
+	name, src, err := read(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return Config{}, fmt.Errorf("config file %s does not exist; pass an existing file to --config (configs/quickstart.yaml is an example)", path)
-		}
-		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		return Config{}, err
 	}
-	return Parse(path, src, overrides)
+	return Parse(name, src, overrides)
+}
+
+// read returns the contents of the config path names and the name to give
+// it in messages.
+func read(path string) (name string, src []byte, err error) {
+	src, err = infile.ReadFile(path, MaxFileBytes)
+	switch {
+	case err == nil:
+		return path, src, nil
+	case errors.Is(err, os.ErrNotExist):
+		if preset := strings.TrimSuffix(path, ".yaml"); !strings.ContainsAny(path, `/\`) && slices.Contains(configs.Names(), preset) {
+			src, err := configs.Read(preset)
+			return preset + " (built-in)", src, err
+		}
+		return "", nil, fmt.Errorf("config file %s does not exist; pass an existing file to --config, or a built-in config by name: %s (memunet config list)",
+			path, strings.Join(configs.Names(), ", "))
+	}
+	var refused *infile.Error
+	if errors.As(err, &refused) {
+		return "", nil, fmt.Errorf("config file %w; --config names a YAML file (at most 1 MiB) or a built-in config (memunet config list)", err)
+	}
+	return "", nil, fmt.Errorf("config file %s: %w", path, err)
 }
 
 // Parse is Load on the file's contents; name is used in messages.
@@ -136,11 +167,11 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 		if isInteger(f.Kind()) && f.Type() != reflect.TypeFor[ByteSize]() && !f.Addr().Type().Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) &&
 			val.Kind == yaml.ScalarNode && val.ShortTag() != "!!int" {
 			// yaml would truncate 1.5 to 1; a count must be written as an integer
-			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(errNotInteger, f.Type(), val))
+			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(errNotInteger, key, f.Type(), val))
 		}
 		set[key] = true
 		if err := val.Decode(f.Addr().Interface()); err != nil {
-			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(err, f.Type(), val))
+			return fmt.Errorf("%s: %s: %s", loc(name, val.Line), key, typeError(err, key, f.Type(), val))
 		}
 		if f.Kind() == reflect.Float64 && f.Float() == 0 && underflows(val.Value) {
 			return fmt.Errorf("%s: %s: %s is too small for a float64 and would be read as 0; write 0, or a number above 1e-300", loc(name, val.Line), key, val.Value)
@@ -162,7 +193,9 @@ func isInteger(k reflect.Kind) bool {
 	return k >= reflect.Int && k <= reflect.Uint64
 }
 
-func typeError(err error, t reflect.Type, val *yaml.Node) string {
+// typeError says what key, of type t, wants instead of val, with an
+// example of the right shape for that key.
+func typeError(err error, key string, t reflect.Type, val *yaml.Node) string {
 	var want string
 	switch t.Kind() {
 	case reflect.Int, reflect.Int64:
@@ -179,13 +212,64 @@ func typeError(err error, t reflect.Type, val *yaml.Node) string {
 	case reflect.String:
 		want = "a string"
 	case reflect.Slice:
-		want = "a list of numbers, e.g. [0.9, 0.999]"
+		want = map[reflect.Kind]string{reflect.Int: "a list of integers", reflect.Float64: "a list of numbers", reflect.String: "a list of names"}[t.Elem().Kind()]
+	}
+	if ex := example(key); ex != "" && t.Kind() != reflect.Bool && !strings.Contains(want, " such as ") {
+		want += ", e.g. " + ex
 	}
 	msg := err.Error()
 	if te := (*yaml.TypeError)(nil); errors.As(err, &te) || strings.HasPrefix(msg, "yaml:") {
 		return fmt.Sprintf("cannot use %s: want %s", describe(val), want)
 	}
 	return msg
+}
+
+// examples are a right value of the keys whose default shows no shape (an
+// empty list) or a misleading one.
+var examples = map[string]string{
+	"data.resize":             "[64, 64] (height, width)",
+	"data.augment.crop_scale": "[0.5, 1] (min, max share of the area)",
+	"data.mask_values":        "[0, 255]",
+	"train.init_skip":         "[outc]",
+	"train.freeze":            "[encoder]",
+	"train.betas":             "[0.9, 0.999] (beta1, beta2)",
+}
+
+// example is a right value for key: examples' or the default's, in YAML's
+// flow style ("" when the default is empty).
+func example(key string) string {
+	if ex, ok := examples[key]; ok {
+		return ex
+	}
+	v := reflect.ValueOf(Default())
+	for _, k := range strings.Split(key, ".") {
+		if v.Kind() != reflect.Struct {
+			return ""
+		}
+		found := false
+		for i := 0; i < v.NumField(); i++ {
+			if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == k {
+				v, found = v.Field(i), true
+				break
+			}
+		}
+		if !found {
+			return ""
+		}
+	}
+	if v.IsZero() && !isInteger(v.Kind()) && v.Kind() != reflect.Float64 {
+		return ""
+	}
+	var n yaml.Node
+	if err := n.Encode(v.Interface()); err != nil {
+		return ""
+	}
+	n.Style = yaml.FlowStyle
+	b, err := yaml.Marshal(&n)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func describe(n *yaml.Node) string {

@@ -372,6 +372,8 @@ func (cfg SourceConfig) Validate() error {
 			return fmt.Errorf("model.in_channels: %d: the synthetic data has %d channels (RGB)", cfg.Channels, SyntheticChannels)
 		case cfg.Classes > MaxSyntheticClasses:
 			return fmt.Errorf("model.classes: %d: the synthetic data has at most %d classes (background, circle, rectangle, triangle)", cfg.Classes, MaxSyntheticClasses)
+		case cfg.Path != "":
+			return fmt.Errorf("data.path: %q is set but data.source is synthetic (the built-in shapes), which reads no files; set data.source: folder (DIR/images/ and DIR/masks/) or voc to train on it, or leave data.path out", cfg.Path)
 		case s.Count < 2:
 			return fmt.Errorf("data.count: %d: need at least 2 samples (one to train, one to validate)", s.Count)
 		case s.Size < 1:
