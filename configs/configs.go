@@ -48,3 +48,18 @@ func Read(name string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("unknown config %q; the configs are %s", name, strings.Join(Names(), ", "))
 }
+
+// Describe is the one-line description of the config called name: its
+// first comment line, "# memunet WHAT: DESCRIPTION.", from DESCRIPTION.
+func Describe(name string) (string, error) {
+	src, err := Read(name)
+	if err != nil {
+		return "", err
+	}
+	first, _, _ := strings.Cut(string(src), "\n")
+	_, d, ok := strings.Cut(first, ": ")
+	if !ok || d == "" {
+		return "", fmt.Errorf("config %s: its first line is not \"# memunet WHAT: DESCRIPTION.\"", name)
+	}
+	return strings.ToUpper(d[:1]) + d[1:], nil
+}

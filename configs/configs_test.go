@@ -48,3 +48,20 @@ func TestReadUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestDescriptions: each config's description (config list) is one whole
+// sentence that says what the config is, not which file it is.
+func TestDescriptions(t *testing.T) {
+	for _, name := range Names() {
+		d, err := Describe(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(d, ".") || strings.Count(d, ". ") > 0 || len(d) > 110 {
+			t.Errorf("%s: description %q is not one sentence of at most 110 characters", name, d)
+		}
+		if strings.Contains(d, name+".yaml") || strings.Contains(d, "configs/") {
+			t.Errorf("%s: description %q names a file", name, d)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/memunet/memunet/configs"
 )
@@ -66,13 +65,12 @@ func configList(args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("config list: unexpected argument %q; %s", fs.Arg(0), configListUsage)}
 	}
 	for _, name := range configs.Names() {
-		src, err := configs.Read(name)
+		d, err := configs.Describe(name)
 		if err != nil {
 			return err
 		}
-		first, _, _ := strings.Cut(string(src), "\n")
-		fmt.Fprintf(stdout, "%-11s %s\n", name, strings.TrimSpace(strings.TrimPrefix(first, "#")))
+		fmt.Fprintf(stdout, "%-11s %s\n", name, d)
 	}
-	fmt.Fprintln(stdout, `print one with "memunet config print NAME", e.g. memunet config print fp16 > my.yaml`)
+	fmt.Fprintln(stdout, `use one by name (--config fp16), or print it to edit: memunet config print fp16 > my.yaml`)
 	return nil
 }
