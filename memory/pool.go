@@ -103,13 +103,18 @@ type Options struct {
 }
 
 // Event is one point of the timeline: the pool's state right after an
-// allocation (Delta > 0) or a free (Delta < 0).
+// allocation (Delta > 0) or a free (Delta < 0), or the start of a phase of
+// the work (Delta 0; see TimelinePhase).
 type Event struct {
 	At        time.Duration // since the pool was made
 	Category  Category
 	Delta     int64
 	Allocated int64
 	Reserved  int64
+	// Phase is the part of the work the event fell in, as the pool's user
+	// last named it with TimelinePhase (train: forward, backward,
+	// optimizer); "" outside any.
+	Phase string
 }
 
 // Stat is a current value and its peak in the current peak window.
@@ -201,6 +206,7 @@ type Pool struct {
 	free      []*block   // free blocks by (size, segment, offset)
 	stats     Stats
 	timeline  []Event
+	phase     string // the timeline's current phase (TimelinePhase)
 	trace     []TraceEvent
 	arena     *arenaState
 }
@@ -960,8 +966,24 @@ func (p *Pool) record(cat Category, delta int64) {
 	}
 	p.timeline = append(p.timeline, Event{
 		At: time.Since(p.start), Category: cat, Delta: delta,
-		Allocated: p.stats.Allocated.Current, Reserved: p.stats.Reserved.Current,
+		Allocated: p.stats.Allocated.Current, Reserved: p.stats.Reserved.Current, Phase: p.phase,
 	})
+}
+
+// TimelinePhase says which part of the work comes next (train: forward,
+// backward, optimizer; "" when it is over), so that a timeline can be read
+// against it: a timeline pool records the moment as an Event with Delta 0,
+// and the allocations and frees after it carry the name. It is a label
+// only, apart from BeginPhase: nothing is allocated, placed or counted
+// differently.
+func (p *Pool) TimelinePhase(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.opts.Timeline || name == p.phase {
+		return
+	}
+	p.phase = name
+	p.record(0, 0)
 }
 
 // Timeline returns the recorded events (nil unless Options.Timeline) and

@@ -849,6 +849,39 @@ func TestTimeline(t *testing.T) {
 	}
 }
 
+// TestTimelinePhase: a named phase is a mark (Delta 0) in the timeline and
+// labels the events after it; naming the same phase again records nothing,
+// and neither does a pool without a timeline. The byte counts are those of
+// a timeline without phases.
+func TestTimelinePhase(t *testing.T) {
+	p := newTestPool(Options{Timeline: true})
+	p.TimelinePhase("forward")
+	a, _ := p.Alloc(Activations, 512)
+	p.TimelinePhase("forward")
+	p.TimelinePhase("backward")
+	p.MustFree(a)
+	p.TimelinePhase("")
+	want := []Event{
+		{Phase: "forward"},
+		{Category: Activations, Delta: 512, Allocated: 512, Reserved: 512, Phase: "forward"},
+		{Allocated: 512, Reserved: 512, Phase: "backward"},
+		{Category: Activations, Delta: -512, Allocated: 0, Reserved: 512, Phase: "backward"},
+		{Reserved: 512},
+	}
+	checkEvents(t, "phases", p.Timeline(), want)
+
+	q := newTestPool(Options{})
+	q.TimelinePhase("forward")
+	b, _ := q.Alloc(Activations, 512)
+	q.MustFree(b)
+	if ev := q.Timeline(); ev != nil {
+		t.Errorf("without Options.Timeline: %d events, want nil", len(ev))
+	}
+	if q.Stats() != p.Stats() {
+		t.Errorf("phases changed the counts: %+v, without %+v", p.Stats(), q.Stats())
+	}
+}
+
 func checkEvents(t *testing.T, where string, got, want []Event) {
 	t.Helper()
 	if len(got) != len(want) {

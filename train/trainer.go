@@ -453,6 +453,7 @@ func (t *Trainer) Step() (StepResult, error) {
 	// A step is a phase: an arena pool places its buffers by the plan.
 	t.Pool().BeginPhase(PhaseStep)
 	defer t.Pool().EndPhase()
+	defer t.Pool().TimelinePhase("")
 	retry, fit := t.Config.Memory.EmptyCache == config.EmptyOOM, t.Config.Memory.Fit == "auto"
 	var restore func()
 	if retry || fit {
@@ -536,6 +537,7 @@ func (t *Trainer) step() (StepResult, error) {
 	res.CommTime += time.Since(commStart)
 	t.Net.ZeroGrad()
 	for k := 0; k < accum; k++ {
+		t.Pool().TimelinePhase(PhaseForward)
 		epoch, err := t.nextBatch()
 		if err != nil {
 			return res, err
@@ -547,6 +549,7 @@ func (t *Trainer) step() (StepResult, error) {
 			return res, err
 		}
 		keep(PhaseForward, t.Pool().Stats())
+		t.Pool().TimelinePhase(PhaseBackward)
 		t.Pool().ResetPeak()
 		l := model.Loss{Config: t.Loss}
 		loss, err := l.Forward(t.env, logits, t.masks)
@@ -582,6 +585,7 @@ func (t *Trainer) step() (StepResult, error) {
 	if t.AfterBackward != nil {
 		t.AfterBackward()
 	}
+	t.Pool().TimelinePhase(PhaseOptimizer)
 	t.Pool().ResetPeak()
 	optStart := time.Now()
 	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
