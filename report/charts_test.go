@@ -1,22 +1,26 @@
-package main
+package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/rundir"
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // chartRow is a memunet variant's row with its pool peak split by category
@@ -54,31 +58,42 @@ func syntheticRows() []CompareRow {
 	return append(rows, gor)
 }
 
-// syntheticTimelines rise and fall over each step: baseline in 6 events,
-// accum4 in 4 repetitions of 6, and all exactly as accum4.
-func syntheticTimelines() map[string]rundir.Timeline {
-	mk := func(reps int, startMiB float64, deltasMiB []float64) rundir.Timeline {
-		tl := rundir.Timeline{Step: 3}
+// syntheticTimelines rise and fall over each step, 1 ms per event, the
+// first half of each micro-batch forward, the second backward, then 1 ms of
+// optimizer: baseline in 6 events, accum4 in 4 micro-batches of 6, and all
+// exactly as accum4.
+func syntheticTimelines() map[string]Timeline {
+	mk := func(reps int, startMiB float64, deltasMiB []float64) Timeline {
+		tl := Timeline{Step: 3}
 		cur := int64(startMiB * (1 << 20))
 		for range reps {
-			for _, d := range deltasMiB {
+			t0 := float64(len(tl.Points))
+			half := float64(len(deltasMiB)) / 2
+			tl.Phases = append(tl.Phases, TimelineSpan{"forward", t0, t0 + half}, TimelineSpan{"backward", t0 + half, t0 + 2*half})
+			for i, d := range deltasMiB {
 				delta := int64(d * (1 << 20))
 				cur += delta
-				tl.Points = append(tl.Points, rundir.TimelinePoint{TimeMS: float64(len(tl.Points)), Category: "activations",
+				phase := "forward"
+				if float64(i) >= half {
+					phase = "backward"
+				}
+				tl.Points = append(tl.Points, TimelinePoint{TimeMS: float64(len(tl.Points)) + 0.5, Phase: phase, Category: "activations",
 					DeltaBytes: delta, AllocatedBytes: cur, ReservedBytes: cur + 1<<20})
 			}
 		}
+		end := float64(len(tl.Points))
+		tl.Phases = append(tl.Phases, TimelineSpan{"optimizer", end, end + 1})
 		return tl
 	}
-	return map[string]rundir.Timeline{
+	return map[string]Timeline{
 		"baseline": mk(1, 2, []float64{2, 2, 1.5, -1.5, -2, -2}),
 		"accum4":   mk(4, 2, []float64{0.5, 0.5, 0.3, -0.3, -0.5, -0.5}),
 		"all":      mk(4, 2, []float64{0.5, 0.5, 0.3, -0.3, -0.5, -0.5}),
 	}
 }
 
-func syntheticSettings() chartSettings {
-	return chartSettings{Config: "quickstart.yaml", Base: 8, Depth: 3, Params: 122492, H: 32, W: 32, MicroBatch: 8, Accumulate: 1, Steps: 3}
+func syntheticSettings() CompareSetup {
+	return CompareSetup{Config: "quickstart.yaml", Base: 8, Depth: 3, Params: 122492, H: 32, W: 32, MicroBatch: 8, Accumulate: 1, Steps: 3}
 }
 
 func TestChartNiceRange(t *testing.T) {
@@ -184,9 +199,13 @@ func TestMemoryChartLayout(t *testing.T) {
 	}
 
 	// The panels drawn use these ranges, and every value is inside them.
-	pool, rss, legend, err := memoryPlots(l, 400, 250)
+	poolPanel, rssPanel, legend, err := memoryPlots(l, 400, 250)
 	if err != nil {
 		t.Fatal(err)
+	}
+	pool, rss := poolPanel.Plot, rssPanel.Plot
+	if legendInData(pool) || legendInData(rss) {
+		t.Error("a legend inside the panels' data")
 	}
 	if pool.Y.Min != 0 || pool.Y.Max != pa.Max || rss.Y.Min != 0 || rss.Y.Max != ra.Max {
 		t.Errorf("panels' y ranges: pool [%v, %v], RSS [%v, %v]; want [0, %v], [0, %v]",
@@ -227,29 +246,120 @@ func TestTimelineChartData(t *testing.T) {
 		if math.Abs(float64(s.Peak)-peak[s.Name]) > 1 {
 			t.Errorf("%s: peak %d, want %v", s.Name, s.Peak, peak[s.Name])
 		}
-		if y.Max*y.Unit.Bytes < float64(s.Peak) {
-			t.Errorf("y axis tops at %v bytes below %s's peak %d", y.Max*y.Unit.Bytes, s.Name, s.Peak)
+		// The peak is the third event, the forward's last.
+		if s.PeakPhase != "forward" || s.PeakMS != 2.5 {
+			t.Errorf("%s: peak at %v ms in %q, want 2.5 ms in forward", s.Name, s.PeakMS, s.PeakPhase)
 		}
-		// x: the share of the step's events, 0 (before the first) to 100.
+		if y.Max*y.Unit.Bytes < 1.15*float64(s.Peak) {
+			t.Errorf("y axis tops at %v bytes: no room above %s's peak %d for its label", y.Max*y.Unit.Bytes, s.Name, s.Peak)
+		}
+		// x: time in ms from 0 (before the first event) to the optimizer's end.
 		first, last := s.Points[0], s.Points[len(s.Points)-1]
-		if first.X != 0 || last.X != 100 || first.Y != 2*(1<<20) {
-			t.Errorf("%s: from %v to %v, want from (0, 2 MiB) to x=100", s.Name, first, last)
+		if first.X != 0 || first.Y != 2*(1<<20) || s.EndMS != float64(s.Events)+1 {
+			t.Errorf("%s: from %v to %v, end %v ms; want from (0, 2 MiB) to %d ms", s.Name, first, last, s.EndMS, s.Events+1)
 		}
 		for i := 1; i < len(s.Points); i++ {
-			if s.Points[i].X <= s.Points[i-1].X {
-				t.Errorf("%s: x goes back at point %d", s.Name, i)
+			if s.Points[i].X < s.Points[i-1].X {
+				t.Errorf("%s: time goes back at point %d", s.Name, i)
 				break
 			}
 		}
+		if x := s.timeAxis(); x.Min != 0 || x.Max != s.EndMS || len(labelled(x.Ticks(x.Min, x.Max))) < 4 {
+			t.Errorf("%s: time axis %+v, want 0 to %v ms with 4 or more labels", s.Name, x, s.EndMS)
+		}
 	}
-	if y.Max*y.Unit.Bytes > 1.5*peak["baseline"] {
+	if y.Max*y.Unit.Bytes > 1.6*peak["baseline"] {
 		t.Errorf("y axis tops at %v bytes, far above the highest peak", y.Max*y.Unit.Bytes)
 	}
-	if got := sameLineAs(series[:2], series[2]); got != "accum4" {
-		t.Errorf("all draws over accum4's identical line; sameLineAs = %q", got)
+
+	// A panel per variant, none drawn over another: three stacked; six in
+	// two columns of three, row by row; the bands, line and peak in each;
+	// the legend names the phases.
+	for _, c := range []struct{ n, cols, rows int }{{1, 1, 1}, {3, 1, 3}, {4, 2, 2}, {6, 2, 3}, {7, 2, 4}} {
+		if cols, rows := timelineGrid(c.n); cols != c.cols || rows != c.rows {
+			t.Errorf("timelineGrid(%d) = %d x %d, want %d x %d", c.n, cols, rows, c.cols, c.rows)
+		}
 	}
-	if got := sameLineAs(series[:1], series[1]); got != "" {
-		t.Errorf("accum4 differs from baseline; sameLineAs = %q", got)
+	six := append(append([]timelineSeries{}, series...), series...)
+	for i := range six {
+		six[i].Name = strconv.Itoa(i)
+	}
+	columns, err := timelineColumns(six, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(columns) != 2 || len(columns[0]) != 3 || len(columns[1]) != 3 {
+		t.Fatalf("six panels in %d columns", len(columns))
+	}
+	if !strings.HasPrefix(columns[0][0].Title, "0 ") || !strings.HasPrefix(columns[1][0].Title, "1 ") || !strings.HasPrefix(columns[0][1].Title, "2 ") {
+		t.Errorf("panels not row by row: %q, %q, %q", columns[0][0].Title, columns[1][0].Title, columns[0][1].Title)
+	}
+	for _, col := range columns {
+		for i, p := range col {
+			if p.Plot.Y.Max != y.Max || p.Plot.Y.Min != 0 {
+				t.Errorf("%s: y [%v, %v], want the shared [0, %v]", p.Title, p.Plot.Y.Min, p.Plot.Y.Max, y.Max)
+			}
+			if got, want := p.Plot.X.Label.Text != "", i == len(col)-1; got != want {
+				t.Errorf("%s: time axis named %v, want only under a column's last", p.Title, got)
+			}
+			if legendInData(p.Plot) {
+				t.Errorf("%s: a legend inside the data", p.Title)
+			}
+		}
+	}
+	got := strings.Join(legendLabels(timelineLegend(series)), "|")
+	if got != "forward|backward|optimizer|pool allocated bytes|the step's peak" {
+		t.Errorf("legend %q", got)
+	}
+}
+
+// legendInData reports whether p draws a legend of its own (over its data).
+func legendInData(p *plot.Plot) bool {
+	r := p.Legend.Rectangle(draw.Canvas{})
+	return r.Size().X > 0 || r.Size().Y > 0
+}
+
+// labelled are the labels of the ticks that have one.
+func labelled(ticks []plot.Tick) []string {
+	var out []string
+	for _, tk := range ticks {
+		if tk.Label != "" {
+			out = append(out, tk.Label)
+		}
+	}
+	return out
+}
+
+// TestTimelineOf: a pool's events with phase marks become timeline.json's
+// points (times from the first event, each with its phase) and spans, the
+// last closed at the step's end mark.
+func TestTimelineOf(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * 1e6) }
+	events := []memory.Event{
+		{At: ms(10), Phase: "forward", Allocated: 100},
+		{At: ms(11), Category: memory.Activations, Delta: 512, Allocated: 612, Phase: "forward"},
+		{At: ms(13), Phase: "backward", Allocated: 612},
+		{At: ms(14), Category: memory.Activations, Delta: -512, Allocated: 100, Phase: "backward"},
+		{At: ms(15), Phase: "optimizer", Allocated: 100},
+		{At: ms(16), Allocated: 100},
+	}
+	tl := TimelineOf(7, events)
+	want := Timeline{Step: 7, Points: []TimelinePoint{
+		{TimeMS: 1, Phase: "forward", Category: "activations", DeltaBytes: 512, AllocatedBytes: 612},
+		{TimeMS: 4, Phase: "backward", Category: "activations", DeltaBytes: -512, AllocatedBytes: 100},
+	}, Phases: []TimelineSpan{{"forward", 0, 3}, {"backward", 3, 5}, {"optimizer", 5, 6}}}
+	if !reflect.DeepEqual(tl, want) {
+		t.Errorf("TimelineOf:\n got %+v\nwant %+v", tl, want)
+	}
+	if tl.endMS() != 6 {
+		t.Errorf("end %v ms, want 6", tl.endMS())
+	}
+	// Without marks: points only; with no events: none, and not null.
+	if tl := TimelineOf(1, events[1:2]); len(tl.Phases) != 0 || len(tl.Points) != 1 || tl.Points[0].TimeMS != 0 {
+		t.Errorf("no marks: %+v", tl)
+	}
+	if raw, _ := json.Marshal(TimelineOf(1, nil)); string(raw) != `{"step":1,"points":[]}` {
+		t.Errorf("no events: %s", raw)
 	}
 }
 
@@ -258,7 +368,7 @@ func TestChartHeadings(t *testing.T) {
 	cfg.Model.Base, cfg.Model.Depth = 16, 4
 	cfg.Data.Source, cfg.Data.Size = "synthetic", 48
 	cfg.Train.BatchSize, cfg.Train.Accumulate = 4, 2
-	s := newChartSettings("configs/x.yaml", cfg, 3, syntheticRows())
+	s := NewCompareSetup("configs/x.yaml", cfg, 3, syntheticRows())
 	for _, h := range []heading{memoryHeading(s, nil), timelineHeading(s, 3)} {
 		text := h.Text()
 		for _, want := range []string{"base 16", "depth 4", "122,492 params", "48×48 images", "micro-batch 4 × accumulation 2",
@@ -282,7 +392,7 @@ func TestChartHeadings(t *testing.T) {
 }
 
 // readChart decodes a chart and checks its size.
-func readChart(t *testing.T, path string) image.Image {
+func readChart(t *testing.T, path string, wPx, hPx int) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -293,8 +403,8 @@ func readChart(t *testing.T, path string) image.Image {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	if b := img.Bounds(); b.Dx() != chartWidthPx || b.Dy() != chartHeightPx {
-		t.Errorf("%s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), chartWidthPx, chartHeightPx)
+	if b := img.Bounds(); b.Dx() != wPx || b.Dy() != hPx {
+		t.Errorf("%s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), wPx, hPx)
 	}
 	return img
 }
@@ -319,42 +429,42 @@ func TestChartFiles(t *testing.T) {
 	dir := t.TempDir()
 	rows := syntheticRows()
 	mem, tl := filepath.Join(dir, "memory.png"), filepath.Join(dir, "timeline.png")
-	if err := memoryChart(mem, rows, syntheticSettings()); err != nil {
+	if err := MemoryChart(mem, rows, syntheticSettings()); err != nil {
 		t.Fatal(err)
 	}
-	if err := timelineChart(tl, rows, syntheticTimelines(), syntheticSettings()); err != nil {
+	if err := TimelineChart(tl, rows, syntheticTimelines(), syntheticSettings()); err != nil {
 		t.Fatal(err)
 	}
-	img := readChart(t, mem)
+	img := readChart(t, mem, memoryWidthPx, memoryHeightPx)
 	// The pool bars are not dwarfed by gorgonia's RSS: the activations
 	// (colour 3) of baseline alone are 5.5 of the axis's ~12.5 MiB, a
 	// tall bar; on an axis up to gorgonia's 226 MiB they would be a sliver.
-	act := countColor(img, chartColor(3))
+	act := countColor(img, seriesColor(3))
 	if act < 3000 {
 		t.Errorf("memory.png: %d pixels of the activations' colour; the pool bars are too small to read", act)
 	}
 	if n := countColor(img, rssFill); n < 3000 {
 		t.Errorf("memory.png: %d pixels of RSS bars", n)
 	}
-	img = readChart(t, tl)
-	for i, name := range []string{"baseline", "accum4", "all"} {
-		if n := countColor(img, chartColor(i)); n < 100 {
-			t.Errorf("timeline.png: %s's line (colour %d) has %d pixels", name, i, n)
+	img = readChart(t, tl, timelineWidthPx, timelineHeightPx(3))
+	for _, ph := range phaseOrder {
+		if n := countColor(img, phaseColors[ph]); n < 500 {
+			t.Errorf("timeline.png: %d pixels of the %s band", n, ph)
 		}
 	}
 
 	// Only gorgonia ran: no pool panel, no lines, still both files.
 	only := []CompareRow{rows[len(rows)-1]}
-	if err := memoryChart(mem, only, syntheticSettings()); err != nil {
+	if err := MemoryChart(mem, only, syntheticSettings()); err != nil {
 		t.Fatal(err)
 	}
-	readChart(t, mem)
-	if err := timelineChart(tl, only, nil, syntheticSettings()); err != nil {
+	readChart(t, mem, memoryWidthPx, memoryHeightPx)
+	if err := TimelineChart(tl, only, nil, syntheticSettings()); err != nil {
 		t.Fatal(err)
 	}
-	readChart(t, tl)
+	readChart(t, tl, timelineWidthPx, timelineMinHeightPx)
 	// Nothing ran: an error, not an empty chart.
-	if err := memoryChart(mem, rows[2:3], syntheticSettings()); err == nil {
+	if err := MemoryChart(mem, rows[2:3], syntheticSettings()); err == nil {
 		t.Error("memory chart of failed rows only: no error")
 	}
 }
@@ -365,7 +475,7 @@ func TestChartFiles(t *testing.T) {
 func TestCompareDeviceColumns(t *testing.T) {
 	rows := syntheticRows()
 	var plain bytes.Buffer
-	printCompareTable(&plain, rows)
+	PrintCompareTable(&plain, rows)
 	if strings.Contains(plain.String(), "device used") {
 		t.Errorf("a CPU table has device columns:\n%s", plain.String())
 	}
@@ -376,13 +486,13 @@ func TestCompareDeviceColumns(t *testing.T) {
 		}
 	}
 	var table bytes.Buffer
-	printCompareTable(&table, rows)
+	PrintCompareTable(&table, rows)
 	lines := strings.Split(table.String(), "\n")
 	if !strings.Contains(lines[0], "device used") || !strings.Contains(lines[0], "context") || !strings.Contains(table.String(), "300.00 MiB") {
 		t.Errorf("GPU table:\n%s", table.String())
 	}
 	dir := t.TempDir()
-	if err := writeCompareFiles(dir, rows); err != nil {
+	if err := WriteCompare(dir, rows, syntheticTimelines(), syntheticSettings()); err != nil {
 		t.Fatal(err)
 	}
 	csvText, err := os.ReadFile(filepath.Join(dir, "compare.csv"))
@@ -393,43 +503,15 @@ func TestCompareDeviceColumns(t *testing.T) {
 	if !strings.Contains(header, "device used (bytes)") || !strings.Contains(header, "context (bytes)") || !strings.Contains(string(csvText), "314572800") {
 		t.Errorf("compare.csv: %s", header)
 	}
-	mem := filepath.Join(dir, "memory.png")
-	if err := memoryChart(mem, rows, syntheticSettings()); err != nil {
-		t.Fatal(err)
-	}
-	if n := countColor(readChart(t, mem), deviceFill); n < 1000 {
+	if n := countColor(readChart(t, filepath.Join(dir, "memory.png"), memoryWidthPx, memoryHeightPx), deviceFill); n < 1000 {
 		t.Errorf("memory.png: %d pixels of device bars", n)
 	}
-}
-
-// TestCompareRuns: compare --runs plots existing runs' validation curves
-// together and tabulates their last and best val mIoU; a directory without
-// metrics.jsonl is named in the error, and --runs with --config is a usage
-// error.
-func TestCompareRuns(t *testing.T) {
-	a, _ := trainTiny(t)
-	b, _ := trainTiny(t, "--set", "train.schedule.kind=cosine")
-	out := t.TempDir()
-	stdout := runOK(t, "compare", "--runs", a+","+b, "--out", out)
-	for _, want := range []string{"last val miou", filepath.Base(a), filepath.Base(b), "val-curves.png"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, stdout)
-		}
+	var back []CompareRow
+	raw, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &back)
 	}
-	f, err := os.Open(filepath.Join(out, "val-curves.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := png.Decode(f); err != nil {
-		t.Errorf("val-curves.png: %v", err)
-	}
-	f.Close()
-	var o, e bytes.Buffer
-	if code := run([]string{"compare", "--runs", a + "," + t.TempDir(), "--out", out}, &o, &e); code != 1 || !strings.Contains(e.String(), "has no metrics.jsonl") {
-		t.Errorf("a directory without a run: exit %d, %q", code, e.String())
-	}
-	e.Reset()
-	if code := run([]string{"compare", "--config", "../../configs/quickstart.yaml", "--runs", a}, &o, &e); code != 2 {
-		t.Errorf("--runs with --config: exit %d, %q", code, e.String())
+	if err != nil || len(back) != len(rows) || back[0].DeviceUsedPeakBytes != rows[0].DeviceUsedPeakBytes {
+		t.Errorf("compare.json: %d rows, %v", len(back), err)
 	}
 }

@@ -2,7 +2,8 @@
 // configuration says (a train.Trainer on the target backend) and writes
 // into the run directory: config.yaml (the resolved configuration),
 // metrics.jsonl (a record per step and per validation), summary.json,
-// timeline.json (with memory.timeline) and checkpoints/.
+// curves.png, timeline.json (with memory.timeline) and checkpoints/; the
+// charts and timeline.json's format are package report's.
 //
 // Checkpoints are directories written atomically (everything into a
 // temporary directory, fsynced, renamed; see package checkpoint) holding the
@@ -14,6 +15,6 @@
 //
 // Files by role: run.go (Run and its records), checkpoint.go (saving,
 // restoring, what may change on resume), checkpoint_run.go (Run's schedule of
-// saves, pruning, metrics.jsonl on resume), progress.go (the progress bar
-// and lines).
+// saves, pruning, metrics.jsonl on resume), curves.go (metrics.jsonl read
+// back into curves), progress.go (the progress bar and lines).
 package rundir

@@ -20,6 +20,7 @@ import (
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 )
 
@@ -344,7 +345,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 			return nil
 		}
 		lastDraw = time.Now()
-		if err := curves.Draw(filepath.Join(opts.OutDir, CurvesFile), curvesTitle); err != nil {
+		if err := report.WriteCurves(filepath.Join(opts.OutDir, CurvesFile), curves, curvesTitle); err != nil {
 			return fmt.Errorf("writing %s: %w", CurvesFile, err)
 		}
 		return nil
@@ -420,7 +421,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		if err := enc.Encode(rec); err != nil {
 			return fmt.Errorf("writing metrics.jsonl: %w", err)
 		}
-		curves.addVal(rec)
+		addVal(&curves, rec)
 		return drawCurves(false)
 	}
 
@@ -478,7 +479,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		if err := enc.Encode(rec); err != nil {
 			return nil, fmt.Errorf("writing metrics.jsonl: %w", err)
 		}
-		curves.addStep(rec)
+		addStep(&curves, rec)
 		if len(tr.FitLog) > len(sum.Fit) {
 			for _, line := range tr.FitLog[len(sum.Fit):] {
 				prog.note(line)
@@ -606,35 +607,14 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// TimelinePoint is one allocation or free in timeline.json.
-type TimelinePoint struct {
-	TimeMS         float64 `json:"t_ms"` // since the step's first event
-	Category       string  `json:"category"`
-	DeltaBytes     int64   `json:"delta_bytes"`
-	AllocatedBytes int64   `json:"allocated_bytes"`
-	ReservedBytes  int64   `json:"reserved_bytes"`
-}
-
-// Timeline is timeline.json: every allocation and free of one optimizer
-// step (the last one run), written when memory.timeline is on.
-type Timeline struct {
-	Step   int             `json:"step"`
-	Points []TimelinePoint `json:"points"`
-}
-
+// writeTimeline writes timeline.json: the step's allocations, frees and
+// phases (report.Timeline).
 func writeTimeline(path string, step int, events []memory.Event) error {
-	tl := Timeline{Step: step, Points: make([]TimelinePoint, len(events))}
-	for i, e := range events {
-		tl.Points[i] = TimelinePoint{
-			TimeMS: float64(e.At-events[0].At) / 1e6, Category: e.Category.String(), DeltaBytes: e.Delta,
-			AllocatedBytes: e.Allocated, ReservedBytes: e.Reserved,
-		}
-	}
-	out, err := json.Marshal(tl)
+	out, err := json.Marshal(report.TimelineOf(step, events))
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	if err := outdir.WriteBytes(path, out); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
 )
 
@@ -16,7 +17,7 @@ import (
 // <out>/val-curves.png and prints each run's last and best val mIoU.
 func compareRuns(dirs []string, out string, stdout io.Writer) error {
 	var names []string
-	var curves []rundir.Curves
+	var curves []report.Curves
 	for _, d := range dirs {
 		d = strings.TrimSpace(d)
 		if d == "" {
@@ -41,7 +42,7 @@ func compareRuns(dirs []string, out string, stdout io.Writer) error {
 		return fmt.Errorf("--out %s: %w", out, err)
 	}
 	path := filepath.Join(out, "val-curves.png")
-	if err := rundir.DrawValidations(path, names, curves); err != nil {
+	if err := report.WriteValidations(path, names, curves); err != nil {
 		return fmt.Errorf("compare --runs: %w", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

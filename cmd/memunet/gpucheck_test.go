@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/memunet/memunet/report"
 )
 
 // TestGPUCheckScriptSmoke runs tools/gpu-check.sh in its smoke mode (the CPU
@@ -35,8 +37,8 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got struct {
-		Device  string                  `json:"device"`
-		Compare map[string][]CompareRow `json:"compare"`
+		Device  string                         `json:"device"`
+		Compare map[string][]report.CompareRow `json:"compare"`
 		Train   map[string]*struct {
 			FinalLoss float64 `json:"final_loss"`
 			Steps     int     `json:"steps"`

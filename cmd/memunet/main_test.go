@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/report"
 )
 
 // TestMain lets tests run this binary as memunet itself (compare starts
@@ -236,7 +237,7 @@ func TestCompareCommand(t *testing.T) {
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
 	}
-	var rows []CompareRow
+	var rows []report.CompareRow
 	raw, err := os.ReadFile(filepath.Join(dir, "compare.json"))
 	if err != nil {
 		t.Fatal(err)
