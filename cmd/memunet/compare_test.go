@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/report"
 )
 
 // TestCompareRuns: compare --runs plots existing runs' validation curves
@@ -38,5 +43,60 @@ func TestCompareRuns(t *testing.T) {
 	e.Reset()
 	if code := run([]string{"compare", "--config", "../../configs/quickstart.yaml", "--runs", a}, &o, &e); code != 2 {
 		t.Errorf("--runs with --config: exit %d, %q", code, e.String())
+	}
+}
+
+// TestCompareLock: two compares started at the same moment on one --out:
+// exactly one runs, the other is refused at once with the in-use line
+// naming the first's pid and writes nothing; the folder then holds the
+// winner's files, and its files line names the folder.
+func TestCompareLock(t *testing.T) {
+	dir := t.TempDir()
+	args := append([]string{"compare", "--config", "../../configs/quickstart.yaml", "--steps", "2", "--out", dir,
+		"--variants", "baseline,gorgonia"}, tinyArgs...)
+	type result struct {
+		cmd            *exec.Cmd
+		stdout, stderr bytes.Buffer
+		err            error
+	}
+	var procs [2]*result
+	for i := range procs {
+		r := &result{cmd: exec.Command(os.Args[0], args...)}
+		r.cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
+		r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+		procs[i] = r
+	}
+	for _, r := range procs {
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range procs {
+		r.err = r.cmd.Wait()
+	}
+	won, lost := procs[0], procs[1]
+	if won.err != nil {
+		won, lost = lost, won
+	}
+	if won.err != nil || lost.err == nil {
+		t.Fatalf("exits %v and %v, want one success and one refusal:\n%s\n%s", procs[0].err, procs[1].err, procs[0].stderr.String(), procs[1].stderr.String())
+	}
+	want := fmt.Sprintf("%s is in use by memunet compare (pid %d on ", dir, won.cmd.Process.Pid)
+	if msg := lost.stderr.String(); !strings.Contains(msg, want) || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+		t.Errorf("refused compare said %q, want one line with %q", msg, want)
+	}
+	if lost.stdout.Len() != 0 {
+		t.Errorf("refused compare printed %q", lost.stdout.String())
+	}
+	var rows []report.CompareRow
+	raw, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &rows)
+	}
+	if err != nil || len(rows) != 2 || rows[0].Error != "" || rows[1].Error != "" {
+		t.Errorf("compare.json after the race: %v, rows %+v", err, rows)
+	}
+	if !strings.Contains(won.stdout.String(), "files: "+filepath.Join(dir, "compare.csv")) {
+		t.Errorf("files line does not name the folder:\n%s", won.stdout.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/backend/cpu"
+	"github.com/memunet/memunet/compare"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -18,17 +19,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
-
-// gorgoniaSummary is what the plain-gorgonia reference run writes: the
-// numbers compare puts beside memunet's variants.
-type gorgoniaSummary struct {
-	Steps        int     `json:"steps"`
-	FinalLoss    float64 `json:"final_loss"`
-	StepMSMedian float64 `json:"step_ms_median"`
-	PeakRSSBytes int64   `json:"peak_rss_bytes"`
-	BuildSeconds float64 `json:"build_s"`
-	WallSeconds  float64 `json:"wall_s"`
-}
 
 const gorgoniaUsage = "usage: memunet gorgonia --config FILE --out DIR [--steps N] [--set k=v ...]"
 
@@ -96,7 +86,7 @@ func gorgoniaCommand(args []string, stdout io.Writer) error {
 	defer vm.Close()
 	solver := G.NewAdamSolver(G.WithLearnRate(cfg.Train.LR), G.WithBeta1(cfg.Train.Betas[0]),
 		G.WithBeta2(cfg.Train.Betas[1]), G.WithEps(cfg.Train.Eps))
-	sum := gorgoniaSummary{BuildSeconds: time.Since(start).Seconds()}
+	sum := compare.GorgoniaSummary{BuildSeconds: time.Since(start).Seconds()}
 	var stepMS []float64
 	for step := 0; step < *steps; step++ {
 		t0 := time.Now()

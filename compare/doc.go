@@ -1,0 +1,17 @@
+// Package compare measures memunet's variants side by side: each variant
+// (and plain gorgonia) trains for a few steps in a child process of its
+// own, so that its peak RSS is its own, and its run files become a row of
+// compare's table; Runs puts existing runs' validation curves together.
+//
+// Invariants:
+//   - One writer per folder: a compare holds outdir's lock on its folder
+//     from New to Close (Runs for as long as it writes), so a second
+//     compare, or any run, into the same folder is refused by name.
+//   - A row says what its child did: a child that fails, or stops before
+//     its steps are done, is a failed row with the reason, never a row
+//     read from a partial or earlier run.
+//   - Everything written goes through package report (the table, CSV,
+//     JSON and charts) and outdir.WriteFile.
+//
+// The package keeps no state between calls; a Compare owns its lock.
+package compare
