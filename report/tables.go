@@ -6,7 +6,50 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
 )
+
+// PrintPhaseTable writes a run's peak allocated bytes per phase of a step
+// (forward, backward, optimizer), split by category at each phase's peak
+// (summary.json's peak_by_phase: category or "total" to bytes).
+func PrintPhaseTable(w io.Writer, peakByPhase map[string]map[string]int64) {
+	cats := memory.Categories()
+	fmt.Fprintf(w, "%-10s", "peak")
+	for _, c := range cats {
+		fmt.Fprintf(w, " %12s", c)
+	}
+	fmt.Fprintf(w, " %12s\n", "total")
+	for _, phase := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer} {
+		row, ok := peakByPhase[phase]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "%-10s", phase)
+		for _, c := range cats {
+			fmt.Fprintf(w, " %12s", memory.FormatBytes(row[c.String()]))
+		}
+		fmt.Fprintf(w, " %12s\n", memory.FormatBytes(row["total"]))
+	}
+}
+
+// PrintClassTable writes each class's IoU and Dice and its pixels in the
+// masks and the predictions; a class in neither is shown as absent (it is
+// left out of the means).
+func PrintClassTable(w io.Writer, scores []train.ClassScore) {
+	if len(scores) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%-6s %8s %8s %14s %14s\n", "class", "IoU", "Dice", "target px", "predicted px")
+	for _, s := range scores {
+		if !s.Present() {
+			fmt.Fprintf(w, "%-6d %8s %8s %14d %14d  (in neither masks nor predictions: not in the means)\n", s.Class, "absent", "-", 0, 0)
+			continue
+		}
+		fmt.Fprintf(w, "%-6d %8.4f %8.4f %14d %14d\n", s.Class, *s.IoU, *s.Dice, s.TargetPixels, s.PredictedPixels)
+	}
+}
 
 // PrintValidationTable writes a line per run: its steps, validations, last
 // and best val mIoU and the step of the best (compare --runs).

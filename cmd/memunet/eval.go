@@ -14,6 +14,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 )
 
@@ -131,7 +132,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s, %d samples, by %s (step %d): loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f\n",
 		*split, len(idx), dir, ck.Manifest.Step, v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice)
-	printClassTable(stdout, v.PerClass)
+	report.PrintClassTable(stdout, v.PerClass)
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	return nil
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
-	"github.com/memunet/memunet/train"
 )
 
 // version is memunet's release; the build can override it with -ldflags "-X main.version=...".
@@ -188,7 +188,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	fmt.Fprintf(stdout, "done: %s  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
 		doneTimes(sum), sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
-	printClassTable(stdout, sum.PerClass)
+	report.PrintClassTable(stdout, sum.PerClass)
 	fmt.Fprintf(stdout, "memory: peak allocated %s (params %s, grads %s, optimizer %s, activations %s, workspace %s), peak reserved %s, peak RSS %s\n",
 		memory.FormatBytes(sum.PeakAllocatedBytes),
 		memory.FormatBytes(sum.PeakAllocatedByCategory["params"]), memory.FormatBytes(sum.PeakAllocatedByCategory["grads"]),
@@ -209,7 +209,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(stdout, "device: %s: peak in use %s of %s (cuMemGetInfo, as nvidia-smi shows it; %s of it was the context, kernels and scratch before the pool)\n",
 			sum.Device, memory.FormatBytes(sum.DeviceUsedPeakBytes), memory.FormatBytes(sum.DeviceTotalBytes), memory.FormatBytes(sum.ContextOverheadBytes))
 	}
-	printPhaseTable(stdout, sum)
+	report.PrintPhaseTable(stdout, sum.PeakByPhase)
 	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{
 		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json"), sum.LastCheckpoint}, ", "))
 	return nil
@@ -290,43 +290,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// printPhaseTable writes the run's peak allocated bytes per phase, split by
-// category (the split at each phase's peak).
-func printPhaseTable(w io.Writer, sum *rundir.Summary) {
-	cats := memory.Categories()
-	fmt.Fprintf(w, "%-10s", "peak")
-	for _, c := range cats {
-		fmt.Fprintf(w, " %12s", c)
-	}
-	fmt.Fprintf(w, " %12s\n", "total")
-	for _, phase := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer} {
-		row, ok := sum.PeakByPhase[phase]
-		if !ok {
-			continue
-		}
-		fmt.Fprintf(w, "%-10s", phase)
-		for _, c := range cats {
-			fmt.Fprintf(w, " %12s", memory.FormatBytes(row[c.String()]))
-		}
-		fmt.Fprintf(w, " %12s\n", memory.FormatBytes(row["total"]))
-	}
-}
-
-// printClassTable writes each class's IoU and Dice and its pixels in the
-// masks and the predictions; a class in neither is shown as absent (it is
-// left out of the means).
-func printClassTable(w io.Writer, scores []train.ClassScore) {
-	if len(scores) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "%-6s %8s %8s %14s %14s\n", "class", "IoU", "Dice", "target px", "predicted px")
-	for _, s := range scores {
-		if !s.Present() {
-			fmt.Fprintf(w, "%-6d %8s %8s %14d %14d  (in neither masks nor predictions: not in the means)\n", s.Class, "absent", "-", 0, 0)
-			continue
-		}
-		fmt.Fprintf(w, "%-6d %8.4f %8.4f %14d %14d\n", s.Class, *s.IoU, *s.Dice, s.TargetPixels, s.PredictedPixels)
-	}
 }

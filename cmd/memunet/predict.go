@@ -23,6 +23,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 	xdraw "golang.org/x/image/draw"
 )
@@ -207,7 +208,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  (training's val miou at step %d: %.4f)", rep.Step, *rep.TrainingValMIoU)
 		}
 		fmt.Fprintln(stdout)
-		printClassTable(stdout, m.PerClass)
+		report.PrintClassTable(stdout, m.PerClass)
 	}
 	return nil
 }

@@ -1,0 +1,55 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/train"
+)
+
+// TestTables: each text table has its header and a line per entry, in
+// order; what is missing is said or left out, never a zero passed off as a
+// measurement.
+func TestTables(t *testing.T) {
+	iou, dice := 0.5, 2.0/3
+	runs := []Curves{
+		{Steps: []float64{1, 2, 3, 4}, ValSteps: []float64{2, 4}, MIoU: []float64{0.7, 0.6}},
+		{Steps: []float64{1, 2}},
+	}
+	for _, c := range []struct {
+		name  string
+		print func(*bytes.Buffer)
+		lines []string // what each line holds, in order (fields separated by spaces)
+	}{
+		{"phases", func(b *bytes.Buffer) {
+			PrintPhaseTable(b, map[string]map[string]int64{
+				"optimizer": {"params": 1024, "total": 3 << 20},
+				"forward":   {"activations": 2 << 20, "total": 5 << 20},
+			})
+		}, []string{"peak params grads optimizer activations workspace total", "forward 0 bytes 0 bytes 0 bytes 2.00 MiB 0 bytes 5.00 MiB",
+			"optimizer 1.00 KiB 0 bytes 0 bytes 0 bytes 0 bytes 3.00 MiB"}},
+		{"classes", func(b *bytes.Buffer) {
+			PrintClassTable(b, []train.ClassScore{{Class: 0, IoU: &iou, Dice: &dice, TargetPixels: 10, PredictedPixels: 12}, {Class: 1}})
+		}, []string{"class IoU Dice target px predicted px", "0 0.5000 0.6667 10 12", "1 absent - 0 0 (in neither masks nor predictions: not in the means)"}},
+		{"no classes", func(b *bytes.Buffer) { PrintClassTable(b, nil) }, nil},
+		{"validations", func(b *bytes.Buffer) { PrintValidationTable(b, []string{"a", "b"}, runs) },
+			[]string{"run steps validations last val miou best val miou at step", "a 4 2 0.6000 0.7000 2", "b 2 0 - - -"}},
+	} {
+		var b bytes.Buffer
+		c.print(&b)
+		got := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+		if b.Len() == 0 {
+			got = nil
+		}
+		if len(got) != len(c.lines) {
+			t.Errorf("%s: %d lines, want %d:\n%s", c.name, len(got), len(c.lines), b.String())
+			continue
+		}
+		for i, line := range got {
+			if f := strings.Join(strings.Fields(line), " "); f != c.lines[i] {
+				t.Errorf("%s: line %d is %q, want %q", c.name, i, f, c.lines[i])
+			}
+		}
+	}
+}
