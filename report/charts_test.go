@@ -471,7 +471,7 @@ func TestChartFiles(t *testing.T) {
 
 // TestCompareDeviceColumns: rows from a GPU run (the device's own memory
 // view) add "device used" and "context" to the table and compare.csv, and a
-// third bar per variant to memory.png; CPU rows add none of it.
+// device bar beside each RSS bar in memory.png; CPU rows add none of it.
 func TestCompareDeviceColumns(t *testing.T) {
 	rows := syntheticRows()
 	var plain bytes.Buffer
@@ -484,6 +484,13 @@ func TestCompareDeviceColumns(t *testing.T) {
 			rows[i].DeviceUsedPeakBytes = rows[i].PeakReservedBytes + 300<<20
 			rows[i].ContextOverheadBytes = 300 << 20
 		}
+	}
+	// The device's count (context included) sits on the RSS panel's axis:
+	// the pool's axis is as without it.
+	before, _ := layoutMemory(syntheticRows())
+	after, _ := layoutMemory(rows)
+	if after.PoolAxis != before.PoolAxis || after.RSSAxis.Max*after.RSSAxis.Unit.Bytes < float64(rows[0].DeviceUsedPeakBytes) {
+		t.Errorf("with device bars: pool axis %+v (was %+v), RSS axis %+v", after.PoolAxis, before.PoolAxis, after.RSSAxis)
 	}
 	var table bytes.Buffer
 	PrintCompareTable(&table, rows)

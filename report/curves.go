@@ -93,23 +93,19 @@ func curvesFigure(c Curves, title string) (figure, error) {
 		lossCurves = append(lossCurves, curve{name: fmt.Sprintf("mean of %d steps", window), x: c.Steps,
 			y: runningMean(c.Loss, window), color: lossColor, width: 1.6})
 	} else {
-		lossCurves[0].color = lossColor
+		lossCurves[0].color, lossCurves[0].width = lossColor, 1.6
 	}
 	lossCurves = append(lossCurves, curve{name: "validation loss", x: c.ValSteps, y: c.ValLoss, color: valColor, width: 1.6, marks: true})
-	loss, err := curvePanel("loss (log scale)", "loss", lossCurves, x)
+	loss, err := curvePanel("loss (log scale)", "loss", lossCurves, x, 10)
 	if err != nil {
 		return figure{}, err
-	}
-	lo, hi := positiveRange(c.Loss, c.ValLoss)
-	if hi > 0 {
-		newLogAxis(lo, hi).set(&loss.Plot.Y)
 	}
 	loss.Weight = 1.3
 
 	scores, err := curvePanel("validation scores", "score", []curve{
 		{name: "mIoU", x: c.ValSteps, y: c.MIoU, color: miouColor, width: 1.6, marks: true},
 		{name: "Dice", x: c.ValSteps, y: c.Dice, color: diceColor, width: 1.6, marks: true},
-		{name: "pixel accuracy", x: c.ValSteps, y: c.PixelAcc, color: accColor, width: 1.6, marks: true}}, x)
+		{name: "pixel accuracy", x: c.ValSteps, y: c.PixelAcc, color: accColor, width: 1.6, marks: true}}, x, 0)
 	if err != nil {
 		return figure{}, err
 	}
@@ -120,12 +116,22 @@ func curvesFigure(c Curves, title string) (figure, error) {
 	panels := []panel{loss, scores}
 
 	if lr, changes := rateOf(c.LR); changes {
-		rate, err := curvePanel("learning rate", "lr", []curve{{name: "lr", x: c.Steps, y: c.LR, color: rateColor, width: 1.4}}, x)
+		title, logScale := "learning rate", rateInSteps(c.LR)
+		if logScale {
+			title += " (log scale)"
+		}
+		logLabels := 0
+		if logScale {
+			logLabels = 4
+		}
+		rate, err := curvePanel(title, "lr", []curve{{name: "lr", x: c.Steps, y: c.LR, color: rateColor, width: 1.4}}, x, logLabels)
 		if err != nil {
 			return figure{}, err
 		}
 		rate.Legend = nil // the title says it
-		linearAxis(lr, 4, 0.05).set(&rate.Plot.Y)
+		if !logScale {
+			linearAxis(lr, 4, 0.05).set(&rate.Plot.Y)
+		}
 		rate.Weight = 0.6
 		panels = append(panels, rate)
 	} else {
@@ -156,6 +162,20 @@ func rateOf(lr []float64) (top float64, changes bool) {
 	return top, changes
 }
 
+// rateInSteps reports whether the rate falls in a few steps over a decade
+// or more (a step or plateau schedule), which a log axis shows; a smooth
+// schedule (cosine, warmup) stays linear.
+func rateInSteps(lr []float64) bool {
+	distinct := map[float64]bool{}
+	for _, v := range lr {
+		if v > 0 && finite(v) {
+			distinct[v] = true
+		}
+	}
+	lo, hi := positiveRange(lr)
+	return len(distinct) <= 20 && hi >= 10*lo
+}
+
 // formatRate writes a learning rate briefly: 0.003, 1e-05.
 func formatRate(v float64) string { return fmt.Sprintf("%.3g", v) }
 
@@ -163,6 +183,9 @@ func formatRate(v float64) string { return fmt.Sprintf("%.3g", v) }
 // tenth of it at a round number.
 func stepAxis(last float64) axisRange {
 	top, step := niceRange(max(last, 1), 8, 0)
+	if step < 1 { // steps are whole
+		step = 1
+	}
 	return axisRange{Max: top, Step: step}
 }
 
@@ -239,14 +262,18 @@ func (c curve) points(positive bool) plotter.XYs {
 }
 
 // curvePanel is a panel of curves over the step axis x, its legend naming
-// each curve that has points. The y axis is set by the caller.
-func curvePanel(title, ylabel string, curves []curve, x axisRange) (panel, error) {
+// each curve that has points. With logLabels > 0 the y axis is a log axis
+// around the positive values (the others left out) with at most that many
+// labels; otherwise the caller sets it.
+func curvePanel(title, ylabel string, curves []curve, x axisRange, logLabels int) (panel, error) {
+	logY := logLabels > 0
 	p := newPlot(true)
 	p.Y.Label.Text = ylabel
 	pnl := panel{Title: title, Plot: p, Weight: 1}
-	positive := ylabel == "loss"
+	var ys [][]float64
 	for _, c := range curves {
-		pts := c.points(positive)
+		ys = append(ys, c.y)
+		pts := c.points(logY)
 		if len(pts) == 0 {
 			continue
 		}
@@ -269,6 +296,9 @@ func curvePanel(title, ylabel string, curves []curve, x axisRange) (panel, error
 		pnl.Legend = append(pnl.Legend, item)
 	}
 	x.set(&p.X)
+	if lo, hi := positiveRange(ys...); logY && hi > 0 {
+		newLogAxis(lo, hi, logLabels).set(&p.Y)
+	}
 	return pnl, nil
 }
 
@@ -311,21 +341,14 @@ func validationsFigure(names []string, runs []Curves) (figure, error) {
 		return figure{}, errors.New("no run has a validation to draw")
 	}
 	x := stepAxis(last)
-	top, err := curvePanel("validation mIoU", "mIoU", miou, x)
+	top, err := curvePanel("validation mIoU", "mIoU", miou, x, 0)
 	if err != nil {
 		return figure{}, err
 	}
 	axisRange{Max: 1, Step: 0.2}.set(&top.Plot.Y)
-	bottom, err := curvePanel("validation loss (log scale)", "loss", loss, x)
+	bottom, err := curvePanel("validation loss (log scale)", "loss", loss, x, 8)
 	if err != nil {
 		return figure{}, err
-	}
-	var all [][]float64
-	for _, c := range runs {
-		all = append(all, c.ValLoss)
-	}
-	if lo, hi := positiveRange(all...); hi > 0 {
-		newLogAxis(lo, hi).set(&bottom.Plot.Y)
 	}
 	bottom.Plot.X.Label.Text = "optimizer step"
 	h := heading{Title: "Validation curves", Legend: top.Legend}

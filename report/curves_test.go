@@ -35,12 +35,14 @@ func trainingCurves(n int, lr func(int) float64) Curves {
 func TestCurvesFigure(t *testing.T) {
 	constant := trainingCurves(800, func(int) float64 { return 0.003 })
 	cosine := trainingCurves(800, func(i int) float64 { return 0.0015 * (1 + math.Cos(math.Pi*float64(i)/800)) })
+	step := trainingCurves(800, func(i int) float64 { return 0.01 * math.Pow(0.1, float64(i/300)) })
 	for _, c := range []struct {
 		name    string
 		curves  Curves
 		panels  int
 		caption string
-	}{{"constant", constant, 2, "learning rate 0.003 throughout"}, {"cosine", cosine, 3, ""}} {
+		rateLog bool // a step schedule's rate on a log axis, a smooth one linear
+	}{{"constant", constant, 2, "learning rate 0.003 throughout", false}, {"cosine", cosine, 3, "", false}, {"step", step, 3, "", true}} {
 		f, err := curvesFigure(c.curves, "run")
 		if err != nil {
 			t.Fatal(err)
@@ -65,6 +67,12 @@ func TestCurvesFigure(t *testing.T) {
 		if scores.Y.Min != 0 || scores.Y.Max != 1 {
 			t.Errorf("%s: scores from %v to %v, want 0 to 1", c.name, scores.Y.Min, scores.Y.Max)
 		}
+		if c.panels == 3 {
+			_, log := panels[2].Plot.Y.Scale.(plot.LogScale)
+			if log != c.rateLog {
+				t.Errorf("%s: rate on a log axis %v, want %v", c.name, log, c.rateLog)
+			}
+		}
 		wantLegends := [][]string{{"training loss", "mean of 20 steps", "validation loss"}, {"mIoU", "Dice", "pixel accuracy"}, nil}
 		for i, p := range panels {
 			if legendInData(p.Plot) {
@@ -81,6 +89,10 @@ func TestCurvesFigure(t *testing.T) {
 				t.Errorf("%s: step labels %v, want one every 100", c.name, got)
 			}
 		}
+	}
+	// A short run's steps are whole numbers.
+	if got := labelled(stepAxis(4).Ticks(0, 4)); !slices.Equal(got, []string{"0", "1", "2", "3", "4"}) {
+		t.Errorf("4 steps labelled %q", got)
 	}
 	if f, _ := curvesFigure(constant, "run"); f.hPx >= curvesHeightPx {
 		t.Errorf("without the rate's panel the figure keeps its height %d", f.hPx)
@@ -156,25 +168,27 @@ func TestValidationsFigure(t *testing.T) {
 }
 
 // TestLogAxis: the ends sit on labelled values around the data, the
-// labels are 1-2-5 over a few decades, every digit within one, powers of
-// ten over many.
+// labels are the densest of every digit, 1-2-5 or powers of ten that keeps
+// within the labels asked for.
 func TestLogAxis(t *testing.T) {
 	for _, c := range []struct {
-		lo, hi   float64
-		min, max float64
-		labels   []string
+		lo, hi    float64
+		maxLabels int
+		min, max  float64
+		labels    []string
 	}{
-		{0.0072, 2.1, 0.005, 5, []string{"0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5"}},
-		{0.13, 0.45, 0.1, 0.5, []string{"0.1", "0.2", "0.3", "0.4", "0.5"}},
-		{1e-5, 3, 1e-5, 10, []string{"1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "10"}},
-		{0.2, 0.2, 0.1, 0.4, []string{"0.1", "0.2", "0.3", "0.4"}},
+		{0.0072, 2.1, 10, 0.005, 5, []string{"0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5"}},
+		{0.0072, 2.1, 5, 0.001, 10, []string{"0.001", "0.01", "0.1", "1", "10"}},
+		{0.13, 0.45, 10, 0.1, 0.5, []string{"0.1", "0.2", "0.3", "0.4", "0.5"}},
+		{1e-5, 3, 10, 1e-5, 10, []string{"1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "10"}},
+		{0.2, 0.2, 10, 0.1, 0.4, []string{"0.1", "0.2", "0.3", "0.4"}},
 	} {
-		a := newLogAxis(c.lo, c.hi)
+		a := newLogAxis(c.lo, c.hi, c.maxLabels)
 		if math.Abs(a.Min-c.min) > 1e-12 || math.Abs(a.Max-c.max) > 1e-12 {
-			t.Errorf("newLogAxis(%v, %v): [%v, %v], want [%v, %v]", c.lo, c.hi, a.Min, a.Max, c.min, c.max)
+			t.Errorf("newLogAxis(%v, %v, %d): [%v, %v], want [%v, %v]", c.lo, c.hi, c.maxLabels, a.Min, a.Max, c.min, c.max)
 		}
-		if got := labelled(a.Ticks(a.Min, a.Max)); !slices.Equal(got, c.labels) {
-			t.Errorf("newLogAxis(%v, %v) labels %q, want %q", c.lo, c.hi, got, c.labels)
+		if got := a.labels(); !slices.Equal(got, c.labels) {
+			t.Errorf("newLogAxis(%v, %v, %d) labels %q, want %q", c.lo, c.hi, c.maxLabels, got, c.labels)
 		}
 	}
 }

@@ -33,8 +33,9 @@ var (
 
 // memoryLayout is what memory.png shows: the pool panel has memunet's
 // variants (peak allocated by category and peak reserved), the RSS panel
-// every row that ran, plain gorgonia included, each on its own axis so
-// that gorgonia's larger RSS does not flatten the pool bars.
+// every row that ran, plain gorgonia included (and a GPU run's device
+// memory in use), each on its own axis so that gorgonia's larger RSS and
+// the device's context do not flatten the pool bars.
 type memoryLayout struct {
 	Pool     []CompareRow
 	RSS      []CompareRow
@@ -50,7 +51,7 @@ func poolPeak(r CompareRow) float64 {
 	for _, v := range r.PeakByCategory {
 		cats += v
 	}
-	return float64(max(r.PeakAllocatedBytes, r.PeakReservedBytes, r.DeviceUsedPeakBytes, cats))
+	return float64(max(r.PeakAllocatedBytes, r.PeakReservedBytes, cats))
 }
 
 func layoutMemory(rows []CompareRow) (memoryLayout, error) {
@@ -67,7 +68,7 @@ func layoutMemory(rows []CompareRow) (memoryLayout, error) {
 			l.NoPool = append(l.NoPool, r.Name)
 		}
 		l.RSS = append(l.RSS, r)
-		rssMax = math.Max(rssMax, float64(r.PeakRSSBytes))
+		rssMax = math.Max(rssMax, float64(max(r.PeakRSSBytes, r.DeviceUsedPeakBytes)))
 	}
 	if len(l.RSS) == 0 {
 		return l, errors.New("no variant ran")
@@ -77,13 +78,16 @@ func layoutMemory(rows []CompareRow) (memoryLayout, error) {
 	return l, nil
 }
 
-// valueLabels writes each value above its bar, a bar offset by dx.
+// valueLabels writes each value above its bar, a bar offset by dx; a bar
+// of 0 (a row without that measure) has none.
 func valueLabels(vals plotter.Values, dx vg.Length) (*plotter.Labels, error) {
 	xys := make(plotter.XYs, len(vals))
 	strs := make([]string, len(vals))
 	for i, v := range vals {
 		xys[i] = plotter.XY{X: float64(i), Y: v}
-		strs[i] = formatValue(v)
+		if v > 0 {
+			strs[i] = formatValue(v)
+		}
 	}
 	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: strs})
 	if err != nil {
@@ -119,23 +123,38 @@ func bytePlot(y axisRange) *plot.Plot {
 	return p
 }
 
+// barPlot adds series of bars side by side (each offset by its dx) with
+// their values above them, in fills, and names the groups.
+func barPlot(p *plot.Plot, series []barSeries, width vg.Length, fills []color.Color, names []string) ([]*plotter.BarChart, error) {
+	var bars []*plotter.BarChart
+	for i, s := range series {
+		b, err := plotter.NewBarChart(s.vals, width)
+		if err != nil {
+			return nil, err
+		}
+		b.Color, b.LineStyle.Width, b.Offset = fills[i], 0, s.dx
+		p.Add(b)
+		lab, err := valueLabels(s.vals, s.dx)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(lab)
+		bars = append(bars, b)
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
+	return bars, nil
+}
+
 // memoryPlots builds memory.png's panels; poolW and rssW are their widths.
+// The device's own count (a GPU run), which includes the context, sits
+// beside the RSS, the other outside view, not among the pool's bars.
 func memoryPlots(l memoryLayout, poolW, rssW vg.Length) (pool, rss *panel, legend []legendItem, err error) {
 	if len(l.Pool) > 0 {
-		device := deviceColumns(l.Pool) // a GPU run: a third bar, the device's own count
-		title, perGroup := "memunet pool: peak allocated and peak reserved", 2
-		if device {
-			title, perGroup = "memunet pool: peak allocated and reserved; device memory in use", 3
-		}
 		p := bytePlot(l.PoolAxis)
-		pool = &panel{Title: title, Plot: p, Weight: 1}
+		pool = &panel{Title: "memunet pool: peak allocated and peak reserved", Plot: p, Weight: 1}
 		u := l.PoolAxis.Unit.Bytes
-		width := barWidth(poolW-vg.Points(60), len(l.Pool), perGroup)
-		// bar offsets: allocated left of centre, reserved right (device further right)
-		allocDX, resDX := -width/2, width/2
-		if device {
-			allocDX, resDX = -width, 0
-		}
+		width := barWidth(poolW-vg.Points(60), len(l.Pool), 2)
 		var below *plotter.BarChart
 		for i, cat := range memory.Categories() {
 			vals := make(plotter.Values, len(l.Pool))
@@ -148,7 +167,7 @@ func memoryPlots(l memoryLayout, poolW, rssW vg.Length) (pool, rss *panel, legen
 			}
 			bars.Color = seriesColor(i)
 			bars.LineStyle.Width = 0
-			bars.Offset = allocDX
+			bars.Offset = -width / 2
 			if below != nil {
 				bars.StackOn(below)
 			}
@@ -164,75 +183,57 @@ func memoryPlots(l memoryLayout, poolW, rssW vg.Length) (pool, rss *panel, legen
 			reserved[j] = float64(r.PeakReservedBytes) / u
 			names[j] = r.Name + "\n" + strings.Replace(variantBrief(r.Variant), ", ", "\n", 1)
 		}
-		res, err := plotter.NewBarChart(reserved, width)
+		lab, err := valueLabels(alloc, -width/2)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		res.Color = reservedFill
-		res.LineStyle.Color, res.LineStyle.Width = reservedLine, vg.Points(0.6)
-		res.Offset = resDX
-		p.Add(res)
-		legend = append(legend, legendItem{"peak reserved (cached blocks included)", res})
-		labels := []barSeries{{alloc, allocDX}, {reserved, resDX}}
-		if device {
-			used := make(plotter.Values, len(l.Pool))
-			for j, r := range l.Pool {
-				used[j] = float64(r.DeviceUsedPeakBytes) / u
-			}
-			dev, err := plotter.NewBarChart(used, width)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			dev.Color, dev.LineStyle.Width = deviceFill, 0
-			dev.Offset = width
-			p.Add(dev)
-			legend = append(legend, legendItem{"device memory in use (cuMemGetInfo: context included)", dev})
-			labels = append(labels, barSeries{used, width})
+		p.Add(lab)
+		res, err := barPlot(p, []barSeries{{reserved, width / 2}}, width, []color.Color{reservedFill}, names)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		for _, lv := range labels {
-			lab, err := valueLabels(lv.vals, lv.dx)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			p.Add(lab)
-		}
-		p.NominalX(names...)
-		p.X.Min, p.X.Max = -0.5, float64(len(l.Pool))-0.5
+		res[0].LineStyle.Color, res[0].LineStyle.Width = reservedLine, vg.Points(0.6)
+		legend = append(legend, legendItem{"peak reserved (cached blocks included)", res[0]})
 		if len(l.NoPool) > 0 {
 			p.X.Label.Text = strings.Join(l.NoPool, ", ") + ": no pool, only its RSS (right)"
 		}
 		l.PoolAxis.set(&p.Y)
 	}
 
+	device := deviceColumns(l.RSS)
+	title, perGroup := "process peak RSS", 1
+	if device {
+		title, perGroup = "peak RSS; device memory in use", 2
+	}
 	p := bytePlot(l.RSSAxis)
-	rss = &panel{Title: "process peak RSS", Plot: p, Weight: 1}
+	rss = &panel{Title: title, Plot: p, Weight: 1}
 	u := l.RSSAxis.Unit.Bytes
 	vals := make(plotter.Values, len(l.RSS))
+	used := make(plotter.Values, len(l.RSS))
 	names := make([]string, len(l.RSS))
 	for j, r := range l.RSS {
-		vals[j] = float64(r.PeakRSSBytes) / u
+		vals[j], used[j] = float64(r.PeakRSSBytes)/u, float64(r.DeviceUsedPeakBytes)/u
 		names[j] = r.Name
 		if j%2 == 1 && len(l.RSS) > 4 {
 			names[j] = "\n" + r.Name // staggered so that the names have room
 		}
 	}
-	bars, err := plotter.NewBarChart(vals, barWidth(rssW-vg.Points(50), len(l.RSS), 1)*0.8)
+	width := barWidth(rssW-vg.Points(50), len(l.RSS), perGroup) * 0.8
+	series, fills := []barSeries{{vals, 0}}, []color.Color{rssFill}
+	if device {
+		series = []barSeries{{vals, -width / 2}, {used, width / 2}}
+		fills = append(fills, deviceFill)
+	}
+	bars, err := barPlot(p, series, width, fills, names)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	bars.Color = rssFill
-	bars.LineStyle.Width = 0
-	p.Add(bars)
-	lab, err := valueLabels(vals, 0)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	p.Add(lab)
-	p.NominalX(names...)
-	p.X.Min, p.X.Max = -0.5, float64(len(l.RSS))-0.5
 	p.X.Label.Text = "each variant in a process of its own"
 	l.RSSAxis.set(&p.Y)
-	legend = append(legend, legendItem{"process peak RSS", bars})
+	legend = append(legend, legendItem{"process peak RSS", bars[0]})
+	if device {
+		legend = append(legend, legendItem{"device memory in use (cuMemGetInfo: context included)", bars[1]})
+	}
 	return pool, rss, legend, nil
 }
 

@@ -208,30 +208,41 @@ func niceRange(maxVal float64, ticks int, headroom float64) (top, step float64) 
 }
 
 // logAxis is a log-scale axis over positive values from lo to hi: its ends
-// on labelled ticks, labels at 1, 2 and 5 times the powers of ten (every
-// digit over less than a decade, powers of ten only over more than three),
-// unlabelled ticks at the other digits.
+// on labelled ticks, labels at the densest of every digit, 1-2-5, or the
+// powers of ten that gives at most the labels asked for, unlabelled ticks
+// at the other digits.
 type logAxis struct {
 	Min, Max  float64
 	mantissas []float64 // the labelled first digits
 }
 
-func newLogAxis(lo, hi float64) logAxis {
+func newLogAxis(lo, hi float64, maxLabels int) logAxis {
 	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
 		lo, hi = 1, 10
 	}
 	if hi == lo {
 		lo, hi = lo/2, hi*2
 	}
-	a := logAxis{mantissas: []float64{1, 2, 5}}
-	switch decades := math.Log10(hi / lo); {
-	case decades <= 1:
-		a.mantissas = []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}
-	case decades > 3:
-		a.mantissas = []float64{1}
+	var a logAxis
+	for _, m := range [][]float64{{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 2, 5}, {1}} {
+		a.mantissas = m
+		a.Min, a.Max = a.snap(lo, false), a.snap(hi, true)
+		if len(a.labels()) <= maxLabels {
+			break
+		}
 	}
-	a.Min, a.Max = a.snap(lo, false), a.snap(hi, true)
 	return a
+}
+
+// labels are the axis' labelled values.
+func (a logAxis) labels() []string {
+	var out []string
+	for _, t := range a.Ticks(a.Min, a.Max) {
+		if t.Label != "" {
+			out = append(out, t.Label)
+		}
+	}
+	return out
 }
 
 // snap is the labelled value nearest v at or below it (or above: up).
