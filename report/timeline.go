@@ -249,7 +249,7 @@ func timelinePanel(s timelineSeries, y axisRange) (panel, error) {
 	p.Y.Label.Text = y.Unit.Name
 	y.set(&p.Y)
 	x.set(&p.X)
-	title := fmt.Sprintf("%s (%s): %.1f ms", s.Name, variantBrief(s.Variant), s.EndMS)
+	title := fmt.Sprintf("%s (%s): this step took %.1f ms", s.Name, variantBrief(s.Variant), s.EndMS)
 	return panel{Title: title, Plot: p, Weight: 1}, nil
 }
 
