@@ -461,69 +461,65 @@ func (c *check) maskBits(mask backend.View, dt backend.DType, y []uint32) {
 	}
 }
 
-// testReLUBackMask: ReLUBackMask with ReLUMask's mask of out gives
-// ReLUBack's bits, in place and not, at lengths that end mid-byte.
-func (s *suite) testReLUBackMask(t *testing.T) {
+// maskCases runs f as a case of each float type and of lengths that end
+// mid-byte, with the output apart from the input, then the same view (a
+// case named alias).
+func (s *suite) maskCases(t *testing.T, alias string, f func(c *check, dt backend.DType, n int, inPlace bool)) {
 	for _, dt := range floatTypes {
 		for _, n := range []int{14, 101, 40001} {
 			for _, inPlace := range []bool{false, true} {
 				name := fmt.Sprintf("%s/n%d", dt, n)
 				if inPlace {
-					name += "/din=dout"
+					name += "/" + alias
 				}
-				s.run(t, name, func(c *check) {
-					y := c.mixedPatterns(dt, n)
-					g := c.mixedPatterns(dt, n+7)[7:]
-					out, mask := c.alloc(dt, n), c.output(backend.Uint8, (n+7)/8)
-					c.b.Upload(out, unpattern(dt, y))
-					s.b.ReLUMask(mask, out)
-					bits := c.getBytes(mask)
-					want := c.output(dt, n)
-					dout := c.alloc(dt, n)
-					c.b.Upload(dout, unpattern(dt, g))
-					s.b.ReLUBack(want, dout, out)
-					din := dout
-					if !inPlace {
-						din = c.output(dt, n)
-					}
-					s.b.ReLUBackMask(din, dout, mask)
-					c.sameBytes("din from the mask, against ReLUBack's", c.getBytes(din), c.getBytes(want), dt.Size())
-					c.unchanged("mask", mask, bits)
-				})
+				s.run(t, name, func(c *check) { f(c, dt, n, inPlace) })
 			}
 		}
 	}
 }
 
-// testReLUAndMask: ReLUAndMask writes ReLU's bits into out and sets
-// exactly the mask bits of the values ReLUBack passes, in place and not,
-// at lengths that end mid-byte.
-func (s *suite) testReLUAndMask(t *testing.T) {
-	for _, dt := range floatTypes {
-		for _, n := range []int{14, 101, 40001} {
-			for _, inPlace := range []bool{false, true} {
-				name := fmt.Sprintf("%s/n%d", dt, n)
-				if inPlace {
-					name += "/out=in"
-				}
-				s.run(t, name, func(c *check) {
-					x := c.mixedPatterns(dt, n)
-					in, want, mask := c.alloc(dt, n), c.output(dt, n), c.output(backend.Uint8, (n+7)/8)
-					c.b.Upload(in, unpattern(dt, x))
-					s.b.ReLU(want, in)
-					out := in
-					if !inPlace {
-						out = c.output(dt, n)
-					}
-					s.b.ReLUAndMask(out, mask, in)
-					y := c.getBytes(out)
-					c.sameBytes("out, against ReLU's", y, c.getBytes(want), dt.Size())
-					c.maskBits(mask, dt, patterns(dt, y))
-					if !inPlace {
-						c.unchanged("in", in, unpattern(dt, x))
-					}
-				})
-			}
+// testReLUBackMask: ReLUBackMask with ReLUMask's mask of out gives
+// ReLUBack's bits, in place and not.
+func (s *suite) testReLUBackMask(t *testing.T) {
+	s.maskCases(t, "din=dout", func(c *check, dt backend.DType, n int, inPlace bool) {
+		y := c.mixedPatterns(dt, n)
+		g := c.mixedPatterns(dt, n+7)[7:]
+		out, mask := c.alloc(dt, n), c.output(backend.Uint8, (n+7)/8)
+		c.b.Upload(out, unpattern(dt, y))
+		s.b.ReLUMask(mask, out)
+		bits := c.getBytes(mask)
+		want := c.output(dt, n)
+		dout := c.alloc(dt, n)
+		c.b.Upload(dout, unpattern(dt, g))
+		s.b.ReLUBack(want, dout, out)
+		din := dout
+		if !inPlace {
+			din = c.output(dt, n)
 		}
-	}
+		s.b.ReLUBackMask(din, dout, mask)
+		c.sameBytes("din from the mask, against ReLUBack's", c.getBytes(din), c.getBytes(want), dt.Size())
+		c.unchanged("mask", mask, bits)
+	})
+}
+
+// testReLUAndMask: ReLUAndMask writes ReLU's bits into out and sets
+// exactly the mask bits of the values ReLUBack passes, in place and not.
+func (s *suite) testReLUAndMask(t *testing.T) {
+	s.maskCases(t, "out=in", func(c *check, dt backend.DType, n int, inPlace bool) {
+		x := c.mixedPatterns(dt, n)
+		in, want, mask := c.alloc(dt, n), c.output(dt, n), c.output(backend.Uint8, (n+7)/8)
+		c.b.Upload(in, unpattern(dt, x))
+		s.b.ReLU(want, in)
+		out := in
+		if !inPlace {
+			out = c.output(dt, n)
+		}
+		s.b.ReLUAndMask(out, mask, in)
+		y := c.getBytes(out)
+		c.sameBytes("out, against ReLU's", y, c.getBytes(want), dt.Size())
+		c.maskBits(mask, dt, patterns(dt, y))
+		if !inPlace {
+			c.unchanged("in", in, unpattern(dt, x))
+		}
+	})
 }

@@ -134,6 +134,15 @@ KERNEL(relu_back)(u64 din, u64 dout, u64 out, i64 dt, i64 n) {
 	}
 }
 
+// pack_bits is mask byte j: bit k is pass(8j+k), for the values below n
+// (the last byte's spare bits 0).
+template <typename Pass>
+__device__ __forceinline__ uint8_t pack_bits(i64 j, i64 n, Pass pass) {
+	uint32_t bits = 0;
+	for (int k = 0; k < 8 && 8 * j + k < n; k++) bits |= (uint32_t)pass(8 * j + k) << k;
+	return (uint8_t)bits;
+}
+
 // relu_mask: bit i%8 of mask[i/8] is set where out[i] passes relu_back's
 // test (positive, non-zero, not NaN); the last byte's spare bits are 0. One
 // thread a byte.
@@ -141,20 +150,14 @@ KERNEL(relu_mask)(u64 mask, u64 out, i64 dt, i64 n) {
 	uint8_t *m = (uint8_t *)mask;
 	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
 	GRID_STRIDE(j, (n + 7) / 8) {
-		uint32_t bits = 0;
-		for (int k = 0; k < 8 && 8 * j + k < n; k++) {
-			i64 i = 8 * j + k;
-			bool pass;
+		m[j] = pack_bits(j, n, [&](i64 i) {
 			if (dt == 0) {
 				uint32_t b = ((const uint32_t *)out)[i];
-				pass = b >= 1u && b <= 0x7f800000u;
-			} else {
-				uint16_t b = ((const uint16_t *)out)[i];
-				pass = b >= 1u && b <= inf;
+				return b >= 1u && b <= 0x7f800000u;
 			}
-			bits |= (uint32_t)pass << k;
-		}
-		m[j] = (uint8_t)bits;
+			uint16_t b = ((const uint16_t *)out)[i];
+			return b >= 1u && b <= inf;
+		});
 	}
 }
 
@@ -164,24 +167,18 @@ KERNEL(relu_and_mask)(u64 out, u64 mask, u64 in, i64 dt, i64 n) {
 	uint8_t *m = (uint8_t *)mask;
 	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
 	GRID_STRIDE(j, (n + 7) / 8) {
-		uint32_t bits = 0;
-		for (int k = 0; k < 8 && 8 * j + k < n; k++) {
-			i64 i = 8 * j + k;
-			bool pass;
+		m[j] = pack_bits(j, n, [&](i64 i) {
 			if (dt == 0) {
 				uint32_t b = ((const uint32_t *)in)[i];
 				uint32_t y = (b & 0x80000000u) && (b & 0x7fffffffu) <= 0x7f800000u ? 0u : b;
 				((uint32_t *)out)[i] = y;
-				pass = y >= 1u && y <= 0x7f800000u;
-			} else {
-				uint16_t b = ((const uint16_t *)in)[i];
-				uint16_t y = (b & 0x8000u) && (b & 0x7fffu) <= inf ? (uint16_t)0 : b;
-				((uint16_t *)out)[i] = y;
-				pass = y >= 1u && y <= inf;
+				return y >= 1u && y <= 0x7f800000u;
 			}
-			bits |= (uint32_t)pass << k;
-		}
-		m[j] = (uint8_t)bits;
+			uint16_t b = ((const uint16_t *)in)[i];
+			uint16_t y = (b & 0x8000u) && (b & 0x7fffu) <= inf ? (uint16_t)0 : b;
+			((uint16_t *)out)[i] = y;
+			return y >= 1u && y <= inf;
+		});
 	}
 }
 
