@@ -31,6 +31,12 @@ func tinyConfig() config.Config {
 // saveRun writes a run checkpoint of a tiny model at RUN/checkpoints/step-1
 // and returns the run directory and the checkpoint.
 func saveRun(t testing.TB, run string) (string, string) {
+	return saveRunClaiming(t, run, tinyConfig())
+}
+
+// saveRunClaiming is saveRun with claimed as the manifest's configuration
+// (the tensors stay tinyConfig's).
+func saveRunClaiming(t testing.TB, run string, claimed config.Config) (string, string) {
 	t.Helper()
 	cfg := tinyConfig()
 	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
@@ -38,7 +44,7 @@ func saveRun(t testing.TB, run string) (string, string) {
 		t.Fatal(err)
 	}
 	defer net.Free()
-	cm, err := ConfigMap(cfg)
+	cm, err := ConfigMap(claimed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/memunet/memunet/backend/cpu"
+	"github.com/memunet/memunet/backend/noop"
+	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/safetensors"
 )
@@ -48,6 +51,19 @@ type Spec struct {
 	Name  string
 	DType safetensors.DType
 	Shape []int
+}
+
+// ArchSpecs is the state_dict layout of the architecture mc, from a model
+// built on a planning device (no memory behind it, no weights), so that a
+// checkpoint can be held to any configuration, however large, before a
+// model of it is allocated.
+func ArchSpecs(mc model.Config) ([]Spec, error) {
+	net, err := model.New(model.NewDevice(noop.New(cpu.New()), memory.Options{}), mc, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer net.Free()
+	return ModelSpecs(net), nil
 }
 
 // SpecsOf is the layout of tensors.

@@ -2,8 +2,10 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/memunet/memunet/backend"
@@ -38,5 +40,20 @@ func TestConfigRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, c) {
 		t.Errorf("config changed through the manifest:\n%+v\n%+v", got, c)
+	}
+}
+
+// TestOpenRefusesAnotherArchitecture: a manifest whose configuration
+// claims another width than its tensors (one edited by hand, its checksum
+// made again) is refused as a mismatch naming the first tensor and both
+// shapes, before any model of that width is allocated.
+func TestOpenRefusesAnotherArchitecture(t *testing.T) {
+	claimed := tinyConfig()
+	claimed.Model.Base = 4096
+	_, ck := saveRunClaiming(t, t.TempDir(), claimed)
+	_, err := Open(ck)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "inc.double_conv.0.weight: checkpoint [4 3 3 3], model [4096 3 3 3]") ||
+		!strings.Contains(err.Error(), "base 4096") {
+		t.Fatalf("got %v, want a mismatch naming inc.double_conv.0.weight's two shapes", err)
 	}
 }

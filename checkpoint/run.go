@@ -27,7 +27,8 @@ type Checkpoint struct {
 }
 
 // Open reads and verifies the run checkpoint in dir (checksums and sizes of
-// every file, the manifest, the configuration, the safetensors headers).
+// every file, the manifest, the configuration, the safetensors headers, and
+// that the model's tensors are those of the configuration's architecture).
 // Every refusal is an *Error naming the problem.
 func Open(dir string) (*Checkpoint, error) {
 	o, err := OpenDir(dir)
@@ -52,6 +53,16 @@ func Open(dir string) (*Checkpoint, error) {
 		if *f.dst, err = safetensors.Parse(b); err != nil {
 			return nil, refuse(dir, ErrFormat, "%s: %v", f.name, err)
 		}
+	}
+	// Its tensors must be the model its configuration describes: a model
+	// of a manifest edited by hand could not even be allocated.
+	want, err := ArchSpecs(ck.Config.ModelConfig())
+	if err != nil {
+		return nil, refuse(dir, ErrFormat, "%s: its configuration's model: %v", ManifestName, err)
+	}
+	if diffs := LayoutDiff(SpecsOf(ck.Model.Tensors), want); len(diffs) > 0 {
+		return nil, refuse(dir, ErrMismatch, "%s does not hold the model its manifest's configuration describes (%s): %s",
+			ModelFile, DescribeArch(ck.Config.ModelConfig()), DescribeDiffs(diffs))
 	}
 	return ck, nil
 }

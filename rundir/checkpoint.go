@@ -11,12 +11,8 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/cpu"
-	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
 	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
@@ -272,12 +268,9 @@ func checkResume(ck *checkpoint.Checkpoint, cfg config.Config) error {
 			strings.Join(conflicts, "; "), resumableList())}
 	}
 	detail := fmt.Sprintf("was trained with a different architecture: %s", strings.Join(conflicts, "; "))
-	if mc := cfg.ModelConfig(); mc.Validate() == nil {
-		dev := model.NewDevice(noop.New(cpu.New()), memory.Options{}) // shapes only
-		if net, err := model.New(dev, mc, cfg.Model.Seed); err == nil {
-			if diffs := checkpoint.LayoutDiff(checkpoint.SpecsOf(ck.Model.Tensors), checkpoint.ModelSpecs(net)); len(diffs) > 0 {
-				detail += "; " + checkpoint.DescribeDiffs(diffs)
-			}
+	if want, err := checkpoint.ArchSpecs(cfg.ModelConfig()); err == nil {
+		if diffs := checkpoint.LayoutDiff(checkpoint.SpecsOf(ck.Model.Tensors), want); len(diffs) > 0 {
+			detail += "; " + checkpoint.DescribeDiffs(diffs)
 		}
 	}
 	return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrMismatch, Detail: detail}
