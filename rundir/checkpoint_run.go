@@ -350,6 +350,15 @@ func (c *checkpointer) recover(vals []checkpoint.ValRecord) {
 	}
 }
 
+// lastGood is the newest checkpoint of the run so far: the last this
+// process saved, or the one it resumed ("" for none).
+func (c *checkpointer) lastGood() string {
+	if c.lastPath != "" {
+		return c.lastPath
+	}
+	return c.resumed
+}
+
 // resumeNote is the line Run prints when it resumes: where, and the latest
 // validation (one an interrupt took included).
 func (c *checkpointer) resumeNote(total int) string {

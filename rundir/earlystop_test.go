@@ -3,11 +3,11 @@ package rundir
 import (
 	"context"
 	"encoding/json"
-	"github.com/memunet/memunet/checkpoint"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/train"
 )

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -179,7 +180,6 @@ func TestHostMemoryRefusal(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Need < 1<<40 {
 		t.Fatalf("model.base 65536 with 1 TiB available: %v", err)
 	}
-	t.Log(err)
 }
 
 // TestResumeRebuildsMissingMetrics: a resumed run whose metrics.jsonl was
@@ -327,6 +327,89 @@ func TestResumeNoteNamesTheLatestValidation(t *testing.T) {
 		want := fmt.Sprintf("resuming from %s: step %d of 6, last val miou %.4f (step %d)", ck, step, vals[step], step)
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("resuming step %d: the log lacks %q:\n%s", step, want, log.String())
+		}
+	}
+}
+
+// TestNaNLossStops: a loss that becomes NaN stops the run with the step,
+// the learning rate, the last checkpoint before it and what to try, and
+// metrics.jsonl stays valid JSON, line by line, up to the step before.
+func TestNaNLossStops(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps, cfg.Train.CheckpointEvery = 8, 2
+	dir := t.TempDir()
+	steps := 0
+	_, err := runOpts(t, context.Background(), cfg, Options{OutDir: dir}, func(tr *train.Trainer) {
+		tr.AfterBackward = func() {
+			if steps++; steps == 3 { // step 3's update spreads NaN weights: step 4's loss is NaN
+				p := tr.Net.Params()[0]
+				nan := make([]float32, p.Len())
+				for i := range nan {
+					nan[i] = float32(math.NaN())
+				}
+				p.Write(nan)
+			}
+		}
+	})
+	var d *DivergedError
+	if !errors.As(err, &d) {
+		t.Fatalf("got %v, want a *DivergedError", err)
+	}
+	last := filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))
+	for _, want := range []string{"loss became NaN at step 4 (lr 0.003)", "the last checkpoint before it is " + last, "a lower train.lr", "gradient clipping"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	if losses := stepLosses(t, dir); len(losses) != 3 {
+		t.Errorf("metrics.jsonl holds %d steps, want the 3 before the NaN", len(losses))
+	}
+	if _, err := checkpoint.Open(last); err != nil {
+		t.Errorf("the last good checkpoint: %v", err)
+	}
+}
+
+// TestPlantedLinkNotFollowed: a symlink planted at RUN/curves.png (a file
+// a run writes but does not count as a run's) is replaced by the drawing;
+// what it pointed at is left as it was.
+func TestPlantedLinkNotFollowed(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps = 2
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, CurvesFile)); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+	if b, _ := os.ReadFile(target); string(b) != "keep me" {
+		t.Errorf("the link's target was written: %d bytes", len(b))
+	}
+	if st, err := os.Lstat(filepath.Join(dir, CurvesFile)); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("%s is not a regular file: %v", CurvesFile, err)
+	}
+}
+
+// TestForceKeepsTheInit: --force into the run that train.init fine-tunes
+// from (the run, or one of its checkpoints) is refused before anything is
+// deleted.
+func TestForceKeepsTheInit(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps = 2
+	dir := t.TempDir()
+	sum := mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+	before := snapshotDir(t, dir)
+	for _, init := range []string{dir, sum.LastCheckpoint} {
+		tune := cfg
+		tune.Train.Init = init
+		_, err := Run(context.Background(), tune, Options{OutDir: dir, Force: true})
+		if err == nil || !strings.Contains(err.Error(), "--force would delete the earlier run in "+dir) || !strings.Contains(err.Error(), "--init "+init) {
+			t.Errorf("--force --init %s: %v", init, err)
+		}
+		if after := snapshotDir(t, dir); !reflect.DeepEqual(after, before) {
+			t.Fatalf("--force --init %s changed the run", init)
 		}
 	}
 }

@@ -3,11 +3,11 @@ package rundir
 import (
 	"cmp"
 	"fmt"
-	"github.com/memunet/memunet/checkpoint"
 	"io"
 	"time"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/schollz/progressbar/v3"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,6 +232,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		if earlier = runFilesIn(opts.OutDir); len(earlier) > 0 && !opts.Force {
 			return nil, &ExistingRunError{Dir: opts.OutDir, Files: earlier}
 		}
+		if err := checkInitKept(cfg.Train.Init, opts.OutDir, earlier); err != nil {
+			return nil, err
+		}
 	}
 	resume, err := openResume(cfg, opts)
 	if err != nil {
@@ -314,7 +318,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(opts.OutDir, "config.yaml"), resolved, 0o644); err != nil {
+	if err := outdir.WriteBytes(filepath.Join(opts.OutDir, "config.yaml"), resolved); err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
 	metricsFile, recovered, err := openMetrics(opts.OutDir, ckpt.start, ckpt.history)
@@ -440,10 +444,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, er
 		t0 := time.Now()
 		ckpt.beginStep(step)
 		res, err := tr.Step()
-		ckpt.endStep(step, res)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", step, err)
 		}
+		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+			return nil, diverged(cfg, step, res, ckpt.lastGood())
+		}
+		ckpt.endStep(step, res)
 		if cfg.Memory.Timeline {
 			if err := writeTimeline(filepath.Join(opts.OutDir, "timeline.json"), step, tr.Pool().Timeline()); err != nil {
 				return nil, err
@@ -642,6 +649,25 @@ func runFilesIn(dir string) []string {
 	return out
 }
 
+// checkInitKept refuses a --force that would delete what train.init
+// fine-tunes from: the run directory itself (its checkpoints) or anything
+// inside the run files it deletes (earlier, as runFilesIn lists them).
+func checkInitKept(init, dir string, earlier []string) error {
+	if init == "" || len(earlier) == 0 {
+		return nil
+	}
+	doomed := outdir.Resolve(init) == outdir.Resolve(dir)
+	for _, name := range earlier {
+		name, _, _ = strings.Cut(name, "/")
+		doomed = doomed || outdir.Within(init, filepath.Join(dir, name))
+	}
+	if !doomed {
+		return nil
+	}
+	return fmt.Errorf("--force would delete the earlier run in %s, and train.init (--init %s) fine-tunes from it: train into another --out, or export the weights first (memunet export --checkpoint %s --out FILE) and fine-tune from that file",
+		dir, init, init)
+}
+
 // removeRunFiles deletes the run files named (as runFilesIn lists them)
 // from dir.
 func removeRunFiles(dir string, names []string) error {
@@ -705,6 +731,40 @@ func checkFinished(cfg config.Config, opts Options) error {
 		return &FinishedError{Dir: run, Step: m.Step, Total: total, EarlyStopped: true}
 	}
 	return nil
+}
+
+// DivergedError stops a run whose loss became NaN or infinite: nothing of
+// that step is recorded or saved, and the checkpoints before it stand.
+type DivergedError struct {
+	Step int
+	Loss float64
+	LR   float64
+	// LastCheckpoint is the newest checkpoint before the step ("": none).
+	LastCheckpoint string
+	// Try is what may keep the loss finite, for this configuration.
+	Try []string
+}
+
+func (e *DivergedError) Error() string {
+	last := "no checkpoint was saved before it"
+	if e.LastCheckpoint != "" {
+		last = "the last checkpoint before it is " + e.LastCheckpoint
+	}
+	return fmt.Sprintf("loss became %v at step %d (lr %g): training diverged; %s; try %s (gradient clipping, the other usual remedy, is not in memunet yet)",
+		e.Loss, e.Step, e.LR, last, strings.Join(e.Try, ", or "))
+}
+
+// diverged is the DivergedError of res, the result of step.
+func diverged(cfg config.Config, step int, res train.StepResult, last string) *DivergedError {
+	t := cfg.Train
+	try := []string{fmt.Sprintf("a lower train.lr (%g now, e.g. %.3g)", t.LR, t.LR/10)}
+	if t.Precision != backend.Float32 {
+		try = append(try, "train.precision: fp32")
+	}
+	if t.Precision == backend.Float16 && !cfg.ScalerEnabled() {
+		try = append(try, "the grad scaler (train.scaler.enabled: true)")
+	}
+	return &DivergedError{Step: step, Loss: res.Loss, LR: res.LR, LastCheckpoint: last, Try: try}
 }
 
 // ExistingRunError refuses to start a new run in a directory that holds one.

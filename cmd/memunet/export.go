@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/memunet/memunet/safetensors"
 	"io"
 	"math"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/safetensors"
 )
 
 const exportUsage = "usage: memunet export --checkpoint PATH [--out model.safetensors] [--dtype fp32|fp16|bf16]"

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
-	"github.com/memunet/memunet/checkpoint"
 	"math"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"

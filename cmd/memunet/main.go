@@ -210,8 +210,11 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 			sum.Device, memory.FormatBytes(sum.DeviceUsedPeakBytes), memory.FormatBytes(sum.DeviceTotalBytes), memory.FormatBytes(sum.ContextOverheadBytes))
 	}
 	report.PrintPhaseTable(stdout, sum.PeakByPhase)
-	fmt.Fprintf(stdout, "files: %s\n", strings.Join([]string{
-		filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, "summary.json"), sum.LastCheckpoint}, ", "))
+	files := []string{filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, rundir.SummaryFile)}
+	if curves := filepath.Join(dir, rundir.CurvesFile); fileExists(curves) {
+		files = append(files, curves)
+	}
+	fmt.Fprintf(stdout, "files: %s\n", strings.Join(append(files, sum.LastCheckpoint), ", "))
 	return nil
 }
 
@@ -280,6 +283,11 @@ func doneTimes(sum *rundir.Summary) string {
 	}
 	return fmt.Sprintf("%d steps, %d of them in this part (from step %d) in %.1fs, %.1fs in all parts (median %.1f ms/step in this part)",
 		sum.Steps, sum.PartSteps, sum.PartFromStep, sum.PartWallSeconds, sum.WallSeconds, sum.StepMSMedian)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -47,9 +47,12 @@ func TestTrainWritesRunFiles(t *testing.T) {
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr.String())
 	}
-	for _, name := range []string{"config.yaml", "metrics.jsonl", "summary.json"} {
+	for _, name := range []string{"config.yaml", "metrics.jsonl", "summary.json", "curves.png"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s missing: %v", name, err)
+		}
+		if !strings.Contains(stdout.String(), filepath.Join(dir, name)) {
+			t.Errorf("the files: line does not list %s", name)
 		}
 	}
 

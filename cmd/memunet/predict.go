@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/memunet/memunet/checkpoint"
 	"image"
 	"image/png"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/memunet/memunet/safetensors"
 	"image"
 	"image/png"
 	"math"
@@ -23,6 +22,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/safetensors"
 )
 
 // trainTiny trains the tiny network into a new run directory and returns it

@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"github.com/memunet/memunet/checkpoint"
 	"path/filepath"
 
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 )
 
