@@ -15,21 +15,26 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/onnx"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/safetensors"
 )
 
-const exportUsage = "usage: memunet export --checkpoint PATH [--out model.safetensors] [--dtype fp32|fp16|bf16]"
+const exportUsage = "usage: memunet export --checkpoint PATH [--format safetensors|onnx] [--out FILE] [--dtype fp32|fp16|bf16] [--with-normalize] [--with-softmax]"
 
 // exportCommand writes a checkpoint's weights (its state_dict) as one
 // safetensors file that PyTorch's safetensors loader reads into the
-// equivalent torch module (see README: Exported weights).
+// equivalent torch module (see README: Exported weights), or the model as
+// an ONNX graph (package onnx).
 func exportCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
-	out := fs.String("out", "", "safetensors file to write (default: model-step-N.safetensors in the checkpoint's run directory)")
-	dtype := fs.String("dtype", "fp32", "fp32, fp16 or bf16 for the float tensors")
+	format := fs.String("format", "safetensors", "safetensors (the weights, for PyTorch) or onnx (the eval-mode model, for ONNX Runtime)")
+	out := fs.String("out", "", "file to write (default: model-step-N.safetensors or .onnx in the checkpoint's run directory)")
+	dtype := fs.String("dtype", "fp32", "fp32, fp16 or bf16 for the float tensors (onnx: fp32 or fp16)")
+	withNormalize := fs.Bool("with-normalize", false, "onnx: the model takes raw intensities in [0, 1] and applies data.mean and data.std itself")
+	withSoftmax := fs.Bool("with-softmax", false, "onnx: the model outputs class probabilities instead of logits")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, exportUsage)
 	}
@@ -42,6 +47,14 @@ func exportCommand(args []string, stdout io.Writer) error {
 	dt, err := backend.ParsePrecision(*dtype)
 	if err != nil {
 		return usageError{"export: --dtype " + err.Error()}
+	}
+	switch {
+	case *format != "safetensors" && *format != "onnx":
+		return usageError{fmt.Sprintf("export: --format %q: must be safetensors or onnx; %s", *format, exportUsage)}
+	case *format == "onnx" && dt == backend.BFloat16:
+		return usageError{"export: --dtype bf16: an ONNX export takes fp32 or fp16 (ONNX Runtime has no bf16 convolutions); use --dtype fp16"}
+	case *format != "onnx" && (*withNormalize || *withSoftmax):
+		return usageError{"export: --with-normalize and --with-softmax shape an ONNX graph; add --format onnx"}
 	}
 	dir, err := checkpoint.ResolveResume(*ckPath, "")
 	if err != nil {
@@ -60,7 +73,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 		if dt != backend.Float32 {
 			name += "-" + dt.String()
 		}
-		*out = filepath.Join(run, name+".safetensors")
+		*out = filepath.Join(run, name+"."+*format)
 	}
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"export: --out " + err.Error()}
@@ -80,20 +93,25 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err := ck.LoadWeights(net); err != nil {
 		return err
 	}
-	tensors := checkpoint.StateDict(net)
-	for i, t := range tensors {
-		if t.DType == safetensors.F32 && dt != backend.Float32 {
-			tensors[i] = halve(t, dt)
-		}
-	}
 	m := ck.Config.Model
 	arch, _ := json.Marshal(map[string]any{
 		"in_channels": m.InChannels, "classes": m.Classes, "base": m.Base, "depth": m.Depth,
 		"up": m.Up, "norm": m.Norm, "groups": m.Groups,
 	})
 	meta := map[string]string{
-		"format": "pt", "memunet_version": version, "memunet_model": string(arch),
+		"memunet_version": version, "memunet_model": string(arch),
 		"memunet_checkpoint_step": fmt.Sprint(ck.Manifest.Step),
+	}
+	if *format == "onnx" {
+		return exportONNX(stdout, net, onnx.Options{DType: dt, Normalize: *withNormalize, Softmax: *withSoftmax,
+			Mean: ck.Config.Data.Mean, Std: ck.Config.Data.Std, Meta: meta, ProducerVersion: version}, dir, ck.Manifest.Step, *out)
+	}
+	meta["format"] = "pt"
+	tensors := checkpoint.StateDict(net)
+	for i, t := range tensors {
+		if t.DType == safetensors.F32 && dt != backend.Float32 {
+			tensors[i] = halve(t, dt)
+		}
 	}
 	if err := outdir.WriteFile(*out, func(w io.Writer) error { return safetensors.Write(w, tensors, meta) }); err != nil {
 		return fmt.Errorf("export: writing %s: %w", *out, err)
@@ -101,6 +119,20 @@ func exportCommand(args []string, stdout io.Writer) error {
 	st, _ := os.Stat(*out)
 	fmt.Fprintf(stdout, "exported %d tensors (%s) of %s (step %d) to %s, %s\n",
 		len(tensors), dt, dir, ck.Manifest.Step, *out, memory.FormatBytes(st.Size()))
+	return nil
+}
+
+// exportONNX writes net as an ONNX model to out.
+func exportONNX(stdout io.Writer, net *model.UNet, opt onnx.Options, dir string, step int, out string) error {
+	b, err := onnx.Marshal(net, opt)
+	if err != nil {
+		return fmt.Errorf("export: %s: %w", dir, err)
+	}
+	if err := outdir.WriteBytes(out, b); err != nil {
+		return fmt.Errorf("export: writing %s: %w", out, err)
+	}
+	fmt.Fprintf(stdout, "exported %s (step %d) as ONNX (opset %d, %s, output %s) to %s, %s\n",
+		dir, step, onnx.Opset, opt.DType, opt.OutputName(), out, memory.FormatBytes(int64(len(b))))
 	return nil
 }
 

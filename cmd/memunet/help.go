@@ -42,7 +42,9 @@ var commands = []commandHelp{
 		set's test/ subfolder, or train), or of another one by --set data.*: loss, pixel accuracy, mIoU,
 		Dice and the per-class table, as training's validation computes them; writes a JSON report.`},
 	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
-		with PyTorch state_dict names (see README: Exported weights).`},
+		with PyTorch state_dict names (see README: Exported weights), or with --format onnx the
+		eval-mode model as an ONNX graph for ONNX Runtime (dynamic batch, height and width;
+		--with-normalize takes raw [0, 1] images, --with-softmax outputs probabilities).`},
 	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,
 		checkpoint, fp16, bf16, accum4, all, and the config as given) without training; with --capacity
 		(default memory.capacity) it says which fit and recommends the fastest that does.`},
