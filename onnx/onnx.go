@@ -106,7 +106,7 @@ func build(net *model.UNet, opt Options) (*onnxpb.ModelProto, error) {
 		g.params[p.Name] = p
 	}
 
-	mean, std, err := perChannel(opt.Mean, opt.Std, cfg.InChannels)
+	mean, std, err := PerChannel(opt.Mean, opt.Std, cfg.InChannels)
 	if err != nil {
 		return nil, err
 	}
@@ -194,8 +194,10 @@ func build(net *model.UNet, opt Options) (*onnxpb.ModelProto, error) {
 	return m, nil
 }
 
-// perChannel resolves data.mean and data.std to one value per channel.
-func perChannel(mean, std []float64, channels int) (m, s []float32, err error) {
+// PerChannel resolves data.mean and data.std (one value, one per channel,
+// or empty for data.Mean and data.Std) to one value per channel: what
+// Options.Normalize bakes in.
+func PerChannel(mean, std []float64, channels int) (m, s []float32, err error) {
 	if err := data.ValidateNorm(mean, std, channels); err != nil {
 		return nil, nil, err
 	}

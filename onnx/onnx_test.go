@@ -145,7 +145,7 @@ func checkAgainstMemunet(t *testing.T, m *onnxpb.ModelProto, net *model.UNet, op
 	}
 	normalized := raw
 	if opt.Normalize {
-		mean, std, err := perChannel(opt.Mean, opt.Std, c)
+		mean, std, err := PerChannel(opt.Mean, opt.Std, c)
 		if err != nil {
 			t.Fatal(err)
 		}
