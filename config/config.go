@@ -295,6 +295,8 @@ type Output struct {
 	Dir      string `yaml:"dir"`
 	Progress string `yaml:"progress"`
 	LogEvery int    `yaml:"log_every"`
+	// TensorBoard writes RUN/tb/events.out.tfevents.* (package tensorboard).
+	TensorBoard bool `yaml:"tensorboard"`
 }
 
 // Default is the configuration every file starts from: the quickstart run on
@@ -313,7 +315,7 @@ func Default() Config {
 			Monitor:  "val_miou"},
 		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
 		Dist:   Dist{BucketMB: 16},
-		Output: Output{Progress: "auto", LogEvery: 10},
+		Output: Output{Progress: "auto", LogEvery: 10, TensorBoard: true},
 	}
 }
 
