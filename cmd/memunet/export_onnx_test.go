@@ -123,3 +123,44 @@ func TestExportONNXRefuses(t *testing.T) {
 		t.Errorf("an export wrote into the checkpoint: %v", m)
 	}
 }
+
+// TestReadmeONNXSnippet: README's Node.js line runs as written on an
+// ONNX export of the default name, where onnxruntime-node is installed in
+// tools/onnx-check (tools/onnx-check/run.sh --install).
+func TestReadmeONNXSnippet(t *testing.T) {
+	modules, err := filepath.Abs("../../tools/onnx-check/node_modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(modules, "onnxruntime-node")); err != nil {
+		t.Skip("onnxruntime-node is not installed (tools/onnx-check/run.sh --install)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, `node -e "`) && strings.Contains(l, "onnxruntime-node") {
+			line = l
+		}
+	}
+	const example = "runs/q/model-step-00000800.onnx"
+	if !strings.Contains(line, example) {
+		t.Fatalf("README has no node -e line running %s", example)
+	}
+	code := strings.TrimSuffix(strings.TrimPrefix(line, `node -e "`), `"`)
+	runDir, _ := trainTiny(t)
+	runOK(t, "export", "--checkpoint", runDir, "--format", "onnx")
+	code = strings.ReplaceAll(code, example, filepath.Join(runDir, "model-step-00000004.onnx"))
+	cmd := exec.Command(node, "-e", code)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "[ 1, 4, 64, 64 ]" {
+		t.Fatalf("the README line: %v\n%s", err, out)
+	}
+}

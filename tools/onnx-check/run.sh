@@ -11,12 +11,18 @@
 #   fp16: the figures are printed (and gross errors fail: agreement < 95%).
 #
 #   tools/onnx-check/run.sh [WORKDIR]   (default: a temporary directory)
+#   tools/onnx-check/run.sh --install   (only install onnxruntime-node)
 #
 # Exit 0: every check passed; 1: a check failed; 3: ONNX Runtime could not be
 # installed (no npm registry): nothing was compared.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+install_only=0
+if [ "${1:-}" = --install ]; then
+	install_only=1
+	shift
+fi
 if [ $# -gt 0 ]; then
 	work="$1"
 	mkdir -p "$work"
@@ -37,6 +43,9 @@ if [ ! -d "$here/node_modules/onnxruntime-node" ]; then
 		echo "onnx-check: SKIPPED: npm could not install onnxruntime-node (is the npm registry reachable?)" >&2
 		exit 3
 	fi
+fi
+if [ $install_only -eq 1 ]; then
+	exit 0
 fi
 checker=""
 if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
