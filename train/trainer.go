@@ -74,6 +74,10 @@ type Trainer struct {
 	// MaskValues is each class's raw value in the dataset's masks (nil when
 	// classes are their own values), so predictions can be written in them.
 	MaskValues []int
+	// PreviewImages is how many of the first validation images Validate
+	// keeps in Preview, with their masks and predicted classes (0: none).
+	PreviewImages int
+	Preview       *Preview
 
 	data          data.Dataset
 	trainIdx      []int

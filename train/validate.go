@@ -45,7 +45,14 @@ func (t *Trainer) Validate() (Validation, error) {
 		r := t.comm.Rank()
 		idx = idx[len(idx)*r/w : len(idx)*(r+1)/w]
 	}
-	sums, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, idx, t.Config.Train.BatchSize, t.masks)
+	t.Preview = nil
+	var keep func(images []float32, masks []uint8, logits *model.Tensor)
+	if t.PreviewImages > 0 {
+		keep = func(images []float32, masks []uint8, logits *model.Tensor) {
+			t.Preview = previewFrom(t.Device.Backend, t.PreviewImages, images, masks, logits)
+		}
+	}
+	sums, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, idx, t.Config.Train.BatchSize, t.masks, keep)
 	if err != nil {
 		return Validation{}, t.ExplainOOM(err, "validation")
 	}
@@ -98,7 +105,11 @@ func (s *evalSums) reduce(c dist.Comm) error {
 // blocks) would repeat it allocation for allocation, so they are counted
 // (Pool.CountRepeats), not run: planning costs the same at any number of
 // validation samples, and its statistics are still a run's to the byte.
-func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, batch int, masks backend.View) (evalSums, error) {
+//
+// keep, if set, sees the first batch's host images and masks and its
+// logits (nothing on a virtual pool).
+func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, batch int, masks backend.View,
+	keep func(images []float32, masks []uint8, logits *model.Tensor)) (evalSums, error) {
 	H, W := ds.Size()
 	K := net.Config.Classes
 	counts := make([]int64, K*K)
@@ -117,7 +128,10 @@ func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data
 			phase = PhaseValidationTail
 		}
 		before := env.Pool.Stats()
-		loss, err := evaluateBatch(env, net, lossCfg, ds, idx[lo:hi], masks.Slice(0, n*H*W), phase, counts, hostImages, hostMasks)
+		if lo > 0 {
+			keep = nil
+		}
+		loss, err := evaluateBatch(env, net, lossCfg, ds, idx[lo:hi], masks.Slice(0, n*H*W), phase, counts, hostImages, hostMasks, keep)
 		if err != nil {
 			return evalSums{}, err
 		}
@@ -137,9 +151,10 @@ const PhaseValidationTail = "validation tail"
 // evaluateBatch runs the samples idx as one batch in the pool phase named,
 // adds their confusion counts to counts and returns their mean loss.
 // target is the batch's masks on the device; hostImages and hostMasks are
-// staging for a batch (nil on a virtual pool).
+// staging for a batch (nil on a virtual pool); keep, if set, sees them and
+// the logits.
 func evaluateBatch(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data.Dataset, idx []int, target backend.View,
-	phase string, counts []int64, hostImages []float32, hostMasks []uint8) (float64, error) {
+	phase string, counts []int64, hostImages []float32, hostMasks []uint8, keep func(images []float32, masks []uint8, logits *model.Tensor)) (float64, error) {
 	env.Pool.BeginPhase(phase)
 	defer env.Pool.EndPhase()
 	H, W := ds.Size()
@@ -161,6 +176,9 @@ func evaluateBatch(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds
 	images.Release()
 	if err != nil {
 		return 0, err
+	}
+	if keep != nil && hostImages != nil {
+		keep(hostImages[:n*ds.Channels()*H*W], hostMasks[:n*H*W], logits)
 	}
 	l := model.Loss{Config: lossCfg}
 	loss, err := l.Forward(env, logits, target)
