@@ -16,6 +16,9 @@ import (
 const (
 	// CheckpointsDir is the folder of a run directory that holds its checkpoints.
 	CheckpointsDir = "checkpoints"
+	// TensorBoardDir is the folder of a run directory that holds its
+	// TensorBoard event files (output.tensorboard).
+	TensorBoardDir = "tb"
 	// ModelFile holds the model's state_dict: every parameter (the fp32
 	// masters) and buffer under its PyTorch name, BatchNorm's
 	// num_batches_tracked as I64 scalars.
