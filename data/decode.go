@@ -36,11 +36,16 @@ func readFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-// decodeFile decodes a PNG, JPEG or GIF file (the format is told by its
-// contents, not its name) of at most maxPixels pixels. Every error starts
-// with name and says what is wrong with the file. format is the
-// decoder's name of the format ("png", "jpeg", "gif").
+// decodeFile decodes a PNG, JPEG, GIF or TIFF file (the format is told by
+// its contents, not its name) of at most maxPixels pixels. Every error
+// starts with name and says what is wrong with the file. format is the
+// decoder's name of the format ("png", "jpeg", "gif", "tiff").
 func decodeFile(name string, b []byte, maxPixels int) (img image.Image, format string, err error) {
+	if isTIFF(b) {
+		if _, err := checkTIFF(name, b); err != nil {
+			return nil, "", err
+		}
+	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %s", name, describeDecodeError(err, ""))
@@ -66,7 +71,7 @@ func decodeFile(name string, b []byte, maxPixels int) (img image.Image, format s
 func describeDecodeError(err error, format string) string {
 	switch {
 	case errors.Is(err, image.ErrFormat):
-		return "not a PNG, JPEG or GIF file (unknown format); images must be PNG, JPEG or GIF, masks PNG or GIF"
+		return "not a PNG, JPEG or GIF file, and not a TIFF (unknown format); images must be PNG, JPEG, GIF or TIFF, masks PNG, GIF or TIFF"
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "unexpected EOF"):
 		if format == "" {
 			return "the file is truncated (it ends inside the image header)"
@@ -156,7 +161,7 @@ type maskPixels struct {
 }
 
 // rawMask returns the value of every pixel of a mask picture, row-major
-// from its top-left: the palette index of a palette image (PNG or GIF), the
+// from its top-left: the palette index of a palette image (PNG, GIF or TIFF), the
 // gray level of a grayscale one, read by value: 0..255 for 8-bit gray,
 // 0..65535 for 16-bit gray (the whole 16-bit number, as PIL reads it, never
 // its high byte). Any other picture is accepted when every pixel
@@ -216,14 +221,15 @@ func rawMask(name string, m image.Image) (raw []uint16, bits int, err error) {
 }
 
 func colorMaskError(name string, x, y int, rgb string) error {
-	return fmt.Errorf("%s: the mask is a color image (pixel x=%d, y=%d is %s); a mask must be a grayscale or palette PNG or GIF whose pixel values are class indices",
+	return fmt.Errorf("%s: the mask is a color image (pixel x=%d, y=%d is %s); a mask must be a grayscale or palette PNG, GIF or TIFF whose pixel values are class indices",
 		name, x, y, rgb)
 }
 
-// maskFormat names how a mask file stores its values, from its header:
-// "16-bit gray PNG", "8-bit palette PNG", "palette GIF", ... (bits: the
-// depth of the decoded picture, for formats whose header says nothing).
-func maskFormat(b []byte, format string, bits int) string {
+// fileFormat names how an image or mask file stores its values, from its
+// header: "16-bit gray PNG", "8-bit palette PNG", "palette GIF", "16-bit
+// gray TIFF (tiled 256x256, LZW)", ... (bits: the depth of the decoded
+// picture, for formats whose header says nothing).
+func fileFormat(b []byte, format string, bits int) string {
 	switch format {
 	case "png":
 		// The signature (8 bytes), IHDR's length and type (8), width and
@@ -238,6 +244,10 @@ func maskFormat(b []byte, format string, bits int) string {
 		return fmt.Sprintf("%d-bit %s PNG", b[24], kind)
 	case "gif":
 		return "palette GIF"
+	case "tiff":
+		if t, err := tiffHeader(b); err == nil {
+			return t.format()
+		}
 	}
 	return fmt.Sprintf("%d-bit %s", bits, strings.ToUpper(format))
 }
@@ -261,6 +271,20 @@ func decodeImage(name string, b []byte, channels, maxPixels int) (*image.RGBA, e
 	return toRGBA(img, channels == 1), nil
 }
 
+// decodeImageDeep is decodeImageFile keeping 16 bits per channel where
+// the file has them (see toDeep).
+func decodeImageDeep(path string, channels, maxPixels int) (image.Image, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	img, _, err := decodeFile(path, b, maxPixels)
+	if err != nil {
+		return nil, err
+	}
+	return toDeep(img, channels == 1), nil
+}
+
 // decodeMaskFile decodes a mask file into its raw values (see rawMask).
 func decodeMaskFile(path string, maxPixels int) (maskPixels, error) {
 	b, err := readFile(path)
@@ -280,5 +304,5 @@ func decodeMask(name string, b []byte, maxPixels int) (maskPixels, error) {
 	if err != nil {
 		return maskPixels{}, err
 	}
-	return maskPixels{raw: raw, w: m.Bounds().Dx(), h: m.Bounds().Dy(), bits: bits, format: maskFormat(b, format, bits)}, nil
+	return maskPixels{raw: raw, w: m.Bounds().Dx(), h: m.Bounds().Dy(), bits: bits, format: fileFormat(b, format, bits)}, nil
 }

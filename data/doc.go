@@ -10,15 +10,20 @@
 // DIR/masks/, matched by file stem plus an optional mask suffix such as
 // Carvana's _mask) or voc (JPEGImages/, SegmentationClass/,
 // ImageSets/Segmentation/{train,val}.txt; an id that would read outside
-// the root is refused). Images are PNG, JPEG or GIF; masks are grayscale or
-// palette PNG or GIF whose raw values (gray levels or palette indices, read
-// by value: 0..255 from 8-bit masks, 0..65535 from 16-bit gray ones) become
-// classes by data.mask_values, by a scan of every mask (folder), or as they
-// are (voc, where 255 is Ignore). Open decodes every file in full before
-// training, so a truncated file, a mask of another size than its image, a
-// value that is no class, an image without a mask, a symlink loop or broken
-// link or an empty dataset is an error naming the file; Check lists every
-// such problem, with the masks' bit depths. Files are decoded again each time a sample is read (nothing is
+// the root is refused). Images are PNG, JPEG, GIF or TIFF; masks are
+// grayscale or palette PNG, GIF or TIFF whose raw values (gray levels or
+// palette indices, read by value: 0..255 from 8-bit masks, 0..65535 from
+// 16-bit gray ones) become classes by data.mask_values, by a scan of every
+// mask (folder), or as they are (voc, where 255 is Ignore). Open decodes
+// every file in full before training, so a truncated file, a mask of
+// another size than its image, a value that is no class, an image without
+// a mask, a symlink loop or broken link or an empty dataset is an error
+// naming the file; Check lists every such problem, with the images' and
+// masks' formats and bit depths. A TIFF is read by golang.org/x/image/tiff
+// after tiff.go has read its header and refused what that decoder would
+// misread (more than one page, separate planes, signed or float samples).
+// 16-bit images keep their 16 bits (deep.go): v = p/65535. Files are
+// decoded again each time a sample is read (nothing is
 // cached); the Loader does that ahead of the trainer.
 //
 // # Layout

@@ -20,8 +20,8 @@ import (
 // File extensions read (case-insensitive). The format itself is told by
 // the file's contents.
 var (
-	imageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
-	maskExts  = []string{".png", ".gif"}
+	imageExts = []string{".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff"}
+	maskExts  = []string{".png", ".gif", ".tif", ".tiff"}
 )
 
 // pair is one sample of a file source: an image file and its mask file.
@@ -217,9 +217,9 @@ func listFolder(root, suffix string) ([]pair, []Problem) {
 	for _, n := range maskNames {
 		if !hasExt(n, maskExts) {
 			if hasExt(n, imageExts) {
-				probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: masks must be PNG or GIF (JPEG's lossy compression changes class values)"))
+				probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: masks must be PNG, GIF or TIFF (JPEG's lossy compression changes class values)"))
 			} else {
-				probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: not a .png or .gif file"))
+				probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: not a .png, .gif, .tif or .tiff file"))
 			}
 			continue
 		}
@@ -240,7 +240,7 @@ func listFolder(root, suffix string) ([]pair, []Problem) {
 	missing := 0
 	for _, n := range imgNames {
 		if !hasExt(n, imageExts) {
-			probs = append(probs, warning(filepath.Join(imgDir, n), "ignored: not a .png, .jpg, .jpeg or .gif file"))
+			probs = append(probs, warning(filepath.Join(imgDir, n), "ignored: not a .png, .jpg, .jpeg, .gif, .tif or .tiff file"))
 			continue
 		}
 		s := stem(n)
@@ -254,7 +254,7 @@ func listFolder(root, suffix string) ([]pair, []Problem) {
 		switch len(cands) {
 		case 0:
 			missing++
-			probs = append(probs, fatal(img, "has no mask: looked for %s.png or .gif", filepath.Join(maskDir, s+suffix)))
+			probs = append(probs, fatal(img, "has no mask: looked for %s.png, .gif, .tif or .tiff", filepath.Join(maskDir, s+suffix)))
 			continue
 		case 1:
 		default:
@@ -273,7 +273,7 @@ func listFolder(root, suffix string) ([]pair, []Problem) {
 	for _, s := range slices.Sorted(maps.Keys(masks)) {
 		if !used[s] && byStem[s] == "" {
 			for _, n := range masks[s] {
-				probs = append(probs, warning(filepath.Join(maskDir, n), "has no image (looked for %s.png, .jpg, .jpeg or .gif); ignored", filepath.Join(imgDir, s)))
+				probs = append(probs, warning(filepath.Join(maskDir, n), "has no image (looked for %s.png, .jpg, .jpeg, .gif, .tif or .tiff); ignored", filepath.Join(imgDir, s)))
 			}
 		}
 	}
@@ -281,7 +281,7 @@ func listFolder(root, suffix string) ([]pair, []Problem) {
 		probs = append(probs, warning(filepath.Join(maskDir, n), "ignored: its name does not end in data.mask_suffix %q", suffix))
 	}
 	if len(byStem) == 0 {
-		probs = append(probs, fatal(imgDir, "no images: the dataset is empty (looked for .png, .jpg, .jpeg and .gif files)"))
+		probs = append(probs, fatal(imgDir, "no images: the dataset is empty (looked for .png, .jpg, .jpeg, .gif, .tif and .tiff files)"))
 	}
 	return pairs, probs
 }
@@ -441,6 +441,8 @@ func unwrapPath(err error) error {
 // scanned is what a full read of one pair found.
 type scanned struct {
 	imgW, imgH   int
+	imgBits      int    // 16 for 16-bit images (values p/65535), else 8
+	imgFormat    string // e.g. "16-bit gray TIFF (tiled 256x256, LZW)"
 	maskW, maskH int
 	maskBits     int          // 8 or 16 (see maskPixels)
 	maskFormat   string       // e.g. "16-bit gray PNG"
@@ -506,12 +508,17 @@ func scanPair(p pair, maxPixels int) scanned {
 		s.err = err
 		return s
 	}
-	img, _, err := decodeFile(p.image, b, maxPixels)
+	img, format, err := decodeFile(p.image, b, maxPixels)
 	if err != nil {
 		s.err = err
 		return s
 	}
 	s.imgW, s.imgH = img.Bounds().Dx(), img.Bounds().Dy()
+	s.imgBits = 8
+	if is16(img) {
+		s.imgBits = 16
+	}
+	s.imgFormat = fileFormat(b, format, s.imgBits)
 	m, err := decodeMaskFile(p.mask, maxPixels)
 	if err != nil {
 		s.err = err
@@ -553,13 +560,28 @@ func (f *files) Name(i int) string {
 }
 
 // Image decodes sample i: the image as RGBA (R = G = B = luma for one
-// channel) and the mask as class indices. Errors name the file.
+// channel; the high byte of 16-bit files) and the mask as class indices.
+// Errors name the file.
 func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {
+	img, mask, err := f.read(i, func(path string) (image.Image, error) { return decodeImageFile(path, f.channels, f.maxPixels) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return img.(*image.RGBA), mask, nil
+}
+
+// deepImage is Image keeping 16 bits per channel (see deepImager).
+func (f *files) deepImage(i int) (image.Image, *image.Gray, error) {
+	return f.read(i, func(path string) (image.Image, error) { return decodeImageDeep(path, f.channels, f.maxPixels) })
+}
+
+// read decodes sample i's image with decode and its mask as class indices.
+func (f *files) read(i int, decode func(path string) (image.Image, error)) (image.Image, *image.Gray, error) {
 	if i < 0 || i >= len(f.pairs) {
 		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, len(f.pairs))
 	}
 	p := f.pairs[i]
-	img, err := decodeImageFile(p.image, f.channels, f.maxPixels)
+	img, err := decode(p.image)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -592,7 +614,7 @@ func (f *files) Sample(i int, img []float32, mask []uint8) error {
 	if err := checkSample(f, i, img, mask); err != nil {
 		return err
 	}
-	oi, om, err := f.Image(i)
+	oi, om, err := f.deepImage(i)
 	if err != nil {
 		return err
 	}
@@ -600,7 +622,7 @@ func (f *files) Sample(i int, img []float32, mask []uint8) error {
 		return fmt.Errorf("%s is %dx%d (height x width), the other images %dx%d; set data.resize: [H, W] to scale them to one size",
 			f.pairs[i].image, b.Dy(), b.Dx(), f.h, f.w)
 	}
-	normalize8(oi, f.channels, img)
+	normalizeDeep(oi, f.channels, img)
 	copy(mask, om.Pix)
 	return nil
 }

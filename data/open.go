@@ -113,6 +113,8 @@ type Report struct {
 	// MaskFormats are how the masks store their values (bit depth, kind
 	// and file type), most frequent first.
 	MaskFormats []MaskFormat
+	// ImageFormats are how the images store theirs, most frequent first.
+	ImageFormats []ImageFormat
 	// Mapping is the class of each raw value 0..MaxMaskValue, indexed by
 	// the value (-1: not a class; Ignore: ignored); Discovered says it came
 	// from a scan; MappingDesc says how.
@@ -144,6 +146,18 @@ type MaskFormat struct {
 	Bits  int
 	Masks int
 	First string // the first mask stored so
+}
+
+// ImageFormat is one way of storing images and the images that use it.
+type ImageFormat struct {
+	// Format is the bit depth, kind and file type, e.g. "8-bit RGB PNG" or
+	// "16-bit gray TIFF (tiled 256x256, LZW)".
+	Format string
+	// Bits is 16 for images read at 16 bits per channel (raw intensity
+	// p/65535), else 8 (p/255).
+	Bits   int
+	Images int
+	First  string // the first image stored so
 }
 
 // Value returns what the report found of raw mask value v (zero counts
@@ -537,6 +551,7 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 	sizes := map[[2]int]*SizeCount{}
 	values := map[int]*MaskValue{}
 	formats := map[string]*MaskFormat{}
+	imgFormats := map[string]*ImageFormat{}
 	masksOf := map[int][]int{} // pairs holding each value, for errors
 	good := make([]bool, len(pairs))
 	for k, s := range results {
@@ -550,6 +565,10 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 			sizes[sz] = &SizeCount{H: s.imgH, W: s.imgW, First: p.image}
 		}
 		sizes[sz].Count++
+		if imgFormats[s.imgFormat] == nil {
+			imgFormats[s.imgFormat] = &ImageFormat{Format: s.imgFormat, Bits: s.imgBits, First: p.image}
+		}
+		imgFormats[s.imgFormat].Images++
 		if formats[s.maskFormat] == nil {
 			formats[s.maskFormat] = &MaskFormat{Format: s.maskFormat, Bits: s.maskBits, First: p.mask}
 		}
@@ -584,6 +603,12 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 	}
 	slices.SortFunc(rep.MaskFormats, func(a, b MaskFormat) int {
 		return cmp.Or(-cmp.Compare(a.Masks, b.Masks), cmp.Compare(a.First, b.First))
+	})
+	for _, f := range imgFormats {
+		rep.ImageFormats = append(rep.ImageFormats, *f)
+	}
+	slices.SortFunc(rep.ImageFormats, func(a, b ImageFormat) int {
+		return cmp.Or(-cmp.Compare(a.Images, b.Images), cmp.Compare(a.First, b.First))
 	})
 	if p, ok := mixedDepths(rep.MaskFormats); ok {
 		rep.Problems = append(rep.Problems, p)
@@ -820,6 +845,20 @@ func (r *Report) Write(w io.Writer) {
 			how = "by " + r.Resized
 		}
 		fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
+	}
+	if len(r.ImageFormats) > 0 {
+		var parts []string
+		for _, f := range r.ImageFormats {
+			part := fmt.Sprintf("%s (%s", f.Format, plural(f.Images, "image", "images"))
+			if len(r.ImageFormats) > 1 {
+				part += ", first " + f.First
+			}
+			if f.Bits > 8 {
+				part += "; values read whole, v = p/65535 before data.mean/std"
+			}
+			parts = append(parts, part+")")
+		}
+		fmt.Fprintf(w, "images: %s\n", strings.Join(parts, ", "))
 	}
 	if len(r.MaskFormats) > 0 {
 		var parts []string

@@ -8,7 +8,7 @@ import (
 	"os"
 )
 
-// ReadImage decodes an image file (PNG, JPEG or GIF) exactly as the file
+// ReadImage decodes an image file (PNG, JPEG, GIF or TIFF) exactly as the file
 // datasets read their images: an RGBA picture at (0, 0), opaque, gray
 // replicated to R, G and B for channels 1; at most MaxImagePixels pixels.
 // Every error names the file. memunet predict reads its inputs with it.

@@ -42,6 +42,9 @@ const MaxResizeSize = 16384
 // class of one source pixel, so class indices (and Ignore) are never
 // blended into values that were not in the source mask.
 //
+// A source with 16-bit images (16-bit TIFF or PNG files) is scaled at 16
+// bits and normalized as (p/65535 - Mean)/Std; Image still returns 8 bits.
+//
 // Each sample is scaled from its own picture's bounds, so a source whose
 // images differ in size is fine; an image and its mask must be the same size.
 // A picture that already is h by w is used as is, without interpolation.
@@ -93,14 +96,33 @@ func (r *resized) String() string {
 // draw.BiLinear, the mask with draw.NearestNeighbor. The pictures are new
 // each call and start at (0, 0).
 func (r *resized) Image(i int) (*image.RGBA, *image.Gray, error) {
-	if n := r.src.Len(); i < 0 || i >= n {
-		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, n)
-	}
-	img, mask, err := r.src.Image(i)
+	img, mask, err := r.scale(i, func(i int) (image.Image, *image.Gray, error) { return r.src.Image(i) })
 	if err != nil {
 		return nil, nil, err
 	}
-	if img == nil || mask == nil {
+	return img.(*image.RGBA), mask, nil
+}
+
+// deepImage is Image keeping 16 bits per channel where the source has
+// them (see deepImager): a 16-bit image is scaled as one.
+func (r *resized) deepImage(i int) (image.Image, *image.Gray, error) {
+	d, ok := r.src.(deepImager)
+	if !ok {
+		return r.Image(i)
+	}
+	return r.scale(i, d.deepImage)
+}
+
+// scale scales sample i of the source, read by read, to h by w.
+func (r *resized) scale(i int, read func(i int) (image.Image, *image.Gray, error)) (image.Image, *image.Gray, error) {
+	if n := r.src.Len(); i < 0 || i >= n {
+		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, n)
+	}
+	img, mask, err := read(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	if img == nil || img == (*image.RGBA)(nil) || img == (*image.RGBA64)(nil) || mask == nil {
 		return nil, nil, fmt.Errorf("data.resize: sample %d: source returned no image or no mask", i)
 	}
 	ib, mb := img.Bounds(), mask.Bounds()
@@ -109,15 +131,18 @@ func (r *resized) Image(i int) (*image.RGBA, *image.Gray, error) {
 			i, ib.Dy(), ib.Dx(), mb.Dy(), mb.Dx())
 	}
 	dr := image.Rect(0, 0, r.w, r.h)
+	var oi draw.Image = image.NewRGBA(dr)
+	if is16(img) {
+		oi = image.NewRGBA64(dr)
+	}
+	om := image.NewGray(dr)
 	if ib.Size() == dr.Size() {
 		// Already the right size: copy, so the caller may keep or change the
 		// result without touching the source's pictures.
-		oi, om := image.NewRGBA(dr), image.NewGray(dr)
 		draw.Copy(oi, image.Point{}, img, ib, draw.Src, nil)
 		draw.Copy(om, image.Point{}, mask, mb, draw.Src, nil)
 		return oi, om, nil
 	}
-	oi, om := image.NewRGBA(dr), image.NewGray(dr)
 	draw.BiLinear.Scale(oi, dr, img, ib, draw.Src, nil)
 	draw.NearestNeighbor.Scale(om, dr, mask, mb, draw.Src, nil)
 	return oi, om, nil
@@ -129,11 +154,11 @@ func (r *resized) Sample(i int, img []float32, mask []uint8) error {
 	if err := checkSample(r, i, img, mask); err != nil {
 		return err
 	}
-	oi, om, err := r.Image(i)
+	oi, om, err := r.deepImage(i)
 	if err != nil {
 		return err
 	}
-	normalize8(oi, r.Channels(), img)
+	normalizeDeep(oi, r.Channels(), img)
 	copy(mask, om.Pix)
 	return nil
 }
