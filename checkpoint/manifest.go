@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/optim"
-	"github.com/memunet/memunet/train"
 )
 
 // Files of a run checkpoint directory (besides ManifestName), and the
@@ -165,7 +165,7 @@ type ValRecord struct {
 	Type  string `json:"type"` // "val"
 	Step  int    `json:"step"`
 	Epoch int    `json:"epoch"`
-	train.Validation
+	metrics.Validation
 }
 
 // EarlyStopState is train.early_stop's memory, saved in checkpoints so a

@@ -8,8 +8,8 @@ import (
 	"sort"
 
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
-	"github.com/memunet/memunet/train"
 )
 
 // Listed is a checkpoint directory with what its manifest says about it.
@@ -152,7 +152,7 @@ func Best(list []Listed) *Listed {
 		if !list[i].Readable || m == "" || m != monitor {
 			continue
 		}
-		if best == nil || train.Better(monitor, s, bestScore, 0) {
+		if best == nil || metrics.Better(monitor, s, bestScore, 0) {
 			best, bestScore = &list[i], s
 		}
 	}

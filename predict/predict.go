@@ -8,6 +8,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/train"
 )
@@ -152,10 +153,10 @@ func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
 // fn with each sample's index, predicted classes and target mask, and
 // returns the loss and metrics computed as training's validation computes
 // them.
-func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, pred, target []uint8) error) (train.Validation, error) {
+func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, pred, target []uint8) error) (metrics.Validation, error) {
 	h, w := ds.Size()
 	c, k := ds.Channels(), p.Config.Model.Classes
-	conf := train.NewConfusion(k)
+	conf := metrics.NewConfusion(k)
 	var lossSum float64
 	for lo := 0; lo < len(idx); lo += p.Batch {
 		hi := min(lo+p.Batch, len(idx))
@@ -163,21 +164,21 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 		images := make([]float32, n*c*h*w)
 		masks := make([]uint8, n*h*w)
 		if err := data.FillBatch(ds, idx[lo:hi], images, masks); err != nil {
-			return train.Validation{}, err
+			return metrics.Validation{}, err
 		}
 		loss, pred, err := p.scoreBatch(images, masks, n, h, w, conf)
 		if err != nil {
-			return train.Validation{}, err
+			return metrics.Validation{}, err
 		}
 		lossSum += loss * float64(n)
 		for j := 0; j < n; j++ {
 			if err := fn(idx[lo+j], pred[j*h*w:(j+1)*h*w], masks[j*h*w:(j+1)*h*w]); err != nil {
-				return train.Validation{}, err
+				return metrics.Validation{}, err
 			}
 		}
 	}
 	if len(idx) == 0 {
-		return train.Validation{}, fmt.Errorf("the split has no samples")
+		return metrics.Validation{}, fmt.Errorf("the split has no samples")
 	}
 	return conf.Validation(lossSum / float64(len(idx))), nil
 }
@@ -185,7 +186,7 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 // scoreBatch predicts n images, adds them to conf against masks (uploaded
 // to the device for the loss and the counts) and returns the batch's loss
 // and the predicted classes.
-func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, conf *train.Confusion) (float64, []uint8, error) {
+func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, conf *metrics.Confusion) (float64, []uint8, error) {
 	logits, err := p.logits(images, n, h, w)
 	if err != nil {
 		return 0, nil, err

@@ -6,7 +6,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/data"
-	"github.com/memunet/memunet/train"
+	"github.com/memunet/memunet/metrics"
 )
 
 // Probabilities returns each pixel's class probabilities, (N,K,H,W) on the
@@ -99,10 +99,10 @@ func Argmax(probs []float32, n, k, h, w int) []uint8 {
 // test-time flip averaging when flip): fn also gets each sample's
 // probabilities (K,H,W); the loss is the mean over counted pixels of
 // -log(probability of the target class).
-func (p *Predictor) PredictSplitProbs(ds data.Dataset, idx []int, flip bool, fn func(index int, pred, target []uint8, probs []float32) error) (train.Validation, error) {
+func (p *Predictor) PredictSplitProbs(ds data.Dataset, idx []int, flip bool, fn func(index int, pred, target []uint8, probs []float32) error) (metrics.Validation, error) {
 	h, w := ds.Size()
 	c, k := ds.Channels(), p.Config.Model.Classes
-	conf := train.NewConfusion(k)
+	conf := metrics.NewConfusion(k)
 	var lossSum float64
 	var counted int64
 	for lo := 0; lo < len(idx); lo += p.Batch {
@@ -111,11 +111,11 @@ func (p *Predictor) PredictSplitProbs(ds data.Dataset, idx []int, flip bool, fn 
 		images := make([]float32, n*c*h*w)
 		masks := make([]uint8, n*h*w)
 		if err := data.FillBatch(ds, idx[lo:hi], images, masks); err != nil {
-			return train.Validation{}, err
+			return metrics.Validation{}, err
 		}
 		probs, err := p.Probabilities(images, n, h, w, flip)
 		if err != nil {
-			return train.Validation{}, err
+			return metrics.Validation{}, err
 		}
 		pred := Argmax(probs, n, k, h, w)
 		hw := h * w
@@ -130,12 +130,12 @@ func (p *Predictor) PredictSplitProbs(ds data.Dataset, idx []int, flip bool, fn 
 		}
 		for j := range n {
 			if err := fn(idx[lo+j], pred[j*hw:(j+1)*hw], masks[j*hw:(j+1)*hw], probs[j*k*hw:(j+1)*k*hw]); err != nil {
-				return train.Validation{}, err
+				return metrics.Validation{}, err
 			}
 		}
 	}
 	if len(idx) == 0 {
-		return train.Validation{}, fmt.Errorf("the split has no samples")
+		return metrics.Validation{}, fmt.Errorf("the split has no samples")
 	}
 	return conf.Validation(lossSum / float64(max(counted, 1))), nil
 }

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/train"
 )
 
@@ -37,7 +38,7 @@ func PrintPhaseTable(w io.Writer, peakByPhase map[string]map[string]int64) {
 // PrintClassTable writes each class's IoU and Dice and its pixels in the
 // masks and the predictions; a class in neither is shown as absent (it is
 // left out of the means).
-func PrintClassTable(w io.Writer, scores []train.ClassScore) {
+func PrintClassTable(w io.Writer, scores []metrics.ClassScore) {
 	if len(scores) == 0 {
 		return
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memunet/memunet/train"
+	"github.com/memunet/memunet/metrics"
 )
 
 // TestTables: each text table has its header and a line per entry, in
@@ -30,7 +30,7 @@ func TestTables(t *testing.T) {
 		}, []string{"peak params grads optimizer activations workspace total", "forward 0 bytes 0 bytes 0 bytes 2.00 MiB 0 bytes 5.00 MiB",
 			"optimizer 1.00 KiB 0 bytes 0 bytes 0 bytes 0 bytes 3.00 MiB"}},
 		{"classes", func(b *bytes.Buffer) {
-			PrintClassTable(b, []train.ClassScore{{Class: 0, IoU: &iou, Dice: &dice, TargetPixels: 10, PredictedPixels: 12}, {Class: 1}})
+			PrintClassTable(b, []metrics.ClassScore{{Class: 0, IoU: &iou, Dice: &dice, TargetPixels: 10, PredictedPixels: 12}, {Class: 1}})
 		}, []string{"class IoU Dice target px predicted px", "0 0.5000 0.6667 10 12", "1 absent - 0 0 (in neither masks nor predictions: not in the means)"}},
 		{"no classes", func(b *bytes.Buffer) { PrintClassTable(b, nil) }, nil},
 		{"validations", func(b *bytes.Buffer) { PrintValidationTable(b, []string{"a", "b"}, runs) },

@@ -15,6 +15,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
 )
@@ -127,7 +128,7 @@ func (c *checkpointer) validated(v checkpoint.ValRecord) bool {
 func (c *checkpointer) improves(v checkpoint.ValRecord) bool {
 	monitor := c.tr.Config.Train.Monitor
 	s := v.Score(monitor)
-	if c.best != nil && !train.Better(monitor, s, *c.best, 0) {
+	if c.best != nil && !metrics.Better(monitor, s, *c.best, 0) {
 		return false
 	}
 	c.best = &s
@@ -143,7 +144,7 @@ func (c *checkpointer) earlyStop(v checkpoint.ValRecord) bool {
 		return false
 	}
 	s := v.Score(monitor)
-	if c.stop.Best == nil || train.Better(monitor, s, *c.stop.Best, es.MinDelta) {
+	if c.stop.Best == nil || metrics.Better(monitor, s, *c.stop.Best, es.MinDelta) {
 		c.stop.Best, c.stop.Wait = &s, 0
 		return false
 	}

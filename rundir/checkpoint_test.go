@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
@@ -461,9 +462,9 @@ func TestPruneKeepsBest(t *testing.T) {
 		for step := 1; step <= 6; step++ {
 			switch step {
 			case 2:
-				ck.validated(checkpoint.ValRecord{Type: "val", Step: 2, Validation: train.Validation{ValMIoU: 0.9}})
+				ck.validated(checkpoint.ValRecord{Type: "val", Step: 2, Validation: metrics.Validation{ValMIoU: 0.9}})
 			case 4:
-				ck.validated(checkpoint.ValRecord{Type: "val", Step: 4, Validation: train.Validation{ValMIoU: 0.5}})
+				ck.validated(checkpoint.ValRecord{Type: "val", Step: 4, Validation: metrics.Validation{ValMIoU: 0.5}})
 			}
 			if err := ck.save(step, 1, "every"); err != nil {
 				t.Fatal(err)

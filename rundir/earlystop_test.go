@@ -9,7 +9,7 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/train"
+	"github.com/memunet/memunet/metrics"
 )
 
 // earlyStopConfig stops at the second scheduled validation that fails to
@@ -76,7 +76,7 @@ func TestBestByMonitor(t *testing.T) {
 	best, bestStep := 0.0, 0
 	for dec.More() {
 		var r checkpoint.ValRecord
-		if dec.Decode(&r) == nil && r.Type == "val" && (bestStep == 0 || train.Better("val_loss", r.ValLoss, best, 0)) {
+		if dec.Decode(&r) == nil && r.Type == "val" && (bestStep == 0 || metrics.Better("val_loss", r.ValLoss, best, 0)) {
 			best, bestStep = r.ValLoss, r.Step
 		}
 	}

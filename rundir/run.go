@@ -20,6 +20,7 @@ import (
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
@@ -64,7 +65,7 @@ type Summary struct {
 	Steps              int     `json:"steps"`
 	Epochs             int     `json:"epochs"`
 	FinalLoss          float64 `json:"final_loss"`
-	train.Validation           // the last validation
+	metrics.Validation         // the last validation
 	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
 	PeakRSSBytes       int64   `json:"peak_rss_bytes"`

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/tensorboard/tbtest"
 	"github.com/memunet/memunet/train"
 )
@@ -149,8 +150,8 @@ func TestTBObserverWritesMetrics(t *testing.T) {
 		enc.Encode(rec)
 		if step%2 == 0 {
 			iou, dice := 0.5, 2.0/3
-			v := checkpoint.ValRecord{Type: "val", Step: step, Validation: train.Validation{ValLoss: 0.7, ValMIoU: 0.25 * float64(step), ValDice: 0.3, ValPixelAcc: 0.9,
-				PerClass: []train.ClassScore{{Class: 0, IoU: &iou, Dice: &dice}, {Class: 1}, {Class: 2, IoU: &dice, Dice: &iou}}}}
+			v := checkpoint.ValRecord{Type: "val", Step: step, Validation: metrics.Validation{ValLoss: 0.7, ValMIoU: 0.25 * float64(step), ValDice: 0.3, ValPixelAcc: 0.9,
+				PerClass: []metrics.ClassScore{{Class: 0, IoU: &iou, Dice: &dice}, {Class: 1}, {Class: 2, IoU: &dice, Dice: &iou}}}}
 			var preview *train.Preview
 			if step == 4 {
 				preview = &train.Preview{N: 2, C: 3, H: 16, W: 16, Images: make([]float32, 2*3*256), Masks: make([]uint8, 512), Classes: make([]uint8, 512)}

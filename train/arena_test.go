@@ -10,6 +10,7 @@ import (
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
+	scores "github.com/memunet/memunet/metrics"
 )
 
 // TestArenaTrainsLikeTheCache: every variant trains to bit-identical
@@ -30,10 +31,10 @@ func TestArenaTrainsLikeTheCache(t *testing.T) {
 			base.Memory.Allocator = "caching" // the arena is the default
 			arena := base
 			arena.Memory.Allocator, arena.Memory.Poison = "arena", true
-			run := func(c config.Config) ([]float64, Validation, map[string][]float32, *Trainer) {
+			run := func(c config.Config) ([]float64, scores.Validation, map[string][]float32, *Trainer) {
 				tr := testTrainer(t, c)
 				var losses []float64
-				var v Validation
+				var v scores.Validation
 				for i := range 4 {
 					res, err := tr.Step()
 					if err != nil {

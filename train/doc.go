@@ -15,8 +15,8 @@
 // the plan to pick the variant that fits, and the loop moves on to the next
 // one on an out-of-memory error.
 //
-// Files by role: trainer.go (the loop), validate.go (validation and its
-// metrics), plan.go (variants and the plan), fit.go (memory.fit). The run
+// Files by role: trainer.go (the loop), validate.go (the validation loop;
+// its scores are package metrics), plan.go (variants and the plan), fit.go (memory.fit). The run
 // directory, checkpoints and resume are package rundir; prediction is
 // package predict.
 //

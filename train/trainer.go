@@ -15,6 +15,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
 )
@@ -506,7 +507,7 @@ func (t *Trainer) Step() (StepResult, error) {
 
 // Validated tells the schedule a validation's train.monitor score (a
 // plateau schedule decays on it).
-func (t *Trainer) Validated(v Validation) {
+func (t *Trainer) Validated(v metrics.Validation) {
 	t.Schedule.Validated(v.Score(t.Config.Train.Monitor), &t.SchedState)
 }
 

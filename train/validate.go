@@ -5,40 +5,13 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
 )
 
-// Validation is a validation's loss and scores (in metrics.jsonl,
-// summary.json and predict.json under these names).
-type Validation struct {
-	ValLoss     float64 `json:"val_loss"`
-	ValPixelAcc float64 `json:"val_pixel_acc"`
-	ValMIoU     float64 `json:"val_miou"`
-	ValDice     float64 `json:"val_dice"`
-	// PerClass is each class's IoU and Dice and pixel counts; the means
-	// above are over the classes present (in the target or the prediction).
-	PerClass []ClassScore `json:"per_class,omitempty"`
-}
-
-// ClassScore is one class's validation scores. IoU and Dice are nil (null
-// in JSON) for a class absent from both the target and the prediction:
-// undefined, and left out of the means, not counted as 0 or 1.
-type ClassScore struct {
-	Class int      `json:"class"`
-	IoU   *float64 `json:"iou"`
-	Dice  *float64 `json:"dice"`
-	// TargetPixels and PredictedPixels count the class in the masks and in
-	// the predictions (ignored pixels not counted).
-	TargetPixels    int64 `json:"target_pixels"`
-	PredictedPixels int64 `json:"predicted_pixels"`
-}
-
-// Present reports whether the class occurs in the target or the prediction.
-func (s ClassScore) Present() bool { return s.IoU != nil }
-
 // Validate evaluates the model on the validation samples in eval mode, in
 // batches of train.batch_size.
-func (t *Trainer) Validate() (Validation, error) {
+func (t *Trainer) Validate() (metrics.Validation, error) {
 	// Each rank validates its share of the samples; the sums are reduced.
 	idx := t.valIdx
 	if w := t.comm.Size(); w > 1 {
@@ -54,12 +27,12 @@ func (t *Trainer) Validate() (Validation, error) {
 	}
 	sums, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, idx, t.Config.Train.BatchSize, t.masks, keep)
 	if err != nil {
-		return Validation{}, t.ExplainOOM(err, "validation")
+		return metrics.Validation{}, t.ExplainOOM(err, "validation")
 	}
 	if err := sums.reduce(t.comm); err != nil {
-		return Validation{}, err
+		return metrics.Validation{}, err
 	}
-	conf := &Confusion{Classes: t.Net.Config.Classes, Counts: sums.counts}
+	conf := &metrics.Confusion{Classes: t.Net.Config.Classes, Counts: sums.counts}
 	return conf.Validation(sums.loss / float64(sums.samples)), nil
 }
 
@@ -196,115 +169,4 @@ func evaluateBatch(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds
 func sameBlocks(a, b memory.Stats) bool {
 	return a.SegmentAllocs == b.SegmentAllocs && a.PagesMapped == b.PagesMapped && a.PagesUnmapped == b.PagesUnmapped &&
 		a.CacheFlushes == b.CacheFlushes && a.Reserved.Current == b.Reserved.Current
-}
-
-// Validation is the scores of the counted pixels, with loss as the loss.
-func (c *Confusion) Validation(loss float64) Validation {
-	return Validation{ValLoss: loss, ValPixelAcc: c.PixelAccuracy(), ValMIoU: c.MeanIoU(), ValDice: c.MeanDice(), PerClass: c.PerClass()}
-}
-
-// PerClass is every class's IoU, Dice and pixel counts.
-func (c *Confusion) PerClass() []ClassScore {
-	out := make([]ClassScore, c.Classes)
-	for k := range out {
-		tp, fp, fn := c.counts(k)
-		s := ClassScore{Class: k, TargetPixels: tp + fn, PredictedPixels: tp + fp}
-		if tp+fp+fn > 0 {
-			iou, dice := float64(tp)/float64(tp+fp+fn), float64(2*tp)/float64(2*tp+fp+fn)
-			s.IoU, s.Dice = &iou, &dice
-		}
-		out[k] = s
-	}
-	return out
-}
-
-// counts are class k's true positives, false positives and false negatives.
-func (c *Confusion) counts(k int) (tp, fp, fn int64) {
-	tp = c.Counts[k*c.Classes+k]
-	for j := 0; j < c.Classes; j++ {
-		if j != k {
-			fn += c.Counts[k*c.Classes+j]
-			fp += c.Counts[j*c.Classes+k]
-		}
-	}
-	return tp, fp, fn
-}
-
-// Confusion is a classes x classes pixel count: rows are the true class,
-// columns the predicted one (backend.Metrics.Confusion counts them). Pixels
-// whose target is the ignore index are not counted.
-type Confusion struct {
-	Classes int
-	Counts  []int64
-}
-
-// NewConfusion makes an empty matrix.
-func NewConfusion(classes int) *Confusion {
-	return &Confusion{Classes: classes, Counts: make([]int64, classes*classes)}
-}
-
-// PixelAccuracy is correct pixels over counted pixels (0 with none).
-func (c *Confusion) PixelAccuracy() float64 {
-	var correct, total int64
-	for t := 0; t < c.Classes; t++ {
-		for p := 0; p < c.Classes; p++ {
-			total += c.Counts[t*c.Classes+p]
-		}
-		correct += c.Counts[t*c.Classes+t]
-	}
-	if total == 0 {
-		return 0
-	}
-	return float64(correct) / float64(total)
-}
-
-// MeanIoU is the mean over classes of TP/(TP+FP+FN), over the classes that
-// occur in the target or the prediction (the others have no defined IoU).
-func (c *Confusion) MeanIoU() float64 {
-	return c.meanOver(func(tp, fp, fn int64) (float64, float64) { return float64(tp), float64(tp + fp + fn) })
-}
-
-// MeanDice is the mean over classes of 2TP/(2TP+FP+FN), over the same classes.
-func (c *Confusion) MeanDice() float64 {
-	return c.meanOver(func(tp, fp, fn int64) (float64, float64) { return float64(2 * tp), float64(2*tp + fp + fn) })
-}
-
-func (c *Confusion) meanOver(score func(tp, fp, fn int64) (num, den float64)) float64 {
-	var sum float64
-	n := 0
-	for k := 0; k < c.Classes; k++ {
-		num, den := score(c.counts(k))
-		if den == 0 {
-			continue
-		}
-		sum += num / den
-		n++
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
-}
-
-// Score is v's value of a train.monitor score (val_miou, val_dice,
-// val_pixel_acc or val_loss).
-func (v Validation) Score(monitor string) float64 {
-	switch monitor {
-	case "val_dice":
-		return v.ValDice
-	case "val_pixel_acc":
-		return v.ValPixelAcc
-	case "val_loss":
-		return v.ValLoss
-	}
-	return v.ValMIoU
-}
-
-// Better reports whether score a beats b by more than minDelta for monitor
-// (lower is better for val_loss, higher for the others).
-func Better(monitor string, a, b, minDelta float64) bool {
-	if monitor == "val_loss" {
-		return a < b-minDelta
-	}
-	return a > b+minDelta
 }

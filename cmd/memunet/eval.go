@@ -12,10 +12,10 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
-	"github.com/memunet/memunet/train"
 )
 
 const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--out FILE]"
@@ -29,7 +29,7 @@ type EvalReport struct {
 	// Data is the data section evaluated on, where --set changed it.
 	Data []string `json:"data_overrides,omitempty"`
 	TTA  bool     `json:"tta,omitempty"`
-	train.Validation
+	metrics.Validation
 }
 
 // evalCommand scores a checkpoint on a split of its dataset (or of another
@@ -113,7 +113,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("eval: --split %s: %w", *split, err)
 	}
-	var v train.Validation
+	var v metrics.Validation
 	if *tta {
 		v, err = p.PredictSplitProbs(ds, idx, true, func(int, []uint8, []uint8, []float32) error { return nil })
 	} else {

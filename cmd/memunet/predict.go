@@ -22,6 +22,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
@@ -259,7 +260,7 @@ func predictSplit(p *predict.Predictor, split, outDir string, opts predictOption
 		rep.Outputs = append(rep.Outputs, out)
 		return nil
 	}
-	var m train.Validation
+	var m metrics.Validation
 	if opts.probabilistic() {
 		m, err = p.PredictSplitProbs(ds, idx, opts.tta, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs) })
 	} else {

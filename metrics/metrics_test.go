@@ -1,4 +1,4 @@
-package train
+package metrics
 
 import (
 	"encoding/json"
@@ -104,5 +104,33 @@ func TestPerClassScores(t *testing.T) {
 	js, err := json.Marshal(v.PerClass[2])
 	if err != nil || !strings.Contains(string(js), `"iou":null`) || !strings.Contains(string(js), `"dice":null`) {
 		t.Errorf("an absent class in JSON: %s, %v", js, err)
+	}
+}
+
+// TestBetter: lower is better for val_loss, higher for the other scores,
+// and only by more than minDelta.
+func TestBetter(t *testing.T) {
+	v := Validation{ValLoss: 0.3, ValPixelAcc: 0.9, ValMIoU: 0.7, ValDice: 0.8}
+	for _, tc := range []struct {
+		monitor string
+		score   float64
+		a, b, d float64
+		better  bool
+	}{
+		{"val_miou", 0.7, 0.7, 0.6, 0, true},
+		{"val_miou", 0.7, 0.6, 0.7, 0, false},
+		{"val_miou", 0.7, 0.65, 0.6, 0.1, false},
+		{"val_dice", 0.8, 0.8, 0.8, 0, false},
+		{"val_pixel_acc", 0.9, 0.9, 0.1, 0, true},
+		{"val_loss", 0.3, 0.2, 0.3, 0, true},
+		{"val_loss", 0.3, 0.3, 0.2, 0, false},
+		{"val_loss", 0.3, 0.25, 0.3, 0.1, false},
+	} {
+		if got := v.Score(tc.monitor); got != tc.score {
+			t.Errorf("Score(%s) = %v, want %v", tc.monitor, got, tc.score)
+		}
+		if got := Better(tc.monitor, tc.a, tc.b, tc.d); got != tc.better {
+			t.Errorf("Better(%s, %v, %v, %v) = %v", tc.monitor, tc.a, tc.b, tc.d, got)
+		}
 	}
 }

@@ -1,0 +1,52 @@
+package metrics
+
+// Validation is a validation's loss and scores (in metrics.jsonl,
+// summary.json, eval's report and predict.json under these names).
+type Validation struct {
+	ValLoss     float64 `json:"val_loss"`
+	ValPixelAcc float64 `json:"val_pixel_acc"`
+	ValMIoU     float64 `json:"val_miou"`
+	ValDice     float64 `json:"val_dice"`
+	// PerClass is each class's IoU and Dice and pixel counts; the means
+	// above are over the classes present (in the target or the prediction).
+	PerClass []ClassScore `json:"per_class,omitempty"`
+}
+
+// ClassScore is one class's scores. IoU and Dice are nil (null in JSON)
+// for a class absent from both the target and the prediction: undefined,
+// and left out of the means, not counted as 0 or 1.
+type ClassScore struct {
+	Class int      `json:"class"`
+	IoU   *float64 `json:"iou"`
+	Dice  *float64 `json:"dice"`
+	// TargetPixels and PredictedPixels count the class in the masks and in
+	// the predictions (ignored pixels not counted).
+	TargetPixels    int64 `json:"target_pixels"`
+	PredictedPixels int64 `json:"predicted_pixels"`
+}
+
+// Present reports whether the class occurs in the target or the prediction.
+func (s ClassScore) Present() bool { return s.IoU != nil }
+
+// Score is v's value of a train.monitor score (val_miou, val_dice,
+// val_pixel_acc or val_loss).
+func (v Validation) Score(monitor string) float64 {
+	switch monitor {
+	case "val_dice":
+		return v.ValDice
+	case "val_pixel_acc":
+		return v.ValPixelAcc
+	case "val_loss":
+		return v.ValLoss
+	}
+	return v.ValMIoU
+}
+
+// Better reports whether score a beats b by more than minDelta for monitor
+// (lower is better for val_loss, higher for the others).
+func Better(monitor string, a, b, minDelta float64) bool {
+	if monitor == "val_loss" {
+		return a < b-minDelta
+	}
+	return a > b+minDelta
+}
