@@ -1,6 +1,21 @@
 // Package predict segments images with a checkpoint's model: the
-// architecture, preprocessing and weights come from the checkpoint (package
-// run reads it), the model runs in eval mode on a device of its own, and
-// the classes (argmax on the device) come back to the host. It also scores a
-// dataset split the way training validates.
+// architecture, preprocessing and weights come from the checkpoint, the
+// model runs in eval mode on a device of its own, and the classes (argmax
+// on the device) come back to the host. It scores a dataset split the way
+// training validates, and predicts image files and directories into an
+// output folder (Run: masks, overlays, probabilities, legend.png and
+// predict.json), so a Go caller can do what memunet predict does.
+//
+// Memory: a Predictor owns its device's pool and the model in it (Close
+// gives them back). Every batch is planned before a byte of it is decoded
+// (PlanBatch: the pool's peaks exactly, by a dry run on the planning
+// backend, plus the host buffers beside it) and refused when it passes
+// the Limits. Host buffers of a batch are the caller's only while a call
+// runs; nothing is cached between calls.
+//
+// Files: predict.go (the model and its passes), probs.go (probabilities,
+// flip averaging), plan.go (a batch's memory and the limits), files.go
+// (image files), split.go (a dataset split), write.go (the output
+// writers: every file whole, never through a link), run.go (an output
+// folder and predict.json), report.go (the report and the options).
 package predict

@@ -62,3 +62,59 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 	}
 	return Need{N: n, H: h, W: w, PeakAllocated: st.Allocated.Peak, PeakReserved: st.Reserved.Peak, Host: host}, nil
 }
+
+// Limits are what a batch must fit in: the pool's capacity (0: none) and
+// the host's available memory (0: unknown).
+type Limits struct{ Capacity, Available int64 }
+
+// largeNeed is the need above which predict says what a batch will take
+// before it starts.
+const largeNeed = 1 << 30
+
+// exceeded says what of need passes which limit, or "".
+func (l Limits) exceeded(need Need) string {
+	switch {
+	case l.Capacity > 0 && need.PeakAllocated > l.Capacity:
+		return fmt.Sprintf("a pool peak of %s allocated, above its capacity %s (--capacity, else the checkpoint's memory.capacity)",
+			memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(l.Capacity))
+	case l.Available > 0 && need.Total() > l.Available:
+		return fmt.Sprintf("%s, and the machine has %s available", need, memory.FormatBytes(l.Available))
+	}
+	return ""
+}
+
+// SizeError refuses an image too large to predict on this machine.
+type SizeError struct {
+	File         string
+	H, W, TH, TW int
+	Need         Need
+	// Why is what the need is and the limit it passes; Advice what fits.
+	Why, Advice string
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("predict: %s is %dx%d (height x width) and the model takes it at %dx%d: predicting it needs %s. %s",
+		e.File, e.H, e.W, e.TH, e.TW, e.Why, e.Advice)
+}
+
+// sizeAdvice names the largest size, halving the image's sides, at which
+// an h x w image fits lim; with data.resize the model's input is fixed and
+// only the file's own size can shrink.
+func (p *Predictor) sizeAdvice(h, w int, overlay bool, lim Limits) string {
+	if len(p.Config.Data.Resize) == 2 {
+		return "The model takes every image at data.resize; scale the file down, or predict on a machine with more memory."
+	}
+	for k := 1; k <= 8 && h>>k > 0 && w>>k > 0; k++ {
+		sh, sw := h>>k, w>>k
+		th, tw := inputSize(p.Config, sh, sw)
+		nd, err := p.PlanBatch(1, th, tw, int64(sh)*int64(sw), overlay)
+		if err == nil && lim.exceeded(nd) == "" {
+			need := "about " + memory.FormatBytes(nd.Total())
+			if lim.Capacity > 0 {
+				need = "a pool peak of " + memory.FormatBytes(nd.PeakAllocated) + " allocated"
+			}
+			return fmt.Sprintf("Scale it down to %dx%d or smaller (that needs %s), or predict on a machine with more memory.", sh, sw, need)
+		}
+	}
+	return "Even at 1/256 of its size it would not fit: predict on a machine with more memory."
+}

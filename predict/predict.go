@@ -2,15 +2,16 @@ package predict
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
-	"github.com/memunet/memunet/train"
 )
 
 // Predictor is a checkpoint's model in eval mode, on a device of its own
@@ -23,7 +24,10 @@ type Predictor struct {
 	Device *model.Device
 	Net    *model.UNet
 	// Batch is the number of images per forward pass.
-	Batch     int
+	Batch int
+	// Note, where set, gets what the user should know as it happens: a
+	// dataset's summary when it is read.
+	Note      io.Writer
 	env       *model.Env
 	precision backend.DType
 }
@@ -32,7 +36,7 @@ type Predictor struct {
 // bf16: the storage of activations and weight copies, as in training)
 // in a pool of the given capacity (0: unlimited), and loads its weights.
 func NewPredictor(ck *checkpoint.Checkpoint, prec backend.DType, capacity int64, batch int) (*Predictor, error) {
-	b, err := train.Target(ck.Config)
+	b, err := device.Open(ck.Config.Device)
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +135,12 @@ func (p *Predictor) Predict(images []float32, n, h, w int) ([]uint8, error) {
 // its "train", "val" or "test" split, as training made them (test: a
 // folder set's test/ subfolder).
 func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
-	set, err := train.OpenSet(p.Config)
+	set, fresh, err := data.OpenCached(p.Config.DataConfig())
 	if err != nil {
 		return nil, nil, err
+	}
+	if fresh && p.Config.Data.Source != data.SourceSynthetic && p.Note != nil {
+		fmt.Fprintln(p.Note, set.Report.Summary())
 	}
 	switch name {
 	case "val":

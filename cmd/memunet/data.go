@@ -3,12 +3,15 @@ package main
 import (
 	"flag"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -133,4 +136,20 @@ func dataPreview(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d training samples as epoch %d sees them (image, then mask)\n", *out, len(idx), *epoch)
 	return nil
+}
+
+// writePNG writes img whole, never through a link planted at path.
+func writePNG(path string, img image.Image) error {
+	if err := outdir.WriteFile(path, func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }

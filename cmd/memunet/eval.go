@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -109,6 +110,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer p.Close()
+	p.Note = os.Stderr
 	ds, idx, err := p.Split(*split)
 	if err != nil {
 		return fmt.Errorf("eval: --split %s: %w", *split, err)

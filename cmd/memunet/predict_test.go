@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"image/png"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
-	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/rundir"
@@ -78,9 +76,9 @@ func bestPredictor(t *testing.T, runDir string) *predict.Predictor {
 }
 
 // readReport reads predict.json in dir.
-func readReport(t *testing.T, dir string) PredictReport {
+func readReport(t *testing.T, dir string) predict.Report {
 	t.Helper()
-	var rep PredictReport
+	var rep predict.Report
 	b, err := os.ReadFile(filepath.Join(dir, "predict.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -306,27 +304,6 @@ func TestResumeCommand(t *testing.T) {
 	}
 }
 
-func TestInputSize(t *testing.T) {
-	cfg := config.Default() // depth 3: multiples of 8
-	for _, tc := range []struct {
-		resize       []int
-		scale        float64
-		h, w, th, tw int
-	}{
-		{nil, 0, 32, 32, 32, 32},
-		{nil, 0, 30, 45, 32, 48},
-		{nil, 0, 3, 5, 8, 8},
-		{nil, 0.5, 100, 60, 48, 32},
-		{[]int{64, 40}, 0, 17, 300, 64, 40},
-	} {
-		c := cfg
-		c.Data.Resize, c.Data.Scale = tc.resize, tc.scale
-		if h, w := inputSize(c, tc.h, tc.w); h != tc.th || w != tc.tw {
-			t.Errorf("%v scale %v: %dx%d -> %dx%d, want %dx%d", tc.resize, tc.scale, tc.h, tc.w, h, w, tc.th, tc.tw)
-		}
-	}
-}
-
 // TestPredictUsesTheBestCheckpoint: --checkpoint RUN_DIR is the run's best
 // checkpoint by val_miou (the run directory's "best" link and summary.json
 // name it), --newest its newest; without --out the masks go into the run
@@ -345,7 +322,7 @@ func TestPredictUsesTheBestCheckpoint(t *testing.T) {
 	}{{nil, sum.BestCheckpoint}, {[]string{"--newest"}, sum.LastCheckpoint}} {
 		args := append([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val"}, tc.flags...)
 		stdout := runOK(t, args...)
-		var rep PredictReport
+		var rep predict.Report
 		ck, _ := checkpoint.Open(tc.want)
 		out := filepath.Join(runDir, "predict", fmt.Sprintf("val-step-%08d", ck.Manifest.Step))
 		b, err := os.ReadFile(filepath.Join(out, "predict.json"))
@@ -439,19 +416,6 @@ func TestPredictRefusesImagesTooLarge(t *testing.T) {
 		t.Error("a mask was written for the refused image")
 	}
 
-	// The host's memory: the same refusal with the figure available.
-	p := bestPredictor(t, runDir)
-	var note bytes.Buffer
-	err = predictFiles(p, in, t.TempDir(), predictOptions{overlay: true}, predictLimits{available: 2 << 20}, &note, &PredictReport{})
-	var se *predictSizeError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "the machine has 2.00 MiB available") || se.Need.Total() <= 2<<20 {
-		t.Errorf("host limit: %v", err)
-	}
-	// With room, it predicts, and the report carries the plan.
-	rep := &PredictReport{}
-	if err := predictFiles(p, in, t.TempDir(), predictOptions{}, predictLimits{available: 1 << 40}, &note, rep); err != nil || rep.PlannedPeakBytes == 0 {
-		t.Errorf("with room: %v, planned %d", err, rep.PlannedPeakBytes)
-	}
 }
 
 // TestResumeAfterDataChange: train --resume refuses a dataset that changed
@@ -547,45 +511,6 @@ func TestPredictInTheDatasetsMaskValues(t *testing.T) {
 	runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", idx, "--class-indices")
 	if _, ok := readPNG(t, filepath.Join(idx, readReport(t, idx).Outputs[0].Mask)).(*image.Paletted); !ok {
 		t.Error("--class-indices did not write a palette PNG")
-	}
-}
-
-// TestWriteMaskValues: class maps are written as class indices (palette),
-// or in the dataset's values: 8-bit gray when they fit, 16-bit otherwise.
-func TestWriteMaskValues(t *testing.T) {
-	m := []uint8{0, 1, 1, 0, 2, 1}
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		values []int
-		want   []int
-	}{
-		{nil, []int{0, 1, 1, 0, 2, 1}},
-		{[]int{0, 128, 255}, []int{0, 128, 128, 0, 255, 128}},
-		{[]int{0, 1000, 65535}, []int{0, 1000, 1000, 0, 65535, 1000}},
-	} {
-		path := filepath.Join(dir, "m.png")
-		if err := writeMask(path, m, 3, 2, tc.values); err != nil {
-			t.Fatal(err)
-		}
-		img := readPNG(t, path)
-		var got []int
-		for y := 0; y < 2; y++ {
-			for x := 0; x < 3; x++ {
-				switch p := img.(type) {
-				case *image.Paletted:
-					got = append(got, int(p.ColorIndexAt(x, y)))
-				case *image.Gray:
-					got = append(got, int(p.GrayAt(x, y).Y))
-				case *image.Gray16:
-					got = append(got, int(p.Gray16At(x, y).Y))
-				default:
-					t.Fatalf("values %v: a %T", tc.values, img)
-				}
-			}
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("values %v: %v, want %v", tc.values, got, tc.want)
-		}
 	}
 }
 

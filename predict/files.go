@@ -1,0 +1,250 @@
+package predict
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
+)
+
+// ImageExts are the inputs predict reads from a directory.
+var ImageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
+
+// sizedFile is an input file with its size (from its header) and the size
+// the model takes it at.
+type sizedFile struct {
+	path         string
+	h, w, th, tw int
+}
+
+// PredictFiles predicts image files: input is one file or a directory of
+// them. Each is prepared as training prepared its images: decoded as the
+// file datasets decode them, scaled to data.resize (or by data.scale;
+// bilinear, as data.resize scales), with sides rounded to a multiple of
+// 2^model.depth, normalized by data.mean and data.std; its mask is scaled
+// back to the image's own size (nearest). Consecutive images of one size
+// go through the model together, up to p.Batch at a time and as many as
+// fit. Before a file is decoded its batch's memory is planned from the
+// file's header (PlanBatch): an image that cannot fit alone is refused
+// with a *SizeError naming what it needs and what would fit; one that
+// needs more than 1 GiB is announced on note. Outputs go into outDir and
+// are listed in rep.
+func (p *Predictor) PredictFiles(input, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+	files, err := inputFiles(input)
+	if err != nil {
+		return err
+	}
+	c := p.Config.Model.InChannels
+	if c != 1 && c != 3 {
+		return fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
+	}
+	sized := make([]sizedFile, len(files))
+	for i, f := range files {
+		h, w, err := data.ImageSize(f)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		th, tw := inputSize(p.Config, h, w)
+		sized[i] = sizedFile{f, h, w, th, tw}
+	}
+	for lo := 0; lo < len(sized); {
+		hi, need, err := p.fileBatch(sized, lo, opts, lim)
+		if err != nil {
+			return err
+		}
+		if need.Total() > largeNeed {
+			first := sized[lo]
+			fmt.Fprintf(note, "predict: %d image(s) from %s at %dx%d need %s\n", need.N, first.path, first.th, first.tw, need)
+		}
+		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+		if err := p.predictFileBatch(sized[lo:hi], outDir, opts, rep); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	rep.Images = len(files)
+	return nil
+}
+
+// fileBatch is the batch that starts at sized[lo]: consecutive files of
+// one model size, at most p.Batch, while their plan fits lim. It ends
+// before hi and returns the batch's need; a first file that cannot fit
+// alone is a *SizeError.
+func (p *Predictor) fileBatch(sized []sizedFile, lo int, opts Options, lim Limits) (hi int, need Need, err error) {
+	first := sized[lo]
+	hi = lo
+	var srcPixels int64
+	for hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw {
+		px := srcPixels + int64(sized[hi].h)*int64(sized[hi].w)
+		nd, err := p.PlanBatch(hi-lo+1, first.th, first.tw, px, opts.Overlay)
+		if err != nil {
+			return 0, Need{}, fmt.Errorf("predict: %s: %w", sized[hi].path, err)
+		}
+		nd.Host += opts.hostBytes(int64((hi-lo+1)*first.th*first.tw), px, p.Config.Model.Classes)
+		if why := lim.exceeded(nd); why != "" {
+			if hi == lo {
+				return 0, Need{}, &SizeError{File: first.path, H: first.h, W: first.w, TH: first.th, TW: first.tw, Need: nd, Why: why,
+					Advice: p.sizeAdvice(first.h, first.w, opts.Overlay, lim)}
+			}
+			break
+		}
+		need, srcPixels = nd, px
+		hi++
+	}
+	return hi, need, nil
+}
+
+// predictFileBatch decodes, prepares and predicts files (one model size),
+// and writes their outputs.
+func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Options, rep *Report) error {
+	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
+	src := &fileSource{channels: c, classes: k}
+	for _, f := range files {
+		img, err := data.ReadImage(f.path, c)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		src.images = append(src.images, img)
+	}
+	h, w := files[0].th, files[0].tw
+	ds, err := data.Resize(src, h, w)
+	if err == nil && (len(p.Config.Data.Mean) > 0 || len(p.Config.Data.Std) > 0) {
+		ds, err = data.Normalize(ds, p.Config.Data.Mean, p.Config.Data.Std)
+	}
+	if err != nil {
+		return fmt.Errorf("predict: %w", err)
+	}
+	n := len(files)
+	images := make([]float32, n*c*h*w)
+	if err := data.FillBatch(ds, seq(n), images, make([]uint8, n*h*w)); err != nil {
+		return err
+	}
+	pred, probs, err := p.predictBatch(images, n, h, w, opts.TTA, opts.probabilistic())
+	if err != nil {
+		return fmt.Errorf("predict: %w", err)
+	}
+	for j, f := range files {
+		img := src.images[j]
+		b := img.Bounds()
+		mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
+		stem := strings.TrimSuffix(filepath.Base(f.path), filepath.Ext(f.path))
+		out := Output{Input: f.path, Mask: stem + ".png"}
+		if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy(), rep.MaskValues); err != nil {
+			return err
+		}
+		if opts.Probs != "" {
+			if out.Probs, err = writeProbs(outDir, stem, opts.Probs, probs[j*k*h*w:(j+1)*k*h*w], k, w, h, b.Dx(), b.Dy()); err != nil {
+				return err
+			}
+		}
+		if opts.Overlay {
+			out.Overlay = stem + "_overlay.png"
+			if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, mask, b.Dx(), b.Dy())); err != nil {
+				return err
+			}
+		}
+		rep.Outputs = append(rep.Outputs, out)
+	}
+	return nil
+}
+
+// predictBatch is the classes of n normalized images, and with
+// probabilistic their probabilities (flip-averaged with tta) too.
+func (p *Predictor) predictBatch(images []float32, n, h, w int, tta, probabilistic bool) ([]uint8, []float32, error) {
+	if !probabilistic {
+		pred, err := p.Predict(images, n, h, w)
+		return pred, nil, err
+	}
+	probs, err := p.Probabilities(images, n, h, w, tta)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Argmax(probs, n, p.Config.Model.Classes, h, w), probs, nil
+}
+
+// inputSize is the size an h x w image is given to the model at:
+// data.resize, else the image's size times data.scale, each side rounded to
+// the nearest multiple of 2^model.depth (at least one).
+func inputSize(cfg config.Config, h, w int) (int, int) {
+	if r := cfg.Data.Resize; len(r) == 2 {
+		return r[0], r[1]
+	}
+	side := func(n int) int {
+		v := float64(n)
+		if s := cfg.Data.Scale; s > 0 {
+			v *= s
+		}
+		f := float64(int(1) << cfg.Model.Depth)
+		return int(max(f, math.Round(v/f)*f))
+	}
+	return side(h), side(w)
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// inputFiles is input itself, or the image files directly in the directory
+// input, sorted.
+func inputFiles(input string) ([]string, error) {
+	st, err := os.Stat(input)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("predict: --input %s does not exist", input)
+		}
+		return nil, fmt.Errorf("predict: --input: %w", err)
+	}
+	if !st.IsDir() {
+		return []string{input}, nil
+	}
+	des, err := os.ReadDir(input)
+	if err != nil {
+		return nil, fmt.Errorf("predict: --input: %w", err)
+	}
+	var files []string
+	for _, de := range des {
+		if !de.IsDir() && slices.Contains(ImageExts, strings.ToLower(filepath.Ext(de.Name()))) {
+			files = append(files, filepath.Join(input, de.Name()))
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("predict: --input %s holds no %s files", input, strings.Join(ImageExts, ", "))
+	}
+	return files, nil
+}
+
+// fileSource is a batch of decoded images as a data.ImageSource (with empty
+// masks), so that data.Resize prepares them exactly as training does.
+type fileSource struct {
+	images            []*image.RGBA
+	channels, classes int
+}
+
+func (s *fileSource) Len() int      { return len(s.images) }
+func (s *fileSource) Channels() int { return s.channels }
+func (s *fileSource) Classes() int  { return s.classes }
+func (s *fileSource) Size() (int, int) {
+	b := s.images[0].Bounds()
+	return b.Dy(), b.Dx()
+}
+func (s *fileSource) Sample(int, []float32, []uint8) error {
+	return errors.New("predict: file images are read through data.Resize")
+}
+func (s *fileSource) Image(i int) (*image.RGBA, *image.Gray, error) {
+	if i < 0 || i >= len(s.images) {
+		return nil, nil, fmt.Errorf("image %d out of range", i)
+	}
+	return s.images[i], image.NewGray(s.images[i].Rect), nil
+}

@@ -1,0 +1,84 @@
+package predict
+
+import "github.com/memunet/memunet/backend"
+import "github.com/memunet/memunet/metrics"
+
+// Report is predict.json.
+type Report struct {
+	Checkpoint string        `json:"checkpoint"`
+	Step       int           `json:"step"`
+	Input      string        `json:"input"`
+	Precision  backend.DType `json:"precision"`
+	Images     int           `json:"images"`
+	// Outputs lists each input with its mask (and overlay) file.
+	Outputs []Output `json:"outputs"`
+	// Metrics are set for a dataset split (which has masks): computed as
+	// training's validation computes them.
+	Metrics *metrics.Validation `json:"metrics,omitempty"`
+	// TrainingValMIoU is the val_miou training recorded at the checkpoint's
+	// step, when it validated there.
+	TrainingValMIoU    *float64 `json:"training_val_miou,omitempty"`
+	PeakAllocatedBytes int64    `json:"peak_allocated_bytes"`
+	// PlannedPeakBytes is the largest batch's planned peak allocated
+	// (PlanBatch, in a fresh pool).
+	PlannedPeakBytes int64 `json:"planned_peak_bytes"`
+	// Legend is the color of each class in the masks and overlays, also
+	// drawn in legend.png.
+	Legend []LegendEntry `json:"legend"`
+	// MaskValues is the value each class has in the mask files written
+	// (the training masks' own values, e.g. [0, 255]); absent when the
+	// masks hold the class indices (palette PNGs).
+	MaskValues []int `json:"mask_values,omitempty"`
+}
+
+// LegendEntry is one class's color.
+type LegendEntry struct {
+	Class int    `json:"class"`
+	Color string `json:"color"` // #rrggbb
+	// Value is the class's value in the mask files, where it is not the class.
+	Value *int `json:"value,omitempty"`
+}
+
+// Output is one predicted image.
+type Output struct {
+	Input   string `json:"input"`
+	Mask    string `json:"mask"`
+	Overlay string `json:"overlay,omitempty"`
+	// Probs are the probability files (Options.Probs): one PNG per class,
+	// or one .npy array.
+	Probs []string `json:"probs,omitempty"`
+}
+
+// Options are predict's output choices.
+type Options struct {
+	// Overlay also writes each image with its mask blended over it.
+	Overlay bool `json:"overlay"`
+	// Probs also writes the class probabilities: "" (none), png or npy.
+	Probs string `json:"probs,omitempty"`
+	// TTA averages each image's probabilities with its mirror's.
+	TTA bool `json:"tta"`
+	// ClassIndices writes class indices even where the training masks held
+	// other values.
+	ClassIndices bool `json:"class_indices"`
+}
+
+// probabilistic says the predictions come from host probabilities
+// (Predictor.Probabilities) rather than the device's argmax.
+func (o Options) probabilistic() bool { return o.TTA || o.Probs != "" }
+
+// hostBytes is what the probabilities take on the host beside PlanBatch's
+// figure: the batch's (twice with flip averaging) and one image's scaled
+// to its file's size.
+func (o Options) hostBytes(modelPixels, sourcePixels int64, classes int) int64 {
+	if !o.probabilistic() {
+		return 0
+	}
+	n := modelPixels * int64(classes) * 4
+	if o.TTA {
+		n *= 2
+	}
+	if o.Probs != "" {
+		n += sourcePixels * int64(classes) * 4
+	}
+	return n
+}
