@@ -13,48 +13,64 @@ import (
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/infile"
 )
 
 // ImageExts are the inputs predict reads from a directory.
 var ImageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
 
-// sizedFile is an input file with its size (from its header) and the size
-// the model takes it at.
+// sizedFile is an input file with its size (from its header), the size
+// the model takes it at and the stem of its outputs.
 type sizedFile struct {
 	path         string
 	h, w, th, tw int
+	stem         string
 }
 
-// PredictFiles predicts image files: input is one file or a directory of
-// them. Each is prepared as training prepared its images: decoded as the
-// file datasets decode them, scaled to data.resize (or by data.scale;
-// bilinear, as data.resize scales), with sides rounded to a multiple of
-// 2^model.depth, normalized by data.mean and data.std; its mask is scaled
-// back to the image's own size (nearest). Consecutive images of one size
-// go through the model together, up to p.Batch at a time and as many as
-// fit. Before a file is decoded its batch's memory is planned from the
-// file's header (PlanBatch): an image that cannot fit alone is refused
-// with a *SizeError naming what it needs and what would fit; one that
-// needs more than 1 GiB is announced on note. Outputs go into outDir and
-// are listed in rep.
-func (p *Predictor) PredictFiles(input, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+// maxImageFileBytes bounds an input image file: a 16-bit RGBA picture of
+// data.MaxImagePixels stored uncompressed.
+const maxImageFileBytes = 8 * data.MaxImagePixels
+
+// sizeFiles reads the header of each input file (refusing what is not a
+// regular file, and a picture of more than data.MaxImagePixels, before
+// anything of its size exists) and names its outputs.
+func (p *Predictor) sizeFiles(input string, names *namer) ([]sizedFile, error) {
 	files, err := inputFiles(input)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c := p.Config.Model.InChannels
-	if c != 1 && c != 3 {
-		return fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
+	if c := p.Config.Model.InChannels; c != 1 && c != 3 {
+		return nil, fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
 	}
 	sized := make([]sizedFile, len(files))
 	for i, f := range files {
 		h, w, err := data.ImageSize(f)
 		if err != nil {
-			return fmt.Errorf("predict: %w", err)
+			return nil, fmt.Errorf("predict: %w", err)
+		}
+		if int64(h)*int64(w) > data.MaxImagePixels {
+			return nil, fmt.Errorf("predict: %s: an image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
+				f, h, w, data.MaxImagePixels)
 		}
 		th, tw := inputSize(p.Config, h, w)
-		sized[i] = sizedFile{f, h, w, th, tw}
+		stem, suffix := fileStem(f)
+		sized[i] = sizedFile{path: f, h: h, w: w, th: th, tw: tw, stem: names.name(f, stem, suffix)}
 	}
+	return sized, nil
+}
+
+// predictFiles predicts image files. Each is prepared as training prepared
+// its images: decoded as the file datasets decode them, scaled to
+// data.resize (or by data.scale; bilinear, as data.resize scales), with
+// sides rounded to a multiple of 2^model.depth, normalized by data.mean and
+// data.std; its mask is scaled back to the image's own size (nearest).
+// Consecutive images of one size go through the model together, up to
+// p.Batch at a time and as many as fit. Before a file is decoded its
+// batch's memory is planned from the file's header (PlanBatch): an image
+// that cannot fit alone is refused with a *SizeError naming what it needs
+// and what would fit; one that needs more than 1 GiB is announced on note.
+// Outputs go into outDir and are listed in rep.
+func (p *Predictor) predictFiles(sized []sizedFile, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	for lo := 0; lo < len(sized); {
 		hi, need, err := p.fileBatch(sized, lo, opts, lim)
 		if err != nil {
@@ -70,7 +86,7 @@ func (p *Predictor) PredictFiles(input, outDir string, opts Options, lim Limits,
 		}
 		lo = hi
 	}
-	rep.Images = len(files)
+	rep.Images = len(sized)
 	return nil
 }
 
@@ -135,7 +151,7 @@ func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Opti
 		img := src.images[j]
 		b := img.Bounds()
 		mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
-		stem := strings.TrimSuffix(filepath.Base(f.path), filepath.Ext(f.path))
+		stem := f.stem
 		out := Output{Input: f.path, Mask: stem + ".png"}
 		if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy(), rep.MaskValues); err != nil {
 			return err
@@ -207,6 +223,9 @@ func inputFiles(input string) ([]string, error) {
 		return nil, fmt.Errorf("predict: --input: %w", err)
 	}
 	if !st.IsDir() {
+		if err := checkInputFile(input); err != nil {
+			return nil, err
+		}
 		return []string{input}, nil
 	}
 	des, err := os.ReadDir(input)
@@ -216,13 +235,28 @@ func inputFiles(input string) ([]string, error) {
 	var files []string
 	for _, de := range des {
 		if !de.IsDir() && slices.Contains(ImageExts, strings.ToLower(filepath.Ext(de.Name()))) {
-			files = append(files, filepath.Join(input, de.Name()))
+			path := filepath.Join(input, de.Name())
+			if err := checkInputFile(path); err != nil {
+				return nil, err
+			}
+			files = append(files, path)
 		}
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("predict: --input %s holds no %s files", input, strings.Join(ImageExts, ", "))
 	}
 	return files, nil
+}
+
+// checkInputFile refuses, by name, an input that is not a regular file (a
+// FIFO would hang the read, a link to /dev/zero never end it) or is larger
+// than an image file can be, before a byte of it is read.
+func checkInputFile(path string) error {
+	f, _, err := infile.Open(path, maxImageFileBytes)
+	if err != nil {
+		return fmt.Errorf("predict: --input: %w", err)
+	}
+	return f.Close()
 }
 
 // fileSource is a batch of decoded images as a data.ImageSource (with empty

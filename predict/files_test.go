@@ -131,13 +131,13 @@ func TestPredictRefusesByHostMemory(t *testing.T) {
 	writeImage(t, filepath.Join(in, "big.png"), 512, 384)
 	p := tinyPredictor(t, 1)
 	var note bytes.Buffer
-	err := p.PredictFiles(in, t.TempDir(), Options{Overlay: true}, Limits{Available: 2 << 20}, &note, &Report{})
+	_, err := p.Run(in, t.TempDir(), Options{Overlay: true}, Limits{Available: 2 << 20}, &note)
 	var se *SizeError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "the machine has 2.00 MiB available") || se.Need.Total() <= 2<<20 {
 		t.Errorf("host limit: %v", err)
 	}
-	rep := &Report{}
-	if err := p.PredictFiles(in, t.TempDir(), Options{}, Limits{Available: 1 << 40}, &note, rep); err != nil || rep.PlannedPeakBytes == 0 {
-		t.Errorf("with room: %v, planned %d", err, rep.PlannedPeakBytes)
+	rep, err := p.Run(in, t.TempDir(), Options{}, Limits{Available: 1 << 40}, &note)
+	if err != nil || rep.PlannedPeakBytes == 0 {
+		t.Errorf("with room: %v, planned %+v", err, rep)
 	}
 }

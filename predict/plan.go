@@ -46,7 +46,7 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 	if err != nil {
 		return Need{}, err
 	}
-	_, err = dry.classes(logits)
+	err = dry.argmax(logits, nil)
 	logits.Release()
 	if err != nil {
 		return Need{}, err

@@ -103,15 +103,27 @@ func (p *Predictor) logits(images []float32, n, h, w int) (*model.Tensor, error)
 // classes is the argmax of logits (N,K,H,W), computed on the device into a
 // buffer of N*H*W bytes and downloaded.
 func (p *Predictor) classes(logits *model.Tensor) ([]uint8, error) {
+	var out []uint8
+	err := p.argmax(logits, func(v backend.View) { out = backend.DownloadBytes(p.Device.Backend, v) })
+	return out, err
+}
+
+// argmax computes logits' classes into a pool buffer and hands it to use
+// (nil in a dry run: a plan downloads nothing, so no host buffer of the
+// image's size exists before the image is known to fit).
+func (p *Predictor) argmax(logits *model.Tensor, use func(backend.View)) error {
 	buf, err := p.Pool().Alloc(memory.Activations, int64(logits.N*logits.H*logits.W))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer p.Pool().MustFree(buf)
 	out := backend.Whole(buf, backend.Uint8)
 	s := logits.Shape()
 	p.Device.Backend.Argmax(backend.Shape4{N: s[0], C: s[1], H: s[2], W: s[3]}, out, logits.View())
-	return backend.DownloadBytes(p.Device.Backend, out), nil
+	if use != nil {
+		use(out)
+	}
+	return nil
 }
 
 // Predict returns the class of every pixel (N,H,W) of n normalized images

@@ -25,6 +25,8 @@ type Report struct {
 	// Legend is the color of each class in the masks and overlays, also
 	// drawn in legend.png.
 	Legend []LegendEntry `json:"legend"`
+	// Options are the choices the prediction was made with.
+	Options Options `json:"options"`
 	// MaskValues is the value each class has in the mask files written
 	// (the training masks' own values, e.g. [0, 255]); absent when the
 	// masks hold the class indices (palette PNGs).
@@ -60,6 +62,8 @@ type Options struct {
 	// ClassIndices writes class indices even where the training masks held
 	// other values.
 	ClassIndices bool `json:"class_indices"`
+	// Force replaces an earlier prediction in the output folder.
+	Force bool `json:"-"`
 }
 
 // probabilistic says the predictions come from host probabilities

@@ -2,39 +2,104 @@ package predict
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/outdir"
 )
+
+// ReportName is the report's file in the output folder.
+const ReportName = "predict.json"
 
 // Run predicts input (an image file, a directory of them, or
 // dataset:<split>) into outDir: the masks and the outputs opts asks for,
 // legend.png (each class's color) and predict.json (the returned report).
-// note gets what the user should know before a large batch runs.
+// note gets what the user should know as it happens (a renamed output, a
+// large batch).
+//
+// The inputs are read and named before anything is written. outDir may
+// not be the input folder or inside it (nor the dataset's folder), is
+// held with outdir.Acquire for the whole call, and must be empty or hold
+// only an earlier prediction, which opts.Force replaces; every file is
+// written whole and never through a link planted there.
 func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.Writer) (*Report, error) {
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	if note == nil {
+		note = io.Discard
+	}
+	names := newNamer(opts, p.Config.Model.Classes, note)
+	var files []sizedFile
+	var split *splitInput
+	var err error
+	if name, ok := strings.CutPrefix(input, "dataset:"); ok {
+		split, err = p.openSplit(name, opts, lim)
+		if err != nil {
+			err = fmt.Errorf("predict: --input %s: %w", input, err)
+		}
+	} else {
+		files, err = p.sizeFiles(input, names)
+	}
+	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Input: input, Precision: p.precision}
+	if err := p.checkOutside(input, split != nil, outDir); err != nil {
+		return nil, err
+	}
+	lock, err := outdir.Acquire(outDir, "memunet predict")
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	if err := clearFolder(outDir, opts.Force); err != nil {
+		return nil, err
+	}
+	rep := p.newReport(input, opts)
+	if split != nil {
+		err = p.predictSplit(split, outDir, opts, names, rep)
+	} else {
+		err = p.predictFiles(files, outDir, opts, lim, note, rep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, p.finish(outDir, rep)
+}
+
+// checkOutside refuses an output folder that is the input folder (or the
+// dataset's) or inside it: predicting would write over the inputs.
+func (p *Predictor) checkOutside(input string, split bool, outDir string) error {
+	in, what := input, "--input"
+	if split {
+		if p.Config.Data.Source == data.SourceSynthetic || p.Config.Data.Path == "" {
+			return nil
+		}
+		in, what = p.Config.Data.Path, "the dataset's data.path"
+	}
+	if outdir.Within(outDir, in) {
+		return fmt.Errorf("predict: --out %s is %s %s or inside it: predicting would write over the inputs; choose a folder outside it", outDir, what, in)
+	}
+	return nil
+}
+
+func (p *Predictor) newReport(input string, opts Options) *Report {
+	rep := &Report{Input: input, Precision: p.precision, Options: opts}
 	if ck := p.Checkpoint; ck != nil {
 		rep.Checkpoint, rep.Step, rep.TrainingValMIoU = ck.Dir, ck.Manifest.Step, ck.Manifest.ValMIoU
 		if !opts.ClassIndices {
 			rep.MaskValues = ck.Manifest.MaskValues
 		}
 	}
-	var err error
-	if split, ok := strings.CutPrefix(input, "dataset:"); ok {
-		err = p.PredictSplitInto(split, outDir, opts, lim, rep)
-	} else {
-		err = p.PredictFiles(input, outDir, opts, lim, note, rep)
-	}
-	if err != nil {
-		return nil, err
-	}
+	return rep
+}
+
+// finish writes legend.png and predict.json.
+func (p *Predictor) finish(outDir string, rep *Report) error {
 	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
 	for k := range p.Config.Model.Classes {
 		e := LegendEntry{Class: k, Color: data.HexColor(data.ClassColor(uint8(k)))}
@@ -43,18 +108,102 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		}
 		rep.Legend = append(rep.Legend, e)
 	}
-	if err := writePNG(filepath.Join(outDir, "legend.png"), data.Legend(p.Config.Model.Classes)); err != nil {
-		return nil, err
+	if err := writePNG(filepath.Join(outDir, LegendName), data.Legend(p.Config.Model.Classes)); err != nil {
+		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := outdir.WriteBytes(filepath.Join(outDir, ReportName), append(js, '\n')); err != nil {
-		return nil, err
-	}
-	return rep, nil
+	return outdir.WriteBytes(filepath.Join(outDir, ReportName), append(js, '\n'))
 }
 
-// ReportName is the report's file in the output folder.
-const ReportName = "predict.json"
+// maxReportBytes bounds an earlier predict.json read back.
+const maxReportBytes = 64 << 20
+
+// clearFolder makes dir ready for a prediction: an empty folder is; one
+// holding an earlier prediction is refused unless force, which removes
+// that prediction's own files (those its predict.json lists, legend.png
+// and predict.json) and nothing else; one holding any other file is
+// refused, so that predict never mixes its files with what it did not
+// write, nor deletes them.
+func clearFolder(dir string, force bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, e := range entries {
+		if e.Name() != outdir.LockName {
+			present[e.Name()] = true
+		}
+	}
+	if len(present) == 0 {
+		return nil
+	}
+	ours, err := earlierOutputs(dir)
+	if err != nil {
+		return err
+	}
+	var others []string
+	for name := range present {
+		if !ours[name] {
+			others = append(others, name)
+		}
+	}
+	slices.Sort(others)
+	switch {
+	case ours == nil:
+		return fmt.Errorf("predict: --out %s already holds %d files (e.g. %s) and no prediction: predict into a new or empty folder",
+			dir, len(present), anyName(present))
+	case !force:
+		return fmt.Errorf("predict: --out %s already holds a prediction (%s): predict into a new --out folder, or add --force to replace it",
+			dir, ReportName)
+	case len(others) > 0:
+		return fmt.Errorf("predict: --force replaces only an earlier prediction's files, and --out %s also holds %d others (e.g. %s): choose another --out",
+			dir, len(others), others[0])
+	}
+	for name := range present {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("predict: --force: %w", err)
+		}
+	}
+	return nil
+}
+
+// earlierOutputs is the set of files an earlier prediction in dir wrote,
+// from its predict.json; nil when dir holds none.
+func earlierOutputs(dir string) (map[string]bool, error) {
+	path := filepath.Join(dir, ReportName)
+	b, err := infile.ReadFile(path, maxReportBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var prev Report
+	if err == nil {
+		err = json.Unmarshal(b, &prev)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("predict: --out holds %s, which cannot be read (%v): choose another --out", path, err)
+	}
+	ours := map[string]bool{ReportName: true, LegendName: true}
+	for _, o := range prev.Outputs {
+		for _, name := range append([]string{o.Mask, o.Overlay}, o.Probs...) {
+			if name != "" && filepath.Base(name) == name {
+				ours[name] = true
+			}
+		}
+	}
+	return ours, nil
+}
+
+// anyName is one of names, the first in sorted order.
+func anyName(names map[string]bool) string {
+	first := ""
+	for n := range names {
+		if first == "" || n < first {
+			first = n
+		}
+	}
+	return first
+}

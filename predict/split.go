@@ -3,37 +3,116 @@ package predict
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 )
 
-// PredictSplitInto predicts the checkpoint's own validation (or training,
-// or test) samples, preprocessed exactly as in training, writes their
-// outputs into outDir and reports the metrics in rep. Each output is named
-// after its sample's source file (folder, voc), or <split>-<index> for
-// synthetic data.
-func (p *Predictor) PredictSplitInto(split, outDir string, opts Options, lim Limits, rep *Report) error {
-	ds, idx, err := p.Split(split)
+// splitInput is a dataset split to predict: the checkpoint's dataset (or
+// the one its data.* keys name), opened.
+type splitInput struct {
+	name string // val, train or test
+	ds   data.Dataset
+	idx  []int
+	need Need // a batch's, planned before the dataset was opened
+}
+
+// openSplit plans a batch of the split's samples (from data.ProbeSize,
+// before a file is read) and refuses with a *SplitSizeError what cannot
+// fit lim; then it opens the dataset. A size the probe cannot tell (a
+// train/ val/ test/ layout) is planned once the set is open, and one
+// above data.MaxImagePixels is not planned: opening refuses the file by
+// name.
+func (p *Predictor) openSplit(name string, opts Options, lim Limits) (*splitInput, error) {
+	h, w, err := data.ProbeSize(p.Config.DataConfig())
+	planned := err == nil && int64(h)*int64(w) <= data.MaxImagePixels
+	var need Need
+	if planned {
+		if need, err = p.planSplit(name, h, w, opts, lim); err != nil {
+			return nil, err
+		}
+	}
+	ds, idx, err := p.Split(name)
 	if err != nil {
-		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
+		return nil, err
 	}
-	h, w := ds.Size()
-	need, err := p.PlanBatch(min(p.Batch, len(idx)), h, w, 0, opts.Overlay)
+	if dh, dw := ds.Size(); !planned || dh != h || dw != w {
+		if need, err = p.planSplit(name, dh, dw, opts, lim); err != nil {
+			return nil, err
+		}
+	}
+	return &splitInput{name: name, ds: ds, idx: idx, need: need}, nil
+}
+
+// SplitSizeError refuses a split whose batches cannot fit.
+type SplitSizeError struct {
+	Split   string
+	N, H, W int
+	// Why is what the need is and the limit it passes; Advice what fits.
+	Why, Advice string
+}
+
+func (e *SplitSizeError) Error() string {
+	return fmt.Sprintf("batches of %d images of %dx%d (height x width) need %s. %s", e.N, e.H, e.W, e.Why, e.Advice)
+}
+
+// planSplit plans a batch of p.Batch h x w samples; one that does not fit
+// lim is a *SplitSizeError naming the batch or the size that would.
+func (p *Predictor) planSplit(split string, h, w int, opts Options, lim Limits) (Need, error) {
+	plan := func(n, h, w int) (Need, error) {
+		need, err := p.PlanBatch(n, h, w, 0, opts.Overlay)
+		need.Host += opts.hostBytes(int64(n*h*w), 0, p.Config.Model.Classes)
+		return need, err
+	}
+	need, err := plan(p.Batch, h, w)
 	if err != nil {
-		return fmt.Errorf("predict: --input dataset:%s: %w", split, err)
+		return Need{}, err
 	}
-	need.Host += opts.hostBytes(int64(need.N*h*w), 0, p.Config.Model.Classes)
-	if why := lim.exceeded(need); why != "" {
-		return fmt.Errorf("predict: --input dataset:%s: batches of %d images of %dx%d need %s; lower --batch", split, need.N, h, w, why)
+	why := lim.exceeded(need)
+	if why == "" {
+		return need, nil
 	}
-	rep.PlannedPeakBytes = need.PeakAllocated
-	src, _ := data.SourceImages(ds)
-	names := map[string]bool{}
+	fits := func(nd Need) string {
+		if lim.Capacity > 0 {
+			return "a pool peak of " + memory.FormatBytes(nd.PeakAllocated) + " allocated"
+		}
+		return "about " + memory.FormatBytes(nd.Total())
+	}
+	e := &SplitSizeError{Split: split, N: p.Batch, H: h, W: w, Why: why}
+	for n := p.Batch / 2; n >= 1 && e.Advice == ""; n /= 2 {
+		if nd, err := plan(n, h, w); err == nil && lim.exceeded(nd) == "" {
+			e.Advice = fmt.Sprintf("--batch %d fits (it needs %s).", n, fits(nd))
+		}
+	}
+	multiple := 1 << p.Config.Model.Depth
+	for k := 1; k <= 8 && e.Advice == ""; k++ {
+		sh, sw := h>>k/multiple*multiple, w>>k/multiple*multiple
+		if sh == 0 || sw == 0 {
+			break
+		}
+		if nd, err := plan(1, sh, sw); err == nil && lim.exceeded(nd) == "" {
+			e.Advice = fmt.Sprintf("Even one image does not fit; one of %dx%d does (it needs %s): data.resize=[%d, %d] with --batch 1.", sh, sw, fits(nd), sh, sw)
+		}
+	}
+	if e.Advice == "" {
+		e.Advice = "Even one image at 1/256 of its size would not fit: use a machine with more memory."
+	}
+	return Need{}, e
+}
+
+// predictSplit predicts a dataset split, preprocessed exactly as in
+// training, writes its outputs into outDir and reports the metrics in
+// rep. Each output is named after its sample's source file (folder, voc),
+// or <split>-<index> for synthetic data.
+func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, names *namer, rep *Report) error {
+	h, w := in.ds.Size()
+	rep.PlannedPeakBytes = in.need.PeakAllocated
+	src, _ := data.SourceImages(in.ds)
 	each := func(i int, pred []uint8, probs []float32) error {
-		name := outputName(data.SampleName(ds, i), fmt.Sprintf("%s-%05d", split, i), names)
-		out := Output{Input: fmt.Sprintf("dataset:%s[%d]", split, i), Mask: name + ".png"}
+		input := fmt.Sprintf("dataset:%s[%d]", in.name, i)
+		name := names.name(input, data.SampleName(in.ds, i), fmt.Sprintf("%s-%05d", in.name, i))
+		out := Output{Input: input, Mask: name + ".png"}
 		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h, rep.MaskValues); err != nil {
 			return err
 		}
@@ -56,34 +135,34 @@ func (p *Predictor) PredictSplitInto(split, outDir string, opts Options, lim Lim
 		rep.Outputs = append(rep.Outputs, out)
 		return nil
 	}
-	var m metrics.Validation
-	if opts.probabilistic() {
-		m, err = p.PredictSplitProbs(ds, idx, opts.TTA, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs) })
-	} else {
-		m, err = p.PredictSplit(ds, idx, func(i int, pred, _ []uint8) error { return each(i, pred, nil) })
-	}
+	m, err := p.scoreSplit(in, opts.TTA, opts.probabilistic(), each)
 	if err != nil {
 		return err
 	}
-	rep.Metrics, rep.Images = &m, len(idx)
+	rep.Metrics, rep.Images = &m, len(in.idx)
 	return nil
 }
 
-// outputName is a sample's output file stem: its source name made safe for
-// a file name, else fallback; a name already used gets fallback appended.
-func outputName(name, fallback string, used map[string]bool) string {
-	name = strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == 0 {
-			return '_'
-		}
-		return r
-	}, name)
-	switch {
-	case name == "" || name == "." || name == "..":
-		name = fallback
-	case used[name]:
-		name += "-" + fallback
+// scoreSplit predicts the split's samples (from probabilities with
+// probabilistic, flip-averaged with tta) and calls each with every
+// sample's classes and, where computed, probabilities.
+func (p *Predictor) scoreSplit(in *splitInput, tta, probabilistic bool, each func(i int, pred []uint8, probs []float32) error) (metrics.Validation, error) {
+	if probabilistic {
+		return p.PredictSplitProbs(in.ds, in.idx, tta, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs) })
 	}
-	used[name] = true
-	return name
+	return p.PredictSplit(in.ds, in.idx, func(i int, pred, _ []uint8) error { return each(i, pred, nil) })
+}
+
+// Score scores the checkpoint on a split of its dataset (of another one,
+// where its data.* keys were changed) as training's validation computes
+// the scores, flip-averaged with tta: eval. The batch is planned first
+// and refused with a *SplitSizeError when it cannot fit lim. It returns
+// the scores and the number of samples.
+func (p *Predictor) Score(split string, tta bool, lim Limits) (metrics.Validation, int, error) {
+	in, err := p.openSplit(split, Options{TTA: tta}, lim)
+	if err != nil {
+		return metrics.Validation{}, 0, err
+	}
+	v, err := p.scoreSplit(in, tta, tta, func(int, []uint8, []float32) error { return nil })
+	return v, len(in.idx), err
 }

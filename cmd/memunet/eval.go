@@ -19,7 +19,7 @@ import (
 	"github.com/memunet/memunet/report"
 )
 
-const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--out FILE]"
+const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--capacity SIZE] [--out FILE]"
 
 // EvalReport is eval's JSON: the split's scores by a checkpoint.
 type EvalReport struct {
@@ -47,6 +47,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 	tta := fs.Bool("tta", false, "test-time flip averaging (two forward passes)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
+	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	out := fs.String("out", "", "the JSON report (default: eval/<split>-step-N[-tta][-data-HASH].json in the checkpoint's run directory)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, evalUsage)
@@ -105,26 +106,21 @@ func evalCommand(args []string, stdout io.Writer) error {
 	if *batch == 0 {
 		*batch = ck.Config.Train.BatchSize
 	}
-	p, err := predict.NewPredictor(ck, prec, 0, *batch)
+	lim, err := predictLimits("eval", ck.Config, *capacity)
+	if err != nil {
+		return err
+	}
+	p, err := predict.NewPredictor(ck, prec, lim.Capacity, *batch)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	p.Note = os.Stderr
-	ds, idx, err := p.Split(*split)
+	v, samples, err := p.Score(*split, *tta, lim)
 	if err != nil {
 		return fmt.Errorf("eval: --split %s: %w", *split, err)
 	}
-	var v metrics.Validation
-	if *tta {
-		v, err = p.PredictSplitProbs(ds, idx, true, func(int, []uint8, []uint8, []float32) error { return nil })
-	} else {
-		v, err = p.PredictSplit(ds, idx, func(int, []uint8, []uint8) error { return nil })
-	}
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	rep := EvalReport{Checkpoint: dir, Step: ck.Manifest.Step, Split: *split, Samples: len(idx), Data: sets, TTA: *tta, Validation: v}
+	rep := EvalReport{Checkpoint: dir, Step: ck.Manifest.Step, Split: *split, Samples: samples, Data: sets, TTA: *tta, Validation: v}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -133,7 +129,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 		return fmt.Errorf("eval: writing %s: %w", *out, err)
 	}
 	fmt.Fprintf(stdout, "%s, %d samples, by %s (step %d): loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f\n",
-		*split, len(idx), dir, ck.Manifest.Step, v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice)
+		*split, samples, dir, ck.Manifest.Step, v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice)
 	report.PrintClassTable(stdout, v.PerClass)
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	return nil

@@ -37,10 +37,13 @@ var commands = []commandHelp{
 		own validation split and reports its metrics, each output named after its source file;
 		legend.png shows each class's color. A run directory as --checkpoint means its best
 		checkpoint by val_miou (--newest: its newest). Each batch's memory is planned first: an
-		image too large for --capacity or the machine is refused with a size that fits.`},
+		image too large for --capacity or the machine is refused with a size that fits. --out must be
+		outside the inputs and empty, or hold an earlier prediction that --force replaces; one
+		predict at a time writes there.`},
 	{name: "eval", usage: synopsis(evalUsage), summary: `scores a checkpoint on a split of its dataset (val, test: a folder
 		set's test/ subfolder, or train), or of another one by --set data.*: loss, pixel accuracy, mIoU,
-		Dice and the per-class table, as training's validation computes them; writes a JSON report.`},
+		Dice and the per-class table, as training's validation computes them; writes a JSON report.
+		A batch that cannot fit --capacity or the machine is refused first, naming what would.`},
 	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
 		with PyTorch state_dict names (see README: Exported weights), or with --format onnx the
 		eval-mode model as an ONNX graph for ONNX Runtime (dynamic batch, height and width;

@@ -18,7 +18,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--force]"
 
 func predictCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
@@ -34,6 +34,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
+	force := fs.Bool("force", false, "replace an earlier prediction in --out (only the files its predict.json lists)")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, predictUsage)
@@ -47,7 +48,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if *probs != "" && *probs != "png" && *probs != "npy" {
 		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
 	}
-	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices}
+	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Force: *force}
 	resolve := checkpoint.ResolveBest
 	if *newest {
 		resolve = func(arg string) (string, error) { return checkpoint.ResolveResume(arg, "") }
@@ -88,25 +89,14 @@ func predictCommand(args []string, stdout io.Writer) error {
 			return usageError{"predict: --precision " + err.Error()}
 		}
 	}
-	capBytes := int64(cfg.Memory.Capacity)
-	if *capacity != "" {
-		b, err := config.ParseByteSize(*capacity)
-		if err != nil {
-			return usageError{"predict: --capacity: " + err.Error()}
-		}
-		capBytes = int64(b)
-	}
-	if capBytes == int64(config.CapacityAuto) {
-		if capBytes, _, err = resolveCapacity(cfg); err != nil {
-			return err
-		}
-	}
 	if *batch == 0 {
 		*batch = cfg.Train.BatchSize
 	}
-	// Read before the model takes its share: the plans count the weights.
-	lim := predict.Limits{Capacity: capBytes, Available: train.HostMemory()}
-	p, err := predict.NewPredictor(ck, prec, capBytes, *batch)
+	lim, err := predictLimits("predict", cfg, *capacity)
+	if err != nil {
+		return err
+	}
+	p, err := predict.NewPredictor(ck, prec, lim.Capacity, *batch)
 	if err != nil {
 		return err
 	}
@@ -127,4 +117,26 @@ func predictCommand(args []string, stdout io.Writer) error {
 		report.PrintClassTable(stdout, m.PerClass)
 	}
 	return nil
+}
+
+// predictLimits are what predict and eval plan against: the pool's
+// capacity (--capacity, else the checkpoint's memory.capacity; auto: the
+// device's free memory) and the host's available memory, read before the
+// model takes its share (the plans count the weights).
+func predictLimits(command string, cfg config.Config, capacity string) (predict.Limits, error) {
+	capBytes := int64(cfg.Memory.Capacity)
+	if capacity != "" {
+		b, err := config.ParseByteSize(capacity)
+		if err != nil {
+			return predict.Limits{}, usageError{command + ": --capacity: " + err.Error()}
+		}
+		capBytes = int64(b)
+	}
+	if capBytes == int64(config.CapacityAuto) {
+		var err error
+		if capBytes, _, err = resolveCapacity(cfg); err != nil {
+			return predict.Limits{}, err
+		}
+	}
+	return predict.Limits{Capacity: capBytes, Available: train.HostMemory()}, nil
 }

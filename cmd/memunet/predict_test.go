@@ -319,7 +319,7 @@ func TestPredictUsesTheBestCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		flags []string
 		want  string
-	}{{nil, sum.BestCheckpoint}, {[]string{"--newest"}, sum.LastCheckpoint}} {
+	}{{nil, sum.BestCheckpoint}, {[]string{"--newest", "--force"}, sum.LastCheckpoint}} {
 		args := append([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val"}, tc.flags...)
 		stdout := runOK(t, args...)
 		var rep predict.Report

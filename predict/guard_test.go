@@ -1,0 +1,268 @@
+package predict
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"image"
+	"image/jpeg"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memunet/memunet/outdir"
+)
+
+// tree is every regular file under dir with a hash of its bytes, and
+// every other entry with its kind.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			out[path] = string(sum[:])
+		} else {
+			out[path] = d.Type().String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	if len(before) != len(after) {
+		t.Errorf("%s: %d entries before, %d after", what, len(before), len(after))
+	}
+	for path, h := range before {
+		if after[path] != h {
+			t.Errorf("%s: %s changed", what, path)
+		}
+	}
+}
+
+// TestRunRefusesOutInsideInput: --out equal to --input, or inside it, is
+// refused before anything is written, and the inputs stay byte-identical.
+func TestRunRefusesOutInsideInput(t *testing.T) {
+	in := t.TempDir()
+	for _, name := range []string{"a.png", "b.png"} {
+		writeImage(t, filepath.Join(in, name), 16, 16)
+	}
+	link := filepath.Join(t.TempDir(), "images")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPredictor(t, 2)
+	for _, tc := range []struct{ input, out string }{
+		{in, in},
+		{in, filepath.Join(in, "masks")},
+		{in, filepath.Join(link, "masks")},
+		{link, in},
+		{filepath.Join(in, "a.png"), filepath.Join(in, "a.png")},
+	} {
+		before := tree(t, in)
+		_, err := p.Run(tc.input, tc.out, Options{Overlay: true}, Limits{}, nil)
+		if err == nil || !strings.Contains(err.Error(), "write over the inputs") {
+			t.Errorf("--input %s --out %s: %v", tc.input, tc.out, err)
+		}
+		sameTree(t, "--out "+tc.out, before, tree(t, in))
+	}
+}
+
+// TestRunNamesCollidingInputs: a.png and a.jpg (one stem), and a.png's
+// overlay and a_overlay.png's mask, would write one file; each input gets
+// outputs of its own and the note names the renamed one.
+func TestRunNamesCollidingInputs(t *testing.T) {
+	in := t.TempDir()
+	writeImage(t, filepath.Join(in, "a.png"), 16, 16)
+	writeImage(t, filepath.Join(in, "a_overlay.png"), 16, 16)
+	var jb bytes.Buffer
+	if err := jpeg.Encode(&jb, image.NewRGBA(image.Rect(0, 0, 16, 16)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "a.jpg"), jb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var note bytes.Buffer
+	rep, err := tinyPredictor(t, 4).Run(in, out, Options{Overlay: true, Probs: "npy"}, Limits{}, &note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]string{}
+	for _, o := range rep.Outputs {
+		for _, f := range append([]string{o.Mask, o.Overlay}, o.Probs...) {
+			if prev, ok := written[f]; ok {
+				t.Errorf("%s is written for %s and %s", f, prev, o.Input)
+			}
+			written[f] = o.Input
+			if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if len(rep.Outputs) != 3 || len(written) != 9 {
+		t.Errorf("%d outputs, %d files: %v", len(rep.Outputs), len(written), written)
+	}
+	msg := note.String()
+	for _, want := range []string{
+		filepath.Join(in, "a.png") + " would write a.png, as " + filepath.Join(in, "a.jpg") + " does: its outputs are named a-png.png instead",
+		filepath.Join(in, "a_overlay.png") + " would write a_overlay.png, as " + filepath.Join(in, "a.jpg") + " does",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("note lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// TestRunDoesNotFollowPlantedLinks: links planted in an output folder are
+// never written through. In a fresh folder a link makes the folder used,
+// refused; in an earlier prediction's folder (its predict.json naming the
+// links), --force replaces the links with files. Every link's target is
+// unchanged, and every writer replaces a link at its path.
+func TestRunDoesNotFollowPlantedLinks(t *testing.T) {
+	in := t.TempDir()
+	writeImage(t, filepath.Join(in, "a.png"), 16, 16)
+	elsewhere := t.TempDir()
+	target := func(name string) string {
+		path := filepath.Join(elsewhere, name)
+		if _, err := os.Stat(path); err != nil {
+			os.WriteFile(path, []byte("not predict's: "+name), 0o644)
+		}
+		return path
+	}
+	p := tinyPredictor(t, 1)
+
+	fresh := t.TempDir()
+	os.Symlink(target("a.png"), filepath.Join(fresh, "a.png"))
+	before := tree(t, elsewhere)
+	if _, err := p.Run(in, fresh, Options{}, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "no prediction") {
+		t.Errorf("a folder holding a link: %v", err)
+	}
+
+	earlier := t.TempDir()
+	prev, _ := json.Marshal(Report{Outputs: []Output{{Mask: "a.png", Overlay: "a_overlay.png", Probs: []string{"a_probs.npy"}}}})
+	os.WriteFile(target(ReportName), prev, 0o644)
+	for _, name := range []string{"a.png", "a_overlay.png", "a_probs.npy", LegendName, ReportName} {
+		if err := os.Symlink(target(name), filepath.Join(earlier, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = tree(t, elsewhere)
+	if _, err := p.Run(in, earlier, Options{Overlay: true, Probs: "npy"}, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("an earlier prediction without --force: %v", err)
+	}
+	if _, err := p.Run(in, earlier, Options{Overlay: true, Probs: "npy", Force: true}, Limits{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, "the links' targets", before, tree(t, elsewhere))
+	for _, name := range []string{"a.png", "a_overlay.png", "a_probs.npy", LegendName, ReportName} {
+		if st, err := os.Lstat(filepath.Join(earlier, name)); err != nil || !st.Mode().IsRegular() {
+			t.Errorf("%s: %v %v", name, st, err)
+		}
+	}
+
+	// Each writer on its own, onto a link.
+	dir := t.TempDir()
+	writers := map[string]func(path string) error{
+		"mask.png":  func(path string) error { return writeMask(path, make([]uint8, 4), 2, 2, nil) },
+		"gray.png":  func(path string) error { return writeMask(path, make([]uint8, 4), 2, 2, []int{0, 255, 7}) },
+		"probs.npy": func(path string) error { return writeNpy(path, make([]float32, 4), 1, 2, 2) },
+		"any.png":   func(path string) error { return writePNG(path, image.NewRGBA(image.Rect(0, 0, 2, 2))) },
+	}
+	before = tree(t, elsewhere)
+	for name, write := range writers {
+		os.Symlink(target(name), filepath.Join(dir, name))
+		before = tree(t, elsewhere)
+		if err := write(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := os.Lstat(filepath.Join(dir, name)); !st.Mode().IsRegular() {
+			t.Errorf("%s is still a link", name)
+		}
+	}
+	sameTree(t, "the writers' link targets", before, tree(t, elsewhere))
+}
+
+// TestRunLocksOut: while another process holds --out (outdir.Acquire, as
+// a second memunet predict would), predict is refused at once with the
+// line naming it; once released, it predicts there.
+func TestRunLocksOut(t *testing.T) {
+	in := t.TempDir()
+	writeImage(t, filepath.Join(in, "a.png"), 16, 16)
+	out := t.TempDir()
+	held, err := outdir.Acquire(out, "memunet predict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPredictor(t, 1)
+	_, err = p.Run(in, out, Options{}, Limits{}, nil)
+	var inUse *outdir.InUseError
+	if !errors.As(err, &inUse) || !strings.Contains(err.Error(), out+" is in use by memunet predict (pid ") {
+		t.Errorf("a held --out: %v", err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 1 {
+		t.Errorf("the refused predict wrote into %s: %v", out, entries)
+	}
+	held.Release()
+	if _, err := p.Run(in, out, Options{}, Limits{}, nil); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+}
+
+// TestRunRefusesIrregularInputs: a FIFO (which would block the read) and
+// a link to /dev/zero (which never ends) among the inputs are refused by
+// name, before anything is read from them or written.
+func TestRunRefusesIrregularInputs(t *testing.T) {
+	in := t.TempDir()
+	writeImage(t, filepath.Join(in, "a.png"), 16, 16)
+	fifo := filepath.Join(in, "b.png")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	zeros := filepath.Join(t.TempDir(), "zeros")
+	os.MkdirAll(zeros, 0o755)
+	writeImage(t, filepath.Join(zeros, "a.png"), 16, 16)
+	if err := os.Symlink("/dev/zero", filepath.Join(zeros, "z.png")); err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPredictor(t, 1)
+	for _, tc := range []struct{ input, want string }{
+		{in, fifo + ": not a regular file (a named pipe (FIFO))"},
+		{fifo, fifo + ": not a regular file (a named pipe (FIFO))"},
+		{zeros, filepath.Join(zeros, "z.png") + ": not a regular file (a device)"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { _, err := p.Run(tc.input, out, Options{}, Limits{}, nil); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--input %s: %v", tc.input, err)
+			}
+			t.Logf("--input %s refused in %v", tc.input, time.Since(start))
+		case <-time.After(time.Minute):
+			t.Fatalf("--input %s: still reading after a minute", tc.input)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("--input %s: %s was made", tc.input, out)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package predict
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/memunet/memunet/outdir"
+)
+
+// LegendName is the class colors' picture in the output folder.
+const LegendName = "legend.png"
+
+// namer gives each input the stem of its output files so that no two
+// inputs write one file (a.png and a.jpg both give a.png; a.png's overlay
+// is a_overlay.png's mask) and none writes predict.json or legend.png.
+// Names are compared lower-cased: a case-insensitive file system folds
+// A.png onto a.png.
+type namer struct {
+	taken   map[string]string // a file name, lower-cased -> the input writing it
+	opts    Options
+	classes int
+	note    io.Writer
+}
+
+func newNamer(opts Options, classes int, note io.Writer) *namer {
+	n := &namer{taken: map[string]string{}, opts: opts, classes: classes, note: note}
+	for _, f := range []string{ReportName, LegendName, outdir.LockName} {
+		n.taken[strings.ToLower(f)] = "predict itself"
+	}
+	return n
+}
+
+// files are the names an input of stem writes.
+func (n *namer) files(stem string) []string {
+	out := []string{stem + ".png"}
+	if n.opts.Overlay {
+		out = append(out, stem+"_overlay.png")
+	}
+	switch n.opts.Probs {
+	case "png":
+		for c := range n.classes {
+			out = append(out, probName(stem, c))
+		}
+	case "npy":
+		out = append(out, stem+"_probs.npy")
+	}
+	return out
+}
+
+// holder is the input already writing one of stem's files, and that file.
+func (n *namer) holder(stem string) (input, file string) {
+	for _, f := range n.files(stem) {
+		if in, ok := n.taken[strings.ToLower(f)]; ok {
+			return in, f
+		}
+	}
+	return "", ""
+}
+
+// name takes for input the first free stem of stem, stem-suffix,
+// stem-suffix-2, ... and says on note when it is not stem itself.
+func (n *namer) name(input, stem, suffix string) string {
+	stem = safeStem(stem, suffix)
+	chosen := stem
+	other, file := n.holder(stem)
+	for i := 1; other != ""; i++ {
+		chosen = stem + "-" + suffix
+		if i > 1 {
+			chosen += fmt.Sprintf("-%d", i)
+		}
+		if o, _ := n.holder(chosen); o == "" {
+			break
+		}
+	}
+	if other != "" && n.note != nil {
+		fmt.Fprintf(n.note, "predict: %s would write %s, as %s does: its outputs are named %s instead\n", input, file, other, chosen+".png")
+	}
+	for _, f := range n.files(chosen) {
+		n.taken[strings.ToLower(f)] = input
+	}
+	return chosen
+}
+
+// safeStem is stem made a plain file name: no separators or NULs, not
+// empty, "." or ".." (then fallback).
+func safeStem(stem, fallback string) string {
+	stem = strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, stem)
+	if stem == "" || stem == "." || stem == ".." {
+		return fallback
+	}
+	return stem
+}
+
+// fileStem is a file's stem and its extension without the dot, lower-cased
+// ("a", "jpg"), the suffix that tells it from a file of the same stem.
+func fileStem(path string) (stem, suffix string) {
+	base := filepath.Base(path)
+	ext := filepath.Ext(base)
+	suffix = strings.ToLower(strings.TrimPrefix(ext, "."))
+	if suffix == "" {
+		suffix = "file"
+	}
+	return strings.TrimSuffix(base, ext), suffix
+}
