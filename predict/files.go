@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"image"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/infile"
 )
@@ -34,7 +32,7 @@ const maxImageFileBytes = 8 * data.MaxImagePixels
 // sizeFiles reads the header of each input file (refusing what is not a
 // regular file, and a picture of more than data.MaxImagePixels, before
 // anything of its size exists) and names its outputs.
-func (p *Predictor) sizeFiles(input string, names *namer) ([]sizedFile, error) {
+func (p *Predictor) sizeFiles(input string, s sizing, names *namer) ([]sizedFile, error) {
 	files, err := inputFiles(input)
 	if err != nil {
 		return nil, err
@@ -52,7 +50,7 @@ func (p *Predictor) sizeFiles(input string, names *namer) ([]sizedFile, error) {
 			return nil, fmt.Errorf("predict: %s: an image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
 				f, h, w, data.MaxImagePixels)
 		}
-		th, tw := inputSize(p.Config, h, w)
+		th, tw := s.modelSize(p.Config, h, w)
 		stem, suffix := fileStem(f)
 		sized[i] = sizedFile{path: f, h: h, w: w, th: th, tw: tw, stem: names.name(f, stem, suffix)}
 	}
@@ -70,9 +68,9 @@ func (p *Predictor) sizeFiles(input string, names *namer) ([]sizedFile, error) {
 // that cannot fit alone is refused with a *SizeError naming what it needs
 // and what would fit; one that needs more than 1 GiB is announced on note.
 // Outputs go into outDir and are listed in rep.
-func (p *Predictor) predictFiles(sized []sizedFile, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	for lo := 0; lo < len(sized); {
-		hi, need, err := p.fileBatch(sized, lo, opts, lim)
+		hi, need, err := p.fileBatch(sized, lo, s, opts, lim)
 		if err != nil {
 			return err
 		}
@@ -94,7 +92,7 @@ func (p *Predictor) predictFiles(sized []sizedFile, outDir string, opts Options,
 // one model size, at most p.Batch, while their plan fits lim. It ends
 // before hi and returns the batch's need; a first file that cannot fit
 // alone is a *SizeError.
-func (p *Predictor) fileBatch(sized []sizedFile, lo int, opts Options, lim Limits) (hi int, need Need, err error) {
+func (p *Predictor) fileBatch(sized []sizedFile, lo int, s sizing, opts Options, lim Limits) (hi int, need Need, err error) {
 	first := sized[lo]
 	hi = lo
 	var srcPixels int64
@@ -108,7 +106,7 @@ func (p *Predictor) fileBatch(sized []sizedFile, lo int, opts Options, lim Limit
 		if why := lim.exceeded(nd); why != "" {
 			if hi == lo {
 				return 0, Need{}, &SizeError{File: first.path, H: first.h, W: first.w, TH: first.th, TW: first.tw, Need: nd, Why: why,
-					Advice: p.sizeAdvice(first.h, first.w, opts.Overlay, lim)}
+					Advice: p.sizeAdvice(first.h, first.w, s, opts.Overlay, lim)}
 			}
 			break
 		}
@@ -184,24 +182,6 @@ func (p *Predictor) predictBatch(images []float32, n, h, w int, tta, probabilist
 		return nil, nil, err
 	}
 	return Argmax(probs, n, p.Config.Model.Classes, h, w), probs, nil
-}
-
-// inputSize is the size an h x w image is given to the model at:
-// data.resize, else the image's size times data.scale, each side rounded to
-// the nearest multiple of 2^model.depth (at least one).
-func inputSize(cfg config.Config, h, w int) (int, int) {
-	if r := cfg.Data.Resize; len(r) == 2 {
-		return r[0], r[1]
-	}
-	side := func(n int) int {
-		v := float64(n)
-		if s := cfg.Data.Scale; s > 0 {
-			v *= s
-		}
-		f := float64(int(1) << cfg.Model.Depth)
-		return int(max(f, math.Round(v/f)*f))
-	}
-	return side(h), side(w)
 }
 
 func seq(n int) []int {

@@ -21,11 +21,13 @@ type namer struct {
 	taken   map[string]string // a file name, lower-cased -> the input writing it
 	opts    Options
 	classes int
-	note    io.Writer
+	// notes say which inputs were renamed, until flush prints them (after
+	// the output folder is known to be usable).
+	notes []string
 }
 
-func newNamer(opts Options, classes int, note io.Writer) *namer {
-	n := &namer{taken: map[string]string{}, opts: opts, classes: classes, note: note}
+func newNamer(opts Options, classes int) *namer {
+	n := &namer{taken: map[string]string{}, opts: opts, classes: classes}
 	for _, f := range []string{ReportName, LegendName, outdir.LockName} {
 		n.taken[strings.ToLower(f)] = "predict itself"
 	}
@@ -60,7 +62,7 @@ func (n *namer) holder(stem string) (input, file string) {
 }
 
 // name takes for input the first free stem of stem, stem-suffix,
-// stem-suffix-2, ... and says on note when it is not stem itself.
+// stem-suffix-2, ... and notes when it is not stem itself.
 func (n *namer) name(input, stem, suffix string) string {
 	stem = safeStem(stem, suffix)
 	chosen := stem
@@ -74,13 +76,21 @@ func (n *namer) name(input, stem, suffix string) string {
 			break
 		}
 	}
-	if other != "" && n.note != nil {
-		fmt.Fprintf(n.note, "predict: %s would write %s, as %s does: its outputs are named %s instead\n", input, file, other, chosen+".png")
+	if other != "" {
+		n.notes = append(n.notes, fmt.Sprintf("predict: %s would write %s, as %s does: its outputs are named %s instead", input, file, other, chosen+".png"))
 	}
 	for _, f := range n.files(chosen) {
 		n.taken[strings.ToLower(f)] = input
 	}
 	return chosen
+}
+
+// flush prints the notes not yet printed on w.
+func (n *namer) flush(w io.Writer) {
+	for _, s := range n.notes {
+		fmt.Fprintln(w, s)
+	}
+	n.notes = nil
 }
 
 // safeStem is stem made a plain file name: no separators or NULs, not

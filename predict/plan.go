@@ -98,15 +98,15 @@ func (e *SizeError) Error() string {
 }
 
 // sizeAdvice names the largest size, halving the image's sides, at which
-// an h x w image fits lim; with data.resize the model's input is fixed and
-// only the file's own size can shrink.
-func (p *Predictor) sizeAdvice(h, w int, overlay bool, lim Limits) string {
-	if len(p.Config.Data.Resize) == 2 {
-		return "The model takes every image at data.resize; scale the file down, or predict on a machine with more memory."
+// an h x w image fits lim; where the model's input size is fixed (by
+// --resize or data.resize) only the file's own size can shrink.
+func (p *Predictor) sizeAdvice(h, w int, s sizing, overlay bool, lim Limits) string {
+	if s.fixed(p.Config) {
+		return "The model takes every image at one size (--resize, else data.resize); give a smaller --resize, scale the file down, or predict on a machine with more memory."
 	}
 	for k := 1; k <= 8 && h>>k > 0 && w>>k > 0; k++ {
 		sh, sw := h>>k, w>>k
-		th, tw := inputSize(p.Config, sh, sw)
+		th, tw := s.modelSize(p.Config, sh, sw)
 		nd, err := p.PlanBatch(1, th, tw, int64(sh)*int64(sw), overlay)
 		if err == nil && lim.exceeded(nd) == "" {
 			need := "about " + memory.FormatBytes(nd.Total())

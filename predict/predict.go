@@ -82,10 +82,6 @@ func (p *Predictor) Close() {
 	}
 }
 
-// InputSize is the (H, W) images are scaled to: the size the model was
-// trained on.
-func (p *Predictor) InputSize() (h, w int) { return p.Config.ImageSize() }
-
 // logits runs n images (N,C,H,W normalized, planar) through the model.
 // images is nil only in a dry run (PlanBatch), which uploads nothing.
 func (p *Predictor) logits(images []float32, n, h, w int) (*model.Tensor, error) {

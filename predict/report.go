@@ -17,16 +17,24 @@ type Report struct {
 	Metrics *metrics.Validation `json:"metrics,omitempty"`
 	// TrainingValMIoU is the val_miou training recorded at the checkpoint's
 	// step, when it validated there.
-	TrainingValMIoU    *float64 `json:"training_val_miou,omitempty"`
-	PeakAllocatedBytes int64    `json:"peak_allocated_bytes"`
+	TrainingValMIoU *float64 `json:"training_val_miou,omitempty"`
+	// UnlikeTraining says why Metrics may differ from training's
+	// validation at this step (flip averaging, another precision); empty
+	// when they are computed alike.
+	UnlikeTraining     string `json:"unlike_training,omitempty"`
+	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
 	// PlannedPeakBytes is the largest batch's planned peak allocated
 	// (PlanBatch, in a fresh pool).
 	PlannedPeakBytes int64 `json:"planned_peak_bytes"`
 	// Legend is the color of each class in the masks and overlays, also
 	// drawn in legend.png.
 	Legend []LegendEntry `json:"legend"`
-	// Options are the choices the prediction was made with.
-	Options Options `json:"options"`
+	// Options are the choices the prediction was made with; Batch,
+	// Device and CapacityBytes (0: none) how it ran.
+	Options       Options `json:"options"`
+	Batch         int     `json:"batch"`
+	Device        string  `json:"device"`
+	CapacityBytes int64   `json:"capacity_bytes"`
 	// MaskValues is the value each class has in the mask files written
 	// (the training masks' own values, e.g. [0, 255]); absent when the
 	// masks hold the class indices (palette PNGs).
@@ -59,6 +67,12 @@ type Options struct {
 	Probs string `json:"probs,omitempty"`
 	// TTA averages each image's probabilities with its mirror's.
 	TTA bool `json:"tta"`
+	// Resize is how image files are sized for the model: auto (as
+	// training prepared its images: data.resize, else the file's size times
+	// data.scale), train (training's size), none (the file's own size) or
+	// HxW; sides are multiples of 2^model.depth. Masks are scaled back to
+	// each file's size.
+	Resize string `json:"resize"`
 	// ClassIndices writes class indices even where the training masks held
 	// other values.
 	ClassIndices bool `json:"class_indices"`

@@ -33,20 +33,32 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if note == nil {
 		note = io.Discard
 	}
-	names := newNamer(opts, p.Config.Model.Classes, note)
+	if opts.Probs != "" && opts.Probs != "png" && opts.Probs != "npy" {
+		return nil, fmt.Errorf("predict: --probs %q: png or npy", opts.Probs)
+	}
+	s, err := p.sizingOf(opts.Resize)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	opts.Resize = s.mode
+	if s.mode == "fixed" {
+		opts.Resize = fmt.Sprintf("%dx%d", s.h, s.w)
+	}
+	names := newNamer(opts, p.Config.Model.Classes)
 	var files []sizedFile
 	var split *splitInput
-	var err error
 	if name, ok := strings.CutPrefix(input, "dataset:"); ok {
-		split, err = p.openSplit(name, opts, lim)
-		if err != nil {
-			err = fmt.Errorf("predict: --input %s: %w", input, err)
+		if s.mode != ResizeAuto {
+			return nil, fmt.Errorf("predict: --resize applies to image files; --input %s is predicted as training prepared it", input)
+		}
+		if split, err = p.openSplit(name, opts, lim); err != nil {
+			return nil, fmt.Errorf("predict: --input %s: %w", input, err)
 		}
 	} else {
-		files, err = p.sizeFiles(input, names)
-	}
-	if err != nil {
-		return nil, err
+		if files, err = p.sizeFiles(input, s, names); err != nil {
+			return nil, err
+		}
+		p.warnSizes(files, s, note)
 	}
 	if err := p.checkOutside(input, split != nil, outDir); err != nil {
 		return nil, err
@@ -59,11 +71,13 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if err := clearFolder(outDir, opts.Force); err != nil {
 		return nil, err
 	}
-	rep := p.newReport(input, opts)
+	names.flush(note)
+	rep := p.newReport(input, opts, lim)
 	if split != nil {
 		err = p.predictSplit(split, outDir, opts, names, rep)
+		names.flush(note)
 	} else {
-		err = p.predictFiles(files, outDir, opts, lim, note, rep)
+		err = p.predictFiles(files, s, outDir, opts, lim, note, rep)
 	}
 	if err != nil {
 		return nil, err
@@ -87,8 +101,16 @@ func (p *Predictor) checkOutside(input string, split bool, outDir string) error 
 	return nil
 }
 
-func (p *Predictor) newReport(input string, opts Options) *Report {
-	rep := &Report{Input: input, Precision: p.precision, Options: opts}
+func (p *Predictor) newReport(input string, opts Options, lim Limits) *Report {
+	rep := &Report{Input: input, Precision: p.precision, Options: opts, Batch: p.Batch, Device: p.Device.Backend.Name(), CapacityBytes: lim.Capacity}
+	var unlike []string
+	if opts.TTA {
+		unlike = append(unlike, "--tta averages each image's probabilities with its mirror's, which training's validation does not")
+	}
+	if train := p.Config.Train.Precision; p.precision != train {
+		unlike = append(unlike, fmt.Sprintf("it ran in %s, training validated in %s", p.precision, train))
+	}
+	rep.UnlikeTraining = strings.Join(unlike, "; ")
 	if ck := p.Checkpoint; ck != nil {
 		rep.Checkpoint, rep.Step, rep.TrainingValMIoU = ck.Dir, ck.Manifest.Step, ck.Manifest.ValMIoU
 		if !opts.ClassIndices {

@@ -18,7 +18,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--force]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--force]"
 
 func predictCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
@@ -34,6 +34,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
+	resize := fs.String("resize", predict.ResizeAuto, "how image files are sized for the model: auto (as training prepared its images: data.resize, else the file's size times data.scale), train (training's size), none (each file's own size) or HEIGHTxWIDTH; masks come back at each file's size")
 	force := fs.Bool("force", false, "replace an earlier prediction in --out (only the files its predict.json lists)")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := fs.Parse(args); err != nil {
@@ -48,7 +49,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if *probs != "" && *probs != "png" && *probs != "npy" {
 		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
 	}
-	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Force: *force}
+	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Resize: *resize, Force: *force}
 	resolve := checkpoint.ResolveBest
 	if *newest {
 		resolve = func(arg string) (string, error) { return checkpoint.ResolveResume(arg, "") }
@@ -111,7 +112,11 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if m := rep.Metrics; m != nil {
 		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
 		if rep.TrainingValMIoU != nil {
-			fmt.Fprintf(stdout, "  (training's val miou at step %d: %.4f)", rep.Step, *rep.TrainingValMIoU)
+			fmt.Fprintf(stdout, "  (training's val miou at step %d: %.4f", rep.Step, *rep.TrainingValMIoU)
+			if rep.UnlikeTraining != "" {
+				fmt.Fprintf(stdout, "; they differ as %s", rep.UnlikeTraining)
+			}
+			fmt.Fprint(stdout, ")")
 		}
 		fmt.Fprintln(stdout)
 		report.PrintClassTable(stdout, m.PerClass)

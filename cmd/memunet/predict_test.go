@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -590,5 +591,139 @@ func TestPredictProbabilitiesAndTTA(t *testing.T) {
 	var o, e bytes.Buffer
 	if code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--probs", "jpg"}, &o, &e); code != 2 {
 		t.Errorf("--probs jpg: exit %d, %s", code, e.String())
+	}
+}
+
+// writeShapes writes synthetic image i as a PNG of h x w (height x width)
+// at path.
+func writeShapes(t *testing.T, path string, i, h, w int) {
+	t.Helper()
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: i + 1, Size: 16, Classes: 4, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := data.Resize(syn, h, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _, err := r.(data.ImageSource).Image(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPredictResize: images of another size than training's are named in
+// one warning with what --resize offers; --resize train, none and HxW
+// size them for the model as asked (masks back at each file's size, no
+// warning), a size the model cannot take is refused naming the multiple,
+// and predict.json records every option.
+func TestPredictResize(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	in := t.TempDir()
+	writeShapes(t, filepath.Join(in, "a.png"), 0, 16, 16)
+	writeShapes(t, filepath.Join(in, "b.png"), 1, 20, 24)
+	out := t.TempDir()
+	stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", out)
+	want := "predict: 1 of 2 images go to the model at another size than training's 16x16 (first: " + filepath.Join(in, "b.png") + ", 20x24, at 20x24)"
+	if !strings.Contains(stdout, want) || !strings.Contains(stdout, "--resize train scales every image to 16x16") {
+		t.Errorf("no size warning:\n%s", stdout)
+	}
+	if o := readReport(t, out).Options; o.Resize != "auto" {
+		t.Errorf("options %+v", o)
+	}
+	for _, tc := range []struct{ resize, want string }{{"train", "train"}, {"none", "none"}, {"32X48", "32x48"}} {
+		out := t.TempDir()
+		stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", out, "--resize", tc.resize, "--tta", "--probs", "npy", "--overlay", "--batch", "3")
+		if strings.Contains(stdout, "another size") {
+			t.Errorf("--resize %s warned:\n%s", tc.resize, stdout)
+		}
+		rep := readReport(t, out)
+		o := rep.Options
+		if o.Resize != tc.want || !o.TTA || o.Probs != "npy" || !o.Overlay || o.ClassIndices || rep.Batch != 3 || rep.Device == "" {
+			t.Errorf("--resize %s: report options %+v, batch %d, device %q", tc.resize, o, rep.Batch, rep.Device)
+		}
+		if b := readPNG(t, filepath.Join(out, "b.png")).Bounds(); b.Dx() != 24 || b.Dy() != 20 {
+			t.Errorf("--resize %s: b's mask is %v, the file 20x24", tc.resize, b)
+		}
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--out", t.TempDir(), "--resize", "30x30"}, &o, &e); code != 1 ||
+		!strings.Contains(e.String(), "--resize 30x30") || !strings.Contains(e.String(), "4") {
+		t.Errorf("--resize 30x30: exit %d: %s", code, e.String())
+	}
+	e.Reset()
+	if code := run([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", t.TempDir(), "--resize", "train"}, &o, &e); code != 1 ||
+		!strings.Contains(e.String(), "--resize applies to image files") {
+		t.Errorf("--resize with dataset:val: exit %d: %s", code, e.String())
+	}
+}
+
+// TestPredictIntoAUsedFolder: a second predict into the same default
+// folder is refused, leaving the first's files as they were; --force
+// replaces the first prediction whole (its overlays gone when the second
+// writes none), so the folder never mixes two predictions; a folder
+// holding other files is refused even with --force.
+func TestPredictIntoAUsedFolder(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	args := []string{"predict", "--checkpoint", runDir, "--input", "dataset:val"}
+	runOK(t, append(args, "--overlay")...)
+	outs, _ := filepath.Glob(filepath.Join(runDir, "predict", "val-step-*"))
+	if len(outs) != 1 {
+		t.Fatalf("prediction folders %v", outs)
+	}
+	out := outs[0]
+	first := readReport(t, out)
+	before, _ := os.ReadDir(out)
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), out+" already holds a prediction (predict.json): predict into a new --out folder, or add --force to replace it") {
+		t.Fatalf("second predict: exit %d: %s", code, stderr.String())
+	}
+	if after, _ := os.ReadDir(out); len(after) != len(before) || !reflect.DeepEqual(readReport(t, out), first) {
+		t.Errorf("the refused predict changed %s", out)
+	}
+	runOK(t, append(args, "--force")...)
+	rep := readReport(t, out)
+	entries, _ := os.ReadDir(out)
+	listed := map[string]bool{"predict.json": true, "legend.png": true, ".lock": true}
+	for _, o := range rep.Outputs {
+		listed[o.Mask] = true
+		if o.Overlay != "" {
+			t.Errorf("overlay in the second prediction: %+v", o)
+		}
+	}
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			t.Errorf("%s holds %s, which its predict.json does not list", out, e.Name())
+		}
+	}
+	os.WriteFile(filepath.Join(out, "notes.txt"), []byte("mine"), 0o644)
+	stderr.Reset()
+	if code := run(append(args, "--force"), &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "also holds 1 others (e.g. notes.txt)") {
+		t.Errorf("--force over a foreign file: exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestPredictTTASaysWhyItDiffers: dataset:val with --tta prints its mIoU
+// beside training's and says why the two differ; predict.json records it.
+func TestPredictTTASaysWhyItDiffers(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	out := t.TempDir()
+	stdout := runOK(t, "predict", "--checkpoint", runDir, "--newest", "--input", "dataset:val", "--out", out, "--tta")
+	if !strings.Contains(stdout, "(training's val miou at step 4: ") || !strings.Contains(stdout, "; they differ as --tta averages each image's probabilities with its mirror's, which training's validation does not)") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	if rep := readReport(t, out); !strings.Contains(rep.UnlikeTraining, "--tta") || !rep.Options.TTA {
+		t.Errorf("report: %q, %+v", rep.UnlikeTraining, rep.Options)
+	}
+	out = t.TempDir()
+	if stdout := runOK(t, "predict", "--checkpoint", runDir, "--newest", "--input", "dataset:val", "--out", out); strings.Contains(stdout, "differ") {
+		t.Errorf("without --tta:\n%s", stdout)
 	}
 }
