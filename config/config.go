@@ -65,6 +65,9 @@ type Data struct {
 	// MaskValues are the raw mask values of classes 0, 1, ... (empty: folder
 	// scans the masks, voc takes the values as classes).
 	MaskValues IntList `yaml:"mask_values"`
+	// ClassNames names classes 0, 1, ... in legends, tables and exports
+	// (empty: "class 0", "class 1", ...).
+	ClassNames NameList `yaml:"class_names"`
 	// Count, Size and Noise describe the synthetic set.
 	Count       int     `yaml:"count"`
 	Size        int     `yaml:"size"`
@@ -374,6 +377,9 @@ func (c Config) Validate() error {
 	if err := c.DataConfig().Validate(); err != nil {
 		return err
 	}
+	if err := validateClassNames(c.Data.ClassNames, c.Model.Classes); err != nil {
+		return err
+	}
 	t := c.Train
 	switch {
 	case t.BatchSize < 1:
@@ -406,6 +412,29 @@ func (c Config) Validate() error {
 	return c.validateVariants()
 }
 
+// validateClassNames checks data.class_names: none, or one distinct,
+// non-empty name per class.
+func validateClassNames(names []string, classes int) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if len(names) != classes {
+		return fmt.Errorf("data.class_names: %d names but model.classes is %d; give one name per class (the k-th names class k), e.g. [background, car]",
+			len(names), classes)
+	}
+	seen := map[string]int{}
+	for k, n := range names {
+		if strings.TrimSpace(n) == "" {
+			return fmt.Errorf("data.class_names: the name of class %d is empty; give every class a name", k)
+		}
+		if j, ok := seen[n]; ok {
+			return fmt.Errorf("data.class_names: %q names classes %d and %d; give each class its own name", n, j, k)
+		}
+		seen[n] = k
+	}
+	return nil
+}
+
 // IntList is a list of integers in YAML where an empty list is no list:
 // "key: []" decodes to nil, as leaving the key out does.
 type IntList []int
@@ -423,6 +452,31 @@ func (l *IntList) UnmarshalYAML(n *yaml.Node) error {
 	}
 	if !ok || n.Decode(&v) != nil {
 		return fmt.Errorf("cannot use %s: want a list of integers, e.g. [0, 255]", describe(n))
+	}
+	*l = nil
+	if len(v) > 0 {
+		*l = v
+	}
+	return nil
+}
+
+// NameList is a list of names in YAML; "key: []" decodes to nil.
+type NameList []string
+
+// UnmarshalYAML accepts a list of scalars, each taken as written.
+func (l *NameList) UnmarshalYAML(n *yaml.Node) error {
+	if isNull(n) {
+		*l = nil
+		return nil
+	}
+	ok := n.Kind == yaml.SequenceNode
+	var v []string
+	for _, e := range n.Content {
+		ok = ok && e.Kind == yaml.ScalarNode
+		v = append(v, e.Value)
+	}
+	if !ok {
+		return fmt.Errorf("cannot use %s: want a list of names, e.g. [background, car]", describe(n))
 	}
 	*l = nil
 	if len(v) > 0 {

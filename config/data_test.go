@@ -15,6 +15,7 @@ data:
   path: /data/carvana
   mask_suffix: _mask
   mask_values: [0, 255]
+  class_names: [background, "7"]
   scale: 0.5
   mean: [0.45]
   std: [0.2]
@@ -29,6 +30,9 @@ data:
 		d.Scale != 0.5 || d.Mean[0] != 0.45 || d.Std[0] != 0.2 || !c.Data.Flip || d.Channels != 1 || d.Classes != 2 || d.SizeMultiple != 8 {
 		t.Errorf("DataConfig: %+v", d)
 	}
+	if !reflect.DeepEqual(c.Data.ClassNames, NameList{"background", "7"}) {
+		t.Errorf("class names %q", c.Data.ClassNames)
+	}
 	if h, w := c.ImageSize(); h != 0 || w != 0 {
 		t.Errorf("folder without resize in a folder that does not exist: ImageSize %dx%d, want 0x0", h, w)
 	}
@@ -42,11 +46,11 @@ data:
 		t.Errorf("round trip: %v; %s", err, strings.Join(diff(back, c), "; "))
 	}
 	// Empty lists are no lists; overrides work.
-	c, err = parse(t, "d.yaml", src, []string{"data.mask_values=[]", "data.mean=[]", "data.source=voc"})
+	c, err = parse(t, "d.yaml", src, []string{"data.mask_values=[]", "data.mean=[]", "data.source=voc", "data.class_names=[]"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Data.MaskValues != nil || c.Data.Mean != nil || c.Data.Source != "voc" {
+	if c.Data.MaskValues != nil || c.Data.Mean != nil || c.Data.Source != "voc" || c.Data.ClassNames != nil {
 		t.Errorf("after overrides: %+v", c.Data)
 	}
 	// Synthetic with a scale.
@@ -73,6 +77,11 @@ func TestDataKeyErrors(t *testing.T) {
 		{"mask values twice", "model:\n  classes: 2\ndata:\n  mask_values: [1, 1]\n", []string{"listed twice"}},
 		{"mask value not integer", "model:\n  classes: 2\ndata:\n  mask_values: [0, 1.0]\n", []string{"line 4", "data.mask_values", "want a list of integers"}},
 		{"mask values scalar", "data:\n  mask_values: 3\n", []string{"data.mask_values", "want a list of integers"}},
+		{"class names count", "model:\n  classes: 3\ndata:\n  class_names: [background, car]\n", []string{"data.class_names: 2 names but model.classes is 3", "one name per class"}},
+		{"class name empty", "model:\n  classes: 2\ndata:\n  class_names: [background, \"\"]\n", []string{"data.class_names", "class 1 is empty"}},
+		{"class names twice", "model:\n  classes: 2\ndata:\n  class_names: [car, car]\n", []string{"data.class_names", `"car" names classes 0 and 1`}},
+		{"class names scalar", "data:\n  class_names: car\n", []string{"data.class_names", "want a list of names"}},
+		{"class names nested", "model:\n  classes: 2\ndata:\n  class_names: [[a], b]\n", []string{"data.class_names", "want a list of names"}},
 		{"mean length", "data:\n  mean: [0.5, 0.5]\n", []string{"data.mean", "one per channel (3)"}},
 		{"std zero", "data:\n  std: [0.2, 0, 0.2]\n", []string{"data.std", "positive"}},
 		{"std not numbers", "data:\n  std: [a]\n", []string{"data.std", "want a list of numbers"}},

@@ -115,22 +115,26 @@ const (
 	legendPad    = 6
 )
 
-// Legend draws one row per class 0..classes-1: a swatch of its
-// ClassColor and "class k" beside it, black text on white.
-func Legend(classes int) *image.RGBA {
+// Legend draws one row per class, labels[k] being class k's text: a
+// swatch of its ClassColor and the label beside it, black text on white.
+// The picture is as wide as the longest label.
+func Legend(labels []string) *image.RGBA {
 	face := basicfont.Face7x13
-	label := func(k int) string { return fmt.Sprintf("class %d", k) }
-	width := legendPad*3 + legendSwatch + font.MeasureString(face, label(classes-1)).Ceil()
-	img := image.NewRGBA(image.Rect(0, 0, width, legendPad*2+classes*legendRow))
+	widest := 0
+	for _, l := range labels {
+		widest = max(widest, font.MeasureString(face, l).Ceil())
+	}
+	width := legendPad*3 + legendSwatch + widest
+	img := image.NewRGBA(image.Rect(0, 0, width, legendPad*2+len(labels)*legendRow))
 	fill(img, img.Rect, color.RGBA{255, 255, 255, 255})
 	d := &font.Drawer{Dst: img, Src: image.Black, Face: face}
-	for k := range classes {
+	for k, l := range labels {
 		y := legendPad + k*legendRow
 		sw := image.Rect(legendPad, y+(legendRow-legendSwatch)/2, legendPad+legendSwatch, y+(legendRow+legendSwatch)/2)
 		fill(img, sw.Inset(-1), color.RGBA{96, 96, 96, 255}) // outline, so light colors show on white
 		fill(img, sw, ClassColor(uint8(k)))
 		d.Dot = fixed.P(sw.Max.X+legendPad, y+legendRow/2+face.Ascent/2)
-		d.DrawString(label(k))
+		d.DrawString(l)
 	}
 	return img
 }

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"fmt"
 	"image"
 	"image/color"
 	"testing"
@@ -58,10 +59,19 @@ func TestOverlayTintsEveryClass(t *testing.T) {
 }
 
 // TestLegend: one row per class, its swatch in the class's color, and text
-// (dark pixels) beside each swatch.
+// (dark pixels) beside each swatch; a long label widens the picture.
 func TestLegend(t *testing.T) {
+	label := func(k int) string { return fmt.Sprintf("class %d", k) }
+	wide := Legend([]string{label(0), "a much longer name of class 1"})
+	if narrow := Legend([]string{label(0), label(1)}); wide.Bounds().Dx() <= narrow.Bounds().Dx()+100 {
+		t.Errorf("a long label: %v wide, short ones %v", wide.Bounds(), narrow.Bounds())
+	}
 	for _, classes := range []int{1, 4, 23} {
-		img := Legend(classes)
+		var labels []string
+		for k := range classes {
+			labels = append(labels, label(k))
+		}
+		img := Legend(labels)
 		if got, want := img.Bounds().Dy(), legendPad*2+classes*legendRow; got != want {
 			t.Fatalf("%d classes: height %d, want %d", classes, got, want)
 		}

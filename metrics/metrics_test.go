@@ -101,6 +101,10 @@ func TestPerClassScores(t *testing.T) {
 	if wantMean := (8.0/12 + 6.0/9 + 0) / 3; math.Abs(v.ValMIoU-wantMean) > 1e-12 {
 		t.Errorf("mean IoU %v, want %v over the 3 present classes", v.ValMIoU, wantMean)
 	}
+	v.NameClasses([]string{"sky", "road"})
+	if v.PerClass[0].Name != "sky" || v.PerClass[1].Name != "road" || v.PerClass[2].Name != "" {
+		t.Errorf("names %+v", v.PerClass)
+	}
 	js, err := json.Marshal(v.PerClass[2])
 	if err != nil || !strings.Contains(string(js), `"iou":null`) || !strings.Contains(string(js), `"dice":null`) {
 		t.Errorf("an absent class in JSON: %s, %v", js, err)

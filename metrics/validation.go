@@ -16,9 +16,11 @@ type Validation struct {
 // for a class absent from both the target and the prediction: undefined,
 // and left out of the means, not counted as 0 or 1.
 type ClassScore struct {
-	Class int      `json:"class"`
-	IoU   *float64 `json:"iou"`
-	Dice  *float64 `json:"dice"`
+	Class int `json:"class"`
+	// Name is the class's data.class_names entry, where it has one.
+	Name string   `json:"name,omitempty"`
+	IoU  *float64 `json:"iou"`
+	Dice *float64 `json:"dice"`
 	// TargetPixels and PredictedPixels count the class in the masks and in
 	// the predictions (ignored pixels not counted).
 	TargetPixels    int64 `json:"target_pixels"`
@@ -27,6 +29,16 @@ type ClassScore struct {
 
 // Present reports whether the class occurs in the target or the prediction.
 func (s ClassScore) Present() bool { return s.IoU != nil }
+
+// NameClasses gives each class score its name, the k-th of names (none
+// beyond them).
+func (v *Validation) NameClasses(names []string) {
+	for k := range v.PerClass {
+		if k < len(names) {
+			v.PerClass[k].Name = names[k]
+		}
+	}
+}
 
 // Score is v's value of a train.monitor score (val_miou, val_dice,
 // val_pixel_acc or val_loss).

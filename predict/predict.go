@@ -195,7 +195,7 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 	if len(idx) == 0 {
 		return metrics.Validation{}, fmt.Errorf("the split has no samples")
 	}
-	return conf.Validation(lossSum / float64(len(idx))), nil
+	return p.validation(conf, lossSum/float64(len(idx))), nil
 }
 
 // scoreBatch predicts n images, adds them to conf against masks (uploaded
@@ -222,4 +222,12 @@ func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, con
 	p.Device.Backend.Confusion(backend.Shape4{N: n, C: conf.Classes, H: h, W: w}, conf.Counts, logits.View(), target)
 	pred, err := p.classes(logits)
 	return loss, pred, err
+}
+
+// validation is conf's scores with loss, each class named by
+// data.class_names.
+func (p *Predictor) validation(conf *metrics.Confusion, loss float64) metrics.Validation {
+	v := conf.Validation(loss)
+	v.NameClasses(p.Config.Data.ClassNames)
+	return v
 }

@@ -137,5 +137,5 @@ func (p *Predictor) PredictSplitProbs(ds data.Dataset, idx []int, flip bool, fn 
 	if len(idx) == 0 {
 		return metrics.Validation{}, fmt.Errorf("the split has no samples")
 	}
-	return conf.Validation(lossSum / float64(max(counted, 1))), nil
+	return p.validation(conf, lossSum/float64(max(counted, 1))), nil
 }

@@ -43,7 +43,9 @@ type Report struct {
 
 // LegendEntry is one class's color.
 type LegendEntry struct {
-	Class int    `json:"class"`
+	Class int `json:"class"`
+	// Name is the class's data.class_names entry, where it has one.
+	Name  string `json:"name,omitempty"`
 	Color string `json:"color"` // #rrggbb
 	// Value is the class's value in the mask files, where it is not the class.
 	Value *int `json:"value,omitempty"`

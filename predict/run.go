@@ -123,14 +123,21 @@ func (p *Predictor) newReport(input string, opts Options, lim Limits) *Report {
 // finish writes legend.png and predict.json.
 func (p *Predictor) finish(outDir string, rep *Report) error {
 	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
-	for k := range p.Config.Model.Classes {
+	labels := make([]string, p.Config.Model.Classes)
+	for k := range labels {
 		e := LegendEntry{Class: k, Color: data.HexColor(data.ClassColor(uint8(k)))}
+		labels[k] = fmt.Sprintf("class %d", k)
+		if k < len(p.Config.Data.ClassNames) {
+			e.Name = p.Config.Data.ClassNames[k]
+			labels[k] = fmt.Sprintf("%d %s", k, e.Name)
+		}
 		if rep.MaskValues != nil {
 			e.Value = &rep.MaskValues[k]
+			labels[k] += fmt.Sprintf(" (mask value %d)", *e.Value)
 		}
 		rep.Legend = append(rep.Legend, e)
 	}
-	if err := writePNG(filepath.Join(outDir, LegendName), data.Legend(p.Config.Model.Classes)); err != nil {
+	if err := writePNG(filepath.Join(outDir, LegendName), data.Legend(labels)); err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")

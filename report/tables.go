@@ -37,18 +37,29 @@ func PrintPhaseTable(w io.Writer, peakByPhase map[string]map[string]int64) {
 
 // PrintClassTable writes each class's IoU and Dice and its pixels in the
 // masks and the predictions; a class in neither is shown as absent (it is
-// left out of the means).
+// left out of the means). Classes with names (data.class_names) are shown
+// by name too.
 func PrintClassTable(w io.Writer, scores []metrics.ClassScore) {
 	if len(scores) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%-6s %8s %8s %14s %14s\n", "class", "IoU", "Dice", "target px", "predicted px")
+	width := 0
+	for _, s := range scores {
+		width = max(width, len(s.Name))
+	}
+	label := func(s metrics.ClassScore) string {
+		if width == 0 {
+			return fmt.Sprintf("%-6d", s.Class)
+		}
+		return fmt.Sprintf("%-6d %-*s", s.Class, width, s.Name)
+	}
+	fmt.Fprintf(w, "%-*s %8s %8s %14s %14s\n", len(label(scores[0])), "class", "IoU", "Dice", "target px", "predicted px")
 	for _, s := range scores {
 		if !s.Present() {
-			fmt.Fprintf(w, "%-6d %8s %8s %14d %14d  (in neither masks nor predictions: not in the means)\n", s.Class, "absent", "-", 0, 0)
+			fmt.Fprintf(w, "%s %8s %8s %14d %14d  (in neither masks nor predictions: not in the means)\n", label(s), "absent", "-", 0, 0)
 			continue
 		}
-		fmt.Fprintf(w, "%-6d %8.4f %8.4f %14d %14d\n", s.Class, *s.IoU, *s.Dice, s.TargetPixels, s.PredictedPixels)
+		fmt.Fprintf(w, "%s %8.4f %8.4f %14d %14d\n", label(s), *s.IoU, *s.Dice, s.TargetPixels, s.PredictedPixels)
 	}
 }
 

@@ -32,6 +32,9 @@ func TestTables(t *testing.T) {
 		{"classes", func(b *bytes.Buffer) {
 			PrintClassTable(b, []metrics.ClassScore{{Class: 0, IoU: &iou, Dice: &dice, TargetPixels: 10, PredictedPixels: 12}, {Class: 1}})
 		}, []string{"class IoU Dice target px predicted px", "0 0.5000 0.6667 10 12", "1 absent - 0 0 (in neither masks nor predictions: not in the means)"}},
+		{"named classes", func(b *bytes.Buffer) {
+			PrintClassTable(b, []metrics.ClassScore{{Class: 0, Name: "sky", IoU: &iou, Dice: &dice, TargetPixels: 10, PredictedPixels: 12}, {Class: 1, Name: "road"}})
+		}, []string{"class IoU Dice target px predicted px", "0 sky 0.5000 0.6667 10 12", "1 road absent - 0 0 (in neither masks nor predictions: not in the means)"}},
 		{"no classes", func(b *bytes.Buffer) { PrintClassTable(b, nil) }, nil},
 		{"validations", func(b *bytes.Buffer) { PrintValidationTable(b, []string{"a", "b"}, runs) },
 			[]string{"run steps validations last val miou best val miou at step", "a 4 2 0.6000 0.7000 2", "b 2 0 - - -"}},

@@ -200,12 +200,15 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 
 // resumableKeys may differ between a checkpoint's configuration and the
 // resumed run's: how long to train, when to validate and checkpoint, memory
-// and output settings, and gradient checkpointing (bit for bit the same
-// gradients). Anything else would change the results.
+// and output settings, gradient checkpointing (bit for bit the same
+// gradients) and the classes' names. Anything else would change the
+// results.
 var resumableKeys = map[string]bool{
 	"train.steps": true, "train.epochs": true, "train.val_every": true,
 	"train.checkpoint_every": true, "train.keep_last": true, "train.keep_best": true,
 	"model.checkpoint": true,
+	// names only: legends, tables and exports
+	"data.class_names": true,
 	// the start of a run only: a resumed run has its weights
 	"train.init": true, "train.init_skip": true,
 }

@@ -33,7 +33,9 @@ func (t *Trainer) Validate() (metrics.Validation, error) {
 		return metrics.Validation{}, err
 	}
 	conf := &metrics.Confusion{Classes: t.Net.Config.Classes, Counts: sums.counts}
-	return conf.Validation(sums.loss / float64(sums.samples)), nil
+	v := conf.Validation(sums.loss / float64(sums.samples))
+	v.NameClasses(t.Config.Data.ClassNames)
+	return v, nil
 }
 
 // evalSums are what evaluate adds up: the confusion counts, the loss

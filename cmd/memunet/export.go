@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/onnx"
@@ -102,6 +103,9 @@ func exportCommand(args []string, stdout io.Writer) error {
 		"memunet_version": version, "memunet_model": string(arch),
 		"memunet_checkpoint_step": fmt.Sprint(ck.Manifest.Step),
 	}
+	for k, v := range exportDataMeta(ck, *format == "onnx" && *withNormalize) {
+		meta[k] = v
+	}
 	if *format == "onnx" {
 		return exportONNX(stdout, net, onnx.Options{DType: dt, Normalize: *withNormalize, Softmax: *withSoftmax,
 			Mean: ck.Config.Data.Mean, Std: ck.Config.Data.Std, Meta: meta, ProducerVersion: version}, dir, ck.Manifest.Step, *out)
@@ -153,4 +157,58 @@ func halve(t safetensors.Tensor, dt backend.DType) safetensors.Tensor {
 		binary.LittleEndian.PutUint16(out.Data[2*i:], round(v))
 	}
 	return out
+}
+
+// exportDataMeta is what a user of the exported weights needs besides
+// the architecture, as JSON: memunet_preprocessing (each channel's mean
+// and std applied as (v - mean) / std to intensities v in [0, 1], by the
+// user or, with inModel, by the exported model itself; the resize or
+// scale, the size training's images had), memunet_mask_values (class k's
+// value in the training masks) and memunet_class_names.
+func exportDataMeta(ck *checkpoint.Checkpoint, inModel bool) map[string]string {
+	d, c := ck.Config.Data, ck.Config.Model.InChannels
+	perChannel := func(vals []float64, def float64) []float64 {
+		out := make([]float64, c)
+		for i := range out {
+			switch len(vals) {
+			case 0:
+				out[i] = def
+			case 1:
+				out[i] = vals[0]
+			default:
+				out[i] = vals[i]
+			}
+		}
+		return out
+	}
+	intensity := "v = the pixel value / 255 (8-bit) or / 65535 (16-bit images), RGB or luma for 1 channel, then (v - mean) / std per channel"
+	if inModel {
+		intensity = "v = the pixel value / 255 (8-bit) or / 65535 (16-bit images), RGB or luma for 1 channel; the model applies (v - mean) / std itself"
+	}
+	pre := map[string]any{
+		"intensity": intensity, "normalized_in_model": inModel,
+		"channels": c, "mean": perChannel(d.Mean, data.Mean), "std": perChannel(d.Std, data.Std),
+		"resize": d.Resize, "scale": d.Scale,
+	}
+	if f := ck.Manifest.Data; f != nil && f.Height > 0 {
+		pre["input_size"] = []int{f.Height, f.Width}
+	}
+	values, names := ck.Manifest.MaskValues, []string(d.ClassNames)
+	if values == nil {
+		values = make([]int, ck.Config.Model.Classes)
+		for k := range values {
+			values[k] = k
+		}
+	}
+	if names == nil {
+		for k := range ck.Config.Model.Classes {
+			names = append(names, fmt.Sprintf("class %d", k))
+		}
+	}
+	meta := map[string]string{}
+	for key, v := range map[string]any{"memunet_preprocessing": pre, "memunet_mask_values": values, "memunet_class_names": names} {
+		b, _ := json.Marshal(v)
+		meta[key] = string(b)
+	}
+	return meta
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -443,10 +444,10 @@ func TestResumeAfterDataChange(t *testing.T) {
 	}
 }
 
-// TestPredictInTheDatasetsMaskValues: a model trained on masks holding 0
-// and 255 predicts masks holding 0 and 255 (8-bit gray), for dataset:val
-// and for image files; --class-indices writes palette class indices.
-func TestPredictInTheDatasetsMaskValues(t *testing.T) {
+// binarySet is a folder dataset of 12 16x16 samples whose masks hold 0
+// and 255 (8-bit gray): two classes by their values.
+func binarySet(t *testing.T) string {
+	t.Helper()
 	ds := t.TempDir()
 	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: 12, Size: 16, Classes: 2, Seed: 4})
 	if err != nil {
@@ -475,6 +476,14 @@ func TestPredictInTheDatasetsMaskValues(t *testing.T) {
 			f.Close()
 		}
 	}
+	return ds
+}
+
+// TestPredictInTheDatasetsMaskValues: a model trained on masks holding 0
+// and 255 predicts masks holding 0 and 255 (8-bit gray), for dataset:val
+// and for image files; --class-indices writes palette class indices.
+func TestPredictInTheDatasetsMaskValues(t *testing.T) {
+	ds := binarySet(t)
 	runDir, _ := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+ds, "--set", "model.classes=2")
 	values := func(path string) map[uint8]bool {
 		t.Helper()
@@ -725,5 +734,73 @@ func TestPredictTTASaysWhyItDiffers(t *testing.T) {
 	out = t.TempDir()
 	if stdout := runOK(t, "predict", "--checkpoint", runDir, "--newest", "--input", "dataset:val", "--out", out); strings.Contains(stdout, "differ") {
 		t.Errorf("without --tta:\n%s", stdout)
+	}
+}
+
+// TestClassNames: data.class_names names the classes in training's,
+// predict's and eval's per-class tables, in predict.json's legend and in
+// legend.png (wider for the names).
+func TestClassNames(t *testing.T) {
+	names := []string{"background", "circle", "rectangle", "triangle"}
+	runDir, _ := trainTiny(t, "--set", "data.class_names=["+strings.Join(names, ", ")+"]")
+	out := t.TempDir()
+	stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out)
+	rep := readReport(t, out)
+	for k, name := range names {
+		if rep.Legend[k].Name != name || rep.Metrics.PerClass[k].Name != name {
+			t.Errorf("class %d: legend %+v, scores %+v", k, rep.Legend[k], rep.Metrics.PerClass[k])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^2\s+rectangle\s+`).MatchString(stdout) {
+		t.Errorf("predict's table lacks the names:\n%s", stdout)
+	}
+	plainRun, _ := trainTiny(t)
+	plain := t.TempDir()
+	runOK(t, "predict", "--checkpoint", plainRun, "--input", "dataset:val", "--out", plain)
+	if named, unnamed := readPNG(t, filepath.Join(out, "legend.png")).Bounds(), readPNG(t, filepath.Join(plain, "legend.png")).Bounds(); named.Dx() <= unnamed.Dx() {
+		t.Errorf("legend.png with names %v, without %v", named, unnamed)
+	}
+	if e := runOK(t, "eval", "--checkpoint", runDir, "--out", filepath.Join(t.TempDir(), "e.json")); !regexp.MustCompile(`(?m)^3\s+triangle\s+`).MatchString(e) {
+		t.Errorf("eval's table lacks the names:\n%s", e)
+	}
+	var o, e bytes.Buffer
+	if code := run(append([]string{"train", "--config", "../../configs/quickstart.yaml", "--out", t.TempDir(), "--set", "data.class_names=[a, b]"}, tinyArgs...), &o, &e); code != 2 && code != 1 ||
+		!strings.Contains(e.String(), "data.class_names: 2 names but model.classes is 4") {
+		t.Errorf("two names for four classes: exit %d: %s", code, e.String())
+	}
+}
+
+// TestExportDataMetadata: the exported file's metadata holds what a
+// PyTorch user needs to prepare images and read the outputs: each
+// channel's mean and std, training's input size, the training masks'
+// value of each class and the class names.
+func TestExportDataMetadata(t *testing.T) {
+	runDir, _ := trainTiny(t, "--set", "data.source=folder", "--set", "data.path="+binarySet(t), "--set", "model.classes=2",
+		"--set", "data.mean=[0.4, 0.5, 0.6]", "--set", "data.std=[0.2]", "--set", "data.class_names=[sky, road]")
+	out := filepath.Join(t.TempDir(), "model.safetensors")
+	runOK(t, "export", "--checkpoint", runDir, "--out", out)
+	f, err := safetensors.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre struct {
+		Channels  int       `json:"channels"`
+		Mean      []float64 `json:"mean"`
+		Std       []float64 `json:"std"`
+		InputSize []int     `json:"input_size"`
+	}
+	var values []int
+	var names []string
+	for key, dst := range map[string]any{"memunet_preprocessing": &pre, "memunet_mask_values": &values, "memunet_class_names": &names} {
+		if err := json.Unmarshal([]byte(f.Metadata[key]), dst); err != nil {
+			t.Errorf("%s: %q: %v", key, f.Metadata[key], err)
+		}
+	}
+	if pre.Channels != 3 || !slices.Equal(pre.Mean, []float64{0.4, 0.5, 0.6}) || !slices.Equal(pre.Std, []float64{0.2, 0.2, 0.2}) ||
+		!slices.Equal(pre.InputSize, []int{16, 16}) {
+		t.Errorf("memunet_preprocessing %s", f.Metadata["memunet_preprocessing"])
+	}
+	if !slices.Equal(values, []int{0, 255}) || !slices.Equal(names, []string{"sky", "road"}) {
+		t.Errorf("mask values %v, class names %v", values, names)
 	}
 }
