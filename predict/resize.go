@@ -2,7 +2,6 @@ package predict
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -107,13 +106,13 @@ func (p *Predictor) TrainingSize() (h, w int) {
 	return p.Config.ImageSize()
 }
 
-// warnSizes says on note, once, how many files the model takes at another
-// size than training's (auto sizing only: the other modes are the user's
-// choice), with the first of them and what --resize offers.
-func (p *Predictor) warnSizes(files []sizedFile, s sizing, note io.Writer) {
+// sizeNote says how many files the model takes at another size than
+// training's (auto sizing only: the other modes are the user's choice),
+// with the first of them and what --resize offers; "" when none.
+func (p *Predictor) sizeNote(files []sizedFile, s sizing) string {
 	th, tw := p.TrainingSize()
 	if s.mode != ResizeAuto || th == 0 {
-		return
+		return ""
 	}
 	var first *sizedFile
 	n := 0
@@ -126,9 +125,9 @@ func (p *Predictor) warnSizes(files []sizedFile, s sizing, note io.Writer) {
 		}
 	}
 	if first == nil {
-		return
+		return ""
 	}
-	fmt.Fprintf(note, "predict: %d of %d images go to the model at another size than training's %dx%d (first: %s, %dx%d, at %dx%d): "+
-		"objects at another scale than training's may be segmented worse; --resize train scales every image to %dx%d, --resize none keeps each image's size and silences this\n",
+	return fmt.Sprintf("predict: %d of %d images go to the model at another size than training's %dx%d (first: %s, %dx%d, at %dx%d): "+
+		"objects at another scale than training's may be segmented worse; --resize train scales every image to %dx%d, --resize none keeps each image's size and silences this",
 		n, len(files), th, tw, first.path, first.h, first.w, first.th, first.tw, th, tw)
 }

@@ -58,7 +58,6 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		if files, err = p.sizeFiles(input, s, names); err != nil {
 			return nil, err
 		}
-		p.warnSizes(files, s, note)
 	}
 	if err := p.checkOutside(input, split != nil, outDir); err != nil {
 		return nil, err
@@ -70,6 +69,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	defer lock.Release()
 	if err := clearFolder(outDir, opts.Force); err != nil {
 		return nil, err
+	}
+	if msg := p.sizeNote(files, s); msg != "" {
+		fmt.Fprintln(note, msg)
 	}
 	names.flush(note)
 	rep := p.newReport(input, opts, lim)
