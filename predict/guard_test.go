@@ -224,6 +224,31 @@ func TestRunLocksOut(t *testing.T) {
 	if _, err := p.Run(in, out, Options{}, Limits{}, nil); err != nil {
 		t.Errorf("after release: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(out, outdir.LockName)); err == nil {
+		t.Errorf("%s stays in %s", outdir.LockName, out)
+	}
+	// A refused predict leaves no folder it made.
+	fresh := filepath.Join(t.TempDir(), "new")
+	if _, err := p.Run(in, fresh, Options{Resize: "3x3"}, Limits{}, nil); err == nil {
+		t.Fatal("--resize 3x3 accepted")
+	}
+	if _, err := os.Stat(fresh); err == nil {
+		t.Errorf("the refused predict left %s", fresh)
+	}
+	// One that fails midway (a.png predicted, big.png too large) removes
+	// what it wrote.
+	writeImage(t, filepath.Join(in, "big.png"), 512, 384)
+	need, err := p.PlanBatch(1, 16, 16, 16*16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var note bytes.Buffer
+	if _, err := p.Run(in, fresh, Options{}, Limits{Available: need.Total() + 1<<20}, &note); err == nil || !strings.Contains(err.Error(), "big.png") {
+		t.Fatalf("big.png beyond the host's memory: %v", err)
+	}
+	if _, err := os.Stat(fresh); err == nil {
+		t.Errorf("the failed predict left %s", fresh)
+	}
 }
 
 // TestRunRefusesIrregularInputs: a FIFO (which would block the read) and

@@ -28,7 +28,8 @@ const ReportName = "predict.json"
 // not be the input folder or inside it (nor the dataset's folder), is
 // held with outdir.Acquire for the whole call, and must be empty or hold
 // only an earlier prediction, which opts.Force replaces; every file is
-// written whole and never through a link planted there.
+// written whole and never through a link planted there. A predict that
+// fails midway removes what it wrote, and the folder if it made it.
 func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.Writer) (*Report, error) {
 	if note == nil {
 		note = io.Discard
@@ -66,7 +67,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Release()
+	defer lock.Clear() // no lock file stays beside the results; a folder made for a refused predict goes
 	if err := clearFolder(outDir, opts.Force); err != nil {
 		return nil, err
 	}
@@ -81,10 +82,27 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	} else {
 		err = p.predictFiles(files, s, outDir, opts, lim, note, rep)
 	}
+	if err == nil {
+		err = p.finish(outDir, rep)
+	}
 	if err != nil {
+		// The folder was empty under the lock: what is in it is this
+		// run's, and a half prediction would be mistaken for one.
+		removeWritten(outDir)
 		return nil, err
 	}
-	return rep, p.finish(outDir, rep)
+	return rep, nil
+}
+
+// removeWritten removes the files in dir but its lock: what a failed
+// predict wrote into a folder that was empty when it took the lock.
+func removeWritten(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != outdir.LockName && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // checkOutside refuses an output folder that is the input folder (or the
