@@ -15,7 +15,7 @@ import (
 )
 
 // ImageExts are the inputs predict reads from a directory.
-var ImageExts = []string{".png", ".jpg", ".jpeg", ".gif"}
+var ImageExts = []string{".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff"}
 
 // sizedFile is an input file with its size (from its header), the size
 // the model takes it at and the stem of its outputs.

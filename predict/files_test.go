@@ -14,6 +14,8 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
+
+	"golang.org/x/image/tiff"
 )
 
 // tinyPredictor is an untrained fp32 predictor of a 3-class UNet of depth
@@ -139,5 +141,35 @@ func TestPredictRefusesByHostMemory(t *testing.T) {
 	rep, err := p.Run(in, t.TempDir(), Options{}, Limits{Available: 1 << 40}, &note)
 	if err != nil || rep.PlannedPeakBytes == 0 {
 		t.Errorf("with room: %v, planned %+v", err, rep)
+	}
+}
+
+// TestPredictTIFF: a directory's .tif and .tiff files are inputs, read as
+// the datasets read them; each mask has its file's size.
+func TestPredictTIFF(t *testing.T) {
+	in := t.TempDir()
+	for name, size := range map[string][2]int{"a.tif": {16, 16}, "b.tiff": {20, 24}} {
+		img := image.NewRGBA(image.Rect(0, 0, size[1], size[0]))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 5)
+		}
+		var b bytes.Buffer
+		if err := tiff.Encode(&b, img, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(in, name), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := t.TempDir()
+	rep, err := tinyPredictor(t, 2).Run(in, out, Options{}, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Images != 2 {
+		t.Fatalf("%d images", rep.Images)
+	}
+	if b := readPNG(t, filepath.Join(out, "b.png")).Bounds(); b.Dx() != 24 || b.Dy() != 20 {
+		t.Errorf("b.tiff's mask is %v", b)
 	}
 }
