@@ -701,8 +701,8 @@ func (e *FinishedError) Error() string {
 // checkFinished refuses, with a *FinishedError, to resume a checkpoint
 // whose run has ended: at or past cfg's last step, or stopped early by
 // train.early_stop with the same patience. It only reads; a checkpoint
-// that does not open, or that cfg may not continue, is left for the resume
-// to refuse.
+// that does not open, or that cfg or this number of processes may not
+// continue, is left for the resume to refuse.
 func checkFinished(cfg config.Config, opts Options) error {
 	if opts.Resume == "" {
 		return nil
@@ -711,8 +711,12 @@ func checkFinished(cfg config.Config, opts Options) error {
 	if err != nil || dir == "" {
 		return nil
 	}
+	world := 1
+	if opts.Comm != nil {
+		world = opts.Comm.Size()
+	}
 	ck, err := checkpoint.Open(dir)
-	if err != nil || checkResume(ck, cfg) != nil {
+	if err != nil || checkResume(ck, cfg) != nil || max(ck.Manifest.World, 1) != world {
 		return nil // the resume refuses it, saying why
 	}
 	m := ck.Manifest
