@@ -50,6 +50,9 @@ type checkpointer struct {
 	ctx         context.Context
 	doneAtStart bool // ctx was cancelled before the step in progress began
 	requested   int  // the step during which ctx was cancelled (0: none)
+
+	improvedAt int  // the step of the latest validation that improved the best score
+	stopEarly  bool // train.early_stop: the run should stop
 }
 
 // openResume verifies the checkpoint opts.Resume names (nil when there is
@@ -107,14 +110,41 @@ func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *c
 
 func (c *checkpointer) beginStep(step int) { c.doneAtStart = c.ctx.Err() != nil }
 
-// endStep records the step; a cancellation that came while it ran (an
-// interrupt in the middle of its accumulation cycle) is noted for the
-// checkpoint taken after it.
-func (c *checkpointer) endStep(step int, res train.StepResult) {
+// endStep notes a cancellation that came while the step ran (an interrupt
+// in the middle of its accumulation cycle) for the checkpoint taken after
+// it.
+func (c *checkpointer) endStep(step int) {
 	if !c.doneAtStart && c.ctx.Err() != nil && c.requested == 0 {
 		c.requested = step
 	}
-	c.history.Steps = append(c.history.Steps, checkpoint.StepPoint{Step: step, Epoch: res.Epoch, Loss: checkpoint.JSONFloat(res.Loss), Skipped: res.Skipped})
+}
+
+// observeStep records the step in the history checkpoints keep.
+func (c *checkpointer) observeStep(rec StepRecord, res train.StepResult) error {
+	c.history.Steps = append(c.history.Steps, checkpoint.StepPoint{Step: rec.Step, Epoch: res.Epoch, Loss: checkpoint.JSONFloat(res.Loss), Skipped: res.Skipped})
+	return nil
+}
+
+// observeValidation records a validation, counts a scheduled one for
+// early stopping, and notes whether it improved the best score (for
+// afterStep).
+func (c *checkpointer) observeValidation(v checkpoint.ValRecord) error {
+	if scheduled(c.tr.Config.Train.ValEvery, v.Step) {
+		c.stopEarly = c.earlyStop(v)
+	}
+	if c.validated(v) {
+		c.improvedAt = v.Step
+	}
+	return nil
+}
+
+// observeEnd saves after the last step and its validation (an interrupted
+// run has saved already).
+func (c *checkpointer) observeEnd(sum *Summary) error {
+	if sum.Interrupted {
+		return nil
+	}
+	return c.end(sum.Steps, sum.Epochs)
 }
 
 // validated records a validation and reports whether it improved the
@@ -155,14 +185,14 @@ func (c *checkpointer) earlyStop(v checkpoint.ValRecord) bool {
 // afterStep saves on schedule (train.checkpoint_every) or, with
 // train.keep_best, after a validation that improved val_miou. The last step
 // is left to end.
-func (c *checkpointer) afterStep(step, epoch, total int, improved bool) error {
+func (c *checkpointer) afterStep(step, epoch, total int) error {
 	t := c.tr.Config.Train
 	switch {
 	case step == total:
 		return nil
 	case t.CheckpointEvery > 0 && step%t.CheckpointEvery == 0:
 		return c.save(step, epoch, "every")
-	case t.KeepBest && improved:
+	case t.KeepBest && c.improvedAt == step:
 		return c.save(step, epoch, "best")
 	}
 	return nil

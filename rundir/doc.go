@@ -13,8 +13,14 @@
 // for bit the uninterrupted one, are here; reading a checkpoint (verifying
 // it, its manifest, resolving what --resume names) is package checkpoint's.
 //
-// Files by role: run.go (Run and its records), checkpoint.go (saving,
-// restoring, what may change on resume), checkpoint_run.go (Run's schedule of
-// saves, pruning, metrics.jsonl on resume), curves.go (metrics.jsonl read
-// back into curves), progress.go (the progress bar and lines).
+// Files by role: run.go (Run, its records and the summary), setup.go (the
+// directory claimed under its lock, the trainer built, the run started),
+// loop.go (the steps, validations and the end), observe.go (the observers
+// the loop tells of each step and validation: metrics.jsonl, timeline.json,
+// curves.png, the summary's figures, progress), guard.go (what Run refuses:
+// another run's directory, a finished run, a diverged loss),
+// checkpoint.go (saving, restoring, what may change on resume),
+// checkpoint_run.go (the checkpoints as an observer: saves, pruning, the
+// best link, metrics.jsonl on resume), progress.go (the progress bar and
+// lines).
 package rundir

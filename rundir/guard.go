@@ -1,0 +1,173 @@
+package rundir
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/train"
+)
+
+// What Run refuses, and why: a directory that holds another run, a --force
+// that would delete train.init's weights, a finished run, a loss that
+// became NaN.
+
+// runFilesIn lists the run files dir holds (checkpoints/ only if it has
+// entries), in checkpoint.RunFiles order.
+func runFilesIn(dir string) []string {
+	var out []string
+	for _, name := range checkpoint.RunFiles() {
+		path := filepath.Join(dir, name)
+		st, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		if st.IsDir() {
+			entries, err := os.ReadDir(path)
+			if err != nil || len(entries) == 0 {
+				continue
+			}
+			name += fmt.Sprintf("/ (%d entries)", len(entries))
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// checkInitKept refuses a --force that would delete what train.init
+// fine-tunes from: the run directory itself (its checkpoints) or anything
+// inside the run files it deletes (earlier, as runFilesIn lists them).
+func checkInitKept(init, dir string, earlier []string) error {
+	if init == "" || len(earlier) == 0 {
+		return nil
+	}
+	doomed := outdir.Resolve(init) == outdir.Resolve(dir)
+	for _, name := range earlier {
+		name, _, _ = strings.Cut(name, "/")
+		doomed = doomed || outdir.Within(init, filepath.Join(dir, name))
+	}
+	if !doomed {
+		return nil
+	}
+	return fmt.Errorf("--force would delete the earlier run in %s, and train.init (--init %s) fine-tunes from it: train into another --out, or export the weights first (memunet export --checkpoint %s --out FILE) and fine-tune from that file",
+		dir, init, init)
+}
+
+// removeRunFiles deletes the run files named (as runFilesIn lists them)
+// from dir.
+func removeRunFiles(dir string, names []string) error {
+	for _, name := range names {
+		name, _, _ = strings.Cut(name, "/")
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("removing the earlier run's %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// FinishedError is a resume of a run that has already finished: its newest
+// checkpoint is at the configured last step (or early stopping ended it).
+// Nothing was changed; raising train.steps (or the patience) continues it.
+type FinishedError struct {
+	Dir         string // the run directory (or the checkpoint, when not in one)
+	Step, Total int
+	// EarlyStopped: train.early_stop ended it before Total.
+	EarlyStopped bool
+}
+
+func (e *FinishedError) Error() string {
+	if e.EarlyStopped {
+		return fmt.Sprintf("%s already finished: early stopping ended it at step %d of %d; to train further raise train.early_stop.patience", e.Dir, e.Step, e.Total)
+	}
+	return fmt.Sprintf("%s already finished: %d/%d steps; to train further raise train.steps", e.Dir, e.Step, e.Total)
+}
+
+// checkFinished refuses, with a *FinishedError, to resume a checkpoint
+// whose run has ended: at or past cfg's last step, or stopped early by
+// train.early_stop with the same patience. It only reads; a checkpoint
+// that does not open, or that cfg or this number of processes may not
+// continue, is left for the resume to refuse.
+func checkFinished(cfg config.Config, opts Options) error {
+	if opts.Resume == "" {
+		return nil
+	}
+	dir, err := checkpoint.ResolveResume(opts.Resume, opts.OutDir)
+	if err != nil || dir == "" {
+		return nil
+	}
+	world := 1
+	if opts.Comm != nil {
+		world = opts.Comm.Size()
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil || checkResume(ck, cfg) != nil || max(ck.Manifest.World, 1) != world {
+		return nil // the resume refuses it, saying why
+	}
+	m := ck.Manifest
+	total := cfg.Train.Steps
+	if total == 0 && m.Position.Accumulate > 0 { // train.epochs: the checkpoint's epochs, as the data is unchanged
+		total = cfg.Train.Epochs * (m.Position.MicroBatchesPerEpoch / m.Position.Accumulate)
+	}
+	run := checkpoint.RunDirOf(dir)
+	if run == "" {
+		run = dir
+	}
+	es := cfg.Train.EarlyStop
+	switch {
+	case total > 0 && m.Step >= total:
+		return &FinishedError{Dir: run, Step: m.Step, Total: total}
+	case m.Request.Reason == "end" && m.EarlyStop != nil && es.Patience > 0 && m.EarlyStop.Wait >= es.Patience:
+		return &FinishedError{Dir: run, Step: m.Step, Total: total, EarlyStopped: true}
+	}
+	return nil
+}
+
+// DivergedError stops a run whose loss became NaN or infinite: nothing of
+// that step is recorded or saved, and the checkpoints before it stand.
+type DivergedError struct {
+	Step int
+	Loss float64
+	LR   float64
+	// LastCheckpoint is the newest checkpoint before the step ("": none).
+	LastCheckpoint string
+	// Try is what may keep the loss finite, for this configuration.
+	Try []string
+}
+
+func (e *DivergedError) Error() string {
+	last := "no checkpoint was saved before it"
+	if e.LastCheckpoint != "" {
+		last = "the last checkpoint before it is " + e.LastCheckpoint
+	}
+	return fmt.Sprintf("loss became %v at step %d (lr %g): training diverged; %s; try %s (gradient clipping, the other usual remedy, is not in memunet yet)",
+		e.Loss, e.Step, e.LR, last, strings.Join(e.Try, ", or "))
+}
+
+// diverged is the DivergedError of res, the result of step.
+func diverged(cfg config.Config, step int, res train.StepResult, last string) *DivergedError {
+	t := cfg.Train
+	try := []string{fmt.Sprintf("a lower train.lr (%g now, e.g. %.3g)", t.LR, t.LR/10)}
+	if t.Precision != backend.Float32 {
+		try = append(try, "train.precision: fp32")
+	}
+	if t.Precision == backend.Float16 && !cfg.ScalerEnabled() {
+		try = append(try, "the grad scaler (train.scaler.enabled: true)")
+	}
+	return &DivergedError{Step: step, Loss: res.Loss, LR: res.LR, LastCheckpoint: last, Try: try}
+}
+
+// ExistingRunError refuses to start a new run in a directory that holds one.
+type ExistingRunError struct {
+	Dir   string
+	Files []string
+}
+
+func (e *ExistingRunError) Error() string {
+	return fmt.Sprintf("%s already holds a run (%s): continue it with --resume auto, train into a new --out DIR, or add --force to delete those files and start again",
+		e.Dir, strings.Join(e.Files, ", "))
+}
