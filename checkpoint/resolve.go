@@ -205,5 +205,5 @@ func CheckOutside(out, ckDir string) error {
 // RunFiles are the files and folder that make a directory hold a run: what
 // train refuses to start over (without --force) and no output may replace.
 func RunFiles() []string {
-	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir}
+	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir, TensorBoardDir}
 }

@@ -17,8 +17,9 @@ import (
 
 // observer is told of a run as it goes, each keeping one of its outputs:
 // metrics.jsonl (metricsLog), timeline.json (timelineWriter), curves.png
-// (curvesDrawer), checkpoints (checkpointer), the summary's figures
-// (tally), the progress lines (progress); TensorBoard would be one more.
+// (curvesDrawer), TensorBoard's tb/ (tbObserver), checkpoints
+// (checkpointer), the summary's figures (tally), the progress lines
+// (progress).
 // Run tells them in that order; the first error stops the run. One that
 // holds a file is an io.Closer, closed when Run returns.
 type observer interface {

@@ -204,6 +204,11 @@ func (r *run) openObservers() error {
 		}
 		r.observers = append(r.observers, curves)
 	}
+	if r.cfg.Output.TensorBoard && r.comm.Rank() == 0 {
+		r.tr.PreviewImages = tbPreviewImages
+		r.observers = append(r.observers, newTBObserver(filepath.Join(r.opts.OutDir, checkpoint.TensorBoardDir), r.ckpt.start, r.prog.note,
+			func() *train.Preview { return r.tr.Preview }))
+	}
 	r.sum = r.newSummary()
 	r.tally = &tally{run: r}
 	r.observers = append(r.observers, r.ckpt, r.tally, r.prog)

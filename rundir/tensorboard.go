@@ -20,26 +20,26 @@ const (
 	tbPictureHeight = 128
 )
 
-// tbObserver writes a run's steps and validations as TensorBoard scalars,
-// under tags named after metrics.jsonl's keys, and each validation's
-// preview as pictures. A nil one does nothing.
+// tbObserver writes a run's steps and validations into RUN/tb as
+// TensorBoard scalars, under tags named after metrics.jsonl's keys, and
+// each validation's preview as pictures (output.tensorboard, rank 0). It
+// never stops the run: a failure is one warning (package tensorboard).
 type tbObserver struct {
 	w *tensorboard.Writer
+	// preview is the validation just observed's train.Preview, or nil.
+	preview func() *train.Preview
 }
 
 // newTBObserver opens dir for a run that continues after step from (0: a
 // new run); warn receives the one warning a failure gives.
-func newTBObserver(dir string, from int, warn func(string)) *tbObserver {
-	return &tbObserver{w: tensorboard.Open(dir, int64(from), warn)}
+func newTBObserver(dir string, from int, warn func(string), preview func() *train.Preview) *tbObserver {
+	return &tbObserver{w: tensorboard.Open(dir, int64(from), warn), preview: preview}
 }
 
-// step records an optimizer step's loss, learning rate, loss scale, time
-// and memory (device_used where the device reports it, comm_ms in a
+// observeStep records an optimizer step's loss, learning rate, loss scale,
+// time and memory (device_used where the device reports it, comm_ms in a
 // data-parallel run).
-func (o *tbObserver) step(rec StepRecord) {
-	if o == nil {
-		return
-	}
+func (o *tbObserver) observeStep(rec StepRecord, _ train.StepResult) error {
 	s := []tensorboard.Scalar{
 		{Tag: "train/loss", Value: rec.Loss},
 		{Tag: "train/lr", Value: rec.LR},
@@ -57,14 +57,12 @@ func (o *tbObserver) step(rec StepRecord) {
 		s = append(s, tensorboard.Scalar{Tag: "train/comm_ms", Value: rec.CommMS})
 	}
 	o.w.Scalars(int64(rec.Step), s)
+	return nil
 }
 
-// validation records a validation's scores, each present class's IoU and
-// Dice, and, with a preview, its pictures.
-func (o *tbObserver) validation(rec checkpoint.ValRecord, preview *train.Preview) {
-	if o == nil {
-		return
-	}
+// observeValidation records a validation's scores, each present class's
+// IoU and Dice, and, with a preview, its pictures.
+func (o *tbObserver) observeValidation(rec checkpoint.ValRecord) error {
 	s := []tensorboard.Scalar{
 		{Tag: "val/loss", Value: rec.ValLoss},
 		{Tag: "val/miou", Value: rec.ValMIoU},
@@ -78,19 +76,22 @@ func (o *tbObserver) validation(rec checkpoint.ValRecord, preview *train.Preview
 		}
 	}
 	o.w.Scalars(int64(rec.Step), s)
-	if preview != nil {
+	if preview := o.preview(); preview != nil {
 		var images []tensorboard.Image
 		for i := range preview.N {
 			images = append(images, tensorboard.Image{Tag: fmt.Sprintf("val/prediction/%d", i), Image: previewPicture(preview, i)})
 		}
 		o.w.Images(int64(rec.Step), images)
 	}
+	return nil
 }
 
-func (o *tbObserver) close() {
-	if o != nil {
-		o.w.Close()
-	}
+func (o *tbObserver) observeEnd(*Summary) error { return nil }
+
+// Close flushes and closes the event file (a failure was warned about).
+func (o *tbObserver) Close() error {
+	o.w.Close()
+	return nil
 }
 
 // previewPicture is preview image i beside its mask and the predicted

@@ -139,28 +139,28 @@ func TestTBObserverWritesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	enc := json.NewEncoder(f)
-	o := newTBObserver(filepath.Join(run, checkpoint.TensorBoardDir), 0, func(w string) { t.Error(w) })
+	var preview *train.Preview
+	o := newTBObserver(filepath.Join(run, checkpoint.TensorBoardDir), 0, func(w string) { t.Error(w) }, func() *train.Preview { return preview })
 	for step := 1; step <= 4; step++ {
 		rec := StepRecord{Type: "step", Step: step, Loss: 1.0 / float64(step), LR: 3e-3, StepMS: 12.5 * float64(step), LossScale: 65536,
 			AllocatedBytes: int64(step) << 20, ReservedBytes: 3 << 20, PeakAllocatedBytes: 5<<20 + 1, PeakReservedBytes: 6 << 20}
 		if step == 3 {
 			rec.DeviceUsedBytes, rec.CommMS = 7<<30, 0.25
 		}
-		o.step(rec)
+		o.observeStep(rec, train.StepResult{})
 		enc.Encode(rec)
 		if step%2 == 0 {
 			iou, dice := 0.5, 2.0/3
 			v := checkpoint.ValRecord{Type: "val", Step: step, Validation: metrics.Validation{ValLoss: 0.7, ValMIoU: 0.25 * float64(step), ValDice: 0.3, ValPixelAcc: 0.9,
 				PerClass: []metrics.ClassScore{{Class: 0, IoU: &iou, Dice: &dice}, {Class: 1}, {Class: 2, IoU: &dice, Dice: &iou}}}}
-			var preview *train.Preview
 			if step == 4 {
 				preview = &train.Preview{N: 2, C: 3, H: 16, W: 16, Images: make([]float32, 2*3*256), Masks: make([]uint8, 512), Classes: make([]uint8, 512)}
 			}
-			o.validation(v, preview)
+			o.observeValidation(v)
 			enc.Encode(v)
 		}
 	}
-	o.close()
+	o.Close()
 	f.Close()
 	images := sameAsMetrics(t, run)
 	if !maps.Equal(images, map[int]int{4: 2}) {
