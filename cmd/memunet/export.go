@@ -79,11 +79,12 @@ func exportCommand(args []string, stdout io.Writer) error {
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"export: --out " + err.Error()}
 	}
-	lock, err := outdir.Acquire(filepath.Dir(*out), "memunet export")
-	if err != nil {
-		return err
+	// No folder lock: export writes one file, whole or not at all
+	// (outdir.WriteFile), so it cannot mix with another writer's files, and
+	// exporting from a run that is still training (its folder locked) works.
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return fmt.Errorf("export: --out %s: %w", *out, err)
 	}
-	defer lock.Clear() // a folder made for a failed command goes; no lock file stays beside the result
 	// Build the model from the manifest and load the weights: this checks
 	// that the tensors are the architecture's, names and shapes.
 	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), ck.Config.ModelConfig(), ck.Config.Model.Seed)

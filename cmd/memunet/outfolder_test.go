@@ -11,11 +11,10 @@ import (
 	"github.com/memunet/memunet/outdir"
 )
 
-// TestEvalAndExportLockTheirFolder: while another process holds the folder
-// eval or export writes into, the command stops at once with the in-use
-// line and writes nothing; once it is free the command writes its file and
-// leaves no lock file beside it.
-func TestEvalAndExportLockTheirFolder(t *testing.T) {
+// TestEvalLocksItsFolder: while another process holds the folder eval
+// writes into, eval stops at once with the in-use line and writes nothing;
+// once it is free it writes its report and leaves no lock file beside it.
+func TestEvalLocksItsFolder(t *testing.T) {
 	runDir, _ := trainTiny(t)
 	elsewhere := t.TempDir()
 	for _, tc := range []struct {
@@ -26,8 +25,6 @@ func TestEvalAndExportLockTheirFolder(t *testing.T) {
 	}{
 		{"eval", []string{"eval", "--checkpoint", runDir}, filepath.Join(runDir, "eval"), "val-step-*.json"},
 		{"eval --out", []string{"eval", "--checkpoint", runDir, "--out", filepath.Join(elsewhere, "e.json")}, elsewhere, "e.json"},
-		{"export", []string{"export", "--checkpoint", runDir}, runDir, "model-step-*.safetensors"},
-		{"export --out", []string{"export", "--checkpoint", runDir, "--out", filepath.Join(elsewhere, "m.safetensors")}, elsewhere, "m.safetensors"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hold, err := outdir.Acquire(tc.folder, "memunet train")
@@ -56,6 +53,28 @@ func TestEvalAndExportLockTheirFolder(t *testing.T) {
 				t.Errorf("a lock file stayed beside the result: %v", err)
 			}
 		})
+	}
+}
+
+// TestExportFromARunInUse: export writes one file whole, so it takes no
+// folder lock: a run that is still training (its folder held) can be
+// exported into its own folder, and the holder's lock is left alone.
+func TestExportFromARunInUse(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	hold, err := outdir.Acquire(runDir, "memunet train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	for _, format := range []string{"safetensors", "onnx"} {
+		runOK(t, "export", "--checkpoint", runDir, "--format", format)
+		if m, _ := filepath.Glob(filepath.Join(runDir, "model-step-*."+format)); len(m) != 1 {
+			t.Errorf("%s: results %v", format, m)
+		}
+	}
+	_, err = outdir.Acquire(runDir, "memunet predict")
+	if !strings.Contains(fmt.Sprint(err), "in use by memunet train") {
+		t.Errorf("the training run's lock was disturbed: %v", err)
 	}
 }
 
