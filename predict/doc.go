@@ -16,6 +16,8 @@
 // Files: predict.go (the model and its passes), probs.go (probabilities,
 // flip averaging), plan.go (a batch's memory and the limits), files.go
 // (image files), split.go (a dataset split), write.go (the output
-// writers: every file whole, never through a link), run.go (an output
-// folder and predict.json), report.go (the report and the options).
+// writers: every file whole, never through a link), names.go (output
+// names, one per input, colliding stems told apart), resize.go (--resize:
+// the size each image goes to the model at), run.go (an output folder and
+// predict.json), report.go (the report and the options).
 package predict

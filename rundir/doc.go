@@ -21,6 +21,9 @@
 // another run's directory, a finished run, a diverged loss),
 // checkpoint.go (saving, restoring, what may change on resume),
 // checkpoint_run.go (the checkpoints as an observer: saves, pruning, the
-// best link, metrics.jsonl on resume), progress.go (the progress bar and
-// lines).
+// best link, metrics.jsonl on resume), init.go (train.init's weights for
+// fine-tuning), curves.go (metrics.jsonl read back into curves),
+// tensorboard.go (the TensorBoard observer), progress.go (the progress bar
+// and lines), columns.go, columns_unix.go and columns_other.go (the
+// terminal's width), rss.go and rss_other.go (the process's peak RSS).
 package rundir

@@ -16,9 +16,15 @@
 // one on an out-of-memory error.
 //
 // Files by role: trainer.go (the loop), validate.go (the validation loop;
-// its scores are package metrics), plan.go (variants and the plan), fit.go (memory.fit). The run
-// directory, checkpoints and resume are package rundir; prediction is
-// package predict.
+// its scores are package metrics), preview.go (the first validation images
+// kept for pictures), plan.go (variants and the plan), fit.go
+// (memory.fit), fits.go (refusing what cannot fit, device and host),
+// capacity.go (memory.capacity: auto), hostmem_linux.go and
+// hostmem_other.go (the host's free memory), recompute_auto.go
+// (model.checkpoint: auto), classweights.go (class_weights: auto),
+// dataparallel.go (ranks' gradients all-reduced). The run directory,
+// checkpoints and resume are package rundir; prediction is package
+// predict.
 //
 // Memory: every buffer the loop touches is from the device's pool: the
 // model, Adam's moments (optimizer category), the micro-batch's images and

@@ -7,7 +7,7 @@
 //	func TestConformance(t *testing.T) { backendtest.Run(t, cpu.New()) }
 //
 // and a device backend the same way behind its build tag, e.g. in
-// backend/cuda/conformance_test.go:
+// backend/cuda/driverapi/conformance_test.go:
 //
 //	//go:build gpu
 //
