@@ -1,6 +1,7 @@
 package data
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/memunet/memunet/infile"
+	"golang.org/x/image/tiff"
 )
 
 // MaxImagePixels bounds width*height of an image or mask file. It is checked
@@ -20,51 +24,237 @@ import (
 // hostile header cannot make the decoder allocate gigabytes.
 const MaxImagePixels = 1 << 27 // 134 Mpx, 512 MiB as RGBA
 
-// readFile reads a whole image file; the error names the file.
-func readFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if isLoop(err) {
-			return nil, fmt.Errorf("%s: %s", path, loopMsg(path))
-		}
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s: cannot read: %v", path, err)
-	}
-	return b, nil
+// Bounds on a file's bytes beside its pixels: no image needs more than
+// maxFileBytesPerPixel bytes a pixel (16-bit RGBA stored uncompressed is
+// 8) plus maxFileExtraBytes of other chunks (profiles, text, thumbnails),
+// so a larger file is something else, refused before it is read through.
+const (
+	maxFileBytesPerPixel = 16
+	maxFileExtraBytes    = 64 << 20
+)
+
+// imageFile is an image file whose header has been read: its size, format
+// and what decoding it will cost are known before a pixel is decoded. Its
+// bytes are read where the decoder asks (r), never whole.
+type imageFile struct {
+	name        string
+	r           io.ReaderAt
+	size        int64
+	close       func() error // nil for bytes in memory
+	cfg         image.Config
+	format      string    // the decoder's name: "png", "jpeg", "gif", "tiff"
+	head        []byte    // the first bytes (a PNG's IHDR, for fileFormat)
+	tiff        *tiffInfo // a TIFF's first directory
+	progressive bool      // a progressive JPEG (see decodedBytes)
 }
 
-// decodeFile decodes a PNG, JPEG, GIF or TIFF file (the format is told by
-// its contents, not its name) of at most maxPixels pixels. Every error
-// starts with name and says what is wrong with the file. format is the
-// decoder's name of the format ("png", "jpeg", "gif", "tiff").
-func decodeFile(name string, b []byte, maxPixels int) (img image.Image, format string, err error) {
-	if isTIFF(b) {
-		if _, err := checkTIFF(name, b); err != nil {
-			return nil, "", err
+// openImageFile opens path (a regular file: a FIFO, a device or a socket is
+// refused by name, unread) and reads its header; the error names the file.
+func openImageFile(path string, maxPixels int) (*imageFile, error) {
+	f, size, err := infile.Open(path, 0)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	im, err := readImageHeader(path, f, size, maxPixels)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	im.close = f.Close
+	return im, nil
+}
+
+// fileError says why path could not be opened, naming it.
+func fileError(path string, err error) error {
+	var refused *infile.Error
+	switch {
+	case errors.As(err, &refused):
+		return err
+	case isLoop(err):
+		return fmt.Errorf("%s: %s", path, loopMsg(path))
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: cannot read: %v", path, err)
+}
+
+// readImageHeader reads the header of an image of size bytes from r and
+// checks it: a known format (a TIFF memunet reads right, see checkTIFF), at
+// least one pixel, at most maxPixels, and a size its pixels can account
+// for. Errors start with name.
+func readImageHeader(name string, r io.ReaderAt, size int64, maxPixels int) (*imageFile, error) {
+	if size == 0 {
+		return nil, fmt.Errorf("%s: the file is empty (0 bytes); re-export or re-download it", name)
+	}
+	head := make([]byte, 32)
+	n, _ := r.ReadAt(head, 0)
+	im := &imageFile{name: name, r: r, size: size, head: head[:n]}
+	var cfg image.Config
+	var format string
+	var err error
+	if isTIFF(im.head) {
+		// x/image/tiff reads a whole file into memory unless it is given
+		// an io.ReaderAt, which image.DecodeConfig does not pass on.
+		t, err := checkTIFF(name, r, size)
+		if err != nil {
+			return nil, err
+		}
+		im.tiff = &t
+		cfg, err = tiff.DecodeConfig(im.section())
+		format = "tiff"
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", name, describeDecodeError(err, ""))
+		}
+	} else if cfg, format, err = image.DecodeConfig(bufio.NewReader(im.section())); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, describeDecodeError(err, ""))
+	}
+	im.cfg, im.format = cfg, format
+	px := int64(cfg.Width) * int64(cfg.Height)
+	switch {
+	case cfg.Width <= 0 || cfg.Height <= 0:
+		return nil, fmt.Errorf("%s: %s image of %dx%d pixels: an image needs at least one pixel", name, strings.ToUpper(format), cfg.Height, cfg.Width)
+	case px > int64(maxPixels):
+		return nil, fmt.Errorf("%s: %s image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
+			name, strings.ToUpper(format), cfg.Height, cfg.Width, maxPixels)
+	case size > maxFileBytesPerPixel*px+maxFileExtraBytes:
+		return nil, fmt.Errorf("%s: %d bytes for a %s image of %dx%d pixels, more than any image of that size holds; the file is corrupt or not an image",
+			name, size, strings.ToUpper(format), cfg.Height, cfg.Width)
+	}
+	if format == "jpeg" {
+		im.progressive = jpegProgressive(bufio.NewReader(im.section()))
+	}
+	return im, nil
+}
+
+// section is the file from its start, to read through once.
+func (im *imageFile) section() *io.SectionReader { return io.NewSectionReader(im.r, 0, im.size) }
+
+// Close closes the file (nothing for bytes in memory).
+func (im *imageFile) Close() error {
+	if im.close == nil {
+		return nil
+	}
+	return im.close()
+}
+
+// pixels is the image's width times height.
+func (im *imageFile) pixels() int64 { return int64(im.cfg.Width) * int64(im.cfg.Height) }
+
+// decodedBytes is what the decoder holds per pixel for the header's color
+// model: the picture (8 for 16-bit color, 4 for 8-bit, 2 for 16-bit gray,
+// 1 for gray or a palette, up to 3 for JPEG's YCbCr), and for a progressive
+// JPEG its coefficients besides (4 bytes a sample).
+func (im *imageFile) decodedBytes() int64 {
+	var n int64
+	switch m := im.cfg.ColorModel; {
+	case m == color.RGBA64Model || m == color.NRGBA64Model:
+		n = 8
+	case m == color.CMYKModel: // decoded through YCbCr and K planes
+		n = 8
+	case m == color.RGBAModel || m == color.NRGBAModel:
+		n = 4
+	case m == color.Gray16Model:
+		n = 2
+	case m == color.GrayModel:
+		n = 1
+	case m == color.YCbCrModel:
+		n = 3
+	default:
+		if _, ok := m.(color.Palette); ok {
+			n = 1
+		} else {
+			n = 8
 		}
 	}
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+	if im.progressive {
+		n += 4 * n
+	}
+	return n
+}
+
+// imageCost is the bytes decoding the file as a picture takes at its
+// peak: the decoder's, and a converted one beside it where the conversion
+// cannot be made in place (toRGBA, toDeep). Sample converts row by row into
+// floats, and holds only the decoder's (decodedBytes).
+func (im *imageFile) imageCost() int64 {
+	n := im.decodedBytes()
+	if n < 8 {
+		n += 8 // an RGBA picture, or a 16-bit one's RGBA64
+	}
+	return n * im.pixels()
+}
+
+// maskCost is the bytes decoding the file as a mask takes: the decoder's
+// picture, which classes then overwrite in place.
+func (im *imageFile) maskCost() int64 { return im.decodedBytes() * im.pixels() }
+
+// decode decodes the pixels. Every error starts with the file's name.
+func (im *imageFile) decode() (image.Image, error) {
+	var img image.Image
+	var err error
+	if im.format == "tiff" {
+		img, err = tiff.Decode(im.section())
+	} else {
+		img, _, err = image.Decode(bufio.NewReaderSize(im.section(), 64<<10))
+	}
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %s", name, describeDecodeError(err, ""))
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return nil, "", fmt.Errorf("%s: %s image of %dx%d pixels: an image needs at least one pixel", name, strings.ToUpper(format), cfg.Height, cfg.Width)
-	}
-	if int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return nil, "", fmt.Errorf("%s: %s image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
-			name, strings.ToUpper(format), cfg.Height, cfg.Width, maxPixels)
-	}
-	img, _, err = image.Decode(bytes.NewReader(b))
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %s", name, describeDecodeError(err, format))
+		return nil, fmt.Errorf("%s: %s", im.name, describeDecodeError(err, im.format))
 	}
 	if img.Bounds().Empty() { // a GIF's first frame may be smaller than its header says
-		return nil, "", fmt.Errorf("%s: %s image has an empty first frame", name, strings.ToUpper(format))
+		return nil, fmt.Errorf("%s: %s image has an empty first frame", im.name, strings.ToUpper(im.format))
 	}
-	return img, format, nil
+	return img, nil
+}
+
+// decodeFile decodes a PNG, JPEG, GIF or TIFF file's bytes (the format is
+// told by its contents, not its name) of at most maxPixels pixels. Every
+// error starts with name and says what is wrong with the file. format is
+// the decoder's name of the format ("png", "jpeg", "gif", "tiff").
+func decodeFile(name string, b []byte, maxPixels int) (img image.Image, format string, err error) {
+	im, err := readImageHeader(name, bytes.NewReader(b), int64(len(b)), maxPixels)
+	if err != nil {
+		return nil, "", err
+	}
+	img, err = im.decode()
+	return img, im.format, err
+}
+
+// jpegProgressive reports whether a JPEG stream's frame is progressive
+// (SOF2), walking its segments up to the frame header.
+func jpegProgressive(r *bufio.Reader) bool {
+	var b [2]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil || b != [2]byte{0xff, 0xd8} {
+		return false
+	}
+	for range 1024 {
+		c, err := r.ReadByte()
+		if err != nil || c != 0xff {
+			return false
+		}
+		m := byte(0xff)
+		for m == 0xff { // fill bytes
+			if m, err = r.ReadByte(); err != nil {
+				return false
+			}
+		}
+		switch {
+		case m == 0xc2:
+			return true
+		case m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc:
+			return false // another frame type
+		case m == 0x01 || m >= 0xd0 && m <= 0xd9:
+			continue // no length
+		}
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return false
+		}
+		if _, err := r.Discard(int(b[0])<<8 | int(b[1]) - 2); err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // describeDecodeError turns a decoder error into a sentence for the user.
@@ -87,49 +277,113 @@ func describeDecodeError(err error, format string) string {
 	return fmt.Sprintf("cannot decode the %s data: %v; the file is corrupt", strings.ToUpper(format), err)
 }
 
-// toRGBA converts a decoded image into a new RGBA picture at (0, 0) with
+// pixBuffer is the bytes of a decoded picture whose rows lie one after the
+// other from (0, 0), and its bytes per pixel; ok is false for any other.
+func pixBuffer(m image.Image) (pix []byte, bpp int, ok bool) {
+	var stride int
+	var r image.Rectangle
+	switch s := m.(type) {
+	case *image.RGBA:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 4
+	case *image.NRGBA:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 4
+	case *image.CMYK:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 4
+	case *image.RGBA64:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 8
+	case *image.NRGBA64:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 8
+	case *image.Gray16:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 2
+	case *image.Gray:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 1
+	case *image.Paletted:
+		pix, stride, r, bpp = s.Pix, s.Stride, s.Rect, 1
+	default:
+		return nil, 0, false
+	}
+	if r.Min != (image.Point{}) || stride != bpp*r.Dx() || len(pix) < stride*r.Dy() {
+		return nil, 0, false
+	}
+	return pix, bpp, true
+}
+
+// toRGBA converts a decoded image into an RGBA picture at (0, 0) with
 // opaque alpha. With gray set, R, G and B all hold the luma (ITU-R 601, as
 // color.GrayModel and PIL's convert("L") compute it). Transparency is
 // ignored: a non-premultiplied pixel keeps its color (PIL's convert("RGB")).
+//
+// A source of 4 or more bytes a pixel is converted in place, row by row
+// (row y of the result ends where row y of the source begins or before),
+// and must not be used after; any other gets a new picture. Either way no
+// more than the larger of the two pictures is held, and one row.
 func toRGBA(src image.Image, gray bool) *image.RGBA {
 	b := src.Bounds()
-	dst := image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
-	switch s := src.(type) {
-	case *image.NRGBA:
-		for y := range b.Dy() {
-			copy(dst.Pix[y*dst.Stride:y*dst.Stride+4*b.Dx()], s.Pix[y*s.Stride:y*s.Stride+4*b.Dx()])
-		}
-	case *image.Gray:
-		for y := range b.Dy() {
-			row := s.Pix[y*s.Stride : y*s.Stride+b.Dx()]
-			for x, v := range row {
-				p := y*dst.Stride + 4*x
-				dst.Pix[p], dst.Pix[p+1], dst.Pix[p+2] = v, v, v
-			}
-		}
-	default:
-		draw.Draw(dst, dst.Rect, src, b.Min, draw.Src)
-		if hasAlpha(src) {
-			// draw premultiplied the colors by alpha; take them unmultiplied.
-			for y := range b.Dy() {
-				for x := range b.Dx() {
-					c := color.NRGBAModel.Convert(src.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
-					p := y*dst.Stride + 4*x
-					dst.Pix[p], dst.Pix[p+1], dst.Pix[p+2] = c.R, c.G, c.B
-				}
-			}
-		}
+	w, h := b.Dx(), b.Dy()
+	dst := &image.RGBA{Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
+	if pix, bpp, ok := pixBuffer(src); ok && bpp >= 4 {
+		dst.Pix = pix[:4*w*h]
+	} else {
+		dst.Pix = make([]uint8, 4*w*h)
 	}
-	for p := 0; p < len(dst.Pix); p += 4 {
-		if gray {
-			// color.GrayModel's weights: (19595 R + 38470 G + 7471 B) / 65536.
-			r, g, bl := uint32(dst.Pix[p]), uint32(dst.Pix[p+1]), uint32(dst.Pix[p+2])
-			y := uint8((19595*r + 38470*g + 7471*bl + 1<<15) >> 16)
-			dst.Pix[p], dst.Pix[p+1], dst.Pix[p+2] = y, y, y
-		}
-		dst.Pix[p+3] = 255
+	rows := newRGBARows(src, gray)
+	for y := range h {
+		copy(dst.Pix[y*dst.Stride:], rows.convert(y))
 	}
 	return dst
+}
+
+// rgbaRows converts a decoded picture to 8-bit RGBA one row at a time,
+// pixel for pixel as toRGBA does, into a row of its own.
+type rgbaRows struct {
+	src   image.Image
+	gray  bool
+	alpha bool // colors to take unmultiplied (see hasAlpha)
+	row   *image.RGBA
+}
+
+func newRGBARows(src image.Image, gray bool) *rgbaRows {
+	r := &rgbaRows{src: src, gray: gray, row: image.NewRGBA(image.Rect(0, 0, src.Bounds().Dx(), 1))}
+	switch src.(type) {
+	case *image.NRGBA, *image.Gray:
+	default:
+		r.alpha = hasAlpha(src)
+	}
+	return r
+}
+
+// convert returns row y (0 at the top) as RGBA bytes, valid until the next
+// call.
+func (r *rgbaRows) convert(y int) []uint8 {
+	b := r.src.Bounds()
+	w, sy, row := b.Dx(), b.Min.Y+y, r.row
+	switch s := r.src.(type) {
+	case *image.NRGBA:
+		copy(row.Pix, s.Pix[y*s.Stride:][:4*w])
+	case *image.Gray:
+		for x, v := range s.Pix[y*s.Stride:][:w] {
+			row.Pix[4*x], row.Pix[4*x+1], row.Pix[4*x+2] = v, v, v
+		}
+	default:
+		draw.Draw(row, row.Rect, r.src, image.Pt(b.Min.X, sy), draw.Src)
+		if r.alpha {
+			// draw premultiplied the colors by alpha; take them unmultiplied.
+			for x := range w {
+				c := color.NRGBAModel.Convert(r.src.At(b.Min.X+x, sy)).(color.NRGBA)
+				row.Pix[4*x], row.Pix[4*x+1], row.Pix[4*x+2] = c.R, c.G, c.B
+			}
+		}
+	}
+	for p := 0; p < len(row.Pix); p += 4 {
+		if r.gray {
+			// color.GrayModel's weights: (19595 R + 38470 G + 7471 B) / 65536.
+			rr, g, bl := uint32(row.Pix[p]), uint32(row.Pix[p+1]), uint32(row.Pix[p+2])
+			l := uint8((19595*rr + 38470*g + 7471*bl + 1<<15) >> 16)
+			row.Pix[p], row.Pix[p+1], row.Pix[p+2] = l, l, l
+		}
+		row.Pix[p+3] = 255
+	}
+	return row.Pix
 }
 
 // hasAlpha reports whether a picture of a type other than NRGBA, Gray or
@@ -151,73 +405,71 @@ func hasAlpha(m image.Image) bool {
 	return true
 }
 
-// maskPixels is a decoded mask: the raw value of every pixel, row-major
-// from its top-left, its size, and how the file stores the values.
+// maskPixels is a decoded mask: the file's name, the decoder's picture, its
+// size and how the file stores the values.
 type maskPixels struct {
-	raw    []uint16
+	name   string
+	img    image.Image
 	w, h   int
 	bits   int    // 16 for a 16-bit mask (values 0..65535), else 8 (0..255)
 	format string // the file's kind for people, e.g. "16-bit gray PNG", "8-bit palette PNG", "palette GIF"
 }
 
-// rawMask returns the value of every pixel of a mask picture, row-major
-// from its top-left: the palette index of a palette image (PNG, GIF or TIFF), the
-// gray level of a grayscale one, read by value: 0..255 for 8-bit gray,
-// 0..65535 for 16-bit gray (the whole 16-bit number, as PIL reads it, never
-// its high byte). Any other picture is accepted when every pixel
+// maskBits is 16 for a picture whose values are 16-bit, else 8.
+func maskBits(m image.Image) int {
+	switch m.(type) {
+	case *image.Gray16, *image.RGBA64, *image.NRGBA64:
+		return 16
+	}
+	return 8
+}
+
+// rawRow writes the value of every pixel of row y of a mask picture into
+// row (one value a pixel): the palette index of a palette image (PNG, GIF
+// or TIFF), the gray level of a grayscale one, read by value: 0..255 for 8-bit
+// gray, 0..65535 for 16-bit gray (the whole 16-bit number, as PIL reads
+// it, never its high byte). Any other picture is accepted when every pixel
 // is a shade of gray (R = G = B), whose level is the value (16-bit for a
 // 16-bit picture); a colored pixel is an error naming the file and the
-// pixel, since colors are not class indices. bits is 16 for a 16-bit
-// picture, else 8.
-func rawMask(name string, m image.Image) (raw []uint16, bits int, err error) {
+// pixel, since colors are not class indices.
+func rawRow(name string, m image.Image, y int, row []uint16) error {
 	b := m.Bounds()
-	w, h := b.Dx(), b.Dy()
-	out := make([]uint16, w*h)
+	w := b.Dx()
 	switch s := m.(type) {
 	case *image.Paletted:
-		for y := range h {
-			for x, v := range s.Pix[y*s.Stride : y*s.Stride+w] {
-				out[y*w+x] = uint16(v)
-			}
+		for x, v := range s.Pix[y*s.Stride:][:w] {
+			row[x] = uint16(v)
 		}
-		return out, 8, nil
+		return nil
 	case *image.Gray:
-		for y := range h {
-			for x, v := range s.Pix[y*s.Stride : y*s.Stride+w] {
-				out[y*w+x] = uint16(v)
-			}
+		for x, v := range s.Pix[y*s.Stride:][:w] {
+			row[x] = uint16(v)
 		}
-		return out, 8, nil
+		return nil
 	case *image.Gray16:
-		for y := range h {
-			row := s.Pix[y*s.Stride : y*s.Stride+2*w]
-			for x := range w {
-				out[y*w+x] = uint16(row[2*x])<<8 | uint16(row[2*x+1]) // big-endian
-			}
-		}
-		return out, 16, nil
-	case *image.RGBA64, *image.NRGBA64: // 16-bit RGB(A) and 16-bit gray with transparency
-		for y := range h {
-			for x := range w {
-				c := color.NRGBA64Model.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA64)
-				if c.R != c.G || c.G != c.B {
-					return nil, 0, colorMaskError(name, x, y, fmt.Sprintf("rgb(%d, %d, %d) of 65535", c.R, c.G, c.B))
-				}
-				out[y*w+x] = c.R
-			}
-		}
-		return out, 16, nil
-	}
-	for y := range h {
+		src := s.Pix[y*s.Stride:][:2*w]
 		for x := range w {
-			c := color.NRGBAModel.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
-			if c.R != c.G || c.G != c.B {
-				return nil, 0, colorMaskError(name, x, y, fmt.Sprintf("rgb(%d, %d, %d)", c.R, c.G, c.B))
-			}
-			out[y*w+x] = uint16(c.R)
+			row[x] = uint16(src[2*x])<<8 | uint16(src[2*x+1]) // big-endian
 		}
+		return nil
+	case *image.RGBA64, *image.NRGBA64: // 16-bit RGB(A) and 16-bit gray with transparency
+		for x := range w {
+			c := color.NRGBA64Model.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA64)
+			if c.R != c.G || c.G != c.B {
+				return colorMaskError(name, x, y, fmt.Sprintf("rgb(%d, %d, %d) of 65535", c.R, c.G, c.B))
+			}
+			row[x] = c.R
+		}
+		return nil
 	}
-	return out, 8, nil
+	for x := range w {
+		c := color.NRGBAModel.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+		if c.R != c.G || c.G != c.B {
+			return colorMaskError(name, x, y, fmt.Sprintf("rgb(%d, %d, %d)", c.R, c.G, c.B))
+		}
+		row[x] = uint16(c.R)
+	}
+	return nil
 }
 
 func colorMaskError(name string, x, y int, rgb string) error {
@@ -225,15 +477,73 @@ func colorMaskError(name string, x, y int, rgb string) error {
 		name, x, y, rgb)
 }
 
-// fileFormat names how an image or mask file stores its values, from its
-// header: "16-bit gray PNG", "8-bit palette PNG", "palette GIF", "16-bit
-// gray TIFF (tiled 256x256, LZW)", ... (bits: the depth of the decoded
-// picture, for formats whose header says nothing).
-func fileFormat(b []byte, format string, bits int) string {
-	switch format {
+// histogram counts the pixels of each raw value, ascending, one row at a
+// time; a colored pixel is an error (see rawRow).
+func (m maskPixels) histogram() ([]valueCount, error) {
+	row := make([]uint16, m.w)
+	counts := make([]int64, 1<<m.bits)
+	for y := range m.h {
+		if err := rawRow(m.name, m.img, y, row); err != nil {
+			return nil, err
+		}
+		for _, v := range row {
+			counts[v]++
+		}
+	}
+	var out []valueCount
+	for v, n := range counts {
+		if n > 0 {
+			out = append(out, valueCount{uint16(v), n})
+		}
+	}
+	return out, nil
+}
+
+// classes maps every pixel of the mask to its class by lut (a class, Ignore,
+// or -1: no class), in place where the decoder's picture allows (m.img must
+// not be used after: row y of classes ends before row y+1 of the picture
+// begins). A value that is no class, or a colored pixel, is an error naming
+// the file and the pixel; desc says how lut was made.
+func (m maskPixels) classes(lut []int16, desc string) (*image.Gray, error) {
+	out := &image.Gray{Stride: m.w, Rect: image.Rect(0, 0, m.w, m.h)}
+	if pix, _, ok := pixBuffer(m.img); ok {
+		out.Pix = pix[:m.w*m.h]
+	} else {
+		out.Pix = make([]uint8, m.w*m.h)
+	}
+	return out, m.classesInto(lut, desc, out.Pix)
+}
+
+// classesInto is classes writing into dst (w*h values, row-major), which
+// may be the decoder's picture's own bytes.
+func (m maskPixels) classesInto(lut []int16, desc string, dst []uint8) error {
+	row := make([]uint16, m.w)
+	for y := range m.h {
+		if err := rawRow(m.name, m.img, y, row); err != nil {
+			return err
+		}
+		out := dst[y*m.w:][:m.w]
+		for x, v := range row {
+			c := lut[v]
+			if c < 0 {
+				return fmt.Errorf("%s: mask value %d at x=%d, y=%d is not a class (%s)", m.name, v, x, y, desc)
+			}
+			out[x] = uint8(c)
+		}
+	}
+	return nil
+}
+
+// fileFormat names how the file stores its values, from its header:
+// "16-bit gray PNG", "8-bit palette PNG", "palette GIF", "16-bit gray TIFF
+// (tiled 256x256, LZW)", ... (bits: the depth of the decoded picture, for
+// formats whose header says nothing).
+func (im *imageFile) fileFormat(bits int) string {
+	switch im.format {
 	case "png":
 		// The signature (8 bytes), IHDR's length and type (8), width and
 		// height (8), then the bit depth and the color type.
+		b := im.head
 		if len(b) < 26 {
 			break
 		}
@@ -245,26 +555,36 @@ func fileFormat(b []byte, format string, bits int) string {
 	case "gif":
 		return "palette GIF"
 	case "tiff":
-		if t, err := tiffHeader(b); err == nil {
-			return t.format()
+		if im.tiff != nil {
+			return im.tiff.format()
 		}
 	}
-	return fmt.Sprintf("%d-bit %s", bits, strings.ToUpper(format))
+	return fmt.Sprintf("%d-bit %s", bits, strings.ToUpper(im.format))
 }
 
 // decodeImageFile decodes an image file into an RGBA picture (gray for
 // channels 1).
 func decodeImageFile(path string, channels, maxPixels int) (*image.RGBA, error) {
-	b, err := readFile(path)
+	im, err := openImageFile(path, maxPixels)
 	if err != nil {
 		return nil, err
 	}
-	return decodeImage(path, b, channels, maxPixels)
+	defer im.Close()
+	return im.decodeImage(channels)
 }
 
 // decodeImage is decodeImageFile on the file's bytes; name is used in errors.
 func decodeImage(name string, b []byte, channels, maxPixels int) (*image.RGBA, error) {
-	img, _, err := decodeFile(name, b, maxPixels)
+	im, err := readImageHeader(name, bytes.NewReader(b), int64(len(b)), maxPixels)
+	if err != nil {
+		return nil, err
+	}
+	return im.decodeImage(channels)
+}
+
+// decodeImage decodes the file as an image (see toRGBA).
+func (im *imageFile) decodeImage(channels int) (*image.RGBA, error) {
+	img, err := im.decode()
 	if err != nil {
 		return nil, err
 	}
@@ -274,35 +594,51 @@ func decodeImage(name string, b []byte, channels, maxPixels int) (*image.RGBA, e
 // decodeImageDeep is decodeImageFile keeping 16 bits per channel where
 // the file has them (see toDeep).
 func decodeImageDeep(path string, channels, maxPixels int) (image.Image, error) {
-	b, err := readFile(path)
+	im, err := openImageFile(path, maxPixels)
 	if err != nil {
 		return nil, err
 	}
-	img, _, err := decodeFile(path, b, maxPixels)
+	defer im.Close()
+	img, err := im.decode()
 	if err != nil {
 		return nil, err
 	}
 	return toDeep(img, channels == 1), nil
 }
 
-// decodeMaskFile decodes a mask file into its raw values (see rawMask).
+// decodeMaskFile decodes a mask file.
 func decodeMaskFile(path string, maxPixels int) (maskPixels, error) {
-	b, err := readFile(path)
+	im, err := openImageFile(path, maxPixels)
 	if err != nil {
 		return maskPixels{}, err
 	}
-	return decodeMask(path, b, maxPixels)
+	defer im.Close()
+	return im.decodeMask()
 }
 
-// decodeMask is decodeMaskFile on the file's bytes; name is used in errors.
+// decodeMask is decodeMaskFile on the file's bytes, its values checked
+// (a colored pixel is an error); name is used in errors.
 func decodeMask(name string, b []byte, maxPixels int) (maskPixels, error) {
-	m, format, err := decodeFile(name, b, maxPixels)
+	im, err := readImageHeader(name, bytes.NewReader(b), int64(len(b)), maxPixels)
 	if err != nil {
 		return maskPixels{}, err
 	}
-	raw, bits, err := rawMask(name, m)
+	m, err := im.decodeMask()
+	if err == nil {
+		_, err = m.histogram()
+	}
 	if err != nil {
 		return maskPixels{}, err
 	}
-	return maskPixels{raw: raw, w: m.Bounds().Dx(), h: m.Bounds().Dy(), bits: bits, format: fileFormat(b, format, bits)}, nil
+	return m, nil
+}
+
+// decodeMask decodes the file as a mask.
+func (im *imageFile) decodeMask() (maskPixels, error) {
+	m, err := im.decode()
+	if err != nil {
+		return maskPixels{}, err
+	}
+	bits := maskBits(m)
+	return maskPixels{name: im.name, img: m, w: m.Bounds().Dx(), h: m.Bounds().Dy(), bits: bits, format: im.fileFormat(bits)}, nil
 }

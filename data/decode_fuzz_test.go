@@ -88,7 +88,7 @@ func FuzzDecodeMask(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte, classes uint8) {
 		m, err := decodeMask("fuzz.gif", b, fuzzMaxPixels)
-		raw, w, h := m.raw, m.w, m.h
+		raw, w, h := m.values(), m.w, m.h
 		if err != nil {
 			if raw != nil || !strings.HasPrefix(err.Error(), "fuzz.gif: ") {
 				t.Fatalf("error %q with values", err)
@@ -134,11 +134,11 @@ func TestDecodeSeeds(t *testing.T) {
 	copy(pal.Pix, cls)
 	pal.Pix[5] = 255
 	mp, err := decodeMask("m.png", encodePNG(t, pal), fuzzMaxPixels)
-	if err != nil || mp.w != 10 || mp.h != 12 || mp.raw[5] != 255 || mp.raw[6] != uint16(cls[6]) || mp.bits != 8 || mp.format != "8-bit palette PNG" {
+	if err != nil || mp.w != 10 || mp.h != 12 || mp.values()[5] != 255 || mp.values()[6] != uint16(cls[6]) || mp.bits != 8 || mp.format != "8-bit palette PNG" {
 		t.Fatalf("palette PNG: %v %dx%d %d-bit %q", err, mp.w, mp.h, mp.bits, mp.format)
 	}
 	mp, err = decodeMask("m.gif", encodeGIF(t, pal), fuzzMaxPixels)
-	if err != nil || mp.raw[5] != 255 || mp.raw[7] != uint16(cls[7]) || mp.format != "palette GIF" {
+	if err != nil || mp.values()[5] != 255 || mp.values()[7] != uint16(cls[7]) || mp.format != "palette GIF" {
 		t.Fatalf("palette GIF: %v %q", err, mp.format)
 	}
 	// 16-bit gray is read by value, not by its high byte.
@@ -146,8 +146,8 @@ func TestDecodeSeeds(t *testing.T) {
 	g16.SetGray16(1, 1, color.Gray16{Y: 0x0300})
 	g16.SetGray16(2, 1, color.Gray16{Y: 0x0101})
 	mp, err = decodeMask("m16.png", encodePNG(t, g16), fuzzMaxPixels)
-	if err != nil || mp.raw[4] != 0x0300 || mp.raw[5] != 257 || mp.bits != 16 || mp.format != "16-bit gray PNG" {
-		t.Fatalf("16-bit gray: %v %v %d-bit %q", err, mp.raw, mp.bits, mp.format)
+	if err != nil || mp.values()[4] != 0x0300 || mp.values()[5] != 257 || mp.bits != 16 || mp.format != "16-bit gray PNG" {
+		t.Fatalf("16-bit gray: %v %v %d-bit %q", err, mp.values(), mp.bits, mp.format)
 	}
 	m, err := decodeImage("i.png", encodePNG(t, img), 3, fuzzMaxPixels)
 	if err != nil || !bytes.Equal(m.Pix, img.Pix) {
@@ -173,4 +173,18 @@ func TestDecodeSeeds(t *testing.T) {
 			t.Errorf("seed %d (truncated) decoded", k)
 		}
 	}
+}
+
+// values is every raw value of the mask, row-major (nil for none).
+func (m maskPixels) values() []uint16 {
+	if m.img == nil {
+		return nil
+	}
+	out := make([]uint16, m.w*m.h)
+	for y := range m.h {
+		if err := rawRow(m.name, m.img, y, out[y*m.w:(y+1)*m.w]); err != nil {
+			panic(err)
+		}
+	}
+	return out
 }

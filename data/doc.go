@@ -26,6 +26,24 @@
 // decoded again each time a sample is read (nothing is
 // cached); the Loader does that ahead of the trainer.
 //
+// # Bounds
+//
+// Every file is opened through package infile: a named pipe, a socket or a
+// device (a link to /dev/zero) in the data folder is a problem naming it,
+// never opened for reading; files are streamed to the decoders (a TIFF
+// through io.ReaderAt: its header and directories, then its strips), never
+// read whole. A header is read before any pixel: more than MaxImagePixels
+// pixels, or more bytes than such an image could hold, is refused first.
+// Decoding holds only the decoder's own picture: Sample turns the image
+// into floats a row at a time (8 or 16 bits) before its mask is decoded,
+// and writes the mask's classes straight into the caller's buffer; Image
+// converts a picture of 4 or more bytes a pixel in place (toRGBA, toDeep)
+// and maps a mask's values to classes in place. Concurrent decodes of one dataset hold at most
+// SourceConfig.DecodeBytes between them by the headers' estimates (a
+// larger one runs alone). OpenContext and CheckContext stop a scan once
+// their context is done (a signal); data.count is at most
+// MaxSyntheticCount.
+//
 // # Layout
 //
 // An image is float32, planar (C, H, W): channel c, row y, column x is at

@@ -2,6 +2,7 @@ package data
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/memunet/memunet/infile"
 )
 
 // File extensions read (case-insensitive). The format itself is told by
@@ -62,9 +65,10 @@ func stem(name string) string { return strings.TrimSuffix(name, filepath.Ext(nam
 
 // readDirFiles lists the regular files (or links to them) of dir by name,
 // skipping hidden ones and folders. A link that leads nowhere (a symlink
-// loop or a broken link) is a problem naming it: fatal when its name has
-// one of exts, since a sample would be lost; else a warning that it is
-// ignored.
+// loop or a broken link) or to what is not a file, and a named pipe, a
+// socket or a device, is a problem naming it: fatal when its name has one
+// of exts, since a sample would be lost; else a warning that it is
+// ignored. None of them is ever opened (a FIFO would wait for a writer).
 func readDirFiles(dir string, exts []string) ([]string, []Problem, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -73,27 +77,25 @@ func readDirFiles(dir string, exts []string) ([]string, []Problem, error) {
 	var out []string
 	var probs []Problem
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
 			continue
 		}
-		if e.IsDir() {
-			continue
+		path := filepath.Join(dir, e.Name())
+		var p *Problem
+		ok := e.Type().IsRegular()
+		if !ok {
+			ok, p = statFile(path)
 		}
-		if e.Type()&fs.ModeSymlink != 0 {
-			path := filepath.Join(dir, e.Name())
-			ok, p := statFile(path)
-			if p != nil {
-				if !hasExt(e.Name(), exts) {
-					p.Fatal = false
-					p.Msg = "ignored: " + p.Msg
-				}
-				probs = append(probs, *p)
+		if p != nil {
+			if !hasExt(e.Name(), exts) {
+				p.Fatal = false
+				p.Msg = "ignored: " + p.Msg
 			}
-			if !ok {
-				continue
-			}
+			probs = append(probs, *p)
 		}
-		out = append(out, e.Name())
+		if ok {
+			out = append(out, e.Name())
+		}
 	}
 	slices.Sort(out)
 	return out, probs, nil
@@ -145,14 +147,20 @@ func loopMsg(path string) string {
 	return msg + "; fix or remove the link"
 }
 
-// statFile reports whether path is a file or a link to one. A symlink loop
-// or a broken symbolic link there is a fatal problem naming it (the
-// dataset lost that file); a missing path or a folder is neither.
+// statFile reports whether path is a regular file or a link to one. A
+// symlink loop, a broken symbolic link, or a named pipe, socket or device
+// there is a fatal problem naming it (the dataset lost that file); a
+// missing path or a folder is neither.
 func statFile(path string) (ok bool, p *Problem) {
 	st, err := os.Stat(path)
 	switch {
+	case err == nil && st.IsDir():
+		return false, nil
+	case err == nil && !st.Mode().IsRegular():
+		p := fatal(path, "is %s, not a file: a sample must be a regular file; remove it or replace it with the file", infile.Kind(st.Mode()))
+		return false, &p
 	case err == nil:
-		return !st.IsDir(), nil
+		return true, nil
 	case isLoop(err):
 		return false, loopProblem(path)
 	case errors.Is(err, fs.ErrNotExist):
@@ -397,6 +405,9 @@ func localID(id string) bool {
 	return filepath.IsLocal(id) && !slices.Contains(strings.Split(filepath.ToSlash(id), "/"), "..")
 }
 
+// maxListBytes bounds a VOC list of ids (VOC2012's are 70 KB).
+const maxListBytes = 64 << 20
+
 type idLine struct {
 	id   string
 	line int
@@ -404,13 +415,18 @@ type idLine struct {
 
 // readList reads one id per line (the first word; blank lines skipped).
 func readList(path string, required bool) ([]idLine, *Problem) {
-	f, err := os.Open(path)
+	f, _, err := infile.Open(path, maxListBytes)
 	if err != nil {
 		if isLoop(err) {
 			return nil, loopProblem(path)
 		}
 		if errors.Is(err, fs.ErrNotExist) && !required {
 			return nil, nil
+		}
+		var refused *infile.Error
+		if errors.As(err, &refused) {
+			p := fatal(path, "%s (a list of ids, one a line)", refused.Reason)
+			return nil, &p
 		}
 		p := fatal(path, "cannot read the list of ids: %v", unwrapPath(err))
 		return nil, &p
@@ -455,78 +471,74 @@ type valueCount struct {
 	pixels int64
 }
 
-// histogram counts the pixels of each raw value of a mask, ascending.
-func histogram(m maskPixels) []valueCount {
-	var out []valueCount
-	if m.bits <= 8 {
-		var hist [256]int64
-		for _, v := range m.raw {
-			hist[uint8(v)]++
-		}
-		for v, n := range hist {
-			if n > 0 {
-				out = append(out, valueCount{uint16(v), n})
-			}
-		}
-		return out
-	}
-	hist := map[uint16]int64{}
-	for _, v := range m.raw {
-		hist[v]++
-	}
-	for _, v := range slices.Sorted(maps.Keys(hist)) {
-		out = append(out, valueCount{v, hist[v]})
-	}
-	return out
-}
-
-// scanPairs decodes every image and mask in full, in parallel, so that a
-// truncated or corrupt file is found before training starts.
-func scanPairs(pairs []pair, maxPixels int) []scanned {
+// scanPairs decodes every image and mask in full, in parallel (at most one
+// pair per core, and no more at once than decodes's bytes allow), so that a
+// truncated or corrupt file is found before training starts. It stops
+// early, with ctx's error, once ctx is done.
+func scanPairs(ctx context.Context, pairs []pair, maxPixels int, decodes *budget) ([]scanned, error) {
 	out := make([]scanned, len(pairs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(len(pairs), 1)) {
 		wg.Go(func() {
-			for {
+			for ctx.Err() == nil {
 				k := int(next.Add(1) - 1)
 				if k >= len(pairs) {
 					return
 				}
-				out[k] = scanPair(pairs[k], maxPixels)
+				out[k] = scanPair(pairs[k], maxPixels, decodes)
 			}
 		})
 	}
 	wg.Wait()
-	return out
+	return out, ctx.Err()
 }
 
-func scanPair(p pair, maxPixels int) scanned {
+// scanPair decodes a pair and reads what the report needs: both sizes and
+// formats, the image's and mask's depth, and the mask's histogram. Both
+// headers are read first, so that the pair's decoding waits for its whole
+// cost at once.
+func scanPair(p pair, maxPixels int, decodes *budget) scanned {
 	var s scanned
-	b, err := readFile(p.image)
+	img, mask, err := openPair(p, maxPixels)
 	if err != nil {
 		s.err = err
 		return s
 	}
-	img, format, err := decodeFile(p.image, b, maxPixels)
+	defer img.Close()
+	defer mask.Close()
+	defer decodes.acquire(img.decodedBytes()*img.pixels() + mask.maskCost())()
+	picture, err := img.decode()
 	if err != nil {
 		s.err = err
 		return s
 	}
-	s.imgW, s.imgH = img.Bounds().Dx(), img.Bounds().Dy()
+	s.imgW, s.imgH = picture.Bounds().Dx(), picture.Bounds().Dy()
 	s.imgBits = 8
-	if is16(img) {
+	if is16(picture) {
 		s.imgBits = 16
 	}
-	s.imgFormat = fileFormat(b, format, s.imgBits)
-	m, err := decodeMaskFile(p.mask, maxPixels)
+	s.imgFormat = img.fileFormat(s.imgBits)
+	m, err := mask.decodeMask()
 	if err != nil {
 		s.err = err
 		return s
 	}
 	s.maskW, s.maskH, s.maskBits, s.maskFormat = m.w, m.h, m.bits, m.format
-	s.hist = histogram(m)
+	s.hist, s.err = m.histogram()
 	return s
+}
+
+// openPair opens a pair's image and mask and reads their headers.
+func openPair(p pair, maxPixels int) (img, mask *imageFile, err error) {
+	if img, err = openImageFile(p.image, maxPixels); err != nil {
+		return nil, nil, err
+	}
+	if mask, err = openImageFile(p.mask, maxPixels); err != nil {
+		img.Close()
+		return nil, nil, err
+	}
+	return img, mask, nil
 }
 
 // files is the ImageSource of a folder or VOC dataset: sample i is
@@ -541,6 +553,7 @@ type files struct {
 	mapDesc   string  // how lut was made, for errors
 	h, w      int     // the common size; 0 when images differ in size
 	maxPixels int
+	decodes   *budget // bounds the bytes of concurrent decodes
 }
 
 var _ ImageSource = (*files)(nil)
@@ -563,7 +576,7 @@ func (f *files) Name(i int) string {
 // channel; the high byte of 16-bit files) and the mask as class indices.
 // Errors name the file.
 func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {
-	img, mask, err := f.read(i, func(path string) (image.Image, error) { return decodeImageFile(path, f.channels, f.maxPixels) })
+	img, mask, err := f.read(i, func(im *imageFile) (image.Image, error) { return im.decodeImage(f.channels) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -572,41 +585,50 @@ func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {
 
 // deepImage is Image keeping 16 bits per channel (see deepImager).
 func (f *files) deepImage(i int) (image.Image, *image.Gray, error) {
-	return f.read(i, func(path string) (image.Image, error) { return decodeImageDeep(path, f.channels, f.maxPixels) })
+	return f.read(i, func(im *imageFile) (image.Image, error) {
+		img, err := im.decode()
+		if err != nil {
+			return nil, err
+		}
+		return toDeep(img, f.channels == 1), nil
+	})
 }
 
-// read decodes sample i's image with decode and its mask as class indices.
-func (f *files) read(i int, decode func(path string) (image.Image, error)) (image.Image, *image.Gray, error) {
+// read decodes sample i's image with decode and its mask as class indices,
+// holding the pair's share of the decode budget while it does.
+func (f *files) read(i int, decode func(*imageFile) (image.Image, error)) (image.Image, *image.Gray, error) {
 	if i < 0 || i >= len(f.pairs) {
 		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, len(f.pairs))
 	}
 	p := f.pairs[i]
-	img, err := decode(p.image)
+	im, mk, err := openPair(p, f.maxPixels)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := decodeMaskFile(p.mask, f.maxPixels)
+	defer im.Close()
+	defer mk.Close()
+	defer f.decodes.acquire(im.imageCost() + mk.maskCost())()
+	img, err := decode(im)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, h := m.w, m.h
-	if ib := img.Bounds(); ib.Dx() != w || ib.Dy() != h {
+	m, err := mk.decodeMask()
+	if err != nil {
+		return nil, nil, err
+	}
+	if ib := img.Bounds(); ib.Dx() != m.w || ib.Dy() != m.h {
 		return nil, nil, fmt.Errorf("%s is %dx%d (height x width) but its image %s is %dx%d; a mask must be the size of its image",
-			p.mask, h, w, p.image, ib.Dy(), ib.Dx())
+			p.mask, m.h, m.w, p.image, ib.Dy(), ib.Dx())
 	}
-	mask := image.NewGray(image.Rect(0, 0, w, h))
-	for k, v := range m.raw {
-		c := f.lut[v]
-		if c < 0 {
-			return nil, nil, fmt.Errorf("%s: mask value %d at x=%d, y=%d is not a class (%s)", p.mask, v, k%w, k/w, f.mapDesc)
-		}
-		mask.Pix[k] = uint8(c)
+	mask, err := m.classes(f.lut, f.mapDesc)
+	if err != nil {
+		return nil, nil, err
 	}
 	return img, mask, nil
 }
 
 // Sample fills image and mask with sample i, normalized as the package
-// does; every image must be Size().
+// does (16-bit files keep their 16 bits); every image must be Size().
 func (f *files) Sample(i int, img []float32, mask []uint8) error {
 	if f.h == 0 {
 		return fmt.Errorf("data: the images differ in size; set data.resize: [H, W] to scale them to one size")
@@ -614,15 +636,33 @@ func (f *files) Sample(i int, img []float32, mask []uint8) error {
 	if err := checkSample(f, i, img, mask); err != nil {
 		return err
 	}
-	oi, om, err := f.deepImage(i)
+	// The image becomes floats row by row before the mask is decoded, and
+	// the mask's classes go straight into mask: the most held at once is
+	// the larger of the two decoders' pictures.
+	p := f.pairs[i]
+	im, mk, err := openPair(p, f.maxPixels)
+	if err != nil {
+		return err
+	}
+	defer im.Close()
+	defer mk.Close()
+	defer f.decodes.acquire(max(im.decodedBytes()*im.pixels(), mk.maskCost()))()
+	oi, err := im.decode()
 	if err != nil {
 		return err
 	}
 	if b := oi.Bounds(); b.Dx() != f.w || b.Dy() != f.h {
 		return fmt.Errorf("%s is %dx%d (height x width), the other images %dx%d; set data.resize: [H, W] to scale them to one size",
-			f.pairs[i].image, b.Dy(), b.Dx(), f.h, f.w)
+			p.image, b.Dy(), b.Dx(), f.h, f.w)
 	}
-	normalizeDeep(oi, f.channels, img)
-	copy(mask, om.Pix)
-	return nil
+	normalizeDecoded(oi, f.channels == 1, f.channels, img)
+	m, err := mk.decodeMask()
+	if err != nil {
+		return err
+	}
+	if m.w != f.w || m.h != f.h {
+		return fmt.Errorf("%s is %dx%d (height x width) but its image %s is %dx%d; a mask must be the size of its image",
+			p.mask, m.h, m.w, p.image, f.h, f.w)
+	}
+	return m.classesInto(f.lut, f.mapDesc, mask)
 }

@@ -181,7 +181,7 @@ func TestMask16OtherKinds(t *testing.T) {
 		g.SetNRGBA64(p%3, p/3, color.NRGBA64{R: v, G: v, B: v, A: uint16(0xffff - p)})
 	}
 	m, err := decodeMask("m.png", encodePNG(t, g), fuzzMaxPixels)
-	if err != nil || !slices.Equal(m.raw, []uint16{0, 300, 600, 900, 1200, 1500}) || m.bits != 16 || m.format != "16-bit RGBA PNG" {
+	if err != nil || !slices.Equal(m.values(), []uint16{0, 300, 600, 900, 1200, 1500}) || m.bits != 16 || m.format != "16-bit RGBA PNG" {
 		t.Errorf("16-bit gray RGBA: %v %+v", err, m)
 	}
 	g.SetNRGBA64(2, 1, color.NRGBA64{R: 1, G: 2, B: 1, A: 0xffff})
@@ -190,7 +190,7 @@ func TestMask16OtherKinds(t *testing.T) {
 	}
 	gr := image.NewGray(image.Rect(0, 0, 2, 2))
 	gr.Pix[3] = 200
-	if m, err := decodeMask("g.png", encodePNG(t, gr), fuzzMaxPixels); err != nil || m.bits != 8 || m.format != "8-bit gray PNG" || m.raw[3] != 200 {
+	if m, err := decodeMask("g.png", encodePNG(t, gr), fuzzMaxPixels); err != nil || m.bits != 8 || m.format != "8-bit gray PNG" || m.values()[3] != 200 {
 		t.Errorf("8-bit gray: %v %+v", err, m)
 	}
 }

@@ -1,10 +1,9 @@
 package data
 
 import (
-	"bytes"
 	"cmp"
+	"context"
 	"fmt"
-	"image"
 	"io"
 	"maps"
 	"math"
@@ -63,6 +62,9 @@ type SourceConfig struct {
 	SizeMultiple int
 	// MaxPixels bounds each file (0: MaxImagePixels).
 	MaxPixels int
+	// DecodeBytes bounds what concurrent decodes of the dataset hold (0:
+	// DefaultDecodeBytes).
+	DecodeBytes int64
 }
 
 // Set is an opened dataset: every sample at its final size, normalized,
@@ -198,7 +200,13 @@ func (r *Report) Err() error {
 // mask value that is no class, an image without a mask or an empty dataset
 // is an error naming the file, before any training starts.
 func Open(cfg SourceConfig) (*Set, error) {
-	set, rep, err := open(cfg, false)
+	return OpenContext(context.Background(), cfg)
+}
+
+// OpenContext is Open that stops, with ctx's error, once ctx is done (a
+// signal during a long scan).
+func OpenContext(ctx context.Context, cfg SourceConfig) (*Set, error) {
+	set, rep, err := open(ctx, cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +220,16 @@ func Open(cfg SourceConfig) (*Set, error) {
 // every problem. The error is for a configuration that cannot be checked
 // at all. For the synthetic set it also counts the classes of every sample.
 func Check(cfg SourceConfig) (*Report, error) {
-	_, rep, err := open(cfg, true)
+	return CheckContext(context.Background(), cfg)
+}
+
+// CheckContext is Check that stops, with ctx's error, once ctx is done.
+func CheckContext(ctx context.Context, cfg SourceConfig) (*Report, error) {
+	_, rep, err := open(ctx, cfg, true)
 	return rep, err
 }
 
-func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
+func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -249,7 +262,9 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		}
 		rep.MappingDesc = "the synthetic masks hold class indices"
 		if full {
-			checkSynthetic(syn, rep)
+			if err := checkSynthetic(ctx, syn, rep); err != nil {
+				return nil, nil, err
+			}
 		}
 	case SourceFolder, SourceVOC:
 		var pairs []pair
@@ -290,7 +305,10 @@ func open(cfg SourceConfig, full bool) (*Set, *Report, error) {
 		for _, p := range pairs {
 			stamps = append(stamps, stampOf(p.image), stampOf(p.mask))
 		}
-		fs := scanFiles(cfg, pairs, rep)
+		fs, err := scanFiles(ctx, cfg, pairs, rep)
+		if err != nil {
+			return nil, nil, err
+		}
 		if fs == nil {
 			return nil, rep, nil
 		}
@@ -545,9 +563,14 @@ func defaultNorm(mean, std []float64) bool {
 }
 
 // scanFiles reads every pair in full, fills the report and returns the
-// source, or nil when a fatal problem leaves nothing to build.
-func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
-	results := scanPairs(pairs, cfg.MaxPixels)
+// source, or nil when a fatal problem leaves nothing to build; the error is
+// ctx's, once it is done.
+func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report) (*files, error) {
+	decodes := newBudget(cfg.DecodeBytes)
+	results, err := scanPairs(ctx, pairs, cfg.MaxPixels, decodes)
+	if err != nil {
+		return nil, fmt.Errorf("data: reading %s stopped: %w", cfg.Path, err)
+	}
 	sizes := map[[2]int]*SizeCount{}
 	values := map[int]*MaskValue{}
 	formats := map[string]*MaskFormat{}
@@ -652,7 +675,7 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 			rep.Problems = append(rep.Problems, fatal(rep.Value(extra).FirstMask,
 				"the masks hold %d distinct values %s but model.classes is %d (value %d first occurs here); set model.classes: %d, or data.mask_values to the %d values that are classes",
 				len(found), shortList(found), cfg.Classes, extra, len(found), cfg.Classes))
-			return nil
+			return nil, nil
 		case len(found) < cfg.Classes:
 			rep.Problems = append(rep.Problems, warning(cfg.Path, "the masks hold only %d distinct values %v, so classes %d..%d never occur; lower model.classes or set data.mask_values",
 				len(found), found, len(found), cfg.Classes-1))
@@ -694,7 +717,7 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		}
 	}
 	if hasFatal(rep.Problems) {
-		return nil
+		return nil, nil
 	}
 	f := &files{
 		desc:      fmt.Sprintf("%s dataset %s (%d samples)", cfg.Source, cfg.Path, len(ok)),
@@ -704,6 +727,7 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		lut:       slices.Clone(rep.Mapping),
 		mapDesc:   rep.MappingDesc,
 		maxPixels: cfg.MaxPixels,
+		decodes:   decodes,
 	}
 	if len(rep.Sizes) == 1 {
 		f.h, f.w = rep.Sizes[0].H, rep.Sizes[0].W
@@ -715,18 +739,22 @@ func scanFiles(cfg SourceConfig, pairs []pair, rep *Report) *files {
 		}
 		rep.Problems = append(rep.Problems, fatal(b.First, "is %dx%d (height x width) but %s is %dx%d: the images have %d different sizes%s; set data.resize: [H, W] to scale them all to one size",
 			b.H, b.W, a.First, a.H, a.W, len(rep.Sizes), why))
-		return nil
+		return nil, nil
 	}
-	return f
+	return f, nil
 }
 
-// checkSynthetic counts the classes of every synthetic sample.
-func checkSynthetic(s *Synthetic, rep *Report) {
+// checkSynthetic counts the classes of every synthetic sample; the error
+// is ctx's, once it is done.
+func checkSynthetic(ctx context.Context, s *Synthetic, rep *Report) error {
 	n := s.cfg.Size
 	raw := make([]float32, SyntheticChannels*n*n)
 	mask := make([]uint8, n*n)
 	var vals [256]MaskValue
 	for i := range s.Len() {
+		if i%256 == 0 && ctx.Err() != nil {
+			return fmt.Errorf("data: checking the synthetic samples stopped: %w", ctx.Err())
+		}
 		s.generate(i, raw, mask, nil)
 		var seen [256]bool
 		for _, v := range mask {
@@ -748,6 +776,7 @@ func checkSynthetic(s *Synthetic, rep *Report) {
 			rep.Values = append(rep.Values, mv)
 		}
 	}
+	return nil
 }
 
 // mixedDepths is a warning when some masks are 8-bit and others 16-bit:
@@ -1070,8 +1099,14 @@ var openCache struct {
 // modification time, so that planning several variants of one run reads a
 // large dataset once. fresh says the files were read now.
 func OpenCached(cfg SourceConfig) (set *Set, fresh bool, err error) {
+	return OpenCachedContext(context.Background(), cfg)
+}
+
+// OpenCachedContext is OpenCached that stops, with ctx's error, once ctx
+// is done.
+func OpenCachedContext(ctx context.Context, cfg SourceConfig) (set *Set, fresh bool, err error) {
 	if cfg.Source == SourceSynthetic {
-		set, err = Open(cfg)
+		set, err = OpenContext(ctx, cfg)
 		return set, true, err
 	}
 	key := fmt.Sprintf("%#v", cfg)
@@ -1080,7 +1115,7 @@ func OpenCached(cfg SourceConfig) (set *Set, fresh bool, err error) {
 	if s, ok := openCache.sets[key]; ok && s.unchanged() {
 		return s, false, nil
 	}
-	set, err = Open(cfg)
+	set, err = OpenContext(ctx, cfg)
 	if err != nil {
 		return nil, true, err
 	}
@@ -1118,15 +1153,16 @@ func ProbeSize(cfg SourceConfig) (h, w int, err error) {
 			}
 			return 0, 0, fmt.Errorf("data: %s: no samples", cfg.Path)
 		}
-		b, err := readFile(pairs[0].image)
+		max := cfg.MaxPixels
+		if max <= 0 {
+			max = MaxImagePixels
+		}
+		im, err := openImageFile(pairs[0].image, max)
 		if err != nil {
 			return 0, 0, err
 		}
-		c, _, err := image.DecodeConfig(bytes.NewReader(b))
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %s", pairs[0].image, describeDecodeError(err, ""))
-		}
-		h, w = c.Height, c.Width
+		im.Close()
+		h, w = im.cfg.Height, im.cfg.Width
 	default:
 		return 0, 0, fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
 	}

@@ -1,8 +1,10 @@
 package data
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"strings"
 
 	_ "golang.org/x/image/tiff" // registers "tiff" with image.Decode
@@ -65,14 +67,38 @@ func isTIFF(b []byte) bool {
 	return s == "II*\x00" || s == "MM\x00*" || s == "II+\x00" || s == "MM\x00+"
 }
 
-// tiffHeader reads a TIFF's first image file directory and counts the
-// directories chained after it. The error says what is wrong with the
-// file in words (the caller adds its name).
-func tiffHeader(b []byte) (tiffInfo, error) {
-	var bo binary.ByteOrder = binary.LittleEndian
-	if len(b) < 8 {
+// tiffHeader is tiffHeaderAt over bytes in memory.
+func tiffHeader(b []byte) (tiffInfo, error) { return tiffHeaderAt(bytes.NewReader(b), int64(len(b))) }
+
+// tiffBytes is a TIFF file of size bytes, read where its header points.
+type tiffBytes struct {
+	r    io.ReaderAt
+	size int64
+}
+
+// at is the n bytes at off, nil when they pass the end of the file.
+func (t tiffBytes) at(off, n int64) []byte {
+	if off < 0 || n < 0 || off+n > t.size {
+		return nil
+	}
+	b := make([]byte, n)
+	if _, err := t.r.ReadAt(b, off); err != nil && !(err == io.EOF && off+n == t.size) {
+		return nil
+	}
+	return b
+}
+
+// tiffHeaderAt reads a TIFF's first image file directory and counts the
+// directories chained after it, reading only the header and directories
+// (a few KiB) of the size bytes at r. The error says what is wrong with
+// the file in words (the caller adds its name).
+func tiffHeaderAt(r io.ReaderAt, size int64) (tiffInfo, error) {
+	file := tiffBytes{r, size}
+	b := file.at(0, 8)
+	if b == nil {
 		return tiffInfo{}, fmt.Errorf("the TIFF file is truncated (it ends inside its 8-byte header)")
 	}
+	var bo binary.ByteOrder = binary.LittleEndian
 	if b[0] == 'M' {
 		bo = binary.BigEndian
 	}
@@ -91,22 +117,24 @@ func tiffHeader(b []byte) (tiffInfo, error) {
 			break // a loop or a hostile chain: enough pages to refuse the file
 		}
 		seen[ifd] = true
-		if ifd+2 > int64(len(b)) {
+		count := file.at(ifd, 2)
+		if count == nil {
 			if info.pages == 0 {
-				return tiffInfo{}, fmt.Errorf("the TIFF file is truncated (its image directory at byte %d lies past its end, %d bytes)", ifd, len(b))
+				return tiffInfo{}, fmt.Errorf("the TIFF file is truncated (its image directory at byte %d lies past its end, %d bytes)", ifd, size)
 			}
 			break // a damaged chain after the first page: still more than one page
 		}
-		n := int64(bo.Uint16(b[ifd:]))
-		end := ifd + 2 + 12*n
-		if end+4 > int64(len(b)) {
+		n := int64(bo.Uint16(count))
+		dir := file.at(ifd+2, 12*n+4) // the entries and the next directory's offset
+		if dir == nil {
 			if info.pages == 0 {
 				return tiffInfo{}, fmt.Errorf("the TIFF file is truncated (it ends inside its image directory)")
 			}
 			break
 		}
-		for e := ifd + 2; e < end; e += 12 {
-			tag, vals := int(bo.Uint16(b[e:])), tiffValues(b, bo, e)
+		for e := int64(0); e < 12*n; e += 12 {
+			entry := dir[e : e+12]
+			tag, vals := int(bo.Uint16(entry)), tiffValues(file, bo, entry)
 			if info.pages > 0 {
 				if tag == tagNewSubfileType && len(vals) > 0 && vals[0]&1 != 0 {
 					info.reduced++
@@ -144,7 +172,7 @@ func tiffHeader(b []byte) (tiffInfo, error) {
 				}
 			}
 		}
-		ifd = int64(bo.Uint32(b[end:]))
+		ifd = int64(bo.Uint32(dir[12*n:]))
 	}
 	if info.pages == 0 {
 		return tiffInfo{}, fmt.Errorf("the TIFF file holds no image (its first image directory offset is 0)")
@@ -160,26 +188,25 @@ func tiffHeader(b []byte) (tiffInfo, error) {
 	return info, nil
 }
 
-// tiffValues is the values of the 12-byte directory entry at e when they
-// are BYTEs, SHORTs or LONGs (at most 16 of them: tiffHeader needs no
-// longer list), else nil.
-func tiffValues(b []byte, bo binary.ByteOrder, e int64) []int {
-	typ, count := bo.Uint16(b[e+2:]), int64(bo.Uint32(b[e+4:]))
+// tiffValues is the values of a 12-byte directory entry when they are
+// BYTEs, SHORTs or LONGs (at most 16 of them: tiffHeaderAt needs no longer
+// list), else nil.
+func tiffValues(file tiffBytes, bo binary.ByteOrder, entry []byte) []int {
+	typ, count := bo.Uint16(entry[2:]), int64(bo.Uint32(entry[4:]))
 	size := map[uint16]int64{1: 1, 3: 2, 4: 4}[typ]
 	if size == 0 || count == 0 {
 		return nil
 	}
-	at := e + 8
-	if size*count > 4 {
-		at = int64(bo.Uint32(b[e+8:]))
-	}
+	vals := entry[8:12]
 	count = min(count, 16)
-	if at < 0 || at+size*count > int64(len(b)) {
-		return nil
+	if size*count > 4 {
+		if vals = file.at(int64(bo.Uint32(entry[8:])), size*count); vals == nil {
+			return nil
+		}
 	}
 	out := make([]int, count)
 	for k := range out {
-		p := b[at+int64(k)*size:]
+		p := vals[int64(k)*size:]
 		switch size {
 		case 1:
 			out[k] = int(p[0])
@@ -295,10 +322,10 @@ func joinInts(vs []int) string {
 	return strings.Join(parts, "/")
 }
 
-// checkTIFF reads a TIFF's header and refuses what memunet cannot read
-// right; the error starts with name.
-func checkTIFF(name string, b []byte) (tiffInfo, error) {
-	t, err := tiffHeader(b)
+// checkTIFF reads the header of a TIFF of size bytes at r and refuses what
+// memunet cannot read right; the error starts with name.
+func checkTIFF(name string, r io.ReaderAt, size int64) (tiffInfo, error) {
+	t, err := tiffHeaderAt(r, size)
 	if err == nil {
 		err = t.check()
 	}
