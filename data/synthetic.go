@@ -23,6 +23,10 @@ const (
 	MinSyntheticClasses = 2
 	MaxSyntheticClasses = 4 // background + circle, rectangle, triangle
 	MaxSyntheticNoise   = 1.0
+	// MaxSyntheticCount bounds data.count: the split and every epoch's
+	// order hold 8 bytes a sample (2e9 samples would take 16 GB before the
+	// first step), and a data check draws every sample.
+	MaxSyntheticCount = 1_000_000
 )
 
 // SyntheticChannels is the number of channels of a synthetic image (RGB).
@@ -63,6 +67,8 @@ func (c SyntheticConfig) Validate() error {
 	switch {
 	case c.Count < 1:
 		return fmt.Errorf("data.count: %d: must be at least 1", c.Count)
+	case c.Count > MaxSyntheticCount:
+		return fmt.Errorf("data.count: %d: at most %d synthetic samples (the split and each epoch's order hold 8 bytes a sample)", c.Count, MaxSyntheticCount)
 	case c.Size < MinSyntheticSize || c.Size > MaxSyntheticSize:
 		return fmt.Errorf("data.size: %d: must be between %d and %d", c.Size, MinSyntheticSize, MaxSyntheticSize)
 	case c.Classes < MinSyntheticClasses || c.Classes > MaxSyntheticClasses:
