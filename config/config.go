@@ -366,6 +366,18 @@ func (c Config) ScalerEnabled() bool {
 	return c.Train.Precision == backend.Float16
 }
 
+// Bounds on counts, so that their products (train.batch_size x
+// train.accumulate x ranks, train.epochs x batches per epoch) stay far from
+// overflowing and nothing sized by them can take the machine; data.count's
+// is data.MaxSyntheticCount.
+const (
+	MaxBatchSize  = 1 << 16
+	MaxAccumulate = 1 << 16
+	MaxEpochs     = 1_000_000
+	MaxSteps      = 1_000_000_000
+	MaxBucketMB   = 1 << 20
+)
+
 // Validate reports the first invalid value, naming its key, the value and what
 // is allowed.
 func (c Config) Validate() error {
@@ -382,12 +394,12 @@ func (c Config) Validate() error {
 	}
 	t := c.Train
 	switch {
-	case t.BatchSize < 1:
-		return fmt.Errorf("train.batch_size: %d: must be at least 1", t.BatchSize)
-	case t.Steps < 0:
-		return fmt.Errorf("train.steps: %d: must be 0 (use train.epochs) or more", t.Steps)
-	case t.Epochs < 0:
-		return fmt.Errorf("train.epochs: %d: must be 0 (use train.steps) or more", t.Epochs)
+	case t.BatchSize < 1 || t.BatchSize > MaxBatchSize:
+		return fmt.Errorf("train.batch_size: %d: must be at least 1 and at most %d", t.BatchSize, MaxBatchSize)
+	case t.Steps < 0 || t.Steps > MaxSteps:
+		return fmt.Errorf("train.steps: %d: must be 0 (use train.epochs) or more, at most %d", t.Steps, MaxSteps)
+	case t.Epochs < 0 || t.Epochs > MaxEpochs:
+		return fmt.Errorf("train.epochs: %d: must be 0 (use train.steps) or more, at most %d", t.Epochs, MaxEpochs)
 	case t.Steps == 0 && t.Epochs == 0:
 		return fmt.Errorf("train.steps and train.epochs are both 0: set one of them")
 	case t.Steps > 0 && t.Epochs > 0:
@@ -587,8 +599,8 @@ func (c Config) validateVariants() error {
 	}
 	s := t.Scaler
 	switch {
-	case t.Accumulate < 1:
-		return fmt.Errorf("train.accumulate: %d: must be at least 1 (micro-batches of train.batch_size per optimizer step)", t.Accumulate)
+	case t.Accumulate < 1 || t.Accumulate > MaxAccumulate:
+		return fmt.Errorf("train.accumulate: %d: must be at least 1 and at most %d (micro-batches of train.batch_size per optimizer step)", t.Accumulate, MaxAccumulate)
 	case s.Enabled != "auto" && s.Enabled != "true" && s.Enabled != "false":
 		return fmt.Errorf("train.scaler.enabled: %q: must be auto, true or false", s.Enabled)
 	case !(s.InitScale > 0) || math.IsInf(s.InitScale, 0):
@@ -625,8 +637,8 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("memory.offload: %q: must be none or checkpoints", c.Memory.Offload)
 	case c.Memory.Offload == OffloadCheckpoints && c.Model.Checkpoint.String() == "none":
 		return fmt.Errorf("memory.offload: checkpoints keeps the inputs of checkpointed blocks in host memory: set model.checkpoint (all, or a list of levels) too")
-	case c.Dist.BucketMB < 0:
-		return fmt.Errorf("dist.bucket_mb: %d: must be 0 (one all-reduce) or a size in MiB, e.g. 16", c.Dist.BucketMB)
+	case c.Dist.BucketMB < 0 || c.Dist.BucketMB > MaxBucketMB:
+		return fmt.Errorf("dist.bucket_mb: %d: must be 0 (one all-reduce) or a size in MiB up to %d, e.g. 16", c.Dist.BucketMB, MaxBucketMB)
 	case !slices.Contains(Allocators, c.Memory.Allocator):
 		return fmt.Errorf("memory.allocator: %q: must be caching or arena", c.Memory.Allocator)
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":
