@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -38,5 +39,28 @@ func TestResolveCapacity(t *testing.T) {
 	defer tr.Close()
 	if tr.Config.Memory.Capacity != 924<<20 {
 		t.Errorf("trainer capacity %d", tr.Config.Memory.Capacity)
+	}
+}
+
+// TestCapacityAboveHostRefused: on the CPU the pool is host memory, so a
+// memory.capacity above what the host has available would never stop the
+// run before Go's runtime did; it is refused with both figures. Below it,
+// the capacity is planned against as before.
+func TestCapacityAboveHostRefused(t *testing.T) {
+	cfg := planGridConfig(16, 4, "bilinear", "batch")
+	cfg.Memory.Capacity = 1 << 40
+	err := CheckFits(cfg, 1<<30)
+	var fe *FitError
+	if !errors.As(err, &fe) || !fe.AboveHost || !strings.Contains(err.Error(), "memory.capacity 1.00 TiB") ||
+		!strings.Contains(err.Error(), "1.00 GiB of memory this host has available") {
+		t.Fatalf("capacity 1 TiB on a 1 GiB host: %v", err)
+	}
+	cfg.Memory.Capacity = 512 << 20
+	if err := CheckFits(cfg, 1<<30); err != nil {
+		t.Errorf("capacity 512 MiB on a 1 GiB host: %v", err)
+	}
+	cfg.Memory.Capacity = 1 << 40
+	if err := CheckFits(cfg, 0); err != nil {
+		t.Errorf("capacity 1 TiB where the host's memory is unknown: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -14,6 +15,9 @@ type FitError struct {
 	Need, Limit int64
 	// Capacity says the limit is memory.capacity (else the host's memory).
 	Capacity bool
+	// AboveHost says the need is memory.capacity itself, above the host's
+	// available memory (Limit) on a backend whose memory is the host's.
+	AboveHost bool
 	// Detail says what the need is made of; Advice what would fit.
 	Detail, Advice string
 }
@@ -22,6 +26,10 @@ func (e *FitError) Error() string {
 	need, limit := memory.FormatBytes(e.Need), memory.FormatBytes(e.Limit)
 	if need == limit {
 		need, limit = fmt.Sprintf("%d bytes", e.Need), fmt.Sprintf("%d bytes", e.Limit)
+	}
+	if e.AboveHost {
+		return fmt.Sprintf("memory.capacity %s is more than the %s of memory this host has available: on the CPU the pool's buffers are host memory, so the run would die of Go's \"out of memory\" instead of stopping at the capacity; set memory.capacity to at most %s, or auto (the available memory)",
+			need, limit, limit)
 	}
 	if e.Capacity {
 		return fmt.Sprintf("the planned peak of this run, %s reserved, is above memory.capacity %s: it would run out of memory in its first step. %s",
@@ -58,8 +66,19 @@ func HostNeed(row PlanRow, samples int) (total int64, detail string) {
 // memory.fit off, a planned peak above the capacity (memory.fit: auto picks
 // a variant instead); without a capacity, a need (HostNeed) above the host's
 // available memory (available; 0: unknown, no check). cfg is validated.
+//
+// A capacity above available is refused first where the pool's memory is
+// the host's (a backend that reports no device memory: the CPU): the pool
+// would never reach it, and Go's runtime would kill the run instead.
 func CheckFits(cfg config.Config, available int64) error {
 	capacity := int64(cfg.Memory.Capacity)
+	if capacity > available && available > 0 {
+		if b, err := Target(cfg); err == nil {
+			if _, device := b.(device.MemoryReporter); !device {
+				return &FitError{Need: capacity, Limit: available, AboveHost: true}
+			}
+		}
+	}
 	if capacity > 0 && cfg.Memory.Fit == "auto" || capacity == 0 && available <= 0 {
 		return nil
 	}
