@@ -21,6 +21,10 @@ func PreviewGrid(ds Dataset, indices []int, cols, scale int) (*image.RGBA, error
 	rows := (len(indices) + cols - 1) / cols
 	cols = min(cols, max(len(indices), 1))
 	cellW, cellH := 2*w*scale+gap, h*scale+gap
+	if px := (int64(cols)*int64(cellW) + gap) * (int64(rows)*int64(cellH) + gap); px > MaxImagePixels {
+		return nil, fmt.Errorf("data: a preview of %d samples of %dx%d at scale %d would be %d pixels, more than the %d an image may have; show fewer samples",
+			len(indices), h, w, scale, px, MaxImagePixels)
+	}
 	out := image.NewRGBA(image.Rect(0, 0, cols*cellW+gap, rows*cellH+gap))
 	gutter := color.RGBA{128, 128, 128, 255}
 	for k := 0; k < len(out.Pix); k += 4 {

@@ -7,13 +7,17 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+
+	"github.com/memunet/memunet/outdir"
 )
 
 // WriteFolder writes every sample of src in the folder layout that
 // data.source: folder reads: DIR/images/NNNNN.png (RGB) and
 // DIR/masks/NNNNN.png (a palette PNG whose indices are the classes, see
 // MaskPalette). It refuses a directory that already holds images/ or
-// masks/ files, so nothing is overwritten.
+// masks/ files, so nothing is overwritten; each file is written whole or
+// not at all, never through a link (outdir.WriteFile). The caller holds
+// the folder's lock.
 func WriteFolder(src ImageSource, dir string) error {
 	imgDir, maskDir := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
 	for _, d := range []string{imgDir, maskDir} {
@@ -41,7 +45,7 @@ func WriteFolder(src ImageSource, dir string) error {
 		if err := png.Encode(&buf, img); err != nil {
 			return fmt.Errorf("encoding image %d: %w", i, err)
 		}
-		if err := os.WriteFile(filepath.Join(imgDir, name), buf.Bytes(), 0o644); err != nil {
+		if err := outdir.WriteBytes(filepath.Join(imgDir, name), buf.Bytes()); err != nil {
 			return err
 		}
 		pm := image.NewPaletted(mask.Bounds(), pal)
@@ -50,7 +54,7 @@ func WriteFolder(src ImageSource, dir string) error {
 		if err := png.Encode(&buf, pm); err != nil {
 			return fmt.Errorf("encoding mask %d: %w", i, err)
 		}
-		if err := os.WriteFile(filepath.Join(maskDir, name), buf.Bytes(), 0o644); err != nil {
+		if err := outdir.WriteBytes(filepath.Join(maskDir, name), buf.Bytes()); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"image"
 	"image/png"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -53,7 +52,10 @@ func dataCheck(args []string, stdout io.Writer) error {
 		return err
 	}
 	rep.Write(stdout)
-	if n := len(rep.Fatal()); n > 0 {
+	switch n := len(rep.Fatal()); {
+	case n == 1:
+		return fmt.Errorf("data check: 1 problem stops training (listed above, with its file)")
+	case n > 1:
 		return fmt.Errorf("data check: %d problems stop training (listed above, each with its file)", n)
 	}
 	fmt.Fprintln(stdout, "ok: the dataset is ready to train on")
@@ -85,6 +87,11 @@ func dataSynth(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageError{"data synth: " + strings.NewReplacer("data.count", "--count", "data.size", "--size", "data.classes", "--classes", "data.noise", "--noise").Replace(err.Error())}
 	}
+	lock, err := outdir.Acquire(*out, "memunet data synth")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if err := data.WriteFolder(syn, *out); err != nil {
 		return err
 	}
@@ -128,9 +135,11 @@ func dataPreview(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+	lock, err := outdir.Acquire(filepath.Dir(*out), "memunet data preview")
+	if err != nil {
 		return err
 	}
+	defer lock.Release()
 	if err := writePNG(*out, img); err != nil {
 		return err
 	}

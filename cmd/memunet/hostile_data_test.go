@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memunet/memunet/outdir"
+)
+
+// TestDataWritersLockAndReplaceLinks: data synth and data preview hold
+// their output folder (a second writer is refused by name), and a symlink
+// planted where they write is replaced, its target untouched.
+func TestDataWritersLockAndReplaceLinks(t *testing.T) {
+	dir := t.TempDir()
+	synth := filepath.Join(dir, "shapes")
+	lock, err := outdir.Acquire(synth, "memunet data synth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"data", "synth", "--out", synth, "--count", "2", "--size", "16"}, &o, &e); code != 1 || !strings.Contains(e.String(), "is in use by memunet data synth") {
+		t.Errorf("synth into a held folder: exit %d, %s", code, e.String())
+	}
+	lock.Release()
+
+	target := filepath.Join(dir, "elsewhere.txt")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	preview := filepath.Join(dir, "preview", "p.png")
+	if err := os.MkdirAll(filepath.Dir(preview), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, preview); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, "data", "preview", "--config", quickstartYAML, "--set", "data.size=16", "--set", "data.count=24", "--count", "2", "--out", preview)
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if st, err := os.Lstat(preview); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("%s: %v, want a regular file in place of the link", preview, err)
+	}
+	lock, err = outdir.Acquire(filepath.Dir(preview), "memunet data preview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	e.Reset()
+	if code := run([]string{"data", "preview", "--config", quickstartYAML, "--set", "data.size=16", "--set", "data.count=24", "--out", preview}, &o, &e); code != 1 || !strings.Contains(e.String(), "in use") {
+		t.Errorf("preview into a held folder: exit %d, %s", code, e.String())
+	}
+}
+
+// pngHeaderOnly is a PNG declaring w x h 8-bit RGB pixels and holding none.
+func pngHeaderOnly(w, h uint32) []byte {
+	chunk := func(typ string, data []byte) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+		b = append(append(b, typ...), data...)
+		return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(append([]byte(typ), data...)))
+	}
+	ihdr := append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h), 8, 2, 0, 0, 0)
+	return append(append([]byte("\x89PNG\r\n\x1a\n"), chunk("IHDR", ihdr)...), chunk("IEND", nil)...)
+}
+
+// TestHostileInputsInBoundedMemory runs this binary as memunet (see
+// TestMain) on what a careless or hostile colleague leaves: a FIFO, a link
+// to /dev/zero and a socket as --config and as an image of the data
+// folder, and a header-only PNG of 40000x40000 pixels there. Each is
+// refused with the file named, and the child's peak RSS (rusage) stays
+// under 100 MB, where reading /dev/zero whole took gigabytes.
+func TestHostileInputsInBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes")
+	}
+	dir := t.TempDir()
+	special := func(kind, path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch kind {
+		case "fifo":
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case "zero":
+			if err := os.Symlink("/dev/zero", path); err != nil {
+				t.Fatal(err)
+			}
+		case "socket":
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+		case "bomb":
+			if err := os.WriteFile(path, pngHeaderOnly(40000, 40000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type child struct {
+		name, file, want string
+		args             []string
+	}
+	var children []child
+	for _, kind := range []string{"fifo", "zero", "socket"} {
+		cfg := filepath.Join(dir, kind+".yaml")
+		special(kind, cfg)
+		children = append(children, child{kind + " as --config", cfg, "not a regular file", []string{"plan", "--config", cfg}})
+	}
+	for _, kind := range []string{"fifo", "zero", "socket", "bomb"} {
+		ds := filepath.Join(dir, kind+"-data")
+		data := []string{"--set", "data.source=folder", "--set", "data.path=" + ds, "--set", "model.classes=2"}
+		special(kind, filepath.Join(ds, "images", "a.png"))
+		if err := os.MkdirAll(filepath.Join(ds, "masks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ds, "masks", "a.png"), pngHeaderOnly(16, 16), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"fifo": "named pipe", "zero": "device", "socket": "socket", "bomb": "larger than the"}[kind]
+		img := filepath.Join(ds, "images", "a.png")
+		children = append(children,
+			child{kind + " in the data folder (data check)", img, want, append([]string{"data", "check", "--config", quickstartYAML}, data...)},
+			child{kind + " in the data folder (train)", img, want, append([]string{"train", "--config", quickstartYAML, "--out", filepath.Join(dir, kind+"-run")}, data...)})
+	}
+	for _, c := range children {
+		// A watchdog, not a time limit: unrefused, a FIFO blocks for ever.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, os.Args[0], c.args...)
+		cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
+		var stderr bytes.Buffer // and stdout: data check reports there
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		hung := ctx.Err() != nil
+		cancel()
+		if hung {
+			t.Errorf("%s: still running after 2 minutes", c.name)
+			continue
+		}
+		if err == nil || !strings.Contains(stderr.String(), c.file) || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%s: %v, stderr %q; want a refusal naming %s (%s)", c.name, err, stderr.String(), c.file, c.want)
+		}
+		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // kB on Linux
+		t.Logf("%s: refused in %.2f s, peak RSS %.1f MB", c.name, took.Seconds(), float64(rss)/1e6)
+		if rss >= 100e6 {
+			t.Errorf("%s: peak RSS %d bytes, want under 100 MB", c.name, rss)
+		}
+	}
+}
