@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -367,7 +368,15 @@ func OpenData(cfg config.Config) (ds data.Dataset, trainIdx, valIdx []int, err e
 
 // OpenSet is OpenData's data.Set (with the test split, where there is one).
 func OpenSet(cfg config.Config) (*data.Set, error) {
-	set, fresh, err := data.OpenCached(cfg.DataConfig())
+	return OpenSetContext(context.Background(), cfg)
+}
+
+// OpenSetContext is OpenSet that stops reading the files, with ctx's
+// error, once ctx is done (a signal during the scan of a large folder). An
+// open set is kept (data.OpenCached), so the trainer built after it reads
+// nothing again.
+func OpenSetContext(ctx context.Context, cfg config.Config) (*data.Set, error) {
+	set, fresh, err := data.OpenCachedContext(ctx, cfg.DataConfig())
 	if err != nil {
 		return nil, err
 	}
