@@ -31,7 +31,7 @@ func (r *run) setUp(ctx context.Context, cfg config.Config) error {
 	if err := r.useScratch(); err != nil {
 		return err
 	}
-	notes, err := r.build(cfg, resume)
+	notes, err := r.build(ctx, cfg, resume)
 	if err != nil {
 		return err
 	}
@@ -110,10 +110,15 @@ func (r *run) useScratch() error {
 	return nil
 }
 
-// build makes the trainer on the target backend once the plan fits, loads
-// train.init's weights into a new run, and returns the lines worth saying
-// about what it decided.
-func (r *run) build(cfg config.Config, resume *checkpoint.Checkpoint) ([]string, error) {
+// build opens the dataset under ctx, makes the trainer on the target
+// backend once the plan fits, loads train.init's weights into a new run,
+// and returns the lines worth saying about what it decided.
+func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.Checkpoint) ([]string, error) {
+	// The data first, where a signal can stop the scan of a large folder;
+	// planning and the trainer below find the set already open.
+	if _, err := train.OpenSetContext(ctx, cfg); err != nil {
+		return nil, err
+	}
 	b := r.opts.backend
 	if b == nil {
 		var err error
