@@ -102,6 +102,19 @@ func (v Variant) Sets() []string {
 	return out
 }
 
+// SetsFrom is the --set overrides (Sets) of the keys in which v differs
+// from from: what turns a run of from into one of v.
+func (v Variant) SetsFrom(from Variant) []string {
+	var out []string
+	was := from.Sets()
+	for i, set := range v.Sets() {
+		if set != was[i] {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
 // String is the one-line form of a train banner: batch, precision,
 // checkpointing and the cache policy.
 func (v Variant) String() string {

@@ -50,7 +50,8 @@ var commands = []commandHelp{
 		--with-normalize takes raw [0, 1] images, --with-softmax outputs probabilities).`},
 	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,
 		checkpoint, fp16, bf16, accum4, all, and the config as given) without training; with --capacity
-		(default memory.capacity) it says which fit and recommends the fastest that does.`},
+		(default memory.capacity) it says which fit and recommends the fastest that does, ending with
+		the --set flags that apply it. The table fits 100 columns; --wide adds the peak by category and phase.`},
 	{name: "compare", usage: synopsis(compareUsage), summary: `runs each variant (and the same UNet in plain
 		gorgonia) for a few steps in fresh processes and prints memory, speed and loss side by side;
 		writes compare.csv, compare.json, memory.png, timeline.png.`},

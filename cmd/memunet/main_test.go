@@ -221,7 +221,7 @@ func TestPlanCommand(t *testing.T) {
 	if code := run(append([]string{"plan", "--config", "../../configs/quickstart.yaml", "--capacity", "64KiB"}, tinyArgs...), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"variant", "activations", "accum4", "no variant fits"} {
+	for _, want := range []string{"variant", "reserved", "accum4", "no variant fits"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("plan table lacks %q:\n%s", want, stdout.String())
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--json] [--device D]"
+const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--wide] [--json] [--device D]"
 
 // planCommand prints the predicted peak memory of each variant, computed
 // from the config by a dry run, and with a capacity which variants fit.
@@ -24,6 +24,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	capacity := fs.String("capacity", "", "device size, e.g. 6GiB (default: memory.capacity)")
 	variants := fs.String("variants", "config,"+strings.Join(train.VariantNames(), ","), "comma-separated variants")
 	asJSON := fs.Bool("json", false, "print JSON")
+	wide := fs.Bool("wide", false, "every column: the peak split by category and by phase (wider than 100 columns)")
 	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
@@ -56,11 +57,19 @@ func planCommand(args []string, stdout io.Writer) error {
 		}{capBytes, rec, rows})
 	}
 	h, w := cfg.ImageSize()
-	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d; predicted peak allocated bytes (exact: a dry run of the same allocations)\n",
-		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
+	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d\n", cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
+	fmt.Fprintln(stdout, "predicted peak bytes, exact: a dry run of the same allocations")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := append(append([]string{"variant"}, config.ColumnNames()...), "params", "grads", "optimizer", "activations", "workspace",
-		"peak", "reserved", "forward", "backward", "opt step", "validation", "est. time")
+	// The default table fits 100 columns; --wide adds the peak's split.
+	head := append([]string{"variant"}, config.ColumnNames()...)
+	if *wide {
+		head = append(head, "params", "grads", "optimizer", "activations", "workspace")
+	}
+	head = append(head, "peak", "reserved")
+	if *wide {
+		head = append(head, "forward", "backward", "opt step", "validation")
+	}
+	head = append(head, "est. time")
 	offloads := slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.OffloadedPeakBytes > 0 })
 	if offloads {
 		head = append(head, "host")
@@ -70,18 +79,23 @@ func planCommand(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	fb := memory.FormatBytes
+	var failed []train.PlanRow
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\t\n", r.Name, r.Error)
+			failed = append(failed, r) // below the table: a sentence would widen a column
 			continue
 		}
 		cells := append([]string{r.Name}, r.Variant.Columns()...)
 		for _, c := range memory.Categories() {
-			cells = append(cells, fb(r.PeakByCategory[c.String()]))
+			if *wide {
+				cells = append(cells, fb(r.PeakByCategory[c.String()]))
+			}
 		}
 		cells = append(cells, fb(r.PeakAllocatedBytes), fb(r.PeakReservedBytes))
-		for _, ph := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer, train.PhaseValidation} {
-			cells = append(cells, fb(r.PeakByPhase[ph]))
+		if *wide {
+			for _, ph := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer, train.PhaseValidation} {
+				cells = append(cells, fb(r.PeakByPhase[ph]))
+			}
 		}
 		cells = append(cells, fmt.Sprintf("%.2fx", r.RelativeTime))
 		if offloads {
@@ -95,21 +109,32 @@ func planCommand(args []string, stdout io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "est. time: estimated step time relative to baseline (FLOPs incl. recompute, 16-bit and accumulation overheads).")
+	for _, r := range failed {
+		fmt.Fprintf(stdout, "%s: %s\n", r.Name, strings.TrimPrefix(r.Error, "variant "+r.Name+" "))
+	}
+	if !*wide {
+		fmt.Fprintln(stdout, "peak: allocated bytes at the most; --wide splits it by category and by phase.")
+	}
+	fmt.Fprintln(stdout, "est. time: step time relative to baseline (FLOPs with recompute, 16-bit and accumulation costs).")
 	if cfg.Memory.Allocator == "arena" {
-		fmt.Fprintln(stdout, "reserved: the arena (memory.allocator: arena), one block in which a dry run placed every buffer; capacity is checked against it.")
+		fmt.Fprintln(stdout, "reserved: the arena, one block where a dry run placed every buffer; capacity is checked on it.")
 	} else {
-		fmt.Fprintln(stdout, "reserved: the caching pool's memory at its most (its mapped pages or segments; memory.allocator: caching); capacity is checked against it. memory.allocator: arena plans one block instead.")
+		fmt.Fprintln(stdout, "reserved: the caching pool's memory at its most (pages or segments); capacity is checked on it.")
 	}
 	if offloads {
-		fmt.Fprintln(stdout, "host: the most the offloaded blocks' inputs hold in host memory (memory.offload; pinned on a GPU), bytes the device does not.")
+		fmt.Fprintln(stdout, "host: the most the offloaded blocks' inputs hold in host memory (pinned on a GPU), not the device.")
 	}
 	if capNote != "" {
 		fmt.Fprintln(stdout, capNote)
 	}
 	if capBytes > 0 {
 		if rec != "" {
-			fmt.Fprintf(stdout, "capacity %s: recommended %s (the fitting variant with the lowest estimated time)\n", fb(capBytes), rec)
+			fmt.Fprintf(stdout, "capacity %s: recommended %s, the fitting variant with the lowest estimated time", fb(capBytes), rec)
+			if flags := recommendedFlags(cfg, rows, rec); flags != "" {
+				fmt.Fprintf(stdout, ";\nto train it, add to your command: %s\n", flags)
+			} else {
+				fmt.Fprintln(stdout, ":\nthe configuration as it is")
+			}
 		} else {
 			fmt.Fprintf(stdout, "capacity %s: no variant fits; lower train.batch_size, data.resize or model.base\n", fb(capBytes))
 		}
@@ -127,4 +152,27 @@ func resolveCapacity(cfg config.Config) (int64, string, error) {
 	cfg.Memory.Capacity = config.CapacityAuto
 	cfg, note := train.ResolveCapacity(cfg, b)
 	return int64(cfg.Memory.Capacity), note, nil
+}
+
+// recommendedFlags is the --set flags that turn cfg into the plan row named
+// rec ("" when they are the same), quoted for a shell where needed.
+func recommendedFlags(cfg config.Config, rows []train.PlanRow, rec string) string {
+	i := slices.IndexFunc(rows, func(r train.PlanRow) bool { return r.Name == rec })
+	if i < 0 {
+		return ""
+	}
+	var flags []string
+	for _, set := range rows[i].Variant.SetsFrom(cfg.Variant()) {
+		flags = append(flags, "--set "+shellQuote(set))
+	}
+	return strings.Join(flags, " ")
+}
+
+// shellQuote is s as one shell word: as it is when it holds nothing a
+// shell would expand or split ([0,2] is a glob), else in single quotes.
+func shellQuote(s string) string {
+	if !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
