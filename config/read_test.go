@@ -160,3 +160,45 @@ func TestPathWithSyntheticData(t *testing.T) {
 		t.Errorf("data.path with the synthetic source: %v", err)
 	}
 }
+
+// FuzzLoadSizes writes a config file of head then fill repeated up to size
+// bytes (0 to 2 MiB: long lists, deep nesting, anchors and aliases, endless
+// comments) and loads it: never a panic; a file over MaxFileBytes is
+// refused by its size before it is read; below that, an error names the
+// file, and parsing costs at most a few hundred bytes a byte of input, so
+// no file Load reads can cost gigabytes.
+func FuzzLoadSizes(f *testing.F) {
+	f.Add([]byte("train:\n  steps: 5\n"), []byte("# a comment\n"), uint32(4096))
+	f.Add([]byte("data:\n  mask_values: ["), []byte("0,"), uint32(1<<20-100))
+	f.Add([]byte("a: &a [1,2]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"), []byte("c: [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"), uint32(2000))
+	f.Add([]byte("x:\n"), []byte("- 0\n"), uint32(1<<20+1))
+	f.Add([]byte(""), []byte("["), uint32(100000))
+	f.Fuzz(func(t *testing.T, head, fill []byte, size uint32) {
+		size %= 2 << 20
+		b := make([]byte, 0, size)
+		b = append(b, head...)
+		for len(fill) > 0 && len(b) < int(size) {
+			b = append(b, fill...)
+		}
+		b = b[:min(len(b), max(int(size), len(head)))]
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Load(path, nil)
+		runtime.ReadMemStats(&after)
+		switch {
+		case len(b) > MaxFileBytes:
+			if err == nil || !strings.Contains(err.Error(), "more than the 1048576") {
+				t.Fatalf("a file of %d bytes: %v", len(b), err)
+			}
+		case err != nil && !strings.Contains(err.Error(), path):
+			t.Fatalf("error %q does not name the file", err)
+		}
+		if cost := after.TotalAlloc - before.TotalAlloc; cost > 512<<20 {
+			t.Fatalf("loading %d bytes allocated %d", len(b), cost)
+		}
+	})
+}
