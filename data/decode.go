@@ -318,19 +318,26 @@ func pixBuffer(m image.Image) (pix []byte, bpp int, ok bool) {
 // and must not be used after; any other gets a new picture. Either way no
 // more than the larger of the two pictures is held, and one row.
 func toRGBA(src image.Image, gray bool) *image.RGBA {
-	b := src.Bounds()
-	w, h := b.Dx(), b.Dy()
-	dst := &image.RGBA{Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
-	if pix, bpp, ok := pixBuffer(src); ok && bpp >= 4 {
-		dst.Pix = pix[:4*w*h]
+	w, h := src.Bounds().Dx(), src.Bounds().Dy()
+	return &image.RGBA{Pix: convertRows(src, 4, newRGBARows(src, gray).convert), Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
+}
+
+// convertRows is the bytes of a converted picture of bpp bytes a pixel,
+// row y being convert(y): src's own bytes where it has at least bpp a
+// pixel (row y of the result ends where row y of src begins or before, so
+// convert reads no row already overwritten), else new ones.
+func convertRows(src image.Image, bpp int, convert func(y int) []uint8) []uint8 {
+	w, h := src.Bounds().Dx(), src.Bounds().Dy()
+	var pix []uint8
+	if own, n, ok := pixBuffer(src); ok && n >= bpp {
+		pix = own[:bpp*w*h]
 	} else {
-		dst.Pix = make([]uint8, 4*w*h)
+		pix = make([]uint8, bpp*w*h)
 	}
-	rows := newRGBARows(src, gray)
 	for y := range h {
-		copy(dst.Pix[y*dst.Stride:], rows.convert(y))
+		copy(pix[y*bpp*w:], convert(y))
 	}
-	return dst
+	return pix
 }
 
 // rgbaRows converts a decoded picture to 8-bit RGBA one row at a time,

@@ -36,19 +36,8 @@ func toDeep(src image.Image, gray bool) image.Image {
 	if !is16(src) {
 		return toRGBA(src, gray)
 	}
-	b := src.Bounds()
-	w, h := b.Dx(), b.Dy()
-	dst := &image.RGBA64{Stride: 8 * w, Rect: image.Rect(0, 0, w, h)}
-	if pix, bpp, ok := pixBuffer(src); ok && bpp == 8 {
-		dst.Pix = pix[:8*w*h]
-	} else {
-		dst.Pix = make([]uint8, 8*w*h)
-	}
-	rows := newRGBA64Rows(src, gray)
-	for y := range h {
-		copy(dst.Pix[y*dst.Stride:], rows.convert(y))
-	}
-	return dst
+	w, h := src.Bounds().Dx(), src.Bounds().Dy()
+	return &image.RGBA64{Pix: convertRows(src, 8, newRGBA64Rows(src, gray).convert), Stride: 8 * w, Rect: image.Rect(0, 0, w, h)}
 }
 
 // rgba64Rows converts a 16-bit picture to opaque RGBA64 one row at a time,

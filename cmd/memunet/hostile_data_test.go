@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"net"
 	"os"
 	"os/exec"
@@ -62,17 +60,6 @@ func TestDataWritersLockAndReplaceLinks(t *testing.T) {
 	}
 }
 
-// pngHeaderOnly is a PNG declaring w x h 8-bit RGB pixels and holding none.
-func pngHeaderOnly(w, h uint32) []byte {
-	chunk := func(typ string, data []byte) []byte {
-		b := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
-		b = append(append(b, typ...), data...)
-		return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(append([]byte(typ), data...)))
-	}
-	ihdr := append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h), 8, 2, 0, 0, 0)
-	return append(append([]byte("\x89PNG\r\n\x1a\n"), chunk("IHDR", ihdr)...), chunk("IEND", nil)...)
-}
-
 // TestHostileInputsInBoundedMemory runs this binary as memunet (see
 // TestMain) on what a careless or hostile colleague leaves: a FIFO, a link
 // to /dev/zero and a socket as --config and as an image of the data
@@ -105,7 +92,7 @@ func TestHostileInputsInBoundedMemory(t *testing.T) {
 			}
 			t.Cleanup(func() { l.Close() })
 		case "bomb":
-			if err := os.WriteFile(path, pngHeaderOnly(40000, 40000), 0o644); err != nil {
+			if err := os.WriteFile(path, headerOnlyPNG(40000, 40000), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -127,7 +114,7 @@ func TestHostileInputsInBoundedMemory(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(ds, "masks"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(ds, "masks", "a.png"), pngHeaderOnly(16, 16), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(ds, "masks", "a.png"), headerOnlyPNG(16, 16), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]string{"fifo": "named pipe", "zero": "device", "socket": "socket", "bomb": "larger than the"}[kind]
