@@ -91,7 +91,7 @@ func dataSynth(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
+	defer lock.Clear() // no lock file stays beside the samples; a folder made for a refused synth goes
 	if err := data.WriteFolder(syn, *out); err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func dataPreview(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
+	defer lock.Clear() // no lock file stays beside the preview
 	if err := writePNG(*out, img); err != nil {
 		return err
 	}

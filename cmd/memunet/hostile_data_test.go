@@ -49,6 +49,13 @@ func TestDataWritersLockAndReplaceLinks(t *testing.T) {
 	if st, err := os.Lstat(preview); err != nil || !st.Mode().IsRegular() {
 		t.Errorf("%s: %v, want a regular file in place of the link", preview, err)
 	}
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(preview), outdir.LockName)); err == nil {
+		t.Errorf("data preview left its lock file")
+	}
+	runOK(t, "data", "synth", "--out", synth, "--count", "2", "--size", "16")
+	if _, err := os.Lstat(filepath.Join(synth, outdir.LockName)); err == nil {
+		t.Errorf("data synth left its lock file")
+	}
 	lock, err = outdir.Acquire(filepath.Dir(preview), "memunet data preview")
 	if err != nil {
 		t.Fatal(err)
