@@ -127,6 +127,11 @@ func (r *run) finish() (*Summary, error) {
 		}
 	}
 	if r.lastVal != r.sum.Steps { // an early stop has just validated
+		if r.sum.Interrupted {
+			// Said at once: on a large validation split this takes a while,
+			// and the user should know the checkpoint is already safe.
+			r.prog.note(fmt.Sprintf("interrupted: validating step %d before stopping (the checkpoint is saved; a second Ctrl-C stops now)", r.sum.Steps))
+		}
 		if err := r.validate(r.sum.Steps, r.sum.Epochs); err != nil {
 			return nil, err
 		}
