@@ -26,6 +26,10 @@ type Config struct {
 	Memory Memory      `yaml:"memory"`
 	Dist   Dist        `yaml:"dist"`
 	Output Output      `yaml:"output"`
+	// Invocation is not a key: it is how the user gave this config (the
+	// program, --config, --set), set by the command line after loading, so
+	// that hints name commands the user can paste.
+	Invocation Invocation `yaml:"-" json:"-"`
 }
 
 // Dist is data-parallel training's communication (memunet train under

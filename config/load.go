@@ -30,7 +30,19 @@ const MaxFileBytes = 1 << 20 // 1 MiB, as the error says
 // preset works without a checkout. What is not a regular file (a FIFO, a
 // device, a socket) or is larger than MaxFileBytes is refused unread.
 func Load(path string, overrides []string) (Config, error) {
-	name, src, err := read(path)
+	return load(path, overrides, Invocation{})
+}
+
+// Load is Load of inv's --config and --set, with inv kept in the result
+// (Config.Invocation) and used in the messages' hints.
+func (inv Invocation) Load() (Config, error) {
+	cfg, err := load(inv.Config, inv.Sets, inv)
+	cfg.Invocation = inv
+	return cfg, err
+}
+
+func load(path string, overrides []string, inv Invocation) (Config, error) {
+	name, src, err := read(path, inv)
 	if err != nil {
 		return Config{}, err
 	}
@@ -39,7 +51,7 @@ func Load(path string, overrides []string) (Config, error) {
 
 // read returns the contents of the config path names and the name to give
 // it in messages.
-func read(path string) (name string, src []byte, err error) {
+func read(path string, inv Invocation) (name string, src []byte, err error) {
 	src, err = infile.ReadFile(path, MaxFileBytes)
 	switch {
 	case err == nil:
@@ -49,12 +61,12 @@ func read(path string) (name string, src []byte, err error) {
 			src, err := configs.Read(preset)
 			return preset + " (built-in)", src, err
 		}
-		return "", nil, fmt.Errorf("config file %s does not exist; pass an existing file to --config, or a built-in config by name: %s (memunet config list)",
-			path, strings.Join(configs.Names(), ", "))
+		return "", nil, fmt.Errorf("config file %s does not exist; pass an existing file to --config, or a built-in config by name: %s (%s)",
+			path, strings.Join(configs.Names(), ", "), inv.Run("config list"))
 	}
 	var refused *infile.Error
 	if errors.As(err, &refused) {
-		return "", nil, fmt.Errorf("config file %w; --config names a YAML file (at most 1 MiB) or a built-in config (memunet config list)", err)
+		return "", nil, fmt.Errorf("config file %w; --config names a YAML file (at most 1 MiB) or a built-in config (%s)", err, inv.Run("config list"))
 	}
 	return "", nil, fmt.Errorf("config file %s: %w", path, err)
 }
@@ -138,6 +150,9 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag == "-" {
+			continue // not a key (Config.Invocation)
+		}
 		fields[tag] = v.Field(i)
 		known = append(known, tag)
 	}

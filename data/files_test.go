@@ -191,7 +191,7 @@ func TestFolderCarvanaLike(t *testing.T) {
 	if !rep.Discovered || rep.Mapping[0] != 0 || rep.Mapping[1] != 1 || rep.Mapping[255] != -1 {
 		t.Errorf("mapping not discovered as 0->0, 1->1: %v", rep.Mapping[:3])
 	}
-	if s := rep.Summary(); !strings.Contains(s, "0->0 1->1") || !strings.Contains(s, "data.mask_values: [0, 1]") {
+	if s := rep.Summary(""); !strings.Contains(s, "0->0 1->1") || !strings.Contains(s, "data.mask_values: [0, 1]") {
 		t.Errorf("summary does not print the discovered mapping: %s", s)
 	}
 	if h, w := set.Data.Size(); h != 24 || w != 32 || set.Data.Channels() != 3 || set.Data.Classes() != 2 {

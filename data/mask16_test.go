@@ -82,7 +82,7 @@ func TestMask16Discovered(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", w, text)
 				}
 			}
-			if s, w := rep.Summary(), fmt.Sprintf("%d->0 %d->1 %d->2", vals[0], vals[1], vals[2]); !strings.Contains(s, w) || !strings.Contains(s, "16-bit gray") {
+			if s, w := rep.Summary(""), fmt.Sprintf("%d->0 %d->1 %d->2", vals[0], vals[1], vals[2]); !strings.Contains(s, w) || !strings.Contains(s, "16-bit gray") {
 				t.Errorf("summary lacks %q and the bit depth: %s", w, s)
 			}
 		})

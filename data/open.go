@@ -183,17 +183,38 @@ func (r *Report) Fatal() []Problem {
 	return out
 }
 
-// Err is nil, or the first fatal problem with a count of the others.
+// Err is nil, or the first fatal problem with a count of the others (a
+// *ProblemsError).
 func (r *Report) Err() error {
 	f := r.Fatal()
-	switch len(f) {
-	case 0:
+	if len(f) == 0 {
 		return nil
-	case 1:
-		return fmt.Errorf("data: %w", f[0])
 	}
-	return fmt.Errorf("data: %w (and %d more problems; memunet data check --config FILE lists them all)", f[0], len(f)-1)
+	return &ProblemsError{First: f[0], More: len(f) - 1}
 }
+
+// ProblemsError is a dataset that cannot be trained on: its first fatal
+// problem, and how many more there are.
+type ProblemsError struct {
+	First Problem
+	More  int
+	// Check is the command that lists them all, with the user's --config
+	// and --set (config.Invocation); "" says "memunet data check".
+	Check string
+}
+
+func (e *ProblemsError) Error() string {
+	if e.More == 0 {
+		return "data: " + e.First.Error()
+	}
+	check := e.Check
+	if check == "" {
+		check = "memunet data check"
+	}
+	return fmt.Sprintf("data: %v (and %s; %s lists them all)", e.First, plural(e.More, "more problem", "more problems"), check)
+}
+
+func (e *ProblemsError) Unwrap() error { return e.First }
 
 // Open reads the dataset cfg describes and checks every file in full: an
 // unreadable or truncated file, a mask of another size than its image, a
@@ -974,8 +995,9 @@ func formatInts(vs []int) string {
 }
 
 // Summary is one line about an opened set, for logs; it includes the
-// discovered mapping when there is one.
-func (r *Report) Summary() string {
+// discovered mapping when there is one, and check, the command that lists
+// the warnings ("" says "memunet data check").
+func (r *Report) Summary(check string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "data: %s %s: %d samples (train %d, val %d)", r.Source, filepath.Clean(r.Path), r.Samples, r.Train, r.Val)
 	if len(r.Sizes) == 1 {
@@ -1002,7 +1024,10 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, "; mask values found by a scan: %s (set data.mask_values: %s to fix them)", strings.Join(parts, " "), formatInts(vals))
 	}
 	if n := len(r.Problems); n > 0 {
-		fmt.Fprintf(&b, "; %d warnings (memunet data check lists them)", n)
+		if check == "" {
+			check = "memunet data check"
+		}
+		fmt.Fprintf(&b, "; %s (%s lists them)", plural(n, "warning", "warnings"), check)
 	}
 	return b.String()
 }

@@ -148,7 +148,7 @@ func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
 		return nil, nil, err
 	}
 	if fresh && p.Config.Data.Source != data.SourceSynthetic && p.Note != nil {
-		fmt.Fprintln(p.Note, set.Report.Summary())
+		fmt.Fprintln(p.Note, set.Report.Summary(p.Config.Invocation.Command("data check")))
 	}
 	switch name {
 	case "val":

@@ -225,6 +225,9 @@ func resumeConflicts(ck, run config.Config) []string {
 		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" || sec.Name == "Dist" {
 			continue // a run may resume on another device: checkpoints are the same everywhere
 		}
+		if sec.Tag.Get("yaml") == "-" {
+			continue // not a key (Config.Invocation)
+		}
 		for j := 0; j < va.Field(i).NumField(); j++ {
 			key := sec.Tag.Get("yaml") + "." + sec.Type.Field(j).Tag.Get("yaml")
 			if resumableKeys[key] {

@@ -42,7 +42,7 @@ func runFilesIn(dir string) []string {
 // checkInitKept refuses a --force that would delete what train.init
 // fine-tunes from: the run directory itself (its checkpoints) or anything
 // inside the run files it deletes (earlier, as runFilesIn lists them).
-func checkInitKept(init, dir string, earlier []string) error {
+func checkInitKept(inv config.Invocation, init, dir string, earlier []string) error {
 	if init == "" || len(earlier) == 0 {
 		return nil
 	}
@@ -54,8 +54,8 @@ func checkInitKept(init, dir string, earlier []string) error {
 	if !doomed {
 		return nil
 	}
-	return fmt.Errorf("--force would delete the earlier run in %s, and train.init (--init %s) fine-tunes from it: train into another --out, or export the weights first (memunet export --checkpoint %s --out FILE) and fine-tune from that file",
-		dir, init, init)
+	return fmt.Errorf("--force would delete the earlier run in %s, and train.init (--init %s) fine-tunes from it: train into another --out, or export the weights first (%s) and fine-tune from that file",
+		dir, init, inv.Run("export", "--checkpoint", init, "--out", "model.safetensors"))
 }
 
 // removeRunFiles deletes the run files named (as runFilesIn lists them)
@@ -78,13 +78,23 @@ type FinishedError struct {
 	Step, Total int
 	// EarlyStopped: train.early_stop ended it before Total.
 	EarlyStopped bool
+	// Further is a command that trains it further (twice the steps, or a
+	// longer patience), as the user ran this one.
+	Further string
 }
 
 func (e *FinishedError) Error() string {
 	if e.EarlyStopped {
-		return fmt.Sprintf("%s already finished: early stopping ended it at step %d of %d; to train further raise train.early_stop.patience", e.Dir, e.Step, e.Total)
+		return fmt.Sprintf("%s already finished: early stopping ended it at step %d of %d; to train further raise train.early_stop.patience%s", e.Dir, e.Step, e.Total, e.further())
 	}
-	return fmt.Sprintf("%s already finished: %d/%d steps; to train further raise train.steps", e.Dir, e.Step, e.Total)
+	return fmt.Sprintf("%s already finished: %d/%d steps; to train further raise train.steps%s", e.Dir, e.Step, e.Total, e.further())
+}
+
+func (e *FinishedError) further() string {
+	if e.Further == "" {
+		return ""
+	}
+	return ", e.g. " + e.Further
 }
 
 // checkFinished refuses, with a *FinishedError, to resume a checkpoint
@@ -118,11 +128,15 @@ func checkFinished(cfg config.Config, opts Options) error {
 		run = dir
 	}
 	es := cfg.Train.EarlyStop
+	further := func(set string) string {
+		return cfg.Invocation.Command("train", "--resume", "auto", "--out", opts.OutDir, "--set", set)
+	}
 	switch {
 	case total > 0 && m.Step >= total:
-		return &FinishedError{Dir: run, Step: m.Step, Total: total}
+		return &FinishedError{Dir: run, Step: m.Step, Total: total, Further: further(fmt.Sprintf("train.steps=%d", 2*m.Step))}
 	case m.Request.Reason == "end" && m.EarlyStop != nil && es.Patience > 0 && m.EarlyStop.Wait >= es.Patience:
-		return &FinishedError{Dir: run, Step: m.Step, Total: total, EarlyStopped: true}
+		return &FinishedError{Dir: run, Step: m.Step, Total: total, EarlyStopped: true,
+			Further: further(fmt.Sprintf("train.early_stop.patience=%d", 2*es.Patience))}
 	}
 	return nil
 }

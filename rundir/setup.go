@@ -77,7 +77,7 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 	if len(earlier) > 0 && !r.opts.Force {
 		return nil, &ExistingRunError{Dir: r.opts.OutDir, Files: earlier}
 	}
-	return earlier, checkInitKept(cfg.Train.Init, r.opts.OutDir, earlier)
+	return earlier, checkInitKept(cfg.Invocation, cfg.Train.Init, r.opts.OutDir, earlier)
 }
 
 // openResume is the checkpoint to continue (nil: none), verified, that cfg

@@ -105,7 +105,7 @@ func CheckFits(cfg config.Config, available int64) error {
 func hostAdvice(cfg config.Config, available int64, samples int) string {
 	rows, _, err := Plan(cfg, VariantNames(), 0)
 	if err != nil {
-		return "Run memunet plan to see what each variant needs."
+		return "Run " + cfg.Invocation.Command("plan") + " to see what each variant needs."
 	}
 	var best, smallest *PlanRow
 	var smallestNeed int64

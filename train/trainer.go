@@ -377,11 +377,14 @@ func OpenSet(cfg config.Config) (*data.Set, error) {
 // nothing again.
 func OpenSetContext(ctx context.Context, cfg config.Config) (*data.Set, error) {
 	set, fresh, err := data.OpenCachedContext(ctx, cfg.DataConfig())
+	if problems := (*data.ProblemsError)(nil); errors.As(err, &problems) {
+		problems.Check = cfg.Invocation.Command("data check")
+	}
 	if err != nil {
 		return nil, err
 	}
 	if fresh && cfg.Data.Source != data.SourceSynthetic {
-		fmt.Fprintln(os.Stderr, set.Report.Summary())
+		fmt.Fprintln(os.Stderr, set.Report.Summary(cfg.Invocation.Command("data check")))
 	}
 	return set, nil
 }
@@ -668,9 +671,10 @@ func (t *Trainer) ExplainOOM(err error, during string) error {
 
 // fitAdvice says which variant of cfg fits in capacity, from the plan.
 func fitAdvice(cfg config.Config, capacity int64) string {
+	plan := cfg.Invocation.Command("plan", "--capacity", compactBytes(capacity))
 	rows, rec, err := Plan(cfg, VariantNames(), capacity)
 	if err != nil {
-		return "Run memunet plan to see what fits."
+		return "Run " + plan + " to see what fits."
 	}
 	var smallest *PlanRow
 	for i := range rows {
@@ -679,15 +683,15 @@ func fitAdvice(cfg config.Config, capacity int64) string {
 			continue
 		}
 		if r.Name == rec {
-			return fmt.Sprintf("To fit, plan recommends the %s variant: %s (predicted peak %s reserved); memunet plan --capacity %s shows every variant, memory.fit: auto picks one.",
-				r.Name, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakReservedBytes), compactBytes(capacity))
+			return fmt.Sprintf("To fit, plan recommends the %s variant: %s (predicted peak %s reserved); %s shows every variant, memory.fit: auto picks one.",
+				r.Name, describeChanges(cfg, r.Config), memory.FormatBytes(r.PeakReservedBytes), plan)
 		}
 		if smallest == nil || r.PeakReservedBytes < smallest.PeakReservedBytes {
 			smallest = r
 		}
 	}
 	if smallest == nil {
-		return "Run memunet plan to see what fits."
+		return "Run " + plan + " to see what fits."
 	}
 	return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs %s; raise memory.capacity, or lower train.batch_size, data.resize or model.base.",
 		smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakReservedBytes))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/configs"
 )
 
@@ -71,6 +72,6 @@ func configList(args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%-11s %s\n", name, d)
 	}
-	fmt.Fprintln(stdout, `use one by name (--config fp16), or print it to edit: memunet config print fp16 > my.yaml`)
+	fmt.Fprintf(stdout, "use one by name (--config fp16), or print it to edit: %s > my.yaml\n", config.Invocation{Program: config.InvokedAs()}.Run("config print", "fp16"))
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
@@ -101,9 +102,10 @@ func dataSynth(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %d samples to %s and %s: %dx%d RGB PNG images, and masks as palette PNGs whose pixel values (palette indices) are the classes 0..%d (shown in color)\n",
 		syn.Len(), filepath.Join(*out, "images"), filepath.Join(*out, "masks"), *size, *size, *classes-1)
-	fmt.Fprintf(stdout, "check and train on them with\n  memunet data check --config configs/quickstart.yaml --set data.source=folder --set data.path=%s --set model.classes=%d\n"+
-		"  memunet train --config configs/quickstart.yaml --set data.source=folder --set data.path=%s --set model.classes=%d --set 'data.mask_values=[%s]'\n",
-		*out, *classes, *out, *classes, strings.Join(vals, ","))
+	inv := config.Invocation{Program: config.InvokedAs(), Config: "quickstart",
+		Sets: []string{"data.source=folder", "data.path=" + *out, fmt.Sprintf("model.classes=%d", *classes)}}
+	fmt.Fprintf(stdout, "check and train on them with\n  %s\n  %s\n",
+		inv.Command("data check"), inv.Command("train", "--set", "data.mask_values=["+strings.Join(vals, ",")+"]"))
 	return nil
 }
 

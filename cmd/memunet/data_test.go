@@ -474,3 +474,49 @@ func TestDataPreview(t *testing.T) {
 		t.Errorf("contrast 2: exit %d, %s", code, e.String())
 	}
 }
+
+// TestHintsArePasteable: the commands memunet suggests are the user's
+// own, with the same --config and --set flags, and do what they say when
+// pasted: data synth's check line checks the new set, and a dataset with
+// several problems names the data check that lists them all.
+func TestHintsArePasteable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shapes")
+	out := runOK(t, "data", "synth", "--out", dir, "--count", "12", "--size", "16", "--classes", "3")
+	const prog = "go run ./cmd/memunet " // what a test binary reads as
+	var check string
+	for _, line := range strings.Split(out, "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(line), prog+"data check "); ok {
+			check = c
+		}
+	}
+	if check == "" {
+		t.Fatalf("synth suggests no data check:\n%s", out)
+	}
+	if got := runOK(t, append([]string{"data", "check"}, strings.Fields(check)...)...); !strings.Contains(got, "ok: the dataset is ready") {
+		t.Errorf("the suggested check:\n%s", got)
+	}
+
+	for _, n := range []string{"00003", "00007"} {
+		if err := os.Remove(filepath.Join(dir, "masks", n+".png")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	args := trainArgs(t.TempDir(), "data.source=folder", "data.path="+dir, "model.classes=3")
+	if code := run(args, &stdout, &stderr); code != 1 {
+		t.Fatalf("train on a set with two problems: exit %d", code)
+	}
+	msg := stderr.String()
+	_, rest, ok := strings.Cut(msg, "(and 1 more problem; "+prog+"data check ")
+	check, _, ok2 := strings.Cut(rest, " lists them all)")
+	if !ok || !ok2 {
+		t.Fatalf("no pasteable data check in %q", msg)
+	}
+	stdout.Reset()
+	run(append([]string{"data", "check"}, strings.Fields(check)...), &stdout, &stderr)
+	for _, n := range []string{"00003", "00007"} {
+		if !strings.Contains(stdout.String(), n) {
+			t.Errorf("the suggested check does not list %s:\n%s", n, stdout.String())
+		}
+	}
+}

@@ -82,6 +82,7 @@ func evalCommand(args []string, stdout io.Writer) error {
 		}
 		ck.Config = cfg
 	}
+	ck.Config.Invocation = checkpointInvocation(dir, sets)
 	if *out == "" {
 		run := checkpoint.RunDirOf(dir)
 		if run == "" {

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 )
@@ -62,11 +64,22 @@ func (c *configCommand) load(args []string) (config.Config, error) {
 		return config.Config{}, c.usageError("--config FILE is required (configs/quickstart.yaml is an example)")
 	}
 	c.sets = withDevice(c.sets, c.device)
-	cfg, err := config.Load(c.path, c.sets)
+	cfg, err := config.Invocation{Program: config.InvokedAs(), Config: c.path, Sets: c.sets}.Load()
 	if err == nil && c.computes {
 		_, err = device.Open(cfg.Device) // before any work: "cuda" in the CPU build says how to get the gpu build
 	}
 	return cfg, err
+}
+
+// checkpointInvocation is how hints about a checkpoint's run name its
+// configuration: the run's config.yaml (where the checkpoint is in a run)
+// with the --set flags given.
+func checkpointInvocation(ckDir string, sets []string) config.Invocation {
+	inv := config.Invocation{Program: config.InvokedAs(), Sets: sets}
+	if run := checkpoint.RunDirOf(ckDir); run != "" {
+		inv.Config = filepath.Join(run, "config.yaml")
+	}
+	return inv
 }
 
 // deviceFlagHelp is the text of every command's --device.

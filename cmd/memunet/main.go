@@ -95,7 +95,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "-help", "--help":
 		return helpCommand(args[1:], stdout)
 	}
-	return usageError{fmt.Sprintf("unknown command %q; the commands are %s; run \"memunet help\"", args[0], commandNames())}
+	return usageError{fmt.Sprintf("unknown command %q; the commands are %s; run %s", args[0], commandNames(), config.Invocation{Program: config.InvokedAs()}.Run("help"))}
 }
 
 // exitStatus ends a command that has said what happened with a status of
@@ -179,7 +179,8 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	if sum.Interrupted {
-		fmt.Fprintf(stdout, "interrupted after step %d; saved %s; continue with: memunet train --resume auto --out %s\n", sum.Steps, sum.LastCheckpoint, dir)
+		fmt.Fprintf(stdout, "interrupted after step %d; saved %s; continue with: %s\n", sum.Steps, sum.LastCheckpoint,
+			config.Invocation{Program: config.InvokedAs()}.Run("train", "--resume", "auto", "--out", dir))
 		defer func() {
 			if err == nil {
 				err = exitStatus(interrupt.status())

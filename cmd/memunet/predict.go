@@ -62,6 +62,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ck.Config.Invocation = checkpointInvocation(dir, nil)
 	if *outDir == "" {
 		run := checkpoint.RunDirOf(dir)
 		if run == "" {

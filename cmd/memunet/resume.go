@@ -14,17 +14,18 @@ import (
 // applied; the run directory defaults to the checkpoint's run (the folder
 // above its checkpoints/). It returns what to pass as rundir.Options.Resume.
 func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Config, dir, resumeArg string, err error) {
+	inv := config.Invocation{Program: config.InvokedAs(), Config: configPath, Sets: sets}
 	if resume == "" {
 		if configPath == "" {
 			return cfg, "", "", usageError{"train: --config FILE is required (configs/quickstart.yaml is an example)"}
 		}
-		cfg, err = config.Load(configPath, sets)
+		cfg, err = inv.Load()
 		return cfg, outDir, "", err
 	}
 	ckDir := ""
 	if resume == "auto" {
 		if outDir == "" && configPath != "" {
-			if cfg, err = config.Load(configPath, sets); err != nil {
+			if cfg, err = inv.Load(); err != nil {
 				return cfg, "", "", err
 			}
 			outDir = cfg.Output.Dir
@@ -47,13 +48,14 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 	}
 	switch {
 	case configPath != "":
-		if cfg, err = config.Load(configPath, sets); err != nil {
+		if cfg, err = inv.Load(); err != nil {
 			return cfg, "", "", err
 		}
 	default:
 		if cfg, err = checkpoint.ReadConfig(ckDir, sets); err != nil {
 			return cfg, "", "", err
 		}
+		cfg.Invocation = checkpointInvocation(ckDir, sets)
 	}
 	if outDir == "" {
 		outDir = cfg.Output.Dir

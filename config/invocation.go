@@ -1,0 +1,76 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Invocation is how the user ran memunet: the program as they invoked it
+// and the config flags they gave. Hints are written with it, so that each
+// is a command the user can paste: the same binary, the same --config and
+// --set flags (a hint that dropped them would check another dataset).
+type Invocation struct {
+	// Program is the command as the user typed it: "memunet" (found on
+	// PATH), "./memunet", or "go run ./cmd/memunet". "" reads "memunet".
+	Program string
+	// Config is --config as given ("" if none); Sets the --set overrides,
+	// in order.
+	Config string
+	Sets   []string
+}
+
+// ProgramName is how argv0 (os.Args[0]) was invoked: "go run ./cmd/memunet"
+// for a binary go run built in its cache, the bare name for one found on
+// PATH, else the path as typed.
+func ProgramName(argv0 string) string {
+	if strings.Contains(filepath.ToSlash(argv0), "/go-build") {
+		return "go run ./cmd/memunet"
+	}
+	return argv0
+}
+
+// InvokedAs is ProgramName of this process.
+func InvokedAs() string { return ProgramName(os.Args[0]) }
+
+// Run is the command line of sub (e.g. "export") with args, without the
+// config flags.
+func (inv Invocation) Run(sub string, args ...string) string {
+	words := []string{inv.program()}
+	words = append(words, strings.Fields(sub)...)
+	for _, a := range args {
+		words = append(words, Quote(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// Command is the command line of sub with the same --config and --set
+// flags, then args.
+func (inv Invocation) Command(sub string, args ...string) string {
+	var flags []string
+	if inv.Config != "" {
+		flags = append(flags, "--config", inv.Config)
+	}
+	for _, s := range inv.Sets {
+		flags = append(flags, "--set", s)
+	}
+	return inv.Run(sub, append(flags, args...)...)
+}
+
+func (inv Invocation) program() string {
+	if inv.Program == "" {
+		return "memunet"
+	}
+	return inv.Program
+}
+
+// Quote is s as one word of a POSIX shell: as it is where every byte is
+// safe, else in single quotes.
+func Quote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./=:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
