@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/predict"
 )
 
 // TestEvalLocksItsFolder: while another process holds the folder eval
@@ -96,5 +98,42 @@ func TestExportReplacesAPlantedLink(t *testing.T) {
 	}
 	if st, err := os.Lstat(out); err != nil || !st.Mode().IsRegular() {
 		t.Errorf("%s is not a regular file now: %v", out, err)
+	}
+}
+
+// TestTwoPredictsOneOut: two predicts into one --out at the same moment:
+// one writes, the other is refused at once by the lock naming the first's
+// pid, and the folder holds one prediction (predict.json lists every file
+// there).
+func TestTwoPredictsOneOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	runDir, _ := trainTiny(t)
+	images := filepath.Join(t.TempDir(), "shapes")
+	// Enough images that the first predict still runs when the second starts.
+	runOK(t, "data", "synth", "--out", images, "--count", "400", "--size", "16")
+	out := filepath.Join(t.TempDir(), "pred")
+	raceTwoOf(t, []string{"predict", "--checkpoint", runDir, "--input", filepath.Join(images, "images"), "--out", out, "--overlay"})
+	var rep predict.Report
+	b, err := os.ReadFile(filepath.Join(out, "predict.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{"predict.json": true, predict.LegendName: true}
+	for _, o := range rep.Outputs {
+		listed[filepath.Base(o.Mask)], listed[filepath.Base(o.Overlay)] = true, true
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			t.Errorf("%s holds %s, which its predict.json does not list", out, e.Name())
+		}
+	}
+	if len(rep.Outputs) != 400 || len(entries) != 802 { // 400 masks, 400 overlays, legend.png, predict.json
+		t.Errorf("%d outputs and %d files, want 400 and 802", len(rep.Outputs), len(entries))
 	}
 }

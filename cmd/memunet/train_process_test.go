@@ -35,7 +35,13 @@ type trainProcess struct {
 // line on lines as well.
 func startTrain(t *testing.T, watch bool, args ...string) *trainProcess {
 	t.Helper()
-	p := &trainProcess{cmd: exec.Command(os.Args[0], append([]string{"train"}, args...)...), done: make(chan error, 1)}
+	return startMemunet(t, watch, append([]string{"train"}, args...)...)
+}
+
+// startMemunet starts "memunet ARGS" (ARGS begins with the command).
+func startMemunet(t *testing.T, watch bool, args ...string) *trainProcess {
+	t.Helper()
+	p := &trainProcess{cmd: exec.Command(os.Args[0], args...), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
 	p.cmd.Stderr = &p.stderr
 	var pipe io.ReadCloser
@@ -162,7 +168,13 @@ func checkOneRun(t *testing.T, dir string, steps int) {
 // that exactly one trains and the other is refused, naming the first's pid.
 func raceTwo(t *testing.T, args []string) (winner *trainProcess) {
 	t.Helper()
-	a, b := startTrain(t, false, args...), startTrain(t, false, args...)
+	return raceTwoOf(t, append([]string{"train"}, args...))
+}
+
+// raceTwoOf is raceTwo of any command (args begins with it).
+func raceTwoOf(t *testing.T, args []string) (winner *trainProcess) {
+	t.Helper()
+	a, b := startMemunet(t, false, args...), startMemunet(t, false, args...)
 	codeA, codeB := a.wait(t), b.wait(t)
 	if (codeA == 0) == (codeB == 0) {
 		t.Fatalf("exit statuses %d and %d, want one 0 and one refusal\nA: %s\nB: %s", codeA, codeB, a.stderr.String(), b.stderr.String())
@@ -171,7 +183,7 @@ func raceTwo(t *testing.T, args []string) (winner *trainProcess) {
 	if codeB == 0 {
 		winner, loser = b, a
 	}
-	want := fmt.Sprintf("is in use by memunet train (pid %d on ", winner.cmd.Process.Pid)
+	want := fmt.Sprintf("is in use by memunet %s (pid %d on ", args[0], winner.cmd.Process.Pid)
 	if msg := loser.stderr.String(); !strings.HasPrefix(msg, "memunet: ") || !strings.Contains(msg, want) || strings.Count(msg, "\n") != 1 {
 		t.Errorf("the refused run said %q, want one line with %q", msg, want)
 	}
