@@ -18,3 +18,7 @@ func openCUDA(index int) (backend.Backend, error) {
 	}
 	return b, nil
 }
+
+// DriverLoaded reports whether this process has tried to load the CUDA
+// driver: only computing on cuda (or auto) does.
+func DriverLoaded() bool { return driverapi.DriverLoaded() }

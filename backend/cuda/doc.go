@@ -6,9 +6,9 @@
 // and for the arena) and whose operations are memunet's own kernels
 // (kernels/*.cu), compiled to PTX for compute_80 (JIT-compiled by the
 // driver for the GPU at hand, sm_80 and newer) and embedded in the binary.
-// It uses the CUDA driver API through gorgonia.org/cu, so a binary built
-// against CUDA 11.8 runs on newer drivers, and needs no CUDA runtime,
-// cuBLAS or cuDNN library.
+// It uses the CUDA driver API only (backend/cuda/driverapi opens
+// libcuda.so.1 at first use), so a binary runs on any newer driver and
+// needs no CUDA runtime, cuBLAS or cuDNN library.
 //
 // Invariants and ownership:
 //   - Every operation runs on the device's default stream, in issue order;
@@ -28,9 +28,9 @@
 //     they are in every family.
 //
 // The PTX files are generated with nvcc from the CUDA toolkit (go generate
-// -tags cudagen ./backend/cuda: cudagen.go) and committed, so building needs
-// only the driver's header and library. Plain go generate ./... needs no
-// toolkit: it copies the .cu sources into backend/cuda/emu, whose build
+// -tags cudagen ./backend/cuda: cudagen.go) and committed, so building
+// needs no CUDA toolkit and running only the driver's library. Plain go
+// generate ./... needs no toolkit: it copies the .cu sources into backend/cuda/emu, whose build
 // then sees every change to them (the go command tracks only the files of
 // a package's own directory), and writes ops_gen.go, the emulator's
 // dispatch and the methods of the pointwise operations from the table of

@@ -1,82 +1,25 @@
 //go:build gpu
 
-// Package driverapi is backend/cuda's Driver over the CUDA driver API
-// (gorgonia.org/cu, cgo, libcuda.so.1): the real GPU. It is built with
-// -tags gpu only. Open gives the CUDA backend of a device.
+// Package driverapi is backend/cuda's Driver over the CUDA driver API: the
+// real GPU, in the build with -tags gpu only. It calls libcuda.so.1
+// through its own cgo (cuapi.h declares the few types and entry points it
+// uses), opening the library at the first Open, so a gpu binary starts,
+// answers --help and plans on the CPU on a machine without the driver,
+// and building it needs no CUDA header. Open gives the CUDA backend of a
+// device.
+//
+// Invariants: the driver library is opened and initialised at most once
+// per process (the first Open), and the driver keeps one primary context
+// per device and process, so Open returns one backend per device ordinal
+// for the whole process. Every call makes that context current on its
+// goroutine's OS thread, locked to it for the call. Driver failures are
+// *Error values naming the call and the driver's own error name.
 package driverapi
 
 /*
-#cgo LDFLAGS: -lcuda
-#include <cuda.h>
-#include <string.h>
-
-// mu_prop is a page of device memory on dev.
-static CUmemAllocationProp mu_prop(CUdevice dev) {
-	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof prop);
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	return prop;
-}
-
-// mu_granularity is dev's page: 0 without virtual memory management.
-static size_t mu_granularity(CUdevice dev) {
-	int vmm = 0;
-	size_t g = 0;
-	CUmemAllocationProp prop = mu_prop(dev);
-	if (cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm ||
-	    cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) {
-		return 0;
-	}
-	return g;
-}
-
-// mu_map backs n pages at p, each its own allocation, released at once
-// (the mapping keeps the memory until it is unmapped), and makes them
-// readable and writable from dev; on failure it unmaps what it mapped.
-static CUresult mu_map(CUdevice dev, CUdeviceptr p, size_t page, size_t n) {
-	CUmemAllocationProp prop = mu_prop(dev);
-	CUresult r = CUDA_SUCCESS;
-	size_t i;
-	for (i = 0; i < n; i++) {
-		CUmemGenericAllocationHandle h;
-		if ((r = cuMemCreate(&h, page, &prop, 0)) != CUDA_SUCCESS) {
-			break;
-		}
-		r = cuMemMap(p + i * page, page, 0, h, 0);
-		cuMemRelease(h);
-		if (r != CUDA_SUCCESS) {
-			break;
-		}
-	}
-	if (r == CUDA_SUCCESS) {
-		CUmemAccessDesc access;
-		memset(&access, 0, sizeof access);
-		access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		access.location.id = dev;
-		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-		if ((r = cuMemSetAccess(p, n * page, &access, 1)) == CUDA_SUCCESS) {
-			return r;
-		}
-	}
-	for (size_t j = 0; j < i; j++) {
-		cuMemUnmap(p + j * page, page);
-	}
-	return r;
-}
-
-// mu_unmap unmaps n pages at p, a mapping each, and returns the first error.
-static CUresult mu_unmap(CUdeviceptr p, size_t page, size_t n) {
-	CUresult first = CUDA_SUCCESS;
-	for (size_t i = 0; i < n; i++) {
-		CUresult r = cuMemUnmap(p + i * page, page);
-		if (first == CUDA_SUCCESS) {
-			first = r;
-		}
-	}
-	return first;
-}
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "cuapi_calls.h"
 */
 import "C"
 
@@ -89,34 +32,101 @@ import (
 	"unsafe"
 
 	"github.com/memunet/memunet/backend/cuda"
-	"github.com/memunet/memunet/backend/cuda/probe"
 	"github.com/memunet/memunet/memory"
-	"gorgonia.org/cu"
 )
 
-// opened holds the backend of each device ordinal the process has opened:
-// the driver's primary context is per process and device, and so is this.
-var opened = struct {
-	sync.Mutex
-	m map[int]*cuda.Backend
-}{m: map[int]*cuda.Backend{}}
+// process is the driver as this process has it: the library, loaded once,
+// and the backend of each device ordinal opened.
+var process = struct {
+	load   sync.Once
+	tried  atomic.Bool
+	err    error // why the driver cannot start here, for every Open
+	mu     sync.Mutex
+	opened map[int]*cuda.Backend
+}{opened: map[int]*cuda.Backend{}}
+
+// DriverLoaded reports whether this process has tried to load the CUDA
+// driver (an Open was called): commands that do not compute on cuda never
+// do.
+func DriverLoaded() bool { return process.tried.Load() }
+
+// start loads libcuda.so.1 and initialises the driver, once per process;
+// the error says why it cannot start here and what to do instead.
+func start() error {
+	process.load.Do(func() {
+		process.tried.Store(true)
+		var buf [512]C.char
+		if C.mu_load(&buf[0], C.size_t(len(buf))) != 0 {
+			process.err = noDriver(C.GoString(&buf[0]))
+			return
+		}
+		if err := check("cuInit", C.mu_cuInit(0)); err != nil {
+			process.err = noDriver(err.Error())
+		}
+	})
+	return process.err
+}
+
+// ErrNoDriver is wrapped by Open's error where the CUDA driver cannot start
+// (no libcuda.so.1, or no GPU for it).
+var ErrNoDriver = errors.New("the CUDA driver cannot start here")
+
+// noDriver is the error of a gpu build on a machine where the driver cannot
+// start.
+func noDriver(why string) error {
+	return fmt.Errorf("this is the CUDA build (-tags gpu) and %w (%s): "+
+		"no NVIDIA GPU or driver on this machine. Use the CPU build (go build ./cmd/memunet) or device: cpu here, "+
+		"or run this binary where nvidia-smi works", ErrNoDriver, why)
+}
+
+// Error is a failed driver call, by the driver's own name for its result.
+type Error struct {
+	Call string // the entry point, e.g. cuMemAlloc
+	Code int    // the CUresult
+	Name string // cuGetErrorName's, e.g. CUDA_ERROR_OUT_OF_MEMORY
+	Text string // cuGetErrorString's, e.g. out of memory
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s (%s)", e.Call, e.Name, e.Text) }
+
+// Is makes an out-of-memory result match cuda.ErrDeviceFull.
+func (e *Error) Is(target error) bool {
+	return target == cuda.ErrDeviceFull && e.Code == int(C.MU_CUDA_ERROR_OUT_OF_MEMORY)
+}
+
+// check is nil for CUDA_SUCCESS, else the call's *Error.
+func check(call string, r C.mu_result) error {
+	if r == C.MU_CUDA_SUCCESS {
+		return nil
+	}
+	e := &Error{Call: call, Code: int(r), Name: fmt.Sprintf("CUDA error %d", int(r)), Text: "unknown"}
+	var s *C.char
+	if C.mu_cuGetErrorName(r, &s) == C.MU_CUDA_SUCCESS && s != nil {
+		e.Name = C.GoString(s)
+	}
+	if C.mu_cuGetErrorString(r, &s) == C.MU_CUDA_SUCCESS && s != nil {
+		e.Text = C.GoString(s)
+	}
+	return e
+}
 
 // Open returns the backend of CUDA device ordinal (as nvidia-smi numbers
-// them), opening it on first use: its primary context retained, memunet's
-// kernels loaded (the driver JIT-compiles the PTX for the device), the
-// scratch area allocated.
+// them), opening it on first use: the driver started, the device's primary
+// context retained, memunet's kernels loaded, the scratch area allocated.
 func Open(ordinal int) (*cuda.Backend, error) {
-	probe.Started()
-	opened.Lock()
-	defer opened.Unlock()
-	if b, ok := opened.m[ordinal]; ok {
+	if err := start(); err != nil {
+		return nil, err
+	}
+	process.mu.Lock()
+	defer process.mu.Unlock()
+	if b, ok := process.opened[ordinal]; ok {
 		return b, nil
 	}
-	n, err := cu.NumDevices()
-	if err != nil {
-		return nil, fmt.Errorf("cuda: counting devices: %v", err)
+	var n C.int
+	if err := check("cuDeviceGetCount", C.mu_cuDeviceGetCount(&n)); err != nil {
+		return nil, fmt.Errorf("cuda: counting devices: %w", err)
 	}
-	if ordinal < 0 || ordinal >= n {
+	if ordinal < 0 || ordinal >= int(n) {
 		return nil, fmt.Errorf("device: cuda:%d: this machine has %d CUDA device(s), cuda:0 .. cuda:%d", ordinal, n, n-1)
 	}
 	d := &cuDriver{ordinal: ordinal}
@@ -127,150 +137,210 @@ func Open(ordinal int) (*cuda.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	opened.m[ordinal] = b
+	process.opened[ordinal] = b
 	return b, nil
 }
 
-// cuDriver is cuda.Driver over gorgonia.org/cu (the CUDA driver API).
+// cuDriver is cuda.Driver over the CUDA driver API.
 type cuDriver struct {
 	ordinal    int
-	dev        cu.Device
-	ctx        cu.CUContext
+	dev        C.mu_device
+	ctx        C.mu_context
 	name       string
 	cc         [2]int
+	sms        int
 	version    int
 	totalBytes int64
 	page       int64 // the mapping granularity, 0 without virtual memory management
-	fns        [cuda.NumKernels]cu.Function
+	fns        [cuda.NumKernels]C.mu_function
 	// issued is set by every call that gives the device work and cleared
 	// by a sync that saw it finish: Unmap waits only when there is work.
 	issued atomic.Bool
 }
 
+func (d *cuDriver) attribute(attr C.uint) (int, error) {
+	var v C.int
+	err := check("cuDeviceGetAttribute", C.mu_cuDeviceGetAttribute(&v, attr, d.dev))
+	return int(v), err
+}
+
 func (d *cuDriver) open() (err error) {
-	if d.dev, err = cu.GetDevice(d.ordinal); err != nil {
+	if err := check("cuDeviceGet", C.mu_cuDeviceGet(&d.dev, C.int(d.ordinal))); err != nil {
 		return err
 	}
-	if d.name, err = d.dev.Name(); err != nil {
+	var name [256]C.char
+	if err := check("cuDeviceGetName", C.mu_cuDeviceGetName(&name[0], C.int(len(name)), d.dev)); err != nil {
 		return err
 	}
-	if d.cc[0], d.cc[1], err = d.dev.ComputeCapability(); err != nil {
+	d.name = C.GoString(&name[0])
+	if d.cc[0], err = d.attribute(C.MU_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR); err != nil {
+		return err
+	}
+	if d.cc[1], err = d.attribute(C.MU_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR); err != nil {
 		return err
 	}
 	if d.cc[0] < 8 {
 		return fmt.Errorf("%s has compute capability %d.%d; memunet's kernels are built for 8.0 and newer", d.name, d.cc[0], d.cc[1])
 	}
-	if d.totalBytes, err = d.dev.TotalMem(); err != nil {
+	if d.sms, err = d.attribute(C.MU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); err != nil {
 		return err
 	}
-	d.version = cu.Version()
-	if d.ctx, err = d.dev.RetainPrimaryCtx(); err != nil {
-		return fmt.Errorf("retaining the primary context: %v", err)
+	var total C.size_t
+	if err := check("cuDeviceTotalMem", C.mu_cuDeviceTotalMem(&total, d.dev)); err != nil {
+		return err
 	}
-	defer d.on()()
-	d.page = int64(C.mu_granularity(C.CUdevice(d.dev)))
-	ops, err := cu.LoadData(cuda.OpsPTX)
-	if err != nil {
-		return fmt.Errorf("loading ops.ptx (JIT for compute capability %d.%d): %v", d.cc[0], d.cc[1], err)
+	d.totalBytes = int64(total)
+	var version C.int
+	if err := check("cuDriverGetVersion", C.mu_cuDriverGetVersion(&version)); err != nil {
+		return err
 	}
-	gemm, err := cu.LoadData(cuda.GEMMPTX)
+	d.version = int(version)
+	if err := check("cuDevicePrimaryCtxRetain", C.mu_cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
+		return fmt.Errorf("retaining the primary context: %w", err)
+	}
+	unlock, err := d.on()
 	if err != nil {
-		return fmt.Errorf("loading gemm.ptx: %v", err)
+		return err
+	}
+	defer unlock()
+	d.page = int64(C.mu_granularity(d.dev))
+	ops, err := d.loadModule("ops", cuda.OpsPTX)
+	if err != nil {
+		return err
+	}
+	gemm, err := d.loadModule("gemm", cuda.GEMMPTX)
+	if err != nil {
+		return err
 	}
 	for k := range cuda.NumKernels {
 		mod := ops
 		if k.InGEMM() {
 			mod = gemm
 		}
-		if d.fns[k], err = mod.Function(k.String()); err != nil {
-			return fmt.Errorf("kernel %s: %v", k, err)
+		name := C.CString(k.String())
+		err := check("cuModuleGetFunction", C.mu_cuModuleGetFunction(&d.fns[k], mod, name))
+		C.free(unsafe.Pointer(name))
+		if err != nil {
+			return fmt.Errorf("kernel %s: %w", k, err)
 		}
 	}
 	return nil
 }
 
+// loadModule loads one of memunet's module images; where the driver
+// refuses it, the error carries the JIT's log.
+func (d *cuDriver) loadModule(name, image string) (C.mu_module, error) {
+	img := C.CString(image) // the driver reads PTX up to its terminating zero
+	defer C.free(unsafe.Pointer(img))
+	var log [16 << 10]C.char
+	var m C.mu_module
+	if err := check("cuModuleLoadData", C.mu_load_module(&m, unsafe.Pointer(img), &log[0], C.size_t(len(log)))); err != nil {
+		jit := C.GoString(&log[0])
+		if jit == "" {
+			jit = "no log"
+		}
+		return nil, fmt.Errorf("loading the %s kernels for %s (compute capability %d.%d): %w; the JIT's log: %s",
+			name, d.name, d.cc[0], d.cc[1], err, jit)
+	}
+	return m, nil
+}
+
 // on makes the device's context current on this goroutine's OS thread,
 // locked to it until the returned function runs.
-func (d *cuDriver) on() func() {
+func (d *cuDriver) on() (func(), error) {
 	runtime.LockOSThread()
-	if err := cu.SetCurrentContext(d.ctx); err != nil {
+	if err := check("cuCtxSetCurrent", C.mu_cuCtxSetCurrent(d.ctx)); err != nil {
 		runtime.UnlockOSThread()
-		panic(fmt.Sprintf("backend/cuda: making cuda:%d's context current: %v", d.ordinal, err))
+		return nil, fmt.Errorf("making cuda:%d's context current: %w", d.ordinal, err)
 	}
-	return runtime.UnlockOSThread
+	return runtime.UnlockOSThread, nil
+}
+
+// call runs f with the device's context current, as one driver call named
+// call.
+func (d *cuDriver) call(call string, f func() C.mu_result) error {
+	unlock, err := d.on()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return check(call, f())
 }
 
 func (d *cuDriver) Name() string { return fmt.Sprintf("cuda:%d", d.ordinal) }
 
-// Describe names the device, its compute capability, memory and driver.
+// Describe names the device, its compute capability, memory and the CUDA
+// version its driver supports.
 func (d *cuDriver) Describe() string {
-	return fmt.Sprintf("cuda:%d %s (compute %d.%d, %s, driver %d.%d)", d.ordinal, d.name, d.cc[0], d.cc[1],
-		memory.FormatBytes(d.totalBytes), d.version/1000, d.version%1000/10)
+	return fmt.Sprintf("cuda:%d %s (compute %d.%d, %d SMs, %s, driver for CUDA %d.%d)", d.ordinal, d.name, d.cc[0], d.cc[1],
+		d.sms, memory.FormatBytes(d.totalBytes), d.version/1000, d.version%1000/10)
 }
 
 func (d *cuDriver) Alloc(bytes int64) (uintptr, error) {
-	defer d.on()()
-	p, err := cu.MemAlloc(bytes)
-	if errors.Is(err, cu.OutOfMemory) {
-		return 0, fmt.Errorf("%v: %w", err, cuda.ErrDeviceFull)
-	}
+	var p C.mu_deviceptr
+	err := d.call("cuMemAlloc", func() C.mu_result { return C.mu_cuMemAlloc(&p, C.size_t(bytes)) })
 	return uintptr(p), err
 }
 
 func (d *cuDriver) Free(p uintptr) error {
-	defer d.on()()
-	return cu.MemFree(cu.DevicePtr(p))
+	return d.call("cuMemFree", func() C.mu_result { return C.mu_cuMemFree(C.mu_deviceptr(p)) })
 }
 
 func (d *cuDriver) Launch(k cuda.Kernel, gx, gy int, args []uint64) error {
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
+	var first *C.ulonglong
+	if len(args) > 0 {
+		first = (*C.ulonglong)(unsafe.Pointer(&args[0]))
 	}
 	d.issued.Store(true)
-	defer d.on()()
-	return d.fns[k].Launch(gx, gy, 1, cuda.BlockThreads, 1, 1, 0, cu.NoStream, params)
+	return d.call("cuLaunchKernel", func() C.mu_result {
+		return C.mu_launch(d.fns[k], C.uint(gx), C.uint(gy), cuda.BlockThreads, first, C.int(len(args)))
+	})
 }
 
 func (d *cuDriver) MemsetD32(p uintptr, v uint32, n int64) error {
 	d.issued.Store(true)
-	defer d.on()()
-	return cu.MemsetD32(cu.DevicePtr(p), v, n)
+	return d.call("cuMemsetD32", func() C.mu_result { return C.mu_cuMemsetD32(C.mu_deviceptr(p), C.uint(v), C.size_t(n)) })
 }
 
 func (d *cuDriver) MemsetD16(p uintptr, v uint16, n int64) error {
 	d.issued.Store(true)
-	defer d.on()()
-	return cu.MemsetD16(cu.DevicePtr(p), v, n)
+	return d.call("cuMemsetD16", func() C.mu_result { return C.mu_cuMemsetD16(C.mu_deviceptr(p), C.ushort(v), C.size_t(n)) })
 }
 
 func (d *cuDriver) CopyHtoD(dst uintptr, src []byte) error {
 	d.issued.Store(true)
-	defer d.on()()
-	return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)))
+	return d.call("cuMemcpyHtoD", func() C.mu_result {
+		return C.mu_cuMemcpyHtoD(C.mu_deviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)))
+	})
 }
 
 func (d *cuDriver) CopyDtoH(dst []byte, src uintptr) error {
 	d.issued.Store(true)
-	defer d.on()()
-	return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)))
+	return d.call("cuMemcpyDtoH", func() C.mu_result {
+		return C.mu_cuMemcpyDtoH(unsafe.Pointer(&dst[0]), C.mu_deviceptr(src), C.size_t(len(dst)))
+	})
 }
 
 func (d *cuDriver) CopyDtoD(dst, src uintptr, n int64) error {
 	d.issued.Store(true)
-	defer d.on()()
-	return cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), n)
+	return d.call("cuMemcpyDtoD", func() C.mu_result {
+		return C.mu_cuMemcpyDtoD(C.mu_deviceptr(dst), C.mu_deviceptr(src), C.size_t(n))
+	})
 }
 
 func (d *cuDriver) Sync() error {
-	defer d.on()()
+	unlock, err := d.on()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return d.sync()
 }
 
 // sync waits for the device; with the context current.
 func (d *cuDriver) sync() error {
 	d.issued.Store(false)
-	err := cu.Synchronize()
+	err := check("cuCtxSynchronize", C.mu_cuCtxSynchronize())
 	if err != nil {
 		d.issued.Store(true) // the work may not have finished
 	}
@@ -278,27 +348,23 @@ func (d *cuDriver) sync() error {
 }
 
 func (d *cuDriver) MemInfo() (free, total int64, err error) {
-	defer d.on()()
-	return cu.MemInfo()
+	var f, t C.size_t
+	err = d.call("cuMemGetInfo", func() C.mu_result { return C.mu_cuMemGetInfo(&f, &t) })
+	return int64(f), int64(t), err
 }
 
 // AllocHost is cuMemHostAlloc (portable pinned memory).
 func (d *cuDriver) AllocHost(bytes int64) (unsafe.Pointer, error) {
-	defer d.on()()
 	var p unsafe.Pointer
-	if r := C.cuMemHostAlloc(&p, C.size_t(bytes), C.CU_MEMHOSTALLOC_PORTABLE); r != C.CUDA_SUCCESS {
-		return nil, fmt.Errorf("cuMemHostAlloc: CUDA error %d", int(r))
-	}
-	return p, nil
+	err := d.call("cuMemHostAlloc", func() C.mu_result {
+		return C.mu_cuMemHostAlloc(&p, C.size_t(bytes), C.MU_CU_MEMHOSTALLOC_PORTABLE)
+	})
+	return p, err
 }
 
 // FreeHost is cuMemFreeHost.
 func (d *cuDriver) FreeHost(p unsafe.Pointer) error {
-	defer d.on()()
-	if r := C.cuMemFreeHost(p); r != C.CUDA_SUCCESS {
-		return fmt.Errorf("cuMemFreeHost: CUDA error %d", int(r))
-	}
-	return nil
+	return d.call("cuMemFreeHost", func() C.mu_result { return C.mu_cuMemFreeHost(p) })
 }
 
 var _ cuda.Pager = (*cuDriver)(nil)
@@ -309,25 +375,19 @@ func (d *cuDriver) Granularity() int64 { return d.page }
 
 // Reserve is cuMemAddressReserve, aligned to a page.
 func (d *cuDriver) Reserve(bytes int64) (uintptr, error) {
-	defer d.on()()
-	var p C.CUdeviceptr
-	if r := C.cuMemAddressReserve(&p, C.size_t(bytes), C.size_t(d.page), 0, 0); r != C.CUDA_SUCCESS {
-		return 0, fmt.Errorf("CUDA error %d", int(r))
-	}
-	return uintptr(p), nil
+	var p C.mu_deviceptr
+	err := d.call("cuMemAddressReserve", func() C.mu_result {
+		return C.mu_cuMemAddressReserve(&p, C.size_t(bytes), C.size_t(d.page), 0, 0)
+	})
+	return uintptr(p), err
 }
 
-// Map is cuMemCreate and cuMemMap per page, then cuMemSetAccess.
+// Map is cuMemCreate and cuMemMap per page, then cuMemSetAccess; an
+// out-of-memory error matches cuda.ErrDeviceFull.
 func (d *cuDriver) Map(p uintptr, bytes int64) error {
-	defer d.on()()
-	r := C.mu_map(C.CUdevice(d.dev), C.CUdeviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page))
-	switch r {
-	case C.CUDA_SUCCESS:
-		return nil
-	case C.CUDA_ERROR_OUT_OF_MEMORY:
-		return fmt.Errorf("CUDA error %d (out of memory): %w", int(r), cuda.ErrDeviceFull)
-	}
-	return fmt.Errorf("CUDA error %d", int(r))
+	return d.call("cuMemCreate/cuMemMap", func() C.mu_result {
+		return C.mu_map(d.dev, C.mu_deviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page))
+	})
 }
 
 // Unmap waits for the device where work was issued since it last did (a
@@ -337,22 +397,22 @@ func (d *cuDriver) Map(p uintptr, bytes int64) error {
 // an error already, which Sync reports), so that the pool's count stays
 // true.
 func (d *cuDriver) Unmap(p uintptr, bytes int64) error {
-	defer d.on()()
+	unlock, err := d.on()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var syncErr error
 	if d.issued.Load() {
 		syncErr = d.sync()
 	}
-	if r := C.mu_unmap(C.CUdeviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page)); r != C.CUDA_SUCCESS {
-		return fmt.Errorf("CUDA error %d", int(r))
+	if err := check("cuMemUnmap", C.mu_unmap(C.mu_deviceptr(p), C.size_t(d.page), C.size_t(bytes/d.page))); err != nil {
+		return err
 	}
 	return syncErr
 }
 
 // Release is cuMemAddressFree.
 func (d *cuDriver) Release(p uintptr, bytes int64) error {
-	defer d.on()()
-	if r := C.cuMemAddressFree(C.CUdeviceptr(p), C.size_t(bytes)); r != C.CUDA_SUCCESS {
-		return fmt.Errorf("CUDA error %d", int(r))
-	}
-	return nil
+	return d.call("cuMemAddressFree", func() C.mu_result { return C.mu_cuMemAddressFree(C.mu_deviceptr(p), C.size_t(bytes)) })
 }

@@ -9,8 +9,7 @@
 // conformance suite, on a machine without a GPU. It is slow (an OS thread
 // per CUDA thread) and is for tests only: go test -tags cudaemu
 // ./backend/cuda/emu (cgo and g++ with C++20; no CUDA toolkit, no driver).
-// Its own tag, not gpu: a gpu build starts the CUDA driver at init and
-// exits where there is no GPU, which is where the emulator is for.
+// Its own tag, not gpu: a gpu build's device is the real one.
 package emu
 
 /*
