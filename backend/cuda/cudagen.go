@@ -1,10 +1,18 @@
 //go:build cudagen
 
-// The kernels' PTX, with nvcc (CUDA 11.8's, the flags the committed PTX was
-// made with): go generate -tags cudagen ./backend/cuda. Behind a tag so
-// that go generate ./... needs no CUDA toolkit.
-
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_80 -O3 -fmad=false -o kernels/ops.ptx kernels/ops.cu
-//go:generate nvcc -ptx -arch=compute_80 -O3 --extended-lambda -o kernels/gemm.ptx kernels/gemm.cu
+// The kernels' machine code: go generate -tags cudagen ./backend/cuda
+// (nvcc 11.8 or newer). Each fatbin holds SASS for the A100 (sm_80), the
+// RTX 30xx/A10/A40 (sm_86), the RTX 40xx/L4/L40 (sm_89) and the H100/H200
+// (sm_90), so no GPU of those compiles anything at start, and compute_80
+// PTX, which the driver JIT-compiles for any newer GPU; compressed (the
+// driver expands it as it loads). ops.cu rounds every float operation on
+// its own (-fmad=false), as the CPU backend's Go code does. fatbin.sum
+// records the sources they were made from (TestGeneratedFilesUpToDate).
+// The tag keeps these out of plain go generate, which CI runs without
+// nvcc.
+
+//go:generate nvcc -fatbin -O3 -fmad=false -Xfatbin=-compress-all -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_89,code=sm_89 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=compute_80 -o kernels/ops.fatbin kernels/ops.cu
+//go:generate nvcc -fatbin -O3 --extended-lambda -Xfatbin=-compress-all -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_89,code=sm_89 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=compute_80 -o kernels/gemm.fatbin kernels/gemm.cu
+//go:generate sh -c "sha256sum kernels/ops.cu kernels/gemm.cu >kernels/fatbin.sum"

@@ -4,8 +4,9 @@
 // reservation, cuMemCreate and cuMemMap per 2 MiB page, cuMemUnmap after a
 // device sync when the pool moves a page; cuMemAlloc segments elsewhere,
 // and for the arena) and whose operations are memunet's own kernels
-// (kernels/*.cu), compiled to PTX for compute_80 (JIT-compiled by the
-// driver for the GPU at hand, sm_80 and newer) and embedded in the binary.
+// (kernels/*.cu), compiled into fatbins (machine code for sm_80, sm_86,
+// sm_89 and sm_90, and compute_80 PTX that the driver JIT-compiles for any
+// newer GPU) embedded in the binary.
 // It uses the CUDA driver API only (backend/cuda/driverapi opens
 // libcuda.so.1 at first use), so a binary runs on any newer driver and
 // needs no CUDA runtime, cuBLAS or cuDNN library.
@@ -27,14 +28,15 @@
 //     run's plan counts that staging here; the CPU takes 16-bit tensors as
 //     they are in every family.
 //
-// The PTX files are generated with nvcc from the CUDA toolkit (go generate
-// -tags cudagen ./backend/cuda: cudagen.go) and committed, so building
-// needs no CUDA toolkit and running only the driver's library. Plain go
-// generate ./... needs no toolkit: it copies the .cu sources into backend/cuda/emu, whose build
-// then sees every change to them (the go command tracks only the files of
-// a package's own directory), and writes ops_gen.go, the emulator's
-// dispatch and the methods of the pointwise operations from the table of
-// operations (backend/ops.go).
+// The fatbins are generated with nvcc from the CUDA toolkit (go generate
+// -tags cudagen ./backend/cuda: cudagen.go) and committed with the sums of
+// the sources they were made from (kernels/fatbin.sum), so building needs
+// no CUDA toolkit and running only the driver's library. Plain go generate
+// ./... needs no toolkit: it copies the .cu sources into backend/cuda/emu,
+// whose build then sees every change to them (the go command tracks only
+// the files of a package's own directory), and writes ops_gen.go, the
+// emulator's dispatch and the methods of the pointwise operations from
+// the table of operations (backend/ops.go).
 package cuda
 
 //go:generate cp kernels/ops.cu emu/ops_cu.h

@@ -2,11 +2,12 @@ package cuda
 
 import _ "embed"
 
-// The kernels as PTX for compute_80 (nvcc from kernels/*.cu: cudagen.go),
-// which the driver JIT-compiles for the GPU at hand.
+// The kernels as fatbins (go generate -tags cudagen: nvcc from
+// kernels/*.cu; cudagen.go says what each holds), loaded with
+// cuModuleLoadData.
 var (
-	//go:embed kernels/ops.ptx
-	OpsPTX string
-	//go:embed kernels/gemm.ptx
-	GEMMPTX string
+	//go:embed kernels/ops.fatbin
+	OpsFatbin string
+	//go:embed kernels/gemm.fatbin
+	GEMMFatbin string
 )

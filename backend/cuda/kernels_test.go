@@ -2,17 +2,33 @@ package cuda
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 )
 
+// kernelSources are the .cu files, each compiled into its own fatbin.
+var kernelSources = []string{"ops", "gemm"}
+
 // TestGeneratedFilesUpToDate: the emulator's copies of the kernel sources
-// are the sources, and, where nvcc is installed, the committed PTX is what
-// go generate makes of them now.
+// are the sources; the fatbins were made from the sources as they are
+// (kernels/fatbin.sum, written with them, holds the sources' sums: no nvcc
+// needed); and, where nvcc is installed, the committed fatbins are what go
+// generate -tags cudagen makes of them now, byte for byte.
 func TestGeneratedFilesUpToDate(t *testing.T) {
-	for _, name := range []string{"ops", "gemm"} {
+	const regenerate = "run go generate -tags cudagen ./backend/cuda (nvcc: the CUDA toolkit)"
+	sums, err := os.ReadFile(filepath.Join("kernels", "fatbin.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, name := range kernelSources {
 		src, err := os.ReadFile(filepath.Join("kernels", name+".cu"))
 		if err != nil {
 			t.Fatal(err)
@@ -21,36 +37,98 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 		if err != nil || !bytes.Equal(src, cp) {
 			t.Errorf("emu/%s_cu.h is not kernels/%s.cu (%v): run go generate ./backend/cuda", name, name, err)
 		}
+		fmt.Fprintf(&want, "%x  kernels/%s.cu\n", sha256.Sum256(src), name)
+	}
+	if string(sums) != want.String() {
+		t.Errorf("kernels/*.fatbin were made from other sources than kernels/*.cu (fatbin.sum:\n%s\nthe sources:\n%s): %s",
+			sums, want.String(), regenerate)
 	}
 	if _, err := exec.LookPath("nvcc"); err != nil {
-		t.Skip("no nvcc: the PTX is not regenerated here")
+		t.Skip("no nvcc: the fatbins are not regenerated here")
 	}
 	dir := t.TempDir()
-	for _, c := range []struct{ name, flags string }{{"ops", "-fmad=false"}, {"gemm", "--extended-lambda"}} {
-		out := filepath.Join(dir, c.name+".ptx")
-		cmd := exec.Command("nvcc", "-ptx", "-arch=compute_80", "-O3", c.flags, "-o", out, filepath.Join("kernels", c.name+".cu"))
+	for _, name := range kernelSources {
+		args := generateArgs(t, name)
+		out := filepath.Join(dir, name+".fatbin")
+		for i, a := range args {
+			if a == "-o" {
+				args[i+1] = out
+			}
+		}
+		cmd := exec.Command(args[0], args[1:]...)
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("nvcc %s.cu: %v\n%s", c.name, err, b)
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, b)
 		}
 		got, _ := os.ReadFile(out)
-		want, err := os.ReadFile(filepath.Join("kernels", c.name+".ptx"))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("kernels/%s.ptx is not what nvcc makes of kernels/%s.cu now: run go generate -tags cudagen ./backend/cuda", c.name, c.name)
+		committed, err := os.ReadFile(filepath.Join("kernels", name+".fatbin"))
+		if err != nil || !bytes.Equal(got, committed) {
+			t.Errorf("kernels/%s.fatbin is not what nvcc makes of kernels/%s.cu now: %s", name, name, regenerate)
 		}
 	}
 }
 
-// TestPTXAssembles: where ptxas is installed, the PTX assembles for the
-// A100 (sm_80) and H100/H200 (sm_90) generations.
-func TestPTXAssembles(t *testing.T) {
-	if _, err := exec.LookPath("ptxas"); err != nil {
-		t.Skip("no ptxas")
+// generateArgs is cudagen.go's nvcc command for kernels/name.cu.
+func generateArgs(t *testing.T, name string) []string {
+	t.Helper()
+	src, err := os.ReadFile("cudagen.go")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range []string{"ops", "gemm"} {
-		for _, arch := range []string{"sm_80", "sm_90"} {
-			cmd := exec.Command("ptxas", "-arch="+arch, "-o", filepath.Join(t.TempDir(), "k.cubin"), filepath.Join("kernels", name+".ptx"))
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("ptxas -arch=%s %s.ptx: %v\n%s", arch, name, err, b)
+	for _, line := range strings.Split(string(src), "\n") {
+		if args, ok := strings.CutPrefix(line, "//go:generate nvcc "); ok && strings.HasSuffix(args, " kernels/"+name+".cu") {
+			return append([]string{"nvcc"}, strings.Fields(args)...)
+		}
+	}
+	t.Fatalf("cudagen.go has no nvcc line for kernels/%s.cu", name)
+	return nil
+}
+
+// TestFatbinsHoldEveryGPU: where cuobjdump is installed, each embedded
+// fatbin holds machine code for sm_80, sm_86, sm_89 and sm_90 and
+// compute_80 PTX, and every kernel of its module for each, none spilling
+// to local memory and each fitting a 256-thread block's registers.
+func TestFatbinsHoldEveryGPU(t *testing.T) {
+	if _, err := exec.LookPath("cuobjdump"); err != nil {
+		t.Skip("no cuobjdump")
+	}
+	arches := []string{"sm_80", "sm_86", "sm_89", "sm_90"}
+	usage := regexp.MustCompile(`(?m)^\s*Function (\w+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)`)
+	for i, image := range []string{OpsFatbin, GEMMFatbin} {
+		name := kernelSources[i]
+		file := filepath.Join(t.TempDir(), name+".fatbin")
+		if err := os.WriteFile(file, []byte(image), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		elf, _ := exec.Command("cuobjdump", "--list-elf", file).CombinedOutput()
+		ptx, _ := exec.Command("cuobjdump", "--list-ptx", file).CombinedOutput()
+		for _, arch := range arches {
+			if !strings.Contains(string(elf), "."+arch+".cubin") {
+				t.Errorf("%s.fatbin has no %s machine code:\n%s", name, arch, elf)
+			}
+		}
+		if !strings.Contains(string(ptx), ".sm_80.ptx") {
+			t.Errorf("%s.fatbin has no compute_80 PTX:\n%s", name, ptx)
+		}
+		for _, arch := range arches {
+			out, err := exec.Command("cuobjdump", "--dump-resource-usage", "--gpu-architecture", arch, file).CombinedOutput()
+			if err != nil {
+				t.Fatalf("cuobjdump -res-usage %s: %v\n%s", arch, err, out)
+			}
+			found := map[string]bool{}
+			for _, m := range usage.FindAllStringSubmatch(string(out), -1) {
+				found[m[1]] = true
+				regs, _ := strconv.Atoi(m[2])
+				if m[3] != "0" || m[5] != "0" {
+					t.Errorf("%s %s: stack %s, local %s bytes: it spills", arch, m[1], m[3], m[5])
+				}
+				if regs*BlockThreads > 65536 {
+					t.Errorf("%s %s: %d registers a thread do not fit %d threads", arch, m[1], regs, BlockThreads)
+				}
+			}
+			for k := range NumKernels {
+				if k.InGEMM() == (name == "gemm") && !found[k.String()] {
+					t.Errorf("%s.fatbin has no kernel %s for %s", name, k, arch)
+				}
 			}
 		}
 	}

@@ -204,11 +204,11 @@ func (d *cuDriver) open() (err error) {
 	}
 	defer unlock()
 	d.page = int64(C.mu_granularity(d.dev))
-	ops, err := d.loadModule("ops", cuda.OpsPTX)
+	ops, err := d.loadModule("ops", cuda.OpsFatbin)
 	if err != nil {
 		return err
 	}
-	gemm, err := d.loadModule("gemm", cuda.GEMMPTX)
+	gemm, err := d.loadModule("gemm", cuda.GEMMFatbin)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (d *cuDriver) open() (err error) {
 // loadModule loads one of memunet's module images; where the driver
 // refuses it, the error carries the JIT's log.
 func (d *cuDriver) loadModule(name, image string) (C.mu_module, error) {
-	img := C.CString(image) // the driver reads PTX up to its terminating zero
+	img := C.CString(image) // a copy in C memory (and a terminating zero, as PTX would need)
 	defer C.free(unsafe.Pointer(img))
 	var log [16 << 10]C.char
 	var m C.mu_module
