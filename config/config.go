@@ -25,11 +25,20 @@ type Config struct {
 	Train  Train       `yaml:"train"`
 	Memory Memory      `yaml:"memory"`
 	Dist   Dist        `yaml:"dist"`
+	CUDA   CUDA        `yaml:"cuda"`
 	Output Output      `yaml:"output"`
 	// Invocation is not a key: it is how the user gave this config (the
 	// program, --config, --set), set by the command line after loading, so
 	// that hints name commands the user can paste.
 	Invocation Invocation `yaml:"-" json:"-"`
+}
+
+// CUDA is the CUDA backend's switches (a gpu build computing on cuda).
+type CUDA struct {
+	// SyncLaunches waits for the device after every kernel launch, so that
+	// a fault names the kernel that caused it (MEMUNET_CUDA_SYNC=1 does the
+	// same); slower, for finding faults.
+	SyncLaunches bool `yaml:"sync_launches"`
 }
 
 // Dist is data-parallel training's communication (memunet train under

@@ -41,6 +41,13 @@ func Describe(b backend.Backend) string {
 	return b.Name()
 }
 
+// LaunchSyncer is a backend that can wait for the device after every
+// kernel launch, so that a fault names the kernel that caused it (the CUDA
+// backend: config key cuda.sync_launches).
+type LaunchSyncer interface {
+	SetSyncLaunches(on bool)
+}
+
 // MemoryReporter is a backend that reports its device's memory as the
 // device itself sees it (the CUDA backend: cuMemGetInfo, what nvidia-smi
 // shows), beside what its pool accounts.

@@ -119,7 +119,7 @@ func (p *Predictor) argmax(logits *model.Tensor, use func(backend.View)) error {
 	if use != nil {
 		use(out)
 	}
-	return nil
+	return p.Device.Backend.Sync() // a device error: no mask from garbage
 }
 
 // Predict returns the class of every pixel (N,H,W) of n normalized images

@@ -44,6 +44,9 @@ func (p *Predictor) softmax(images []float32, n, h, w int) ([]float32, error) {
 	}
 	z := backend.DownloadFloat32(p.Device.Backend, logits.View())
 	logits.Release()
+	if err := p.Device.Backend.Sync(); err != nil {
+		return nil, err // a device error: no probabilities from garbage
+	}
 	k, hw := p.Config.Model.Classes, h*w
 	for img := range n {
 		for px := range hw {

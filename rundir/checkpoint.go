@@ -176,12 +176,14 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			checkpoint.OptimizerFile: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",
 		},
 	}
+	// Each part's tensors are downloaded from the device: a device error
+	// (a GPU fault) fails the save before anything is committed.
 	parts := []checkpoint.Part{
 		{Name: checkpoint.ModelFile, Write: func(w io.Writer) error {
-			return safetensors.Write(w, checkpoint.StateDict(t.Net), map[string]string{"format": "pt"})
+			return writeDownloaded(t, w, checkpoint.StateDict(t.Net))
 		}},
 		{Name: checkpoint.OptimizerFile, Write: func(w io.Writer) error {
-			return safetensors.Write(w, optimizerTensors(t), map[string]string{"format": "pt"})
+			return writeDownloaded(t, w, optimizerTensors(t))
 		}},
 	}
 	if err := checkpoint.CleanUp(parent); err != nil {
@@ -196,6 +198,15 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 		b, err := json.MarshalIndent(man, "", "  ")
 		return append(b, '\n'), err
 	})
+}
+
+// writeDownloaded writes tensors downloaded from t's device, once the
+// device says they are good.
+func writeDownloaded(t *train.Trainer, w io.Writer, tensors []safetensors.Tensor) error {
+	if err := t.Device.Backend.Sync(); err != nil {
+		return err
+	}
+	return safetensors.Write(w, tensors, map[string]string{"format": "pt"})
 }
 
 // resumableKeys may differ between a checkpoint's configuration and the
@@ -222,7 +233,7 @@ func resumeConflicts(ck, run config.Config) []string {
 	va, vb := reflect.ValueOf(ck), reflect.ValueOf(run)
 	for i := 0; i < va.NumField(); i++ {
 		sec := va.Type().Field(i)
-		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" || sec.Name == "Dist" {
+		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" || sec.Name == "Dist" || sec.Name == "CUDA" {
 			continue // a run may resume on another device: checkpoints are the same everywhere
 		}
 		if sec.Tag.Get("yaml") == "-" {

@@ -127,8 +127,15 @@ type Trainer struct {
 	fitQueue []FitCandidate // later candidates for an OOM during training
 }
 
-// Target is the backend cfg trains on: config key device (device.Open).
-func Target(cfg config.Config) (backend.Backend, error) { return device.Open(cfg.Device) }
+// Target is the backend cfg trains on: config key device (device.Open),
+// waiting after each kernel launch with cuda.sync_launches.
+func Target(cfg config.Config) (backend.Backend, error) {
+	b, err := device.Open(cfg.Device)
+	if s, ok := b.(device.LaunchSyncer); ok && cfg.CUDA.SyncLaunches {
+		s.SetSyncLaunches(true)
+	}
+	return b, err
+}
 
 // NewTrainer validates cfg and builds the dataset, the model, Adam and the
 // batch buffers on the target backend.
@@ -614,6 +621,11 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Scaler.Update(finite)
 	t.OptimizerTime += time.Since(optStart)
 	res.Skipped = !finite
+	// Everything the step issued has run: an error the device reported
+	// (a GPU fault, named by its kernel where known) fails the step.
+	if err := t.Device.Backend.Sync(); err != nil {
+		return res, err
+	}
 	keep(PhaseOptimizer, t.Pool().Stats())
 	res.Peak = best.Allocated.Peak
 	res.PeakByCategory = PhaseMemoryOf(best).PeakByCategory

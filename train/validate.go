@@ -116,6 +116,11 @@ func evaluate(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds data
 			lo = full - batch // on to the tail
 		}
 	}
+	// The counts came back from the device: an error it reported (a GPU
+	// fault) leaves them unreliable.
+	if err := env.Backend.Sync(); err != nil {
+		return evalSums{}, err
+	}
 	return evalSums{counts: counts, loss: lossSum, samples: len(idx)}, nil
 }
 

@@ -3,8 +3,10 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"math"
+	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
@@ -28,9 +30,11 @@ type Backend struct {
 	drv           Driver
 	scratch       uintptr
 	overheadBytes int64
+	syncLaunches  atomic.Bool
 
-	mu  sync.Mutex
-	err error // the first asynchronous error, returned by Sync
+	mu       sync.Mutex
+	err      error // the first error the device reported, returned by Sync and every call after it
+	launches launchRing
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -39,6 +43,7 @@ var _ backend.Backend = (*Backend)(nil)
 // records the device memory then in use as the context's overhead.
 func New(drv Driver) (*Backend, error) {
 	b := &Backend{drv: drv}
+	b.syncLaunches.Store(os.Getenv(SyncLaunchesEnv) == "1")
 	var err error
 	if b.scratch, err = drv.Alloc(scratchBytes); err != nil {
 		return nil, fmt.Errorf("%s: allocating %d bytes of scratch: %w", drv.Name(), scratchBytes, err)
@@ -78,30 +83,62 @@ func (b *Backend) ContextOverhead() int64 { return b.overheadBytes }
 // Allocator is the device's memory.
 func (b *Backend) Allocator() memory.Allocator { return Allocator{b} }
 
-// Sync waits for every operation issued so far and returns the first error.
+// SetSyncLaunches makes the backend wait for the device after every kernel
+// launch (config key cuda.sync_launches, or MEMUNET_CUDA_SYNC=1), so that
+// a fault is reported by the kernel that caused it rather than by a later
+// operation; slower, for finding faults.
+func (b *Backend) SetSyncLaunches(on bool) { b.syncLaunches.Store(on) }
+
+// Sync waits for every operation issued so far and returns the first error
+// the device reported (a *FaultError).
 func (b *Backend) Sync() error {
-	err := b.drv.Sync()
+	if err := b.failed(); err != nil {
+		return err
+	}
+	b.finish("Sync", b.drv.Sync())
+	return b.failed()
+}
+
+// failed is the first error the device reported, nil while there is none.
+func (b *Backend) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// finish records the outcome of a call that waits for the device's work:
+// every launch before it finished, or the first error (see fail).
+func (b *Backend) finish(what string, err error) {
+	if err == nil {
+		b.mu.Lock()
+		b.launches.finished = b.launches.issued
+		b.mu.Unlock()
+		return
+	}
+	b.fail(what, err)
+}
+
+// fail keeps the first error the device reports, with the launches it had
+// not finished then (a CUDA context is unusable after a fault: every later
+// call returns it, and the backend issues nothing more).
+func (b *Backend) fail(what string, err error) {
+	if err != nil {
+		b.record(&FaultError{Device: b.Name(), Op: what, Err: err})
+	}
+}
+
+// record keeps f if it is the first error; one that does not name its
+// kernel gets the launches the device had not finished.
+func (b *Backend) record(f *FaultError) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err != nil {
-		return b.err
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", b.Name(), err)
-	}
-	return nil
-}
-
-// fail keeps the first asynchronous error.
-func (b *Backend) fail(what string, err error) {
-	if err == nil {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		b.err = fmt.Errorf("%s: %s: %w", b.Name(), what, err)
+	if f.Kernel == "" {
+		f.Pending, f.Unlisted = b.launches.pending()
 	}
+	b.err = f
 }
 
 // Allocator gives out device memory.
@@ -191,11 +228,12 @@ func (a Allocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {
 	return &deviceBlock{ptr: blk.ptr + uintptr(off), bytes: bytes}
 }
 
-// ptr is the device address of v's first value (0 for none); it panics for
-// a view of another kind of memory, of another type or out of bounds.
-func ptr(v backend.View, dt backend.DType) uintptr {
+// ptr is the device address of v's first value with v's extent (0 for
+// none); it panics for a view of another kind of memory, of another type or
+// out of bounds.
+func ptr(v backend.View, dt backend.DType) devicePtr {
 	if v.None() {
-		return 0
+		return devicePtr{}
 	}
 	if v.DT != dt {
 		panic(fmt.Sprintf("backend/cuda: %v where %s values are needed", v, dt))
@@ -204,12 +242,17 @@ func ptr(v backend.View, dt backend.DType) uintptr {
 }
 
 // anyPtr is ptr for a view of any type.
-func anyPtr(v backend.View) uintptr {
+func anyPtr(v backend.View) devicePtr {
 	blk, ok := v.Buf.Storage().(*deviceBlock)
 	if !ok {
 		panic(fmt.Sprintf("backend/cuda: a buffer of %s memory is not on the GPU", v.Buf.Allocator().Name()))
 	}
-	return blk.ptr + uintptr(offset(v, blk.bytes))
+	return devicePtr{blk.ptr + uintptr(offset(v, blk.bytes)), int64(v.Bytes())}
+}
+
+// scratchPtr is bytes of the backend's scratch area from byte off.
+func (b *Backend) scratchPtr(off, bytes int) devicePtr {
+	return devicePtr{b.scratch + uintptr(off), int64(bytes)}
 }
 
 // offset is v's first byte in its buffer of bytes bytes; it panics for a
@@ -223,7 +266,7 @@ func offset(v backend.View, bytes int64) int64 {
 }
 
 // floatPtr is the address of a view of any float type.
-func floatPtr(v backend.View) uintptr {
+func floatPtr(v backend.View) devicePtr {
 	if v.DT == backend.Uint8 {
 		panic(fmt.Sprintf("backend/cuda: %v where float values are needed", v))
 	}
@@ -239,53 +282,57 @@ func (b *Backend) launch(k Kernel, n int, args ...any) {
 	b.launchGrid(k, min((n+BlockThreads-1)/BlockThreads, 1<<20), 1, args...)
 }
 
-// launchGrid runs k on gx*gy blocks, each argument as 64 bits: pointers and
-// integers as int64, floats as float64 (exact for float32 values).
+// launchGrid runs k on gx*gy blocks, each argument as 64 bits (see
+// launchArgs), and records the launch for a fault's report; with sync
+// launches it waits for the kernel, so a fault names it. Nothing is
+// launched once the device has reported an error.
 func (b *Backend) launchGrid(k Kernel, gx, gy int, args ...any) {
-	if gx <= 0 || gy <= 0 {
+	if gx <= 0 || gy <= 0 || b.failed() != nil {
 		return
 	}
-	vals := make([]uint64, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case uintptr:
-			vals[i] = uint64(v)
-		case int:
-			vals[i] = uint64(int64(v))
-		case backend.DType:
-			vals[i] = uint64(v)
-		case bool:
-			if v {
-				vals[i] = 1
-			}
-		case float32:
-			vals[i] = math.Float64bits(float64(v))
-		case float64:
-			vals[i] = math.Float64bits(v)
-		default:
-			panic(fmt.Sprintf("backend/cuda: kernel %s: argument %d of type %T", k, i, a))
-		}
+	vals, extents := launchArgs(k, args)
+	rec := launchRecord{kernel: k, gx: gx, gy: gy, args: args}
+	runtime.Callers(2, rec.caller[:])
+	b.mu.Lock()
+	b.launches.add(rec)
+	b.mu.Unlock()
+	var err error
+	if c, ok := b.drv.(CheckedLauncher); ok {
+		err = c.LaunchChecked(k, gx, gy, vals, extents)
+	} else {
+		err = b.drv.Launch(k, gx, gy, vals)
 	}
-	b.fail(k.String(), b.drv.Launch(k, gx, gy, vals))
+	if err == nil && b.syncLaunches.Load() {
+		if err = b.drv.Sync(); err != nil {
+			b.record(&FaultError{Device: b.Name(), Op: k.String(), Kernel: rec.String(), Err: err})
+			return
+		}
+		b.finish(k.String(), nil)
+	}
+	b.fail(k.String(), err)
 }
 
 // memsetD32 sets n 32-bit words at p.
-func (b *Backend) memsetD32(p uintptr, v uint32, n int) {
-	if n > 0 {
-		b.fail("memset", b.drv.MemsetD32(p, v, int64(n)))
+func (b *Backend) memsetD32(p devicePtr, v uint32, n int) {
+	if n > 0 && b.failed() == nil {
+		b.fail("memset", b.drv.MemsetD32(p.addr, v, int64(n)))
 	}
 }
 
-// fetch downloads n bytes at p, after the work before it; a failed copy
-// panics, since the caller would read garbage.
-func (b *Backend) fetch(p uintptr, n int) []byte {
+// fetch downloads n bytes at p, after the work before it: the device's
+// first error instead where it has reported one (the bytes would be
+// garbage).
+func (b *Backend) fetch(p devicePtr, n int) ([]byte, error) {
 	out := make([]byte, n)
 	if n == 0 {
-		return out
+		return out, b.failed()
 	}
-	if err := b.drv.CopyDtoH(out, p); err != nil {
-		b.fail("reading a result", err)
-		panic(fmt.Sprintf("backend/cuda: %s: reading a result: %v", b.Name(), err))
+	if err := b.failed(); err != nil {
+		return nil, err
 	}
-	return out
+	b.finish("reading a result", b.drv.CopyDtoH(out, p.addr))
+	if err := b.failed(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -55,15 +55,19 @@ func hostBytes(v backend.View) []byte {
 }
 
 // ToHost copies device memory src into pinned dst (cuMemcpyDtoH, after the
-// work before it).
+// work before it). Where the device has failed, dst is zeroed and Sync
+// returns the error (the step that offloaded fails).
 func (b *Backend) ToHost(dst, src backend.View) {
 	if dst.DT != src.DT || dst.Len != src.Len {
 		panic(fmt.Sprintf("backend/cuda: offload of %v into %v", src, dst))
 	}
+	p := anyPtr(src)
 	if h := hostBytes(dst); len(h) > 0 {
-		if err := b.drv.CopyDtoH(h, anyPtr(src)); err != nil {
-			b.fail("offload to host", err)
-			panic(fmt.Sprintf("backend/cuda: %s: offload of %v: %v", b.Name(), src, err))
+		if b.failed() == nil {
+			b.finish("ToHost", b.drv.CopyDtoH(h, p.addr))
+		}
+		if b.failed() != nil {
+			clear(h)
 		}
 	}
 }
@@ -73,7 +77,8 @@ func (b *Backend) ToDevice(dst, src backend.View) {
 	if dst.DT != src.DT || dst.Len != src.Len {
 		panic(fmt.Sprintf("backend/cuda: copy of %v into %v", src, dst))
 	}
-	if h := hostBytes(src); len(h) > 0 {
-		b.fail("copy from host", b.drv.CopyHtoD(anyPtr(dst), h))
+	p := anyPtr(dst)
+	if h := hostBytes(src); len(h) > 0 && b.failed() == nil {
+		b.fail("ToDevice", b.drv.CopyHtoD(p.addr, h))
 	}
 }

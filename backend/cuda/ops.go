@@ -50,13 +50,15 @@ func (b *Backend) Upload(dst backend.View, src []byte) {
 		panic(fmt.Sprintf("backend/cuda: upload of %d bytes into %v", len(src), dst))
 	}
 	p := anyPtr(dst)
-	if len(src) > 0 {
-		b.fail("upload", b.drv.CopyHtoD(p, src))
+	if len(src) > 0 && b.failed() == nil {
+		b.finish("Upload", b.drv.CopyHtoD(p.addr, src))
 	}
 }
 
 // Download copies src into host bytes (cuMemcpyDtoH, after the work before
-// it); a failed copy panics, since dst would hold garbage.
+// it). Where the device has reported an error, or the copy fails, dst is
+// zeroed and Sync returns the error: whoever keeps downloaded values
+// (a checkpoint, a prediction) syncs before keeping them.
 func (b *Backend) Download(dst []byte, src backend.View) {
 	if len(dst) != src.Bytes() {
 		panic(fmt.Sprintf("backend/cuda: download of %v into %d bytes", src, len(dst)))
@@ -65,9 +67,11 @@ func (b *Backend) Download(dst []byte, src backend.View) {
 	if len(dst) == 0 {
 		return
 	}
-	if err := b.drv.CopyDtoH(dst, p); err != nil {
-		b.fail("download", err)
-		panic(fmt.Sprintf("backend/cuda: %s: download of %v: %v", b.Name(), src, err))
+	if b.failed() == nil {
+		b.finish("Download", b.drv.CopyDtoH(dst, p.addr))
+	}
+	if b.failed() != nil {
+		clear(dst)
 	}
 }
 
@@ -79,8 +83,8 @@ func (b *Backend) Convert(dst, src backend.View) {
 	}
 	if dst.DT == src.DT {
 		d, s := anyPtr(dst), anyPtr(src)
-		if dst.Len > 0 {
-			b.fail("copy", b.drv.CopyDtoD(d, s, int64(dst.Bytes())))
+		if dst.Len > 0 && b.failed() == nil {
+			b.fail("Convert", b.drv.CopyDtoD(d.addr, s.addr, int64(dst.Bytes())))
 		}
 		return
 	}
@@ -93,18 +97,18 @@ func (b *Backend) Convert(dst, src backend.View) {
 // Fill sets every value of dst to v rounded to its type (cuMemsetD32/D16
 // with the value's bits, so -0 stays -0).
 func (b *Backend) Fill(dst backend.View, v float32) {
-	p := floatPtr(dst)
-	if dst.Len == 0 {
+	p := floatPtr(dst).addr
+	if dst.Len == 0 || b.failed() != nil {
 		return
 	}
 	n := int64(dst.Len)
 	switch dst.DT {
 	case backend.Float32:
-		b.fail("fill", b.drv.MemsetD32(p, math.Float32bits(v), n))
+		b.fail("Fill", b.drv.MemsetD32(p, math.Float32bits(v), n))
 	case backend.Float16:
-		b.fail("fill", b.drv.MemsetD16(p, backend.F32ToF16(v), n))
+		b.fail("Fill", b.drv.MemsetD16(p, backend.F32ToF16(v), n))
 	case backend.BFloat16:
-		b.fail("fill", b.drv.MemsetD16(p, backend.F32ToBF16(v), n))
+		b.fail("Fill", b.drv.MemsetD16(p, backend.F32ToBF16(v), n))
 	}
 }
 
@@ -175,9 +179,9 @@ func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w,
 
 // splitSpace is the workspace's address for splits partial products of
 // rows x cols (0 when not split); it panics if ws is too small.
-func (b *Backend) splitSpace(ws backend.View, rows, cols, splits int) uintptr {
+func (b *Backend) splitSpace(ws backend.View, rows, cols, splits int) devicePtr {
 	if splits <= 1 {
-		return 0
+		return devicePtr{}
 	}
 	if ws.Len < splits*rows*cols {
 		panic(fmt.Sprintf("backend/cuda: workspace %v for %d partial products of %dx%d", ws, splits, rows, cols))
@@ -300,11 +304,14 @@ func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (f
 		panic(fmt.Sprintf("backend/cuda: cross entropy of %d samples; at most %d", s.N, maxSamples))
 	}
 	blocks := max(1, min((P+BlockThreads-1)/BlockThreads, maxBlocks))
-	bad := b.scratch + badOffset
+	bad, sums := b.scratchPtr(badOffset, 4*s.N), b.scratchPtr(0, 16*blocks)
 	b.memsetD32(bad, 0, s.N)
-	b.launchGrid(KCrossEntropy, blocks, 1, b.scratch, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8),
+	b.launchGrid(KCrossEntropy, blocks, 1, sums, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8),
 		s.N, s.C, s.H*s.W)
-	partial := b.fetch(b.scratch, 16*blocks)
+	partial, err := b.fetch(sums, 16*blocks)
+	if err != nil {
+		return 0, 0, err
+	}
 	if err := b.targetError(bad, s.N, s.C); err != nil {
 		return 0, 0, err
 	}
@@ -324,9 +331,13 @@ func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target bac
 
 // targetError reads the kernels' bad-target flags of n samples at bad (the
 // largest bad value + 1 per sample, 0 for none): the *backend.TargetError
-// of the first flagged sample, nil if none.
-func (b *Backend) targetError(bad uintptr, n, classes int) error {
-	badv := b.fetch(bad, 4*n)
+// of the first flagged sample, nil if none; the device's error where it has
+// one.
+func (b *Backend) targetError(bad devicePtr, n, classes int) error {
+	badv, err := b.fetch(bad, 4*n)
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		if v := int32(binary.LittleEndian.Uint32(badv[4*i:])); v != 0 {
 			return &backend.TargetError{Value: int(v) - 1, Sample: i, Classes: classes}
@@ -346,10 +357,13 @@ func (b *Backend) LossSums(s backend.Shape4, logits, target backend.View, gamma 
 	if s.N > maxSamples || 32*K > badOffset {
 		panic(fmt.Sprintf("backend/cuda: loss sums of %d samples, %d classes; at most %d and %d", s.N, K, maxSamples, badOffset/32))
 	}
-	bad := b.scratch + badOffset
+	bad, out := b.scratchPtr(badOffset, 4*s.N), b.scratchPtr(0, 32*K)
 	b.memsetD32(bad, 0, s.N)
-	b.launchGrid(KLossSums, K, 1, b.scratch, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8), s.N, K, s.H*s.W, gamma)
-	got := b.fetch(b.scratch, 32*K)
+	b.launchGrid(KLossSums, K, 1, out, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8), s.N, K, s.H*s.W, gamma)
+	got, err := b.fetch(out, 32*K)
+	if err != nil {
+		return err
+	}
 	if err := b.targetError(bad, s.N, K); err != nil {
 		return err
 	}
@@ -373,8 +387,10 @@ func (b *Backend) LossBack(s backend.Shape4, dlogits, logits, target backend.Vie
 	for i, v := range coef {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
 	}
-	p := b.scratch + countsOffset
-	b.fail("loss coefficients", b.drv.CopyHtoD(p, raw))
+	p := b.scratchPtr(countsOffset, len(raw))
+	if b.failed() == nil {
+		b.finish("LossBack", b.drv.CopyHtoD(p.addr, raw))
+	}
 	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, backend.Float32), ptr(logits, backend.Float32), ptr(target, backend.Uint8), p,
 		s.N, K, s.H*s.W, gamma)
 }
@@ -391,10 +407,13 @@ func (b *Backend) Confusion(s backend.Shape4, counts []int64, logits, target bac
 	if 8*K*K > maxCountsBytes {
 		panic(fmt.Sprintf("backend/cuda: confusion of %d classes: at most 256", K))
 	}
-	p := b.scratch + countsOffset
+	p := b.scratchPtr(countsOffset, 8*K*K)
 	b.memsetD32(p, 0, 2*K*K)
 	b.launch(KConfusion, s.N*s.H*s.W, p, floatPtr(logits), logits.DT, ptr(target, backend.Uint8), s.N, K, s.H*s.W)
-	got := b.fetch(p, 8*K*K)
+	got, err := b.fetch(p, 8*K*K)
+	if err != nil {
+		return // counts stay as they were; Sync returns the error
+	}
 	for i := range counts {
 		counts[i] += int64(binary.LittleEndian.Uint64(got[8*i:]))
 	}
@@ -431,9 +450,12 @@ func (b *Backend) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
 		a.LR, a.Alpha, a.OneMinusAlpha, a.Eps, a.WeightDecay, a.Momentum)
 }
 
+// UnscaleCheck reports false (not finite) where the device has failed;
+// Sync returns its error.
 func (b *Backend) UnscaleCheck(g backend.View, inv float32) bool {
-	p := ptr(g, backend.Float32)
-	b.memsetD32(b.scratch, 0, 1)
-	b.launch(KUnscaleCheck, g.Len, p, g.Len, inv, b.scratch)
-	return binary.LittleEndian.Uint32(b.fetch(b.scratch, 4)) == 0
+	p, flag := ptr(g, backend.Float32), b.scratchPtr(0, 4)
+	b.memsetD32(flag, 0, 1)
+	b.launch(KUnscaleCheck, g.Len, p, g.Len, inv, flag)
+	got, err := b.fetch(flag, 4)
+	return err == nil && binary.LittleEndian.Uint32(got) == 0
 }
