@@ -14,7 +14,12 @@
 // Invariants and ownership:
 //   - Every operation runs on the device's default stream, in issue order;
 //     host values (losses, counts, flags, downloads) wait for the work
-//     before them. Launch errors are kept and returned by Sync.
+//     before them. The first error the device reports is kept, with the
+//     launches it had not finished (kernel, operation, grid, arguments), as
+//     a *FaultError that Sync and every later call return; nothing more is
+//     issued after it, and downloads come back zeroed. With sync launches
+//     (cuda.sync_launches, MEMUNET_CUDA_SYNC=1) each launch is waited for,
+//     so the error names its kernel. Nothing panics on a device error.
 //   - Operations allocate nothing from the pool: the convolutions are
 //     implicit GEMMs (ConvWorkspace is 0). The backend's only memory of its
 //     own is a fixed scratch area for the reductions that return host

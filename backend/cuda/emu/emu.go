@@ -1,34 +1,67 @@
 //go:build cudaemu
 
-// Package emu runs backend/cuda's kernels on the host: the .cu sources
-// compiled as C++ against a small CUDA shim (cudashim.h), each block's
-// threads as OS threads with __syncthreads a barrier, device memory as host
-// memory (C.malloc; a reservation of pages is host address space mapped
-// page by page, so a kernel that touches an unmapped page faults). It is a Driver, so the CUDA backend's Go code and its
+// Package emu runs backend/cuda's kernels on the host, as a sanitizer: the
+// .cu sources compiled as C++ against a small CUDA shim (cudashim.h), and
+// device memory as host memory (C.malloc; a reservation of pages is host
+// address space mapped page by page, so a kernel that touches an unmapped
+// page faults). It is a Driver, so the CUDA backend's Go code and its
 // kernels' arithmetic and indexing are tested, with the backend
-// conformance suite, on a machine without a GPU. It is slow (an OS thread
-// per CUDA thread) and is for tests only: go test -tags cudaemu
-// ./backend/cuda/emu (cgo and g++ with C++20; no CUDA toolkit, no driver).
-// Its own tag, not gpu: a gpu build's device is the real one.
+// conformance suite, on a machine without a GPU; and it finds what a GPU
+// would only sometimes show:
+//   - a launch's blocks start in a shuffled order (seeded: MEMUNET_EMU_SEED,
+//     default 1, and the launch's number), two at a time
+//     (MEMUNET_EMU_WORKERS), each block's 256 threads as fibers on one OS
+//     thread, switching at __syncthreads;
+//   - every global access is checked against the extent of the launch
+//     argument it derives from (the view, not the buffer around it), and a
+//     byte written by one block and written or read by another in the same
+//     launch is a race (atomics excepted);
+//   - every shared word records its last writer and readers since the last
+//     __syncthreads: a read of a word another thread wrote, two writes, a
+//     write after another thread's read, and a read of a word never
+//     written are races.
+//
+// Each violation is reported with the kernel, block, thread and offset,
+// and, as a GPU's fault is, the error is sticky: the launch returns, and
+// every later launch, copy and Sync returns it. The tests' planted kernels
+// (planted.cpp) show each check at work.
+//
+// It is for tests only (go test -tags cudaemu ./backend/cuda/emu: cgo and
+// g++ with C++20; no CUDA toolkit, no driver). Its own tag, not gpu: a gpu
+// build's device is the real one.
 package emu
 
 /*
-#cgo CXXFLAGS: -std=c++20 -O1 -Wno-unused-function
+#cgo CXXFLAGS: -std=c++20 -O2 -Wno-unused-function
 #cgo LDFLAGS: -lstdc++ -lpthread -lm
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+typedef struct {
+	uint64_t addr;
+	int64_t bytes;
+	int arg;
+} emu_extent;
 void emu_ops(int k, const uint64_t *a);
 void emu_gemm(int k, const uint64_t *a);
-void emu_run(void (*kernel)(int, const uint64_t *), int k, const uint64_t *args, int gx, int gy);
-static void emu_launch(int k, int gemm, const uint64_t *args, int gx, int gy) {
-	emu_run(gemm ? emu_gemm : emu_ops, k, args, gx, gy);
+void emu_planted(int k, const uint64_t *a);
+long long emu_run(void (*kernel)(int, const uint64_t *), int k, const char *name, const uint64_t *args,
+		  const emu_extent *extents, int nextents, int checked, int gx, int gy, uint64_t seed, int workers,
+		  char *out, int outlen);
+enum { EMU_OPS, EMU_GEMM, EMU_PLANTED };
+static long long emu_launch(int module, int k, const char *name, const uint64_t *args, const emu_extent *extents,
+			    int nextents, int checked, int gx, int gy, uint64_t seed, int workers, char *out, int outlen) {
+	void (*kernel)(int, const uint64_t *) = module == EMU_GEMM ? emu_gemm : module == EMU_PLANTED ? emu_planted : emu_ops;
+	return emu_run(kernel, k, name, args, extents, nextents, checked, gx, gy, seed, workers, out, outlen);
 }
 */
 import "C"
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -38,13 +71,18 @@ import (
 // Device is an emulated GPU with total bytes of memory and, when page is
 // set, virtual memory management in pages of that size (cuda.Pager).
 type Device struct {
-	total int64
-	page  int64
+	total   int64
+	page    int64
+	seed    uint64
+	workers int
 
-	mu     sync.Mutex
-	used   int64
-	blocks map[uintptr]block
-	heaps  map[uintptr]*heap
+	mu       sync.Mutex
+	used     int64
+	blocks   map[uintptr]block
+	heaps    map[uintptr]*heap
+	launches uint64
+	fault    error // the first violation: every later launch, copy and Sync returns it
+	planted  map[cuda.Kernel]Planted
 }
 
 // block is one allocation: C memory, so it never moves.
@@ -65,7 +103,33 @@ func New(total int64) *Device { return NewPaged(total, Page) }
 // NewPaged returns an emulated device of total bytes mapping pages of page
 // bytes, or none when page is 0 (the pool then takes segments).
 func NewPaged(total, page int64) *Device {
-	return &Device{total: total, page: page, blocks: map[uintptr]block{}, heaps: map[uintptr]*heap{}}
+	return &Device{total: total, page: page, seed: envInt("MEMUNET_EMU_SEED", 1), workers: int(envInt("MEMUNET_EMU_WORKERS", 2)),
+		blocks: map[uintptr]block{}, heaps: map[uintptr]*heap{}, planted: map[cuda.Kernel]Planted{}}
+}
+
+// envInt is the environment's value of name as an integer, else def.
+func envInt(name string, def uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(name), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// SetWorkers sets how many blocks run at once (at least 1; the emulator's
+// worker threads are the most any device asked for). With one, a launch
+// runs the same way every time for a seed.
+func (d *Device) SetWorkers(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.workers = max(1, n)
+}
+
+// SetSeed sets the seed of the blocks' and threads' order (the same seed,
+// the same order).
+func (d *Device) SetSeed(seed uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seed = seed
 }
 
 // Backend is cuda.New on an emulated device of total bytes.
@@ -102,13 +166,97 @@ func (d *Device) Free(p uintptr) error {
 	return nil
 }
 
+// Launch runs kernel k without extents: its pointers are not checked.
 func (d *Device) Launch(k cuda.Kernel, gx, gy int, args []uint64) error {
-	gemm := C.int(0)
+	return d.LaunchChecked(k, gx, gy, args, nil)
+}
+
+var _ cuda.CheckedLauncher = (*Device)(nil)
+
+// LaunchChecked runs kernel k on gx*gy blocks, checking every access
+// through pointer argument i against extents[i]; each extent must lie in
+// one allocation. A violation becomes the device's sticky fault.
+func (d *Device) LaunchChecked(k cuda.Kernel, gx, gy int, args []uint64, extents []cuda.Extent) error {
+	module, index, name := C.EMU_OPS, int(k), k.String()
 	if k.InGEMM() {
-		gemm = 1
+		module = C.EMU_GEMM
 	}
-	C.emu_launch(C.int(k), gemm, (*C.uint64_t)(unsafe.Pointer(&args[0])), C.int(gx), C.int(gy))
+	d.mu.Lock()
+	p, ok := d.planted[k]
+	d.mu.Unlock()
+	if ok {
+		module, index, name = C.EMU_PLANTED, int(p), p.String()+" (in place of "+k.String()+")"
+	}
+	return d.run(module, index, name, gx, gy, args, extents)
+}
+
+// run is one launch of kernel index of module.
+func (d *Device) run(module, index int, name string, gx, gy int, args []uint64, extents []cuda.Extent) error {
+	d.mu.Lock()
+	if d.fault != nil {
+		defer d.mu.Unlock()
+		return d.fault
+	}
+	d.launches++
+	seed, launch, workers := d.seed, d.launches, d.workers
+	var ext []C.emu_extent
+	for i, e := range extents {
+		if e.Bytes <= 0 {
+			continue
+		}
+		if _, err := d.pointerLocked(e.Addr, e.Bytes); err != nil {
+			d.fault = fmt.Errorf("emulated device: kernel %s, argument %d: %w", name, i, err)
+			d.mu.Unlock()
+			return nil // a GPU reports it later, as an illegal address
+		}
+		ext = append(ext, C.emu_extent{addr: C.uint64_t(e.Addr), bytes: C.int64_t(e.Bytes), arg: C.int(i)})
+	}
+	d.mu.Unlock()
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var out [4096]C.char
+	var argp *C.uint64_t
+	if len(args) > 0 {
+		argp = (*C.uint64_t)(unsafe.Pointer(&args[0]))
+	}
+	var extp *C.emu_extent
+	if len(ext) > 0 {
+		extp = &ext[0]
+	}
+	checked := C.int(0)
+	if extents != nil {
+		checked = 1
+	}
+	n := C.emu_launch(C.int(module), C.int(index), cname, argp, extp, C.int(len(ext)), checked, C.int(gx), C.int(gy),
+		C.uint64_t(mixSeed(seed, launch)), C.int(workers), &out[0], C.int(len(out)))
+	if n > 0 {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.fault == nil {
+			d.fault = fmt.Errorf("emulated device: %d violation(s) in launch %d (MEMUNET_EMU_SEED=%d): %s", int64(n), launch, seed,
+				strings.ReplaceAll(strings.TrimSpace(C.GoString(&out[0])), "\n", "; "))
+		}
+	}
 	return nil
+}
+
+// plantedModule is planted.cpp's dispatch, for planted.go (cgo's names are
+// only this file's).
+const plantedModule = C.EMU_PLANTED
+
+// mixSeed is launch number n's seed from the device's (splitmix64).
+func mixSeed(seed, n uint64) uint64 {
+	x := seed*0x9e3779b97f4a7c15 + n
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// failed is the device's sticky fault, nil while there is none.
+func (d *Device) failed() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fault
 }
 
 // pointer is the address p of the block that holds [p, p+n), as a pointer
@@ -116,6 +264,14 @@ func (d *Device) Launch(k cuda.Kernel, gx, gy int, args []uint64) error {
 func (d *Device) pointer(p uintptr, n int64) (unsafe.Pointer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.fault != nil {
+		return nil, d.fault
+	}
+	return d.pointerLocked(p, n)
+}
+
+// pointerLocked is pointer with d.mu held.
+func (d *Device) pointerLocked(p uintptr, n int64) (unsafe.Pointer, error) {
 	for base, b := range d.blocks {
 		if p >= base && int64(p-base)+n <= b.bytes {
 			return unsafe.Add(b.p, p-base), nil
@@ -188,7 +344,9 @@ func (d *Device) CopyDtoD(dst, src uintptr, n int64) error {
 	return err
 }
 
-func (d *Device) Sync() error { return nil }
+// Sync returns the device's fault, if it has one (launches run to their end
+// before Launch returns).
+func (d *Device) Sync() error { return d.failed() }
 
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.mu.Lock()

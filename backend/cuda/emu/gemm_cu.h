@@ -20,6 +20,18 @@ typedef unsigned long long u64;
 #define KERNEL(name) extern "C" __global__ void name
 #endif
 
+// gptr<T> is a pointer to global memory of T, GCAST(T, p) a 64-bit argument
+// or pointer p as one, and SHARED/SHARED2 declare a block's shared array
+// (backend/cuda/emu redefines them to check every access: its bounds, and
+// races between threads and between blocks).
+#ifndef GCAST
+template <class T>
+using gptr = T *;
+#define GCAST(T, p) ((T *)(p))
+#define SHARED(T, name, n) __shared__ T name[n]
+#define SHARED2(T, name, n, m) __shared__ T name[n][m]
+#endif
+
 #define BM 64
 #define BN 64
 #define BK 16
@@ -32,8 +44,8 @@ typedef unsigned long long u64;
 // gemm_tile computes the tile (rowTile, blockIdx.x) over depths [kb, ke).
 template <class A, class B, class S>
 __device__ void gemm_tile(i64 M, i64 N, i64 kb, i64 ke, i64 rowTile, A a, B b, S store) {
-	__shared__ float As[BK][BM];
-	__shared__ float Bs[BK][BN];
+	SHARED2(float, As, BK, BM);
+	SHARED2(float, Bs, BK, BN);
 	int tid = threadIdx.x;
 	int tx = tid % (BN / TN), ty = tid / (BN / TN);
 	i64 m0 = rowTile * BM, n0 = (i64)blockIdx.x * BN;
@@ -84,20 +96,20 @@ __device__ void gemm(i64 M, i64 N, i64 K, A a, B b, S store) {
 // depths [s*chunk, (s+1)*chunk) into partial[s][m][n] (M*N floats each),
 // which split_sum adds up in order. Deterministic, unlike atomics.
 template <class A, class B>
-__device__ void gemm_split(i64 M, i64 N, i64 K, i64 splits, float *partial, A a, B b) {
+__device__ void gemm_split(i64 M, i64 N, i64 K, i64 splits, gptr<float> partial, A a, B b) {
 	i64 rowTiles = (M + BM - 1) / BM;
 	i64 s = blockIdx.y / rowTiles, rowTile = blockIdx.y % rowTiles;
 	i64 chunk = ((K + splits - 1) / splits + BK - 1) / BK * BK;
 	i64 kb = s * chunk, ke = min(K, kb + chunk);
-	float *out = partial + s * M * N;
+	gptr<float> out = partial + s * M * N;
 	gemm_tile(M, N, kb, ke, rowTile, a, b, [=] __device__(i64 m, i64 n, float acc) { out[m * N + n] = acc; });
 }
 
 // split_sum: dst[i] += the sum over s of partial[s][i], in order, for the
 // M*N values of a split product.
 KERNEL(split_sum)(u64 dst, u64 partial, i64 n, i64 splits) {
-	float *d = (float *)dst;
-	const float *p = (const float *)partial;
+	gptr<float> d = GCAST(float, dst);
+	gptr<const float> p = GCAST(const float, partial);
 	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
 		float sum = 0.0f;
 		for (i64 s = 0; s < splits; s++) sum += p[s * n + i];
@@ -121,8 +133,8 @@ __device__ ConvShape conv_shape(i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 
 // (+ bias[oc] when bias is not 0): rows oc, columns (n, oy, ox).
 KERNEL(conv)(u64 out, u64 in, u64 w, u64 bias, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
 	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
-	const float *x = (const float *)in, *wt = (const float *)w, *bs = (const float *)bias;
-	float *y = (float *)out;
+	gptr<const float> x = GCAST(const float, in), wt = GCAST(const float, w), bs = GCAST(const float, bias);
+	gptr<float> y = GCAST(float, out);
 	i64 KK = KS * KS, P = s.OH * s.OW;
 	gemm(OC, N * P, C * KK,
 		[=] __device__(i64 m, i64 k) { return wt[m * C * KK + k]; },
@@ -141,8 +153,8 @@ KERNEL(conv)(u64 out, u64 in, u64 w, u64 bias, i64 N, i64 C, i64 H, i64 W, i64 O
 // dout[n,oc,y-ky+pad,x-kx+pad]: rows c, columns (n, y, x); overwritten.
 KERNEL(conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad) {
 	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
-	const float *dy = (const float *)dout, *wt = (const float *)w;
-	float *dx = (float *)din;
+	gptr<const float> dy = GCAST(const float, dout), wt = GCAST(const float, w);
+	gptr<float> dx = GCAST(float, din);
 	i64 KK = KS * KS, HW = H * W;
 	gemm(C, N * HW, OC * KK,
 		[=] __device__(i64 m, i64 k) { return wt[((k / KK) * C + m) * KK + k % KK]; },
@@ -160,8 +172,8 @@ KERNEL(conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, i64
 // split_sum.
 KERNEL(conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 KS, i64 pad, i64 splits, u64 ws) {
 	ConvShape s = conv_shape(N, C, H, W, OC, KS, pad);
-	const float *dy = (const float *)dout, *x = (const float *)in;
-	float *g = (float *)dw;
+	gptr<const float> dy = GCAST(const float, dout), x = GCAST(const float, in);
+	gptr<float> g = GCAST(float, dw);
 	i64 KK = KS * KS, P = s.OH * s.OW;
 	auto a = [=] __device__(i64 m, i64 k) { return dy[((k / P) * OC + m) * P + k % P]; };
 	auto b = [=] __device__(i64 k, i64 n) {
@@ -170,7 +182,7 @@ KERNEL(conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i
 		return (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((img * C + c) * H + iy) * W + ix] : 0.0f;
 	};
 	if (splits > 1) {
-		gemm_split(OC, C * KK, N * P, splits, (float *)ws, a, b);
+		gemm_split(OC, C * KK, N * P, splits, GCAST(float, ws), a, b);
 		return;
 	}
 	gemm(OC, C * KK, N * P, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * C * KK + n] += acc; });
@@ -181,8 +193,8 @@ KERNEL(conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i
 
 // up_conv: rows (oc, i, j), columns (n, h, w), depth c.
 KERNEL(up_conv)(u64 out, u64 in, u64 w, u64 bias, i64 N, i64 C, i64 H, i64 W, i64 OC) {
-	const float *x = (const float *)in, *wt = (const float *)w, *bs = (const float *)bias;
-	float *y = (float *)out;
+	gptr<const float> x = GCAST(const float, in), wt = GCAST(const float, w), bs = GCAST(const float, bias);
+	gptr<float> y = GCAST(float, out);
 	i64 HW = H * W;
 	gemm(OC * 4, N * HW, C,
 		[=] __device__(i64 m, i64 k) { return wt[k * OC * 4 + m]; },
@@ -196,8 +208,8 @@ KERNEL(up_conv)(u64 out, u64 in, u64 w, u64 bias, i64 N, i64 C, i64 H, i64 W, i6
 // up_conv_back_data: din[n,c,h,w] = sum over (oc,i,j) of w[c,oc,i,j] *
 // dout[n,oc,2h+i,2w+j]: rows c, columns (n, h, w), depth (oc, i, j).
 KERNEL(up_conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, i64 OC) {
-	const float *dy = (const float *)dout, *wt = (const float *)w;
-	float *dx = (float *)din;
+	gptr<const float> dy = GCAST(const float, dout), wt = GCAST(const float, w);
+	gptr<float> dx = GCAST(float, din);
 	i64 HW = H * W;
 	gemm(C, N * HW, OC * 4,
 		[=] __device__(i64 m, i64 k) { return wt[m * OC * 4 + k]; },
@@ -212,8 +224,8 @@ KERNEL(up_conv_back_data)(u64 din, u64 dout, u64 w, i64 N, i64 C, i64 H, i64 W, 
 // dout[n,oc,2h+i,2w+j]: rows c, columns (oc, i, j), depth (n, h, w); splits
 // as conv_back_weight's.
 KERNEL(up_conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W, i64 OC, i64 splits, u64 ws) {
-	const float *dy = (const float *)dout, *x = (const float *)in;
-	float *g = (float *)dw;
+	gptr<const float> dy = GCAST(const float, dout), x = GCAST(const float, in);
+	gptr<float> g = GCAST(float, dw);
 	i64 HW = H * W;
 	auto a = [=] __device__(i64 m, i64 k) { return x[((k / HW) * C + m) * HW + k % HW]; };
 	auto b = [=] __device__(i64 k, i64 n) {
@@ -221,7 +233,7 @@ KERNEL(up_conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W
 		return dy[((img * OC + oc) * 2 * H + 2 * h + i) * 2 * W + 2 * ww + j];
 	};
 	if (splits > 1) {
-		gemm_split(C, OC * 4, N * HW, splits, (float *)ws, a, b);
+		gemm_split(C, OC * 4, N * HW, splits, GCAST(float, ws), a, b);
 		return;
 	}
 	gemm(C, OC * 4, N * HW, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * OC * 4 + n] += acc; });

@@ -5,8 +5,11 @@
 //
 // Conventions, for every kernel:
 //   - parameters are 64 bits each (pointers, long long, double): the Go
-//     side (gorgonia.org/cu's Launch) passes every argument as 8 bytes;
+//     side (backend/cuda's launchGrid) passes every argument as 8 bytes;
 //     float arguments come as double and are exactly the float32 value;
+//   - memory is reached only through gptr/GCAST and SHARED (below), which
+//     the emulator checks; blocks share no word they write but through
+//     atomics;
 //   - tensors are NCHW; dtypes are backend.DType's values: 0 fp32, 1 fp16,
 //     2 bf16 (raw bits), 3 u8;
 //   - elementwise kernels loop grid-stride over their elements, so any grid
@@ -23,6 +26,18 @@ typedef unsigned long long u64;
 // the kernels for the host).
 #ifndef KERNEL
 #define KERNEL(name) extern "C" __global__ void name
+#endif
+
+// gptr<T> is a pointer to global memory of T, GCAST(T, p) a 64-bit argument
+// or pointer p as one, and SHARED/SHARED2 declare a block's shared array
+// (backend/cuda/emu redefines them to check every access: its bounds, and
+// races between threads and between blocks).
+#ifndef GCAST
+template <class T>
+using gptr = T *;
+#define GCAST(T, p) ((T *)(p))
+#define SHARED(T, name, n) __shared__ T name[n]
+#define SHARED2(T, name, n, m) __shared__ T name[n][m]
 #endif
 
 #define GRID_STRIDE(i, n) \
@@ -73,9 +88,9 @@ __device__ __forceinline__ float bf16_to_f32(uint16_t h) {
 }
 
 // load reads value i of a float tensor of dtype dt as float32.
-__device__ __forceinline__ float load(const void *p, int dt, i64 i) {
-	if (dt == 0) return ((const float *)p)[i];
-	uint16_t h = ((const uint16_t *)p)[i];
+__device__ __forceinline__ float load(gptr<const void> p, int dt, i64 i) {
+	if (dt == 0) return GCAST(const float, p)[i];
+	uint16_t h = GCAST(const uint16_t, p)[i];
 	return dt == 1 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
@@ -83,9 +98,9 @@ __device__ __forceinline__ float load(const void *p, int dt, i64 i) {
 
 KERNEL(convert)(u64 dst, i64 ddt, u64 src, i64 sdt, i64 n) {
 	GRID_STRIDE(i, n) {
-		float v = load((const void *)src, (int)sdt, i);
-		if (ddt == 0) ((float *)dst)[i] = v;
-		else ((uint16_t *)dst)[i] = ddt == 1 ? f32_to_f16(v) : f32_to_bf16(v);
+		float v = load(GCAST(const void, src), (int)sdt, i);
+		if (ddt == 0) GCAST(float, dst)[i] = v;
+		else GCAST(uint16_t, dst)[i] = ddt == 1 ? f32_to_f16(v) : f32_to_bf16(v);
 	}
 }
 
@@ -95,8 +110,8 @@ KERNEL(convert)(u64 dst, i64 ddt, u64 src, i64 sdt, i64 n) {
 // (of either sign) and non-negative values pass through.
 KERNEL(relu)(u64 out, u64 in, i64 dt, i64 n) {
 	if (dt == 0) {
-		const uint32_t *x = (const uint32_t *)in;
-		uint32_t *y = (uint32_t *)out;
+		gptr<const uint32_t> x = GCAST(const uint32_t, in);
+		gptr<uint32_t> y = GCAST(uint32_t, out);
 		GRID_STRIDE(i, n) {
 			uint32_t b = x[i];
 			bool neg = (b & 0x80000000u) && (b & 0x7fffffffu) <= 0x7f800000u;
@@ -105,8 +120,8 @@ KERNEL(relu)(u64 out, u64 in, i64 dt, i64 n) {
 		return;
 	}
 	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
-	const uint16_t *x = (const uint16_t *)in;
-	uint16_t *y = (uint16_t *)out;
+	gptr<const uint16_t> x = GCAST(const uint16_t, in);
+	gptr<uint16_t> y = GCAST(uint16_t, out);
 	GRID_STRIDE(i, n) {
 		uint16_t b = x[i];
 		bool neg = (b & 0x8000u) && (b & 0x7fffu) <= inf;
@@ -117,8 +132,8 @@ KERNEL(relu)(u64 out, u64 in, i64 dt, i64 n) {
 // relu_back: din = dout where out is positive, non-zero and not NaN, else +0.
 KERNEL(relu_back)(u64 din, u64 dout, u64 out, i64 dt, i64 n) {
 	if (dt == 0) {
-		const uint32_t *y = (const uint32_t *)out, *g = (const uint32_t *)dout;
-		uint32_t *d = (uint32_t *)din;
+		gptr<const uint32_t> y = GCAST(const uint32_t, out), g = GCAST(const uint32_t, dout);
+		gptr<uint32_t> d = GCAST(uint32_t, din);
 		GRID_STRIDE(i, n) {
 			uint32_t b = y[i];
 			d[i] = (b >= 1u && b <= 0x7f800000u) ? g[i] : 0u;
@@ -126,8 +141,8 @@ KERNEL(relu_back)(u64 din, u64 dout, u64 out, i64 dt, i64 n) {
 		return;
 	}
 	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
-	const uint16_t *y = (const uint16_t *)out, *g = (const uint16_t *)dout;
-	uint16_t *d = (uint16_t *)din;
+	gptr<const uint16_t> y = GCAST(const uint16_t, out), g = GCAST(const uint16_t, dout);
+	gptr<uint16_t> d = GCAST(uint16_t, din);
 	GRID_STRIDE(i, n) {
 		uint16_t b = y[i];
 		d[i] = (b >= 1u && b <= inf) ? g[i] : (uint16_t)0;
@@ -147,15 +162,15 @@ __device__ __forceinline__ uint8_t pack_bits(i64 j, i64 n, Pass pass) {
 // test (positive, non-zero, not NaN); the last byte's spare bits are 0. One
 // thread a byte.
 KERNEL(relu_mask)(u64 mask, u64 out, i64 dt, i64 n) {
-	uint8_t *m = (uint8_t *)mask;
+	gptr<uint8_t> m = GCAST(uint8_t, mask);
 	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
 	GRID_STRIDE(j, (n + 7) / 8) {
 		m[j] = pack_bits(j, n, [&](i64 i) {
 			if (dt == 0) {
-				uint32_t b = ((const uint32_t *)out)[i];
+				uint32_t b = GCAST(const uint32_t, out)[i];
 				return b >= 1u && b <= 0x7f800000u;
 			}
-			uint16_t b = ((const uint16_t *)out)[i];
+			uint16_t b = GCAST(const uint16_t, out)[i];
 			return b >= 1u && b <= inf;
 		});
 	}
@@ -164,19 +179,19 @@ KERNEL(relu_mask)(u64 mask, u64 out, i64 dt, i64 n) {
 // relu_and_mask: relu of in into out and relu_mask of that out into mask,
 // in one pass (out may be in); one thread a byte of mask.
 KERNEL(relu_and_mask)(u64 out, u64 mask, u64 in, i64 dt, i64 n) {
-	uint8_t *m = (uint8_t *)mask;
+	gptr<uint8_t> m = GCAST(uint8_t, mask);
 	uint16_t inf = dt == 1 ? 0x7c00u : 0x7f80u;
 	GRID_STRIDE(j, (n + 7) / 8) {
 		m[j] = pack_bits(j, n, [&](i64 i) {
 			if (dt == 0) {
-				uint32_t b = ((const uint32_t *)in)[i];
+				uint32_t b = GCAST(const uint32_t, in)[i];
 				uint32_t y = (b & 0x80000000u) && (b & 0x7fffffffu) <= 0x7f800000u ? 0u : b;
-				((uint32_t *)out)[i] = y;
+				GCAST(uint32_t, out)[i] = y;
 				return y >= 1u && y <= 0x7f800000u;
 			}
-			uint16_t b = ((const uint16_t *)in)[i];
+			uint16_t b = GCAST(const uint16_t, in)[i];
 			uint16_t y = (b & 0x8000u) && (b & 0x7fffu) <= inf ? (uint16_t)0 : b;
-			((uint16_t *)out)[i] = y;
+			GCAST(uint16_t, out)[i] = y;
 			return y >= 1u && y <= inf;
 		});
 	}
@@ -184,17 +199,17 @@ KERNEL(relu_and_mask)(u64 out, u64 mask, u64 in, i64 dt, i64 n) {
 
 // relu_back_mask: din = dout where relu_mask's bit is set, else +0.
 KERNEL(relu_back_mask)(u64 din, u64 dout, u64 mask, i64 dt, i64 n) {
-	const uint8_t *m = (const uint8_t *)mask;
+	gptr<const uint8_t> m = GCAST(const uint8_t, mask);
 	if (dt == 0) {
-		const uint32_t *g = (const uint32_t *)dout;
-		uint32_t *d = (uint32_t *)din;
+		gptr<const uint32_t> g = GCAST(const uint32_t, dout);
+		gptr<uint32_t> d = GCAST(uint32_t, din);
 		GRID_STRIDE(i, n) {
 			d[i] = (m[i >> 3] >> (i & 7)) & 1u ? g[i] : 0u;
 		}
 		return;
 	}
-	const uint16_t *g = (const uint16_t *)dout;
-	uint16_t *d = (uint16_t *)din;
+	gptr<const uint16_t> g = GCAST(const uint16_t, dout);
+	gptr<uint16_t> d = GCAST(uint16_t, din);
 	GRID_STRIDE(i, n) {
 		d[i] = (m[i >> 3] >> (i & 7)) & 1u ? g[i] : (uint16_t)0;
 	}
@@ -203,14 +218,14 @@ KERNEL(relu_back_mask)(u64 din, u64 dout, u64 mask, i64 dt, i64 n) {
 // max_pool2: the maximum of each 2x2 window (the first on ties, a NaN
 // winning), its position 0..3 into argmax (when argmax is not 0).
 KERNEL(max_pool2)(u64 out, u64 argmax, u64 in, i64 planes, i64 H, i64 W) {
-	const float *x = (const float *)in;
-	float *y = (float *)out;
-	uint8_t *idx = (uint8_t *)argmax;
+	gptr<const float> x = GCAST(const float, in);
+	gptr<float> y = GCAST(float, out);
+	gptr<uint8_t> idx = GCAST(uint8_t, argmax);
 	i64 OH = H / 2, OW = W / 2;
 	GRID_STRIDE(o, planes * OH * OW) {
 		i64 p = o / (OH * OW), r = o % (OH * OW), oy = r / OW, ox = r % OW;
-		const float *r0 = x + p * H * W + 2 * oy * W + 2 * ox;
-		const float *r1 = r0 + W;
+		gptr<const float> r0 = x + p * H * W + 2 * oy * W + 2 * ox;
+		gptr<const float> r1 = r0 + W;
 		float best = r0[0];
 		uint8_t at = 0;
 		float v = r0[1];
@@ -227,9 +242,9 @@ KERNEL(max_pool2)(u64 out, u64 argmax, u64 in, i64 planes, i64 H, i64 W) {
 // max_pool2_back: each input gets its window's dout value where the window's
 // maximum was, +0 elsewhere (odd last rows and columns included).
 KERNEL(max_pool2_back)(u64 din, u64 dout, u64 argmax, i64 planes, i64 H, i64 W) {
-	const float *dy = (const float *)dout;
-	const uint8_t *idx = (const uint8_t *)argmax;
-	float *dx = (float *)din;
+	gptr<const float> dy = GCAST(const float, dout);
+	gptr<const uint8_t> idx = GCAST(const uint8_t, argmax);
+	gptr<float> dx = GCAST(float, din);
 	i64 OH = H / 2, OW = W / 2;
 	GRID_STRIDE(i, planes * H * W) {
 		i64 p = i / (H * W), r = i % (H * W), y = r / W, xx = r % W;
@@ -245,14 +260,14 @@ KERNEL(max_pool2_back)(u64 din, u64 dout, u64 argmax, i64 planes, i64 H, i64 W) 
 // upsample2: bilinear, align_corners=False, scale 2 (backend/cpu's
 // separable weights: rows blended first, then along the row).
 KERNEL(upsample2)(u64 out, u64 in, i64 planes, i64 H, i64 W) {
-	const float *x = (const float *)in;
-	float *y = (float *)out;
+	gptr<const float> x = GCAST(const float, in);
+	gptr<float> y = GCAST(float, out);
 	i64 OW = 2 * W;
 	GRID_STRIDE(o, planes * 4 * H * W) {
 		i64 p = o / (4 * H * W), r = o % (4 * H * W), oy = r / OW, ox = r % OW;
 		i64 i = oy / 2;
-		const float *src = x + p * H * W;
-		const float *r0, *r1;
+		gptr<const float> src = x + p * H * W;
+		gptr<const float> r0, r1;
 		float a, b;
 		if (oy % 2 == 0) {
 			r0 = src + (i > 0 ? i - 1 : 0) * W; r1 = src + i * W; a = 0.25f; b = 0.75f;
@@ -277,16 +292,16 @@ KERNEL(upsample2)(u64 out, u64 in, i64 planes, i64 H, i64 W) {
 // upsample2_back: the adjoint, gathered per input pixel from the output
 // rows 2i-1 .. 2i+2 and columns 2j-1 .. 2j+2 (clamped), as backend/cpu sums.
 KERNEL(upsample2_back)(u64 din, u64 dout, i64 planes, i64 H, i64 W) {
-	const float *dy = (const float *)dout;
-	float *dx = (float *)din;
+	gptr<const float> dy = GCAST(const float, dout);
+	gptr<float> dx = GCAST(float, din);
 	i64 OW = 2 * W;
 	GRID_STRIDE(idx, planes * H * W) {
 		i64 p = idx / (H * W), r = idx % (H * W), i = r / W, j = r % W;
-		const float *g = dy + p * 4 * H * W;
-		const float *gu = g + (2 * i - 1 > 0 ? 2 * i - 1 : 0) * OW;
-		const float *ge = g + 2 * i * OW;
-		const float *go = g + (2 * i + 1) * OW;
-		const float *gd = g + (2 * i + 2 < 2 * H - 1 ? 2 * i + 2 : 2 * H - 1) * OW;
+		gptr<const float> g = dy + p * 4 * H * W;
+		gptr<const float> gu = g + (2 * i - 1 > 0 ? 2 * i - 1 : 0) * OW;
+		gptr<const float> ge = g + 2 * i * OW;
+		gptr<const float> go = g + (2 * i + 1) * OW;
+		gptr<const float> gd = g + (2 * i + 2 < 2 * H - 1 ? 2 * i + 2 : 2 * H - 1) * OW;
 #define COL(c) (0.25f * (gu[c] + gd[c]) + 0.75f * (ge[c] + go[c]))
 		float e = COL(2 * j);
 		float o = COL(2 * j + 1);
@@ -300,8 +315,8 @@ KERNEL(upsample2_back)(u64 din, u64 dout, i64 planes, i64 H, i64 W) {
 // concat_t: out's sample s is skip's sample s then up's (values of T).
 template <class T>
 __device__ void concat_t(u64 out, u64 skip, u64 up, i64 n, i64 sw, i64 uw) {
-	T *o = (T *)out;
-	const T *s = (const T *)skip, *u = (const T *)up;
+	gptr<T> o = GCAST(T, out);
+	gptr<const T> s = GCAST(const T, skip), u = GCAST(const T, up);
 	GRID_STRIDE(i, n * (sw + uw)) {
 		i64 smp = i / (sw + uw), r = i % (sw + uw);
 		o[i] = r < sw ? s[smp * sw + r] : u[smp * uw + r - sw];
@@ -317,8 +332,8 @@ KERNEL(concat)(u64 out, u64 skip, u64 up, i64 n, i64 sw, i64 uw, i64 esize) {
 
 template <class T>
 __device__ void split_t(u64 dskip, u64 dup, u64 dout, i64 n, i64 sw, i64 uw) {
-	const T *g = (const T *)dout;
-	T *s = (T *)dskip, *u = (T *)dup;
+	gptr<const T> g = GCAST(const T, dout);
+	gptr<T> s = GCAST(T, dskip), u = GCAST(T, dup);
 	GRID_STRIDE(i, n * (sw + uw)) {
 		i64 smp = i / (sw + uw), r = i % (sw + uw);
 		if (r < sw) s[smp * sw + r] = g[i];
@@ -334,8 +349,8 @@ KERNEL(split)(u64 dskip, u64 dup, u64 dout, i64 n, i64 sw, i64 uw, i64 esize) {
 }
 
 KERNEL(add)(u64 out, u64 x, u64 y, i64 n) {
-	const float *a = (const float *)x, *b = (const float *)y;
-	float *o = (float *)out;
+	gptr<const float> a = GCAST(const float, x), b = GCAST(const float, y);
+	gptr<float> o = GCAST(float, out);
 	GRID_STRIDE(i, n) o[i] = a[i] + b[i];
 }
 
@@ -346,7 +361,8 @@ KERNEL(add)(u64 out, u64 x, u64 y, i64 n) {
 // block_sum2 sums a and b over the block's threads (blockDim.x ==
 // RED_THREADS) and returns the totals to every thread.
 __device__ void block_sum2(double &a, double &b) {
-	__shared__ double sa[RED_THREADS], sb[RED_THREADS];
+	SHARED(double, sa, RED_THREADS);
+	SHARED(double, sb, RED_THREADS);
 	sa[threadIdx.x] = a;
 	sb[threadIdx.x] = b;
 	__syncthreads();
@@ -370,9 +386,9 @@ __device__ void block_sum2(double &a, double &b) {
 // towards the batch's (unbiased variance).
 KERNEL(batch_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta, u64 rmean, u64 rvar,
 		i64 N, i64 C, i64 HW, double eps, double momentum, i64 reuse, i64 update) {
-	const float *x = (const float *)in;
-	float *y = (float *)out;
-	float *mean = (float *)stats, *inv = mean + C;
+	gptr<const float> x = GCAST(const float, in);
+	gptr<float> y = GCAST(float, out);
+	gptr<float> mean = GCAST(float, stats), inv = mean + C;
 	i64 c = blockIdx.x, M = N * HW;
 	double variance = 0, ss = 0;
 	if (!reuse) {
@@ -395,7 +411,7 @@ KERNEL(batch_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta, u64 rmean, u
 		__syncthreads();
 	}
 	double mu = mean[c], invstd = inv[c];
-	const float *g = (const float *)gamma, *b = (const float *)beta;
+	gptr<const float> g = GCAST(const float, gamma), b = GCAST(const float, beta);
 	float scale = (float)((double)g[c] * invstd);
 	float shift = (float)((double)b[c] - mu * (double)g[c] * invstd);
 	for (i64 e = threadIdx.x; e < M; e += blockDim.x) {
@@ -403,7 +419,7 @@ KERNEL(batch_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta, u64 rmean, u
 		y[i] = x[i] * scale + shift;
 	}
 	if (update && threadIdx.x == 0) {
-		float *rm = (float *)rmean, *rv = (float *)rvar;
+		gptr<float> rm = GCAST(float, rmean), rv = GCAST(float, rvar);
 		double unbiased = M > 1 ? ss / (double)(M - 1) : variance;
 		rm[c] = (float)((1 - momentum) * (double)rm[c] + momentum * (double)mean[c]);
 		rv[c] = (float)((1 - momentum) * (double)rv[c] + momentum * unbiased);
@@ -413,9 +429,9 @@ KERNEL(batch_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta, u64 rmean, u
 // batch_norm_eval: normalize with the running statistics.
 KERNEL(batch_norm_eval)(u64 out, u64 in, u64 gamma, u64 beta, u64 rmean, u64 rvar,
 		i64 N, i64 C, i64 HW, double eps) {
-	const float *x = (const float *)in, *g = (const float *)gamma, *b = (const float *)beta;
-	const float *rm = (const float *)rmean, *rv = (const float *)rvar;
-	float *y = (float *)out;
+	gptr<const float> x = GCAST(const float, in), g = GCAST(const float, gamma), b = GCAST(const float, beta);
+	gptr<const float> rm = GCAST(const float, rmean), rv = GCAST(const float, rvar);
+	gptr<float> y = GCAST(float, out);
 	GRID_STRIDE(i, N * C * HW) {
 		i64 c = (i / HW) % C;
 		double invstd = 1.0 / sqrt((double)rv[c] + eps);
@@ -429,9 +445,9 @@ KERNEL(batch_norm_eval)(u64 out, u64 in, u64 gamma, u64 beta, u64 rmean, u64 rva
 // of the channel happens before its first write).
 KERNEL(batch_norm_back)(u64 din, u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 stats, u64 gamma,
 		i64 N, i64 C, i64 HW) {
-	const float *x = (const float *)in, *dy = (const float *)dout;
-	const float *mean = (const float *)stats, *inv = mean + C;
-	float *dx = (float *)din;
+	gptr<const float> x = GCAST(const float, in), dy = GCAST(const float, dout);
+	gptr<const float> mean = GCAST(const float, stats), inv = mean + C;
+	gptr<float> dx = GCAST(float, din);
 	i64 c = blockIdx.x, M = N * HW;
 	float mu = mean[c], invstd = inv[c];
 	double sdy = 0, sdyx = 0;
@@ -444,10 +460,10 @@ KERNEL(batch_norm_back)(u64 din, u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 st
 	block_sum2(sdy, sdyx);
 	sdyx *= (double)invstd;
 	if (threadIdx.x == 0) {
-		((float *)dgamma)[c] += (float)sdyx;
-		((float *)dbeta)[c] += (float)sdy;
+		GCAST(float, dgamma)[c] += (float)sdyx;
+		GCAST(float, dbeta)[c] += (float)sdy;
 	}
-	float k = ((const float *)gamma)[c] * invstd;
+	float k = GCAST(const float, gamma)[c] * invstd;
 	float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
 	float ka = k, bx = -k * invstd * mdyx, c0 = -k * mdy;
 	for (i64 e = threadIdx.x; e < M; e += blockDim.x) {
@@ -461,11 +477,11 @@ KERNEL(batch_norm_back)(u64 din, u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 st
 // group_norm: one block per (sample, group).
 KERNEL(group_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta,
 		i64 N, i64 C, i64 HW, i64 G, double eps, i64 reuse) {
-	const float *x = (const float *)in;
-	float *y = (float *)out;
-	float *mean = (float *)stats, *inv = mean + N * G;
+	gptr<const float> x = GCAST(const float, in);
+	gptr<float> y = GCAST(float, out);
+	gptr<float> mean = GCAST(float, stats), inv = mean + N * G;
 	i64 ng = blockIdx.x, cg = C / G, size = cg * HW;
-	const float *xs = x + ng * size;
+	gptr<const float> xs = x + ng * size;
 	if (!reuse) {
 		double k = xs[0];
 		double s = 0, q = 0;
@@ -484,7 +500,7 @@ KERNEL(group_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta,
 		__syncthreads();
 	}
 	double mu = mean[ng], invstd = inv[ng];
-	const float *g = (const float *)gamma, *b = (const float *)beta;
+	gptr<const float> g = GCAST(const float, gamma), b = GCAST(const float, beta);
 	for (i64 e = threadIdx.x; e < size; e += blockDim.x) {
 		i64 c = (ng % G) * cg + e / HW;
 		float scale = (float)((double)g[c] * invstd);
@@ -496,8 +512,8 @@ KERNEL(group_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta,
 // group_norm_params_back: dgamma, dbeta += per channel (one block each).
 KERNEL(group_norm_params_back)(u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 stats,
 		i64 N, i64 C, i64 HW, i64 G) {
-	const float *x = (const float *)in, *dy = (const float *)dout;
-	const float *mean = (const float *)stats, *inv = mean + N * G;
+	gptr<const float> x = GCAST(const float, in), dy = GCAST(const float, dout);
+	gptr<const float> mean = GCAST(const float, stats), inv = mean + N * G;
 	i64 c = blockIdx.x, cg = C / G;
 	double sdy = 0, sdyx = 0;
 	for (i64 e = threadIdx.x; e < N * HW; e += blockDim.x) {
@@ -509,17 +525,17 @@ KERNEL(group_norm_params_back)(u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 stat
 	}
 	block_sum2(sdy, sdyx);
 	if (threadIdx.x == 0) {
-		((float *)dgamma)[c] += (float)sdyx;
-		((float *)dbeta)[c] += (float)sdy;
+		GCAST(float, dgamma)[c] += (float)sdyx;
+		GCAST(float, dbeta)[c] += (float)sdy;
 	}
 }
 
 // group_norm_back: din per (sample, group), one block each; din may be dout.
 KERNEL(group_norm_back)(u64 din, u64 dout, u64 in, u64 stats, u64 gamma,
 		i64 N, i64 C, i64 HW, i64 G) {
-	const float *x = (const float *)in, *dy = (const float *)dout, *gm = (const float *)gamma;
-	const float *mean = (const float *)stats, *inv = mean + N * G;
-	float *dx = (float *)din;
+	gptr<const float> x = GCAST(const float, in), dy = GCAST(const float, dout), gm = GCAST(const float, gamma);
+	gptr<const float> mean = GCAST(const float, stats), inv = mean + N * G;
+	gptr<float> dx = GCAST(float, din);
 	i64 ng = blockIdx.x, cg = C / G, size = cg * HW, base = ng * size;
 	float mu = mean[ng], invstd = inv[ng];
 	double s = 0, sx = 0;
@@ -542,7 +558,7 @@ KERNEL(group_norm_back)(u64 din, u64 dout, u64 in, u64 stats, u64 gamma,
 
 // softmax_terms: the maximum of the K logits at stride (NaN if any is) and
 // the float64 sum of exp(z - max).
-__device__ __forceinline__ void softmax_terms(const float *z, i64 K, i64 stride, float &mx, double &se) {
+__device__ __forceinline__ void softmax_terms(gptr<const float> z, i64 K, i64 stride, float &mx, double &se) {
 	mx = -INFINITY;
 	for (i64 k = 0; k < K; k++) {
 		float v = z[k * stride];
@@ -557,15 +573,15 @@ __device__ __forceinline__ void softmax_terms(const float *z, i64 K, i64 stride,
 // target that is neither a class nor IGNORE_INDEX raises bad[n] to the
 // largest such value + 1 of its sample (integer atomics: deterministic).
 KERNEL(cross_entropy)(u64 partial, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 HW) {
-	const float *z = (const float *)logits;
-	const uint8_t *tg = (const uint8_t *)target;
+	gptr<const float> z = GCAST(const float, logits);
+	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	double sum = 0, count = 0;
 	GRID_STRIDE(i, N * HW) {
 		i64 n = i / HW, p = i % HW;
 		int t = tg[i];
 		if (t == IGNORE_INDEX) continue;
 		if (t >= K) {
-			atomicMax((int *)bad + n, t + 1);
+			atomicMax(GCAST(int, bad) + n, t + 1);
 			continue;
 		}
 		float mx;
@@ -576,8 +592,8 @@ KERNEL(cross_entropy)(u64 partial, u64 bad, u64 logits, u64 target, i64 N, i64 K
 	}
 	block_sum2(sum, count);
 	if (threadIdx.x == 0) {
-		((double *)partial)[2 * blockIdx.x] = sum;
-		((double *)partial)[2 * blockIdx.x + 1] = count;
+		GCAST(double, partial)[2 * blockIdx.x] = sum;
+		GCAST(double, partial)[2 * blockIdx.x + 1] = count;
 	}
 }
 
@@ -585,9 +601,9 @@ KERNEL(cross_entropy)(u64 partial, u64 bad, u64 logits, u64 target, i64 N, i64 K
 // ignored ones (everywhere when k is 0); each pixel reads its K logits
 // before writing, so dlogits may be logits.
 KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 N, i64 K, i64 HW, double kd) {
-	const float *z = (const float *)logits;
-	float *g = (float *)dlogits;
-	const uint8_t *tg = (const uint8_t *)target;
+	gptr<const float> z = GCAST(const float, logits);
+	gptr<float> g = GCAST(float, dlogits);
+	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	float k = (float)kd;
 	GRID_STRIDE(i, N * HW) {
 		i64 n = i / HW, p = i % HW;
@@ -610,7 +626,7 @@ KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 N, i64 K, i6
 
 // focal_q: 1 - p_t summed from the other classes' terms (exact where p_t
 // is near 1), for the K logits at stride with max mx and sum se.
-__device__ __forceinline__ double focal_q(const float *z, i64 K, i64 stride, i64 t, float mx, double se) {
+__device__ __forceinline__ double focal_q(gptr<const float> z, i64 K, i64 stride, i64 t, float mx, double se) {
 	double q = 0;
 	for (i64 c = 0; c < K; c++)
 		if (c != t) q += exp((double)(z[c * stride] - mx));
@@ -622,8 +638,8 @@ __device__ __forceinline__ double focal_q(const float *z, i64 K, i64 stride, i64
 // sums[4*c..4*c+3]: the focal term and count of pixels with t = c, their
 // p_c, and p_c over all counted pixels. Block 0 also flags bad targets.
 KERNEL(loss_sums)(u64 sums, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 HW, double gamma) {
-	const float *z = (const float *)logits;
-	const uint8_t *tg = (const uint8_t *)target;
+	gptr<const float> z = GCAST(const float, logits);
+	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	i64 c = blockIdx.x;
 	double focal = 0, count = 0, inter = 0, pred = 0;
 	for (i64 i = threadIdx.x; i < N * HW; i += blockDim.x) {
@@ -631,10 +647,10 @@ KERNEL(loss_sums)(u64 sums, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 H
 		int t = tg[i];
 		if (t == IGNORE_INDEX) continue;
 		if (t >= K) {
-			if (c == 0) atomicMax((int *)bad + n, t + 1);
+			if (c == 0) atomicMax(GCAST(int, bad) + n, t + 1);
 			continue;
 		}
-		const float *zp = z + n * K * HW + p;
+		gptr<const float> zp = z + n * K * HW + p;
 		float mx;
 		double se;
 		softmax_terms(zp, K, HW, mx, se);
@@ -650,7 +666,7 @@ KERNEL(loss_sums)(u64 sums, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 H
 	block_sum2(focal, count);
 	block_sum2(inter, pred);
 	if (threadIdx.x == 0) {
-		double *out = (double *)sums + 4 * c;
+		gptr<double> out = GCAST(double, sums) + 4 * c;
 		out[0] = focal;
 		out[1] = count;
 		out[2] = inter;
@@ -661,10 +677,10 @@ KERNEL(loss_sums)(u64 sums, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 H
 // loss_back: backend.LossBack, coef (3K floats) on the device; each pixel
 // reads its K logits before writing, so dlogits may be logits.
 KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 N, i64 K, i64 HW, double gamma) {
-	const float *z = (const float *)logits;
-	float *g = (float *)dlogits;
-	const uint8_t *tg = (const uint8_t *)target;
-	const float *coef = (const float *)coefs;
+	gptr<const float> z = GCAST(const float, logits);
+	gptr<float> g = GCAST(float, dlogits);
+	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
+	gptr<const float> coef = GCAST(const float, coefs);
 	GRID_STRIDE(i, N * HW) {
 		i64 n = i / HW, p = i % HW;
 		int t = tg[i];
@@ -672,7 +688,7 @@ KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 N, i64 K, 
 			for (i64 c = 0; c < K; c++) g[(n * K + c) * HW + p] = 0.0f;
 			continue;
 		}
-		const float *zp = z + n * K * HW + p;
+		gptr<const float> zp = z + n * K * HW + p;
 		float mx;
 		double se;
 		softmax_terms(zp, K, HW, mx, se);
@@ -687,7 +703,7 @@ KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 N, i64 K, 
 			double d = (double)coef[2 * K + c] + (c == t ? (double)coef[K + c] : 0.0);
 			dot += exp((double)(zp[c * HW] - mx)) / se * d;
 		}
-		float *gp = g + n * K * HW + p;
+		gptr<float> gp = g + n * K * HW + p;
 		for (i64 c = 0; c < K; c++) {
 			double prob = exp((double)(zp[c * HW] - mx)) / se;
 			double d = (double)coef[2 * K + c] + (c == t ? (double)coef[K + c] : 0.0);
@@ -701,7 +717,7 @@ KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 N, i64 K, 
 // ---- metrics ----
 
 // argmax_at: the first largest of K values at stride (NaN is never larger).
-__device__ __forceinline__ int argmax_at(const void *z, int dt, i64 base, i64 K, i64 stride) {
+__device__ __forceinline__ int argmax_at(gptr<const void> z, int dt, i64 base, i64 K, i64 stride) {
 	float best = load(z, dt, base);
 	int arg = 0;
 	for (i64 k = 1; k < K; k++) {
@@ -712,21 +728,21 @@ __device__ __forceinline__ int argmax_at(const void *z, int dt, i64 base, i64 K,
 }
 
 KERNEL(confusion)(u64 counts, u64 logits, i64 dt, u64 target, i64 N, i64 K, i64 HW) {
-	const uint8_t *tg = (const uint8_t *)target;
+	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	GRID_STRIDE(i, N * HW) {
 		int t = tg[i];
 		if (t == IGNORE_INDEX || t >= K) continue;
 		i64 n = i / HW, p = i % HW;
-		int pred = argmax_at((const void *)logits, (int)dt, n * K * HW + p, K, HW);
-		atomicAdd((u64 *)counts + (i64)t * K + pred, 1ull);
+		int pred = argmax_at(GCAST(const void, logits), (int)dt, n * K * HW + p, K, HW);
+		atomicAdd(GCAST(u64, counts) + (i64)t * K + pred, 1ull);
 	}
 }
 
 KERNEL(argmax)(u64 classes, u64 logits, i64 dt, i64 N, i64 K, i64 HW) {
-	uint8_t *out = (uint8_t *)classes;
+	gptr<uint8_t> out = GCAST(uint8_t, classes);
 	GRID_STRIDE(i, N * HW) {
 		i64 n = i / HW, p = i % HW;
-		out[i] = (uint8_t)argmax_at((const void *)logits, (int)dt, n * K * HW + p, K, HW);
+		out[i] = (uint8_t)argmax_at(GCAST(const void, logits), (int)dt, n * K * HW + p, K, HW);
 	}
 }
 
@@ -735,8 +751,8 @@ KERNEL(argmax)(u64 classes, u64 logits, i64 dt, i64 N, i64 K, i64 HW) {
 // adam: backend.AdamStep's update, in its order of float32 operations.
 KERNEL(adam)(u64 w, u64 g, u64 m, u64 v, i64 n, double stepSize, double sqrtBC2,
 		double beta1, double beta2, double omb1, double omb2, double eps, double wd, double decoupled) {
-	float *ws = (float *)w, *ms = (float *)m, *vs = (float *)v;
-	const float *gs = (const float *)g;
+	gptr<float> ws = GCAST(float, w), ms = GCAST(float, m), vs = GCAST(float, v);
+	gptr<const float> gs = GCAST(const float, g);
 	float a = (float)stepSize, sb = (float)sqrtBC2, b1 = (float)beta1, b2 = (float)beta2;
 	float o1 = (float)omb1, o2 = (float)omb2, ep = (float)eps, d = (float)wd, dc = (float)decoupled;
 	GRID_STRIDE(j, n) {
@@ -752,8 +768,8 @@ KERNEL(adam)(u64 w, u64 g, u64 m, u64 v, i64 n, double stepSize, double sqrtBC2,
 
 // sgd: backend.SGDStep's update, in its order of float32 operations.
 KERNEL(sgd)(u64 w, u64 g, u64 buf, i64 n, double lr, double momentum, double dampening, double wd, i64 nesterov, i64 first) {
-	float *ws = (float *)w, *bs = (float *)buf;
-	const float *gs = (const float *)g;
+	gptr<float> ws = GCAST(float, w), bs = GCAST(float, buf);
+	gptr<const float> gs = GCAST(const float, g);
 	float a = (float)lr, mo = (float)momentum, da = (float)dampening, d = (float)wd;
 	GRID_STRIDE(j, n) {
 		float x = gs[j];
@@ -768,8 +784,8 @@ KERNEL(sgd)(u64 w, u64 g, u64 buf, i64 n, double lr, double momentum, double dam
 
 // rmsprop: backend.RMSpropStep's update, in its order of float32 operations.
 KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, double oma, double eps, double wd, double momentum) {
-	float *ws = (float *)w, *ss = (float *)sq, *bs = (float *)buf;
-	const float *gs = (const float *)g;
+	gptr<float> ws = GCAST(float, w), ss = GCAST(float, sq), bs = GCAST(float, buf);
+	gptr<const float> gs = GCAST(const float, g);
 	float a = (float)lr, al = (float)alpha, om = (float)oma, ep = (float)eps, d = (float)wd, mo = (float)momentum;
 	GRID_STRIDE(j, n) {
 		float x = gs[j];
@@ -787,22 +803,22 @@ KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, d
 
 // unscale_check: g *= inv; *flag = 1 if any result is not finite.
 KERNEL(unscale_check)(u64 g, i64 n, double inv, u64 flag) {
-	float *x = (float *)g;
+	gptr<float> x = GCAST(float, g);
 	float s = (float)inv;
 	GRID_STRIDE(i, n) {
 		float v = x[i] * s;
 		x[i] = v;
-		if (!isfinite(v)) *(int *)flag = 1;
+		if (!isfinite(v)) atomicExch(GCAST(int, flag), 1); // blocks may both find one
 	}
 }
 
 // bias_grad: dbias[c] += the sum of dout over (n, p) for channel c of
 // (N, C, P): one block per channel, float64 sums.
 KERNEL(bias_grad)(u64 dbias, u64 dout, i64 N, i64 C, i64 P) {
-	const float *dy = (const float *)dout;
+	gptr<const float> dy = GCAST(const float, dout);
 	i64 c = blockIdx.x;
 	double s = 0, unused = 0;
 	for (i64 e = threadIdx.x; e < N * P; e += blockDim.x) s += dy[((e / P) * C + c) * P + e % P];
 	block_sum2(s, unused);
-	if (threadIdx.x == 0) ((float *)dbias)[c] += (float)s;
+	if (threadIdx.x == 0) GCAST(float, dbias)[c] += (float)s;
 }

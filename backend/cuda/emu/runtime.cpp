@@ -1,10 +1,20 @@
-// The launch engine: a kernel's blocks run one after another; within a
-// block each of the 256 CUDA threads is one of 256 worker threads (started
-// once, kept for the process), and __syncthreads is a barrier among them,
-// so __shared__ (static) memory is the block's.
-#include <barrier>
+// The launch engine and the sanitizer's bookkeeping (cudashim.h checks each
+// access). A launch's blocks are started in a shuffled order (seeded: the
+// same seed, the same order) by a few worker OS threads at once; each
+// worker runs a block's 256 CUDA threads as fibers on its own thread, one
+// at a time up to its next __syncthreads, so a barrier is a switch back to
+// the worker, and the block's shared memory is the worker's.
+#include <algorithm>
+#include <atomic>
+#include <climits>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <pthread.h>
+#include <signal.h>
+#include <string>
+#include <sys/mman.h>
 #include <thread>
 #include <vector>
 
@@ -13,64 +23,365 @@
 thread_local Dim3 threadIdx, blockIdx;
 Dim3 blockDim = {256, 1, 1}, gridDim;
 
+// emu_extent is a pointer argument's extent, as the Go side passes it.
+extern "C" typedef struct {
+	uint64_t addr;
+	int64_t bytes;
+	int arg;
+} emu_extent;
+
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+// emu_switch (switch_amd64.S) saves this fiber's registers on its stack,
+// stores its stack pointer in *from and resumes the one at to.
+extern "C" void emu_switch(void **from, void *to);
+#else
+#include <ucontext.h>
+#endif
+
 namespace {
 
-struct Job {
+constexpr int kThreads = 256;
+constexpr size_t kStack = 64 << 10;        // per fiber, with a guard page below
+constexpr size_t kSharedArena = 256 << 10; // a block's shared arrays and their shadow
+constexpr int kSharedKeys = 64;
+constexpr long long kTrackBytes = 256LL << 20; // extents above this are bounds-checked only
+constexpr size_t kReports = 8;
+
+enum FiberState { kReady, kAtBarrier, kDone };
+
+struct Fiber {
+	char *stack;
+	FiberState state;
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+	void *sp;
+#else
+	ucontext_t ctx;
+#endif
+};
+
+struct Launch {
 	void (*kernel)(int, const uint64_t *);
 	int k;
 	const uint64_t *args;
+	const char *name;
 	int gx, gy;
+	uint64_t seed;
+	int nworkers; // the workers that run this launch's blocks
+	std::vector<uint32_t> order;
+	std::atomic<size_t> next{0};
+	std::vector<emu::Extent> extents;
+	std::vector<std::vector<std::atomic<uint32_t>>> writers; // per merged region
+	bool checked;
+	emu::Extent unknown; // an address that is no argument: every access is reported
+	emu::Extent unbounded; // unchecked launches
+	std::mutex mu;
+	std::vector<std::string> reports;
+	std::vector<std::pair<std::string, int>> kinds; // reports kept of each kind
+	long long violations = 0;
 };
+
+struct Worker {
+	int index;
+	Fiber fibers[kThreads];
+	int order[kThreads];
+	int cur;
+	uint32_t epoch;
+	uint32_t tag;
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+	void *sched;
+#else
+	ucontext_t sched;
+#endif
+	alignas(64) unsigned char arena[kSharedArena];
+	size_t used;
+	void *keys[kSharedKeys];
+};
+
+Launch *launch; // the launch in progress (one at a time)
+thread_local Worker *self;
+
+// splitmix64: the seeded shuffles.
+uint64_t mix(uint64_t x) {
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+template <class T>
+void shuffle(T *v, size_t n, uint64_t seed) {
+	for (size_t i = n; i > 1; i--) {
+		seed = mix(seed);
+		std::swap(v[i - 1], v[seed % i]);
+	}
+}
+
+// report records a violation; the first two of each kind are kept, at
+// most kReports in all.
+void report(const char *kind, std::string msg) {
+	Launch &L = *launch;
+	std::lock_guard<std::mutex> l(L.mu);
+	L.violations++;
+	auto k = std::find_if(L.kinds.begin(), L.kinds.end(), [&](auto &p) { return p.first == kind; });
+	if (k == L.kinds.end()) k = L.kinds.insert(L.kinds.end(), {kind, 0});
+	if (k->second < 2 && L.reports.size() < kReports) {
+		k->second++;
+		L.reports.push_back(std::move(msg));
+	}
+}
+
+std::string where() {
+	char b[160];
+	snprintf(b, sizeof b, "kernel %s, block (%u,%u), thread %u", launch->name, blockIdx.x, blockIdx.y, threadIdx.x);
+	return b;
+}
+
+[[noreturn]] void fiber_main() {
+	Worker &w = *self;
+	launch->kernel(launch->k, launch->args);
+	w.fibers[w.cur].state = kDone;
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+	emu_switch(&w.fibers[w.cur].sp, w.sched);
+#else
+	swapcontext(&w.fibers[w.cur].ctx, &w.sched);
+#endif
+	abort(); // never resumed
+}
+
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+// start_stack is a fresh fiber's saved stack: emu_switch's frame (MXCSR and
+// x87 control word at their defaults, zeroed callee-saved registers)
+// returning into fiber_main with the alignment of a call.
+void *start_stack(char *stack) {
+	uint64_t *top = (uint64_t *)(stack + kStack);
+	uint64_t *sp = top - 9;      // 8 words of frame and a zero return address above it
+	sp[0] = 0x037f00001f80ull;   // MXCSR 0x1f80 (low half), x87 control word 0x037f
+	for (int i = 1; i <= 6; i++) sp[i] = 0;
+	sp[7] = (uint64_t)(void *)fiber_main;
+	sp[8] = 0;
+	return sp;
+}
+#endif
+
+void run_block(Worker &w, uint32_t b) {
+	Launch &L = *launch;
+	blockIdx = {b % (uint32_t)L.gx, b / (uint32_t)L.gx, 0};
+	w.tag = b + 1;
+	w.epoch = 1;
+	w.used = 0;
+	std::fill(std::begin(w.keys), std::end(w.keys), nullptr);
+	for (int t = 0; t < kThreads; t++) {
+		w.order[t] = t;
+		Fiber &f = w.fibers[t];
+		f.state = kReady;
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+		f.sp = start_stack(f.stack);
+#else
+		getcontext(&f.ctx);
+		f.ctx.uc_stack.ss_sp = f.stack;
+		f.ctx.uc_stack.ss_size = kStack;
+		f.ctx.uc_link = nullptr;
+		makecontext(&f.ctx, (void (*)())fiber_main, 0);
+#endif
+	}
+	shuffle(w.order, kThreads, L.seed ^ mix(b + 1));
+	for (int live = kThreads; live > 0; w.epoch++) {
+		for (int i = 0; i < kThreads; i++) {
+			int t = w.order[i];
+			Fiber &f = w.fibers[t];
+			if (f.state == kDone) continue;
+			f.state = kReady;
+			w.cur = t;
+			threadIdx = {(unsigned)t, 0, 0};
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+			emu_switch(&w.sched, f.sp);
+#else
+			swapcontext(&w.sched, &f.ctx);
+#endif
+			if (f.state == kDone) live--;
+		}
+	}
+}
 
 std::mutex mu;
 std::condition_variable start, done;
-Job job;
-unsigned long long generation = 0; // bumped per launch
-int running = 0;                   // workers still on the current launch
-std::barrier<> *blockBarrier;
-std::once_flag started;
+unsigned long long generation = 0;
+int running = 0;
+std::vector<Worker *> workers;
 
-void worker(unsigned t) {
-	threadIdx = {t, 0, 0};
+void work(Worker *w) {
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, nullptr); // no signal handler runs on a fiber's small stack
+	self = w;
 	unsigned long long seen = 0;
 	for (;;) {
-		Job j;
 		{
 			std::unique_lock<std::mutex> l(mu);
 			start.wait(l, [&] { return generation != seen; });
 			seen = generation;
-			j = job;
 		}
-		for (int by = 0; by < j.gy; by++) {
-			for (int bx = 0; bx < j.gx; bx++) {
-				blockIdx = {(unsigned)bx, (unsigned)by, 0};
-				j.kernel(j.k, j.args);
-				blockBarrier->arrive_and_wait(); // the block is done before the next uses its shared memory
-			}
-		}
+		Launch &L = *launch;
+		if (w->index >= L.nworkers) continue;
+		for (size_t i; (i = L.next.fetch_add(1)) < L.order.size();) run_block(*w, L.order[i]);
 		std::lock_guard<std::mutex> l(mu);
 		if (--running == 0) done.notify_all();
 	}
 }
 
+Worker *new_worker(int index) {
+	Worker *w = new Worker();
+	w->index = index;
+	size_t each = kStack + 4096;
+	char *m = (char *)mmap(nullptr, each * kThreads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) abort();
+	for (int t = 0; t < kThreads; t++) {
+		mprotect(m + t * each, 4096, PROT_NONE); // a fiber that overflows its stack faults
+		w->fibers[t].stack = m + t * each + 4096;
+	}
+	return w;
+}
+
+// track gives each checked extent its shadow of writers, one per merged
+// region of overlapping extents.
+void track(Launch &L) {
+	std::vector<size_t> idx;
+	for (size_t i = 0; i < L.extents.size(); i++) idx.push_back(i);
+	std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return L.extents[a].lo < L.extents[b].lo; });
+	for (size_t i = 0; i < idx.size();) {
+		char *lo = L.extents[idx[i]].lo, *hi = lo + L.extents[idx[i]].bytes;
+		size_t j = i + 1;
+		while (j < idx.size() && L.extents[idx[j]].lo < hi) {
+			hi = std::max(hi, L.extents[idx[j]].lo + L.extents[idx[j]].bytes);
+			j++;
+		}
+		if (hi - lo <= kTrackBytes) {
+			L.writers.emplace_back(hi - lo);
+			std::atomic<uint32_t> *region = L.writers.back().data();
+			for (size_t k = i; k < j; k++) L.extents[idx[k]].writers = region + (L.extents[idx[k]].lo - lo);
+		}
+		i = j;
+	}
+}
+
 } // namespace
 
-void emu_syncthreads() { blockBarrier->arrive_and_wait(); }
+namespace emu {
 
-// emu_run runs kernel k on gx*gy blocks; one launch at a time (launches on
-// one stream are ordered anyway).
-extern "C" void emu_run(void (*kernel)(int, const uint64_t *), int k, const uint64_t *args, int gx, int gy) {
-	static std::mutex launch;
-	std::lock_guard<std::mutex> one(launch);
-	std::call_once(started, [] {
-		blockBarrier = new std::barrier<>(blockDim.x);
-		for (unsigned t = 0; t < blockDim.x; t++) std::thread(worker, t).detach();
-	});
-	std::unique_lock<std::mutex> l(mu);
-	gridDim = {(unsigned)gx, (unsigned)gy, 1};
-	job = Job{kernel, k, args, gx, gy};
-	running = blockDim.x;
-	generation++;
-	start.notify_all();
-	done.wait(l, [] { return running == 0; });
+const Extent *extent_of(uint64_t a) {
+	if (a == 0) return nullptr;
+	if (!launch->checked) return &launch->unbounded;
+	for (const Extent &e : launch->extents)
+		if ((uint64_t)e.lo == a) return &e;
+	return &launch->unknown;
+}
+
+void global_fault(const Extent *e, const char *what, long long offset, int size) {
+	char b[256];
+	const char *kind = "out of bounds";
+	if (e == nullptr) {
+		kind = "null";
+		snprintf(b, sizeof b, ": %s of %d bytes through a null pointer", what, size);
+	} else if (e->arg < 0) {
+		kind = "no argument";
+		snprintf(b, sizeof b, ": %s of %d bytes at %#llx, through an address that is no pointer argument", what, size,
+			 (unsigned long long)(uintptr_t)(e->lo + offset));
+	} else {
+		snprintf(b, sizeof b, ": %s of %d bytes at byte %lld of argument %d, which has %lld bytes: out of bounds", what, size,
+			 offset, e->arg, e->bytes);
+	}
+	report(kind, where() + b);
+}
+
+void global_race(const Extent *e, const char *what, long long offset, uint32_t other) {
+	char b[256];
+	snprintf(b, sizeof b, ": %s of byte %lld of argument %d, which block (%u,%u) wrote in this launch: blocks race",
+		 what, offset, e->arg, (other - 1) % (uint32_t)launch->gx, (other - 1) / (uint32_t)launch->gx);
+	report("blocks race", where() + b);
+}
+
+uint32_t block_tag() { return self->tag; }
+
+uint32_t shared_epoch() { return self->epoch; }
+
+void *shared_storage(int key, size_t bytes) {
+	Worker &w = *self;
+	if (key < 0 || key >= kSharedKeys) abort();
+	if (!w.keys[key]) {
+		size_t at = (w.used + 63) & ~(size_t)63;
+		if (at + bytes > kSharedArena) abort();
+		w.keys[key] = w.arena + at;
+		memset(w.keys[key], 0, bytes);
+		w.used = at + bytes;
+	}
+	return w.keys[key];
+}
+
+void shared_race(const char *name, long long byte, const char *what, int other) {
+	char b[256];
+	if (other >= 0) snprintf(b, sizeof b, ": shared %s byte %lld %s (thread %d) since the last __syncthreads", name, byte, what, other);
+	else snprintf(b, sizeof b, ": shared %s byte %lld %s", name, byte, what);
+	report(what, where() + b);
+}
+
+} // namespace emu
+
+void emu_syncthreads() {
+	Worker &w = *self;
+	Fiber &f = w.fibers[w.cur];
+	f.state = kAtBarrier;
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+	emu_switch(&f.sp, w.sched);
+#else
+	swapcontext(&f.ctx, &w.sched);
+#endif
+}
+
+// emu_run runs kernel k (by dispatcher kernel) on gx*gy blocks, workers
+// blocks at once, in an order shuffled by seed; with checked, every access
+// through a pointer argument is checked against extents (the others'
+// addresses are reported when used). It returns the number of violations
+// and writes the first ones, a line each, into report. One launch at a
+// time (launches on one stream are ordered anyway).
+extern "C" long long emu_run(void (*kernel)(int, const uint64_t *), int k, const char *name, const uint64_t *args,
+			     const emu_extent *extents, int nextents, int checked, int gx, int gy, uint64_t seed, int nworkers,
+			     char *out, int outlen) {
+	static std::mutex one;
+	std::lock_guard<std::mutex> serial(one);
+	Launch L;
+	L.kernel = kernel;
+	L.k = k;
+	L.args = args;
+	L.name = name;
+	L.gx = gx;
+	L.gy = gy;
+	L.seed = seed;
+	L.nworkers = std::max(1, nworkers);
+	L.checked = checked != 0;
+	L.unknown = emu::Extent{nullptr, 0, nullptr, -1};
+	L.unbounded = emu::Extent{nullptr, LLONG_MAX, nullptr, -1};
+	for (int i = 0; i < nextents; i++) L.extents.push_back(emu::Extent{(char *)extents[i].addr, extents[i].bytes, nullptr, extents[i].arg});
+	track(L);
+	L.order.resize((size_t)gx * gy);
+	for (size_t i = 0; i < L.order.size(); i++) L.order[i] = (uint32_t)i;
+	shuffle(L.order.data(), L.order.size(), seed);
+	{
+		std::unique_lock<std::mutex> l(mu);
+		while ((int)workers.size() < L.nworkers) {
+			workers.push_back(new_worker((int)workers.size()));
+			std::thread(work, workers.back()).detach();
+		}
+		launch = &L;
+		gridDim = {(unsigned)gx, (unsigned)gy, 1};
+		running = L.nworkers;
+		generation++;
+		start.notify_all();
+		done.wait(l, [] { return running == 0; });
+		launch = nullptr;
+	}
+	std::string all;
+	for (auto &r : L.reports) all += r + "\n";
+	if (L.violations > (long long)L.reports.size()) all += "and " + std::to_string(L.violations - (long long)L.reports.size()) + " more\n";
+	snprintf(out, outlen, "%s", all.c_str());
+	return L.violations;
 }
