@@ -157,6 +157,10 @@ func (c *Compare) runVariant(name, dir string) (report.CompareRow, report.Timeli
 	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
 	row.Params = sum.Params
 	row.DeviceUsedPeakBytes, row.ContextOverheadBytes = sum.DeviceUsedPeakBytes, sum.ContextOverheadBytes
+	if sum.DeviceUsedPeakBytes > 0 {
+		row.DeviceBeyondPoolBytes = sum.DeviceUsedPeakBytes - sum.ContextOverheadBytes - sum.PeakReservedBytes
+	}
+	row.PagesMapped, row.PagesUnmapped = sum.PagesMapped, sum.PagesUnmapped
 	row.OffloadedPeakBytes = sum.OffloadedPeakBytes
 	if sum.StepMSMedian > 0 {
 		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)

@@ -32,6 +32,14 @@ type CompareRow struct {
 	// and what the context, kernels and scratch took before the pool.
 	DeviceUsedPeakBytes  int64 `json:"device_used_peak_bytes,omitempty"`
 	ContextOverheadBytes int64 `json:"context_overhead_bytes,omitempty"`
+	// DeviceBeyondPoolBytes is the device's used peak less the context's
+	// overhead and the pool's reserved peak: what the device held that
+	// the pool does not account for (0 where the two views agree).
+	DeviceBeyondPoolBytes int64 `json:"device_beyond_pool_bytes,omitempty"`
+	// PagesMapped and PagesUnmapped are the pages the caching pool moved
+	// (memory.allocator: caching on memory that pages).
+	PagesMapped   int64 `json:"pages_mapped,omitempty"`
+	PagesUnmapped int64 `json:"pages_unmapped,omitempty"`
 	// OffloadedPeakBytes is what the variant kept in host memory instead
 	// (memory.offload).
 	OffloadedPeakBytes int64   `json:"offloaded_peak_bytes,omitempty"`

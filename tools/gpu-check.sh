@@ -1,163 +1,441 @@
 #!/usr/bin/env bash
 # memunet's device check: the CUDA backend on a real GPU, every variant
-# measured, in one JSON.
+# measured, brought back as one JSON file by one command that returns
+# within 600 s.
 #
-#   tools/gpu-check.sh build          here (Go 1.26, the CUDA headers: README, GPU):
-#                                     bin/memunet-gpu and bin/cuda-backend.test
-#   tools/gpu-check.sh run [OUT]      on the GPU machine (no Go needed), from the
-#                                     repository root: writes OUT/gpu-check.json
-#                                     (default OUT: gpu-check) and the logs beside it
+#   tools/gpu-check.sh build [DIR]
+#       Here (Go with cgo and a C compiler; no CUDA toolkit, no GPU): the
+#       gpu build's stripped binaries into DIR (default bin/gpu-check:
+#       memunet-gpu and cuda-backend.test, about 31 MiB), and the CPU twin:
+#       the quickstart trained on this machine's CPU (cpu-twin.json), so
+#       the GPU machine spends no time on CPU runs. DIR is the one folder
+#       that travels with the tree.
+#   tools/gpu-check.sh run OUT [DIR]
+#       There, from the repository root (no Go needed). Every step runs
+#       under its own time limit, and OUT/gpu-check.json is rewritten whole
+#       after each step (and closed by an exit trap), so it always parses;
+#       OUT/gpu-check.log holds every step's output and OUT/conformance.log
+#       the conformance suite's. Nothing else is written under OUT.
+#   tools/gpu-check.sh run --cpu OUT [DIR]
+#       The same steps with the CPU build (MEMUNET, default bin/memunet,
+#       built if missing) on device cpu at tiny sizes: checks this script
+#       on any machine.
+#   run exits 0 when every step passed or was skipped, else 1.
 #
-# run does, each step under a time limit, going on after a failure:
-#   1. nvidia-smi's view of the GPU;
-#   2. the backend conformance suite on cuda:0 (every kernel against float64
-#      references: bin/cuda-backend.test);
-#   3. memunet compare on the seed UNet (base 16, depth 4, batch 4) at 128x128
-#      and 256x256, variants baseline, checkpoint, fp16, bf16, accum4, all and
-#      offload: step time, pool peaks, the device's own peak and context
-#      overhead, the bytes offloaded to pinned host memory; and at the
-#      first size with memory.allocator: caching (its pool maps 2 MiB pages
-#      where the GPU has virtual memory management: pages moved, step time);
-#   4. the quickstart config trained for TRAIN_STEPS on cuda and on the CPU:
-#      the final loss and val mIoU of each (does the loss fall as on the CPU?);
-#   5. where python3 has torch with CUDA: tools/pytorch_unet.py for the same
-#      sizes and variants (torch.cuda.max_memory_allocated and step time).
+# The steps of run and their time limits in seconds, 470 in all:
+#   gpu               15  nvidia-smi: the GPU, its driver and CUDA versions, memory
+#   conformance       60  the backend conformance suite on cuda:0
+#   conformance-sync  45  the first 3 failing cases again, each with
+#                         MEMUNET_CUDA_SYNC=1, so a fault names its kernel
+#   page-moves        20  what mapping and unmapping one page costs
+#   compare-S         75  memunet compare of 7 variants on the seed UNet
+#                         (base 16, depth 4, batch 4) at the first size S:
+#                         pool bytes, the device's own (cuMemGetInfo) less
+#                         the context's against the pool's reserved,
+#                         context overhead, step time
+#   compare-S2        90  the same at the second size
+#   compare-caching   45  the caching allocator at the first size: pages
+#                         moved per step
+#   train             60  the quickstart trained on the GPU, beside the CPU twin
+#   pytorch           60  PyTorch's figures for the same variants at the
+#                         first size, where python3's torch has CUDA
 #
-# Settings (environment): DEVICE (cuda; "cpu" with SMOKE=1 checks this script
-# on any machine), SIZES ("128 256"), STEPS (5), TRAIN_STEPS (200), BIN (bin).
+# Settings (environment): SIZES ("128 256"; --cpu "32"), STEPS (5; --cpu 2),
+# TRAIN_STEPS (200; build uses it for the twin; --cpu 4), GPU_CHECK_LIMITS
+# (per-step limits to override, e.g. "compare-128=30 train=10").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-BIN=${BIN:-bin}
-mode=${1:-}
-case "$mode" in
-build)
-	mkdir -p "$BIN"
-	go build -tags gpu -o "$BIN/memunet-gpu" ./cmd/memunet &&
-		go test -c -tags gpu -o "$BIN/cuda-backend.test" ./backend/cuda/driverapi &&
-		echo "built $BIN/memunet-gpu and $BIN/cuda-backend.test; carry them with the tree to the GPU machine and run: tools/gpu-check.sh run"
-	exit $?
-	;;
-run) ;;
-*)
-	echo "usage: tools/gpu-check.sh build | run [OUT]" >&2
+usage() {
+	echo "usage: tools/gpu-check.sh build [DIR] | run [--cpu] OUT [DIR]" >&2
 	exit 2
-	;;
-esac
-
-OUT=${2:-gpu-check}
-DEVICE=${DEVICE:-cuda}
-SIZES=${SIZES:-128 256}
-STEPS=${STEPS:-5}
-TRAIN_STEPS=${TRAIN_STEPS:-200}
-VARIANTS=baseline,checkpoint,fp16,bf16,accum4,all,offload
-mkdir -p "$OUT"
-memunet=$BIN/memunet-gpu
-if [ "${SMOKE:-}" = 1 ]; then
-	memunet=${MEMUNET:-$BIN/memunet}
-fi
+}
 
 # json_string prints its argument as a JSON string.
 json_string() {
-	local s=${1//\\/\\\\}
+	local s
+	s=$(printf '%s' "$1" | tr -d '\000-\010\013\014\016-\037')
+	s=${s//\\/\\\\}
 	s=${s//\"/\\\"}
-	s=${s//$'\t'/ }
+	s=${s//$'\t'/\\t}
+	s=${s//$'\r'/}
 	s=${s//$'\n'/\\n}
 	printf '"%s"' "$s"
 }
-# json_file prints a JSON file's contents, or null.
-json_file() { if [ -s "$1" ]; then cat "$1"; else printf null; fi; }
 
+# valid_json reports whether a file holds one JSON value (python3's parser
+# where there is one; else its last character closes an object or array).
+valid_json() {
+	[ -s "$1" ] || return 1
+	if command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" >/dev/null 2>&1
+		return
+	fi
+	[[ $(tr -d ' \n\t\r' <"$1" | tail -c 1) == [\]\}] ]]
+}
+
+# json_file prints a JSON file's contents, or null where it is missing or
+# not JSON.
+json_file() { if valid_json "$1"; then cat "$1"; else printf null; fi; }
+
+mode=${1:-}
+case "$mode" in
+build)
+	DIR=${2:-bin/gpu-check}
+	TRAIN_STEPS=${TRAIN_STEPS:-200}
+	mkdir -p "$DIR" || exit 1
+	echo "building the gpu binaries into $DIR ..."
+	go build -tags gpu -trimpath -ldflags='-s -w' -o "$DIR/memunet-gpu" ./cmd/memunet || exit 1
+	go test -c -tags gpu -trimpath -ldflags='-s -w' -o "$DIR/cuda-backend.test" ./backend/cuda/driverapi || exit 1
+	# The CPU twin: the quickstart on this CPU, as the GPU trains it.
+	twin=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-twin.XXXXXX") || exit 1
+	cpu="$twin/memunet"
+	echo "training the CPU twin ($TRAIN_STEPS quickstart steps) ..."
+	if go build -o "$cpu" ./cmd/memunet &&
+		"$cpu" train --config configs/quickstart.yaml --device cpu --force --out "$twin/run" \
+			--set train.steps="$TRAIN_STEPS" --set train.val_every="$TRAIN_STEPS" --set output.progress=none >"$twin/log" 2>&1 &&
+		valid_json "$twin/run/summary.json"; then
+		cp "$twin/run/summary.json" "$DIR/cpu-twin.json"
+	else
+		echo "the CPU twin failed:" >&2
+		tail -5 "$twin/log" >&2
+		rm -rf "$twin"
+		exit 1
+	fi
+	rm -rf "$twin"
+	bytes=$(du -sb "$DIR" | cut -f1)
+	echo "built $DIR: $((bytes / 1048576)) MiB ($bytes bytes; the device run may carry 48 MiB)"
+	[ "$bytes" -le $((48 << 20)) ] || {
+		echo "$DIR is over 48 MiB" >&2
+		exit 1
+	}
+	exit 0
+	;;
+run) ;;
+*) usage ;;
+esac
+
+shift
+CPU=0
+if [ "${1:-}" = --cpu ]; then
+	CPU=1
+	shift
+fi
+[ $# -ge 1 ] || usage
+OUT=$1
+DIR=${2:-bin/gpu-check}
+mkdir -p "$OUT" || exit 1
+if [ "$CPU" = 1 ]; then
+	DEVICE=cpu MODE=cpu-smoke
+	SIZES=${SIZES:-32} STEPS=${STEPS:-2} TRAIN_STEPS=${TRAIN_STEPS:-4}
+	memunet=${MEMUNET:-bin/memunet}
+	if [ ! -x "$memunet" ] && command -v go >/dev/null; then
+		go build -o "$memunet" ./cmd/memunet || exit 1
+	fi
+else
+	DEVICE=cuda MODE=gpu
+	SIZES=${SIZES:-128 256} STEPS=${STEPS:-5} TRAIN_STEPS=${TRAIN_STEPS:-200}
+	memunet=$DIR/memunet-gpu
+fi
+VARIANTS=baseline,checkpoint,fp16,bf16,accum4,all,offload
+read -r -a sizes <<<"$SIZES"
+first=${sizes[0]}
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
+mkdir -p "$WORK/steps"
+LOG=$OUT/gpu-check.log
+: >"$LOG"
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+TOTAL=0
+NSTEP=0
+FAILED=0
+CHILD=""
+FINISHED=false
+NOTE=""
 
-# 1. The GPU.
-gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)
-echo "gpu: $gpu"
-
-# 2. Conformance.
-conformance=skipped
-if [ "$DEVICE" = cuda ]; then
-	if timeout 300 "$BIN/cuda-backend.test" -test.run TestConformance -test.v >"$OUT/conformance.log" 2>&1; then
-		conformance=passed
-	else
-		conformance=failed
-	fi
-	echo "conformance: $conformance ($(grep -c -- '--- FAIL' "$OUT/conformance.log") failures; $OUT/conformance.log)"
-fi
-
-# 3. compare per size.
-for size in $SIZES; do
-	echo "compare ${size}x${size} ..."
-	timeout 420 "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" --variants "$VARIANTS" \
-		--set model.base=16 --set model.depth=4 --set train.batch_size=4 --set data.size="$size" --set data.count=64 \
-		--out "$OUT/compare-$size" >"$OUT/compare-$size.log" 2>&1
-	echo "  exit $? ($OUT/compare-$size.log)"
-done
-size=${SIZES%% *}
-echo "compare ${size}x${size}, caching allocator ..."
-timeout 300 "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" --variants baseline,checkpoint,all \
-	--set model.base=16 --set model.depth=4 --set train.batch_size=4 --set data.size="$size" --set data.count=64 \
-	--set memory.allocator=caching --out "$OUT/compare-caching" >"$OUT/compare-caching.log" 2>&1
-echo "  exit $? ($OUT/compare-caching.log)"
-
-# 4. Training: the loss on the GPU and on the CPU.
-for dev in "$DEVICE" cpu; do
-	echo "train quickstart on $dev ..."
-	timeout 300 "$memunet" train --config configs/quickstart.yaml --device "$dev" --force --out "$OUT/train-$dev" \
-		--set train.steps="$TRAIN_STEPS" --set train.val_every="$TRAIN_STEPS" --set output.progress=plain \
-		>"$OUT/train-$dev.log" 2>&1
-	echo "  exit $? ($OUT/train-$dev.log)"
-done
-
-# 5. PyTorch on the same GPU.
-pytorch=false
-if [ "$DEVICE" = cuda ] && python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-	pytorch=true
-	: >"$OUT/pytorch.jsonl"
-	for size in $SIZES; do
-		for v in baseline:"" checkpoint:"--checkpoint" fp16:"--precision fp16" bf16:"--precision bf16" \
-			accum4:"--accumulate 4" all:"--checkpoint --precision fp16 --accumulate 4" offload:"--checkpoint --offload"; do
-			name=${v%%:*}
-			# shellcheck disable=SC2086
-			line=$(timeout 120 python3 tools/pytorch_unet.py --device cuda --base 16 --depth 4 --batch 4 --size "$size" \
-				--classes 4 --steps "$STEPS" ${v#*:} 2>>"$OUT/pytorch.log" | tail -1)
-			[ -n "$line" ] && echo "{\"variant\": \"$name\", \"size\": $size, \"result\": $line}" >>"$OUT/pytorch.jsonl"
+# write_json writes OUT/gpu-check.json whole: the run so far and every
+# step's record, then renames it into place.
+write_json() {
+	local f sep=""
+	{
+		printf '{\n  "check": "memunet tools/gpu-check.sh", "mode": "%s", "device": "%s",\n' "$MODE" "$DEVICE"
+		printf '  "started": "%s", "updated": "%s", "finished": %s, "note": %s,\n' \
+			"$started" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$FINISHED" "$(json_string "$NOTE")"
+		printf '  "sizes": [%s], "steps_per_variant": %d, "train_steps": %d, "limits_s_total": %d,\n' \
+			"$(printf '%s\n' "${sizes[@]}" | paste -sd, -)" "$STEPS" "$TRAIN_STEPS" "$TOTAL"
+		printf '  "cpu_twin": '
+		json_file "$DIR/cpu-twin.json"
+		printf ',\n  "steps": [\n'
+		for f in "$WORK"/steps/*.json; do
+			[ -e "$f" ] || continue
+			printf '%s    ' "$sep"
+			cat "$f"
+			sep=$',\n'
 		done
-	done
-fi
+		printf '\n  ]\n}\n'
+	} >"$OUT/gpu-check.json.tmp" && mv -f "$OUT/gpu-check.json.tmp" "$OUT/gpu-check.json"
+}
 
-# One JSON.
-{
-	echo "{"
-	echo "  \"started\": \"$started\", \"device\": \"$DEVICE\", \"gpu\": $(json_string "$gpu"),"
-	echo "  \"conformance\": \"$conformance\","
-	echo "  \"compare\": {"
-	sep=""
-	for size in $SIZES; do
-		printf '%s    "%s": ' "$sep" "$size"
-		json_file "$OUT/compare-$size/compare.json"
-		sep=$',\n'
-	done
-	echo
-	echo "  },"
-	printf '  "compare_caching": '
-	json_file "$OUT/compare-caching/compare.json"
-	echo ","
-	echo "  \"train\": {"
-	printf '    "%s": ' "$DEVICE"
-	json_file "$OUT/train-$DEVICE/summary.json"
-	printf ',\n    "cpu": '
-	json_file "$OUT/train-cpu/summary.json"
-	echo
-	echo "  },"
-	printf '  "pytorch": '
-	if [ "$pytorch" = true ] && [ -s "$OUT/pytorch.jsonl" ]; then
-		echo "["
-		sed '$!s/$/,/' "$OUT/pytorch.jsonl"
-		echo "  ]"
-	else
-		echo "null"
+finish() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$CHILD" ]; then
+		kill -TERM "$CHILD" 2>/dev/null
+		wait "$CHILD" 2>/dev/null
 	fi
-	echo "}"
-} >"$OUT/gpu-check.json"
-echo "wrote $OUT/gpu-check.json"
+	[ "$FINISHED" = true ] || NOTE="stopped (exit $rc) before every step ran${NOTE:+; $NOTE}"
+	write_json
+	rm -rf "$WORK"
+	echo "wrote $OUT/gpu-check.json"
+	exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# limit is a step's time limit: its default, or GPU_CHECK_LIMITS's.
+limit() {
+	local kv
+	for kv in ${GPU_CHECK_LIMITS:-}; do
+		[ "${kv%%=*}" = "$1" ] && {
+			echo "${kv#*=}"
+			return
+		}
+	done
+	echo "$2"
+}
+
+# limited SECS CMD... runs CMD for at most SECS seconds (TERM to it and
+# its children, then KILL 5 s later) with its output in the log, in the
+# background so that a signal to this script stops it at once; its exit
+# status (124: timed out). With CAPTURE set, the output goes to that file
+# first, then into the log.
+limited() {
+	local secs=$1 to=${CAPTURE:-$LOG}
+	shift
+	[ "$secs" -gt 0 ] || return 124
+	[ "$to" = "$LOG" ] || : >"$to"
+	timeout --kill-after=5 "$secs" "$@" >>"$to" 2>&1 &
+	CHILD=$!
+	wait "$CHILD"
+	local rc=$?
+	CHILD=""
+	[ "$to" = "$LOG" ] || cat "$to" >>"$LOG"
+	return $rc
+}
+
+# Step state: its name, limit and deadline, and its record's parts.
+STEP="" STEP_LIMIT=0 STEP_START=0 STATUS="" RESULT=null DETAIL=""
+
+begin() {
+	STEP=$1
+	STEP_LIMIT=$(limit "$1" "$2")
+	TOTAL=$((TOTAL + STEP_LIMIT))
+	STEP_START=${EPOCHREALTIME/./}
+	STATUS="" RESULT=null DETAIL=""
+	printf '\n===== %s (limit %d s) =====\n' "$STEP" "$STEP_LIMIT" >>"$LOG"
+	printf '%-17s ' "$STEP"
+}
+
+# left is the seconds left of the step's limit.
+left() { echo $((STEP_LIMIT - (${EPOCHREALTIME/./} - STEP_START) / 1000000)); }
+
+# status_of names an exit status: passed, timed out or failed.
+status_of() {
+	case $1 in
+	0) echo passed ;;
+	124 | 137) echo "timed out" ;;
+	*) echo "failed (exit $1)" ;;
+	esac
+}
+
+# end writes the step's record and the JSON.
+end() {
+	local ms=$(((${EPOCHREALTIME/./} - STEP_START) / 1000))
+	NSTEP=$((NSTEP + 1))
+	case $STATUS in failed* | "timed out")
+		FAILED=$((FAILED + 1))
+		[ -n "$DETAIL" ] || DETAIL=$(grep -v '^\s*$' "$LOG" | tail -1)
+		;;
+	esac
+	{
+		printf '{"step": %s, "status": %s, "seconds": %d.%03d, "limit_s": %d, "detail": %s, "result": ' \
+			"$(json_string "$STEP")" "$(json_string "$STATUS")" $((ms / 1000)) $((ms % 1000)) "$STEP_LIMIT" "$(json_string "$DETAIL")"
+		if [ "$RESULT" = null ]; then printf null; else json_file "$RESULT"; fi
+		printf '}'
+	} >"$WORK/steps/$(printf %02d "$NSTEP").json"
+	write_json
+	printf '%-12s %4d.%03d s  %s\n' "$STATUS" $((ms / 1000)) $((ms % 1000)) "$DETAIL"
+}
+
+echo "memunet gpu-check ($MODE): results in $OUT/gpu-check.json"
+write_json
+
+# 1. The GPU: name, driver, CUDA version, memory.
+begin gpu 15
+if command -v nvidia-smi >/dev/null; then
+	limited "$(left)" nvidia-smi
+	rc=$?
+	q=$(timeout 10 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap --format=csv,noheader 2>&1 | head -1)
+	cudav=$(timeout 10 nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | head -1 | cut -d' ' -f3)
+	IFS=',' read -r name driver total used cc <<<"$q"
+	printf '{"name": %s, "driver": %s, "cuda": %s, "memory_total": %s, "memory_used": %s, "compute_capability": %s}' \
+		"$(json_string "${name# }")" "$(json_string "${driver# }")" "$(json_string "$cudav")" "$(json_string "${total# }")" \
+		"$(json_string "${used# }")" "$(json_string "${cc# }")" >"$WORK/gpu.json"
+	RESULT=$WORK/gpu.json STATUS=$(status_of $rc) DETAIL="$q, CUDA $cudav"
+	if [ "$rc" != 0 ]; then
+		RESULT=null DETAIL=$(head -1 <<<"$q")
+		[ "$CPU" = 0 ] || STATUS=skipped # the CPU run has no GPU to ask about
+	fi
+else
+	STATUS=skipped DETAIL="no nvidia-smi here"
+fi
+end
+
+# 2. Conformance on cuda:0; 3. its first failing cases again with sync
+# launches.
+failing=()
+begin conformance 60
+if [ -x "$DIR/cuda-backend.test" ]; then
+	CAPTURE=$OUT/conformance.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestConformance$' -test.v
+	rc=$?
+	pass=$(grep -c -- '--- PASS' "$OUT/conformance.log")
+	fails=$(grep -c -- '--- FAIL' "$OUT/conformance.log")
+	mapfile -t failing < <(grep -o -- '--- FAIL: [^ ]*' "$OUT/conformance.log" | cut -d' ' -f3 |
+		awk '{n[NR] = $0} END {for (i = 1; i <= NR; i++) {leaf = 1; for (j = 1; j <= NR; j++) if (index(n[j], n[i] "/") == 1) leaf = 0; if (leaf) print n[i]}}')
+	described=$(grep -m1 -o 'conformance_test.go:[0-9]*: .*' "$OUT/conformance.log" | cut -d' ' -f2-)
+	{
+		printf '{"passed": %d, "failed": %d, "device": %s, "failing": [' "$pass" "$fails" "$(json_string "$described")"
+		sep=""
+		for f in "${failing[@]:0:20}"; do
+			printf '%s%s' "$sep" "$(json_string "$f")"
+			sep=", "
+		done
+		printf ']}'
+	} >"$WORK/conformance.json"
+	RESULT=$WORK/conformance.json STATUS=$(status_of $rc)
+	if grep -q -- '--- SKIP: TestConformance' "$OUT/conformance.log"; then
+		STATUS=skipped DETAIL=$(grep -m1 -B1 -- '--- SKIP: TestConformance' "$OUT/conformance.log" | head -1 | sed 's/^ *conformance_test.go:[0-9]*: //')
+	else
+		DETAIL="$pass passed, ${#failing[@]} failing cases"
+	fi
+else
+	STATUS=skipped DETAIL="no $DIR/cuda-backend.test (tools/gpu-check.sh build)"
+fi
+end
+
+begin conformance-sync 45
+if [ ${#failing[@]} -eq 0 ]; then
+	STATUS=skipped DETAIL="no failing case"
+else
+	: >"$WORK/sync.json"
+	printf '[' >"$WORK/sync.json"
+	sep=""
+	for f in "${failing[@]:0:3}"; do
+		pattern=$(printf '%s' "$f" | sed 's/[][\.*^$+?(){}|]/\\&/g; s|/|$/^|g')
+		MEMUNET_CUDA_SYNC=1 CAPTURE=$WORK/sync.log limited "$(left)" "$DIR/cuda-backend.test" -test.run "^$pattern\$" -test.v
+		rc=$?
+		err=$(grep -m1 -o 'cuda:[0-9]*: .*' "$WORK/sync.log")
+		printf '%s{"case": %s, "status": %s, "error": %s}' "$sep" "$(json_string "$f")" "$(json_string "$(status_of $rc)")" \
+			"$(json_string "$err")" >>"$WORK/sync.json"
+		sep=", "
+	done
+	printf ']' >>"$WORK/sync.json"
+	n=${#failing[@]}
+	RESULT=$WORK/sync.json STATUS=done DETAIL="$n failing; the first $((n < 3 ? n : 3)) again with sync launches"
+fi
+end
+
+# 4. What a page move costs.
+begin page-moves 20
+if [ -x "$DIR/cuda-backend.test" ]; then
+	CAPTURE=$WORK/pages.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestPageMoves$' -test.v
+	rc=$?
+	line=$(grep -m1 -o 'page-moves: {.*}' "$WORK/pages.log" | cut -d' ' -f2-)
+	if [ -n "$line" ]; then
+		printf '%s' "$line" >"$WORK/pages.json"
+		RESULT=$WORK/pages.json DETAIL=$line
+	fi
+	STATUS=$(status_of $rc)
+	if grep -q -- '--- SKIP: TestPageMoves' "$WORK/pages.log"; then STATUS=skipped DETAIL="no GPU here"; fi
+else
+	STATUS=skipped DETAIL="no $DIR/cuda-backend.test"
+fi
+end
+
+# 5. compare per size, and the caching allocator at the first.
+compare() {
+	local name=$1 size=$2 variants=$3
+	shift 3
+	limited "$(left)" "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" --variants "$variants" \
+		--set model.base=16 --set model.depth=4 --set train.batch_size=4 --set data.size="$size" --set data.count=64 \
+		"$@" --out "$WORK/$name"
+	local rc=$?
+	STATUS=$(status_of $rc)
+	if valid_json "$WORK/$name/compare.json"; then
+		RESULT=$WORK/$name/compare.json
+		DETAIL="$(grep -c '"variant"' "$WORK/$name/compare.json") variants"
+		# The device's used bytes less the context's, beyond the pool's
+		# reserved, per variant (a GPU run), and the pages moved.
+		command -v python3 >/dev/null && DETAIL+=$(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+beyond = ["%s %+.1f MiB" % (r["variant"], r["device_beyond_pool_bytes"] / 2**20) for r in rows if "device_beyond_pool_bytes" in r]
+pages = ["%s %d/%d" % (r["variant"], r.get("pages_mapped", 0), r.get("pages_unmapped", 0)) for r in rows if "pages_mapped" in r]
+print(("; device less context beyond the pool: " + ", ".join(beyond) if beyond else "") +
+      ("; pages mapped/unmapped: " + ", ".join(pages) if pages else ""))' "$WORK/$name/compare.json" 2>/dev/null)
+	fi
+}
+limits=(75 90)
+for i in "${!sizes[@]}"; do
+	begin "compare-${sizes[$i]}" "${limits[$i]:-90}"
+	compare "compare-${sizes[$i]}" "${sizes[$i]}" "$VARIANTS"
+	end
+done
+begin compare-caching 45
+compare compare-caching "$first" baseline,checkpoint,all --set memory.allocator=caching
+end
+
+# 6. The quickstart trained on the device, beside the CPU twin (build).
+begin train 60
+limited "$(left)" "$memunet" train --config configs/quickstart.yaml --device "$DEVICE" --force --out "$WORK/train" \
+	--set train.steps="$TRAIN_STEPS" --set train.val_every="$TRAIN_STEPS" --set output.progress=plain
+rc=$?
+STATUS=$(status_of $rc)
+if valid_json "$WORK/train/summary.json"; then
+	RESULT=$WORK/train/summary.json
+	DETAIL=$(grep -o '"final_loss": *[0-9.e+-]*' "$WORK/train/summary.json" | head -1)
+fi
+end
+
+# 7. PyTorch on the same GPU, where python3's torch has CUDA.
+begin pytorch 60
+if [ "$DEVICE" != cuda ]; then
+	STATUS=skipped DETAIL="PyTorch's CUDA figures are for the GPU run"
+elif ! limited "$(left)" python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then
+	STATUS=skipped DETAIL="torch with CUDA is not importable here"
+else
+	printf '[' >"$WORK/pytorch.json"
+	sep=""
+	for v in baseline:"" checkpoint:"--checkpoint" fp16:"--precision fp16" bf16:"--precision bf16" \
+		accum4:"--accumulate 4" all:"--checkpoint --precision fp16 --accumulate 4" offload:"--checkpoint --offload"; do
+		n=$(left)
+		[ "$n" -gt 5 ] || break
+		# shellcheck disable=SC2086
+		CAPTURE=$WORK/torch.log limited "$((n < 25 ? n : 25))" python3 tools/pytorch_unet.py --device cuda --base 16 --depth 4 \
+			--batch 4 --size "$first" --classes 4 --steps "$STEPS" ${v#*:}
+		line=$(grep '^{' "$WORK/torch.log" | tail -1)
+		if [ "${line:0:1}" = "{" ]; then
+			printf '%s{"variant": "%s", "size": %d, "result": %s}' "$sep" "${v%%:*}" "$first" "$line" >>"$WORK/pytorch.json"
+			sep=", "
+		fi
+	done
+	printf ']' >>"$WORK/pytorch.json"
+	RESULT=$WORK/pytorch.json STATUS=passed DETAIL="torch with CUDA: $(grep -o '"variant"' "$WORK/pytorch.json" | wc -l) variants at $first px"
+fi
+end
+
+FINISHED=true
+NOTE="$FAILED step(s) failed or timed out"
+echo "every step ran ($TOTAL s of limits); $NOTE"
+[ "$FAILED" = 0 ]

@@ -5,15 +5,167 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/memunet/memunet/report"
 )
 
-// TestGPUCheckScriptSmoke runs tools/gpu-check.sh in its smoke mode (the CPU
-// build, device cpu, 32x32) to check its plumbing: every step runs and
-// gpu-check.json is valid JSON with the seven variants compared and both
-// training summaries. The GPU run itself is for the device.
+// gpuCheck is what the tests read of tools/gpu-check.sh's gpu-check.json.
+type gpuCheck struct {
+	Mode     string `json:"mode"`
+	Finished bool   `json:"finished"`
+	Note     string `json:"note"`
+	Steps    []struct {
+		Step   string          `json:"step"`
+		Status string          `json:"status"`
+		Result json.RawMessage `json:"result"`
+	} `json:"steps"`
+}
+
+// step is the record of the step named name, or nil.
+func (g *gpuCheck) step(name string) *struct {
+	Step   string          `json:"step"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result"`
+} {
+	for i := range g.Steps {
+		if g.Steps[i].Step == name {
+			return &g.Steps[i]
+		}
+	}
+	return nil
+}
+
+// startGPUCheck starts tools/gpu-check.sh run --cpu into a fresh folder
+// with the CPU build at 32 px, in a session of its own (each step's
+// timeout makes a process group of its own), and returns the command and
+// the folder. Whatever is left of the session when the test ends is
+// killed.
+func startGPUCheck(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command("bash", "tools/gpu-check.sh", "run", "--cpu", out, dir)
+	var console strings.Builder
+	cmd.Stdout, cmd.Stderr = &console, &console
+	t.Cleanup(func() {
+		if strings.Contains(console.String(), "gpu-check.sh: line") {
+			t.Errorf("the script reported an error of its own:\n%s", console.String())
+		}
+	})
+	cmd.Dir = "../.."
+	cmd.Env = append(append(os.Environ(), "MEMUNET="+bin, "SIZES=32", "STEPS=2", "TRAIN_STEPS=4", "TMPDIR="+t.TempDir()), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killSession(cmd.Process.Pid) })
+	return cmd, out
+}
+
+// killSession kills every process of session sid and waits until none is
+// left.
+func killSession(sid int) {
+	for range 500 {
+		entries, _ := os.ReadDir("/proc")
+		left := 0
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			i := strings.LastIndexByte(string(stat), ')')
+			if err != nil || i < 0 {
+				continue
+			}
+			// After the command's name: state, ppid, pgrp, session.
+			f := strings.Fields(string(stat[i+1:]))
+			if len(f) > 3 && f[3] == strconv.Itoa(sid) && f[0] != "Z" {
+				syscall.Kill(pid, syscall.SIGKILL)
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fakeDeviceTest is a stand-in for the gpu build's cuda-backend.test on a
+// GPU whose relu faults: the conformance suite fails two cases, each of
+// which, run again with MEMUNET_CUDA_SYNC=1, names its kernel; the page
+// moves are measured.
+const fakeDeviceTest = `#!/bin/sh
+case "$2" in
+'^TestConformance$')
+	echo '    conformance_test.go:28: cuda:0 NVIDIA H200 (compute 9.0, 132 SMs, 139.8 GiB, driver for CUDA 13.0)'
+	echo '--- FAIL: TestConformance (1.00s)'
+	echo '    --- FAIL: TestConformance/Pointwise (0.50s)'
+	echo '        --- FAIL: TestConformance/Pointwise/ReLU/fp32 (0.10s)'
+	echo '        --- FAIL: TestConformance/Pointwise/Add (0.10s)'
+	echo '    --- PASS: TestConformance/Transfer (0.10s)'
+	echo FAIL; exit 1 ;;
+'^TestPageMoves$')
+	echo '    pagemoves_test.go:27: page-moves: {"page_bytes":2097152,"pages":64,"map_us_per_page":41,"unmap_us_per_page":25}'
+	echo '--- PASS: TestPageMoves (0.01s)'; exit 0 ;;
+*)
+	[ "$MEMUNET_CUDA_SYNC" = 1 ] && echo "    conformance_test.go:40: cuda:0: kernel relu (ReLU, grid 4x1, args 0x7f00 0x7f00 fp32 1000) failed: CUDA_ERROR_ILLEGAL_ADDRESS; run $2"
+	exit 1 ;;
+esac
+`
+
+// readGPUCheck parses out/gpu-check.json, failing the test where it does
+// not parse.
+func readGPUCheck(t *testing.T, out string) *gpuCheck {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(out, "gpu-check.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g gpuCheck
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatalf("gpu-check.json does not parse: %v\n%s", err, raw)
+	}
+	return &g
+}
+
+// watchGPUCheck reads out/gpu-check.json until done is closed, failing
+// the test at any version that does not parse, and returns how many
+// versions it saw.
+func watchGPUCheck(t *testing.T, out string, done <-chan struct{}) int {
+	t.Helper()
+	seen, last := 0, ""
+	for {
+		select {
+		case <-done:
+			return seen
+		case <-time.After(20 * time.Millisecond):
+		}
+		raw, err := os.ReadFile(filepath.Join(out, "gpu-check.json"))
+		if err != nil || string(raw) == last {
+			continue
+		}
+		last = string(raw)
+		seen++
+		if !json.Valid(raw) {
+			t.Errorf("a version of gpu-check.json does not parse:\n%s", raw)
+		}
+	}
+}
+
+// TestGPUCheckScriptSmoke runs tools/gpu-check.sh run --cpu (the same steps
+// with the CPU build at 32 px): gpu-check.json parses after every step,
+// compare's 7 variants and the training's summary are in it, and a step
+// killed at its time limit (compare-32 limited to 1 s) is recorded as
+// timed out while the steps after it run. Then a run stopped by SIGTERM
+// (the exit trap closes the JSON) and one killed with its children by
+// SIGKILL (the last whole version stays) leave a gpu-check.json that
+// parses. Nothing else than the three result files is written under OUT.
 func TestGPUCheckScriptSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -25,38 +177,119 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	out := t.TempDir()
-	cmd := exec.Command("bash", "tools/gpu-check.sh", "run", out)
-	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "SMOKE=1", "DEVICE=cpu", "MEMUNET="+bin, "SIZES=32", "STEPS=2", "TRAIN_STEPS=4")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gpu-check.sh: %v\n%s", err, b)
-	}
-	raw, err := os.ReadFile(filepath.Join(out, "gpu-check.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		Device  string                         `json:"device"`
-		Compare map[string][]report.CompareRow `json:"compare"`
-		Train   map[string]*struct {
-			FinalLoss float64 `json:"final_loss"`
-			Steps     int     `json:"steps"`
-		} `json:"train"`
-	}
-	if err := json.Unmarshal(raw, &got); err != nil {
-		t.Fatalf("gpu-check.json: %v\n%s", err, raw)
-	}
-	rows := got.Compare["32"]
-	if len(rows) != 7 {
-		t.Fatalf("compare at 32: %d rows", len(rows))
-	}
-	for _, r := range rows {
-		if r.Error != "" || r.PeakAllocatedBytes == 0 {
-			t.Errorf("compare %s: %+v", r.Name, r)
+
+	t.Run("steps", func(t *testing.T) {
+		for _, limit := range []string{"", "compare-32=1"} {
+			// The run with a limit also has a device test binary whose relu
+			// faults.
+			dir := t.TempDir()
+			if limit != "" {
+				if err := os.WriteFile(filepath.Join(dir, "cuda-backend.test"), []byte(fakeDeviceTest), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd, out := startGPUCheck(t, bin, dir, "GPU_CHECK_LIMITS="+limit)
+			done := make(chan struct{})
+			versions := make(chan int)
+			go func() { versions <- watchGPUCheck(t, out, done) }()
+			err := cmd.Wait()
+			close(done)
+			if n := <-versions; n < 3 {
+				t.Errorf("limits %q: saw %d versions of gpu-check.json; want one per step", limit, n)
+			}
+			if (err != nil) != (limit != "") {
+				t.Fatalf("limits %q: %v (a timed-out step exits 1, else 0)", limit, err)
+			}
+			g := readGPUCheck(t, out)
+			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 8 {
+				t.Errorf("limits %q: finished %v, mode %q, %d steps", limit, g.Finished, g.Mode, len(g.Steps))
+			}
+			var rows []report.CompareRow
+			cmp := g.step("compare-32")
+			if limit != "" {
+				if cmp == nil || cmp.Status != "timed out" || string(cmp.Result) != "null" {
+					t.Errorf("compare-32 limited to 1 s: %+v", cmp)
+				}
+			} else if cmp == nil || json.Unmarshal(cmp.Result, &rows) != nil || len(rows) != 7 {
+				t.Errorf("compare-32: %+v", cmp)
+			}
+			for _, r := range rows {
+				if r.Error != "" || r.PeakAllocatedBytes == 0 {
+					t.Errorf("compare %s: %+v", r.Name, r)
+				}
+			}
+			var sum struct {
+				Steps     int     `json:"steps"`
+				FinalLoss float64 `json:"final_loss"`
+			}
+			if tr := g.step("train"); tr == nil || tr.Status != "passed" || json.Unmarshal(tr.Result, &sum) != nil || sum.Steps != 4 || sum.FinalLoss == 0 {
+				t.Errorf("limits %q: train: %+v", limit, tr)
+			}
+			for _, s := range []string{"gpu", "conformance", "conformance-sync", "page-moves", "compare-caching", "pytorch"} {
+				if g.step(s) == nil {
+					t.Errorf("no step %s", s)
+				}
+			}
+			if limit != "" {
+				var conf struct {
+					Passed  int      `json:"passed"`
+					Device  string   `json:"device"`
+					Failing []string `json:"failing"`
+				}
+				var reruns []struct{ Case, Status, Error string }
+				var pages struct {
+					MapUS float64 `json:"map_us_per_page"`
+				}
+				if c := g.step("conformance"); c == nil || !strings.HasPrefix(c.Status, "failed") || json.Unmarshal(c.Result, &conf) != nil ||
+					conf.Passed != 1 || !strings.HasPrefix(conf.Device, "cuda:0 NVIDIA H200") ||
+					strings.Join(conf.Failing, " ") != "TestConformance/Pointwise/ReLU/fp32 TestConformance/Pointwise/Add" {
+					t.Errorf("conformance: %+v", conf)
+				}
+				if c := g.step("conformance-sync"); c == nil || json.Unmarshal(c.Result, &reruns) != nil || len(reruns) != 2 ||
+					!strings.HasPrefix(reruns[0].Error, "cuda:0: kernel relu (ReLU, grid 4x1") ||
+					!strings.HasSuffix(reruns[0].Error, `run ^TestConformance$/^Pointwise$/^ReLU$/^fp32$`) {
+					t.Errorf("conformance-sync: %+v", reruns)
+				}
+				if p := g.step("page-moves"); p == nil || p.Status != "passed" || json.Unmarshal(p.Result, &pages) != nil || pages.MapUS != 41 {
+					t.Errorf("page-moves: %+v", p)
+				}
+			}
+			files, _ := os.ReadDir(out)
+			var names []string
+			for _, f := range files {
+				names = append(names, f.Name())
+			}
+			if got := strings.Join(names, " "); got != "conformance.log gpu-check.json gpu-check.log" && got != "gpu-check.json gpu-check.log" {
+				t.Errorf("OUT holds %s", got)
+			}
 		}
-	}
-	if tr := got.Train["cpu"]; tr == nil || tr.Steps != 4 || tr.FinalLoss == 0 {
-		t.Errorf("train summary: %+v", tr)
-	}
+	})
+
+	t.Run("killed", func(t *testing.T) {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+			cmd, out := startGPUCheck(t, bin, t.TempDir())
+			deadline := time.Now().Add(60 * time.Second)
+			for time.Now().Before(deadline) { // until compare runs
+				if raw, err := os.ReadFile(filepath.Join(out, "gpu-check.log")); err == nil && strings.Contains(string(raw), "===== compare-32") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if sig == syscall.SIGKILL {
+				killSession(cmd.Process.Pid) // the script and every step it runs
+			} else {
+				cmd.Process.Signal(sig)
+			}
+			cmd.Wait()
+			killSession(cmd.Process.Pid)
+			g := readGPUCheck(t, out)
+			if g.Finished || g.step("page-moves") == nil || g.step("train") != nil {
+				t.Errorf("%v during compare: finished %v, %d steps", sig, g.Finished, len(g.Steps))
+			}
+			if sig == syscall.SIGTERM && !strings.Contains(g.Note, "stopped (exit 143)") {
+				t.Errorf("SIGTERM: note %q", g.Note)
+			}
+		}
+	})
 }

@@ -7,15 +7,14 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend/backendtest"
+	"github.com/memunet/memunet/backend/cuda"
 	"github.com/memunet/memunet/backend/cuda/driverapi"
 )
 
-// TestConformance runs the backend conformance suite on CUDA device 0:
-// every operation against the float64 references, with the suite's
-// tolerances, odd sizes, guarded sub-views and NaN-prefilled outputs. It
-// skips where the driver cannot start (no GPU): the device check counts a
-// skip as a failure.
-func TestConformance(t *testing.T) {
+// device0 is CUDA device 0's backend; the test skips where the driver
+// cannot start (no GPU): the device check counts a skip as no result.
+func device0(t *testing.T) *cuda.Backend {
+	t.Helper()
 	b, err := driverapi.Open(0)
 	if errors.Is(err, driverapi.ErrNoDriver) {
 		t.Skipf("no GPU here: %v", err)
@@ -23,6 +22,14 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// TestConformance runs the backend conformance suite on CUDA device 0:
+// every operation against the float64 references, with the suite's
+// tolerances, odd sizes, guarded sub-views and NaN-prefilled outputs.
+func TestConformance(t *testing.T) {
+	b := device0(t)
 	t.Log(b.Describe())
 	backendtest.Run(t, b)
 }

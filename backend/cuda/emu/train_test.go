@@ -208,3 +208,29 @@ func TestCachingOnPagedDevice(t *testing.T) {
 	t.Logf("allocated peak %d, reserved peak %d (%.3fx); %d pages mapped, %d unmapped", plan.PeakAllocatedBytes,
 		reserved, float64(reserved)/float64(plan.PeakAllocatedBytes), st.PagesMapped, st.PagesUnmapped)
 }
+
+// TestMeasurePageMoves: the page-move measurement the device check runs
+// maps and unmaps every page, leaves the device's memory as it was, and
+// refuses a device that does not map pages.
+func TestMeasurePageMoves(t *testing.T) {
+	d := emu.New(1 << 30)
+	gpu, err := cuda.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeBefore, _, _ := d.MemInfo()
+	m, err := gpu.MeasurePageMoves(8)
+	if err != nil || m.Pages != 8 || m.PageBytes != emu.Page {
+		t.Fatalf("%+v, %v", m, err)
+	}
+	if free, _, _ := d.MemInfo(); free != freeBefore {
+		t.Errorf("%d bytes free after the measurement, %d before", free, freeBefore)
+	}
+	unpaged, err := cuda.New(emu.NewPaged(1<<30, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unpaged.MeasurePageMoves(8); err == nil {
+		t.Error("a device without pages measured page moves")
+	}
+}
