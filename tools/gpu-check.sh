@@ -17,9 +17,9 @@
 #       OUT/gpu-check.log holds every step's output and OUT/conformance.log
 #       the conformance suite's. Nothing else is written under OUT.
 #   tools/gpu-check.sh run --cpu OUT [DIR]
-#       The same steps with the CPU build (MEMUNET, default bin/memunet,
-#       built if missing) on device cpu at tiny sizes: checks this script
-#       on any machine.
+#       The same steps with the CPU build (MEMUNET, else bin/memunet built
+#       from the tree) on device cpu at tiny sizes: checks this script on
+#       any machine.
 #   run exits 0 when every step passed or was skipped, else 1.
 #
 # The steps of run and their time limits in seconds, 470 in all:
@@ -129,8 +129,8 @@ if [ "$CPU" = 1 ]; then
 	DEVICE=cpu MODE=cpu-smoke
 	SIZES=${SIZES:-32} STEPS=${STEPS:-2} TRAIN_STEPS=${TRAIN_STEPS:-4}
 	memunet=${MEMUNET:-bin/memunet}
-	if [ ! -x "$memunet" ] && command -v go >/dev/null; then
-		go build -o "$memunet" ./cmd/memunet || exit 1
+	if [ -z "${MEMUNET:-}" ] && command -v go >/dev/null; then
+		go build -o "$memunet" ./cmd/memunet || exit 1 # as the tree is now
 	fi
 else
 	DEVICE=cuda MODE=gpu
