@@ -6,7 +6,7 @@
 #   tools/gpu-check.sh build [DIR]
 #       Here (Go with cgo and a C compiler; no CUDA toolkit, no GPU): the
 #       gpu build's stripped binaries into DIR (default bin/gpu-check:
-#       memunet-gpu and cuda-backend.test, about 31 MiB), and the CPU twin:
+#       memunet-gpu and cuda-backend.test, about 34 MiB), and the CPU twin:
 #       the quickstart trained on this machine's CPU (cpu-twin.json), so
 #       the GPU machine spends no time on CPU runs. DIR is the one folder
 #       that travels with the tree.

@@ -7,7 +7,7 @@ import (
 
 // Driver is what the backend needs of a CUDA device: memory, copies and
 // kernel launches, all on the device's default stream. Pointers are device
-// addresses. The real one is gorgonia.org/cu's (Open, in the gpu build);
+// addresses. The real one is backend/cuda/driverapi's (the gpu build);
 // backend/cuda/emu runs the same kernels on the host, to test the backend
 // where there is no GPU.
 type Driver interface {

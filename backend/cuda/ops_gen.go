@@ -9,7 +9,7 @@ import (
 )
 
 // Kernel is one of memunet's kernels, an entry point of kernels/*.cu (of
-// their PTX), in the order of ops.cu, then gemm.cu.
+// their fatbins), in the order of ops.cu, then gemm.cu.
 type Kernel int
 
 const (
@@ -95,10 +95,10 @@ var kernelNames = [NumKernels]string{
 	KUpConvBackWeight:    "up_conv_back_weight",
 }
 
-// String is the kernel's entry name in the PTX.
+// String is the kernel's entry name in its module.
 func (k Kernel) String() string { return kernelNames[k] }
 
-// InGEMM reports a kernel of gemm.ptx (else ops.ptx).
+// InGEMM reports a kernel of gemm.cu (else ops.cu).
 func (k Kernel) InGEMM() bool { return k >= KSplitSum }
 
 // Supports is false for the operations the CUDA backend composes

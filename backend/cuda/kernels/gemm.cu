@@ -5,9 +5,9 @@
 //
 //   C[m][n] (=, or += for weight gradients) sum over k of A(m,k) * B(k,n)
 //
-// Compiled to PTX with fused multiply-add on (the products are summed in
-// a different order than on the CPU anyway). Parameters are 64 bits each,
-// as in ops.cu.
+// Compiled with fused multiply-add on (the products are summed in a
+// different order than on the CPU anyway). Parameters are 64 bits each, as
+// in ops.cu.
 
 #include <stdint.h>
 

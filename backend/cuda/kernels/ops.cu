@@ -1,7 +1,7 @@
 // memunet's CUDA kernels: every backend.Backend operation but the
-// convolutions (gemm.cu). Compiled to PTX with -fmad=false, so that each
-// float operation is rounded on its own as in the CPU backend's Go code,
-// and with IEEE division and square root (nvcc's defaults).
+// convolutions (gemm.cu). Compiled (cudagen.go) with -fmad=false, so that
+// each float operation is rounded on its own as in the CPU backend's Go
+// code, and with IEEE division and square root (nvcc's defaults).
 //
 // Conventions, for every kernel:
 //   - parameters are 64 bits each (pointers, long long, double): the Go

@@ -343,7 +343,7 @@ func (g *gen) cuda() error {
 
 // kernelEnum writes the Kernel type, its constants and names.
 func (g *gen) kernelEnum(b *bytes.Buffer) {
-	b.WriteString("// Kernel is one of memunet's kernels, an entry point of kernels/*.cu (of\n// their PTX), in the order of ")
+	b.WriteString("// Kernel is one of memunet's kernels, an entry point of kernels/*.cu (of\n// their fatbins), in the order of ")
 	b.WriteString(strings.Join(modules, ".cu, then ") + ".cu.\ntype Kernel int\n\nconst (\n")
 	first := map[string]string{}
 	for i, k := range g.kernels {
@@ -361,8 +361,8 @@ func (g *gen) kernelEnum(b *bytes.Buffer) {
 	for _, k := range g.kernels {
 		fmt.Fprintf(b, "%s: %q,\n", k.GoName(), k.Name)
 	}
-	b.WriteString("}\n\n// String is the kernel's entry name in the PTX.\nfunc (k Kernel) String() string { return kernelNames[k] }\n\n")
-	fmt.Fprintf(b, "// InGEMM reports a kernel of gemm.ptx (else ops.ptx).\nfunc (k Kernel) InGEMM() bool { return k >= %s }\n\n", first["gemm"])
+	b.WriteString("}\n\n// String is the kernel's entry name in its module.\nfunc (k Kernel) String() string { return kernelNames[k] }\n\n")
+	fmt.Fprintf(b, "// InGEMM reports a kernel of gemm.cu (else ops.cu).\nfunc (k Kernel) InGEMM() bool { return k >= %s }\n\n", first["gemm"])
 }
 
 // pointwise writes op's CUDA method if its shape allows (views only, one

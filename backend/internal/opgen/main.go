@@ -8,8 +8,8 @@
 // missing.
 //
 // go generate ./backend runs it (ops.go's //go:generate line); it writes
-// only files whose contents change. It needs no CUDA toolkit: the PTX is
-// go generate -tags cudagen ./backend/cuda's.
+// only files whose contents change. It needs no CUDA toolkit: the fatbins
+// are go generate -tags cudagen ./backend/cuda's.
 package main
 
 import (
