@@ -194,7 +194,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 			go func() { versions <- watchGPUCheck(t, out, done) }()
 			err := cmd.Wait()
 			close(done)
-			if n := <-versions; n < 3 {
+			if n := <-versions; n < 2 {
 				t.Errorf("limits %q: saw %d versions of gpu-check.json; want one per step", limit, n)
 			}
 			if (err != nil) != (limit != "") {
@@ -268,12 +268,13 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 	t.Run("killed", func(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 			cmd, out := startGPUCheck(t, bin, t.TempDir())
-			deadline := time.Now().Add(60 * time.Second)
-			for time.Now().Before(deadline) { // until compare runs
+			for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) { // until compare runs
 				if raw, err := os.ReadFile(filepath.Join(out, "gpu-check.log")); err == nil && strings.Contains(string(raw), "===== compare-32") {
 					break
 				}
-				time.Sleep(20 * time.Millisecond)
+				if time.Now().After(deadline) {
+					t.Fatalf("%v: the run did not reach compare-32 in 3 minutes", sig)
+				}
 			}
 			time.Sleep(300 * time.Millisecond)
 			if sig == syscall.SIGKILL {
