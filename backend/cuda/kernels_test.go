@@ -133,3 +133,23 @@ func TestFatbinsHoldEveryGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelsReachMemoryThroughGCAST: the kernels declare no raw pointer
+// and no __shared__ array outside the macros the emulator checks (gptr,
+// GCAST, SHARED: a raw one compiles for the host too, unchecked).
+func TestKernelsReachMemoryThroughGCAST(t *testing.T) {
+	raw := regexp.MustCompile(`\((const )?\w+ \*\)|__shared__|\b\w+ \*\w+\s*[=,;)]`)
+	for _, name := range kernelSources {
+		src, err := os.ReadFile(filepath.Join("kernels", name+".cu"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			code, _, _ := strings.Cut(line, "//")
+			if strings.HasPrefix(code, "#define") || !raw.MatchString(code) {
+				continue
+			}
+			t.Errorf("kernels/%s.cu:%d reaches memory past the emulator's checks (use gptr, GCAST, SHARED): %s", name, i+1, strings.TrimSpace(line))
+		}
+	}
+}
