@@ -68,7 +68,8 @@ type Model struct {
 
 // Data says where samples come from (see data.SourceConfig).
 type Data struct {
-	// Source is synthetic, folder (Path/images + Path/masks) or voc (a
+	// Source is synthetic, folder (Path/images + Path/masks), nifti (the
+	// same with .nii[.gz] volumes, read as slices) or voc (a
 	// VOCdevkit root).
 	Source string `yaml:"source"`
 	// Path is the dataset folder of folder and voc.
@@ -99,6 +100,15 @@ type Data struct {
 	Flip bool `yaml:"flip"`
 	// Augment is the rest of the training augmentation (data.Augment).
 	Augment Augment `yaml:"augment"`
+	// NIfTI is how data.source nifti slices its volumes (data.NIfTIConfig).
+	NIfTI NIfTI `yaml:"nifti"`
+}
+
+// NIfTI is data.nifti (see data.NIfTIConfig).
+type NIfTI struct {
+	Axis      int       `yaml:"axis"`
+	SkipEmpty bool      `yaml:"skip_empty"`
+	Window    FloatList `yaml:"window"`
 }
 
 // Augment is data.augment (see data.Augment).
@@ -321,7 +331,7 @@ func Default() Config {
 	return Config{
 		Device: device.Spec{Kind: device.Auto},
 		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
-		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125,
+		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: NIfTI{Axis: 2},
 			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
 		Train: Train{Optimizer: "adam", Alpha: 0.99, BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
@@ -365,6 +375,7 @@ func (c Config) DataConfig() data.SourceConfig {
 		Synthetic: data.SyntheticConfig{Count: d.Count, Size: d.Size, Classes: c.Model.Classes, Seed: d.Seed, Noise: d.Noise},
 		Resize:    d.Resize, Scale: d.Scale, Mean: d.Mean, Std: d.Std,
 		ValFraction: d.ValFraction, Seed: d.Seed, SizeMultiple: 1 << c.Model.Depth,
+		NIfTI: data.NIfTIConfig{Axis: d.NIfTI.Axis, SkipEmpty: d.NIfTI.SkipEmpty, Window: d.NIfTI.Window},
 	}
 }
 

@@ -245,6 +245,7 @@ var examples = map[string]string{
 	"data.resize":             "[64, 64] (height, width)",
 	"data.augment.crop_scale": "[0.5, 1] (min, max share of the area)",
 	"data.mask_values":        "[0, 255]",
+	"data.nifti.window":       "[-1000, 400] (lo, hi)",
 	"train.init_skip":         "[outc]",
 	"train.freeze":            "[encoder]",
 	"train.betas":             "[0.9, 0.999] (beta1, beta2)",

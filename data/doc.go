@@ -23,8 +23,14 @@
 // after tiff.go has read its header and refused what that decoder would
 // misread (more than one page, separate planes, signed or float samples).
 // 16-bit images keep their 16 bits (deep.go): v = p/65535. Files are
-// decoded again each time a sample is read (nothing is
-// cached); the Loader does that ahead of the trainer.
+// decoded again each time a sample is read (nothing is cached); the
+// Loader does that ahead of the trainer.
+//
+// data.source nifti (nifti.go: a NIfTI-1 reader and mask writer;
+// niftiset.go: the dataset) reads volumes as 2D slices across
+// data.nifti.axis, windowed to [0, 1] and kept at 16 bits, split by
+// volume. Its decoded volumes are the one cache: least recently used out
+// past 1 GiB, since a shuffled epoch visits every volume in turn.
 //
 // # Bounds
 //

@@ -24,7 +24,7 @@ const (
 // SourceConfig says where samples come from and how they are prepared
 // (config keys data.*; config.Config.DataConfig makes one).
 type SourceConfig struct {
-	// Source is SourceSynthetic, SourceFolder or SourceVOC.
+	// Source is SourceSynthetic, SourceFolder, SourceVOC or SourceNIfTI.
 	Source string
 	// Path is the dataset root of folder and voc.
 	Path string
@@ -44,6 +44,8 @@ type SourceConfig struct {
 	Classes int
 	// Synthetic is the built-in set (its Classes is taken from Classes).
 	Synthetic SyntheticConfig
+	// NIfTI says how nifti volumes become slices.
+	NIfTI NIfTIConfig
 	// Resize is [H, W] to scale every sample to, or empty.
 	Resize []int
 	// Scale multiplies each side by this factor (rounded), 0 for none;
@@ -117,6 +119,9 @@ type Report struct {
 	MaskFormats []MaskFormat
 	// ImageFormats are how the images store theirs, most frequent first.
 	ImageFormats []ImageFormat
+	// Slicing says how nifti volumes became slices: counts, the axis, the
+	// intensity window.
+	Slicing string
 	// Mapping is the class of each raw value 0..MaxMaskValue, indexed by
 	// the value (-1: not a class; Ignore: ignored); Discovered says it came
 	// from a scan; MappingDesc says how.
@@ -341,8 +346,15 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 		} else if cfg.Source == SourceVOC {
 			split = func(int) ([]int, []int) { return Split(nTrain, cfg.ValFraction, cfg.Seed) }
 		}
+	case SourceNIfTI:
+		ns, sp, st, fp := openNIfTI(cfg, rep)
+		stamps = st
+		if ns == nil {
+			return nil, rep, nil
+		}
+		src, split, files = ns, sp, fp
 	default:
-		return nil, nil, fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
+		return nil, nil, fmt.Errorf("data.source: %q: must be synthetic, folder, voc or nifti", cfg.Source)
 	}
 	if split == nil {
 		split = func(n int) ([]int, []int) { return Split(n, cfg.ValFraction, cfg.Seed) }
@@ -443,8 +455,18 @@ func (cfg SourceConfig) Validate() error {
 		if cfg.Channels != 1 && cfg.Channels != 3 {
 			return fmt.Errorf("model.in_channels: %d: images are read as gray (1) or RGB (3)", cfg.Channels)
 		}
+	case SourceNIfTI:
+		switch {
+		case cfg.Path == "":
+			return fmt.Errorf("data.path: empty: data.source nifti reads DIR/images/*.nii[.gz] and DIR/masks/*.nii[.gz]; set data.path")
+		case cfg.Channels != 1:
+			return fmt.Errorf("model.in_channels: %d: NIfTI volumes are read as one channel; set model.in_channels: 1", cfg.Channels)
+		}
+		if err := cfg.NIfTI.Validate(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes), \"folder\" (data.path with images/ and masks/) or \"voc\" (a VOCdevkit root)", cfg.Source)
+		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes), \"folder\" (data.path with images/ and masks/), \"voc\" (a VOCdevkit root) or \"nifti\" (data.path with images/ and masks/ of .nii or .nii.gz volumes)", cfg.Source)
 	}
 	if cfg.Classes < 2 || cfg.Classes > 255 {
 		return fmt.Errorf("model.classes: %d: must be between 2 and 255", cfg.Classes)
@@ -592,6 +614,37 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 	if err != nil {
 		return nil, fmt.Errorf("data: reading %s stopped: %w", cfg.Path, err)
 	}
+	good := tally(cfg, pairs, results, rep)
+	if good == nil {
+		return nil, nil
+	}
+	var ok []pair
+	for k, p := range pairs {
+		if good[k] {
+			ok = append(ok, p)
+		}
+	}
+	f := &files{
+		desc:      fmt.Sprintf("%s dataset %s (%d samples)", cfg.Source, cfg.Path, len(ok)),
+		pairs:     ok,
+		channels:  cfg.Channels,
+		classes:   cfg.Classes,
+		lut:       slices.Clone(rep.Mapping),
+		mapDesc:   rep.MappingDesc,
+		maxPixels: cfg.MaxPixels,
+		decodes:   decodes,
+	}
+	var fits bool
+	if f.h, f.w, fits = commonSize(cfg, rep); !fits {
+		return nil, nil
+	}
+	return f, nil
+}
+
+// tally fills rep from the scan of every pair (sizes, formats, mask
+// values, the value -> class mapping, problems) and returns which pairs
+// are usable, or nil after a fatal problem.
+func tally(cfg SourceConfig, pairs []pair, results []scanned, rep *Report) []bool {
 	sizes := map[[2]int]*SizeCount{}
 	values := map[int]*MaskValue{}
 	formats := map[string]*MaskFormat{}
@@ -696,7 +749,7 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 			rep.Problems = append(rep.Problems, fatal(rep.Value(extra).FirstMask,
 				"the masks hold %d distinct values %s but model.classes is %d (value %d first occurs here); set model.classes: %d, or data.mask_values to the %d values that are classes",
 				len(found), shortList(found), cfg.Classes, extra, len(found), cfg.Classes))
-			return nil, nil
+			return nil
 		case len(found) < cfg.Classes:
 			rep.Problems = append(rep.Problems, warning(cfg.Path, "the masks hold only %d distinct values %v, so classes %d..%d never occur; lower model.classes or set data.mask_values",
 				len(found), found, len(found), cfg.Classes-1))
@@ -731,28 +784,20 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 		good[k] = false
 	}
 
-	var ok []pair
-	for k, p := range pairs {
-		if good[k] {
-			ok = append(ok, p)
-		}
-	}
 	if hasFatal(rep.Problems) {
-		return nil, nil
+		return nil
 	}
-	f := &files{
-		desc:      fmt.Sprintf("%s dataset %s (%d samples)", cfg.Source, cfg.Path, len(ok)),
-		pairs:     ok,
-		channels:  cfg.Channels,
-		classes:   cfg.Classes,
-		lut:       slices.Clone(rep.Mapping),
-		mapDesc:   rep.MappingDesc,
-		maxPixels: cfg.MaxPixels,
-		decodes:   decodes,
-	}
+	return good
+}
+
+// commonSize is the size every image has (0, 0 when they differ and
+// data.resize makes them one); fits is false, with a fatal problem in
+// rep, when they differ and nothing makes them one.
+func commonSize(cfg SourceConfig, rep *Report) (h, w int, fits bool) {
 	if len(rep.Sizes) == 1 {
-		f.h, f.w = rep.Sizes[0].H, rep.Sizes[0].W
-	} else if len(rep.Sizes) > 1 && len(cfg.Resize) == 0 {
+		return rep.Sizes[0].H, rep.Sizes[0].W, true
+	}
+	if len(rep.Sizes) > 1 && len(cfg.Resize) == 0 {
 		a, b := rep.Sizes[0], rep.Sizes[1]
 		why := ""
 		if cfg.Scale > 0 {
@@ -760,9 +805,9 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 		}
 		rep.Problems = append(rep.Problems, fatal(b.First, "is %dx%d (height x width) but %s is %dx%d: the images have %d different sizes%s; set data.resize: [H, W] to scale them all to one size",
 			b.H, b.W, a.First, a.H, a.W, len(rep.Sizes), why))
-		return nil, nil
+		return 0, 0, false
 	}
-	return f, nil
+	return 0, 0, true
 }
 
 // checkSynthetic counts the classes of every synthetic sample; the error
@@ -868,6 +913,8 @@ func (r *Report) Write(w io.Writer) {
 		split = "the train/ val/ test/ folders"
 	case r.SplitFolders:
 		split = "the train/ and test/ folders, val by data.val_fraction of train/"
+	case r.Source == SourceNIfTI:
+		split = "volume, data.val_fraction of the volumes"
 	}
 	test := ""
 	if r.SplitFolders {
@@ -896,6 +943,9 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
 	}
+	if r.Slicing != "" {
+		fmt.Fprintf(w, "volumes: %s\n", r.Slicing)
+	}
 	if len(r.ImageFormats) > 0 {
 		var parts []string
 		for _, f := range r.ImageFormats {
@@ -903,7 +953,7 @@ func (r *Report) Write(w io.Writer) {
 			if len(r.ImageFormats) > 1 {
 				part += ", first " + f.First
 			}
-			if f.Bits > 8 {
+			if f.Bits > 8 && r.Source != SourceNIfTI {
 				part += "; values read whole, v = p/65535 before data.mean/std"
 			}
 			parts = append(parts, part+")")
@@ -1188,8 +1238,12 @@ func ProbeSize(cfg SourceConfig) (h, w int, err error) {
 		}
 		im.Close()
 		h, w = im.cfg.Height, im.cfg.Width
+	case SourceNIfTI:
+		if h, w, err = niftiSliceSize(cfg); err != nil {
+			return 0, 0, err
+		}
 	default:
-		return 0, 0, fmt.Errorf("data.source: %q: must be synthetic, folder or voc", cfg.Source)
+		return 0, 0, fmt.Errorf("data.source: %q: must be synthetic, folder, voc or nifti", cfg.Source)
 	}
 	if s := cfg.Scale; s > 0 && s != 1 {
 		h, w = max(1, int(math.Round(float64(h)*s))), max(1, int(math.Round(float64(w)*s)))

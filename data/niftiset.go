@@ -1,0 +1,520 @@
+package data
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"maps"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// SourceNIfTI reads NIfTI-1 volumes as 2D slices (config key data.source).
+const SourceNIfTI = "nifti"
+
+// NIfTIConfig is how volumes become slices (config section data.nifti).
+type NIfTIConfig struct {
+	// Axis is the axis the slices cross: 0 (x), 1 (y) or 2 (z, the last).
+	Axis int
+	// SkipEmpty drops the slices whose mask holds only background (class
+	// 0) and ignored voxels.
+	SkipEmpty bool
+	// Window [lo, hi] maps a voxel value x to the intensity (x-lo)/(hi-lo),
+	// clamped to [0, 1]; empty: each volume's own minimum and maximum.
+	Window []float64
+}
+
+// Validate names the first invalid data.nifti setting.
+func (c NIfTIConfig) Validate() error {
+	switch w := c.Window; {
+	case c.Axis < 0 || c.Axis > 2:
+		return fmt.Errorf("data.nifti.axis: %d: slices cross axis 0 (x), 1 (y) or 2 (z, the default)", c.Axis)
+	case len(w) != 0 && len(w) != 2:
+		return fmt.Errorf("data.nifti.window: %v: want [lo, hi] in the volumes' units, e.g. [-1000, 400] for CT, or [] for each volume's min and max", w)
+	case len(w) == 2 && !(w[0] < w[1] && !math.IsInf(w[0], 0) && !math.IsInf(w[1], 0)):
+		return fmt.Errorf("data.nifti.window: %v: lo must be below hi, both finite", w)
+	}
+	return nil
+}
+
+// axisName names a volume axis for slice names.
+var axisName = [3]string{"x", "y", "z"}
+
+// niftiVolume is one image volume and its mask, as the scan found them.
+type niftiVolume struct {
+	pair
+	dims   [3]int
+	lo, hi float64 // the intensity window
+	// values holds, per slice, the distinct raw mask values when there are
+	// at most maxSliceValues of them (nil: more), for data.nifti.skip_empty.
+	values [][]uint16
+}
+
+// maxSliceValues bounds the values remembered per slice: a slice of more
+// distinct values holds some class other than 0 and Ignore (each class
+// has one value).
+const maxSliceValues = 3
+
+// niftiSample is one slice: volume vol, index k across the axis.
+type niftiSample struct{ vol, k int }
+
+// niftiSet is the ImageSource of data.source nifti: sample i is a slice of
+// a volume, its intensities windowed to [0, 1] and kept at 16 bits, its
+// mask's raw values mapped to classes by lut. Decoded volumes are kept in
+// a bounded cache, since the slices of a shuffled epoch come from every
+// volume in turn.
+type niftiSet struct {
+	desc     string
+	vols     []niftiVolume
+	samples  []niftiSample
+	axis     int
+	classes  int
+	lut      []int16
+	mapDesc  string
+	h, w     int // the common slice size; 0 when slices differ in size
+	maxVoxel int
+	cache    *volumeCache
+}
+
+var (
+	_ ImageSource = (*niftiSet)(nil)
+	_ deepImager  = (*niftiSet)(nil)
+)
+
+func (n *niftiSet) Len() int         { return len(n.samples) }
+func (n *niftiSet) Channels() int    { return 1 }
+func (n *niftiSet) Classes() int     { return n.classes }
+func (n *niftiSet) Size() (h, w int) { return n.h, n.w }
+func (n *niftiSet) String() string   { return n.desc }
+
+// Name is sample i's name: its volume's file stem and the slice, e.g.
+// "case01_z012".
+func (n *niftiSet) Name(i int) string {
+	if i < 0 || i >= len(n.samples) {
+		return ""
+	}
+	s := n.samples[i]
+	return fmt.Sprintf("%s_%s%03d", n.vols[s.vol].id, axisName[n.axis], s.k)
+}
+
+// Image is sample i as an 8-bit picture (the high byte of the windowed
+// intensity) and its mask.
+func (n *niftiSet) Image(i int) (*image.RGBA, *image.Gray, error) {
+	img, mask, err := n.deepImage(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	return to8bit(img), mask, nil
+}
+
+// deepImage is sample i at 16 bits (R = G = B) and its mask.
+func (n *niftiSet) deepImage(i int) (image.Image, *image.Gray, error) {
+	if i < 0 || i >= len(n.samples) {
+		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, len(n.samples))
+	}
+	s := n.samples[i]
+	v := &n.vols[s.vol]
+	e, err := n.cache.get(s.vol, func() (*volumeEntry, error) { return n.load(v) })
+	if err != nil {
+		return nil, nil, err
+	}
+	vol := Volume{Dims: v.dims}
+	h, w := vol.SliceSize(n.axis)
+	gray, mask := image.NewGray16(image.Rect(0, 0, w, h)), image.NewGray(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			k := vol.VoxelIndex(n.axis, s.k, y, x)
+			q := e.img[k]
+			gray.Pix[2*(y*w+x)], gray.Pix[2*(y*w+x)+1] = uint8(q>>8), uint8(q)
+			mask.Pix[y*w+x] = e.cls[k]
+		}
+	}
+	return toDeep(gray, true), mask, nil
+}
+
+// Sample fills image and mask with sample i, normalized as the package
+// does: the windowed intensity v in [0, 1] (16 bits) as (v-Mean)/Std.
+func (n *niftiSet) Sample(i int, img []float32, mask []uint8) error {
+	if n.h == 0 {
+		return fmt.Errorf("data: the slices differ in size; set data.resize: [H, W] to scale them to one size")
+	}
+	if err := checkSample(n, i, img, mask); err != nil {
+		return err
+	}
+	oi, om, err := n.deepImage(i)
+	if err != nil {
+		return err
+	}
+	if b := oi.Bounds(); b.Dx() != n.w || b.Dy() != n.h {
+		return fmt.Errorf("%s: its slices are %dx%d (height x width), the others %dx%d; set data.resize: [H, W] to scale them to one size",
+			n.vols[n.samples[i].vol].image, b.Dy(), b.Dx(), n.h, n.w)
+	}
+	normalizeDeep(oi, 1, img)
+	copy(mask, om.Pix)
+	return nil
+}
+
+// load reads a volume pair: intensities windowed to 16 bits, classes.
+func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
+	img, err := ReadVolume(v.image, n.maxVoxel)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ReadVolume(v.mask, n.maxVoxel)
+	if err != nil {
+		return nil, err
+	}
+	if img.Dims != v.dims || m.Dims != v.dims {
+		return nil, fmt.Errorf("%s: the volume changed since the dataset was opened (now %s); open it again", v.image, joinDims(img.Dims[:]))
+	}
+	e := &volumeEntry{img: make([]uint16, img.Len()), cls: make([]uint8, img.Len())}
+	scale := 0.0
+	if v.hi > v.lo {
+		scale = 65535 / (v.hi - v.lo)
+	}
+	for k := range e.img {
+		e.img[k] = uint16(math.Round(min(max((img.At(k)-v.lo)*scale, 0), 65535)))
+		raw, ok := maskLabel(m.At(k))
+		c := int16(-1)
+		if ok {
+			c = n.lut[raw]
+		}
+		if c < 0 {
+			x, y, z := k%v.dims[0], k/v.dims[0]%v.dims[1], k/(v.dims[0]*v.dims[1])
+			return nil, fmt.Errorf("%s: mask value %g at voxel (%d, %d, %d) is not a class (%s)", v.mask, m.At(k), x, y, z, n.mapDesc)
+		}
+		e.cls[k] = uint8(c)
+	}
+	return e, nil
+}
+
+// maskLabel is a mask voxel's value as a raw label 0..MaxMaskValue; ok is
+// false for a negative, fractional or larger value.
+func maskLabel(x float64) (uint16, bool) {
+	if x >= 0 && x <= MaxMaskValue && x == math.Trunc(x) {
+		return uint16(x), true
+	}
+	return 0, false
+}
+
+// volumeEntry is a loaded volume: windowed intensities and classes.
+type volumeEntry struct {
+	img []uint16
+	cls []uint8
+}
+
+func (e *volumeEntry) bytes() int64 { return int64(len(e.img))*2 + int64(len(e.cls)) }
+
+// niftiCacheBytes bounds the decoded volumes a nifti set keeps.
+const niftiCacheBytes = 1 << 30
+
+// volumeCache keeps recently used volumes up to a byte budget, least
+// recently used out first. Safe for concurrent use; a volume asked for by
+// several goroutines at once is loaded once.
+type volumeCache struct {
+	mu      sync.Mutex
+	budget  int64
+	used    int64
+	tick    int64
+	entries map[int]*cacheSlot
+}
+
+type cacheSlot struct {
+	once  sync.Once
+	entry *volumeEntry
+	err   error
+	last  int64
+	size  int64
+}
+
+func newVolumeCache(budget int64) *volumeCache {
+	return &volumeCache{budget: budget, entries: map[int]*cacheSlot{}}
+}
+
+// get returns volume k, loading it with load if it is not kept.
+func (c *volumeCache) get(k int, load func() (*volumeEntry, error)) (*volumeEntry, error) {
+	c.mu.Lock()
+	s := c.entries[k]
+	if s == nil {
+		s = &cacheSlot{}
+		c.entries[k] = s
+	}
+	c.tick++
+	s.last = c.tick
+	c.mu.Unlock()
+	s.once.Do(func() { s.entry, s.err = load() })
+	if s.err != nil {
+		c.mu.Lock()
+		if c.entries[k] == s {
+			delete(c.entries, k) // try again next time
+		}
+		c.mu.Unlock()
+		return nil, s.err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.size == 0 && c.entries[k] == s {
+		s.size = s.entry.bytes()
+		c.used += s.size
+	}
+	for c.used > c.budget && len(c.entries) > 1 {
+		oldest, at := -1, int64(math.MaxInt64)
+		for j, o := range c.entries {
+			if j != k && o.size > 0 && o.last < at {
+				oldest, at = j, o.last
+			}
+		}
+		if oldest < 0 {
+			break
+		}
+		c.used -= c.entries[oldest].size
+		delete(c.entries, oldest)
+	}
+	return s.entry, nil
+}
+
+// listNIfTI pairs DIR/images/STEM.nii[.gz] with DIR/masks/STEM.nii[.gz].
+func listNIfTI(root string) ([]pair, []Problem) {
+	layout := "data.source nifti reads DIR/images/*.nii[.gz] and DIR/masks/*.nii[.gz], a volume and its mask matched by name"
+	if p := checkDir(root, "set data.path to the dataset folder ("+layout+")"); p != nil {
+		return nil, []Problem{*p}
+	}
+	imgDir, maskDir := filepath.Join(root, "images"), filepath.Join(root, "masks")
+	var probs []Problem
+	for _, d := range []string{imgDir, maskDir} {
+		if p := checkDir(d, layout); p != nil {
+			probs = append(probs, *p)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	exts := []string{".nii", ".gz"}
+	list := func(dir string) (map[string]string, []string) {
+		names, ps, err := readDirFiles(dir, exts)
+		probs = append(probs, ps...)
+		if err != nil {
+			probs = append(probs, fatal(dir, "cannot list: %v", err))
+		}
+		byStem := map[string]string{}
+		var stems []string
+		for _, n := range names {
+			if !IsNIfTIName(n) {
+				probs = append(probs, warning(filepath.Join(dir, n), "ignored: not a .nii or .nii.gz file"))
+				continue
+			}
+			s := niftiStem(n)
+			if other, dup := byStem[s]; dup {
+				probs = append(probs, fatal(filepath.Join(dir, n), "has the same name as %s; keep one", other))
+				continue
+			}
+			byStem[s] = filepath.Join(dir, n)
+			stems = append(stems, s)
+		}
+		return byStem, stems
+	}
+	images, stems := list(imgDir)
+	masks, maskStems := list(maskDir)
+	var pairs []pair
+	for _, s := range stems {
+		m, ok := masks[s]
+		if !ok {
+			probs = append(probs, fatal(images[s], "has no mask: looked for %s.nii or .nii.gz", filepath.Join(maskDir, s)))
+			continue
+		}
+		pairs = append(pairs, pair{id: s, image: images[s], mask: m})
+	}
+	for _, s := range maskStems {
+		if _, ok := images[s]; !ok {
+			probs = append(probs, warning(masks[s], "has no volume (looked for %s.nii or .nii.gz); ignored", filepath.Join(imgDir, s)))
+		}
+	}
+	if len(stems) == 0 {
+		probs = append(probs, fatal(imgDir, "no volumes: the dataset is empty (looked for .nii and .nii.gz files)"))
+	}
+	return pairs, probs
+}
+
+// scanVolume reads a volume pair in full: the slices' size, the mask's
+// histogram and values per slice, the intensity window.
+func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
+	var s scanned
+	v := niftiVolume{pair: p}
+	img, err := ReadVolume(p.image, 0)
+	if err != nil {
+		s.err = err
+		return s, v
+	}
+	m, err := ReadVolume(p.mask, 0)
+	if err != nil {
+		s.err = err
+		return s, v
+	}
+	v.dims = img.Dims
+	ax := cfg.NIfTI.Axis
+	s.imgH, s.imgW = img.SliceSize(ax)
+	s.maskH, s.maskW = m.SliceSize(ax)
+	s.imgBits, s.imgFormat = 16, img.Format()
+	s.maskBits, s.maskFormat = 8, m.Format() // labels are read by value: no 8/16-bit confusion to warn of
+	if m.Dims != img.Dims {
+		s.err = fmt.Errorf("%s is %s voxels but its volume %s is %s; a mask volume must have its volume's dims", p.mask, joinDims(m.Dims[:]), p.image, joinDims(img.Dims[:]))
+		return s, v
+	}
+	if s.imgH*s.imgW > cfg.MaxPixels {
+		s.err = fmt.Errorf("%s: its slices across axis %d are %dx%d pixels, more than the %d memunet reads", p.image, ax, s.imgH, s.imgW, cfg.MaxPixels)
+		return s, v
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for k := range img.Len() {
+		x := img.At(k)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			s.err = fmt.Errorf("%s: voxel (%d, %d, %d) is %g; an image volume must hold finite values", p.image, k%v.dims[0], k/v.dims[0]%v.dims[1], k/(v.dims[0]*v.dims[1]), x)
+			return s, v
+		}
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	v.lo, v.hi = lo, hi
+	if w := cfg.NIfTI.Window; len(w) == 2 {
+		v.lo, v.hi = w[0], w[1]
+	}
+	hist := map[uint16]int64{}
+	n := img.Slices(ax)
+	v.values = make([][]uint16, n)
+	many := make([]bool, n)
+	sh, sw := s.imgH, s.imgW
+	for k := range n {
+		for y := range sh {
+			for x := range sw {
+				idx := m.VoxelIndex(ax, k, y, x)
+				raw, ok := maskLabel(m.At(idx))
+				if !ok {
+					s.err = fmt.Errorf("%s: voxel (%d, %d, %d) holds %g, not a label; a mask holds whole numbers from 0 to %d",
+						p.mask, idx%v.dims[0], idx/v.dims[0]%v.dims[1], idx/(v.dims[0]*v.dims[1]), m.At(idx), MaxMaskValue)
+					return s, v
+				}
+				hist[raw]++
+				if !many[k] && !slices.Contains(v.values[k], raw) {
+					if len(v.values[k]) == maxSliceValues {
+						many[k], v.values[k] = true, nil // more than Ignore and class 0's values: foreground
+					} else {
+						v.values[k] = append(v.values[k], raw)
+					}
+				}
+			}
+		}
+	}
+	for _, val := range slices.Sorted(maps.Keys(hist)) {
+		s.hist = append(s.hist, valueCount{val, hist[val]})
+	}
+	return s, v
+}
+
+// openNIfTI lists and scans a nifti set, filling rep; it returns the
+// source and the split (by volume: every slice of a volume trains, or
+// every one validates), or nil after a fatal problem.
+func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []int), []stamp, string) {
+	pairs, probs := listNIfTI(cfg.Path)
+	rep.Problems = probs
+	stamps := []stamp{stampOf(filepath.Join(cfg.Path, "images")), stampOf(filepath.Join(cfg.Path, "masks"))}
+	for _, p := range pairs {
+		stamps = append(stamps, stampOf(p.image), stampOf(p.mask))
+	}
+	results := make([]scanned, len(pairs))
+	vols := make([]niftiVolume, len(pairs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(pairs), 1)) {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(pairs); k = int(next.Add(1) - 1) {
+				results[k], vols[k] = scanVolume(cfg, pairs[k])
+			}
+		})
+	}
+	wg.Wait()
+	good := tally(cfg, pairs, results, rep)
+	if good == nil {
+		return nil, nil, stamps, ""
+	}
+	ns := &niftiSet{axis: cfg.NIfTI.Axis, classes: cfg.Classes, lut: slices.Clone(rep.Mapping), mapDesc: rep.MappingDesc,
+		maxVoxel: MaxVolumeVoxels, cache: newVolumeCache(niftiCacheBytes)}
+	var fits bool
+	if ns.h, ns.w, fits = commonSize(cfg, rep); !fits {
+		return nil, nil, stamps, ""
+	}
+	var volSlices [][]int // the samples of each kept volume
+	total := 0            // slices before skip_empty
+	var kept []pair
+	for k, v := range vols {
+		if !good[k] {
+			continue
+		}
+		var idx []int
+		total += len(v.values)
+		for z, vals := range v.values {
+			if cfg.NIfTI.SkipEmpty && vals != nil && !slices.ContainsFunc(vals, func(r uint16) bool { c := ns.lut[r]; return c != 0 && c != int16(Ignore) }) {
+				continue
+			}
+			idx = append(idx, len(ns.samples))
+			ns.samples = append(ns.samples, niftiSample{vol: len(ns.vols), k: z})
+		}
+		if len(idx) == 0 {
+			rep.Problems = append(rep.Problems, warning(v.mask, "has no slice with a class other than background across axis %d (data.nifti.skip_empty); the volume is left out", cfg.NIfTI.Axis))
+			continue
+		}
+		ns.vols = append(ns.vols, v)
+		kept = append(kept, v.pair)
+		volSlices = append(volSlices, idx)
+	}
+	skipped := ""
+	if cfg.NIfTI.SkipEmpty {
+		skipped = fmt.Sprintf(", %d without foreground left out", total-len(ns.samples))
+	}
+	window := "each volume's own min..max"
+	if w := cfg.NIfTI.Window; len(w) == 2 {
+		window = fmt.Sprintf("data.nifti.window [%g, %g]", w[0], w[1])
+	}
+	ns.desc = fmt.Sprintf("nifti dataset %s (%d volumes, %d slices across axis %d%s)", cfg.Path, len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, skipped)
+	rep.Slicing = fmt.Sprintf("%d -> %d slices across axis %d (%s%s); intensities: %s mapped to [0, 1] at 16 bits",
+		len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, axisName[cfg.NIfTI.Axis], skipped, window)
+	split := func(int) (train, val []int) {
+		tv, vv := Split(len(volSlices), cfg.ValFraction, cfg.Seed)
+		for _, k := range tv {
+			train = append(train, volSlices[k]...)
+		}
+		for _, k := range vv {
+			val = append(val, volSlices[k]...)
+		}
+		slices.Sort(train)
+		slices.Sort(val)
+		return train, val
+	}
+	if len(ns.vols) < 2 {
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d usable volume(s); training needs at least 2, since a volume's slices all train or all validate", len(ns.vols)))
+		return nil, nil, stamps, ""
+	}
+	sum := sha256.Sum256([]byte(fingerprintOf(cfg.Path, kept, ns.lut) + fmt.Sprintf("|axis %d|skip %v|window %v", cfg.NIfTI.Axis, cfg.NIfTI.SkipEmpty, cfg.NIfTI.Window)))
+	return ns, split, stamps, hex.EncodeToString(sum[:])
+}
+
+// niftiSliceSize is the slice size of the first volume of a nifti set, for
+// ProbeSize.
+func niftiSliceSize(cfg SourceConfig) (h, w int, err error) {
+	pairs, probs := listNIfTI(cfg.Path)
+	if len(pairs) == 0 {
+		if len(probs) > 0 {
+			return 0, 0, fmt.Errorf("data: %w", probs[0])
+		}
+		return 0, 0, fmt.Errorf("data: %s: no volumes", cfg.Path)
+	}
+	v, err := ReadVolume(pairs[0].image, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, w = v.SliceSize(cfg.NIfTI.Axis)
+	return h, w, nil
+}
