@@ -92,6 +92,11 @@ type Data struct {
 	Resize []int `yaml:"resize"`
 	// Scale multiplies both sides by a factor instead (0: none).
 	Scale float64 `yaml:"scale"`
+	// Patch is [H, W]: train on random crops of that size at full
+	// resolution (data.patches); PatchForeground is the share centred on
+	// a foreground pixel.
+	Patch           []int   `yaml:"patch"`
+	PatchForeground float64 `yaml:"patch_foreground"`
 	// Mean and Std normalize each channel as (v-mean)/std, v in [0, 1]; one
 	// value or one per channel.
 	Mean FloatList `yaml:"mean"`
@@ -332,7 +337,8 @@ func Default() Config {
 		Device: device.Spec{Kind: device.Auto},
 		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
 		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: NIfTI{Axis: 2},
-			Mean: FloatList{data.Mean}, Std: FloatList{data.Std}},
+			PatchForeground: 0.33,
+			Mean:            FloatList{data.Mean}, Std: FloatList{data.Std}},
 		Train: Train{Optimizer: "adam", Alpha: 0.99, BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
@@ -376,6 +382,7 @@ func (c Config) DataConfig() data.SourceConfig {
 		Resize:    d.Resize, Scale: d.Scale, Mean: d.Mean, Std: d.Std,
 		ValFraction: d.ValFraction, Seed: d.Seed, SizeMultiple: 1 << c.Model.Depth,
 		NIfTI: data.NIfTIConfig{Axis: d.NIfTI.Axis, SkipEmpty: d.NIfTI.SkipEmpty, Window: d.NIfTI.Window},
+		Patch: d.Patch, PatchForeground: d.PatchForeground,
 	}
 }
 

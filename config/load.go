@@ -113,6 +113,9 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if len(cfg.Data.Resize) == 0 {
 		cfg.Data.Resize = nil // "resize: []" and no resize are the same
 	}
+	if len(cfg.Data.Patch) == 0 {
+		cfg.Data.Patch = nil
+	}
 	if len(cfg.Data.Augment.CropScale) == 0 {
 		cfg.Data.Augment.CropScale = nil
 	}
@@ -246,6 +249,7 @@ var examples = map[string]string{
 	"data.augment.crop_scale": "[0.5, 1] (min, max share of the area)",
 	"data.mask_values":        "[0, 255]",
 	"data.nifti.window":       "[-1000, 400] (lo, hi)",
+	"data.patch":              "[128, 128] (height, width)",
 	"train.init_skip":         "[outc]",
 	"train.freeze":            "[encoder]",
 	"train.betas":             "[0.9, 0.999] (beta1, beta2)",

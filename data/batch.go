@@ -69,6 +69,12 @@ func Shuffle(indices []int, seed uint64, epoch int) []int {
 // the error of the first failing batch position, naming it; the buffers'
 // contents are then unspecified.
 func FillBatch(ds Dataset, indices []int, images []float32, masks []uint8) error {
+	return fillBatch(ds, indices, images, masks, ds.Sample)
+}
+
+// fillBatch is FillBatch taking each sample with sample (ds.Sample, or a
+// Loader's epoch's patch).
+func fillBatch(ds Dataset, indices []int, images []float32, masks []uint8, sample func(i int, img []float32, mask []uint8) error) error {
 	c := ds.Channels()
 	h, w := ds.Size()
 	n := len(indices)
@@ -96,7 +102,7 @@ func FillBatch(ds Dataset, indices []int, images []float32, masks []uint8) error
 				if b >= n {
 					return
 				}
-				if err := ds.Sample(indices[b], images[b*img:(b+1)*img], masks[b*px:(b+1)*px]); err != nil {
+				if err := sample(indices[b], images[b*img:(b+1)*img], masks[b*px:(b+1)*px]); err != nil {
 					errs[b] = fmt.Errorf("data: batch position %d: %w", b, err)
 					failed.Store(true)
 				}

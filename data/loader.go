@@ -218,7 +218,11 @@ func (l *Loader) produce(r *loaderRun, m int) {
 }
 
 func (l *Loader) fill(epoch int, idx []int, images []float32, masks []uint8) error {
-	if err := FillBatch(l.ds, idx, images, masks); err != nil {
+	sample := l.ds.Sample
+	if p, ok := l.ds.(epochSampler); ok { // random patches: drawn from (seed, epoch, sample)
+		sample = func(i int, img []float32, mask []uint8) error { return p.sampleEpoch(i, l.cfg.Seed, epoch, img, mask) }
+	}
+	if err := fillBatch(l.ds, idx, images, masks, sample); err != nil {
 		return err
 	}
 	c := l.ds.Channels()

@@ -51,6 +51,11 @@ type SourceConfig struct {
 	// Scale multiplies each side by this factor (rounded), 0 for none;
 	// exclusive with Resize.
 	Scale float64
+	// Patch is [H, W] to train on random crops of that size at full
+	// resolution (after Resize or Scale, if set), or empty; PatchForeground
+	// is the share of them centred on a foreground pixel (see patches).
+	Patch           []int
+	PatchForeground float64
 	// Mean and Std normalize each channel of a raw intensity v in [0, 1] as
 	// (v-Mean[c])/Std[c]; one value applies to every channel; empty means
 	// the package's Mean and Std.
@@ -80,6 +85,10 @@ type Set struct {
 
 	stamps      []stamp // the files and folders read (file sources)
 	fingerprint Fingerprint
+	// whole is what a data.patch set cuts its patches from (the source and
+	// its resized size), so another patch size is cut without reading the
+	// files again (repatch).
+	whole *wholeImages
 }
 
 // SizeCount is one distinct image size and how many images have it.
@@ -108,9 +117,11 @@ type Report struct {
 	// Sizes are the distinct source image sizes, most frequent first.
 	Sizes []SizeCount
 	// Height and Width are the size samples have after resizing (0 when
-	// unknown because of a problem); Resized says how they got it.
+	// unknown because of a problem); Resized says how they got it, Patched
+	// that they are patches (data.patch).
 	Height, Width int
 	Resized       string
+	Patched       string
 	// Values are the raw mask values found, ascending, each with its
 	// pixels and the masks holding it; Value looks one up.
 	Values []MaskValue
@@ -384,6 +395,19 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 		h, w = max(1, int(math.Round(float64(h)*cfg.Scale))), max(1, int(math.Round(float64(w)*cfg.Scale)))
 		rep.Resized = fmt.Sprintf("data.scale %g", cfg.Scale)
 	}
+	newSet := func(ds Dataset, h, w int) *Set {
+		return &Set{Data: ds, Train: train, Val: val, Test: testIdx, Report: rep, stamps: stamps,
+			fingerprint: Fingerprint{Samples: ds.Len(), Train: len(train), Val: len(val), Height: h, Width: w, Files: files}}
+	}
+	if len(cfg.Patch) == 2 {
+		p, err := openPatches(cfg, src, h, w, rep)
+		if p == nil {
+			return nil, rep, err
+		}
+		set := newSet(p, cfg.Patch[0], cfg.Patch[1])
+		set.whole = &wholeImages{src: src, h: h, w: w}
+		return set, rep, nil
+	}
 	if h == 0 { // differing sizes: reported by scanFiles
 		return nil, rep, nil
 	}
@@ -411,8 +435,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 		}
 		ds = n
 	}
-	return &Set{Data: ds, Train: train, Val: val, Test: testIdx, Report: rep, stamps: stamps,
-		fingerprint: Fingerprint{Samples: ds.Len(), Train: len(train), Val: len(val), Height: h, Width: w, Files: files}}, rep, nil
+	return newSet(ds, h, w), rep, nil
 }
 
 func roundTo(v, f int) int { return (v + f/2) / f * f }
@@ -514,6 +537,9 @@ func (cfg SourceConfig) validateSize() error {
 		}
 	}
 	if err := ValidateScale(cfg.Scale, len(cfg.Resize) != 0); err != nil {
+		return err
+	}
+	if err := validatePatch(cfg.Patch, cfg.PatchForeground, f); err != nil {
 		return err
 	}
 	if s := cfg.Synthetic.Size; cfg.Source == SourceSynthetic && len(cfg.Resize) == 0 {
@@ -797,7 +823,7 @@ func commonSize(cfg SourceConfig, rep *Report) (h, w int, fits bool) {
 	if len(rep.Sizes) == 1 {
 		return rep.Sizes[0].H, rep.Sizes[0].W, true
 	}
-	if len(rep.Sizes) > 1 && len(cfg.Resize) == 0 {
+	if len(rep.Sizes) > 1 && len(cfg.Resize) == 0 && len(cfg.Patch) == 0 {
 		a, b := rep.Sizes[0], rep.Sizes[1]
 		why := ""
 		if cfg.Scale > 0 {
@@ -940,6 +966,9 @@ func (r *Report) Write(w io.Writer) {
 		how := "as they are"
 		if r.Resized != "" {
 			how = "by " + r.Resized
+		}
+		if r.Patched != "" {
+			how = r.Patched
 		}
 		fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
 	}
@@ -1185,10 +1214,17 @@ func OpenCachedContext(ctx context.Context, cfg SourceConfig) (set *Set, fresh b
 		return set, true, err
 	}
 	key := fmt.Sprintf("%#v", cfg)
+	whole := cfg
+	whole.Patch, whole.PatchForeground = nil, 0
+	wholeKey := fmt.Sprintf("patches of %#v", whole) // a data.patch set of any patch size
 	openCache.Lock()
 	defer openCache.Unlock()
 	if s, ok := openCache.sets[key]; ok && s.unchanged() {
 		return s, false, nil
+	}
+	if s, ok := openCache.sets[wholeKey]; ok && len(cfg.Patch) == 2 && s.unchanged() {
+		set, err := s.repatch(cfg)
+		return set, false, err
 	}
 	set, err = OpenContext(ctx, cfg)
 	if err != nil {
@@ -1198,6 +1234,9 @@ func OpenCachedContext(ctx context.Context, cfg SourceConfig) (set *Set, fresh b
 		openCache.sets = map[string]*Set{}
 	}
 	openCache.sets[key] = set
+	if set.whole != nil {
+		openCache.sets[wholeKey] = set
+	}
 	return set, true, nil
 }
 
@@ -1208,6 +1247,9 @@ func OpenCachedContext(ctx context.Context, cfg SourceConfig) (set *Set, fresh b
 // every image to have the first one's size unless data.resize is set);
 // an error means the size cannot be told.
 func ProbeSize(cfg SourceConfig) (h, w int, err error) {
+	if p := cfg.Patch; len(p) == 2 {
+		return p[0], p[1], nil
+	}
 	if r := cfg.Resize; len(r) == 2 {
 		return r[0], r[1], nil
 	}

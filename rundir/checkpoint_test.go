@@ -59,6 +59,8 @@ func resumeConfig(variant string) config.Config {
 		c.Model.Checkpoint, c.Memory.Capacity = config.Checkpoint{Auto: true}, config.ByteSize(row.PeakReservedBytes*9/10)
 	case "adamw":
 		c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1
+	case "patch": // random crops drawn from (train.seed, epoch, sample), flipped
+		c.Data.Patch, c.Data.PatchForeground, c.Data.Flip = []int{8, 8}, 0.5, true
 	case "plateau":
 		// A threshold no improvement meets: every validation after the
 		// first decays the rate, so the state a checkpoint carries matters.
@@ -163,7 +165,7 @@ func sameLosses(t *testing.T, want, got []float64) {
 // both when the first run ends at step 3 and when SIGINT stops it in the
 // middle of step 3's accumulation cycle.
 func TestResumeBitExact(t *testing.T) {
-	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw", "ce+dice", "focal", "checkpoint auto"} {
+	for _, variant := range []string{"fp32", "fp16", "accum4", "cosine", "plateau", "augment", "sgd", "rmsprop", "adamw", "ce+dice", "focal", "checkpoint auto", "patch"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := resumeConfig(variant)
 			straightDir := t.TempDir()

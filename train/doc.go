@@ -21,7 +21,8 @@
 // (memory.fit), fits.go (refusing what cannot fit, device and host),
 // capacity.go (memory.capacity: auto), hostmem_linux.go and
 // hostmem_other.go (the host's free memory), recompute_auto.go
-// (model.checkpoint: auto), classweights.go (class_weights: auto),
+// (model.checkpoint: auto), suggest.go (plan --suggest patch: the largest
+// patch that fits), classweights.go (class_weights: auto),
 // dataparallel.go (ranks' gradients all-reduced). The run directory,
 // checkpoints and resume are package rundir; prediction is package
 // predict.

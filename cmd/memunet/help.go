@@ -51,7 +51,8 @@ var commands = []commandHelp{
 	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,
 		checkpoint, fp16, bf16, accum4, all, and the config as given) without training; with --capacity
 		(default memory.capacity) it says which fit and recommends the fastest that does, ending with
-		the --set flags that apply it. The table fits 100 columns; --wide adds the peak by category and phase.`},
+		the --set flags that apply it. The table fits 100 columns; --wide adds the peak by category and phase;
+		--suggest patch prints the largest square data.patch whose plan fits the capacity.`},
 	{name: "compare", usage: synopsis(compareUsage), summary: `runs each variant (and the same UNet in plain
 		gorgonia) for a few steps in fresh processes and prints memory, speed and loss side by side;
 		writes compare.csv, compare.json, memory.png, timeline.png.`},

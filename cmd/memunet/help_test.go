@@ -124,7 +124,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"export":     {"checkpoint", "out", "dtype"},
 		"data synth": {"out", "count", "size", "classes", "seed", "noise"},
 		"data check": {"config", "set"},
-		"plan":       {"config", "set", "capacity", "variants", "json"},
+		"plan":       {"config", "set", "capacity", "variants", "json", "suggest"},
 		"compare":    {"config", "set", "variants", "steps", "out"},
 		"bench":      {"config", "set", "steps", "variants", "cpuprofile"},
 		"gorgonia":   {"config", "set", "out", "steps"},

@@ -13,7 +13,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--wide] [--json] [--device D]"
+const planUsage = "usage: memunet plan --config FILE [--set k=v ...] [--capacity SIZE] [--variants baseline,...] [--wide] [--suggest patch] [--json] [--device D]"
 
 // planCommand prints the predicted peak memory of each variant, computed
 // from the config by a dry run, and with a capacity which variants fit.
@@ -25,6 +25,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	variants := fs.String("variants", "config,"+strings.Join(train.VariantNames(), ","), "comma-separated variants")
 	asJSON := fs.Bool("json", false, "print JSON")
 	wide := fs.Bool("wide", false, "every column: the peak split by category and by phase (wider than 100 columns)")
+	suggest := fs.String("suggest", "", "patch: print the largest square data.patch whose plan fits the capacity")
 	cfg, err := cmd.load(args)
 	if err != nil {
 		return err
@@ -42,6 +43,12 @@ func planCommand(args []string, stdout io.Writer) error {
 		if capBytes, capNote, err = resolveCapacity(cfg); err != nil {
 			return err
 		}
+	}
+	if *suggest != "" {
+		if *suggest != "patch" {
+			return usageError{fmt.Sprintf("plan: --suggest %q: the one suggestion is patch", *suggest)}
+		}
+		return suggestPatch(cfg, capBytes, capNote, *asJSON, stdout)
 	}
 	rows, rec, err := train.Plan(cfg, strings.Split(*variants, ","), capBytes)
 	if err != nil {
@@ -175,4 +182,37 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// suggestPatch prints the largest square data.patch that fits capBytes.
+func suggestPatch(cfg config.Config, capBytes int64, capNote string, asJSON bool, stdout io.Writer) error {
+	s, err := train.SuggestPatch(cfg, capBytes)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Capacity  int64         `json:"capacity"`
+			Patch     []int         `json:"patch"`
+			Plan      train.PlanRow `json:"plan"`
+			Next      []int         `json:"next,omitempty"`
+			NextBytes int64         `json:"next_peak_reserved_bytes,omitempty"`
+		}{capBytes, []int{s.Size, s.Size}, s.Row, map[bool][]int{true: {s.Next, s.Next}}[s.Next > 0], s.NextBytes})
+	}
+	if capNote != "" {
+		fmt.Fprintln(stdout, capNote)
+	}
+	fb := memory.FormatBytes
+	fmt.Fprintf(stdout, "data.patch: [%d, %d] is the largest square patch that fits %s: planned peak %s reserved (%s allocated), %s x %d micro-batches, %s, checkpoint %s\n",
+		s.Size, s.Size, fb(capBytes), fb(s.Row.PeakReservedBytes), fb(s.Row.PeakAllocatedBytes),
+		fmt.Sprint(s.Row.MicroBatch), s.Row.Accumulate, s.Row.Precision, s.Row.Config.Model.Checkpoint.String())
+	switch {
+	case s.Next > 0:
+		fmt.Fprintf(stdout, "the next size, [%d, %d], needs %s\n", s.Next, s.Next, fb(s.NextBytes))
+	default:
+		fmt.Fprintf(stdout, "it is the images' smaller side (%d): a larger patch would only be padding\n", s.Limit)
+	}
+	return nil
 }

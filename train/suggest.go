@@ -1,0 +1,106 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+)
+
+// PatchSuggestion is the largest square data.patch whose planned run fits
+// a capacity, and the next size up that does not.
+type PatchSuggestion struct {
+	// Size is the patch side (a multiple of 2^model.depth); Row its plan.
+	Size int
+	Row  PlanRow
+	// Next is the next multiple up (0 when Size is already the images'
+	// side) and NextBytes its planned peak reserved bytes.
+	Next      int
+	NextBytes int64
+	// Limit is the largest side tried: the smaller side of the largest
+	// image (a patch need not be larger than the images).
+	Limit int
+}
+
+// SuggestPatch finds the largest square data.patch, a multiple of
+// 2^model.depth no larger than the images' smaller side, whose exact plan
+// (cfg's variant: precision, recompute, batch) fits capacity in reserved
+// bytes, by bisection over the planned peaks (they grow with the patch).
+func SuggestPatch(cfg config.Config, capacity int64) (PatchSuggestion, error) {
+	if capacity <= 0 {
+		return PatchSuggestion{}, fmt.Errorf("plan --suggest patch needs a capacity: give --capacity SIZE (e.g. 4GiB) or set memory.capacity")
+	}
+	f := 1 << cfg.Model.Depth
+	limit, err := patchLimit(cfg, f)
+	if err != nil {
+		return PatchSuggestion{}, err
+	}
+	plan := func(side int) (PlanRow, error) {
+		c := cfg
+		c.Data.Patch = []int{side, side}
+		row, err := PlanConfig(c)
+		if err == nil && row.Error != "" {
+			err = fmt.Errorf("%s", row.Error)
+		}
+		return row, err
+	}
+	s := PatchSuggestion{Limit: limit}
+	lo, hi := 0, limit/f // lo fits (0: none known), hi+1 does not
+	var rows = map[int]PlanRow{}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		row, err := plan(mid * f)
+		if err != nil {
+			return s, err
+		}
+		rows[mid] = row
+		if row.PeakReservedBytes <= capacity {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 {
+		row, err := plan(f)
+		if err != nil {
+			return s, err
+		}
+		return s, fmt.Errorf("no patch fits %s: the smallest, [%d, %d], needs %s; lower train.batch_size or model.base, or use model.checkpoint or train.precision to save memory",
+			memory.FormatBytes(capacity), f, f, memory.FormatBytes(row.PeakReservedBytes))
+	}
+	s.Size, s.Row = lo*f, rows[lo]
+	if lo*f+f <= limit {
+		next, ok := rows[lo+1]
+		if !ok {
+			if next, err = plan(lo*f + f); err != nil {
+				return s, err
+			}
+		}
+		s.Next, s.NextBytes = lo*f+f, next.PeakReservedBytes
+	}
+	return s, nil
+}
+
+// patchLimit is the smaller side of the largest image cfg's data holds
+// (after data.resize), rounded down to a multiple of f.
+func patchLimit(cfg config.Config, f int) (int, error) {
+	c := cfg
+	c.Data.Patch = []int{f, f} // opens images of any size
+	set, err := OpenSet(c)
+	if err != nil {
+		return 0, err
+	}
+	side := 0
+	if r := cfg.Data.Resize; len(r) == 2 {
+		side = min(r[0], r[1])
+	}
+	for _, sz := range set.Report.Sizes {
+		if len(cfg.Data.Resize) == 0 {
+			side = max(side, min(sz.H, sz.W))
+		}
+	}
+	if side < f {
+		return 0, fmt.Errorf("the images' smaller side, %d, is below 2^model.depth = %d: no patch to suggest", side, f)
+	}
+	return side / f * f, nil
+}

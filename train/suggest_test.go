@@ -1,0 +1,45 @@
+package train
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/config"
+)
+
+// TestSuggestPatch: the suggestion is the largest multiple of 2^depth
+// whose plan fits, its plan that of a run with that patch, the next size
+// up over the capacity; no capacity and a capacity nothing fits are errors.
+func TestSuggestPatch(t *testing.T) {
+	cfg := config.Default()
+	cfg.Model.Base, cfg.Model.Depth = 4, 2
+	cfg.Data.Size, cfg.Data.Count = 32, 16
+	cfg.Train.BatchSize = 2
+	at := func(side int) int64 {
+		c := cfg
+		c.Data.Patch = []int{side, side}
+		row, err := PlanConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row.PeakReservedBytes
+	}
+	for _, side := range []int{8, 16, 28} {
+		s, err := SuggestPatch(cfg, at(side))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Size != side || s.Row.PeakReservedBytes != at(side) || s.Next != side+4 || s.NextBytes <= at(side) || s.NextBytes != at(side+4) {
+			t.Errorf("capacity of a %d patch: suggested %d (%d bytes), next %d (%d bytes)", side, s.Size, s.Row.PeakReservedBytes, s.Next, s.NextBytes)
+		}
+	}
+	if s, err := SuggestPatch(cfg, 1<<40); err != nil || s.Size != 32 || s.Next != 0 {
+		t.Errorf("any capacity: %d, next %d, %v", s.Size, s.Next, err)
+	}
+	if _, err := SuggestPatch(cfg, 0); err == nil || !strings.Contains(err.Error(), "needs a capacity") {
+		t.Errorf("no capacity: %v", err)
+	}
+	if _, err := SuggestPatch(cfg, at(4)-1); err == nil || !strings.Contains(err.Error(), "no patch fits") {
+		t.Errorf("too small: %v", err)
+	}
+}
