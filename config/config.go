@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
+	"github.com/memunet/memunet/tiles"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -27,10 +28,25 @@ type Config struct {
 	Dist   Dist        `yaml:"dist"`
 	CUDA   CUDA        `yaml:"cuda"`
 	Output Output      `yaml:"output"`
+	// Predict is how prediction, eval and validation slide tiles over
+	// images too large to take whole (package tiles).
+	Predict Predict `yaml:"predict"`
 	// Invocation is not a key: it is how the user gave this config (the
 	// program, --config, --set), set by the command line after loading, so
 	// that hints name commands the user can paste.
 	Invocation Invocation `yaml:"-" json:"-"`
+}
+
+// Predict is the predict section: sliding-window (tiled) prediction.
+type Predict struct {
+	// Tile is the tiles' side (a multiple of 2^model.depth); 0: whole
+	// images where they fit, else the largest tile that does (predict),
+	// the patch's side (validation of a data.patch run).
+	Tile int `yaml:"tile"`
+	// Overlap is the share of a tile its neighbour covers, in [0, 0.9].
+	Overlap float64 `yaml:"overlap"`
+	// Blend weighs the tiles: gaussian (sigma tile/8) or constant.
+	Blend string `yaml:"blend"`
 }
 
 // CUDA is the CUDA backend's switches (a gpu build computing on cuda).
@@ -345,9 +361,10 @@ func Default() Config {
 			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
 			Loss:     Loss{Kind: "ce", Gamma: 2, DiceSmooth: 1},
 			Monitor:  "val_miou"},
-		Memory: Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
-		Dist:   Dist{BucketMB: 16},
-		Output: Output{Progress: "auto", LogEvery: 10, TensorBoard: true},
+		Memory:  Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
+		Dist:    Dist{BucketMB: 16},
+		Output:  Output{Progress: "auto", LogEvery: 10, TensorBoard: true},
+		Predict: Predict{Overlap: 0.25, Blend: tiles.Gaussian},
 	}
 }
 
@@ -451,6 +468,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("output.progress: %q: must be auto, bar, plain or none", c.Output.Progress)
 	case c.Output.LogEvery < 1:
 		return fmt.Errorf("output.log_every: %d: must be at least 1", c.Output.LogEvery)
+	case c.Predict.Tile < 0 || c.Predict.Tile%(1<<c.Model.Depth) != 0 || c.Predict.Tile > data.MaxResizeSize:
+		return fmt.Errorf("predict.tile: %d: a tile's side must be a multiple of 2^model.depth = %d up to %d, e.g. %d, or 0 (whole images where they fit)",
+			c.Predict.Tile, 1<<c.Model.Depth, data.MaxResizeSize, 16<<c.Model.Depth)
+	case tiles.ValidateOverlap("predict.overlap:", c.Predict.Overlap) != nil:
+		return tiles.ValidateOverlap("predict.overlap:", c.Predict.Overlap)
+	case tiles.ValidateBlend("predict.blend:", c.Predict.Blend) != nil:
+		return tiles.ValidateBlend("predict.blend:", c.Predict.Blend)
 	}
 	return c.validateVariants()
 }

@@ -180,7 +180,7 @@ func TestParseErrors(t *testing.T) {
 		want []string // besides the file name, which every error must contain
 	}{
 		{"unknown section", "model:\n  base: 8\nmodle:\n  base: 8\n",
-			[]string{"line 3", `"modle"`, "top level", "known keys: cuda, data, device, dist, memory, model, output, train"}},
+			[]string{"line 3", `"modle"`, "top level", "known keys: cuda, data, device, dist, memory, model, output, predict, train"}},
 		{"unknown key in section", "train:\n  steps: 10\n  batchsize: 4\n",
 			[]string{"line 3", `"train.batchsize"`, "known keys:", "batch_size", "val_every"}},
 		{"batch_size string", "train:\n  batch_size: \"abc\"\n",
@@ -428,7 +428,7 @@ func TestOverrideErrors(t *testing.T) {
 		{"unknown key in missing section", "", []string{"train.nope=1"},
 			[]string{"quickstart.yaml", "--set", `"train.nope"`, "known keys:"}},
 		{"unknown section", qs, []string{"trian.steps=1"},
-			[]string{"--set", `"trian"`, "known keys: cuda, data, device, dist, memory, model, output, train"}},
+			[]string{"--set", `"trian"`, "known keys: cuda, data, device, dist, memory, model, output, predict, train"}},
 		{"no equals sign", qs, []string{"train.steps"},
 			[]string{"--set", `"train.steps"`, "section.key=value"}},
 		{"empty key", qs, []string{"=5"},

@@ -4,17 +4,20 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
+
+	xdraw "golang.org/x/image/draw"
 )
 
 // Images with 16 bits per channel (16-bit TIFF, PNG) keep them: their raw
 // intensity is v = p/65535, normalized as 8-bit ones are, (v-Mean)/Std or by
 // data.mean/std. An 8-bit view (the high byte) serves previews and writes.
 
-// deepImager is a source whose images may have 16 bits per channel:
-// deepImage returns sample i's image as *image.RGBA (8-bit) or
-// *image.RGBA64 (16-bit; R = G = B = luma for one channel) and its mask.
-type deepImager interface {
-	deepImage(i int) (image.Image, *image.Gray, error)
+// DeepImager is a source whose images may have 16 bits per channel:
+// DeepImage returns sample i's image as *image.RGBA (8-bit) or
+// *image.RGBA64 (16-bit; R = G = B = luma for one channel), at (0, 0),
+// and its mask. The file sources, Resize and the nifti set are ones.
+type DeepImager interface {
+	DeepImage(i int) (image.Image, *image.Gray, error)
 }
 
 // is16 reports whether a decoded picture has 16 bits per channel.
@@ -142,9 +145,9 @@ func normalizeDecoded(src image.Image, gray bool, c int, out []float32) {
 	}
 }
 
-// to8bit is the 8-bit view of a picture toDeep made: m itself, or the high
-// byte of every channel.
-func to8bit(m image.Image) *image.RGBA {
+// EightBit is the 8-bit view of a picture toDeep made (ReadImageDeep,
+// DeepImage): m itself, or the high byte of every channel.
+func EightBit(m image.Image) *image.RGBA {
 	if r, ok := m.(*image.RGBA); ok {
 		return r
 	}
@@ -171,4 +174,108 @@ func normalizeDeep(m image.Image, c int, out []float32) {
 			dst[p] = (v - Mean) / Std
 		}
 	}
+}
+
+// Window writes the first c channels of the h x w window at (y0, x0) of
+// a picture toDeep made (ReadImageDeep, DeepImage) to out, planar,
+// normalized as the datasets normalize it: (v-Mean)/Std, then v*a + b
+// per channel where a is not nil (data.mean/std: NormCoefficients). Where
+// the window leaves the picture, reflect mirrors it about its edges
+// (numpy's "reflect": tiles.Layout's padding), else the values are 0 (a
+// patch's padding).
+func Window(m image.Image, c, y0, x0, h, w int, a, b []float32, reflect bool, out []float32) {
+	H, W := m.Bounds().Dy(), m.Bounds().Dx()
+	rgba, _ := m.(*image.RGBA)
+	deep, _ := m.(*image.RGBA64)
+	for ch := range c {
+		dst := out[ch*h*w : (ch+1)*h*w]
+		for y := range h {
+			sy := y0 + y
+			if reflect {
+				sy = reflectIndex(sy, H)
+			}
+			for x := range w {
+				sx := x0 + x
+				if reflect {
+					sx = reflectIndex(sx, W)
+				}
+				if sy < 0 || sy >= H || sx < 0 || sx >= W {
+					dst[y*w+x] = 0
+					continue
+				}
+				var v float32
+				if rgba != nil {
+					v = float32(rgba.Pix[sy*rgba.Stride+4*sx+ch]) / 255
+				} else {
+					o := sy*deep.Stride + 8*sx + 2*ch
+					v = float32(uint16(deep.Pix[o])<<8|uint16(deep.Pix[o+1])) / 65535
+				}
+				n := (v - Mean) / Std
+				if a != nil {
+					n = n*a[ch] + b[ch]
+				}
+				dst[y*w+x] = n
+			}
+		}
+	}
+}
+
+// reflectIndex maps i onto [0, n) by mirroring about the ends without
+// repeating them (-1 -> 1, n -> n-2), as often as it takes.
+func reflectIndex(i, n int) int {
+	if n == 1 {
+		return 0
+	}
+	period := 2 * (n - 1)
+	i %= period
+	if i < 0 {
+		i += period
+	}
+	if i >= n {
+		i = period - i
+	}
+	return i
+}
+
+// NormCoefficients are data.mean and data.std as Normalize applies them
+// after the package's normalization: v*a[c] + b[c]; nil, nil for the
+// package's own Mean and Std.
+func NormCoefficients(mean, std []float64, c int) (a, b []float32, err error) {
+	if err := ValidateNorm(mean, std, c); err != nil {
+		return nil, nil, err
+	}
+	if defaultNorm(mean, std) {
+		return nil, nil, nil
+	}
+	a, b = make([]float32, c), make([]float32, c)
+	for ch := range c {
+		m, s := float64(Mean), float64(Std)
+		if len(mean) > 0 {
+			m = mean[min(ch, len(mean)-1)]
+		}
+		if len(std) > 0 {
+			s = std[min(ch, len(std)-1)]
+		}
+		// (x*Std + Mean - m) / s = x*a + b
+		a[ch] = float32(Std / s)
+		b[ch] = float32((Mean - m) / s)
+	}
+	return a, b, nil
+}
+
+// ScalePicture scales a picture toDeep made to h x w as Resize scales
+// images (draw.BiLinear; 16 bits kept); one already h x w is returned as
+// it is.
+func ScalePicture(m image.Image, h, w int) image.Image {
+	b := m.Bounds()
+	if b.Dx() == w && b.Dy() == h {
+		return m
+	}
+	dr := image.Rect(0, 0, w, h)
+	var out xdraw.Image = image.NewRGBA(dr)
+	if is16(m) {
+		out = image.NewRGBA64(dr)
+	}
+	xdraw.BiLinear.Scale(out, dr, m, b, xdraw.Src, nil)
+	return out
 }

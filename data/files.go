@@ -583,8 +583,8 @@ func (f *files) Image(i int) (*image.RGBA, *image.Gray, error) {
 	return img.(*image.RGBA), mask, nil
 }
 
-// deepImage is Image keeping 16 bits per channel (see deepImager).
-func (f *files) deepImage(i int) (image.Image, *image.Gray, error) {
+// DeepImage is Image keeping 16 bits per channel (see DeepImager).
+func (f *files) DeepImage(i int) (image.Image, *image.Gray, error) {
 	return f.read(i, func(im *imageFile) (image.Image, error) {
 		img, err := im.decode()
 		if err != nil {

@@ -83,7 +83,7 @@ type niftiSet struct {
 
 var (
 	_ ImageSource = (*niftiSet)(nil)
-	_ deepImager  = (*niftiSet)(nil)
+	_ DeepImager  = (*niftiSet)(nil)
 )
 
 func (n *niftiSet) Len() int         { return len(n.samples) }
@@ -105,15 +105,15 @@ func (n *niftiSet) Name(i int) string {
 // Image is sample i as an 8-bit picture (the high byte of the windowed
 // intensity) and its mask.
 func (n *niftiSet) Image(i int) (*image.RGBA, *image.Gray, error) {
-	img, mask, err := n.deepImage(i)
+	img, mask, err := n.DeepImage(i)
 	if err != nil {
 		return nil, nil, err
 	}
-	return to8bit(img), mask, nil
+	return EightBit(img), mask, nil
 }
 
-// deepImage is sample i at 16 bits (R = G = B) and its mask.
-func (n *niftiSet) deepImage(i int) (image.Image, *image.Gray, error) {
+// DeepImage is sample i at 16 bits (R = G = B) and its mask.
+func (n *niftiSet) DeepImage(i int) (image.Image, *image.Gray, error) {
 	if i < 0 || i >= len(n.samples) {
 		return nil, nil, fmt.Errorf("data: sample %d out of range [0, %d)", i, len(n.samples))
 	}
@@ -146,7 +146,7 @@ func (n *niftiSet) Sample(i int, img []float32, mask []uint8) error {
 	if err := checkSample(n, i, img, mask); err != nil {
 		return err
 	}
-	oi, om, err := n.deepImage(i)
+	oi, om, err := n.DeepImage(i)
 	if err != nil {
 		return err
 	}
@@ -173,12 +173,9 @@ func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
 		return nil, fmt.Errorf("%s: the volume changed since the dataset was opened (now %s); open it again", v.image, joinDims(img.Dims[:]))
 	}
 	e := &volumeEntry{img: make([]uint16, img.Len()), cls: make([]uint8, img.Len())}
-	scale := 0.0
-	if v.hi > v.lo {
-		scale = 65535 / (v.hi - v.lo)
-	}
+	q := quantizer(v.lo, v.hi)
 	for k := range e.img {
-		e.img[k] = uint16(math.Round(min(max((img.At(k)-v.lo)*scale, 0), 65535)))
+		e.img[k] = q(img.At(k))
 		raw, ok := maskLabel(m.At(k))
 		c := int16(-1)
 		if ok {
@@ -191,6 +188,48 @@ func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
 		e.cls[k] = uint8(c)
 	}
 	return e, nil
+}
+
+// quantizer maps a voxel value x to round((x-lo)/(hi-lo) * 65535),
+// clamped to 0..65535: the windowed intensity at 16 bits (0 everywhere
+// when hi <= lo).
+func quantizer(lo, hi float64) func(x float64) uint16 {
+	scale := 0.0
+	if hi > lo {
+		scale = 65535 / (hi - lo)
+	}
+	return func(x float64) uint16 { return uint16(math.Round(min(max((x-lo)*scale, 0), 65535))) }
+}
+
+// IntensityWindow is the [lo, hi] a volume's voxels are windowed by, as
+// data.source nifti windows them: window (data.nifti.window) when given,
+// else the volume's own min and max.
+func (v *Volume) IntensityWindow(window []float64) (lo, hi float64) {
+	if len(window) == 2 {
+		return window[0], window[1]
+	}
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for k := range v.Len() {
+		x := v.At(k)
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
+}
+
+// SlicePicture is slice k across axis, windowed by [lo, hi] to 16 bits as
+// data.source nifti reads its samples: an *image.RGBA64 (R = G = B), the
+// slice's rows along the higher of the other two axes (see SliceSize).
+func (v *Volume) SlicePicture(axis, k int, lo, hi float64) image.Image {
+	h, w := v.SliceSize(axis)
+	q := quantizer(lo, hi)
+	gray := image.NewGray16(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			g := q(v.At(v.VoxelIndex(axis, k, y, x)))
+			gray.Pix[2*(y*w+x)], gray.Pix[2*(y*w+x)+1] = uint8(g>>8), uint8(g)
+		}
+	}
+	return toDeep(gray, true)
 }
 
 // maskLabel is a mask voxel's value as a raw label 0..MaxMaskValue; ok is

@@ -1116,24 +1116,17 @@ func (r *Report) Summary(check string) string {
 // data.mean and data.std). One value applies to every channel; an empty
 // list keeps the package's value.
 func Normalize(ds Dataset, mean, std []float64) (Dataset, error) {
-	c := ds.Channels()
-	if err := ValidateNorm(mean, std, c); err != nil {
+	a, b, err := NormCoefficients(mean, std, ds.Channels())
+	if err != nil {
 		return nil, err
 	}
-	n := &normalized{Dataset: ds, a: make([]float32, c), b: make([]float32, c)}
-	for ch := range c {
-		m, s := float64(Mean), float64(Std)
-		if len(mean) > 0 {
-			m = mean[min(ch, len(mean)-1)]
+	if a == nil { // the package's own: the identity
+		a, b = make([]float32, ds.Channels()), make([]float32, ds.Channels())
+		for ch := range a {
+			a[ch] = 1
 		}
-		if len(std) > 0 {
-			s = std[min(ch, len(std)-1)]
-		}
-		// (x*Std + Mean - m) / s = x*a + b
-		n.a[ch] = float32(Std / s)
-		n.b[ch] = float32((Mean - m) / s)
 	}
-	return n, nil
+	return &normalized{Dataset: ds, a: a, b: b}, nil
 }
 
 type normalized struct {

@@ -76,8 +76,8 @@ func (p *patches) crop(i int, rng *rand.Rand, img []float32, mask []uint8) error
 	var pic image.Image
 	var m *image.Gray
 	var err error
-	if d, ok := p.src.(deepImager); ok {
-		pic, m, err = d.deepImage(i)
+	if d, ok := p.src.(DeepImager); ok {
+		pic, m, err = d.DeepImage(i)
 	} else {
 		pic, m, err = p.src.Image(i)
 	}
@@ -89,7 +89,7 @@ func (p *patches) crop(i int, rng *rand.Rand, img []float32, mask []uint8) error
 	if rng != nil {
 		y0, x0 = p.origin(rng, m, H, W)
 	}
-	cropNormalized(pic, p.Channels(), y0, x0, p.h, p.w, p.a, p.b, img)
+	Window(pic, p.Channels(), y0, x0, p.h, p.w, p.a, p.b, false, img)
 	for y := range p.h {
 		for x := range p.w {
 			sy, sx := y0+y, x0+x
@@ -163,40 +163,6 @@ func foregroundPixel(rng *rand.Rand, m *image.Gray, H, W int) (y, x int, ok bool
 	return 0, 0, false
 }
 
-// cropNormalized writes the first c channels of the h x w window at (y0,
-// x0) of a picture toDeep made (an *image.RGBA or *image.RGBA64 at (0,
-// 0)) to out, planar, normalized as normalizeDeep does and then, with a
-// and b, as Normalize does (v*a + b); pixels outside the picture are 0.
-func cropNormalized(m image.Image, c, y0, x0, h, w int, a, b []float32, out []float32) {
-	H, W := m.Bounds().Dy(), m.Bounds().Dx()
-	for ch := range c {
-		dst := out[ch*h*w : (ch+1)*h*w]
-		for y := range h {
-			sy := y0 + y
-			for x := range w {
-				sx := x0 + x
-				if sy < 0 || sy >= H || sx < 0 || sx >= W {
-					dst[y*w+x] = 0
-					continue
-				}
-				var v float32
-				switch d := m.(type) {
-				case *image.RGBA:
-					v = float32(d.Pix[sy*d.Stride+4*sx+ch]) / 255
-				case *image.RGBA64:
-					o := sy*d.Stride + 8*sx + 2*ch
-					v = float32(uint16(d.Pix[o])<<8|uint16(d.Pix[o+1])) / 65535
-				}
-				n := (v - Mean) / Std
-				if a != nil {
-					n = n*a[ch] + b[ch]
-				}
-				dst[y*w+x] = n
-			}
-		}
-	}
-}
-
 // openPatches makes the patch dataset of data.patch from src, resized to
 // h x w first where data.resize or data.scale says (h, w: 0 when the
 // images differ in size and are not resized). An image smaller than the
@@ -240,15 +206,12 @@ func openPatches(cfg SourceConfig, src ImageSource, h, w int, rep *Report) (Data
 		return nil, nil
 	}
 	p := &patches{src: base, h: ph, w: pw, fg: cfg.PatchForeground}
-	if !defaultNorm(cfg.Mean, cfg.Std) {
-		n, err := Normalize(p, cfg.Mean, cfg.Std) // the same coefficients, applied in crop
-		if err != nil {
-			return nil, err
-		}
-		p.a, p.b = n.(*normalized).a, n.(*normalized).b
+	var err error
+	if p.a, p.b, err = NormCoefficients(cfg.Mean, cfg.Std, src.Channels()); err != nil {
+		return nil, err
 	}
 	rep.Height, rep.Width = ph, pw
-	rep.Patched = fmt.Sprintf("data.patch [%d, %d]: random crops at full resolution, %.0f%% centred on foreground (data.patch_foreground), padded where an image is smaller; validation on the centre crops",
+	rep.Patched = fmt.Sprintf("data.patch [%d, %d]: random crops at full resolution, %.0f%% centred on foreground (data.patch_foreground), padded where an image is smaller; validation on whole images by tiles (predict.*)",
 		ph, pw, 100*cfg.PatchForeground)
 	return p, nil
 }
@@ -293,4 +256,15 @@ func (s *Set) repatch(cfg SourceConfig) (*Set, error) {
 	set.Data, set.Report = p, &rep
 	set.fingerprint.Height, set.fingerprint.Width = cfg.Patch[0], cfg.Patch[1]
 	return &set, nil
+}
+
+// WholeImages is the source a data.patch dataset cuts its patches from:
+// every sample whole, at full resolution (after data.resize or
+// data.scale), for validation by tiles; ok is false for any other
+// dataset.
+func WholeImages(ds Dataset) (src ImageSource, ok bool) {
+	if p, is := ds.(*patches); is {
+		return p.src, true
+	}
+	return nil, false
 }

@@ -2,6 +2,7 @@ package data
 
 import (
 	"image"
+	"image/color"
 	"math"
 )
 
@@ -12,6 +13,39 @@ import (
 // file. memunet predict reads its inputs with it.
 func ReadImage(path string, channels int) (*image.RGBA, error) {
 	return decodeImageFile(path, channels, MaxImagePixels)
+}
+
+// ReadImageDeep is ReadImage keeping 16 bits per channel where the file
+// has them: an *image.RGBA, or an *image.RGBA64 for a 16-bit file (R = G
+// = B = luma for channels 1), as the datasets read their images (Window
+// cuts normalized tiles from it; EightBit is its 8-bit view).
+func ReadImageDeep(path string, channels int) (image.Image, error) {
+	im, err := openImageFile(path, MaxImagePixels)
+	if err != nil {
+		return nil, err
+	}
+	defer im.Close()
+	img, err := im.decode()
+	if err != nil {
+		return nil, err
+	}
+	return toDeep(img, channels == 1), nil
+}
+
+// ImageDepth is the bits per channel an image file's header declares:
+// 16 for 16-bit PNG and TIFF files, else 8. What is not a regular file is
+// refused unread; the error names the file.
+func ImageDepth(path string) (int, error) {
+	im, err := openImageFile(path, math.MaxInt)
+	if err != nil {
+		return 0, err
+	}
+	im.Close()
+	switch im.cfg.ColorModel {
+	case color.Gray16Model, color.RGBA64Model, color.NRGBA64Model:
+		return 16, nil
+	}
+	return 8, nil
 }
 
 // ImageSize is the height and width an image file's header declares,

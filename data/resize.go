@@ -103,14 +103,14 @@ func (r *resized) Image(i int) (*image.RGBA, *image.Gray, error) {
 	return img.(*image.RGBA), mask, nil
 }
 
-// deepImage is Image keeping 16 bits per channel where the source has
-// them (see deepImager): a 16-bit image is scaled as one.
-func (r *resized) deepImage(i int) (image.Image, *image.Gray, error) {
-	d, ok := r.src.(deepImager)
+// DeepImage is Image keeping 16 bits per channel where the source has
+// them (see DeepImager): a 16-bit image is scaled as one.
+func (r *resized) DeepImage(i int) (image.Image, *image.Gray, error) {
+	d, ok := r.src.(DeepImager)
 	if !ok {
 		return r.Image(i)
 	}
-	return r.scale(i, d.deepImage)
+	return r.scale(i, d.DeepImage)
 }
 
 // scale scales sample i of the source, read by read, to h by w.
@@ -154,7 +154,7 @@ func (r *resized) Sample(i int, img []float32, mask []uint8) error {
 	if err := checkSample(r, i, img, mask); err != nil {
 		return err
 	}
-	oi, om, err := r.deepImage(i)
+	oi, om, err := r.DeepImage(i)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,10 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer) ([]sizedFile
 	}
 	sized := make([]sizedFile, len(files))
 	for i, f := range files {
+		if isVolume(f) { // read whole, slice by slice, when it is predicted
+			sized[i] = sizedFile{path: f, stem: names.name(f, volumeStem(f), "nii")}
+			continue
+		}
 		h, w, err := data.ImageSize(f)
 		if err != nil {
 			return nil, fmt.Errorf("predict: %w", err)
@@ -69,8 +73,38 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer) ([]sizedFile
 // and what would fit; one that needs more than 1 GiB is announced on note.
 // Outputs go into outDir and are listed in rep.
 func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+	side := 0
+	if opts.Tile != "" && opts.Tile != TileNone {
+		var err error
+		if side, err = p.tileSide(opts.Tile); err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+	}
 	for lo := 0; lo < len(sized); {
+		if isVolume(sized[lo].path) {
+			if err := p.predictVolume(sized[lo], side, outDir, opts, lim, note, rep); err != nil {
+				return err
+			}
+			lo++
+			continue
+		}
+		if opts.Tile != "" && opts.Tile != TileNone { // every file by tiles
+			if err := p.predictFileTiled(sized[lo], side, s, outDir, opts, lim, note, rep); err != nil {
+				return err
+			}
+			lo++
+			continue
+		}
 		hi, need, err := p.fileBatch(sized, lo, s, opts, lim)
+		var tooLarge *SizeError
+		if errors.As(err, &tooLarge) && opts.Tile != TileNone { // whole it does not fit: by the largest tiles that do
+			tilingNote(note, sized[lo], tooLarge)
+			if err := p.predictFileTiled(sized[lo], 0, s, outDir, opts, lim, note, rep); err != nil {
+				return err
+			}
+			lo++
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -96,7 +130,7 @@ func (p *Predictor) fileBatch(sized []sizedFile, lo int, s sizing, opts Options,
 	first := sized[lo]
 	hi = lo
 	var srcPixels int64
-	for hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw {
+	for hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw && !isVolume(sized[hi].path) {
 		px := srcPixels + int64(sized[hi].h)*int64(sized[hi].w)
 		nd, err := p.PlanBatch(hi-lo+1, first.th, first.tw, px, opts.Overlay)
 		if err != nil {
@@ -106,7 +140,7 @@ func (p *Predictor) fileBatch(sized []sizedFile, lo int, s sizing, opts Options,
 		if why := lim.exceeded(nd); why != "" {
 			if hi == lo {
 				return 0, Need{}, &SizeError{File: first.path, H: first.h, W: first.w, TH: first.th, TW: first.tw, Need: nd, Why: why,
-					Advice: p.sizeAdvice(first.h, first.w, s, opts.Overlay, lim)}
+					Advice: "Predict it at full resolution by tiles (--tile auto, or leave --tile none out); or: " + p.sizeAdvice(first.h, first.w, s, opts.Overlay, lim)}
 			}
 			break
 		}
@@ -122,7 +156,7 @@ func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Opti
 	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
 	src := &fileSource{channels: c, classes: k}
 	for _, f := range files {
-		img, err := data.ReadImage(f.path, c)
+		img, err := data.ReadImageDeep(f.path, c)
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
@@ -161,7 +195,7 @@ func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Opti
 		}
 		if opts.Overlay {
 			out.Overlay = stem + "_overlay.png"
-			if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, mask, b.Dx(), b.Dy())); err != nil {
+			if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(img), mask, b.Dx(), b.Dy())); err != nil {
 				return err
 			}
 		}
@@ -214,7 +248,7 @@ func inputFiles(input string) ([]string, error) {
 	}
 	var files []string
 	for _, de := range des {
-		if !de.IsDir() && slices.Contains(ImageExts, strings.ToLower(filepath.Ext(de.Name()))) {
+		if !de.IsDir() && (slices.Contains(ImageExts, strings.ToLower(filepath.Ext(de.Name()))) || isVolume(de.Name())) {
 			path := filepath.Join(input, de.Name())
 			if err := checkInputFile(path); err != nil {
 				return nil, err
@@ -223,7 +257,7 @@ func inputFiles(input string) ([]string, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("predict: --input %s holds no %s files", input, strings.Join(ImageExts, ", "))
+		return nil, fmt.Errorf("predict: --input %s holds no %s, .nii or .nii.gz files", input, strings.Join(ImageExts, ", "))
 	}
 	return files, nil
 }
@@ -239,10 +273,11 @@ func checkInputFile(path string) error {
 	return f.Close()
 }
 
-// fileSource is a batch of decoded images as a data.ImageSource (with empty
-// masks), so that data.Resize prepares them exactly as training does.
+// fileSource is a batch of decoded images (data.ReadImageDeep: 16 bits
+// kept) as a data.ImageSource and DeepImager (with empty masks), so that
+// data.Resize prepares them exactly as training does.
 type fileSource struct {
-	images            []*image.RGBA
+	images            []image.Image
 	channels, classes int
 }
 
@@ -257,8 +292,16 @@ func (s *fileSource) Sample(int, []float32, []uint8) error {
 	return errors.New("predict: file images are read through data.Resize")
 }
 func (s *fileSource) Image(i int) (*image.RGBA, *image.Gray, error) {
+	img, mask, err := s.DeepImage(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data.EightBit(img), mask, nil
+}
+
+func (s *fileSource) DeepImage(i int) (image.Image, *image.Gray, error) {
 	if i < 0 || i >= len(s.images) {
 		return nil, nil, fmt.Errorf("image %d out of range", i)
 	}
-	return s.images[i], image.NewGray(s.images[i].Rect), nil
+	return s.images[i], image.NewGray(s.images[i].Bounds()), nil
 }

@@ -1,7 +1,12 @@
 package predict
 
-import "github.com/memunet/memunet/backend"
-import "github.com/memunet/memunet/metrics"
+import (
+	"strconv"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/metrics"
+)
 
 // Report is predict.json.
 type Report struct {
@@ -59,6 +64,9 @@ type Output struct {
 	// Probs are the probability files (Options.Probs): one PNG per class,
 	// or one .npy array.
 	Probs []string `json:"probs,omitempty"`
+	// Tiling is how the image was cut into tiles; absent when it was
+	// predicted whole.
+	Tiling *Tiling `json:"tiling,omitempty"`
 }
 
 // Options are predict's output choices.
@@ -78,6 +86,14 @@ type Options struct {
 	// ClassIndices writes class indices even where the training masks held
 	// other values.
 	ClassIndices bool `json:"class_indices"`
+	// Tile predicts image files by tiles: "" (whole where an image fits,
+	// else the largest tile that does), none (whole only: an image that
+	// does not fit is refused), auto (the largest tile that fits, for
+	// every file) or a side such as "256"; Overlap and Blend are the
+	// tiles' (package tiles).
+	Tile    string  `json:"tile,omitempty"`
+	Overlap float64 `json:"overlap"`
+	Blend   string  `json:"blend"`
 	// Force replaces an earlier prediction in the output folder.
 	Force bool `json:"-"`
 }
@@ -101,4 +117,19 @@ func (o Options) hostBytes(modelPixels, sourcePixels int64, classes int) int64 {
 		n += sourcePixels * int64(classes) * 4
 	}
 	return n
+}
+
+// WithDefaults fills the tiling options not given (Tile "", Overlap -1,
+// Blend "") from a config's predict section.
+func (o Options) WithDefaults(d config.Predict) Options {
+	if o.Tile == "" && d.Tile > 0 {
+		o.Tile = strconv.Itoa(d.Tile)
+	}
+	if o.Overlap < 0 {
+		o.Overlap = d.Overlap
+	}
+	if o.Blend == "" {
+		o.Blend = d.Blend
+	}
+	return o
 }

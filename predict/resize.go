@@ -111,13 +111,13 @@ func (p *Predictor) TrainingSize() (h, w int) {
 // with the first of them and what --resize offers; "" when none.
 func (p *Predictor) sizeNote(files []sizedFile, s sizing) string {
 	th, tw := p.TrainingSize()
-	if s.mode != ResizeAuto || th == 0 {
-		return ""
+	if s.mode != ResizeAuto || th == 0 || len(p.Config.Data.Patch) == 2 {
+		return "" // a data.patch model trained at the files' own scale
 	}
 	var first *sizedFile
 	n := 0
 	for i := range files {
-		if files[i].th != th || files[i].tw != tw {
+		if !isVolume(files[i].path) && (files[i].th != th || files[i].tw != tw) {
 			if first == nil {
 				first = &files[i]
 			}

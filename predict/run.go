@@ -34,6 +34,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if note == nil {
 		note = io.Discard
 	}
+	opts = opts.WithDefaults(p.Config.Predict)
 	if opts.Probs != "" && opts.Probs != "png" && opts.Probs != "npy" {
 		return nil, fmt.Errorf("predict: --probs %q: png or npy", opts.Probs)
 	}

@@ -562,3 +562,38 @@ func TestResumeAfterInterruptKeepsItsValidation(t *testing.T) {
 		t.Errorf("summary: part from %d, %d steps, %.3fs of %.3fs in all", second.PartFromStep, second.PartSteps, second.PartWallSeconds, second.WallSeconds)
 	}
 }
+
+// TestPatchPlanMatchesMeasuredPeak: a data.patch run, whose validation
+// takes whole images by tiles (the validation phase is the largest with
+// tiles larger than the patch), measures the peaks its plan predicts,
+// allocated and reserved, for every variant and both allocators.
+func TestPatchPlanMatchesMeasuredPeak(t *testing.T) {
+	for _, alloc := range []string{"arena", "caching"} {
+		for _, tile := range []int{0, 16} {
+			base := resumeConfig("patch")
+			base.Data.Size, base.Memory.Allocator, base.Predict.Tile = 24, alloc, tile
+			base.Train.Steps = 2
+			rows, _, err := train.Plan(base, append([]string{"config"}, train.VariantNames()...), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range rows {
+				name := fmt.Sprintf("%s/tile %d/%s", alloc, tile, row.Name)
+				if row.Error != "" {
+					t.Errorf("%s: %s", name, row.Error)
+					continue
+				}
+				if tile == 16 && row.Name == "config" && row.PeakByPhase[train.PhaseValidation] != row.PeakAllocatedBytes {
+					t.Errorf("%s: validation's peak %d is not the run's %d: the test would not see the tiles", name, row.PeakByPhase[train.PhaseValidation], row.PeakAllocatedBytes)
+				}
+				sum, err := Run(context.Background(), row.Config, Options{OutDir: t.TempDir()})
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if sum.PeakAllocatedBytes != row.PeakAllocatedBytes || sum.PeakReservedBytes != row.PeakReservedBytes {
+					t.Errorf("%s: planned peak %d (reserved %d), measured %d (%d)", name, row.PeakAllocatedBytes, row.PeakReservedBytes, sum.PeakAllocatedBytes, sum.PeakReservedBytes)
+				}
+			}
+		}
+	}
+}

@@ -16,7 +16,8 @@
 // one on an out-of-memory error.
 //
 // Files by role: trainer.go (the loop), validate.go (the validation loop;
-// its scores are package metrics), preview.go (the first validation images
+// its scores are package metrics), validate_tiled.go (a data.patch run's
+// validation: whole images by tiles), preview.go (the first validation images
 // kept for pictures), plan.go (variants and the plan), fit.go
 // (memory.fit), fits.go (refusing what cannot fit, device and host),
 // capacity.go (memory.capacity: auto), hostmem_linux.go and

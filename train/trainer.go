@@ -82,6 +82,7 @@ type Trainer struct {
 	Preview       *Preview
 
 	data          data.Dataset
+	whole         data.ImageSource // a data.patch run's images, whole: validated by tiles
 	trainIdx      []int
 	valIdx        []int
 	images        *model.Tensor // one micro-batch, on the device
@@ -262,6 +263,7 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	}
 	t := &Trainer{Config: cfg, data: set.Data, DataFingerprint: set.Fingerprint(), MaskValues: set.Report.ClassValues(cfg.Model.Classes), comm: comm}
 	t.trainIdx, t.valIdx = set.Train, set.Val
+	t.whole, _ = data.WholeImages(set.Data)
 	batch, accum, ranks := cfg.Train.BatchSize, cfg.Train.Accumulate, comm.Size()
 	if len(t.trainIdx) < batch*accum*ranks {
 		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d x %d ranks needs %d training samples, there are %d; lower them or raise data.count",

@@ -10,7 +10,8 @@ import (
 )
 
 // Validate evaluates the model on the validation samples in eval mode, in
-// batches of train.batch_size.
+// batches of train.batch_size; a data.patch run validates each image
+// whole, by tiles (evaluateTiled).
 func (t *Trainer) Validate() (metrics.Validation, error) {
 	// Each rank validates its share of the samples; the sums are reduced.
 	idx := t.valIdx
@@ -25,7 +26,14 @@ func (t *Trainer) Validate() (metrics.Validation, error) {
 			t.Preview = previewFrom(t.Device.Backend, t.PreviewImages, images, masks, logits)
 		}
 	}
-	sums, err := evaluate(&model.Env{Device: t.Device, Precision: t.env.Precision}, t.Net, t.Loss, t.data, idx, t.Config.Train.BatchSize, t.masks, keep)
+	env := &model.Env{Device: t.Device, Precision: t.env.Precision}
+	var sums evalSums
+	var err error
+	if t.whole != nil { // a data.patch run: whole images, by tiles
+		sums, err = t.evaluateTiled(env, idx)
+	} else {
+		sums, err = evaluate(env, t.Net, t.Loss, t.data, idx, t.Config.Train.BatchSize, t.masks, keep)
+	}
 	if err != nil {
 		return metrics.Validation{}, t.ExplainOOM(err, "validation")
 	}

@@ -15,10 +15,11 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/tiles"
 	"github.com/memunet/memunet/train"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--force]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--force]"
 
 func predictCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
@@ -35,6 +36,9 @@ func predictCommand(args []string, stdout io.Writer) error {
 	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
 	resize := fs.String("resize", predict.ResizeAuto, "how image files are sized for the model: auto (as training prepared its images: data.resize, else the file's size times data.scale), train (training's size), none (each file's own size) or HEIGHTxWIDTH; masks come back at each file's size")
+	tile := fs.String("tile", "", "predict image files by tiles of this side (a multiple of 2^model.depth), auto (the largest whose plan fits) or none (whole images only; one too large is refused) (default: predict.tile; unset: whole images where they fit, else auto)")
+	overlap := fs.Float64("overlap", -1, "share of a tile its neighbour covers, 0..0.9 (default: predict.overlap, 0.25)")
+	blend := fs.String("blend", "", "how tiles are weighed: gaussian (sigma = tile/8) or constant (default: predict.blend)")
 	force := fs.Bool("force", false, "replace an earlier prediction in --out (only the files its predict.json lists)")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := fs.Parse(args); err != nil {
@@ -49,7 +53,18 @@ func predictCommand(args []string, stdout io.Writer) error {
 	if *probs != "" && *probs != "png" && *probs != "npy" {
 		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
 	}
-	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Resize: *resize, Force: *force}
+	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Resize: *resize, Force: *force,
+		Tile: *tile, Overlap: *overlap, Blend: *blend}
+	if *overlap != -1 {
+		if err := tiles.ValidateOverlap("predict: --overlap", *overlap); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	if *blend != "" {
+		if err := tiles.ValidateBlend("predict: --blend", *blend); err != nil {
+			return usageError{err.Error()}
+		}
+	}
 	resolve := checkpoint.ResolveBest
 	if *newest {
 		resolve = func(arg string) (string, error) { return checkpoint.ResolveResume(arg, "") }
@@ -85,6 +100,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 		ck.Config.Device = spec
 	}
 	cfg := ck.Config
+	opts = opts.WithDefaults(cfg.Predict)
 	prec := cfg.Train.Precision
 	if *precision != "" {
 		if prec, err = backend.ParsePrecision(*precision); err != nil {

@@ -404,7 +404,7 @@ func TestPredictRefusesImagesTooLarge(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	// 4 MiB: two of the pool's 2 MiB pages, the model's and a small image's.
-	code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--out", out, "--capacity", "4MiB"}, &stdout, &stderr)
+	code := run([]string{"predict", "--checkpoint", runDir, "--input", in, "--out", out, "--capacity", "4MiB", "--tile", "none"}, &stdout, &stderr)
 	msg := stderr.String()
 	for _, want := range []string{"big.png is 384x512 (height x width)", "the model takes it at 384x512", "above its capacity 4.00 MiB", "Scale it down to"} {
 		if !strings.Contains(msg, want) {

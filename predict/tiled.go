@@ -1,0 +1,308 @@
+package predict
+
+import (
+	"fmt"
+	"image"
+	"io"
+	"path/filepath"
+	"strconv"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/tiles"
+)
+
+// Tiling is how one image is predicted by tiles (package tiles): squares
+// of side Tile, Batch of them per forward pass, overlapping by Overlap,
+// blended by Blend.
+type Tiling struct {
+	Tile    int     `json:"tile"`
+	Batch   int     `json:"tile_batch"`
+	Overlap float64 `json:"overlap"`
+	Blend   string  `json:"blend"`
+	// Tiles is how many cover the image; Auto says the tile and its batch
+	// were chosen as the largest whose plan fits.
+	Tiles int  `json:"tiles"`
+	Auto  bool `json:"auto"`
+}
+
+func (t Tiling) String() string {
+	how := ""
+	if t.Auto {
+		how = ", the largest whose plan fits"
+	}
+	return fmt.Sprintf("%d tiles of %dx%d%s, %d per pass, overlap %g, %s blend", t.Tiles, t.Tile, t.Tile, how, t.Batch, t.Overlap, t.Blend)
+}
+
+// Options.Tile's words: TileAuto asks for the largest tile that fits,
+// TileNone for whole images only (one that does not fit is refused).
+const (
+	TileAuto = "auto"
+	TileNone = "none"
+)
+
+// tileSide parses Options.Tile: 0 for auto, else the side, a multiple of
+// 2^model.depth.
+func (p *Predictor) tileSide(tile string) (int, error) {
+	if tile == TileAuto {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(tile)
+	f := 1 << p.Config.Model.Depth
+	if err != nil || n < f || n%f != 0 || n > data.MaxResizeSize {
+		return 0, fmt.Errorf("--tile %q: want auto or a side that is a multiple of 2^model.depth = %d up to %d, e.g. %d", tile, f, data.MaxResizeSize, 16*f)
+	}
+	return n, nil
+}
+
+// tileNeed plans predicting an h x w picture (deep: 16 bits a channel)
+// by tiles t: the pool's peak for a pass of t.Batch tiles (PlanBatch's dry
+// run), and beside it on the host the picture, its class map, a batch of
+// tiles and their outputs, the blend band, and what opts adds (overlays,
+// whole-image probabilities). srcPixels are the file's, which may differ
+// from the picture's when it is scaled for the model.
+func (p *Predictor) tileNeed(t Tiling, h, w int, srcPixels int64, deep bool, opts Options) (Need, error) {
+	nd, err := p.PlanBatch(t.Batch, t.Tile, t.Tile, 0, false)
+	if err != nil {
+		return Need{}, err
+	}
+	l, err := tiles.New(h, w, t.Tile, t.Overlap)
+	if err != nil {
+		return Need{}, err
+	}
+	c, k := int64(p.Config.Model.InChannels), int64(p.Config.Model.Classes)
+	px, tilePx := int64(h)*int64(w), int64(t.Batch)*int64(t.Tile)*int64(t.Tile)
+	bytesPer := int64(4) // an RGBA picture
+	if deep {
+		bytesPer = 8
+	}
+	outs := tilePx * k * 4 // the batch's logits or probabilities
+	if opts.TTA {
+		outs = 3 * tilePx * (k + c) * 4 // mirrored inputs, their outputs and those flipped back
+	}
+	nd.Host = srcPixels*bytesPer + px*bytesPer + px + tilePx*c*4 + outs + l.BandBytes(int(k), t.Batch)
+	if opts.Overlay {
+		nd.Host += srcPixels * 4
+	}
+	if opts.Probs != "" {
+		nd.Host += (px + srcPixels) * k * 4
+	}
+	return nd, nil
+}
+
+// chooseTiling picks the tiling of an h x w picture: tile side (0: the
+// largest multiple of 2^model.depth whose plan fits lim, up to the
+// picture's longer side) and the most tiles per pass, up to p.Batch, that
+// fit with it. A tile that cannot fit alone is an error naming its need.
+func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opts Options, lim Limits) (Tiling, Need, error) {
+	t := Tiling{Overlap: opts.Overlap, Blend: opts.Blend, Batch: 1, Auto: side == 0}
+	fits := func(t Tiling) (Need, bool, error) {
+		nd, err := p.tileNeed(t, h, w, srcPixels, deep, opts)
+		// Every pass repeats the same allocations in a pool emptied first
+		// (Tiled), so its reserved peak is the dry run's: the capacity must
+		// hold that, not only the allocated peak.
+		return nd, err == nil && lim.exceeded(nd) == "" && (lim.Capacity == 0 || nd.PeakReserved <= lim.Capacity), err
+	}
+	f := 1 << p.Config.Model.Depth
+	if side == 0 {
+		lo, hi := 0, (max(h, w)+f-1)/f // lo*f fits (0: none known), past hi no need
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			t.Tile = mid * f
+			_, ok, err := fits(t)
+			if err != nil {
+				return t, Need{}, err
+			}
+			if ok {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		side = max(lo, 1) * f
+	}
+	t.Tile = side
+	need, ok, err := fits(t)
+	if err != nil {
+		return t, Need{}, err
+	}
+	if !ok {
+		what := fmt.Sprintf("a tile of %dx%d", side, side)
+		if t.Auto {
+			what = fmt.Sprintf("even the smallest tile, %dx%d,", side, side)
+		}
+		why := lim.exceeded(need)
+		if why == "" {
+			why = fmt.Sprintf("a pool peak of %s reserved, above its capacity %s", memory.FormatBytes(need.PeakReserved), memory.FormatBytes(lim.Capacity))
+		}
+		return t, Need{}, fmt.Errorf("%s needs %s; raise --capacity or free memory", what, why)
+	}
+	l, _ := tiles.New(h, w, t.Tile, t.Overlap)
+	t.Tiles = l.Count()
+	for n := 2; n <= min(p.Batch, t.Tiles); n++ {
+		next := t
+		next.Batch = n
+		nd, ok, err := fits(next)
+		if err != nil || !ok {
+			break
+		}
+		t, need = next, nd
+	}
+	return t, need, nil
+}
+
+// hostLogits is the logits of n normalized images, downloaded.
+func (p *Predictor) hostLogits(images []float32, n, h, w int) ([]float32, error) {
+	logits, err := p.logits(images, n, h, w)
+	if err != nil {
+		return nil, err
+	}
+	defer logits.Release()
+	return backend.DownloadFloat32(p.Device.Backend, logits.View()), nil
+}
+
+// Tiled predicts a picture (from data.ReadImageDeep or DeepImage, at the
+// size the model takes it) by tiles t, normalized as training normalized
+// its images, and hands every row of the blended outputs to row, top to
+// bottom: K planes of the picture's width, the logits, or with
+// probabilistic the probabilities (flip-averaged per tile with tta).
+// Rows are the blender's, valid during the call; the host holds a band of
+// tile rows, never the whole image's outputs. Every pass takes t.Batch
+// tiles (the last filled with repeats) in a pool emptied of cached blocks
+// first, so each allocates as PlanBatch's dry run did.
+func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, row func(y int, planes []float32) error) error {
+	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
+	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
+	if err != nil {
+		return err
+	}
+	h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
+	l, err := tiles.New(h, w, t.Tile, t.Overlap)
+	if err != nil {
+		return err
+	}
+	blend := tiles.NewBlender(l, k, tiles.Weights(t.Tile, t.Blend), t.Batch)
+	tt := t.Tile * t.Tile
+	input := make([]float32, t.Batch*c*tt)
+	p.Pool().EmptyCache()
+	for first := 0; first < l.Count(); first += t.Batch {
+		n := min(t.Batch, l.Count()-first)
+		for j := range t.Batch {
+			y0, x0 := l.Origin(first + min(j, n-1))
+			data.Window(pic, c, y0, x0, t.Tile, t.Tile, a, b, true, input[j*c*tt:(j+1)*c*tt])
+		}
+		var out []float32
+		if probabilistic {
+			out, err = p.Probabilities(input, t.Batch, t.Tile, t.Tile, tta)
+		} else {
+			out, err = p.hostLogits(input, t.Batch, t.Tile, t.Tile)
+		}
+		if err != nil {
+			return err
+		}
+		for j := range n {
+			if err := blend.Add(first+j, out[j*k*tt:(j+1)*k*tt]); err != nil {
+				return err
+			}
+		}
+		if err := blend.Emit(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tiledSize is the size an h x w file is given to the model at when it is
+// predicted by tiles: as sizing says, but its sides not rounded to a
+// multiple of 2^model.depth (the tiles' padding takes any size).
+func (s sizing) tiledSize(p *Predictor, h, w int) (int, int) {
+	switch {
+	case s.mode == "fixed" || s.mode == ResizeTrain:
+		return s.h, s.w
+	case s.mode == ResizeAuto && len(p.Config.Data.Resize) == 2:
+		return p.Config.Data.Resize[0], p.Config.Data.Resize[1]
+	case s.mode == ResizeAuto && p.Config.Data.Scale > 0:
+		return max(1, int(float64(h)*p.Config.Data.Scale+0.5)), max(1, int(float64(w)*p.Config.Data.Scale+0.5))
+	}
+	return h, w
+}
+
+// predictFileTiled predicts one file by tiles: side (0: the largest that
+// fits lim) at the size sizing gives it, unrounded; its mask is scaled
+// back to the file's size where that differs, and written as the whole
+// path writes it.
+func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
+	th, tw := s.tiledSize(p, f.h, f.w)
+	deep := false
+	if d, err := data.ImageDepth(f.path); err == nil {
+		deep = d > 8
+	}
+	t, need, err := p.chooseTiling(side, th, tw, int64(f.h)*int64(f.w), deep, opts, lim)
+	if err != nil {
+		return fmt.Errorf("predict: %s (%dx%d, at %dx%d) by tiles: %w", f.path, f.h, f.w, th, tw, err)
+	}
+	fmt.Fprintf(note, "predict: %s (%dx%d) by %s: planned pool peak %s allocated, host %s\n",
+		f.path, th, tw, t, memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(need.Host))
+	rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+	pic, err := data.ReadImageDeep(f.path, c)
+	if err != nil {
+		return fmt.Errorf("predict: %w", err)
+	}
+	model := data.ScalePicture(pic, th, tw)
+	mask := make([]uint8, th*tw)
+	var probs []float32
+	if opts.Probs != "" {
+		probs = make([]float32, k*th*tw)
+	}
+	err = p.Tiled(model, t, opts.probabilistic(), opts.TTA, func(y int, planes []float32) error {
+		argmaxRow(planes, k, tw, mask[y*tw:(y+1)*tw])
+		for cl := 0; probs != nil && cl < k; cl++ {
+			copy(probs[(cl*th+y)*tw:(cl*th+y+1)*tw], planes[cl*tw:(cl+1)*tw])
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("predict: %s: %w", f.path, err)
+	}
+	model = nil
+	out := Output{Input: f.path, Mask: f.stem + ".png", Tiling: &t}
+	full := scaleMask(mask, tw, th, f.w, f.h)
+	if err := writeMask(filepath.Join(outDir, out.Mask), full, f.w, f.h, rep.MaskValues); err != nil {
+		return err
+	}
+	if opts.Probs != "" {
+		if out.Probs, err = writeProbs(outDir, f.stem, opts.Probs, probs, k, tw, th, f.w, f.h); err != nil {
+			return err
+		}
+	}
+	if opts.Overlay {
+		out.Overlay = f.stem + "_overlay.png"
+		if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(pic), full, f.w, f.h)); err != nil {
+			return err
+		}
+	}
+	rep.Outputs = append(rep.Outputs, out)
+	return nil
+}
+
+// argmaxRow is each pixel's class of one row of k planes of w values (the
+// first on ties, as the device's Argmax).
+func argmaxRow(planes []float32, k, w int, out []uint8) {
+	for x := range w {
+		best := 0
+		for c := 1; c < k; c++ {
+			if planes[c*w+x] > planes[best*w+x] {
+				best = c
+			}
+		}
+		out[x] = uint8(best)
+	}
+}
+
+// tilingNote says that an image that does not fit whole is predicted by
+// tiles.
+func tilingNote(note io.Writer, f sizedFile, e *SizeError) {
+	fmt.Fprintf(note, "predict: %s at %dx%d does not fit whole (%s); predicting it by tiles (--tile auto)\n", f.path, e.TH, e.TW, e.Why)
+}
