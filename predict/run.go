@@ -78,7 +78,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	names.flush(note)
 	rep := p.newReport(input, opts, lim)
 	if split != nil {
-		err = p.predictSplit(split, outDir, opts, names, rep)
+		err = p.predictSplit(split, outDir, opts, lim, names, rep)
 		names.flush(note)
 	} else {
 		err = p.predictFiles(files, s, outDir, opts, lim, note, rep)

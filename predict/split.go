@@ -16,6 +16,9 @@ type splitInput struct {
 	ds   data.Dataset
 	idx  []int
 	need Need // a batch's, planned before the dataset was opened
+	// whole is a data.patch checkpoint's images, whole: scored by tiles,
+	// as its training validated (scoreSplitTiled); nil otherwise.
+	whole data.ImageSource
 }
 
 // openSplit plans a batch of the split's samples (from data.ProbeSize,
@@ -36,6 +39,9 @@ func (p *Predictor) openSplit(name string, opts Options, lim Limits) (*splitInpu
 	ds, idx, err := p.Split(name)
 	if err != nil {
 		return nil, err
+	}
+	if whole, ok := data.WholeImages(ds); ok { // each image is planned as it is tiled
+		return &splitInput{name: name, ds: ds, idx: idx, whole: whole}, nil
 	}
 	if dh, dw := ds.Size(); !planned || dh != h || dw != w {
 		if need, err = p.planSplit(name, dh, dw, opts, lim); err != nil {
@@ -105,11 +111,13 @@ func (p *Predictor) planSplit(split string, h, w int, opts Options, lim Limits) 
 // training, writes its outputs into outDir and reports the metrics in
 // rep. Each output is named after its sample's source file (folder, voc),
 // or <split>-<index> for synthetic data.
-func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, names *namer, rep *Report) error {
-	h, w := in.ds.Size()
+func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, lim Limits, names *namer, rep *Report) error {
 	rep.PlannedPeakBytes = in.need.PeakAllocated
 	src, _ := data.SourceImages(in.ds)
-	each := func(i int, pred []uint8, probs []float32) error {
+	if in.whole != nil {
+		src = in.whole
+	}
+	each := func(i int, pred []uint8, probs []float32, h, w int) error {
 		input := fmt.Sprintf("dataset:%s[%d]", in.name, i)
 		name := names.name(input, data.SampleName(in.ds, i), fmt.Sprintf("%s-%05d", in.name, i))
 		out := Output{Input: input, Mask: name + ".png"}
@@ -135,7 +143,7 @@ func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, na
 		rep.Outputs = append(rep.Outputs, out)
 		return nil
 	}
-	m, err := p.scoreSplit(in, opts.TTA, opts.probabilistic(), each)
+	m, err := p.scoreSplit(in, opts, lim, rep, each)
 	if err != nil {
 		return err
 	}
@@ -146,11 +154,15 @@ func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, na
 // scoreSplit predicts the split's samples (from probabilities with
 // probabilistic, flip-averaged with tta) and calls each with every
 // sample's classes and, where computed, probabilities.
-func (p *Predictor) scoreSplit(in *splitInput, tta, probabilistic bool, each func(i int, pred []uint8, probs []float32) error) (metrics.Validation, error) {
-	if probabilistic {
-		return p.PredictSplitProbs(in.ds, in.idx, tta, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs) })
+func (p *Predictor) scoreSplit(in *splitInput, opts Options, lim Limits, rep *Report, each func(i int, pred []uint8, probs []float32, h, w int) error) (metrics.Validation, error) {
+	if in.whole != nil {
+		return p.scoreSplitTiled(in, opts, lim, rep, each)
 	}
-	return p.PredictSplit(in.ds, in.idx, func(i int, pred, _ []uint8) error { return each(i, pred, nil) })
+	h, w := in.ds.Size()
+	if opts.probabilistic() {
+		return p.PredictSplitProbs(in.ds, in.idx, opts.TTA, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs, h, w) })
+	}
+	return p.PredictSplit(in.ds, in.idx, func(i int, pred, _ []uint8) error { return each(i, pred, nil, h, w) })
 }
 
 // Score scores the checkpoint on a split of its dataset (of another one,
@@ -163,6 +175,7 @@ func (p *Predictor) Score(split string, tta bool, lim Limits) (metrics.Validatio
 	if err != nil {
 		return metrics.Validation{}, 0, err
 	}
-	v, err := p.scoreSplit(in, tta, tta, func(int, []uint8, []float32) error { return nil })
+	opts := Options{TTA: tta, Overlap: -1}.WithDefaults(p.Config.Predict)
+	v, err := p.scoreSplit(in, opts, lim, nil, func(int, []uint8, []float32, int, int) error { return nil })
 	return v, len(in.idx), err
 }

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"math"
 	"path/filepath"
 	"strconv"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/tiles"
 )
 
@@ -305,4 +307,95 @@ func argmaxRow(planes []float32, k, w int, out []uint8) {
 // tiles.
 func tilingNote(note io.Writer, f sizedFile, e *SizeError) {
 	fmt.Fprintf(note, "predict: %s at %dx%d does not fit whole (%s); predicting it by tiles (--tile auto)\n", f.path, e.TH, e.TW, e.Why)
+}
+
+// splitTile is the tiles' side of a data.patch checkpoint's split: --tile
+// (auto: 0, the largest that fits), else predict.tile, else the patch's
+// shorter side, as its training validated.
+func (p *Predictor) splitTile(opts Options) (int, error) {
+	if opts.Tile != "" && opts.Tile != TileNone {
+		return p.tileSide(opts.Tile)
+	}
+	if t := p.Config.Predict.Tile; t > 0 {
+		return t, nil
+	}
+	pt := p.Config.Data.Patch
+	return min(pt[0], pt[1]), nil
+}
+
+// scoreSplitTiled scores a data.patch checkpoint's split as its training
+// validated it: each image whole, at full resolution, by tiles; the loss
+// is the cross-entropy of the blended logits (or -log of the blended
+// probabilities where opts asks for them) per counted pixel. each gets
+// every image's classes (and probabilities) at its size.
+func (p *Predictor) scoreSplitTiled(in *splitInput, opts Options, lim Limits, rep *Report, each func(i int, pred []uint8, probs []float32, h, w int) error) (metrics.Validation, error) {
+	side, err := p.splitTile(opts)
+	if err != nil {
+		return metrics.Validation{}, err
+	}
+	k := p.Config.Model.Classes
+	conf := metrics.NewConfusion(k)
+	var loss float64
+	var counted int64
+	prob := opts.probabilistic()
+	for _, i := range in.idx {
+		var pic image.Image
+		var mask *image.Gray
+		if d, ok := in.whole.(data.DeepImager); ok {
+			pic, mask, err = d.DeepImage(i)
+		} else {
+			pic, mask, err = in.whole.Image(i)
+		}
+		if err != nil {
+			return metrics.Validation{}, err
+		}
+		h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
+		t, need, err := p.chooseTiling(side, h, w, int64(h)*int64(w), true, opts, lim)
+		if err != nil {
+			return metrics.Validation{}, fmt.Errorf("sample %d (%dx%d) by tiles: %w", i, h, w, err)
+		}
+		if rep != nil {
+			rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+		}
+		pred := make([]uint8, h*w)
+		var probs []float32
+		if opts.Probs != "" {
+			probs = make([]float32, k*h*w)
+		}
+		err = p.Tiled(pic, t, prob, opts.TTA, func(y int, planes []float32) error {
+			row := pred[y*w : (y+1)*w]
+			argmaxRow(planes, k, w, row)
+			for x, target := range mask.Pix[y*mask.Stride : y*mask.Stride+w] {
+				if target == backend.IgnoreIndex || int(target) >= k {
+					continue
+				}
+				conf.Counts[int(target)*k+int(row[x])]++
+				counted++
+				if prob {
+					loss -= math.Log(max(float64(planes[int(target)*w+x]), 1e-45))
+					continue
+				}
+				top := float64(planes[int(row[x])*w+x])
+				var sum float64
+				for c := range k {
+					sum += math.Exp(float64(planes[c*w+x]) - top)
+				}
+				loss += top + math.Log(sum) - float64(planes[int(target)*w+x])
+			}
+			for c := 0; probs != nil && c < k; c++ {
+				copy(probs[(c*h+y)*w:(c*h+y+1)*w], planes[c*w:(c+1)*w])
+			}
+			return nil
+		})
+		if err != nil {
+			return metrics.Validation{}, err
+		}
+		if err := each(i, pred, probs, h, w); err != nil {
+			return metrics.Validation{}, err
+		}
+	}
+	if len(in.idx) == 0 {
+		return metrics.Validation{}, fmt.Errorf("the split has no samples")
+	}
+	return p.validation(conf, loss/float64(max(counted, 1))), nil
 }

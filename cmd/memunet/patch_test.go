@@ -2,6 +2,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"image"
+	_ "image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,5 +32,43 @@ func TestPlanSuggestPatch(t *testing.T) {
 	}
 	if code := run([]string{"plan", "--config", "../../configs/quickstart.yaml", "--suggest", "tile"}, &stdout, &stderr); code != 2 {
 		t.Errorf("--suggest tile: exit %d, want 2", code)
+	}
+}
+
+// TestPatchRunEvalAndPredict: a data.patch run validates whole images by
+// tiles; eval of its checkpoint scores them alike (the same mIoU and loss
+// as training's last validation), and predict dataset:val writes each
+// image's mask at its whole size.
+func TestPatchRunEvalAndPredict(t *testing.T) {
+	runDir, sum := trainTiny(t, "--set", "data.patch=[8,8]", "--set", "train.val_every=4", "--set", "predict.tile=12",
+		"--set", "predict.overlap=0.5")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"eval", "--checkpoint", runDir, "--newest", "--out", filepath.Join(t.TempDir(), "e.json")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("eval: exit %d: %s", code, stderr.String())
+	}
+	want := fmt.Sprintf("miou %.4f", sum.ValMIoU)
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("eval does not give training's %s:\n%s", want, stdout.String())
+	}
+	out := filepath.Join(t.TempDir(), "p")
+	stdout.Reset()
+	if code := run([]string{"predict", "--checkpoint", runDir, "--newest", "--input", "dataset:val", "--out", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("predict: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("predict dataset:val does not give training's %s:\n%s", want, stdout.String())
+	}
+	masks, _ := filepath.Glob(filepath.Join(out, "val-*.png"))
+	if len(masks) == 0 {
+		t.Fatalf("no masks in %s", out)
+	}
+	f, err := os.Open(masks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil || cfg.Width != 16 || cfg.Height != 16 {
+		t.Errorf("%s: %dx%d, %v; want the whole 16x16 image", masks[0], cfg.Width, cfg.Height, err)
 	}
 }
