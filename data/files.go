@@ -192,20 +192,25 @@ func checkDir(dir, what string) *Problem {
 	return nil
 }
 
-// listFolder pairs DIR/images/STEM.{png,jpg,jpeg,gif} with
-// DIR/masks/STEM+suffix.{png,gif}, sorted by image file name.
-func listFolder(root, suffix string) ([]pair, []Problem) {
-	layout := "data.source folder reads DIR/images/ and DIR/masks/, an image and its mask matched by file name (see data.mask_suffix)"
+// checkLayout is root's images/ and masks/ folders, or the problems of a
+// root or either folder that is missing; layout says what root must hold.
+func checkLayout(root, layout string) (imgDir, maskDir string, probs []Problem) {
 	if p := checkDir(root, "set data.path to the dataset folder ("+layout+")"); p != nil {
-		return nil, []Problem{*p}
+		return "", "", []Problem{*p}
 	}
-	imgDir, maskDir := filepath.Join(root, "images"), filepath.Join(root, "masks")
-	var probs []Problem
+	imgDir, maskDir = filepath.Join(root, "images"), filepath.Join(root, "masks")
 	for _, d := range []string{imgDir, maskDir} {
 		if p := checkDir(d, layout); p != nil {
 			probs = append(probs, *p)
 		}
 	}
+	return imgDir, maskDir, probs
+}
+
+// listFolder pairs DIR/images/STEM.{png,jpg,jpeg,gif} with
+// DIR/masks/STEM+suffix.{png,gif}, sorted by image file name.
+func listFolder(root, suffix string) ([]pair, []Problem) {
+	imgDir, maskDir, probs := checkLayout(root, "data.source folder reads DIR/images/ and DIR/masks/, an image and its mask matched by file name (see data.mask_suffix)")
 	if len(probs) > 0 {
 		return nil, probs
 	}

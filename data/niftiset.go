@@ -319,17 +319,7 @@ func (c *volumeCache) get(k int, load func() (*volumeEntry, error)) (*volumeEntr
 
 // listNIfTI pairs DIR/images/STEM.nii[.gz] with DIR/masks/STEM.nii[.gz].
 func listNIfTI(root string) ([]pair, []Problem) {
-	layout := "data.source nifti reads DIR/images/*.nii[.gz] and DIR/masks/*.nii[.gz], a volume and its mask matched by name"
-	if p := checkDir(root, "set data.path to the dataset folder ("+layout+")"); p != nil {
-		return nil, []Problem{*p}
-	}
-	imgDir, maskDir := filepath.Join(root, "images"), filepath.Join(root, "masks")
-	var probs []Problem
-	for _, d := range []string{imgDir, maskDir} {
-		if p := checkDir(d, layout); p != nil {
-			probs = append(probs, *p)
-		}
-	}
+	imgDir, maskDir, probs := checkLayout(root, "data.source nifti reads DIR/images/*.nii[.gz] and DIR/masks/*.nii[.gz], a volume and its mask matched by name")
 	if len(probs) > 0 {
 		return nil, probs
 	}

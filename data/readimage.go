@@ -20,16 +20,7 @@ func ReadImage(path string, channels int) (*image.RGBA, error) {
 // = B = luma for channels 1), as the datasets read their images (Window
 // cuts normalized tiles from it; EightBit is its 8-bit view).
 func ReadImageDeep(path string, channels int) (image.Image, error) {
-	im, err := openImageFile(path, MaxImagePixels)
-	if err != nil {
-		return nil, err
-	}
-	defer im.Close()
-	img, err := im.decode()
-	if err != nil {
-		return nil, err
-	}
-	return toDeep(img, channels == 1), nil
+	return decodeImageDeep(path, channels, MaxImagePixels)
 }
 
 // ImageDepth is the bits per channel an image file's header declares:
