@@ -38,7 +38,8 @@ func (p *Predictor) predictVolume(f sizedFile, side int, outDir string, opts Opt
 	var tiling *Tiling
 	for k := range v.Slices(nc.Axis) {
 		pic := v.SlicePicture(nc.Axis, k, lo, hi)
-		t, err := p.predictPicture(pic, side, opts, lim, mask)
+		t, need, err := p.predictPicture(pic, side, opts, lim, mask)
+		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
 		if err != nil {
 			return fmt.Errorf("predict: %s, slice %d across axis %d: %w", f.path, k, nc.Axis, err)
 		}
@@ -72,8 +73,8 @@ func (p *Predictor) predictVolume(f sizedFile, side int, outDir string, opts Opt
 // predictPicture writes the classes of one picture (at the size the model
 // takes it) into mask: whole where its sides suit the model and it fits
 // lim (and opts.Tile does not ask for tiles), else by tiles (side 0: the
-// largest that fits), whose tiling it returns.
-func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim Limits, mask []uint8) (*Tiling, error) {
+// largest that fits), whose tiling it returns with the plan's need.
+func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim Limits, mask []uint8) (*Tiling, Need, error) {
 	h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
 	c := p.Config.Model.InChannels
 	if opts.Tile == "" || opts.Tile == TileNone {
@@ -81,31 +82,31 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 		if err == nil && lim.exceeded(nd) == "" {
 			a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
 			if err != nil {
-				return nil, err
+				return nil, nd, err
 			}
 			images := make([]float32, c*h*w)
 			data.Window(pic, c, 0, 0, h, w, a, b, false, images)
 			pred, _, err := p.predictBatch(images, 1, h, w, opts.TTA, opts.TTA)
 			copy(mask, pred)
-			return nil, err
+			return nil, nd, err
 		}
 		if opts.Tile == TileNone {
 			if err == nil {
 				err = fmt.Errorf("predicting it whole needs %s; leave --tile none out to predict it by tiles", lim.exceeded(nd))
 			}
-			return nil, err
+			return nil, Need{}, err
 		}
 	}
-	t, _, err := p.chooseTiling(side, h, w, int64(h)*int64(w), true, opts, lim)
+	t, need, err := p.chooseTiling(side, h, w, int64(h)*int64(w), true, opts, lim)
 	if err != nil {
-		return nil, err
+		return nil, need, err
 	}
 	k := p.Config.Model.Classes
 	err = p.Tiled(pic, t, opts.TTA, opts.TTA, func(y int, planes []float32) error {
 		argmaxRow(planes, k, w, mask[y*w:(y+1)*w])
 		return nil
 	})
-	return &t, err
+	return &t, need, err
 }
 
 // isVolume reports whether an input is a NIfTI volume (.nii, .nii.gz).

@@ -32,7 +32,7 @@ func TestPredictVolume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Outputs) != 1 || rep.Outputs[0].Mask != name || rep.Outputs[0].Tiling == nil {
+		if len(rep.Outputs) != 1 || rep.Outputs[0].Mask != name || rep.Outputs[0].Tiling == nil || rep.PlannedPeakBytes == 0 {
 			t.Fatalf("outputs %+v", rep.Outputs)
 		}
 		src, err := data.ReadVolume(in, 0)
