@@ -58,6 +58,13 @@ func TestPatchRunEvalAndPredict(t *testing.T) {
 	if !strings.Contains(stdout.String(), want) {
 		t.Errorf("predict dataset:val does not give training's %s:\n%s", want, stdout.String())
 	}
+	for _, bad := range [][]string{{"--overlap", "1"}, {"--blend", "median"}, {"--tile", "10"}} {
+		stderr.Reset()
+		args := append([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", filepath.Join(t.TempDir(), "q")}, bad...)
+		if code := run(args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), bad[0]) {
+			t.Errorf("%v: exit %d: %s", bad, code, stderr.String())
+		}
+	}
 	masks, _ := filepath.Glob(filepath.Join(out, "val-*.png"))
 	if len(masks) == 0 {
 		t.Fatalf("no masks in %s", out)
