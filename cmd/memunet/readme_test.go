@@ -65,3 +65,35 @@ func hasFuzzTarget(t *testing.T, dir, name string) bool {
 	}
 	return false
 }
+
+// TestReadmeListsEveryCommand: README's Commands section gives every
+// command's synopsis as help prints it, and its runnable tour (the first
+// sh block, which tools/readme-check.sh runs) uses every command.
+func TestReadmeListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Commands\n")
+	if !ok {
+		t.Fatal("README has no ## Commands section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, tour, ok := strings.Cut(section, "```sh\n")
+	tour, _, ok2 := strings.Cut(tour, "```")
+	if !ok || !ok2 {
+		t.Fatal("README's Commands section has no sh block")
+	}
+	flat := strings.Join(strings.Fields(section), " ")
+	for _, c := range commands {
+		if len(c.subs) > 0 {
+			continue
+		}
+		if syn := strings.Join(strings.Fields(synopsis(c.usage)), " "); !strings.Contains(flat, syn) {
+			t.Errorf("README's Commands lack %q", syn)
+		}
+		if !regexp.MustCompile(`(?m)^\./memunet ` + regexp.QuoteMeta(c.name) + `\b`).MatchString(tour) {
+			t.Errorf("README's tour does not run %q", c.name)
+		}
+	}
+}
