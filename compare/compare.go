@@ -172,17 +172,6 @@ func (c *Compare) runVariant(name, dir string) (report.CompareRow, report.Timeli
 	return row, tl
 }
 
-// GorgoniaSummary is what the plain-gorgonia reference run (memunet
-// gorgonia) writes: the numbers compare puts beside memunet's variants.
-type GorgoniaSummary struct {
-	Steps        int     `json:"steps"`
-	FinalLoss    float64 `json:"final_loss"`
-	StepMSMedian float64 `json:"step_ms_median"`
-	PeakRSSBytes int64   `json:"peak_rss_bytes"`
-	BuildSeconds float64 `json:"build_s"`
-	WallSeconds  float64 `json:"wall_s"`
-}
-
 // runGorgonia runs the plain-gorgonia reference in a child process.
 func (c *Compare) runGorgonia(dir string) report.CompareRow {
 	o := c.opts

@@ -2,6 +2,9 @@
 // (and plain gorgonia) trains for a few steps in a child process of its
 // own, so that its peak RSS is its own, and its run files become a row of
 // compare's table; Runs puts existing runs' validation curves together.
+// RunGorgonia is the reference row's run: the same UNet, weights, data
+// order and Adam as plain gorgonia would train it (model/oracle), in the
+// child that memunet gorgonia starts.
 //
 // Invariants:
 //   - One writer per folder: a compare holds outdir's lock on its folder

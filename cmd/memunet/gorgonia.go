@@ -1,32 +1,17 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"slices"
-	"time"
 
-	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/compare"
-	"github.com/memunet/memunet/data"
-	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/model"
-	"github.com/memunet/memunet/model/oracle"
-	"github.com/memunet/memunet/rundir"
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 const gorgoniaUsage = "usage: memunet gorgonia --config FILE --out DIR [--steps N] [--set k=v ...]"
 
 // gorgoniaCommand trains the configured UNet for --steps optimizer steps as
-// plain gorgonia would: the network as an ExprGraph (model/oracle, float32,
-// same weights, data order and Adam settings as memunet) with symbolic
-// gradients, a TapeMachine and gorgonia's Adam solver. It is compare's
-// reference row and writes summary.json into --out.
+// plain gorgonia would (compare.RunGorgonia): compare's reference row,
+// whose summary.json goes into --out.
 func gorgoniaCommand(args []string, stdout io.Writer) error {
 	cmd := newConfigCommand("gorgonia", gorgoniaUsage)
 	fs := cmd.Flags
@@ -39,87 +24,7 @@ func gorgoniaCommand(args []string, stdout io.Writer) error {
 	if *outDir == "" || *steps < 1 {
 		return cmd.usageError("--out DIR is required and --steps must be at least 1")
 	}
-	start := time.Now()
-	if cfg.Data.Source != "synthetic" {
-		return fmt.Errorf("gorgonia: the reference run uses the synthetic data; data.source is %q", cfg.Data.Source)
-	}
-	ds, err := data.NewSynthetic(data.SyntheticConfig{
-		Count: cfg.Data.Count, Size: cfg.Data.Size, Classes: cfg.Model.Classes, Seed: cfg.Data.Seed, Noise: cfg.Data.Noise,
+	return compare.RunGorgonia(cfg, *steps, *outDir, func(step int, loss, ms float64) {
+		fmt.Fprintf(stdout, "gorgonia step %d/%d  loss %.4f  %.0f ms\n", step, *steps, loss, ms)
 	})
-	if err != nil {
-		return err
-	}
-	// The weights come from memunet's initialization on a throwaway device.
-	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
-	if err != nil {
-		return err
-	}
-	batch := cfg.Train.BatchSize * cfg.Train.Accumulate
-	H, W := ds.Size()
-	shape := [4]int{batch, ds.Channels(), H, W}
-	images, masks := make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
-	trainIdx, _ := data.Split(ds.Len(), cfg.Data.ValFraction, cfg.Data.Seed)
-	if len(trainIdx) < batch {
-		return fmt.Errorf("gorgonia: %d training samples for a batch of %d", len(trainIdx), batch)
-	}
-	perEpoch := len(trainIdx) / batch
-	fill := func(step int) error {
-		order := data.Shuffle(trainIdx, cfg.Train.Seed, step/perEpoch)
-		pos := step % perEpoch
-		return data.FillBatch(ds, order[pos*batch:(pos+1)*batch], images, masks)
-	}
-	if err := fill(0); err != nil {
-		return err
-	}
-	g, err := oracle.BuildUNet(net, shape, images, masks, tensor.Float32)
-	if err != nil {
-		return err
-	}
-	if _, err := g.Grad(); err != nil {
-		return err
-	}
-	learnables := make(G.Nodes, len(g.Names))
-	for i, name := range g.Names {
-		learnables[i] = g.Params[name]
-	}
-	vm := G.NewTapeMachine(g.G, G.BindDualValues(learnables...))
-	defer vm.Close()
-	solver := G.NewAdamSolver(G.WithLearnRate(cfg.Train.LR), G.WithBeta1(cfg.Train.Betas[0]),
-		G.WithBeta2(cfg.Train.Betas[1]), G.WithEps(cfg.Train.Eps))
-	sum := compare.GorgoniaSummary{BuildSeconds: time.Since(start).Seconds()}
-	var stepMS []float64
-	for step := 0; step < *steps; step++ {
-		t0 := time.Now()
-		if step > 0 {
-			if err := fill(step); err != nil {
-				return err
-			}
-			if err := g.SetBatch(images, masks); err != nil {
-				return err
-			}
-		}
-		if err := vm.RunAll(); err != nil {
-			return fmt.Errorf("gorgonia: step %d: %w", step+1, err)
-		}
-		loss, err := oracle.ValueFloat64s(g.Loss.Value())
-		if err != nil {
-			return err
-		}
-		if err := solver.Step(G.NodesToValueGrads(learnables)); err != nil {
-			return fmt.Errorf("gorgonia: solver step %d: %w", step+1, err)
-		}
-		vm.Reset()
-		stepMS = append(stepMS, float64(time.Since(t0).Microseconds())/1000)
-		sum.Steps, sum.FinalLoss = step+1, loss[0]
-		fmt.Fprintf(stdout, "gorgonia step %d/%d  loss %.4f  %.0f ms\n", step+1, *steps, loss[0], stepMS[len(stepMS)-1])
-	}
-	slices.Sort(stepMS)
-	sum.StepMSMedian = stepMS[len(stepMS)/2]
-	sum.PeakRSSBytes = rundir.PeakRSS()
-	sum.WallSeconds = time.Since(start).Seconds()
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		return err
-	}
-	out, _ := json.MarshalIndent(sum, "", "  ")
-	return os.WriteFile(filepath.Join(*outDir, "summary.json"), append(out, '\n'), 0o644)
 }
