@@ -5,10 +5,12 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
+	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/train"
 )
 
@@ -86,4 +88,52 @@ func PrintValidationTable(w io.Writer, names []string, runs []Curves) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t%d\t\n", names[i], steps, len(c.MIoU), c.MIoU[len(c.MIoU)-1], c.MIoU[best], int(c.ValSteps[best]))
 	}
 	return tw.Flush()
+}
+
+// BenchTable is memunet bench's table: a row per variant as it is
+// measured, aligned when Finish writes it.
+type BenchTable struct {
+	w    io.Writer
+	tw   *tabwriter.Writer
+	peak float64
+}
+
+// NewBenchTable starts bench's table; peak is the FMA peak in GFLOP/s
+// that the "% peak" column is a share of (0: none measured, shown as "-").
+func NewBenchTable(w io.Writer, peak float64) *BenchTable {
+	t := &BenchTable{w: w, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight), peak: peak}
+	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s", "% peak"}
+	for k := range model.NumKinds {
+		head = append(head, k.String())
+	}
+	fmt.Fprintln(t.tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
+	return t
+}
+
+// Row adds the measured row of the variant name.
+func (t *BenchTable) Row(name string, r train.BenchRow) {
+	ms := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	share := "-"
+	if t.peak > 0 {
+		share = fmt.Sprintf("%.0f", 100*r.GFLOPs/t.peak)
+	}
+	cells := []string{name, r.Variant, ms(r.StepMS), ms(r.GFLOPs), share}
+	for _, v := range r.KindMS {
+		cells = append(cells, ms(v))
+	}
+	fmt.Fprintln(t.tw, strings.Join(append(cells, ms(r.OptimizerMS), ms(r.OtherMS)), "\t")+"\t")
+}
+
+// Failed adds a row saying why the variant name did not run.
+func (t *BenchTable) Failed(name string, err error) {
+	fmt.Fprintf(t.tw, "%s\t%s\t\n", name, err)
+}
+
+// Finish writes the table and what its per-kind columns mean.
+func (t *BenchTable) Finish() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(t.w, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
+	return err
 }

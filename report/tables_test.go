@@ -2,10 +2,13 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/memunet/memunet/metrics"
+	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/train"
 )
 
 // TestTables: each text table has its header and a line per entry, in
@@ -38,6 +41,21 @@ func TestTables(t *testing.T) {
 		{"no classes", func(b *bytes.Buffer) { PrintClassTable(b, nil) }, nil},
 		{"validations", func(b *bytes.Buffer) { PrintValidationTable(b, []string{"a", "b"}, runs) },
 			[]string{"run steps validations last val miou best val miou at step", "a 4 2 0.6000 0.7000 2", "b 2 0 - - -"}},
+		{"bench", func(b *bytes.Buffer) {
+			tb := NewBenchTable(b, 200)
+			tb.Row("config", train.BenchRow{Variant: "4 x 1", StepMS: 12.34, GFLOPs: 50, KindMS: [model.NumKinds]float64{1, 2, 3, 4, 5, 6, 7, 8}, OptimizerMS: 0.25, OtherMS: 0.04})
+			tb.Failed("bogus", errors.New("unknown variant"))
+			tb.Finish()
+		}, []string{"variant micro x acc step ms GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"config 4 x 1 12.3 50.0 25 1.0 2.0 3.0 4.0 5.0 6.0 7.0 8.0 0.2 0.0", "bogus unknown variant",
+			"per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping."}},
+		{"bench without a peak", func(b *bytes.Buffer) {
+			tb := NewBenchTable(b, 0)
+			tb.Row("fp16", train.BenchRow{Variant: "2 x 2", StepMS: 1, GFLOPs: 3})
+			tb.Finish()
+		}, []string{"variant micro x acc step ms GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"fp16 2 x 2 1.0 3.0 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+			"per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping."}},
 	} {
 		var b bytes.Buffer
 		c.print(&b)

@@ -24,7 +24,8 @@
 // hostmem_other.go (the host's free memory), recompute_auto.go
 // (model.checkpoint: auto), suggest.go (plan --suggest patch: the largest
 // patch that fits), classweights.go (class_weights: auto),
-// dataparallel.go (ranks' gradients all-reduced). The run directory,
+// dataparallel.go (ranks' gradients all-reduced), bench.go (timed steps,
+// memunet bench). The run directory,
 // checkpoints and resume are package rundir; prediction is package
 // predict.
 //

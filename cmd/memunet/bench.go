@@ -6,24 +6,19 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu/kernels"
-	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 )
 
 const benchUsage = "usage: memunet bench --config FILE [--steps N] [--variants config,baseline,...] [--cpuprofile FILE] [--set k=v ...] [--device D]"
 
-// benchCommand times training steps of each variant in this process: the
-// median step, the achieved GFLOP/s of the whole step (convolution FLOPs,
-// 2*Cin*Cout*k*k*H*W per output, x3 for forward and backward) and the time
-// per layer kind.
+// benchCommand times training steps of each variant in this process
+// (train.Bench): the median step, the achieved GFLOP/s of the whole step
+// and the time per layer kind.
 func benchCommand(args []string, stdout io.Writer) error {
 	cmd := newConfigCommand("bench", benchUsage)
 	cmd.addDevice()
@@ -65,70 +60,18 @@ func benchCommand(args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s", "% peak"}
-	for k := model.Kind(0); k < model.NumKinds; k++ {
-		head = append(head, k.String())
-	}
-	fmt.Fprintln(tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
+	table := report.NewBenchTable(stdout, peak)
 	for _, name := range strings.Split(*variants, ",") {
 		vc, err := train.DeriveVariant(cfg, strings.TrimSpace(name))
 		if err != nil {
-			fmt.Fprintf(tw, "%s\t%s\t\n", name, err)
+			table.Failed(name, err)
 			continue
 		}
-		row, err := benchVariant(vc, b, *steps, peak)
+		row, err := train.Bench(vc, b, *steps)
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", name, err)
 		}
-		fmt.Fprintln(tw, name+"\t"+strings.Join(row, "\t")+"\t")
+		table.Row(name, row)
 	}
-	tw.Flush()
-	fmt.Fprintln(stdout, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
-	return nil
-}
-
-func benchVariant(cfg config.Config, b backend.Backend, steps int, peak float64) ([]string, error) {
-	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
-	tr, err := train.NewTrainerOn(cfg, b)
-	if err != nil {
-		return nil, err
-	}
-	defer tr.Close()
-	if _, err := tr.Step(); err != nil { // warm-up: the pool's cache fills
-		return nil, err
-	}
-	tr.EnableProfile()
-	tr.OptimizerTime = 0
-	var times []float64
-	var total time.Duration
-	for range steps {
-		t0 := time.Now()
-		if _, err := tr.Step(); err != nil {
-			return nil, err
-		}
-		d := time.Since(t0)
-		total += d
-		times = append(times, float64(d.Microseconds())/1000)
-	}
-	slices.Sort(times)
-	med := times[len(times)/2]
-	h, w := cfg.ImageSize()
-	fwd, _ := tr.Net.FLOPs(h, w)
-	flops := 3 * fwd * float64(cfg.Variant().EffectiveBatch())
-	rate := flops / (med / 1000) / 1e9
-	share := "-"
-	if peak > 0 {
-		share = fmt.Sprintf("%.0f", 100*rate/peak)
-	}
-	row := []string{cfg.Variant().Columns()[0], fmt.Sprintf("%.1f", med), fmt.Sprintf("%.1f", rate), share}
-	per := func(d time.Duration) string {
-		return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(steps))
-	}
-	accounted := tr.OptimizerTime
-	for k := model.Kind(0); k < model.NumKinds; k++ {
-		row = append(row, per(tr.Profile.Total[k]))
-		accounted += tr.Profile.Total[k]
-	}
-	return append(row, per(tr.OptimizerTime), per(total-accounted)), nil
+	return table.Finish()
 }

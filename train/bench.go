@@ -1,0 +1,65 @@
+package train
+
+import (
+	"slices"
+	"time"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/model"
+)
+
+// BenchRow is one variant's timed training steps (memunet bench).
+type BenchRow struct {
+	// Variant is the variant's micro-batch and accumulation, e.g. "4 x 1".
+	Variant string
+	// StepMS is the median step's time; GFLOPs the whole step's achieved
+	// rate at it (convolution FLOPs, 2*Cin*Cout*k*k*H*W per output, x3
+	// for forward and backward).
+	StepMS, GFLOPs float64
+	// KindMS, OptimizerMS and OtherMS are the mean time per optimizer step
+	// in each layer kind, in the optimizer and in the rest (data, gradient
+	// sums and bookkeeping).
+	KindMS               [model.NumKinds]float64
+	OptimizerMS, OtherMS float64
+}
+
+// Bench times steps optimizer steps of cfg on b after one warm-up step
+// (which fills the pool's cache), with no capacity, fit or timeline.
+func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
+	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
+	tr, err := NewTrainerOn(cfg, b)
+	if err != nil {
+		return BenchRow{}, err
+	}
+	defer tr.Close()
+	if _, err := tr.Step(); err != nil {
+		return BenchRow{}, err
+	}
+	tr.EnableProfile()
+	tr.OptimizerTime = 0
+	var times []float64
+	var total time.Duration
+	for range steps {
+		t0 := time.Now()
+		if _, err := tr.Step(); err != nil {
+			return BenchRow{}, err
+		}
+		d := time.Since(t0)
+		total += d
+		times = append(times, float64(d.Microseconds())/1000)
+	}
+	slices.Sort(times)
+	h, w := cfg.ImageSize()
+	fwd, _ := tr.Net.FLOPs(h, w)
+	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2]}
+	row.GFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (row.StepMS / 1000) / 1e9
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(steps) }
+	accounted := tr.OptimizerTime
+	for k := range model.NumKinds {
+		row.KindMS[k] = per(tr.Profile.Total[k])
+		accounted += tr.Profile.Total[k]
+	}
+	row.OptimizerMS, row.OtherMS = per(tr.OptimizerTime), per(total-accounted)
+	return row, nil
+}
