@@ -1,8 +1,8 @@
 // Package report turns what memunet measured into what a user reads: every
 // chart and its PNG (a run's curves.png, compare's memory.png and
 // timeline.png, compare --runs' val-curves.png), compare's table,
-// compare.csv and compare.json, the train and eval text tables, and the
-// timeline.json a run writes for its last step.
+// compare.csv and compare.json, the train, eval, plan and bench text
+// tables, and the timeline.json a run writes for its last step.
 //
 // Invariants:
 //   - One look: one palette (Tableau 10), one font (Liberation Sans), grid

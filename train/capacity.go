@@ -32,3 +32,15 @@ func ResolveCapacity(cfg config.Config, b backend.Backend) (resolved config.Conf
 	cfg.Memory.Capacity = 0
 	return cfg, "memory.capacity: auto: unlimited (the host's available memory is unknown)"
 }
+
+// AutoCapacity is memory.capacity: auto in bytes for cfg's device (Target,
+// then ResolveCapacity), with the note saying what it is.
+func AutoCapacity(cfg config.Config) (int64, string, error) {
+	b, err := Target(cfg)
+	if err != nil {
+		return 0, "", err
+	}
+	cfg.Memory.Capacity = config.CapacityAuto
+	cfg, note := ResolveCapacity(cfg, b)
+	return int64(cfg.Memory.Capacity), note, nil
+}

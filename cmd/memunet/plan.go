@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 )
 
@@ -66,123 +65,13 @@ func planCommand(args []string, stdout io.Writer) error {
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d\n", cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
 	fmt.Fprintln(stdout, "predicted peak bytes, exact: a dry run of the same allocations")
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	// The default table fits 100 columns; --wide adds the peak's split.
-	head := append([]string{"variant"}, config.ColumnNames()...)
-	if *wide {
-		head = append(head, "params", "grads", "optimizer", "activations", "workspace")
-	}
-	head = append(head, "peak", "reserved")
-	if *wide {
-		head = append(head, "forward", "backward", "opt step", "validation")
-	}
-	head = append(head, "est. time")
-	offloads := slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.OffloadedPeakBytes > 0 })
-	if offloads {
-		head = append(head, "host")
-	}
-	if capBytes > 0 {
-		head = append(head, "fits")
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-	fb := memory.FormatBytes
-	var failed []train.PlanRow
-	for _, r := range rows {
-		if r.Error != "" {
-			failed = append(failed, r) // below the table: a sentence would widen a column
-			continue
-		}
-		cells := append([]string{r.Name}, r.Variant.Columns()...)
-		for _, c := range memory.Categories() {
-			if *wide {
-				cells = append(cells, fb(r.PeakByCategory[c.String()]))
-			}
-		}
-		cells = append(cells, fb(r.PeakAllocatedBytes), fb(r.PeakReservedBytes))
-		if *wide {
-			for _, ph := range []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer, train.PhaseValidation} {
-				cells = append(cells, fb(r.PeakByPhase[ph]))
-			}
-		}
-		cells = append(cells, fmt.Sprintf("%.2fx", r.RelativeTime))
-		if offloads {
-			cells = append(cells, fb(r.OffloadedPeakBytes))
-		}
-		if r.Fits != nil {
-			cells = append(cells, map[bool]string{true: "yes", false: "no"}[*r.Fits])
-		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range failed {
-		fmt.Fprintf(stdout, "%s: %s\n", r.Name, strings.TrimPrefix(r.Error, "variant "+r.Name+" "))
-	}
-	if !*wide {
-		fmt.Fprintln(stdout, "peak: allocated bytes at the most; --wide splits it by category and by phase.")
-	}
-	fmt.Fprintln(stdout, "est. time: step time relative to baseline (FLOPs with recompute, 16-bit and accumulation costs).")
-	if cfg.Memory.Allocator == "arena" {
-		fmt.Fprintln(stdout, "reserved: the arena, one block where a dry run placed every buffer; capacity is checked on it.")
-	} else {
-		fmt.Fprintln(stdout, "reserved: the caching pool's memory at its most (pages or segments); capacity is checked on it.")
-	}
-	if offloads {
-		fmt.Fprintln(stdout, "host: the most the offloaded blocks' inputs hold in host memory (pinned on a GPU), not the device.")
-	}
-	if capNote != "" {
-		fmt.Fprintln(stdout, capNote)
-	}
-	if capBytes > 0 {
-		if rec != "" {
-			fmt.Fprintf(stdout, "capacity %s: recommended %s, the fitting variant with the lowest estimated time", fb(capBytes), rec)
-			if flags := recommendedFlags(cfg, rows, rec); flags != "" {
-				fmt.Fprintf(stdout, ";\nto train it, add to your command: %s\n", flags)
-			} else {
-				fmt.Fprintln(stdout, ":\nthe configuration as it is")
-			}
-		} else {
-			fmt.Fprintf(stdout, "capacity %s: no variant fits; lower train.batch_size, data.resize or model.base\n", fb(capBytes))
-		}
-	}
-	return nil
+	return report.PrintPlan(stdout, rows, report.PlanTable{Wide: *wide, Capacity: capBytes, CapacityNote: capNote,
+		Arena: cfg.Memory.Allocator == "arena", Recommended: rec, Configured: cfg.Variant()})
 }
 
 // resolveCapacity is memory.capacity: auto for cfg's device, in bytes, with
-// the note saying what it is (train.ResolveCapacity).
-func resolveCapacity(cfg config.Config) (int64, string, error) {
-	b, err := train.Target(cfg)
-	if err != nil {
-		return 0, "", err
-	}
-	cfg.Memory.Capacity = config.CapacityAuto
-	cfg, note := train.ResolveCapacity(cfg, b)
-	return int64(cfg.Memory.Capacity), note, nil
-}
-
-// recommendedFlags is the --set flags that turn cfg into the plan row named
-// rec ("" when they are the same), quoted for a shell where needed.
-func recommendedFlags(cfg config.Config, rows []train.PlanRow, rec string) string {
-	i := slices.IndexFunc(rows, func(r train.PlanRow) bool { return r.Name == rec })
-	if i < 0 {
-		return ""
-	}
-	var flags []string
-	for _, set := range rows[i].Variant.SetsFrom(cfg.Variant()) {
-		flags = append(flags, "--set "+shellQuote(set))
-	}
-	return strings.Join(flags, " ")
-}
-
-// shellQuote is s as one shell word: as it is when it holds nothing a
-// shell would expand or split ([0,2] is a glob), else in single quotes.
-func shellQuote(s string) string {
-	if !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// the note saying what it is.
+func resolveCapacity(cfg config.Config) (int64, string, error) { return train.AutoCapacity(cfg) }
 
 // suggestPatch prints the largest square data.patch that fits capBytes.
 func suggestPatch(cfg config.Config, capBytes int64, capNote string, asJSON bool, stdout io.Writer) error {

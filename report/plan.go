@@ -1,0 +1,131 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/train"
+)
+
+// PlanTable is what memunet plan's table says besides its rows.
+type PlanTable struct {
+	// Wide adds every column: the peak by category and by phase (wider
+	// than 100 columns).
+	Wide bool
+	// Capacity is the bytes a variant must fit (0: none, no "fits"
+	// column); CapacityNote says how an automatic one was found.
+	Capacity     int64
+	CapacityNote string
+	// Arena: memory.allocator is arena, so reserved is the arena's block.
+	Arena bool
+	// Recommended is the fitting row with the lowest estimated time ("":
+	// none fits), said as the --set flags that turn Configured into it.
+	Recommended string
+	Configured  config.Variant
+}
+
+// PrintPlan writes plan's table of rows (a row that could not be planned
+// as a line below it), what its columns mean, and with a capacity the
+// recommendation.
+func PrintPlan(w io.Writer, rows []train.PlanRow, t PlanTable) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// The default table fits 100 columns; Wide adds the peak's split.
+	phases := []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer, train.PhaseValidation}
+	head := append([]string{"variant"}, config.ColumnNames()...)
+	if t.Wide {
+		head = append(head, "params", "grads", "optimizer", "activations", "workspace")
+	}
+	head = append(head, "peak", "reserved")
+	if t.Wide {
+		head = append(head, "forward", "backward", "opt step", "validation")
+	}
+	head = append(head, "est. time")
+	offloads := slices.ContainsFunc(rows, func(r train.PlanRow) bool { return r.OffloadedPeakBytes > 0 })
+	if offloads {
+		head = append(head, "host")
+	}
+	if t.Capacity > 0 {
+		head = append(head, "fits")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	fb := memory.FormatBytes
+	var failed []train.PlanRow
+	for _, r := range rows {
+		if r.Error != "" {
+			failed = append(failed, r) // below the table: a sentence would widen a column
+			continue
+		}
+		cells := append([]string{r.Name}, r.Variant.Columns()...)
+		for _, c := range memory.Categories() {
+			if t.Wide {
+				cells = append(cells, fb(r.PeakByCategory[c.String()]))
+			}
+		}
+		cells = append(cells, fb(r.PeakAllocatedBytes), fb(r.PeakReservedBytes))
+		if t.Wide {
+			for _, ph := range phases {
+				cells = append(cells, fb(r.PeakByPhase[ph]))
+			}
+		}
+		cells = append(cells, fmt.Sprintf("%.2fx", r.RelativeTime))
+		if offloads {
+			cells = append(cells, fb(r.OffloadedPeakBytes))
+		}
+		if r.Fits != nil {
+			cells = append(cells, map[bool]string{true: "yes", false: "no"}[*r.Fits])
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range failed {
+		fmt.Fprintf(w, "%s: %s\n", r.Name, strings.TrimPrefix(r.Error, "variant "+r.Name+" "))
+	}
+	if !t.Wide {
+		fmt.Fprintln(w, "peak: allocated bytes at the most; --wide splits it by category and by phase.")
+	}
+	fmt.Fprintln(w, "est. time: step time relative to baseline (FLOPs with recompute, 16-bit and accumulation costs).")
+	if t.Arena {
+		fmt.Fprintln(w, "reserved: the arena, one block where a dry run placed every buffer; capacity is checked on it.")
+	} else {
+		fmt.Fprintln(w, "reserved: the caching pool's memory at its most (pages or segments); capacity is checked on it.")
+	}
+	if offloads {
+		fmt.Fprintln(w, "host: the most the offloaded blocks' inputs hold in host memory (pinned on a GPU), not the device.")
+	}
+	if t.CapacityNote != "" {
+		fmt.Fprintln(w, t.CapacityNote)
+	}
+	if t.Capacity > 0 {
+		printRecommendation(w, rows, t)
+	}
+	return nil
+}
+
+// printRecommendation says which variant fits t.Capacity fastest and the
+// --set flags (each one shell word) that train it, or that none fits.
+func printRecommendation(w io.Writer, rows []train.PlanRow, t PlanTable) {
+	fb := memory.FormatBytes
+	if t.Recommended == "" {
+		fmt.Fprintf(w, "capacity %s: no variant fits; lower train.batch_size, data.resize or model.base\n", fb(t.Capacity))
+		return
+	}
+	fmt.Fprintf(w, "capacity %s: recommended %s, the fitting variant with the lowest estimated time", fb(t.Capacity), t.Recommended)
+	var flags []string
+	if i := slices.IndexFunc(rows, func(r train.PlanRow) bool { return r.Name == t.Recommended }); i >= 0 {
+		for _, set := range rows[i].Variant.SetsFrom(t.Configured) {
+			flags = append(flags, "--set "+config.Quote(set))
+		}
+	}
+	if len(flags) == 0 {
+		fmt.Fprintln(w, ":\nthe configuration as it is")
+		return
+	}
+	fmt.Fprintf(w, ";\nto train it, add to your command: %s\n", strings.Join(flags, " "))
+}
