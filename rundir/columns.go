@@ -19,3 +19,14 @@ func terminalColumns(w io.Writer) int {
 	}
 	return 80
 }
+
+// IsTerminal reports whether w is a character device (a terminal): what
+// Options.Terminal says of Progress.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

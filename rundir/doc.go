@@ -24,6 +24,7 @@
 // best link, metrics.jsonl on resume), init.go (train.init's weights for
 // fine-tuning), curves.go (metrics.jsonl read back into curves),
 // tensorboard.go (the TensorBoard observer), progress.go (the progress bar
-// and lines), columns.go, columns_unix.go and columns_other.go (the
-// terminal's width), rss.go and rss_other.go (the process's peak RSS).
+// and lines), text.go (the start banner and the summary as text),
+// columns.go, columns_unix.go and columns_other.go (the terminal: is it
+// one, its width), rss.go and rss_other.go (the process's peak RSS).
 package rundir

@@ -19,8 +19,6 @@ import (
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/dist"
-	"github.com/memunet/memunet/memory"
-	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
 )
 
@@ -160,16 +158,9 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	ctx, interrupt := notifyInterrupt(stderr)
 	defer interrupt.stop()
 	banner := func(cfg config.Config, device string) {
-		size := ""
-		if h, w := cfg.ImageSize(); h > 0 && w > 0 {
-			size = fmt.Sprintf(" %dx%d", h, w)
-		}
-		if comm.Size() > 1 {
-			device += fmt.Sprintf(", x %d ranks (%s, effective batch %d)", comm.Size(), comm.Name(), cfg.Variant().EffectiveBatch()*comm.Size())
-		}
-		fmt.Fprintf(stdout, "memunet %s: training on %s data%s, %s, on %s; writing to %s\n", version, cfg.Data.Source, size, cfg.Variant(), device, dir)
+		fmt.Fprintln(stdout, rundir.Banner(version, cfg, device, comm, dir))
 	}
-	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: isTerminal(stdout), Resume: resumeArg,
+	sum, err := rundir.Run(ctx, cfg, rundir.Options{OutDir: dir, Progress: stdout, Terminal: rundir.IsTerminal(stdout), Resume: resumeArg,
 		Version: version, Force: *force, AllowDataChange: *allowData, OnStart: banner, Comm: comm})
 	if fin := (*rundir.FinishedError)(nil); errors.As(err, &fin) {
 		fmt.Fprintln(stdout, fin.Error()) // not a failure: the run is done, and stays as it was
@@ -187,35 +178,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 			}
 		}()
 	}
-	fmt.Fprintf(stdout, "done: %s  final loss %.4f  val miou %.4f  dice %.4f  pixel acc %.4f\n",
-		doneTimes(sum), sum.FinalLoss, sum.ValMIoU, sum.ValDice, sum.ValPixelAcc)
-	report.PrintClassTable(stdout, sum.PerClass)
-	fmt.Fprintf(stdout, "memory: peak allocated %s (params %s, grads %s, optimizer %s, activations %s, workspace %s), peak reserved %s, peak RSS %s\n",
-		memory.FormatBytes(sum.PeakAllocatedBytes),
-		memory.FormatBytes(sum.PeakAllocatedByCategory["params"]), memory.FormatBytes(sum.PeakAllocatedByCategory["grads"]),
-		memory.FormatBytes(sum.PeakAllocatedByCategory["optimizer"]), memory.FormatBytes(sum.PeakAllocatedByCategory["activations"]),
-		memory.FormatBytes(sum.PeakAllocatedByCategory["workspace"]),
-		memory.FormatBytes(sum.PeakReservedBytes), memory.FormatBytes(sum.PeakRSSBytes))
-	switch {
-	case sum.ArenaBytes > 0:
-		fmt.Fprintf(stdout, "allocator: arena of %s, every buffer at its planned place; %d allocator call(s), %d allocation(s) outside the plan\n",
-			memory.FormatBytes(sum.ArenaBytes), sum.SegmentAllocs, sum.ArenaMisses)
-	case sum.PageBytes > 0:
-		fmt.Fprintf(stdout, "allocator: %s over %s pages; %d pages mapped, %d moved or given back, %d cache flushes\n",
-			sum.Allocator, memory.FormatBytes(sum.PageBytes), sum.PagesMapped, sum.PagesUnmapped, sum.CacheFlushes)
-	case sum.Allocator != "":
-		fmt.Fprintf(stdout, "allocator: %s; %d allocator calls, %d cache flushes\n", sum.Allocator, sum.SegmentAllocs, sum.CacheFlushes)
-	}
-	if sum.DeviceUsedPeakBytes > 0 {
-		fmt.Fprintf(stdout, "device: %s: peak in use %s of %s (cuMemGetInfo, as nvidia-smi shows it; %s of it was the context, kernels and scratch before the pool)\n",
-			sum.Device, memory.FormatBytes(sum.DeviceUsedPeakBytes), memory.FormatBytes(sum.DeviceTotalBytes), memory.FormatBytes(sum.ContextOverheadBytes))
-	}
-	report.PrintPhaseTable(stdout, sum.PeakByPhase)
-	files := []string{filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, rundir.SummaryFile)}
-	if curves := filepath.Join(dir, rundir.CurvesFile); fileExists(curves) {
-		files = append(files, curves)
-	}
-	fmt.Fprintf(stdout, "files: %s\n", strings.Join(append(files, sum.LastCheckpoint), ", "))
+	sum.Print(stdout, dir)
 	return nil
 }
 
@@ -274,29 +237,4 @@ func signalNumber(s os.Signal) int {
 		return int(n)
 	}
 	return int(syscall.SIGINT)
-}
-
-// doneTimes is the "done:" line's steps and times, saying which part of a
-// resumed run they cover.
-func doneTimes(sum *rundir.Summary) string {
-	if sum.ResumedFrom == "" {
-		return fmt.Sprintf("%d steps in %.1fs (median %.1f ms/step)", sum.Steps, sum.WallSeconds, sum.StepMSMedian)
-	}
-	return fmt.Sprintf("%d steps, %d of them in this part (from step %d) in %.1fs, %.1fs in all parts (median %.1f ms/step in this part)",
-		sum.Steps, sum.PartSteps, sum.PartFromStep, sum.PartWallSeconds, sum.WallSeconds, sum.StepMSMedian)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
