@@ -24,33 +24,30 @@ func TestPrintPlan(t *testing.T) {
 		{Name: "levels", Variant: levels, PeakAllocatedBytes: 3 << 20, PeakReservedBytes: 4 << 20, RelativeTime: 1.25, Fits: &yes},
 		{Name: "bogus", Error: "variant bogus is unknown"},
 	}
+	// The table and the notes every case shares, before the reserved note.
+	table := []string{
+		"variant micro x acc precision checkpoint peak reserved est. time fits",
+		"baseline 4 x 1 fp32 none 8.00 MiB 9.00 MiB 1.00x no",
+		"levels 4 x 1 fp32 [0 2] 3.00 MiB 4.00 MiB 1.25x yes",
+		"bogus: is unknown",
+		"peak: allocated bytes at the most; --wide splits it by category and by phase.",
+		"est. time: step time relative to baseline (FLOPs with recompute, 16-bit and accumulation costs).",
+	}
 	for _, c := range []struct {
 		name  string
 		table PlanTable
 		want  []string // lines, in order, with fields separated by one space
 	}{
-		{"recommended", PlanTable{Capacity: 6 << 20, Recommended: "levels", Configured: base}, []string{
-			"variant micro x acc precision checkpoint peak reserved est. time fits",
-			"baseline 4 x 1 fp32 none 8.00 MiB 9.00 MiB 1.00x no",
-			"levels 4 x 1 fp32 [0 2] 3.00 MiB 4.00 MiB 1.25x yes",
-			"bogus: is unknown",
-			"peak: allocated bytes at the most; --wide splits it by category and by phase.",
-			"est. time: step time relative to baseline (FLOPs with recompute, 16-bit and accumulation costs).",
+		{"recommended", PlanTable{Capacity: 6 << 20, Recommended: "levels", Configured: base}, append(table,
 			"reserved: the caching pool's memory at its most (pages or segments); capacity is checked on it.",
 			"capacity 6.00 MiB: recommended levels, the fitting variant with the lowest estimated time;",
 			"to train it, add to your command: --set 'model.checkpoint=[0,2]'",
-		}},
-		{"none fits", PlanTable{Capacity: 1 << 20, Arena: true, CapacityNote: "memory.capacity: auto is 1.00 MiB", Configured: base}, []string{
-			"variant micro x acc precision checkpoint peak reserved est. time fits",
-			"baseline 4 x 1 fp32 none 8.00 MiB 9.00 MiB 1.00x no",
-			"levels 4 x 1 fp32 [0 2] 3.00 MiB 4.00 MiB 1.25x yes",
-			"bogus: is unknown",
-			"peak: allocated bytes at the most; --wide splits it by category and by phase.",
-			"est. time: step time relative to baseline (FLOPs with recompute, 16-bit and accumulation costs).",
+		)},
+		{"none fits", PlanTable{Capacity: 1 << 20, Arena: true, CapacityNote: "memory.capacity: auto is 1.00 MiB", Configured: base}, append(table,
 			"reserved: the arena, one block where a dry run placed every buffer; capacity is checked on it.",
 			"memory.capacity: auto is 1.00 MiB",
 			"capacity 1.00 MiB: no variant fits; lower train.batch_size, data.resize or model.base",
-		}},
+		)},
 		{"as configured", PlanTable{Capacity: 10 << 20, Recommended: "baseline", Configured: base}, []string{
 			"capacity 10.00 MiB: recommended baseline, the fitting variant with the lowest estimated time:",
 			"the configuration as it is",
