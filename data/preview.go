@@ -6,6 +6,23 @@ import (
 	"image/color"
 )
 
+// Preview draws the samples idx of ds as training sees them in epoch
+// (0-based) under cfg's flip and augmentation (Augmented): four to a row,
+// each image beside its mask, scaled up to about 96 pixels wide
+// (PreviewGrid).
+func Preview(ds Dataset, idx []int, cfg LoaderConfig, epoch int) (*image.RGBA, error) {
+	aug, err := Augmented(ds, idx, cfg, epoch)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]int, len(idx))
+	for i := range all {
+		all[i] = i
+	}
+	_, w := ds.Size()
+	return PreviewGrid(aug, all, 4, max(1, 96/max(w, 1)))
+}
+
 // PreviewGrid renders the samples indices of ds as a grid for looking at:
 // each cell is the image (denormalized; 1- or 2-channel images shown as gray
 // from channel 0, otherwise channels 0..2 as RGB) beside its mask in

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"os"
 	"os/exec"
@@ -184,6 +186,30 @@ func TestWriteFileLeavesNothingOnError(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+// TestWritePNG: the picture reads back as written, and an error names the
+// file it could not write.
+func TestWritePNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.png")
+	img := image.NewGray(image.Rect(0, 0, 3, 2))
+	img.Pix[4] = 200
+	if err := WritePNG(path, img); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	back, err := png.Decode(f)
+	if g, ok := back.(*image.Gray); err != nil || !ok || g.Bounds() != img.Bounds() || string(g.Pix) != string(img.Pix) {
+		t.Fatalf("read back %v, %v", back, err)
+	}
+	missing := filepath.Join(t.TempDir(), "no", "p.png")
+	if err := WritePNG(missing, img); err == nil || !strings.Contains(err.Error(), "writing "+missing) {
+		t.Errorf("into a missing folder: %v", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,6 +63,14 @@ func WriteBytes(path string, b []byte) error {
 		_, err := w.Write(b)
 		return err
 	})
+}
+
+// WritePNG is WriteFile of img encoded as PNG; an error names path.
+func WritePNG(path string, img image.Image) error {
+	if err := WriteFile(path, func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // SyncDir makes a folder's entries (a rename into it) durable.

@@ -3,8 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"path/filepath"
 	"strings"
@@ -128,12 +126,7 @@ func dataPreview(args []string, stdout io.Writer) error {
 		return err
 	}
 	idx := set.Train[:min(*count, len(set.Train))]
-	aug, err := data.Augmented(set.Data, idx, data.LoaderConfig{Seed: cfg.Train.Seed, Flip: cfg.Data.Flip, Augment: cfg.DataAugment()}, *epoch-1)
-	if err != nil {
-		return err
-	}
-	_, w := set.Data.Size()
-	img, err := data.PreviewGrid(aug, seq(len(idx)), 4, max(1, 96/max(w, 1)))
+	img, err := data.Preview(set.Data, idx, data.LoaderConfig{Seed: cfg.Train.Seed, Flip: cfg.Data.Flip, Augment: cfg.DataAugment()}, *epoch-1)
 	if err != nil {
 		return err
 	}
@@ -142,25 +135,9 @@ func dataPreview(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer lock.Clear() // no lock file stays beside the preview
-	if err := writePNG(*out, img); err != nil {
+	if err := outdir.WritePNG(*out, img); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d training samples as epoch %d sees them (image, then mask)\n", *out, len(idx), *epoch)
 	return nil
-}
-
-// writePNG writes img whole, never through a link planted at path.
-func writePNG(path string, img image.Image) error {
-	if err := outdir.WriteFile(path, func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
 }
