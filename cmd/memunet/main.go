@@ -3,18 +3,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/memunet/memunet/config"
@@ -155,8 +151,8 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	if dir == "" {
 		dir = filepath.Join("runs", time.Now().Format("20060102-150405"))
 	}
-	ctx, interrupt := notifyInterrupt(stderr)
-	defer interrupt.stop()
+	ctx, interrupt := rundir.NotifyInterrupt(stderr)
+	defer interrupt.Stop()
 	banner := func(cfg config.Config, device string) {
 		fmt.Fprintln(stdout, rundir.Banner(version, cfg, device, comm, dir))
 	}
@@ -174,67 +170,10 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 			config.Invocation{Program: config.InvokedAs()}.Run("train", "--resume", "auto", "--out", dir))
 		defer func() {
 			if err == nil {
-				err = exitStatus(interrupt.status())
+				err = exitStatus(interrupt.Status())
 			}
 		}()
 	}
 	sum.Print(stdout, dir)
 	return nil
-}
-
-// interrupt is train's handling of SIGINT and SIGTERM: the first cancels
-// the run's context (the step in progress finishes, a checkpoint is saved);
-// a second exits at once, whatever is being written. Checkpoints are
-// written whole or not at all, so the newest complete one is then the
-// previous one (or the one just renamed into place); metrics.jsonl may end
-// in a partial line, which a resume drops.
-type interrupt struct {
-	first atomic.Int32 // the first signal's number (0: none yet)
-	done  chan struct{}
-	ch    chan os.Signal
-}
-
-func notifyInterrupt(stderr io.Writer) (context.Context, *interrupt) {
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &interrupt{done: make(chan struct{}), ch: make(chan os.Signal, 2)}
-	signal.Notify(in.ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		defer cancel()
-		select {
-		case s := <-in.ch:
-			in.first.Store(int32(signalNumber(s)))
-			cancel()
-		case <-in.done:
-			return
-		}
-		select {
-		case s := <-in.ch:
-			fmt.Fprintf(stderr, "memunet: %s again: stopping at once without saving; the newest complete checkpoint stays\n", s)
-			os.Exit(128 + signalNumber(s))
-		case <-in.done:
-		}
-	}()
-	return ctx, in
-}
-
-// status is 128 + the first signal's number: what a shell reports for a
-// process that signal ended (130 for SIGINT, 143 for SIGTERM).
-func (in *interrupt) status() int {
-	n := int(in.first.Load())
-	if n == 0 {
-		n = int(syscall.SIGINT)
-	}
-	return 128 + n
-}
-
-func (in *interrupt) stop() {
-	signal.Stop(in.ch)
-	close(in.done)
-}
-
-func signalNumber(s os.Signal) int {
-	if n, ok := s.(syscall.Signal); ok {
-		return int(n)
-	}
-	return int(syscall.SIGINT)
 }
