@@ -133,6 +133,21 @@ func ResolveBest(arg string) (string, error) {
 	return arg, nil // Open says what is wrong with it
 }
 
+// OpenModel opens the checkpoint a --checkpoint argument names for using
+// its model (predict, eval, export): ResolveBest's, or with newest the
+// newest one there (ResolveResume's).
+func OpenModel(arg string, newest bool) (*Checkpoint, error) {
+	resolve := ResolveBest
+	if newest {
+		resolve = func(arg string) (string, error) { return ResolveResume(arg, "") }
+	}
+	dir, err := resolve(arg)
+	if err != nil {
+		return nil, err
+	}
+	return Open(dir)
+}
+
 // Best is the readable checkpoint with the best train.monitor score (as
 // its manifest records it; val_miou in checkpoints from before the score
 // was recorded), the first written on a tie, or nil when none was

@@ -17,11 +17,13 @@
 // flip averaging), plan.go (a batch's memory and the limits), files.go
 // (image files), split.go (a dataset split), write.go (the output
 // writers: every file whole, never through a link), names.go (output
-// names, one per input, colliding stems told apart), resize.go (--resize:
-// the size each image goes to the model at), run.go (an output folder and
-// predict.json), report.go (the report and the options), tiled.go
-// (sliding-window prediction of an image too large to take whole, and a
-// data.patch checkpoint's splits scored whole by tiles: the tiles, their
-// batch and their plan, a band of blended rows on the host), volume.go
-// (NIfTI volumes slice by slice into a mask volume of the same geometry).
+// names, one per input, colliding stems told apart; the default output
+// folder), resize.go (--resize: the size each image goes to the model at),
+// run.go (an output folder and predict.json), report.go (the report and
+// the options), tiled.go (sliding-window prediction of an image too large
+// to take whole, and a data.patch checkpoint's splits scored whole by
+// tiles: the tiles, their batch and their plan, a band of blended rows on
+// the host), volume.go (NIfTI volumes slice by slice into a mask volume of
+// the same geometry), eval.go (a split's scores as memunet eval's JSON
+// report).
 package predict

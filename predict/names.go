@@ -12,6 +12,18 @@ import (
 // LegendName is the class colors' picture in the output folder.
 const LegendName = "legend.png"
 
+// OutputDir is where a prediction of input (a file, a folder or
+// dataset:SPLIT) by the checkpoint at step of run goes by default:
+// run/predict/NAME-step-N, NAME the split or the input's base name without
+// its extension.
+func OutputDir(run, input string, step int) string {
+	name := strings.TrimPrefix(input, "dataset:")
+	if name == input {
+		name = strings.TrimSuffix(filepath.Base(filepath.Clean(input)), filepath.Ext(input))
+	}
+	return filepath.Join(run, "predict", fmt.Sprintf("%s-step-%08d", name, step))
+}
+
 // namer gives each input the stem of its output files so that no two
 // inputs write one file (a.png and a.jpg both give a.png; a.png's overlay
 // is a_overlay.png's mask) and none writes predict.json or legend.png.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/predict"
 )
 
 // TestEval: a run on a train/ val/ test/ folder set; eval scores its test
@@ -28,7 +30,7 @@ func TestEval(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("eval reports: %v", files)
 	}
-	var rep EvalReport
+	var rep predict.EvalReport
 	b, _ := os.ReadFile(files[0])
 	if err := json.Unmarshal(b, &rep); err != nil || rep.Samples != 3 || len(rep.PerClass) != 4 {
 		t.Errorf("report %+v, %v", rep, err)

@@ -47,14 +47,11 @@ func exportCommand(args []string, stdout io.Writer) error {
 	case *format != "onnx" && (*withNormalize || *withSoftmax):
 		return usageError{"export: --with-normalize and --with-softmax shape an ONNX graph; add --format onnx"}
 	}
-	dir, err := checkpoint.ResolveResume(*ckPath, "")
+	ck, err := checkpoint.OpenModel(*ckPath, true) // a run's newest checkpoint: the weights as they are
 	if err != nil {
 		return err
 	}
-	ck, err := checkpoint.Open(dir)
-	if err != nil {
-		return err
-	}
+	dir := ck.Dir
 	if *out == "" {
 		run := checkpoint.RunDirOf(dir)
 		if run == "" {

@@ -5,11 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/train"
 )
 
 // configCommand is the flag set of a command that reads a config: --config
@@ -95,4 +99,70 @@ func withDevice(sets []string, device string) []string {
 
 func (c *configCommand) usageError(msg string) error {
 	return usageError{fmt.Sprintf("%s: %s; %s", c.name, msg, c.usage)}
+}
+
+// modelFlags are the flags predict and eval share: the checkpoint, and
+// how its model runs.
+type modelFlags struct {
+	checkpoint, precision, capacity *string
+	newest                          *bool
+	batch                           *int
+}
+
+func addModelFlags(fs *flag.FlagSet) modelFlags {
+	return modelFlags{
+		checkpoint: fs.String("checkpoint", "", "checkpoint directory, or a run directory: its best checkpoint by val_miou (--newest: its newest)"),
+		newest:     fs.Bool("newest", false, "with a run directory, use its newest checkpoint instead of its best"),
+		precision:  fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)"),
+		capacity:   fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)"),
+		batch:      fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)"),
+	}
+}
+
+// predictor builds ck's model for command as the flags say (precision,
+// batch), with the limits its batches are planned against; what the user
+// should know as it happens goes to stderr.
+func (f modelFlags) predictor(command string, ck *checkpoint.Checkpoint) (*predict.Predictor, predict.Limits, backend.DType, error) {
+	prec, batch := ck.Config.Train.Precision, *f.batch
+	if *f.precision != "" {
+		var err error
+		if prec, err = backend.ParsePrecision(*f.precision); err != nil {
+			return nil, predict.Limits{}, prec, usageError{command + ": --precision " + err.Error()}
+		}
+	}
+	if batch == 0 {
+		batch = ck.Config.Train.BatchSize
+	}
+	lim, err := predictLimits(command, ck.Config, *f.capacity)
+	if err != nil {
+		return nil, lim, prec, err
+	}
+	p, err := predict.NewPredictor(ck, prec, lim.Capacity, batch)
+	if err != nil {
+		return nil, lim, prec, err
+	}
+	p.Note = os.Stderr
+	return p, lim, prec, nil
+}
+
+// predictLimits are what predict and eval plan against: the pool's
+// capacity (--capacity, else the checkpoint's memory.capacity; auto: the
+// device's free memory) and the host's available memory, read before the
+// model takes its share (the plans count the weights).
+func predictLimits(command string, cfg config.Config, capacity string) (predict.Limits, error) {
+	capBytes := int64(cfg.Memory.Capacity)
+	if capacity != "" {
+		b, err := config.ParseByteSize(capacity)
+		if err != nil {
+			return predict.Limits{}, usageError{command + ": --capacity: " + err.Error()}
+		}
+		capBytes = int64(b)
+	}
+	if capBytes == int64(config.CapacityAuto) {
+		var err error
+		if capBytes, _, err = train.AutoCapacity(cfg); err != nil {
+			return predict.Limits{}, err
+		}
+	}
+	return predict.Limits{Capacity: capBytes, Available: train.HostMemory()}, nil
 }

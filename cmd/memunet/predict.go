@@ -4,19 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 
-	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
-	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/tiles"
-	"github.com/memunet/memunet/train"
 )
 
 const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--force]"
@@ -24,16 +18,12 @@ const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|
 func predictCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	ckPath := fs.String("checkpoint", "", "checkpoint directory, or a run directory: its best checkpoint by val_miou (--newest: its newest)")
-	newest := fs.Bool("newest", false, "with a run directory, use its newest checkpoint instead of its best")
+	model := addModelFlags(fs)
 	input := fs.String("input", "", "image file, directory of images, or a split of the checkpoint's dataset: dataset:val, dataset:train or dataset:test")
 	outDir := fs.String("out", "", "directory for the masks (default: predict/<input>-step-N in the checkpoint's run directory)")
 	overlay := fs.Bool("overlay", false, "also write each image with its mask blended over it")
 	probs := fs.String("probs", "", "also write each image's class probabilities: png (a 16-bit gray PNG per class, 65535 = 1) or npy (one float32 array, classes x height x width)")
 	tta := fs.Bool("tta", false, "test-time flip averaging: the mean of the image's and its mirror's probabilities (two forward passes)")
-	precision := fs.String("precision", "", "fp32, fp16 or bf16 (default: the checkpoint's train.precision)")
-	capacity := fs.String("capacity", "", "memory pool capacity such as 6GiB (default: the checkpoint's memory.capacity)")
-	batch := fs.Int("batch", 0, "images per forward pass (default: the checkpoint's train.batch_size)")
 	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
 	resize := fs.String("resize", predict.ResizeAuto, "how image files are sized for the model: auto (as training prepared its images: data.resize, else the file's size times data.scale), train (training's size), none (each file's own size) or HEIGHTxWIDTH; masks come back at each file's size")
 	tile := fs.String("tile", "", "predict image files by tiles of this side (a multiple of 2^model.depth), auto (the largest whose plan fits) or none (whole images only; one too large is refused) (default: predict.tile; unset: whole images where they fit, else auto)")
@@ -47,7 +37,7 @@ func predictCommand(args []string, stdout io.Writer) error {
 	switch {
 	case fs.NArg() > 0:
 		return usageError{fmt.Sprintf("predict: unexpected argument %q; %s", fs.Arg(0), predictUsage)}
-	case *ckPath == "" || *input == "":
+	case *model.checkpoint == "" || *input == "":
 		return usageError{"predict: --checkpoint and --input are required; " + predictUsage}
 	}
 	if *probs != "" && *probs != "png" && *probs != "npy" {
@@ -65,29 +55,18 @@ func predictCommand(args []string, stdout io.Writer) error {
 			return usageError{err.Error()}
 		}
 	}
-	resolve := checkpoint.ResolveBest
-	if *newest {
-		resolve = func(arg string) (string, error) { return checkpoint.ResolveResume(arg, "") }
-	}
-	dir, err := resolve(*ckPath)
+	ck, err := checkpoint.OpenModel(*model.checkpoint, *model.newest)
 	if err != nil {
 		return err
 	}
-	ck, err := checkpoint.Open(dir)
-	if err != nil {
-		return err
-	}
+	dir := ck.Dir
 	ck.Config.Invocation = checkpointInvocation(dir, nil)
 	if *outDir == "" {
 		run := checkpoint.RunDirOf(dir)
 		if run == "" {
 			return usageError{fmt.Sprintf("predict: %s is not in a run directory's checkpoints/; name the output with --out", dir)}
 		}
-		name := strings.TrimPrefix(*input, "dataset:")
-		if name == *input {
-			name = strings.TrimSuffix(filepath.Base(filepath.Clean(*input)), filepath.Ext(*input))
-		}
-		*outDir = filepath.Join(run, "predict", fmt.Sprintf("%s-step-%08d", name, ck.Manifest.Step))
+		*outDir = predict.OutputDir(run, *input, ck.Manifest.Step)
 	}
 	if err := checkpoint.CheckOutside(*outDir, dir); err != nil {
 		return usageError{"predict: --out " + err.Error()}
@@ -99,27 +78,12 @@ func predictCommand(args []string, stdout io.Writer) error {
 		}
 		ck.Config.Device = spec
 	}
-	cfg := ck.Config
-	opts = opts.WithDefaults(cfg.Predict)
-	prec := cfg.Train.Precision
-	if *precision != "" {
-		if prec, err = backend.ParsePrecision(*precision); err != nil {
-			return usageError{"predict: --precision " + err.Error()}
-		}
-	}
-	if *batch == 0 {
-		*batch = cfg.Train.BatchSize
-	}
-	lim, err := predictLimits("predict", cfg, *capacity)
-	if err != nil {
-		return err
-	}
-	p, err := predict.NewPredictor(ck, prec, lim.Capacity, *batch)
+	opts = opts.WithDefaults(ck.Config.Predict)
+	p, lim, prec, err := model.predictor("predict", ck)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	p.Note = os.Stderr
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
 	if err != nil {
 		return err
@@ -139,26 +103,4 @@ func predictCommand(args []string, stdout io.Writer) error {
 		report.PrintClassTable(stdout, m.PerClass)
 	}
 	return nil
-}
-
-// predictLimits are what predict and eval plan against: the pool's
-// capacity (--capacity, else the checkpoint's memory.capacity; auto: the
-// device's free memory) and the host's available memory, read before the
-// model takes its share (the plans count the weights).
-func predictLimits(command string, cfg config.Config, capacity string) (predict.Limits, error) {
-	capBytes := int64(cfg.Memory.Capacity)
-	if capacity != "" {
-		b, err := config.ParseByteSize(capacity)
-		if err != nil {
-			return predict.Limits{}, usageError{command + ": --capacity: " + err.Error()}
-		}
-		capBytes = int64(b)
-	}
-	if capBytes == int64(config.CapacityAuto) {
-		var err error
-		if capBytes, _, err = resolveCapacity(cfg); err != nil {
-			return predict.Limits{}, err
-		}
-	}
-	return predict.Limits{Capacity: capBytes, Available: train.HostMemory()}, nil
 }
