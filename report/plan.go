@@ -129,3 +129,22 @@ func printRecommendation(w io.Writer, rows []train.PlanRow, t PlanTable) {
 	}
 	fmt.Fprintf(w, ";\nto train it, add to your command: %s\n", strings.Join(flags, " "))
 }
+
+// PrintPatchSuggestion says which square data.patch (s, plan --suggest
+// patch) fits capacity, with its plan, and what the next size up would
+// need; note says how an automatic capacity was found.
+func PrintPatchSuggestion(w io.Writer, s train.PatchSuggestion, capacity int64, note string) error {
+	if note != "" {
+		fmt.Fprintln(w, note)
+	}
+	fb := memory.FormatBytes
+	fmt.Fprintf(w, "data.patch: [%d, %d] is the largest square patch that fits %s: planned peak %s reserved (%s allocated), %s x %d micro-batches, %s, checkpoint %s\n",
+		s.Size, s.Size, fb(capacity), fb(s.Row.PeakReservedBytes), fb(s.Row.PeakAllocatedBytes),
+		fmt.Sprint(s.Row.MicroBatch), s.Row.Accumulate, s.Row.Precision, s.Row.Config.Model.Checkpoint.String())
+	if s.Next > 0 {
+		_, err := fmt.Fprintf(w, "the next size, [%d, %d], needs %s\n", s.Next, s.Next, fb(s.NextBytes))
+		return err
+	}
+	_, err := fmt.Fprintf(w, "it is the images' smaller side (%d): a larger patch would only be padding\n", s.Limit)
+	return err
+}

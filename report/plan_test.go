@@ -67,3 +67,28 @@ func TestPrintPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintPatchSuggestion: the suggestion names the patch, the capacity
+// and its plan, then the next size's need or why there is none.
+func TestPrintPatchSuggestion(t *testing.T) {
+	row := train.PlanRow{Variant: config.Variant{MicroBatch: 2, Accumulate: 1, Precision: backend.Float16}, PeakReservedBytes: 3 << 20, PeakAllocatedBytes: 2 << 20}
+	for _, c := range []struct {
+		name string
+		s    train.PatchSuggestion
+		note string
+		want string
+	}{
+		{"next", train.PatchSuggestion{Size: 64, Row: row, Next: 80, NextBytes: 5 << 20}, "",
+			"data.patch: [64, 64] is the largest square patch that fits 4.00 MiB: planned peak 3.00 MiB reserved (2.00 MiB allocated), 2 x 1 micro-batches, fp16, checkpoint none\n" +
+				"the next size, [80, 80], needs 5.00 MiB\n"},
+		{"whole images", train.PatchSuggestion{Size: 96, Row: row, Limit: 96}, "memory.capacity: auto is 4.00 MiB",
+			"memory.capacity: auto is 4.00 MiB\n" +
+				"data.patch: [96, 96] is the largest square patch that fits 4.00 MiB: planned peak 3.00 MiB reserved (2.00 MiB allocated), 2 x 1 micro-batches, fp16, checkpoint none\n" +
+				"it is the images' smaller side (96): a larger patch would only be padding\n"},
+	} {
+		var b bytes.Buffer
+		if err := PrintPatchSuggestion(&b, c.s, 4<<20, c.note); err != nil || b.String() != c.want {
+			t.Errorf("%s: %v\n%s\nwant\n%s", c.name, err, b.String(), c.want)
+		}
+	}
+}

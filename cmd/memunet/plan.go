@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/memunet/memunet/config"
-	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 )
@@ -39,7 +38,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	}
 	capNote := ""
 	if capBytes == int64(config.CapacityAuto) {
-		if capBytes, capNote, err = resolveCapacity(cfg); err != nil {
+		if capBytes, capNote, err = train.AutoCapacity(cfg); err != nil {
 			return err
 		}
 	}
@@ -69,10 +68,6 @@ func planCommand(args []string, stdout io.Writer) error {
 		Arena: cfg.Memory.Allocator == "arena", Recommended: rec, Configured: cfg.Variant()})
 }
 
-// resolveCapacity is memory.capacity: auto for cfg's device, in bytes, with
-// the note saying what it is.
-func resolveCapacity(cfg config.Config) (int64, string, error) { return train.AutoCapacity(cfg) }
-
 // suggestPatch prints the largest square data.patch that fits capBytes.
 func suggestPatch(cfg config.Config, capBytes int64, capNote string, asJSON bool, stdout io.Writer) error {
 	s, err := train.SuggestPatch(cfg, capBytes)
@@ -90,18 +85,5 @@ func suggestPatch(cfg config.Config, capBytes int64, capNote string, asJSON bool
 			NextBytes int64         `json:"next_peak_reserved_bytes,omitempty"`
 		}{capBytes, []int{s.Size, s.Size}, s.Row, map[bool][]int{true: {s.Next, s.Next}}[s.Next > 0], s.NextBytes})
 	}
-	if capNote != "" {
-		fmt.Fprintln(stdout, capNote)
-	}
-	fb := memory.FormatBytes
-	fmt.Fprintf(stdout, "data.patch: [%d, %d] is the largest square patch that fits %s: planned peak %s reserved (%s allocated), %s x %d micro-batches, %s, checkpoint %s\n",
-		s.Size, s.Size, fb(capBytes), fb(s.Row.PeakReservedBytes), fb(s.Row.PeakAllocatedBytes),
-		fmt.Sprint(s.Row.MicroBatch), s.Row.Accumulate, s.Row.Precision, s.Row.Config.Model.Checkpoint.String())
-	switch {
-	case s.Next > 0:
-		fmt.Fprintf(stdout, "the next size, [%d, %d], needs %s\n", s.Next, s.Next, fb(s.NextBytes))
-	default:
-		fmt.Fprintf(stdout, "it is the images' smaller side (%d): a larger patch would only be padding\n", s.Limit)
-	}
-	return nil
+	return report.PrintPatchSuggestion(stdout, s, capBytes, capNote)
 }
