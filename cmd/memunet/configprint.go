@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -35,8 +34,7 @@ func configsCommand(args []string, stdout io.Writer) error {
 // configPrint writes the config NAME (default quickstart) exactly as the
 // file in configs/, comments included.
 func configPrint(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("config print", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("config print")
 	if err := fs.Parse(args); err != nil {
 		return flagError(fs, err, configPrintUsage)
 	}
@@ -57,13 +55,9 @@ func configPrint(args []string, stdout io.Writer) error {
 
 // configList names the embedded configs, each with its first comment line.
 func configList(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("config list", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, configListUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("config list: unexpected argument %q; %s", fs.Arg(0), configListUsage)}
+	fs := newFlags("config list")
+	if err := parseFlags(fs, args, configListUsage); err != nil {
+		return err
 	}
 	for _, name := range configs.Names() {
 		d, err := configs.Describe(name)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -63,19 +62,15 @@ func dataCheck(args []string, stdout io.Writer) error {
 
 // dataSynth writes the built-in synthetic set in the folder layout.
 func dataSynth(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("data synth", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("data synth")
 	out := fs.String("out", "", "directory to write images/ and masks/ into")
 	count := fs.Int("count", 64, "number of samples (at least 1)")
 	size := fs.Int("size", 64, fmt.Sprintf("image height and width (%d..%d)", data.MinSyntheticSize, data.MaxSyntheticSize))
 	classes := fs.Int("classes", 4, fmt.Sprintf("classes incl. background (%d..%d)", data.MinSyntheticClasses, data.MaxSyntheticClasses))
 	seed := fs.Uint64("seed", 1, "generation seed")
 	noise := fs.Float64("noise", 0.1, "noise std on [0,1] intensities (0..1; 0: none)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, dataSynthUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("data synth: unexpected argument %q; %s", fs.Arg(0), dataSynthUsage)}
+	if err := parseFlags(fs, args, dataSynthUsage); err != nil {
+		return err
 	}
 	if *out == "" {
 		return usageError{"data synth: --out DIR is required"}

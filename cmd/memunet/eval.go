@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -19,21 +18,17 @@ const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train
 // one, by --set data.*): loss, pixel accuracy, mIoU, Dice and the
 // per-class table, as training's validation computes them.
 func evalCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("eval")
 	model := addModelFlags(fs)
 	split := fs.String("split", "val", "the split to score: val, test (a folder set's test/) or train")
 	var sets stringList
 	fs.Var(&sets, "set", "override a data key, e.g. --set data.path=/other/set (repeatable; the model's keys are the checkpoint's)")
 	tta := fs.Bool("tta", false, "test-time flip averaging (two forward passes)")
 	out := fs.String("out", "", "the JSON report (default: eval/<split>-step-N[-tta][-data-HASH].json in the checkpoint's run directory)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, evalUsage)
+	if err := parseFlags(fs, args, evalUsage); err != nil {
+		return err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError{fmt.Sprintf("eval: unexpected argument %q; %s", fs.Arg(0), evalUsage)}
-	case *model.checkpoint == "":
+	if *model.checkpoint == "" {
 		return usageError{"eval: --checkpoint is required; " + evalUsage}
 	}
 	for _, s := range sets {

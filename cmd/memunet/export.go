@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,21 +17,17 @@ const exportUsage = "usage: memunet export --checkpoint PATH [--format safetenso
 // safetensors file for PyTorch (see README: Exported weights), or the
 // model as an ONNX graph: checkpoint.Export.
 func exportCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("export")
 	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
 	format := fs.String("format", "safetensors", "safetensors (the weights, for PyTorch) or onnx (the eval-mode model, for ONNX Runtime)")
 	out := fs.String("out", "", "file to write (default: model-step-N.safetensors or .onnx in the checkpoint's run directory)")
 	dtype := fs.String("dtype", "fp32", "fp32, fp16 or bf16 for the float tensors (onnx: fp32 or fp16)")
 	withNormalize := fs.Bool("with-normalize", false, "onnx: the model takes raw intensities in [0, 1] and applies data.mean and data.std itself")
 	withSoftmax := fs.Bool("with-softmax", false, "onnx: the model outputs class probabilities instead of logits")
-	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, exportUsage)
+	if err := parseFlags(fs, args, exportUsage); err != nil {
+		return err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError{fmt.Sprintf("export: unexpected argument %q; %s", fs.Arg(0), exportUsage)}
-	case *ckPath == "":
+	if *ckPath == "" {
 		return usageError{"export: --checkpoint is required; " + exportUsage}
 	}
 	dt, err := backend.ParsePrecision(*dtype)

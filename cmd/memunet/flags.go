@@ -33,12 +33,32 @@ type configCommand struct {
 	noConfig func() bool
 }
 
+// newFlags is the flag set of the command name (as typed: "data synth"):
+// silent, since run prints its errors and help.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses a command's args into fs: -h/-help/--help is a help
+// request, a bad flag or a stray argument a usage error naming the
+// command, with its usage.
+func parseFlags(fs *flag.FlagSet, args []string, usage string) error {
+	if err := fs.Parse(args); err != nil {
+		return flagError(fs, err, usage)
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected argument %q; %s", fs.Name(), fs.Arg(0), usage)}
+	}
+	return nil
+}
+
 // errNoConfig is load's answer in a mode that needs no config.
 var errNoConfig = errors.New("no config: the command's flags need none")
 
 func newConfigCommand(name, usage string) *configCommand {
-	c := &configCommand{Flags: flag.NewFlagSet(name, flag.ContinueOnError), name: name, usage: usage}
-	c.Flags.SetOutput(io.Discard)
+	c := &configCommand{Flags: newFlags(name), name: name, usage: usage}
 	c.Flags.StringVar(&c.path, "config", "", "YAML config file")
 	c.Flags.Var(&c.sets, "set", "override section.key=value (repeatable)")
 	return c
@@ -55,11 +75,8 @@ func (c *configCommand) addDevice() {
 // stray argument and a missing --config are usage errors naming the command;
 // -h/-help/--help a help request.
 func (c *configCommand) load(args []string) (config.Config, error) {
-	if err := c.Flags.Parse(args); err != nil {
-		return config.Config{}, flagError(c.Flags, err, c.usage)
-	}
-	if c.Flags.NArg() > 0 {
-		return config.Config{}, c.usageError(fmt.Sprintf("unexpected argument %q", c.Flags.Arg(0)))
+	if err := parseFlags(c.Flags, args, c.usage); err != nil {
+		return config.Config{}, err
 	}
 	if c.path == "" {
 		if c.noConfig != nil && c.noConfig() {
@@ -120,49 +137,40 @@ func addModelFlags(fs *flag.FlagSet) modelFlags {
 }
 
 // predictor builds ck's model for command as the flags say (precision,
-// batch), with the limits its batches are planned against; what the user
+// batch), with the limits its batches are planned against: the pool's
+// capacity (--capacity, else the checkpoint's memory.capacity; auto: the
+// device's free memory) and the host's available memory, read before the
+// model takes its share (the plans count the weights). What the user
 // should know as it happens goes to stderr.
 func (f modelFlags) predictor(command string, ck *checkpoint.Checkpoint) (*predict.Predictor, predict.Limits, backend.DType, error) {
-	prec, batch := ck.Config.Train.Precision, *f.batch
+	cfg := ck.Config
+	prec, batch, capBytes := cfg.Train.Precision, *f.batch, int64(cfg.Memory.Capacity)
+	var err error
 	if *f.precision != "" {
-		var err error
 		if prec, err = backend.ParsePrecision(*f.precision); err != nil {
 			return nil, predict.Limits{}, prec, usageError{command + ": --precision " + err.Error()}
 		}
 	}
 	if batch == 0 {
-		batch = ck.Config.Train.BatchSize
+		batch = cfg.Train.BatchSize
 	}
-	lim, err := predictLimits(command, ck.Config, *f.capacity)
-	if err != nil {
-		return nil, lim, prec, err
+	if *f.capacity != "" {
+		b, err := config.ParseByteSize(*f.capacity)
+		if err != nil {
+			return nil, predict.Limits{}, prec, usageError{command + ": --capacity: " + err.Error()}
+		}
+		capBytes = int64(b)
 	}
+	if capBytes == int64(config.CapacityAuto) {
+		if capBytes, _, err = train.AutoCapacity(cfg); err != nil {
+			return nil, predict.Limits{}, prec, err
+		}
+	}
+	lim := predict.Limits{Capacity: capBytes, Available: train.HostMemory()}
 	p, err := predict.NewPredictor(ck, prec, lim.Capacity, batch)
 	if err != nil {
 		return nil, lim, prec, err
 	}
 	p.Note = os.Stderr
 	return p, lim, prec, nil
-}
-
-// predictLimits are what predict and eval plan against: the pool's
-// capacity (--capacity, else the checkpoint's memory.capacity; auto: the
-// device's free memory) and the host's available memory, read before the
-// model takes its share (the plans count the weights).
-func predictLimits(command string, cfg config.Config, capacity string) (predict.Limits, error) {
-	capBytes := int64(cfg.Memory.Capacity)
-	if capacity != "" {
-		b, err := config.ParseByteSize(capacity)
-		if err != nil {
-			return predict.Limits{}, usageError{command + ": --capacity: " + err.Error()}
-		}
-		capBytes = int64(b)
-	}
-	if capBytes == int64(config.CapacityAuto) {
-		var err error
-		if capBytes, _, err = train.AutoCapacity(cfg); err != nil {
-			return predict.Limits{}, err
-		}
-	}
-	return predict.Limits{Capacity: capBytes, Available: train.HostMemory()}, nil
 }

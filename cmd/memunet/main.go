@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -109,8 +108,7 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("train")
 	configPath := fs.String("config", "", "YAML config file")
 	outDir := fs.String("out", "", "directory for the run's files")
 	resume := fs.String("resume", "", "continue from a checkpoint: auto (the newest in --out) or PATH")
@@ -120,11 +118,8 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
 	dev := fs.String("device", "", deviceFlagHelp)
 	initFrom := fs.String("init", "", "fine-tune: start from these weights (train.init: a run or checkpoint directory, or a safetensors file)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, trainUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("train: unexpected argument %q; %s", fs.Arg(0), trainUsage)}
+	if err := parseFlags(fs, args, trainUsage); err != nil {
+		return err
 	}
 	// Started by mpirun: one rank of a data-parallel run (a build without
 	// MPI refuses, rather than let every rank train alone into one

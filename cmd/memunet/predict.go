@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -16,8 +15,7 @@ import (
 const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--force]"
 
 func predictCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("predict")
 	model := addModelFlags(fs)
 	input := fs.String("input", "", "image file, directory of images, or a split of the checkpoint's dataset: dataset:val, dataset:train or dataset:test")
 	outDir := fs.String("out", "", "directory for the masks (default: predict/<input>-step-N in the checkpoint's run directory)")
@@ -31,13 +29,10 @@ func predictCommand(args []string, stdout io.Writer) error {
 	blend := fs.String("blend", "", "how tiles are weighed: gaussian (sigma = tile/8) or constant (default: predict.blend)")
 	force := fs.Bool("force", false, "replace an earlier prediction in --out (only the files its predict.json lists)")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, predictUsage)
+	if err := parseFlags(fs, args, predictUsage); err != nil {
+		return err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError{fmt.Sprintf("predict: unexpected argument %q; %s", fs.Arg(0), predictUsage)}
-	case *model.checkpoint == "" || *input == "":
+	if *model.checkpoint == "" || *input == "" {
 		return usageError{"predict: --checkpoint and --input are required; " + predictUsage}
 	}
 	if *probs != "" && *probs != "png" && *probs != "npy" {
