@@ -24,10 +24,7 @@ func TestDocFileLists(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
+			return skipNonPackage(root, path, d)
 		}
 		if d.Name() != "doc.go" {
 			return nil
