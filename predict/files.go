@@ -12,6 +12,7 @@ import (
 
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/outdir"
 )
 
 // ImageExts are the inputs predict reads from a directory.
@@ -195,7 +196,7 @@ func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Opti
 		}
 		if opts.Overlay {
 			out.Overlay = stem + "_overlay.png"
-			if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(img), mask, b.Dx(), b.Dy())); err != nil {
+			if err := outdir.WritePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(img), mask, b.Dx(), b.Dy())); err != nil {
 				return err
 			}
 		}

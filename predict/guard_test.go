@@ -184,7 +184,7 @@ func TestRunDoesNotFollowPlantedLinks(t *testing.T) {
 		"mask.png":  func(path string) error { return writeMask(path, make([]uint8, 4), 2, 2, nil) },
 		"gray.png":  func(path string) error { return writeMask(path, make([]uint8, 4), 2, 2, []int{0, 255, 7}) },
 		"probs.npy": func(path string) error { return writeNpy(path, make([]float32, 4), 1, 2, 2) },
-		"any.png":   func(path string) error { return writePNG(path, image.NewRGBA(image.Rect(0, 0, 2, 2))) },
+		"any.png":   func(path string) error { return outdir.WritePNG(path, image.NewRGBA(image.Rect(0, 0, 2, 2))) },
 	}
 	before = tree(t, elsewhere)
 	for name, write := range writers {

@@ -158,7 +158,7 @@ func (p *Predictor) finish(outDir string, rep *Report) error {
 		}
 		rep.Legend = append(rep.Legend, e)
 	}
-	if err := writePNG(filepath.Join(outDir, LegendName), data.Legend(labels)); err != nil {
+	if err := outdir.WritePNG(filepath.Join(outDir, LegendName), data.Legend(labels)); err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")

@@ -7,6 +7,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
+	"github.com/memunet/memunet/outdir"
 )
 
 // splitInput is a dataset split to predict: the checkpoint's dataset (or
@@ -136,7 +137,7 @@ func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, li
 				return err
 			}
 			out.Overlay = name + "_overlay.png"
-			if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, pred, w, h)); err != nil {
+			if err := outdir.WritePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, pred, w, h)); err != nil {
 				return err
 			}
 		}

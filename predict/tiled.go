@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
+	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/tiles"
 )
 
@@ -281,7 +282,7 @@ func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, outDir str
 	}
 	if opts.Overlay {
 		out.Overlay = f.stem + "_overlay.png"
-		if err := writePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(pic), full, f.w, f.h)); err != nil {
+		if err := outdir.WritePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(pic), full, f.w, f.h)); err != nil {
 			return err
 		}
 	}

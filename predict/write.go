@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"image"
-	"image/png"
 	"io"
 	"math"
 	"path/filepath"
@@ -37,30 +36,20 @@ func scaleMask(m []uint8, w, h, ow, oh int) []uint8 {
 func writeMask(path string, m []uint8, w, h int, values []int) error {
 	r := image.Rect(0, 0, w, h)
 	if values == nil {
-		return writePNG(path, &image.Paletted{Pix: m, Stride: w, Rect: r, Palette: data.MaskPalette()})
+		return outdir.WritePNG(path, &image.Paletted{Pix: m, Stride: w, Rect: r, Palette: data.MaskPalette()})
 	}
 	if slices.Max(values) <= 255 {
 		img := image.NewGray(r)
 		for i, k := range m {
 			img.Pix[i] = uint8(values[k])
 		}
-		return writePNG(path, img)
+		return outdir.WritePNG(path, img)
 	}
 	img := image.NewGray16(r)
 	for i, k := range m {
 		img.Pix[2*i], img.Pix[2*i+1] = uint8(values[k]>>8), uint8(values[k])
 	}
-	return writePNG(path, img)
-}
-
-// writePNG writes img whole (outdir.WriteFile: never half a file, never
-// through a link planted at path).
-func writePNG(path string, img image.Image) error {
-	err := outdir.WriteFile(path, func(w io.Writer) error { return png.Encode(w, img) })
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return outdir.WritePNG(path, img)
 }
 
 // writeProbs writes one image's class probabilities (K planes of w x h),
@@ -84,7 +73,7 @@ func writeProbs(dir, stem, format string, probs []float32, k, w, h, ow, oh int) 
 			img.Pix[2*i], img.Pix[2*i+1] = uint8(q>>8), uint8(q)
 		}
 		name := probName(stem, c)
-		if err := writePNG(filepath.Join(dir, name), img); err != nil {
+		if err := outdir.WritePNG(filepath.Join(dir, name), img); err != nil {
 			return nil, err
 		}
 		names = append(names, name)
