@@ -1,14 +1,62 @@
 package backend
 
+import (
+	"fmt"
+	"strings"
+)
+
 // ConvShape describes a stride-1, zero-padded 2D convolution:
 // in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
 // with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1. DT is the storage type of
 // in, out, their gradients and w as the operation takes them: Float32
 // (the zero value), or a 16-bit type where the backend does not stage
-// OpConv (its workspace may then hold their float32 copies).
+// OpConv (its workspace may then hold their float32 copies). Algo is how
+// the convolution is computed (ConvDirect, the zero value, unless the
+// model asks otherwise); a backend without the algorithm computes it
+// directly, and ConvWorkspace counts what the algorithm takes.
 type ConvShape struct {
 	N, C, H, W, OC, K, Pad int
 	DT                     DType
+	Algo                   ConvAlgo
+}
+
+// ConvAlgo is a convolution's algorithm (the config's model.conv_algo).
+type ConvAlgo uint8
+
+const (
+	// ConvDirect multiplies by the weights as they are (an implicit
+	// im2col GEMM on the CPU).
+	ConvDirect ConvAlgo = iota
+	// ConvWinograd computes 3x3 convolutions with padding 1 by Winograd's
+	// F(2x2,3x3) where the backend has it (2.25x fewer multiplications,
+	// more workspace, float32 results within a stated bound of the direct
+	// ones); other shapes directly.
+	ConvWinograd
+	// ConvAuto is ConvWinograd where the layer is wide enough and the
+	// Winograd way fits in the direct way's workspace, ConvDirect
+	// elsewhere: never more memory than ConvDirect.
+	ConvAuto
+)
+
+// convAlgoNames are the algorithms' config names, in ConvAlgo order.
+const convAlgoNames = "direct winograd auto"
+
+// String is the algorithm's config name.
+func (a ConvAlgo) String() string {
+	if names := strings.Fields(convAlgoNames); int(a) < len(names) {
+		return names[a]
+	}
+	return fmt.Sprintf("ConvAlgo(%d)", a)
+}
+
+// ParseConvAlgo is the algorithm of a config name, and whether there is one.
+func ParseConvAlgo(name string) (ConvAlgo, bool) {
+	for i, n := range strings.Fields(convAlgoNames) {
+		if n == name {
+			return ConvAlgo(i), true
+		}
+	}
+	return ConvDirect, false
 }
 
 // OH is the output height.

@@ -1,7 +1,8 @@
 //go:build ignore
 
 // asm_gen writes the GEMM micro-kernels gemm_amd64.s (AVX2+FMA, 6x16) and
-// gemm512_amd64.s (AVX-512, 6x32): run `go generate ./model/kernels`.
+// gemm512_amd64.s (AVX-512, 6x32), and the Winograd transforms
+// winograd_amd64.s (AVX-512 and AVX2): run `go generate ./backend/cpu/kernels`.
 // Both keep the 6 x W tile of C in registers (two vectors per row), step
 // over k with two vector loads of packed B, six broadcasts of packed A and
 // twelve FMAs, unrolled by 4, then store alpha*acc (+ beta*C) to the first
@@ -101,6 +102,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	}
+	if err := os.WriteFile("winograd_amd64.s", []byte(winogradAsm()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 }
 
@@ -350,4 +355,497 @@ func (k kernel) gen() string {
 	w("\tVZEROUPPER")
 	w("\tRET")
 	return b.String()
+}
+
+// The Winograd F(2x2,3x3) transforms (winograd.go), AVX-512 (a chunk of
+// 16 tiles a vector) and AVX2 (a chunk as two halves of 8 tiles), each the
+// pure-Go transform's operations in its order (bit-identical). A chunk's
+// tiles 0-7 read (or write) the image side at p and tiles 8-15 at p +
+// half; the even and odd columns of a row's 2 values per tile are split
+// with VPERMT2PS (AVX-512) or VSHUFPS and VPERMPD (AVX2), and joined back
+// for the output with VPERMT2PS or VUNPCKLPS/VUNPCKHPS and VPERM2F128.
+//
+// Each walks chans channels of rows groups of n chunks (winoWalk): SI
+// walks the image side (chunk k of group r at r*rowStep + k*step of the
+// channel's plane), DI the transform side (V, M or dM), linearly within a
+// channel; the channel, group and counters live in the frame.
+
+// asmWriter collects assembly lines.
+type asmWriter struct{ strings.Builder }
+
+func (b *asmWriter) w(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+
+// winoFn is one transform: its Go parameters (8-byte slots: pointers,
+// ints, a float32 padded), the image-side pointer SI walks and the
+// transform-side one DI does, and how DI steps per chunk.
+type winoFn struct {
+	name, doc        string
+	args             []string
+	walked, linear   string // parameters: SI's and DI's start
+	walkChan, linChn string // their channel strides (floats)
+	linStep          string // DI's step per chunk: a register or $bytes
+	a                map[string]string
+}
+
+// The frame's locals: the channel's two bases, the group's base, the
+// groups left.
+const (
+	locWChan = "wchan-8(SP)"
+	locLChan = "lchan-16(SP)"
+	locWRow  = "wrow-24(SP)"
+	locRows  = "rows-32(SP)"
+)
+
+// begin writes the TEXT line and turns the float strides into bytes (in
+// their registers, or in their slots for those the loops read there).
+func (f *winoFn) begin(b *asmWriter) {
+	f.a = map[string]string{}
+	for i, a := range f.args {
+		f.a[a] = fmt.Sprintf("%s+%d(FP)", a, 8*i)
+	}
+	b.w("// func %s(%s)", f.name, strings.Join(f.args, ", "))
+	b.w("//")
+	b.w("%s", f.doc)
+	b.w("TEXT ·%s(SB), NOSPLIT, $32-%d", f.name, 8*len(f.args))
+	for _, slot := range []string{"rowStep", f.walkChan, f.linChn} {
+		b.w("\tMOVQ %s, AX", f.a[slot])
+		b.w("\tSHLQ $2, AX")
+		b.w("\tMOVQ AX, %s", f.a[slot])
+	}
+}
+
+// reg loads parameter name, in bytes, into reg.
+func (f *winoFn) reg(b *asmWriter, name, reg string) {
+	b.w("\tMOVQ %s, %s", f.a[name], reg)
+	b.w("\tSHLQ $2, %s", reg)
+}
+
+// loops opens the channel, group and chunk loops (perChan runs at each
+// channel's start); body is the chunk's work; then closes them.
+func (f *winoFn) loops(b *asmWriter, perChan func(), body func()) {
+	b.w("\tMOVQ %s, AX", f.a[f.walked])
+	b.w("\tMOVQ AX, %s", locWChan)
+	b.w("\tMOVQ %s, AX", f.a[f.linear])
+	b.w("\tMOVQ AX, %s", locLChan)
+	b.w("")
+	b.w("chanloop:")
+	if perChan != nil {
+		perChan()
+	}
+	b.w("\tMOVQ %s, AX", locWChan)
+	b.w("\tMOVQ AX, %s", locWRow)
+	b.w("\tMOVQ %s, DI", locLChan)
+	b.w("\tMOVQ %s, AX", f.a["rows"])
+	b.w("\tMOVQ AX, %s", locRows)
+	b.w("")
+	b.w("rowloop:")
+	b.w("\tMOVQ %s, SI", locWRow)
+	b.w("\tMOVQ %s, CX", f.a["n"])
+	b.w("")
+	b.w("loop:")
+	body()
+	b.w("\tADDQ R10, SI")
+	b.w("\tADDQ %s, DI", f.linStep)
+	b.w("\tDECQ CX")
+	b.w("\tJNZ loop")
+	b.w("\tMOVQ %s, AX", locWRow)
+	b.w("\tADDQ %s, AX", f.a["rowStep"])
+	b.w("\tMOVQ AX, %s", locWRow)
+	b.w("\tDECQ %s", locRows)
+	b.w("\tJNZ rowloop")
+	b.w("\tMOVQ %s, AX", locWChan)
+	b.w("\tADDQ %s, AX", f.a[f.walkChan])
+	b.w("\tMOVQ AX, %s", locWChan)
+	b.w("\tMOVQ %s, AX", locLChan)
+	b.w("\tADDQ %s, AX", f.a[f.linChn])
+	b.w("\tMOVQ AX, %s", locLChan)
+	b.w("\tDECQ %s", f.a["chans"])
+	b.w("\tJNZ chanloop")
+	b.w("\tVZEROUPPER")
+	b.w("\tRET")
+	b.w("")
+}
+
+// xiBases sets DX, R14 and R15 to DI + 4, 8 and 12 times R11 (xiStride
+// in bytes), so that position 4i+j is (base_i)(j*R11): j*R11 as (R11*1),
+// (R11*2) and R13 = 3*R11.
+func (b *asmWriter) xiBases() {
+	b.w("\tLEAQ (DI)(R11*4), DX")
+	b.w("\tLEAQ (DX)(R11*4), R14")
+	b.w("\tLEAQ (R14)(R11*4), R15")
+}
+
+// xiAddr is the address of position 4i+j plus off bytes from the bases.
+func xiAddr(i, j, off int) string {
+	base := [4]string{"DI", "DX", "R14", "R15"}[i]
+	idx := [4]string{"", "(R11*1)", "(R11*2)", "(R13*1)"}[j]
+	o := ""
+	if off != 0 {
+		o = fmt.Sprint(off)
+	}
+	return fmt.Sprintf("%s(%s)%s", o, base, idx)
+}
+
+// winoConsts are the permutation tables of the AVX-512 transforms.
+func winoConsts(b *asmWriter) {
+	tables := []struct {
+		name string
+		at   func(l int) int
+	}{
+		{"winoEven", func(l int) int { return 2 * l }},              // even values of two 16-value runs
+		{"winoOdd", func(l int) int { return 2*l + 1 }},             // odd values
+		{"winoJoinLo", func(l int) int { return l/2 + l%2*16 }},     // a0 b0 a1 b1 .. a7 b7
+		{"winoJoinHi", func(l int) int { return 8 + l/2 + l%2*16 }}, // a8 b8 .. a15 b15
+	}
+	for _, t := range tables {
+		for l := 0; l < 16; l++ {
+			b.w("DATA %s<>+%d(SB)/4, $%d", t.name, 4*l, t.at(l))
+		}
+		b.w("GLOBL %s<>(SB), RODATA|NOPTR, $64", t.name)
+		b.w("")
+	}
+	b.w("DATA winoSign<>+0(SB)/4, $0x80000000")
+	b.w("GLOBL winoSign<>(SB), RODATA|NOPTR, $4")
+	b.w("")
+}
+
+func winogradAsm() string {
+	var b asmWriter
+	b.w("// Code generated by asm_gen.go; DO NOT EDIT.")
+	b.w("")
+	b.w("//go:build amd64 && !noasm")
+	b.w("")
+	b.w(`#include "textflag.h"`)
+	b.w("")
+	winoConsts(&b)
+	for _, wide := range []bool{true, false} {
+		winoInput(&b, wide)
+		winoOutput(&b, wide)
+		winoGrad(&b, wide)
+	}
+	return b.String()
+}
+
+func isaName(wide bool) string {
+	if wide {
+		return "AVX512"
+	}
+	return "AVX2"
+}
+
+// winoRow512 computes a row's transform h0..h3 (into dst) of 16 tiles
+// from the row at (row) and, for tiles 8-15, (row)(R9*1): E, O, E', O'
+// the even and odd values at 0 and 2 further.
+func winoRow512(b *asmWriter, row string, dst [4]string) {
+	e, o, e2, o2 := "Z0", "Z1", "Z2", "Z3"
+	for _, v := range []struct {
+		reg, idx string
+		off      int
+	}{{e, "Z30", 0}, {o, "Z31", 0}, {e2, "Z30", 8}, {o2, "Z31", 8}} {
+		b.w("\tVMOVUPS %d(%s), %s", v.off, row, v.reg)
+		b.w("\tVPERMT2PS %d(%s)(R9*1), %s, %s", v.off, row, v.idx, v.reg)
+	}
+	b.w("\tVSUBPS %s, %s, %s // h0 = x0 - x2", e2, e, dst[0])
+	b.w("\tVADDPS %s, %s, %s // h1 = x1 + x2", e2, o, dst[1])
+	b.w("\tVSUBPS %s, %s, %s // h2 = x2 - x1", o, e2, dst[2])
+	b.w("\tVSUBPS %s, %s, %s // h3 = x1 - x3", o2, o, dst[3])
+}
+
+// winoRowAVX2 computes a row's transform of 8 tiles from the values at
+// (row): the 6 registers of regs are scratch, and h0..h3 end in regs[0],
+// regs[3], regs[1], regs[2].
+func winoRowAVX2(b *asmWriter, row string, regs [6]string) [4]string {
+	x, e, o, x2, e2, o2 := regs[0], regs[1], regs[2], regs[3], regs[4], regs[5]
+	b.w("\tVMOVUPS (%s), %s", row, x)
+	b.w("\tVSHUFPS $0x88, 32(%s), %s, %s", row, x, e)
+	b.w("\tVSHUFPS $0xDD, 32(%s), %s, %s", row, x, o)
+	b.w("\tVMOVUPS 8(%s), %s", row, x2)
+	b.w("\tVSHUFPS $0x88, 40(%s), %s, %s", row, x2, e2)
+	b.w("\tVSHUFPS $0xDD, 40(%s), %s, %s", row, x2, o2)
+	for _, r := range []string{e, o, e2, o2} {
+		b.w("\tVPERMPD $0xD8, %s, %s", r, r)
+	}
+	b.w("\tVSUBPS %s, %s, %s // h0 = x0 - x2", e2, e, x)
+	b.w("\tVADDPS %s, %s, %s // h1 = x1 + x2", e2, o, x2)
+	b.w("\tVSUBPS %s, %s, %s // h2 = x2 - x1", o, e2, e)
+	b.w("\tVSUBPS %s, %s, %s // h3 = x1 - x3", o2, o, o)
+	return [4]string{x, x2, e, o}
+}
+
+// rowAddr sets AX to BX + r*R8 (row r of a window) and returns "AX".
+func rowAddr(b *asmWriter, r int) string {
+	switch r {
+	case 0:
+		b.w("\tMOVQ BX, AX")
+	case 3:
+		b.w("\tLEAQ (BX)(R8*2), AX")
+		b.w("\tADDQ R8, AX")
+	default:
+		b.w("\tLEAQ (BX)(R8*%d), AX", r)
+	}
+	return "AX"
+}
+
+func winoInput(b *asmWriter, wide bool) {
+	f := &winoFn{name: "winoInput" + isaName(wide), doc: `// The input transform (see winoInputKernel; strides in floats).`,
+		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "panelStride", "dstChan"},
+		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "R12"}
+	f.begin(b)
+	if wide {
+		b.w("\tVMOVUPS winoEven<>(SB), Z30")
+		b.w("\tVMOVUPS winoOdd<>(SB), Z31")
+	}
+	f.reg(b, "stride", "R8")
+	f.reg(b, "half", "R9")
+	f.reg(b, "step", "R10")
+	f.reg(b, "xiStride", "R11")
+	b.w("\tLEAQ (R11)(R11*2), R13")
+	f.reg(b, "panelStride", "R12")
+	f.loops(b, nil, func() {
+		b.xiBases()
+		if wide {
+			h := func(r, j int) string { return fmt.Sprintf("Z%d", 4+4*r+j) }
+			b.w("\tMOVQ SI, AX")
+			for r := 0; r < 4; r++ {
+				winoRow512(b, "AX", [4]string{h(r, 0), h(r, 1), h(r, 2), h(r, 3)})
+				if r < 3 {
+					b.w("\tADDQ R8, AX")
+				}
+			}
+			for j := 0; j < 4; j++ {
+				b.w("\tVSUBPS %s, %s, Z20", h(2, j), h(0, j))
+				b.w("\tVMOVUPS Z20, %s", xiAddr(0, j, 0))
+				b.w("\tVADDPS %s, %s, Z21", h(2, j), h(1, j))
+				b.w("\tVMOVUPS Z21, %s", xiAddr(1, j, 0))
+				b.w("\tVSUBPS %s, %s, Z22", h(1, j), h(2, j))
+				b.w("\tVMOVUPS Z22, %s", xiAddr(2, j, 0))
+				b.w("\tVSUBPS %s, %s, Z23", h(3, j), h(1, j))
+				b.w("\tVMOVUPS Z23, %s", xiAddr(3, j, 0))
+			}
+			return
+		}
+		for hf := 0; hf < 2; hf++ {
+			b.w("\tMOVQ SI, BX")
+			if hf == 1 {
+				b.w("\tADDQ R9, BX")
+			}
+			off := 32 * hf
+			// Rows 1 and 2 first: every output needs one of them.
+			h1 := winoRowAVX2(b, rowAddr(b, 1), [6]string{"Y0", "Y1", "Y2", "Y3", "Y4", "Y5"})
+			h2 := winoRowAVX2(b, rowAddr(b, 2), [6]string{"Y6", "Y7", "Y8", "Y9", "Y10", "Y11"})
+			for j := 0; j < 4; j++ {
+				b.w("\tVADDPS %s, %s, Y12", h2[j], h1[j])
+				b.w("\tVMOVUPS Y12, %s", xiAddr(1, j, off))
+				b.w("\tVSUBPS %s, %s, Y13", h1[j], h2[j])
+				b.w("\tVMOVUPS Y13, %s", xiAddr(2, j, off))
+			}
+			used := map[string]bool{}
+			for _, r := range append(h1[:], h2[:]...) {
+				used[r] = true
+			}
+			var free [6]string
+			for i, n := 0, 0; n < 6; i++ {
+				if r := fmt.Sprintf("Y%d", i); !used[r] {
+					free[n] = r
+					n++
+				}
+			}
+			h0 := winoRowAVX2(b, rowAddr(b, 0), free)
+			for j := 0; j < 4; j++ {
+				b.w("\tVSUBPS %s, %s, Y15", h2[j], h0[j])
+				b.w("\tVMOVUPS Y15, %s", xiAddr(0, j, off))
+			}
+			h3 := winoRowAVX2(b, rowAddr(b, 3), free)
+			for j := 0; j < 4; j++ {
+				b.w("\tVSUBPS %s, %s, Y15", h3[j], h1[j])
+				b.w("\tVMOVUPS Y15, %s", xiAddr(3, j, off))
+			}
+		}
+	})
+}
+
+// winoOutputLoads computes a chunk's P (the columns' transforms of M) from
+// the positions at the bases plus off bytes: P0j into p0[j], P1j into
+// p1[j].
+func winoOutputLoads(b *asmWriter, off int, p0, p1 [4]string) {
+	for j := 0; j < 4; j++ {
+		b.w("\tVMOVUPS %s, %s", xiAddr(0, j, off), p0[j])
+		b.w("\tVADDPS %s, %s, %s", xiAddr(1, j, off), p0[j], p0[j])
+		b.w("\tVADDPS %s, %s, %s // P0j = (M0j + M1j) + M2j", xiAddr(2, j, off), p0[j], p0[j])
+		b.w("\tVMOVUPS %s, %s", xiAddr(1, j, off), p1[j])
+		b.w("\tVSUBPS %s, %s, %s", xiAddr(2, j, off), p1[j], p1[j])
+		b.w("\tVSUBPS %s, %s, %s // P1j = (M1j - M2j) - M3j", xiAddr(3, j, off), p1[j], p1[j])
+	}
+}
+
+// winoOutputRow computes a row's two outputs from p into y0 and y1, plus
+// the bias (in bias) where BX is not zero.
+func winoOutputRow(b *asmWriter, p [4]string, y0, y1, bias, skip string) {
+	b.w("\tVADDPS %s, %s, %s", p[1], p[0], y0)
+	b.w("\tVADDPS %s, %s, %s // y0 = (p0 + p1) + p2", p[2], y0, y0)
+	b.w("\tVSUBPS %s, %s, %s", p[2], p[1], y1)
+	b.w("\tVSUBPS %s, %s, %s // y1 = (p1 - p2) - p3", p[3], y1, y1)
+	b.w("\tTESTQ BX, BX")
+	b.w("\tJZ %s", skip)
+	b.w("\tVADDPS %s, %s, %s", bias, y0, y0)
+	b.w("\tVADDPS %s, %s, %s", bias, y1, y1)
+	b.w("%s:", skip)
+}
+
+func winoOutput(b *asmWriter, wide bool) {
+	f := &winoFn{name: "winoOutput" + isaName(wide), doc: `// The output transform (see winoOutputKernel; strides in floats; bias
+// read where addBias is 1, a value per channel).`,
+		args:   []string{"dst", "stride", "half", "step", "rows", "rowStep", "n", "chans", "dstChan", "m", "xiStride", "mChan", "bias", "addBias"},
+		walked: "dst", linear: "m", walkChan: "dstChan", linChn: "mChan", linStep: "$64"}
+	f.begin(b)
+	reg, biasReg := "Y", "Y15"
+	if wide {
+		reg, biasReg = "Z", "Z27"
+		b.w("\tVMOVUPS winoJoinLo<>(SB), Z28")
+		b.w("\tVMOVUPS winoJoinHi<>(SB), Z29")
+	}
+	R := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	f.reg(b, "stride", "R8")
+	f.reg(b, "half", "R9")
+	f.reg(b, "step", "R10")
+	f.reg(b, "xiStride", "R11")
+	b.w("\tLEAQ (R11)(R11*2), R13")
+	b.w("\tMOVQ %s, BX", f.a["addBias"])
+	perChan := func() {
+		b.w("\tTESTQ BX, BX")
+		b.w("\tJZ nobias")
+		b.w("\tMOVQ %s, AX", f.a["bias"])
+		b.w("\tVBROADCASTSS (AX), %s", biasReg)
+		b.w("\tADDQ $4, AX")
+		b.w("\tMOVQ AX, %s", f.a["bias"])
+		b.w("nobias:")
+	}
+	f.loops(b, perChan, func() {
+		b.xiBases()
+		halves := 2
+		if wide {
+			halves = 1
+		}
+		for hf := 0; hf < halves; hf++ {
+			p0, p1 := [4]string{R(0), R(1), R(2), R(3)}, [4]string{R(4), R(5), R(6), R(7)}
+			winoOutputLoads(b, 32*hf, p0, p1)
+			winoOutputRow(b, p0, R(8), R(9), biasReg, fmt.Sprintf("bias0h%d", hf))
+			winoOutputRow(b, p1, R(10), R(11), biasReg, fmt.Sprintf("bias1h%d", hf))
+			b.w("\tMOVQ SI, AX")
+			if wide {
+				for r, y := range [][2]string{{R(8), R(9)}, {R(10), R(11)}} {
+					if r == 1 {
+						b.w("\tADDQ R8, AX")
+					}
+					b.w("\tVMOVAPS %s, Z12", y[0])
+					b.w("\tVPERMT2PS %s, Z28, Z12", y[1])
+					b.w("\tVMOVAPS %s, Z13", y[0])
+					b.w("\tVPERMT2PS %s, Z29, Z13", y[1])
+					b.w("\tVMOVUPS Z12, (AX)")
+					b.w("\tVMOVUPS Z13, (AX)(R9*1)")
+				}
+				continue
+			}
+			if hf == 1 {
+				b.w("\tADDQ R9, AX")
+			}
+			for r, y := range [][2]string{{R(8), R(9)}, {R(10), R(11)}} {
+				if r == 1 {
+					b.w("\tADDQ R8, AX")
+				}
+				b.w("\tVUNPCKLPS %s, %s, Y12", y[1], y[0])
+				b.w("\tVUNPCKHPS %s, %s, Y13", y[1], y[0])
+				b.w("\tVPERM2F128 $0x20, Y13, Y12, Y14")
+				b.w("\tVMOVUPS Y14, (AX)")
+				b.w("\tVPERM2F128 $0x31, Y13, Y12, Y14")
+				b.w("\tVMOVUPS Y14, 32(AX)")
+			}
+		}
+	})
+}
+
+// winoGradStores computes dM from q0..q3 (q[i] the pair qi0, qi1) and
+// stores it at the bases plus off bytes; tmp is scratch; neg(x, dst)
+// negates as Go's -x does (the sign bit flipped).
+func winoGradStores(b *asmWriter, q [4][2]string, tmp string, off int, neg func(x, dst string)) {
+	for i := 0; i < 4; i++ {
+		b.w("\tVMOVUPS %s, %s", q[i][0], xiAddr(i, 0, off))
+		b.w("\tVADDPS %s, %s, %s", q[i][1], q[i][0], tmp)
+		b.w("\tVMOVUPS %s, %s", tmp, xiAddr(i, 1, off))
+		b.w("\tVSUBPS %s, %s, %s", q[i][1], q[i][0], tmp)
+		b.w("\tVMOVUPS %s, %s", tmp, xiAddr(i, 2, off))
+		neg(q[i][1], tmp)
+		b.w("\tVMOVUPS %s, %s", tmp, xiAddr(i, 3, off))
+	}
+}
+
+func winoGrad(b *asmWriter, wide bool) {
+	f := &winoFn{name: "winoGrad" + isaName(wide), doc: `// The gradient transform dM = A dY A^T (see winoGradKernel; strides in
+// floats).`,
+		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "dstChan"},
+		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "$64"}
+	f.begin(b)
+	reg := "Y"
+	if wide {
+		reg = "Z"
+		b.w("\tVMOVUPS winoEven<>(SB), Z30")
+		b.w("\tVMOVUPS winoOdd<>(SB), Z31")
+		b.w("\tVPBROADCASTD winoSign<>(SB), Z29")
+	} else {
+		b.w("\tVBROADCASTSS winoSign<>(SB), Y15")
+	}
+	R := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	neg := func(x, dst string) {
+		if wide {
+			b.w("\tVPXORD Z29, %s, %s", x, dst)
+		} else {
+			b.w("\tVXORPS Y15, %s, %s", x, dst)
+		}
+	}
+	f.reg(b, "stride", "R8")
+	f.reg(b, "half", "R9")
+	f.reg(b, "step", "R10")
+	f.reg(b, "xiStride", "R11")
+	b.w("\tLEAQ (R11)(R11*2), R13")
+	f.loops(b, nil, func() {
+		b.xiBases()
+		halves := 2
+		if wide {
+			halves = 1
+		}
+		for hf := 0; hf < halves; hf++ {
+			b.w("\tMOVQ SI, AX")
+			if hf == 1 {
+				b.w("\tADDQ R9, AX")
+			}
+			// y[a][b]: row a's even (b 0) and odd (b 1) values.
+			y := [2][2]string{{R(0), R(1)}, {R(2), R(3)}}
+			for r := 0; r < 2; r++ {
+				if r == 1 {
+					b.w("\tADDQ R8, AX")
+				}
+				if wide {
+					for c, idx := range []string{"Z30", "Z31"} {
+						b.w("\tVMOVUPS (AX), %s", y[r][c])
+						b.w("\tVPERMT2PS (AX)(R9*1), %s, %s", idx, y[r][c])
+					}
+					continue
+				}
+				b.w("\tVMOVUPS (AX), Y4")
+				b.w("\tVSHUFPS $0x88, 32(AX), Y4, %s", y[r][0])
+				b.w("\tVSHUFPS $0xDD, 32(AX), Y4, %s", y[r][1])
+				b.w("\tVPERMPD $0xD8, %s, %s", y[r][0], y[r][0])
+				b.w("\tVPERMPD $0xD8, %s, %s", y[r][1], y[r][1])
+			}
+			var q [4][2]string
+			for c := 0; c < 2; c++ {
+				q[0][c] = y[0][c]
+				q[1][c], q[2][c], q[3][c] = R(4+c), R(6+c), R(8+c)
+				b.w("\tVADDPS %s, %s, %s // q1 = y0 + y1", y[1][c], y[0][c], q[1][c])
+				b.w("\tVSUBPS %s, %s, %s // q2 = y0 - y1", y[1][c], y[0][c], q[2][c])
+				neg(y[1][c], q[3][c])
+			}
+			winoGradStores(b, q, R(10), 32*hf, neg)
+		}
+	})
 }

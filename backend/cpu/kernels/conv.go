@@ -32,6 +32,10 @@ func ConvWorkspace(s backend.ConvShape) int {
 	}
 	bwd += backPadSize(s, true)
 	bwd += max(gemmScratchSize(s.OC, CKK, P, false), gemmScratchSize(s.C, HW, s.OC*s.K*s.K, preW))
+	if s.Algo == backend.ConvWinograd {
+		// Auto takes what the direct way takes (PlanConv).
+		return max(fwd, bwd, winogradWorkspace(s.Images(1)))
+	}
 	return max(fwd, bwd)
 }
 
@@ -406,6 +410,32 @@ func (g gemmImpl) gatherTask(r0, r1, k int, A packerA, B im2colP, beta float32, 
 	}
 }
 
+// ConvBiasGrad adds to dbias the bias gradient of s.N images of dout:
+// per image and output channel, its plane summed in float32 in order,
+// then added (Conv2dBackward's bits).
+func (t *Team) ConvBiasGrad(s backend.ConvShape, dbias, dout []float32) {
+	if len(dbias) != s.OC || len(dout) != s.OutSize() {
+		panic(fmt.Sprintf("kernels: conv bias gradient %+v: dbias=%d dout=%d", s, len(dbias), len(dout)))
+	}
+	P := s.OH() * s.OW()
+	for n := range s.N {
+		t.biasGrad(dbias, dout[n*s.OC*P:(n+1)*s.OC*P], P)
+	}
+}
+
+// biasGrad adds to dbias[o] the sum of row o of g (rows of p values).
+func (t *Team) biasGrad(dbias, g []float32, p int) {
+	t.For(len(dbias), 1, func(lo, hi int) {
+		for oc := lo; oc < hi; oc++ {
+			var sum float32
+			for _, v := range g[oc*p : (oc+1)*p] {
+				sum += v
+			}
+			dbias[oc] += sum
+		}
+	})
+}
+
 // fillRows sets row r of o (len(rows) rows of p values) to rows[r].
 func fillRows(t *Team, o, rows []float32, p int) {
 	t.For(len(rows), max(1, (32<<10)/p), func(lo, hi int) {
@@ -509,15 +539,7 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout []f
 			gemm.gemm(s.OC, CKK, P, 1, matA{a: g, lda: P}, colT, 1, dw, CKK, scratch)
 		}
 		if dbias != nil {
-			gemm.team.For(s.OC, 1, func(lo, hi int) {
-				for oc := lo; oc < hi; oc++ {
-					var sum float32
-					for _, v := range g[oc*P : (oc+1)*P] {
-						sum += v
-					}
-					dbias[oc] += sum
-				}
-			})
+			gemm.team.biasGrad(dbias, g, P)
 		}
 		if din == nil {
 			continue

@@ -59,3 +59,51 @@ func BenchmarkConvUNet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvUNetWinograd is BenchmarkConvUNet the Winograd way, for
+// the shapes it takes: the batch in one call, the filter transformed
+// once per call, as the CPU backend runs it (GFLOP/s of the direct
+// convolution's FLOPs, for comparison).
+func BenchmarkConvUNetWinograd(b *testing.B) {
+	const batch = 4
+	team := NewTeam()
+	for _, sh := range unetConvShapes {
+		s := backend.ConvShape{N: batch, C: sh.c, H: sh.hw, W: sh.hw, OC: sh.oc, K: 3, Pad: 1, Algo: backend.ConvWinograd}
+		if !winoShapeOK(s) {
+			continue
+		}
+		r := seedFor("bench")
+		in, w, dout := randSlice(r, s.InSize()), randSlice(r, s.WeightSize()), randSlice(r, s.OutSize())
+		out, ws := make([]float32, s.OutSize()), make([]float32, ConvWorkspace(s.Images(1)))
+		din, dw := make([]float32, s.InSize()), make([]float32, s.WeightSize())
+		name := fmt.Sprintf("%d-%d@%d", sh.c, sh.oc, sh.hw)
+		b.Run("fwd/"+name, func(b *testing.B) {
+			for range b.N {
+				u, rest := team.WinogradFilter(s, w, ws, false)
+				team.ConvWinograd(s, out, Float32Image(in), u, nil, rest)
+			}
+			reportGFLOPs(b, convFlops(s))
+		})
+		dwOnly := func() {
+			g := gemmOn(team)
+			du, rest := g.carve(ws, WinogradFilterSize(s))
+			clear(du)
+			team.WinogradWeightGrad(s, du, dout, Float32Image(in), rest)
+			team.WinogradWeightGradAdd(s, dw, du)
+		}
+		b.Run("bwd/"+name, func(b *testing.B) {
+			for range b.N {
+				u, rest := team.WinogradFilter(s, w, ws, true)
+				team.ConvWinograd(WinogradSwapped(s), din, Float32Image(dout), u, nil, rest)
+				dwOnly()
+			}
+			reportGFLOPs(b, 2*convFlops(s))
+		})
+		b.Run("dw/"+name, func(b *testing.B) {
+			for range b.N {
+				dwOnly()
+			}
+			reportGFLOPs(b, convFlops(s))
+		})
+	}
+}

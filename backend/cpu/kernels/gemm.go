@@ -195,6 +195,8 @@ type gemmImpl struct {
 	// transpose16Gather sets dst[t*16+l] = src[offs[l]+t] for l < 16,
 	// t < n.
 	transpose16Gather func(dst, src []float32, offs *[16]int, n int)
+	// wino is the Winograd convolution's transforms (winograd.go).
+	wino winoKernels
 }
 
 // genericGemm is the pure-Go implementation, available on every platform.
@@ -203,6 +205,7 @@ func genericGemm() gemmImpl {
 		name: "go", kernel: microKernelGeneric, direct: directFromPacked(microKernelGeneric),
 		copyChunks16: copyChunks16Go, transpose16: transpose16Go,
 		gatherRows16: gatherRows16Go, transpose16Gather: transpose16GatherGo,
+		wino: genericWino(),
 	}
 }
 
@@ -607,7 +610,10 @@ func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, 
 	g.team.Run(workers, func(w int) {
 		packA, packB := bufs[w][0], bufs[w][1]
 		offs := make([]int, 2*gemmKC) // one allocation for both tables
-		ps := &packScratch{f: packB[len(packB)-gemmNR*gemmKC:], offs: offs[:gemmKC:gemmKC], aoffs: offs[gemmKC:]}
+		ps := &packScratch{offs: offs[:gemmKC:gemmKC], aoffs: offs[gemmKC:]}
+		if len(packB) >= gemmNR*gemmKC { // tasks that take no packing scratch carve none
+			ps.f = packB[len(packB)-gemmNR*gemmKC:]
+		}
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= total {
@@ -695,6 +701,9 @@ func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float
 	kc, beta = min(gemmKC, k1-pc), beta0
 	if pc > k0 {
 		beta = 1
+	}
+	if p, ok := B.(panelsB); ok { // packed already: read in place
+		return kc, beta, p.view(pc, kc, j0, nw)
 	}
 	bp = packB[:roundUp(nw, gemmNR)*kc]
 	B.packB(g, bp, ps, pc, kc, j0, nw)

@@ -16,6 +16,7 @@ func asmGemms() []gemmImpl {
 		name: "avx2+fma", kernel: microKernelAVX2, direct: microKernelAVX2Direct,
 		copyChunks16: copyChunks16AVX2, transpose16: transpose16AVX2,
 		gatherRows16: gatherRows16AVX2, transpose16Gather: transpose16GatherAVX2,
+		wino: asmWino(false),
 	}
 	if !cpu.X86.HasAVX512F {
 		return []gemmImpl{avx2}
@@ -24,6 +25,7 @@ func asmGemms() []gemmImpl {
 	avx512.name, avx512.wide, avx512.wideDirect = "avx512", microKernelAVX512, microKernelAVX512Direct
 	avx512.wideDirect8, avx512.gather8, avx512.gather6 = microKernel8x32AVX512Direct, gather8x32AVX512, gather6x32AVX512
 	avx512.gatherFlipped8 = gatherFlipped8x32AVX512
+	avx512.wino = asmWino(true)
 	return []gemmImpl{avx2, avx512}
 }
 
