@@ -80,6 +80,8 @@ type Model struct {
 	Seed       uint64 `yaml:"seed"`
 	// Checkpoint is none, all, or a list of levels (0 = full size .. depth).
 	Checkpoint Checkpoint `yaml:"checkpoint"`
+	// ConvAlgo is direct, winograd or auto (see backend.ConvAlgo).
+	ConvAlgo string `yaml:"conv_algo"`
 }
 
 // Data says where samples come from (see data.SourceConfig).
@@ -351,7 +353,7 @@ type Output struct {
 func Default() Config {
 	return Config{
 		Device: device.Spec{Kind: device.Auto},
-		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1},
+		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1, ConvAlgo: "direct"},
 		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: NIfTI{Axis: 2},
 			PatchForeground: 0.33,
 			Mean:            FloatList{data.Mean}, Std: FloatList{data.Std}},
@@ -374,7 +376,14 @@ func (c Config) ModelConfig() model.Config {
 		InChannels: c.Model.InChannels, Classes: c.Model.Classes, Base: c.Model.Base, Depth: c.Model.Depth,
 		Up: model.UpMode(c.Model.Up), Norm: model.NormKind(c.Model.Norm), Groups: c.Model.Groups,
 		Recompute: c.Model.Checkpoint.Resolve(c.Model.Depth),
+		ConvAlgo:  convAlgo(c.Model.ConvAlgo),
 	}
+}
+
+// convAlgo is model.conv_algo's algorithm (Validate refuses other names).
+func convAlgo(name string) backend.ConvAlgo {
+	a, _ := backend.ParseConvAlgo(name)
+	return a
 }
 
 // ImageSize is the (H, W) the model sees: data.resize if set, else data.size
@@ -433,6 +442,9 @@ func (c Config) Validate() error {
 	// so large that this overflows makes model.Config.Validate divide by zero.
 	if err := c.ModelConfig().Validate(); err != nil {
 		return err
+	}
+	if _, ok := backend.ParseConvAlgo(c.Model.ConvAlgo); !ok {
+		return fmt.Errorf("model.conv_algo: %q: must be %q, %q or %q", c.Model.ConvAlgo, "direct", "winograd", "auto")
 	}
 	if err := c.DataConfig().Validate(); err != nil {
 		return err

@@ -256,6 +256,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"model.up", `"nearest"`, `"bilinear"`, `"transpose"`}},
 		{"norm bad", "model:\n  norm: layer\n",
 			[]string{"model.norm", `"layer"`, `"batch"`, `"group"`, `"none"`}},
+		{"conv_algo bad", "model:\n  conv_algo: fft\n",
+			[]string{"model.conv_algo", `"fft"`, `"direct"`, `"winograd"`, `"auto"`}},
 		{"groups not dividing", "model:\n  norm: group\n  groups: 3\n",
 			[]string{"model.groups", "3", "power of two"}},
 		{"depth too large", "model:\n  depth: 9\n",
@@ -562,7 +564,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"class weights auto", func(c *Config) { c.Train.Loss = Loss{Kind: "focal", ClassWeights: ClassWeights{Auto: true}, Gamma: 2} }},
 		{"everything changed", func(c *Config) {
 			c.Model = Model{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4, Seed: math.MaxUint64,
-				Checkpoint: Checkpoint{Levels: []int{0, 2}}}
+				Checkpoint: Checkpoint{Levels: []int{0, 2}}, ConvAlgo: "winograd"}
 			c.Data = Data{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3, Resize: []int{48, 32}}
 			c.Train = Train{Optimizer: "sgd", Momentum: 0.9, Nesterov: true, Alpha: 0.5, BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
 				Precision: backend.Float16, Accumulate: 4,

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/backend"
+)
 
 // UpMode is how the decoder doubles the resolution.
 type UpMode string
@@ -42,6 +46,12 @@ type Config struct {
 	// has the encoder block at that level and, below Depth, the decoder
 	// block there too. Empty means none.
 	Recompute []int
+	// ConvAlgo is how the DoubleConvs' 3x3 convolutions are computed
+	// (model.conv_algo): directly (the zero value), by Winograd's
+	// F(2x2,3x3) where the backend has it, or auto (Winograd for the wide
+	// layers where it takes no more workspace). Like Recompute it is not
+	// the architecture: the weights are the same whichever computes them.
+	ConvAlgo backend.ConvAlgo
 }
 
 // RecomputeAll is the Recompute list of every level for a depth.

@@ -17,6 +17,9 @@ type Conv2d struct {
 	Weight, Bias      *Param
 	// NoInputGrad skips computing din (for a layer fed by the data).
 	NoInputGrad bool
+	// Algo is how the backend computes it (model.conv_algo; the backend
+	// takes Winograd's only where it has it for the shape).
+	Algo backend.ConvAlgo
 	// Source, if set, rebuilds the input in backward (a replay from norm1
 	// for a DoubleConv's conv2, from a decoderCat for a decoder's conv1):
 	// in training the layer then keeps nothing.
@@ -45,7 +48,7 @@ func (l *Conv2d) shape(in *Tensor) backend.ConvShape {
 	if in.C != l.InC {
 		panic(fmt.Sprintf("model: conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
 	}
-	return backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}
+	return backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad, Algo: l.Algo}
 }
 
 // Params lists the layer's parameters: weight, then bias if any.

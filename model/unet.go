@@ -126,6 +126,9 @@ func (m *UNet) build() error {
 		return err
 	}
 	m.params = append(m.params, m.outc.Params()...)
+	for _, b := range m.blocks() {
+		b.conv1.Algo, b.conv2.Algo = cfg.ConvAlgo, cfg.ConvAlgo
+	}
 	m.SetRecompute(cfg.Recompute)
 	return nil
 }

@@ -53,7 +53,12 @@ func TestPyTorchGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, g)
+			// Every convolution algorithm within the same tolerances:
+			// Winograd's (where it takes the shape: the 16x16 level) adds
+			// float32 rounding of the same order as the direct way's.
+			for _, algo := range []backend.ConvAlgo{backend.ConvDirect, backend.ConvWinograd, backend.ConvAuto} {
+				t.Run(algo.String(), func(t *testing.T) { checkGolden(t, g, algo) })
+			}
 		})
 	}
 }
@@ -178,7 +183,7 @@ func (r *goldenRun) step(check func(logits []float32)) float64 {
 	return loss
 }
 
-func checkGolden(t *testing.T, g *safetensors.File) {
+func checkGolden(t *testing.T, g *safetensors.File, algo backend.ConvAlgo) {
 	var opt struct {
 		LR          float64    `json:"lr"`
 		Betas       [2]float64 `json:"betas"`
@@ -190,6 +195,7 @@ func checkGolden(t *testing.T, g *safetensors.File) {
 		t.Fatalf("adam metadata: %v", err)
 	}
 	cfg := goldenArch(t, g)
+	cfg.ConvAlgo = algo
 	logitsWant := goldenF32(t, g, "logits")
 
 	run := newGoldenRun(t, g, cfg)

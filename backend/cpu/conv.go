@@ -9,7 +9,9 @@ import (
 
 // The convolutions run the fast kernels (packed GEMM over an implicit
 // im2col, AVX2/AVX-512 where the CPU has them) one image at a time, with
-// one image's workspace. With 16-bit tensors (s.DT) the workspace also
+// one image's workspace; or, where s.Algo asks for it and
+// kernels.PlanConv takes it, Winograd's F(2x2,3x3) kernels (the batch at
+// once, in the same workspace). With 16-bit tensors (s.DT) the workspace also
 // holds the float32 weights and one image's float32 output (or output
 // gradient and input gradient): the input is widened as the kernels pad
 // it, so it needs no float32 copy (a 1x1 convolution, which reads it
@@ -68,13 +70,19 @@ func checkConvTypes(op string, dt backend.DType, vs ...backend.View) {
 	}
 }
 
-// Conv is kernels.Conv2d per image.
+// Conv is kernels.Conv2d per image, or the Winograd kernels over the
+// batch where kernels.PlanConv takes them (the filter transformed once).
 func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	checkConvTypes("conv", s.DT, out, in, w)
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
 		o, x := f32(out), f32(in)
+		if kernels.PlanConv(s, ws.Len).Forward {
+			u, rest := c.team.WinogradFilter(s, f32(w), f32(ws), false)
+			c.team.ConvWinograd(s, o, kernels.Float32Image(x), u, f32(bias), rest)
+			return
+		}
 		for k := range s.N {
 			c.team.Conv2d(one, image(o, O, k), image(x, I, k), f32(w), f32(bias), f32(ws))
 		}
@@ -88,6 +96,14 @@ func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 		x = cut.take(I)
 	}
 	c.Convert(wf, w)
+	if kernels.PlanConv(s, cut.rest.Len).Forward {
+		u, rest := c.team.WinogradFilter(one, f32(wf), f32(cut.rest), false)
+		for k := range s.N {
+			c.team.ConvWinograd(one, f32(y), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), u, f32(bias), rest)
+			c.Convert(out.Slice(k*O, (k+1)*O), y)
+		}
+		return
+	}
 	for k := range s.N {
 		c.team.Conv2dImage(one, f32(y), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), f32(wf), f32(bias), f32(cut.rest))
 		c.Convert(out.Slice(k*O, (k+1)*O), y)
@@ -104,12 +120,30 @@ func (c CPU) imageOf(dt backend.DType, v, wide backend.View) kernels.Image {
 	return kernels.Float32Image(f32(wide))
 }
 
-// ConvBack is kernels.Conv2dBackward per image.
+// ConvBack is kernels.Conv2dBackward per image, or where
+// kernels.PlanConv takes them the Winograd kernels for the input gradient
+// (over the batch, the flipped filter transformed once) and the weight
+// gradient (its transformed sums over the batch, then dw +=). The weight
+// gradient goes the Winograd way only with the input gradient's (or none):
+// the direct kernels compute both at once.
 func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkConvTypes("conv backward", s.DT, din, dout, in, w)
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
+		plan := kernels.PlanConv(s, ws.Len)
+		winoDin := !din.None() && plan.InputGrad
+		if winoDin {
+			u, rest := c.team.WinogradFilter(s, f32(w), f32(ws), true)
+			c.team.ConvWinograd(kernels.WinogradSwapped(s), f32(din), kernels.Float32Image(f32(dout)), u, nil, rest)
+			din = backend.View{}
+		}
+		if plan.WeightGrad && din.None() {
+			c.winogradWeightGrad(s, dw, dbias, ws, func(do func(dy []float32, x kernels.Image)) {
+				do(f32(dout), kernels.Float32Image(f32(in)))
+			})
+			return
+		}
 		imagesBackF32(s.N, I, O, din, dout, in, func(dx, dy, x []float32) {
 			c.team.Conv2dBackward(one, dx, f32(dw), f32(dbias), dy, x, f32(w), f32(ws))
 		})
@@ -122,10 +156,47 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 		x = cut.take(I)
 	}
 	c.Convert(wf, w)
+	plan := kernels.PlanConv(s, cut.rest.Len)
+	if !din.None() && plan.InputGrad {
+		u, rest := c.team.WinogradFilter(one, f32(wf), f32(cut.rest), true)
+		for k := range s.N {
+			c.Convert(g, dout.Slice(k*O, (k+1)*O))
+			c.team.ConvWinograd(kernels.WinogradSwapped(one), f32(dx), kernels.Float32Image(f32(g)), u, nil, rest)
+			c.Convert(din.Slice(k*I, (k+1)*I), dx)
+		}
+		din = backend.View{}
+	}
+	if plan.WeightGrad && din.None() {
+		c.winogradWeightGrad(one, dw, dbias, cut.rest, func(do func(dy []float32, x kernels.Image)) {
+			for k := range s.N {
+				c.Convert(g, dout.Slice(k*O, (k+1)*O))
+				do(f32(g), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x))
+			}
+		})
+		return
+	}
 	c.imagesBack(s.N, I, O, din, dout, g, dx, func(k int, dxk []float32) {
 		c.team.Conv2dBackwardImage(one, dxk, f32(dw), f32(dbias), f32(g),
 			c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), f32(wf), f32(cut.rest))
 	})
+}
+
+// winogradWeightGrad adds the weight (and bias) gradient of the images
+// that each gives (float32 output gradients, inputs as the kernels read
+// them, of s's shape each) to dw (and dbias): their transformed sums in
+// ws, then dw += G^T sum G.
+func (c CPU) winogradWeightGrad(s backend.ConvShape, dw, dbias, ws backend.View, each func(do func(dy []float32, x kernels.Image))) {
+	cut := carver{ws}
+	du := f32(cut.take(kernels.WinogradFilterSize(s)))
+	clear(du)
+	each(func(dy []float32, x kernels.Image) {
+		n := len(dy) / s.Images(1).OutSize()
+		c.team.WinogradWeightGrad(s.Images(n), du, dy, x, f32(cut.rest))
+		if !dbias.None() {
+			c.team.ConvBiasGrad(s.Images(n), f32(dbias), dy)
+		}
+	})
+	c.team.WinogradWeightGradAdd(s, f32(dw), du)
 }
 
 // imagesBackF32 runs back on each of n fp32 images' slices of din (nil

@@ -335,10 +335,10 @@ func TestHalfConvsMatchStaging(t *testing.T) {
 		h := &halfCase{t: t, c: c, pool: pool, rng: rand.New(rand.NewPCG(9, uint64(dt))), dt: dt}
 		// weights is a 16-bit weight tensor and its widened copy.
 		weights := func(n int) twin { return h.act(n, 0, false) }
-		for _, s := range convs {
+		for i, s := range append(convs, winoConvs(convs)...) {
 			half, wide := s, s
 			half.DT = dt
-			name := fmt.Sprintf("%s/conv %+v", dt, s)
+			name := fmt.Sprintf("%s/conv %d %+v", dt, i, s)
 			// ws is each side's workspace, exactly as long as asked.
 			ws := twin{half: h.alloc(backend.Float32, c.ConvWorkspace(half)), wide: h.alloc(backend.Float32, c.ConvWorkspace(wide))}
 			shape := func(tw twin, side func(twin) backend.View) backend.ConvShape {
@@ -387,6 +387,20 @@ func TestHalfConvsMatchStaging(t *testing.T) {
 			h.check(name + " backward")
 		}
 	}
+}
+
+// winoConvs are convs again the Winograd way (those it takes) and auto.
+func winoConvs(convs []backend.ConvShape) []backend.ConvShape {
+	var out []backend.ConvShape
+	for _, algo := range []backend.ConvAlgo{backend.ConvWinograd, backend.ConvAuto} {
+		for _, s := range convs {
+			if s.K == 3 && s.Pad == 1 && s.H%2 == 0 {
+				s.Algo = algo
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // TestValuesAt checks a single value's widening against the scalar
