@@ -40,8 +40,30 @@ type kernel struct {
 	// weights of an input gradient read in place from w (rows are input
 	// channels, 9 values apart), instead of a packed or row-major A.
 	flipped bool
-	doc     string
+	// oneVec keeps a row of the tile in one vector (AVX-512, 16 columns:
+	// one packed B panel) instead of two.
+	oneVec bool
+	doc    string
 }
+
+// vecs is the vectors per row of the tile.
+func (k kernel) vecs() int {
+	if k.oneVec {
+		return 1
+	}
+	return 2
+}
+
+// at is off(reg), or (reg) for offset 0.
+func at(off int, reg string) string {
+	if off == 0 {
+		return "(" + reg + ")"
+	}
+	return fmt.Sprintf("%d(%s)", off, reg)
+}
+
+// acc is the accumulator of row i, vector v.
+func (k kernel) acc(i, v int) string { return fmt.Sprintf("%s%d", k.reg, 4+k.vecs()*i+v) }
 
 func (k kernel) nrows() int {
 	if k.rows == 0 {
@@ -81,6 +103,10 @@ func main() {
 			e.name, e.rows = "sgemmKernel8x32AVX512Direct", 8
 			e.doc = "// " + e.name + " is sgemmKernel6x32AVX512Direct over 8 rows: acc in\n// Z4..Z19 (row i in Z(4+2i) for columns 0-15, Z(5+2i) for 16-31)."
 			text += "\n" + e.gen()
+			n := e
+			n.name, n.oneVec, n.twoPanels = "sgemmKernel8x16AVX512Direct", true, false
+			n.doc = "// " + n.name + " is sgemmKernel8x32AVX512Direct over one 16-column\n// panel, a row of the tile in one vector: acc in Z4..Z11 (row i in Z(4+i))."
+			text += "\n" + n.gen()
 			f := e
 			f.name, f.gather = "sgemmKernel8x32AVX512Gather", true
 			f.doc = "// " + f.name + " is sgemmKernel8x32AVX512Direct with B read through\n// offsets: B's row p is the 16 floats at b + offs[p], then the 16 at\n// b + offs[p] + half (offs and half in floats)."
@@ -161,11 +187,14 @@ func (k kernel) gen() string {
 	w("//")
 	w("%s", k.doc)
 	loads := "two vector loads of B"
+	if k.oneVec {
+		loads = "one vector load of B"
+	}
 	if k.quarters {
 		loads = "four half-vector loads of B"
 	}
 	w("// kc >= 1, 1 <= rows <= %d. Per k step: %s, %d", k.nrows(), loads, k.nrows())
-	w("// broadcasts of A, %d FMAs; the k loop is unrolled by 4.", 2*k.nrows())
+	w("// broadcasts of A, %d FMAs; the k loop is unrolled by 4.", k.vecs()*k.nrows())
 	w("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, frame)
 	w("\tMOVQ %s, CX", arg("kc"))
 	w("\tMOVQ %s, SI", arg("a"))
@@ -217,13 +246,13 @@ func (k kernel) gen() string {
 	w("\tMOVQ DX, %s", pf)
 	for i := 0; i < k.nrows(); i++ {
 		w("\tPREFETCHT0 (%s)", pf)
-		w("\tPREFETCHT0 %d(%s)", 2*k.vec-4, pf)
+		w("\tPREFETCHT0 %d(%s)", k.vecs()*k.vec-4, pf)
 		if i < k.nrows()-1 {
 			w("\tADDQ R8, %s", pf)
 		}
 	}
 	w("")
-	for r := 4; r < 4+2*k.nrows(); r++ {
+	for r := 4; r < 4+k.vecs()*k.nrows(); r++ {
 		w("\t%s %s, %s, %s", k.zero, R(r), R(r), R(r))
 	}
 	if k.quarters {
@@ -248,6 +277,8 @@ func (k kernel) gen() string {
 		case k.twoPanels:
 			w("\tVMOVUPS %d(DI), %s", bo, R(0))
 			w("\tVMOVUPS %d(R10), %s", bo, R(1))
+		case k.oneVec:
+			w("\tVMOVUPS %d(DI), %s", bo, R(0))
 		default:
 			w("\tVMOVUPS %d(DI), %s", bo, R(0))
 			w("\tVMOVUPS %d(DI), %s", bo+32, R(1))
@@ -267,8 +298,9 @@ func (k kernel) gen() string {
 			default:
 				w("\tVBROADCASTSS %d(SI), %s", ao+4*i, a)
 			}
-			w("\tVFMADD231PS %s, %s, %s", R(0), a, R(4+2*i))
-			w("\tVFMADD231PS %s, %s, %s", R(1), a, R(5+2*i))
+			for v := 0; v < k.vecs(); v++ {
+				w("\tVFMADD231PS %s, %s, %s", R(v), a, k.acc(i, v))
+			}
 		}
 	}
 	advance := func(n int) {
@@ -318,7 +350,7 @@ func (k kernel) gen() string {
 	w("")
 	w("done:")
 	w("\tVBROADCASTSS %s, %s", arg("alpha"), R(0))
-	for r := 4; r < 4+2*k.nrows(); r++ {
+	for r := 4; r < 4+k.vecs()*k.nrows(); r++ {
 		w("\tVMULPS %s, %s, %s", R(0), R(r), R(r))
 	}
 	w("\tMOVQ %s, R11", arg("rows"))
@@ -327,8 +359,9 @@ func (k kernel) gen() string {
 	w("\tJNZ withbeta")
 	w("")
 	for i := 0; i < k.nrows(); i++ {
-		w("\tVMOVUPS %s, (DX)", R(4+2*i))
-		w("\tVMOVUPS %s, %d(DX)", R(5+2*i), k.vec)
+		for v := 0; v < k.vecs(); v++ {
+			w("\tVMOVUPS %s, %s", k.acc(i, v), at(v*k.vec, "DX"))
+		}
 		if i < k.nrows()-1 {
 			w("\tDECQ R11")
 			w("\tJZ end")
@@ -340,10 +373,12 @@ func (k kernel) gen() string {
 	w("withbeta:")
 	w("\tVBROADCASTSS %s, %s", arg("beta"), R(1))
 	for i := 0; i < k.nrows(); i++ {
-		w("\tVFMADD231PS (DX), %s, %s", R(1), R(4+2*i))
-		w("\tVFMADD231PS %d(DX), %s, %s", k.vec, R(1), R(5+2*i))
-		w("\tVMOVUPS %s, (DX)", R(4+2*i))
-		w("\tVMOVUPS %s, %d(DX)", R(5+2*i), k.vec)
+		for v := 0; v < k.vecs(); v++ {
+			w("\tVFMADD231PS %s, %s, %s", at(v*k.vec, "DX"), R(1), k.acc(i, v))
+		}
+		for v := 0; v < k.vecs(); v++ {
+			w("\tVMOVUPS %s, %s", k.acc(i, v), at(v*k.vec, "DX"))
+		}
 		if i < k.nrows()-1 {
 			w("\tDECQ R11")
 			w("\tJZ end")

@@ -595,10 +595,10 @@ func conv2dBackward(gemm gemmImpl, s backend.ConvShape, din, dw, dbias, dout []f
 func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2colP, scratch []float32) bool {
 	C, OC, K, OH, OW := s.C, s.OC, s.K, s.OH(), s.OW()
 	plane, KK, P := xp.Hp*xp.Wp, K*K, OH*OW
-	// Row panels: 8 channels where the 8-row kernel serves whole 32-column
-	// pairs, 6 otherwise.
+	// Row panels: 8 channels where the 8-row kernels serve (whole 32-column
+	// pairs, or a 16-column panel), 6 otherwise.
 	mr := gemmMR
-	if g.wideDirect8 != nil && OC%(2*gemmNR) == 0 {
+	if C >= 8 && (g.wideDirect8 != nil && OC%(2*gemmNR) == 0 || g.narrowDirect8 != nil && OC == gemmNR) {
 		mr = 8
 	}
 	if OC%gemmNR != 0 || OC > 2*gemmNR || OW < 64 || OW > gemmKC || C < mr || !useDirect(plane) {
@@ -637,6 +637,9 @@ func (g gemmImpl) weightGradRows(s backend.ConvShape, dw, dout []float32, xp im2
 				for jr := 0; jr < OC; {
 					b, cj := bp[jr*OW:], c[jr:]
 					switch {
+					case mr == 8 && OC == gemmNR:
+						g.narrowDirect8(OW, a, plane, b, cj, ldc, 1, b0, b0 == 0, 8)
+						jr += gemmNR
 					case mr == 8:
 						g.wideDirect8(OW, a, plane, b, cj, ldc, 1, b0, b0 == 0, 8)
 						jr += 2 * gemmNR

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,13 +198,16 @@ func convShapes() []backend.ConvShape {
 
 // weightRowShapes are convolutions whose weight gradient weightGradRows
 // computes (output rows of 64 pixels or more, OC 16 or 32, channels that
-// fill row panels of 6 and of 8, and that do not: the last panel overlaps).
+// fill row panels of 6 and of 8, and that do not: the last panel
+// overlaps; 8-row panels of 32 and of 16 columns).
 var weightRowShapes = []backend.ConvShape{
 	{N: 2, C: 6, H: 3, W: 64, OC: 16, K: 3, Pad: 1},
 	{N: 1, C: 24, H: 2, W: 64, OC: 32, K: 3, Pad: 1},
 	{N: 2, C: 12, H: 4, W: 70, OC: 16, K: 5, Pad: 2},
 	{N: 2, C: 16, H: 3, W: 64, OC: 16, K: 3, Pad: 1},
 	{N: 1, C: 13, H: 2, W: 96, OC: 32, K: 3, Pad: 1},
+	{N: 2, C: 13, H: 3, W: 64, OC: 16, K: 3, Pad: 1}, // 8-row panels of 16 columns, overlapping
+	{N: 1, C: 7, H: 2, W: 64, OC: 16, K: 3, Pad: 1},  // fewer channels than 8: panels of 6
 }
 
 // gatherShapes are convolutions whose output is tiled by 32-pixel
@@ -707,6 +711,21 @@ func TestWeightGradRows(t *testing.T) {
 						}
 					}
 					checkClose(t, name, dw, want, relTol32)
+					if g.narrowDirect8 == nil {
+						return
+					}
+					// The 8-row, 16-column kernel gives the 6-row one's bits.
+					g6 := g
+					g6.narrowDirect8 = nil
+					dw6 := clone32(dw0)
+					for n := 0; n < s.N; n++ {
+						xp := padImage(nil, xpBuf, Float32Image(in[n*s.C*s.H*s.W:(n+1)*s.C*s.H*s.W]), s.C, s.H, s.W, s.Pad)
+						im := im2colP{xp: xp, C: s.C, Hp: s.H + 2*s.Pad, Wp: s.W + 2*s.Pad, K: s.K, OH: s.OH(), OW: s.OW()}
+						g6.weightGradRows(one, dw6, dout[n*one.OutSize():(n+1)*one.OutSize()], im, scratch)
+					}
+					if !slices.Equal(dw, dw6) {
+						t.Errorf("%s: the 8x16 kernel's bits differ from the 6x16 one's", name)
+					}
 				})
 			}
 		}

@@ -174,8 +174,10 @@ type gemmImpl struct {
 	// direct and wideDirect are kernel and wide reading A unpacked (see
 	// directKernel); wideDirect is nil where wide is.
 	direct, wideDirect directKernel
-	// wideDirect8, if not nil, is wideDirect over 8 rows (rows == 8).
-	wideDirect8 directKernel
+	// wideDirect8, if not nil, is wideDirect over 8 rows (rows == 8);
+	// narrowDirect8 is direct over 8 rows, a row of 16 columns in one
+	// vector (AVX-512: the 6x16 AVX2 kernel runs at half its rate).
+	wideDirect8, narrowDirect8 directKernel
 	// gather8, if not nil, is wideDirect8 with op(B) read unpacked through
 	// row offsets (see gatherKernel); gather6 is wide with op(B) read so.
 	gather8 gatherKernel
@@ -762,7 +764,7 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 	// of MR. Rows below the last whole MR panel are packed once per slab:
 	// the assembly reads whole panels, which would run past A.
 	i8 := i0
-	if g.wideDirect8 != nil {
+	if g.wideDirect8 != nil || g.narrowDirect8 != nil {
 		i8 = i0 + (i1-i0)/8*8
 	}
 	// The edge panels live in the worker's scratch: arrays here would
@@ -816,9 +818,16 @@ func (g *gemmImpl) taskDirect(A matA, B packerB, alpha, beta0 float32, c []float
 				width = 2 * gemmNR
 			}
 			bPanels := bp[jr*kc : (jr+width)*kc]
-			if width == 2*gemmNR && i8 > i0 {
+			kern8 := g.wideDirect8
+			if width == gemmNR {
+				kern8 = g.narrowDirect8
+				if nw-jr < gemmNR { // a right edge: through a tile
+					kern8 = nil
+				}
+			}
+			if kern8 != nil && i8 > i0 {
 				for ir := i0; ir < i8; ir += 8 {
-					g.wideDirect8(kc, A.a[ir*A.lda+pc:], A.lda, bPanels, c[ir*ldc+j0+jr:], ldc, alpha, beta, beta == 0, 8)
+					kern8(kc, A.a[ir*A.lda+pc:], A.lda, bPanels, c[ir*ldc+j0+jr:], ldc, alpha, beta, beta == 0, 8)
 				}
 				rowsMR(i8, iEdge8, edgePanel8, jr, width, bPanels)
 			} else {

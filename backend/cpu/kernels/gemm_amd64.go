@@ -24,6 +24,7 @@ func asmGemms() []gemmImpl {
 	avx512 := avx2
 	avx512.name, avx512.wide, avx512.wideDirect = "avx512", microKernelAVX512, microKernelAVX512Direct
 	avx512.wideDirect8, avx512.gather8, avx512.gather6 = microKernel8x32AVX512Direct, gather8x32AVX512, gather6x32AVX512
+	avx512.narrowDirect8 = microKernel8x16AVX512Direct
 	avx512.gatherFlipped8 = gatherFlipped8x32AVX512
 	avx512.wino = asmWino(true)
 	return []gemmImpl{avx2, avx512}
@@ -221,6 +222,21 @@ func microKernel8x32AVX512Direct(kc int, a []float32, lda int, b, c []float32, l
 	_ = c[7*ldc+2*gemmNR-1]
 	sgemmKernel8x32AVX512Direct(kc, &a[0], lda, &b[0], &c[0], ldc, alpha, beta, modeOf(overwrite), rows)
 }
+
+// microKernel8x16AVX512Direct is microKernel8x32AVX512Direct over one
+// 16-column panel (rows must be 8).
+func microKernel8x16AVX512Direct(kc int, a []float32, lda int, b, c []float32, ldc int, alpha, beta float32, overwrite bool, rows int) {
+	if rows != 8 {
+		panic("kernels: the 8-row micro-kernel takes 8 rows")
+	}
+	_ = a[7*lda+kc-1]
+	_ = b[kc*gemmNR-1]
+	_ = c[7*ldc+gemmNR-1]
+	sgemmKernel8x16AVX512Direct(kc, &a[0], lda, &b[0], &c[0], ldc, alpha, beta, modeOf(overwrite), rows)
+}
+
+//go:noescape
+func sgemmKernel8x16AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)
 
 //go:noescape
 func sgemmKernel8x32AVX512Direct(kc int, a *float32, lda int, b, c *float32, ldc int, alpha, beta float32, mode, rows int)

@@ -548,25 +548,31 @@ func TestMicroKernelRows(t *testing.T) {
 	}
 }
 
-// TestMicroKernel8Rows: the 8-row direct kernel, where there is one, gives
-// alpha*A*B (+ beta*C) over 8 rows of a row-major A, odd kc, both store
-// modes, and leaves the rest of C alone.
+// TestMicroKernel8Rows: the 8-row direct kernels (32 and 16 columns),
+// where there are any, give alpha*A*B (+ beta*C) over 8 rows of a
+// row-major A, odd kc, both store modes, and leave the rest of C alone.
 func TestMicroKernel8Rows(t *testing.T) {
 	for _, g := range gemmImpls(t) {
-		if g.wideDirect8 == nil {
-			continue
-		}
-		const rows, width = 8, 2 * gemmNR
-		for _, kc := range []int{1, 3, 4, 5, 17, 256} {
-			for _, overwrite := range []bool{true, false} {
-				r := seedFor(fmt.Sprint("micro8", g.name, kc, overwrite))
-				lda, ldc := kc+3, width+5
-				a, b := randSlice(r, (rows-1)*lda+kc), randSlice(r, kc*width)
-				c := garbage(r, (rows+1)*ldc)
-				const alpha, beta = -0.5, 1.25
-				want := tileRef(rows, width, kc, func(i, p int) float32 { return a[i*lda+p] }, b, c, ldc, alpha, beta, overwrite)
-				g.wideDirect8(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
-				checkTile(t, fmt.Sprintf("%s 8x32 kc=%d overwrite=%v", g.name, kc, overwrite), c, want, rows, width, ldc)
+		for _, k := range []struct {
+			kern  directKernel
+			width int
+		}{{g.wideDirect8, 2 * gemmNR}, {g.narrowDirect8, gemmNR}} {
+			if k.kern == nil {
+				continue
+			}
+			const rows = 8
+			width := k.width
+			for _, kc := range []int{1, 3, 4, 5, 17, 256} {
+				for _, overwrite := range []bool{true, false} {
+					r := seedFor(fmt.Sprint("micro8", g.name, width, kc, overwrite))
+					lda, ldc := kc+3, width+5
+					a, b := randSlice(r, (rows-1)*lda+kc), randSlice(r, kc*width)
+					c := garbage(r, (rows+1)*ldc)
+					const alpha, beta = -0.5, 1.25
+					want := tileRef(rows, width, kc, func(i, p int) float32 { return a[i*lda+p] }, b, c, ldc, alpha, beta, overwrite)
+					k.kern(kc, a, lda, b, c, ldc, alpha, beta, overwrite, rows)
+					checkTile(t, fmt.Sprintf("%s 8x%d kc=%d overwrite=%v", g.name, width, kc, overwrite), c, want, rows, width, ldc)
+				}
 			}
 		}
 	}
