@@ -34,10 +34,12 @@
 // The operations, by interface (written by go generate from ops.go):
 //
 //   - Transfer: Upload, Download, Convert, Fill.
-//   - Layers: Conv, ConvBack, UpConv, UpConvBack, BatchNorm, BatchNormEval,
-//     BatchNormBack, GroupNorm, GroupNormBack, ReLU, ReLUBack, ReLUMask,
+//   - Layers: Conv, ConvBack, UpConv, UpConvBack, BatchNorm, BatchNormReLU
+//     (optional), BatchNormEval, BatchNormBack, BatchNormReLUBack
+//     (optional), GroupNorm, GroupNormBack, ReLU, ReLUBack, ReLUMask,
 //     ReLUBackMask, ReLUAndMask (optional), MaxPool2, MaxPool2Back,
-//     Upsample2, Upsample2Back, Concat, Split, Add, CrossEntropy,
+//     Upsample2, Upsample2Back, UpsampleConcat (optional),
+//     UpsampleConcatBack (optional), Concat, Split, Add, CrossEntropy,
 //     CrossEntropyBack, LossSums, LossBack.
 //   - Metrics: Confusion, Argmax.
 //   - Optimizer: Adam, SGD, RMSprop, UnscaleCheck.

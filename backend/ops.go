@@ -76,6 +76,12 @@ type Layers interface {
 	//
 	//op:cuda batch_norm
 	BatchNorm(a NormArgs, out, in, stats View, reuse, update bool)
+	// BatchNormReLU is BatchNorm(a, out, in, stats, reuse, update), then
+	// ReLU of out in place and, unless mask is none, ReLUMask(mask, out):
+	// the same bits in one pass over out (a DoubleConv's norm and ReLU).
+	//
+	//op:optional
+	BatchNormReLU(a NormArgs, out, mask, in, stats View, reuse, update bool)
 	// BatchNormEval normalizes with the running statistics.
 	//
 	//op:cuda batch_norm_eval
@@ -85,6 +91,14 @@ type Layers interface {
 	//
 	//op:cuda batch_norm_back
 	BatchNormBack(a NormArgs, din, dgamma, dbeta, dout, in, stats View)
+	// BatchNormReLUBack is the backward of BatchNormReLU: din = the ReLU's
+	// gradient of dout (ReLUBackMask where relu is the mask, Uint8, else
+	// ReLUBack with relu the ReLU's output), then BatchNormBack(a, din,
+	// dgamma, dbeta, din, in, stats): the same bits without the pass
+	// between. din may be dout.
+	//
+	//op:optional
+	BatchNormReLUBack(a NormArgs, din, dgamma, dbeta, dout, in, stats, relu View)
 	// GroupNorm normalizes per (sample, group); stats are 2*N*Groups (mean,
 	// then invstd), computed unless reuse.
 	//
@@ -144,6 +158,18 @@ type Layers interface {
 	//
 	//op:cuda upsample2_back
 	Upsample2Back(s Shape4, din, dout View)
+	// UpsampleConcat is Upsample2(s, up, in) then Concat(s.N, out, skip,
+	// up) without the tensor up: out's n-th sample is skip's n-th, then
+	// in's n-th upsampled (the same bits; a bilinear decoder's input).
+	//
+	//op:optional
+	UpsampleConcat(s Shape4, out, skip, in View)
+	// UpsampleConcatBack is UpsampleConcat's adjoint: dskip gets dout's
+	// first part of each sample, din the adjoint upsampling of the second
+	// (Split then Upsample2Back, the same bits).
+	//
+	//op:optional
+	UpsampleConcatBack(s Shape4, dskip, din, dout View)
 	// Concat: out's n-th sample is skip's n-th then up's n-th (N samples,
 	// the same storage type, every float type): torch.cat([skip, up],
 	// dim=1).
@@ -246,4 +272,49 @@ func (c Composed) Supports(m Method) bool { return !m.Optional() && c.Backend.Su
 func (c Composed) ReLUAndMask(out, mask, in View) {
 	c.ReLU(out, in)
 	c.ReLUMask(mask, out)
+}
+
+// BatchNormReLU is BatchNorm, then ReLU in place (ReLUAndMask with a mask).
+func (c Composed) BatchNormReLU(a NormArgs, out, mask, in, stats View, reuse, update bool) {
+	c.BatchNorm(a, out, in, stats, reuse, update)
+	if mask.None() {
+		c.ReLU(out, out)
+		return
+	}
+	c.ReLUAndMask(out, mask, out)
+}
+
+// BatchNormReLUBack is the ReLU's backward into din, then BatchNormBack
+// in place.
+func (c Composed) BatchNormReLUBack(a NormArgs, din, dgamma, dbeta, dout, in, stats, relu View) {
+	if relu.DT == Uint8 {
+		c.ReLUBackMask(din, dout, relu)
+	} else {
+		c.ReLUBack(din, dout, relu)
+	}
+	c.BatchNormBack(a, din, dgamma, dbeta, din, in, stats)
+}
+
+// UpsampleConcat copies each sample's skip part and upsamples its in
+// part into out in place.
+func (c Composed) UpsampleConcat(s Shape4, out, skip, in View) {
+	one := Shape4{N: 1, C: s.C, H: s.H, W: s.W}
+	skipN, upN := skip.Len/s.N, 4*one.Len()
+	for n := range s.N {
+		o := out.Slice(n*(skipN+upN), (n+1)*(skipN+upN))
+		c.Convert(o.Slice(0, skipN), skip.Slice(n*skipN, (n+1)*skipN))
+		c.Upsample2(one, o.Slice(skipN, skipN+upN), in.Slice(n*one.Len(), (n+1)*one.Len()))
+	}
+}
+
+// UpsampleConcatBack copies each sample's first part into dskip and
+// upsamples the rest back into din.
+func (c Composed) UpsampleConcatBack(s Shape4, dskip, din, dout View) {
+	one := Shape4{N: 1, C: s.C, H: s.H, W: s.W}
+	skipN, upN := dskip.Len/s.N, 4*one.Len()
+	for n := range s.N {
+		d := dout.Slice(n*(skipN+upN), (n+1)*(skipN+upN))
+		c.Convert(dskip.Slice(n*skipN, (n+1)*skipN), d.Slice(0, skipN))
+		c.Upsample2Back(one, din.Slice(n*one.Len(), (n+1)*one.Len()), d.Slice(skipN, skipN+upN))
+	}
 }

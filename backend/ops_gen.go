@@ -19,8 +19,10 @@ const (
 	MethodUpConv
 	MethodUpConvBack
 	MethodBatchNorm
+	MethodBatchNormReLU
 	MethodBatchNormEval
 	MethodBatchNormBack
+	MethodBatchNormReLUBack
 	MethodGroupNorm
 	MethodGroupNormBack
 	MethodReLU
@@ -32,6 +34,8 @@ const (
 	MethodMaxPool2Back
 	MethodUpsample2
 	MethodUpsample2Back
+	MethodUpsampleConcat
+	MethodUpsampleConcatBack
 	MethodConcat
 	MethodSplit
 	MethodAdd
@@ -48,9 +52,9 @@ const (
 )
 
 // Methods is every operation, in ops.go's order.
-var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormEval, MethodBatchNormBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
+var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormReLU, MethodBatchNormEval, MethodBatchNormBack, MethodBatchNormReLUBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodUpsampleConcat, MethodUpsampleConcatBack, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
 
-var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormEval", "BatchNormBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
+var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormReLU", "BatchNormEval", "BatchNormBack", "BatchNormReLUBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "UpsampleConcat", "UpsampleConcatBack", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
 
 // String is the operation's method name.
 func (m Method) String() string {
@@ -64,7 +68,7 @@ func (m Method) String() string {
 // //op:optional), running Composed's composition instead.
 func (m Method) Optional() bool {
 	switch m {
-	case MethodReLUAndMask:
+	case MethodBatchNormReLU, MethodBatchNormReLUBack, MethodReLUAndMask, MethodUpsampleConcat, MethodUpsampleConcatBack:
 		return true
 	}
 	return false

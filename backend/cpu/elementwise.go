@@ -26,9 +26,10 @@ func (c CPU) Split(n int, dskip, dup, dout backend.View) {
 
 // interleave copies a and b into o as n samples of a's part then b's (o's
 // byte i of sample k is a's k-th part's, then b's), or, with split, o back
-// out into a and b; the team takes ranges of o's bytes.
+// out into a and b; the team takes ranges of o's bytes. With b nil, b's
+// parts (len(o)/n - len(a)/n bytes each) are left alone.
 func (c CPU) interleave(n int, o, a, b []byte, split bool) {
-	an, bn := len(a)/n, len(b)/n
+	an, bn := len(a)/n, len(o)/n-len(a)/n
 	c.team.For(len(o), 64<<10, func(lo, hi int) {
 		for lo < hi {
 			k, r := lo/(an+bn), lo%(an+bn)
@@ -37,6 +38,10 @@ func (c CPU) interleave(n int, o, a, b []byte, split bool) {
 				src, off, end = b, k*bn+r-an, an+bn
 			}
 			m := min(hi-lo, end-r)
+			if src == nil {
+				lo += m
+				continue
+			}
 			if split {
 				copy(src[off:off+m], o[lo:lo+m])
 			} else {

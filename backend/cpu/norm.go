@@ -15,10 +15,64 @@ import (
 // agree bit for bit. 16-bit tensors are widened in registers as they are
 // read (kernels.AffineHalf and friends), with the bits fp32 staging gave.
 func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
+	x, y := activations("batch norm", in, out)
+	c.batchNorm(a, x, stats, reuse, update, func(off, n int, scale, shift float32) { affine(y, x, off, n, scale, shift) })
+}
+
+// BatchNormReLU is BatchNorm with the ReLU (and its mask) applied to each
+// block of a plane's output while it is in cache, where the planes are
+// whole bytes of the mask (else BatchNorm, then the ReLU's pass).
+func (c CPU) BatchNormReLU(a backend.NormArgs, out, mask, in, stats backend.View, reuse, update bool) {
+	x, y := activations("batch norm", in, out)
+	m := u8(mask)
+	if (a.H*a.W)%8 != 0 || !mask.None() && len(m) != (out.Len+7)/8 {
+		backend.Composed{Backend: c}.BatchNormReLU(a, out, mask, in, stats, reuse, update)
+		return
+	}
+	inf := infBits(out.DT)
+	c.batchNorm(a, x, stats, reuse, update, func(off, n int, scale, shift float32) {
+		for lo := off; lo < off+n; lo += fuseBlock {
+			k := min(fuseBlock, off+n-lo)
+			affine(y, x, lo, k, scale, shift)
+			reluBlock(y, lo, k, m, inf)
+		}
+	})
+}
+
+// fuseBlock is the values of a plane a fused pass works on at a time: 8
+// KiB of float32, in L1 from one step to the next; a multiple of 16 (the
+// sums' chains) and of 8 (mask bytes).
+const fuseBlock = 2048
+
+// reluBlock applies the ReLU in place to y's values [off, off+n) and,
+// where mask is given, packs their signs into it (off and n multiples of
+// 8, or n reaching y's end).
+func reluBlock(y values, off, n int, mask []uint8, inf uint16) {
+	var bits []uint8
+	if mask != nil {
+		bits = mask[off/8 : (off+n+7)/8]
+	}
+	if y.h != nil {
+		v := y.h[off : off+n]
+		kernels.ReLU16(v, v, inf)
+		if bits != nil {
+			kernels.ReLUMask16(bits, v, inf)
+		}
+		return
+	}
+	v := y.f[off : off+n]
+	kernels.ReLU(v, v)
+	if bits != nil {
+		kernels.ReLUMask(bits, v)
+	}
+}
+
+// batchNorm is BatchNorm's statistics and running statistics, and apply
+// for each plane with the channel's scale and shift.
+func (c CPU) batchNorm(a backend.NormArgs, x values, stats backend.View, reuse, update bool, apply func(off, n int, scale, shift float32)) {
 	if reuse && update {
 		panic("backend/cpu: batch norm: running statistics cannot be updated from reused statistics")
 	}
-	x, y := activations("batch norm", in, out)
 	gamma, beta := f32(a.Gamma), f32(a.Beta)
 	rm, rv := f32(a.RunningMean), f32(a.RunningVar)
 	mean, inv := halvesOf(stats)
@@ -44,7 +98,7 @@ func (c CPU) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, u
 			scale := float32(float64(gamma[c]) * invstd)
 			shift := float32(float64(beta[c]) - mu*float64(gamma[c])*invstd)
 			for n := 0; n < a.N; n++ {
-				affine(y, x, (n*a.C+c)*HW, HW, scale, shift)
+				apply((n*a.C+c)*HW, HW, scale, shift)
 			}
 			if !update {
 				continue
@@ -82,6 +136,64 @@ func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 // may be dout.
 func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
 	x, dy, dx := gradients("batch norm backward", in, dout, din)
+	c.batchNormBack(a, x, dy, dx, dgamma, stats, dbeta, func(s *kernels.Sums, off, n int, mu float64) { addGradSums(s, dy, x, off, n, mu) })
+}
+
+// BatchNormReLUBack is the ReLU's backward into din, block by block of
+// each plane, each block's sums taken while it is in cache, then
+// BatchNormBack's din in place: BatchNormBack's bits without the pass
+// between, where the planes are whole bytes of a mask (else the two
+// operations).
+func (c CPU) BatchNormReLUBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats, relu backend.View) {
+	x, dy, dx := gradients("batch norm backward", in, dout, din)
+	var m []uint8
+	var y values
+	if relu.DT == backend.Uint8 {
+		if m = u8(relu); len(m) != (dout.Len+7)/8 {
+			panic(fmt.Sprintf("backend/cpu: batch norm and relu backward of %v with mask %v", dout, relu))
+		}
+	} else {
+		if y = valuesOf(relu); relu.DT != dout.DT || relu.Len != dout.Len {
+			panic(fmt.Sprintf("backend/cpu: batch norm and relu backward of %v with %v", dout, relu))
+		}
+	}
+	if (a.H*a.W)%8 != 0 {
+		backend.Composed{Backend: c}.BatchNormReLUBack(a, din, dgamma, dbeta, dout, in, stats, relu)
+		return
+	}
+	inf := infBits(dout.DT)
+	c.batchNormBack(a, x, dx, dx, dgamma, stats, dbeta, func(s *kernels.Sums, off, n int, mu float64) {
+		for lo := off; lo < off+n; lo += fuseBlock {
+			k := min(fuseBlock, off+n-lo)
+			reluBackBlock(dx, dy, lo, k, m, y, inf)
+			addGradSums(s, dx, x, lo, k, mu)
+		}
+	})
+}
+
+// reluBackBlock is the ReLU's backward of dy's values [off, off+n) into
+// dx's: from the mask where there is one, else from the ReLU's output y.
+func reluBackBlock(dx, dy values, off, n int, mask []uint8, y values, inf uint16) {
+	if mask != nil {
+		bits := mask[off/8 : (off+n+7)/8]
+		if dy.h != nil {
+			kernels.ReLUBackwardMask16(dx.h[off:off+n], dy.h[off:off+n], bits)
+		} else {
+			kernels.ReLUBackwardMask(dx.f[off:off+n], dy.f[off:off+n], bits)
+		}
+		return
+	}
+	if dy.h != nil {
+		kernels.ReLUBackward16(dx.h[off:off+n], dy.h[off:off+n], y.h[off:off+n], inf)
+	} else {
+		kernels.ReLUBackward(dx.f[off:off+n], dy.f[off:off+n], y.f[off:off+n])
+	}
+}
+
+// batchNormBack is BatchNormBack with dy's sums over a plane's values
+// [off, off+n) added to a Sums by sums (which may write dy first), then
+// din from dy.
+func (c CPU) batchNormBack(a backend.NormArgs, x, dy, dx values, dgamma, stats, dbeta backend.View, sums func(s *kernels.Sums, off, n int, mu float64)) {
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, float64(a.N*a.H*a.W)
@@ -90,7 +202,9 @@ func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, sta
 			mu, invstd := mean[c], inv[c]
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
-				sg, sgx := gradSums(dy, x, (n*a.C+c)*HW, HW, float64(mu))
+				var s kernels.Sums
+				sums(&s, (n*a.C+c)*HW, HW, float64(mu))
+				sg, sgx := s.Result()
 				sdy += sg
 				sdyx += sgx
 			}
@@ -195,12 +309,17 @@ func shiftedSums(x values, off, n int, k float64) (s, q float64) {
 // gradSums is kernels.GradSums of dy's and x's values [off, off+n).
 func gradSums(dy, x values, off, n int, mu float64) (sg, sgx float64) {
 	var sums kernels.Sums
+	addGradSums(&sums, dy, x, off, n, mu)
+	return sums.Result()
+}
+
+// addGradSums adds dy's and x's values [off, off+n) to sums.
+func addGradSums(sums *kernels.Sums, dy, x values, off, n int, mu float64) {
 	if x.h != nil {
 		sums.AddGradHalf(x.dt, dy.h[off:off+n], x.h[off:off+n], mu)
 	} else {
 		sums.AddGrad(dy.f[off:off+n], x.f[off:off+n], mu)
 	}
-	return sums.Result()
 }
 
 // affine is kernels.Affine from x's values [off, off+n) into y's.

@@ -104,7 +104,21 @@ func (k Kernel) InGEMM() bool { return k >= KSplitSum }
 // Supports is false for the operations the CUDA backend composes
 // (backend.Composed), true for the rest.
 func (*Backend) Supports(m backend.Method) bool {
+	switch m {
+	case backend.MethodBatchNormReLU, backend.MethodBatchNormReLUBack, backend.MethodUpsampleConcat, backend.MethodUpsampleConcatBack:
+		return false
+	}
 	return true
+}
+
+// BatchNormReLU is backend.Composed's: this backend has none of its own yet.
+func (b *Backend) BatchNormReLU(a backend.NormArgs, out, mask, in, stats backend.View, reuse, update bool) {
+	backend.Composed{Backend: b}.BatchNormReLU(a, out, mask, in, stats, reuse, update)
+}
+
+// BatchNormReLUBack is backend.Composed's: this backend has none of its own yet.
+func (b *Backend) BatchNormReLUBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats, relu backend.View) {
+	backend.Composed{Backend: b}.BatchNormReLUBack(a, din, dgamma, dbeta, dout, in, stats, relu)
 }
 
 // ReLU launches relu on n threads.
@@ -135,6 +149,16 @@ func (b *Backend) ReLUBackMask(din, dout, mask backend.View) {
 func (b *Backend) ReLUAndMask(out, mask, in backend.View) {
 	n, dt := pointwise("ReLUAndMask", true, []backend.View{out, in}, mask)
 	b.launch(KReLUAndMask, (n+7)/8, floatPtr(out), ptr(mask, backend.Uint8), floatPtr(in), dt, n)
+}
+
+// UpsampleConcat is backend.Composed's: this backend has none of its own yet.
+func (b *Backend) UpsampleConcat(s backend.Shape4, out, skip, in backend.View) {
+	backend.Composed{Backend: b}.UpsampleConcat(s, out, skip, in)
+}
+
+// UpsampleConcatBack is backend.Composed's: this backend has none of its own yet.
+func (b *Backend) UpsampleConcatBack(s backend.Shape4, dskip, din, dout backend.View) {
+	backend.Composed{Backend: b}.UpsampleConcatBack(s, dskip, din, dout)
 }
 
 // Add launches add on n threads.

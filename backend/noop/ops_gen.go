@@ -14,8 +14,10 @@ func (Noop) ConvBack(_ backend.ConvShape, _, _, _, _, _, _, _ backend.View)     
 func (Noop) UpConv(_ backend.UpConvShape, _, _, _, _, _ backend.View)                   {}
 func (Noop) UpConvBack(_ backend.UpConvShape, _, _, _, _, _, _, _ backend.View)         {}
 func (Noop) BatchNorm(_ backend.NormArgs, _, _, _ backend.View, _, _ bool)              {}
+func (Noop) BatchNormReLU(_ backend.NormArgs, _, _, _, _ backend.View, _, _ bool)       {}
 func (Noop) BatchNormEval(_ backend.NormArgs, _, _ backend.View)                        {}
 func (Noop) BatchNormBack(_ backend.NormArgs, _, _, _, _, _, _ backend.View)            {}
+func (Noop) BatchNormReLUBack(_ backend.NormArgs, _, _, _, _, _, _, _ backend.View)     {}
 func (Noop) GroupNorm(_ backend.NormArgs, _, _, _ backend.View, _ bool)                 {}
 func (Noop) GroupNormBack(_ backend.NormArgs, _, _, _, _, _, _ backend.View)            {}
 func (Noop) ReLU(_, _ backend.View)                                                     {}
@@ -27,6 +29,8 @@ func (Noop) MaxPool2(_ backend.Shape4, _, _, _ backend.View)                    
 func (Noop) MaxPool2Back(_ backend.Shape4, _, _, _ backend.View)                        {}
 func (Noop) Upsample2(_ backend.Shape4, _, _ backend.View)                              {}
 func (Noop) Upsample2Back(_ backend.Shape4, _, _ backend.View)                          {}
+func (Noop) UpsampleConcat(_ backend.Shape4, _, _, _ backend.View)                      {}
+func (Noop) UpsampleConcatBack(_ backend.Shape4, _, _, _ backend.View)                  {}
 func (Noop) Concat(_ int, _, _, _ backend.View)                                         {}
 func (Noop) Split(_ int, _, _, _ backend.View)                                          {}
 func (Noop) Add(_, _, _ backend.View)                                                   {}

@@ -519,6 +519,9 @@ func (g *gen) readme() error {
 			name += " (optional)"
 		}
 		ks := "the driver's copy or memset"
+		if op.Optional {
+			ks = "none yet: `backend.Composed`'s composition"
+		}
 		if len(op.Kernels) > 0 {
 			ks = "`" + strings.Join(op.Kernels, "`, `") + "`"
 		}

@@ -101,7 +101,7 @@ func TestOptionalOperationComposed(t *testing.T) {
 		"backend/cuda/ops_gen.go":        {"backend.MethodTwice:\n\t\treturn false", "func (b *Backend) Twice(out, in backend.View) {\n\tbackend.Composed{Backend: b}.Twice(out, in)"},
 		"backend/noop/ops_gen.go":        {"func (Noop) Twice(_, _ backend.View)"},
 		"backend/backendtest/ops_gen.go": {`t.Run("Twice", s.testTwice)`, `t.Run("Composed/Twice", composed.testTwice)`},
-		"README.md":                      {"| Layers | `Twice` (optional) | the driver's copy or memset |"},
+		"README.md":                      {"| Layers | `Twice` (optional) | none yet: `backend.Composed`'s composition |"},
 		"backend/doc.go":                 {"Twice (optional)"},
 	} {
 		for _, w := range wants {
