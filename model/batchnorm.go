@@ -146,6 +146,84 @@ func (l *BatchNorm2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	return din, nil
 }
 
+// fusesReLU: in training, on the batch's own statistics (not
+// synchronised over ranks), for tensors the backend takes as they are
+// (staged ones would give the ReLU's mask of the fp32 values).
+func (l *BatchNorm2d) fusesReLU(env *Env, dt backend.DType) bool {
+	return env.Training && env.SyncSum == nil && (dt == backend.Float32 || !env.Backend.Stages(backend.OpNorm, dt))
+}
+
+// forwardReLU is Forward then r.Forward in one backend operation
+// (BatchNormReLU): the same allocations in the same order (the output,
+// the statistics, the ReLU's mask), the same kept tensors; the ReLU works
+// in place, as it does on the norm's fresh output.
+func (l *BatchNorm2d) forwardReLU(env *Env, in *Tensor, r *ReLU) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
+	a := l.args(in)
+	out, err := env.newActivation(in.N, in.C, in.H, in.W)
+	if err != nil {
+		return nil, err
+	}
+	stats, reuse, err := l.statsFor(env)
+	if err != nil {
+		out.Release()
+		return nil, err
+	}
+	var mask backend.View
+	if env.saves() && r.Mask {
+		if mask, err = allocView(env.Device, memory.Activations, backend.Uint8, (out.Len()+7)/8); err != nil {
+			env.Pool.MustFree(stats.Buf)
+			out.Release()
+			return nil, err
+		}
+	}
+	env.Backend.BatchNormReLU(a, out.View(), mask, in.View(), stats, reuse, !env.recompute)
+	if !env.recompute {
+		l.NumBatchesTracked++
+	}
+	l.in, l.stats, l.kept = keepStats(env, in, stats)
+	switch {
+	case !mask.None():
+		r.mask = mask
+	case env.saves():
+		r.out = out.Retain()
+	}
+	return out, nil
+}
+
+// backwardReLU is r.Backward then Backward in one backend operation
+// (BatchNormReLUBack), with their allocations and releases.
+func (l *BatchNorm2d) backwardReLU(env *Env, dout *Tensor, r *ReLU) (*Tensor, error) {
+	defer env.Profile.begin(KindNorm)()
+	in, out, mask := l.in, r.out, r.mask
+	if in == nil || out == nil && mask.None() {
+		panic("model: batch norm and relu backward without a training forward")
+	}
+	mustSameShape("batch norm backward", in, dout)
+	din, err := gradTensorLike(env, dout)
+	if err != nil {
+		return nil, err
+	}
+	relu := mask
+	if out != nil {
+		relu = out.View()
+	}
+	env.Backend.BatchNormReLUBack(l.args(in), din.View(), l.Weight.GradView(), l.Bias.GradView(), dout.View(), in.View(), l.stats, relu)
+	if din != dout {
+		dout.Release()
+	}
+	if out != nil {
+		out.Release()
+	} else {
+		env.Pool.MustFree(mask.Buf)
+	}
+	r.out, r.mask = nil, backend.View{}
+	in.Release()
+	env.Pool.MustFree(l.stats.Buf)
+	l.in, l.stats = nil, backend.View{}
+	return din, nil
+}
+
 // reapply normalizes the input Forward kept with the statistics it kept,
 // as Forward did (the same bits), keeping nothing more: for a layer whose
 // input is this norm's output, rebuilt in backward (normAgain).

@@ -37,10 +37,19 @@ func (s *Sequential) Forward(env *Env, in *Tensor) (*Tensor, error) {
 }
 
 // forwardOwned runs layers in order over x, consuming the caller's
-// reference to x: a ReLU given the only reference works in place.
+// reference to x: a ReLU given the only reference works in place. A
+// norm followed by a ReLU runs as one backend operation where it can
+// (reluFuser), with the bits, allocations and kept tensors of the two.
 func forwardOwned(env *Env, layers []Layer, x *Tensor) (*Tensor, error) {
-	for _, l := range layers {
-		y, err := l.Forward(env, x)
+	for i := 0; i < len(layers); i++ {
+		var y *Tensor
+		var err error
+		if f, r := fusedReLU(env, layers, i, x.DType); f != nil {
+			y, err = f.forwardReLU(env, x, r)
+			i++
+		} else {
+			y, err = layers[i].Forward(env, x)
+		}
 		x.Release()
 		if err != nil {
 			return nil, err
@@ -50,12 +59,48 @@ func forwardOwned(env *Env, layers []Layer, x *Tensor) (*Tensor, error) {
 	return x, nil
 }
 
-// Backward runs the layers' backward in reverse order, consuming dout.
+// reluFuser is a layer that runs the ReLU after it in the same backend
+// operation, forward and backward (a batch norm): each method does what
+// the layer's own and the ReLU's would, with the same results.
+type reluFuser interface {
+	// fusesReLU reports whether it can for tensors of dt.
+	fusesReLU(env *Env, dt backend.DType) bool
+	forwardReLU(env *Env, in *Tensor, r *ReLU) (*Tensor, error)
+	backwardReLU(env *Env, dout *Tensor, r *ReLU) (*Tensor, error)
+}
+
+// fusedReLU is layers[i] and the ReLU after it where they run fused on
+// tensors of dt (nil otherwise).
+func fusedReLU(env *Env, layers []Layer, i int, dt backend.DType) (reluFuser, *ReLU) {
+	if i < 0 || i+1 >= len(layers) {
+		return nil, nil
+	}
+	f, ok := layers[i].(reluFuser)
+	r, isReLU := layers[i+1].(*ReLU)
+	if !ok || !isReLU || !f.fusesReLU(env, dt) {
+		return nil, nil
+	}
+	return f, r
+}
+
+// Backward runs the layers' backward in reverse order, consuming dout (a
+// ReLU and the norm before it fused, as forwardOwned runs them).
 func (s *Sequential) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	g := dout
 	for i := len(s.Layers) - 1; i >= 0; i-- {
 		var err error
-		if g, err = s.Layers[i].Backward(env, g); err != nil {
+		var f reluFuser
+		var r *ReLU
+		if g != nil { // nil after a layer that computes no input gradient
+			f, r = fusedReLU(env, s.Layers, i-1, g.DType)
+		}
+		if f != nil {
+			g, err = f.backwardReLU(env, g, r)
+			i--
+		} else {
+			g, err = s.Layers[i].Backward(env, g)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

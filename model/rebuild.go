@@ -137,10 +137,21 @@ func (d *decoderInput) forget() {
 
 // joinParts is a decoder's input from its parts: below upsampled (below is
 // consumed), then skip, taken from skipOf only now so that the two are
-// not rebuilt at once, copied beside it.
+// not rebuilt at once, copied beside it; where the upsampling writes into
+// the concatenation (joinUp), skip is rebuilt first, below held meanwhile
+// (a quarter of its upsampled size).
 func joinParts(env *Env, up Layer, cat *Concat, below *Tensor, skipOf func() (*Tensor, error)) (*Tensor, error) {
 	quiet := *env
 	quiet.noSave = true
+	if u := cat.upsampled(env, up, below.DType); u != nil {
+		defer below.Release()
+		skip, err := skipOf()
+		if err != nil {
+			return nil, err
+		}
+		defer skip.Release()
+		return cat.forwardUp(&quiet, skip, u, below)
+	}
 	upped, err := up.Forward(&quiet, below)
 	below.Release()
 	if err != nil {

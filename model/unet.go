@@ -209,21 +209,7 @@ func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 	}
 	for lv := D - 1; lv >= 0; lv-- {
 		L := m.levels[lv]
-		upped, err := L.up.Forward(env, h)
-		if err == nil && L.input != nil && env.saves() {
-			if err = L.input.keep(env, skips[lv], h); err != nil {
-				upped.Release()
-			}
-		}
-		if err == nil && L.plainCat != nil && env.saves() {
-			L.plainCat.keep(h)
-		}
-		h.Release()
-		if err != nil {
-			return nil, err
-		}
-		cat, err := L.cat.Forward(env, skips[lv], upped)
-		upped.Release()
+		cat, err := L.join(env, skips[lv], h)
 		if err != nil {
 			return nil, err
 		}
@@ -238,6 +224,43 @@ func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
 	logits, err = m.outc.Forward(env, h)
 	h.Release()
 	return logits, err
+}
+
+// join is level L's decoder input, concat(skip, up(h)), consuming the
+// caller's reference to h; in training it keeps what the decoder's input
+// sources need. The upsampling writes into the concatenation where the
+// concatenation takes it (Concat.upsampled), holding h meanwhile (a
+// quarter of the upsampled tensor it saves).
+func (L *level) join(env *Env, skip, h *Tensor) (*Tensor, error) {
+	defer func() { h.Release() }() // nil once released below
+	keep := func() error {
+		if L.input != nil && env.saves() {
+			if err := L.input.keep(env, skip, h); err != nil {
+				return err
+			}
+		}
+		if L.plainCat != nil && env.saves() {
+			L.plainCat.keep(h)
+		}
+		return nil
+	}
+	if u := L.cat.upsampled(env, L.up, h.DType); u != nil {
+		if err := keep(); err != nil {
+			return nil, err
+		}
+		return L.cat.forwardUp(env, skip, u, h)
+	}
+	upped, err := L.up.Forward(env, h)
+	if err != nil {
+		return nil, err
+	}
+	defer upped.Release()
+	if err := keep(); err != nil {
+		return nil, err
+	}
+	h.Release()
+	h = nil
+	return L.cat.Forward(env, skip, upped)
 }
 
 // Backward: dlogits (N,Classes,H,W) -> every parameter's gradient +=
@@ -261,6 +284,12 @@ func (m *UNet) Backward(env *Env, dlogits *Tensor) error {
 		dcat, err := L.dec.Backward(env, g)
 		if err != nil {
 			return err
+		}
+		if u := L.cat.upsampled(env, L.up, dcat.DType); u != nil {
+			if dskips[lv], g, err = L.cat.backwardUp(env, dcat, u); err != nil {
+				return err
+			}
+			continue
 		}
 		var dup *Tensor
 		if dskips[lv], dup, err = L.cat.Backward(env, dcat); err != nil {
