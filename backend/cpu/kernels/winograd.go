@@ -127,16 +127,18 @@ type winoOutputKernel func(m []float32, xiStride, mChan int, dst []float32, stri
 // dst[c*dstChan + ξ*xiStride + 16*k + l].
 type winoGradKernel func(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int)
 
-// winoKernels are an implementation's three transforms.
+// winoKernels are an implementation's three transforms, and how wide a
+// layer Auto takes them for.
 type winoKernels struct {
 	input  winoInputKernel
 	output winoOutputKernel
 	grad   winoGradKernel
+	wide   winoWidth
 }
 
-// genericWino is the pure-Go transforms.
+// genericWino is the pure-Go transforms (Auto as wide as with AVX-512).
 func genericWino() winoKernels {
-	return winoKernels{input: winoInputGo, output: winoOutputGo, grad: winoGradGo}
+	return winoKernels{input: winoInputGo, output: winoOutputGo, grad: winoGradGo, wide: winoWidthAVX512()}
 }
 
 // winoInputGo is the pure-Go winoInputKernel: V = B^T d B, the rows'
@@ -420,9 +422,9 @@ func (p ConvPlan) Any() bool { return p.Forward || p.InputGrad || p.WeightGrad }
 // PlanConv is how a convolution of shape s (one image or more) runs with
 // ws workspace values: its s.Algo's choice. Direct runs the direct
 // kernels; Winograd runs each part the Winograd way where winoShapeOK;
-// Auto does so where the layer is wide enough (C and OC at least
-// winoAutoWidth) and that part fits in ws, which for Auto is the direct
-// convolution's workspace: Auto never takes more memory.
+// Auto does so where the layer is wide enough for that part (winoWide)
+// and the part fits in ws, which for Auto is the direct convolution's
+// workspace: Auto never takes more memory.
 func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 	one := s.Images(1)
 	switch {
@@ -430,20 +432,34 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 		return ConvPlan{}
 	case s.Algo == backend.ConvWinograd:
 		return ConvPlan{Forward: true, InputGrad: true, WeightGrad: true}
-	case s.C < winoAutoWidth || s.OC < winoAutoWidth:
-		return ConvPlan{}
 	}
+	k := bestGemm().wino.wide
 	return ConvPlan{
-		Forward:    winoForwardRows(one, ws) > 0,
-		InputGrad:  winoForwardRows(WinogradSwapped(one), ws) > 0,
-		WeightGrad: winoGradRows(one, ws) > 0,
+		Forward:    winoWide(s, k.products) && winoForwardRows(one, ws) > 0,
+		InputGrad:  winoWide(s, k.products) && winoForwardRows(WinogradSwapped(one), ws) > 0,
+		WeightGrad: winoWide(s, k.weightGrad) && winoGradRows(one, ws) > 0,
 	}
 }
 
-// winoAutoWidth is the narrowest layer Auto runs the Winograd way: the
-// products' depth is a layer's width, and below 16 channels the
-// transforms cost more than the multiplications they save.
-const winoAutoWidth = 16
+// winoWide reports whether s is wide enough for Auto to take the Winograd
+// way: the transforms cost in proportion to C+OC, the multiplications
+// they save to C*OC, so it pays where 1/C + 1/OC <= 1/k, k depending on
+// how fast the implementation multiplies (winoWidth).
+func winoWide(s backend.ConvShape, k int) bool { return s.C*s.OC >= k*(s.C+s.OC) }
+
+// winoWidth is an implementation's k of winoWide for the products
+// (forward and input gradient) and for the weight gradient (which
+// transforms the output gradient too). Measured on the seed UNet's
+// layers, CPU time on one core: with AVX-512, the products 1.2-1.8x
+// faster from 16-32 (1/C+1/OC = 0.094) on and slower at 16-16 (0.125),
+// the weight gradient from 48-16 (0.083) on and slower at 16-32; with
+// AVX2 (multiplying at half the rate), the products 1.5-2.0x faster
+// from 16-16 on, the weight gradient from 16-32 on and slower at 16-16.
+type winoWidth struct{ products, weightGrad int }
+
+// winoWidthAVX512 and winoWidthAVX2 are the measured winoWidths.
+func winoWidthAVX512() winoWidth { return winoWidth{products: 10, weightGrad: 12} }
+func winoWidthAVX2() winoWidth   { return winoWidth{products: 6, weightGrad: 10} }
 
 // winogradWorkspace is the workspace Winograd takes for one image of s
 // at the preferred band heights (0 where the shape does not qualify).

@@ -12,9 +12,9 @@ import (
 // otherwise (the CPU has AVX2 wherever an assembly GEMM runs).
 func asmWino(avx512 bool) winoKernels {
 	if avx512 && cpu.X86.HasAVX512F {
-		return winoKernels{input: winoInputAsm(winoInputAVX512), output: winoOutputAsm(winoOutputAVX512), grad: winoGradAsm(winoGradAVX512)}
+		return winoKernels{input: winoInputAsm(winoInputAVX512), output: winoOutputAsm(winoOutputAVX512), grad: winoGradAsm(winoGradAVX512), wide: winoWidthAVX512()}
 	}
-	return winoKernels{input: winoInputAsm(winoInputAVX2), output: winoOutputAsm(winoOutputAVX2), grad: winoGradAsm(winoGradAVX2)}
+	return winoKernels{input: winoInputAsm(winoInputAVX2), output: winoOutputAsm(winoOutputAVX2), grad: winoGradAsm(winoGradAVX2), wide: winoWidthAVX2()}
 }
 
 // winoCheck panics unless a transform's reads and writes lie in its
