@@ -18,8 +18,20 @@
 # With BEFORE=<git revision>, that revision of memunet is built and timed
 # too, in the same alternation (PyTorch then serves as a control):
 #   BEFORE=HEAD~3 VARIANTS=baseline,fp16 tools/bench-vs-pytorch.sh
+# ISA=avx2 times both as on a machine without AVX-512: memunet with
+# GODEBUG=cpu.avx512f=off (golang.org/x/sys/cpu's switch; bench's FMA
+# peak line names the kernels it chose), PyTorch's oneDNN with
+# ONEDNN_MAX_CPU_ISA=AVX2. MEMUNET_SET adds --set flags to memunet's runs
+# only (e.g. MEMUNET_SET="model.conv_algo=winograd").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${ISA:-}" = avx2 ]; then
+	export GODEBUG=cpu.avx512f=off ONEDNN_MAX_CPU_ISA=AVX2
+fi
+extra=()
+for kv in ${MEMUNET_SET:-}; do
+	extra+=(--set "$kv")
+done
 steps=${STEPS:-5}
 threads=${THREADS:-2}
 variants=${VARIANTS:-baseline,checkpoint,fp16,bf16,accum4}
@@ -34,13 +46,16 @@ bins=(after)
 if [ -n "${BEFORE:-}" ]; then
 	git worktree add -q --detach "$tmp/src" "$BEFORE"
 	(cd "$tmp/src" && go build -o "$tmp/before" ./cmd/memunet)
+	# Its own config: an older binary refuses keys added since.
+	cp "$tmp/src/configs/quickstart.yaml" "$tmp/before.yaml"
 	git worktree remove --force "$tmp/src"
 	bins=(before after)
 fi
+cp configs/quickstart.yaml "$tmp/after.yaml"
 bench() {
-	GOMAXPROCS=$threads "$tmp/$1" bench --config configs/quickstart.yaml --steps "$steps" \
+	GOMAXPROCS=$threads "$tmp/$1" bench --config "$tmp/$1.yaml" --steps "$steps" \
 		--variants "$variants" --set model.base="$base" --set model.depth=4 --set model.classes=2 \
-		--set data.size="$size" --set data.count=32 --set train.batch_size="$batch"
+		--set data.size="$size" --set data.count=32 --set train.batch_size="$batch" "${extra[@]}"
 }
 # PyTorch's flags for a memunet variant; empty where it has none.
 torch_flags() {
