@@ -31,6 +31,14 @@ func (c CPU) BatchNormReLU(a backend.NormArgs, out, mask, in, stats backend.View
 	}
 	inf := infBits(out.DT)
 	c.batchNorm(a, x, stats, reuse, update, func(off, n int, scale, shift float32) {
+		if x.h == nil { // one pass in registers
+			var bits []uint8
+			if m != nil {
+				bits = m[off/8 : (off+n+7)/8]
+			}
+			kernels.AffineReLUMask(y.f[off:off+n], x.f[off:off+n], bits, scale, shift)
+			return
+		}
 		for lo := off; lo < off+n; lo += fuseBlock {
 			k := min(fuseBlock, off+n-lo)
 			affine(y, x, lo, k, scale, shift)
@@ -136,7 +144,7 @@ func (c CPU) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 // may be dout.
 func (c CPU) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
 	x, dy, dx := gradients("batch norm backward", in, dout, din)
-	c.batchNormBack(a, x, dy, dx, dgamma, stats, dbeta, func(s *kernels.Sums, off, n int, mu float64) { addGradSums(s, dy, x, off, n, mu) })
+	c.batchNormBack(a, x, dy, dx, dgamma, stats, dbeta, func(off, n int, mu float64) (float64, float64) { return gradSums(dy, x, off, n, mu) })
 }
 
 // BatchNormReLUBack is the ReLU's backward into din, block by block of
@@ -162,12 +170,18 @@ func (c CPU) BatchNormReLUBack(a backend.NormArgs, din, dgamma, dbeta, dout, in,
 		return
 	}
 	inf := infBits(dout.DT)
-	c.batchNormBack(a, x, dx, dx, dgamma, stats, dbeta, func(s *kernels.Sums, off, n int, mu float64) {
+	c.batchNormBack(a, x, dx, dx, dgamma, stats, dbeta, func(off, n int, mu float64) (float64, float64) {
+		var s kernels.Sums          // on the stack: no pointer to it leaves this function
+		if m != nil && x.h == nil { // one pass in registers
+			s.AddReLUBackMaskGrad(dx.f[off:off+n], dy.f[off:off+n], x.f[off:off+n], m[off/8:(off+n+7)/8], mu)
+			return s.Result()
+		}
 		for lo := off; lo < off+n; lo += fuseBlock {
 			k := min(fuseBlock, off+n-lo)
 			reluBackBlock(dx, dy, lo, k, m, y, inf)
-			addGradSums(s, dx, x, lo, k, mu)
+			addGradSums(&s, dx, x, lo, k, mu)
 		}
+		return s.Result()
 	})
 }
 
@@ -190,10 +204,10 @@ func reluBackBlock(dx, dy values, off, n int, mask []uint8, y values, inf uint16
 	}
 }
 
-// batchNormBack is BatchNormBack with dy's sums over a plane's values
-// [off, off+n) added to a Sums by sums (which may write dy first), then
-// din from dy.
-func (c CPU) batchNormBack(a backend.NormArgs, x, dy, dx values, dgamma, stats, dbeta backend.View, sums func(s *kernels.Sums, off, n int, mu float64)) {
+// batchNormBack is BatchNormBack with the gradient sums of a plane's
+// values [off, off+n) from sums (which may write dy first), then din
+// from dy.
+func (c CPU) batchNormBack(a backend.NormArgs, x, dy, dx values, dgamma, stats, dbeta backend.View, sums func(off, n int, mu float64) (sg, sgx float64)) {
 	gamma, dg, db := f32(a.Gamma), f32(dgamma), f32(dbeta)
 	mean, inv := halvesOf(stats)
 	HW, M := a.H*a.W, float64(a.N*a.H*a.W)
@@ -202,9 +216,7 @@ func (c CPU) batchNormBack(a backend.NormArgs, x, dy, dx values, dgamma, stats, 
 			mu, invstd := mean[c], inv[c]
 			var sdy, sdyx float64
 			for n := 0; n < a.N; n++ {
-				var s kernels.Sums
-				sums(&s, (n*a.C+c)*HW, HW, float64(mu))
-				sg, sgx := s.Result()
+				sg, sgx := sums((n*a.C+c)*HW, HW, float64(mu))
 				sdy += sg
 				sdyx += sgx
 			}

@@ -48,6 +48,55 @@ func NormGrad(dx, g, x []float32, mu, a, b, c float32) {
 	bestElementwise().normGrad(dx[:len(g)], g, x[:len(g)], mu, a, b, c)
 }
 
+// AffineReLUMask is Affine, ReLU of its result and, unless mask is nil,
+// ReLUMask of that, in one pass: y[i] = max(x[i]*scale + shift, 0) and
+// bit i%8 of mask[i/8] set where y[i] > 0; the same bits as the three.
+// y may be x.
+func AffineReLUMask(y, x []float32, mask []uint8, scale, shift float32) {
+	bestElementwise().affineReLUMask(y[:len(x)], x, mask, scale, shift)
+}
+
+// AddReLUBackMaskGrad is ReLUBackwardMask(dx, dy, mask) then AddGrad(dx,
+// x, mu) in one pass: the same bits in dx and the sums (dx may be dy).
+func (s *Sums) AddReLUBackMaskGrad(dx, dy, x []float32, mask []uint8, mu float64) {
+	bestElementwise().reluBackMaskGradSums(dx[:len(dy)], dy, x[:len(dy)], mask, mu, &s.c)
+}
+
+func (e elementwiseImpl) affineReLUMask(y, x []float32, mask []uint8, scale, shift float32) {
+	n := 0
+	if e.avx2 {
+		n = affineReLUMaskAsm(y, x, mask, scale, shift)
+	}
+	if mask != nil {
+		mask = mask[n/8:]
+	}
+	affineReLUMaskGo(y[n:], x[n:], mask, scale, shift)
+}
+
+func (e elementwiseImpl) reluBackMaskGradSums(dx, dy, x []float32, mask []uint8, mu float64, c *chains) {
+	n := 0
+	if e.avx2 {
+		n = reluBackMaskGradSumsAsm(dx, dy, x, mask, mu, c)
+	}
+	// The rest as the two passes do it, in the same chains.
+	reluBackMaskGo(dx[n:], dy[n:], mask[n/8:])
+	gradSumsGo(dx[n:], x[n:], mu, &c.a, &c.b)
+}
+
+// affineReLUMaskGo is affineGo, reluGo and reluMaskGo of each value.
+func affineReLUMaskGo(y, x []float32, mask []uint8, scale, shift float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		a := float32(v*scale) + shift // rounded after the multiply, never fused
+		b := math.Float32bits(a)
+		keep := ^uint32(int32(b)>>31) | uint32((int64(0xff800000)-int64(b))>>63)
+		y[i] = math.Float32frombits(b & keep)
+	}
+	if mask != nil {
+		reluMaskGo(mask, y)
+	}
+}
+
 // Add sets z[i] = x[i] + y[i]; z may be x or y.
 func Add(z, x, y []float32) { bestElementwise().add(z[:len(x)], x, y[:len(x)]) }
 

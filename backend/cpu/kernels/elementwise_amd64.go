@@ -132,6 +132,42 @@ func gradSumsAsm(g, x []float32, mu float64, c *chains) int {
 	return n
 }
 
+func affineReLUMaskAsm(y, x []float32, mask []uint8, scale, shift float32) int {
+	n := len(x) &^ 7
+	if n == 0 {
+		return 0
+	}
+	_ = y[n-1]
+	if mask == nil {
+		affineReLUMaskAVX2(&y[0], &x[0], nil, n, scale, shift, 0)
+		return n
+	}
+	_ = mask[n/8-1]
+	affineReLUMaskAVX2(&y[0], &x[0], &mask[0], n, scale, shift, 1)
+	return n
+}
+
+func reluBackMaskGradSumsAsm(dx, dy, x []float32, mask []uint8, mu float64, c *chains) int {
+	n := len(dy) &^ 15
+	if n > 0 {
+		_, _, _ = dx[n-1], x[n-1], mask[n/8-1]
+		reluBackMaskGradSumsAVX2(&dx[0], &dy[0], &x[0], &mask[0], n, mu, &c.a, &c.b)
+	}
+	return n
+}
+
+// affineReLUMaskAVX2 is affineAVX2, reluAVX2 and (withMask 1) reluMaskAVX2
+// of each 8 values in registers; n a positive multiple of 8.
+//
+//go:noescape
+func affineReLUMaskAVX2(y, x *float32, mask *uint8, n int, scale, shift float32, withMask int)
+
+// reluBackMaskGradSumsAVX2 is reluBackMaskAVX2 then gradSumsAVX2 of each
+// 16 values; n a positive multiple of 16.
+//
+//go:noescape
+func reluBackMaskGradSumsAVX2(dx, dy, x *float32, mask *uint8, n int, mu float64, a, b *[16]float64)
+
 // In elementwise_amd64.s; n is a positive multiple of 8.
 //
 //go:noescape

@@ -687,3 +687,105 @@ loop:
 	JNZ          loop
 	VZEROUPPER
 	RET
+
+// func affineReLUMaskAVX2(y, x *float32, mask *uint8, n int, scale, shift float32, withMask int)
+//
+// affineAVX2's y = x*scale + shift (a multiply, then an add), reluAVX2's
+// y where !(y <= 0) else +0, and where withMask is 1 reluMaskAVX2's byte of
+// the 8 values' y > 0 (predicate 30, GT_OQ), one pass.
+TEXT ·affineReLUMaskAVX2(SB), NOSPLIT, $0-48
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         mask+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS scale+32(FP), Y3
+	VBROADCASTSS shift+36(FP), Y4
+	MOVQ         withMask+40(FP), BX
+	SHRQ         $3, CX
+	VXORPS       Y1, Y1, Y1
+
+loop:
+	VMULPS    (SI), Y3, Y0
+	VADDPS    Y4, Y0, Y0
+	VCMPPS    $6, Y1, Y0, Y2
+	VANDPS    Y0, Y2, Y2
+	VMOVUPS   Y2, (DI)
+	TESTQ     BX, BX
+	JZ        next
+	VCMPPS    $30, Y1, Y2, Y5
+	VMOVMSKPS Y5, AX
+	MOVB      AX, (DX)
+	INCQ      DX
+
+next:
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  loop
+	VZEROUPPER
+	RET
+
+// func reluBackMaskGradSumsAVX2(dx, dy, x *float32, mask *uint8, n int, mu float64, a, b *[16]float64)
+//
+// reluBackMaskAVX2's dx for 16 values (two mask bytes), then gradSumsAVX2's
+// chains over them (read back from dx) and x, one pass.
+TEXT ·reluBackMaskGradSumsAVX2(SB), NOSPLIT, $0-64
+	MOVQ         dx+0(FP), R8
+	MOVQ         dy+8(FP), R10
+	MOVQ         x+16(FP), SI
+	MOVQ         mask+24(FP), R9
+	MOVQ         n+32(FP), CX
+	VBROADCASTSD mu+40(FP), Y15
+	MOVQ         a+48(FP), DI
+	MOVQ         b+56(FP), DX
+	loadChains
+	SHRQ         $4, CX
+
+loop:
+	MOVBLZX      (R9), AX
+	MOVL         AX, X13
+	VPBROADCASTD X13, Y13
+	VPAND        laneBits32<>(SB), Y13, Y13
+	VPCMPEQD     laneBits32<>(SB), Y13, Y13
+	VPAND        (R10), Y13, Y13
+	VMOVDQU      Y13, (R8)
+	MOVBLZX      1(R9), AX
+	MOVL         AX, X14
+	VPBROADCASTD X14, Y14
+	VPAND        laneBits32<>(SB), Y14, Y14
+	VPCMPEQD     laneBits32<>(SB), Y14, Y14
+	VPAND        32(R10), Y14, Y14
+	VMOVDQU      Y14, 32(R8)
+	VCVTPS2PD    0(SI), Y8
+	VSUBPD       Y15, Y8, Y8
+	VCVTPS2PD    0(R8), Y12
+	VADDPD       Y12, Y0, Y0
+	VMULPD       Y8, Y12, Y12
+	VADDPD       Y12, Y4, Y4
+	VCVTPS2PD    16(SI), Y9
+	VSUBPD       Y15, Y9, Y9
+	VCVTPS2PD    16(R8), Y12
+	VADDPD       Y12, Y1, Y1
+	VMULPD       Y9, Y12, Y12
+	VADDPD       Y12, Y5, Y5
+	VCVTPS2PD    32(SI), Y10
+	VSUBPD       Y15, Y10, Y10
+	VCVTPS2PD    32(R8), Y12
+	VADDPD       Y12, Y2, Y2
+	VMULPD       Y10, Y12, Y12
+	VADDPD       Y12, Y6, Y6
+	VCVTPS2PD    48(SI), Y11
+	VSUBPD       Y15, Y11, Y11
+	VCVTPS2PD    48(R8), Y12
+	VADDPD       Y12, Y3, Y3
+	VMULPD       Y11, Y12, Y12
+	VADDPD       Y12, Y7, Y7
+	ADDQ         $64, SI
+	ADDQ         $64, R8
+	ADDQ         $64, R10
+	ADDQ         $2, R9
+	DECQ         CX
+	JNZ          loop
+	storeChains
+	VZEROUPPER
+	RET

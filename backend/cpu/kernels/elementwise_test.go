@@ -260,3 +260,60 @@ func TestReLUMaskMatchesBackward(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedPassesMatchTheirParts: AffineReLUMask gives Affine, ReLU and
+// ReLUMask's bits, and the fused ReLU backward with sums gives
+// ReLUBackwardMask's bits and AddGrad's chains, in every implementation,
+// over lengths around the blocks and special values, in place and not.
+func TestFusedPassesMatchTheirParts(t *testing.T) {
+	for _, e := range elementwiseImpls() {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 33, 1000, 4096} {
+			r := seedFor(fmt.Sprint("fused", n))
+			x, g := specialFloats(r, n), specialFloats(r, n)
+			name := fmt.Sprintf("%s n=%d", e.name, n)
+			const scale, shift = 1.375, -0.25
+			want, wantMask := make([]float32, n), make([]uint8, (n+7)/8)
+			e.affine(want, x, scale, shift)
+			e.relu(want, want)
+			e.reluMask(wantMask, want)
+			for _, inPlace := range []bool{false, true} {
+				for _, withMask := range []bool{true, false} {
+					got := make([]float32, n)
+					if inPlace {
+						got = clone32(x)
+					}
+					var mask []uint8
+					if withMask {
+						mask = make([]uint8, (n+7)/8)
+					}
+					e.affineReLUMask(got, map[bool][]float32{false: x, true: got}[inPlace], mask, scale, shift)
+					sameBits(t, fmt.Sprintf("%s in place %v: affine, relu", name, inPlace), got, want)
+					if withMask && !slices.Equal(mask, wantMask) {
+						t.Fatalf("%s: mask %v, want %v", name, mask, wantMask)
+					}
+				}
+			}
+			// Backward: the mask of the forward above, g as the gradient.
+			for _, inPlace := range []bool{false, true} {
+				wantDx := make([]float32, n)
+				e.reluBackMask(wantDx, g, wantMask)
+				var wc chains
+				wc.a[3], wc.b[5] = 0.5, -2 // chains carried from before
+				c := wc
+				e.gradSums(wantDx, x, 0.125, &wc)
+				dy := clone32(g)
+				dx := make([]float32, n)
+				if inPlace {
+					dx = dy
+				}
+				e.reluBackMaskGradSums(dx, dy, x, wantMask, 0.125, &c)
+				sameBits(t, fmt.Sprintf("%s in place %v: relu backward", name, inPlace), dx, wantDx)
+				for i := range 16 { // bit for bit: NaN sums included
+					if math.Float64bits(c.a[i]) != math.Float64bits(wc.a[i]) || math.Float64bits(c.b[i]) != math.Float64bits(wc.b[i]) {
+						t.Fatalf("%s: chain %d differs from ReLUBackwardMask then the sums'", name, i)
+					}
+				}
+			}
+		}
+	}
+}
