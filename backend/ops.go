@@ -48,23 +48,23 @@ type Layers interface {
 	// Conv: out (N,OC,OH,OW) = conv(in (N,C,H,W), w (OC,C,K,K)) + bias (OC;
 	// may be none). ws has ConvWorkspace(s) values, contents unspecified.
 	//
-	//op:cuda conv
+	//op:cuda conv tc_conv_tf32 tc_conv_16
 	Conv(s ConvShape, out, in, w, bias, ws View)
 	// ConvBack: din (overwritten; skipped if none) = conv of dout with the
 	// flipped weights; dw (OC,C,K,K) += dout x im2col(in); dbias (OC; may be
 	// none) += sum of dout over (N,OH,OW).
 	//
-	//op:cuda conv_back_data conv_back_weight split_sum bias_grad
+	//op:cuda conv_back_data conv_back_weight split_sum bias_grad tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
 	ConvBack(s ConvShape, din, dw, dbias, dout, in, w, ws View)
 	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC;
 	// may be none). ws has UpConvWorkspace(s) values.
 	//
-	//op:cuda up_conv
+	//op:cuda up_conv tc_conv_tf32 tc_conv_16
 	UpConv(s UpConvShape, out, in, w, bias, ws View)
 	// UpConvBack: din overwritten (skipped if none), dw and dbias (may be
 	// none) accumulated.
 	//
-	//op:cuda up_conv_back_data up_conv_back_weight split_sum bias_grad
+	//op:cuda up_conv_back_data up_conv_back_weight split_sum bias_grad tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
 	UpConvBack(s UpConvShape, din, dw, dbias, dout, in, w, ws View)
 
 	// BatchNorm (training): normalizes in per channel with the batch mean and

@@ -55,6 +55,11 @@ type CUDA struct {
 	// a fault names the kernel that caused it (MEMUNET_CUDA_SYNC=1 does the
 	// same); slower, for finding faults.
 	SyncLaunches bool `yaml:"sync_launches"`
+	// TF32 runs fp32 convolutions on the tensor cores with their operands
+	// rounded to TF32 (10 mantissa bits), as PyTorch's cuDNN convolutions
+	// do by default; false runs them exactly in fp32 (slower). 16-bit
+	// convolutions use the tensor cores either way.
+	TF32 bool `yaml:"tf32"`
 }
 
 // Dist is data-parallel training's communication (memunet train under
@@ -365,6 +370,7 @@ func Default() Config {
 			Monitor:  "val_miou"},
 		Memory:  Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
 		Dist:    Dist{BucketMB: 16},
+		CUDA:    CUDA{TF32: true},
 		Output:  Output{Progress: "auto", LogEvery: 10, TensorBoard: true},
 		Predict: Predict{Overlap: 0.25, Blend: tiles.Gaussian},
 	}

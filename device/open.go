@@ -48,6 +48,12 @@ type LaunchSyncer interface {
 	SetSyncLaunches(on bool)
 }
 
+// TF32Setter is a backend that can run fp32 convolutions on tensor cores
+// with TF32 operands or exactly (the CUDA backend: config key cuda.tf32).
+type TF32Setter interface {
+	SetTF32(on bool)
+}
+
 // MemoryReporter is a backend that reports its device's memory as the
 // device itself sees it (the CUDA backend: cuMemGetInfo, what nvidia-smi
 // shows), beside what its pool accounts.

@@ -129,11 +129,15 @@ type Trainer struct {
 }
 
 // Target is the backend cfg trains on: config key device (device.Open),
-// waiting after each kernel launch with cuda.sync_launches.
+// waiting after each kernel launch with cuda.sync_launches, its fp32
+// convolutions on TF32 with cuda.tf32.
 func Target(cfg config.Config) (backend.Backend, error) {
 	b, err := device.Open(cfg.Device)
 	if s, ok := b.(device.LaunchSyncer); ok && cfg.CUDA.SyncLaunches {
 		s.SetSyncLaunches(true)
+	}
+	if s, ok := b.(device.TF32Setter); ok {
+		s.SetTF32(cfg.CUDA.TF32)
 	}
 	return b, err
 }

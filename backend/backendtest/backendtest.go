@@ -47,6 +47,16 @@ const (
 	// twice that leaves room for the float32 arithmetic before it.
 	tolFP16 = 0x1p-10
 	tolBF16 = 0x1p-7
+
+	// tolTF32 is for fp32 convolutions whose operands a backend rounds to
+	// TF32 (10 mantissa bits, u = 2^-11 per operand) on tensor cores:
+	// PyTorch's own bound for TF32 convolutions, tf32_precision=0.005 in
+	// its Conv2d and ConvTranspose module tests (common_nn.py; there an
+	// absolute tolerance on values of unit scale, here scaled by 1+|want|
+	// like the others). Sums of ~200 products of values in [-1, 1] err by
+	// about 1e-3 at worst with rounded operands; an indexing mistake, a
+	// lost slice or a swapped fragment errs by far more.
+	tolTF32 = 5e-3
 )
 
 // tolFor is the tolerance of a result stored as dt by an operation whose

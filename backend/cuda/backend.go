@@ -31,6 +31,7 @@ type Backend struct {
 	scratch       uintptr
 	overheadBytes int64
 	syncLaunches  atomic.Bool
+	tf32          atomic.Bool
 
 	mu       sync.Mutex
 	err      error // the first error the device reported, returned by Sync and every call after it
@@ -44,6 +45,7 @@ var _ backend.Backend = (*Backend)(nil)
 func New(drv Driver) (*Backend, error) {
 	b := &Backend{drv: drv}
 	b.syncLaunches.Store(os.Getenv(SyncLaunchesEnv) == "1")
+	b.tf32.Store(true)
 	var err error
 	if b.scratch, err = drv.Alloc(scratchBytes); err != nil {
 		return nil, fmt.Errorf("%s: allocating %d bytes of scratch: %w", drv.Name(), scratchBytes, err)
@@ -88,6 +90,16 @@ func (b *Backend) Allocator() memory.Allocator { return Allocator{b} }
 // a fault is reported by the kernel that caused it rather than by a later
 // operation; slower, for finding faults.
 func (b *Backend) SetSyncLaunches(on bool) { b.syncLaunches.Store(on) }
+
+// SetTF32 chooses how fp32 convolutions multiply (config key cuda.tf32):
+// on the tensor cores with operands rounded to TF32 (10 mantissa bits),
+// as PyTorch's cuDNN convolutions do by default, or, off, exactly in fp32
+// on the CUDA cores (slower). On by default.
+func (b *Backend) SetTF32(on bool) { b.tf32.Store(on) }
+
+// ConvTF32 reports whether fp32 convolutions round their operands to TF32
+// (SetTF32), for tests that hold them to TF32's tolerance.
+func (b *Backend) ConvTF32() bool { return b.tf32.Load() }
 
 // Sync waits for every operation issued so far and returns the first error
 // the device reported (a *FaultError).

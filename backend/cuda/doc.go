@@ -28,10 +28,15 @@
 //   - The driver keeps one primary context per device and process, so Open
 //     returns one Backend per device ordinal for the whole process; each
 //     call makes the context current on its (locked) OS thread.
-//   - Layer operations take fp32 tensors: 16-bit tensors are staged through
-//     fp32 by the layers (Stages reports true for every family), so a 16-bit
-//     run's plan counts that staging here; the CPU takes 16-bit tensors as
-//     they are in every family.
+//   - The convolutions run on the tensor cores through WMMA
+//     (backend/cuda/kernels/tc.cu): 16-bit tensors as they are, fp16 or
+//     bf16 operands with fp32 sums; fp32 tensors on TF32 operands (SetTF32,
+//     config key cuda.tf32, on by default) or exactly on the CUDA cores
+//     (backend/cuda/kernels/gemm.cu). Every other layer operation takes
+//     fp32 tensors: 16-bit ones are staged through fp32 by the layers
+//     (Stages reports true for those families), so a 16-bit run's plan
+//     counts that staging; the CPU takes 16-bit tensors as they are in
+//     every family.
 //
 // The fatbins are generated with nvcc from the CUDA toolkit (go generate
 // -tags cudagen ./backend/cuda: cudagen.go) and committed with the sums of
@@ -46,3 +51,5 @@ package cuda
 
 //go:generate cp kernels/ops.cu emu/ops_cu.h
 //go:generate cp kernels/gemm.cu emu/gemm_cu.h
+//go:generate cp kernels/tc.cu emu/tc_cu.h
+//go:generate cp kernels/half.h emu/half.h

@@ -7,7 +7,12 @@ import _ "embed"
 // cuModuleLoadData.
 var (
 	//go:embed kernels/ops.fatbin
-	OpsFatbin string
+	opsFatbin string
 	//go:embed kernels/gemm.fatbin
-	GEMMFatbin string
+	gemmFatbin string
+	//go:embed kernels/tc.fatbin
+	tcFatbin string
 )
+
+// Fatbin is kernel file module's image (ModuleName).
+func Fatbin(module int) string { return [...]string{opsFatbin, gemmFatbin, tcFatbin}[module] }

@@ -13,8 +13,18 @@ import (
 	"testing"
 )
 
-// kernelSources are the .cu files, each compiled into its own fatbin.
-var kernelSources = []string{"ops", "gemm"}
+// kernelFile is a file of kernels/ and its copy in emu/.
+type kernelFile struct{ source, copy string }
+
+// kernelFiles are the kernel files (M.cu, copied as M_cu.h), then the
+// headers they include (copied as they are).
+func kernelFiles() []kernelFile {
+	var fs []kernelFile
+	for m := range NumModules {
+		fs = append(fs, kernelFile{ModuleName(m) + ".cu", ModuleName(m) + "_cu.h"})
+	}
+	return append(fs, kernelFile{"half.h", "half.h"})
+}
 
 // TestGeneratedFilesUpToDate: the emulator's copies of the kernel sources
 // are the sources; the fatbins were made from the sources as they are
@@ -28,16 +38,16 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want strings.Builder
-	for _, name := range kernelSources {
-		src, err := os.ReadFile(filepath.Join("kernels", name+".cu"))
+	for _, f := range kernelFiles() {
+		src, err := os.ReadFile(filepath.Join("kernels", f.source))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cp, err := os.ReadFile(filepath.Join("emu", name+"_cu.h"))
+		cp, err := os.ReadFile(filepath.Join("emu", f.copy))
 		if err != nil || !bytes.Equal(src, cp) {
-			t.Errorf("emu/%s_cu.h is not kernels/%s.cu (%v): run go generate ./backend/cuda", name, name, err)
+			t.Errorf("emu/%s is not kernels/%s (%v): run go generate ./backend/cuda", f.copy, f.source, err)
 		}
-		fmt.Fprintf(&want, "%x  kernels/%s.cu\n", sha256.Sum256(src), name)
+		fmt.Fprintf(&want, "%x  kernels/%s\n", sha256.Sum256(src), f.source)
 	}
 	if string(sums) != want.String() {
 		t.Errorf("kernels/*.fatbin were made from other sources than kernels/*.cu (fatbin.sum:\n%s\nthe sources:\n%s): %s",
@@ -47,7 +57,8 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 		t.Skip("no nvcc: the fatbins are not regenerated here")
 	}
 	dir := t.TempDir()
-	for _, name := range kernelSources {
+	for m := range NumModules {
+		name := ModuleName(m)
 		args := generateArgs(t, name)
 		out := filepath.Join(dir, name+".fatbin")
 		for i, a := range args {
@@ -93,8 +104,8 @@ func TestFatbinsHoldEveryGPU(t *testing.T) {
 	}
 	arches := []string{"sm_80", "sm_86", "sm_89", "sm_90"}
 	usage := regexp.MustCompile(`(?m)^\s*Function (\w+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)`)
-	for i, image := range []string{OpsFatbin, GEMMFatbin} {
-		name := kernelSources[i]
+	for i := range NumModules {
+		name, image := ModuleName(i), Fatbin(i)
 		file := filepath.Join(t.TempDir(), name+".fatbin")
 		if err := os.WriteFile(file, []byte(image), 0o644); err != nil {
 			t.Fatal(err)
@@ -126,7 +137,7 @@ func TestFatbinsHoldEveryGPU(t *testing.T) {
 				}
 			}
 			for k := range NumKernels {
-				if k.InGEMM() == (name == "gemm") && !found[k.String()] {
+				if k.Module() == i && !found[k.String()] {
 					t.Errorf("%s.fatbin has no kernel %s for %s", name, k, arch)
 				}
 			}
@@ -139,8 +150,9 @@ func TestFatbinsHoldEveryGPU(t *testing.T) {
 // GCAST, SHARED: a raw one compiles for the host too, unchecked).
 func TestKernelsReachMemoryThroughGCAST(t *testing.T) {
 	raw := regexp.MustCompile(`\((const )?\w+ \*\)|__shared__|\b\w+ \*\w+\s*[=,;)]`)
-	for _, name := range kernelSources {
-		src, err := os.ReadFile(filepath.Join("kernels", name+".cu"))
+	for _, f := range kernelFiles() {
+		name := f.source
+		src, err := os.ReadFile(filepath.Join("kernels", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +161,51 @@ func TestKernelsReachMemoryThroughGCAST(t *testing.T) {
 			if strings.HasPrefix(code, "#define") || !raw.MatchString(code) {
 				continue
 			}
-			t.Errorf("kernels/%s.cu:%d reaches memory past the emulator's checks (use gptr, GCAST, SHARED): %s", name, i+1, strings.TrimSpace(line))
+			t.Errorf("kernels/%s:%d reaches memory past the emulator's checks (use gptr, GCAST, SHARED): %s", name, i+1, strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestTensorCoreMachineCode: where cuobjdump is installed, every kernel
+// of tc.cu multiplies on the tensor cores (HMMA: TF32, fp16 and bf16
+// variants) in the sm_80 and sm_90 machine code, and the TF32 ones copy
+// their operands with cp.async (LDGSTS).
+func TestTensorCoreMachineCode(t *testing.T) {
+	if _, err := exec.LookPath("cuobjdump"); err != nil {
+		t.Skip("no cuobjdump")
+	}
+	tc := KTcConvTf32.Module()
+	file := filepath.Join(t.TempDir(), "tc.fatbin")
+	if err := os.WriteFile(file, []byte(Fatbin(tc)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[Kernel][]string{
+		KTcConvTf32:  {"HMMA.1684.F32.TF32", "LDGSTS"},
+		KTcWgradTf32: {"HMMA.1684.F32.TF32", "LDGSTS"},
+		KTcConv16:    {"HMMA.16816.F32 ", "HMMA.16816.F32.BF16"},
+		KTcWgrad16:   {"HMMA.16816.F32 ", "HMMA.16816.F32.BF16"},
+	}
+	for _, arch := range []string{"sm_80", "sm_90"} {
+		out, err := exec.Command("cuobjdump", "-sass", "-arch", arch, file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cuobjdump -sass %s: %v\n%.500s", arch, err, out)
+		}
+		sass := map[string]string{}
+		for _, fn := range strings.Split(string(out), "Function : ")[1:] {
+			name, code, _ := strings.Cut(fn, "\n")
+			sass[strings.TrimSpace(name)] = code
+		}
+		for k := range NumKernels {
+			if k.Module() != tc {
+				continue
+			}
+			for _, op := range want[k] {
+				if n := strings.Count(sass[k.String()], op); n == 0 {
+					t.Errorf("%s %s has no %s", arch, k, strings.TrimSpace(op))
+				} else {
+					t.Logf("%s %s: %d %s", arch, k, n, strings.TrimSpace(op))
+				}
+			}
 		}
 	}
 }

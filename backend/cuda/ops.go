@@ -37,10 +37,13 @@ func splitWorkspace(rows, cols, splits int) int {
 	return splits * rows * cols
 }
 
-// Stages reports true for 16-bit types in every family: the kernels are
-// fp32, so the layers stage 16-bit tensors through fp32 (16-bit storage,
-// fp32 arithmetic).
-func (*Backend) Stages(op backend.Op, dt backend.DType) bool { return dt != backend.Float32 }
+// Stages reports true for 16-bit types in the families whose kernels are
+// fp32 only: the layers stage those tensors through fp32 (16-bit
+// storage, fp32 arithmetic). The convolutions take them as they are
+// (tc.cu's fp16/bf16 tensor-core kernels).
+func (*Backend) Stages(op backend.Op, dt backend.DType) bool {
+	return dt != backend.Float32 && op != backend.OpConv
+}
 
 // ---- transfer ----
 
@@ -112,68 +115,213 @@ func (b *Backend) Fill(dst backend.View, v float32) {
 	}
 }
 
-// ---- convolutions: implicit GEMMs on 64x64 tiles ----
+// ---- convolutions ----
+//
+// 16-bit tensors, and fp32 tensors with TF32 on (SetTF32, the default),
+// run on the tensor cores (tc.cu: tcConv, tcWgrad); fp32 with TF32 off
+// runs gemm.cu's exact fp32 implicit GEMMs on 64x64 tiles.
 
-// gemmGrid is the grid of a product with rows x cols outputs.
+// gemmGrid is the grid of a product with rows x cols outputs on gemm.cu's
+// 64x64 tiles.
 func gemmGrid(rows, cols int) (gx, gy int) { return (cols + 63) / 64, (rows + 63) / 64 }
+
+// exactFP32 reports an fp32 convolution of gemm.cu: TF32 off, or tensors
+// too large for tc.cu's 32-bit offsets within an image (fits32).
+func (b *Backend) exactFP32(dt backend.DType, fits bool) bool {
+	if dt != backend.Float32 {
+		if !fits {
+			panic(fmt.Sprintf("backend/cuda: a %s convolution with an image or a batch of 2^31 values or more", dt))
+		}
+		return false
+	}
+	return !b.tf32.Load() || !fits
+}
+
+// fits32 reports sizes tc.cu indexes in 32 bits: values per image of
+// each tensor and pixels per batch, each below 2^31.
+func fits32(sizes ...int) bool {
+	for _, n := range sizes {
+		if n > math.MaxInt32 {
+			return false
+		}
+	}
+	return true
+}
+
+// convFits reports a convolution tc.cu can index (fits32).
+func convFits(s backend.ConvShape) bool {
+	return fits32(s.C*s.H*s.W, s.OC*s.OH()*s.OW(), s.N*s.H*s.W, s.N*s.OH()*s.OW(), s.WeightSize())
+}
+
+// upConvFits is convFits for the transposed convolution.
+func upConvFits(s backend.UpConvShape) bool {
+	return fits32(s.C*s.H*s.W, 4*s.OC*s.H*s.W, 4*s.N*s.H*s.W, s.WeightSize())
+}
+
+// tcConv is a data GEMM of tc.cu (tc_conv_*: see its top): rows M, pixel
+// columns NI images of Hn x Wn, depth R positions x Cd channels of the
+// input (Cd, HT, WT) read at (Sp*y + F*(r/RW) + G, Sp*x + F*(r%RW) + G),
+// weight (m, c, r) at m*Sm + c*Sc + r*Sr; Up scatters row (oc, i, j) to
+// out pixel (2y+i, 2x+j).
+type tcConv struct {
+	NI, M, Cd, R, RW, Sp, F, G, HT, WT, Hn, Wn, Sm, Sc, Sr int
+	Up                                                     bool
+}
+
+// tcWgrad is a weight GEMM of tc.cu (tc_wgrad_*): dw (M x N) over the
+// pixels of NI images of the A tensor (M, Hk, Wk); column n of B is
+// channel n/R of the B tensor (CB, HB, WB) at position n%R, read as
+// tcConv's.
+type tcWgrad struct {
+	NI, M, N, Hk, Wk, CB, HB, WB, R, RW, Sp, F, G int
+}
+
+// tcRows is the tile height for a product of rows outputs: the smallest
+// of 32, 64 and 128 that holds them.
+func tcRows(rows int) int {
+	switch {
+	case rows <= 32:
+		return 32
+	case rows <= 64:
+		return 64
+	}
+	return 128
+}
+
+// tcCols is tc.cu's tile width.
+const tcCols = 128
+
+// runConv launches a data GEMM on out, in, w (of dt) and bias (fp32 or
+// none).
+func (b *Backend) runConv(g tcConv, dt backend.DType, out, in, w, bias backend.View) {
+	bm := tcRows(g.M)
+	gx, gy := (g.NI*g.Hn*g.Wn+tcCols-1)/tcCols, (g.M+bm-1)/bm
+	args := []any{ptr(out, dt), ptr(in, dt), ptr(w, dt), ptr(bias, backend.Float32)}
+	k := KTcConvTf32
+	if dt.Half() {
+		k = KTcConv16
+		args = append(args, dt)
+	}
+	args = append(args, g.NI, g.M, g.Cd, g.R, g.RW, g.Sp, g.F, g.G, g.HT, g.WT, g.Hn, g.Wn, g.Sm, g.Sc, g.Sr, g.Up, bm)
+	b.launchGrid(k, gx, gy, args...)
+}
+
+// runWgrad launches a weight GEMM into dw (fp32, accumulated) from a and
+// bt (of dt), split over the depth into ws where splitK says.
+func (b *Backend) runWgrad(g tcWgrad, dt backend.DType, dw, a, bt, ws backend.View) {
+	splits := splitK(g.M, g.N, g.NI*g.Hk*g.Wk)
+	bm := tcRows(g.M)
+	gx, gy := (g.N+tcCols-1)/tcCols, (g.M+bm-1)/bm
+	args := []any{ptr(dw, backend.Float32), ptr(a, dt), ptr(bt, dt)}
+	k := KTcWgradTf32
+	if dt.Half() {
+		k = KTcWgrad16
+		args = append(args, dt)
+	}
+	args = append(args, g.NI, g.M, g.N, g.Hk, g.Wk, g.CB, g.HB, g.WB, g.R, g.RW, g.Sp, g.F, g.G, splits,
+		b.splitSpace(ws, g.M, g.N, splits), bm)
+	b.launchGrid(k, gx, gy*splits, args...)
+	b.splitSum(dw, ws, g.M*g.N, splits)
+}
+
+// biasGrad adds the sums of dout (N, C, P; of any float type) over (n, p)
+// to dbias.
+func (b *Backend) biasGrad(dbias, dout backend.View, n, c, p int) {
+	checkLen(dbias, c)
+	b.launchGrid(KBiasGrad, c, 1, ptr(dbias, backend.Float32), floatPtr(dout), dout.DT, n, c, p)
+}
 
 func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
-	gx, gy := gemmGrid(s.OC, s.N*s.OH()*s.OW())
-	b.launchGrid(KConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
-		ptr(bias, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+	if b.exactFP32(s.DT, convFits(s)) {
+		gx, gy := gemmGrid(s.OC, s.N*s.OH()*s.OW())
+		b.launchGrid(KConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
+			ptr(bias, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+		return
+	}
+	kk := s.K * s.K
+	b.runConv(tcConv{NI: s.N, M: s.OC, Cd: s.C, R: kk, RW: s.K, Sp: 1, F: 1, G: -s.Pad, HT: s.H, WT: s.W,
+		Hn: s.OH(), Wn: s.OW(), Sm: s.C * kk, Sc: kk, Sr: 1}, s.DT, out, in, w, bias)
 }
 
 func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	exact, kk := b.exactFP32(s.DT, convFits(s)), s.K*s.K
 	if !din.None() {
 		checkLen(din, s.InSize())
-		gx, gy := gemmGrid(s.C, s.N*s.H*s.W)
-		b.launchGrid(KConvBackData, gx, gy, ptr(din, backend.Float32), ptr(dout, backend.Float32),
-			ptr(w, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+		if exact {
+			gx, gy := gemmGrid(s.C, s.N*s.H*s.W)
+			b.launchGrid(KConvBackData, gx, gy, ptr(din, backend.Float32), ptr(dout, backend.Float32),
+				ptr(w, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
+		} else {
+			// din = the flipped filter over dout: position (ky, kx) reads dout at (y-ky+pad, x-kx+pad).
+			b.runConv(tcConv{NI: s.N, M: s.C, Cd: s.OC, R: kk, RW: s.K, Sp: 1, F: -1, G: s.Pad, HT: s.OH(), WT: s.OW(),
+				Hn: s.H, Wn: s.W, Sm: kk, Sc: s.C * kk, Sr: 1}, s.DT, din, dout, w, backend.View{})
+		}
 	}
 	if !dw.None() {
 		checkLen(dw, s.WeightSize())
-		m, n := s.OC, s.C*s.K*s.K
-		splits := splitK(m, n, s.N*s.OH()*s.OW())
-		gx, gy := gemmGrid(m, n)
-		b.launchGrid(KConvBackWeight, gx, gy*splits, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
-			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad, splits, b.splitSpace(ws, m, n, splits))
-		b.splitSum(dw, ws, m*n, splits)
+		m, n := s.OC, s.C*kk
+		if exact {
+			splits := splitK(m, n, s.N*s.OH()*s.OW())
+			gx, gy := gemmGrid(m, n)
+			b.launchGrid(KConvBackWeight, gx, gy*splits, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
+				ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad, splits, b.splitSpace(ws, m, n, splits))
+			b.splitSum(dw, ws, m*n, splits)
+		} else {
+			b.runWgrad(tcWgrad{NI: s.N, M: m, N: n, Hk: s.OH(), Wk: s.OW(), CB: s.C, HB: s.H, WB: s.W, R: kk, RW: s.K,
+				Sp: 1, F: 1, G: -s.Pad}, s.DT, dw, dout, in, ws)
+		}
 	}
 	if !dbias.None() {
-		checkLen(dbias, s.OC)
-		b.launchGrid(KBiasGrad, s.OC, 1, ptr(dbias, backend.Float32), ptr(dout, backend.Float32), s.N, s.OC, s.OH()*s.OW())
+		b.biasGrad(dbias, dout, s.N, s.OC, s.OH()*s.OW())
 	}
 }
 
 func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
-	gx, gy := gemmGrid(4*s.OC, s.N*s.H*s.W)
-	b.launchGrid(KUpConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
-		ptr(bias, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+	if b.exactFP32(s.DT, upConvFits(s)) {
+		gx, gy := gemmGrid(4*s.OC, s.N*s.H*s.W)
+		b.launchGrid(KUpConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
+			ptr(bias, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+		return
+	}
+	// Rows (oc, i, j), one position: weight (c, oc*4+ij).
+	b.runConv(tcConv{NI: s.N, M: 4 * s.OC, Cd: s.C, R: 1, RW: 1, Sp: 1, HT: s.H, WT: s.W, Hn: s.H, Wn: s.W,
+		Sm: 1, Sc: 4 * s.OC, Up: true}, s.DT, out, in, w, bias)
 }
 
 func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	exact := b.exactFP32(s.DT, upConvFits(s))
 	if !din.None() {
 		checkLen(din, s.InSize())
-		gx, gy := gemmGrid(s.C, s.N*s.H*s.W)
-		b.launchGrid(KUpConvBackData, gx, gy, ptr(din, backend.Float32), ptr(dout, backend.Float32),
-			ptr(w, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+		if exact {
+			gx, gy := gemmGrid(s.C, s.N*s.H*s.W)
+			b.launchGrid(KUpConvBackData, gx, gy, ptr(din, backend.Float32), ptr(dout, backend.Float32),
+				ptr(w, backend.Float32), s.N, s.C, s.H, s.W, s.OC)
+		} else {
+			// Positions (i, j) read dout at (2y+i, 2x+j); weight (c, oc*4+ij).
+			b.runConv(tcConv{NI: s.N, M: s.C, Cd: s.OC, R: 4, RW: 2, Sp: 2, F: 1, HT: 2 * s.H, WT: 2 * s.W, Hn: s.H, Wn: s.W,
+				Sm: 4 * s.OC, Sc: 4, Sr: 1}, s.DT, din, dout, w, backend.View{})
+		}
 	}
 	if !dw.None() {
 		checkLen(dw, s.WeightSize())
 		m, n := s.C, 4*s.OC
-		splits := splitK(m, n, s.N*s.H*s.W)
-		gx, gy := gemmGrid(m, n)
-		b.launchGrid(KUpConvBackWeight, gx, gy*splits, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
-			ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, splits, b.splitSpace(ws, m, n, splits))
-		b.splitSum(dw, ws, m*n, splits)
+		if exact {
+			splits := splitK(m, n, s.N*s.H*s.W)
+			gx, gy := gemmGrid(m, n)
+			b.launchGrid(KUpConvBackWeight, gx, gy*splits, ptr(dw, backend.Float32), ptr(dout, backend.Float32),
+				ptr(in, backend.Float32), s.N, s.C, s.H, s.W, s.OC, splits, b.splitSpace(ws, m, n, splits))
+			b.splitSum(dw, ws, m*n, splits)
+		} else {
+			b.runWgrad(tcWgrad{NI: s.N, M: m, N: n, Hk: s.H, Wk: s.W, CB: s.OC, HB: 2 * s.H, WB: 2 * s.W, R: 4, RW: 2,
+				Sp: 2, F: 1}, s.DT, dw, in, dout, ws)
+		}
 	}
 	if !dbias.None() {
-		checkLen(dbias, s.OC)
-		b.launchGrid(KBiasGrad, s.OC, 1, ptr(dbias, backend.Float32), ptr(dout, backend.Float32), s.N, s.OC, 4*s.H*s.W)
+		b.biasGrad(dbias, dout, s.N, s.OC, 4*s.H*s.W)
 	}
 }
 

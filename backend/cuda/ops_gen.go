@@ -9,7 +9,7 @@ import (
 )
 
 // Kernel is one of memunet's kernels, an entry point of kernels/*.cu (of
-// their fatbins), in the order of ops.cu, then gemm.cu.
+// their fatbins), in the order of ops.cu, then gemm.cu, then tc.cu.
 type Kernel int
 
 const (
@@ -52,6 +52,11 @@ const (
 	KUpConv
 	KUpConvBackData
 	KUpConvBackWeight
+	// tc.cu
+	KTcConvTf32
+	KTcConv16
+	KTcWgradTf32
+	KTcWgrad16
 	NumKernels
 )
 
@@ -93,13 +98,32 @@ var kernelNames = [NumKernels]string{
 	KUpConv:              "up_conv",
 	KUpConvBackData:      "up_conv_back_data",
 	KUpConvBackWeight:    "up_conv_back_weight",
+	KTcConvTf32:          "tc_conv_tf32",
+	KTcConv16:            "tc_conv_16",
+	KTcWgradTf32:         "tc_wgrad_tf32",
+	KTcWgrad16:           "tc_wgrad_16",
 }
 
 // String is the kernel's entry name in its module.
 func (k Kernel) String() string { return kernelNames[k] }
 
-// InGEMM reports a kernel of gemm.cu (else ops.cu).
-func (k Kernel) InGEMM() bool { return k >= KSplitSum }
+// NumModules is how many kernel files there are, kernels/M.cu for each M
+// of ModuleName: each is a fatbin of its own.
+const NumModules = 3
+
+// ModuleName is kernel file m's name without .cu, in Kernel order.
+func ModuleName(m int) string { return [...]string{"ops", "gemm", "tc"}[m] }
+
+// Module is the number of the kernel file that holds the kernel.
+func (k Kernel) Module() int {
+	switch {
+	case k >= KTcConvTf32:
+		return 2
+	case k >= KSplitSum:
+		return 1
+	}
+	return 0
+}
 
 // Supports is false for the operations the CUDA backend composes
 // (backend.Composed), true for the rest.

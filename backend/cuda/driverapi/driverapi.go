@@ -204,19 +204,14 @@ func (d *cuDriver) open() (err error) {
 	}
 	defer unlock()
 	d.page = int64(C.mu_granularity(d.dev))
-	ops, err := d.loadModule("ops", cuda.OpsFatbin)
-	if err != nil {
-		return err
-	}
-	gemm, err := d.loadModule("gemm", cuda.GEMMFatbin)
-	if err != nil {
-		return err
+	var mods [cuda.NumModules]C.mu_module
+	for i := range cuda.NumModules {
+		if mods[i], err = d.loadModule(cuda.ModuleName(i), cuda.Fatbin(i)); err != nil {
+			return err
+		}
 	}
 	for k := range cuda.NumKernels {
-		mod := ops
-		if k.InGEMM() {
-			mod = gemm
-		}
+		mod := mods[k.Module()]
 		name := C.CString(k.String())
 		err := check("cuModuleGetFunction", C.mu_cuModuleGetFunction(&d.fns[k], mod, name))
 		C.free(unsafe.Pointer(name))

@@ -29,6 +29,7 @@ void emu_syncthreads();
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define UNROLL
 #define __syncthreads() emu_syncthreads()
 #define KERNEL(name) static void k_##name
 
@@ -175,10 +176,40 @@ uint32_t shared_epoch();
 
 // Word is a shared element's shadow: which thread last wrote it and read
 // it, in which barrier interval (0: none); reader -2 is several threads.
+// pending is set while an asynchronous copy (cp.async) into it is in
+// flight: until the thread that issued it waits for it, no thread may
+// read or write the word.
 struct Word {
 	int16_t writer, reader;
 	uint32_t wrote, read;
+	uint8_t pending;
 };
+
+// shadow_read and shadow_write are the checks of one access by the current
+// thread to a shared element with shadow w (byte byte of array name).
+inline void shadow_read(Word *w, const char *name, long long byte) {
+	int t = (int)threadIdx.x;
+	uint32_t e = shared_epoch();
+	if (w->pending) shared_race(name, byte, "read while a cp.async into it is in flight (not waited for)", -1);
+	else if (w->wrote == 0) shared_race(name, byte, "read before any thread wrote it", -1);
+	else if (w->wrote == e && w->writer != t) shared_race(name, byte, "read since another thread wrote it", w->writer);
+	if (w->read != e) {
+		w->read = e;
+		w->reader = (int16_t)t;
+	} else if (w->reader != t) {
+		w->reader = -2;
+	}
+}
+
+inline void shadow_write(Word *w, const char *name, long long byte) {
+	int t = (int)threadIdx.x;
+	uint32_t e = shared_epoch();
+	if (w->pending) shared_race(name, byte, "written while a cp.async into it is in flight (not waited for)", -1);
+	else if (w->wrote == e && w->writer != t) shared_race(name, byte, "written since another thread wrote it", w->writer);
+	else if (w->read == e && w->reader != t) shared_race(name, byte, "written since another thread read it", w->reader);
+	w->writer = (int16_t)t;
+	w->wrote = e;
+}
 
 template <class T>
 struct SRef {
@@ -188,31 +219,20 @@ struct SRef {
 	long long byte;
 
 	operator T() const {
-		int t = (int)threadIdx.x;
-		uint32_t e = shared_epoch();
-		if (w->wrote == 0) shared_race(name, byte, "read before any thread wrote it", -1);
-		else if (w->wrote == e && w->writer != t) shared_race(name, byte, "read since another thread wrote it", w->writer);
-		if (w->read != e) {
-			w->read = e;
-			w->reader = (int16_t)t;
-		} else if (w->reader != t) {
-			w->reader = -2;
-		}
+		shadow_read(w, name, byte);
 		return *p;
 	}
 	SRef &operator=(T v) {
-		int t = (int)threadIdx.x;
-		uint32_t e = shared_epoch();
-		if (w->wrote == e && w->writer != t) shared_race(name, byte, "written since another thread wrote it", w->writer);
-		else if (w->read == e && w->reader != t) shared_race(name, byte, "written since another thread read it", w->reader);
-		w->writer = (int16_t)t;
-		w->wrote = e;
+		shadow_write(w, name, byte);
 		*p = v;
 		return *this;
 	}
 	SRef &operator=(const SRef &o) { return *this = (T)o; }
 	SRef &operator+=(T v) { return *this = (T)*this + v; }
 };
+
+template <class T>
+struct SPtr;
 
 // Shared is a block's shared array of n values with their shadow.
 template <class T, int n>
@@ -227,12 +247,14 @@ struct Shared {
 			shared_race(name, i * (long long)sizeof(T), "outside the array", -1);
 			static thread_local T spare;
 			static thread_local Word spareWord;
-			spareWord = Word{(int16_t)threadIdx.x, -1, shared_epoch(), 0};
+			spareWord = Word{(int16_t)threadIdx.x, -1, shared_epoch(), 0, 0};
 			return SRef<T>{&spare, &spareWord, name, i * (long long)sizeof(T)};
 		}
 		return SRef<T>{&v[i], &w[i], name, i * (long long)sizeof(T)};
 	}
 	SRef<T> operator[](long long i) { return at(i, true); }
+	// ptr is SPTR(name, i): a pointer to element i.
+	SPtr<T> ptr(long long i);
 };
 
 // Shared2 is a block's n x m shared array, in rows.
@@ -246,6 +268,69 @@ struct Shared2 {
 	};
 	Row operator[](long long i) { return Row{&flat, i}; }
 };
+
+// SPtr is a pointer into a block's shared array (sptr; SPTR makes one,
+// SCAST views it as another type): byte-addressed, so that a view of a
+// 16-bit array as floats touches two elements' shadows per value. An
+// access outside the array, or not aligned to its size, is reported.
+template <class T>
+struct SPtr {
+	char *base;
+	Word *w;
+	int esize;       // bytes per element of the array (one shadow each)
+	long long bytes; // the array's
+	const char *name;
+	long long byte; // where this pointer points
+
+	SPtr operator+(long long i) const { return SPtr{base, w, esize, bytes, name, byte + i * (long long)sizeof(T)}; }
+	template <class U>
+	SPtr<U> as() const {
+		return SPtr<U>{base, w, esize, bytes, name, byte};
+	}
+	operator SPtr<const T>() const
+		requires(!std::is_const_v<T>)
+	{
+		return as<const T>();
+	}
+	// shadows checks the elements of the sizeof(T) bytes at byte+off with
+	// f; false where they lie outside the array or are misaligned.
+	template <class F>
+	bool shadows(long long off, F f) const {
+		long long b = byte + off;
+		if (b < 0 || b + (long long)sizeof(T) > bytes || b % (long long)sizeof(T) != 0) {
+			shared_race(name, b, b < 0 || b + (long long)sizeof(T) > bytes ? "outside the array" : "misaligned for its type", -1);
+			return false;
+		}
+		for (long long e = b / esize; e <= (b + (long long)sizeof(T) - 1) / esize; e++) f(&w[e], e * esize);
+		return true;
+	}
+	std::remove_const_t<T> load(long long i = 0) const {
+		std::remove_const_t<T> v{};
+		if (shadows(i * (long long)sizeof(T), [&](Word *s, long long at) { shadow_read(s, name, at); }))
+			memcpy(&v, base + byte + i * (long long)sizeof(T), sizeof(T));
+		return v;
+	}
+	void store(std::remove_const_t<T> v, long long i = 0) const {
+		if (shadows(i * (long long)sizeof(T), [&](Word *s, long long at) { shadow_write(s, name, at); }))
+			memcpy(base + byte + i * (long long)sizeof(T), &v, sizeof(T));
+	}
+	struct Ref {
+		SPtr p;
+		long long i;
+		operator std::remove_const_t<T>() const { return p.load(i); }
+		Ref &operator=(std::remove_const_t<T> v) {
+			p.store(v, i);
+			return *this;
+		}
+		Ref &operator=(const Ref &o) { return *this = (std::remove_const_t<T>)o; }
+	};
+	Ref operator[](long long i) const { return Ref{*this, i}; }
+};
+
+template <class T, int n>
+SPtr<T> Shared<T, n>::ptr(long long i) {
+	return SPtr<T>{(char *)v, w, (int)sizeof(T), (long long)sizeof(T) * n, name, i * (long long)sizeof(T)};
+}
 
 template <class S>
 S &shared(int key, const char *name) {
@@ -262,6 +347,10 @@ using gptr = emu::Ptr<T>;
 #define GCAST(T, p) (emu::cast<T>(p))
 #define SHARED(T, name, n) auto &name = emu::shared<emu::Shared<T, (n)>>(__COUNTER__, #name)
 #define SHARED2(T, name, n, m) auto &name = emu::shared<emu::Shared2<T, (n), (m)>>(__COUNTER__, #name)
+template <class T>
+using sptr = emu::SPtr<T>;
+#define SPTR(name, off) ((name).ptr(off))
+#define SCAST(T, p) ((p).template as<T>())
 
 static inline int atomicMax(gptr<int> q, int v) {
 	return emu::atomic(q, [v](int *p) {
@@ -299,3 +388,6 @@ static inline double emu_double(uint64_t b) {
 	memcpy(&d, &b, 8);
 	return d;
 }
+
+// The tensor-core kernels' part (kernels/tc.cu).
+#include "tcshim.h"

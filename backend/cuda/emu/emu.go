@@ -44,15 +44,17 @@ typedef struct {
 } emu_extent;
 void emu_ops(int k, const uint64_t *a);
 void emu_gemm(int k, const uint64_t *a);
+void emu_tc(int k, const uint64_t *a);
 void emu_planted(int k, const uint64_t *a);
 long long emu_run(void (*kernel)(int, const uint64_t *), int k, const char *name, const uint64_t *args,
 		  const emu_extent *extents, int nextents, int checked, int gx, int gy, uint64_t seed, int workers,
 		  char *out, int outlen);
-enum { EMU_OPS, EMU_GEMM, EMU_PLANTED };
+// The dispatch of each kernel file (cuda.ModuleName), in order, then the planted kernels'.
+static void (*const emu_modules[])(int, const uint64_t *) = {emu_ops, emu_gemm, emu_tc, emu_planted};
+enum { EMU_MODULES = 3, EMU_PLANTED = 3 };
 static long long emu_launch(int module, int k, const char *name, const uint64_t *args, const emu_extent *extents,
 			    int nextents, int checked, int gx, int gy, uint64_t seed, int workers, char *out, int outlen) {
-	void (*kernel)(int, const uint64_t *) = module == EMU_GEMM ? emu_gemm : module == EMU_PLANTED ? emu_planted : emu_ops;
-	return emu_run(kernel, k, name, args, extents, nextents, checked, gx, gy, seed, workers, out, outlen);
+	return emu_run(emu_modules[module], k, name, args, extents, nextents, checked, gx, gy, seed, workers, out, outlen);
 }
 */
 import "C"
@@ -177,15 +179,18 @@ var _ cuda.CheckedLauncher = (*Device)(nil)
 // through pointer argument i against extents[i]; each extent must lie in
 // one allocation. A violation becomes the device's sticky fault.
 func (d *Device) LaunchChecked(k cuda.Kernel, gx, gy int, args []uint64, extents []cuda.Extent) error {
-	module, index, name := C.EMU_OPS, int(k), k.String()
-	if k.InGEMM() {
-		module = C.EMU_GEMM
-	}
+	module, index, name := k.Module(), int(k), k.String()
 	d.mu.Lock()
 	p, ok := d.planted[k]
 	d.mu.Unlock()
 	if ok {
 		module, index, name = C.EMU_PLANTED, int(p), p.String()+" (in place of "+k.String()+")"
+		if p.tensorCore() {
+			if k < cuda.KTcConvTf32 || k > cuda.KTcWgrad16 {
+				return fmt.Errorf("emulated device: planted bug %s runs in place of a tensor-core kernel, not %s", p, k)
+			}
+			index |= int(k-cuda.KTcConvTf32) << 8 // planted.cpp's planted_tc::run
+		}
 	}
 	return d.run(module, index, name, gx, gy, args, extents)
 }
@@ -239,6 +244,10 @@ func (d *Device) run(module, index int, name string, gx, gy int, args []uint64, 
 	}
 	return nil
 }
+
+// The emulator dispatches to each kernel file (emu_modules): all of them.
+var _ [C.EMU_MODULES - cuda.NumModules]int
+var _ [cuda.NumModules - C.EMU_MODULES]int
 
 // plantedModule is planted.cpp's dispatch, for planted.go (cgo's names are
 // only this file's).

@@ -38,6 +38,6 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 26: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
 	case 27: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
 	case 28: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
-	case 29: k_bias_grad(a[0], a[1], a[2], a[3], a[4]); break; // KBiasGrad
+	case 29: k_bias_grad(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KBiasGrad
 	}
 }

@@ -19,9 +19,25 @@ const (
 	// ReLUWritePastEnd takes relu's arguments and writes each result one
 	// place on, the last past out's end.
 	ReLUWritePastEnd
+	// SwappedFragment is a tensor-core kernel (tc.cu) that multiplies
+	// each A fragment by its neighbour's B fragment.
+	SwappedFragment
+	// SkippedSlice is a tensor-core kernel that leaves out its second
+	// k-slice.
+	SkippedSlice
+	// EarlyStage is a tensor-core kernel whose pipeline runs a stage
+	// ahead: the TF32 path multiplies a slice before its cp.async copies
+	// are waited for, the 16-bit path fills the buffer the warps are
+	// multiplying.
+	EarlyStage
 )
 
-var plantedNames = [...]string{"missing_barrier", "read_past_view", "blocks_write_one_word", "relu_write_past_end"}
+var plantedNames = [...]string{"missing_barrier", "read_past_view", "blocks_write_one_word", "relu_write_past_end",
+	"swapped_fragment", "skipped_slice", "early_stage"}
+
+// tensorCore reports a bug planted in tc.cu's kernels, which runs in place
+// of one of them only.
+func (p Planted) tensorCore() bool { return p >= SwappedFragment }
 
 func (p Planted) String() string { return plantedNames[p] }
 

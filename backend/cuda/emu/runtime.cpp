@@ -42,10 +42,13 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr size_t kStack = 64 << 10;        // per fiber, with a guard page below
-constexpr size_t kSharedArena = 256 << 10; // a block's shared arrays and their shadow
+constexpr size_t kSharedArena = 1 << 20; // a block's shared arrays and their shadow (16 bytes a value)
 constexpr int kSharedKeys = 64;
 constexpr long long kTrackBytes = 256LL << 20; // extents above this are bounds-checked only
 constexpr size_t kReports = 8;
+constexpr int kWarps = kThreads / 32;
+constexpr int kCollectives = 32;       // a warp's wmma loads recorded per barrier interval
+constexpr int kCollectiveBytes = 1024; // the largest fragment: 16x16 floats
 
 enum FiberState { kReady, kAtBarrier, kDone };
 
@@ -80,6 +83,31 @@ struct Launch {
 	long long violations = 0;
 };
 
+// Collective is one warp-collective wmma load: its key and the bytes the
+// warp's first lane read.
+struct Collective {
+	const void *addr;
+	long long ldm;
+	int kind, bytes;
+	alignas(16) unsigned char data[kCollectiveBytes];
+};
+
+// WarpRecord is a warp's collective loads of barrier interval epoch.
+struct WarpRecord {
+	uint32_t epoch;
+	int count;
+	Collective loads[kCollectives];
+};
+
+// AsyncCopy is a cp.async in flight: it lands when its thread waits for
+// its group.
+struct AsyncCopy {
+	emu::SPtr<char> dst;
+	const void *src;
+	const emu::Extent *e;
+	int size, zfill, group;
+};
+
 struct Worker {
 	int index;
 	Fiber fibers[kThreads];
@@ -95,6 +123,11 @@ struct Worker {
 	alignas(64) unsigned char arena[kSharedArena];
 	size_t used;
 	void *keys[kSharedKeys];
+	WarpRecord warps[kWarps];
+	uint32_t loadEpoch[kThreads]; // each thread's count of wmma loads in that interval
+	int loads[kThreads];
+	std::vector<AsyncCopy> copies[kThreads];
+	int committed[kThreads]; // each thread's cp.async groups committed
 };
 
 Launch *launch; // the launch in progress (one at a time)
@@ -136,9 +169,18 @@ std::string where() {
 	return b;
 }
 
+void complete(Worker &w, const AsyncCopy &c);
+
+std::string c_name(const AsyncCopy &c) { return c.dst.name ? c.dst.name : "?"; }
+
 [[noreturn]] void fiber_main() {
 	Worker &w = *self;
 	launch->kernel(launch->k, launch->args);
+	if (!w.copies[w.cur].empty()) {
+		report("cp.async not waited for", where() + ": ended with cp.async copies into shared " + c_name(w.copies[w.cur][0]) + " not waited for");
+		for (auto &c : w.copies[w.cur]) complete(w, c);
+		w.copies[w.cur].clear();
+	}
 	w.fibers[w.cur].state = kDone;
 #if defined(__x86_64__) && !defined(EMU_UCONTEXT)
 	emu_switch(&w.fibers[w.cur].sp, w.sched);
@@ -170,7 +212,11 @@ void run_block(Worker &w, uint32_t b) {
 	w.epoch = 1;
 	w.used = 0;
 	std::fill(std::begin(w.keys), std::end(w.keys), nullptr);
+	for (auto &r : w.warps) r.epoch = 0;
 	for (int t = 0; t < kThreads; t++) {
+		w.loadEpoch[t] = 0;
+		w.copies[t].clear();
+		w.committed[t] = 0;
 		w.order[t] = t;
 		Fiber &f = w.fibers[t];
 		f.state = kReady;
@@ -216,13 +262,17 @@ void work(Worker *w) {
 	self = w;
 	unsigned long long seen = 0;
 	for (;;) {
+		Launch *cur;
 		{
 			std::unique_lock<std::mutex> l(mu);
 			start.wait(l, [&] { return generation != seen; });
 			seen = generation;
+			cur = launch;
 		}
-		Launch &L = *launch;
-		if (w->index >= L.nworkers) continue;
+		// A worker the launch does not use may wake after it ended (launch
+		// is null again, or the next one's): only its own workers read it.
+		if (cur == nullptr || w->index >= cur->nworkers) continue;
+		Launch &L = *cur;
 		for (size_t i; (i = L.next.fetch_add(1)) < L.order.size();) run_block(*w, L.order[i]);
 		std::lock_guard<std::mutex> l(mu);
 		if (--running == 0) done.notify_all();
@@ -324,7 +374,105 @@ void shared_race(const char *name, long long byte, const char *what, int other) 
 	report(what, where() + b);
 }
 
+void *collective(const void *addr, long long ldm, int kind, int bytes, bool *filled) {
+	Worker &w = *self;
+	int t = w.cur;
+	if (w.loadEpoch[t] != w.epoch) {
+		w.loadEpoch[t] = w.epoch;
+		w.loads[t] = 0;
+	}
+	int n = w.loads[t]++;
+	WarpRecord &r = w.warps[t / 32];
+	if (r.epoch != w.epoch) {
+		r.epoch = w.epoch;
+		r.count = 0;
+	}
+	*filled = false;
+	if (n >= kCollectives) return nullptr; // loaded unrecorded
+	if (bytes > kCollectiveBytes) abort();
+	if (n > r.count || (n < r.count && (r.loads[n].addr != addr || r.loads[n].ldm != ldm || r.loads[n].kind != kind))) {
+		char b[160];
+		snprintf(b, sizeof b, ": its wmma load %d since the last __syncthreads is not the one its warp's other lanes made", n);
+		report("warp diverged", where() + b);
+		return nullptr;
+	}
+	Collective &c = r.loads[n];
+	if (n < r.count) {
+		*filled = true;
+		return c.data;
+	}
+	c.addr = addr;
+	c.ldm = ldm;
+	c.kind = kind;
+	c.bytes = bytes;
+	r.count++;
+	return c.data;
+}
+
+void async_copy(SPtr<char> dst, const void *src, const Extent *e, int size, int zfill) {
+	Worker &w = *self;
+	int t = w.cur;
+	char b[200];
+	if ((size != 4 && size != 8 && size != 16) || zfill < 0 || zfill > size) {
+		snprintf(b, sizeof b, ": cp.async of %d bytes, %d of them zero-filled: the sizes are 4, 8 and 16", size, zfill);
+		report("cp.async size", where() + b);
+		return;
+	}
+	if (dst.byte < 0 || dst.byte + size > dst.bytes || dst.byte % size != 0 ||
+	    (size > zfill && (uintptr_t)src % (uintptr_t)size != 0)) {
+		snprintf(b, sizeof b, ": cp.async of %d bytes to byte %lld of shared %s (%lld bytes) from %p: outside or misaligned",
+			 size, dst.byte, dst.name, dst.bytes, src);
+		report("cp.async bounds", where() + b);
+		return;
+	}
+	for (long long i = dst.byte / dst.esize; i <= (dst.byte + size - 1) / dst.esize; i++) {
+		shadow_write(&dst.w[i], dst.name, i * dst.esize);
+		dst.w[i].pending = 1;
+	}
+	w.copies[t].push_back(AsyncCopy{dst, src, e, size, zfill, w.committed[t]});
+}
+
+void async_commit() {
+	Worker &w = *self;
+	w.committed[w.cur]++;
+}
+
+void async_wait(int prior) {
+	Worker &w = *self;
+	int t = w.cur;
+	auto &cs = w.copies[t];
+	size_t keep = 0;
+	for (size_t i = 0; i < cs.size(); i++) {
+		if (cs[i].group < w.committed[t] - prior) complete(w, cs[i]);
+		else cs[keep++] = cs[i];
+	}
+	cs.resize(keep);
+}
+
 } // namespace emu
+
+namespace {
+
+// complete lands copy c: its bytes from global memory (checked as a read),
+// zeros after them, and its words no longer pending.
+void complete(Worker &w, const AsyncCopy &c) {
+	char *to = c.dst.base + c.dst.byte;
+	int n = c.size - c.zfill;
+	if (n > 0 && emu::check(c.e, c.src, n, "cp.async read")) {
+		emu::note(c.e, c.src, n, false);
+		memcpy(to, c.src, n);
+	} else if (n > 0) {
+		memset(to, 0, n);
+	}
+	memset(to + n, 0, c.zfill);
+	for (long long i = c.dst.byte / c.dst.esize; i <= (c.dst.byte + c.size - 1) / c.dst.esize; i++) {
+		c.dst.w[i].pending = 0;
+		c.dst.w[i].writer = (int16_t)w.cur;
+		c.dst.w[i].wrote = w.epoch;
+	}
+}
+
+} // namespace
 
 void emu_syncthreads() {
 	Worker &w = *self;

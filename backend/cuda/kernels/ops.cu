@@ -45,47 +45,9 @@ using gptr = T *;
 
 #define IGNORE_INDEX 255
 
-// ---- 16-bit formats: backend/half.go's functions, bit for bit ----
+// ---- 16-bit formats: half.h (backend/half.go's functions, bit for bit) ----
 
-__device__ __forceinline__ uint16_t f32_to_f16(float f) {
-	uint32_t x = __float_as_uint(f);
-	uint32_t a = x & 0x7fffffffu;
-	uint32_t h = min((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13, 0x7c00u);
-	if (a < 0x38800000u) {
-		h = __float_as_uint(__fadd_rn(__uint_as_float(a), 0.5f)) - 0x3f000000u;
-	}
-	if (a > 0x7f800000u) {
-		h = 0x7e00u | ((a >> 13) & 0x3ffu);
-	}
-	return (uint16_t)(((x ^ a) >> 16) | h);
-}
-
-__device__ __forceinline__ float f16_to_f32(uint16_t h) {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-	uint32_t a = h & 0x7fffu;
-	uint32_t x = (a << 13) + 0x38000000u;
-	if (a < 0x0400u) {
-		x = __float_as_uint(__fsub_rn(__uint_as_float(0x38800000u | (a << 13)), 6.103515625e-05f));
-	}
-	if (a >= 0x7c00u) {
-		x = 0x7f800000u | ((a & 0x3ffu) << 13);
-		if (a > 0x7c00u) x |= 0x00400000u;
-	}
-	return __uint_as_float(sign | x);
-}
-
-__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
-	uint32_t x = __float_as_uint(f);
-	uint16_t h = (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-	if ((x & 0x7fffffffu) > 0x7f800000u) h = (uint16_t)(x >> 16) | 0x0040u;
-	return h;
-}
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) {
-	uint32_t x = (uint32_t)h << 16;
-	if ((h & 0x7fffu) > 0x7f80u) x |= 0x00400000u;
-	return __uint_as_float(x);
-}
+#include "half.h"
 
 // load reads value i of a float tensor of dtype dt as float32.
 __device__ __forceinline__ float load(gptr<const void> p, int dt, i64 i) {
@@ -812,13 +774,13 @@ KERNEL(unscale_check)(u64 g, i64 n, double inv, u64 flag) {
 	}
 }
 
-// bias_grad: dbias[c] += the sum of dout over (n, p) for channel c of
-// (N, C, P): one block per channel, float64 sums.
-KERNEL(bias_grad)(u64 dbias, u64 dout, i64 N, i64 C, i64 P) {
-	gptr<const float> dy = GCAST(const float, dout);
+// bias_grad: dbias[c] += the sum of dout (of dtype dt) over (n, p) for
+// channel c of (N, C, P): one block per channel, float64 sums.
+KERNEL(bias_grad)(u64 dbias, u64 dout, i64 dt, i64 N, i64 C, i64 P) {
+	gptr<const void> dy = GCAST(const void, dout);
 	i64 c = blockIdx.x;
 	double s = 0, unused = 0;
-	for (i64 e = threadIdx.x; e < N * P; e += blockDim.x) s += dy[((e / P) * C + c) * P + e % P];
+	for (i64 e = threadIdx.x; e < N * P; e += blockDim.x) s += load(dy, (int)dt, ((e / P) * C + c) * P + e % P);
 	block_sum2(s, unused);
 	if (threadIdx.x == 0) GCAST(float, dbias)[c] += (float)s;
 }

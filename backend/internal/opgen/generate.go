@@ -13,7 +13,7 @@ import (
 )
 
 // modules are the CUDA kernel files (kernels/M.cu), in Kernel order.
-var modules = []string{"ops", "gemm"}
+var modules = []string{"ops", "gemm", "tc"}
 
 // genFile is the name of the generated Go file in each package.
 const genFile = "ops_gen.go"
@@ -314,6 +314,7 @@ func (g *gen) cuda() error {
 	if err != nil {
 		return err
 	}
+	hand = withCallees(hand)
 	var b, methods bytes.Buffer
 	b.WriteString(goHeader + "package cuda\n\nimport (\n\"fmt\"\n\n\"github.com/memunet/memunet/backend\"\n)\n\n")
 	g.kernelEnum(&b)
@@ -362,7 +363,19 @@ func (g *gen) kernelEnum(b *bytes.Buffer) {
 		fmt.Fprintf(b, "%s: %q,\n", k.GoName(), k.Name)
 	}
 	b.WriteString("}\n\n// String is the kernel's entry name in its module.\nfunc (k Kernel) String() string { return kernelNames[k] }\n\n")
-	fmt.Fprintf(b, "// InGEMM reports a kernel of gemm.cu (else ops.cu).\nfunc (k Kernel) InGEMM() bool { return k >= %s }\n\n", first["gemm"])
+	fmt.Fprintf(b, "// NumModules is how many kernel files there are, kernels/M.cu for each M\n// of ModuleName: each is a fatbin of its own.\nconst NumModules = %d\n\n", len(modules))
+	b.WriteString("// ModuleName is kernel file m's name without .cu, in Kernel order.\nfunc ModuleName(m int) string { return [...]string{")
+	for i, m := range modules {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(b, "%q", m)
+	}
+	b.WriteString("}[m] }\n\n// Module is the number of the kernel file that holds the kernel.\nfunc (k Kernel) Module() int {\nswitch {\n")
+	for i := len(modules) - 1; i > 0; i-- {
+		fmt.Fprintf(b, "case k >= %s:\nreturn %d\n", first[modules[i]], i)
+	}
+	b.WriteString("}\nreturn 0\n}\n\n")
 }
 
 // pointwise writes op's CUDA method if its shape allows (views only, one

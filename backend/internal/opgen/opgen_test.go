@@ -126,7 +126,7 @@ func TestTableErrors(t *testing.T) {
 			"names kernel nosuch, which no KERNEL(nosuch)"},
 		{"unknown directive", []edit{{"backend/ops.go", "//op:cuda relu\n", "//op:cude relu\n"}},
 			`"//op:cude relu": want //op:cuda`},
-		{"kernel launched but not named", []edit{{"backend/ops.go", "conv_back_weight split_sum bias_grad\n", "conv_back_weight split_sum\n"}},
+		{"kernel launched but not named", []edit{{"backend/ops.go", "conv_back_weight split_sum bias_grad tc_", "conv_back_weight split_sum tc_"}},
 			"ConvBack launches bias_grad, which its //op:cuda line"},
 		{"optional without composition", []edit{twiceOptional, twiceCase},
 			"write its composition of required operations, func (c Composed) Twice"},

@@ -254,6 +254,30 @@ func handMethods(dir, recv, skip string) (map[string]map[string]bool, error) {
 	return methods, nil
 }
 
+// withCallees is methods with each method's identifiers joined by those
+// of the methods it calls (by name, transitively): what an operation
+// launches through a helper method counts as its own.
+func withCallees(methods map[string]map[string]bool) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for name := range methods {
+		all, todo := map[string]bool{}, []string{name}
+		seen := map[string]bool{name: true}
+		for len(todo) > 0 {
+			m := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			for id := range methods[m] {
+				all[id] = true
+				if _, ok := methods[id]; ok && !seen[id] {
+					seen[id] = true
+					todo = append(todo, id)
+				}
+			}
+		}
+		out[name] = all
+	}
+	return out
+}
+
 // receiverName is the type a receiver is of, without its pointer.
 func receiverName(e ast.Expr) string {
 	if s, ok := e.(*ast.StarExpr); ok {
