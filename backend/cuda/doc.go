@@ -32,11 +32,12 @@
 //     (backend/cuda/kernels/tc.cu): 16-bit tensors as they are, fp16 or
 //     bf16 operands with fp32 sums; fp32 tensors on TF32 operands (SetTF32,
 //     config key cuda.tf32, on by default) or exactly on the CUDA cores
-//     (backend/cuda/kernels/gemm.cu). Every other layer operation takes
-//     fp32 tensors: 16-bit ones are staged through fp32 by the layers
-//     (Stages reports true for those families), so a 16-bit run's plan
-//     counts that staging; the CPU takes 16-bit tensors as they are in
-//     every family.
+//     (backend/cuda/kernels/gemm.cu). Pooling, upsampling and add take
+//     16-bit tensors as they are too; the norms and losses take fp32
+//     tensors: 16-bit ones are staged through fp32 by the layers (Stages
+//     reports true for those families), so a 16-bit run's plan counts
+//     that staging; the CPU takes 16-bit tensors as they are in every
+//     family.
 //
 // The fatbins are generated with nvcc from the CUDA toolkit (go generate
 // -tags cudagen ./backend/cuda: cudagen.go) and committed with the sums of

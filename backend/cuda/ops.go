@@ -39,10 +39,14 @@ func splitWorkspace(rows, cols, splits int) int {
 
 // Stages reports true for 16-bit types in the families whose kernels are
 // fp32 only: the layers stage those tensors through fp32 (16-bit
-// storage, fp32 arithmetic). The convolutions take them as they are
-// (tc.cu's fp16/bf16 tensor-core kernels).
+// storage, fp32 arithmetic). The convolutions (tc.cu's fp16/bf16
+// tensor-core kernels), pooling, upsampling and add take them as they are.
 func (*Backend) Stages(op backend.Op, dt backend.DType) bool {
-	return dt != backend.Float32 && op != backend.OpConv
+	switch op {
+	case backend.OpConv, backend.OpPool, backend.OpUpsample, backend.OpAdd:
+		return false
+	}
+	return dt != backend.Float32
 }
 
 // ---- transfer ----
@@ -399,29 +403,31 @@ func (b *Backend) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in
 
 // ---- pooling, upsampling, concat (ReLU, its mask and Add are ops_gen.go's) ----
 
+// The pooling and upsampling kernels take every float type; dt is in's
+// (or dout's), and every other float view has it too.
+
 func (b *Backend) MaxPool2(s backend.Shape4, out, argmax, in backend.View) {
 	n := s.N * s.C * (s.H / 2) * (s.W / 2)
 	checkLen(in, s.Len(), out, n)
 	if !argmax.None() {
 		checkLen(argmax, n)
 	}
-	b.launch(KMaxPool2, n, ptr(out, backend.Float32), ptr(argmax, backend.Uint8), ptr(in, backend.Float32), s.N*s.C, s.H, s.W)
+	b.launch(KMaxPool2, n, ptr(out, in.DT), ptr(argmax, backend.Uint8), floatPtr(in), in.DT, s.N*s.C, s.H, s.W)
 }
 
 func (b *Backend) MaxPool2Back(s backend.Shape4, din, dout, argmax backend.View) {
 	checkLen(din, s.Len(), dout, s.N*s.C*(s.H/2)*(s.W/2), argmax, s.N*s.C*(s.H/2)*(s.W/2))
-	b.launch(KMaxPool2Back, s.Len(), ptr(din, backend.Float32), ptr(dout, backend.Float32),
-		ptr(argmax, backend.Uint8), s.N*s.C, s.H, s.W)
+	b.launch(KMaxPool2Back, s.Len(), ptr(din, dout.DT), floatPtr(dout), ptr(argmax, backend.Uint8), dout.DT, s.N*s.C, s.H, s.W)
 }
 
 func (b *Backend) Upsample2(s backend.Shape4, out, in backend.View) {
 	checkLen(in, s.Len(), out, 4*s.Len())
-	b.launch(KUpsample2, 4*s.Len(), ptr(out, backend.Float32), ptr(in, backend.Float32), s.N*s.C, s.H, s.W)
+	b.launch(KUpsample2, 4*s.Len(), ptr(out, in.DT), floatPtr(in), in.DT, s.N*s.C, s.H, s.W)
 }
 
 func (b *Backend) Upsample2Back(s backend.Shape4, din, dout backend.View) {
 	checkLen(din, s.Len(), dout, 4*s.Len())
-	b.launch(KUpsample2Back, s.Len(), ptr(din, backend.Float32), ptr(dout, backend.Float32), s.N*s.C, s.H, s.W)
+	b.launch(KUpsample2Back, s.Len(), ptr(din, dout.DT), floatPtr(dout), dout.DT, s.N*s.C, s.H, s.W)
 }
 
 // Concat copies each sample's skip values, then its up values, whatever

@@ -187,8 +187,8 @@ func (b *Backend) UpsampleConcatBack(s backend.Shape4, dskip, din, dout backend.
 
 // Add launches add on n threads.
 func (b *Backend) Add(out, x, y backend.View) {
-	n, _ := pointwise("Add", false, []backend.View{out, x, y})
-	b.launch(KAdd, n, floatPtr(out), floatPtr(x), floatPtr(y), n)
+	n, dt := pointwise("Add", true, []backend.View{out, x, y})
+	b.launch(KAdd, n, floatPtr(out), floatPtr(x), floatPtr(y), dt, n)
 }
 
 // pointwise checks the views of a generated method: the float views share

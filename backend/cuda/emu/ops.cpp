@@ -15,13 +15,13 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 3: k_relu_mask(a[0], a[1], a[2], a[3]); break; // KReLUMask
 	case 4: k_relu_and_mask(a[0], a[1], a[2], a[3], a[4]); break; // KReLUAndMask
 	case 5: k_relu_back_mask(a[0], a[1], a[2], a[3], a[4]); break; // KReLUBackMask
-	case 6: k_max_pool2(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KMaxPool2
-	case 7: k_max_pool2_back(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KMaxPool2Back
-	case 8: k_upsample2(a[0], a[1], a[2], a[3], a[4]); break; // KUpsample2
-	case 9: k_upsample2_back(a[0], a[1], a[2], a[3], a[4]); break; // KUpsample2Back
+	case 6: k_max_pool2(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KMaxPool2
+	case 7: k_max_pool2_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KMaxPool2Back
+	case 8: k_upsample2(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KUpsample2
+	case 9: k_upsample2_back(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KUpsample2Back
 	case 10: k_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConcat
 	case 11: k_split(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KSplit
-	case 12: k_add(a[0], a[1], a[2], a[3]); break; // KAdd
+	case 12: k_add(a[0], a[1], a[2], a[3], a[4]); break; // KAdd
 	case 13: k_batch_norm(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10), D(11), a[12], a[13]); break; // KBatchNorm
 	case 14: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], D(9)); break; // KBatchNormEval
 	case 15: k_batch_norm_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBack

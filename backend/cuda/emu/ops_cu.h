@@ -56,14 +56,41 @@ __device__ __forceinline__ float load(gptr<const void> p, int dt, i64 i) {
 	return dt == 1 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
+// store writes v into value i of a float tensor of dtype dt, rounded to it.
+__device__ __forceinline__ void store(gptr<void> p, int dt, i64 i, float v) {
+	if (dt == 0) GCAST(float, p)[i] = v;
+	else GCAST(uint16_t, p)[i] = dt == 1 ? f32_to_f16(v) : f32_to_bf16(v);
+}
+
+// In reads a float tensor of any dtype as float32 values; Out writes one,
+// rounding to its dtype (and reads it back).
+struct In {
+	gptr<const void> p;
+	int dt;
+	__device__ __forceinline__ float operator[](i64 i) const { return load(p, dt, i); }
+};
+struct Out {
+	gptr<void> p;
+	int dt;
+	__device__ __forceinline__ void set(i64 i, float v) const { store(p, dt, i, v); }
+	__device__ __forceinline__ float operator[](i64 i) const { return load(GCAST(const void, p), dt, i); }
+};
+
+__device__ __forceinline__ In input(u64 p, i64 dt) {
+	In t = {GCAST(const void, p), (int)dt};
+	return t;
+}
+__device__ __forceinline__ Out output(u64 p, i64 dt) {
+	Out t = {GCAST(void, p), (int)dt};
+	return t;
+}
+
 // ---- transfer ----
 
 KERNEL(convert)(u64 dst, i64 ddt, u64 src, i64 sdt, i64 n) {
-	GRID_STRIDE(i, n) {
-		float v = load(GCAST(const void, src), (int)sdt, i);
-		if (ddt == 0) GCAST(float, dst)[i] = v;
-		else GCAST(uint16_t, dst)[i] = ddt == 1 ? f32_to_f16(v) : f32_to_bf16(v);
-	}
+	In x = input(src, sdt);
+	Out y = output(dst, ddt);
+	GRID_STRIDE(i, n) y.set(i, x[i]);
 }
 
 // ---- pointwise ----
@@ -178,35 +205,35 @@ KERNEL(relu_back_mask)(u64 din, u64 dout, u64 mask, i64 dt, i64 n) {
 }
 
 // max_pool2: the maximum of each 2x2 window (the first on ties, a NaN
-// winning), its position 0..3 into argmax (when argmax is not 0).
-KERNEL(max_pool2)(u64 out, u64 argmax, u64 in, i64 planes, i64 H, i64 W) {
-	gptr<const float> x = GCAST(const float, in);
-	gptr<float> y = GCAST(float, out);
+// winning), its position 0..3 into argmax (when argmax is not 0); tensors
+// of dtype dt (the maximum is one of the window's values: no rounding).
+KERNEL(max_pool2)(u64 out, u64 argmax, u64 in, i64 dt, i64 planes, i64 H, i64 W) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
 	gptr<uint8_t> idx = GCAST(uint8_t, argmax);
 	i64 OH = H / 2, OW = W / 2;
 	GRID_STRIDE(o, planes * OH * OW) {
 		i64 p = o / (OH * OW), r = o % (OH * OW), oy = r / OW, ox = r % OW;
-		gptr<const float> r0 = x + p * H * W + 2 * oy * W + 2 * ox;
-		gptr<const float> r1 = r0 + W;
-		float best = r0[0];
+		i64 r0 = p * H * W + 2 * oy * W + 2 * ox, r1 = r0 + W;
+		float best = x[r0];
 		uint8_t at = 0;
-		float v = r0[1];
+		float v = x[r0 + 1];
 		if (v > best || v != v) { best = v; at = 1; }
-		v = r1[0];
+		v = x[r1];
 		if (v > best || v != v) { best = v; at = 2; }
-		v = r1[1];
+		v = x[r1 + 1];
 		if (v > best || v != v) { best = v; at = 3; }
-		y[o] = best;
+		y.set(o, best);
 		if (idx) idx[o] = at;
 	}
 }
 
 // max_pool2_back: each input gets its window's dout value where the window's
 // maximum was, +0 elsewhere (odd last rows and columns included).
-KERNEL(max_pool2_back)(u64 din, u64 dout, u64 argmax, i64 planes, i64 H, i64 W) {
-	gptr<const float> dy = GCAST(const float, dout);
+KERNEL(max_pool2_back)(u64 din, u64 dout, u64 argmax, i64 dt, i64 planes, i64 H, i64 W) {
+	In dy = input(dout, dt);
 	gptr<const uint8_t> idx = GCAST(const uint8_t, argmax);
-	gptr<float> dx = GCAST(float, din);
+	Out dx = output(din, dt);
 	i64 OH = H / 2, OW = W / 2;
 	GRID_STRIDE(i, planes * H * W) {
 		i64 p = i / (H * W), r = i % (H * W), y = r / W, xx = r % W;
@@ -215,21 +242,19 @@ KERNEL(max_pool2_back)(u64 din, u64 dout, u64 argmax, i64 planes, i64 H, i64 W) 
 			i64 o = (p * OH + y / 2) * OW + xx / 2;
 			if (idx[o] == (uint8_t)((y % 2) * 2 + xx % 2)) g = dy[o];
 		}
-		dx[i] = g;
+		dx.set(i, g);
 	}
 }
 
 // upsample2: bilinear, align_corners=False, scale 2 (backend/cpu's
 // separable weights: rows blended first, then along the row).
-KERNEL(upsample2)(u64 out, u64 in, i64 planes, i64 H, i64 W) {
-	gptr<const float> x = GCAST(const float, in);
-	gptr<float> y = GCAST(float, out);
+KERNEL(upsample2)(u64 out, u64 in, i64 dt, i64 planes, i64 H, i64 W) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
 	i64 OW = 2 * W;
 	GRID_STRIDE(o, planes * 4 * H * W) {
 		i64 p = o / (4 * H * W), r = o % (4 * H * W), oy = r / OW, ox = r % OW;
-		i64 i = oy / 2;
-		gptr<const float> src = x + p * H * W;
-		gptr<const float> r0, r1;
+		i64 i = oy / 2, src = p * H * W, r0, r1;
 		float a, b;
 		if (oy % 2 == 0) {
 			r0 = src + (i > 0 ? i - 1 : 0) * W; r1 = src + i * W; a = 0.25f; b = 0.75f;
@@ -238,39 +263,39 @@ KERNEL(upsample2)(u64 out, u64 in, i64 planes, i64 H, i64 W) {
 		}
 		float v;
 		if (ox == 0) {
-			v = a * r0[0] + b * r1[0];
+			v = a * x[r0] + b * x[r1];
 		} else if (ox == OW - 1) {
-			v = a * r0[W - 1] + b * r1[W - 1];
+			v = a * x[r0 + W - 1] + b * x[r1 + W - 1];
 		} else {
 			i64 j = (ox - 1) / 2; // ox is 2j+1 (0.75, 0.25) or 2j+2 (0.25, 0.75)
-			float cur = a * r0[j] + b * r1[j];
-			float next = a * r0[j + 1] + b * r1[j + 1];
+			float cur = a * x[r0 + j] + b * x[r1 + j];
+			float next = a * x[r0 + j + 1] + b * x[r1 + j + 1];
 			v = (ox % 2 == 1) ? 0.75f * cur + 0.25f * next : 0.25f * cur + 0.75f * next;
 		}
-		y[o] = v;
+		y.set(o, v);
 	}
 }
 
 // upsample2_back: the adjoint, gathered per input pixel from the output
 // rows 2i-1 .. 2i+2 and columns 2j-1 .. 2j+2 (clamped), as backend/cpu sums.
-KERNEL(upsample2_back)(u64 din, u64 dout, i64 planes, i64 H, i64 W) {
-	gptr<const float> dy = GCAST(const float, dout);
-	gptr<float> dx = GCAST(float, din);
+KERNEL(upsample2_back)(u64 din, u64 dout, i64 dt, i64 planes, i64 H, i64 W) {
+	In dy = input(dout, dt);
+	Out dx = output(din, dt);
 	i64 OW = 2 * W;
 	GRID_STRIDE(idx, planes * H * W) {
 		i64 p = idx / (H * W), r = idx % (H * W), i = r / W, j = r % W;
-		gptr<const float> g = dy + p * 4 * H * W;
-		gptr<const float> gu = g + (2 * i - 1 > 0 ? 2 * i - 1 : 0) * OW;
-		gptr<const float> ge = g + 2 * i * OW;
-		gptr<const float> go = g + (2 * i + 1) * OW;
-		gptr<const float> gd = g + (2 * i + 2 < 2 * H - 1 ? 2 * i + 2 : 2 * H - 1) * OW;
-#define COL(c) (0.25f * (gu[c] + gd[c]) + 0.75f * (ge[c] + go[c]))
+		i64 g = p * 4 * H * W;
+		i64 gu = g + (2 * i - 1 > 0 ? 2 * i - 1 : 0) * OW;
+		i64 ge = g + 2 * i * OW;
+		i64 go = g + (2 * i + 1) * OW;
+		i64 gd = g + (2 * i + 2 < 2 * H - 1 ? 2 * i + 2 : 2 * H - 1) * OW;
+#define COL(c) (0.25f * (dy[gu + (c)] + dy[gd + (c)]) + 0.75f * (dy[ge + (c)] + dy[go + (c)]))
 		float e = COL(2 * j);
 		float o = COL(2 * j + 1);
 		float prevO = j > 0 ? COL(2 * j - 1) : e;
 		float next = j + 1 < W ? COL(2 * j + 2) : o;
 #undef COL
-		dx[idx] = 0.25f * (prevO + next) + 0.75f * (e + o);
+		dx.set(idx, 0.25f * (prevO + next) + 0.75f * (e + o));
 	}
 }
 
@@ -310,10 +335,10 @@ KERNEL(split)(u64 dskip, u64 dup, u64 dout, i64 n, i64 sw, i64 uw, i64 esize) {
 	else split_t<uint8_t>(dskip, dup, dout, n, sw, uw);
 }
 
-KERNEL(add)(u64 out, u64 x, u64 y, i64 n) {
-	gptr<const float> a = GCAST(const float, x), b = GCAST(const float, y);
-	gptr<float> o = GCAST(float, out);
-	GRID_STRIDE(i, n) o[i] = a[i] + b[i];
+KERNEL(add)(u64 out, u64 x, u64 y, i64 dt, i64 n) {
+	In a = input(x, dt), b = input(y, dt);
+	Out o = output(out, dt);
+	GRID_STRIDE(i, n) o.set(i, a[i] + b[i]);
 }
 
 // ---- block reductions (fixed order: the same result every run) ----
