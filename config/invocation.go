@@ -45,16 +45,31 @@ func (inv Invocation) Run(sub string, args ...string) string {
 }
 
 // Command is the command line of sub with the same --config and --set
-// flags, then args.
+// flags, then args. A --set in args replaces the user's --set of the same
+// key rather than following it.
 func (inv Invocation) Command(sub string, args ...string) string {
+	replaced := map[string]bool{}
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--set" {
+			replaced[setKey(args[i+1])] = true
+		}
+	}
 	var flags []string
 	if inv.Config != "" {
 		flags = append(flags, "--config", inv.Config)
 	}
 	for _, s := range inv.Sets {
-		flags = append(flags, "--set", s)
+		if !replaced[setKey(s)] {
+			flags = append(flags, "--set", s)
+		}
 	}
 	return inv.Run(sub, append(flags, args...)...)
+}
+
+// setKey is the key of a --set override "section.key=value".
+func setKey(set string) string {
+	key, _, _ := strings.Cut(set, "=")
+	return strings.TrimSpace(key)
 }
 
 func (inv Invocation) program() string {

@@ -9,6 +9,7 @@ func TestInvocationCommand(t *testing.T) {
 		{inv.Command("data check"), `go run ./cmd/memunet data check --config configs/quickstart.yaml --set 'data.path=my data' --set 'data.mask_values=[0, 255]' --set train.steps=20`},
 		{inv.Command("plan", "--capacity", "4MiB"), `go run ./cmd/memunet plan --config configs/quickstart.yaml --set 'data.path=my data' --set 'data.mask_values=[0, 255]' --set train.steps=20 --capacity 4MiB`},
 		{inv.Run("export", "--checkpoint", "runs/it's"), `go run ./cmd/memunet export --checkpoint 'runs/it'\''s'`},
+		{inv.Command("train", "--set", "train.steps=40"), `go run ./cmd/memunet train --config configs/quickstart.yaml --set 'data.path=my data' --set 'data.mask_values=[0, 255]' --set train.steps=40`},
 		{Invocation{}.Command("plan"), "memunet plan"},
 		{Invocation{Program: "./memunet", Config: "quickstart"}.Command("config list"), "./memunet config list --config quickstart"},
 	} {
