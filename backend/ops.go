@@ -54,7 +54,7 @@ type Layers interface {
 	// flipped weights; dw (OC,C,K,K) += dout x im2col(in); dbias (OC; may be
 	// none) += sum of dout over (N,OH,OW).
 	//
-	//op:cuda conv_back_data conv_back_weight split_sum bias_grad tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
+	//op:cuda conv_back_data conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
 	ConvBack(s ConvShape, din, dw, dbias, dout, in, w, ws View)
 	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC;
 	// may be none). ws has UpConvWorkspace(s) values.
@@ -64,7 +64,7 @@ type Layers interface {
 	// UpConvBack: din overwritten (skipped if none), dw and dbias (may be
 	// none) accumulated.
 	//
-	//op:cuda up_conv_back_data up_conv_back_weight split_sum bias_grad tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
+	//op:cuda up_conv_back_data up_conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
 	UpConvBack(s UpConvShape, din, dw, dbias, dout, in, w, ws View)
 
 	// BatchNorm (training): normalizes in per channel with the batch mean and
@@ -74,7 +74,7 @@ type Layers interface {
 	// towards the batch's (momentum, unbiased variance). update needs the
 	// batch's variance, so it is only allowed without reuse.
 	//
-	//op:cuda batch_norm
+	//op:cuda norm_sums batch_norm_finish batch_norm_apply
 	BatchNorm(a NormArgs, out, in, stats View, reuse, update bool)
 	// BatchNormReLU is BatchNorm(a, out, in, stats, reuse, update), then
 	// ReLU of out in place and, unless mask is none, ReLUMask(mask, out):
@@ -89,7 +89,7 @@ type Layers interface {
 	// BatchNormBack: dgamma, dbeta += and din (may be dout) from the saved
 	// stats.
 	//
-	//op:cuda batch_norm_back
+	//op:cuda norm_sums batch_norm_back_finish batch_norm_back_apply
 	BatchNormBack(a NormArgs, din, dgamma, dbeta, dout, in, stats View)
 	// BatchNormReLUBack is the backward of BatchNormReLU: din = the ReLU's
 	// gradient of dout (ReLUBackMask where relu is the mask, Uint8, else
@@ -102,11 +102,11 @@ type Layers interface {
 	// GroupNorm normalizes per (sample, group); stats are 2*N*Groups (mean,
 	// then invstd), computed unless reuse.
 	//
-	//op:cuda group_norm
+	//op:cuda norm_sums group_norm_finish group_norm_apply
 	GroupNorm(a NormArgs, out, in, stats View, reuse bool)
 	// GroupNormBack: dgamma, dbeta += and din (may be dout).
 	//
-	//op:cuda group_norm_params_back group_norm_back
+	//op:cuda norm_sums add_sums group_norm_back_finish group_norm_back_apply
 	GroupNormBack(a NormArgs, din, dgamma, dbeta, dout, in, stats View)
 
 	// ReLU: out = max(in, 0) (NaN passes), for every float type; out may be
@@ -190,7 +190,7 @@ type Layers interface {
 	// neither is a *TargetError naming the first sample that has one and
 	// one of its bad values.
 	//
-	//op:cuda cross_entropy
+	//op:cuda loss_partials
 	CrossEntropy(s Shape4, logits, target View) (sum float64, count int, err error)
 	// CrossEntropyBack: dlogits = k*(softmax(logits) - onehot(target)) at
 	// counted pixels, 0 at ignored ones (and everywhere if k is 0); dlogits
@@ -208,7 +208,7 @@ type Layers interface {
 	// from which class-weighted cross-entropy, focal loss and soft Dice
 	// follow. A bad target value is a *TargetError, as for CrossEntropy.
 	//
-	//op:cuda loss_sums
+	//op:cuda loss_partials
 	LossSums(s Shape4, logits, target View, gamma float32, sums []float64) error
 	// LossBack writes dlogits at a pixel with target t as
 	//   coef[t]·F·(p - onehot(t)) + p⊙(d - <p,d>),  d_c = coef[K+c]·[c=t] + coef[2K+c],

@@ -12,17 +12,23 @@ import (
 	"github.com/memunet/memunet/memory"
 )
 
-// scratch layout: the backend's own device memory for reductions that
-// return host values: cross-entropy partial sums (2 float64 per block, at
-// most maxBlocks blocks), a bad-target value per sample, and the confusion
-// counts (K*K uint64, K <= 256).
+// scratch layout: the backend's own device memory for reductions: in its
+// first MiB, the unscale check's flag, a bad-target value per sample, and
+// the confusion counts (K*K uint64, K <= 256) or the loss gradient's
+// coefficients; in its second, the segmented sums' partials (reduce.go:
+// at most maxPartials of 16 bytes) and the coefficients their finish
+// kernels leave for the pass that applies them (at most maxCoefs
+// float32).
 const (
-	scratchBytes   = 1 << 20
-	maxBlocks      = 1024
-	badOffset      = 2 * 8 * maxBlocks
+	scratchBytes   = 2 << 20
+	badOffset      = 16 << 10
 	maxSamples     = 8192
 	countsOffset   = badOffset + 4*maxSamples
-	maxCountsBytes = scratchBytes - countsOffset
+	maxCountsBytes = 1<<20 - countsOffset
+	partialsOffset = 1 << 20
+	maxPartials    = 1 << 15
+	coefOffset     = partialsOffset + 16*maxPartials
+	maxCoefs       = (scratchBytes - coefOffset) / 4
 )
 
 // Backend is one CUDA device: see the package doc.
@@ -32,6 +38,7 @@ type Backend struct {
 	overheadBytes int64
 	syncLaunches  atomic.Bool
 	tf32          atomic.Bool
+	reduceGrid    atomic.Int64 // norm_sums's blocks; 0: defaultReduceGrid
 
 	mu       sync.Mutex
 	err      error // the first error the device reported, returned by Sync and every call after it

@@ -32,12 +32,15 @@
 //     (backend/cuda/kernels/tc.cu): 16-bit tensors as they are, fp16 or
 //     bf16 operands with fp32 sums; fp32 tensors on TF32 operands (SetTF32,
 //     config key cuda.tf32, on by default) or exactly on the CUDA cores
-//     (backend/cuda/kernels/gemm.cu). Pooling, upsampling and add take
-//     16-bit tensors as they are too; the norms and losses take fp32
-//     tensors: 16-bit ones are staged through fp32 by the layers (Stages
-//     reports true for those families), so a 16-bit run's plan counts
-//     that staging; the CPU takes 16-bit tensors as they are in every
-//     family.
+//     (backend/cuda/kernels/gemm.cu). Every other layer operation takes
+//     16-bit tensors as they are too (widening each value, rounding each
+//     result), as the CPU does: Stages is false, so no layer stages
+//     anything through fp32 and a 16-bit plan is as small as the CPU's.
+//   - Reductions are deterministic: a norm's statistics and gradient
+//     sums, a bias gradient and a loss's sums are float64 sums over chunks
+//     that depend on the shape alone, many blocks a channel, group or
+//     class, added in a fixed order by a second pass (reduce.go): the same
+//     bits run to run and at any grid size. No float atomics anywhere.
 //
 // The fatbins are generated with nvcc from the CUDA toolkit (go generate
 // -tags cudagen ./backend/cuda: cudagen.go) and committed with the sums of

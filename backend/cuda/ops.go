@@ -37,17 +37,11 @@ func splitWorkspace(rows, cols, splits int) int {
 	return splits * rows * cols
 }
 
-// Stages reports true for 16-bit types in the families whose kernels are
-// fp32 only: the layers stage those tensors through fp32 (16-bit
-// storage, fp32 arithmetic). The convolutions (tc.cu's fp16/bf16
-// tensor-core kernels), pooling, upsampling and add take them as they are.
-func (*Backend) Stages(op backend.Op, dt backend.DType) bool {
-	switch op {
-	case backend.OpConv, backend.OpPool, backend.OpUpsample, backend.OpAdd:
-		return false
-	}
-	return dt != backend.Float32
-}
+// Stages is false: every family's kernels take 16-bit tensors as they are
+// (the convolutions on fp16/bf16 tensor-core operands, the others widening
+// each value to fp32 and rounding each result), as the CPU's do, so no
+// layer stages anything through fp32.
+func (*Backend) Stages(op backend.Op, dt backend.DType) bool { return false }
 
 // ---- transfer ----
 
@@ -228,13 +222,6 @@ func (b *Backend) runWgrad(g tcWgrad, dt backend.DType, dw, a, bt, ws backend.Vi
 	b.splitSum(dw, ws, g.M*g.N, splits)
 }
 
-// biasGrad adds the sums of dout (N, C, P; of any float type) over (n, p)
-// to dbias.
-func (b *Backend) biasGrad(dbias, dout backend.View, n, c, p int) {
-	checkLen(dbias, c)
-	b.launchGrid(KBiasGrad, c, 1, ptr(dbias, backend.Float32), floatPtr(dout), dout.DT, n, c, p)
-}
-
 func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
 	if b.exactFP32(s.DT, convFits(s)) {
@@ -358,49 +345,6 @@ func checkLen(pairs ...any) {
 	}
 }
 
-// ---- norms: one block per channel (batch) or per (sample, group) ----
-
-func (b *Backend) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
-	if reuse && update {
-		panic("backend/cuda: batch norm: running statistics cannot be updated from reused statistics")
-	}
-	checkLen(out, a.Len(), in, a.Len(), stats, a.StatsLen(false))
-	b.launchGrid(KBatchNorm, a.C, 1, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(stats, backend.Float32),
-		ptr(a.Gamma, backend.Float32), ptr(a.Beta, backend.Float32), ptr(a.RunningMean, backend.Float32), ptr(a.RunningVar, backend.Float32),
-		a.N, a.C, a.H*a.W, a.Eps, a.Momentum, reuse, update)
-}
-
-func (b *Backend) BatchNormEval(a backend.NormArgs, out, in backend.View) {
-	checkLen(out, a.Len(), in, a.Len())
-	b.launch(KBatchNormEval, a.Len(), ptr(out, backend.Float32), ptr(in, backend.Float32),
-		ptr(a.Gamma, backend.Float32), ptr(a.Beta, backend.Float32), ptr(a.RunningMean, backend.Float32), ptr(a.RunningVar, backend.Float32),
-		a.N, a.C, a.H*a.W, a.Eps)
-}
-
-func (b *Backend) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
-	checkLen(din, a.Len(), dout, a.Len(), in, a.Len(), stats, a.StatsLen(false))
-	b.launchGrid(KBatchNormBack, a.C, 1, ptr(din, backend.Float32), ptr(dgamma, backend.Float32),
-		ptr(dbeta, backend.Float32), ptr(dout, backend.Float32), ptr(in, backend.Float32), ptr(stats, backend.Float32),
-		ptr(a.Gamma, backend.Float32), a.N, a.C, a.H*a.W)
-}
-
-func (b *Backend) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {
-	checkLen(out, a.Len(), in, a.Len(), stats, a.StatsLen(true))
-	b.launchGrid(KGroupNorm, a.N*a.Groups, 1, ptr(out, backend.Float32), ptr(in, backend.Float32),
-		ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), ptr(a.Beta, backend.Float32),
-		a.N, a.C, a.H*a.W, a.Groups, a.Eps, reuse)
-}
-
-// GroupNormBack computes dgamma and dbeta per channel first, then din per
-// (sample, group), so din may be dout.
-func (b *Backend) GroupNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
-	checkLen(din, a.Len(), dout, a.Len(), in, a.Len(), stats, a.StatsLen(true))
-	b.launchGrid(KGroupNormParamsBack, a.C, 1, ptr(dgamma, backend.Float32), ptr(dbeta, backend.Float32),
-		ptr(dout, backend.Float32), ptr(in, backend.Float32), ptr(stats, backend.Float32), a.N, a.C, a.H*a.W, a.Groups)
-	b.launchGrid(KGroupNormBack, a.N*a.Groups, 1, ptr(din, backend.Float32), ptr(dout, backend.Float32),
-		ptr(in, backend.Float32), ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), a.N, a.C, a.H*a.W, a.Groups)
-}
-
 // ---- pooling, upsampling, concat (ReLU, its mask and Add are ops_gen.go's) ----
 
 // The pooling and upsampling kernels take every float type; dt is in's
@@ -449,38 +393,58 @@ func (b *Backend) Split(n int, dskip, dup, dout backend.View) {
 
 // ---- loss ----
 
-// CrossEntropy sums the per-pixel losses per block on the device (float64)
-// and the block sums on the host, in order.
-func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
+// lossSums runs loss_partials of kind over segs segments (1, or one per
+// class) of the N*H*W pixels and returns each segment's four sums, its
+// chunks added in order on the host; a bad target's *TargetError, or the
+// device's error.
+func (b *Backend) lossSums(kind, segs int, s backend.Shape4, logits, target backend.View, gamma float32) ([][4]float64, error) {
 	P := s.N * s.H * s.W
 	checkLen(logits, s.Len(), target, P)
 	if s.N > maxSamples {
-		panic(fmt.Sprintf("backend/cuda: cross entropy of %d samples; at most %d", s.N, maxSamples))
+		panic(fmt.Sprintf("backend/cuda: a loss over %d samples; at most %d", s.N, maxSamples))
 	}
-	blocks := max(1, min((P+BlockThreads-1)/BlockThreads, maxBlocks))
-	bad, sums := b.scratchPtr(badOffset, 4*s.N), b.scratchPtr(0, 16*blocks)
+	chunk, chunks := reduceChunks(segs, P, maxPartials/2) // 32 bytes a work item
+	items := segs * chunks
+	bad, partials := b.scratchPtr(badOffset, 4*s.N), b.scratchPtr(partialsOffset, 32*items)
 	b.memsetD32(bad, 0, s.N)
-	b.launchGrid(KCrossEntropy, blocks, 1, sums, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8),
-		s.N, s.C, s.H*s.W)
-	partial, err := b.fetch(sums, 16*blocks)
+	b.launchGrid(KLossPartials, min(items, b.reduceBlocks()), 1, partials, bad, floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
+		s.N, s.C, s.H*s.W, gamma, kind, chunk, chunks)
+	raw, err := b.fetch(partials, 32*items)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.targetError(bad, s.N, s.C); err != nil {
+		return nil, err
+	}
+	out := make([][4]float64, segs)
+	for i := range items {
+		for j := range 4 {
+			out[i/chunks][j] += math.Float64frombits(binary.LittleEndian.Uint64(raw[8*(4*i+j):]))
+		}
+	}
+	return out, nil
+}
+
+// The kinds of loss_partials (ops.cu's LOSS_*).
+const (
+	lossCE = iota
+	lossSums
+)
+
+// CrossEntropy sums the per-pixel losses over chunks of the pixels on the
+// device (float64) and the chunks on the host, in order.
+func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
+	sums, err := b.lossSums(lossCE, 1, s, logits, target, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := b.targetError(bad, s.N, s.C); err != nil {
-		return 0, 0, err
-	}
-	var sum, count float64
-	for i := range blocks {
-		sum += math.Float64frombits(binary.LittleEndian.Uint64(partial[16*i:]))
-		count += math.Float64frombits(binary.LittleEndian.Uint64(partial[16*i+8:]))
-	}
-	return sum, int(count), nil
+	return sums[0][0], int(sums[0][1]), nil
 }
 
 func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
 	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
-	b.launch(KCrossEntropyBack, s.N*s.H*s.W, ptr(dlogits, backend.Float32), ptr(logits, backend.Float32),
-		ptr(target, backend.Uint8), s.N, s.C, s.H*s.W, k)
+	b.launch(KCrossEntropyBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
+		s.N, s.C, s.H*s.W, k)
 }
 
 // targetError reads the kernels' bad-target flags of n samples at bad (the
@@ -500,30 +464,20 @@ func (b *Backend) targetError(bad devicePtr, n, classes int) error {
 	return nil
 }
 
-// LossSums runs one block per class (a deterministic reduction, no
-// atomics) and adds the K*4 sums, read back from the scratch, to the host's.
+// LossSums sums each class's four values over chunks of the pixels on the
+// device (no atomics: deterministic) and adds them to the host's.
 func (b *Backend) LossSums(s backend.Shape4, logits, target backend.View, gamma float32, sums []float64) error {
 	K := s.C
-	checkLen(logits, s.Len(), target, s.N*s.H*s.W)
 	if len(sums) != 4*K {
 		panic("backend/cuda: loss sums need 4 values per class")
 	}
-	if s.N > maxSamples || 32*K > badOffset {
-		panic(fmt.Sprintf("backend/cuda: loss sums of %d samples, %d classes; at most %d and %d", s.N, K, maxSamples, badOffset/32))
-	}
-	bad, out := b.scratchPtr(badOffset, 4*s.N), b.scratchPtr(0, 32*K)
-	b.memsetD32(bad, 0, s.N)
-	b.launchGrid(KLossSums, K, 1, out, bad, ptr(logits, backend.Float32), ptr(target, backend.Uint8), s.N, K, s.H*s.W, gamma)
-	got, err := b.fetch(out, 32*K)
+	got, err := b.lossSums(lossSums, K, s, logits, target, gamma)
 	if err != nil {
-		return err
-	}
-	if err := b.targetError(bad, s.N, K); err != nil {
 		return err
 	}
 	for c := range K {
 		for j := range 4 {
-			sums[j*K+c] += math.Float64frombits(binary.LittleEndian.Uint64(got[8*(4*c+j):]))
+			sums[j*K+c] += got[c][j]
 		}
 	}
 	return nil
@@ -545,7 +499,7 @@ func (b *Backend) LossBack(s backend.Shape4, dlogits, logits, target backend.Vie
 	if b.failed() == nil {
 		b.finish("LossBack", b.drv.CopyHtoD(p.addr, raw))
 	}
-	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, backend.Float32), ptr(logits, backend.Float32), ptr(target, backend.Uint8), p,
+	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), p, logits.DT,
 		s.N, K, s.H*s.W, gamma)
 }
 

@@ -27,15 +27,19 @@ const (
 	KConcat
 	KSplit
 	KAdd
-	KBatchNorm
+	KNormSums
+	KAddSums
+	KBatchNormFinish
+	KBatchNormApply
 	KBatchNormEval
-	KBatchNormBack
-	KGroupNorm
-	KGroupNormParamsBack
-	KGroupNormBack
-	KCrossEntropy
+	KBatchNormBackFinish
+	KBatchNormBackApply
+	KGroupNormFinish
+	KGroupNormApply
+	KGroupNormBackFinish
+	KGroupNormBackApply
+	KLossPartials
 	KCrossEntropyBack
-	KLossSums
 	KLossBack
 	KConfusion
 	KArgmax
@@ -43,7 +47,6 @@ const (
 	KSGD
 	KRMSprop
 	KUnscaleCheck
-	KBiasGrad
 	// gemm.cu
 	KSplitSum
 	KConv
@@ -74,15 +77,19 @@ var kernelNames = [NumKernels]string{
 	KConcat:              "concat",
 	KSplit:               "split",
 	KAdd:                 "add",
-	KBatchNorm:           "batch_norm",
+	KNormSums:            "norm_sums",
+	KAddSums:             "add_sums",
+	KBatchNormFinish:     "batch_norm_finish",
+	KBatchNormApply:      "batch_norm_apply",
 	KBatchNormEval:       "batch_norm_eval",
-	KBatchNormBack:       "batch_norm_back",
-	KGroupNorm:           "group_norm",
-	KGroupNormParamsBack: "group_norm_params_back",
-	KGroupNormBack:       "group_norm_back",
-	KCrossEntropy:        "cross_entropy",
+	KBatchNormBackFinish: "batch_norm_back_finish",
+	KBatchNormBackApply:  "batch_norm_back_apply",
+	KGroupNormFinish:     "group_norm_finish",
+	KGroupNormApply:      "group_norm_apply",
+	KGroupNormBackFinish: "group_norm_back_finish",
+	KGroupNormBackApply:  "group_norm_back_apply",
+	KLossPartials:        "loss_partials",
 	KCrossEntropyBack:    "cross_entropy_back",
-	KLossSums:            "loss_sums",
 	KLossBack:            "loss_back",
 	KConfusion:           "confusion",
 	KArgmax:              "argmax",
@@ -90,7 +97,6 @@ var kernelNames = [NumKernels]string{
 	KSGD:                 "sgd",
 	KRMSprop:             "rmsprop",
 	KUnscaleCheck:        "unscale_check",
-	KBiasGrad:            "bias_grad",
 	KSplitSum:            "split_sum",
 	KConv:                "conv",
 	KConvBackData:        "conv_back_data",

@@ -44,6 +44,18 @@ func (e convEnv) view(t *testing.T, dt backend.DType, vals []float32) backend.Vi
 	return v
 }
 
+// bytes is vals in a new Uint8 view.
+func (e convEnv) bytes(t *testing.T, vals []byte) backend.View {
+	t.Helper()
+	buf, err := e.pool.Alloc(memory.Activations, int64(max(len(vals), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := backend.View{Buf: buf, DT: backend.Uint8, Len: len(vals)}
+	e.b.Upload(v, vals)
+	return v
+}
+
 // precisionCase is a storage type and, for fp32, whether the CUDA backend
 // rounds convolution operands to TF32, with the tolerance that holds a
 // result to the CPU's (|got-want| <= tol*(1+|want|)).

@@ -365,338 +365,416 @@ __device__ void block_sum2(double &a, double &b) {
 	__syncthreads();
 }
 
-// ---- batch norm: one block per channel ----
+// ---- segmented sums: many blocks per channel or group, in a fixed order ----
+//
+// A norm's statistics and gradient sums (and a bias gradient) are two
+// float64 sums over each segment (a channel's values over the batch, or
+// a (sample, group)'s): each segment is cut into chunks of chunk values
+// (a function of the shape alone, backend/cuda's reduceChunks), each
+// chunk summed by one block in a fixed order (thread t takes values t,
+// t+256, ... then block_sum2's tree) into partial[2*(seg*chunks + i)], and
+// a finish kernel adds a segment's chunks in order. Blocks take work items
+// (segment, chunk) grid-stride, so the result is the same bits at any
+// grid size.
 
-// batch_norm: statistics (unless reuse) as float64 sums shifted by the
-// channel's first value, saved as float32 mean and invstd; out from those
-// float32 statistics; with update, the running statistics move by momentum
-// towards the batch's (unbiased variance).
-KERNEL(batch_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta, u64 rmean, u64 rvar,
-		i64 N, i64 C, i64 HW, double eps, double momentum, i64 reuse, i64 update) {
-	gptr<const float> x = GCAST(const float, in);
-	gptr<float> y = GCAST(float, out);
-	gptr<float> mean = GCAST(float, stats), inv = mean + C;
-	i64 c = blockIdx.x, M = N * HW;
-	double variance = 0, ss = 0;
-	if (!reuse) {
-		double k = x[c * HW];
-		double s = 0, q = 0;
-		for (i64 e = threadIdx.x; e < M; e += blockDim.x) {
-			i64 n = e / HW, p = e % HW;
-			double d = (double)x[(n * C + c) * HW + p] - k;
-			s += d;
-			q += d * d;
+// The kinds of norm_sums: what is summed over a segment's values.
+#define SUM_BN_STATS 0  // channel c: (x - k, (x - k)^2), k its first value
+#define SUM_BN_BACK 1   // channel c: (dy, dy*(x - mean_c))
+#define SUM_GN_STATS 2  // group ng: (x - k, (x - k)^2), k its first value
+#define SUM_GN_PARAMS 3 // channel c: (dy, dy*(x - mean_ng)*invstd_ng)
+#define SUM_GN_BACK 4   // group ng: (gamma_c*dy, gamma_c*dy*(x - mean_ng))
+#define SUM_BIAS 5      // channel c: (dy, 0)
+
+// channel_at is value e of channel c of (N, C, HW) over the batch.
+__device__ __forceinline__ i64 channel_at(i64 c, i64 e, i64 C, i64 HW) { return ((e / HW) * C + c) * HW + e % HW; }
+
+// norm_sums: kind's two sums over chunks of the segments (C channels of
+// (N, C, HW), or N*G groups of C/G*HW values) into partial; x and dy of
+// dtype dt, stats (mean, then invstd) and gamma fp32.
+KERNEL(norm_sums)(u64 partial, i64 kind, u64 x_, u64 dy_, u64 stats, u64 gamma, i64 dt, i64 N, i64 C, i64 HW, i64 G,
+		  i64 chunk, i64 chunks) {
+	In x = input(x_, dt), dy = input(dy_, dt);
+	gptr<const float> st = GCAST(const float, stats), gm = GCAST(const float, gamma);
+	bool group = kind == SUM_GN_STATS || kind == SUM_GN_BACK;
+	i64 cg = group || kind == SUM_GN_PARAMS ? C / G : 1;
+	i64 segs = group ? N * G : C, len = group ? cg * HW : N * HW;
+	gptr<const float> mean = st, inv = st + (kind == SUM_BN_BACK ? C : N * G);
+	for (i64 item = blockIdx.x; item < segs * chunks; item += gridDim.x) {
+		i64 sg = item / chunks, lo = (item % chunks) * chunk, hi = min(len, lo + chunk);
+		double k = 0;
+		if (kind == SUM_BN_STATS) k = x[channel_at(sg, 0, C, HW)];
+		if (kind == SUM_GN_STATS) k = x[sg * len];
+		double mu = kind == SUM_BN_BACK ? (double)mean[sg] : kind == SUM_GN_BACK ? (double)mean[sg] : 0;
+		double a = 0, b = 0;
+		for (i64 e = lo + threadIdx.x; e < hi; e += blockDim.x) {
+			i64 i = group ? sg * len + e : channel_at(sg, e, C, HW);
+			switch (kind) {
+			case SUM_BN_STATS:
+			case SUM_GN_STATS: {
+				double d = (double)x[i] - k;
+				a += d;
+				b += d * d;
+				break;
+			}
+			case SUM_BN_BACK: {
+				double g = dy[i];
+				a += g;
+				b += g * ((double)x[i] - mu);
+				break;
+			}
+			case SUM_GN_PARAMS: {
+				i64 ng = (e / HW) * G + sg / cg;
+				double g = dy[i];
+				a += g;
+				b += g * ((double)x[i] - (double)mean[ng]) * (double)inv[ng];
+				break;
+			}
+			case SUM_GN_BACK: {
+				double g = (double)gm[(sg % G) * cg + e / HW] * (double)dy[i];
+				a += g;
+				b += g * ((double)x[i] - mu);
+				break;
+			}
+			default:
+				a += dy[i];
+			}
 		}
-		block_sum2(s, q);
-		double d = s / (double)M;
-		ss = fmax(q - s * d, 0.0);
-		variance = ss / (double)M;
+		block_sum2(a, b);
 		if (threadIdx.x == 0) {
+			GCAST(double, partial)[2 * item] = a;
+			GCAST(double, partial)[2 * item + 1] = b;
+		}
+	}
+}
+
+// segment_sums are segment sg's two sums: its chunks' partial sums, in
+// order.
+__device__ __forceinline__ void segment_sums(u64 partial, i64 sg, i64 chunks, double &a, double &b) {
+	gptr<const double> p = GCAST(const double, partial) + 2 * sg * chunks;
+	a = 0;
+	b = 0;
+	for (i64 i = 0; i < chunks; i++) {
+		a += p[2 * i];
+		b += p[2 * i + 1];
+	}
+}
+
+// add_sums: first[s] += the first sum of segment s, second[s] += its second
+// (each where not 0): a bias gradient, group norm's dbeta and dgamma.
+KERNEL(add_sums)(u64 first, u64 second, u64 partial, i64 segs, i64 chunks) {
+	GRID_STRIDE(sg, segs) {
+		double a, b;
+		segment_sums(partial, sg, chunks, a, b);
+		if (first) GCAST(float, first)[sg] += (float)a;
+		if (second) GCAST(float, second)[sg] += (float)b;
+	}
+}
+
+// ---- batch norm ----
+
+// batch_norm_finish: per channel, the statistics from the sums (unless
+// reuse: then read) saved as float32 mean and invstd, the running
+// statistics moved by momentum towards the batch's (with update; unbiased
+// variance), and coef[2c], coef[2c+1] = the scale and shift out = x*scale +
+// shift takes.
+KERNEL(batch_norm_finish)(u64 stats, u64 coef, u64 partial, u64 in, u64 gamma, u64 beta, u64 rmean, u64 rvar, i64 dt,
+			  i64 N, i64 C, i64 HW, double eps, double momentum, i64 reuse, i64 update, i64 chunks) {
+	gptr<float> mean = GCAST(float, stats), inv = mean + C, cf = GCAST(float, coef);
+	gptr<const float> g = GCAST(const float, gamma), b = GCAST(const float, beta);
+	i64 M = N * HW;
+	GRID_STRIDE(c, C) {
+		double variance = 0, ss = 0;
+		if (!reuse) {
+			double s, q, k = input(in, dt)[channel_at(c, 0, C, HW)];
+			segment_sums(partial, c, chunks, s, q);
+			double d = s / (double)M;
+			ss = fmax(q - s * d, 0.0);
+			variance = ss / (double)M;
 			mean[c] = (float)(k + d);
 			inv[c] = (float)(1.0 / sqrt(variance + eps));
 		}
-		__syncthreads();
+		double mu = mean[c], invstd = inv[c];
+		cf[2 * c] = (float)((double)g[c] * invstd);
+		cf[2 * c + 1] = (float)((double)b[c] - mu * (double)g[c] * invstd);
+		if (update) {
+			gptr<float> rm = GCAST(float, rmean), rv = GCAST(float, rvar);
+			double unbiased = M > 1 ? ss / (double)(M - 1) : variance;
+			rm[c] = (float)((1 - momentum) * (double)rm[c] + momentum * (double)mean[c]);
+			rv[c] = (float)((1 - momentum) * (double)rv[c] + momentum * unbiased);
+		}
 	}
-	double mu = mean[c], invstd = inv[c];
-	gptr<const float> g = GCAST(const float, gamma), b = GCAST(const float, beta);
-	float scale = (float)((double)g[c] * invstd);
-	float shift = (float)((double)b[c] - mu * (double)g[c] * invstd);
-	for (i64 e = threadIdx.x; e < M; e += blockDim.x) {
-		i64 i = ((e / HW) * C + c) * HW + e % HW;
-		y[i] = x[i] * scale + shift;
-	}
-	if (update && threadIdx.x == 0) {
-		gptr<float> rm = GCAST(float, rmean), rv = GCAST(float, rvar);
-		double unbiased = M > 1 ? ss / (double)(M - 1) : variance;
-		rm[c] = (float)((1 - momentum) * (double)rm[c] + momentum * (double)mean[c]);
-		rv[c] = (float)((1 - momentum) * (double)rv[c] + momentum * unbiased);
+}
+
+// batch_norm_apply: out = x*scale + shift per channel (coef), of dtype dt.
+KERNEL(batch_norm_apply)(u64 out, u64 in, u64 coef, i64 dt, i64 N, i64 C, i64 HW) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
+	gptr<const float> cf = GCAST(const float, coef);
+	GRID_STRIDE(i, N * C * HW) {
+		i64 c = (i / HW) % C;
+		y.set(i, x[i] * cf[2 * c] + cf[2 * c + 1]);
 	}
 }
 
 // batch_norm_eval: normalize with the running statistics.
-KERNEL(batch_norm_eval)(u64 out, u64 in, u64 gamma, u64 beta, u64 rmean, u64 rvar,
+KERNEL(batch_norm_eval)(u64 out, u64 in, u64 gamma, u64 beta, u64 rmean, u64 rvar, i64 dt,
 		i64 N, i64 C, i64 HW, double eps) {
-	gptr<const float> x = GCAST(const float, in), g = GCAST(const float, gamma), b = GCAST(const float, beta);
+	In x = input(in, dt);
+	Out y = output(out, dt);
+	gptr<const float> g = GCAST(const float, gamma), b = GCAST(const float, beta);
 	gptr<const float> rm = GCAST(const float, rmean), rv = GCAST(const float, rvar);
-	gptr<float> y = GCAST(float, out);
 	GRID_STRIDE(i, N * C * HW) {
 		i64 c = (i / HW) % C;
 		double invstd = 1.0 / sqrt((double)rv[c] + eps);
 		float scale = (float)((double)g[c] * invstd);
 		float shift = b[c] - rm[c] * scale;
-		y[i] = x[i] * scale + shift;
+		y.set(i, x[i] * scale + shift);
 	}
 }
 
-// batch_norm_back: dgamma, dbeta += and din (which may be dout: every read
-// of the channel happens before its first write).
-KERNEL(batch_norm_back)(u64 din, u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 stats, u64 gamma,
-		i64 N, i64 C, i64 HW) {
-	gptr<const float> x = GCAST(const float, in), dy = GCAST(const float, dout);
-	gptr<const float> mean = GCAST(const float, stats), inv = mean + C;
-	gptr<float> dx = GCAST(float, din);
-	i64 c = blockIdx.x, M = N * HW;
-	float mu = mean[c], invstd = inv[c];
-	double sdy = 0, sdyx = 0;
-	for (i64 e = threadIdx.x; e < M; e += blockDim.x) {
-		i64 i = ((e / HW) * C + c) * HW + e % HW;
-		double g = dy[i];
-		sdy += g;
-		sdyx += g * ((double)x[i] - (double)mu);
-	}
-	block_sum2(sdy, sdyx);
-	sdyx *= (double)invstd;
-	if (threadIdx.x == 0) {
+// batch_norm_back_finish: per channel, dgamma, dbeta += the sums
+// (SUM_BN_BACK's, the second times invstd) and coef[3c..3c+2] = the
+// factors din = ka*dy + bx*(x - mean) + c0 takes.
+KERNEL(batch_norm_back_finish)(u64 coef, u64 dgamma, u64 dbeta, u64 partial, u64 stats, u64 gamma, i64 N, i64 C, i64 HW,
+			       i64 chunks) {
+	gptr<const float> inv = GCAST(const float, stats) + C;
+	gptr<float> cf = GCAST(float, coef);
+	i64 M = N * HW;
+	GRID_STRIDE(c, C) {
+		double sdy, sdyx;
+		segment_sums(partial, c, chunks, sdy, sdyx);
+		float invstd = inv[c];
+		sdyx *= (double)invstd;
 		GCAST(float, dgamma)[c] += (float)sdyx;
 		GCAST(float, dbeta)[c] += (float)sdy;
+		float k = GCAST(const float, gamma)[c] * invstd;
+		float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
+		cf[3 * c] = k;
+		cf[3 * c + 1] = -k * invstd * mdyx;
+		cf[3 * c + 2] = -k * mdy;
 	}
-	float k = GCAST(const float, gamma)[c] * invstd;
-	float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
-	float ka = k, bx = -k * invstd * mdyx, c0 = -k * mdy;
-	for (i64 e = threadIdx.x; e < M; e += blockDim.x) {
-		i64 i = ((e / HW) * C + c) * HW + e % HW;
-		dx[i] = ka * dy[i] + bx * (x[i] - mu) + c0;
+}
+
+// batch_norm_back_apply: din = ka*dy + bx*(x - mean) + c0 per channel
+// (coef); din may be dout (each value is read before it is written).
+KERNEL(batch_norm_back_apply)(u64 din, u64 dout, u64 in, u64 coef, u64 stats, i64 dt, i64 N, i64 C, i64 HW) {
+	In x = input(in, dt), dy = input(dout, dt);
+	Out dx = output(din, dt);
+	gptr<const float> cf = GCAST(const float, coef), mean = GCAST(const float, stats);
+	GRID_STRIDE(i, N * C * HW) {
+		i64 c = (i / HW) % C;
+		dx.set(i, cf[3 * c] * dy[i] + cf[3 * c + 1] * (x[i] - mean[c]) + cf[3 * c + 2]);
 	}
 }
 
 // ---- group norm ----
 
-// group_norm: one block per (sample, group).
-KERNEL(group_norm)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta,
-		i64 N, i64 C, i64 HW, i64 G, double eps, i64 reuse) {
-	gptr<const float> x = GCAST(const float, in);
-	gptr<float> y = GCAST(float, out);
+// group_norm_finish: per (sample, group), the statistics from the sums,
+// saved as float32 mean and invstd.
+KERNEL(group_norm_finish)(u64 stats, u64 partial, u64 in, i64 dt, i64 N, i64 C, i64 HW, i64 G, double eps, i64 chunks) {
 	gptr<float> mean = GCAST(float, stats), inv = mean + N * G;
-	i64 ng = blockIdx.x, cg = C / G, size = cg * HW;
-	gptr<const float> xs = x + ng * size;
-	if (!reuse) {
-		double k = xs[0];
-		double s = 0, q = 0;
-		for (i64 e = threadIdx.x; e < size; e += blockDim.x) {
-			double d = (double)xs[e] - k;
-			s += d;
-			q += d * d;
-		}
-		block_sum2(s, q);
-		if (threadIdx.x == 0) {
-			double d = s / (double)size;
-			double ss = fmax(q - s * d, 0.0);
-			mean[ng] = (float)(k + d);
-			inv[ng] = (float)(1.0 / sqrt(ss / (double)size + eps));
-		}
-		__syncthreads();
+	i64 size = C / G * HW;
+	GRID_STRIDE(ng, N * G) {
+		double s, q, k = input(in, dt)[ng * size];
+		segment_sums(partial, ng, chunks, s, q);
+		double d = s / (double)size;
+		double ss = fmax(q - s * d, 0.0);
+		mean[ng] = (float)(k + d);
+		inv[ng] = (float)(1.0 / sqrt(ss / (double)size + eps));
 	}
-	double mu = mean[ng], invstd = inv[ng];
+}
+
+// group_norm_apply: out = x*scale + shift with its (sample, group)'s
+// statistics and its channel's gamma and beta.
+KERNEL(group_norm_apply)(u64 out, u64 in, u64 stats, u64 gamma, u64 beta, i64 dt, i64 N, i64 C, i64 HW, i64 G) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
+	gptr<const float> mean = GCAST(const float, stats), inv = mean + N * G;
 	gptr<const float> g = GCAST(const float, gamma), b = GCAST(const float, beta);
-	for (i64 e = threadIdx.x; e < size; e += blockDim.x) {
-		i64 c = (ng % G) * cg + e / HW;
+	i64 cg = C / G, size = cg * HW;
+	GRID_STRIDE(i, N * C * HW) {
+		i64 ng = i / size, c = (ng % G) * cg + (i % size) / HW;
+		double mu = mean[ng], invstd = inv[ng];
 		float scale = (float)((double)g[c] * invstd);
 		float shift = (float)((double)b[c] - mu * (double)g[c] * invstd);
-		y[ng * size + e] = xs[e] * scale + shift;
+		y.set(i, x[i] * scale + shift);
 	}
 }
 
-// group_norm_params_back: dgamma, dbeta += per channel (one block each).
-KERNEL(group_norm_params_back)(u64 dgamma, u64 dbeta, u64 dout, u64 in, u64 stats,
-		i64 N, i64 C, i64 HW, i64 G) {
-	gptr<const float> x = GCAST(const float, in), dy = GCAST(const float, dout);
-	gptr<const float> mean = GCAST(const float, stats), inv = mean + N * G;
-	i64 c = blockIdx.x, cg = C / G;
-	double sdy = 0, sdyx = 0;
-	for (i64 e = threadIdx.x; e < N * HW; e += blockDim.x) {
-		i64 n = e / HW, ng = n * G + c / cg;
-		i64 i = (n * C + c) * HW + e % HW;
-		double g = dy[i];
-		sdy += g;
-		sdyx += g * ((double)x[i] - (double)mean[ng]) * (double)inv[ng];
-	}
-	block_sum2(sdy, sdyx);
-	if (threadIdx.x == 0) {
-		GCAST(float, dgamma)[c] += (float)sdyx;
-		GCAST(float, dbeta)[c] += (float)sdy;
+// group_norm_back_finish: per (sample, group), coef[2ng], coef[2ng+1] =
+// bx and c0 of din = invstd*gamma_c*dy + bx*(x - mean) + c0, from
+// SUM_GN_BACK's sums.
+KERNEL(group_norm_back_finish)(u64 coef, u64 partial, u64 stats, i64 N, i64 C, i64 HW, i64 G, i64 chunks) {
+	gptr<const float> inv = GCAST(const float, stats) + N * G;
+	gptr<float> cf = GCAST(float, coef);
+	i64 size = C / G * HW;
+	GRID_STRIDE(ng, N * G) {
+		double s, sx;
+		segment_sums(partial, ng, chunks, s, sx);
+		float invstd = inv[ng];
+		sx *= (double)invstd;
+		float ms = (float)(s / (double)size), msx = (float)(sx / (double)size);
+		cf[2 * ng] = -invstd * invstd * msx;
+		cf[2 * ng + 1] = -invstd * ms;
 	}
 }
 
-// group_norm_back: din per (sample, group), one block each; din may be dout.
-KERNEL(group_norm_back)(u64 din, u64 dout, u64 in, u64 stats, u64 gamma,
-		i64 N, i64 C, i64 HW, i64 G) {
-	gptr<const float> x = GCAST(const float, in), dy = GCAST(const float, dout), gm = GCAST(const float, gamma);
-	gptr<const float> mean = GCAST(const float, stats), inv = mean + N * G;
-	gptr<float> dx = GCAST(float, din);
-	i64 ng = blockIdx.x, cg = C / G, size = cg * HW, base = ng * size;
-	float mu = mean[ng], invstd = inv[ng];
-	double s = 0, sx = 0;
-	for (i64 e = threadIdx.x; e < size; e += blockDim.x) {
-		double g = (double)gm[(ng % G) * cg + e / HW] * (double)dy[base + e];
-		s += g;
-		sx += g * ((double)x[base + e] - (double)mu);
-	}
-	block_sum2(s, sx);
-	sx *= (double)invstd;
-	float ms = (float)(s / (double)size), msx = (float)(sx / (double)size);
-	float bx = -invstd * invstd * msx, c0 = -invstd * ms;
-	for (i64 e = threadIdx.x; e < size; e += blockDim.x) {
-		float a = invstd * gm[(ng % G) * cg + e / HW];
-		dx[base + e] = a * dy[base + e] + bx * (x[base + e] - mu) + c0;
+// group_norm_back_apply: din from its group's coef; din may be dout.
+KERNEL(group_norm_back_apply)(u64 din, u64 dout, u64 in, u64 coef, u64 stats, u64 gamma, i64 dt, i64 N, i64 C, i64 HW, i64 G) {
+	In x = input(in, dt), dy = input(dout, dt);
+	Out dx = output(din, dt);
+	gptr<const float> cf = GCAST(const float, coef), mean = GCAST(const float, stats), inv = mean + N * G;
+	gptr<const float> gm = GCAST(const float, gamma);
+	i64 cg = C / G, size = cg * HW;
+	GRID_STRIDE(i, N * C * HW) {
+		i64 ng = i / size, c = (ng % G) * cg + (i % size) / HW;
+		float a = inv[ng] * gm[c];
+		dx.set(i, a * dy[i] + cf[2 * ng] * (x[i] - mean[ng]) + cf[2 * ng + 1]);
 	}
 }
 
 // ---- loss ----
 
-// softmax_terms: the maximum of the K logits at stride (NaN if any is) and
-// the float64 sum of exp(z - max).
-__device__ __forceinline__ void softmax_terms(gptr<const float> z, i64 K, i64 stride, float &mx, double &se) {
+// softmax_terms: the maximum of the K logits at z + k*stride (NaN if any
+// is) and the float64 sum of exp(z - max).
+__device__ __forceinline__ void softmax_terms(In z, i64 at, i64 K, i64 stride, float &mx, double &se) {
 	mx = -INFINITY;
 	for (i64 k = 0; k < K; k++) {
-		float v = z[k * stride];
+		float v = z[at + k * stride];
 		mx = (v != v || mx != mx) ? __int_as_float(0x7fc00000) : fmaxf(mx, v);
 	}
 	se = 0;
-	for (i64 k = 0; k < K; k++) se += exp((double)(z[k * stride] - mx));
+	for (i64 k = 0; k < K; k++) se += exp((double)(z[at + k * stride] - mx));
 }
 
-// cross_entropy: each block writes its partial float64 loss sum and pixel
-// count to partial[2*block] (the count as a double, exact below 2^53); a
-// target that is neither a class nor IGNORE_INDEX raises bad[n] to the
-// largest such value + 1 of its sample (integer atomics: deterministic).
-KERNEL(cross_entropy)(u64 partial, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 HW) {
-	gptr<const float> z = GCAST(const float, logits);
+// focal_q: 1 - p_t summed from the other classes' terms (exact where p_t
+// is near 1), for the K logits at z + k*stride with max mx and sum se.
+__device__ __forceinline__ double focal_q(In z, i64 at, i64 K, i64 stride, i64 t, float mx, double se) {
+	double q = 0;
+	for (i64 c = 0; c < K; c++)
+		if (c != t) q += exp((double)(z[at + c * stride] - mx));
+	return q / se;
+}
+
+// The kinds of loss_partials.
+#define LOSS_CE 0   // one segment: (-log p_t, 1) over the counted pixels
+#define LOSS_SUMS 1 // class c: backend.LossSums's four sums
+
+// loss_partials sums kind's values over chunks of the pixels (logits
+// N,K,HW of dtype dt; target u8 N,HW) into partial[4*(seg*chunks + i)]:
+// one segment for LOSS_CE, one per class for LOSS_SUMS, cut into chunks
+// as norm_sums's are (the same bits at any grid size; the host adds a
+// segment's chunks in order). A target that is neither a class nor
+// IGNORE_INDEX raises bad[n] to the largest such value + 1 of its sample
+// (integer atomics: deterministic), from segment 0.
+KERNEL(loss_partials)(u64 partial, u64 bad, u64 logits, u64 target, i64 dt, i64 N, i64 K, i64 HW, double gamma, i64 kind,
+		      i64 chunk, i64 chunks) {
+	In z = input(logits, dt);
 	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
-	double sum = 0, count = 0;
-	GRID_STRIDE(i, N * HW) {
-		i64 n = i / HW, p = i % HW;
-		int t = tg[i];
-		if (t == IGNORE_INDEX) continue;
-		if (t >= K) {
-			atomicMax(GCAST(int, bad) + n, t + 1);
-			continue;
+	i64 segs = kind == LOSS_CE ? 1 : K;
+	for (i64 item = blockIdx.x; item < segs * chunks; item += gridDim.x) {
+		i64 c = item / chunks, lo = (item % chunks) * chunk, hi = min(N * HW, lo + chunk);
+		double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+		for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+			i64 n = i / HW, p = i % HW;
+			int t = tg[i];
+			if (t == IGNORE_INDEX) continue;
+			if (t >= K) {
+				if (c == 0) atomicMax(GCAST(int, bad) + n, t + 1);
+				continue;
+			}
+			i64 at = n * K * HW + p;
+			float mx;
+			double se;
+			softmax_terms(z, at, K, HW, mx, se);
+			if (kind == LOSS_CE) {
+				s0 += log(se) - (double)(z[at + t * HW] - mx);
+				s1 += 1;
+				continue;
+			}
+			double pc = exp((double)(z[at + c * HW] - mx)) / se;
+			s3 += pc;
+			if (t == c) {
+				double nll = log(se) - (double)(z[at + c * HW] - mx);
+				s0 += gamma == 0 ? nll : pow(focal_q(z, at, K, HW, c, mx, se), gamma) * nll;
+				s1 += 1;
+				s2 += pc;
+			}
 		}
-		float mx;
-		double se;
-		softmax_terms(z + n * K * HW + p, K, HW, mx, se);
-		sum += log(se) - (double)(z[(n * K + t) * HW + p] - mx);
-		count += 1;
-	}
-	block_sum2(sum, count);
-	if (threadIdx.x == 0) {
-		GCAST(double, partial)[2 * blockIdx.x] = sum;
-		GCAST(double, partial)[2 * blockIdx.x + 1] = count;
+		block_sum2(s0, s1);
+		block_sum2(s2, s3);
+		if (threadIdx.x == 0) {
+			gptr<double> out = GCAST(double, partial) + 4 * item;
+			out[0] = s0;
+			out[1] = s1;
+			out[2] = s2;
+			out[3] = s3;
+		}
 	}
 }
 
 // cross_entropy_back: dlogits = k*(softmax - onehot) at counted pixels, 0 at
-// ignored ones (everywhere when k is 0); each pixel reads its K logits
-// before writing, so dlogits may be logits.
-KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 N, i64 K, i64 HW, double kd) {
-	gptr<const float> z = GCAST(const float, logits);
-	gptr<float> g = GCAST(float, dlogits);
+// ignored ones (everywhere when k is 0), of dtype dt; each pixel reads its
+// K logits before writing, so dlogits may be logits.
+KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 dt, i64 N, i64 K, i64 HW, double kd) {
+	In z = input(logits, dt);
+	Out g = output(dlogits, dt);
 	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	float k = (float)kd;
 	GRID_STRIDE(i, N * HW) {
-		i64 n = i / HW, p = i % HW;
+		i64 n = i / HW, p = i % HW, at = n * K * HW + p;
 		int t = tg[i];
 		if (t == IGNORE_INDEX || k == 0.0f) {
-			for (i64 c = 0; c < K; c++) g[(n * K + c) * HW + p] = 0.0f;
+			for (i64 c = 0; c < K; c++) g.set(at + c * HW, 0.0f);
 			continue;
 		}
 		float mx;
 		double se;
-		softmax_terms(z + n * K * HW + p, K, HW, mx, se);
+		softmax_terms(z, at, K, HW, mx, se);
 		for (i64 c = 0; c < K; c++) {
-			i64 idx = (n * K + c) * HW + p;
+			i64 idx = at + c * HW;
 			float prob = (float)(exp((double)(z[idx] - mx)) / se);
 			if (c == t) prob -= 1.0f;
-			g[idx] = k * prob;
+			g.set(idx, k * prob);
 		}
 	}
 }
 
-// focal_q: 1 - p_t summed from the other classes' terms (exact where p_t
-// is near 1), for the K logits at stride with max mx and sum se.
-__device__ __forceinline__ double focal_q(gptr<const float> z, i64 K, i64 stride, i64 t, float mx, double se) {
-	double q = 0;
-	for (i64 c = 0; c < K; c++)
-		if (c != t) q += exp((double)(z[c * stride] - mx));
-	return q / se;
-}
-
-// loss_sums: block c sums class c's four values over every pixel
-// (backend.LossSums; no atomics, so the sums are deterministic) into
-// sums[4*c..4*c+3]: the focal term and count of pixels with t = c, their
-// p_c, and p_c over all counted pixels. Block 0 also flags bad targets.
-KERNEL(loss_sums)(u64 sums, u64 bad, u64 logits, u64 target, i64 N, i64 K, i64 HW, double gamma) {
-	gptr<const float> z = GCAST(const float, logits);
-	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
-	i64 c = blockIdx.x;
-	double focal = 0, count = 0, inter = 0, pred = 0;
-	for (i64 i = threadIdx.x; i < N * HW; i += blockDim.x) {
-		i64 n = i / HW, p = i % HW;
-		int t = tg[i];
-		if (t == IGNORE_INDEX) continue;
-		if (t >= K) {
-			if (c == 0) atomicMax(GCAST(int, bad) + n, t + 1);
-			continue;
-		}
-		gptr<const float> zp = z + n * K * HW + p;
-		float mx;
-		double se;
-		softmax_terms(zp, K, HW, mx, se);
-		double pc = exp((double)(zp[c * HW] - mx)) / se;
-		pred += pc;
-		if (t == c) {
-			double nll = log(se) - (double)(zp[c * HW] - mx);
-			focal += gamma == 0 ? nll : pow(focal_q(zp, K, HW, c, mx, se), gamma) * nll;
-			count += 1;
-			inter += pc;
-		}
-	}
-	block_sum2(focal, count);
-	block_sum2(inter, pred);
-	if (threadIdx.x == 0) {
-		gptr<double> out = GCAST(double, sums) + 4 * c;
-		out[0] = focal;
-		out[1] = count;
-		out[2] = inter;
-		out[3] = pred;
-	}
-}
-
-// loss_back: backend.LossBack, coef (3K floats) on the device; each pixel
-// reads its K logits before writing, so dlogits may be logits.
-KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 N, i64 K, i64 HW, double gamma) {
-	gptr<const float> z = GCAST(const float, logits);
-	gptr<float> g = GCAST(float, dlogits);
+// loss_back: backend.LossBack, coef (3K floats) on the device, logits and
+// dlogits of dtype dt; each pixel reads its K logits before writing, so
+// dlogits may be logits.
+KERNEL(loss_back)(u64 dlogits, u64 logits, u64 target, u64 coefs, i64 dt, i64 N, i64 K, i64 HW, double gamma) {
+	In z = input(logits, dt);
+	Out g = output(dlogits, dt);
 	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	gptr<const float> coef = GCAST(const float, coefs);
 	GRID_STRIDE(i, N * HW) {
-		i64 n = i / HW, p = i % HW;
+		i64 n = i / HW, p = i % HW, at = n * K * HW + p;
 		int t = tg[i];
 		if (t == IGNORE_INDEX) {
-			for (i64 c = 0; c < K; c++) g[(n * K + c) * HW + p] = 0.0f;
+			for (i64 c = 0; c < K; c++) g.set(at + c * HW, 0.0f);
 			continue;
 		}
-		gptr<const float> zp = z + n * K * HW + p;
 		float mx;
 		double se;
-		softmax_terms(zp, K, HW, mx, se);
+		softmax_terms(z, at, K, HW, mx, se);
 		double f = 1;
 		if (gamma != 0) {
-			double q = focal_q(zp, K, HW, t, mx, se);
-			double logp = (double)(zp[t * HW] - mx) - log(se);
-			f = q <= 0 ? 0 : pow(q, gamma) - gamma * (exp((double)(zp[t * HW] - mx)) / se) * pow(q, gamma - 1) * logp;
+			double q = focal_q(z, at, K, HW, t, mx, se);
+			double logp = (double)(z[at + t * HW] - mx) - log(se);
+			f = q <= 0 ? 0 : pow(q, gamma) - gamma * (exp((double)(z[at + t * HW] - mx)) / se) * pow(q, gamma - 1) * logp;
 		}
 		double a = (double)coef[t] * f, dot = 0;
 		for (i64 c = 0; c < K; c++) {
 			double d = (double)coef[2 * K + c] + (c == t ? (double)coef[K + c] : 0.0);
-			dot += exp((double)(zp[c * HW] - mx)) / se * d;
+			dot += exp((double)(z[at + c * HW] - mx)) / se * d;
 		}
-		gptr<float> gp = g + n * K * HW + p;
 		for (i64 c = 0; c < K; c++) {
-			double prob = exp((double)(zp[c * HW] - mx)) / se;
+			double prob = exp((double)(z[at + c * HW] - mx)) / se;
 			double d = (double)coef[2 * K + c] + (c == t ? (double)coef[K + c] : 0.0);
 			double v = a * prob + prob * (d - dot);
 			if (c == t) v -= a;
-			gp[c * HW] = (float)v;
+			g.set(at + c * HW, (float)v);
 		}
 	}
 }
@@ -797,15 +875,4 @@ KERNEL(unscale_check)(u64 g, i64 n, double inv, u64 flag) {
 		x[i] = v;
 		if (!isfinite(v)) atomicExch(GCAST(int, flag), 1); // blocks may both find one
 	}
-}
-
-// bias_grad: dbias[c] += the sum of dout (of dtype dt) over (n, p) for
-// channel c of (N, C, P): one block per channel, float64 sums.
-KERNEL(bias_grad)(u64 dbias, u64 dout, i64 dt, i64 N, i64 C, i64 P) {
-	gptr<const void> dy = GCAST(const void, dout);
-	i64 c = blockIdx.x;
-	double s = 0, unused = 0;
-	for (i64 e = threadIdx.x; e < N * P; e += blockDim.x) s += load(dy, (int)dt, ((e / P) * C + c) * P + e % P);
-	block_sum2(s, unused);
-	if (threadIdx.x == 0) GCAST(float, dbias)[c] += (float)s;
 }

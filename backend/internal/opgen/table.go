@@ -218,7 +218,8 @@ func parseKernels(dir string, modules []string) ([]Kernel, error) {
 }
 
 // handMethods are the methods of type recv declared in the Go files of dir
-// other than tests and skip, each with the identifiers its body uses.
+// other than tests and skip, each with the identifiers its body uses
+// (and ".M" for each M it selects from its receiver).
 func handMethods(dir, recv, skip string) (map[string]map[string]bool, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
@@ -240,10 +241,19 @@ func handMethods(dir, recv, skip string) (map[string]map[string]bool, error) {
 				continue
 			}
 			idents := map[string]bool{}
+			self := ""
+			if names := fd.Recv.List[0].Names; len(names) == 1 {
+				self = names[0].Name
+			}
 			if fd.Body != nil {
 				ast.Inspect(fd.Body, func(n ast.Node) bool {
-					if id, ok := n.(*ast.Ident); ok {
-						idents[id.Name] = true
+					switch n := n.(type) {
+					case *ast.Ident:
+						idents[n.Name] = true
+					case *ast.SelectorExpr:
+						if x, ok := n.X.(*ast.Ident); ok && self != "" && x.Name == self {
+							idents["."+n.Sel.Name] = true // a method (or field) of the receiver
+						}
 					}
 					return true
 				})
@@ -255,8 +265,8 @@ func handMethods(dir, recv, skip string) (map[string]map[string]bool, error) {
 }
 
 // withCallees is methods with each method's identifiers joined by those
-// of the methods it calls (by name, transitively): what an operation
-// launches through a helper method counts as its own.
+// of the methods it calls on its receiver (transitively): what an
+// operation launches through a helper method counts as its own.
 func withCallees(methods map[string]map[string]bool) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	for name := range methods {
@@ -267,9 +277,10 @@ func withCallees(methods map[string]map[string]bool) map[string]map[string]bool 
 			todo = todo[:len(todo)-1]
 			for id := range methods[m] {
 				all[id] = true
-				if _, ok := methods[id]; ok && !seen[id] {
-					seen[id] = true
-					todo = append(todo, id)
+				callee, ok := strings.CutPrefix(id, ".")
+				if _, isMethod := methods[callee]; ok && isMethod && !seen[callee] {
+					seen[callee] = true
+					todo = append(todo, callee)
 				}
 			}
 		}
