@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/memunet/memunet/memory"
 )
@@ -109,6 +110,22 @@ func (op Op) String() string {
 
 // IgnoreIndex is the target value whose pixels the loss and metrics skip.
 const IgnoreIndex = 255
+
+// Clock is a backend that times its own work as it runs it (the CUDA
+// backend: events on its compute stream), for profiles: where operations
+// run asynchronously, the host's clock measures only their issuing.
+type Clock interface {
+	// Mark is a point in the work issued so far.
+	Mark() Mark
+	// Between is the time the work issued from mark from to mark to took,
+	// waiting for it to run.
+	Between(from, to Mark) time.Duration
+	// ReleaseMark gives a mark back.
+	ReleaseMark(m Mark)
+}
+
+// Mark is a point in a Clock's work.
+type Mark uintptr
 
 // Offloader is a backend with host memory its device copies to and from
 // directly (pinned memory on a GPU, plain memory on the CPU): where tensors

@@ -55,10 +55,10 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2]}
 	row.GFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (row.StepMS / 1000) / 1e9
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(steps) }
-	accounted := tr.OptimizerTime
+	accounted, totals := tr.OptimizerTime, tr.Profile.Totals()
 	for k := range model.NumKinds {
-		row.KindMS[k] = per(tr.Profile.Total[k])
-		accounted += tr.Profile.Total[k]
+		row.KindMS[k] = per(totals[k])
+		accounted += totals[k]
 	}
 	row.OptimizerMS, row.OtherMS = per(tr.OptimizerTime), per(total-accounted)
 	return row, nil

@@ -431,9 +431,11 @@ func (t *Trainer) OffloadedPeak() int64 {
 	return t.Device.Host.Stats().Allocated.Peak
 }
 
-// EnableProfile starts adding up the time per layer kind in t.Profile.
+// EnableProfile starts adding up the time per layer kind in t.Profile:
+// on the backend's own clock where it has one (a GPU's events).
 func (t *Trainer) EnableProfile() {
-	t.Profile = &model.Profile{}
+	clock, _ := t.env.Backend.(backend.Clock)
+	t.Profile = model.NewProfile(clock)
 	t.env.Profile = t.Profile
 }
 

@@ -43,6 +43,7 @@ type Backend struct {
 	mu       sync.Mutex
 	err      error // the first error the device reported, returned by Sync and every call after it
 	launches launchRing
+	pending  []pendingCopy // copies on the copy stream the compute stream has not waited for
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -115,6 +116,15 @@ func (b *Backend) Sync() error {
 		return err
 	}
 	b.finish("Sync", b.drv.Sync())
+	if b.failed() == nil {
+		b.mu.Lock()
+		done := b.pending
+		b.pending = nil
+		b.mu.Unlock()
+		for _, c := range done {
+			b.fail("cuEventDestroy", b.drv.ReleaseEvent(c.done))
+		}
+	}
 	return b.failed()
 }
 
@@ -189,8 +199,13 @@ func (a Allocator) Alloc(bytes int64) (memory.Storage, error) {
 	return &deviceBlock{ptr: p, bytes: bytes}, nil
 }
 
-// Free is the driver's (cuMemFree).
-func (a Allocator) Free(s memory.Storage) { a.b.fail("cuMemFree", a.b.drv.Free(s.(*deviceBlock).ptr)) }
+// Free is the driver's (cuMemFree), once no copy on the copy stream uses
+// the memory any more.
+func (a Allocator) Free(s memory.Storage) {
+	blk := s.(*deviceBlock)
+	a.b.awaitCopies(devicePtr{blk.ptr, blk.bytes})
+	a.b.fail("cuMemFree", a.b.drv.Free(blk.ptr))
+}
 
 var _ memory.Pager = Allocator{}
 
@@ -310,6 +325,7 @@ func (b *Backend) launchGrid(k Kernel, gx, gy int, args ...any) {
 		return
 	}
 	vals, extents := launchArgs(k, args)
+	b.order(pointers(args)...)
 	rec := launchRecord{kernel: k, gx: gx, gy: gy, args: args}
 	runtime.Callers(2, rec.caller[:])
 	b.mu.Lock()
@@ -334,6 +350,7 @@ func (b *Backend) launchGrid(k Kernel, gx, gy int, args ...any) {
 // memsetD32 sets n 32-bit words at p.
 func (b *Backend) memsetD32(p devicePtr, v uint32, n int) {
 	if n > 0 && b.failed() == nil {
+		b.order(p)
 		b.fail("memset", b.drv.MemsetD32(p.addr, v, int64(n)))
 	}
 }
@@ -349,6 +366,7 @@ func (b *Backend) fetch(p devicePtr, n int) ([]byte, error) {
 	if err := b.failed(); err != nil {
 		return nil, err
 	}
+	b.order(p)
 	b.finish("reading a result", b.drv.CopyDtoH(out, p.addr))
 	if err := b.failed(); err != nil {
 		return nil, err

@@ -12,19 +12,24 @@
 // needs no CUDA runtime, cuBLAS or cuDNN library.
 //
 // Invariants and ownership:
-//   - Every operation runs on the device's default stream, in issue order;
-//     host values (losses, counts, flags, downloads) wait for the work
-//     before them. The first error the device reports is kept, with the
+//   - Every operation runs on the compute stream (the default stream), in
+//     issue order; host values (losses, counts, flags, downloads) wait for
+//     the work before them. The offload copies (ToHost, ToDevice) run on a
+//     copy stream beside it, ordered by events (streams.go): each starts
+//     once the compute stream has finished the work before it, and
+//     compute work that touches its device bytes waits for it, so a buffer
+//     the pool frees during a copy is not written before the copy has
+//     passed it. Profiles time the device's work with events (Clock). The first error the device reports is kept, with the
 //     launches it had not finished (kernel, operation, grid, arguments), as
 //     a *FaultError that Sync and every later call return; nothing more is
 //     issued after it, and downloads come back zeroed. With sync launches
 //     (cuda.sync_launches, MEMUNET_CUDA_SYNC=1) each launch is waited for,
 //     so the error names its kernel. Nothing panics on a device error.
 //   - Operations allocate nothing from the pool: the convolutions are
-//     implicit GEMMs (ConvWorkspace is 0). The backend's only memory of its
-//     own is a fixed scratch area for the reductions that return host
-//     values, allocated when the device is opened and counted, with the
-//     context, in the device's overhead.
+//     implicit GEMMs (ConvWorkspace is a split weight gradient's partial
+//     sums, or 0). The backend's only memory of its own is a fixed scratch
+//     area for the reductions, allocated when the device is opened and
+//     counted, with the context, in the device's overhead.
 //   - The driver keeps one primary context per device and process, so Open
 //     returns one Backend per device ordinal for the whole process; each
 //     call makes the context current on its (locked) OS thread.

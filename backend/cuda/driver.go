@@ -2,12 +2,14 @@ package cuda
 
 import (
 	"errors"
+	"time"
 	"unsafe"
 )
 
 // Driver is what the backend needs of a CUDA device: memory, copies and
-// kernel launches, all on the device's default stream. Pointers are device
-// addresses. The real one is backend/cuda/driverapi's (the gpu build);
+// kernel launches on its compute stream (the default stream), offload
+// copies on its copy stream, and events to order the two. Pointers are
+// device addresses. The real one is backend/cuda/driverapi's (the gpu build);
 // backend/cuda/emu runs the same kernels on the host, to test the backend
 // where there is no GPU.
 type Driver interface {
@@ -29,11 +31,54 @@ type Driver interface {
 	CopyHtoD(dst uintptr, src []byte) error
 	CopyDtoH(dst []byte, src uintptr) error
 	CopyDtoD(dst, src uintptr, n int64) error
-	// Sync waits for everything issued.
+	// CopyToDeviceAsync and CopyToHostAsync copy n bytes between device
+	// memory and pinned host memory (AllocHost's) on the copy stream: they
+	// return at once, and the copy runs when the copy stream reaches it.
+	CopyToDeviceAsync(dst uintptr, src unsafe.Pointer, n int64) error
+	CopyToHostAsync(dst unsafe.Pointer, src uintptr, n int64) error
+	// Record returns an event that happens once the work issued on stream
+	// s so far has finished (cuEventRecord).
+	Record(s Stream) (Event, error)
+	// WaitEvent makes the work issued on stream s from now on wait until
+	// e has happened (cuStreamWaitEvent); the host does not wait.
+	WaitEvent(s Stream, e Event) error
+	// EventDone reports whether e has happened, without waiting.
+	EventDone(e Event) (bool, error)
+	// EventSync waits on the host until e has happened.
+	EventSync(e Event) error
+	// EventTime is the device's time from event from to event to, waiting
+	// until both have happened (cuEventElapsedTime).
+	EventTime(from, to Event) (time.Duration, error)
+	// ReleaseEvent gives e back (it still happens, if it has not).
+	ReleaseEvent(e Event) error
+	// Sync waits for everything issued, on both streams.
 	Sync() error
 	// MemInfo is the device's free and total memory (cuMemGetInfo).
 	MemInfo() (free, total int64, err error)
 }
+
+// Stream is one of a device's two queues of work: each runs its work in
+// the order issued, and only events order one against the other.
+type Stream uint8
+
+const (
+	// ComputeStream runs the kernels, memsets and synchronous copies (the
+	// default stream).
+	ComputeStream Stream = iota
+	// CopyStream runs the offload copies, beside the compute stream.
+	CopyStream
+)
+
+func (s Stream) String() string {
+	if s == CopyStream {
+		return "copy stream"
+	}
+	return "compute stream"
+}
+
+// Event marks a point in one stream's work (Driver.Record): it happens
+// once the work issued on that stream before it has finished.
+type Event uintptr
 
 // Pager is a Driver whose device maps memory page by page (CUDA's virtual
 // memory management: cuMemAddressReserve, cuMemCreate, cuMemMap): the

@@ -146,6 +146,17 @@ type CheckedLauncher interface {
 	LaunchChecked(k Kernel, gx, gy int, args []uint64, extents []Extent) error
 }
 
+// pointers are the device pointers among a launch's arguments.
+func pointers(args []any) []devicePtr {
+	var ps []devicePtr
+	for _, a := range args {
+		if p, ok := a.(devicePtr); ok {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
 // launchArgs is each argument as 64 bits (pointers and integers as int64,
 // floats as float64: exact for float32 values) and each pointer argument's
 // extent.

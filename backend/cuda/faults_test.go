@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend"
@@ -32,13 +33,23 @@ func (d *faultyDriver) Free(uintptr) error { return d.state() }
 func (d *faultyDriver) AllocHost(int64) (unsafe.Pointer, error) {
 	return nil, errors.New("no host memory")
 }
-func (d *faultyDriver) FreeHost(unsafe.Pointer) error           { return nil }
-func (d *faultyDriver) MemsetD32(uintptr, uint32, int64) error  { return d.state() }
-func (d *faultyDriver) MemsetD16(uintptr, uint16, int64) error  { return d.state() }
-func (d *faultyDriver) CopyHtoD(uintptr, []byte) error          { return d.state() }
-func (d *faultyDriver) CopyDtoD(uintptr, uintptr, int64) error  { return d.state() }
-func (d *faultyDriver) Sync() error                             { return d.state() }
-func (d *faultyDriver) MemInfo() (free, total int64, err error) { return 1 << 30, 1 << 30, nil }
+func (d *faultyDriver) FreeHost(unsafe.Pointer) error          { return nil }
+func (d *faultyDriver) MemsetD32(uintptr, uint32, int64) error { return d.state() }
+func (d *faultyDriver) MemsetD16(uintptr, uint16, int64) error { return d.state() }
+func (d *faultyDriver) CopyHtoD(uintptr, []byte) error         { return d.state() }
+func (d *faultyDriver) CopyDtoD(uintptr, uintptr, int64) error { return d.state() }
+func (d *faultyDriver) Sync() error                            { return d.state() }
+func (d *faultyDriver) CopyToDeviceAsync(uintptr, unsafe.Pointer, int64) error {
+	return d.state()
+}
+func (d *faultyDriver) CopyToHostAsync(unsafe.Pointer, uintptr, int64) error { return d.state() }
+func (d *faultyDriver) Record(Stream) (Event, error)                         { return 1, d.state() }
+func (d *faultyDriver) WaitEvent(Stream, Event) error                        { return d.state() }
+func (d *faultyDriver) EventDone(Event) (bool, error)                        { return true, d.state() }
+func (d *faultyDriver) EventSync(Event) error                                { return d.state() }
+func (d *faultyDriver) EventTime(Event, Event) (time.Duration, error)        { return 0, d.state() }
+func (d *faultyDriver) ReleaseEvent(Event) error                             { return nil }
+func (d *faultyDriver) MemInfo() (free, total int64, err error)              { return 1 << 30, 1 << 30, nil }
 func (d *faultyDriver) state() error {
 	if d.sticky {
 		return errIllegalAddress

@@ -41,7 +41,9 @@ func (a hostAllocator) Slice(s memory.Storage, off, bytes int64) memory.Storage 
 	return &hostBlock{unsafe.Add(blk.p, off), bytes}
 }
 
+// Free is cuMemFreeHost, once the copy stream has finished with it.
 func (a hostAllocator) Free(s memory.Storage) {
+	a.b.awaitCopyStream()
 	a.b.fail("cuMemFreeHost", a.b.drv.FreeHost(s.(*hostBlock).p))
 }
 
@@ -54,31 +56,39 @@ func hostBytes(v backend.View) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(blk.p, offset(v, blk.bytes))), v.Bytes())
 }
 
-// ToHost copies device memory src into pinned dst (cuMemcpyDtoH, after the
-// work before it). Where the device has failed, dst is zeroed and Sync
-// returns the error (the step that offloaded fails).
+// ToHost copies device memory src into pinned dst on the copy stream
+// (cuMemcpyDtoHAsync), once the compute stream has finished the work issued
+// before it; the computation goes on meanwhile, and src's bytes are not
+// written by later compute-stream work before the copy has read them, even
+// where the pool gives them out again (streams.go). Where the device has
+// failed, dst is zeroed and Sync returns the error (the step that
+// offloaded fails).
 func (b *Backend) ToHost(dst, src backend.View) {
 	if dst.DT != src.DT || dst.Len != src.Len {
 		panic(fmt.Sprintf("backend/cuda: offload of %v into %v", src, dst))
 	}
 	p := anyPtr(src)
-	if h := hostBytes(dst); len(h) > 0 {
-		if b.failed() == nil {
-			b.finish("ToHost", b.drv.CopyDtoH(h, p.addr))
-		}
-		if b.failed() != nil {
-			clear(h)
-		}
+	h := hostBytes(dst)
+	if len(h) == 0 {
+		return
 	}
+	if b.failed() != nil {
+		clear(h)
+		return
+	}
+	b.copyAsync("ToHost", p, func() error { return b.drv.CopyToHostAsync(unsafe.Pointer(&h[0]), p.addr, p.bytes) })
 }
 
-// ToDevice copies pinned src into device memory dst (cuMemcpyHtoD).
+// ToDevice copies pinned src into device memory dst on the copy stream
+// (cuMemcpyHtoDAsync), once the compute stream has finished the work issued
+// before it (which may have used dst's bytes before the pool gave them
+// out); compute-stream work that touches dst waits for the copy.
 func (b *Backend) ToDevice(dst, src backend.View) {
 	if dst.DT != src.DT || dst.Len != src.Len {
 		panic(fmt.Sprintf("backend/cuda: copy of %v into %v", src, dst))
 	}
 	p := anyPtr(dst)
-	if h := hostBytes(src); len(h) > 0 && b.failed() == nil {
-		b.fail("ToDevice", b.drv.CopyHtoD(p.addr, h))
+	if h := hostBytes(src); len(h) > 0 {
+		b.copyAsync("ToDevice", p, func() error { return b.drv.CopyToDeviceAsync(p.addr, unsafe.Pointer(&h[0]), p.bytes) })
 	}
 }

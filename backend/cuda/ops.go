@@ -52,6 +52,7 @@ func (b *Backend) Upload(dst backend.View, src []byte) {
 	}
 	p := anyPtr(dst)
 	if len(src) > 0 && b.failed() == nil {
+		b.order(p)
 		b.finish("Upload", b.drv.CopyHtoD(p.addr, src))
 	}
 }
@@ -69,6 +70,7 @@ func (b *Backend) Download(dst []byte, src backend.View) {
 		return
 	}
 	if b.failed() == nil {
+		b.order(p)
 		b.finish("Download", b.drv.CopyDtoH(dst, p.addr))
 	}
 	if b.failed() != nil {
@@ -85,6 +87,7 @@ func (b *Backend) Convert(dst, src backend.View) {
 	if dst.DT == src.DT {
 		d, s := anyPtr(dst), anyPtr(src)
 		if dst.Len > 0 && b.failed() == nil {
+			b.order(d, s)
 			b.fail("Convert", b.drv.CopyDtoD(d.addr, s.addr, int64(dst.Bytes())))
 		}
 		return
@@ -103,6 +106,7 @@ func (b *Backend) Fill(dst backend.View, v float32) {
 		return
 	}
 	n := int64(dst.Len)
+	b.order(floatPtr(dst))
 	switch dst.DT {
 	case backend.Float32:
 		b.fail("Fill", b.drv.MemsetD32(p, math.Float32bits(v), n))
@@ -497,6 +501,7 @@ func (b *Backend) LossBack(s backend.Shape4, dlogits, logits, target backend.Vie
 	}
 	p := b.scratchPtr(countsOffset, len(raw))
 	if b.failed() == nil {
+		b.order(p)
 		b.finish("LossBack", b.drv.CopyHtoD(p.addr, raw))
 	}
 	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), p, logits.DT,

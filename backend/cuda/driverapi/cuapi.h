@@ -15,6 +15,7 @@ typedef struct CUctx_st *mu_context;     // CUcontext
 typedef struct CUmod_st *mu_module;      // CUmodule
 typedef struct CUfunc_st *mu_function;   // CUfunction
 typedef struct CUstream_st *mu_stream;   // CUstream
+typedef struct CUevent_st *mu_event;     // CUevent
 typedef unsigned long long mu_mem_handle; // CUmemGenericAllocationHandle
 
 #ifdef MU_CUDA_H_STRUCTS // the header's own, for checking the signatures against it
@@ -50,6 +51,9 @@ typedef struct {
 #define MU_CONSTANTS(X)                                        \
 	X(CUDA_SUCCESS, 0)                                         \
 	X(CUDA_ERROR_OUT_OF_MEMORY, 2)                             \
+	X(CUDA_ERROR_NOT_READY, 600)                               \
+	X(CU_STREAM_NON_BLOCKING, 1)                               \
+	X(CU_EVENT_DEFAULT, 0)                                     \
 	X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16)            \
 	X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 75)        \
 	X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 76)        \
@@ -115,7 +119,20 @@ enum { MU_CONSTANTS(MU_DEFINE_CONSTANT) };
 	X(cuMemSetAccess, "cuMemSetAccess", (mu_deviceptr p, size_t bytes, const mu_mem_access_desc *desc, size_t n), \
 	  (p, bytes, desc, n))                                                                                     \
 	X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",                                          \
-	  (size_t * g, const mu_mem_alloc_prop *prop, unsigned int option), (g, prop, option))
+	  (size_t * g, const mu_mem_alloc_prop *prop, unsigned int option), (g, prop, option))                       \
+	X(cuStreamCreate, "cuStreamCreate", (mu_stream * s, unsigned int flags), (s, flags))                       \
+	X(cuStreamDestroy, "cuStreamDestroy_v2", (mu_stream s), (s))                                               \
+	X(cuStreamWaitEvent, "cuStreamWaitEvent", (mu_stream s, mu_event e, unsigned int flags), (s, e, flags))   \
+	X(cuEventCreate, "cuEventCreate", (mu_event * e, unsigned int flags), (e, flags))                          \
+	X(cuEventRecord, "cuEventRecord", (mu_event e, mu_stream s), (e, s))                                       \
+	X(cuEventQuery, "cuEventQuery", (mu_event e), (e))                                                         \
+	X(cuEventSynchronize, "cuEventSynchronize", (mu_event e), (e))                                             \
+	X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, mu_event from, mu_event to), (ms, from, to))      \
+	X(cuEventDestroy, "cuEventDestroy_v2", (mu_event e), (e))                                                  \
+	X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (mu_deviceptr dst, const void *src, size_t n, mu_stream s),  \
+	  (dst, src, n, s))                                                                                        \
+	X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *dst, mu_deviceptr src, size_t n, mu_stream s),        \
+	  (dst, src, n, s))
 
 // mu_api holds the entry points, looked up by mu_load.
 #define MU_FIELD(api, symbol, params, args) mu_result (*api) params;

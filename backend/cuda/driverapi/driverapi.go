@@ -29,6 +29,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend/cuda"
@@ -153,6 +154,8 @@ type cuDriver struct {
 	totalBytes int64
 	page       int64 // the mapping granularity, 0 without virtual memory management
 	fns        [cuda.NumKernels]C.mu_function
+	copies     C.mu_stream // the copy stream; the compute stream is the default one
+	events     eventTable
 	// issued is set by every call that gives the device work and cleared
 	// by a sync that saw it finish: Unmap waits only when there is work.
 	issued atomic.Bool
@@ -204,6 +207,11 @@ func (d *cuDriver) open() (err error) {
 	}
 	defer unlock()
 	d.page = int64(C.mu_granularity(d.dev))
+	// The copy stream does not synchronize with the default stream: only
+	// events order the two.
+	if err := check("cuStreamCreate", C.mu_cuStreamCreate(&d.copies, C.MU_CU_STREAM_NON_BLOCKING)); err != nil {
+		return err
+	}
 	var mods [cuda.NumModules]C.mu_module
 	for i := range cuda.NumModules {
 		if mods[i], err = d.loadModule(cuda.ModuleName(i), cuda.Fatbin(i)); err != nil {
@@ -323,6 +331,120 @@ func (d *cuDriver) CopyDtoD(dst, src uintptr, n int64) error {
 	})
 }
 
+// stream is s's handle.
+func (d *cuDriver) stream(s cuda.Stream) C.mu_stream {
+	if s == cuda.CopyStream {
+		return d.copies
+	}
+	return nil
+}
+
+// eventTable holds the driver's events by the numbers it gives them out
+// as (a cuda.Event is a number, not a pointer Go would have to track).
+type eventTable struct {
+	mu   sync.Mutex
+	next cuda.Event
+	live map[cuda.Event]C.mu_event
+}
+
+func (t *eventTable) add(e C.mu_event) cuda.Event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live == nil {
+		t.live = map[cuda.Event]C.mu_event{}
+	}
+	t.next++
+	t.live[t.next] = e
+	return t.next
+}
+
+// get is e's handle, nil for an event not given out or given back.
+func (t *eventTable) get(e cuda.Event) C.mu_event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live[e]
+}
+
+func (t *eventTable) remove(e cuda.Event) C.mu_event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.live[e]
+	delete(t.live, e)
+	return h
+}
+
+// event is e's handle.
+func (d *cuDriver) event(e cuda.Event) C.mu_event { return d.events.get(e) }
+
+func (d *cuDriver) CopyToDeviceAsync(dst uintptr, src unsafe.Pointer, n int64) error {
+	d.issued.Store(true)
+	return d.call("cuMemcpyHtoDAsync", func() C.mu_result {
+		return C.mu_cuMemcpyHtoDAsync(C.mu_deviceptr(dst), src, C.size_t(n), d.copies)
+	})
+}
+
+func (d *cuDriver) CopyToHostAsync(dst unsafe.Pointer, src uintptr, n int64) error {
+	d.issued.Store(true)
+	return d.call("cuMemcpyDtoHAsync", func() C.mu_result {
+		return C.mu_cuMemcpyDtoHAsync(dst, C.mu_deviceptr(src), C.size_t(n), d.copies)
+	})
+}
+
+// Record is cuEventCreate (timing on, for EventTime) and cuEventRecord.
+func (d *cuDriver) Record(s cuda.Stream) (cuda.Event, error) {
+	var e C.mu_event
+	err := d.call("cuEventCreate", func() C.mu_result { return C.mu_cuEventCreate(&e, C.MU_CU_EVENT_DEFAULT) })
+	if err != nil {
+		return 0, err
+	}
+	if err := d.call("cuEventRecord", func() C.mu_result { return C.mu_cuEventRecord(e, d.stream(s)) }); err != nil {
+		d.call("cuEventDestroy", func() C.mu_result { return C.mu_cuEventDestroy(e) })
+		return 0, err
+	}
+	return d.events.add(e), nil
+}
+
+func (d *cuDriver) WaitEvent(s cuda.Stream, e cuda.Event) error {
+	return d.call("cuStreamWaitEvent", func() C.mu_result { return C.mu_cuStreamWaitEvent(d.stream(s), d.event(e), 0) })
+}
+
+// EventDone is cuEventQuery: CUDA_ERROR_NOT_READY is false, not an error.
+func (d *cuDriver) EventDone(e cuda.Event) (bool, error) {
+	var r C.mu_result
+	err := d.call("cuEventQuery", func() C.mu_result {
+		r = C.mu_cuEventQuery(d.event(e))
+		if r == C.MU_CUDA_ERROR_NOT_READY {
+			return 0
+		}
+		return r
+	})
+	return err == nil && r == 0, err
+}
+
+func (d *cuDriver) EventSync(e cuda.Event) error {
+	return d.call("cuEventSynchronize", func() C.mu_result { return C.mu_cuEventSynchronize(d.event(e)) })
+}
+
+// EventTime is cuEventElapsedTime after both events happened (resolution
+// about half a microsecond).
+func (d *cuDriver) EventTime(from, to cuda.Event) (time.Duration, error) {
+	if err := d.EventSync(to); err != nil {
+		return 0, err
+	}
+	var ms C.float
+	err := d.call("cuEventElapsedTime", func() C.mu_result { return C.mu_cuEventElapsedTime(&ms, d.event(from), d.event(to)) })
+	return time.Duration(float64(ms) * float64(time.Millisecond)), err
+}
+
+func (d *cuDriver) ReleaseEvent(e cuda.Event) error {
+	h := d.events.remove(e)
+	if h == nil {
+		return fmt.Errorf("cuEventDestroy: event %d is not one of the driver's", e)
+	}
+	return d.call("cuEventDestroy", func() C.mu_result { return C.mu_cuEventDestroy(h) })
+}
+
+// Sync is cuCtxSynchronize: both streams.
 func (d *cuDriver) Sync() error {
 	unlock, err := d.on()
 	if err != nil {

@@ -85,6 +85,7 @@ type Device struct {
 	launches uint64
 	fault    error // the first violation: every later launch, copy and Sync returns it
 	planted  map[cuda.Kernel]Planted
+	streams  streams
 }
 
 // block is one allocation: C memory, so it never moves.
@@ -162,6 +163,7 @@ func (d *Device) Free(p uintptr) error {
 	if !ok {
 		return fmt.Errorf("emulated device: free of %#x, which is not allocated", p)
 	}
+	d.freeLocked("cuMemFree", p, b.bytes, false)
 	delete(d.blocks, p)
 	d.used -= b.bytes
 	C.free(b.p)
@@ -214,7 +216,12 @@ func (d *Device) run(module, index int, name string, gx, gy int, args []uint64, 
 			d.mu.Unlock()
 			return nil // a GPU reports it later, as an illegal address
 		}
+		d.raceLocked(fmt.Sprintf("kernel %s, argument %d,", name, i), e.Addr, e.Bytes)
 		ext = append(ext, C.emu_extent{addr: C.uint64_t(e.Addr), bytes: C.int64_t(e.Bytes), arg: C.int(i)})
+	}
+	if d.fault != nil {
+		d.mu.Unlock()
+		return nil
 	}
 	d.mu.Unlock()
 	cname := C.CString(name)
@@ -292,6 +299,24 @@ func (d *Device) pointerLocked(p uintptr, n int64) (unsafe.Pointer, error) {
 	return nil, fmt.Errorf("emulated device: %d bytes at %#x are not in one allocation", n, p)
 }
 
+// compute is pointer for work on the compute stream named what: the
+// streams race where a queued copy uses the bytes.
+func (d *Device) compute(what string, p uintptr, n int64) (unsafe.Pointer, error) {
+	d.mu.Lock()
+	d.raceLocked(what, p, n)
+	d.mu.Unlock()
+	return d.pointer(p, n)
+}
+
+// computeMem is mem for work on the compute stream (compute).
+func (d *Device) computeMem(what string, p uintptr, n int64) ([]byte, error) {
+	q, err := d.compute(what, p, n)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(q), n), nil
+}
+
 // mem is n bytes of emulated device memory at p.
 func (d *Device) mem(p uintptr, n int64) ([]byte, error) {
 	q, err := d.pointer(p, n)
@@ -302,7 +327,7 @@ func (d *Device) mem(p uintptr, n int64) ([]byte, error) {
 }
 
 func (d *Device) MemsetD32(p uintptr, v uint32, n int64) error {
-	q, err := d.pointer(p, 4*n)
+	q, err := d.compute("cuMemsetD32", p, 4*n)
 	if err != nil {
 		return err
 	}
@@ -314,7 +339,7 @@ func (d *Device) MemsetD32(p uintptr, v uint32, n int64) error {
 }
 
 func (d *Device) MemsetD16(p uintptr, v uint16, n int64) error {
-	q, err := d.pointer(p, 2*n)
+	q, err := d.compute("cuMemsetD16", p, 2*n)
 	if err != nil {
 		return err
 	}
@@ -326,7 +351,7 @@ func (d *Device) MemsetD16(p uintptr, v uint16, n int64) error {
 }
 
 func (d *Device) CopyHtoD(dst uintptr, src []byte) error {
-	m, err := d.mem(dst, int64(len(src)))
+	m, err := d.computeMem("cuMemcpyHtoD", dst, int64(len(src)))
 	if err == nil {
 		copy(m, src)
 	}
@@ -334,7 +359,7 @@ func (d *Device) CopyHtoD(dst uintptr, src []byte) error {
 }
 
 func (d *Device) CopyDtoH(dst []byte, src uintptr) error {
-	m, err := d.mem(src, int64(len(dst)))
+	m, err := d.computeMem("cuMemcpyDtoH", src, int64(len(dst)))
 	if err == nil {
 		copy(dst, m)
 	}
@@ -342,20 +367,25 @@ func (d *Device) CopyDtoH(dst []byte, src uintptr) error {
 }
 
 func (d *Device) CopyDtoD(dst, src uintptr, n int64) error {
-	to, err := d.mem(dst, n)
+	to, err := d.computeMem("cuMemcpyDtoD", dst, n)
 	if err != nil {
 		return err
 	}
-	from, err := d.mem(src, n)
+	from, err := d.computeMem("cuMemcpyDtoD", src, n)
 	if err == nil {
 		copy(to, from)
 	}
 	return err
 }
 
-// Sync returns the device's fault, if it has one (launches run to their end
-// before Launch returns).
-func (d *Device) Sync() error { return d.failed() }
+// Sync runs the copy stream's queue and returns the device's fault, if it
+// has one (launches run to their end before Launch returns).
+func (d *Device) Sync() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runCopiesLocked(0)
+	return d.fault
+}
 
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.mu.Lock()
@@ -369,11 +399,28 @@ func (d *Device) AllocHost(bytes int64) (unsafe.Pointer, error) {
 	if p == nil {
 		return nil, fmt.Errorf("emulated device: malloc of %d bytes of host memory failed", bytes)
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.streams.host == nil {
+		d.streams.host = map[uintptr]int64{}
+	}
+	d.streams.host[uintptr(p)] = bytes
 	return p, nil
 }
 
-// FreeHost is free.
+// FreeHost is free; freeing memory a queued copy uses is a fault.
 func (d *Device) FreeHost(p unsafe.Pointer) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	bytes, ok := d.streams.host[uintptr(p)]
+	if !ok {
+		return fmt.Errorf("emulated device: cuMemFreeHost of %p, which is not pinned memory", p)
+	}
+	d.freeLocked("cuMemFreeHost", uintptr(p), bytes, true)
+	if d.fault != nil {
+		return nil // leaked: a queued copy may still use it
+	}
+	delete(d.streams.host, uintptr(p))
 	C.free(p)
 	return nil
 }

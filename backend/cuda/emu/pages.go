@@ -95,6 +95,7 @@ func (d *Device) Map(p uintptr, bytes int64) error {
 func (d *Device) Unmap(p uintptr, bytes int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.runCopiesLocked(0) // as the driver's, it waits for the device's work
 	h, lo, hi, err := d.heapPages(p, bytes, true)
 	if err != nil {
 		return err
