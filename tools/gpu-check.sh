@@ -6,7 +6,7 @@
 #   tools/gpu-check.sh build [DIR]
 #       Here (Go with cgo and a C compiler; no CUDA toolkit, no GPU): the
 #       gpu build's stripped binaries into DIR (default bin/gpu-check:
-#       memunet-gpu and cuda-backend.test, about 34 MiB), and the CPU twin:
+#       memunet-gpu and cuda-backend.test, about 37 MiB), and the CPU twin:
 #       the quickstart trained on this machine's CPU (cpu-twin.json), so
 #       the GPU machine spends no time on CPU runs. DIR is the one folder
 #       that travels with the tree.
@@ -22,22 +22,28 @@
 #       any machine.
 #   run exits 0 when every step passed or was skipped, else 1.
 #
-# The steps of run and their time limits in seconds, 470 in all:
+# The steps of run and their time limits in seconds, 475 in all:
 #   gpu               15  nvidia-smi: the GPU, its driver and CUDA versions, memory
-#   conformance       60  the backend conformance suite on cuda:0
-#   conformance-sync  45  the first 3 failing cases again, each with
+#   conformance       50  the backend conformance suite on cuda:0
+#   conformance-sync  30  the first 3 failing cases again, each with
 #                         MEMUNET_CUDA_SYNC=1, so a fault names its kernel
-#   page-moves        20  what mapping and unmapping one page costs
-#   compare-S         75  memunet compare of 7 variants on the seed UNet
+#   page-moves        15  what mapping and unmapping one page costs
+#   layers            45  each convolution of the seed UNet (base 16 and 64,
+#                         128 and 512 px, batch 4), forward and both
+#                         gradients, in TF32, fp16, bf16, then exact fp32:
+#                         ms and TFLOP/s on the GPU's events
+#   pytorch-layers    40  the same convolutions in PyTorch + cuDNN, where
+#                         python3's torch has CUDA
+#   compare-S         70  memunet compare of 7 variants on the seed UNet
 #                         (base 16, depth 4, batch 4) at the first size S:
 #                         pool bytes, the device's own (cuMemGetInfo) less
 #                         the context's against the pool's reserved,
 #                         context overhead, step time
-#   compare-S2        90  the same at the second size
-#   compare-caching   45  the caching allocator at the first size: pages
+#   compare-S2        80  the same at the second size
+#   compare-caching   35  the caching allocator at the first size: pages
 #                         moved per step
-#   train             60  the quickstart trained on the GPU, beside the CPU twin
-#   pytorch           60  PyTorch's figures for the same variants at the
+#   train             50  the quickstart trained on the GPU, beside the CPU twin
+#   pytorch           45  PyTorch's figures for the same variants at the
 #                         first size, where python3's torch has CUDA
 #
 # Settings (environment): SIZES ("128 256"; --cpu "32"), STEPS (5; --cpu 2),
@@ -295,7 +301,7 @@ end
 # 2. Conformance on cuda:0; 3. its first failing cases again with sync
 # launches.
 failing=()
-begin conformance 60
+begin conformance 50
 if [ -x "$DIR/cuda-backend.test" ]; then
 	CAPTURE=$OUT/conformance.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestConformance$' -test.v
 	rc=$?
@@ -324,7 +330,7 @@ else
 fi
 end
 
-begin conformance-sync 45
+begin conformance-sync 30
 if [ ${#failing[@]} -eq 0 ]; then
 	STATUS=skipped DETAIL="no failing case"
 else
@@ -347,7 +353,7 @@ fi
 end
 
 # 4. What a page move costs.
-begin page-moves 20
+begin page-moves 15
 if [ -x "$DIR/cuda-backend.test" ]; then
 	CAPTURE=$WORK/pages.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestPageMoves$' -test.v
 	rc=$?
@@ -363,7 +369,49 @@ else
 fi
 end
 
-# 5. compare per size, and the caching allocator at the first.
+# 5. Each convolution of the seed UNet: memunet's kernels, then cuDNN's.
+begin layers 45
+if [ -x "$DIR/cuda-backend.test" ]; then
+	MEMUNET_LAYER_BENCH=$WORK/layers.json MEMUNET_LAYER_BENCH_S=$(($(left) > 15 ? $(left) - 10 : 5)) CAPTURE=$WORK/layers.log \
+		limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestLayerBench$' -test.v
+	rc=$?
+	STATUS=$(status_of $rc)
+	if grep -q -- '--- SKIP: TestLayerBench' "$WORK/layers.log"; then
+		STATUS=skipped DETAIL="no GPU here"
+	elif valid_json "$WORK/layers.json"; then
+		RESULT=$WORK/layers.json
+		DETAIL="$(grep -c '"layer"' "$WORK/layers.json") rows"
+		# The best TFLOP/s of each precision.
+		command -v python3 >/dev/null && DETAIL+=$(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+best = {}
+for r in rows:
+    best[r["precision"]] = max(best.get(r["precision"], 0), r["tflops"])
+print("; best TFLOP/s: " + ", ".join("%s %.1f" % kv for kv in sorted(best.items())))' "$WORK/layers.json" 2>/dev/null)
+	fi
+else
+	STATUS=skipped DETAIL="no $DIR/cuda-backend.test"
+fi
+end
+
+begin pytorch-layers 40
+if [ "$DEVICE" != cuda ]; then
+	STATUS=skipped DETAIL="PyTorch's CUDA figures are for the GPU run"
+elif ! limited 15 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then
+	STATUS=skipped DETAIL="torch with CUDA is not importable here"
+else
+	CAPTURE=$WORK/torch-layers.log limited "$(left)" python3 tools/pytorch_layers.py --out "$WORK/torch-layers.json" \
+		--seconds $(($(left) > 15 ? $(left) - 10 : 5))
+	rc=$?
+	STATUS=$(status_of $rc)
+	if valid_json "$WORK/torch-layers.json"; then
+		RESULT=$WORK/torch-layers.json DETAIL=$(grep '^{' "$WORK/torch-layers.log" | tail -1)
+	fi
+fi
+end
+
+# 6. compare per size, and the caching allocator at the first.
 compare() {
 	local name=$1 size=$2 variants=$3
 	shift 3
@@ -386,18 +434,18 @@ print(("; device less context beyond the pool: " + ", ".join(beyond) if beyond e
       ("; pages mapped/unmapped: " + ", ".join(pages) if pages else ""))' "$WORK/$name/compare.json" 2>/dev/null)
 	fi
 }
-limits=(75 90)
+limits=(70 80)
 for i in "${!sizes[@]}"; do
 	begin "compare-${sizes[$i]}" "${limits[$i]:-90}"
 	compare "compare-${sizes[$i]}" "${sizes[$i]}" "$VARIANTS"
 	end
 done
-begin compare-caching 45
+begin compare-caching 35
 compare compare-caching "$first" baseline,checkpoint,all --set memory.allocator=caching
 end
 
-# 6. The quickstart trained on the device, beside the CPU twin (build).
-begin train 60
+# 7. The quickstart trained on the device, beside the CPU twin (build).
+begin train 50
 limited "$(left)" "$memunet" train --config configs/quickstart.yaml --device "$DEVICE" --force --out "$WORK/train" \
 	--set train.steps="$TRAIN_STEPS" --set train.val_every="$TRAIN_STEPS" --set output.progress=plain
 rc=$?
@@ -408,8 +456,8 @@ if valid_json "$WORK/train/summary.json"; then
 fi
 end
 
-# 7. PyTorch on the same GPU, where python3's torch has CUDA.
-begin pytorch 60
+# 8. PyTorch on the same GPU, where python3's torch has CUDA.
+begin pytorch 45
 if [ "$DEVICE" != cuda ]; then
 	STATUS=skipped DETAIL="PyTorch's CUDA figures are for the GPU run"
 elif ! limited "$(left)" python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then

@@ -99,7 +99,7 @@ func killSession(sid int) {
 // fakeDeviceTest is a stand-in for the gpu build's cuda-backend.test on a
 // GPU whose relu faults: the conformance suite fails two cases, each of
 // which, run again with MEMUNET_CUDA_SYNC=1, names its kernel; the page
-// moves are measured.
+// moves are measured, and two layers of the per-layer benchmark.
 const fakeDeviceTest = `#!/bin/sh
 case "$2" in
 '^TestConformance$')
@@ -113,6 +113,10 @@ case "$2" in
 '^TestPageMoves$')
 	echo '    pagemoves_test.go:27: page-moves: {"page_bytes":2097152,"pages":64,"map_us_per_page":41,"unmap_us_per_page":25}'
 	echo '--- PASS: TestPageMoves (0.01s)'; exit 0 ;;
+'^TestLayerBench$')
+	echo '[{"base":16,"size":128,"layer":"inc.conv1","pass":"forward","precision":"tf32","ms":0.02,"tflops":12.5},' >"$MEMUNET_LAYER_BENCH"
+	echo ' {"base":16,"size":128,"layer":"inc.conv1","pass":"forward","precision":"fp16","ms":0.01,"tflops":25}]' >>"$MEMUNET_LAYER_BENCH"
+	echo '--- PASS: TestLayerBench (1.00s)'; exit 0 ;;
 *)
 	[ "$MEMUNET_CUDA_SYNC" = 1 ] && echo "    conformance_test.go:40: cuda:0: kernel relu (ReLU, grid 4x1, args 0x7f00 0x7f00 fp32 1000) failed: CUDA_ERROR_ILLEGAL_ADDRESS; run $2"
 	exit 1 ;;
@@ -201,7 +205,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 				t.Fatalf("limits %q: %v (a timed-out step exits 1, else 0)", limit, err)
 			}
 			g := readGPUCheck(t, out)
-			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 8 {
+			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 10 {
 				t.Errorf("limits %q: finished %v, mode %q, %d steps", limit, g.Finished, g.Mode, len(g.Steps))
 			}
 			var rows []report.CompareRow
@@ -225,7 +229,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 			if tr := g.step("train"); tr == nil || tr.Status != "passed" || json.Unmarshal(tr.Result, &sum) != nil || sum.Steps != 4 || sum.FinalLoss == 0 {
 				t.Errorf("limits %q: train: %+v", limit, tr)
 			}
-			for _, s := range []string{"gpu", "conformance", "conformance-sync", "page-moves", "compare-caching", "pytorch"} {
+			for _, s := range []string{"gpu", "conformance", "conformance-sync", "page-moves", "layers", "pytorch-layers", "compare-caching", "pytorch"} {
 				if g.step(s) == nil {
 					t.Errorf("no step %s", s)
 				}
@@ -252,6 +256,14 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 				}
 				if p := g.step("page-moves"); p == nil || p.Status != "passed" || json.Unmarshal(p.Result, &pages) != nil || pages.MapUS != 41 {
 					t.Errorf("page-moves: %+v", p)
+				}
+				var layers []struct {
+					Precision string  `json:"precision"`
+					TFLOPs    float64 `json:"tflops"`
+				}
+				if l := g.step("layers"); l == nil || l.Status != "passed" || json.Unmarshal(l.Result, &layers) != nil || len(layers) != 2 ||
+					layers[1].TFLOPs != 25 {
+					t.Errorf("layers: %+v", l)
 				}
 			}
 			files, _ := os.ReadDir(out)

@@ -5,6 +5,7 @@ package emu_test
 import (
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend"
@@ -189,4 +190,28 @@ func TestProfileOnDeviceClock(t *testing.T) {
 		t.Errorf("%d events still held after the profile was read", n)
 	}
 	t.Logf("per step: %+v", row.KindMS)
+}
+
+// TestBenchLayers: the per-layer benchmark times every pass of each layer
+// at each precision on the device's clock (emulated), skipping the first
+// layer's input gradient, and leaves TF32 as it found it.
+func TestBenchLayers(t *testing.T) {
+	gpu, err := emu.Backend(1 << 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := cuda.SeedUNetConvolutions(4, 16, 1)[:3]
+	rows, err := cuda.BenchLayers(gpu, [2]int{4, 16}, layers, []string{"tf32", "fp16", "bf16", "fp32"}, 1, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4*(2+3+3) || !gpu.ConvTF32() {
+		t.Fatalf("%d rows (want 32), TF32 %v after", len(rows), gpu.ConvTF32())
+	}
+	for _, r := range rows {
+		if r.MS <= 0 || r.TFLOPs <= 0 || r.Base != 4 || r.Size != 16 {
+			t.Errorf("%+v: no time", r)
+		}
+	}
+	t.Logf("%+v", rows[0])
 }
