@@ -384,20 +384,23 @@ __device__ __forceinline__ void slice_product(Acc<Ty> (&acc)[T::FM][T::FN], sptr
 // (fetch early, put after the slice before is used).
 template <class Ty>
 struct Stage {
+	// Two 16-bit values a register: r holds value j in bits 16*(j%2) of
+	// r[j/2], half the registers a value apiece would take.
 	template <class L>
-	__device__ __forceinline__ static void fetch(L &l, typename Ty::S (&r)[L::E], int s) {
+	__device__ __forceinline__ static void fetch(L &l, uint32_t (&r)[(L::E + 1) / 2], int s) {
 		l.begin(s);
 		UNROLL
 		for (int j = 0; j < L::E; j++) {
 			bool ok;
 			gptr<const typename Ty::S> p = l.src(j, ok);
-			r[j] = ok ? (typename Ty::S)p[0] : (typename Ty::S)0;
+			uint32_t v = ok ? (uint32_t)p[0] : 0u;
+			r[j / 2] = j % 2 ? r[j / 2] | v << 16 : v;
 		}
 	}
 	template <class L>
-	__device__ __forceinline__ static void put(L &l, const typename Ty::S (&r)[L::E], sptr<typename Ty::S> to) {
+	__device__ __forceinline__ static void put(L &l, const uint32_t (&r)[(L::E + 1) / 2], sptr<typename Ty::S> to) {
 		UNROLL
-		for (int j = 0; j < L::E; j++) to[l.dst(j)] = r[j];
+		for (int j = 0; j < L::E; j++) to[l.dst(j)] = (typename Ty::S)(r[j / 2] >> (16 * (j % 2)));
 	}
 };
 
@@ -442,7 +445,7 @@ __device__ __forceinline__ void mainloop(Acc<Ty> (&acc)[T::FM][T::FN], sptr<type
 					 LA &la, LB &lb, int s0, int s1, int wm, int wn, Registers) {
 	typedef typename Ty::S S;
 	if (s0 >= s1) return;
-	S ra[LA::E], rb[LB::E];
+	uint32_t ra[(LA::E + 1) / 2], rb[(LB::E + 1) / 2];
 	Stage<Ty>::fetch(la, ra, s0);
 	Stage<Ty>::fetch(lb, rb, s0);
 	Stage<Ty>::put(la, ra, smA);
