@@ -85,5 +85,5 @@ func (c *Confusion) counts(k int) (tp, fp, fn int64) {
 
 // Validation is the scores of the counted pixels, with loss as the loss.
 func (c *Confusion) Validation(loss float64) Validation {
-	return Validation{ValLoss: loss, ValPixelAcc: c.PixelAccuracy(), ValMIoU: c.MeanIoU(), ValDice: c.MeanDice(), PerClass: c.PerClass()}
+	return Validation{ValLoss: Loss(loss), ValPixelAcc: c.PixelAccuracy(), ValMIoU: c.MeanIoU(), ValDice: c.MeanDice(), PerClass: c.PerClass()}
 }

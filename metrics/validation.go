@@ -1,9 +1,11 @@
 package metrics
 
+import "math"
+
 // Validation is a validation's loss and scores (in metrics.jsonl,
 // summary.json, eval's report and predict.json under these names).
 type Validation struct {
-	ValLoss     float64 `json:"val_loss"`
+	ValLoss     Loss    `json:"val_loss"` // null in JSON where not finite
 	ValPixelAcc float64 `json:"val_pixel_acc"`
 	ValMIoU     float64 `json:"val_miou"`
 	ValDice     float64 `json:"val_dice"`
@@ -49,15 +51,21 @@ func (v Validation) Score(monitor string) float64 {
 	case "val_pixel_acc":
 		return v.ValPixelAcc
 	case "val_loss":
-		return v.ValLoss
+		return float64(v.ValLoss)
 	}
 	return v.ValMIoU
 }
 
 // Better reports whether score a beats b by more than minDelta for monitor
-// (lower is better for val_loss, higher for the others).
+// (lower is better for val_loss, higher for the others). A NaN never beats
+// anything, and anything else beats a NaN.
 func Better(monitor string, a, b, minDelta float64) bool {
-	if monitor == "val_loss" {
+	switch {
+	case math.IsNaN(a):
+		return false
+	case math.IsNaN(b):
+		return true
+	case monitor == "val_loss":
 		return a < b-minDelta
 	}
 	return a > b+minDelta

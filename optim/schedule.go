@@ -106,7 +106,7 @@ func (s Schedule) Validated(miou float64, st *ScheduleState) {
 	if s.Minimize {
 		better = miou < *orZero(st.Best)*(1-s.Threshold)
 	}
-	if st.Best == nil || better {
+	if (st.Best == nil || better) && !math.IsNaN(miou) { // torch: NaN is a bad epoch, never the best
 		st.Best = &miou
 		st.BadValidations = 0
 	} else {

@@ -76,3 +76,23 @@ func TestScheduleValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestPlateauNaN: a NaN score (an overflowed val_loss) is a bad
+// validation and never the best, as in torch's ReduceLROnPlateau, whose
+// comparisons with NaN are false.
+func TestPlateauNaN(t *testing.T) {
+	s := Schedule{Kind: Plateau, LR: 1, Factor: 0.5, Patience: 1, Minimize: true}
+	st := ScheduleState{LR: 1}
+	for i, score := range []float64{math.NaN(), math.NaN(), 0.5, math.NaN(), math.NaN()} {
+		s.Validated(score, &st)
+		if st.Best != nil && math.IsNaN(*st.Best) {
+			t.Fatalf("validation %d: NaN became the best", i)
+		}
+		if i == 1 && st.LR != 0.5 {
+			t.Errorf("after two NaNs (patience 1) the LR is %g, want 0.5", st.LR)
+		}
+	}
+	if st.Best == nil || *st.Best != 0.5 || st.LR != 0.25 {
+		t.Errorf("best %v, LR %g: want 0.5 and 0.25", st.Best, st.LR)
+	}
+}

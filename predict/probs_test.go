@@ -92,7 +92,7 @@ func TestPredictSplitProbsMatchesDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(dev.ValLoss-host.ValLoss) > 1e-5*(1+dev.ValLoss) || dev.ValMIoU != host.ValMIoU || dev.ValPixelAcc != host.ValPixelAcc {
+	if math.Abs(float64(dev.ValLoss-host.ValLoss)) > 1e-5*(1+float64(dev.ValLoss)) || dev.ValMIoU != host.ValMIoU || dev.ValPixelAcc != host.ValPixelAcc {
 		t.Errorf("device %+v, host %+v", dev, host)
 	}
 }

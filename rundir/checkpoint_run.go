@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,8 +159,8 @@ func (c *checkpointer) validated(v checkpoint.ValRecord) bool {
 func (c *checkpointer) improves(v checkpoint.ValRecord) bool {
 	monitor := c.tr.Config.Train.Monitor
 	s := v.Score(monitor)
-	if c.best != nil && !metrics.Better(monitor, s, *c.best, 0) {
-		return false
+	if math.IsNaN(s) || c.best != nil && !metrics.Better(monitor, s, *c.best, 0) {
+		return false // a NaN (an overflowed loss) is never the best
 	}
 	c.best = &s
 	return true
@@ -167,14 +168,15 @@ func (c *checkpointer) improves(v checkpoint.ValRecord) bool {
 
 // earlyStop counts a scheduled validation and reports whether the run
 // should stop: train.monitor has not improved by more than min_delta for
-// train.early_stop.patience validations (Lightning's EarlyStopping).
+// train.early_stop.patience validations (Lightning's EarlyStopping; a NaN
+// counts as not improving).
 func (c *checkpointer) earlyStop(v checkpoint.ValRecord) bool {
 	es, monitor := c.tr.Config.Train.EarlyStop, c.tr.Config.Train.Monitor
 	if es.Patience == 0 {
 		return false
 	}
 	s := v.Score(monitor)
-	if c.stop.Best == nil || metrics.Better(monitor, s, *c.stop.Best, es.MinDelta) {
+	if c.stop.Best == nil && !math.IsNaN(s) || c.stop.Best != nil && metrics.Better(monitor, s, *c.stop.Best, es.MinDelta) {
 		c.stop.Best, c.stop.Wait = &s, 0
 		return false
 	}
@@ -231,7 +233,10 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 	var miou, score *float64
 	if n := len(c.history.Val); n > 0 && c.history.Val[n-1].Step == step {
 		v, s := c.history.Val[n-1].ValMIoU, c.history.Val[n-1].Score(c.tr.Config.Train.Monitor)
-		miou, score = &v, &s
+		miou = &v
+		if !math.IsNaN(s) { // an overflowed val_loss ranks nothing
+			score = &s
+		}
 	}
 	var stop *checkpoint.EarlyStopState
 	if c.tr.Config.Train.EarlyStop.Patience > 0 {

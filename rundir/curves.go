@@ -21,7 +21,7 @@ func addStep(c *report.Curves, r StepRecord) {
 
 func addVal(c *report.Curves, r checkpoint.ValRecord) {
 	c.ValSteps = append(c.ValSteps, float64(r.Step))
-	c.ValLoss, c.MIoU = append(c.ValLoss, r.ValLoss), append(c.MIoU, r.ValMIoU)
+	c.ValLoss, c.MIoU = append(c.ValLoss, float64(r.ValLoss)), append(c.MIoU, r.ValMIoU)
 	c.Dice, c.PixelAcc = append(c.Dice, r.ValDice), append(c.PixelAcc, r.ValPixelAcc)
 }
 

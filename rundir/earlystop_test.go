@@ -76,8 +76,8 @@ func TestBestByMonitor(t *testing.T) {
 	best, bestStep := 0.0, 0
 	for dec.More() {
 		var r checkpoint.ValRecord
-		if dec.Decode(&r) == nil && r.Type == "val" && (bestStep == 0 || metrics.Better("val_loss", r.ValLoss, best, 0)) {
-			best, bestStep = r.ValLoss, r.Step
+		if dec.Decode(&r) == nil && r.Type == "val" && (bestStep == 0 || metrics.Better("val_loss", float64(r.ValLoss), best, 0)) {
+			best, bestStep = float64(r.ValLoss), r.Step
 		}
 	}
 	if sum.Monitor != "val_loss" || sum.BestScore == nil || *sum.BestScore != best {

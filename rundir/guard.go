@@ -9,6 +9,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
 )
@@ -184,4 +185,19 @@ type ExistingRunError struct {
 func (e *ExistingRunError) Error() string {
 	return fmt.Sprintf("%s already holds a run (%s): continue it with --resume auto, train into a new --out DIR, or add --force to delete those files and start again",
 		e.Dir, strings.Join(e.Files, ", "))
+}
+
+// lossNotFinite is the note for a validation whose loss is not finite:
+// the run goes on (the training loss is finite, or it would have stopped),
+// the loss is written as null, and the likely cause named.
+func lossNotFinite(cfg config.Config, step int, loss metrics.Loss) string {
+	why := "the model's outputs overflow in evaluation mode"
+	switch cfg.Train.Precision {
+	case backend.Float16:
+		why = "fp16 overflows beyond 65504, and evaluation uses BatchNorm's running statistics, young early in a run; " +
+			"bf16 (train.precision: bf16) keeps fp32's range"
+	case backend.Float32:
+		why += " (BatchNorm's running statistics are young early in a run; a lower train.lr helps)"
+	}
+	return fmt.Sprintf("validation at step %d: the loss is %v, written as null; training goes on: %s", step, float64(loss), why)
 }

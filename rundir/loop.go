@@ -99,6 +99,10 @@ func (r *run) validate(step, epoch int) error {
 	}
 	st := tr.Pool().Stats()
 	r.tally.notePeak(st.Allocated.Peak, st.Reserved.Peak, train.PhaseMemoryOf(st).PeakByCategory)
+	if !v.ValLoss.Finite() && !r.saidLossNotFinite {
+		r.prog.note(lossNotFinite(r.cfg, step, v.ValLoss))
+		r.saidLossNotFinite = true
+	}
 	r.lastVal = step
 	if scheduled(r.cfg.Train.ValEvery, step) {
 		tr.Validated(v)

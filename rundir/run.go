@@ -239,6 +239,8 @@ type run struct {
 	sum      *Summary
 	lastVal  int // the step of the latest validation (-1: none)
 	stepsRun int // steps this process completed
+
+	saidLossNotFinite bool // a validation's loss was not finite, and the user told
 }
 
 // close gives back what setUp took. A new run that failed before its first

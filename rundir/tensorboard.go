@@ -64,7 +64,7 @@ func (o *tbObserver) observeStep(rec StepRecord, _ train.StepResult) error {
 // IoU and Dice, and, with a preview, its pictures.
 func (o *tbObserver) observeValidation(rec checkpoint.ValRecord) error {
 	s := []tensorboard.Scalar{
-		{Tag: "val/loss", Value: rec.ValLoss},
+		{Tag: "val/loss", Value: float64(rec.ValLoss)},
 		{Tag: "val/miou", Value: rec.ValMIoU},
 		{Tag: "val/dice", Value: rec.ValDice},
 		{Tag: "val/pixel_acc", Value: rec.ValPixelAcc},

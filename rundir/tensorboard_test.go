@@ -90,7 +90,7 @@ func metricsTags(t *testing.T, run string) map[string]map[int]float64 {
 				put("memory/device_used_bytes", s.Step, float64(s.DeviceUsedBytes))
 			}
 		case "val":
-			for tag, x := range map[string]float64{"val/loss": v.ValLoss, "val/miou": v.ValMIoU, "val/dice": v.ValDice, "val/pixel_acc": v.ValPixelAcc} {
+			for tag, x := range map[string]float64{"val/loss": float64(v.ValLoss), "val/miou": v.ValMIoU, "val/dice": v.ValDice, "val/pixel_acc": v.ValPixelAcc} {
 				put(tag, v.Step, x)
 			}
 			for _, c := range v.PerClass {

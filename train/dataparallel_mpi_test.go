@@ -127,7 +127,7 @@ func checkDataParallel(t *testing.T, comm dist.Comm, norm string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dv.ValMIoU != rv.ValMIoU || dv.ValPixelAcc != rv.ValPixelAcc || math.Abs(dv.ValLoss-rv.ValLoss) > 1e-5*(1+rv.ValLoss) {
+	if dv.ValMIoU != rv.ValMIoU || dv.ValPixelAcc != rv.ValPixelAcc || math.Abs(float64(dv.ValLoss-rv.ValLoss)) > 1e-5*(1+float64(rv.ValLoss)) {
 		t.Errorf("rank %d: validation %+v over the ranks' shares, %+v in one process", comm.Rank(), dv, rv)
 	}
 }
