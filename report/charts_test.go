@@ -522,3 +522,28 @@ func TestCompareDeviceColumns(t *testing.T) {
 		t.Errorf("compare.json: %d rows, %v", len(back), err)
 	}
 }
+
+// TestCompareTableFailedRow: a failed row fills every column (the rows
+// below it stay aligned: found on the first GPU run, where a failed fp16
+// row shifted every later one) and says why below the table.
+func TestCompareTableFailedRow(t *testing.T) {
+	var table bytes.Buffer
+	if err := PrintCompareTable(&table, syntheticRows()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(table.String(), "\n"), "\n")
+	rows := lines[:len(lines)-1]
+	if len(rows) != 7 || lines[len(lines)-1] != "fp16 failed: out of memory" {
+		t.Fatalf("want a header, 6 rows and the failure below:\n%s", table.String())
+	}
+	width := len(rows[0])
+	for _, l := range rows {
+		if len(l) != width {
+			t.Errorf("row of %d characters, header %d:\n%s", len(l), width, table.String())
+			break
+		}
+	}
+	if !strings.Contains(rows[3], "failed") || strings.Contains(rows[3], "out of memory") {
+		t.Errorf("the failed row: %q", rows[3])
+	}
+}

@@ -134,8 +134,12 @@ func columnsOf(rows []CompareRow) extraColumns {
 // device columns "-" where a row has none.
 func (r CompareRow) cells(bytes func(int64) string, x extraColumns) []string {
 	c := append([]string{r.Name}, r.Variant.Columns()...)
-	if r.Error != "" {
-		return append(c, "failed: "+r.Error)
+	if r.Error != "" { // every cell, so that the rows below stay aligned; why follows the table
+		c = append(c, "failed")
+		for len(c) < len(compareHeader(x)) {
+			c = append(c, "-")
+		}
+		return c
 	}
 	pool := func(v int64) string {
 		if !r.Pool {
@@ -171,7 +175,17 @@ func PrintCompareTable(w io.Writer, rows []CompareRow) error {
 	for _, r := range rows {
 		fmt.Fprintln(tw, strings.Join(r.cells(memory.FormatBytes, x), "\t")+"\t")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			if _, err := fmt.Fprintf(w, "%s failed: %s\n", r.Name, r.Error); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // writeCompareCSV is compare.csv: the table's columns, bytes as integers.
