@@ -10,6 +10,7 @@ base 16 and 64, 128 and 512 px, batch 4; forward (F.conv2d), input gradient
 warm-up, on CUDA events.
 
 Usage: python3 pytorch_layers.py --out FILE [--seconds 35]
+       [--shapes 16x128,16x512,64x128,64x512] [--precisions tf32,fp16,bf16,fp32]
 Writes a JSON array of rows (base, size, layer, n, c, oc, h, w, k, count,
 pass, precision, ms, tflops: 2*N*OH*OW*OC*C*K*K a pass), what was measured
 within --seconds, and prints one line saying how many.
@@ -72,13 +73,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=35)
+    ap.add_argument("--shapes", default="16x128,16x512,64x128,64x512", help="BASExSIZE, comma-separated")
+    ap.add_argument("--precisions", default="tf32,fp16,bf16,fp32")
     args = ap.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    wanted = args.precisions.split(",")
+    for name in wanted:
+        if name not in PRECISIONS:
+            ap.error("--precisions: %s is not one of %s" % (name, ", ".join(PRECISIONS)))
     deadline = time.time() + args.seconds
     torch.backends.cudnn.benchmark = True
     rows = []
     done = False
     for precisions in (("tf32", "fp16", "bf16"), ("fp32",)):
-        for base, size in ((16, 128), (16, 512), (64, 128), (64, 512)):
+        precisions = [p for p in precisions if p in wanted]
+        for base, size in shapes:
             for name in precisions:
                 dtype, tf32 = PRECISIONS[name]
                 torch.backends.cudnn.allow_tf32 = tf32
