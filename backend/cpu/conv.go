@@ -196,7 +196,7 @@ func (c CPU) winogradWeightGrad(s backend.ConvShape, dw, dbias, ws backend.View,
 			c.team.ConvBiasGrad(s.Images(n), f32(dbias), dy)
 		}
 	})
-	c.team.WinogradWeightGradAdd(s, f32(dw), du)
+	c.team.WinogradWeightGradAdd(s, f32(dw), du, f32(cut.rest))
 }
 
 // imagesBackF32 runs back on each of n fp32 images' slices of din (nil

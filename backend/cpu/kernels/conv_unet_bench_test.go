@@ -89,7 +89,7 @@ func BenchmarkConvUNetWinograd(b *testing.B) {
 			du, rest := g.carve(ws, WinogradFilterSize(s))
 			clear(du)
 			team.WinogradWeightGrad(s, du, dout, Float32Image(in), rest)
-			team.WinogradWeightGradAdd(s, dw, du)
+			team.WinogradWeightGradAdd(s, dw, du, rest)
 		}
 		b.Run("bwd/"+name, func(b *testing.B) {
 			for range b.N {

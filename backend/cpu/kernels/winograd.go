@@ -32,15 +32,19 @@ import (
 // dU[ξ][o][c] = sum over tiles of dM[ξ][o][t] V[ξ][c][t], dM = A dY A^T,
 // and dw += G^T dU G.
 //
-// Error: F(2x2,3x3) rounds each output through 4 additions in the input
-// transform, 4 in the filter's, one per channel in the product and 4 in
-// the output's, so |Winograd - exact| <= (C+12)·u·E per output (u = 2^-24,
-// first order), where E = sum_c (|A^T| (|G||g||G^T| ⊙ |B^T||d||B|) |A|)
-// is the sum of the magnitudes it adds; E is at most 64/9 ≈ 7.1 times the
-// direct convolution's sum of |w||x| (the transforms' magnification),
-// so the error is within a small factor of the direct convolution's. The
-// weight gradient likewise, with the tiles in place of the channels
-// (TestWinogradErrorBound).
+// Error: F(2x2,3x3) rounds each output through 2 additions in the input
+// transform, 9 in the filter's (a GEMM by G ⊗ G, whose products are
+// exact), one per channel in the product (and one per k slab of 256
+// channels beyond the first), 4 in the output transform and 1 adding the
+// bias, so |Winograd - exact| <= (C + 16 + slabs)·u·E per output (u =
+// 2^-24, first order), where E = sum_c (|A^T| (|G||g||G^T| ⊙ |B^T||d||B|)
+// |A|) is the sum of the magnitudes it adds; E is at most 64/9 ≈ 7.1
+// times the direct convolution's sum of |w||x| (the transforms'
+// magnification), so the error is within a small factor of the direct
+// convolution's. The input gradient likewise with OC for C. The weight
+// gradient sums over tiles in slabs of 256: |error| <= (256 + slabs + 20)
+// ·u·E with E = |G^T| (sum over tiles of |A||dY||A^T| ⊙ |B^T||d||B|) |G|
+// (TestWinogradErrorBound, at the seed UNet's widths).
 //
 // Layout. A convolution's tile rows are cut into bands. A band's
 // transformed input V holds, per ξ, C rows of the band's tiles: in the
@@ -226,38 +230,22 @@ func winoGradGo(src []float32, stride int, wk winoWalk, dst []float32, xiStride,
 	}
 }
 
-// winoFilterTile is U = G g G^T of one 3x3 kernel g (row-major).
-func winoFilterTile(g *[9]float32) (u [winoXi]float32) {
-	var t [3][4]float32 // t[r]: row r's transform
-	for r := range 3 {
-		g0, g1, g2 := g[3*r], g[3*r+1], g[3*r+2]
-		s := g0 + g2
-		t[r] = [4]float32{g0, (s + g1) * 0.5, (s - g1) * 0.5, g2}
+// winoFilterMatrix is G ⊗ G as a 16 x 9 matrix: U[ξ] = sum over k of
+// K[ξ][k] g[k] for a 3x3 kernel g (row-major), ξ = 4i+j, k = 3r+c,
+// K[ξ][k] = G[i][r] G[j][c]. Its entries are 0, ±1, ±1/2 and ±1/4, so
+// each product is exact and U is 9 products summed: the filter
+// transforms run as GEMMs by it.
+func winoFilterMatrix() [winoXi * 9]float32 {
+	G := [4][3]float32{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}}
+	var k [winoXi * 9]float32
+	for xi := range winoXi {
+		for r := range 3 {
+			for c := range 3 {
+				k[xi*9+3*r+c] = G[xi/4][r] * G[xi%4][c]
+			}
+		}
 	}
-	for j := range 4 {
-		g0, g1, g2 := t[0][j], t[1][j], t[2][j]
-		s := g0 + g2
-		u[j], u[4+j], u[8+j], u[12+j] = g0, (s+g1)*0.5, (s-g1)*0.5, g2
-	}
-	return u
-}
-
-// winoFilterGradTile adds G^T du G (3x3, the adjoint of winoFilterTile)
-// to dw (row-major).
-func winoFilterGradTile(dw *[9]float32, du *[winoXi]float32) {
-	var t [4][3]float32 // t[i]: row i's adjoint
-	for i := range 4 {
-		u0, u1, u2, u3 := du[4*i], du[4*i+1], du[4*i+2], du[4*i+3]
-		s := (u1 + u2) * 0.5
-		t[i] = [3]float32{u0 + s, (u1 - u2) * 0.5, s + u3}
-	}
-	for j := range 3 {
-		u0, u1, u2, u3 := t[0][j], t[1][j], t[2][j], t[3][j]
-		s := (u1 + u2) * 0.5
-		dw[j] += u0 + s
-		dw[3+j] += (u1 - u2) * 0.5
-		dw[6+j] += s + u3
-	}
+	return k
 }
 
 // winoShapeOK reports whether the Winograd kernels take s: a 3x3
@@ -389,19 +377,37 @@ func gcd(a, b int) int {
 	return a
 }
 
-// winoGradLd is the row stride of the weight gradient's V: its band's
-// tiles and 16 more, so that rows are not a multiple of 4 KiB apart
-// (the L1 sets the direct kernels' 8 rows would share).
+// winoGradLd is the row stride of the weight gradient's V and dM: its
+// band's tiles and 16 more, so that rows are not a multiple of 4 KiB
+// apart (the L1 sets the direct kernels' 8 rows would share).
 func winoGradLd(tiles int) int { return tiles + 16 }
 
 // winoGradNeed is the workspace the weight gradient takes in bands of R
-// tile rows: dU (16 x C x OC), the padded image, the band's V and dM, and
-// per worker the packed panels of dM^T.
+// tile rows: dU (16 x OC x C), the padded image, the band's V and dM, and
+// per worker the packed panels of V^T.
 func winoGradNeed(s backend.ConvShape, R int) int {
 	gm := newWinoGeom(s, R)
 	T := gm.tiles()
-	return WinogradFilterSize(s) + gm.padded() + winoXi*(winoPlaneLd(s.C*winoGradLd(T))+winoPlaneLd(s.OC*T)) +
-		winoWorkers()*(roundUp(s.OC, gemmNR)*min(T, gemmKC)+gemmNR*gemmKC)
+	bands := gm.padded() + winoXi*(winoPlaneLd(s.C*winoGradLd(T))+winoPlaneLd(s.OC*winoGradLd(T))) + winoWorkers()*winoGradPack(s, T)
+	// WinogradWeightGradAdd's products by channel pairs, after the bands.
+	return WinogradFilterSize(s) + max(bands, 9*s.C*s.OC+winoWorkers()*(gemmMC*winoXi+gemmNR*(gemmKC+winoXi)))
+}
+
+// winoGradByOut reports whether the weight gradient's products run as
+// du[ξ] (OC x C) = dM V^T (their columns the input channels, V packed
+// transposed) rather than duT[ξ] (C x OC) = V dM^T: where the input
+// channels are fewer than the output's (packing the smaller operand)
+// but fill a panel (narrower columns run through tiles).
+func winoGradByOut(s backend.ConvShape) bool { return s.C < s.OC && s.C >= gemmNR }
+
+// winoGradPack is a worker's packing buffer in the weight gradient's
+// products (the transposed operand's slab, and the kernels' scratch).
+func winoGradPack(s backend.ConvShape, T int) int {
+	n := s.OC
+	if winoGradByOut(s) {
+		n = s.C
+	}
+	return roundUp(n, gemmNR)*min(T, gemmKC) + gemmNR*gemmKC
 }
 
 // WinogradSwapped is s with its channels swapped: the input gradient's
@@ -487,31 +493,35 @@ func (t *Team) WinogradFilter(s backend.ConvShape, w, ws []float32, flipped bool
 		panic(fmt.Sprintf("kernels: winograd filter of %+v: %d weights", s, len(w)))
 	}
 	u, rest = g.carve(ws, WinogradFilterSize(s))
-	ld := winoPlaneLd(s.C * s.OC)
-	C, OC := s.C, s.OC
-	t.For(OC, max(1, 4096/C), func(lo, hi int) {
-		for o := lo; o < hi; o++ {
-			for c := range C {
-				g := (*[9]float32)(w[(o*C+c)*9:])
-				if flipped {
-					var f [9]float32
-					for i := range f {
-						f[i] = g[8-i]
-					}
-					g = &f
-				}
-				tile := winoFilterTile(g)
-				at := o*C + c // u[ξ][o][c]
-				if flipped {
-					at = c*OC + o // u[ξ][c][o]
-				}
-				for xi, v := range tile {
-					u[xi*ld+at] = v
-				}
-			}
-		}
-	})
+	// U (16 x pairs, planes winoPlaneLd apart) = K (16 x 9) x the pairs'
+	// kernels (9 x pairs): w's rows transposed, or flipped in (c, o) order.
+	K := winoFilterMatrix()
+	var B packerB = matB{b: w, ldb: 9, trans: true}
+	if flipped {
+		B = flippedPairsB{w: w, C: s.C, OC: s.OC}
+	}
+	g.gemm(winoXi, s.C*s.OC, 9, 1, matA{a: K[:], lda: 9}, B, 0, u, winoPlaneLd(s.C*s.OC), rest)
 	return u, rest
+}
+
+// flippedPairsB is op(B) of the input gradient's filter transform: column
+// c*OC + o (channel pair in (c, o) order, as u[ξ][c][o]), row k the
+// flipped kernel's value w[o][c][8-k].
+type flippedPairsB struct {
+	w     []float32
+	C, OC int
+}
+
+func (x flippedPairsB) packB(_ *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
+	clear(dst[:roundUp(nw, gemmNR)*kc])
+	for j := range nw {
+		c, o := (j0+j)/x.OC, (j0+j)%x.OC
+		g := x.w[(o*x.C+c)*9 : (o*x.C+c)*9+9]
+		d := dst[j/gemmNR*gemmNR*kc+j%gemmNR:]
+		for p := range kc {
+			d[p*gemmNR] = g[8-p0-p]
+		}
+	}
 }
 
 // ConvWinograd is Conv2d the Winograd way over s.N images with the
@@ -596,9 +606,9 @@ func (x panelsB) view(p0, kc, j0, nw int) []float32 {
 	return x.data[off : off+roundUp(nw, gemmNR)*kc]
 }
 
-// WinogradWeightGrad adds to du (WinogradFilterSize values, du[ξ][c][o]) the
-// weight gradient's transformed products over s.N images: sum over tiles
-// of V[ξ][c][t] dM[ξ][o][t]. ws must hold what PlanConv's choice
+// WinogradWeightGrad adds to du (WinogradFilterSize values: du[ξ][o][c],
+// or du[ξ][c][o], winoGradByOut) the weight gradient's transformed
+// products over s.N images: sum over tiles of dM[ξ][o][t] V[ξ][c][t]. ws must hold what PlanConv's choice
 // guarantees; WinogradWeightGradAdd then adds G^T du G to dw.
 func (t *Team) WinogradWeightGrad(s backend.ConvShape, du, dout []float32, in Image, ws []float32) {
 	gemmOn(t).winogradWeightGrad(s, du, dout, in, ws)
@@ -620,11 +630,12 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 	T := gm.tiles()
 	ld, ldU := winoGradLd(T), winoPlaneLd(C*OC)
 	padded, rest := g.carve(ws, gm.padded())
-	ldV, ldM := winoPlaneLd(C*ld), winoPlaneLd(OC*T)
+	ldV, ldM := winoPlaneLd(C*ld), winoPlaneLd(OC*ld)
 	V, rest := g.carve(rest, winoXi*ldV)
 	dM, rest := g.carve(rest, winoXi*ldM)
 	workers := winoWorkers()
-	packSize := roundUp(OC, gemmNR)*min(T, gemmKC) + gemmNR*gemmKC
+	byOut := winoGradByOut(s)
+	packSize := winoGradPack(s, T)
 	for n := range s.N {
 		xp := padImage(g.team, padded, in.slice(n*C*H*W, (n+1)*C*H*W), C, H, W, 1)
 		dy := dout[n*OC*H*W : (n+1)*OC*H*W]
@@ -641,34 +652,50 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 				}
 				if hi > C {
 					o0 := max(lo, C) - C
-					g.wino.grad(dy[o0*H*W+2*r0*W:], W, winoWalkOf(TW, rows, W, hi-C-o0, H*W), dM[o0*T:], ldM, T)
+					g.wino.grad(dy[o0*H*W+2*r0*W:], W, winoWalkOf(TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
 				}
 			})
-			// Phase 2: per ξ, du[ξ] (C x OC) += V[ξ] (C x Tb) dM[ξ]^T, in
-			// slabs of winoGradSlab tiles.
+			// Phase 2: per ξ, in slabs of winoGradSlab tiles, du[ξ] (OC x C)
+			// += dM[ξ] (OC x Tb) V[ξ]^T, or duT[ξ] (C x OC) += V[ξ] dM[ξ]^T
+			// (winoGradByOut).
 			g.runTasks(min(workers, winoXi), winoXi, 0, packSize, rest, func(_, xi int, _, packB []float32, ps *packScratch) {
-				g.taskDirect(matA{a: V[xi*ldV : xi*ldV+C*ld], lda: ld}, matB{b: dM[xi*ldM : xi*ldM+OC*T], ldb: T, trans: true},
-					1, 1, du[xi*ldU:xi*ldU+C*OC], OC, 0, Tb, 0, C, 0, OC, packB, ps)
+				dMx, Vx, dux := dM[xi*ldM:xi*ldM+OC*ld], V[xi*ldV:xi*ldV+C*ld], du[xi*ldU:xi*ldU+OC*C]
+				if byOut {
+					g.taskDirect(matA{a: dMx, lda: ld}, matB{b: Vx, ldb: ld, trans: true}, 1, 1, dux, C, 0, Tb, 0, OC, 0, C, packB, ps)
+				} else {
+					g.taskDirect(matA{a: Vx, lda: ld}, matB{b: dMx, ldb: ld, trans: true}, 1, 1, dux, OC, 0, Tb, 0, C, 0, OC, packB, ps)
+				}
 			})
 		}
 	}
 }
 
-// WinogradWeightGradAdd adds G^T du[ξ][c][o] G to dw[o][c] (s's weights).
-func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du []float32) {
+// WinogradWeightGradAdd adds G^T du G to dw[o][c] (s's weights), du as
+// WinogradWeightGrad leaves it, with ws as scratch.
+func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) {
 	if len(dw) != s.WeightSize() || len(du) != WinogradFilterSize(s) || s.K != 3 {
 		panic(fmt.Sprintf("kernels: winograd weight gradient of %+v: dw=%d du=%d", s, len(dw), len(du)))
 	}
-	C, OC := s.C, s.OC
-	ld := winoPlaneLd(C * OC)
-	t.For(OC, max(1, 4096/C), func(lo, hi int) {
+	// (pairs x 9) = du^T (pairs x 16) K (16 x 9): G^T du G per pair, added
+	// to dw where du's pairs are in dw's (o, c) order; else into ws, then
+	// added to dw pair by pair.
+	g := gemmOn(t)
+	K := winoFilterMatrix()
+	A := matA{a: du, lda: winoPlaneLd(s.C * s.OC), trans: true}
+	pairs := s.OC * s.C
+	if winoGradByOut(s) {
+		g.gemm(pairs, 9, winoXi, 1, A, matB{b: K[:], ldb: 9}, 1, dw, 9, ws)
+		return
+	}
+	r, rest := g.carve(ws, 9*pairs)
+	g.gemm(pairs, 9, winoXi, 1, A, matB{b: K[:], ldb: 9}, 0, r, 9, rest)
+	t.For(s.OC, max(1, 4096/s.C), func(lo, hi int) {
 		for o := lo; o < hi; o++ {
-			for c := range C {
-				var tile [winoXi]float32
-				for xi := range tile {
-					tile[xi] = du[xi*ld+c*OC+o]
+			for c := range s.C {
+				d, v := dw[(o*s.C+c)*9:(o*s.C+c)*9+9], r[(c*s.OC+o)*9:(c*s.OC+o)*9+9]
+				for k := range d {
+					d[k] += v[k]
 				}
-				winoFilterGradTile((*[9]float32)(dw[(o*C+c)*9:]), &tile)
 			}
 		}
 	})
