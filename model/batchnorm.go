@@ -195,8 +195,8 @@ func (l *BatchNorm2d) forwardReLU(env *Env, in *Tensor, r *ReLU) (*Tensor, error
 // (BatchNormReLUBack), with their allocations and releases.
 func (l *BatchNorm2d) backwardReLU(env *Env, dout *Tensor, r *ReLU) (*Tensor, error) {
 	defer env.Profile.begin(KindNorm)()
-	in, out, mask := l.in, r.out, r.mask
-	if in == nil || out == nil && mask.None() {
+	in := l.in
+	if in == nil || r.kept().None() {
 		panic("model: batch norm and relu backward without a training forward")
 	}
 	mustSameShape("batch norm backward", in, dout)
@@ -204,20 +204,11 @@ func (l *BatchNorm2d) backwardReLU(env *Env, dout *Tensor, r *ReLU) (*Tensor, er
 	if err != nil {
 		return nil, err
 	}
-	relu := mask
-	if out != nil {
-		relu = out.View()
-	}
-	env.Backend.BatchNormReLUBack(l.args(in), din.View(), l.Weight.GradView(), l.Bias.GradView(), dout.View(), in.View(), l.stats, relu)
+	env.Backend.BatchNormReLUBack(l.args(in), din.View(), l.Weight.GradView(), l.Bias.GradView(), dout.View(), in.View(), l.stats, r.kept())
 	if din != dout {
 		dout.Release()
 	}
-	if out != nil {
-		out.Release()
-	} else {
-		env.Pool.MustFree(mask.Buf)
-	}
-	r.out, r.mask = nil, backend.View{}
+	r.releaseKept(env)
 	in.Release()
 	env.Pool.MustFree(l.stats.Buf)
 	l.in, l.stats = nil, backend.View{}

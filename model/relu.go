@@ -64,13 +64,26 @@ func (l *ReLU) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	if din != dout {
 		dout.Release()
 	}
-	if out != nil {
-		out.Release()
+	l.releaseKept(env)
+	return din, nil
+}
+
+// kept is what backward reads of the output: the output, or its mask.
+func (l *ReLU) kept() backend.View {
+	if l.out != nil {
+		return l.out.View()
+	}
+	return l.mask
+}
+
+// releaseKept lets go of what Forward kept for backward.
+func (l *ReLU) releaseKept(env *Env) {
+	if l.out != nil {
+		l.out.Release()
 	} else {
-		env.Pool.MustFree(mask.Buf)
+		env.Pool.MustFree(l.mask.Buf)
 	}
 	l.out, l.mask = nil, backend.View{}
-	return din, nil
 }
 
 // Forget drops what Forward kept, without releasing it (see Layer).
