@@ -6,7 +6,8 @@
 # 1) alternating rounds each; SIZES, BASES and CORES override the grids,
 # ISAS the instruction sets (default "native"; "native avx2" adds rows as
 # on a machine without AVX-512, see bench-vs-pytorch.sh's ISA), and
-# MEMUNET_SET passes --set flags to memunet (model.conv_algo=winograd).
+# MEMUNET_SET passes --set flags to memunet (model.conv_algo=winograd);
+# MEMUNET_BIN and PYTHON as bench-vs-pytorch.sh's (a machine without Go).
 # Needs Debian's python3-torch; not part of CI. Takes about ten minutes on
 # a 2-core machine at the defaults.
 set -euo pipefail

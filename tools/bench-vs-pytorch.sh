@@ -18,6 +18,8 @@
 # With BEFORE=<git revision>, that revision of memunet is built and timed
 # too, in the same alternation (PyTorch then serves as a control):
 #   BEFORE=HEAD~3 VARIANTS=baseline,fp16 tools/bench-vs-pytorch.sh
+# MEMUNET_BIN=<binary> times that CPU build instead of building one (no
+# Go needed), PYTHON the python3 with torch (default /usr/bin/python3).
 # ISA=avx2 times both as on a machine without AVX-512: memunet with
 # GODEBUG=cpu.avx512f=off (golang.org/x/sys/cpu's switch; bench's FMA
 # peak line names the kernels it chose), PyTorch's oneDNN with
@@ -41,7 +43,11 @@ size=${SIZE:-128}
 batch=${BATCH:-4}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/after" ./cmd/memunet
+if [ -n "${MEMUNET_BIN:-}" ]; then
+	cp "$MEMUNET_BIN" "$tmp/after" # a machine without Go (the GPU machine's cores)
+else
+	go build -o "$tmp/after" ./cmd/memunet
+fi
 bins=(after)
 if [ -n "${BEFORE:-}" ]; then
 	git worktree add -q --detach "$tmp/src" "$BEFORE"
@@ -77,7 +83,7 @@ for round in $(seq "$rounds"); do
 		[ -n "$flags" ] || continue
 		echo "== PyTorch $v, round $round/$rounds ($threads threads)"
 		# shellcheck disable=SC2086
-		/usr/bin/python3 tools/pytorch_unet.py --threads "$threads" --steps "$steps" --base "$base" \
+		"${PYTHON:-/usr/bin/python3}" tools/pytorch_unet.py --threads "$threads" --steps "$steps" --base "$base" \
 			--size "$size" --batch "$batch" $flags | tee /dev/stderr |
 			python3 -c 'import json,sys; print(sys.argv[1], json.load(sys.stdin)["step_ms_median"])' "$v" >>"$tmp/torch.txt"
 	done
