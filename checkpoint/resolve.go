@@ -161,14 +161,14 @@ func Best(list []Listed) *Listed {
 		}
 	}
 	var best *Listed
-	var bestScore float64
+	var bestScore *float64
 	for i := range list {
 		s, m := list[i].Score()
 		if !list[i].Readable || m == "" || m != monitor {
 			continue
 		}
-		if best == nil || metrics.Better(monitor, s, bestScore, 0) {
-			best, bestScore = &list[i], s
+		if metrics.Beats(monitor, s, bestScore, 0) {
+			best, bestScore = &list[i], &s
 		}
 	}
 	return best

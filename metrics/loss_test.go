@@ -36,19 +36,22 @@ func TestLossJSON(t *testing.T) {
 	}
 }
 
-func TestBetterWithNaN(t *testing.T) {
-	nan := math.NaN()
+func TestBeatsNotFinite(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	half, none := 0.5, (*float64)(nil)
 	for _, tc := range []struct {
 		monitor string
-		a, b    float64
+		a       float64
+		best    *float64
 		want    bool
 	}{
-		{"val_loss", 0.5, 0.7, true}, {"val_loss", 0.7, 0.5, false},
-		{"val_loss", nan, 0.5, false}, {"val_loss", 0.5, nan, true}, {"val_loss", nan, nan, false},
-		{"val_miou", 0.7, 0.5, true}, {"val_miou", nan, 0.5, false}, {"val_miou", 0.1, nan, true},
+		{"val_loss", 0.4, &half, true}, {"val_loss", 0.7, &half, false}, {"val_loss", 0.7, none, true},
+		{"val_loss", nan, &half, false}, {"val_loss", nan, none, false},
+		{"val_loss", inf, none, false}, {"val_loss", -inf, &half, false},
+		{"val_miou", 0.7, &half, true}, {"val_miou", 0.4, &half, false}, {"val_miou", nan, none, false},
 	} {
-		if got := Better(tc.monitor, tc.a, tc.b, 0); got != tc.want {
-			t.Errorf("Better(%s, %v, %v) = %v, want %v", tc.monitor, tc.a, tc.b, got, tc.want)
+		if got := Beats(tc.monitor, tc.a, tc.best, 0); got != tc.want {
+			t.Errorf("Beats(%s, %v, %v) = %v, want %v", tc.monitor, tc.a, tc.best, got, tc.want)
 		}
 	}
 }

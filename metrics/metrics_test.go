@@ -133,8 +133,8 @@ func TestBetter(t *testing.T) {
 		if got := v.Score(tc.monitor); got != tc.score {
 			t.Errorf("Score(%s) = %v, want %v", tc.monitor, got, tc.score)
 		}
-		if got := Better(tc.monitor, tc.a, tc.b, tc.d); got != tc.better {
-			t.Errorf("Better(%s, %v, %v, %v) = %v", tc.monitor, tc.a, tc.b, tc.d, got)
+		if got := Beats(tc.monitor, tc.a, &tc.b, tc.d); got != tc.better {
+			t.Errorf("Beats(%s, %v, %v, %v) = %v", tc.monitor, tc.a, tc.b, tc.d, got)
 		}
 	}
 }

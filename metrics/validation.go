@@ -56,17 +56,19 @@ func (v Validation) Score(monitor string) float64 {
 	return v.ValMIoU
 }
 
-// Better reports whether score a beats b by more than minDelta for monitor
-// (lower is better for val_loss, higher for the others). A NaN never beats
-// anything, and anything else beats a NaN.
-func Better(monitor string, a, b, minDelta float64) bool {
+// Beats reports whether score a beats best, the best so far (nil: none
+// yet), by more than minDelta for monitor (lower is better for val_loss,
+// higher for the others). A score that is not finite (an overflowed
+// val_loss) never does, so it never becomes a best that JSON cannot hold;
+// any finite score beats none.
+func Beats(monitor string, a float64, best *float64, minDelta float64) bool {
 	switch {
-	case math.IsNaN(a):
+	case math.IsNaN(a) || math.IsInf(a, 0):
 		return false
-	case math.IsNaN(b):
+	case best == nil:
 		return true
 	case monitor == "val_loss":
-		return a < b-minDelta
+		return a < *best-minDelta
 	}
-	return a > b+minDelta
+	return a > *best+minDelta
 }

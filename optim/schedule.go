@@ -106,7 +106,8 @@ func (s Schedule) Validated(miou float64, st *ScheduleState) {
 	if s.Minimize {
 		better = miou < *orZero(st.Best)*(1-s.Threshold)
 	}
-	if (st.Best == nil || better) && !math.IsNaN(miou) { // torch: NaN is a bad epoch, never the best
+	finite := !math.IsNaN(miou) && !math.IsInf(miou, 0)
+	if (st.Best == nil || better) && finite { // torch: a NaN is a bad epoch; an infinity is never kept either
 		st.Best = &miou
 		st.BadValidations = 0
 	} else {

@@ -77,19 +77,19 @@ func TestScheduleValidate(t *testing.T) {
 	}
 }
 
-// TestPlateauNaN: a NaN score (an overflowed val_loss) is a bad
-// validation and never the best, as in torch's ReduceLROnPlateau, whose
-// comparisons with NaN are false.
+// TestPlateauNaN: a score that is not finite (an overflowed val_loss) is
+// a bad validation and never the best: torch's ReduceLROnPlateau's
+// comparisons with NaN are false, and its infinite start is never kept.
 func TestPlateauNaN(t *testing.T) {
 	s := Schedule{Kind: Plateau, LR: 1, Factor: 0.5, Patience: 1, Minimize: true}
 	st := ScheduleState{LR: 1}
-	for i, score := range []float64{math.NaN(), math.NaN(), 0.5, math.NaN(), math.NaN()} {
+	for i, score := range []float64{math.NaN(), math.Inf(1), 0.5, math.NaN(), math.NaN()} {
 		s.Validated(score, &st)
-		if st.Best != nil && math.IsNaN(*st.Best) {
-			t.Fatalf("validation %d: NaN became the best", i)
+		if st.Best != nil && (math.IsNaN(*st.Best) || math.IsInf(*st.Best, 0)) {
+			t.Fatalf("validation %d: %v became the best", i, *st.Best)
 		}
 		if i == 1 && st.LR != 0.5 {
-			t.Errorf("after two NaNs (patience 1) the LR is %g, want 0.5", st.LR)
+			t.Errorf("after a NaN and an infinity (patience 1) the LR is %g, want 0.5", st.LR)
 		}
 	}
 	if st.Best == nil || *st.Best != 0.5 || st.LR != 0.25 {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,8 +158,8 @@ func (c *checkpointer) validated(v checkpoint.ValRecord) bool {
 func (c *checkpointer) improves(v checkpoint.ValRecord) bool {
 	monitor := c.tr.Config.Train.Monitor
 	s := v.Score(monitor)
-	if math.IsNaN(s) || c.best != nil && !metrics.Better(monitor, s, *c.best, 0) {
-		return false // a NaN (an overflowed loss) is never the best
+	if !metrics.Beats(monitor, s, c.best, 0) {
+		return false
 	}
 	c.best = &s
 	return true
@@ -168,15 +167,15 @@ func (c *checkpointer) improves(v checkpoint.ValRecord) bool {
 
 // earlyStop counts a scheduled validation and reports whether the run
 // should stop: train.monitor has not improved by more than min_delta for
-// train.early_stop.patience validations (Lightning's EarlyStopping; a NaN
-// counts as not improving).
+// train.early_stop.patience validations (Lightning's EarlyStopping; a
+// score that is not finite counts as not improving).
 func (c *checkpointer) earlyStop(v checkpoint.ValRecord) bool {
 	es, monitor := c.tr.Config.Train.EarlyStop, c.tr.Config.Train.Monitor
 	if es.Patience == 0 {
 		return false
 	}
 	s := v.Score(monitor)
-	if c.stop.Best == nil && !math.IsNaN(s) || c.stop.Best != nil && metrics.Better(monitor, s, *c.stop.Best, es.MinDelta) {
+	if metrics.Beats(monitor, s, c.stop.Best, es.MinDelta) {
 		c.stop.Best, c.stop.Wait = &s, 0
 		return false
 	}
@@ -234,7 +233,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 	if n := len(c.history.Val); n > 0 && c.history.Val[n-1].Step == step {
 		v, s := c.history.Val[n-1].ValMIoU, c.history.Val[n-1].Score(c.tr.Config.Train.Monitor)
 		miou = &v
-		if !math.IsNaN(s) { // an overflowed val_loss ranks nothing
+		if metrics.Beats(c.tr.Config.Train.Monitor, s, nil, 0) { // finite: an overflowed val_loss ranks nothing
 			score = &s
 		}
 	}

@@ -73,14 +73,16 @@ func TestBestByMonitor(t *testing.T) {
 	f, _ := os.Open(filepath.Join(dir, "metrics.jsonl"))
 	defer f.Close()
 	dec := json.NewDecoder(f)
-	best, bestStep := 0.0, 0
+	var best *float64
+	bestStep := 0
 	for dec.More() {
 		var r checkpoint.ValRecord
-		if dec.Decode(&r) == nil && r.Type == "val" && (bestStep == 0 || metrics.Better("val_loss", float64(r.ValLoss), best, 0)) {
-			best, bestStep = float64(r.ValLoss), r.Step
+		if dec.Decode(&r) == nil && r.Type == "val" && metrics.Beats("val_loss", float64(r.ValLoss), best, 0) {
+			loss := float64(r.ValLoss)
+			best, bestStep = &loss, r.Step
 		}
 	}
-	if sum.Monitor != "val_loss" || sum.BestScore == nil || *sum.BestScore != best {
+	if sum.Monitor != "val_loss" || sum.BestScore == nil || best == nil || *sum.BestScore != *best {
 		t.Errorf("summary: monitor %q, best score %v; lowest val loss %v at step %d", sum.Monitor, sum.BestScore, best, bestStep)
 	}
 	if m := openCk(t, sum.BestCheckpoint).Manifest; m.Step != bestStep || m.Monitor != "val_loss" {
