@@ -90,7 +90,7 @@ func fault(point string) {
 // leaves either no parent/name or a complete one. An existing parent/name is
 // never replaced: Save fails instead (see NextName).
 func Save(parent, name string, parts []Part, manifest func(sums map[string]Sum) ([]byte, error)) (string, error) {
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := outdir.Subfolder(parent); err != nil {
 		return "", fmt.Errorf("checkpoint directory: %w", err)
 	}
 	final := filepath.Join(parent, name)

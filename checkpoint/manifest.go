@@ -19,6 +19,11 @@ const (
 	// TensorBoardDir is the folder of a run directory that holds its
 	// TensorBoard event files (output.tensorboard).
 	TensorBoardDir = "tb"
+	// BestLink is the link of a run directory to its best checkpoint
+	// (train.keep_best).
+	BestLink = "best"
+	// CurvesFile is a run directory's training curves.
+	CurvesFile = "curves.png"
 	// ModelFile holds the model's state_dict: every parameter (the fp32
 	// masters) and buffer under its PyTorch name, BatchNorm's
 	// num_batches_tracked as I64 scalars.

@@ -220,5 +220,23 @@ func CheckOutside(out, ckDir string) error {
 // RunFiles are the files and folder that make a directory hold a run: what
 // train refuses to start over (without --force) and no output may replace.
 func RunFiles() []string {
-	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir, TensorBoardDir}
+	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir, TensorBoardDir, BestLink}
+}
+
+// DerivedFiles are the outputs other commands made from a run inside its
+// directory, by their default names (eval/, predict/ and exports named
+// model-step-*): train --force deletes them with the run, so that no
+// report or mask of the earlier run sits beside the new one.
+func DerivedFiles(dir string) []string {
+	var out []string
+	for _, name := range []string{"eval", "predict"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			out = append(out, name)
+		}
+	}
+	exports, _ := filepath.Glob(filepath.Join(dir, "model-step-*"))
+	for _, e := range exports {
+		out = append(out, filepath.Base(e))
+	}
+	return out
 }

@@ -24,7 +24,7 @@ func WriteFolder(src ImageSource, dir string) error {
 		if entries, err := os.ReadDir(d); err == nil && len(entries) > 0 {
 			return fmt.Errorf("%s already holds %d files; write into a new or empty directory", d, len(entries))
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := outdir.Subfolder(d); err != nil {
 			if _, serr := os.Stat(d); isLoop(serr) {
 				return fmt.Errorf("%s: %s", d, loopMsg(d))
 			}

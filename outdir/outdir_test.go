@@ -285,3 +285,37 @@ func TestAppendRefusesALink(t *testing.T) {
 	}
 	f.Close()
 }
+
+// TestSubfolderRefusesALink: a link planted where an output folder's
+// subfolder goes (RUN/checkpoints, RUN/tb) is refused and not followed;
+// a real folder is taken, a missing one made, a file refused.
+func TestSubfolderRefusesALink(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	planted := filepath.Join(dir, "checkpoints")
+	if err := os.Symlink(elsewhere, planted); err != nil {
+		t.Fatal(err)
+	}
+	err := Subfolder(planted)
+	if err == nil || !strings.Contains(err.Error(), planted+" is a link (to "+elsewhere+")") {
+		t.Errorf("a planted link: %v", err)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("the link's target got %d entries", len(entries))
+	}
+	if err := Subfolder(filepath.Join(dir, "a", "tb")); err != nil {
+		t.Errorf("a new folder: %v", err)
+	}
+	if err := Subfolder(filepath.Join(dir, "a", "tb")); err != nil {
+		t.Errorf("the same folder again: %v", err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Subfolder(file); err == nil || !strings.Contains(err.Error(), "is not a folder") {
+		t.Errorf("a file: %v", err)
+	}
+	if err := NotALink(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("nothing there: %v", err)
+	}
+}

@@ -259,7 +259,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 
 // BestLink is the name, in a run directory, of the link to the checkpoint
 // with the best val_miou (kept by train.keep_best).
-const BestLink = "best"
+const BestLink = checkpoint.BestLink
 
 // linkBest points the run directory's BestLink at its best checkpoint
 // (replacing the link atomically), and notes it for the summary. Without

@@ -13,7 +13,7 @@ import (
 
 // CurvesFile is the run's training curves, drawn at every validation and at
 // the end.
-const CurvesFile = "curves.png"
+const CurvesFile = checkpoint.CurvesFile
 
 func addStep(c *report.Curves, r StepRecord) {
 	c.Steps, c.Loss, c.LR = append(c.Steps, float64(r.Step)), append(c.Loss, r.Loss), append(c.LR, r.LR)

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,13 +20,19 @@ import (
 // became NaN.
 
 // runFilesIn lists the run files dir holds (checkpoints/ only if it has
-// entries), in checkpoint.RunFiles order.
+// entries; the best link even where its checkpoint is gone), in
+// checkpoint.RunFiles order, then, where it holds any, the outputs made
+// from that run (checkpoint.DerivedFiles): what --force deletes.
 func runFilesIn(dir string) []string {
 	var out []string
 	for _, name := range checkpoint.RunFiles() {
 		path := filepath.Join(dir, name)
-		st, err := os.Stat(path)
+		st, err := os.Lstat(path)
 		if err != nil {
+			continue
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			out = append(out, name)
 			continue
 		}
 		if st.IsDir() {
@@ -36,6 +43,9 @@ func runFilesIn(dir string) []string {
 			name += fmt.Sprintf("/ (%d entries)", len(entries))
 		}
 		out = append(out, name)
+	}
+	if len(out) > 0 {
+		out = append(out, checkpoint.DerivedFiles(dir)...)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -410,6 +411,89 @@ func TestForceKeepsTheInit(t *testing.T) {
 		}
 		if after := snapshotDir(t, dir); !reflect.DeepEqual(after, before) {
 			t.Fatalf("--force --init %s changed the run", init)
+		}
+	}
+}
+
+// TestPlantedFolderLinkNotFollowed: a link planted at RUN/checkpoints or
+// RUN/tb never carries the run's writes outside its folder: in a new
+// folder it makes the folder hold a run (refused; --force removes the link
+// and trains), and a resume into a run whose folder became a link is
+// refused before a step runs. The link's target is untouched throughout.
+func TestPlantedFolderLinkNotFollowed(t *testing.T) {
+	for _, name := range []string{checkpoint.CheckpointsDir, checkpoint.TensorBoardDir} {
+		t.Run(name, func(t *testing.T) {
+			cfg := resumeConfig("fp32")
+			cfg.Train.Steps, cfg.Output.TensorBoard = 2, true
+			dir, elsewhere := t.TempDir(), t.TempDir()
+			link := filepath.Join(dir, name)
+			if err := os.Symlink(elsewhere, link); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Run(context.Background(), cfg, Options{OutDir: dir})
+			var existing *ExistingRunError
+			if !errors.As(err, &existing) || !slices.Contains(existing.Files, name) {
+				t.Errorf("a new run beside a planted %s link: %v", name, err)
+			}
+			mustRun(t, context.Background(), cfg, Options{OutDir: dir, Force: true}, nil)
+			if st, err := os.Lstat(link); err != nil || !st.IsDir() {
+				t.Errorf("after --force %s is not a real folder: %v", name, err)
+			}
+			if err := os.RemoveAll(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, link); err != nil {
+				t.Fatal(err)
+			}
+			longer := cfg
+			longer.Train.Steps = 4
+			_, err = Run(context.Background(), longer, Options{OutDir: dir, Resume: "auto"})
+			if err == nil || !strings.Contains(err.Error(), link+" is a link (to "+elsewhere+")") {
+				t.Errorf("a resume through a planted %s link: %v", name, err)
+			}
+			if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+				t.Errorf("the link's target got %d entries", len(entries))
+			}
+		})
+	}
+}
+
+// TestForceRemovesTheEarlierRunWhole: --force deletes the earlier run's
+// best link (even one whose checkpoint is gone) and the outputs
+// made from it in its folder (eval/, predict/, model-step-* exports), and
+// the refusal without --force lists them: no file of the earlier run sits
+// beside the new one.
+func TestForceRemovesTheEarlierRunWhole(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps, cfg.Train.ValEvery, cfg.Train.KeepBest = 2, 2, true
+	dir := t.TempDir()
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
+	for _, f := range []string{"eval/val.json", "predict/img-step-2/img.png", "model-step-2.safetensors"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("earlier"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, checkpoint.BestLink)); err != nil {
+		t.Fatalf("the earlier run made no best link: %v", err)
+	}
+	_, err := Run(context.Background(), cfg, Options{OutDir: dir})
+	var existing *ExistingRunError
+	if !errors.As(err, &existing) {
+		t.Fatalf("without --force: %v", err)
+	}
+	for _, want := range []string{checkpoint.BestLink, "eval", "predict", "model-step-2.safetensors"} {
+		if !slices.Contains(existing.Files, want) {
+			t.Errorf("the refusal lists %v, not %s", existing.Files, want)
+		}
+	}
+	cfg.Train.KeepBest = false
+	mustRun(t, context.Background(), cfg, Options{OutDir: dir, Force: true}, nil)
+	for _, gone := range []string{checkpoint.BestLink, "eval", "predict", "model-step-2.safetensors"} {
+		if _, err := os.Lstat(filepath.Join(dir, gone)); err == nil {
+			t.Errorf("%s of the earlier run survived --force", gone)
 		}
 	}
 }

@@ -71,6 +71,12 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 	}
 	r.lock = lock
 	if r.opts.Resume != "" {
+		// The folders a run writes into must be its own.
+		for _, name := range []string{checkpoint.CheckpointsDir, checkpoint.TensorBoardDir} {
+			if err := outdir.NotALink(filepath.Join(r.opts.OutDir, name)); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
 	}
 	earlier := runFilesIn(r.opts.OutDir)

@@ -76,7 +76,7 @@ func open(dir string, from int64, warn func(string), now func() time.Time) *Writ
 
 // start rolls the folder back to from and opens the new file.
 func (w *Writer) start(dir string, from int64) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := outdir.Subfolder(dir); err != nil {
 		return err
 	}
 	latest, err := rollBack(dir, from)
