@@ -113,7 +113,7 @@ func refuseBounded(t testing.TB, tc boundedCase, base string) {
 	if tc.file == "init" {
 		path := filepath.Join(run, "init.safetensors")
 		replaceWith(t, path, tc.kind)
-		_, _, err := ReadWeights(path)
+		_, _, err := ReadWeights(path, nil, nil)
 		check("ReadWeights", err, path)
 		return
 	}
@@ -123,7 +123,7 @@ func refuseBounded(t testing.TB, tc boundedCase, base string) {
 	check("Open", err, path)
 	_, err = ReadConfig(ck, nil)
 	check("ReadConfig", err, path)
-	_, _, err = ReadWeights(run)
+	_, _, err = ReadWeights(run, nil, nil)
 	check("ReadWeights of the run", err, path)
 	if tc.file == ManifestName {
 		// Listing takes it for an unreadable checkpoint, then names it.
@@ -137,7 +137,7 @@ func TestBoundedReadsRefuse(t *testing.T) {
 	if _, err := Open(ck); err != nil {
 		t.Fatalf("the good checkpoint: %v", err)
 	}
-	if f, from, err := ReadWeights(run); err != nil || from != ck || len(f.Tensors) == 0 {
+	if f, from, err := ReadWeights(run, nil, nil); err != nil || from != ck || len(f.Tensors) == 0 {
 		t.Fatalf("ReadWeights of the run: %v, %s", err, from)
 	}
 	base := t.TempDir()

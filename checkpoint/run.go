@@ -171,15 +171,32 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 
 // ReadWeights reads a model's tensors for fine-tuning (train.init): the
 // best checkpoint of a run directory, a checkpoint directory (verified), or
-// a safetensors file (bounded: see safetensors.ReadFile). It returns them
-// and where they came from (the checkpoint directory or the file).
-func ReadWeights(path string) (*safetensors.File, string, error) {
+// a safetensors file. It returns them and where they came from (the
+// checkpoint directory or the file). Only the tensors keep accepts are
+// read (nil: all), and check (if not nil) is given their names, types and
+// shapes and where they come from first: a safetensors file is read header
+// first, so a file whose tensors check refuses (a sparse file declaring
+// gigabytes) is refused before any of its data is read. A checkpoint's
+// files are bounded by the configuration in its manifest (see Open).
+func ReadWeights(path string, keep func(name string) bool, check func(from string, layout []safetensors.Tensor) error) (*safetensors.File, string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", fmt.Errorf("%s does not exist: name a run directory, a checkpoint directory or a .safetensors file", path)
 		}
 		return nil, "", err
+	}
+	kept := func(ts []safetensors.Tensor) []safetensors.Tensor {
+		if keep == nil {
+			return ts
+		}
+		var out []safetensors.Tensor
+		for _, t := range ts {
+			if keep(t.Name) {
+				out = append(out, t)
+			}
+		}
+		return out
 	}
 	if st.IsDir() {
 		dir, err := ResolveBest(path)
@@ -190,9 +207,24 @@ func ReadWeights(path string) (*safetensors.File, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
+		if check != nil {
+			if err := check(dir, kept(ck.Model.Tensors)); err != nil {
+				return nil, "", err
+			}
+		}
 		return ck.Model, dir, nil
 	}
-	f, err := safetensors.ReadFile(path)
+	r, err := safetensors.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer r.Close()
+	if check != nil {
+		if err := check(path, kept(r.Layout.Tensors)); err != nil {
+			return nil, "", err
+		}
+	}
+	f, err := r.Read(keep)
 	if err != nil {
 		return nil, "", err
 	}

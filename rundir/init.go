@@ -25,24 +25,10 @@ func LoadInit(tr *train.Trainer) (string, error) {
 	if cfg.Init == "" {
 		return "", nil
 	}
-	file, from, err := checkpoint.ReadWeights(cfg.Init)
-	if err != nil {
-		return "", fmt.Errorf("train.init: %w", err)
-	}
 	skip := func(name string) bool {
 		return slices.ContainsFunc(cfg.InitSkip, func(pre string) bool { return strings.HasPrefix(name, pre) })
 	}
-	var got, want []checkpoint.Spec
-	for _, t := range file.Tensors {
-		if skip(t.Name) {
-			continue
-		}
-		s := checkpoint.Spec{Name: t.Name, DType: t.DType, Shape: t.Shape}
-		if t.DType == safetensors.F16 || t.DType == safetensors.BF16 {
-			s.DType = safetensors.F32 // read widened
-		}
-		got = append(got, s)
-	}
+	var want []checkpoint.Spec
 	skipped := 0
 	for _, s := range checkpoint.ModelSpecs(tr.Net) {
 		if skip(s.Name) {
@@ -51,9 +37,25 @@ func LoadInit(tr *train.Trainer) (string, error) {
 		}
 		want = append(want, s)
 	}
-	if diffs := checkpoint.LayoutDiff(got, want); len(diffs) > 0 {
-		return "", fmt.Errorf("train.init: %s does not match the model (%s): %s; train.init_skip (e.g. [outc]) leaves tensors at their initialization",
-			from, checkpoint.DescribeArch(tr.Net.Config), checkpoint.DescribeDiffs(diffs))
+	// The layout is held to the model's before any data is read: a file
+	// declaring other tensors (a sparse file of gigabytes) costs its header.
+	match := func(from string, layout []safetensors.Tensor) error {
+		got := make([]checkpoint.Spec, len(layout))
+		for i, t := range layout {
+			got[i] = checkpoint.Spec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+			if t.DType == safetensors.F16 || t.DType == safetensors.BF16 {
+				got[i].DType = safetensors.F32 // read widened
+			}
+		}
+		if diffs := checkpoint.LayoutDiff(got, want); len(diffs) > 0 {
+			return fmt.Errorf("%s does not match the model (%s): %s; train.init_skip (e.g. [outc]) leaves tensors at their initialization",
+				from, checkpoint.DescribeArch(tr.Net.Config), checkpoint.DescribeDiffs(diffs))
+		}
+		return nil
+	}
+	file, from, err := checkpoint.ReadWeights(cfg.Init, func(name string) bool { return !skip(name) }, match)
+	if err != nil {
+		return "", fmt.Errorf("train.init: %w", err)
 	}
 	loaded := 0
 	for _, p := range tr.Net.Params() {

@@ -6,8 +6,13 @@
 //
 // Parse decodes a file held in memory; its tensors' Data alias the caller's
 // bytes, so the caller keeps them alive and unmodified while the File is in
-// use. ReadFile reads a named file with a bound: a FIFO or a device is
-// refused before a byte is read, the header is checked against the file's
-// size before the data is read, and the File owns what was read. Write
-// streams tensors to an io.Writer without copying them.
+// use. Open reads a named file header first: a FIFO or a device is
+// refused before a byte is read, the header (at most MaxHeaderBytes) is
+// checked against the file's size, and the Reader's Layout gives every
+// tensor's name, type and shape before any data is read, so that a caller
+// refuses a file it does not expect (a sparse file declaring gigabytes) at
+// the cost of its header. Reader.Read then reads the tensors it keeps,
+// exactly the bytes their header entries give, into a File that owns them.
+// ReadFile is Open and Read of every tensor. Write streams tensors to an
+// io.Writer without copying them.
 package safetensors

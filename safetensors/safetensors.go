@@ -215,41 +215,120 @@ func Parse(b []byte) (*File, error) {
 // ReadFile reads the safetensors file at path, refusing what is not a
 // regular file (a FIFO, /dev/zero) before reading a byte. The header is
 // read and checked first against the file's size, so the data is read only
-// when the header describes exactly the bytes the file holds.
+// when the header describes exactly the bytes the file holds. It is Open
+// and Read of every tensor.
 func ReadFile(path string) (*File, error) {
+	r, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Read(nil)
+}
+
+// Reader is a safetensors file opened header first: the names, types and
+// shapes of its tensors are known, and checked against the file's size,
+// before any of their data is read, so that a caller can refuse a file
+// that is not what it expects (a sparse file declaring gigabytes) at the
+// cost of its header only.
+type Reader struct {
+	// Layout is the file's tensors in data order, without their Data, and
+	// its metadata.
+	Layout  *File
+	path    string
+	src     io.ReaderAt
+	closer  io.Closer
+	start   int64 // where the data begins in src
+	offsets [][2]int64
+}
+
+// Open reads and checks the header of the safetensors file at path (at
+// most MaxHeaderBytes), refusing what is not a regular file before reading
+// a byte. No tensor data is read; the caller closes the Reader.
+func Open(path string) (*Reader, error) {
 	f, size, err := infile.Open(path, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	if size == 0 {
+		f.Close()
 		return nil, fmt.Errorf("%s: empty file: not a safetensors file", path)
 	}
+	r, err := NewReader(f, size)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r.path, r.closer = path, f
+	return r, nil
+}
+
+// NewReader reads and checks the header of the safetensors file of size
+// bytes in src (not its data); Read reads the tensors from src.
+func NewReader(src io.ReaderAt, size int64) (*Reader, error) {
 	if size < 8 {
-		return nil, fmt.Errorf("%s: safetensors: %d bytes is too short for the 8-byte header length", path, size)
+		return nil, fmt.Errorf("safetensors: %d bytes is too short for the 8-byte header length", size)
 	}
 	var lenBytes [8]byte
-	if _, err := io.ReadFull(f, lenBytes[:]); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if _, err := src.ReadAt(lenBytes[:], 0); err != nil {
+		return nil, err
 	}
 	n, err := headerLength(lenBytes[:], size)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	hdr := make([]byte, n)
-	if _, err := io.ReadFull(f, hdr); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if _, err := src.ReadAt(hdr, 8); err != nil {
+		return nil, err
 	}
-	file, offsets, err := parseHeader(hdr, size-8-n)
+	layout, offsets, err := parseHeader(hdr, size-8-n)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	data := make([]byte, size-8-n)
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	return &Reader{Layout: layout, src: src, start: 8 + n, offsets: offsets}, nil
+}
+
+// Read reads the tensors keep accepts (nil: all) into a File that owns
+// their bytes and lists only them: exactly the bytes the header gives
+// them, one allocation.
+func (r *Reader) Read(keep func(name string) bool) (*File, error) {
+	f := &File{Metadata: r.Layout.Metadata, byName: map[string]int{}}
+	var total int64
+	var kept []int
+	for i, t := range r.Layout.Tensors {
+		if keep == nil || keep(t.Name) {
+			kept = append(kept, i)
+			total += r.offsets[i][1] - r.offsets[i][0]
+		}
 	}
-	file.attach(data, offsets)
-	return file, nil
+	data := make([]byte, total)
+	var at int64
+	for _, i := range kept {
+		t, o := r.Layout.Tensors[i], r.offsets[i]
+		t.Data = data[at : at+o[1]-o[0] : at+o[1]-o[0]]
+		if _, err := r.src.ReadAt(t.Data, r.start+o[0]); err != nil {
+			return nil, r.named(fmt.Errorf("tensor %s: %w", t.Name, err))
+		}
+		at += int64(len(t.Data))
+		f.byName[t.Name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, t)
+	}
+	return f, nil
+}
+
+// Close closes the file Open opened (nothing for NewReader's).
+func (r *Reader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	return r.closer.Close()
+}
+
+func (r *Reader) named(err error) error {
+	if r.path == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", r.path, err)
 }
 
 // headerLength decodes the 8-byte header length of a file of size bytes

@@ -206,3 +206,61 @@ func TestReadFile(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenReadsHeaderFirst: Open gives the layout without the data, Read
+// reads only the tensors kept, and a file whose header declares 2 GiB (a
+// sparse file) is opened at the cost of its header.
+func TestOpenReadsHeaderFirst(t *testing.T) {
+	dir := t.TempDir()
+	in := []Tensor{F32Tensor("a", []int{2}, []float32{1, 2}), I64Tensor("n", nil, []int64{7}), F32Tensor("b", []int{1}, []float32{3})}
+	path := filepath.Join(dir, "w.safetensors")
+	if err := os.WriteFile(path, encode(t, in, map[string]string{"format": "pt"}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i, want := range in {
+		got := r.Layout.Tensors[i]
+		if got.Name != want.Name || got.DType != want.DType || !slices.Equal(got.Shape, want.Shape) || got.Data != nil {
+			t.Errorf("layout %d: %+v, want %s %s %v without data", i, got, want.Name, want.DType, want.Shape)
+		}
+	}
+	f, err := r.Read(func(name string) bool { return name != "n" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Get("n"); ok || len(f.Tensors) != 2 || f.Metadata["format"] != "pt" {
+		t.Errorf("read %d tensors (n kept: %v), metadata %v; want a and b", len(f.Tensors), ok, f.Metadata)
+	}
+	for _, want := range []Tensor{in[0], in[2]} {
+		if got, ok := f.Get(want.Name); !ok || !bytes.Equal(got.Data, want.Data) {
+			t.Errorf("%s: %+v, want %v", want.Name, got, want.Data)
+		}
+	}
+
+	hdr := []byte(`{"big":{"dtype":"F32","shape":[536870912],"data_offsets":[0,2147483648]}}`)
+	for len(hdr)%8 != 0 {
+		hdr = append(hdr, ' ')
+	}
+	sparse := filepath.Join(dir, "sparse.safetensors")
+	if err := os.WriteFile(sparse, append(binary.LittleEndian.AppendUint64(nil, uint64(len(hdr))), hdr...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(sparse, int64(8+len(hdr))+1<<31); err != nil {
+		t.Fatal(err)
+	}
+	big, err := Open(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	if l := big.Layout.Tensors; len(l) != 1 || l[0].Numel() != 1<<29 || l[0].Data != nil {
+		t.Errorf("sparse layout %+v", l)
+	}
+	if f, err := big.Read(func(string) bool { return false }); err != nil || len(f.Tensors) != 0 {
+		t.Errorf("reading none of it: %v, %d tensors", err, len(f.Tensors))
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -70,7 +72,8 @@ func TestDataWritersLockAndReplaceLinks(t *testing.T) {
 // TestHostileInputsInBoundedMemory runs this binary as memunet (see
 // TestMain) on what a careless or hostile colleague leaves: a FIFO, a link
 // to /dev/zero and a socket as --config and as an image of the data
-// folder, and a header-only PNG of 40000x40000 pixels there. Each is
+// folder, a header-only PNG of 40000x40000 pixels there, and sparse
+// safetensors files of 2 GiB as --init. Each is
 // refused with the file named, and the child's peak RSS (rusage) stays
 // under 100 MB, where reading /dev/zero whole took gigabytes.
 func TestHostileInputsInBoundedMemory(t *testing.T) {
@@ -130,6 +133,24 @@ func TestHostileInputsInBoundedMemory(t *testing.T) {
 			child{kind + " in the data folder (data check)", img, want, append([]string{"data", "check", "--config", quickstartYAML}, data...)},
 			child{kind + " in the data folder (train)", img, want, append([]string{"train", "--config", quickstartYAML, "--out", filepath.Join(dir, kind+"-run")}, data...)})
 	}
+	// Sparse safetensors files of 2 GiB (a few KiB on disk) as --init:
+	// one whose header declares a tensor of 2 GiB, one whose data runs
+	// 2 GiB past its only tensor. Reading the data first took 2.1 GB.
+	tiny := []string{"--config", quickstartYAML, "--set", "data.size=16", "--set", "data.count=16", "--set", "train.batch_size=2",
+		"--set", "model.base=4", "--set", "model.depth=1", "--set", "train.steps=1"}
+	for _, sp := range []struct {
+		kind, want string
+		shape      []int
+		dataBytes  int64
+	}{
+		{"declared", "checkpoint [536870912], model [4 3 3 3]", []int{1 << 29}, 1 << 31},
+		{"trailing", "tensors cover 4 of the 2147483652 data bytes", []int{1}, 4 + 1<<31},
+	} {
+		path := filepath.Join(dir, sp.kind+".safetensors")
+		sparseSafetensors(t, path, "inc.double_conv.0.weight", sp.shape, sp.dataBytes)
+		args := append([]string{"train", "--out", filepath.Join(dir, sp.kind+"-run"), "--init", path}, tiny...)
+		children = append(children, child{"a sparse 2 GiB --init, " + sp.kind, path, sp.want, args})
+	}
 	for _, c := range children {
 		// A watchdog, not a time limit: unrefused, a FIFO blocks for ever.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -154,5 +175,30 @@ func TestHostileInputsInBoundedMemory(t *testing.T) {
 		if rss >= 100e6 {
 			t.Errorf("%s: peak RSS %d bytes, want under 100 MB", c.name, rss)
 		}
+	}
+}
+
+// sparseSafetensors writes at path a safetensors file of one F32 tensor
+// of shape whose header gives it the first 4*numel bytes of dataBytes, the
+// data a hole (a sparse file: its header on disk, gigabytes in size).
+func sparseSafetensors(t *testing.T, path, name string, shape []int, dataBytes int64) {
+	t.Helper()
+	numel := int64(1)
+	for _, d := range shape {
+		numel *= int64(d)
+	}
+	hdr, err := json.Marshal(map[string]any{name: map[string]any{"dtype": "F32", "shape": shape, "data_offsets": []int64{0, 4 * numel}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(hdr)%8 != 0 {
+		hdr = append(hdr, ' ')
+	}
+	b := append(binary.LittleEndian.AppendUint64(nil, uint64(len(hdr))), hdr...)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(len(b))+dataBytes); err != nil {
+		t.Fatal(err)
 	}
 }
