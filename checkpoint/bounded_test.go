@@ -3,7 +3,11 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -34,16 +38,39 @@ func saveRun(t testing.TB, run string) (string, string) {
 	return saveRunClaiming(t, run, tinyConfig())
 }
 
-// saveRunClaiming is saveRun with claimed as the manifest's configuration
-// (the tensors stay tinyConfig's).
-func saveRunClaiming(t testing.TB, run string, claimed config.Config) (string, string) {
+// tinyModel is tinyConfig's model, freed when the test ends.
+func tinyModel(t testing.TB) *model.UNet {
 	t.Helper()
 	cfg := tinyConfig()
 	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), cfg.ModelConfig(), cfg.Model.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer net.Free()
+	t.Cleanup(net.Free)
+	return net
+}
+
+// refuseSparseUnbounded plants in a plain checkpoint directory (no
+// configuration bounds its files) a sparse file of 256 MiB under a
+// manifest that gives its size and a wrong SHA-256: OpenDir hashes it
+// streaming and refuses it as corrupt without holding it.
+func refuseSparseUnbounded(t testing.TB, base string) {
+	t.Helper()
+	dir, err := Save(filepath.Join(base, "plain"), Name(1, 1), testParts(map[string]string{"a.bin": "a"}), testManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plantSparse(t, dir, "b.bin", 256<<20, strings.Repeat("0", 64))
+	if _, err := OpenDir(dir); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "b.bin is corrupt: its SHA-256 is") {
+		t.Errorf("a sparse file under a lying manifest: got %v, want b.bin refused as corrupt", err)
+	}
+}
+
+// saveRunClaiming is saveRun with claimed as the manifest's configuration
+// (the tensors stay tinyConfig's).
+func saveRunClaiming(t testing.TB, run string, claimed config.Config) (string, string) {
+	t.Helper()
+	net := tinyModel(t)
 	cm, err := ConfigMap(claimed)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +123,54 @@ func boundedCases() []boundedCase {
 			out = append(out, boundedCase{name: file + "/" + kind, file: file, kind: kind})
 		}
 	}
+	for _, file := range []string{ModelFile, OptimizerFile} {
+		out = append(out, boundedCase{name: file + "/sparse", file: file, kind: "sparse"})
+	}
 	return out
+}
+
+// sparseBytes is the apparent size of the sparse files planted: reading
+// one whole took 2.1 GB.
+const sparseBytes = 2 << 30
+
+// plantSparse replaces the data file name of the checkpoint dir by a
+// sparse file of size bytes (a few KiB on disk) and rewrites the manifest
+// (and its checksum, so that it verifies) to give it that size and sha.
+func plantSparse(t testing.TB, dir, name string, size int64, sha string) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("not zeros"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+	var man map[string]json.RawMessage
+	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err == nil {
+		err = json.Unmarshal(b, &man)
+	}
+	var files map[string]Sum
+	if err == nil {
+		err = json.Unmarshal(man["files"], &files)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[name] = Sum{Bytes: size, SHA256: sha}
+	if man["files"], err = json.Marshal(files); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = json.Marshal(man); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestSumName), []byte(hex.EncodeToString(sum[:])+"  "+ManifestName+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // refuseBounded plants the case in a fresh run and checks that every read
@@ -118,7 +192,21 @@ func refuseBounded(t testing.TB, tc boundedCase, base string) {
 		return
 	}
 	path := filepath.Join(ck, tc.file)
-	replaceWith(t, path, tc.kind)
+	if tc.kind == "sparse" {
+		// A manifest that lies about a sparse file: held to what the
+		// checkpoint's own configuration needs before a byte is read.
+		most := RunFileBounds(ModelSpecs(tinyModel(t)))[tc.file]
+		plantSparse(t, ck, tc.file, sparseBytes, strings.Repeat("0", 64))
+		want := fmt.Sprintf("%s: %s gives it %d bytes, more than the %d the checkpoint's configuration needs at most", tc.file, ManifestName, int64(sparseBytes), most)
+		check = func(what string, err error, path string) {
+			t.Helper()
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %s: got %v, want a refusal saying %q", tc.name, what, err, want)
+			}
+		}
+	} else {
+		replaceWith(t, path, tc.kind)
+	}
 	_, err := Open(ck)
 	check("Open", err, path)
 	_, err = ReadConfig(ck, nil)
@@ -144,17 +232,20 @@ func TestBoundedReadsRefuse(t *testing.T) {
 	for _, tc := range boundedCases() {
 		refuseBounded(t, tc, base)
 	}
+	refuseSparseUnbounded(t, base)
 }
 
 // TestBoundedReadsMemory runs every case of TestBoundedReadsRefuse in a
 // child process and holds its peak RSS under 100 MB: nothing is read from
-// an endless file before it is refused. A child that hangs (a FIFO waiting
+// an endless file before it is refused, and a manifest that gives a sparse
+// file gigabytes makes nothing allocate them. A child that hangs (a FIFO waiting
 // for a writer) is killed and fails the test.
 func TestBoundedReadsMemory(t *testing.T) {
 	if dir := os.Getenv("MEMUNET_BOUNDED_CHILD"); dir != "" {
 		for _, tc := range boundedCases() {
 			refuseBounded(t, tc, dir)
 		}
+		refuseSparseUnbounded(t, dir)
 		return
 	}
 	if testing.Short() {

@@ -245,8 +245,21 @@ const (
 // own SHA-256 (manifest.json.sha256), its format, and the presence, size
 // and SHA-256 of every file it lists. Each problem is refused with an
 // *Error naming it. Every file must be a regular file (a FIFO or a link to
-// a device is refused before it is read) within its bound.
-func OpenDir(dir string) (*Opened, error) {
+// a device is refused before it is read) within its bound. Nothing bounds
+// the sizes the manifest gives its files, so each is hashed streaming
+// before it is read: a lying manifest (a sparse file of gigabytes) costs
+// reading it, not memory. OpenDirWithin bounds them.
+func OpenDir(dir string) (*Opened, error) { return OpenDirWithin(dir, nil) }
+
+// Most is the most bytes each data file of a checkpoint may have, from
+// its verified manifest: a file it does not name is refused. Its error is
+// returned as is.
+type Most func(manifest []byte) (map[string]int64, error)
+
+// OpenDirWithin is OpenDir with the sizes the manifest gives its data
+// files held to most's (nil: unbounded, as OpenDir) before any is read;
+// each file is then read once, hashed as it is read.
+func OpenDirWithin(dir string, most Most) (*Opened, error) {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -295,13 +308,29 @@ func OpenDir(dir string) (*Opened, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var limits map[string]int64
+	if most != nil {
+		if limits, err = most(man); err != nil {
+			return nil, err
+		}
+	}
 	o := &Opened{Dir: dir, Manifest: man, Files: map[string][]byte{}}
 	for _, n := range names {
 		s := h.Files[n]
 		if n == "" || strings.ContainsAny(n, `/\`) || n == "." || n == ".." {
 			return nil, refuse(dir, ErrFormat, "%s lists an invalid file name %q", ManifestName, n)
 		}
-		b, err := readSized(dir, n, s)
+		if most != nil {
+			limit, ok := limits[n]
+			if !ok {
+				return nil, refuse(dir, ErrFormat, "%s lists %s, which this kind of checkpoint does not hold", ManifestName, n)
+			}
+			if s.Bytes > limit {
+				return nil, refuse(dir, ErrCorrupt, "%s: %s gives it %d bytes, more than the %d the checkpoint's configuration needs at most; not reading it",
+					n, ManifestName, s.Bytes, limit)
+			}
+		}
+		b, err := readSized(dir, n, s, most != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -312,8 +341,11 @@ func OpenDir(dir string) (*Opened, error) {
 
 // readSized reads the data file name of the checkpoint in dir, which the
 // manifest says is s.Bytes long with SHA-256 s.SHA256: a file of another
-// size is refused before its bytes are read.
-func readSized(dir, name string, s Sum) ([]byte, error) {
+// size is refused before its bytes are read. Unless its size is bounded
+// (by OpenDirWithin), the file is first hashed streaming, so that memory
+// is taken only for bytes that verify; then it is read, hashed again as
+// it is read (it may have changed between).
+func readSized(dir, name string, s Sum, bounded bool) ([]byte, error) {
 	f, size, err := infile.Open(filepath.Join(dir, name), 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refuse(dir, ErrMissing, "%s is missing (the manifest lists it: %d bytes)", name, s.Bytes)
@@ -327,13 +359,34 @@ func readSized(dir, name string, s Sum) ([]byte, error) {
 	if size > s.Bytes {
 		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: %d bytes, the manifest says %d", name, size, s.Bytes)
 	}
-	b := make([]byte, s.Bytes)
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, refuse(dir, ErrTruncated, "%s is truncated: reading its %d bytes: %v", name, s.Bytes, err)
+	verify := func(read func(io.Reader) error) error {
+		h := sha256.New()
+		if err := read(io.TeeReader(io.LimitReader(f, s.Bytes), h)); err != nil {
+			return refuse(dir, ErrTruncated, "%s is truncated: reading its %d bytes: %v", name, s.Bytes, err)
+		}
+		if got := hexSum(h); got != s.SHA256 {
+			return refuse(dir, ErrCorrupt, "%s is corrupt: its SHA-256 is %s, the manifest says %s", name, short(got), short(s.SHA256))
+		}
+		return nil
 	}
-	sum := sha256.Sum256(b)
-	if got := hex.EncodeToString(sum[:]); got != s.SHA256 {
-		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: its SHA-256 is %s, the manifest says %s", name, short(got), short(s.SHA256))
+	if !bounded {
+		err := verify(func(r io.Reader) error {
+			n, err := io.Copy(io.Discard, r)
+			if err == nil && n < s.Bytes {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, refuse(dir, ErrFormat, "reading %s: %v", name, err)
+		}
+	}
+	b := make([]byte, s.Bytes)
+	if err := verify(func(r io.Reader) error { _, err := io.ReadFull(r, b); return err }); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

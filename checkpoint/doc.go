@@ -19,7 +19,13 @@
 // line at MaxManifestSumBytes, each data file at the size the manifest
 // records (another size is refused before a byte of it is read), and
 // anything that is not a regular file (a FIFO, a link to /dev/zero) is
-// refused by name before it is opened for reading (package infile).
+// refused by name before it is opened for reading (package infile). A run
+// checkpoint's manifest may not give its data files more than its own
+// configuration's model needs (RunFileBounds: the state_dict, two
+// optimizer tensors per float one, their headers), checked before any is
+// read; a plain OpenDir hashes each file streaming before reading it. So
+// a manifest that lies beside a sparse file of gigabytes costs an error,
+// never the memory it claims.
 //
 // A run checkpoint (Open) is such a directory holding model.safetensors
 // (the state_dict under PyTorch's names), optimizer.safetensors and a

@@ -30,16 +30,28 @@ type Checkpoint struct {
 // every file, the manifest, the configuration, the safetensors headers, and
 // that the model's tensors are those of the configuration's architecture).
 // Every refusal is an *Error naming the problem.
+//
+// The manifest and its configuration are read first, and the sizes the
+// manifest gives the data files are held to what that configuration's
+// model needs (RunFileBounds) before a byte of them is read: a lying
+// manifest beside a sparse file of gigabytes costs an error, not memory.
 func Open(dir string) (*Checkpoint, error) {
-	o, err := OpenDir(dir)
-	if err != nil {
-		return nil, err
-	}
 	ck := &Checkpoint{Dir: dir}
-	if err := json.Unmarshal(o.Manifest, &ck.Manifest); err != nil {
-		return nil, refuse(dir, ErrFormat, "%s: %v", ManifestName, err)
-	}
-	if ck.Config, err = manifestConfig(dir, ck.Manifest.Config, nil); err != nil {
+	var want []Spec
+	o, err := OpenDirWithin(dir, func(man []byte) (map[string]int64, error) {
+		if err := json.Unmarshal(man, &ck.Manifest); err != nil {
+			return nil, refuse(dir, ErrFormat, "%s: %v", ManifestName, err)
+		}
+		var err error
+		if ck.Config, err = manifestConfig(dir, ck.Manifest.Config, nil); err != nil {
+			return nil, err
+		}
+		if want, err = ArchSpecs(ck.Config.ModelConfig()); err != nil {
+			return nil, refuse(dir, ErrFormat, "%s: its configuration's model: %v", ManifestName, err)
+		}
+		return RunFileBounds(want), nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
@@ -56,15 +68,34 @@ func Open(dir string) (*Checkpoint, error) {
 	}
 	// Its tensors must be the model its configuration describes: a model
 	// of a manifest edited by hand could not even be allocated.
-	want, err := ArchSpecs(ck.Config.ModelConfig())
-	if err != nil {
-		return nil, refuse(dir, ErrFormat, "%s: its configuration's model: %v", ManifestName, err)
-	}
 	if diffs := LayoutDiff(SpecsOf(ck.Model.Tensors), want); len(diffs) > 0 {
 		return nil, refuse(dir, ErrMismatch, "%s does not hold the model its manifest's configuration describes (%s): %s",
 			ModelFile, DescribeArch(ck.Config.ModelConfig()), DescribeDiffs(diffs))
 	}
 	return ck, nil
+}
+
+// RunFileBounds is the most bytes each data file of a run checkpoint of
+// the model whose state_dict layout is model may have: ModelFile holds
+// those tensors, OptimizerFile at most two state tensors (Adam's moments)
+// of each float one; each file has room for its 8-byte length, a header
+// entry of every tensor (its name and up to headerEntryBytes) and 64 KiB
+// of metadata.
+func RunFileBounds(model []Spec) map[string]int64 {
+	const headerEntryBytes, framing = 256, 8 + 64<<10
+	modelBytes, optimizerBytes := int64(framing), int64(framing)
+	for _, s := range model {
+		numel := int64(1)
+		for _, d := range s.Shape {
+			numel *= int64(d)
+		}
+		entry := numel*int64(s.DType.Size()) + int64(len(s.Name)) + headerEntryBytes
+		modelBytes += entry
+		if s.DType == safetensors.F32 {
+			optimizerBytes += 2 * (entry + int64(len("state..exp_avg_sq"))) // state.<name>.exp_avg_sq
+		}
+	}
+	return map[string]int64{ModelFile: modelBytes, OptimizerFile: optimizerBytes}
 }
 
 // OpenToResume is Open with, when dir does not verify, the way on: the
