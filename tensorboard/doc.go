@@ -21,5 +21,8 @@
 //
 // Memory: a Writer owns its open file and a small buffer, flushed after
 // each call so that a live TensorBoard sees every step; images are encoded
-// and dropped in the call.
+// and dropped in the call. Open reads the files already there record by
+// record (infile: regular files only), holding one record at a time; a
+// record's length is at most maxRecord (64 MiB) and within the bytes left
+// in its file, else it is damage, dropped as a cut record is.
 package tensorboard

@@ -33,39 +33,83 @@ func appendRecord(dst, data []byte) []byte {
 // mid-write leaves.
 var errTruncated = errors.New("the file ends inside a record")
 
+// damagedError is a record whose checksum or length fails.
+type damagedError struct {
+	record int
+	offset int64
+	what   string
+}
+
+func (e *damagedError) Error() string {
+	return fmt.Sprintf("record %d (byte %d): %s", e.record, e.offset, e.what)
+}
+
+// isDamage reports whether err is a damaged or cut record (the file's
+// fault), not a failure to read it.
+func isDamage(err error) bool {
+	var d *damagedError
+	return errors.Is(err, errTruncated) || errors.As(err, &d)
+}
+
 // maxRecord bounds a record's length field, so that a corrupt one cannot
 // make a reader allocate without limit (memunet's largest are images of a
 // few MiB).
-const maxRecord = 1 << 30
+const maxRecord = 64 << 20
 
-// readRecords returns the data of each whole record in b, in order, and
-// stops at the first record that is cut short (errTruncated) or fails its
-// checksum (an error saying where), returning those before it.
-func readRecords(b []byte) ([][]byte, error) {
-	var out [][]byte
-	for off := 0; off < len(b); {
-		if len(b)-off < 12 {
-			return out, errTruncated
-		}
-		head := b[off : off+12]
-		if binary.LittleEndian.Uint32(head[8:]) != maskedCRC(head[:8]) {
-			return out, fmt.Errorf("record %d (byte %d): the length's checksum does not match", len(out), off)
-		}
-		n := binary.LittleEndian.Uint64(head[:8])
-		if n > maxRecord {
-			return out, fmt.Errorf("record %d (byte %d): length %d", len(out), off, n)
-		}
-		if uint64(len(b)-off-12) < n+4 {
-			return out, errTruncated
-		}
-		data := b[off+12 : off+12+int(n)]
-		if binary.LittleEndian.Uint32(b[off+12+int(n):]) != maskedCRC(data) {
-			return out, fmt.Errorf("record %d (byte %d): the data's checksum does not match", len(out), off)
-		}
-		out = append(out, data)
-		off += 12 + int(n) + 4
+// recordReader reads the records of size bytes from r one at a time, so
+// that reading a file holds its largest record, never the file.
+type recordReader struct {
+	r    io.Reader
+	size int64 // bytes in r
+	off  int64 // of the next record
+	n    int   // records read
+}
+
+// next returns the data of the next whole record (the caller's to keep),
+// io.EOF at the end, errTruncated for a record cut short, or an error
+// saying where a checksum or a length (over maxRecord) fails. A length is
+// checked against the bytes left before its data is allocated.
+func (rr *recordReader) next() ([]byte, error) {
+	if rr.off == rr.size {
+		return nil, io.EOF
 	}
-	return out, nil
+	if rr.size-rr.off < 12 {
+		return nil, errTruncated
+	}
+	var head [12]byte
+	if _, err := io.ReadFull(rr.r, head[:]); err != nil {
+		return nil, rr.cut(err)
+	}
+	if binary.LittleEndian.Uint32(head[8:]) != maskedCRC(head[:8]) {
+		return nil, &damagedError{rr.n, rr.off, "the length's checksum does not match"}
+	}
+	n := binary.LittleEndian.Uint64(head[:8])
+	if n > maxRecord {
+		return nil, &damagedError{rr.n, rr.off, fmt.Sprintf("length %d is over the %d-byte limit", n, maxRecord)}
+	}
+	if uint64(rr.size-rr.off-12) < n+4 {
+		return nil, errTruncated
+	}
+	b := make([]byte, n+4)
+	if _, err := io.ReadFull(rr.r, b); err != nil {
+		return nil, rr.cut(err)
+	}
+	data := b[:n:n]
+	if binary.LittleEndian.Uint32(b[n:]) != maskedCRC(data) {
+		return nil, &damagedError{rr.n, rr.off, "the data's checksum does not match"}
+	}
+	rr.n++
+	rr.off += 12 + int64(n) + 4
+	return data, nil
+}
+
+// cut is a read error, errTruncated when the input ended early (it was
+// cut after its size was taken).
+func (rr *recordReader) cut(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errTruncated
+	}
+	return err
 }
 
 // writeRecords writes each of records framed.

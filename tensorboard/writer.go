@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +27,6 @@ const (
 	FilePrefix = "events.out.tfevents."
 	// fileVersion is the version TensorBoard's own writers record.
 	fileVersion = "brain.Event:2"
-	// maxFileBytes bounds the read of an existing event file on resume.
-	maxFileBytes = 1 << 34
 )
 
 // Scalar is one chart's value at a step.
@@ -195,7 +192,8 @@ func (w *Writer) Close() {
 // dir, removing the files left with nothing but their version, and
 // returns the largest time stamp in the names of those kept (0: none).
 // A file's records after a damaged one (a crash mid-write) are dropped
-// with it.
+// with it. Files are read record by record, twice when one is rewritten:
+// memory holds the largest record (at most maxRecord), never a file.
 func rollBack(dir string, from int64) (latest int64, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -206,26 +204,69 @@ func rollBack(dir string, from int64) (latest int64, err error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		b, err := infile.ReadFile(path, maxFileBytes)
+		read, kept, steps := 0, 0, false
+		damage, err := eachRecord(path, func(r []byte) error {
+			read++
+			if !after(r, from) {
+				kept++
+				steps = steps || holdsStep(r)
+			}
+			return nil
+		})
 		if err != nil {
 			return 0, err
 		}
-		records, readErr := readRecords(b)
-		kept := slices.DeleteFunc(slices.Clone(records), func(r []byte) bool { return after(r, from) })
 		switch {
-		case !holdsSteps(kept):
+		case !steps:
 			if err := os.Remove(path); err != nil {
 				return 0, err
 			}
 			continue
-		case len(kept) < len(records) || readErr != nil:
-			if err := outdir.WriteFile(path, func(out io.Writer) error { return writeRecords(out, kept) }); err != nil {
+		case kept < read || damage != nil:
+			err := outdir.WriteFile(path, func(out io.Writer) error {
+				_, err := eachRecord(path, func(r []byte) error {
+					if after(r, from) {
+						return nil
+					}
+					return writeRecords(out, [][]byte{r})
+				})
+				return err
+			})
+			if err != nil {
 				return 0, err
 			}
 		}
 		latest = max(latest, nameStamp(e.Name()))
 	}
 	return latest, nil
+}
+
+// eachRecord calls fn with the data of each whole record of the event
+// file at path, in order, one at a time. It stops at the first damaged
+// record (cut short or failing a checksum), which it returns as damage;
+// err is any other failure: the file (a regular file) cannot be read, or
+// fn's error.
+func eachRecord(path string, fn func(data []byte) error) (damage, err error) {
+	f, size, err := infile.Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rr := &recordReader{r: bufio.NewReaderSize(f, 64<<10), size: size}
+	for {
+		data, err := rr.next()
+		switch {
+		case err == io.EOF:
+			return nil, nil
+		case isDamage(err):
+			return err, nil
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if err := fn(data); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // after reports whether a record is an event after step from; a record
@@ -235,15 +276,11 @@ func after(record []byte, from int64) bool {
 	return proto.Unmarshal(record, &e) == nil && e.Step > from
 }
 
-// holdsSteps reports whether records hold any summary.
-func holdsSteps(records [][]byte) bool {
-	for _, r := range records {
-		var e tbpb.Event
-		if proto.Unmarshal(r, &e) != nil || e.GetSummary() != nil {
-			return true
-		}
-	}
-	return false
+// holdsStep reports whether a record holds a summary (or is not an
+// Event: it is kept, as it is).
+func holdsStep(record []byte) bool {
+	var e tbpb.Event
+	return proto.Unmarshal(record, &e) != nil || e.GetSummary() != nil
 }
 
 // nameStamp is the Unix time in an event file's name, 0 if none.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -200,6 +201,23 @@ func TestUnwritableWarnsOnce(t *testing.T) {
 	w.Close()
 	if len(warnings) != 1 || !strings.Contains(warnings[0], w.Path()) {
 		t.Errorf("warnings %q", warnings)
+	}
+}
+
+// readRecords is every whole record in b, in order, up to the first that
+// is cut short or damaged (its error), as rollBack reads a file.
+func readRecords(b []byte) ([][]byte, error) {
+	rr := &recordReader{r: bytes.NewReader(b), size: int64(len(b))}
+	var out [][]byte
+	for {
+		data, err := rr.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, data)
 	}
 }
 
