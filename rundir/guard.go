@@ -187,14 +187,22 @@ func diverged(cfg config.Config, step int, res train.StepResult, last string) *D
 }
 
 // ExistingRunError refuses to start a new run in a directory that holds one.
+// Its message ends with the two commands on, as the user ran train: continue
+// that run (with its own configuration, which its checkpoint holds), or
+// delete its files and start again (the same --config and --set flags).
 type ExistingRunError struct {
 	Dir   string
 	Files []string
+	// Invocation is how the user ran train (zero: "memunet" and no config
+	// flags); the caller that knows it sets it.
+	Invocation config.Invocation
 }
 
 func (e *ExistingRunError) Error() string {
-	return fmt.Sprintf("%s already holds a run (%s): continue it with --resume auto, train into a new --out DIR, or add --force to delete those files and start again",
-		e.Dir, strings.Join(e.Files, ", "))
+	return fmt.Sprintf("%s already holds a run (%s): train into another --out DIR; or continue it: %s; or delete those files and start again: %s",
+		e.Dir, strings.Join(e.Files, ", "),
+		e.Invocation.Run("train", "--resume", "auto", "--out", e.Dir),
+		e.Invocation.Command("train", "--out", e.Dir, "--force"))
 }
 
 // lossNotFinite is the note for a validation whose loss is not finite:

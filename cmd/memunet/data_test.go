@@ -478,7 +478,9 @@ func TestDataPreview(t *testing.T) {
 // TestHintsArePasteable: the commands memunet suggests are the user's
 // own, with the same --config and --set flags, and do what they say when
 // pasted: data synth's check line checks the new set, and a dataset with
-// several problems names the data check that lists them all.
+// several problems names the data check that lists them all, and a train
+// into a folder that holds a run names the commands that continue it and
+// that start again.
 func TestHintsArePasteable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shapes")
 	out := runOK(t, "data", "synth", "--out", dir, "--count", "12", "--size", "16", "--classes", "3")
@@ -518,5 +520,37 @@ func TestHintsArePasteable(t *testing.T) {
 		if !strings.Contains(stdout.String(), n) {
 			t.Errorf("the suggested check does not list %s:\n%s", n, stdout.String())
 		}
+	}
+
+	// A new run into a folder that holds one: the refusal ends with the
+	// two ways on, each a command; pasted, the first continues that run
+	// (finished, so it says so), the second trains anew with the flags given.
+	runDir, _ := trainTiny(t)
+	flags := append([]string{"--config", "../../configs/quickstart.yaml"}, tinyArgs...)
+	flags = append(flags, "--set", "train.steps=6")
+	again := append([]string{"train", "--out", runDir}, flags...)
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(again, &stdout, &stderr); code != 1 {
+		t.Fatalf("train into a used folder: exit %d: %s", code, stderr.String())
+	}
+	msg = strings.TrimSpace(stderr.String())
+	_, rest, ok = strings.Cut(msg, "; or continue it: ")
+	cont, startAgain, ok2 := strings.Cut(rest, "; or delete those files and start again: ")
+	if !ok || !ok2 {
+		t.Fatalf("the refusal does not end with the two commands: %q", msg)
+	}
+	if want := prog + "train --resume auto --out " + runDir; cont != want {
+		t.Errorf("continue: %q, want %q", cont, want)
+	}
+	if want := prog + "train " + strings.Join(flags, " ") + " --out " + runDir + " --force"; startAgain != want {
+		t.Errorf("start again: %q, want %q", startAgain, want)
+	}
+	if out := runOK(t, strings.Fields(strings.TrimPrefix(cont, prog))...); !strings.Contains(out, runDir+" already finished: 4/4 steps") {
+		t.Errorf("the pasted continue did not find the run:\n%s", out)
+	}
+	runOK(t, strings.Fields(strings.TrimPrefix(startAgain, prog))...)
+	if sum := ckSummary(t, runDir); sum.Steps != 6 {
+		t.Errorf("the pasted start again trained %d steps, want 6", sum.Steps)
 	}
 }
