@@ -10,6 +10,8 @@
 //   - One writer per folder: a compare holds outdir's lock on its folder
 //     from New to Close (Runs for as long as it writes), so a second
 //     compare, or any run, into the same folder is refused by name.
+//     RunGorgonia likewise holds its --out, and refuses one that holds a
+//     run; only its own earlier summary.json there is replaced.
 //   - A row says what its child did: a child that fails, or stops before
 //     its steps are done, is a failed row with the reason, never a row
 //     read from a partial or earlier run.

@@ -2,8 +2,8 @@ package compare
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/model/oracle"
@@ -37,11 +38,18 @@ type GorgoniaSummary struct {
 // gradients, a TapeMachine and gorgonia's Adam solver. It calls onStep
 // after each step (its 1-based number, the loss and the step's time) and
 // writes the summary as summary.json into outDir: compare's reference row.
+// outDir is held under its lock throughout; one that holds a run is
+// refused before anything runs (claimGorgoniaOut).
 func RunGorgonia(cfg config.Config, steps int, outDir string, onStep func(step int, loss, ms float64)) error {
 	start := time.Now()
 	if cfg.Data.Source != "synthetic" {
 		return fmt.Errorf("gorgonia: the reference run uses the synthetic data; data.source is %q", cfg.Data.Source)
 	}
+	lock, err := claimGorgoniaOut(outDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Clear() // no lock file stays beside the summary
 	ds, err := data.NewSynthetic(data.SyntheticConfig{
 		Count: cfg.Data.Count, Size: cfg.Data.Size, Classes: cfg.Model.Classes, Seed: cfg.Data.Seed, Noise: cfg.Data.Noise,
 	})
@@ -116,9 +124,51 @@ func RunGorgonia(cfg config.Config, steps int, outDir string, onStep func(step i
 	sum.StepMSMedian = stepMS[len(stepMS)/2]
 	sum.PeakRSSBytes = rundir.PeakRSS()
 	sum.WallSeconds = time.Since(start).Seconds()
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
 	out, _ := json.MarshalIndent(sum, "", "  ")
-	return outdir.WriteBytes(filepath.Join(outDir, "summary.json"), append(out, '\n'))
+	return outdir.WriteBytes(filepath.Join(outDir, gorgoniaSummaryName), append(out, '\n'))
+}
+
+// gorgoniaSummaryName is the reference run's one file.
+const gorgoniaSummaryName = "summary.json"
+
+// claimGorgoniaOut locks outDir for the reference run and refuses one that
+// holds a run's files (*rundir.ExistingRunError), unless the only one is
+// the summary.json an earlier reference run wrote there: compare into the
+// same --out again runs its gorgonia child into the same DIR/gorgonia.
+func claimGorgoniaOut(outDir string) (*outdir.Lock, error) {
+	lock, err := outdir.Acquire(outDir, "memunet gorgonia")
+	if err != nil {
+		return nil, err
+	}
+	err = rundir.CheckNoRun(outDir, "gorgonia")
+	if ex := (*rundir.ExistingRunError)(nil); errors.As(err, &ex) &&
+		slices.Equal(ex.Files, []string{gorgoniaSummaryName}) && isGorgoniaSummary(filepath.Join(outDir, gorgoniaSummaryName)) {
+		err = nil
+	}
+	if err != nil {
+		lock.Clear()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// isGorgoniaSummary reports whether path is a summary.json that RunGorgonia
+// wrote: a JSON object with exactly GorgoniaSummary's keys (train's summary
+// has many more).
+func isGorgoniaSummary(path string) bool {
+	raw, err := infile.ReadFile(path, 64<<10)
+	var got, want map[string]json.RawMessage
+	if err != nil || json.Unmarshal(raw, &got) != nil {
+		return false
+	}
+	zero, _ := json.Marshal(GorgoniaSummary{})
+	if json.Unmarshal(zero, &want) != nil || len(got) != len(want) {
+		return false
+	}
+	for key := range want {
+		if _, ok := got[key]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -196,9 +196,27 @@ type ExistingRunError struct {
 	// Invocation is how the user ran train (zero: "memunet" and no config
 	// flags); the caller that knows it sets it.
 	Invocation config.Invocation
+	// Command is the command refused where it is not train: "gorgonia",
+	// whose summary.json would replace the run's.
+	Command string
+}
+
+// CheckNoRun is an *ExistingRunError for command where dir holds a run's
+// files (checkpoint.RunFiles, checkpoints/ only if it has entries), else
+// nil: for a writer other than train that must not mix its files into a
+// run.
+func CheckNoRun(dir, command string) error {
+	if files := runFilesIn(dir); len(files) > 0 {
+		return &ExistingRunError{Dir: dir, Files: files, Command: command}
+	}
+	return nil
 }
 
 func (e *ExistingRunError) Error() string {
+	if e.Command != "" {
+		return fmt.Sprintf("%s already holds a run (%s), whose files memunet %s would mix with its own: choose another --out DIR",
+			e.Dir, strings.Join(e.Files, ", "), e.Command)
+	}
 	return fmt.Sprintf("%s already holds a run (%s): train into another --out DIR; or continue it: %s; or delete those files and start again: %s",
 		e.Dir, strings.Join(e.Files, ", "),
 		e.Invocation.Run("train", "--resume", "auto", "--out", e.Dir),

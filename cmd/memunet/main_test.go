@@ -280,6 +280,21 @@ func TestCompareCommand(t *testing.T) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
+	// Again into the same --out: the children replace their earlier runs,
+	// gorgonia its own summary.json in the folder compare made for it.
+	stdout.Reset()
+	args = append([]string{"compare", "--config", "../../configs/quickstart.yaml", "--steps", "1", "--out", dir,
+		"--variants", "baseline,gorgonia"}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("compare again: exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &rows)
+	}
+	if err != nil || len(rows) != 2 || rows[0].Error != "" || rows[1].Error != "" {
+		t.Errorf("compare again: %v, rows %+v", err, rows)
+	}
 }
 
 func TestBenchCommand(t *testing.T) {
