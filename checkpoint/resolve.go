@@ -3,8 +3,10 @@ package checkpoint
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/memunet/memunet/infile"
@@ -215,6 +217,55 @@ func CheckOutside(out, ckDir string) error {
 		}
 	}
 	return nil
+}
+
+// CheckNotInRun refuses an output path, of a command that reads no
+// checkpoint (bench's profile, data preview), that would replace what any
+// run holds: one of a run directory's own files (RunFiles), or anything
+// inside its checkpoints/ or tb/, links resolved. A run directory is one
+// that holds two or more of RunFiles, checkpoints/ and tb/ counting only
+// if not empty (RunFilesIn; a lone config.yaml is not a run).
+func CheckNotInRun(out string) error {
+	o := outdir.Resolve(out)
+	if name := filepath.Base(o); slices.Contains(RunFiles(), name) && holdsRun(filepath.Dir(o)) {
+		return fmt.Errorf("%s is the own %s of the run in %s: name another file", out, name, filepath.Dir(o))
+	}
+	for dir := filepath.Dir(o); filepath.Dir(dir) != dir; dir = filepath.Dir(dir) {
+		if name := filepath.Base(dir); (name == CheckpointsDir || name == TensorBoardDir) && holdsRun(filepath.Dir(dir)) {
+			return fmt.Errorf("%s is inside the %s/ of the run in %s: name a file outside it", out, name, filepath.Dir(dir))
+		}
+	}
+	return nil
+}
+
+// holdsRun reports whether dir holds two or more of RunFiles.
+func holdsRun(dir string) bool { return len(RunFilesIn(dir)) >= 2 }
+
+// RunFilesIn lists the run files dir holds, in RunFiles order: a link as
+// it is (the best link even where its checkpoint is gone), a folder only if
+// it has entries and then with their count ("checkpoints/ (2 entries)").
+func RunFilesIn(dir string) []string {
+	var out []string
+	for _, name := range RunFiles() {
+		path := filepath.Join(dir, name)
+		st, err := os.Lstat(path)
+		if err != nil {
+			continue
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			out = append(out, name)
+			continue
+		}
+		if st.IsDir() {
+			entries, err := os.ReadDir(path)
+			if err != nil || len(entries) == 0 {
+				continue
+			}
+			name += fmt.Sprintf("/ (%d entries)", len(entries))
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // RunFiles are the files and folder that make a directory hold a run: what

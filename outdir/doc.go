@@ -12,13 +12,16 @@
 //     Readers (predict from a run still training, plan, compare --runs)
 //     take no lock and read only complete checkpoints.
 //   - Files that appear whole or not at all, never through a link
-//     (WriteFile): a temporary file made new in the same folder, synced,
-//     then renamed over the name, which replaces a symlink planted there
-//     instead of writing through it.
+//     (WriteFile; Create and Commit for one written while a command runs):
+//     a temporary file made new in the same folder, synced, then renamed
+//     over the name, which replaces a symlink planted there instead of
+//     writing through it.
 //
 // The lock file is the only state; a Lock value owns its open descriptor
 // and gives it back in Release (the file stays, recording the last holder)
 // or Clear (the file goes, and the folder too if Acquire made it and it is
 // empty). A flock is taken only on the file still at DIR/.lock, so that
-// removing it in Clear cannot let two writers hold two files.
+// removing it in Clear cannot let two writers hold two files. A Pending
+// owns its temporary file until Commit (renamed into place) or Close
+// (removed).
 package outdir

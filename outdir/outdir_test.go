@@ -143,6 +143,50 @@ func TestAcquireNamesAFileInTheWay(t *testing.T) {
 	}
 }
 
+// TestCreateCommitOrClose: a Pending file appears at its name only on
+// Commit; closed without it, nothing of it remains and a file already at
+// the name is as it was.
+func TestCreateCommitOrClose(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu.pprof")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Write([]byte("half")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("after Close the folder holds %d entries, want only %s", len(entries), path)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("after Close %s holds %q, want it as it was", path, b)
+	}
+	if p, err = Create(path); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Write([]byte("new"))
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("after Commit %s holds %q", path, b)
+	}
+	if _, err := p.Write([]byte("late")); err == nil {
+		t.Errorf("a write after Commit was taken")
+	}
+	if _, err := Create(filepath.Join(dir, "no", "such", "dir", "p")); err == nil {
+		t.Errorf("Create in a missing folder succeeded")
+	}
+}
+
 func TestWriteFileReplacesPlantedLink(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "elsewhere.txt")

@@ -17,19 +17,58 @@ import (
 // symlink at path is replaced, never written through; on any error path is
 // as it was and the temporary file is gone.
 func WriteFile(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	p, err := Create(path)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	bw := bufio.NewWriterSize(f, 1<<16)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
+	defer p.Close()
+	bw := bufio.NewWriterSize(p, 1<<16)
+	if err := write(bw); err != nil {
+		return err
 	}
-	if err == nil {
-		err = f.Sync()
+	if err := bw.Flush(); err != nil {
+		return err
 	}
+	return p.Commit()
+}
+
+// Pending is a file being written whole or not at all: a temporary file in
+// its folder until Commit renames it over its name.
+type Pending struct {
+	f    *os.File // nil once committed or closed
+	path string
+}
+
+// Create starts writing path as WriteFile does, for output written while
+// something else runs (a CPU profile): write to the Pending, then Commit.
+// The temporary file is made at once, so an unwritable folder fails before
+// anything runs. Close without Commit (deferred) removes it, leaving path
+// as it was.
+func Create(path string) (*Pending, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{f: f, path: path}, nil
+}
+
+func (p *Pending) Write(b []byte) (int, error) {
+	if p.f == nil {
+		return 0, os.ErrClosed
+	}
+	return p.f.Write(b)
+}
+
+// Commit syncs the file and renames it over path (a symlink there is
+// replaced, never written through), then syncs the folder. On an error
+// path is as it was and the temporary file is gone.
+func (p *Pending) Commit() error {
+	if p.f == nil {
+		return os.ErrClosed
+	}
+	f, tmp := p.f, p.f.Name()
+	p.f = nil
+	err := f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -37,13 +76,24 @@ func WriteFile(path string, write func(io.Writer) error) error {
 		err = os.Chmod(tmp, 0o644)
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = os.Rename(tmp, p.path)
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return SyncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(p.path))
+}
+
+// Close removes the temporary file unless Commit has renamed it.
+func (p *Pending) Close() error {
+	if p.f == nil {
+		return nil
+	}
+	f := p.f
+	p.f = nil
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // Append opens path to append records to, a log written as it goes (a

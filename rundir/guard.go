@@ -2,7 +2,6 @@ package rundir
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,31 +18,11 @@ import (
 // that would delete train.init's weights, a finished run, a loss that
 // became NaN.
 
-// runFilesIn lists the run files dir holds (checkpoints/ only if it has
-// entries; the best link even where its checkpoint is gone), in
-// checkpoint.RunFiles order, then, where it holds any, the outputs made
-// from that run (checkpoint.DerivedFiles): what --force deletes.
+// runFilesIn lists the run files dir holds (checkpoint.RunFilesIn), then,
+// where it holds any, the outputs made from that run
+// (checkpoint.DerivedFiles): what --force deletes.
 func runFilesIn(dir string) []string {
-	var out []string
-	for _, name := range checkpoint.RunFiles() {
-		path := filepath.Join(dir, name)
-		st, err := os.Lstat(path)
-		if err != nil {
-			continue
-		}
-		if st.Mode()&fs.ModeSymlink != 0 {
-			out = append(out, name)
-			continue
-		}
-		if st.IsDir() {
-			entries, err := os.ReadDir(path)
-			if err != nil || len(entries) == 0 {
-				continue
-			}
-			name += fmt.Sprintf("/ (%d entries)", len(entries))
-		}
-		out = append(out, name)
-	}
+	out := checkpoint.RunFilesIn(dir)
 	if len(out) > 0 {
 		out = append(out, checkpoint.DerivedFiles(dir)...)
 	}

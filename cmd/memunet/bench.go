@@ -3,13 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/memunet/memunet/backend/cpu/kernels"
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/train"
 )
@@ -33,9 +34,12 @@ func benchCommand(args []string, stdout io.Writer) error {
 	if *steps < 1 {
 		return cmd.usageError("--steps must be at least 1")
 	}
-	var profile *os.File
+	var profile *outdir.Pending // whole or not at all, replacing a link at its name
 	if *cpuProfile != "" {
-		if profile, err = os.Create(*cpuProfile); err != nil {
+		if err := checkpoint.CheckNotInRun(*cpuProfile); err != nil {
+			return cmd.usageError("--cpuprofile " + err.Error())
+		}
+		if profile, err = outdir.Create(*cpuProfile); err != nil {
 			return fmt.Errorf("bench: --cpuprofile: %w", err)
 		}
 		defer profile.Close()
@@ -73,5 +77,9 @@ func benchCommand(args []string, stdout io.Writer) error {
 		}
 		table.Row(name, row)
 	}
-	return table.Finish()
+	if err := table.Finish(); err != nil || profile == nil {
+		return err
+	}
+	pprof.StopCPUProfile()
+	return profile.Commit()
 }

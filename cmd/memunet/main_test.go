@@ -322,3 +322,53 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("unwritable --cpuprofile: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestBenchProfileGuarded: --cpuprofile replaces a link planted at its name
+// instead of writing through it, and refuses a run's own file or a path in
+// its checkpoints/ (usage error, nothing written).
+func TestBenchProfileGuarded(t *testing.T) {
+	dir := t.TempDir()
+	precious := filepath.Join(dir, "precious")
+	if err := os.WriteFile(precious, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "prof.link")
+	if err := os.Symlink(precious, link); err != nil {
+		t.Fatal(err)
+	}
+	bench := func(prof string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "1", "--cpuprofile", prof}, tinyArgs...)
+		return run(args, &stdout, &stderr), stderr.String()
+	}
+	if code, msg := bench(link); code != 0 {
+		t.Fatalf("--cpuprofile over a link: exit %d: %s", code, msg)
+	}
+	if b, _ := os.ReadFile(precious); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b[:min(len(b), 16)])
+	}
+	if st, err := os.Lstat(link); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("%s: %v, want the profile in place of the link", link, err)
+	}
+
+	runDir := filepath.Join(dir, "run")
+	if err := os.MkdirAll(filepath.Join(runDir, "checkpoints", "step-00000002"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "config.yaml"), []byte("model: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, prof := range []string{filepath.Join(runDir, "summary.json"), filepath.Join(runDir, "config.yaml"),
+		filepath.Join(runDir, "checkpoints", "step-00000002", "cpu.pprof")} {
+		code, msg := bench(prof)
+		if code != 2 || !strings.Contains(msg, "--cpuprofile "+prof) {
+			t.Errorf("--cpuprofile %s: exit %d, %q: want a usage error naming it", prof, code, msg)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "summary.json")); err == nil {
+		t.Errorf("a refused bench wrote the run's summary.json")
+	}
+	if b, _ := os.ReadFile(filepath.Join(runDir, "config.yaml")); string(b) != "model: {}\n" {
+		t.Errorf("a refused bench changed the run's config.yaml: %q", b[:min(len(b), 16)])
+	}
+}

@@ -1,0 +1,58 @@
+package checkpoint
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckNotInRun: an output path over a run's own file or inside its
+// checkpoints/ or tb/ is refused, links resolved, naming the path; the
+// run's other files and folders, and a folder that is not a run (a lone
+// config.yaml, a user's own checkpoints/), are not.
+func TestCheckNotInRun(t *testing.T) {
+	root := t.TempDir()
+	run := filepath.Join(root, "run")
+	for _, d := range []string{filepath.Join(run, CheckpointsDir, "step-00000002"), filepath.Join(run, TensorBoardDir),
+		filepath.Join(root, "mine", CheckpointsDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(run, "config.yaml"), filepath.Join(run, "metrics.jsonl"), filepath.Join(root, "mine", "config.yaml")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(run, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		out  string
+		want string // "" is accepted
+	}{
+		{"run/config.yaml", "the own config.yaml of the run in"},
+		{"run/summary.json", "the own summary.json of the run in"}, // not written yet
+		{"run/checkpoints", "the own checkpoints of the run in"},
+		{"run/checkpoints/cpu.pprof", "inside the checkpoints/ of the run in"},
+		{"run/checkpoints/step-00000002/model.safetensors", "inside the checkpoints/ of the run in"},
+		{"run/tb/p.png", "inside the tb/ of the run in"},
+		{"link/metrics.jsonl", "the own metrics.jsonl of the run in"},
+		{"link/checkpoints/new/p.png", "inside the checkpoints/ of the run in"},
+		{"run/cpu.pprof", ""},
+		{"run/eval/p.png", ""},
+		{"mine/config.yaml", ""},
+		{"mine/checkpoints/p.png", ""},
+		{"elsewhere/summary.json", ""},
+	} {
+		out := filepath.Join(root, tc.out)
+		err := CheckNotInRun(out)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want it accepted", tc.out, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), out+" ")):
+			t.Errorf("%s: %v, want a refusal naming it, %q", tc.out, err, tc.want)
+		}
+	}
+}
