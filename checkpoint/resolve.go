@@ -224,8 +224,15 @@ func CheckOutside(out, ckDir string) error {
 // run holds: one of a run directory's own files (RunFiles), or anything
 // inside its checkpoints/ or tb/, links resolved. A run directory is one
 // that holds two or more of RunFiles, checkpoints/ and tb/ counting only
-// if not empty (RunFilesIn; a lone config.yaml is not a run).
-func CheckNotInRun(out string) error {
+// if not empty (RunFilesIn; a lone config.yaml is not a run). It also
+// refuses a path inside one of inputs, the folders the command reads (""
+// is none).
+func CheckNotInRun(out string, inputs ...string) error {
+	for _, in := range inputs {
+		if in != "" && outdir.Within(out, in) {
+			return fmt.Errorf("%s is inside %s, which it reads: name a file outside it", out, in)
+		}
+	}
 	o := outdir.Resolve(out)
 	if name := filepath.Base(o); slices.Contains(RunFiles(), name) && holdsRun(filepath.Dir(o)) {
 		return fmt.Errorf("%s is the own %s of the run in %s: name another file", out, name, filepath.Dir(o))

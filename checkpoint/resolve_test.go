@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestCheckNotInRun: an output path over a run's own file or inside its
-// checkpoints/ or tb/ is refused, links resolved, naming the path; the
-// run's other files and folders, and a folder that is not a run (a lone
-// config.yaml, a user's own checkpoints/), are not.
+// TestCheckNotInRun: an output path over a run's own file, inside its
+// checkpoints/ or tb/, or inside an input is refused, links resolved,
+// naming the path; the run's other files and folders, and a folder that is
+// not a run (a lone config.yaml, a user's own checkpoints/), are not.
 func TestCheckNotInRun(t *testing.T) {
 	root := t.TempDir()
 	run := filepath.Join(root, "run")
@@ -28,6 +28,7 @@ func TestCheckNotInRun(t *testing.T) {
 	if err := os.Symlink(run, filepath.Join(root, "link")); err != nil {
 		t.Fatal(err)
 	}
+	data := filepath.Join(root, "data")
 	for _, tc := range []struct {
 		out  string
 		want string // "" is accepted
@@ -45,9 +46,12 @@ func TestCheckNotInRun(t *testing.T) {
 		{"mine/config.yaml", ""},
 		{"mine/checkpoints/p.png", ""},
 		{"elsewhere/summary.json", ""},
+		{"data/images/0.png", "inside " + data + ", which it reads"},
+		{"data", "inside " + data + ", which it reads"},
+		{"data.png", ""},
 	} {
 		out := filepath.Join(root, tc.out)
-		err := CheckNotInRun(out)
+		err := CheckNotInRun(out, "", data)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v, want it accepted", tc.out, err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/outdir"
@@ -115,6 +116,12 @@ func dataPreview(args []string, stdout io.Writer) error {
 	}
 	if *count < 1 || *epoch < 1 {
 		return cmd.usageError("--count and --epoch must be at least 1")
+	}
+	if !strings.EqualFold(filepath.Ext(*out), ".png") { // not a run's config.yaml, not a note
+		return cmd.usageError("--out " + *out + ": name a .png file, e.g. runs/data-preview.png")
+	}
+	if err := checkpoint.CheckNotInRun(*out, cfg.Data.Path); err != nil {
+		return cmd.usageError("--out " + err.Error())
 	}
 	set, err := train.OpenSet(cfg)
 	if err != nil {

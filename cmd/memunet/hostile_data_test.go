@@ -69,6 +69,53 @@ func TestDataWritersLockAndReplaceLinks(t *testing.T) {
 	}
 }
 
+// TestDataPreviewOutGuarded: data preview --out is refused (usage error,
+// nothing written) where it could replace what is not a preview: a name
+// without .png (a finished run's config.yaml, a note), a run's own file,
+// a path in its checkpoints/, an image of the dataset it draws.
+func TestDataPreviewOutGuarded(t *testing.T) {
+	dir := t.TempDir()
+	runDir, sum := trainTiny(t)
+	shapes := filepath.Join(dir, "shapes")
+	runOK(t, "data", "synth", "--out", shapes, "--count", "4", "--size", "16", "--classes", "3")
+	note := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(note, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	synthetic := []string{"--config", quickstartYAML, "--set", "data.size=16", "--set", "data.count=24", "--count", "2"}
+	folder := []string{"--config", quickstartYAML, "--set", "data.source=folder", "--set", "data.path=" + shapes,
+		"--set", "model.classes=3", "--set", "data.size=16", "--count", "2"}
+	for _, tc := range []struct {
+		out   string
+		flags []string
+		want  string
+	}{
+		{filepath.Join(runDir, "config.yaml"), synthetic, "name a .png file"},
+		{note, synthetic, "name a .png file"},
+		{filepath.Join(sum.LastCheckpoint, "p.png"), synthetic, "inside the checkpoints/ of the run in"},
+		{filepath.Join(runDir, "tb", "p.png"), synthetic, "inside the tb/ of the run in"},
+		{filepath.Join(shapes, "images", "00000.png"), folder, "is inside " + shapes + ", which it reads"},
+		{filepath.Join(shapes, "p.png"), folder, "is inside " + shapes + ", which it reads"},
+	} {
+		var o, e bytes.Buffer
+		args := append(append([]string{"data", "preview"}, tc.flags...), "--out", tc.out)
+		if code := run(args, &o, &e); code != 2 || !strings.Contains(e.String(), "--out "+tc.out) || !strings.Contains(e.String(), tc.want) {
+			t.Errorf("preview --out %s: exit %d, %q: want a usage error naming it and %q", tc.out, code, e.String(), tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(note); string(b) != "keep" {
+		t.Errorf("a refused preview changed %s: %q", note, b)
+	}
+	if b, err := os.ReadFile(filepath.Join(runDir, "config.yaml")); err != nil || bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("a refused preview replaced the run's config.yaml (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(shapes, "p.png")); err == nil {
+		t.Errorf("a refused preview wrote into the dataset")
+	}
+	// The same flags with an --out outside the dataset draw the preview.
+	runOK(t, append(append([]string{"data", "preview"}, folder...), "--out", filepath.Join(dir, "p.png"))...)
+}
+
 // TestHostileInputsInBoundedMemory runs this binary as memunet (see
 // TestMain) on what a careless or hostile colleague leaves: a FIFO, a link
 // to /dev/zero and a socket as --config and as an image of the data
