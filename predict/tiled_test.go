@@ -168,3 +168,26 @@ func TestPredictByTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestTileSideBounds: --tile is a multiple of 2^model.depth from that
+// factor up to data.MaxResizeSize (16384) inclusive, or auto; anything
+// else is refused naming the value and the bound.
+func TestTileSideBounds(t *testing.T) {
+	p := &Predictor{}
+	p.Config.Model.Depth = 2 // tiles are multiples of 4
+	for _, tc := range []struct {
+		tile string
+		want int // -1: refused
+	}{
+		{"auto", 0}, {"4", 4}, {"64", 64}, {"16384", data.MaxResizeSize},
+		{"16388", -1}, {"32768", -1}, {"16383", -1}, {"2", -1}, {"0", -1}, {"-4", -1}, {"1e3", -1},
+	} {
+		got, err := p.tileSide(tc.tile)
+		switch {
+		case tc.want >= 0 && (err != nil || got != tc.want):
+			t.Errorf("tileSide(%q) = %d, %v; want %d", tc.tile, got, err, tc.want)
+		case tc.want < 0 && (err == nil || !strings.Contains(err.Error(), `--tile "`+tc.tile+`"`) || !strings.Contains(err.Error(), "up to 16384")):
+			t.Errorf("tileSide(%q) = %d, %v; want a refusal naming it and the bound", tc.tile, got, err)
+		}
+	}
+}
