@@ -187,6 +187,53 @@ func TestCreateCommitOrClose(t *testing.T) {
 	}
 }
 
+// TestAcquireRefusesALinkAtTheLock: a symlink planted at DIR/.lock, to a
+// file or to nothing, is refused by name (flock and lock file alike); its
+// target is neither written nor made, and the link stays.
+func TestAcquireRefusesALinkAtTheLock(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		useFlock bool
+		dangling bool
+	}{{"flock", true, false}, {"flock, dangling", true, true}, {"lock file", false, false}, {"lock file, dangling", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			target := filepath.Join(root, "precious")
+			if !tc.dangling {
+				if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := filepath.Join(root, "run")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(dir, LockName)
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			l, err := acquire(dir, "memunet train", tc.useFlock)
+			if err == nil {
+				l.Release()
+				t.Fatalf("a link at %s was taken for the lock", link)
+			}
+			if !strings.Contains(err.Error(), link) {
+				t.Errorf("error %q does not name %s", err, link)
+			}
+			b, rerr := os.ReadFile(target)
+			switch {
+			case tc.dangling && !errors.Is(rerr, os.ErrNotExist):
+				t.Errorf("the dangling link's target was made: %q, %v", b, rerr)
+			case !tc.dangling && string(b) != "keep":
+				t.Errorf("the link's target became %q (%v)", b, rerr)
+			}
+			if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("%s is no longer the link: %v", link, err)
+			}
+		})
+	}
+}
+
 func TestWriteFileReplacesPlantedLink(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "elsewhere.txt")
