@@ -423,6 +423,18 @@ func TestBadInputs(t *testing.T) {
 			os.Remove(filepath.Join(dir, "masks", "03.png"))
 			return folderConfig(dir)
 		}, []string{"images/03.png", "has no mask", "masks/03.png"}},
+		{"two images with one stem", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			b, _ := os.ReadFile(filepath.Join(dir, "images", "01.png"))
+			writeFile(t, filepath.Join(dir, "images", "01.tif"), b)
+			return folderConfig(dir)
+		}, []string{"images/01.tif: has the same name as ", "images/01.png", "rename one, since a mask matches an image by name"}},
+		{"two masks for one image", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			b, _ := os.ReadFile(filepath.Join(dir, "masks", "02.png"))
+			writeFile(t, filepath.Join(dir, "masks", "02.gif"), b)
+			return folderConfig(dir)
+		}, []string{"images/02.png: has 2 masks, 02.gif and 02.png; keep one"}},
 		{"VOC image without mask", func(t *testing.T, dir string) SourceConfig {
 			vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
 			os.Remove(filepath.Join(dir, "SegmentationClass", "2007_000002.png"))
