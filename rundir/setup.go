@@ -81,7 +81,7 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 	}
 	earlier := runFilesIn(r.opts.OutDir)
 	if len(earlier) > 0 && !r.opts.Force {
-		return nil, &ExistingRunError{Dir: r.opts.OutDir, Files: earlier}
+		return nil, &ExistingRunError{Dir: r.opts.OutDir, Files: earlier, Invocation: cfg.Invocation}
 	}
 	return earlier, checkInitKept(cfg.Invocation, cfg.Train.Init, r.opts.OutDir, earlier)
 }

@@ -157,9 +157,6 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintln(stdout, fin.Error()) // not a failure: the run is done, and stays as it was
 		return nil
 	}
-	if ex := (*rundir.ExistingRunError)(nil); errors.As(err, &ex) && ex.Invocation.Program == "" {
-		ex.Invocation = cfg.Invocation // its commands as the user ran this train
-	}
 	if err != nil {
 		return err
 	}
