@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,37 +11,62 @@ import (
 	"syscall"
 )
 
-// Interrupt is a run's handling of SIGINT and SIGTERM (memunet train's):
-// the first cancels the run's context (the step in progress finishes, a
-// checkpoint is saved); a second exits at once, whatever is being written.
-// Checkpoints are written whole or not at all, so the newest complete one
-// is then the previous one (or the one just renamed into place);
-// metrics.jsonl may end in a partial line, which a resume drops.
+// Interrupt is a command's handling of SIGINT and SIGTERM: the first
+// cancels the context it gives the work (memunet train finishes the step
+// in progress and saves a checkpoint; predict and data synth stop between
+// files and remove what they wrote; compare passes the signal on to its
+// running child and waits for it); a second exits at once, whatever is
+// being written. Checkpoints are written whole or not at all, so the
+// newest complete one is then the previous one (or the one just renamed
+// into place); metrics.jsonl may end in a partial line, which a resume
+// drops.
 type Interrupt struct {
 	first atomic.Int32 // the first signal's number (0: none yet)
 	done  chan struct{}
 	ch    chan os.Signal
 }
 
-// NotifyInterrupt starts handling the signals: the context it returns is
-// cancelled by the first; a second says so on stderr and exits the process
-// at once with 128 + its number. Stop ends the handling.
+// Signalled is the cause of a context an Interrupt cancelled: the signal.
+type Signalled struct{ Signal os.Signal }
+
+func (s Signalled) Error() string { return "stopped by " + SignalName(s.Signal) }
+
+// SignalOf is the signal that cancelled ctx (an Interrupt's context, or
+// one derived from it), if one did.
+func SignalOf(ctx context.Context) (os.Signal, bool) {
+	var s Signalled
+	if errors.As(context.Cause(ctx), &s) {
+		return s.Signal, true
+	}
+	return nil, false
+}
+
+// NotifyInterrupt is memunet train's handling: NotifySignals whose second
+// signal leaves the newest complete checkpoint.
 func NotifyInterrupt(stderr io.Writer) (context.Context, *Interrupt) {
-	ctx, cancel := context.WithCancel(context.Background())
+	return NotifySignals(stderr, "stopping at once without saving; the newest complete checkpoint stays")
+}
+
+// NotifySignals starts handling the signals: the context it returns is
+// cancelled by the first, with Signalled as its cause; a second prints
+// "memunet: SIG again: " and again on stderr and exits the process at once
+// with 128 + its number. Stop ends the handling.
+func NotifySignals(stderr io.Writer, again string) (context.Context, *Interrupt) {
+	ctx, cancel := context.WithCancelCause(context.Background())
 	in := &Interrupt{done: make(chan struct{}), ch: make(chan os.Signal, 2)}
 	signal.Notify(in.ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		defer cancel()
+		defer cancel(nil)
 		select {
 		case s := <-in.ch:
 			in.first.Store(int32(signalNumber(s)))
-			cancel()
+			cancel(Signalled{s})
 		case <-in.done:
 			return
 		}
 		select {
 		case s := <-in.ch:
-			fmt.Fprintf(stderr, "memunet: %s again: stopping at once without saving; the newest complete checkpoint stays\n", s)
+			fmt.Fprintf(stderr, "memunet: %s again: %s\n", s, again)
 			os.Exit(128 + signalNumber(s))
 		case <-in.done:
 		}
@@ -62,6 +88,17 @@ func (in *Interrupt) Status() int {
 func (in *Interrupt) Stop() {
 	signal.Stop(in.ch)
 	close(in.done)
+}
+
+// SignalName is SIGINT, SIGTERM, or what the signal calls itself.
+func SignalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 func signalNumber(s os.Signal) int {

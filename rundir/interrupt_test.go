@@ -34,4 +34,7 @@ func TestInterruptCancels(t *testing.T) {
 	if got := in.Status(); got != 143 {
 		t.Errorf("status after SIGTERM: %d, want 143", got)
 	}
+	if s, ok := SignalOf(ctx); !ok || s != syscall.SIGTERM {
+		t.Errorf("the context's signal: %v %v, want SIGTERM", s, ok)
+	}
 }
