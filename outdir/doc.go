@@ -15,7 +15,9 @@
 //     (WriteFile; Create and Commit for one written while a command runs):
 //     a temporary file made new in the same folder, synced, then renamed
 //     over the name, which replaces a symlink planted there instead of
-//     writing through it.
+//     writing through it. A process killed mid-write leaves only its
+//     temporary file (.NAME.tmp-*, IsTemp), which the next writer holding
+//     the folder's lock may remove.
 //
 // The lock file is the only state; a Lock value owns its open descriptor
 // and gives it back in Release (the file stays, recording the last holder)

@@ -45,7 +45,7 @@ type Pending struct {
 // anything runs. Close without Commit (deferred) removes it, leaving path
 // as it was.
 func Create(path string) (*Pending, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+tempMark)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +94,16 @@ func (p *Pending) Close() error {
 	p.f = nil
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// tempMark is in the name of every temporary file WriteFile makes:
+// .NAME.tmp-RANDOM.
+const tempMark = ".tmp-"
+
+// IsTemp reports whether a file name is one of WriteFile's temporary
+// files, which only a process killed mid-write leaves behind.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, tempMark)
 }
 
 // Append opens path to append records to, a log written as it goes (a

@@ -4,7 +4,10 @@
 // on the device) come back to the host. It scores a dataset split the way
 // training validates, and predicts image files and directories into an
 // output folder (Run: masks, overlays, probabilities, legend.png and
-// predict.json), so a Go caller can do what memunet predict does.
+// predict.json), so a Go caller can do what memunet predict does. A Run
+// leaves a finished prediction or none: one that fails, or whose
+// Predictor.Stop is done (memunet predict's SIGINT/SIGTERM), stops between
+// batches, slices and tiles and removes what it wrote.
 //
 // Memory: a Predictor owns its device's pool and the model in it (Close
 // gives them back). Every batch is planned before a byte of it is decoded

@@ -82,6 +82,9 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opt
 		}
 	}
 	for lo := 0; lo < len(sized); {
+		if err := p.stopped(); err != nil {
+			return err
+		}
 		if isVolume(sized[lo].path) {
 			if err := p.predictVolume(sized[lo], side, outDir, opts, lim, note, rep); err != nil {
 				return err

@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -27,7 +28,11 @@ type Predictor struct {
 	Batch int
 	// Note, where set, gets what the user should know as it happens: a
 	// dataset's summary when it is read.
-	Note      io.Writer
+	Note io.Writer
+	// Stop, where set, ends a prediction once it is done: Run stops
+	// between batches, slices and tiles, removes what it wrote and
+	// returns an error wrapping context.Cause(Stop).
+	Stop      context.Context
 	env       *model.Env
 	precision backend.DType
 }
@@ -69,6 +74,15 @@ func newPredictor(cfg config.Config, b backend.Backend, prec backend.DType, capa
 		return nil, err
 	}
 	return p, nil
+}
+
+// stopped is the error that ends a prediction whose Stop is done; nil
+// while it goes on.
+func (p *Predictor) stopped() error {
+	if p.Stop == nil || p.Stop.Err() == nil {
+		return nil
+	}
+	return context.Cause(p.Stop)
 }
 
 // Pool is the device's pool.
@@ -174,6 +188,9 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 	conf := metrics.NewConfusion(k)
 	var lossSum float64
 	for lo := 0; lo < len(idx); lo += p.Batch {
+		if err := p.stopped(); err != nil {
+			return metrics.Validation{}, err
+		}
 		hi := min(lo+p.Batch, len(idx))
 		n := hi - lo
 		images := make([]float32, n*c*h*w)

@@ -109,6 +109,9 @@ func (p *Predictor) PredictSplitProbs(ds data.Dataset, idx []int, flip bool, fn 
 	var lossSum float64
 	var counted int64
 	for lo := 0; lo < len(idx); lo += p.Batch {
+		if err := p.stopped(); err != nil {
+			return metrics.Validation{}, err
+		}
 		hi := min(lo+p.Batch, len(idx))
 		n := hi - lo
 		images := make([]float32, n*c*h*w)

@@ -29,7 +29,8 @@ const ReportName = "predict.json"
 // held with outdir.Acquire for the whole call, and must be empty or hold
 // only an earlier prediction, which opts.Force replaces; every file is
 // written whole and never through a link planted there. A predict that
-// fails midway removes what it wrote, and the folder if it made it.
+// fails midway, or is stopped (p.Stop), removes what it wrote, and the
+// folder if it made it.
 func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.Writer) (*Report, error) {
 	if note == nil {
 		note = io.Discard
@@ -82,6 +83,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		names.flush(note)
 	} else {
 		err = p.predictFiles(files, s, outDir, opts, lim, note, rep)
+	}
+	if err == nil {
+		err = p.stopped() // a signal after the last image: still no predict.json
 	}
 	if err == nil {
 		err = p.finish(outDir, rep)
@@ -176,7 +180,9 @@ const maxReportBytes = 64 << 20
 // that prediction's own files (those its predict.json lists, legend.png
 // and predict.json) and nothing else; one holding any other file is
 // refused, so that predict never mixes its files with what it did not
-// write, nor deletes them.
+// write, nor deletes them. A temporary file outdir.WriteFile left
+// unfinished (.NAME.tmp-*, from a killed process) is removed: it is never
+// anyone's result.
 func clearFolder(dir string, force bool) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -184,8 +190,15 @@ func clearFolder(dir string, force bool) error {
 	}
 	present := map[string]bool{}
 	for _, e := range entries {
-		if e.Name() != outdir.LockName {
-			present[e.Name()] = true
+		switch name := e.Name(); {
+		case name == outdir.LockName:
+		case outdir.IsTemp(name) && e.Type().IsRegular():
+			// A write a killed predict left unfinished: ours, under the lock.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("predict: removing an unfinished write: %w", err)
+			}
+		default:
+			present[name] = true
 		}
 	}
 	if len(present) == 0 {

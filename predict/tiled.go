@@ -190,6 +190,9 @@ func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, ro
 	input := make([]float32, t.Batch*c*tt)
 	p.Pool().EmptyCache()
 	for first := 0; first < l.Count(); first += t.Batch {
+		if err := p.stopped(); err != nil {
+			return err
+		}
 		n := min(t.Batch, l.Count()-first)
 		for j := range t.Batch {
 			y0, x0 := l.Origin(first + min(j, n-1))

@@ -37,6 +37,9 @@ func (p *Predictor) predictVolume(f sizedFile, side int, outDir string, opts Opt
 	mask := make([]uint8, h*w)
 	var tiling *Tiling
 	for k := range v.Slices(nc.Axis) {
+		if err := p.stopped(); err != nil {
+			return err
+		}
 		pic := v.SlicePicture(nc.Axis, k, lo, hi)
 		t, need, err := p.predictPicture(pic, side, opts, lim, mask)
 		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)

@@ -74,7 +74,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "config":
 		return configsCommand(args[1:], stdout)
 	case "predict":
-		return predictCommand(args[1:], stdout)
+		return predictCommand(args[1:], stdout, stderr)
 	case "export":
 		return exportCommand(args[1:], stdout)
 	case "eval":

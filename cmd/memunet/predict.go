@@ -9,12 +9,13 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/tiles"
 )
 
 const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--force]"
 
-func predictCommand(args []string, stdout io.Writer) error {
+func predictCommand(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("predict")
 	model := addModelFlags(fs)
 	input := fs.String("input", "", "image file, directory of images, or a split of the checkpoint's dataset: dataset:val, dataset:train or dataset:test")
@@ -79,7 +80,14 @@ func predictCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer p.Close()
+	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*outDir+" stays: delete that folder to predict into it again")
+	defer interrupt.Stop()
+	p.Stop = stop
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
+	if s, ok := rundir.SignalOf(stop); ok && err != nil {
+		fmt.Fprintf(stderr, "memunet: predict: stopped by %s; removed what it had written into %s\n", rundir.SignalName(s), *outDir)
+		return exitStatus(interrupt.Status())
+	}
 	if err != nil {
 		return err
 	}

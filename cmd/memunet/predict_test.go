@@ -804,3 +804,31 @@ func TestExportDataMetadata(t *testing.T) {
 		t.Errorf("mask values %v, class names %v", values, names)
 	}
 }
+
+// TestPredictAfterAKilledWrite: a temporary file outdir.WriteFile left
+// (a predict killed mid-write) neither makes an empty --out used nor
+// stops --force replacing an earlier prediction; it is removed.
+func TestPredictAfterAKilledWrite(t *testing.T) {
+	runDir, _ := trainTiny(t)
+	for _, tc := range []struct {
+		name    string
+		earlier bool
+	}{{"empty", false}, {"earlier prediction", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			args := []string{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", out}
+			if tc.earlier {
+				runOK(t, args...)
+				args = append(args, "--force")
+			}
+			leftover := filepath.Join(out, ".val-00000.png.tmp-123456")
+			if err := os.WriteFile(leftover, []byte("half a png"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			runOK(t, args...)
+			if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+				t.Errorf("the leftover %s is still there (%v)", leftover, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// signalMidway stops p (SIGSTOP) once a file matches pattern while done
+// (the file that says the work is finished) does not exist yet, sends it
+// sigs, and lets it go on (SIGCONT): the signals land mid-way, whatever
+// the machine's speed.
+func signalMidway(t *testing.T, p *trainProcess, pattern, done string, sigs ...syscall.Signal) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Millisecond) {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 2 minutes; stderr %s", pattern, p.stderr.String())
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer p.cmd.Process.Signal(syscall.SIGCONT)
+	time.Sleep(20 * time.Millisecond) // a rename under way when it stopped shows by now
+	if _, err := os.Stat(done); err == nil {
+		t.Fatalf("%s exists: the work ended before the signal; give it more to do", done)
+	}
+	for _, s := range sigs {
+		if err := p.cmd.Process.Signal(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// predictInputs is a tiny run and a folder of count synthetic 32x32
+// images to predict with it.
+func predictInputs(t *testing.T, count int) (runDir, images string) {
+	t.Helper()
+	runDir, _ = trainTiny(t)
+	set := filepath.Join(t.TempDir(), "set")
+	runOK(t, "data", "synth", "--out", set, "--count", strconv.Itoa(count), "--size", "32", "--classes", "2")
+	return runDir, filepath.Join(set, "images")
+}
+
+// names is what dir holds, sorted.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestPredictSignalled: SIGINT or SIGTERM mid-predict stops it between
+// images, removes what it wrote (lock included) and exits 130 or 143 with
+// one line saying so, so that the same command then runs; a second signal
+// exits at once.
+func TestPredictSignalled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	runDir, images := predictInputs(t, 300)
+	for _, tc := range []struct {
+		sigs []syscall.Signal
+		code int
+		says string
+	}{
+		{[]syscall.Signal{syscall.SIGINT}, 130, "predict: stopped by SIGINT; removed what it had written into "},
+		{[]syscall.Signal{syscall.SIGTERM}, 143, "predict: stopped by SIGTERM; removed what it had written into "},
+		// Two of one kind pending while it is stopped would be one.
+		{[]syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, 143, "terminated again: stopping at once"},
+	} {
+		t.Run(strconv.Itoa(len(tc.sigs))+tc.sigs[0].String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			args := []string{"predict", "--checkpoint", runDir, "--input", images, "--out", out, "--overlay"}
+			p := startMemunet(t, false, args...)
+			signalMidway(t, p, filepath.Join(out, "*.png"), filepath.Join(out, "predict.json"), tc.sigs...)
+			if code := p.wait(t); code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %s", code, tc.code, p.stderr.String())
+			}
+			if msg := p.stderr.String(); !strings.Contains(msg, tc.says) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("stderr %q: want one line with %q", msg, tc.says)
+			}
+			if len(tc.sigs) > 1 {
+				return // stopped at once: what it wrote stays, as it says
+			}
+			if left := names(t, out); len(left) != 0 {
+				t.Errorf("%s holds %v after the signal", out, left)
+			}
+			again := startMemunet(t, false, args...)
+			if code := again.wait(t); code != 0 {
+				t.Fatalf("the same predict again: exit %d: %s", code, again.stderr.String())
+			}
+		})
+	}
+}
