@@ -10,6 +10,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/train"
 )
 
@@ -29,7 +30,7 @@ func dataCommand(args []string, stdout, stderr io.Writer) error {
 	case "check":
 		return dataCheck(args[1:], stdout)
 	case "synth":
-		return dataSynth(args[1:], stdout)
+		return dataSynth(args[1:], stdout, stderr)
 	case "preview":
 		return dataPreview(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
@@ -62,7 +63,7 @@ func dataCheck(args []string, stdout io.Writer) error {
 }
 
 // dataSynth writes the built-in synthetic set in the folder layout.
-func dataSynth(args []string, stdout io.Writer) error {
+func dataSynth(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("data synth")
 	out := fs.String("out", "", "directory to write images/ and masks/ into")
 	count := fs.Int("count", 64, "number of samples (at least 1)")
@@ -87,7 +88,13 @@ func dataSynth(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer lock.Clear() // no lock file stays beside the samples; a folder made for a refused synth goes
-	if err := data.WriteFolder(syn, *out); err != nil {
+	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*out+" stays: delete its images/ and masks/ to write there again")
+	defer interrupt.Stop()
+	if err := data.WriteFolderUntil(stop, syn, *out); err != nil {
+		if s, ok := rundir.SignalOf(stop); ok {
+			fmt.Fprintf(stderr, "memunet: data synth: stopped by %s; removed the samples it had written into %s\n", rundir.SignalName(s), *out)
+			return exitStatus(interrupt.Status())
+		}
 		return err
 	}
 	vals := make([]string, *classes)

@@ -108,3 +108,35 @@ func TestPredictSignalled(t *testing.T) {
 		})
 	}
 }
+
+// TestDataSynthSignalled: SIGTERM mid-synth removes the partial set (and
+// the folder it made) and exits 143 with one line, so that the same
+// command then runs; a WriteFile leftover in masks/ does not stop it.
+func TestDataSynthSignalled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	out := filepath.Join(t.TempDir(), "set")
+	args := []string{"data", "synth", "--out", out, "--count", "3000", "--size", "32"}
+	p := startMemunet(t, false, args...)
+	signalMidway(t, p, filepath.Join(out, "masks", "*.png"), filepath.Join(out, "masks", "02999.png"), syscall.SIGTERM)
+	if code := p.wait(t); code != 143 {
+		t.Fatalf("exit %d, want 143; stderr %s", code, p.stderr.String())
+	}
+	if msg := p.stderr.String(); !strings.HasPrefix(msg, "memunet: data synth: stopped by SIGTERM; removed the samples") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("stderr %q", msg)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s is still there (%v), holding %v", out, err, names(t, filepath.Join(out, "images")))
+	}
+	if err := os.MkdirAll(filepath.Join(out, "masks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "masks", ".00007.png.tmp-99"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, append(args[:len(args)-4], "--count", "4", "--size", "16")...)
+	if got := names(t, filepath.Join(out, "masks")); len(got) != 4 {
+		t.Errorf("masks/ holds %v, want the 4 masks", got)
+	}
+}
