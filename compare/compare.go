@@ -1,14 +1,17 @@
 package compare
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/memunet/memunet/backend"
@@ -50,6 +53,25 @@ type Options struct {
 	// Dir is the folder compare writes into; each variant runs in
 	// Dir/<variant>.
 	Dir string
+	// Force lets New take a Dir that holds an earlier compare, whose
+	// files and variant runs Run then replaces.
+	Force bool
+	// Stop, where set, ends Run once it is done: the running child gets
+	// the signal that stopped it (rundir.SignalOf; else SIGTERM), Run
+	// waits for it (a train child saves a checkpoint) and starts no
+	// other.
+	Stop context.Context
+}
+
+// UsedError is New's refusal of a Dir that holds an earlier compare.
+type UsedError struct {
+	Dir string
+	// Holds names what is there: a compare file or a variant's run folder.
+	Holds string
+}
+
+func (e *UsedError) Error() string {
+	return fmt.Sprintf("compare: --out %s already holds a compare (%s), whose variant runs a new compare would replace", e.Dir, e.Holds)
 }
 
 // Compare is a compare whose folder is locked until Close.
@@ -59,7 +81,8 @@ type Compare struct {
 }
 
 // New checks o and takes o.Dir (made if need be) for the compare, or
-// returns outdir's *InUseError naming the process that holds it.
+// returns outdir's *InUseError naming the process that holds it, or a
+// *UsedError where o.Dir holds an earlier compare and o.Force is not set.
 func New(o Options) (*Compare, error) {
 	if o.Steps < 1 {
 		return nil, errors.New("compare: steps must be at least 1")
@@ -71,7 +94,27 @@ func New(o Options) (*Compare, error) {
 	if err != nil {
 		return nil, err
 	}
+	if held := earlierCompare(o.Dir); held != "" && !o.Force {
+		lock.Release()
+		return nil, &UsedError{Dir: o.Dir, Holds: held}
+	}
 	return &Compare{opts: o, lock: lock}, nil
+}
+
+// earlierCompare is the first thing in dir that an earlier compare wrote
+// (one of its files, or a variant's run folder), "" if none.
+func earlierCompare(dir string) string {
+	for _, f := range report.CompareFiles() {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			return f
+		}
+	}
+	for _, name := range append(train.VariantNames(), Gorgonia) {
+		if entries, err := os.ReadDir(filepath.Join(dir, name)); err == nil && len(entries) > 0 {
+			return name + "/"
+		}
+	}
+	return ""
 }
 
 // Close gives the folder back.
@@ -98,13 +141,17 @@ func (c *Compare) RunDirs() []string {
 // Run runs every variant in turn, calling done with each one's row as it
 // ends, then writes compare.csv, compare.json, memory.png and timeline.png
 // into the folder. A variant that fails is a row with its error; Run fails
-// only when the files cannot be written.
+// only when the files cannot be written, or when o.Stop ends it: then it
+// returns the rows so far with context.Cause(o.Stop) and writes no files.
 func (c *Compare) Run(done func(report.CompareRow)) ([]report.CompareRow, error) {
 	o := c.opts
 	var rows []report.CompareRow
 	timelines := map[string]report.Timeline{}
 	dirs := c.RunDirs()
 	for i, name := range o.Variants {
+		if err := c.stopped(); err != nil {
+			return rows, err
+		}
 		name, dir := strings.TrimSpace(name), dirs[i]
 		var row report.CompareRow
 		if name == Gorgonia {
@@ -116,6 +163,9 @@ func (c *Compare) Run(done func(report.CompareRow)) ([]report.CompareRow, error)
 				timelines[name] = tl
 			}
 		}
+		if err := c.stopped(); err != nil {
+			return rows, err // the row is the stop's, not the variant's
+		}
 		if done != nil {
 			done(row)
 		}
@@ -123,6 +173,15 @@ func (c *Compare) Run(done func(report.CompareRow)) ([]report.CompareRow, error)
 	}
 	setup := report.NewCompareSetup(o.ConfigPath, o.Config, o.Steps, rows)
 	return rows, report.WriteCompare(o.Dir, rows, timelines, setup)
+}
+
+// stopped is the error that ends a compare whose Stop is done; nil while
+// it goes on.
+func (c *Compare) stopped() error {
+	if s := c.opts.Stop; s != nil && s.Err() != nil {
+		return context.Cause(s)
+	}
+	return nil
 }
 
 // runVariant trains one variant in a child process and reads its run files.
@@ -140,7 +199,7 @@ func (c *Compare) runVariant(name, dir string) (report.CompareRow, report.Timeli
 		"output.progress=none", "memory.timeline=true", "memory.fit=off")
 	// compare owns dir: a rerun into the same folder replaces its variants' runs.
 	args := append([]string{"train", "--config", o.ConfigPath, "--out", dir, "--force"}, setArgs(all)...)
-	if err := runChild(o.Exe, args); err != nil {
+	if err := c.runChild(args); err != nil {
 		row.Error = err.Error()
 		return row, report.Timeline{}
 	}
@@ -178,7 +237,7 @@ func (c *Compare) runGorgonia(dir string) report.CompareRow {
 	row := report.CompareRow{Name: Gorgonia, Variant: config.Variant{MicroBatch: o.Config.Variant().EffectiveBatch(), Accumulate: 1,
 		Precision: backend.Float32, EmptyCache: o.Config.Memory.EmptyCache}}
 	args := append([]string{"gorgonia", "--config", o.ConfigPath, "--out", dir, "--steps", strconv.Itoa(o.Steps)}, setArgs(o.Sets)...)
-	if err := runChild(o.Exe, args); err != nil {
+	if err := c.runChild(args); err != nil {
 		row.Error = err.Error()
 		return row
 	}
@@ -207,9 +266,25 @@ func setArgs(sets []string) []string {
 }
 
 // runChild runs the memunet executable with args; its output is discarded
-// unless it fails, when its last error line becomes the error.
-func runChild(exe string, args []string) error {
-	cmd := exec.Command(exe, args...)
+// unless it fails, when its last error line becomes the error. The child
+// runs in a process group of its own, so that a terminal's Ctrl-C reaches
+// only compare, which passes the signal on once (childAttr: on Linux the
+// child also gets SIGTERM if compare dies, so none outlives it). compare
+// then waits for the child to end.
+func (c *Compare) runChild(args []string) error {
+	stop := c.opts.Stop
+	if stop == nil {
+		stop = context.Background()
+	}
+	cmd := exec.CommandContext(stop, c.opts.Exe, args...)
+	cmd.SysProcAttr = childAttr()
+	cmd.Cancel = func() error {
+		sig, ok := rundir.SignalOf(stop)
+		if !ok {
+			sig = syscall.SIGTERM
+		}
+		return cmd.Process.Signal(sig)
+	}
 	var errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
 	if err := cmd.Run(); err != nil {

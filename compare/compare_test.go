@@ -100,3 +100,45 @@ func TestOneCompareAtATime(t *testing.T) {
 		t.Error("0 steps: no error")
 	}
 }
+
+// TestUsedFolderRefused: a Dir that holds an earlier compare's file or a
+// variant's run is refused unless Force; one holding other things is not.
+func TestUsedFolderRefused(t *testing.T) {
+	for _, tc := range []struct {
+		plant string // a file to write, relative to Dir
+		holds string // "": not used
+	}{
+		{"notes.txt", ""},
+		{"compare.json", "compare.json"},
+		{"compare.csv", "compare.csv"},
+		{"baseline/config.yaml", "baseline/"},
+		{"gorgonia/summary.json", "gorgonia/"},
+	} {
+		t.Run(tc.plant, func(t *testing.T) {
+			o := testOptions(t, "memunet")
+			path := filepath.Join(o.Dir, tc.plant)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := New(o)
+			var used *UsedError
+			switch {
+			case tc.holds == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.holds == "":
+				c.Close()
+				return
+			case !errors.As(err, &used) || used.Holds != tc.holds:
+				t.Fatalf("New: %v, want a *UsedError holding %s", err, tc.holds)
+			}
+			o.Force = true
+			if c, err = New(o); err != nil {
+				t.Fatalf("with Force: %v", err)
+			}
+			c.Close()
+		})
+	}
+}

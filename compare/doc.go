@@ -12,6 +12,13 @@
 //     compare, or any run, into the same folder is refused by name.
 //     RunGorgonia likewise holds its --out, and refuses one that holds a
 //     run; only its own earlier summary.json there is replaced.
+//   - A folder that holds an earlier compare (its files, or a variant's
+//     run) is refused unless Options.Force (UsedError), since every child
+//     runs train --force in Dir/<variant>.
+//   - No child outlives a compare: a stop (Options.Stop, memunet
+//     compare's SIGINT/SIGTERM) is passed on to the running child, which
+//     runs in a process group of its own (childAttr; on Linux it also
+//     gets SIGTERM should compare die), and Run waits for it.
 //   - A row says what its child did: a child that fails, or stops before
 //     its steps are done, is a failed row with the reason, never a row
 //     read from a partial or earlier run.

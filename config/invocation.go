@@ -1,8 +1,10 @@
 package config
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -88,4 +90,24 @@ func Quote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// GivenFlags are the flags the user gave fs, as "--name value" words
+// ("--name" alone for a true bool), but those in skip: what a hint
+// repeats so that its command is the user's. The order is fs's (by name).
+func GivenFlags(fs *flag.FlagSet, skip ...string) []string {
+	var words []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(skip, f.Name) {
+			return
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			if f.Value.String() == "true" {
+				words = append(words, "--"+f.Name)
+			}
+			return
+		}
+		words = append(words, "--"+f.Name, f.Value.String())
+	})
+	return words
 }

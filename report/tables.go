@@ -137,3 +137,25 @@ func (t *BenchTable) Finish() error {
 	_, err := fmt.Fprintln(t.w, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
 	return err
 }
+
+// Wrap joins words into lines of at most width columns (a longer word
+// stays whole on its own line), the first after first, the others after
+// indent; each line ends in a newline.
+func Wrap(words []string, width int, first, indent string) string {
+	var b strings.Builder
+	line := first
+	empty := true
+	for _, w := range words {
+		if !empty && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line, empty = indent, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += w
+		empty = false
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}

@@ -21,9 +21,10 @@ import (
 // into place); metrics.jsonl may end in a partial line, which a resume
 // drops.
 type Interrupt struct {
-	first atomic.Int32 // the first signal's number (0: none yet)
-	done  chan struct{}
-	ch    chan os.Signal
+	stderr io.Writer
+	first  atomic.Int32 // the first signal's number (0: none yet)
+	done   chan struct{}
+	ch     chan os.Signal
 }
 
 // Signalled is the cause of a context an Interrupt cancelled: the signal.
@@ -53,7 +54,7 @@ func NotifyInterrupt(stderr io.Writer) (context.Context, *Interrupt) {
 // with 128 + its number. Stop ends the handling.
 func NotifySignals(stderr io.Writer, again string) (context.Context, *Interrupt) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	in := &Interrupt{done: make(chan struct{}), ch: make(chan os.Signal, 2)}
+	in := &Interrupt{stderr: stderr, done: make(chan struct{}), ch: make(chan os.Signal, 2)}
 	signal.Notify(in.ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		defer cancel(nil)
@@ -82,6 +83,19 @@ func (in *Interrupt) Status() int {
 		n = int(syscall.SIGINT)
 	}
 	return 128 + n
+}
+
+// Stopped says on stderr, in one line, that the first signal stopped the
+// command ("memunet: COMMAND: stopped by SIGTERM; then") and returns the
+// exit status, where one came and the work ended with an error (its
+// stop); else it says nothing and returns 0.
+func (in *Interrupt) Stopped(err error, command, then string) int {
+	n := in.first.Load()
+	if n == 0 || err == nil {
+		return 0
+	}
+	fmt.Fprintf(in.stderr, "memunet: %s: stopped by %s; %s\n", command, SignalName(syscall.Signal(n)), then)
+	return in.Status()
 }
 
 // Stop ends the handling; the signals act as the process's defaults again.

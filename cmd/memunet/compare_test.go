@@ -100,3 +100,33 @@ func TestCompareLock(t *testing.T) {
 		t.Errorf("files line does not name the folder:\n%s", won.stdout.String())
 	}
 }
+
+// TestCompareRefusesAUsedOut: an --out holding an earlier compare is
+// refused, with the same compare plus --force as a command to paste
+// (which then runs), and one into a fresh folder.
+func TestCompareRefusesAUsedOut(t *testing.T) {
+	t.Setenv("MEMUNET_TEST_AS_MAIN", "1")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "compare.json"), []byte("[]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"compare", "--config", "../../configs/quickstart.yaml", "--steps", "1", "--out", dir, "--variants", "baseline"}, tinyArgs...)
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	const prog = "go run ./cmd/memunet " // what a test binary reads as
+	msg := strings.TrimSpace(stderr.String())
+	_, rest, ok := strings.Cut(msg, "already holds a compare (compare.json), whose variant runs a new compare would replace: replace it with "+prog)
+	force, fresh, ok2 := strings.Cut(rest, ", or compare into a new folder with "+prog)
+	if !ok || !ok2 || strings.Contains(fresh, "--out") || !strings.Contains(fresh, "--variants baseline") || !strings.HasSuffix(force, "--out "+dir+" --force") {
+		t.Fatalf("no pasteable commands in %q", msg)
+	}
+	stdout.Reset()
+	if code := run(strings.Fields(force), &stdout, &stderr); code != 0 {
+		t.Fatalf("the suggested %q: exit %d: %s", force, code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "baseline") || !strings.Contains(stdout.String(), "1 steps per variant") {
+		t.Errorf("the suggested compare:\n%s", stdout.String())
+	}
+}

@@ -90,11 +90,11 @@ func dataSynth(args []string, stdout, stderr io.Writer) error {
 	defer lock.Clear() // no lock file stays beside the samples; a folder made for a refused synth goes
 	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*out+" stays: delete its images/ and masks/ to write there again")
 	defer interrupt.Stop()
-	if err := data.WriteFolderUntil(stop, syn, *out); err != nil {
-		if s, ok := rundir.SignalOf(stop); ok {
-			fmt.Fprintf(stderr, "memunet: data synth: stopped by %s; removed the samples it had written into %s\n", rundir.SignalName(s), *out)
-			return exitStatus(interrupt.Status())
-		}
+	err = data.WriteFolderUntil(stop, syn, *out)
+	if st := interrupt.Stopped(err, "data synth", "removed the samples it had written into "+*out); st != 0 {
+		return exitStatus(st)
+	}
+	if err != nil {
 		return err
 	}
 	vals := make([]string, *classes)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/memunet/memunet/report"
 )
 
 // commandHelp is one command's entry in the help: its synopsis, what it does
@@ -172,17 +174,17 @@ func topUsage() string {
 	b.WriteString("memunet trains UNet segmentation models in less memory, and measures it.\n\nUsage:\n")
 	for _, c := range commands {
 		if c.usage != "" {
-			b.WriteString(wrapWords(usageWords(c.usage), helpWidth, "  ", "      "))
+			b.WriteString(report.Wrap(usageWords(c.usage), helpWidth, "  ", "      "))
 		}
 	}
 	b.WriteString("\n")
 	for _, c := range commands {
 		if !strings.Contains(c.name, " ") && c.name != "help" {
-			b.WriteString(wrapWords(strings.Fields(c.summary), helpWidth, fmt.Sprintf("%-9s", c.name), strings.Repeat(" ", 9)))
+			b.WriteString(report.Wrap(strings.Fields(c.summary), helpWidth, fmt.Sprintf("%-9s", c.name), strings.Repeat(" ", 9)))
 		}
 	}
 	b.WriteString("\n")
-	b.WriteString(wrapWords(strings.Fields(`"memunet help COMMAND" or "memunet COMMAND --help" prints a command's
+	b.WriteString(report.Wrap(strings.Fields(`"memunet help COMMAND" or "memunet COMMAND --help" prints a command's
 		usage with every flag and its default; "memunet config print" a commented config to start from.`), helpWidth, "", ""))
 	return b.String()
 }
@@ -196,7 +198,7 @@ func writeHelp(w io.Writer, h helpRequest) {
 		c = commandHelp{name: h.name, usage: "memunet " + h.name}
 	}
 	if len(c.subs) > 0 {
-		fmt.Fprint(w, wrapWords(strings.Fields(c.summary), helpWidth, "memunet "+c.name+": ", "  "))
+		fmt.Fprint(w, report.Wrap(strings.Fields(c.summary), helpWidth, "memunet "+c.name+": ", "  "))
 		for _, s := range c.subs {
 			var sub helpRequest
 			if errors.As(helpOf(s), &sub) {
@@ -206,9 +208,9 @@ func writeHelp(w io.Writer, h helpRequest) {
 		}
 		return
 	}
-	fmt.Fprint(w, wrapWords(usageWords(c.usage), helpWidth, "usage: ", "         "))
+	fmt.Fprint(w, report.Wrap(usageWords(c.usage), helpWidth, "usage: ", "         "))
 	fmt.Fprintln(w)
-	fmt.Fprint(w, wrapWords(strings.Fields(c.summary), helpWidth, "memunet "+c.name+" ", ""))
+	fmt.Fprint(w, report.Wrap(strings.Fields(c.summary), helpWidth, "memunet "+c.name+" ", ""))
 	n := 0
 	if h.flags != nil {
 		h.flags.VisitAll(func(*flag.Flag) { n++ })
@@ -227,7 +229,7 @@ func writeHelp(w io.Writer, h helpRequest) {
 		if !isZeroDefault(f) {
 			text += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
-		fmt.Fprint(w, wrapWords(strings.Fields(text), helpWidth, "        ", "        "))
+		fmt.Fprint(w, report.Wrap(strings.Fields(text), helpWidth, "        ", "        "))
 	})
 }
 
@@ -280,26 +282,4 @@ func usageWords(s string) []string {
 		words = append(words, s[start:])
 	}
 	return words
-}
-
-// wrapWords joins words into lines of at most width columns (a longer word
-// stays whole on its own line), the first after first, the others after
-// indent; each line ends in a newline.
-func wrapWords(words []string, width int, first, indent string) string {
-	var b strings.Builder
-	line := first
-	empty := true
-	for _, w := range words {
-		if !empty && len(line)+1+len(w) > width {
-			b.WriteString(line + "\n")
-			line, empty = indent, true
-		}
-		if !empty {
-			line += " "
-		}
-		line += w
-		empty = false
-	}
-	b.WriteString(line + "\n")
-	return b.String()
 }

@@ -84,9 +84,8 @@ func predictCommand(args []string, stdout, stderr io.Writer) error {
 	defer interrupt.Stop()
 	p.Stop = stop
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
-	if s, ok := rundir.SignalOf(stop); ok && err != nil {
-		fmt.Fprintf(stderr, "memunet: predict: stopped by %s; removed what it had written into %s\n", rundir.SignalName(s), *outDir)
-		return exitStatus(interrupt.Status())
+	if st := interrupt.Stopped(err, "predict", "removed what it had written into "+*outDir); st != 0 {
+		return exitStatus(st)
 	}
 	if err != nil {
 		return err

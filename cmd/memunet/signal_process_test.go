@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/outdir"
 )
 
 // signalMidway stops p (SIGSTOP) once a file matches pattern while done
@@ -138,5 +141,40 @@ func TestDataSynthSignalled(t *testing.T) {
 	runOK(t, append(args[:len(args)-4], "--count", "4", "--size", "16")...)
 	if got := names(t, filepath.Join(out, "masks")); len(got) != 4 {
 		t.Errorf("masks/ holds %v, want the 4 masks", got)
+	}
+}
+
+// TestCompareForwardsTheSignal: SIGTERM to compare reaches its running
+// train child, which saves a checkpoint ("interrupt") and ends before
+// compare exits 143 with one line; no child is left holding its run.
+func TestCompareForwardsTheSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	dir := filepath.Join(t.TempDir(), "cmp")
+	p := startMemunet(t, false, append([]string{"compare", "--config", "../../configs/quickstart.yaml", "--steps", "100000",
+		"--out", dir, "--variants", "baseline,checkpoint"}, tinyArgs...)...)
+	run := filepath.Join(dir, "baseline")
+	signalMidway(t, p, filepath.Join(run, "metrics.jsonl"), filepath.Join(dir, "compare.json"), syscall.SIGTERM)
+	if code := p.wait(t); code != 143 {
+		t.Fatalf("exit %d, want 143; stderr %s", code, p.stderr.String())
+	}
+	if msg := p.stderr.String(); !strings.HasPrefix(msg, "memunet: compare: stopped by SIGTERM; 0 of 2 variants done") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("stderr %q", msg)
+	}
+	lock, err := outdir.Acquire(run, "test") // the child's lock went with it
+	if err != nil {
+		t.Fatalf("the child still holds its run: %v", err)
+	}
+	lock.Release()
+	latest, err := checkpoint.Latest(filepath.Join(run, checkpoint.CheckpointsDir))
+	if err != nil || latest == "" {
+		t.Fatalf("no checkpoint in %s: %v", run, err)
+	}
+	if ck, err := checkpoint.Open(latest); err != nil || ck.Manifest.Request.Reason != "interrupt" {
+		t.Errorf("%s: %v, want the interrupt's checkpoint", latest, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint")); !os.IsNotExist(err) {
+		t.Errorf("the second variant started (%v)", err)
 	}
 }
