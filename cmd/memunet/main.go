@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/memunet/memunet/config"
@@ -148,6 +150,8 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	ctx, interrupt := rundir.NotifyInterrupt(stderr)
 	defer interrupt.Stop()
+	// A closed stdout (train | head -3) fails a write (EPIPE, ignored): the run goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	banner := func(cfg config.Config, device string) {
 		fmt.Fprintln(stdout, rundir.Banner(version, cfg, device, comm, dir))
 	}

@@ -3,7 +3,9 @@
 package main
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -177,4 +179,44 @@ func TestCompareForwardsTheSignal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "checkpoint")); !os.IsNotExist(err) {
 		t.Errorf("the second variant started (%v)", err)
 	}
+}
+
+// TestTrainOutlivesAClosedStdout: train piped into a reader that goes
+// away (train ... | head -3) finishes its steps and saves, rather than
+// dying of SIGPIPE at its next line.
+func TestTrainOutlivesAClosedStdout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	const steps = 40
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], append([]string{"train"}, processArgs(dir, steps)...)...)
+	cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "step 3/") {
+	}
+	cmd.Process.Signal(syscall.SIGSTOP) // the reader goes while steps remain
+	time.Sleep(20 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
+		t.Fatal("the run ended before its reader went; give it more steps")
+	}
+	pipe.Close()
+	cmd.Process.Signal(syscall.SIGCONT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("train with its stdout closed: %v; stderr %s", err, stderr.String())
+	}
+	if sum := ckSummary(t, dir); sum.Steps != steps || sum.Interrupted {
+		t.Errorf("summary: %d steps (interrupted %v), want %d", sum.Steps, sum.Interrupted, steps)
+	}
+	checkOneRun(t, dir, steps)
 }
