@@ -32,7 +32,11 @@ type Predictor struct {
 	// Stop, where set, ends a prediction once it is done: Run stops
 	// between batches, slices and tiles, removes what it wrote and
 	// returns an error wrapping context.Cause(Stop).
-	Stop      context.Context
+	Stop context.Context
+	// Flags, where set, are the command's flags but --out and --force
+	// (config.GivenFlags): a refused --out then offers the same predict
+	// with --force, or into a fresh folder, as commands to paste.
+	Flags     []string
 	env       *model.Env
 	precision backend.DType
 }

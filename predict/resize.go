@@ -128,6 +128,6 @@ func (p *Predictor) sizeNote(files []sizedFile, s sizing) string {
 		return ""
 	}
 	return fmt.Sprintf("predict: %d of %d images go to the model at another size than training's %dx%d (first: %s, %dx%d, at %dx%d): "+
-		"objects at another scale than training's may be segmented worse; --resize train scales every image to %dx%d, --resize none keeps each image's size and silences this",
-		n, len(files), th, tw, first.path, first.h, first.w, first.th, first.tw, th, tw)
+		"objects at another scale than training's may be segmented worse; --resize train scales every image to %dx%d (as --resize %dx%d does: any HEIGHTxWIDTH may be given), --resize none keeps each image's size and silences this",
+		n, len(files), th, tw, first.path, first.h, first.w, first.th, first.tw, th, tw, th, tw)
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/outdir"
@@ -70,7 +71,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		return nil, err
 	}
 	defer lock.Clear() // no lock file stays beside the results; a folder made for a refused predict goes
-	if err := clearFolder(outDir, opts.Force); err != nil {
+	if err := p.clearFolder(outDir, opts.Force); err != nil {
 		return nil, err
 	}
 	if msg := p.sizeNote(files, s); msg != "" {
@@ -183,7 +184,7 @@ const maxReportBytes = 64 << 20
 // write, nor deletes them. A temporary file outdir.WriteFile left
 // unfinished (.NAME.tmp-*, from a killed process) is removed: it is never
 // anyone's result.
-func clearFolder(dir string, force bool) error {
+func (p *Predictor) clearFolder(dir string, force bool) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -217,14 +218,17 @@ func clearFolder(dir string, force bool) error {
 	slices.Sort(others)
 	switch {
 	case ours == nil:
-		return fmt.Errorf("predict: --out %s already holds %d files (e.g. %s) and no prediction: predict into a new or empty folder",
-			dir, len(present), anyName(present))
+		return fmt.Errorf("predict: --out %s already holds %d files (e.g. %s) and no prediction: predict into a new or empty folder%s",
+			dir, len(present), anyName(present), p.again(", e.g. ", freshSibling(dir)))
 	case !force:
-		return fmt.Errorf("predict: --out %s already holds a prediction (%s): predict into a new --out folder, or add --force to replace it",
-			dir, ReportName)
+		if p.Flags == nil {
+			return fmt.Errorf("predict: --out %s already holds a prediction (%s): predict into a new --out folder, or add --force to replace it", dir, ReportName)
+		}
+		return fmt.Errorf("predict: --out %s already holds a prediction (%s): replace it with %s, or predict into a new folder with %s",
+			dir, ReportName, p.again("", dir, "--force"), p.again("", freshSibling(dir)))
 	case len(others) > 0:
-		return fmt.Errorf("predict: --force replaces only an earlier prediction's files, and --out %s also holds %d others (e.g. %s): choose another --out",
-			dir, len(others), others[0])
+		return fmt.Errorf("predict: --force replaces only an earlier prediction's files, and --out %s also holds %d others (e.g. %s): choose another --out%s",
+			dir, len(others), others[0], p.again(", e.g. ", freshSibling(dir)))
 	}
 	for name := range present {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
@@ -232,6 +236,27 @@ func clearFolder(dir string, force bool) error {
 		}
 	}
 	return nil
+}
+
+// again is prefix and the same predict into out (with more), as a command
+// to paste; "" when p.Flags are not known.
+func (p *Predictor) again(prefix, out string, more ...string) string {
+	if p.Flags == nil {
+		return ""
+	}
+	inv := config.Invocation{Program: p.Config.Invocation.Program}
+	return prefix + inv.Run("predict", append(append(slices.Clip(p.Flags), "--out", out), more...)...)
+}
+
+// freshSibling is dir-2 (or -3, ...): a folder beside dir that does not
+// exist yet.
+func freshSibling(dir string) string {
+	for n := 2; ; n++ {
+		next := fmt.Sprintf("%s-%d", strings.TrimRight(dir, string(filepath.Separator)), n)
+		if _, err := os.Lstat(next); os.IsNotExist(err) {
+			return next
+		}
+	}
 }
 
 // earlierOutputs is the set of files an earlier prediction in dir wrote,

@@ -226,7 +226,7 @@ func writeHelp(w io.Writer, h helpRequest) {
 		}
 		fmt.Fprintln(w)
 		text := f.Usage
-		if !isZeroDefault(f) {
+		if !isZeroDefault(f) && !strings.Contains(text, "(default") { // a default the text gives (--overlap's) is the one shown
 			text += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		fmt.Fprint(w, report.Wrap(strings.Fields(text), helpWidth, "        ", "        "))

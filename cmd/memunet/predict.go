@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/predict"
@@ -82,7 +83,7 @@ func predictCommand(args []string, stdout, stderr io.Writer) error {
 	defer p.Close()
 	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*outDir+" stays: delete that folder to predict into it again")
 	defer interrupt.Stop()
-	p.Stop = stop
+	p.Stop, p.Flags = stop, config.GivenFlags(fs, "out", "force")
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
 	if st := interrupt.Stopped(err, "predict", "removed what it had written into "+*outDir); st != 0 {
 		return exitStatus(st)

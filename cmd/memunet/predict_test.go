@@ -641,7 +641,7 @@ func TestPredictResize(t *testing.T) {
 	out := t.TempDir()
 	stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", out)
 	want := "predict: 1 of 2 images go to the model at another size than training's 16x16 (first: " + filepath.Join(in, "b.png") + ", 20x24, at 20x24)"
-	if !strings.Contains(stdout, want) || !strings.Contains(stdout, "--resize train scales every image to 16x16") {
+	if !strings.Contains(stdout, want) || !strings.Contains(stdout, "--resize train scales every image to 16x16 (as --resize 16x16 does") {
 		t.Errorf("no size warning:\n%s", stdout)
 	}
 	if o := readReport(t, out).Options; o.Resize != "auto" {
@@ -691,13 +691,17 @@ func TestPredictIntoAUsedFolder(t *testing.T) {
 	first := readReport(t, out)
 	before, _ := os.ReadDir(out)
 	var stdout, stderr bytes.Buffer
-	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), out+" already holds a prediction (predict.json): predict into a new --out folder, or add --force to replace it") {
+	// The refusal ends with commands to paste: the same binary and flags,
+	// with --force, or into a fresh folder.
+	const prog = "go run ./cmd/memunet " // what a test binary reads as
+	same := prog + "predict --checkpoint " + runDir + " --input dataset:val --out "
+	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), out+" already holds a prediction (predict.json): replace it with "+same+out+" --force, or predict into a new folder with "+same+out+"-2\n") {
 		t.Fatalf("second predict: exit %d: %s", code, stderr.String())
 	}
 	if after, _ := os.ReadDir(out); len(after) != len(before) || !reflect.DeepEqual(readReport(t, out), first) {
 		t.Errorf("the refused predict changed %s", out)
 	}
-	runOK(t, append(args, "--force")...)
+	runOK(t, strings.Fields(strings.TrimPrefix(same, prog)+out+" --force")...)
 	rep := readReport(t, out)
 	entries, _ := os.ReadDir(out)
 	listed := map[string]bool{"predict.json": true, "legend.png": true, ".lock": true}
@@ -714,7 +718,7 @@ func TestPredictIntoAUsedFolder(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(out, "notes.txt"), []byte("mine"), 0o644)
 	stderr.Reset()
-	if code := run(append(args, "--force"), &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "also holds 1 others (e.g. notes.txt)") {
+	if code := run(append(args, "--force"), &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "also holds 1 others (e.g. notes.txt): choose another --out, e.g. "+same+out+"-2\n") {
 		t.Errorf("--force over a foreign file: exit %d: %s", code, stderr.String())
 	}
 }
