@@ -3,6 +3,7 @@ package compare
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,15 @@ type RunsResult struct {
 	Names  []string        // each run's folder name
 	Curves []report.Curves // its metrics.jsonl as read
 	Path   string          // the val-curves.png written
+}
+
+// Print writes each run's last and best val mIoU and the chart's path.
+func (r RunsResult) Print(w io.Writer) error {
+	if err := report.PrintValidationTable(w, r.Names, r.Curves); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "wrote %s\n", r.Path)
+	return err
 }
 
 // ErrNoRuns is Runs given no run folder.

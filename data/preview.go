@@ -4,7 +4,21 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"path/filepath"
+
+	"github.com/memunet/memunet/outdir"
 )
+
+// WritePreview writes a preview image to path whole, holding path's
+// folder while it writes (no lock file stays beside it).
+func WritePreview(path string, img image.Image) error {
+	lock, err := outdir.Acquire(filepath.Dir(path), "memunet data preview")
+	if err != nil {
+		return err
+	}
+	defer lock.Clear()
+	return outdir.WritePNG(path, img)
+}
 
 // Preview draws the samples idx of ds as training sees them in epoch
 // (0-based) under cfg's flip and augmentation (Augmented): four to a row,

@@ -43,8 +43,11 @@ func SignalOf(ctx context.Context) (os.Signal, bool) {
 }
 
 // NotifyInterrupt is memunet train's handling: NotifySignals whose second
-// signal leaves the newest complete checkpoint.
+// signal leaves the newest complete checkpoint. SIGPIPE is ignored: a
+// closed stdout (train | head -3) fails a write (EPIPE, which progress
+// ignores) and the run goes on to save.
 func NotifyInterrupt(stderr io.Writer) (context.Context, *Interrupt) {
+	signal.Ignore(syscall.SIGPIPE)
 	return NotifySignals(stderr, "stopping at once without saving; the newest complete checkpoint stays")
 }
 

@@ -143,6 +143,18 @@ type Summary struct {
 	ClassWeights []float64 `json:"class_weights,omitempty"`
 }
 
+// DirOf is a run's directory: out (--out), else output.dir, else
+// runs/<now as 20060102-150405>.
+func DirOf(out string, cfg config.Config, now time.Time) string {
+	if out == "" {
+		out = cfg.Output.Dir
+	}
+	if out == "" {
+		out = filepath.Join("runs", now.Format("20060102-150405"))
+	}
+	return out
+}
+
 // Options are a run's inputs besides the configuration.
 type Options struct {
 	// OutDir receives config.yaml, metrics.jsonl and summary.json.

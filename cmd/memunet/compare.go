@@ -97,9 +97,5 @@ func compareRuns(dirs []string, out string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := report.PrintValidationTable(stdout, r.Names, r.Curves); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s\n", r.Path)
-	return nil
+	return r.Print(stdout)
 }

@@ -139,12 +139,7 @@ func dataPreview(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lock, err := outdir.Acquire(filepath.Dir(*out), "memunet data preview")
-	if err != nil {
-		return err
-	}
-	defer lock.Clear() // no lock file stays beside the preview
-	if err := outdir.WritePNG(*out, img); err != nil {
+	if err := data.WritePreview(*out, img); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d training samples as epoch %d sees them (image, then mask)\n", *out, len(idx), *epoch)

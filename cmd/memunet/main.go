@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/memunet/memunet/config"
@@ -115,7 +112,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	outDir := fs.String("out", "", "directory for the run's files")
 	resume := fs.String("resume", "", "continue from a checkpoint: auto (the newest in --out) or PATH")
 	allowData := fs.Bool("allow-data-change", false, "with --resume, continue although the dataset changed since the checkpoint (files added, removed, renamed or resized)")
-	force := fs.Bool("force", false, "start a new run in a directory that holds one, deleting its config.yaml, metrics.jsonl, summary.json and checkpoints/")
+	force := fs.Bool("force", false, "start a new run in a directory that holds one, deleting the earlier run's files and the outputs made from it there (the refusal without --force lists them)")
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
 	dev := fs.String("device", "", deviceFlagHelp)
@@ -142,16 +139,9 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	if dir == "" {
-		dir = cfg.Output.Dir
-	}
-	if dir == "" {
-		dir = filepath.Join("runs", time.Now().Format("20060102-150405"))
-	}
+	dir = rundir.DirOf(dir, cfg, time.Now())
 	ctx, interrupt := rundir.NotifyInterrupt(stderr)
 	defer interrupt.Stop()
-	// A closed stdout (train | head -3) fails a write (EPIPE, ignored): the run goes on.
-	signal.Ignore(syscall.SIGPIPE)
 	banner := func(cfg config.Config, device string) {
 		fmt.Fprintln(stdout, rundir.Banner(version, cfg, device, comm, dir))
 	}

@@ -280,11 +280,13 @@ func TestCompareCommand(t *testing.T) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	// Again into the same --out: the children replace their earlier runs,
-	// gorgonia its own summary.json in the folder compare made for it.
+	// Again into the same --out with --force (without it the used folder
+	// is refused, TestCompareRefusesAUsedOut): the children replace their
+	// earlier runs, gorgonia its own summary.json in the folder compare
+	// made for it.
 	stdout.Reset()
 	args = append([]string{"compare", "--config", "../../configs/quickstart.yaml", "--steps", "1", "--out", dir,
-		"--variants", "baseline,gorgonia"}, tinyArgs...)
+		"--variants", "baseline,gorgonia", "--force"}, tinyArgs...)
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("compare again: exit %d: %s\n%s", code, stderr.String(), stdout.String())
 	}
