@@ -200,7 +200,7 @@ func RunDirOf(ckDir string) string {
 // CheckOutside refuses an output path that would overwrite a checkpoint or
 // a run file: anything inside ckDir, inside its run's checkpoints/, or one
 // of the run's own files (config.yaml, metrics.jsonl, summary.json,
-// timeline.json), links resolved.
+// timeline.json), links resolved; and, as CheckNotInRun, any other run's.
 func CheckOutside(out, ckDir string) error {
 	if outdir.Within(out, ckDir) {
 		return fmt.Errorf("%s is inside the checkpoint %s being read: name a file outside it", out, ckDir)
@@ -216,7 +216,7 @@ func CheckOutside(out, ckDir string) error {
 			}
 		}
 	}
-	return nil
+	return CheckNotInRun(out)
 }
 
 // CheckNotInRun refuses an output path, of a command that reads no

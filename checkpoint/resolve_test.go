@@ -60,3 +60,32 @@ func TestCheckNotInRun(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOutsideOtherRuns: eval's, predict's and export's --out may not
+// replace another run's files either, not only those of the run read.
+func TestCheckOutsideOtherRuns(t *testing.T) {
+	root := t.TempDir()
+	read, other := filepath.Join(root, "read", CheckpointsDir, "step-00000002"), filepath.Join(root, "other")
+	for _, d := range []string{read, filepath.Join(other, CheckpointsDir, "step-00000004")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(other, "config.yaml"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		out, want string
+	}{
+		{"other/config.yaml", "the own config.yaml of the run in"},
+		{"other/checkpoints/x.safetensors", "inside the checkpoints/ of the run in"},
+		{"read/checkpoints/step-00000002/m.onnx", "inside the checkpoint"},
+		{"other/model.safetensors", ""},
+		{"elsewhere/model.safetensors", ""},
+	} {
+		err := CheckOutside(filepath.Join(root, tc.out), read)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.out, err, tc.want)
+		}
+	}
+}
