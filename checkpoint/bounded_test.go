@@ -1,8 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/internal/childtest"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/safetensors"
@@ -248,32 +246,9 @@ func TestBoundedReadsMemory(t *testing.T) {
 		refuseSparseUnbounded(t, dir)
 		return
 	}
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBoundedReadsMemory$", "-test.v")
-	cmd.Env = append(os.Environ(), "MEMUNET_BOUNDED_CHILD="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("the child did not finish: a read blocked or ran on\n%s", out.String())
-	}
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out.String())
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Skip("no rusage on this system")
-	}
-	peak := ru.Maxrss * 1024 // kilobytes on Linux
+	_, peak := childtest.PeakRSS(t, "TestBoundedReadsMemory", "MEMUNET_BOUNDED_CHILD", t.TempDir(), 2*time.Minute)
 	t.Logf("child peak RSS %s over %d cases", memory.FormatBytes(peak), len(boundedCases()))
 	if peak >= 100<<20 {
 		t.Errorf("child peak RSS %s, want under 100 MB", memory.FormatBytes(peak))
-	}
-	if !strings.Contains(out.String(), "PASS") {
-		t.Errorf("child did not pass:\n%s", out.String())
 	}
 }

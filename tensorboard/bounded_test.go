@@ -2,16 +2,14 @@ package tensorboard
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memunet/memunet/internal/childtest"
 )
 
 // sparseEvents writes in dir two event files of steps 1 to 4 that run on,
@@ -83,19 +81,7 @@ func TestResumeReadsEventsInBoundedMemory(t *testing.T) {
 		resumeSparse(t, dir, sparseEvents(t, dir))
 		return
 	}
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestResumeReadsEventsInBoundedMemory$", "-test.v")
-	cmd.Env = append(os.Environ(), "MEMUNET_TB_BOUNDED_CHILD="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "PASS") {
-		t.Fatalf("child: %v\n%s", err, out.String())
-	}
-	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // kB on Linux
+	_, peak := childtest.PeakRSS(t, "TestResumeReadsEventsInBoundedMemory", "MEMUNET_TB_BOUNDED_CHILD", t.TempDir(), 2*time.Minute)
 	t.Logf("child peak RSS %.1f MB", float64(peak)/1e6)
 	if peak >= 100e6 {
 		t.Errorf("child peak RSS %d bytes, want under 100 MB", peak)

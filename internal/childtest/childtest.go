@@ -1,0 +1,46 @@
+// Package childtest runs a test of the running test binary again in a
+// child process, to measure what the parent cannot: the child's peak
+// resident memory, fresh of what other tests allocated (a read that must
+// stay bounded is held to a bound in bytes). Only tests import it.
+package childtest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// PeakRSS runs the test name in a child of the test binary with the
+// environment variable key set to value (the child's test sees it and
+// does the work), and returns the child's output and peak RSS in bytes.
+// It fails t when the child does not pass or runs past limit (a read that
+// blocked), and skips under -short or where the system keeps no rusage.
+func PeakRSS(t testing.TB, name, key, value string, limit time.Duration) (string, int64) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+name+"$", "-test.v")
+	cmd.Env = append(os.Environ(), key+"="+value)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("the child did not finish within %v: a read blocked or ran on\n%s", limit, out.String())
+	}
+	if err != nil || !strings.Contains(out.String(), "PASS") {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Skip("no rusage on this system")
+	}
+	return out.String(), ru.Maxrss << 10 // kilobytes on Linux
+}
