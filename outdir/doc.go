@@ -1,7 +1,7 @@
 // Package outdir is a folder a command writes its results into: a run,
 // predict's or compare's --out, eval's <run>/eval, an export's folder.
 //
-// Two promises, one per half of the package:
+// Three promises:
 //   - One process at a time (Acquire). A writer holds an exclusive lock on
 //     DIR/.lock for as long as it writes there. The lock is flock(2) where
 //     the file system has it, so the kernel drops it when the process ends,
@@ -18,12 +18,19 @@
 //     writing through it. A process killed mid-write leaves only its
 //     temporary file (.NAME.tmp-*, IsTemp), which the next writer holding
 //     the folder's lock may remove.
+//   - A cut-off write that names its files (Journal): a command that
+//     writes many files lists each in DIR/.unfinished, synced, before it
+//     is written, and removes that list when it has finished. A process
+//     killed midway (SIGKILL) leaves the list, so the next writer knows
+//     exactly which files were the cut-off write's (ReadJournal) and can
+//     remove those and nothing else (Unfinished.Remove).
 //
-// The lock file is the only state; a Lock value owns its open descriptor
-// and gives it back in Release (the file stays, recording the last holder)
-// or Clear (the file goes, and the folder too if Acquire made it and it is
+// The lock file and a journal are the only state; a Lock value owns its
+// open descriptor and gives it back in Release (the file stays, recording
+// the last holder) or Clear (the file goes, and the folder too if Acquire made it and it is
 // empty). A flock is taken only on the file still at DIR/.lock, so that
 // removing it in Clear cannot let two writers hold two files. A Pending
 // owns its temporary file until Commit (renamed into place) or Close
-// (removed).
+// (removed); a Journal its open list until Finish (removed) or Close
+// (left for the caller).
 package outdir
