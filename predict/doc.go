@@ -7,7 +7,11 @@
 // predict.json), so a Go caller can do what memunet predict does. A Run
 // leaves a finished prediction or none: one that fails, or whose
 // Predictor.Stop is done (memunet predict's SIGINT/SIGTERM), stops between
-// batches, slices and tiles and removes what it wrote.
+// batches, slices and tiles and removes what it wrote. Every file is
+// named in the folder's outdir.Journal before it is written, and
+// predict.json is written last: a predict killed midway (SIGKILL) leaves
+// a journal naming all it wrote, which the next Run refuses as a
+// prediction cut off, or replaces with Options.Force.
 //
 // Memory: a Predictor owns its device's pool and the model in it (Close
 // gives them back). Every batch is planned before a byte of it is decoded

@@ -72,8 +72,9 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer) ([]sizedFile
 // batch's memory is planned from the file's header (PlanBatch): an image
 // that cannot fit alone is refused with a *SizeError naming what it needs
 // and what would fit; one that needs more than 1 GiB is announced on note.
-// Outputs go into outDir and are listed in rep.
-func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+// Outputs go into the journal's folder, each claimed there before it is
+// written, and are listed in rep.
+func (p *Predictor) predictFiles(sized []sizedFile, s sizing, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	side := 0
 	if opts.Tile != "" && opts.Tile != TileNone {
 		var err error
@@ -86,14 +87,14 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opt
 			return err
 		}
 		if isVolume(sized[lo].path) {
-			if err := p.predictVolume(sized[lo], side, outDir, opts, lim, note, rep); err != nil {
+			if err := p.predictVolume(sized[lo], side, journal, opts, lim, note, rep); err != nil {
 				return err
 			}
 			lo++
 			continue
 		}
 		if opts.Tile != "" && opts.Tile != TileNone { // every file by tiles
-			if err := p.predictFileTiled(sized[lo], side, s, outDir, opts, lim, note, rep); err != nil {
+			if err := p.predictFileTiled(sized[lo], side, s, journal, opts, lim, note, rep); err != nil {
 				return err
 			}
 			lo++
@@ -103,7 +104,7 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opt
 		var tooLarge *SizeError
 		if errors.As(err, &tooLarge) && opts.Tile != TileNone { // whole it does not fit: by the largest tiles that do
 			tilingNote(note, sized[lo], tooLarge)
-			if err := p.predictFileTiled(sized[lo], 0, s, outDir, opts, lim, note, rep); err != nil {
+			if err := p.predictFileTiled(sized[lo], 0, s, journal, opts, lim, note, rep); err != nil {
 				return err
 			}
 			lo++
@@ -117,7 +118,7 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, outDir string, opt
 			fmt.Fprintf(note, "predict: %d image(s) from %s at %dx%d need %s\n", need.N, first.path, first.th, first.tw, need)
 		}
 		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
-		if err := p.predictFileBatch(sized[lo:hi], outDir, opts, rep); err != nil {
+		if err := p.predictFileBatch(sized[lo:hi], journal, opts, rep); err != nil {
 			return err
 		}
 		lo = hi
@@ -156,7 +157,7 @@ func (p *Predictor) fileBatch(sized []sizedFile, lo int, s sizing, opts Options,
 
 // predictFileBatch decodes, prepares and predicts files (one model size),
 // and writes their outputs.
-func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Options, rep *Report) error {
+func (p *Predictor) predictFileBatch(files []sizedFile, journal *outdir.Journal, opts Options, rep *Report) error {
 	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
 	src := &fileSource{channels: c, classes: k}
 	for _, f := range files {
@@ -187,19 +188,20 @@ func (p *Predictor) predictFileBatch(files []sizedFile, outDir string, opts Opti
 		img := src.images[j]
 		b := img.Bounds()
 		mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
-		stem := f.stem
-		out := Output{Input: f.path, Mask: stem + ".png"}
-		if err := writeMask(filepath.Join(outDir, out.Mask), mask, b.Dx(), b.Dy(), rep.MaskValues); err != nil {
+		out, dir := outputOf(f.path, f.stem, opts, k), journal.Dir()
+		if err := journal.Claim(out.files()...); err != nil {
 			return err
 		}
-		if opts.Probs != "" {
-			if out.Probs, err = writeProbs(outDir, stem, opts.Probs, probs[j*k*h*w:(j+1)*k*h*w], k, w, h, b.Dx(), b.Dy()); err != nil {
+		if err := writeMask(filepath.Join(dir, out.Mask), mask, b.Dx(), b.Dy(), rep.MaskValues); err != nil {
+			return err
+		}
+		if out.Probs != nil {
+			if err := writeProbs(dir, out.Probs, probs[j*k*h*w:(j+1)*k*h*w], k, w, h, b.Dx(), b.Dy()); err != nil {
 				return err
 			}
 		}
-		if opts.Overlay {
-			out.Overlay = stem + "_overlay.png"
-			if err := outdir.WritePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(img), mask, b.Dx(), b.Dy())); err != nil {
+		if out.Overlay != "" {
+			if err := outdir.WritePNG(filepath.Join(dir, out.Overlay), data.Overlay(data.EightBit(img), mask, b.Dx(), b.Dy())); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -289,5 +290,72 @@ func TestRunRefusesIrregularInputs(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("--input %s: %s was made", tc.input, out)
 		}
+	}
+}
+
+// TestRunAfterACutOffPrediction: a folder a killed predict left (its
+// journal naming what it had begun to write, no predict.json) is refused
+// without --force, saying it was cut off; with --force its files go and
+// the new prediction is all the folder holds. A file the journal does not
+// name stops --force and stays; a journal of another command is no
+// prediction.
+func TestRunAfterACutOffPrediction(t *testing.T) {
+	in := t.TempDir()
+	writeImage(t, filepath.Join(in, "a.png"), 16, 16)
+	writeImage(t, filepath.Join(in, "b.png"), 16, 16)
+	p := tinyPredictor(t, 1)
+	killed := func(t *testing.T, command string, names ...string) string {
+		dir := t.TempDir()
+		j, err := outdir.StartJournal(dir, command)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Claim("a.png", "a_overlay.png", "old.png"); err != nil {
+			t.Fatal(err)
+		}
+		j.Close() // killed: the journal stays
+		for _, name := range names {
+			os.WriteFile(filepath.Join(dir, name), []byte("half a prediction"), 0o644)
+		}
+		return dir
+	}
+	opts := Options{Overlay: true}
+
+	dir := killed(t, journalCommand, "a.png", "old.png", ".a_overlay.png.tmp-1")
+	if _, err := p.Run(in, dir, opts, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "holds a prediction that was cut off (its predict was killed; 2 files, listed in "+filepath.Join(dir, outdir.JournalName)+")") ||
+		!strings.Contains(err.Error(), "--force") {
+		t.Errorf("a cut-off prediction without --force: %v", err)
+	}
+	opts.Force = true
+	rep, err := p.Run(in, dir, opts, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a.png", "a_overlay.png", "b.png", "b_overlay.png", LegendName, ReportName}
+	var got []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, want) || len(rep.Outputs) != 2 {
+		t.Errorf("after --force %s holds %v (%d outputs), want %v", dir, got, len(rep.Outputs), want)
+	}
+	for _, name := range want {
+		if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) == "half a prediction" {
+			t.Errorf("%s is the killed predict's", name)
+		}
+	}
+
+	dir = killed(t, journalCommand, "a.png", "mine.txt")
+	if _, err := p.Run(in, dir, opts, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "also holds 1 others (e.g. mine.txt)") {
+		t.Errorf("a cut-off prediction beside another file, --force: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mine.txt")); err != nil {
+		t.Errorf("mine.txt: %v", err)
+	}
+
+	dir = killed(t, "memunet data synth", "a.png")
+	if _, err := p.Run(in, dir, opts, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "no prediction") {
+		t.Errorf("another command's journal, --force: %v", err)
 	}
 }

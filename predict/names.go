@@ -40,7 +40,7 @@ type namer struct {
 
 func newNamer(opts Options, classes int) *namer {
 	n := &namer{taken: map[string]string{}, opts: opts, classes: classes}
-	for _, f := range []string{ReportName, LegendName, outdir.LockName} {
+	for _, f := range []string{ReportName, LegendName, outdir.LockName, outdir.JournalName} {
 		n.taken[strings.ToLower(f)] = "predict itself"
 	}
 	return n
@@ -48,19 +48,36 @@ func newNamer(opts Options, classes int) *namer {
 
 // files are the names an input of stem writes.
 func (n *namer) files(stem string) []string {
-	out := []string{stem + ".png"}
-	if n.opts.Overlay {
-		out = append(out, stem+"_overlay.png")
+	return outputOf("", stem, n.opts, n.classes).files()
+}
+
+// outputOf is the Output of input, its files named after stem: the mask,
+// the overlay and the probabilities opts asks for (k classes).
+func outputOf(input, stem string, opts Options, k int) Output {
+	out := Output{Input: input, Mask: stem + ".png"}
+	if opts.Overlay {
+		out.Overlay = stem + "_overlay.png"
 	}
-	switch n.opts.Probs {
+	switch opts.Probs {
 	case "png":
-		for c := range n.classes {
-			out = append(out, probName(stem, c))
+		for c := range k {
+			out.Probs = append(out.Probs, probName(stem, c))
 		}
 	case "npy":
-		out = append(out, stem+"_probs.npy")
+		out.Probs = []string{stem + "_probs.npy"}
 	}
 	return out
+}
+
+// files are the files o names.
+func (o Output) files() []string {
+	var names []string
+	for _, name := range append([]string{o.Mask, o.Overlay}, o.Probs...) {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // holder is the input already writing one of stem's files, and that file.

@@ -19,6 +19,10 @@ import (
 // ReportName is the report's file in the output folder.
 const ReportName = "predict.json"
 
+// journalCommand heads predict's journal (outdir.StartJournal): a journal
+// of another command is never taken for a prediction's.
+const journalCommand = "memunet predict"
+
 // Run predicts input (an image file, a directory of them, or
 // dataset:<split>) into outDir: the masks and the outputs opts asks for,
 // legend.png (each class's color) and predict.json (the returned report).
@@ -28,10 +32,14 @@ const ReportName = "predict.json"
 // The inputs are read and named before anything is written. outDir may
 // not be the input folder or inside it (nor the dataset's folder), is
 // held with outdir.Acquire for the whole call, and must be empty or hold
-// only an earlier prediction, which opts.Force replaces; every file is
-// written whole and never through a link planted there. A predict that
-// fails midway, or is stopped (p.Stop), removes what it wrote, and the
-// folder if it made it.
+// only an earlier prediction (finished, or cut off: see clearFolder),
+// which opts.Force replaces; every file is written whole and never
+// through a link planted there, and is listed in the folder's
+// outdir.Journal before it is written. predict.json comes last: a folder
+// holding one without a journal holds a finished prediction. A predict
+// that fails midway, or is stopped (p.Stop), removes what it wrote, and
+// the folder if it made it; one killed leaves its journal, naming what it
+// wrote.
 func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.Writer) (*Report, error) {
 	if note == nil {
 		note = io.Discard
@@ -74,26 +82,35 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if err := p.clearFolder(outDir, opts.Force); err != nil {
 		return nil, err
 	}
+	journal, err := outdir.StartJournal(outDir, journalCommand)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
 	if msg := p.sizeNote(files, s); msg != "" {
 		fmt.Fprintln(note, msg)
 	}
 	names.flush(note)
 	rep := p.newReport(input, opts, lim)
 	if split != nil {
-		err = p.predictSplit(split, outDir, opts, lim, names, rep)
+		err = p.predictSplit(split, journal, opts, lim, names, rep)
 		names.flush(note)
 	} else {
-		err = p.predictFiles(files, s, outDir, opts, lim, note, rep)
+		err = p.predictFiles(files, s, journal, opts, lim, note, rep)
 	}
 	if err == nil {
 		err = p.stopped() // a signal after the last image: still no predict.json
 	}
 	if err == nil {
-		err = p.finish(outDir, rep)
+		err = p.finish(journal, rep)
+	}
+	if err == nil {
+		err = journal.Finish()
 	}
 	if err != nil {
 		// The folder was empty under the lock: what is in it is this
-		// run's, and a half prediction would be mistaken for one.
+		// run's (its journal included), and a half prediction would be
+		// mistaken for one.
+		journal.Close()
 		removeWritten(outDir)
 		return nil, err
 	}
@@ -146,8 +163,8 @@ func (p *Predictor) newReport(input string, opts Options, lim Limits) *Report {
 	return rep
 }
 
-// finish writes legend.png and predict.json.
-func (p *Predictor) finish(outDir string, rep *Report) error {
+// finish writes legend.png and predict.json, claimed in the journal.
+func (p *Predictor) finish(journal *outdir.Journal, rep *Report) error {
 	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
 	labels := make([]string, p.Config.Model.Classes)
 	for k := range labels {
@@ -163,23 +180,27 @@ func (p *Predictor) finish(outDir string, rep *Report) error {
 		}
 		rep.Legend = append(rep.Legend, e)
 	}
-	if err := outdir.WritePNG(filepath.Join(outDir, LegendName), data.Legend(labels)); err != nil {
+	if err := journal.Claim(LegendName, ReportName); err != nil {
+		return err
+	}
+	if err := outdir.WritePNG(filepath.Join(journal.Dir(), LegendName), data.Legend(labels)); err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	return outdir.WriteBytes(filepath.Join(outDir, ReportName), append(js, '\n'))
+	return outdir.WriteBytes(filepath.Join(journal.Dir(), ReportName), append(js, '\n'))
 }
 
 // maxReportBytes bounds an earlier predict.json read back.
 const maxReportBytes = 64 << 20
 
 // clearFolder makes dir ready for a prediction: an empty folder is; one
-// holding an earlier prediction is refused unless force, which removes
-// that prediction's own files (those its predict.json lists, legend.png
-// and predict.json) and nothing else; one holding any other file is
+// holding an earlier prediction, finished or cut off (a killed predict's
+// journal), is refused unless force, which removes that prediction's own
+// files (those its predict.json or journal lists, legend.png, predict.json
+// and the journal) and nothing else; one holding any other file is
 // refused, so that predict never mixes its files with what it did not
 // write, nor deletes them. A temporary file outdir.WriteFile left
 // unfinished (.NAME.tmp-*, from a killed process) is removed: it is never
@@ -205,7 +226,7 @@ func (p *Predictor) clearFolder(dir string, force bool) error {
 	if len(present) == 0 {
 		return nil
 	}
-	ours, err := earlierOutputs(dir)
+	ours, cutOff, err := earlierOutputs(dir)
 	if err != nil {
 		return err
 	}
@@ -220,12 +241,19 @@ func (p *Predictor) clearFolder(dir string, force bool) error {
 	case ours == nil:
 		return fmt.Errorf("predict: --out %s already holds %d files (e.g. %s) and no prediction: predict into a new or empty folder%s",
 			dir, len(present), anyName(present), p.again(", e.g. ", freshSibling(dir)))
+	case cutOff && !force:
+		what := fmt.Sprintf("predict: --out %s holds a prediction that was cut off (its predict was killed; %d files, listed in %s)",
+			dir, len(present)-len(others)-1, filepath.Join(dir, outdir.JournalName))
+		if p.Flags == nil {
+			return fmt.Errorf("%s: predict into a new --out folder, or add --force to replace it", what)
+		}
+		return fmt.Errorf("%s: replace it with %s, or predict into a new folder with %s", what, p.ReplaceCommand(dir), p.again("", freshSibling(dir)))
 	case !force:
 		if p.Flags == nil {
 			return fmt.Errorf("predict: --out %s already holds a prediction (%s): predict into a new --out folder, or add --force to replace it", dir, ReportName)
 		}
 		return fmt.Errorf("predict: --out %s already holds a prediction (%s): replace it with %s, or predict into a new folder with %s",
-			dir, ReportName, p.again("", dir, "--force"), p.again("", freshSibling(dir)))
+			dir, ReportName, p.ReplaceCommand(dir), p.again("", freshSibling(dir)))
 	case len(others) > 0:
 		return fmt.Errorf("predict: --force replaces only an earlier prediction's files, and --out %s also holds %d others (e.g. %s): choose another --out%s",
 			dir, len(others), others[0], p.again(", e.g. ", freshSibling(dir)))
@@ -248,6 +276,11 @@ func (p *Predictor) again(prefix, out string, more ...string) string {
 	return prefix + inv.Run("predict", append(append(slices.Clip(p.Flags), "--out", out), more...)...)
 }
 
+// ReplaceCommand is the same predict into out with --force, which
+// replaces the prediction there, finished or cut off; "" when p.Flags are
+// not known.
+func (p *Predictor) ReplaceCommand(out string) string { return p.again("", out, "--force") }
+
 // freshSibling is dir-2 (or -3, ...): a folder beside dir that does not
 // exist yet.
 func freshSibling(dir string) string {
@@ -260,29 +293,44 @@ func freshSibling(dir string) string {
 }
 
 // earlierOutputs is the set of files an earlier prediction in dir wrote,
-// from its predict.json; nil when dir holds none.
-func earlierOutputs(dir string) (map[string]bool, error) {
+// from its predict.json and from the journal of one cut off (cutOff); nil
+// when dir holds neither.
+func earlierOutputs(dir string) (ours map[string]bool, cutOff bool, err error) {
+	var names []string
+	u, err := outdir.ReadJournal(dir)
+	if err != nil {
+		return nil, false, fmt.Errorf("predict: --out %w", err)
+	}
+	if cutOff = u != nil && u.Command == journalCommand; cutOff {
+		names = append(names, u.Files...)
+	}
 	path := filepath.Join(dir, ReportName)
 	b, err := infile.ReadFile(path, maxReportBytes)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	if errors.Is(err, os.ErrNotExist) && !cutOff {
+		return nil, false, nil
 	}
-	var prev Report
-	if err == nil {
-		err = json.Unmarshal(b, &prev)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("predict: --out holds %s, which cannot be read (%v): choose another --out", path, err)
-	}
-	ours := map[string]bool{ReportName: true, LegendName: true}
-	for _, o := range prev.Outputs {
-		for _, name := range append([]string{o.Mask, o.Overlay}, o.Probs...) {
-			if name != "" && filepath.Base(name) == name {
-				ours[name] = true
-			}
+	if !errors.Is(err, os.ErrNotExist) { // a finished prediction, or one killed as it finished
+		var prev Report
+		if err == nil {
+			err = json.Unmarshal(b, &prev)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("predict: --out holds %s, which cannot be read (%v): choose another --out", path, err)
+		}
+		for _, o := range prev.Outputs {
+			names = append(names, o.files()...)
 		}
 	}
-	return ours, nil
+	ours = map[string]bool{ReportName: true, LegendName: true}
+	if cutOff {
+		ours[outdir.JournalName] = true
+	}
+	for _, name := range names {
+		if filepath.Base(name) == name {
+			ours[name] = true
+		}
+	}
+	return ours, cutOff, nil
 }
 
 // anyName is one of names, the first in sorted order.

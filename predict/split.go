@@ -109,10 +109,10 @@ func (p *Predictor) planSplit(split string, h, w int, opts Options, lim Limits) 
 }
 
 // predictSplit predicts a dataset split, preprocessed exactly as in
-// training, writes its outputs into outDir and reports the metrics in
-// rep. Each output is named after its sample's source file (folder, voc),
+// training, writes its outputs into the journal's folder (each claimed
+// there first) and reports the metrics in rep. Each output is named after its sample's source file (folder, voc),
 // or <split>-<index> for synthetic data.
-func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, lim Limits, names *namer, rep *Report) error {
+func (p *Predictor) predictSplit(in *splitInput, journal *outdir.Journal, opts Options, lim Limits, names *namer, rep *Report) error {
 	rep.PlannedPeakBytes = in.need.PeakAllocated
 	src, _ := data.SourceImages(in.ds)
 	if in.whole != nil {
@@ -121,23 +121,27 @@ func (p *Predictor) predictSplit(in *splitInput, outDir string, opts Options, li
 	each := func(i int, pred []uint8, probs []float32, h, w int) error {
 		input := fmt.Sprintf("dataset:%s[%d]", in.name, i)
 		name := names.name(input, data.SampleName(in.ds, i), fmt.Sprintf("%s-%05d", in.name, i))
-		out := Output{Input: input, Mask: name + ".png"}
-		if err := writeMask(filepath.Join(outDir, out.Mask), pred, w, h, rep.MaskValues); err != nil {
+		out, dir := outputOf(input, name, opts, p.Config.Model.Classes), journal.Dir()
+		if src == nil {
+			out.Overlay = "" // nothing to draw it over
+		}
+		if err := journal.Claim(out.files()...); err != nil {
 			return err
 		}
-		if opts.Probs != "" {
-			var err error
-			if out.Probs, err = writeProbs(outDir, name, opts.Probs, probs, p.Config.Model.Classes, w, h, w, h); err != nil {
+		if err := writeMask(filepath.Join(dir, out.Mask), pred, w, h, rep.MaskValues); err != nil {
+			return err
+		}
+		if out.Probs != nil {
+			if err := writeProbs(dir, out.Probs, probs, p.Config.Model.Classes, w, h, w, h); err != nil {
 				return err
 			}
 		}
-		if opts.Overlay && src != nil {
+		if out.Overlay != "" {
 			img, _, err := src.Image(i)
 			if err != nil {
 				return err
 			}
-			out.Overlay = name + "_overlay.png"
-			if err := outdir.WritePNG(filepath.Join(outDir, out.Overlay), data.Overlay(img, pred, w, h)); err != nil {
+			if err := outdir.WritePNG(filepath.Join(dir, out.Overlay), data.Overlay(img, pred, w, h)); err != nil {
 				return err
 			}
 		}

@@ -238,7 +238,7 @@ func (s sizing) tiledSize(p *Predictor, h, w int) (int, int) {
 // fits lim) at the size sizing gives it, unrounded; its mask is scaled
 // back to the file's size where that differs, and written as the whole
 // path writes it.
-func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
 	th, tw := s.tiledSize(p, f.h, f.w)
 	deep := false
@@ -273,19 +273,22 @@ func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, outDir str
 		return fmt.Errorf("predict: %s: %w", f.path, err)
 	}
 	model = nil
-	out := Output{Input: f.path, Mask: f.stem + ".png", Tiling: &t}
-	full := scaleMask(mask, tw, th, f.w, f.h)
-	if err := writeMask(filepath.Join(outDir, out.Mask), full, f.w, f.h, rep.MaskValues); err != nil {
+	out, dir := outputOf(f.path, f.stem, opts, k), journal.Dir()
+	out.Tiling = &t
+	if err := journal.Claim(out.files()...); err != nil {
 		return err
 	}
-	if opts.Probs != "" {
-		if out.Probs, err = writeProbs(outDir, f.stem, opts.Probs, probs, k, tw, th, f.w, f.h); err != nil {
+	full := scaleMask(mask, tw, th, f.w, f.h)
+	if err := writeMask(filepath.Join(dir, out.Mask), full, f.w, f.h, rep.MaskValues); err != nil {
+		return err
+	}
+	if out.Probs != nil {
+		if err := writeProbs(dir, out.Probs, probs, k, tw, th, f.w, f.h); err != nil {
 			return err
 		}
 	}
-	if opts.Overlay {
-		out.Overlay = f.stem + "_overlay.png"
-		if err := outdir.WritePNG(filepath.Join(outDir, out.Overlay), data.Overlay(data.EightBit(pic), full, f.w, f.h)); err != nil {
+	if out.Overlay != "" {
+		if err := outdir.WritePNG(filepath.Join(dir, out.Overlay), data.Overlay(data.EightBit(pic), full, f.w, f.h)); err != nil {
 			return err
 		}
 	}

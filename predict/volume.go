@@ -19,7 +19,7 @@ import (
 // (data.WriteMaskVolume). A slice is predicted whole where it fits and
 // its sides are multiples of 2^model.depth, else by tiles, as opts.Tile
 // says for image files.
-func (p *Predictor) predictVolume(f sizedFile, side int, outDir string, opts Options, lim Limits, note io.Writer, rep *Report) error {
+func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	if opts.Overlay || opts.Probs != "" {
 		return fmt.Errorf("predict: %s: --overlay and --probs apply to image files; a NIfTI volume's output is its mask volume", f.path)
 	}
@@ -65,9 +65,12 @@ func (p *Predictor) predictVolume(f sizedFile, side int, outDir string, opts Opt
 	if v.Gzip {
 		name += ".gz"
 	}
-	err = outdir.WriteFile(filepath.Join(outDir, name), func(wr io.Writer) error { return data.WriteMaskVolume(wr, v, labels, v.Gzip) })
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Join(outDir, name), err)
+	if err := journal.Claim(name); err != nil {
+		return err
+	}
+	path := filepath.Join(journal.Dir(), name)
+	if err := outdir.WriteFile(path, func(wr io.Writer) error { return data.WriteMaskVolume(wr, v, labels, v.Gzip) }); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	rep.Outputs = append(rep.Outputs, Output{Input: f.path, Mask: name, Tiling: tiling})
 	return nil

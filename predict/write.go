@@ -53,32 +53,28 @@ func writeMask(path string, m []uint8, w, h int, values []int) error {
 }
 
 // writeProbs writes one image's class probabilities (K planes of w x h),
-// scaled to ow x oh (bilinear, align_corners=False), as stem_probK.png
-// (16-bit gray, 65535 = 1) or stem_probs.npy (float32, K x oh x ow), and
-// returns the file names.
-func writeProbs(dir, stem, format string, probs []float32, k, w, h, ow, oh int) ([]string, error) {
+// scaled to ow x oh (bilinear, align_corners=False), into dir as names
+// (outputOf's): one .npy (float32, K x oh x ow), or one 16-bit gray PNG per
+// class (65535 = 1).
+func writeProbs(dir string, names []string, probs []float32, k, w, h, ow, oh int) error {
 	planes := make([]float32, 0, k*ow*oh)
 	for c := range k {
 		planes = append(planes, resizePlane(probs[c*w*h:(c+1)*w*h], w, h, ow, oh)...)
 	}
-	if format == "npy" {
-		name := stem + "_probs.npy"
-		return []string{name}, writeNpy(filepath.Join(dir, name), planes, k, oh, ow)
+	if len(names) == 1 && strings.HasSuffix(names[0], ".npy") {
+		return writeNpy(filepath.Join(dir, names[0]), planes, k, oh, ow)
 	}
-	var names []string
-	for c := range k {
+	for c, name := range names {
 		img := image.NewGray16(image.Rect(0, 0, ow, oh))
 		for i, v := range planes[c*ow*oh : (c+1)*ow*oh] {
 			q := uint16(math.Round(float64(min(max(v, 0), 1)) * 65535))
 			img.Pix[2*i], img.Pix[2*i+1] = uint8(q>>8), uint8(q)
 		}
-		name := probName(stem, c)
 		if err := outdir.WritePNG(filepath.Join(dir, name), img); err != nil {
-			return nil, err
+			return err
 		}
-		names = append(names, name)
 	}
-	return names, nil
+	return nil
 }
 
 // probName is class c's probability map of stem.

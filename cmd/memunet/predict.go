@@ -29,7 +29,7 @@ func predictCommand(args []string, stdout, stderr io.Writer) error {
 	tile := fs.String("tile", "", "predict image files by tiles of this side (a multiple of 2^model.depth), auto (the largest whose plan fits) or none (whole images only; one too large is refused) (default: predict.tile; unset: whole images where they fit, else auto)")
 	overlap := fs.Float64("overlap", -1, "share of a tile its neighbour covers, 0..0.9 (default: predict.overlap, 0.25)")
 	blend := fs.String("blend", "", "how tiles are weighed: gaussian (sigma = tile/8) or constant (default: predict.blend)")
-	force := fs.Bool("force", false, "replace an earlier prediction in --out (only the files its predict.json lists)")
+	force := fs.Bool("force", false, "replace an earlier prediction in --out, finished or cut off (only the files its predict.json or .unfinished lists)")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := parseFlags(fs, args, predictUsage); err != nil {
 		return err
@@ -81,9 +81,10 @@ func predictCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer p.Close()
-	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*outDir+" stays: delete that folder to predict into it again")
+	p.Flags = config.GivenFlags(fs, "out", "force")
+	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*outDir+" stays, listed in its .unfinished: replace it with "+p.ReplaceCommand(*outDir))
 	defer interrupt.Stop()
-	p.Stop, p.Flags = stop, config.GivenFlags(fs, "out", "force")
+	p.Stop = stop
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
 	if st := interrupt.Stopped(err, "predict", "removed what it had written into "+*outDir); st != 0 {
 		return exitStatus(st)

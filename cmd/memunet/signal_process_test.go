@@ -73,7 +73,9 @@ func names(t *testing.T, dir string) []string {
 // TestPredictSignalled: SIGINT or SIGTERM mid-predict stops it between
 // images, removes what it wrote (lock included) and exits 130 or 143 with
 // one line saying so, so that the same command then runs; a second signal
-// exits at once.
+// exits at once, and SIGKILL ends it anywhere: what either leaves is a
+// prediction cut off, which the same command refuses (saying so, and
+// what to paste) and with --force replaces, leaving only the new files.
 func TestPredictSignalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs memunet processes")
@@ -88,6 +90,7 @@ func TestPredictSignalled(t *testing.T) {
 		{[]syscall.Signal{syscall.SIGTERM}, 143, "predict: stopped by SIGTERM; removed what it had written into "},
 		// Two of one kind pending while it is stopped would be one.
 		{[]syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, 143, "terminated again: stopping at once"},
+		{[]syscall.Signal{syscall.SIGKILL}, -1, ""},
 	} {
 		t.Run(strconv.Itoa(len(tc.sigs))+tc.sigs[0].String(), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
@@ -97,11 +100,12 @@ func TestPredictSignalled(t *testing.T) {
 			if code := p.wait(t); code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr %s", code, tc.code, p.stderr.String())
 			}
-			if msg := p.stderr.String(); !strings.Contains(msg, tc.says) || strings.Count(msg, "\n") != 1 {
+			if msg := p.stderr.String(); tc.says != "" && (!strings.Contains(msg, tc.says) || strings.Count(msg, "\n") != 1) {
 				t.Errorf("stderr %q: want one line with %q", msg, tc.says)
 			}
-			if len(tc.sigs) > 1 {
-				return // stopped at once: what it wrote stays, as it says
+			if tc.code == -1 || len(tc.sigs) > 1 {
+				replaceCutOff(t, out, args[:len(args)-1]) // stopped at once: what it wrote stays, as it says
+				return
 			}
 			if left := names(t, out); len(left) != 0 {
 				t.Errorf("%s holds %v after the signal", out, left)
@@ -111,6 +115,40 @@ func TestPredictSignalled(t *testing.T) {
 				t.Fatalf("the same predict again: exit %d: %s", code, again.stderr.String())
 			}
 		})
+	}
+}
+
+// replaceCutOff checks the folder a killed predict left: the predict args
+// (into it, without --overlay) are refused as a cut-off prediction with
+// the command to paste, which then replaces it; out then holds the new
+// masks, legend.png and predict.json, and none of the killed predict's
+// overlays.
+func replaceCutOff(t *testing.T, out string, args []string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(out, outdir.JournalName)); err != nil {
+		t.Fatalf("no journal after the kill: %v; %s holds %v", err, out, names(t, out))
+	}
+	var stdout, stderr strings.Builder
+	const prog = "go run ./cmd/memunet " // what a test binary reads as
+	same := prog + strings.Join(args, " ")
+	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), out+" holds a prediction that was cut off (its predict was killed; ") ||
+		!strings.Contains(stderr.String(), "replace it with "+same+" --force, or predict into a new folder with "+same+"-2\n") {
+		t.Fatalf("into the cut-off prediction: exit %d: %s", code, stderr.String())
+	}
+	runOK(t, append(args, "--force")...)
+	rep := readReport(t, out)
+	listed := map[string]bool{"predict.json": true, "legend.png": true}
+	for _, o := range rep.Outputs {
+		listed[o.Mask] = true
+	}
+	left := names(t, out)
+	for _, name := range left {
+		if !listed[name] {
+			t.Errorf("%s holds %s, not the new prediction's", out, name)
+		}
+	}
+	if len(left) != 302 || rep.Images != 300 {
+		t.Errorf("%s holds %d files (%d images predicted), want 300 masks, legend.png and predict.json", out, len(left), rep.Images)
 	}
 }
 
