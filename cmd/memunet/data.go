@@ -16,7 +16,7 @@ import (
 
 const (
 	dataCheckUsage   = "usage: memunet data check --config FILE [--set k=v ...]"
-	dataSynthUsage   = "usage: memunet data synth --out DIR [--count N] [--size S] [--classes K] [--seed N] [--noise X]"
+	dataSynthUsage   = "usage: memunet data synth --out DIR [--count N] [--size S] [--classes K] [--seed N] [--noise X] [--force]"
 	dataPreviewUsage = "usage: memunet data preview --config FILE [--set k=v ...] [--out FILE] [--count N] [--epoch E]"
 	dataUsage        = dataCheckUsage + " | " + dataSynthUsage + " | " + dataPreviewUsage
 )
@@ -71,6 +71,7 @@ func dataSynth(args []string, stdout, stderr io.Writer) error {
 	classes := fs.Int("classes", 4, fmt.Sprintf("classes incl. background (%d..%d)", data.MinSyntheticClasses, data.MaxSyntheticClasses))
 	seed := fs.Uint64("seed", 1, "generation seed")
 	noise := fs.Float64("noise", 0.1, "noise std on [0,1] intensities (0..1; 0: none)")
+	force := fs.Bool("force", false, "replace a set a killed data synth left in --out (only the files its .unfinished lists)")
 	if err := parseFlags(fs, args, dataSynthUsage); err != nil {
 		return err
 	}
@@ -88,9 +89,10 @@ func dataSynth(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer lock.Clear() // no lock file stays beside the samples; a folder made for a refused synth goes
-	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*out+" stays: delete its images/ and masks/ to write there again")
+	replace := config.Invocation{Program: config.InvokedAs()}.Run("data synth", append(config.GivenFlags(fs, "force"), "--force")...)
+	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*out+" stays, listed in its .unfinished: replace it with "+replace)
 	defer interrupt.Stop()
-	err = data.WriteFolderUntil(stop, syn, *out)
+	err = data.WriteFolderUntil(stop, syn, *out, data.FolderOptions{Force: *force, Replace: replace})
 	if st := interrupt.Stopped(err, "data synth", "removed the samples it had written into "+*out); st != 0 {
 		return exitStatus(st)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -181,6 +182,41 @@ func TestDataSynthSignalled(t *testing.T) {
 	runOK(t, append(args[:len(args)-4], "--count", "4", "--size", "16")...)
 	if got := names(t, filepath.Join(out, "masks")); len(got) != 4 {
 		t.Errorf("masks/ holds %v, want the 4 masks", got)
+	}
+}
+
+// TestDataSynthKilled: SIGKILL mid-synth leaves its journal naming what
+// it wrote; the same command is then refused, saying the set was cut off
+// and what to paste, and with --force writes a set of its own: images/
+// and masks/ hold only the new samples.
+func TestDataSynthKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	out := filepath.Join(t.TempDir(), "set")
+	args := []string{"data", "synth", "--out", out, "--count", "3000", "--size", "32"}
+	p := startMemunet(t, false, args...)
+	signalMidway(t, p, filepath.Join(out, "masks", "*.png"), filepath.Join(out, "masks", "02999.png"), syscall.SIGKILL)
+	if code := p.wait(t); code != -1 {
+		t.Fatalf("exit %d, want killed; stderr %s", code, p.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, outdir.JournalName)); err != nil {
+		t.Fatalf("no journal after the kill: %v", err)
+	}
+	again := []string{"data", "synth", "--out", out, "--count", "4", "--size", "16"}
+	var stdout, stderr strings.Builder
+	if code := run(again, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), out+" holds a set cut off while it was written (its process was killed; ") ||
+		!strings.Contains(stderr.String(), "replace it with go run ./cmd/memunet data synth --count 4 --out "+out+" --size 16 --force, or write into another directory\n") {
+		t.Fatalf("into the cut-off set: exit %d: %s", code, stderr.String())
+	}
+	runOK(t, append(again, "--force")...)
+	for _, sub := range []string{"images", "masks"} {
+		if got := names(t, filepath.Join(out, sub)); !slices.Equal(got, []string{"00000.png", "00001.png", "00002.png", "00003.png"}) {
+			t.Errorf("%s/ holds %d files (%v), want the 4 new samples", sub, len(got), got[:min(len(got), 6)])
+		}
+	}
+	if got := names(t, out); !slices.Equal(got, []string{"images", "masks"}) {
+		t.Errorf("%s holds %v", out, got)
 	}
 }
 
