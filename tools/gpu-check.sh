@@ -22,7 +22,7 @@
 #       any machine.
 #   run exits 0 when every step passed or was skipped, else 1.
 #
-# The steps of run and their time limits in seconds, 475 in all:
+# The steps of run and their time limits in seconds, 500 in all:
 #   gpu               15  nvidia-smi: the GPU, its driver and CUDA versions, memory
 #   conformance       50  the backend conformance suite on cuda:0
 #   conformance-sync  30  the first 3 failing cases again, each with
@@ -32,6 +32,10 @@
 #                         128 and 512 px, batch 4), forward and both
 #                         gradients, in TF32, fp16, bf16, then exact fp32:
 #                         ms and TFLOP/s on the GPU's events
+#   layers-2blocks    25  the same with the tensor-core kernels built for two
+#                         blocks an SM (MEMUNET_CUDA_TC_BLOCKS=2: 128
+#                         registers, a few bytes spilled), 16-bit and TF32,
+#                         against the default's time on the same rows
 #   pytorch-layers    40  the same convolutions in PyTorch + cuDNN, where
 #                         python3's torch has CUDA
 #   compare-S         70  memunet compare of 7 variants on the seed UNet
@@ -392,6 +396,34 @@ print("; best TFLOP/s: " + ", ".join("%s %.1f" % kv for kv in sorted(best.items(
 	fi
 else
 	STATUS=skipped DETAIL="no $DIR/cuda-backend.test"
+fi
+STATUS_LAYERS=$STATUS
+end
+
+# 5b. The occupancy experiment: the same layers, two blocks an SM.
+begin layers-2blocks 25
+if [ -x "$DIR/cuda-backend.test" ] && [ "$STATUS_LAYERS" = passed ]; then
+	MEMUNET_CUDA_TC_BLOCKS=2 MEMUNET_LAYER_BENCH=$WORK/layers2.json MEMUNET_LAYER_BENCH_S=$(($(left) > 13 ? $(left) - 8 : 5)) \
+		CAPTURE=$WORK/layers2.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestLayerBench$' -test.v
+	rc=$?
+	STATUS=$(status_of $rc)
+	if valid_json "$WORK/layers2.json"; then
+		RESULT=$WORK/layers2.json
+		# Time summed over the rows both measured, per precision: two blocks / one.
+		command -v python3 >/dev/null && DETAIL=$(python3 -c '
+import json, sys, collections
+one, two = (json.load(open(p)) for p in sys.argv[1:3])
+key = lambda r: (r["base"], r["size"], r["layer"], r["pass"], r["precision"])
+base = {key(r): r["ms"] * r["count"] for r in one}
+tot = collections.defaultdict(lambda: [0.0, 0.0])
+for r in two:
+    if key(r) in base:
+        t = tot[r["precision"]]; t[0] += r["ms"] * r["count"]; t[1] += base[key(r)]
+print("two blocks / one, time over the rows both ran: " + ", ".join("%s %.2fx" % (p, a / b) for p, (a, b) in sorted(tot.items()) if b))' \
+			"$WORK/layers.json" "$WORK/layers2.json" 2>/dev/null)
+	fi
+else
+	STATUS=skipped DETAIL="the layers step did not pass here"
 fi
 end
 

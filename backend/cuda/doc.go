@@ -25,6 +25,10 @@
 //     issued after it, and downloads come back zeroed. With sync launches
 //     (cuda.sync_launches, MEMUNET_CUDA_SYNC=1) each launch is waited for,
 //     so the error names its kernel. Nothing panics on a device error.
+//   - The tensor-core kernels are built twice: for one block an SM (the
+//     default, no spill) and for two (MEMUNET_CUDA_TC_BLOCKS=2, TCBlocksEnv:
+//     128 registers, a few bytes of stack), which the device check times
+//     beside the default; the variable is read when the device is opened.
 //   - Operations allocate nothing from the pool: the convolutions are
 //     implicit GEMMs (ConvWorkspace is a split weight gradient's partial
 //     sums, or 0). The backend's only memory of its own is a fixed scratch

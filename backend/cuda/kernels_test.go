@@ -209,3 +209,44 @@ func TestTensorCoreMachineCode(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoBlocksFatbin: where cuobjdump is installed, the occupancy
+// experiment's image (TCBlocksEnv=2) holds every tensor-core kernel for
+// each GPU at 128 registers or fewer, so that two 256-thread blocks fit an
+// SM; its spills are logged, for the device check's figures to weigh.
+func TestTwoBlocksFatbin(t *testing.T) {
+	if _, err := exec.LookPath("cuobjdump"); err != nil {
+		t.Skip("no cuobjdump")
+	}
+	t.Setenv(TCBlocksEnv, "2")
+	file := filepath.Join(t.TempDir(), "tc2.fatbin")
+	if err := os.WriteFile(file, []byte(Fatbin(2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	usage := regexp.MustCompile(`(?m)^\s*Function (\w+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)`)
+	for _, arch := range []string{"sm_80", "sm_86", "sm_89", "sm_90"} {
+		out, err := exec.Command("cuobjdump", "--dump-resource-usage", "--gpu-architecture", arch, file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cuobjdump -res-usage %s: %v\n%s", arch, err, out)
+		}
+		found := 0
+		for _, m := range usage.FindAllStringSubmatch(string(out), -1) {
+			found++
+			if regs, _ := strconv.Atoi(m[2]); regs*BlockThreads*2 > 65536 {
+				t.Errorf("%s %s: %d registers a thread do not fit two blocks of %d threads", arch, m[1], regs, BlockThreads)
+			}
+			t.Logf("%s %s: %s registers, stack %s, local %s bytes", arch, m[1], m[2], m[3], m[5])
+		}
+		for k := range NumKernels {
+			if k.Module() == 2 && !strings.Contains(string(out), "Function "+k.String()+":") {
+				t.Errorf("tc2.fatbin has no kernel %s for %s", k, arch)
+			}
+		}
+		if found == 0 {
+			t.Errorf("tc2.fatbin: no kernel for %s", arch)
+		}
+	}
+	if Fatbin(2) == tcFatbin {
+		t.Error("with TCBlocksEnv=2 the default image is loaded")
+	}
+}

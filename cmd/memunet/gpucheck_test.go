@@ -205,7 +205,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 				t.Fatalf("limits %q: %v (a timed-out step exits 1, else 0)", limit, err)
 			}
 			g := readGPUCheck(t, out)
-			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 10 {
+			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 11 {
 				t.Errorf("limits %q: finished %v, mode %q, %d steps", limit, g.Finished, g.Mode, len(g.Steps))
 			}
 			var rows []report.CompareRow

@@ -54,9 +54,16 @@
 typedef long long i64;
 typedef unsigned long long u64;
 
+// TC_BLOCKS_PER_SM is the blocks an SM should hold at once: 1 (152-175
+// registers, no spill), or 2 for tc2.fatbin (128 registers, a few bytes
+// spilled), the device check's occupancy experiment.
+#ifndef TC_BLOCKS_PER_SM
+#define TC_BLOCKS_PER_SM 1
+#endif
+
 // KERNEL declares an entry point (backend/cuda/emu redefines it).
 #ifndef KERNEL
-#define KERNEL(name) extern "C" __global__ void __launch_bounds__(256, 1) name
+#define KERNEL(name) extern "C" __global__ void __launch_bounds__(256, TC_BLOCKS_PER_SM) name
 #endif
 
 // gptr<T> points to global memory, sptr<T> to shared memory; SHARED
