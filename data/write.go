@@ -171,19 +171,21 @@ func clearTemps(d string, listed map[string]bool) error {
 		return err
 	}
 	n := 0
+	var temps []string // removed only once d is taken: a refused one keeps everything
 	for _, e := range entries {
 		if outdir.IsTemp(e.Name()) && e.Type().IsRegular() {
-			if err := os.Remove(filepath.Join(d, e.Name())); err != nil {
-				return err
-			}
-			continue
-		}
-		if !listed[filepath.Join(d, e.Name())] {
+			temps = append(temps, filepath.Join(d, e.Name()))
+		} else if !listed[filepath.Join(d, e.Name())] {
 			n++
 		}
 	}
 	if n > 0 {
 		return fmt.Errorf("%s already holds %d files; write into a new or empty directory", d, n)
+	}
+	for _, t := range temps {
+		if err := os.Remove(t); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -80,3 +80,29 @@ func TestWriteFolderAfterACutOffSet(t *testing.T) {
 		t.Errorf("another command's journal, Force: %v", err)
 	}
 }
+
+// TestRefusedSetFolderKeepsItsTemps: clearTemps removes a killed writer's
+// temporary files only from a folder it takes, never from one it refuses.
+func TestRefusedSetFolderKeepsItsTemps(t *testing.T) {
+	d := t.TempDir()
+	for _, f := range []string{"mine.png", ".draft.tmp-1"} {
+		if err := os.WriteFile(filepath.Join(d, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := clearTemps(d, nil); err == nil || !strings.Contains(err.Error(), "already holds 1 files") {
+		t.Errorf("a folder with a foreign file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d, ".draft.tmp-1")); err != nil {
+		t.Errorf("the refused folder lost its .draft.tmp-1: %v", err)
+	}
+	if err := os.Remove(filepath.Join(d, "mine.png")); err != nil {
+		t.Fatal(err)
+	}
+	if err := clearTemps(d, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d, ".draft.tmp-1")); !os.IsNotExist(err) {
+		t.Errorf("a taken folder kept its leftover: %v", err)
+	}
+}

@@ -43,6 +43,13 @@ func StartJournal(dir, command string) (*Journal, error) {
 		os.Remove(path)
 		return nil, err
 	}
+	// Its name durable too: a folder whose writes land in subfolders (data
+	// synth's images/ and masks/) may never sync this one.
+	if err := SyncDir(dir); err != nil {
+		j.Close()
+		os.Remove(path)
+		return nil, err
+	}
 	return j, nil
 }
 

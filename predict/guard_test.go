@@ -359,3 +359,27 @@ func TestRunAfterACutOffPrediction(t *testing.T) {
 		t.Errorf("another command's journal, --force: %v", err)
 	}
 }
+
+// TestRefusedFolderKeepsItsTemps: a temporary file a killed write left
+// (.NAME.tmp-*) is removed only from a folder predict takes; one it
+// refuses keeps everything, a user's file named like one included.
+func TestRefusedFolderKeepsItsTemps(t *testing.T) {
+	refused, taken := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(refused, "notes.txt"), filepath.Join(refused, ".draft.tmp-1"), filepath.Join(taken, ".00000.png.tmp-7")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := (&Predictor{}).clearFolder(refused, true); err == nil || !strings.Contains(err.Error(), "no prediction") {
+		t.Errorf("a folder with a foreign file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(refused, ".draft.tmp-1")); err != nil {
+		t.Errorf("the refused folder lost its .draft.tmp-1: %v", err)
+	}
+	if err := (&Predictor{}).clearFolder(taken, false); err != nil {
+		t.Errorf("a folder holding only a leftover temporary file: %v", err)
+	}
+	if entries, _ := os.ReadDir(taken); len(entries) != 0 {
+		t.Errorf("the taken folder still holds %d entries", len(entries))
+	}
+}

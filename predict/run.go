@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,14 +119,17 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 }
 
 // removeWritten removes the files in dir but its lock: what a failed
-// predict wrote into a folder that was empty when it took the lock.
+// predict wrote into a folder that was empty when it took the lock. The
+// journal goes last: until then it names what is left, should a second
+// signal or SIGKILL end the process midway.
 func removeWritten(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() != outdir.LockName && e.Type().IsRegular() {
-			os.Remove(filepath.Join(dir, e.Name()))
+		if name := e.Name(); name != outdir.LockName && name != outdir.JournalName && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, name))
 		}
 	}
+	os.Remove(filepath.Join(dir, outdir.JournalName))
 }
 
 // checkOutside refuses an output folder that is the input folder (or the
@@ -211,20 +215,18 @@ func (p *Predictor) clearFolder(dir string, force bool) error {
 		return err
 	}
 	present := map[string]bool{}
+	var temps []string // removed only once the folder is taken: a refused one keeps everything
 	for _, e := range entries {
 		switch name := e.Name(); {
 		case name == outdir.LockName:
 		case outdir.IsTemp(name) && e.Type().IsRegular():
-			// A write a killed predict left unfinished: ours, under the lock.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return fmt.Errorf("predict: removing an unfinished write: %w", err)
-			}
+			temps = append(temps, name)
 		default:
 			present[name] = true
 		}
 	}
 	if len(present) == 0 {
-		return nil
+		return removeAll(dir, temps)
 	}
 	ours, cutOff, err := earlierOutputs(dir)
 	if err != nil {
@@ -258,9 +260,24 @@ func (p *Predictor) clearFolder(dir string, force bool) error {
 		return fmt.Errorf("predict: --force replaces only an earlier prediction's files, and --out %s also holds %d others (e.g. %s): choose another --out%s",
 			dir, len(others), others[0], p.again(", e.g. ", freshSibling(dir)))
 	}
-	for name := range present {
+	// predict.json and the journal last: until then they name what is left,
+	// should this process be killed midway.
+	var names, last []string
+	for _, name := range slices.Sorted(maps.Keys(present)) {
+		if name == ReportName || name == outdir.JournalName {
+			last = append(last, name)
+		} else {
+			names = append(names, name)
+		}
+	}
+	return removeAll(dir, slices.Concat(temps, names, last))
+}
+
+// removeAll removes the files names of dir, in order.
+func removeAll(dir string, names []string) error {
+	for _, name := range names {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("predict: --force: %w", err)
+			return fmt.Errorf("predict: clearing --out: %w", err)
 		}
 	}
 	return nil
