@@ -70,7 +70,7 @@ func NotifySignals(stderr io.Writer, again string) (context.Context, *Interrupt)
 		}
 		select {
 		case s := <-in.ch:
-			fmt.Fprintf(stderr, "memunet: %s again: %s\n", s, again)
+			fmt.Fprintf(stderr, "memunet: %s again: %s\n", SignalName(s), again)
 			os.Exit(128 + signalNumber(s))
 		case <-in.done:
 		}
@@ -90,11 +90,12 @@ func (in *Interrupt) Status() int {
 
 // Stopped says on stderr, in one line, that the first signal stopped the
 // command ("memunet: COMMAND: stopped by SIGTERM; then") and returns the
-// exit status, where one came and the work ended with an error (its
-// stop); else it says nothing and returns 0.
+// exit status, where the work ended with the signal as its error (it
+// wraps Signalled); else, a failure of its own or none, it says nothing
+// and returns 0.
 func (in *Interrupt) Stopped(err error, command, then string) int {
 	n := in.first.Load()
-	if n == 0 || err == nil {
+	if n == 0 || !errors.As(err, new(Signalled)) {
 		return 0
 	}
 	fmt.Fprintf(in.stderr, "memunet: %s: stopped by %s; %s\n", command, SignalName(syscall.Signal(n)), then)

@@ -90,7 +90,7 @@ func TestPredictSignalled(t *testing.T) {
 		{[]syscall.Signal{syscall.SIGINT}, 130, "predict: stopped by SIGINT; removed what it had written into "},
 		{[]syscall.Signal{syscall.SIGTERM}, 143, "predict: stopped by SIGTERM; removed what it had written into "},
 		// Two of one kind pending while it is stopped would be one.
-		{[]syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, 143, "terminated again: stopping at once"},
+		{[]syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, 143, "SIGTERM again: stopping at once"},
 		{[]syscall.Signal{syscall.SIGKILL}, -1, ""},
 	} {
 		t.Run(strconv.Itoa(len(tc.sigs))+tc.sigs[0].String(), func(t *testing.T) {
