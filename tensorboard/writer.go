@@ -76,7 +76,7 @@ func (w *Writer) start(dir string, from int64) error {
 	if err := outdir.Subfolder(dir); err != nil {
 		return err
 	}
-	latest, err := rollBack(dir, from)
+	latest, err := rollBack(dir, from, w.warn)
 	if err != nil {
 		return err
 	}
@@ -146,6 +146,12 @@ func (w *Writer) write(events ...*tbpb.Event) error {
 		if err != nil {
 			return err
 		}
+		if len(data) > maxRecord { // a resume could not read it back (rollBack)
+			if w.warn != nil {
+				w.warn(fmt.Sprintf("%s: a TensorBoard record of %d bytes (step %d) is over the %d a resume reads back: not written", w.path, len(data), e.Step, maxRecord))
+			}
+			continue
+		}
 		w.buf = appendRecord(w.buf[:0], data)
 		if _, err := w.w.Write(w.buf); err != nil {
 			return err
@@ -194,7 +200,7 @@ func (w *Writer) Close() {
 // A file's records after a damaged one (a crash mid-write) are dropped
 // with it. Files are read record by record, twice when one is rewritten:
 // memory holds the largest record (at most maxRecord), never a file.
-func rollBack(dir string, from int64) (latest int64, err error) {
+func rollBack(dir string, from int64, warn func(string)) (latest int64, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, err
@@ -223,6 +229,9 @@ func rollBack(dir string, from int64) (latest int64, err error) {
 			}
 			continue
 		case kept < read || damage != nil:
+			if damage != nil && warn != nil {
+				warn(fmt.Sprintf("%s: %v; the records from there on are dropped", path, damage))
+			}
 			err := outdir.WriteFile(path, func(out io.Writer) error {
 				_, err := eachRecord(path, func(r []byte) error {
 					if after(r, from) {

@@ -145,9 +145,13 @@ func TestResumeDropsACutRecord(t *testing.T) {
 	if err := os.WriteFile(w.Path(), b[:len(b)-5], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w = open(dir, 4, nil, clock())
+	var warned []string
+	w = open(dir, 4, func(s string) { warned = append(warned, s) }, clock())
 	w.Scalars(4, scalarsAt(4))
 	w.Close()
+	if len(warned) != 1 || !strings.Contains(warned[0], "the records from there on are dropped") {
+		t.Errorf("the cut record was dropped with warnings %q; want one saying so", warned)
+	}
 	ev := tbtest.Read(t, dir)
 	for tag, steps := range stepsByTag(ev) {
 		if !slices.Equal(steps, []int64{1, 2, 3, 4}) {
