@@ -11,7 +11,7 @@ import (
 // FuzzOpenManifest: a run checkpoint whose manifest.json is anything (its
 // .sha256 made to match, so the parser and every check behind it are
 // reached) beside a real model and optimizer file is opened or refused,
-// never a panic, and never read beyond what its own configuration bounds.
+// never a panic (TestBoundedReadsMemory holds the reads to their bounds).
 func FuzzOpenManifest(f *testing.F) {
 	run := f.TempDir()
 	_, ck := saveRun(f, run)
