@@ -57,7 +57,7 @@ func WriteFolderUntil(ctx context.Context, src ImageSource, dir string, opts Fol
 			listed[filepath.Join(dir, filepath.FromSlash(f))] = true
 		}
 	}
-	var made, written []string
+	var made []string
 	var journal *outdir.Journal
 	err = func() error {
 		for _, d := range []string{imgDir, maskDir} {
@@ -106,7 +106,6 @@ func WriteFolderUntil(ctx context.Context, src ImageSource, dir string, opts Fol
 			if err := outdir.WriteBytes(filepath.Join(imgDir, name), buf.Bytes()); err != nil {
 				return err
 			}
-			written = append(written, filepath.Join(imgDir, name))
 			pm := image.NewPaletted(mask.Bounds(), pal)
 			copy(pm.Pix, mask.Pix)
 			buf.Reset()
@@ -116,20 +115,15 @@ func WriteFolderUntil(ctx context.Context, src ImageSource, dir string, opts Fol
 			if err := outdir.WriteBytes(filepath.Join(maskDir, name), buf.Bytes()); err != nil {
 				return err
 			}
-			written = append(written, filepath.Join(maskDir, name))
 		}
 		return journal.Finish()
 	}()
 	if err != nil {
-		for _, f := range written {
-			os.Remove(f)
+		if journal != nil {
+			journal.Abort() // what it claimed, the journal last
 		}
 		for _, d := range made {
 			os.Remove(d) // only if empty: never another's file
-		}
-		if journal != nil {
-			journal.Close()
-			os.Remove(filepath.Join(dir, outdir.JournalName))
 		}
 	}
 	return err

@@ -24,8 +24,9 @@ const maxJournalBytes = 256 << 20
 
 // Journal is the list of files a command is writing into a folder.
 type Journal struct {
-	dir string
-	f   *os.File // nil once finished or closed
+	dir     string
+	f       *os.File // nil once finished or closed
+	claimed []string // what Claim listed, for Abort
 }
 
 // StartJournal starts dir's journal for command (e.g. "memunet
@@ -73,7 +74,11 @@ func (j *Journal) Claim(names ...string) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	return j.append(strings.Join(lines, "\n"))
+	if err := j.append(strings.Join(lines, "\n")); err != nil {
+		return err
+	}
+	j.claimed = append(j.claimed, lines...)
+	return nil
 }
 
 func (j *Journal) append(lines string) error {
@@ -96,6 +101,14 @@ func (j *Journal) Finish() error {
 		return err
 	}
 	return SyncDir(j.dir)
+}
+
+// Abort undoes the write: it removes what Claim listed (what was not
+// written yet is not missed), then the journal, as a cut-off write's next
+// run would (Unfinished.Remove).
+func (j *Journal) Abort() error {
+	j.Close()
+	return (&Unfinished{Files: j.claimed}).Remove(j.dir)
 }
 
 // Close lets the journal go and leaves its file, for the caller to

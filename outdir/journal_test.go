@@ -112,3 +112,33 @@ func TestJournalNeverLeavesTheFolder(t *testing.T) {
 		t.Errorf("%s is gone: %v", victim, err)
 	}
 }
+
+// TestJournalAbort: a write that stops undoes itself: what it claimed and
+// wrote is removed (what it claimed but never wrote is not missed), then
+// the journal; a file it did not claim stays.
+func TestJournalAbort(t *testing.T) {
+	dir := t.TempDir()
+	j, err := StartJournal(dir, "memunet test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Claim("a.png", "b.png"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.png", "mine.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if !slices.Equal(left, []string{"mine.txt"}) {
+		t.Errorf("after Abort the folder holds %v, want only mine.txt", left)
+	}
+}
