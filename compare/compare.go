@@ -178,10 +178,10 @@ func (c *Compare) Run(done func(report.CompareRow)) ([]report.CompareRow, error)
 // stopped is the error that ends a compare whose Stop is done; nil while
 // it goes on.
 func (c *Compare) stopped() error {
-	if s := c.opts.Stop; s != nil && s.Err() != nil {
-		return context.Cause(s)
+	if c.opts.Stop == nil {
+		return nil
 	}
-	return nil
+	return context.Cause(c.opts.Stop) // nil while it is not done
 }
 
 // runVariant trains one variant in a child process and reads its run files.

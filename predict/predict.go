@@ -83,10 +83,10 @@ func newPredictor(cfg config.Config, b backend.Backend, prec backend.DType, capa
 // stopped is the error that ends a prediction whose Stop is done; nil
 // while it goes on.
 func (p *Predictor) stopped() error {
-	if p.Stop == nil || p.Stop.Err() == nil {
+	if p.Stop == nil {
 		return nil
 	}
-	return context.Cause(p.Stop)
+	return context.Cause(p.Stop) // nil while it is not done
 }
 
 // Pool is the device's pool.
