@@ -358,7 +358,7 @@ type Output struct {
 func Default() Config {
 	return Config{
 		Device: device.Spec{Kind: device.Auto},
-		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1, ConvAlgo: "direct"},
+		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1, ConvAlgo: "auto"},
 		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: NIfTI{Axis: 2},
 			PatchForeground: 0.33,
 			Mean:            FloatList{data.Mean}, Std: FloatList{data.Std}},

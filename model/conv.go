@@ -65,7 +65,8 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	}
 	f := env.frame(backend.OpConv)
 	s.DT = f.uniform(l.Weight, in, out)
-	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
+	w := f.weights(l.Weight)
+	ws := f.convScratch(s, in, out)
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
 		if g.err == nil {
@@ -104,7 +105,8 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	f := env.frame(backend.OpConv)
 	s.DT = f.uniform(l.Weight, in, dout, din)
-	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
+	w := f.weights(l.Weight)
+	ws := f.convScratch(s, in, dout, din)
 	err := env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, dy := g.images(in, lo, hi), g.images(dout, lo, hi)
 		var dx backend.View

@@ -249,6 +249,64 @@ func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm) (memory.Are
 	return memory.PlanArena(t.Pool().Trace())
 }
 
+// convBudget is model.conv_algo: auto's workspace budget for cfg (0 for
+// any other algorithm): the peak allocated bytes of the same run with
+// every convolution direct, so that auto never raises the peak plan
+// predicts for direct; lowered where Winograd's larger workspaces would
+// make the run reserve more (the arena's packing, the cache's splits),
+// down to 0 (every workspace the direct way's size) at worst. Each try is
+// a dry run of plan's program.
+func convBudget(cfg config.Config, b backend.Backend, comm dist.Comm) (int64, error) {
+	if cfg.Model.ConvAlgo != backend.ConvAuto.String() {
+		return 0, nil
+	}
+	direct := cfg
+	direct.Model.ConvAlgo = backend.ConvDirect.String()
+	peak, reserved, err := planPeaks(direct, b, comm, 0)
+	if err != nil {
+		return 0, err
+	}
+	budget := peak
+	for range 3 {
+		_, r, err := planPeaks(cfg, b, comm, budget)
+		if err != nil {
+			return 0, err
+		}
+		if r <= reserved {
+			return budget, nil
+		}
+		budget -= r - reserved
+	}
+	return 0, nil
+}
+
+// planPeaks is the peak allocated and reserved bytes of cfg's run with
+// auto's workspace budget given, by a dry run of plan's program; with
+// memory.allocator: arena, reserved is the arena the run's trace packs into.
+func planPeaks(cfg config.Config, b backend.Backend, comm dist.Comm, budget int64) (allocated, reserved int64, err error) {
+	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
+	arena := cfg.Memory.Allocator == "arena"
+	t, err := buildTrainerBudget(cfg, noop.New(b), memory.Options{Trace: arena}, comm, budget)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer t.Close()
+	st := t.Pool().Stats()
+	allocated, reserved = st.Allocated.Peak, st.Reserved.Peak
+	err = runPlanProgram(t, func(res StepResult) {
+		for _, pm := range res.Phases {
+			allocated, reserved = max(allocated, pm.PeakAllocatedBytes), max(reserved, pm.PeakReservedBytes)
+		}
+	}, func(st memory.Stats) {
+		allocated, reserved = max(allocated, st.Allocated.Peak), max(reserved, st.Reserved.Peak)
+	})
+	if err != nil || !arena {
+		return allocated, reserved, err
+	}
+	plan, err := memory.PlanArena(t.Pool().Trace())
+	return allocated, plan.Size, err
+}
+
 // relativeCost estimates a step's time in units of the same step without
 // recompute in fp32 with one micro-batch: the convolution FLOPs of
 // forward + backward (3x forward) plus the recomputed blocks' recompute,

@@ -3,7 +3,9 @@ package train
 import (
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/memunet/memunet/backend/cpu"
@@ -121,5 +123,89 @@ func BenchmarkPlanSamples(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestConvAutoKeepsPeak: model.conv_algo: auto spends only the room the
+// direct way's peak leaves. For every variant, with the arena and the
+// caching pool, its plan has the peak allocated and reserved bytes of
+// the direct plan to the byte, and somewhere a phase that had room now
+// holds Winograd's larger workspace (so auto took it).
+func TestConvAutoKeepsPeak(t *testing.T) {
+	took := false
+	for _, alloc := range []string{"arena", "caching"} {
+		for _, batch := range []int{4, 8} {
+			cfg := planGridConfig(32, batch, "bilinear", "batch")
+			cfg.Model.Base, cfg.Memory.Allocator = 16, alloc
+			plan := func(algo string) []PlanRow {
+				c := cfg
+				c.Model.ConvAlgo = algo
+				rows, _, err := Plan(c, VariantNames(), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rows
+			}
+			direct, auto := plan("direct"), plan("auto")
+			for i, d := range direct {
+				a := auto[i]
+				if a.Error != "" || d.Error != "" {
+					t.Fatalf("%s: %q, %q", d.Name, a.Error, d.Error)
+				}
+				if a.PeakAllocatedBytes != d.PeakAllocatedBytes || a.PeakReservedBytes != d.PeakReservedBytes || a.ArenaBytes != d.ArenaBytes {
+					t.Errorf("%s, batch %d, %s: auto peak %d reserved %d arena %d, direct %d, %d, %d", alloc, batch, d.Name,
+						a.PeakAllocatedBytes, a.PeakReservedBytes, a.ArenaBytes, d.PeakAllocatedBytes, d.PeakReservedBytes, d.ArenaBytes)
+				}
+				for phase, n := range a.PeakByPhase {
+					took = took || n > d.PeakByPhase[phase]
+				}
+			}
+		}
+	}
+	if !took {
+		t.Error("auto took Winograd's workspace in no phase of any variant")
+	}
+}
+
+// TestConvAutoTrains: a run with model.conv_algo: auto trains, its
+// convolutions Winograd where the budget has room and direct, in the
+// direct way's workspace, where it has not (both happen at this size),
+// to the direct run's losses within rounding (fp16's after an Adam step,
+// where a last bit flips a rounding of the 16-bit activations), not to
+// its bits.
+func TestConvAutoTrains(t *testing.T) {
+	for _, variant := range []string{"baseline", "fp16", "accum4"} {
+		cfg := planGridConfig(32, 4, "bilinear", "batch")
+		cfg.Model.Base, cfg.Model.Depth, cfg.Data.Count = 16, 4, 16
+		var losses [2][]float64
+		for i, algo := range []string{"direct", "auto"} {
+			c := cfg
+			c.Model.ConvAlgo = algo
+			c, err := DeriveVariant(c, variant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := testTrainer(t, c)
+			for range 2 {
+				res, err := tr.Step()
+				if err != nil {
+					t.Fatalf("%s, %s: %v", variant, algo, err)
+				}
+				losses[i] = append(losses[i], res.Loss)
+			}
+		}
+		direct, auto := losses[0], losses[1]
+		tol := 1e-4
+		if variant == "fp16" {
+			tol = 2e-3
+		}
+		for i := range direct {
+			if math.Abs(auto[i]-direct[i]) > tol*(1+math.Abs(direct[i])) {
+				t.Errorf("%s: step %d: auto's loss %.9g, direct's %.9g", variant, i, auto[i], direct[i])
+			}
+		}
+		if slices.Equal(auto, direct) {
+			t.Errorf("%s: auto's losses %v are direct's bits: did it run Winograd?", variant, auto)
+		}
 	}
 }

@@ -261,6 +261,16 @@ func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 // buildTrainerWith is buildTrainer with the pool's arena plan, tracing and
 // hooks given (capacity and timeline come from cfg).
 func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm) (*Trainer, error) {
+	budget, err := convBudget(cfg, b, comm)
+	if err != nil {
+		return nil, err
+	}
+	return buildTrainerBudget(cfg, b, opts, comm, budget)
+}
+
+// buildTrainerBudget is buildTrainerWith with model.conv_algo: auto's
+// workspace budget given (model.Env.WorkspaceBudget).
+func buildTrainerBudget(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm, budget int64) (*Trainer, error) {
 	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, err
@@ -310,7 +320,7 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	}
 	t.Loss = cfg.LossConfig(weights)
 	prec := cfg.Train.Precision
-	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
+	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec, WorkspaceBudget: budget}
 	if cfg.Dist.SyncBatchNorm && comm.Size() > 1 {
 		t.env.SyncSum = comm.AllReduceSum64
 	}

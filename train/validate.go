@@ -26,7 +26,7 @@ func (t *Trainer) Validate() (metrics.Validation, error) {
 			t.Preview = previewFrom(t.Device.Backend, t.PreviewImages, images, masks, logits)
 		}
 	}
-	env := &model.Env{Device: t.Device, Precision: t.env.Precision}
+	env := &model.Env{Device: t.Device, Precision: t.env.Precision, WorkspaceBudget: t.env.WorkspaceBudget}
 	var sums evalSums
 	var err error
 	if t.whole != nil { // a data.patch run: whole images, by tiles

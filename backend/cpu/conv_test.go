@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/memunet/memunet/backend"
@@ -39,14 +40,18 @@ func TestConvWinogradMatchesDirect(t *testing.T) {
 	for _, s := range []backend.ConvShape{
 		{N: 3, C: 16, H: 8, W: 32, OC: 24, K: 3, Pad: 1},
 		{N: 2, C: 32, H: 16, W: 16, OC: 16, K: 3, Pad: 1},
+		{N: 2, C: 48, H: 16, W: 32, OC: 16, K: 3, Pad: 1},
 	} {
 		in, w, bias, dout := random(s.InSize()), random(s.WeightSize()), random(s.OC), random(s.OutSize())
 		dw0, db0 := random(s.WeightSize()), random(s.OC)
 		type result struct{ out, din, dw, db []float32 }
-		run := func(algo backend.ConvAlgo, withDin bool) result {
+		run := func(algo backend.ConvAlgo, withDin, room bool) result {
 			s := s
 			s.Algo = algo
 			ws := view(make([]float32, c.ConvWorkspace(s)))
+			if !room {
+				ws = view(make([]float32, c.ConvWorkspace(withAlgo(s, backend.ConvDirect))))
+			}
 			out := view(make([]float32, s.OutSize()))
 			c.Conv(s, out, view(in), view(w), view(bias), ws)
 			dw, db := view(dw0), view(db0)
@@ -64,7 +69,7 @@ func TestConvWinogradMatchesDirect(t *testing.T) {
 		for _, algo := range []backend.ConvAlgo{backend.ConvWinograd, backend.ConvAuto} {
 			for _, withDin := range []bool{true, false} {
 				name := fmt.Sprintf("%+v %s din=%v", s, algo, withDin)
-				want, got := run(backend.ConvDirect, withDin), run(algo, withDin)
+				want, got := run(backend.ConvDirect, withDin, true), run(algo, withDin, true)
 				for _, c := range []struct {
 					what      string
 					got, want []float32
@@ -83,8 +88,16 @@ func TestConvWinogradMatchesDirect(t *testing.T) {
 				}
 			}
 		}
-		p := kernels.PlanConv(withAlgo(s, backend.ConvAuto), c.ConvWorkspace(s))
-		t.Logf("%+v: auto plans %+v", s, p)
+		// Auto given only the direct way's workspace (the model's choice
+		// where the run has no room) runs what fits in it: the direct
+		// way's bits where that is nothing.
+		auto, direct := withAlgo(s, backend.ConvAuto), withAlgo(s, backend.ConvDirect)
+		p := kernels.PlanConv(auto, c.ConvWorkspace(direct))
+		t.Logf("%+v: auto plans %+v with its workspace, %+v with the direct way's", s, kernels.PlanConv(auto, c.ConvWorkspace(auto)), p)
+		want, got := run(backend.ConvDirect, true, true), run(backend.ConvAuto, true, false)
+		if !p.Any() && (!slices.Equal(got.out, want.out) || !slices.Equal(got.din, want.din) || !slices.Equal(got.dw, want.dw)) {
+			t.Errorf("%+v: auto in the direct way's workspace differs from direct", s)
+		}
 	}
 }
 

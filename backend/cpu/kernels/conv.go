@@ -32,9 +32,11 @@ func ConvWorkspace(s backend.ConvShape) int {
 	}
 	bwd += backPadSize(s, true)
 	bwd += max(gemmScratchSize(s.OC, CKK, P, false), gemmScratchSize(s.C, HW, s.OC*s.K*s.K, preW))
-	if s.Algo == backend.ConvWinograd {
-		// Auto takes what the direct way takes (PlanConv).
+	switch s.Algo {
+	case backend.ConvWinograd:
 		return max(fwd, bwd, winogradWorkspace(s.Images(1)))
+	case backend.ConvAuto:
+		return max(fwd, bwd, autoWorkspace(s.Images(1)))
 	}
 	return max(fwd, bwd)
 }
@@ -57,7 +59,11 @@ func checkConv(s backend.ConvShape, out, in, w, bias, ws int, hasBias bool) {
 	if s.N <= 0 || s.C <= 0 || s.H <= 0 || s.W <= 0 || s.OC <= 0 || s.K <= 0 || s.Pad < 0 || s.OH() <= 0 || s.OW() <= 0 {
 		panic(fmt.Sprintf("kernels: bad conv shape %+v", s))
 	}
-	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < ConvWorkspace(s) {
+	// The direct kernels need the direct way's workspace whatever s.Algo
+	// (Auto's is larger only where it has room for Winograd).
+	direct := s
+	direct.Algo = backend.ConvDirect
+	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < ConvWorkspace(direct) {
 		panic(fmt.Sprintf("kernels: conv %+v: sizes out=%d in=%d w=%d bias=%d ws=%d do not match", s, out, in, w, bias, ws))
 	}
 }

@@ -429,8 +429,9 @@ func (p ConvPlan) Any() bool { return p.Forward || p.InputGrad || p.WeightGrad }
 // ws workspace values: its s.Algo's choice. Direct runs the direct
 // kernels; Winograd runs each part the Winograd way where winoShapeOK;
 // Auto does so where the layer is wide enough for that part (winoWide)
-// and the part fits in ws, which for Auto is the direct convolution's
-// workspace: Auto never takes more memory.
+// and the part fits in ws: ConvWorkspace's for Auto (autoWorkspace) holds
+// every such part, the direct way's only those that fit in it (the model
+// gives Auto the direct way's workspace where the run has no room).
 func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 	one := s.Images(1)
 	switch {
@@ -477,6 +478,24 @@ func winogradWorkspace(s backend.ConvShape) int {
 	return max(winoForwardNeed(s, winoForwardRows(s, unlimited)),
 		winoForwardNeed(WinogradSwapped(s), winoForwardRows(WinogradSwapped(s), unlimited)),
 		winoGradNeed(s, winoGradRows(s, unlimited)))
+}
+
+// autoWorkspace is the workspace Auto takes for one image of s where it
+// has room: Winograd's for the parts wide enough for it (0 where none is).
+func autoWorkspace(s backend.ConvShape) int {
+	if !winoShapeOK(s) {
+		return 0
+	}
+	unlimited := int(^uint(0) >> 1)
+	k, need := bestGemm().wino.wide, 0
+	if winoWide(s, k.products) {
+		need = max(winoForwardNeed(s, winoForwardRows(s, unlimited)),
+			winoForwardNeed(WinogradSwapped(s), winoForwardRows(WinogradSwapped(s), unlimited)))
+	}
+	if winoWide(s, k.weightGrad) {
+		need = max(need, winoGradNeed(s, winoGradRows(s, unlimited)))
+	}
+	return need
 }
 
 // WinogradFilterSize is the values of a transformed filter: 16 planes of

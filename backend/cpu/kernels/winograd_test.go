@@ -388,8 +388,8 @@ func TestWinogradTransformsMatchGo(t *testing.T) {
 }
 
 // TestPlanConv: Direct never takes the Winograd way, Winograd always
-// where the shape qualifies, and Auto only for wide layers and within
-// the direct way's workspace (so ConvWorkspace is unchanged).
+// where the shape qualifies, and Auto only for wide layers: with its own
+// workspace (room) every wide part, with the direct way's only what fits.
 func TestPlanConv(t *testing.T) {
 	for _, s := range append(append([]backend.ConvShape{}, winoShapes...), winoUNetShapes...) {
 		direct := ConvWorkspace(s.Images(1))
@@ -401,12 +401,17 @@ func TestPlanConv(t *testing.T) {
 			t.Errorf("%s: winograd plans %+v", convName(s), p)
 		}
 		auto := withAlgo(s, backend.ConvAuto)
-		if ConvWorkspace(auto.Images(1)) != direct {
-			t.Errorf("%s: auto's workspace %d, direct's %d", convName(s), ConvWorkspace(auto.Images(1)), direct)
+		k := bestGemm().wino.wide
+		products, grad := winoWide(s, k.products), winoWide(s, k.weightGrad)
+		room := ConvWorkspace(auto.Images(1))
+		if want := (ConvPlan{products, products, grad}); PlanConv(auto, room) != want {
+			t.Errorf("%s: auto with its workspace (%d) plans %+v, want %+v", convName(s), room, PlanConv(auto, room), want)
+		}
+		if (room > direct) != (products || grad) || room < direct || room > ConvWorkspace(wino.Images(1)) {
+			t.Errorf("%s: auto's workspace %d, direct's %d, winograd's %d", convName(s), room, direct, ConvWorkspace(wino.Images(1)))
 		}
 		p := PlanConv(auto, direct)
-		k := bestGemm().wino.wide
-		if !winoWide(s, k.products) && p.Any() || p.WeightGrad && !winoWide(s, k.weightGrad) {
+		if !products && (p.Forward || p.InputGrad) || p.WeightGrad && !grad {
 			t.Errorf("%s: auto takes the Winograd way for a narrow layer: %+v", convName(s), p)
 		}
 		if p.Forward && winoForwardRows(s.Images(1), direct) == 0 || p.WeightGrad && winoGradRows(s.Images(1), direct) == 0 {
