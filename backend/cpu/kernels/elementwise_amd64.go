@@ -234,33 +234,44 @@ func adamAsm(a *backend.AdamStep, w, g, m, v []float32) int {
 //go:noescape
 func adamAVX2(w, grad, m, v *float32, n int, a *backend.AdamStep, wd int)
 
-// upsampleRowAsm writes outputs 2j+1 and 2j+2 for j < the multiple of 8
-// it returns (each 8 needs cur[j+8], so up to W-1), in AVX2.
+// upsampleRowAsm writes outputs 2j+1 and 2j+2 for j < W-1 in AVX2 blocks
+// of 8 (each needs cur[j+8]) and returns W-1, or 0 where W < 9: the last
+// block ends at W-1, overlapping the one before where W-1 is not a
+// multiple of 8 (it writes the same values again), so the pure-Go tail
+// is the two edge outputs only.
 func upsampleRowAsm(dst, r0, r1 []float32, a, b float32) int {
 	W := len(r0)
-	n := (W - 1) &^ 7
-	if n > 0 {
-		_, _ = r1[n], dst[2*n]
-		upsampleRowAVX2(&dst[1], &r0[0], &r1[0], n/8, a, b)
+	if W < 9 {
+		return 0
 	}
-	return n
+	n := (W - 1) &^ 7
+	_, _ = r1[W-1], dst[2*W-2]
+	upsampleRowAVX2(&dst[1], &r0[0], &r1[0], n/8, a, b)
+	if n < W-1 {
+		s := W - 9
+		upsampleRowAVX2(&dst[1+2*s], &r0[s], &r1[s], 1, a, b)
+	}
+	return W - 1
 }
 
 // upsampleRowAdjointAsm writes dst[j] for 1 <= j < the value it returns
-// (blocks of 8 whose columns 2j-1 .. 2j+16 lie inside the row), in AVX2.
+// (W-1, or 0 where W < 10) in AVX2 blocks of 8 whose columns 2j-1 ..
+// 2j+16 lie inside the row, the last ending at W-1 and overlapping the
+// one before where needed (the same values again).
 func upsampleRowAdjointAsm(dst, gu, ge, go_, gd []float32) int {
 	W := len(dst)
-	blocks := 0
-	if W >= 10 {
-		blocks = (W - 2) / 8 // 1 + 8*blocks <= W-1, so column 2j+17 <= 2W-1
-	}
-	if blocks == 0 {
+	if W < 10 {
 		return 0
 	}
+	blocks := (W - 2) / 8 // 1 + 8*blocks <= W-1, so column 2j+17 <= 2W-1
 	end := 1 + 8*blocks
-	_, _, _, _, _ = dst[end-1], gu[2*end], ge[2*end], go_[2*end], gd[2*end]
+	_, _, _, _, _ = dst[W-2], gu[2*W-1], ge[2*W-1], go_[2*W-1], gd[2*W-1]
 	upsampleAdjointAVX2(&dst[1], &gu[1], &ge[1], &go_[1], &gd[1], blocks)
-	return end
+	if end < W-1 {
+		s := W - 9
+		upsampleAdjointAVX2(&dst[s], &gu[2*s-1], &ge[2*s-1], &go_[2*s-1], &gd[2*s-1], 1)
+	}
+	return W - 1
 }
 
 // In elementwise_amd64.s.
