@@ -27,25 +27,41 @@ func (c CPU) UnscaleCheck(g backend.View, inv float32) bool {
 	xs := f32(g)
 	var bad atomic.Bool
 	c.team.For(len(xs), 1<<15, func(lo, hi int) {
-		finite := true
 		chunk := xs[lo:hi]
-		if inv == 1 { // only the check: nothing to write
-			for _, v := range chunk {
-				// v-v is 0 for a finite v and NaN for NaN or ±Inf.
-				finite = finite && v-v == 0
-			}
-		} else {
-			for i, v := range chunk {
-				v *= inv
-				chunk[i] = v
-				finite = finite && v-v == 0
+		if inv != 1 { // only the check where the scale is 1: nothing to write
+			for i := range chunk {
+				chunk[i] *= inv
 			}
 		}
-		if !finite {
+		if !allFinite(chunk) {
 			bad.Store(true)
 		}
 	})
 	return !bad.Load()
+}
+
+// allFinite reports whether every value of xs is finite: v-v is +0 for a
+// finite v and NaN for ±Inf and NaN, and sums of +0 stay +0 while a NaN
+// stays NaN. Eight sums apart keep the adds from waiting on each other
+// (a branch per value, as before, ran at a quarter of the speed).
+func allFinite(xs []float32) bool {
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= len(xs); i += 8 {
+		x := xs[i : i+8 : i+8]
+		s0 += x[0] - x[0]
+		s1 += x[1] - x[1]
+		s2 += x[2] - x[2]
+		s3 += x[3] - x[3]
+		s4 += x[4] - x[4]
+		s5 += x[5] - x[5]
+		s6 += x[6] - x[6]
+		s7 += x[7] - x[7]
+	}
+	for ; i < len(xs); i++ {
+		s0 += xs[i] - xs[i]
+	}
+	return (s0+s1)+(s2+s3)+(s4+s5)+(s6+s7) == 0
 }
 
 // SGD updates one parameter serially.
