@@ -347,12 +347,13 @@ func winoForwardRows(s backend.ConvShape, ws int) int {
 
 // winoGradRows is the weight gradient's band height: whole slabs of
 // winoGradSlab tiles (or the whole image), as many as fit the budget and
-// ws; 0 where one slab's band does not fit ws.
+// ws; 0 where one slab's band does not fit ws, even with rows unpadded
+// (winoGradLd).
 func winoGradRows(s backend.ConvShape, ws int) int {
 	TW, TH := s.W/2, s.H/2
 	unit := max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab))
 	if unit >= TH {
-		if winoGradNeed(s, TH) > ws {
+		if winoGradNeedLd(s, TH, false) > ws {
 			return 0
 		}
 		return TH
@@ -364,7 +365,7 @@ func winoGradRows(s backend.ConvShape, ws int) int {
 	if R+unit > TH && winoXi*(s.C+s.OC)*TH*TW <= winoGradFloats && winoGradNeed(s, TH) <= ws {
 		R = TH // the whole image: its last band would be short anyway
 	}
-	if winoGradNeed(s, R) > ws {
+	if winoGradNeedLd(s, R, false) > ws {
 		return 0
 	}
 	return R
@@ -378,17 +379,28 @@ func gcd(a, b int) int {
 }
 
 // winoGradLd is the row stride of the weight gradient's V and dM: its
-// band's tiles and 16 more, so that rows are not a multiple of 4 KiB
-// apart (the L1 sets the direct kernels' 8 rows would share).
-func winoGradLd(tiles int) int { return tiles + 16 }
+// band's tiles and, with pad, 16 more, so that rows are not a multiple of
+// 4 KiB apart (the L1 sets the direct kernels' 8 rows would share). A
+// workspace too small for the padded rows takes them unpadded: slower
+// where the rows alias, the same sums in the same order, the same bits.
+func winoGradLd(tiles int, pad bool) int {
+	if pad {
+		return tiles + 16
+	}
+	return tiles
+}
 
 // winoGradNeed is the workspace the weight gradient takes in bands of R
-// tile rows: dU (16 x OC x C), the padded image, the band's V and dM, and
-// per worker the packed panels of V^T.
-func winoGradNeed(s backend.ConvShape, R int) int {
+// tile rows, its rows padded: dU (16 x OC x C), the padded image, the
+// band's V and dM, and per worker the packed panels of V^T.
+func winoGradNeed(s backend.ConvShape, R int) int { return winoGradNeedLd(s, R, true) }
+
+// winoGradNeedLd is winoGradNeed with the rows padded or not.
+func winoGradNeedLd(s backend.ConvShape, R int, pad bool) int {
 	gm := newWinoGeom(s, R)
 	T := gm.tiles()
-	bands := gm.padded() + winoXi*(winoPlaneLd(s.C*winoGradLd(T))+winoPlaneLd(s.OC*winoGradLd(T))) + winoWorkers()*winoGradPack(s, T)
+	ld := winoGradLd(T, pad)
+	bands := gm.padded() + winoXi*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + winoWorkers()*winoGradPack(s, T)
 	// WinogradWeightGradAdd's products by channel pairs, after the bands.
 	return WinogradFilterSize(s) + max(bands, 9*s.C*s.OC+winoWorkers()*(gemmMC*winoXi+gemmNR*(gemmKC+winoXi)))
 }
@@ -647,7 +659,7 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 	gm := newWinoGeom(s, R)
 	C, OC, H, W, TW := s.C, s.OC, s.H, s.W, gm.TW
 	T := gm.tiles()
-	ld, ldU := winoGradLd(T), winoPlaneLd(C*OC)
+	ld, ldU := winoGradLd(T, winoGradNeed(s.Images(1), R) <= len(ws)+len(du)), winoPlaneLd(C*OC)
 	padded, rest := g.carve(ws, gm.padded())
 	ldV, ldM := winoPlaneLd(C*ld), winoPlaneLd(OC*ld)
 	V, rest := g.carve(rest, winoXi*ldV)

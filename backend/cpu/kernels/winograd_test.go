@@ -301,6 +301,42 @@ func TestWinogradErrorBound(t *testing.T) {
 	}
 }
 
+// TestWinogradWeightGradUnpaddedRows: a workspace too small for the
+// weight gradient's padded rows but large enough unpadded (the seed UNet
+// at base 64 has one, where its peak is) takes the unpadded rows, with
+// the padded rows' bits, on every implementation.
+func TestWinogradWeightGradUnpaddedRows(t *testing.T) {
+	for _, s := range []backend.ConvShape{
+		{N: 2, C: 48, H: 16, W: 128, OC: 16, K: 3, Pad: 1},
+		{N: 1, C: 24, H: 24, W: 64, OC: 40, K: 3, Pad: 1},
+	} {
+		r := seedFor(convName(s))
+		in, dout, dw0 := randSlice(r, s.InSize()), randSlice(r, s.OutSize()), randSlice(r, s.WeightSize())
+		one := s.Images(1)
+		TW := s.W / 2
+		R := min(s.H/2, max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab))) // the least band
+		tight, padded := winoGradNeedLd(one, R, false), winoGradNeed(one, R)
+		if R == 0 || winoGradRows(one, tight) != R || winoGradRows(one, tight-1) != 0 || tight >= padded {
+			t.Fatalf("%s: band %d, unpadded need %d, padded %d, rows at them %d, %d", convName(s), R, tight, padded, winoGradRows(one, tight), winoGradRows(one, tight-1))
+		}
+		for _, g := range gemmImpls(t) {
+			g.strict, g.team = true, NewTeam()
+			dw := func(ws int) []float32 {
+				work := garbage(seedFor("ws"), ws)
+				du, rest := g.carve(work, WinogradFilterSize(s))
+				clear(du)
+				g.winogradWeightGrad(s, du, dout, Float32Image(in), rest)
+				out := clone32(dw0)
+				g.team.WinogradWeightGradAdd(s, out, du, rest)
+				return out
+			}
+			if !slices.Equal(dw(tight), dw(padded)) {
+				t.Errorf("%s %s: the weight gradient with unpadded rows differs from the padded rows'", g.name, convName(s))
+			}
+		}
+	}
+}
+
 // TestWinogradBitsWhateverTheCores: the forward, input gradient and
 // weight gradient give the same bits at any core count and any
 // workspace (band height) under one implementation.
