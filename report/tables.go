@@ -93,9 +93,10 @@ func PrintValidationTable(w io.Writer, names []string, runs []Curves) error {
 // BenchTable is memunet bench's table: a row per variant as it is
 // measured, aligned when Finish writes it.
 type BenchTable struct {
-	w    io.Writer
-	tw   *tabwriter.Writer
-	peak float64
+	w        io.Writer
+	tw       *tabwriter.Writer
+	peak     float64
+	winograd bool // a row may have taken Winograd's way (Finish says what that means for GFLOP/s)
 }
 
 // NewBenchTable starts bench's table; peak is the FMA peak in GFLOP/s
@@ -117,6 +118,7 @@ func (t *BenchTable) Row(name string, r train.BenchRow) {
 	if t.peak > 0 {
 		share = fmt.Sprintf("%.0f", 100*r.GFLOPs/t.peak)
 	}
+	t.winograd = t.winograd || r.Winograd
 	cells := []string{name, r.Variant, ms(r.StepMS), ms(r.GFLOPs), share}
 	for _, v := range r.KindMS {
 		cells = append(cells, ms(v))
@@ -135,6 +137,9 @@ func (t *BenchTable) Finish() error {
 		return err
 	}
 	_, err := fmt.Fprintln(t.w, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
+	if err == nil && t.winograd {
+		_, err = fmt.Fprintln(t.w, "GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.")
+	}
 	return err
 }
 

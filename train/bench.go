@@ -15,8 +15,12 @@ type BenchRow struct {
 	Variant string
 	// StepMS is the median step's time; GFLOPs the whole step's achieved
 	// rate at it (convolution FLOPs, 2*Cin*Cout*k*k*H*W per output, x3
-	// for forward and backward).
+	// for forward and backward: the direct way's count also where
+	// Winograd multiplies 2.25x fewer, so it may pass the FMA peak).
 	StepMS, GFLOPs float64
+	// Winograd says the run may take Winograd's way (model.conv_algo not
+	// direct).
+	Winograd bool
 	// KindMS, OptimizerMS and OtherMS are the mean time per optimizer step
 	// in each layer kind, in the optimizer and in the rest (data, gradient
 	// sums and bookkeeping).
@@ -52,7 +56,7 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	slices.Sort(times)
 	h, w := cfg.ImageSize()
 	fwd, _ := tr.Net.FLOPs(h, w)
-	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2]}
+	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], Winograd: cfg.Model.ConvAlgo != backend.ConvDirect.String()}
 	row.GFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (row.StepMS / 1000) / 1e9
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(steps) }
 	accounted, totals := tr.OptimizerTime, tr.Profile.Totals()
