@@ -260,6 +260,9 @@ func convBudget(cfg config.Config, b backend.Backend, comm dist.Comm) (int64, er
 	if cfg.Model.ConvAlgo != backend.ConvAuto.String() {
 		return 0, nil
 	}
+	// The dry runs' collectives change nothing, as arenaPlan's: a real
+	// job's ranks do not meet in them.
+	comm = dist.Planned{Of: comm.Rank(), Ranks: comm.Size()}
 	direct := cfg
 	direct.Model.ConvAlgo = backend.ConvDirect.String()
 	peak, reserved, err := planPeaks(direct, b, comm, 0)
