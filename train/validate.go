@@ -26,7 +26,10 @@ func (t *Trainer) Validate() (metrics.Validation, error) {
 			t.Preview = previewFrom(t.Device.Backend, t.PreviewImages, images, masks, logits)
 		}
 	}
-	env := &model.Env{Device: t.Device, Precision: t.env.Precision, WorkspaceBudget: t.env.WorkspaceBudget}
+	// No workspace budget: with model.conv_algo: auto, validation takes
+	// the direct way's workspace as eval and predict do, so their scores
+	// are its bits.
+	env := &model.Env{Device: t.Device, Precision: t.env.Precision}
 	var sums evalSums
 	var err error
 	if t.whole != nil { // a data.patch run: whole images, by tiles

@@ -85,3 +85,26 @@ func TestEvalReportsKeepTheirOwn(t *testing.T) {
 		t.Errorf("another evaluation replaced %s", plain[0])
 	}
 }
+
+// TestEvalMatchesValidationWithAuto: with model.conv_algo: auto at widths
+// where it takes Winograd, eval scores the val split with training's last
+// validation's bits: loss, pixel accuracy, mIoU and Dice. (Training's
+// steps may spend the room the direct way's peak leaves; its validation,
+// like eval and predict, takes the direct way's workspace, so the same
+// layers run the same way.)
+func TestEvalMatchesValidationWithAuto(t *testing.T) {
+	runDir, sum := trainTiny(t, "--set", "model.base=16", "--set", "model.depth=3", "--set", "data.size=32",
+		"--set", "model.conv_algo=auto", "--set", "train.steps=2")
+	out := filepath.Join(t.TempDir(), "val.json")
+	runOK(t, "eval", "--checkpoint", runDir, "--newest", "--out", out)
+	var rep predict.EvalReport
+	b, _ := os.ReadFile(out)
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	got, want := rep.Validation, sum.Validation
+	if got.ValLoss != want.ValLoss || got.ValPixelAcc != want.ValPixelAcc || got.ValMIoU != want.ValMIoU || got.ValDice != want.ValDice {
+		t.Errorf("eval of val: loss %v, acc %v, miou %v, dice %v; training's %v, %v, %v, %v",
+			got.ValLoss, got.ValPixelAcc, got.ValMIoU, got.ValDice, want.ValLoss, want.ValPixelAcc, want.ValMIoU, want.ValDice)
+	}
+}
