@@ -161,15 +161,19 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	}
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
+	budget, err := convBudget(cfg, b, dist.Single{})
+	if err != nil {
+		return row, err
+	}
 	var opts memory.Options
 	if cfg.Memory.Allocator == "arena" {
-		plan, err := ArenaPlan(cfg, b)
+		plan, err := arenaPlan(cfg, b, dist.Single{}, budget)
 		if err != nil {
 			return row, err
 		}
 		opts.Arena = &plan
 	}
-	t, err := buildTrainerWith(cfg, noop.New(b), opts, dist.Single{})
+	t, err := buildTrainerWith(cfg, noop.New(b), opts, dist.Single{}, budget)
 	if err != nil {
 		return row, err
 	}
@@ -232,13 +236,18 @@ func runPlanProgram(t *Trainer, step func(StepResult), validated func(memory.Sta
 // memory.PlanArena. Training repeats the traced steps and validations, so
 // every buffer has its place; the arena is what the device gives up.
 func ArenaPlan(cfg config.Config, b backend.Backend) (memory.ArenaPlan, error) {
-	return arenaPlan(cfg, b, dist.Single{})
+	budget, err := convBudget(cfg, b, dist.Single{})
+	if err != nil {
+		return memory.ArenaPlan{}, err
+	}
+	return arenaPlan(cfg, b, dist.Single{}, budget)
 }
 
-// arenaPlan is ArenaPlan for the rank comm stands for.
-func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm) (memory.ArenaPlan, error) {
+// arenaPlan is ArenaPlan for the rank comm stands for, with auto's
+// workspace budget given.
+func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm, budget int64) (memory.ArenaPlan, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off"
-	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true}, comm)
+	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true}, comm, budget)
 	if err != nil {
 		return memory.ArenaPlan{}, err
 	}
@@ -289,7 +298,7 @@ func convBudget(cfg config.Config, b backend.Backend, comm dist.Comm) (int64, er
 func planPeaks(cfg config.Config, b backend.Backend, comm dist.Comm, budget int64) (allocated, reserved int64, err error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
 	arena := cfg.Memory.Allocator == "arena"
-	t, err := buildTrainerBudget(cfg, noop.New(b), memory.Options{Trace: arena}, comm, budget)
+	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: arena}, comm, budget)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -236,10 +236,14 @@ func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
+	budget, err := convBudget(cfg, b, comm)
+	if err != nil {
+		return nil, err
+	}
 	var arena *memory.ArenaPlan
 	var note string
 	if cfg.Memory.Allocator == "arena" {
-		plan, err := arenaPlan(cfg, b, dist.Planned{Of: comm.Rank(), Ranks: comm.Size()})
+		plan, err := arenaPlan(cfg, b, dist.Planned{Of: comm.Rank(), Ranks: comm.Size()}, budget)
 		var perr *memory.ArenaPlanError
 		switch {
 		case errors.As(err, &perr):
@@ -251,7 +255,7 @@ func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 			arena = &plan
 		}
 	}
-	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena}, comm)
+	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena}, comm, budget)
 	if t != nil {
 		t.AllocatorNote = note
 	}
@@ -259,18 +263,9 @@ func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 }
 
 // buildTrainerWith is buildTrainer with the pool's arena plan, tracing and
-// hooks given (capacity and timeline come from cfg).
-func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm) (*Trainer, error) {
-	budget, err := convBudget(cfg, b, comm)
-	if err != nil {
-		return nil, err
-	}
-	return buildTrainerBudget(cfg, b, opts, comm, budget)
-}
-
-// buildTrainerBudget is buildTrainerWith with model.conv_algo: auto's
-// workspace budget given (model.Env.WorkspaceBudget).
-func buildTrainerBudget(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm, budget int64) (*Trainer, error) {
+// hooks given (capacity and timeline come from cfg), and model.conv_algo:
+// auto's workspace budget (convBudget; model.Env.WorkspaceBudget).
+func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm, budget int64) (*Trainer, error) {
 	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, err
