@@ -32,9 +32,11 @@ const (
 	// more workspace, float32 results within a stated bound of the direct
 	// ones); other shapes directly.
 	ConvWinograd
-	// ConvAuto is ConvWinograd where the layer is wide enough and the
-	// Winograd way fits in the direct way's workspace, ConvDirect
-	// elsewhere: never more memory than ConvDirect.
+	// ConvAuto is ConvWinograd for the parts of a layer wide enough to
+	// gain from it (on the CPU: for its instruction set), ConvDirect
+	// elsewhere: by the shape alone, so the same layers take the same way
+	// whatever the memory, the cores or the variant (the bits do not
+	// depend on them); its workspace is Winograd's for those parts.
 	ConvAuto
 )
 

@@ -48,8 +48,8 @@ type Config struct {
 	Recompute []int
 	// ConvAlgo is how the DoubleConvs' 3x3 convolutions are computed
 	// (model.conv_algo): directly (the zero value), by Winograd's
-	// F(2x2,3x3) where the backend has it, or auto (Winograd for the wide
-	// layers where it takes no more workspace). Like Recompute it is not
+	// F(2x2,3x3) where the backend has it, or auto (Winograd for the
+	// layers wide enough to gain from it). Like Recompute it is not
 	// the architecture: the weights are the same whichever computes them.
 	ConvAlgo backend.ConvAlgo
 }

@@ -65,8 +65,7 @@ func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	}
 	f := env.frame(backend.OpConv)
 	s.DT = f.uniform(l.Weight, in, out)
-	w := f.weights(l.Weight)
-	ws := f.convScratch(s, in, out)
+	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
 	err = env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, y := g.images(in, lo, hi), g.imagesOut(out, lo, hi)
 		if g.err == nil {
@@ -105,8 +104,7 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	}
 	f := env.frame(backend.OpConv)
 	s.DT = f.uniform(l.Weight, in, dout, din)
-	w := f.weights(l.Weight)
-	ws := f.convScratch(s, in, dout, din)
+	w, ws := f.weights(l.Weight), f.scratch(env.Backend.ConvWorkspace(s))
 	err := env.batches(f, s.N, func(g *frame, lo, hi int) {
 		x, dy := g.images(in, lo, hi), g.images(dout, lo, hi)
 		var dx backend.View

@@ -37,12 +37,6 @@ type Env struct {
 	// data-parallel run: BatchNorm then normalizes with the statistics of
 	// the whole batch over every rank (synchronised batch norm).
 	SyncSum func([]float64) error
-	// WorkspaceBudget is the allocated bytes a convolution with
-	// model.conv_algo: auto may bring the pool to by taking the Winograd
-	// way's larger workspace: the run's planned peak with every
-	// convolution direct, so that auto never raises the peak. 0: auto
-	// takes the direct way's workspace (and Winograd only where it fits).
-	WorkspaceBudget int64
 
 	noSave    bool // a recomputed block's first forward, or a rebuild: compute, keep nothing
 	recompute bool // a recomputed block's forward again in backward: keep BatchNorm's running stats as they are
@@ -257,34 +251,6 @@ func (f *frame) scratch(n int) backend.View {
 	}
 	f.frees = append(f.frees, v.Buf)
 	return v
-}
-
-// convScratch is convolution s's workspace: the backend's, and for
-// ConvAuto, whose workspace holds the Winograd way where it has room, the
-// direct way's where that is smaller and the pool would go past the env's
-// WorkspaceBudget with it, or a tensor is staged (its per-image buffers
-// come later); the backend then runs Winograd for what fits.
-func (f *frame) convScratch(s backend.ConvShape, ts ...*Tensor) backend.View {
-	n := f.env.Backend.ConvWorkspace(s)
-	if s.Algo == backend.ConvAuto && f.err == nil {
-		direct := s
-		direct.Algo = backend.ConvDirect
-		d := f.env.Backend.ConvWorkspace(direct)
-		if n > d && (f.stagesAny(ts) || f.env.Pool.Stats().Allocated.Current+memory.RoundSize(int64(4*n)) > f.env.WorkspaceBudget) {
-			n = d
-		}
-	}
-	return f.scratch(n)
-}
-
-// stagesAny reports whether f stages any of ts (nil skipped).
-func (f *frame) stagesAny(ts []*Tensor) bool {
-	for _, t := range ts {
-		if t != nil && f.staged(t) {
-			return true
-		}
-	}
-	return false
 }
 
 // weights returns p's values as the backend reads them: the fp32 master, or

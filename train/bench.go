@@ -56,7 +56,9 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	slices.Sort(times)
 	h, w := cfg.ImageSize()
 	fwd, _ := tr.Net.FLOPs(h, w)
-	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], Winograd: cfg.Model.ConvAlgo != backend.ConvDirect.String()}
+	// Winograd: only the CPU backend has it (CUDA computes every way directly).
+	winograd := cfg.Model.ConvAlgo != backend.ConvDirect.String() && b.Name() == "cpu"
+	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], Winograd: winograd}
 	row.GFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (row.StepMS / 1000) / 1e9
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(steps) }
 	accounted, totals := tr.OptimizerTime, tr.Profile.Totals()

@@ -161,19 +161,15 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	}
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off" // predict the need, not the failure
 	row := PlanRow{Variant: cfg.Variant(), PeakByPhase: map[string]int64{}, Config: cfg}
-	budget, err := convBudget(cfg, b, dist.Single{})
-	if err != nil {
-		return row, err
-	}
 	var opts memory.Options
 	if cfg.Memory.Allocator == "arena" {
-		plan, err := arenaPlan(cfg, b, dist.Single{}, budget)
+		plan, err := ArenaPlan(cfg, b)
 		if err != nil {
 			return row, err
 		}
 		opts.Arena = &plan
 	}
-	t, err := buildTrainerWith(cfg, noop.New(b), opts, dist.Single{}, budget)
+	t, err := buildTrainerWith(cfg, noop.New(b), opts, dist.Single{})
 	if err != nil {
 		return row, err
 	}
@@ -236,18 +232,13 @@ func runPlanProgram(t *Trainer, step func(StepResult), validated func(memory.Sta
 // memory.PlanArena. Training repeats the traced steps and validations, so
 // every buffer has its place; the arena is what the device gives up.
 func ArenaPlan(cfg config.Config, b backend.Backend) (memory.ArenaPlan, error) {
-	budget, err := convBudget(cfg, b, dist.Single{})
-	if err != nil {
-		return memory.ArenaPlan{}, err
-	}
-	return arenaPlan(cfg, b, dist.Single{}, budget)
+	return arenaPlan(cfg, b, dist.Single{})
 }
 
-// arenaPlan is ArenaPlan for the rank comm stands for, with auto's
-// workspace budget given.
-func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm, budget int64) (memory.ArenaPlan, error) {
+// arenaPlan is ArenaPlan for the rank comm stands for.
+func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm) (memory.ArenaPlan, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit = 0, "off"
-	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true}, comm, budget)
+	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: true}, comm)
 	if err != nil {
 		return memory.ArenaPlan{}, err
 	}
@@ -256,67 +247,6 @@ func arenaPlan(cfg config.Config, b backend.Backend, comm dist.Comm, budget int6
 		return memory.ArenaPlan{}, err
 	}
 	return memory.PlanArena(t.Pool().Trace())
-}
-
-// convBudget is model.conv_algo: auto's workspace budget for cfg (0 for
-// any other algorithm): the peak allocated bytes of the same run with
-// every convolution direct, so that auto never raises the peak plan
-// predicts for direct; lowered where Winograd's larger workspaces would
-// make the run reserve more (the arena's packing, the cache's splits),
-// down to 0 (every workspace the direct way's size) at worst. Each try is
-// a dry run of plan's program.
-func convBudget(cfg config.Config, b backend.Backend, comm dist.Comm) (int64, error) {
-	if cfg.Model.ConvAlgo != backend.ConvAuto.String() {
-		return 0, nil
-	}
-	// The dry runs' collectives change nothing, as arenaPlan's: a real
-	// job's ranks do not meet in them.
-	comm = dist.Planned{Of: comm.Rank(), Ranks: comm.Size()}
-	direct := cfg
-	direct.Model.ConvAlgo = backend.ConvDirect.String()
-	peak, reserved, err := planPeaks(direct, b, comm, 0)
-	if err != nil {
-		return 0, err
-	}
-	budget := peak
-	for range 3 {
-		_, r, err := planPeaks(cfg, b, comm, budget)
-		if err != nil {
-			return 0, err
-		}
-		if r <= reserved {
-			return budget, nil
-		}
-		budget -= r - reserved
-	}
-	return 0, nil
-}
-
-// planPeaks is the peak allocated and reserved bytes of cfg's run with
-// auto's workspace budget given, by a dry run of plan's program; with
-// memory.allocator: arena, reserved is the arena the run's trace packs into.
-func planPeaks(cfg config.Config, b backend.Backend, comm dist.Comm, budget int64) (allocated, reserved int64, err error) {
-	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
-	arena := cfg.Memory.Allocator == "arena"
-	t, err := buildTrainerWith(cfg, noop.New(b), memory.Options{Trace: arena}, comm, budget)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer t.Close()
-	st := t.Pool().Stats()
-	allocated, reserved = st.Allocated.Peak, st.Reserved.Peak
-	err = runPlanProgram(t, func(res StepResult) {
-		for _, pm := range res.Phases {
-			allocated, reserved = max(allocated, pm.PeakAllocatedBytes), max(reserved, pm.PeakReservedBytes)
-		}
-	}, func(st memory.Stats) {
-		allocated, reserved = max(allocated, st.Allocated.Peak), max(reserved, st.Reserved.Peak)
-	})
-	if err != nil || !arena {
-		return allocated, reserved, err
-	}
-	plan, err := memory.PlanArena(t.Pool().Trace())
-	return allocated, plan.Size, err
 }
 
 // relativeCost estimates a step's time in units of the same step without

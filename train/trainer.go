@@ -236,14 +236,10 @@ func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
-	budget, err := convBudget(cfg, b, comm)
-	if err != nil {
-		return nil, err
-	}
 	var arena *memory.ArenaPlan
 	var note string
 	if cfg.Memory.Allocator == "arena" {
-		plan, err := arenaPlan(cfg, b, dist.Planned{Of: comm.Rank(), Ranks: comm.Size()}, budget)
+		plan, err := arenaPlan(cfg, b, dist.Planned{Of: comm.Rank(), Ranks: comm.Size()})
 		var perr *memory.ArenaPlanError
 		switch {
 		case errors.As(err, &perr):
@@ -255,7 +251,7 @@ func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 			arena = &plan
 		}
 	}
-	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena}, comm, budget)
+	t, err := buildTrainerWith(cfg, b, memory.Options{Arena: arena}, comm)
 	if t != nil {
 		t.AllocatorNote = note
 	}
@@ -263,9 +259,8 @@ func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 }
 
 // buildTrainerWith is buildTrainer with the pool's arena plan, tracing and
-// hooks given (capacity and timeline come from cfg), and model.conv_algo:
-// auto's workspace budget (convBudget; model.Env.WorkspaceBudget).
-func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm, budget int64) (*Trainer, error) {
+// hooks given (capacity and timeline come from cfg).
+func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options, comm dist.Comm) (*Trainer, error) {
 	set, err := OpenSet(cfg)
 	if err != nil {
 		return nil, err
@@ -315,7 +310,7 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	}
 	t.Loss = cfg.LossConfig(weights)
 	prec := cfg.Train.Precision
-	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec, WorkspaceBudget: budget}
+	t.env = &model.Env{Device: t.Device, Training: true, Precision: prec}
 	if cfg.Dist.SyncBatchNorm && comm.Size() > 1 {
 		t.env.SyncSum = comm.AllReduceSum64
 	}

@@ -26,9 +26,6 @@ func (t *Trainer) Validate() (metrics.Validation, error) {
 			t.Preview = previewFrom(t.Device.Backend, t.PreviewImages, images, masks, logits)
 		}
 	}
-	// No workspace budget: with model.conv_algo: auto, validation takes
-	// the direct way's workspace as eval and predict do, so their scores
-	// are its bits.
 	env := &model.Env{Device: t.Device, Precision: t.env.Precision}
 	var sums evalSums
 	var err error

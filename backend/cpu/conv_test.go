@@ -88,9 +88,9 @@ func TestConvWinogradMatchesDirect(t *testing.T) {
 				}
 			}
 		}
-		// Auto given only the direct way's workspace (the model's choice
-		// where the run has no room) runs what fits in it: the direct
-		// way's bits where that is nothing.
+		// Auto given only the direct way's workspace (less than its own)
+		// runs what fits in it: the direct way's bits where that is
+		// nothing.
 		auto, direct := withAlgo(s, backend.ConvAuto), withAlgo(s, backend.ConvDirect)
 		p := kernels.PlanConv(auto, c.ConvWorkspace(direct))
 		t.Logf("%+v: auto plans %+v with its workspace, %+v with the direct way's", s, kernels.PlanConv(auto, c.ConvWorkspace(auto)), p)

@@ -88,10 +88,8 @@ func TestEvalReportsKeepTheirOwn(t *testing.T) {
 
 // TestEvalMatchesValidationWithAuto: with model.conv_algo: auto at widths
 // where it takes Winograd, eval scores the val split with training's last
-// validation's bits: loss, pixel accuracy, mIoU and Dice. (Training's
-// steps may spend the room the direct way's peak leaves; its validation,
-// like eval and predict, takes the direct way's workspace, so the same
-// layers run the same way.)
+// validation's bits: loss, pixel accuracy, mIoU and Dice (auto's choice
+// is the layer's shape, the same in training, validation and eval).
 func TestEvalMatchesValidationWithAuto(t *testing.T) {
 	runDir, sum := trainTiny(t, "--set", "model.base=16", "--set", "model.depth=3", "--set", "data.size=32",
 		"--set", "model.conv_algo=auto", "--set", "train.steps=2")

@@ -36,7 +36,7 @@ func ConvWorkspace(s backend.ConvShape) int {
 	case backend.ConvWinograd:
 		return max(fwd, bwd, winogradWorkspace(s.Images(1)))
 	case backend.ConvAuto:
-		return max(fwd, bwd, autoWorkspace(s.Images(1)))
+		return autoWorkspace(s.Images(1), max(fwd, bwd))
 	}
 	return max(fwd, bwd)
 }
@@ -60,7 +60,7 @@ func checkConv(s backend.ConvShape, out, in, w, bias, ws int, hasBias bool) {
 		panic(fmt.Sprintf("kernels: bad conv shape %+v", s))
 	}
 	// The direct kernels need the direct way's workspace whatever s.Algo
-	// (Auto's is larger only where it has room for Winograd).
+	// (a caller may give Auto no more than that).
 	direct := s
 	direct.Algo = backend.ConvDirect
 	if out != s.OutSize() || in != s.InSize() || w != s.WeightSize() || (hasBias && bias != s.OC) || ws < ConvWorkspace(direct) {

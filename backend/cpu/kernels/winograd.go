@@ -442,8 +442,8 @@ func (p ConvPlan) Any() bool { return p.Forward || p.InputGrad || p.WeightGrad }
 // kernels; Winograd runs each part the Winograd way where winoShapeOK;
 // Auto does so where the layer is wide enough for that part (winoWide)
 // and the part fits in ws: ConvWorkspace's for Auto (autoWorkspace) holds
-// every such part, the direct way's only those that fit in it (the model
-// gives Auto the direct way's workspace where the run has no room).
+// every such part, so Auto's choice is the shape's (a smaller ws, as
+// callers other than the model may give, runs what fits).
 func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 	one := s.Images(1)
 	switch {
@@ -492,20 +492,29 @@ func winogradWorkspace(s backend.ConvShape) int {
 		winoGradNeed(s, winoGradRows(s, unlimited)))
 }
 
-// autoWorkspace is the workspace Auto takes for one image of s where it
-// has room: Winograd's for the parts wide enough for it (0 where none is).
-func autoWorkspace(s backend.ConvShape) int {
+// autoWorkspace is the workspace Auto takes for one image of s, whose
+// direct way takes direct: at least that, and the least Winograd's parts
+// wide enough for it take (the shortest bands, rows unpadded where the
+// padded ones would need more than direct), so that Auto costs memory only
+// where even those exceed the direct way's; the bands are then as tall
+// as the workspace holds (their height changes no bit).
+func autoWorkspace(s backend.ConvShape, direct int) int {
 	if !winoShapeOK(s) {
-		return 0
+		return direct
 	}
-	unlimited := int(^uint(0) >> 1)
-	k, need := bestGemm().wino.wide, 0
+	k, need := bestGemm().wino.wide, direct
 	if winoWide(s, k.products) {
-		need = max(winoForwardNeed(s, winoForwardRows(s, unlimited)),
-			winoForwardNeed(WinogradSwapped(s), winoForwardRows(WinogradSwapped(s), unlimited)))
+		least := rowStep(s.W / 2)
+		need = max(need, winoForwardNeed(s, least), winoForwardNeed(WinogradSwapped(s), least))
 	}
 	if winoWide(s, k.weightGrad) {
-		need = max(need, winoGradNeed(s, winoGradRows(s, unlimited)))
+		TW := s.W / 2
+		unit := min(s.H/2, max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab)))
+		grad := winoGradNeed(s, unit)
+		if grad > need {
+			grad = max(need, winoGradNeedLd(s, unit, false))
+		}
+		need = max(need, grad)
 	}
 	return need
 }
