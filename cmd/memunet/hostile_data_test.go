@@ -202,7 +202,7 @@ func TestHostileInputsInBoundedMemory(t *testing.T) {
 		// A watchdog, not a time limit: unrefused, a FIFO blocks for ever.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := exec.CommandContext(ctx, os.Args[0], c.args...)
-		cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
+		peak := measurePeakRSS(t, cmd)
 		var stderr bytes.Buffer // and stdout: data check reports there
 		cmd.Stdout, cmd.Stderr = &stderr, &stderr
 		start := time.Now()
@@ -217,7 +217,7 @@ func TestHostileInputsInBoundedMemory(t *testing.T) {
 		if err == nil || !strings.Contains(stderr.String(), c.file) || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%s: %v, stderr %q; want a refusal naming %s (%s)", c.name, err, stderr.String(), c.file, c.want)
 		}
-		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // kB on Linux
+		rss := peak()
 		t.Logf("%s: refused in %.2f s, peak RSS %.1f MB", c.name, took.Seconds(), float64(rss)/1e6)
 		if rss >= 100e6 {
 			t.Errorf("%s: peak RSS %d bytes, want under 100 MB", c.name, rss)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,22 +37,59 @@ func headerOnlyPNG(w, h int) []byte {
 func runMeasured(t *testing.T, args ...string) (int, string, int64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
+	peak := measurePeakRSS(t, cmd)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Skip("no rusage here")
+	return cmd.ProcessState.ExitCode(), stderr.String(), peak()
+}
+
+// measurePeakRSS sets cmd to run this test binary as memunet and returns
+// what reads the child's own peak resident memory in bytes once it has
+// exited: its VmHWM where /proc has it (the child writes it as it exits),
+// else its rusage. On Linux a child's rusage counts the parent's peak too
+// (exec records the peak of the address space it leaves, and os/exec's
+// child starts in the parent's), so a test process grown by earlier tests
+// would seem to hand its peak to every child.
+func measurePeakRSS(t *testing.T, cmd *exec.Cmd) func() int64 {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "hwm")
+	cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1", "MEMUNET_TEST_HWM_FILE="+file)
+	return func() int64 {
+		if b, err := os.ReadFile(file); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				return n
+			}
+		}
+		ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok {
+			t.Skip("no rusage here")
+		}
+		if runtime.GOOS == "darwin" {
+			return int64(ru.Maxrss)
+		}
+		return int64(ru.Maxrss) << 10 // kilobytes on Linux
 	}
-	rss := int64(ru.Maxrss) << 10 // kilobytes on Linux
-	if runtime.GOOS == "darwin" {
-		rss = int64(ru.Maxrss)
+}
+
+// writeOwnPeakRSS writes this process's peak resident memory in bytes
+// (VmHWM of /proc/self/status) to path; nothing where /proc lacks it.
+func writeOwnPeakRSS(path string) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
 	}
-	return cmd.ProcessState.ExitCode(), stderr.String(), rss
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" && f[2] == "kB" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				os.WriteFile(path, []byte(strconv.FormatInt(kb<<10, 10)), 0o644)
+			}
+			return
+		}
+	}
 }
 
 // TestPixelBombRefusedInBoundedMemory: a PNG whose header declares

@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 				}
 			}
 		}
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		code := run(os.Args[1:], os.Stdout, os.Stderr)
+		if path := os.Getenv("MEMUNET_TEST_HWM_FILE"); path != "" {
+			writeOwnPeakRSS(path)
+		}
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
