@@ -240,6 +240,7 @@ func TestBoundedReadsRefuse(t *testing.T) {
 // for a writer) is killed and fails the test.
 func TestBoundedReadsMemory(t *testing.T) {
 	if dir := os.Getenv("MEMUNET_BOUNDED_CHILD"); dir != "" {
+		defer childtest.ReportPeak(t)
 		for _, tc := range boundedCases() {
 			refuseBounded(t, tc, dir)
 		}

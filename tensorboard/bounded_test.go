@@ -79,6 +79,7 @@ func resumeSparse(t testing.TB, dir string, paths []string) {
 // Reading each file whole took 2 GiB.
 func TestResumeReadsEventsInBoundedMemory(t *testing.T) {
 	if dir := os.Getenv("MEMUNET_TB_BOUNDED_CHILD"); dir != "" {
+		defer childtest.ReportPeak(t)
 		resumeSparse(t, dir, sparseEvents(t, dir))
 		return
 	}

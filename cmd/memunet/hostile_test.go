@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/memunet/memunet/internal/childtest"
 	"github.com/memunet/memunet/outdir"
 )
 
@@ -75,20 +76,11 @@ func measurePeakRSS(t *testing.T, cmd *exec.Cmd) func() int64 {
 	}
 }
 
-// writeOwnPeakRSS writes this process's peak resident memory in bytes
-// (VmHWM of /proc/self/status) to path; nothing where /proc lacks it.
+// writeOwnPeakRSS writes this process's own peak resident memory in
+// bytes to path; nothing where the system does not report it.
 func writeOwnPeakRSS(path string) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" && f[2] == "kB" {
-			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				os.WriteFile(path, []byte(strconv.FormatInt(kb<<10, 10)), 0o644)
-			}
-			return
-		}
+	if n, ok := childtest.OwnPeakRSS(); ok {
+		os.WriteFile(path, []byte(strconv.FormatInt(n, 10)), 0o644)
 	}
 }
 
