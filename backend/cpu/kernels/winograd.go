@@ -351,7 +351,7 @@ func winoForwardRows(s backend.ConvShape, ws int) int {
 // (winoGradLd).
 func winoGradRows(s backend.ConvShape, ws int) int {
 	TW, TH := s.W/2, s.H/2
-	unit := max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab))
+	unit := winoGradUnit(TW)
 	if unit >= TH {
 		if winoGradNeedLd(s, TH, false) > ws {
 			return 0
@@ -370,6 +370,11 @@ func winoGradRows(s backend.ConvShape, ws int) int {
 	}
 	return R
 }
+
+// winoGradUnit is the weight gradient's least band height for rows of TW
+// tiles: whole slabs of winoGradSlab tiles, in steps of rowStep (a band
+// holds no less, unless the image is shorter).
+func winoGradUnit(TW int) int { return max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab)) }
 
 func gcd(a, b int) int {
 	for b != 0 {
@@ -507,14 +512,8 @@ func autoWorkspace(s backend.ConvShape, direct int) int {
 		least := rowStep(s.W / 2)
 		need = max(need, winoForwardNeed(s, least), winoForwardNeed(WinogradSwapped(s), least))
 	}
-	if winoWide(s, k.weightGrad) {
-		TW := s.W / 2
-		unit := min(s.H/2, max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab)))
-		grad := winoGradNeed(s, unit)
-		if grad > need {
-			grad = max(need, winoGradNeedLd(s, unit, false))
-		}
-		need = max(need, grad)
+	if unit := min(s.H/2, winoGradUnit(s.W/2)); winoWide(s, k.weightGrad) && winoGradNeed(s, unit) > need {
+		need = max(need, winoGradNeedLd(s, unit, false))
 	}
 	return need
 }
@@ -663,7 +662,7 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 		if g.strict {
 			panic(fmt.Sprintf("kernels: winograd weight gradient %+v: workspace of %d values is too small", s, len(ws)+len(du)))
 		}
-		R = max(rowStep(s.W/2), winoGradSlab/gcd(s.W/2, winoGradSlab))
+		R = winoGradUnit(s.W / 2)
 	}
 	gm := newWinoGeom(s, R)
 	C, OC, H, W, TW := s.C, s.OC, s.H, s.W, gm.TW

@@ -313,8 +313,7 @@ func TestWinogradWeightGradUnpaddedRows(t *testing.T) {
 		r := seedFor(convName(s))
 		in, dout, dw0 := randSlice(r, s.InSize()), randSlice(r, s.OutSize()), randSlice(r, s.WeightSize())
 		one := s.Images(1)
-		TW := s.W / 2
-		R := min(s.H/2, max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab))) // the least band
+		R := min(s.H/2, winoGradUnit(s.W/2)) // the least band
 		tight, padded := winoGradNeedLd(one, R, false), winoGradNeed(one, R)
 		if R == 0 || winoGradRows(one, tight) != R || winoGradRows(one, tight-1) != 0 || tight >= padded {
 			t.Fatalf("%s: band %d, unpadded need %d, padded %d, rows at them %d, %d", convName(s), R, tight, padded, winoGradRows(one, tight), winoGradRows(one, tight-1))
