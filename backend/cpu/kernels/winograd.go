@@ -406,8 +406,8 @@ func winoGradNeedLd(s backend.ConvShape, R int, pad bool) int {
 	T := gm.tiles()
 	ld := winoGradLd(T, pad)
 	bands := gm.padded() + winoXi*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + winoWorkers()*winoGradPack(s, T)
-	// WinogradWeightGradAdd's products by channel pairs, after the bands.
-	return WinogradFilterSize(s) + max(bands, 9*s.C*s.OC+winoWorkers()*(gemmMC*winoXi+gemmNR*(gemmKC+winoXi)))
+	// WinogradWeightGradAdd's scratch, after the bands.
+	return WinogradFilterSize(s) + max(bands, winoWorkers()*winoAddScratch())
 }
 
 // winoGradByOut reports whether the weight gradient's products run as
@@ -551,14 +551,42 @@ type flippedPairsB struct {
 	C, OC int
 }
 
-func (x flippedPairsB) packB(_ *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
-	clear(dst[:roundUp(nw, gemmNR)*kc])
-	for j := range nw {
-		c, o := (j0+j)/x.OC, (j0+j)%x.OC
+func (x flippedPairsB) packB(g *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
+	dst = dst[:roundUp(nw, gemmNR)*kc]
+	full := 0
+	if p0 == 0 && kc == 9 {
+		// Whole panels: gather the 16 pairs' kernels (one per lane), then
+		// reverse the 9 rows (the flip).
+		var offs [gemmNR]int
+		c, o := j0/x.OC, j0%x.OC
+		for full+gemmNR <= nw {
+			for l := range offs {
+				offs[l] = (o*x.C + c) * 9
+				if o++; o == x.OC {
+					c, o = c+1, 0
+				}
+			}
+			d := dst[full*kc : (full+gemmNR)*kc]
+			g.transpose16Gather(d, x.w, &offs, kc)
+			for p := range 4 {
+				a, b := d[p*gemmNR:(p+1)*gemmNR], d[(8-p)*gemmNR:(9-p)*gemmNR]
+				for l := range a {
+					a[l], b[l] = b[l], a[l]
+				}
+			}
+			full += gemmNR
+		}
+	}
+	clear(dst[full*kc:])
+	c, o := (j0+full)/x.OC, (j0+full)%x.OC
+	for j := full; j < nw; j++ {
 		g := x.w[(o*x.C+c)*9 : (o*x.C+c)*9+9]
 		d := dst[j/gemmNR*gemmNR*kc+j%gemmNR:]
 		for p := range kc {
 			d[p*gemmNR] = g[8-p0-p]
+		}
+		if o++; o == x.OC {
+			c, o = c+1, 0
 		}
 	}
 }
@@ -710,32 +738,55 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 }
 
 // WinogradWeightGradAdd adds G^T du G to dw[o][c] (s's weights), du as
-// WinogradWeightGrad leaves it, with ws as scratch.
+// WinogradWeightGrad leaves it, with ws (winoAddScratch per worker) as
+// scratch.
 func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) {
 	if len(dw) != s.WeightSize() || len(du) != WinogradFilterSize(s) || s.K != 3 {
 		panic(fmt.Sprintf("kernels: winograd weight gradient of %+v: dw=%d du=%d", s, len(dw), len(du)))
 	}
-	// (pairs x 9) = du^T (pairs x 16) K (16 x 9): G^T du G per pair, added
-	// to dw where du's pairs are in dw's (o, c) order; else into ws, then
-	// added to dw pair by pair.
+	// Per block of winoAddCols pairs: r (9 x pairs) = K^T (9 x 16) du (16
+	// x pairs), G^T du G of each pair (a column), then added to dw: pairs
+	// in dw's (o, c) order, or (c, o) (winoGradByOut).
 	g := gemmOn(t)
 	K := winoFilterMatrix()
-	A := matA{a: du, lda: winoPlaneLd(s.C * s.OC), trans: true}
-	pairs := s.OC * s.C
-	if winoGradByOut(s) {
-		g.gemm(pairs, 9, winoXi, 1, A, matB{b: K[:], ldb: 9}, 1, dw, 9, ws)
-		return
+	var KT [9 * winoXi]float32
+	for xi := range winoXi {
+		for k := range 9 {
+			KT[k*winoXi+xi] = K[xi*9+k]
+		}
 	}
-	r, rest := g.carve(ws, 9*pairs)
-	g.gemm(pairs, 9, winoXi, 1, A, matB{b: K[:], ldb: 9}, 0, r, 9, rest)
-	t.For(s.OC, max(1, 4096/s.C), func(lo, hi int) {
-		for o := lo; o < hi; o++ {
-			for c := range s.C {
-				d, v := dw[(o*s.C+c)*9:(o*s.C+c)*9+9], r[(c*s.OC+o)*9:(c*s.OC+o)*9+9]
+	ldU, pairs, byOut := winoPlaneLd(s.C*s.OC), s.OC*s.C, winoGradByOut(s)
+	blocks := ceilDiv(pairs, winoAddCols)
+	workers := min(winoWorkers(), blocks)
+	per := ceilDiv(blocks, 4*workers) // blocks a task
+	bSize := roundUp(winoAddCols, gemmNR)*winoXi + gemmNR*gemmKC
+	g.runTasks(workers, ceilDiv(blocks, per), 9*winoAddCols, bSize, ws, func(_, task int, r, packB []float32, ps *packScratch) {
+		for b := task * per; b < min(blocks, (task+1)*per); b++ {
+			j0 := b * winoAddCols
+			nw := min(winoAddCols, pairs-j0)
+			g.taskDirect(matA{a: KT[:], lda: winoXi}, matB{b: du[j0:], ldb: ldU}, 1, 0, r, winoAddCols, 0, winoXi, 0, 9, 0, nw, packB, ps)
+			c, o := j0/s.OC, j0%s.OC // the pair's channels where byOut is false
+			for j := range nw {
+				at := (j0 + j) * 9
+				if !byOut {
+					at = (o*s.C + c) * 9
+					if o++; o == s.OC {
+						c, o = c+1, 0
+					}
+				}
+				d := dw[at : at+9]
 				for k := range d {
-					d[k] += v[k]
+					d[k] += r[k*winoAddCols+j]
 				}
 			}
 		}
 	})
+}
+
+// winoAddCols is the pairs of channels WinogradWeightGradAdd transforms
+// at a time per worker, whose scratch is winoAddScratch.
+const winoAddCols = 64
+
+func winoAddScratch() int {
+	return 9*winoAddCols + roundUp(winoAddCols, gemmNR)*winoXi + gemmNR*gemmKC
 }

@@ -469,3 +469,82 @@ func TestPlanConv(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradFilterTransforms holds the filter transform, flipped or
+// not, and the weight gradient's G^T du G bit for bit to sums in the
+// order the GEMMs take them (their products by K are exact, so the order
+// alone sets the bits), on every implementation, with pairs that cross
+// panels of 16 and blocks of winoAddCols mid-channel.
+func TestWinogradFilterTransforms(t *testing.T) {
+	K := winoFilterMatrix()
+	for _, sh := range [][2]int{{3, 5}, {7, 16}, {16, 17}, {33, 48}, {48, 33}, {20, 90}} {
+		s := backend.ConvShape{N: 1, C: sh[0], H: 4, W: 16, OC: sh[1], K: 3, Pad: 1, Algo: backend.ConvWinograd}
+		r := seedFor(convName(s))
+		w, dw0 := randSlice(r, s.WeightSize()), randSlice(r, s.WeightSize())
+		ldU := winoPlaneLd(s.C * s.OC)
+		du := randSlice(r, WinogradFilterSize(s))
+		// u[ξ][pair] = sum over k of K[ξ][k] g[k], g the pair's kernel.
+		wantU := func(flipped bool) []float32 {
+			u := make([]float32, WinogradFilterSize(s))
+			for o := range s.OC {
+				for c := range s.C {
+					g, p := w[(o*s.C+c)*9:(o*s.C+c)*9+9], o*s.C+c
+					if flipped {
+						p = c*s.OC + o
+					}
+					for xi := range winoXi {
+						var acc float32
+						for k := range 9 {
+							v := g[k]
+							if flipped {
+								v = g[8-k]
+							}
+							acc += K[xi*9+k] * v
+						}
+						u[xi*ldU+p] = acc
+					}
+				}
+			}
+			return u
+		}
+		// dw[o][c][k] += sum over ξ of K[ξ][k] du[ξ][pair].
+		wantDw := clone32(dw0)
+		for o := range s.OC {
+			for c := range s.C {
+				p := o*s.C + c
+				if !winoGradByOut(s) {
+					p = c*s.OC + o
+				}
+				for k := range 9 {
+					var acc float32
+					for xi := range winoXi {
+						acc += K[xi*9+k] * du[xi*ldU+p]
+					}
+					wantDw[(o*s.C+c)*9+k] += acc
+				}
+			}
+		}
+		for _, g := range gemmImpls(t) {
+			g.team = NewTeam()
+			g.strict = true
+			ws := WinogradFilterSize(s) + winoWorkers()*winoAddScratch() + 16*(9*s.C*s.OC+winoXi*gemmKC)
+			for _, flipped := range []bool{false, true} {
+				want := wantU(flipped)
+				u, _ := g.team.WinogradFilter(s, w, garbage(seedFor("ws"), ws), flipped)
+				for i := range winoXi * s.C * s.OC {
+					xi, p := i/(s.C*s.OC), i%(s.C*s.OC)
+					if got := u[xi*ldU+p]; got != want[xi*ldU+p] {
+						t.Fatalf("%s %+v flipped=%v: u[%d][%d] = %v, want %v", g.name, sh, flipped, xi, p, got, want[xi*ldU+p])
+					}
+				}
+			}
+			dw := clone32(dw0)
+			g.team.WinogradWeightGradAdd(s, dw, du, garbage(seedFor("ws"), winoWorkers()*winoAddScratch()))
+			for i := range dw {
+				if dw[i] != wantDw[i] {
+					t.Fatalf("%s %+v: dw[%d] = %v, want %v", g.name, sh, i, dw[i], wantDw[i])
+				}
+			}
+		}
+	}
+}
