@@ -558,13 +558,11 @@ func (x flippedPairsB) packB(g *gemmImpl, dst []float32, _ *packScratch, p0, kc,
 		// Whole panels: gather the 16 pairs' kernels (one per lane), then
 		// reverse the 9 rows (the flip).
 		var offs [gemmNR]int
-		c, o := j0/x.OC, j0%x.OC
+		pair := pairAt(j0, x.C, x.OC)
 		for full+gemmNR <= nw {
 			for l := range offs {
-				offs[l] = (o*x.C + c) * 9
-				if o++; o == x.OC {
-					c, o = c+1, 0
-				}
+				offs[l] = pair.weights()
+				pair.next()
 			}
 			d := dst[full*kc : (full+gemmNR)*kc]
 			g.transpose16Gather(d, x.w, &offs, kc)
@@ -578,16 +576,30 @@ func (x flippedPairsB) packB(g *gemmImpl, dst []float32, _ *packScratch, p0, kc,
 		}
 	}
 	clear(dst[full*kc:])
-	c, o := (j0+full)/x.OC, (j0+full)%x.OC
+	pair := pairAt(j0+full, x.C, x.OC)
 	for j := full; j < nw; j++ {
-		g := x.w[(o*x.C+c)*9 : (o*x.C+c)*9+9]
+		g := x.w[pair.weights() : pair.weights()+9]
 		d := dst[j/gemmNR*gemmNR*kc+j%gemmNR:]
 		for p := range kc {
 			d[p*gemmNR] = g[8-p0-p]
 		}
-		if o++; o == x.OC {
-			c, o = c+1, 0
-		}
+		pair.next()
+	}
+}
+
+// pairCursor walks channel pairs in (c, o) order, pair j being input
+// channel j/OC and output channel j%OC (the input gradient's filter
+// order), without a division per pair.
+type pairCursor struct{ c, o, C, OC int }
+
+func pairAt(j, C, OC int) pairCursor { return pairCursor{c: j / OC, o: j % OC, C: C, OC: OC} }
+
+// weights is where the pair's 3x3 kernel starts in w[o][c].
+func (p pairCursor) weights() int { return (p.o*p.C + p.c) * 9 }
+
+func (p *pairCursor) next() {
+	if p.o++; p.o == p.OC {
+		p.c, p.o = p.c+1, 0
 	}
 }
 
@@ -759,20 +771,17 @@ func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) 
 	blocks := ceilDiv(pairs, winoAddCols)
 	workers := min(winoWorkers(), blocks)
 	per := ceilDiv(blocks, 4*workers) // blocks a task
-	bSize := roundUp(winoAddCols, gemmNR)*winoXi + gemmNR*gemmKC
-	g.runTasks(workers, ceilDiv(blocks, per), 9*winoAddCols, bSize, ws, func(_, task int, r, packB []float32, ps *packScratch) {
+	g.runTasks(workers, ceilDiv(blocks, per), 9*winoAddCols, winoAddPack(), ws, func(_, task int, r, packB []float32, ps *packScratch) {
 		for b := task * per; b < min(blocks, (task+1)*per); b++ {
 			j0 := b * winoAddCols
 			nw := min(winoAddCols, pairs-j0)
 			g.taskDirect(matA{a: KT[:], lda: winoXi}, matB{b: du[j0:], ldb: ldU}, 1, 0, r, winoAddCols, 0, winoXi, 0, 9, 0, nw, packB, ps)
-			c, o := j0/s.OC, j0%s.OC // the pair's channels where byOut is false
+			pair := pairAt(j0, s.C, s.OC) // where byOut is false
 			for j := range nw {
 				at := (j0 + j) * 9
 				if !byOut {
-					at = (o*s.C + c) * 9
-					if o++; o == s.OC {
-						c, o = c+1, 0
-					}
+					at = pair.weights()
+					pair.next()
 				}
 				d := dw[at : at+9]
 				for k := range d {
@@ -784,9 +793,10 @@ func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) 
 }
 
 // winoAddCols is the pairs of channels WinogradWeightGradAdd transforms
-// at a time per worker, whose scratch is winoAddScratch.
+// at a time per worker, whose scratch is winoAddScratch: the block's
+// results (9 x winoAddCols) and its packing buffer (winoAddPack).
 const winoAddCols = 64
 
-func winoAddScratch() int {
-	return 9*winoAddCols + roundUp(winoAddCols, gemmNR)*winoXi + gemmNR*gemmKC
-}
+func winoAddScratch() int { return 9*winoAddCols + winoAddPack() }
+
+func winoAddPack() int { return roundUp(winoAddCols, gemmNR)*winoXi + gemmNR*gemmKC }
