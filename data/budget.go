@@ -1,6 +1,17 @@
 package data
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
+
+// MaxDecodeBytes bounds what decoding one file holds, checked from its
+// header before any pixel or voxel is read: the decoder's picture (a
+// progressive JPEG's coefficients too) or a volume's stored voxels, and the
+// copy made of them beside (see imageFile.imageCost, volumeBytes). 2 GiB
+// takes every image of MaxImagePixels but a progressive color JPEG, and
+// every volume of up to 2^28 voxels (the former cap) but a float64 one.
+const MaxDecodeBytes = 2 << 30
 
 // DefaultDecodeBytes is what the decodes of one dataset may hold at once
 // (SourceConfig.DecodeBytes): small images decode one per core, large ones
@@ -44,4 +55,20 @@ func (b *budget) acquire(n int64) (release func()) {
 		b.mu.Unlock()
 		b.free.Broadcast()
 	}
+}
+
+// byteSize writes n bytes for people: "2146689000 bytes (2.00 GiB)",
+// "300 bytes".
+func byteSize(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	f, unit := float64(n)/1024, "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB"} {
+		if f < 1024 {
+			break
+		}
+		f, unit = f/1024, u
+	}
+	return fmt.Sprintf("%d bytes (%.2f %s)", n, f, unit)
 }

@@ -125,7 +125,34 @@ func readImageHeader(name string, r io.ReaderAt, size int64, maxPixels int) (*im
 	if format == "jpeg" {
 		im.progressive = jpegProgressive(bufio.NewReader(im.section()))
 	}
+	// Bytes, not pixels: a progressive JPEG holds 5 times its picture
+	// while it decodes. A mask's cost (maskCost) is at most this.
+	if need := im.imageCost(); need > MaxDecodeBytes {
+		return nil, fmt.Errorf("%s: %s of %dx%d (height x width) pixels takes %s to decode, %d a pixel, more than the %s memunet decodes of one file; scale it down, or save it as a baseline JPEG or a PNG",
+			name, im.describe(), cfg.Height, cfg.Width, byteSize(need), need/px, byteSize(MaxDecodeBytes))
+	}
 	return im, nil
+}
+
+// describe names the file's kind for the decode budget's error:
+// "progressive JPEG (YCbCr)", "16-bit gray PNG", "TIFF (...)".
+func (im *imageFile) describe() string {
+	if im.format != "jpeg" {
+		return im.fileFormat(8)
+	}
+	kind := "baseline JPEG"
+	if im.progressive {
+		kind = "progressive JPEG"
+	}
+	switch im.cfg.ColorModel {
+	case color.CMYKModel:
+		return kind + " (CMYK)"
+	case color.GrayModel:
+		return kind + " (gray)"
+	case color.RGBAModel:
+		return kind + " (RGB)"
+	}
+	return kind + " (YCbCr)"
 }
 
 // section is the file from its start, to read through once.
@@ -144,34 +171,45 @@ func (im *imageFile) pixels() int64 { return int64(im.cfg.Width) * int64(im.cfg.
 
 // decodedBytes is what the decoder holds per pixel for the header's color
 // model: the picture (8 for 16-bit color, 4 for 8-bit, 2 for 16-bit gray,
-// 1 for gray or a palette, up to 3 for JPEG's YCbCr), and for a progressive
-// JPEG its coefficients besides (4 bytes a sample).
+// 1 for gray or a palette). A JPEG decodes into planes of one byte a sample
+// (YCbCr, and K for CMYK), an RGB or CMYK one converted into a new picture
+// of 4 beside them, and a progressive one keeps 4 bytes a sample of
+// coefficients besides.
 func (im *imageFile) decodedBytes() int64 {
-	var n int64
-	switch m := im.cfg.ColorModel; {
-	case m == color.RGBA64Model || m == color.NRGBA64Model:
-		n = 8
-	case m == color.CMYKModel: // decoded through YCbCr and K planes
-		n = 8
-	case m == color.RGBAModel || m == color.NRGBAModel:
-		n = 4
-	case m == color.Gray16Model:
-		n = 2
-	case m == color.GrayModel:
-		n = 1
-	case m == color.YCbCrModel:
-		n = 3
-	default:
-		if _, ok := m.(color.Palette); ok {
+	m := im.cfg.ColorModel
+	if im.format == "jpeg" {
+		n := int64(3) // samples a pixel
+		switch m {
+		case color.GrayModel:
 			n = 1
-		} else {
-			n = 8
+		case color.CMYKModel:
+			n = 4
 		}
+		planes := n
+		if m == color.RGBAModel || m == color.CMYKModel {
+			planes += 4
+		}
+		if im.progressive {
+			planes += 4 * n
+		}
+		return planes
 	}
-	if im.progressive {
-		n += 4 * n
+	switch {
+	case m == color.RGBA64Model || m == color.NRGBA64Model:
+		return 8
+	case m == color.CMYKModel:
+		return 4
+	case m == color.RGBAModel || m == color.NRGBAModel:
+		return 4
+	case m == color.Gray16Model:
+		return 2
+	case m == color.GrayModel:
+		return 1
 	}
-	return n
+	if _, ok := m.(color.Palette); ok {
+		return 1
+	}
+	return 8
 }
 
 // imageCost is the bytes decoding the file as a picture takes at its
@@ -179,11 +217,26 @@ func (im *imageFile) decodedBytes() int64 {
 // cannot be made in place (toRGBA, toDeep). Sample converts row by row into
 // floats, and holds only the decoder's (decodedBytes).
 func (im *imageFile) imageCost() int64 {
-	n := im.decodedBytes()
-	if n < 8 {
-		n += 8 // an RGBA picture, or a 16-bit one's RGBA64
+	return (im.decodedBytes() + im.convertedBytes()) * im.pixels()
+}
+
+// convertedBytes is what toRGBA or toDeep makes a pixel beside the
+// decoder's picture: nothing where they convert it in place (4 or 8 bytes
+// a pixel, in rows), else an RGBA picture, or an RGBA64 for 16-bit gray.
+func (im *imageFile) convertedBytes() int64 {
+	switch m := im.cfg.ColorModel; m {
+	case color.RGBAModel, color.NRGBAModel, color.CMYKModel, color.RGBA64Model, color.NRGBA64Model:
+		return 0
+	case color.Gray16Model:
+		return 8
+	case color.GrayModel, color.YCbCrModel:
+		return 4
+	default:
+		if _, ok := m.(color.Palette); ok {
+			return 4
+		}
+		return 8
 	}
-	return n * im.pixels()
 }
 
 // maskCost is the bytes decoding the file as a mask takes: the decoder's

@@ -38,8 +38,11 @@
 // device (a link to /dev/zero) in the data folder is a problem naming it,
 // never opened for reading; files are streamed to the decoders (a TIFF
 // through io.ReaderAt: its header and directories, then its strips), never
-// read whole. A header is read before any pixel: more than MaxImagePixels
-// pixels, or more bytes than such an image could hold, is refused first.
+// read whole. A header is read before any pixel or voxel: more than
+// MaxImagePixels pixels, more file bytes than such an image could hold, or
+// more than MaxDecodeBytes to decode (counted in bytes of the stored type
+// and the copy made of it: a float64 volume costs 11 bytes a voxel, a
+// progressive JPEG 19 a pixel) is refused first.
 // Decoding holds only the decoder's own picture: Sample turns the image
 // into floats a row at a time (8 or 16 bits) before its mask is decoded,
 // and writes the mask's classes straight into the caller's buffer; Image

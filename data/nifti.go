@@ -59,9 +59,14 @@ var niftiTypes = map[int]struct {
 	niftiFloat64: {"float64", 8}, niftiInt8: {"int8", 1}, niftiUint16: {"uint16", 2}, niftiUint32: {"uint32", 4},
 }
 
-// MaxVolumeVoxels bounds the voxels of one NIfTI volume (1 GiB as
-// float32), checked from its header before the voxels are read.
-const MaxVolumeVoxels = 1 << 28
+// volumeCopyBytes is what memunet makes of each voxel beside the stored
+// ones, at most: data.source nifti's 16-bit intensity and class byte, or
+// predict's 16-bit label.
+const volumeCopyBytes = 3
+
+// volumeBytes is what reading a volume of n voxels of size bytes each
+// holds, with the copy made of it (volumeCopyBytes).
+func volumeBytes(n int64, size int) int64 { return n * int64(size+volumeCopyBytes) }
 
 // Volume is a NIfTI-1 volume: its header as stored (so a mask can be
 // written with the same geometry) and its voxels.
@@ -153,11 +158,12 @@ func niftiStem(name string) string {
 const maxNIfTIFileBytes = 4 << 30
 
 // ReadVolume reads a NIfTI-1 file (.nii or .nii.gz, told by its first
-// bytes) of at most maxVoxels voxels (0: MaxVolumeVoxels). Every error
-// starts with the path and says what to do.
-func ReadVolume(path string, maxVoxels int) (*Volume, error) {
-	if maxVoxels <= 0 {
-		maxVoxels = MaxVolumeVoxels
+// bytes) whose voxels, with the copy made of them, take at most maxBytes
+// (0: MaxDecodeBytes), checked from its header before they are read.
+// Every error starts with the path and says what to do.
+func ReadVolume(path string, maxBytes int64) (*Volume, error) {
+	if maxBytes <= 0 {
+		maxBytes = MaxDecodeBytes
 	}
 	f, _, err := infile.Open(path, maxNIfTIFileBytes)
 	if err != nil {
@@ -168,7 +174,7 @@ func ReadVolume(path string, maxVoxels int) (*Volume, error) {
 		return nil, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
 	}
 	defer f.Close()
-	v, err := readVolume(bufio.NewReader(f), maxVoxels)
+	v, err := readVolume(bufio.NewReader(f), maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
@@ -177,7 +183,7 @@ func ReadVolume(path string, maxVoxels int) (*Volume, error) {
 
 // readVolume is ReadVolume on a stream; the error says what is wrong in
 // words (the caller names the file).
-func readVolume(r *bufio.Reader, maxVoxels int) (*Volume, error) {
+func readVolume(r *bufio.Reader, maxBytes int64) (*Volume, error) {
 	v := &Volume{}
 	var in io.Reader = r
 	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
@@ -246,9 +252,12 @@ func readVolume(r *bufio.Reader, maxVoxels int) (*Volume, error) {
 	if math.IsNaN(v.Slope) || math.IsInf(v.Slope, 0) || math.IsNaN(v.Inter) || math.IsInf(v.Inter, 0) {
 		v.Slope, v.Inter = 0, 0 // nifti1.h: not finite means no scaling
 	}
+	// Bytes, not voxels: a 645^3 float64 volume is 2 GiB stored, four
+	// times a uint16 one of as many voxels.
 	nvox := int64(v.Dims[0]) * int64(v.Dims[1]) * int64(v.Dims[2])
-	if nvox > int64(maxVoxels) {
-		return nil, fmt.Errorf("is %s = %d voxels, more than the %d memunet reads; crop or resample the volume", joinDims(v.Dims[:]), nvox, maxVoxels)
+	if need := volumeBytes(nvox, t.bytes); need > maxBytes {
+		return nil, fmt.Errorf("is a %s volume of %s voxels: %s as stored and %d more for the copy memunet makes (%d bytes a voxel), %s in all, more than the %s memunet decodes of one file; crop or resample the volume, or save it with smaller voxels (e.g. float32 or int16)",
+			t.name, joinDims(v.Dims[:]), byteSize(nvox*int64(t.bytes)), nvox*volumeCopyBytes, volumeCopyBytes, byteSize(need), byteSize(maxBytes))
 	}
 	off := float64(math.Float32frombits(bo.Uint32(h[niftiVoxOff:])))
 	if !(off >= niftiHeaderSize && off <= 1<<24) || off != math.Trunc(off) {

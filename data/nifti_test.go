@@ -156,6 +156,8 @@ func niftiFile(dims []int, datatype int, vals []float64, gz bool) []byte {
 			out = bo.AppendUint16(out, uint16(v))
 		case niftiFloat32:
 			out = bo.AppendUint32(out, math.Float32bits(float32(v)))
+		case niftiFloat64:
+			out = bo.AppendUint64(out, math.Float64bits(v))
 		default:
 			panic("niftiFile: datatype")
 		}

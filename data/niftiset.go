@@ -77,7 +77,7 @@ type niftiSet struct {
 	lut      []int16
 	mapDesc  string
 	h, w     int // the common slice size; 0 when slices differ in size
-	maxVoxel int
+	maxBytes int64
 	cache    *volumeCache
 }
 
@@ -161,11 +161,11 @@ func (n *niftiSet) Sample(i int, img []float32, mask []uint8) error {
 
 // load reads a volume pair: intensities windowed to 16 bits, classes.
 func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
-	img, err := ReadVolume(v.image, n.maxVoxel)
+	img, err := ReadVolume(v.image, n.maxBytes)
 	if err != nil {
 		return nil, err
 	}
-	m, err := ReadVolume(v.mask, n.maxVoxel)
+	m, err := ReadVolume(v.mask, n.maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		return nil, nil, stamps, ""
 	}
 	ns := &niftiSet{axis: cfg.NIfTI.Axis, classes: cfg.Classes, lut: slices.Clone(rep.Mapping), mapDesc: rep.MappingDesc,
-		maxVoxel: MaxVolumeVoxels, cache: newVolumeCache(niftiCacheBytes)}
+		maxBytes: MaxDecodeBytes, cache: newVolumeCache(niftiCacheBytes)}
 	var fits bool
 	if ns.h, ns.w, fits = commonSize(cfg, rep); !fits {
 		return nil, nil, stamps, ""
