@@ -491,8 +491,8 @@ func (cfg SourceConfig) Validate() error {
 	default:
 		return fmt.Errorf("data.source: %q: must be \"synthetic\" (the built-in shapes), \"folder\" (data.path with images/ and masks/), \"voc\" (a VOCdevkit root) or \"nifti\" (data.path with images/ and masks/ of .nii or .nii.gz volumes)", cfg.Source)
 	}
-	if cfg.Classes < 2 || cfg.Classes > 255 {
-		return fmt.Errorf("model.classes: %d: must be between 2 and 255", cfg.Classes)
+	if cfg.Classes < 2 || cfg.Classes > MaxClasses {
+		return fmt.Errorf("model.classes: %d: must be between 2 and %d", cfg.Classes, MaxClasses)
 	}
 	if err := ValidateMaskValues(cfg.MaskValues, cfg.Classes); err != nil {
 		return err
@@ -770,6 +770,15 @@ func tally(cfg SourceConfig, pairs []pair, results []scanned, rep *Report) []boo
 		rep.MappingDesc = fmt.Sprintf("the masks hold the values %s, mapped in ascending order to classes 0..%d (found by a scan; data.mask_values sets them)",
 			shortList(found), min(len(found), cfg.Classes)-1)
 		switch {
+		case len(found) > MaxClasses:
+			// No model.classes takes them: a hint must not name one out
+			// of range (1027 values once said "set model.classes: 1027").
+			extra := found[MaxClasses]
+			format := results[masksOf[extra][0]].maskFormat
+			rep.Problems = append(rep.Problems, fatal(rep.Value(extra).FirstMask,
+				"the masks hold %d distinct values %s, more than memunet's maximum of %d classes (model.classes), so they are not one value per class (value %d, the %dth, first occurs here, a %s); check that the masks are class masks, not instance labels or images, and re-export them with one value per class, or set data.mask_values to the at most %d values that are classes",
+				len(found), shortList(found), MaxClasses, extra, MaxClasses+1, format, MaxClasses))
+			return nil
 		case len(found) > cfg.Classes:
 			extra := found[cfg.Classes]
 			rep.Problems = append(rep.Problems, fatal(rep.Value(extra).FirstMask,
@@ -797,11 +806,14 @@ func tally(cfg SourceConfig, pairs []pair, results []scanned, rep *Report) []boo
 				pix += vc.pixels
 			}
 		}
+		vals := bad[k]
 		fix := "add it to data.mask_values or fix the mask"
 		if cfg.Source == SourceVOC && len(cfg.MaskValues) == 0 {
 			fix = "raise model.classes or fix the mask"
+			if slices.Max(vals) >= MaxClasses { // no model.classes reaches it
+				fix = fmt.Sprintf("set data.mask_values to the values that are classes (model.classes is at most %d), or fix the mask", MaxClasses)
+			}
 		}
-		vals := bad[k]
 		what := fmt.Sprintf("mask value %d", vals[0])
 		if len(vals) > 1 {
 			what = fmt.Sprintf("mask values %s", shortList(vals))
@@ -916,6 +928,10 @@ func shortList(vs []int) string {
 	}
 	return fmt.Sprintf("%v ... %v (%d values)", vs[:10], vs[len(vs)-5:], len(vs))
 }
+
+// MaxClasses is the most classes a model has (model.classes): a class
+// is a byte, and 255 is Ignore.
+const MaxClasses = 255
 
 // maxListedValues bounds the mask values Write lists one by one.
 const maxListedValues = 256
