@@ -3,6 +3,10 @@
 // and byte range, then the bytes), in pure Go, checked as the reference
 // implementation checks it: a header within 100 MB, known dtypes,
 // non-negative shapes, byte ranges that match and tile the data exactly.
+// Parse reads exactly the language Write writes: keys spelled exactly
+// (serde's matching, not encoding/json's case-folding), none repeated or
+// missing, no other key in a tensor's entry, no tensor named "", integers
+// as integers; so whatever Parse accepts, Write writes again (FuzzParse).
 //
 // Parse decodes a file held in memory; its tensors' Data alias the caller's
 // bytes, so the caller keeps them alive and unmodified while the File is in

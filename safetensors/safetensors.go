@@ -9,6 +9,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/memunet/memunet/infile"
 )
@@ -347,72 +350,90 @@ func headerLength(b []byte, size int64) (int64, error) {
 // parseHeader decodes the JSON header hdr of a file with dataLen bytes of
 // tensor data after it: the tensors without their Data, in data order, and
 // each one's [begin, end) offsets in the data.
+//
+// It accepts exactly what Write writes, as the reference implementation
+// (serde) reads it: UTF-8; keys spelled exactly ("dtype", "shape",
+// "data_offsets", "__metadata__"), each given once and none missing;
+// shape and data_offsets arrays of non-negative integers; metadata of
+// strings. encoding/json alone would match keys ignoring case, keep the
+// last of a repeated key, read null as zero and drop a third offset. Two
+// refusals go beyond the reference, as Write never writes either: a
+// tensor named "", and another key in a tensor's entry (serde ignores it).
 func parseHeader(hdr []byte, dataLen int64) (*File, [][2]int64, error) {
 	if len(hdr) == 0 || hdr[0] != '{' {
 		return nil, nil, fmt.Errorf("safetensors: the header is not a JSON object")
 	}
+	if !utf8.Valid(hdr) {
+		return nil, nil, fmt.Errorf("safetensors: the header is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	dec.UseNumber()
-	var raw map[string]json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, nil, fmt.Errorf("safetensors: header: %v", err)
-	}
-	if rest := bytes.TrimRight(hdr[dec.InputOffset():], " "); len(rest) > 0 {
-		return nil, nil, fmt.Errorf("safetensors: header: %d bytes after the JSON object", len(rest))
-	}
 	f := &File{byName: map[string]int{}}
-	if m, ok := raw["__metadata__"]; ok {
-		if err := json.Unmarshal(m, &f.Metadata); err != nil {
-			return nil, nil, fmt.Errorf("safetensors: __metadata__ must map strings to strings: %v", err)
-		}
-		delete(raw, "__metadata__")
-	}
 	type entry struct {
 		name string
 		headerEntry
 	}
-	entries := make([]entry, 0, len(raw))
-	for name, r := range raw {
-		var e headerEntry
-		d := json.NewDecoder(bytes.NewReader(r))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&e); err != nil {
-			return nil, nil, fmt.Errorf("safetensors: tensor %s: %v", name, err)
+	var entries []entry
+	err := object(dec, "the header", func(name string) error {
+		if name == "__metadata__" {
+			m, err := metadataObject(dec)
+			if err != nil {
+				return fmt.Errorf("__metadata__ must map strings to strings: %v", err)
+			}
+			f.Metadata = m
+			return nil
 		}
+		if name == "" {
+			return fmt.Errorf(`a tensor is named "" (an empty name): every tensor needs a name`)
+		}
+		e, err := tensorEntry(dec)
+		if err != nil {
+			return fmt.Errorf("tensor %q: %v", name, err)
+		}
+		entries = append(entries, entry{name, e})
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("safetensors: %w", err)
+	}
+	if rest := bytes.TrimRight(hdr[dec.InputOffset():], " "); len(rest) > 0 {
+		return nil, nil, fmt.Errorf("safetensors: header: %d bytes after the JSON object", len(rest))
+	}
+	for _, en := range entries {
+		name, e := en.name, en.headerEntry
 		if e.DType.Size() == 0 {
-			return nil, nil, fmt.Errorf("safetensors: tensor %s: unsupported dtype %q", name, e.DType)
+			return nil, nil, fmt.Errorf("safetensors: tensor %q: unsupported dtype %q", name, e.DType)
 		}
 		numel := int64(1)
 		for _, d := range e.Shape {
-			if d < 0 {
-				return nil, nil, fmt.Errorf("safetensors: tensor %s: negative dimension in shape %v", name, e.Shape)
-			}
 			if d > 0 && numel > math.MaxInt64/int64(d)/8 {
-				return nil, nil, fmt.Errorf("safetensors: tensor %s: shape %v is too large", name, e.Shape)
+				return nil, nil, fmt.Errorf("safetensors: tensor %q: shape %v is too large", name, e.Shape)
 			}
 			numel *= int64(d)
 		}
 		lo, hi := e.DataOffsets[0], e.DataOffsets[1]
-		if lo < 0 || hi < lo || hi > dataLen {
-			return nil, nil, fmt.Errorf("safetensors: tensor %s: data offsets [%d, %d) outside the %d data bytes", name, lo, hi, dataLen)
+		if hi < lo || hi > dataLen {
+			return nil, nil, fmt.Errorf("safetensors: tensor %q: data offsets [%d, %d) outside the %d data bytes", name, lo, hi, dataLen)
 		}
 		if want := numel * int64(e.DType.Size()); hi-lo != want {
-			return nil, nil, fmt.Errorf("safetensors: tensor %s: %d data bytes, shape %v of %s needs %d", name, hi-lo, e.Shape, e.DType, want)
+			return nil, nil, fmt.Errorf("safetensors: tensor %q: %d data bytes, shape %v of %s needs %d", name, hi-lo, e.Shape, e.DType, want)
 		}
-		entries = append(entries, entry{name, e})
 	}
+	// Data order; the name breaks ties between empty tensors at one
+	// offset, so that the order does not depend on the header's and a
+	// file Write wrote again parses to the same list.
 	sort.Slice(entries, func(i, j int) bool {
 		a, c := entries[i].DataOffsets, entries[j].DataOffsets
-		if a[0] != c[0] {
-			return a[0] < c[0]
+		if a != c {
+			return a[0] < c[0] || a[0] == c[0] && a[1] < c[1]
 		}
-		return a[1] < c[1]
+		return entries[i].name < entries[j].name
 	})
 	var at int64
 	offsets := make([][2]int64, 0, len(entries))
 	for _, e := range entries {
 		if e.DataOffsets[0] != at {
-			return nil, nil, fmt.Errorf("safetensors: tensor %s starts at data byte %d, want %d (gap or overlap)", e.name, e.DataOffsets[0], at)
+			return nil, nil, fmt.Errorf("safetensors: tensor %q starts at data byte %d, want %d (gap or overlap)", e.name, e.DataOffsets[0], at)
 		}
 		at = e.DataOffsets[1]
 		f.byName[e.name] = len(f.Tensors)
@@ -423,6 +444,149 @@ func parseHeader(hdr []byte, dataLen int64) (*File, [][2]int64, error) {
 		return nil, nil, fmt.Errorf("safetensors: tensors cover %d of the %d data bytes", at, dataLen)
 	}
 	return f, offsets, nil
+}
+
+// object reads the JSON object next in dec, calling field with each key
+// once the decoder stands at its value, which field must consume. A key
+// given twice is refused (encoding/json would keep the last silently).
+func object(dec *json.Decoder, what string, field func(key string) error) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("header: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("%s is not a JSON object", what)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("header: %v", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("header: %v where a key belongs in %s", tok, what)
+		}
+		if seen[key] {
+			return fmt.Errorf("key %q appears twice in %s", key, what)
+		}
+		seen[key] = true
+		if err := field(key); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return fmt.Errorf("header: %v", err)
+	}
+	return nil
+}
+
+// metadataObject reads __metadata__'s value: null (none) or an object of
+// strings.
+func metadataObject(dec *json.Decoder) (map[string]string, error) {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	in := json.NewDecoder(bytes.NewReader(raw))
+	err := object(in, "__metadata__", func(key string) error {
+		v, err := in.Token()
+		if err != nil {
+			return err
+		}
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%q is %v, not a string", key, v)
+		}
+		m[key] = s
+		return nil
+	})
+	return m, err
+}
+
+// tensorEntry reads one tensor's entry: exactly the keys Write writes.
+func tensorEntry(dec *json.Decoder) (headerEntry, error) {
+	keys := [...]string{"dtype", "shape", "data_offsets"} // as headerEntry's tags spell them
+	var e headerEntry
+	var seen [len(keys)]bool
+	err := object(dec, "a tensor's entry", func(key string) error {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		switch key {
+		case "dtype":
+			s, ok := v.(string)
+			if !ok {
+				return fmt.Errorf("dtype is %v, not a string such as \"F32\"", v)
+			}
+			e.DType, seen[0] = DType(s), true
+		case "shape":
+			dims, err := naturals(v, "shape")
+			if err != nil {
+				return err
+			}
+			e.Shape, seen[1] = make([]int, len(dims)), true
+			for i, d := range dims {
+				e.Shape[i] = int(d)
+			}
+		case "data_offsets":
+			offs, err := naturals(v, "data_offsets")
+			if err != nil {
+				return err
+			}
+			if len(offs) != 2 {
+				return fmt.Errorf("data_offsets has %d numbers, want [begin, end]", len(offs))
+			}
+			e.DataOffsets, seen[2] = [2]int64{offs[0], offs[1]}, true
+		default:
+			for _, k := range keys {
+				if strings.EqualFold(key, k) {
+					return fmt.Errorf("key %q must be spelled %q (keys are case-sensitive)", key, k)
+				}
+			}
+			return fmt.Errorf("unknown field %q: an entry holds only dtype, shape and data_offsets", key)
+		}
+		return nil
+	})
+	if err != nil {
+		return e, err
+	}
+	for i, ok := range seen {
+		if !ok {
+			return e, fmt.Errorf("missing field %q", keys[i])
+		}
+	}
+	return e, nil
+}
+
+// naturals reads a JSON array of non-negative integers (v as decoded with
+// UseNumber): no null, no fraction or exponent, nothing above MaxInt.
+func naturals(v any, what string) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %v, not an array of integers", what, v)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("%s %v: %v is not an integer", what, arr, x)
+		}
+		d, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil || d > math.MaxInt {
+			return nil, fmt.Errorf("%s %v: %s is not an integer from 0 to %d", what, arr, n, math.MaxInt)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("%s %v holds a negative number", what, arr)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // attach points each tensor's Data at its bytes in data.

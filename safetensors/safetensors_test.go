@@ -3,7 +3,7 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -109,6 +109,26 @@ func TestParseRefusesMalformed(t *testing.T) {
 		{"bad metadata", withHeader(`{"__metadata__":{"a":1}}`, 0), "__metadata__"},
 		{"unknown field", withHeader(`{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"q":1}}`, 4), "unknown field"},
 		{"junk after header", withHeader(`{} x`, 0), "after the JSON"},
+		// What Write would refuse or could not write, as the reference
+		// implementation's serde reads it.
+		{"empty name", withHeader(`{"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 4), `a tensor is named ""`},
+		{"key case", withHeader(`{"x":{"dtYpe":"F32","shape":[1],"data_offsets":[0,4]}}`, 4), `tensor "x": key "dtYpe" must be spelled "dtype"`},
+		{"key case offsets", withHeader(`{"x":{"dtype":"F32","shape":[1],"Data_Offsets":[0,4]}}`, 4), `must be spelled "data_offsets"`},
+		{"field twice", withHeader(`{"x":{"dtype":"F16","dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 4), `key "dtype" appears twice`},
+		{"tensor twice", withHeader(`{"x":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 4), `key "x" appears twice in the header`},
+		{"missing shape", withHeader(`{"x":{"dtype":"F32","data_offsets":[0,4]}}`, 4), `missing field "shape"`},
+		{"missing offsets", withHeader(`{"x":{"dtype":"F32","shape":[0]}}`, 0), `missing field "data_offsets"`},
+		{"null shape", withHeader(`{"x":{"dtype":"F32","shape":null,"data_offsets":[0,4]}}`, 4), "not an array"},
+		{"null dimension", withHeader(`{"x":{"dtype":"F32","shape":[null],"data_offsets":[0,0]}}`, 0), "not an integer"},
+		{"fractional dimension", withHeader(`{"x":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}}`, 4), "not an integer"},
+		{"three offsets", withHeader(`{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, 4), "want [begin, end]"},
+		{"one offset", withHeader(`{"x":{"dtype":"F32","shape":[0],"data_offsets":[0]}}`, 0), "want [begin, end]"},
+		{"negative offset", withHeader(`{"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}`, 4), "negative"},
+		{"dtype not a string", withHeader(`{"x":{"dtype":4,"shape":[1],"data_offsets":[0,4]}}`, 4), "not a string"},
+		{"entry not an object", withHeader(`{"x":[1]}`, 0), "not a JSON object"},
+		{"metadata null value", withHeader(`{"__metadata__":{"a":null}}`, 0), "__metadata__"},
+		{"metadata key twice", withHeader(`{"__metadata__":{"a":"1","a":"2"}}`, 0), `key "a" appears twice in __metadata__`},
+		{"not UTF-8", withHeader("{\"x\xff\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0), "not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.b)
@@ -120,6 +140,12 @@ func TestParseRefusesMalformed(t *testing.T) {
 	if _, err := Parse(good); err != nil {
 		t.Errorf("good file refused: %v", err)
 	}
+	// Another writer's order of keys, whitespace and a null __metadata__
+	// (the reference reads it as none) are the same language.
+	other := withHeader("{\"__metadata__\":null, \"x\": {\"data_offsets\": [0, 4], \"shape\": [1], \"dtype\": \"F32\"}}", 4)
+	if f, err := Parse(other); err != nil || len(f.Tensors) != 1 || f.Metadata != nil {
+		t.Errorf("another writer's header: %v, %+v", err, f)
+	}
 }
 
 func TestWriteRefuses(t *testing.T) {
@@ -128,6 +154,7 @@ func TestWriteRefuses(t *testing.T) {
 		{{Name: "x", DType: F32, Shape: []int{2}, Data: make([]byte, 4)}},
 		{F32Tensor("x", []int{1}, []float32{1}), F32Tensor("x", []int{1}, []float32{1})},
 		{F32Tensor("__metadata__", []int{1}, []float32{1})},
+		{F32Tensor("", []int{1}, []float32{1})},
 		{{Name: "x", DType: "Q", Shape: []int{1}, Data: make([]byte, 4)}},
 	} {
 		if err := Write(&buf, ts, nil); err == nil {
@@ -136,11 +163,16 @@ func TestWriteRefuses(t *testing.T) {
 	}
 }
 
-// FuzzParse: any input is decoded or refused, never a panic, and
-// what decodes re-encodes to tensors with the same contents.
+// FuzzParse: any input is decoded or refused, never a panic, and Parse
+// and Write accept the same language: what Parse accepts, Write writes,
+// and Parse reads that back to the same tensors (names, types, shapes,
+// bytes, in the same order) and metadata; writing those again gives the
+// same bytes. testdata/fuzz/FuzzParse keeps the input that found a tensor
+// named "" and a key spelled "dtYpe", which Parse took and Write refused.
 func FuzzParse(f *testing.F) {
 	f.Add(encode(f, []Tensor{F32Tensor("x", []int{2}, []float32{1, 2}), I64Tensor("n", nil, []int64{3})}, map[string]string{"k": "v"}))
 	f.Add([]byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
+	f.Add(encode(f, []Tensor{F32Tensor("b", []int{0}, nil), F32Tensor("a", []int{0, 3}, nil), {Name: "h", DType: BF16, Shape: []int{1}, Data: []byte{1, 2}}}, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		file, err := Parse(b)
 		if err != nil {
@@ -148,18 +180,31 @@ func FuzzParse(f *testing.F) {
 		}
 		var buf bytes.Buffer
 		if err := Write(&buf, file.Tensors, file.Metadata); err != nil {
-			t.Fatalf("re-encoding a decoded file: %v", err)
+			t.Fatalf("Write refuses what Parse accepted: %v", err)
 		}
 		again, err := Parse(buf.Bytes())
 		if err != nil {
-			t.Fatalf("decoding the re-encoded file: %v", err)
+			t.Fatalf("Parse refuses what Write wrote: %v\n%q", err, buf.Bytes())
+		}
+		if len(again.Tensors) != len(file.Tensors) {
+			t.Fatalf("%d tensors written, %d read back", len(file.Tensors), len(again.Tensors))
 		}
 		for i, x := range file.Tensors {
 			y := again.Tensors[i]
-			if x.Name != y.Name || !bytes.Equal(x.Data, y.Data) {
-				js, _ := json.Marshal(x.Shape)
-				t.Fatalf("tensor %s %s changed on re-encoding", x.Name, js)
+			if x.Name != y.Name || x.DType != y.DType || !slices.Equal(x.Shape, y.Shape) || !bytes.Equal(x.Data, y.Data) {
+				t.Fatalf("tensor %d changed on re-encoding: %q %s %v (%d bytes) became %q %s %v (%d bytes)",
+					i, x.Name, x.DType, x.Shape, len(x.Data), y.Name, y.DType, y.Shape, len(y.Data))
 			}
+			if got, ok := again.Get(x.Name); !ok || got.Name != x.Name {
+				t.Fatalf("tensor %q not found by name after re-encoding", x.Name)
+			}
+		}
+		if !maps.Equal(file.Metadata, again.Metadata) { // nil and empty alike: Write writes neither
+			t.Fatalf("metadata %v became %v", file.Metadata, again.Metadata)
+		}
+		var buf2 bytes.Buffer
+		if err := Write(&buf2, again.Tensors, again.Metadata); err != nil || !bytes.Equal(buf.Bytes(), buf2.Bytes()) {
+			t.Fatalf("writing the file read back: %v; bytes differ: %v", err, !bytes.Equal(buf.Bytes(), buf2.Bytes()))
 		}
 	})
 }
