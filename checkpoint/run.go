@@ -27,8 +27,9 @@ type Checkpoint struct {
 }
 
 // Open reads and verifies the run checkpoint in dir (checksums and sizes of
-// every file, the manifest, the configuration, the safetensors headers, and
-// that the model's tensors are those of the configuration's architecture).
+// every file, the manifest, the configuration, the safetensors headers,
+// that the model's tensors are those of the configuration's architecture,
+// and that its float tensors hold no NaN or infinity).
 // Every refusal is an *Error naming the problem.
 //
 // The manifest and its configuration are read first, and the sizes the
@@ -72,7 +73,18 @@ func Open(dir string) (*Checkpoint, error) {
 		return nil, refuse(dir, ErrMismatch, "%s does not hold the model its manifest's configuration describes (%s): %s",
 			ModelFile, DescribeArch(ck.Config.ModelConfig()), DescribeDiffs(diffs))
 	}
+	// A NaN or an infinity among the weights would surface only as a NaN
+	// loss at the first step or NaN predictions; one pass names it here.
+	if err := ck.Model.CheckFinite(); err != nil {
+		return nil, nonFinite(dir, ModelFile, err)
+	}
 	return ck, nil
+}
+
+// nonFinite refuses the checkpoint in dir whose file name holds a NaN or
+// an infinity (err from CheckFinite names the tensor).
+func nonFinite(dir, name string, err error) *Error {
+	return refuse(dir, ErrCorrupt, "%s: %v: the file is damaged or was trained to divergence; use an earlier checkpoint", name, err)
 }
 
 // RunFileBounds is the most bytes each data file of a run checkpoint of
@@ -98,20 +110,36 @@ func RunFileBounds(model []Spec) map[string]int64 {
 	return map[string]int64{ModelFile: modelBytes, OptimizerFile: optimizerBytes}
 }
 
-// OpenToResume is Open with, when dir does not verify, the way on: the
-// previous checkpoint of its run that does.
+// OpenToResume is Open, the optimizer's state held to be finite too (a
+// resume's first step would make a NaN of it the weights'), with, when dir
+// does not verify, the way on: the previous checkpoint of its run that
+// does.
 func OpenToResume(dir string) (*Checkpoint, error) {
-	ck, err := Open(dir)
+	ck, err := openToResume(dir)
 	if err != nil {
 		if prev := previousGood(filepath.Dir(filepath.Clean(dir)), filepath.Clean(dir)); prev != "" {
 			err = fmt.Errorf("%w; the previous checkpoint %s verifies: pass --resume %s to continue from it", err, prev, prev)
 		}
+		return nil, err
 	}
-	return ck, err
+	return ck, nil
+}
+
+// openToResume is Open and the optimizer's state checked finite: only a
+// resume reads it, so predict, eval and export do not pay for the pass.
+func openToResume(dir string) (*Checkpoint, error) {
+	ck, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := ck.Optimizer.CheckFinite(); err != nil {
+		return nil, nonFinite(dir, OptimizerFile, err)
+	}
+	return ck, nil
 }
 
 // previousGood is the newest checkpoint in parent other than not that
-// verifies, or "".
+// verifies for a resume, or "".
 func previousGood(parent, not string) string {
 	list, err := ListRun(parent)
 	if err != nil {
@@ -119,7 +147,7 @@ func previousGood(parent, not string) string {
 	}
 	for i := len(list) - 1; i >= 0; i-- {
 		if e := list[i]; e.Readable && e.Path != not {
-			if _, err := Open(e.Path); err == nil {
+			if _, err := openToResume(e.Path); err == nil {
 				return e.Path
 			}
 		}
@@ -208,7 +236,9 @@ func (ck *Checkpoint) LoadWeights(net *model.UNet) error {
 // shapes and where they come from first: a safetensors file is read header
 // first, so a file whose tensors check refuses (a sparse file declaring
 // gigabytes) is refused before any of its data is read. A checkpoint's
-// files are bounded by the configuration in its manifest (see Open).
+// files are bounded by the configuration in its manifest (see Open). A
+// float tensor read that holds a NaN or an infinity is refused, naming the
+// file and the tensor.
 func ReadWeights(path string, keep func(name string) bool, check func(from string, layout []safetensors.Tensor) error) (*safetensors.File, string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -258,6 +288,10 @@ func ReadWeights(path string, keep func(name string) bool, check func(from strin
 	f, err := r.Read(keep)
 	if err != nil {
 		return nil, "", err
+	}
+	// Only the tensors kept: a head train.init_skip replaces may hold anything.
+	if err := f.CheckFinite(); err != nil {
+		return nil, "", fmt.Errorf("%s: %v: the file is damaged or was trained to divergence; fine-tune from another file", path, err)
 	}
 	return f, path, nil
 }

@@ -18,7 +18,9 @@ import (
 // keep their initialization (a new head). train.init is a run directory
 // (its best checkpoint), a checkpoint directory, or a safetensors file
 // (memunet export's, any dtype, or one PyTorch wrote with the same names).
-// Names or shapes that do not match are an error listing them. It returns
+// Names or shapes that do not match are an error listing them, and a NaN
+// or an infinity among the values read an error naming the file and the
+// tensor (checkpoint.ReadWeights), before any step. It returns
 // the line saying what was loaded ("" without train.init).
 func LoadInit(tr *train.Trainer) (string, error) {
 	cfg := tr.Config.Train

@@ -595,3 +595,56 @@ func (f *File) attach(data []byte, offsets [][2]int64) {
 		f.Tensors[i].Data = data[o[0]:o[1]:o[1]]
 	}
 }
+
+// NonFinite finds the first NaN or infinity of a float tensor (F32, F16,
+// BF16): its index in row-major order and "NaN", "+Inf" or "-Inf". ok is
+// false when every value is finite or the type is not a float one. It
+// tests the bit patterns (an exponent of all ones) in one pass, without
+// converting a value.
+func (t Tensor) NonFinite() (index int, what string, ok bool) {
+	var exp, sign uint32 // the exponent's bits and the sign bit
+	at, v := -1, uint32(0)
+	switch t.DType {
+	case F32:
+		exp, sign = 0x7f800000, 1<<31
+		for i := 0; i+4 <= len(t.Data); i += 4 {
+			if x := binary.LittleEndian.Uint32(t.Data[i:]); x&exp == exp {
+				at, v = i/4, x
+				break
+			}
+		}
+	case F16, BF16:
+		exp, sign = 0x7c00, 1<<15
+		if t.DType == BF16 {
+			exp = 0x7f80
+		}
+		for i := 0; i+2 <= len(t.Data); i += 2 {
+			if x := uint32(binary.LittleEndian.Uint16(t.Data[i:])); x&exp == exp {
+				at, v = i/2, x
+				break
+			}
+		}
+	}
+	switch {
+	case at < 0:
+		return 0, "", false
+	case v&^(exp|sign) != 0: // a mantissa: NaN
+		return at, "NaN", true
+	case v&sign != 0:
+		return at, "-Inf", true
+	}
+	return at, "+Inf", true
+}
+
+// CheckFinite refuses a file whose float tensors hold a NaN or an
+// infinity, naming the first such tensor (in data order) and where: such
+// weights make the first step's loss NaN, so a reader refuses them at
+// once, not as a training that diverges. Integer tensors are not read.
+func (f *File) CheckFinite() error {
+	for _, t := range f.Tensors {
+		if i, what, ok := t.NonFinite(); ok {
+			return fmt.Errorf("tensor %q holds %s at index %d", t.Name, what, i)
+		}
+	}
+	return nil
+}

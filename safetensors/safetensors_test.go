@@ -309,3 +309,61 @@ func TestOpenReadsHeaderFirst(t *testing.T) {
 		t.Errorf("reading none of it: %v, %d tensors", err, len(f.Tensors))
 	}
 }
+
+// TestNonFinite: NaN and infinities are found by their bit patterns in
+// every float type, at their index; the largest finite values, subnormals
+// and integer tensors (whose bits may look like them) are not.
+func TestNonFinite(t *testing.T) {
+	half := func(dt DType, h ...uint16) Tensor {
+		b := make([]byte, 0, 2*len(h))
+		for _, x := range h {
+			b = binary.LittleEndian.AppendUint16(b, x)
+		}
+		return Tensor{Name: "h", DType: dt, Shape: []int{len(h)}, Data: b}
+	}
+	at17 := func(v float32) Tensor {
+		w := make([]float32, 20)
+		w[17] = v
+		return F32Tensor("w", []int{4, 5}, w)
+	}
+	for _, tc := range []struct {
+		name  string
+		t     Tensor
+		index int
+		what  string
+	}{
+		{"f32 finite", F32Tensor("w", []int{4}, []float32{1, -math.MaxFloat32, math.MaxFloat32, math.SmallestNonzeroFloat32}), -1, ""},
+		{"f32 NaN", at17(float32(math.NaN())), 17, "NaN"},
+		{"f32 +Inf", at17(float32(math.Inf(1))), 17, "+Inf"},
+		{"f32 -Inf", at17(float32(math.Inf(-1))), 17, "-Inf"},
+		{"f32 negative NaN", F32Tensor("w", []int{1}, []float32{math.Float32frombits(0xffc00001)}), 0, "NaN"},
+		{"f16 finite", half(F16, 0x3c00, 0x7bff, 0xfbff, 0x0001), -1, ""},
+		{"f16 +Inf", half(F16, 0x3c00, 0x7c00), 1, "+Inf"},
+		{"f16 NaN", half(F16, 0x7e00), 0, "NaN"},
+		{"f16 -Inf", half(F16, 0, 0, 0xfc00), 2, "-Inf"},
+		{"bf16 finite", half(BF16, 0x3f80, 0x7f7f, 0x7c00), -1, ""},
+		{"bf16 NaN", half(BF16, 0x3f80, 0x7fc0), 1, "NaN"},
+		{"bf16 -Inf", half(BF16, 0xff80), 0, "-Inf"},
+		{"i64 all ones", I64Tensor("n", nil, []int64{-1}), -1, ""},
+		{"u8", Tensor{Name: "u", DType: U8, Shape: []int{4}, Data: []byte{0xff, 0xff, 0x80, 0x7f}}, -1, ""},
+		{"empty", F32Tensor("e", []int{0}, nil), -1, ""},
+	} {
+		i, what, ok := tc.t.NonFinite()
+		if ok != (tc.index >= 0) || ok && (i != tc.index || what != tc.what) {
+			t.Errorf("%s: got %d %q %v, want %d %q", tc.name, i, what, ok, tc.index, tc.what)
+		}
+	}
+	w := make([]float32, 20)
+	w[17] = float32(math.NaN())
+	f, err := Parse(encode(t, []Tensor{F32Tensor("a", []int{2}, []float32{1, 2}), I64Tensor("n", nil, []int64{-1}), F32Tensor("down1.conv.weight", []int{4, 5}, w)}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CheckFinite(); err == nil || err.Error() != `tensor "down1.conv.weight" holds NaN at index 17` {
+		t.Errorf("CheckFinite: %v", err)
+	}
+	f.Tensors = f.Tensors[:2]
+	if err := f.CheckFinite(); err != nil {
+		t.Errorf("finite tensors refused: %v", err)
+	}
+}
