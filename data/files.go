@@ -468,6 +468,7 @@ type scanned struct {
 	maskBits     int          // 8 or 16 (see maskPixels)
 	maskFormat   string       // e.g. "16-bit gray PNG"
 	hist         []valueCount // mask pixels per raw value, ascending
+	sums         [2]fileSum   // the image's and the mask's bytes (Fingerprint.Contents)
 	err          error        // the image or the mask is unreadable (names the file)
 }
 
@@ -512,6 +513,14 @@ func scanPair(p pair, maxPixels int, decodes *budget) scanned {
 	}
 	defer img.Close()
 	defer mask.Close()
+	// Hashed before the decode waits for its budget, holding no picture;
+	// the decode then reads the bytes from the page cache.
+	for k, f := range []*imageFile{img, mask} {
+		if s.sums[k], err = sumReader(f.name, f.section()); err != nil {
+			s.err = err
+			return s
+		}
+	}
 	defer decodes.acquire(img.decodedBytes()*img.pixels() + mask.maskCost())()
 	picture, err := img.decode()
 	if err != nil {
@@ -559,6 +568,7 @@ type files struct {
 	h, w      int     // the common size; 0 when images differ in size
 	maxPixels int
 	decodes   *budget // bounds the bytes of concurrent decodes
+	contents  string  // Fingerprint.Contents
 }
 
 var _ ImageSource = (*files)(nil)

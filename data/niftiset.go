@@ -79,6 +79,7 @@ type niftiSet struct {
 	h, w     int // the common slice size; 0 when slices differ in size
 	maxBytes int64
 	cache    *volumeCache
+	contents string // Fingerprint.Contents
 }
 
 var (
@@ -384,6 +385,13 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 		s.err = err
 		return s, v
 	}
+	// Hashed just after the reads, from the page cache.
+	for k, f := range []string{p.image, p.mask} {
+		if s.sums[k], err = sumFile(f); err != nil {
+			s.err = err
+			return s, v
+		}
+	}
 	v.dims = img.Dims
 	ax := cfg.NIfTI.Axis
 	s.imgH, s.imgW = img.SliceSize(ax)
@@ -478,6 +486,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	var volSlices [][]int // the samples of each kept volume
 	total := 0            // slices before skip_empty
 	var kept []pair
+	var sums [][2]fileSum
 	for k, v := range vols {
 		if !good[k] {
 			continue
@@ -497,6 +506,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		}
 		ns.vols = append(ns.vols, v)
 		kept = append(kept, v.pair)
+		sums = append(sums, results[k].sums)
 		volSlices = append(volSlices, idx)
 	}
 	skipped := ""
@@ -526,7 +536,10 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d usable volume(s); training needs at least 2, since a volume's slices all train or all validate", len(ns.vols)))
 		return nil, nil, stamps, ""
 	}
-	sum := sha256.Sum256([]byte(fingerprintOf(cfg.Path, kept, ns.lut) + fmt.Sprintf("|axis %d|skip %v|window %v", cfg.NIfTI.Axis, cfg.NIfTI.SkipEmpty, cfg.NIfTI.Window)))
+	slicing := fmt.Sprintf("|axis %d|skip %v|window %v", cfg.NIfTI.Axis, cfg.NIfTI.SkipEmpty, cfg.NIfTI.Window)
+	sum := sha256.Sum256([]byte(fingerprintOf(cfg.Path, kept, ns.lut) + slicing))
+	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing))
+	ns.contents = hex.EncodeToString(withBytes[:])
 	return ns, split, stamps, hex.EncodeToString(sum[:])
 }
 

@@ -281,7 +281,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 	var src ImageSource
 	var split func(n int) (train, val []int)
 	var stamps []stamp
-	var files string // Fingerprint.Files
+	var files, contents string // Fingerprint.Files, .Contents
 	var testIdx []int
 	switch cfg.Source {
 	case SourceSynthetic:
@@ -350,7 +350,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 			return nil, rep, nil
 		}
 		src = fs
-		files = fingerprintOf(cfg.Path, fs.pairs, fs.lut)
+		files, contents = fingerprintOf(cfg.Path, fs.pairs, fs.lut), fs.contents
 		if hasVal {
 			rep.ValFromLists = true
 			split = func(n int) ([]int, []int) { return seq(0, nTrain), seq(nTrain, n) }
@@ -363,7 +363,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 		if ns == nil {
 			return nil, rep, nil
 		}
-		src, split, files = ns, sp, fp
+		src, split, files, contents = ns, sp, fp, ns.contents
 	default:
 		return nil, nil, fmt.Errorf("data.source: %q: must be synthetic, folder, voc or nifti", cfg.Source)
 	}
@@ -397,7 +397,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 	}
 	newSet := func(ds Dataset, h, w int) *Set {
 		return &Set{Data: ds, Train: train, Val: val, Test: testIdx, Report: rep, stamps: stamps,
-			fingerprint: Fingerprint{Samples: ds.Len(), Train: len(train), Val: len(val), Height: h, Width: w, Files: files}}
+			fingerprint: Fingerprint{Samples: ds.Len(), Train: len(train), Val: len(val), Height: h, Width: w, Files: files, Contents: contents}}
 	}
 	if len(cfg.Patch) == 2 {
 		p, err := openPatches(cfg, src, h, w, rep)
@@ -645,9 +645,11 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 		return nil, nil
 	}
 	var ok []pair
+	var sums [][2]fileSum
 	for k, p := range pairs {
 		if good[k] {
 			ok = append(ok, p)
+			sums = append(sums, results[k].sums)
 		}
 	}
 	f := &files{
@@ -660,6 +662,7 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 		maxPixels: cfg.MaxPixels,
 		decodes:   decodes,
 	}
+	f.contents = contentsOf(cfg.Path, ok, sums, f.lut)
 	var fits bool
 	if f.h, f.w, fits = commonSize(cfg, rep); !fits {
 		return nil, nil
