@@ -135,12 +135,12 @@ func TestPredictRefusesByHostMemory(t *testing.T) {
 	var note bytes.Buffer
 	_, err := p.Run(in, t.TempDir(), Options{Overlay: true, Tile: TileNone}, Limits{Available: 2 << 20}, &note)
 	var se *SizeError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "the machine has 2.00 MiB available") || se.Need.Total() <= 2<<20 {
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "above the 2.00 MiB this process may use") || se.Need.Total() <= 2<<20 {
 		t.Errorf("host limit: %v", err)
 	}
 	// Without --tile none it tries tiles, and refuses what no tile fits.
 	_, err = p.Run(in, t.TempDir(), Options{Overlay: true}, Limits{Available: 2 << 20}, &note)
-	if err == nil || !strings.Contains(err.Error(), "even the smallest tile, 4x4, needs about") || !strings.Contains(err.Error(), "the machine has 2.00 MiB available") {
+	if err == nil || !strings.Contains(err.Error(), "even the smallest tile, 4x4, needs about") || !strings.Contains(err.Error(), "above the 1.50 MiB, 3/4 of the memory this process may use") {
 		t.Errorf("host limit, by tiles: %v", err)
 	}
 	rep, err := p.Run(in, t.TempDir(), Options{}, Limits{Available: 1 << 40}, &note)

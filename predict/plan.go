@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/backend/noop"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -64,8 +65,42 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 }
 
 // Limits are what a batch must fit in: the pool's capacity (0: none) and
-// the host's available memory (0: unknown).
-type Limits struct{ Capacity, Available int64 }
+// the memory this process may use (0: unknown), which Source names.
+type Limits struct {
+	Capacity, Available int64
+	Source              string
+	// margin says Available is already memlimit's share for automatic
+	// choices (auto).
+	margin bool
+}
+
+// HostLimits are a capacity and host's memory as Limits.
+func HostLimits(capacity int64, host memlimit.Limit) Limits {
+	return Limits{Capacity: capacity, Available: host.Bytes, Source: host.Source()}
+}
+
+// auto is l for an automatic choice (a tile, a batch, whole or by tiles):
+// the host's memory cut to memlimit's margin, so that no plan it makes
+// takes everything the process may use.
+func (l Limits) auto() Limits {
+	if l.Available > 0 && !l.margin {
+		l.Available, l.margin = l.Available/memlimit.MarginDen*memlimit.MarginNum, true
+	}
+	return l
+}
+
+// hostText says what Available is: "6.00 GiB this process may use
+// (cgroup memory.max ...)", or its margin's share of it.
+func (l Limits) hostText() string {
+	src := ""
+	if l.Source != "" {
+		src = " (" + l.Source + ")"
+	}
+	if l.margin {
+		return fmt.Sprintf("%s, %d/%d of the memory this process may use%s", memory.FormatBytes(l.Available), memlimit.MarginNum, memlimit.MarginDen, src)
+	}
+	return fmt.Sprintf("%s this process may use%s", memory.FormatBytes(l.Available), src)
+}
 
 // largeNeed is the need above which predict says what a batch will take
 // before it starts.
@@ -78,7 +113,7 @@ func (l Limits) exceeded(need Need) string {
 		return fmt.Sprintf("a pool peak of %s allocated, above its capacity %s (--capacity, else the checkpoint's memory.capacity)",
 			memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(l.Capacity))
 	case l.Available > 0 && need.Total() > l.Available:
-		return fmt.Sprintf("%s, and the machine has %s available", need, memory.FormatBytes(l.Available))
+		return fmt.Sprintf("%s, above the %s", need, l.hostText())
 	}
 	return ""
 }

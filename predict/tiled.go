@@ -95,25 +95,27 @@ func (p *Predictor) tileNeed(t Tiling, h, w int, srcPixels int64, deep bool, opt
 }
 
 // chooseTiling picks the tiling of an h x w picture: tile side (0: the
-// largest multiple of 2^model.depth whose plan fits lim, up to the
-// picture's longer side) and the most tiles per pass, up to p.Batch, that
-// fit with it. A tile that cannot fit alone is an error naming its need.
+// largest multiple of 2^model.depth whose plan fits lim's automatic share,
+// lim.auto, up to the picture's longer side) and the most tiles per pass,
+// up to p.Batch, that fit that share with it. A tile that cannot fit alone
+// is an error naming its need.
 func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opts Options, lim Limits) (Tiling, Need, error) {
 	t := Tiling{Overlap: opts.Overlap, Blend: opts.Blend, Batch: 1, Auto: side == 0}
-	fits := func(t Tiling) (Need, bool, error) {
+	fits := func(t Tiling, lim Limits) (Need, bool, error) {
 		nd, err := p.tileNeed(t, h, w, srcPixels, deep, opts)
 		// Every pass repeats the same allocations in a pool emptied first
 		// (Tiled), so its reserved peak is the dry run's: the capacity must
 		// hold that, not only the allocated peak.
 		return nd, err == nil && lim.exceeded(nd) == "" && (lim.Capacity == 0 || nd.PeakReserved <= lim.Capacity), err
 	}
+	auto := lim.auto()
 	f := 1 << p.Config.Model.Depth
 	if side == 0 {
 		lo, hi := 0, (max(h, w)+f-1)/f // lo*f fits (0: none known), past hi no need
 		for lo < hi {
 			mid := (lo + hi + 1) / 2
 			t.Tile = mid * f
-			_, ok, err := fits(t)
+			_, ok, err := fits(t, auto)
 			if err != nil {
 				return t, Need{}, err
 			}
@@ -126,7 +128,11 @@ func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opt
 		side = max(lo, 1) * f
 	}
 	t.Tile = side
-	need, ok, err := fits(t)
+	asked := lim // a side the user gave may take all the process may use
+	if t.Auto {
+		asked = auto
+	}
+	need, ok, err := fits(t, asked)
 	if err != nil {
 		return t, Need{}, err
 	}
@@ -135,7 +141,7 @@ func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opt
 		if t.Auto {
 			what = fmt.Sprintf("even the smallest tile, %dx%d,", side, side)
 		}
-		why := lim.exceeded(need)
+		why := asked.exceeded(need)
 		if why == "" {
 			why = fmt.Sprintf("a pool peak of %s reserved, above its capacity %s", memory.FormatBytes(need.PeakReserved), memory.FormatBytes(lim.Capacity))
 		}
@@ -146,7 +152,7 @@ func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opt
 	for n := 2; n <= min(p.Batch, t.Tiles); n++ {
 		next := t
 		next.Batch = n
-		nd, ok, err := fits(next)
+		nd, ok, err := fits(next, auto)
 		if err != nil || !ok {
 			break
 		}

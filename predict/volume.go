@@ -84,8 +84,12 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 	h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
 	c := p.Config.Model.InChannels
 	if opts.Tile == "" || opts.Tile == TileNone {
+		whole := lim // asked for: all the process may use
+		if opts.Tile == "" {
+			whole = lim.auto() // whole or by tiles is memunet's choice
+		}
 		nd, err := p.PlanBatch(1, h, w, int64(h)*int64(w), false)
-		if err == nil && lim.exceeded(nd) == "" {
+		if err == nil && whole.exceeded(nd) == "" {
 			a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
 			if err != nil {
 				return nil, nd, err
@@ -98,7 +102,7 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 		}
 		if opts.Tile == TileNone {
 			if err == nil {
-				err = fmt.Errorf("predicting it whole needs %s; leave --tile none out to predict it by tiles", lim.exceeded(nd))
+				err = fmt.Errorf("predicting it whole needs %s; leave --tile none out to predict it by tiles", whole.exceeded(nd))
 			}
 			return nil, Need{}, err
 		}

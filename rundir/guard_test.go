@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
 )
@@ -161,15 +162,15 @@ func TestHostMemoryRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	need, detail := train.HostNeed(row, row.Samples)
-	if err := train.CheckFits(cfg, need); err != nil {
+	if err := train.CheckFits(cfg, memlimit.Given(need, "in the test")); err != nil {
 		t.Errorf("need %d with exactly that available: %v", need, err)
 	}
-	err = train.CheckFits(cfg, need-1)
+	err = train.CheckFits(cfg, memlimit.Given(need-1, "in the test"))
 	var fe *train.FitError
 	if !errors.As(err, &fe) || fe.Capacity || fe.Need != need || fe.Limit != need-1 {
 		t.Fatalf("need %d with one byte less available: %v, want a host *train.FitError", need, err)
 	}
-	for _, want := range []string{"needs about", detail, "available", "variant fits"} {
+	for _, want := range []string{"needs about", detail, "this process may use", "in the test", "variant fits"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -177,7 +178,7 @@ func TestHostMemoryRefusal(t *testing.T) {
 
 	huge := resumeConfig("fp32")
 	huge.Model.Base = 1 << 16
-	err = train.CheckFits(huge, 1<<40)
+	err = train.CheckFits(huge, memlimit.Given(1<<40, "in the test"))
 	if !errors.As(err, &fe) || fe.Need < 1<<40 {
 		t.Fatalf("model.base 65536 with 1 TiB available: %v", err)
 	}

@@ -208,6 +208,9 @@ func (t *tally) observeEnd(sum *Summary) error {
 		sum.CommMSMedian = median(t.commMS)
 	}
 	sum.PeakRSSBytes = PeakRSS()
+	if r.host.Bytes > 0 {
+		sum.HostMemoryBytes, sum.HostMemorySource = r.host.Bytes, r.host.Source()
+	}
 	sum.CacheFlushes = st.CacheFlushes
 	sum.PartWallSeconds = time.Since(r.start).Seconds()
 	sum.WallSeconds = c.priorWall + sum.PartWallSeconds

@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
@@ -62,6 +63,11 @@ type Summary struct {
 	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
 	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	// HostMemoryBytes is what this process could use as the run started
+	// (memlimit: MemAvailable, its cgroups, its rlimits); HostMemorySource
+	// what set it.
+	HostMemoryBytes  int64  `json:"host_memory_bytes,omitempty"`
+	HostMemorySource string `json:"host_memory_source,omitempty"`
 	// Device is what the run computed on (device.Describe).
 	Device string `json:"device"`
 	// The device's own view of its memory where the backend reports it (a
@@ -242,6 +248,7 @@ type run struct {
 	wrote   bool         // this process has written into opts.OutDir
 	scratch string       // a data-parallel rank's own directory, removed at the end
 
+	host      memlimit.Limit // what this process could use as it started
 	tr        *train.Trainer
 	ckpt      *checkpointer
 	prog      *progress

@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/train"
 )
@@ -133,7 +134,8 @@ func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.C
 		}
 	}
 	cfg, capNote := train.ResolveCapacity(cfg, b)
-	if err := train.CheckFits(cfg, train.HostMemory()); err != nil {
+	r.host = memlimit.Read()
+	if err := train.CheckFits(cfg, r.host); err != nil {
 		return nil, err
 	}
 	tr, err := train.NewTrainerOnComm(cfg, b, r.comm)
@@ -154,7 +156,7 @@ func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.C
 	if r.total = r.cfg.Train.Steps; r.total == 0 {
 		r.total = r.cfg.Train.Epochs * tr.StepsPerEpoch()
 	}
-	notes := append([]string{capNote, initNote}, tr.FitLog...)
+	notes := append([]string{"host memory: this process may use " + r.host.String(), capNote, initNote}, tr.FitLog...)
 	notes = append(notes, tr.AllocatorNote)
 	if r.cfg.Train.Loss.ClassWeights.Auto {
 		notes = append(notes, fmt.Sprintf("train.loss.class_weights: auto: %s (inverse class frequency of the training masks)", formatWeights(tr.Loss.Weights)))

@@ -6,14 +6,16 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/memory"
 )
 
 // ResolveCapacity turns memory.capacity: auto into bytes for backend b: the
 // device's free memory now where b reports its device's memory (a GPU: what
-// other processes and the context hold is not the run's), else the host's
-// available memory, else 0 (unlimited). note says what was chosen ("" when
-// the capacity was not auto).
+// other processes and the context hold is not the run's), else the memory
+// this process may use (memlimit: MemAvailable, its cgroups, its rlimits),
+// else 0 (unlimited). note says what was chosen and why ("" when the
+// capacity was not auto).
 func ResolveCapacity(cfg config.Config, b backend.Backend) (resolved config.Config, note string) {
 	if cfg.Memory.Capacity != config.CapacityAuto {
 		return cfg, ""
@@ -25,12 +27,12 @@ func ResolveCapacity(cfg config.Config, b backend.Backend) (resolved config.Conf
 				memory.FormatBytes(total-used), b.Name(), memory.FormatBytes(used), memory.FormatBytes(total))
 		}
 	}
-	if avail := HostMemory(); avail > 0 {
-		cfg.Memory.Capacity = config.ByteSize(avail)
-		return cfg, fmt.Sprintf("memory.capacity: auto: %s, the host's available memory", memory.FormatBytes(avail))
+	if host := memlimit.Read(); host.Bytes > 0 {
+		cfg.Memory.Capacity = config.ByteSize(host.Bytes)
+		return cfg, fmt.Sprintf("memory.capacity: auto: %s, the memory this process may use (%s)", memory.FormatBytes(host.Bytes), host.Source())
 	}
 	cfg.Memory.Capacity = 0
-	return cfg, "memory.capacity: auto: unlimited (the host's available memory is unknown)"
+	return cfg, "memory.capacity: auto: unlimited (the memory this process may use is unknown)"
 }
 
 // AutoCapacity is memory.capacity: auto in bytes for cfg's device (Target,

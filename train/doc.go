@@ -20,8 +20,8 @@
 // validation: whole images by tiles), preview.go (the first validation images
 // kept for pictures), plan.go (variants and the plan), fit.go
 // (memory.fit), fits.go (refusing what cannot fit, device and host),
-// capacity.go (memory.capacity: auto), hostmem_linux.go and
-// hostmem_other.go (the host's free memory), recompute_auto.go
+// capacity.go (memory.capacity: auto; the host's memory is package
+// memlimit's), recompute_auto.go
 // (model.checkpoint: auto), suggest.go (plan --suggest patch: the largest
 // patch that fits), classweights.go (class_weights: auto),
 // dataparallel.go (ranks' gradients all-reduced), bench.go (timed steps,

@@ -6,11 +6,12 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/memory"
 )
 
 // FitError refuses a run before it starts because the plan says it cannot
-// fit: under memory.capacity, or in the host's available memory.
+// fit: under memory.capacity, or in the memory this process may use.
 type FitError struct {
 	Need, Limit int64
 	// Capacity says the limit is memory.capacity (else the host's memory).
@@ -18,6 +19,8 @@ type FitError struct {
 	// AboveHost says the need is memory.capacity itself, above the host's
 	// available memory (Limit) on a backend whose memory is the host's.
 	AboveHost bool
+	// Source says what sets a host limit (memlimit.Limit.Source).
+	Source string
 	// Detail says what the need is made of; Advice what would fit.
 	Detail, Advice string
 }
@@ -28,15 +31,15 @@ func (e *FitError) Error() string {
 		need, limit = fmt.Sprintf("%d bytes", e.Need), fmt.Sprintf("%d bytes", e.Limit)
 	}
 	if e.AboveHost {
-		return fmt.Sprintf("memory.capacity %s is more than the %s of memory this host has available: on the CPU the pool's buffers are host memory, so the run would die of Go's \"out of memory\" instead of stopping at the capacity; set memory.capacity to at most %s, or auto (the available memory)",
-			need, limit, limit)
+		return fmt.Sprintf("memory.capacity %s is more than the %s of memory this process may use (%s): on the CPU the pool's buffers are host memory, so the run would be killed instead of stopping at the capacity; set memory.capacity to at most %s, or auto (the memory this process may use)",
+			need, limit, e.Source, limit)
 	}
 	if e.Capacity {
 		return fmt.Sprintf("the planned peak of this run, %s reserved, is above memory.capacity %s: it would run out of memory in its first step. %s",
 			need, limit, e.Advice)
 	}
-	return fmt.Sprintf("this run needs about %s of memory (%s) and the machine has %s available: it would die of Go's \"out of memory\". %s",
-		need, e.Detail, limit, e.Advice)
+	return fmt.Sprintf("this run needs about %s of memory (%s) and this process may use %s (%s): the kernel would kill it or Go would die of \"out of memory\". %s",
+		need, e.Detail, limit, e.Source, e.Advice)
 }
 
 // HostNeed is what a run of the planned configuration takes from the
@@ -64,40 +67,50 @@ func HostNeed(row PlanRow, samples int) (total int64, detail string) {
 // CheckFits refuses, with a *FitError naming the figures and the variant
 // that would fit, a run the plan says cannot fit: with memory.capacity and
 // memory.fit off, a planned peak above the capacity (memory.fit: auto picks
-// a variant instead); without a capacity, a need (HostNeed) above the host's
-// available memory (available; 0: unknown, no check). cfg is validated.
+// a variant instead); and a need (HostNeed) above what this process may use
+// (host; Bytes 0: unknown, no check) where the pool is host memory or no
+// capacity bounds it. cfg is validated.
 //
-// A capacity above available is refused first where the pool's memory is
-// the host's (a backend that reports no device memory: the CPU): the pool
-// would never reach it, and Go's runtime would kill the run instead.
-func CheckFits(cfg config.Config, available int64) error {
-	capacity := int64(cfg.Memory.Capacity)
-	if capacity > available && available > 0 {
-		if b, err := Target(cfg); err == nil {
-			if _, device := b.(device.MemoryReporter); !device {
-				return &FitError{Need: capacity, Limit: available, AboveHost: true}
-			}
-		}
+// A capacity above host is refused first where the pool's memory is the
+// host's (a backend that reports no device memory: the CPU): the pool
+// would never reach it, and the kernel would kill the run instead.
+func CheckFits(cfg config.Config, host memlimit.Limit) error {
+	capacity, available := int64(cfg.Memory.Capacity), host.Bytes
+	onHost := PoolOnHost(cfg)
+	if capacity > available && available > 0 && onHost {
+		return &FitError{Need: capacity, Limit: available, AboveHost: true, Source: host.Source()}
 	}
-	if capacity > 0 && cfg.Memory.Fit == "auto" || capacity == 0 && available <= 0 {
+	checkHost := available > 0 && (capacity == 0 || onHost)
+	if capacity > 0 && cfg.Memory.Fit == "auto" || capacity == 0 && !checkHost {
 		return nil
 	}
 	row, err := PlanConfig(cfg)
 	if err != nil {
 		return err
 	}
-	if capacity > 0 {
-		if row.PeakReservedBytes <= capacity {
-			return nil
-		}
+	if capacity > 0 && row.PeakReservedBytes > capacity {
 		return &FitError{Need: row.PeakReservedBytes, Limit: capacity, Capacity: true, Advice: fitAdvice(cfg, capacity)}
+	}
+	if !checkHost {
+		return nil
 	}
 	samples := row.Samples
 	need, detail := HostNeed(row, samples)
 	if need <= available {
 		return nil
 	}
-	return &FitError{Need: need, Limit: available, Detail: detail, Advice: hostAdvice(cfg, available, samples)}
+	return &FitError{Need: need, Limit: available, Source: host.Source(), Detail: detail, Advice: hostAdvice(cfg, available, samples)}
+}
+
+// PoolOnHost says whether cfg's device keeps the pool in host memory: a
+// backend that reports no device memory of its own (the CPU), or one that
+// cannot be opened here (assumed the host's).
+func PoolOnHost(cfg config.Config) bool {
+	if b, err := Target(cfg); err == nil {
+		_, device := b.(device.MemoryReporter)
+		return !device
+	}
+	return true
 }
 
 // hostAdvice names the fastest variant whose host need fits in available,

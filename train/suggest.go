@@ -25,8 +25,10 @@ type PatchSuggestion struct {
 // SuggestPatch finds the largest square data.patch, a multiple of
 // 2^model.depth no larger than the images' smaller side, whose exact plan
 // (cfg's variant: precision, recompute, batch) fits capacity in reserved
-// bytes, by bisection over the planned peaks (they grow with the patch).
-func SuggestPatch(cfg config.Config, capacity int64) (PatchSuggestion, error) {
+// bytes and, where host > 0, whose need of host memory (HostNeed: the pool
+// and the buffers beside it, for a pool in host memory) fits host, by
+// bisection over the planned peaks (they grow with the patch).
+func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, error) {
 	if capacity <= 0 {
 		return PatchSuggestion{}, fmt.Errorf("plan --suggest patch needs a capacity: give --capacity SIZE (e.g. 4GiB) or set memory.capacity")
 	}
@@ -44,6 +46,10 @@ func SuggestPatch(cfg config.Config, capacity int64) (PatchSuggestion, error) {
 		}
 		return row, err
 	}
+	fits := func(row PlanRow) bool {
+		need, _ := HostNeed(row, row.Samples)
+		return row.PeakReservedBytes <= capacity && (host <= 0 || need <= host)
+	}
 	s := PatchSuggestion{Limit: limit}
 	lo, hi := 0, limit/f // lo fits (0: none known), hi+1 does not
 	var rows = map[int]PlanRow{}
@@ -54,7 +60,7 @@ func SuggestPatch(cfg config.Config, capacity int64) (PatchSuggestion, error) {
 			return s, err
 		}
 		rows[mid] = row
-		if row.PeakReservedBytes <= capacity {
+		if fits(row) {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -65,8 +71,13 @@ func SuggestPatch(cfg config.Config, capacity int64) (PatchSuggestion, error) {
 		if err != nil {
 			return s, err
 		}
+		limit, need := capacity, row.PeakReservedBytes
+		if host > 0 && (need <= capacity || host < capacity) {
+			limit = host
+			need, _ = HostNeed(row, row.Samples)
+		}
 		return s, fmt.Errorf("no patch fits %s: the smallest, [%d, %d], needs %s; lower train.batch_size or model.base, or use model.checkpoint or train.precision to save memory",
-			memory.FormatBytes(capacity), f, f, memory.FormatBytes(row.PeakReservedBytes))
+			memory.FormatBytes(limit), f, f, memory.FormatBytes(need))
 	}
 	s.Size, s.Row = lo*f, rows[lo]
 	if lo*f+f <= limit {

@@ -9,7 +9,8 @@ import (
 
 // TestSuggestPatch: the suggestion is the largest multiple of 2^depth
 // whose plan fits, its plan that of a run with that patch, the next size
-// up over the capacity; no capacity and a capacity nothing fits are errors.
+// up over the capacity (or the host's memory, where that is given); no
+// capacity and a capacity nothing fits are errors.
 func TestSuggestPatch(t *testing.T) {
 	cfg := config.Default()
 	cfg.Model.Base, cfg.Model.Depth = 4, 2
@@ -25,7 +26,7 @@ func TestSuggestPatch(t *testing.T) {
 		return row.PeakReservedBytes
 	}
 	for _, side := range []int{8, 16, 28} {
-		s, err := SuggestPatch(cfg, at(side))
+		s, err := SuggestPatch(cfg, at(side), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,13 +34,28 @@ func TestSuggestPatch(t *testing.T) {
 			t.Errorf("capacity of a %d patch: suggested %d (%d bytes), next %d (%d bytes)", side, s.Size, s.Row.PeakReservedBytes, s.Next, s.NextBytes)
 		}
 	}
-	if s, err := SuggestPatch(cfg, 1<<40); err != nil || s.Size != 32 || s.Next != 0 {
+	if s, err := SuggestPatch(cfg, 1<<40, 0); err != nil || s.Size != 32 || s.Next != 0 {
 		t.Errorf("any capacity: %d, next %d, %v", s.Size, s.Next, err)
 	}
-	if _, err := SuggestPatch(cfg, 0); err == nil || !strings.Contains(err.Error(), "needs a capacity") {
+	// With host memory as the bound, the pool and the buffers beside it
+	// must fit: the need of a 16 patch allows 16 and not 20.
+	c := cfg
+	c.Data.Patch = []int{16, 16}
+	row, err := PlanConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostNeed, _ := HostNeed(row, row.Samples)
+	if s, err := SuggestPatch(cfg, 1<<40, hostNeed); err != nil || s.Size != 16 || hostNeed <= row.PeakReservedBytes {
+		t.Errorf("host %d (pool %d): %d, %v", hostNeed, row.PeakReservedBytes, s.Size, err)
+	}
+	if _, err := SuggestPatch(cfg, 1<<40, 1<<10); err == nil || !strings.Contains(err.Error(), "no patch fits 1.00 KiB") {
+		t.Errorf("host 1 KiB: %v", err)
+	}
+	if _, err := SuggestPatch(cfg, 0, 0); err == nil || !strings.Contains(err.Error(), "needs a capacity") {
 		t.Errorf("no capacity: %v", err)
 	}
-	if _, err := SuggestPatch(cfg, at(4)-1); err == nil || !strings.Contains(err.Error(), "no patch fits") {
+	if _, err := SuggestPatch(cfg, at(4)-1, 0); err == nil || !strings.Contains(err.Error(), "no patch fits") {
 		t.Errorf("too small: %v", err)
 	}
 }

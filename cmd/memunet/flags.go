@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/train"
 )
@@ -166,7 +167,7 @@ func (f modelFlags) predictor(command string, ck *checkpoint.Checkpoint) (*predi
 			return nil, predict.Limits{}, prec, err
 		}
 	}
-	lim := predict.Limits{Capacity: capBytes, Available: train.HostMemory()}
+	lim := predict.HostLimits(capBytes, memlimit.Read())
 	p, err := predict.NewPredictor(ck, prec, lim.Capacity, batch)
 	if err != nil {
 		return nil, lim, prec, err
