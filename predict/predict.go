@@ -161,7 +161,11 @@ func (p *Predictor) Predict(images []float32, n, h, w int) ([]uint8, error) {
 // its "train", "val" or "test" split, as training made them (test: a
 // folder set's test/ subfolder).
 func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
-	set, fresh, err := data.OpenCached(p.Config.DataConfig())
+	ctx := p.Stop
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	set, fresh, err := data.OpenCachedContext(ctx, p.Config.DataConfig()) // a signal stops the scan
 	if err != nil {
 		return nil, nil, err
 	}

@@ -124,6 +124,9 @@ func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.C
 	// The data first, where a signal can stop the scan of a large folder;
 	// planning and the trainer below find the set already open.
 	if _, err := train.OpenSetContext(ctx, cfg); err != nil {
+		if stop := During(ctx, "the data scan"); stop != nil {
+			return nil, stop // the signal, not the scan's "context canceled"
+		}
 		return nil, err
 	}
 	b := r.opts.backend

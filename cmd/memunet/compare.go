@@ -23,7 +23,8 @@ const compareUsage = "usage: memunet compare --config FILE [--variants baseline,
 // --runs it draws existing runs' validation curves together instead.
 // SIGINT/SIGTERM go on to the running child (a train child saves a
 // checkpoint); compare waits for it and exits 130/143.
-func compareCommand(args []string, stdout, stderr io.Writer) error {
+func compareCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
+	sig.AtOnce("compare", "nothing was written")
 	cmd := newConfigCommand("compare", compareUsage)
 	cmd.addDevice()
 	fs := cmd.Flags
@@ -39,6 +40,7 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 		dir = compare.DefaultDir(time.Now())
 	}
 	if errors.Is(err, errNoConfig) {
+		sig.AtOnce("compare", "") // it may be writing val-curves.png
 		return compareRuns(strings.Split(*runs, ","), dir, stdout)
 	}
 	if err != nil {
@@ -58,8 +60,7 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 	inv := config.Invocation{Program: config.InvokedAs(), Config: cmd.path, Sets: cmd.sets}
 	given := config.GivenFlags(fs, "config", "set", "device", "out", "force")
 	again := inv.Command("compare", append(given, "--out", dir, "--force")...)
-	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; the running variant gets it too and stops without saving")
-	defer interrupt.Stop()
+	stop := sig.Cooperate("stopping at once; the running variant gets it too and stops without saving")
 	c, err := compare.New(compare.Options{Exe: exe, ConfigPath: cmd.path, Sets: cmd.sets, Config: cfg,
 		Variants: strings.Split(*variants, ","), Steps: *steps, Dir: dir, Force: *force, Stop: stop})
 	if used := (*compare.UsedError)(nil); errors.As(err, &used) {
@@ -73,7 +74,7 @@ func compareCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "memunet compare: %s, %dx%d, effective batch %d, %d steps per variant, writing to %s\n",
 		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
 	rows, err := c.Run(func(row report.CompareRow) { fmt.Fprintf(stdout, "  %-10s %s\n", row.Name, row.Status()) })
-	if st := interrupt.Stopped(err, "compare", fmt.Sprintf("%d of %d variants done, the running one got the signal and has ended; no compare files written; run it again with %s",
+	if st := sig.Stopped(err, "compare", fmt.Sprintf("%d of %d variants done, the running one got the signal and has ended; no compare files written; run it again with %s",
 		len(rows), len(c.RunDirs()), again)); st != 0 {
 		return exitStatus(st)
 	}

@@ -22,16 +22,19 @@ const (
 )
 
 // dataCommand runs "memunet data check" and "memunet data synth".
-func dataCommand(args []string, stdout, stderr io.Writer) error {
+func dataCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 	if len(args) == 0 {
 		return usageError{"data: which? " + dataUsage}
 	}
 	switch args[0] {
 	case "check":
+		sig.AtOnce("data check", "nothing was written")
 		return dataCheck(args[1:], stdout)
 	case "synth":
-		return dataSynth(args[1:], stdout, stderr)
+		sig.AtOnce("data synth", "nothing was written")
+		return dataSynth(args[1:], stdout, sig)
 	case "preview":
+		sig.AtOnce("data preview", "")
 		return dataPreview(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		return helpRequest{name: "data"}
@@ -63,7 +66,7 @@ func dataCheck(args []string, stdout io.Writer) error {
 }
 
 // dataSynth writes the built-in synthetic set in the folder layout.
-func dataSynth(args []string, stdout, stderr io.Writer) error {
+func dataSynth(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 	fs := newFlags("data synth")
 	out := fs.String("out", "", "directory to write images/ and masks/ into")
 	count := fs.Int("count", 64, "number of samples (at least 1)")
@@ -84,16 +87,16 @@ func dataSynth(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{"data synth: " + strings.NewReplacer("data.count", "--count", "data.size", "--size", "data.classes", "--classes", "data.noise", "--noise").Replace(err.Error())}
 	}
+	replace := config.Invocation{Program: config.InvokedAs()}.Run("data synth", append(config.GivenFlags(fs, "force"), "--force")...)
+	// Before the folder is made: the deferred Clear and WriteFolderUntil clean up.
+	stop := sig.Cooperate("stopping at once; what it wrote into " + *out + " stays, listed in its .unfinished: replace it with " + replace)
 	lock, err := outdir.Acquire(*out, "memunet data synth")
 	if err != nil {
 		return err
 	}
 	defer lock.Clear() // no lock file stays beside the samples; a folder made for a refused synth goes
-	replace := config.Invocation{Program: config.InvokedAs()}.Run("data synth", append(config.GivenFlags(fs, "force"), "--force")...)
-	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*out+" stays, listed in its .unfinished: replace it with "+replace)
-	defer interrupt.Stop()
 	err = data.WriteFolderUntil(stop, syn, *out, data.FolderOptions{Force: *force, Replace: replace})
-	if st := interrupt.Stopped(err, "data synth", "removed the samples it had written into "+*out); st != 0 {
+	if st := sig.Stopped(err, "data synth", "removed the samples it had written into "+*out); st != 0 {
 		return exitStatus(st)
 	}
 	if err != nil {

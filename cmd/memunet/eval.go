@@ -10,6 +10,7 @@ import (
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/rundir"
 )
 
 const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--capacity SIZE] [--out FILE]"
@@ -17,7 +18,8 @@ const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train
 // evalCommand scores a checkpoint on a split of its dataset (or of another
 // one, by --set data.*): loss, pixel accuracy, mIoU, Dice and the
 // per-class table, as training's validation computes them.
-func evalCommand(args []string, stdout io.Writer) error {
+func evalCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
+	sig.AtOnce("eval", "nothing was written")
 	fs := newFlags("eval")
 	model := addModelFlags(fs)
 	split := fs.String("split", "val", "the split to score: val, test (a folder set's test/) or train")
@@ -59,6 +61,8 @@ func evalCommand(args []string, stdout io.Writer) error {
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"eval: --out " + err.Error()}
 	}
+	// Before the folder is made: the deferred Clear removes it.
+	stop := sig.Cooperate("stopping at once; no report was written")
 	lock, err := outdir.Acquire(filepath.Dir(*out), "memunet eval")
 	if err != nil {
 		return err
@@ -69,7 +73,11 @@ func evalCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer p.Close()
+	p.Stop = stop
 	rep, err := p.Evaluate(*split, *tta, lim, sets)
+	if st := sig.Stopped(err, "eval", "no report was written"); st != 0 {
+		return exitStatus(st)
+	}
 	if err != nil {
 		return fmt.Errorf("eval: --split %s: %w", *split, err)
 	}

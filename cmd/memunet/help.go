@@ -157,7 +157,7 @@ func helpCommand(args []string, stdout io.Writer) error {
 // command itself (with --help, which it answers before doing anything) so
 // that the flags listed are the ones it parses.
 func helpOf(name string) error {
-	err := dispatch(append(strings.Fields(name), "--help"), io.Discard, io.Discard)
+	err := dispatch(append(strings.Fields(name), "--help"), io.Discard, io.Discard, nil)
 	var h helpRequest
 	if !errors.As(err, &h) {
 		return fmt.Errorf("%s --help did not answer with its help: %v", name, err)

@@ -26,9 +26,9 @@ func main() {
 }
 
 // run executes one command and returns the exit code: 0 on success, 1 on a
-// failed run, 2 on a usage error, 128 + the signal's number for a training
-// run stopped by SIGINT (130) or SIGTERM (143). Errors are printed as one
-// line to stderr.
+// failed run, 2 on a usage error, 128 + the signal's number for a command
+// stopped by SIGINT (130) or SIGTERM (143), in any phase. Errors are
+// printed as one line to stderr.
 // -h, -help or --help anywhere a command parses flags, and "memunet help
 // CMD", print the command's help to stdout and exit 0.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -36,7 +36,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, topUsage())
 		return 2
 	}
-	err := dispatch(args, stdout, stderr)
+	// From the start: no phase may die of a signal without a word.
+	sig := rundir.NotifyCommand(stderr, args[0])
+	defer sig.Stop()
+	err := dispatch(args, stdout, stderr, sig)
 	if err == nil {
 		return 0
 	}
@@ -54,30 +57,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-// dispatch runs the command args name; a help request comes back as a
-// helpRequest error for run to print.
-func dispatch(args []string, stdout, stderr io.Writer) error {
+// dispatch runs the command args name, with sig its handling of the
+// signals (nil: none); a help request comes back as a helpRequest error
+// for run to print.
+func dispatch(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) error {
 	switch args[0] {
 	case "train":
-		return trainCommand(args[1:], stdout, stderr)
+		return trainCommand(args[1:], stdout, sig)
 	case "plan":
 		return planCommand(args[1:], stdout)
 	case "gorgonia":
 		return gorgoniaCommand(args[1:], stdout)
 	case "compare":
-		return compareCommand(args[1:], stdout, stderr)
+		return compareCommand(args[1:], stdout, sig)
 	case "bench":
 		return benchCommand(args[1:], stdout)
 	case "data":
-		return dataCommand(args[1:], stdout, stderr)
+		return dataCommand(args[1:], stdout, sig)
 	case "config":
 		return configsCommand(args[1:], stdout)
 	case "predict":
-		return predictCommand(args[1:], stdout, stderr)
+		return predictCommand(args[1:], stdout, stderr, sig)
 	case "export":
 		return exportCommand(args[1:], stdout)
 	case "eval":
-		return evalCommand(args[1:], stdout)
+		return evalCommand(args[1:], stdout, sig)
 	case "version", "--version":
 		if len(args) > 1 && isHelpArg(args[1]) {
 			return helpRequest{name: "version"}
@@ -106,7 +110,8 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
+func trainCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) (err error) {
+	sig.AtOnce("train", "nothing was written")
 	fs := newFlags("train")
 	configPath := fs.String("config", "", "YAML config file")
 	outDir := fs.String("out", "", "directory for the run's files")
@@ -140,8 +145,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	dir = rundir.DirOf(dir, cfg, time.Now())
-	ctx, interrupt := rundir.NotifyInterrupt(stderr)
-	defer interrupt.Stop()
+	ctx := sig.CooperateTrain()
 	banner := func(cfg config.Config, device string) {
 		fmt.Fprintln(stdout, rundir.Banner(version, cfg, device, comm, dir))
 	}
@@ -151,6 +155,9 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintln(stdout, fin.Error()) // not a failure: the run is done, and stays as it was
 		return nil
 	}
+	if st := sig.Stopped(err, "train", "nothing was written"); st != 0 {
+		return exitStatus(st)
+	}
 	if err != nil {
 		return err
 	}
@@ -159,7 +166,7 @@ func trainCommand(args []string, stdout, stderr io.Writer) (err error) {
 			config.Invocation{Program: config.InvokedAs()}.Run("train", "--resume", "auto", "--out", dir))
 		defer func() {
 			if err == nil {
-				err = exitStatus(interrupt.Status())
+				err = exitStatus(sig.Status())
 			}
 		}()
 	}

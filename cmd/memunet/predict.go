@@ -16,7 +16,8 @@ import (
 
 const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--force]"
 
-func predictCommand(args []string, stdout, stderr io.Writer) error {
+func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) error {
+	sig.AtOnce("predict", "nothing was written")
 	fs := newFlags("predict")
 	model := addModelFlags(fs)
 	input := fs.String("input", "", "image file, directory of images, or a split of the checkpoint's dataset: dataset:val, dataset:train or dataset:test")
@@ -82,11 +83,9 @@ func predictCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	defer p.Close()
 	p.Flags = config.GivenFlags(fs, "out", "force")
-	stop, interrupt := rundir.NotifySignals(stderr, "stopping at once; what it wrote into "+*outDir+" stays, listed in its .unfinished: replace it with "+p.ReplaceCommand(*outDir))
-	defer interrupt.Stop()
-	p.Stop = stop
+	p.Stop = sig.Cooperate("stopping at once; what it wrote into " + *outDir + " stays, listed in its .unfinished: replace it with " + p.ReplaceCommand(*outDir))
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
-	if st := interrupt.Stopped(err, "predict", "removed what it had written into "+*outDir); st != 0 {
+	if st := sig.Stopped(err, "predict", "removed what it had written into "+*outDir); st != 0 {
 		return exitStatus(st)
 	}
 	if err != nil {

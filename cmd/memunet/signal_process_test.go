@@ -4,6 +4,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/rundir"
 )
 
 // signalMidway stops p (SIGSTOP) once a file matches pattern while done
@@ -293,4 +298,97 @@ func TestTrainOutlivesAClosedStdout(t *testing.T) {
 		t.Errorf("summary: %d steps (interrupted %v), want %d", sum.Steps, sum.Interrupted, steps)
 	}
 	checkOneRun(t, dir, steps)
+}
+
+// tinyPairs writes a folder set of count 16x16 pairs (RGB images, masks of
+// values 0 and 1), every pair the same file: a scan that takes a while,
+// made in a moment (hard links, where the file system has them).
+func tinyPairs(t *testing.T, count int) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
+	mask := image.NewGray(img.Bounds())
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i)
+	}
+	for i := range mask.Pix {
+		mask.Pix[i] = uint8(i % 2)
+	}
+	set := filepath.Join(t.TempDir(), "set")
+	for sub, m := range map[string]image.Image{"images": img, "masks": mask} {
+		var b bytes.Buffer
+		if err := png.Encode(&b, m); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(set, sub)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		first := filepath.Join(dir, "000000.png")
+		if err := os.WriteFile(first, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < count; i++ {
+			name := filepath.Join(dir, fmt.Sprintf("%06d.png", i))
+			if os.Link(first, name) != nil {
+				if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return set
+}
+
+// TestTrainSignalledInTheDataScan: SIGINT or SIGTERM while train scans a
+// folder set, before its first step, exits 130 or 143 with one line that
+// names the scan (not "context canceled", not exit 1), and leaves nothing:
+// the run folder it made for the lock is gone.
+func TestTrainSignalledInTheDataScan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memunet processes")
+	}
+	set := tinyPairs(t, 20000)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			p := startTrain(t, false, append(processArgs(out, 4), "--set", "data.source=folder", "--set", "data.path="+set,
+				"--set", "model.classes=2", "--set", "data.mask_values=[0,1]")...)
+			// The run takes its folder's lock just before the scan; the
+			// scan's end shows as its summary on stderr, and config.yaml
+			// comes after planning: stopped, the process shows where it is.
+			for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(out, outdir.LockName)); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no lock in %s in 2 minutes", out)
+				}
+			}
+			if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // a file being written when it stopped shows by now
+			if _, err := os.Stat(filepath.Join(out, "config.yaml")); err == nil {
+				p.cmd.Process.Signal(syscall.SIGCONT)
+				t.Fatal("config.yaml exists: the scan ended before the signal; give it more files")
+			}
+			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			code := p.wait(t)
+			want := fmt.Sprintf("memunet: train: stopped by %s during the data scan; nothing was written\n", rundir.SignalName(tc.sig))
+			if code != tc.code || p.stderr.String() != want {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, p.stderr.String(), tc.code, want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("%s is still there (%v), holding %v", out, err, names(t, out))
+			}
+		})
+	}
 }
