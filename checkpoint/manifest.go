@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 
@@ -245,5 +246,57 @@ func (m *Manifest) UnmarshalJSON(b []byte) error {
 	if m.Config != nil {
 		m.Config = exactNumbers(m.Config).(map[string]any)
 	}
-	return nil
+	return m.checkRanges()
+}
+
+// MaxCount bounds every step, epoch and count a manifest holds. No run
+// comes near it (2^40 steps are 35 years at 1000 a second), and a sum, a
+// doubling or a product with a configuration's count (train.epochs is at
+// most 10^6 < 2^20) of such numbers stays far inside int64, so that a
+// forged manifest cannot make a position or a hint overflow.
+const MaxCount = 1 << 40
+
+// checkRanges refuses a manifest whose steps, epochs or counts are
+// negative or above MaxCount, naming the first such field by its JSON key.
+func (m *Manifest) checkRanges() error {
+	var bad error
+	check := func(key string, at int, v int64) {
+		if bad != nil || v >= 0 && v <= MaxCount {
+			return
+		}
+		if at >= 0 {
+			key = fmt.Sprintf(key, at)
+		}
+		bad = fmt.Errorf("%s is %d, outside 0 to %d: the manifest was edited or is damaged; use another checkpoint", key, v, MaxCount)
+	}
+	p := m.Position
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"serial", int64(m.Serial)}, {"step", int64(m.Step)}, {"epoch", int64(m.Epoch)},
+		{"position.micro_batches", int64(p.MicroBatches)}, {"position.micro_batch_size", int64(p.MicroBatchSize)},
+		{"position.micro_batches_per_epoch", int64(p.MicroBatchesPerEpoch)}, {"position.epoch_index", int64(p.EpochIndex)},
+		{"position.micro_batch_in_epoch", int64(p.MicroBatchInEpoch)}, {"position.accumulate", int64(p.Accumulate)},
+		{"position.cycle_position", int64(p.CyclePosition)}, {"rng.shuffle_epoch", int64(m.RNG.ShuffleEpoch)},
+		{"scaler.growth_tracker", int64(m.Scaler.GrowthTracker)}, {"scaler.skipped_steps", int64(m.Scaler.Skipped)},
+		{"adam.step", m.Adam.Step}, {"world_size", int64(m.World)},
+	} {
+		check(f.key, -1, f.v)
+	}
+	if m.EarlyStop != nil {
+		check("early_stop.wait", -1, int64(m.EarlyStop.Wait))
+	}
+	if m.Schedule != nil {
+		check("schedule.bad_validations", -1, int64(m.Schedule.BadValidations))
+	}
+	for i, s := range m.Metrics.Steps {
+		check("metrics.steps[%d].step", i, int64(s.Step))
+		check("metrics.steps[%d].epoch", i, int64(s.Epoch))
+	}
+	for i, v := range m.Metrics.Val {
+		check("metrics.val[%d].step", i, int64(v.Step))
+		check("metrics.val[%d].epoch", i, int64(v.Epoch))
+	}
+	return bad
 }

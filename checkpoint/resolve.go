@@ -28,7 +28,7 @@ type Listed struct {
 // ListRun lists parent's checkpoints, the readable ones ordered by serial
 // (the order they were written in), then the unreadable ones (a manifest
 // that is missing, not a regular file, over MaxManifestBytes or not JSON
-// with a serial).
+// with a serial from 1 to MaxCount).
 func ListRun(parent string) ([]Listed, error) {
 	list, err := List(parent)
 	if err != nil {
@@ -44,7 +44,8 @@ func ListRun(parent string) ([]Listed, error) {
 				Score   *float64 `json:"score"`
 				Monitor string   `json:"monitor"`
 			}
-			if json.Unmarshal(b, &m) == nil && m.Serial > 0 {
+			// A serial past MaxCount (a forged one) would overflow the next one's.
+			if json.Unmarshal(b, &m) == nil && m.Serial > 0 && m.Serial <= MaxCount {
 				ce.Serial, ce.ValMIoU, ce.Readable = m.Serial, m.ValMIoU, true
 				ce.ScoreValue, ce.Monitor = m.Score, m.Monitor
 			}

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,9 @@ func (e *FinishedError) Error() string {
 	if e.EarlyStopped {
 		return fmt.Sprintf("%s already finished: early stopping ended it at step %d of %d; to train further raise train.early_stop.patience%s", e.Dir, e.Step, e.Total, e.further())
 	}
+	if e.Further == "" && e.Step >= config.MaxSteps {
+		return fmt.Sprintf("%s already finished: %d/%d steps, at or past train.steps' maximum of %d: it trains no further", e.Dir, e.Step, e.Total, config.MaxSteps)
+	}
 	return fmt.Sprintf("%s already finished: %d/%d steps; to train further raise train.steps%s", e.Dir, e.Step, e.Total, e.further())
 }
 
@@ -111,6 +115,7 @@ func checkFinished(cfg config.Config, opts Options) error {
 	m := ck.Manifest
 	total := cfg.Train.Steps
 	if total == 0 && m.Position.Accumulate > 0 { // train.epochs: the checkpoint's epochs, as the data is unchanged
+		// At most 10^6 epochs of checkpoint.MaxCount batches: no overflow.
 		total = cfg.Train.Epochs * (m.Position.MicroBatchesPerEpoch / m.Position.Accumulate)
 	}
 	run := checkpoint.RunDirOf(dir)
@@ -121,12 +126,18 @@ func checkFinished(cfg config.Config, opts Options) error {
 	further := func(set string) string {
 		return cfg.Invocation.Command("train", "--resume", "auto", "--out", opts.OutDir, "--set", set)
 	}
+	// The hints double the steps or the patience, saturating where a sum
+	// would pass train.steps' maximum or int's: no hint overflows.
 	switch {
 	case total > 0 && m.Step >= total:
-		return &FinishedError{Dir: run, Step: m.Step, Total: total, Further: further(fmt.Sprintf("train.steps=%d", 2*m.Step))}
+		e := &FinishedError{Dir: run, Step: m.Step, Total: total}
+		if more := min(m.Step, config.MaxSteps-m.Step); more > 0 {
+			e.Further = further(fmt.Sprintf("train.steps=%d", m.Step+more))
+		}
+		return e
 	case m.Request.Reason == "end" && m.EarlyStop != nil && es.Patience > 0 && m.EarlyStop.Wait >= es.Patience:
 		return &FinishedError{Dir: run, Step: m.Step, Total: total, EarlyStopped: true,
-			Further: further(fmt.Sprintf("train.early_stop.patience=%d", 2*es.Patience))}
+			Further: further(fmt.Sprintf("train.early_stop.patience=%d", es.Patience+min(es.Patience, math.MaxInt-es.Patience)))}
 	}
 	return nil
 }
