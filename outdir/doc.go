@@ -1,7 +1,7 @@
 // Package outdir is a folder a command writes its results into: a run,
 // predict's or compare's --out, eval's <run>/eval, an export's folder.
 //
-// Three promises:
+// Four promises:
 //   - One process at a time (Acquire). A writer holds an exclusive lock on
 //     DIR/.lock for as long as it writes there. The lock is flock(2) where
 //     the file system has it, so the kernel drops it when the process ends,
@@ -18,6 +18,18 @@
 //     writing through it. A process killed mid-write leaves only its
 //     temporary file (.NAME.tmp-*, IsTemp), which the next writer holding
 //     the folder's lock may remove.
+//   - Outputs are regular files and folders (CheckTarget): a path that
+//     exists and is a device, a FIFO or a socket (or a folder where a file
+//     goes, a file where a folder goes) is refused by name before anything
+//     is written, and never replaced: renaming a file over /dev/null (as
+//     root) would take it from the whole machine. Commands check their
+//     --out before any work; WriteFile, Create and Commit, Append and
+//     Acquire (its folder and its lock file) check again as they write,
+//     and a file they open is checked once more on its descriptor, opened
+//     without blocking (a FIFO never waits for a reader). A symlink at a
+//     file's path is replaced whatever it points to, a device included:
+//     the link goes, what it points to is never opened. A folder's link is
+//     followed, so it must lead to a folder.
 //   - A cut-off write that names its files (Journal): a command that
 //     writes many files lists each in DIR/.unfinished, synced, before it
 //     is written, and removes that list when it has finished. A process

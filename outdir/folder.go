@@ -22,8 +22,10 @@ func Subfolder(path string) error {
 	if err := NotALink(path); err != nil {
 		return err
 	}
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
-		return fmt.Errorf("%s is not a folder: remove it or write to another folder", path)
+	if st, err := os.Stat(path); err != nil {
+		return err
+	} else if !st.IsDir() {
+		return &TargetError{Path: path, Mode: st.Mode(), Want: Folder}
 	}
 	return nil
 }

@@ -80,9 +80,17 @@ func Acquire(dir, command string) (*Lock, error) {
 // acquire is Acquire; without useFlock it takes the lock file's way, as on
 // a file system without flock.
 func acquire(dir, command string, useFlock bool) (*Lock, error) {
+	if err := CheckTarget(dir, Folder); err != nil {
+		return nil, err
+	}
 	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	// The holder's record is written into the lock file: a device planted
+	// there must be neither opened (opening may act on it) nor written.
+	if err := CheckTarget(filepath.Join(dir, LockName), File); err != nil {
+		return nil, err
 	}
 	me := Holder{PID: os.Getpid(), Host: hostname(), Command: command, Since: time.Now().Truncate(time.Second)}
 	l, err := (*Lock)(nil), errNoFlock
@@ -190,11 +198,16 @@ func writeHolder(f *os.File, h Holder) error {
 
 // readHolder reads a lock file's record (a few hundred bytes at most).
 func readHolder(path string) (Holder, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	// Without blocking, and only a regular file: a FIFO planted as the
+	// lock file must not hang the command, a device not be read.
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|nonBlock, 0)
 	if err != nil {
 		return Holder{}, err
 	}
 	defer f.Close()
+	if err := checkOpened(f, path); err != nil {
+		return Holder{}, err
+	}
 	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
 	if err != nil {
 		return Holder{}, err

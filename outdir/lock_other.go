@@ -2,7 +2,10 @@
 
 package outdir
 
-const noFollow = 0
+const (
+	noFollow = 0
+	nonBlock = 0
+)
 
 // acquireFlock: no flock here; the lock file it is.
 func acquireFlock(string, Holder) (*Lock, error) { return nil, errNoFlock }

@@ -13,7 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const noFollow = unix.O_NOFOLLOW
+const (
+	noFollow = unix.O_NOFOLLOW
+	// nonBlock opens a FIFO without waiting for its other end, so that
+	// one planted where a file goes is refused instead of hanging.
+	nonBlock = unix.O_NONBLOCK
+)
 
 // acquireFlock holds dir/.lock with flock(2); errNoFlock where the file
 // system has none.
@@ -33,9 +38,13 @@ var errLockRemoved = errors.New("the lock file was removed while being locked")
 
 func flockOnce(dir string, me Holder) (*Lock, error) {
 	path := filepath.Join(dir, LockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow|nonBlock, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkOpened(f, path); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return flockOpened(dir, f, me)
 }

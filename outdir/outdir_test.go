@@ -403,7 +403,7 @@ func TestSubfolderRefusesALink(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Subfolder(file); err == nil || !strings.Contains(err.Error(), "is not a folder") {
+	if err := Subfolder(file); err == nil || !strings.Contains(err.Error(), ": is a regular file, not a folder") {
 		t.Errorf("a file: %v", err)
 	}
 	if err := NotALink(filepath.Join(dir, "missing")); err != nil {

@@ -14,8 +14,10 @@ import (
 
 // WriteFile writes path whole or not at all: write fills a temporary file
 // made new in path's folder, which is synced and renamed over path. A
-// symlink at path is replaced, never written through; on any error path is
-// as it was and the temporary file is gone.
+// symlink at path is replaced, never written through; anything else there
+// that is not a regular file (a device, a FIFO, a socket, a folder) is
+// refused before anything is written (CheckTarget). On any error path is as
+// it was and the temporary file is gone.
 func WriteFile(path string, write func(io.Writer) error) error {
 	p, err := Create(path)
 	if err != nil {
@@ -43,9 +45,13 @@ type Pending struct {
 // something else runs (a CPU profile): write to the Pending, then Commit.
 // The temporary file is made at once, so an unwritable folder fails before
 // anything runs. Close without Commit (deferred) removes it, leaving path
-// as it was.
+// as it was. A path that is not a regular file or a link is refused
+// (CheckTarget) before the temporary file is made.
 func Create(path string) (*Pending, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+tempMark)
+	if err := CheckTarget(path, File); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), tempPattern(filepath.Base(path)))
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +82,11 @@ func (p *Pending) Commit() error {
 		err = os.Chmod(tmp, 0o644)
 	}
 	if err == nil {
+		// Again just before the rename: a device or FIFO made at the
+		// name while the file was written must not be replaced either.
+		err = CheckTarget(p.path, File)
+	}
+	if err == nil {
 		err = os.Rename(tmp, p.path)
 	}
 	if err != nil {
@@ -100,6 +111,9 @@ func (p *Pending) Close() error {
 // .NAME.tmp-RANDOM.
 const tempMark = ".tmp-"
 
+// tempPattern is os.CreateTemp's pattern for a temporary file of base.
+func tempPattern(base string) string { return "." + base + tempMark }
+
 // IsTemp reports whether a file name is one of WriteFile's temporary
 // files, which only a process killed mid-write leaves behind.
 func IsTemp(name string) bool {
@@ -108,13 +122,28 @@ func IsTemp(name string) bool {
 
 // Append opens path to append records to, a log written as it goes (a
 // run's metrics.jsonl), creating it, or emptying it first with truncate. A
-// symlink at path is refused (O_NOFOLLOW), never written through.
+// symlink at path is refused (O_NOFOLLOW), never written through, and so
+// is anything else that is not a regular file (CheckTarget): looked at
+// before it is opened, as opening a device may act on it, and checked
+// again on the descriptor, opened without blocking so that a FIFO swapped
+// in meanwhile cannot hang the command waiting for a reader.
 func Append(path string, truncate bool) (*os.File, error) {
-	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND | noFollow
+	if err := CheckTarget(path, File); err != nil {
+		return nil, err
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND | noFollow | nonBlock
 	if truncate {
 		flags |= os.O_TRUNC
 	}
-	return os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOpened(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // WriteBytes is WriteFile of b.

@@ -1,0 +1,260 @@
+//go:build unix
+
+package outdir
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// special is a node made in a temporary folder that no write may replace
+// or feed.
+type special struct {
+	name string      // "FIFO", "character device"
+	what string      // as a TargetError says it
+	mode fs.FileMode // its type bits
+	make func(path string) error
+}
+
+// specials are a FIFO and a character device (the null device's numbers,
+// so that a write that did reach it would be lost, not harm anything),
+// each made where the test asks; mknod(2) of a device needs root or
+// CAP_MKNOD, and the test is skipped for it where it is refused.
+var specials = []special{
+	{"FIFO", "a named pipe (FIFO)", fs.ModeNamedPipe, func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+	{"character device", "a character device", fs.ModeDevice | fs.ModeCharDevice, func(p string) error {
+		return syscall.Mknod(p, syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
+	}},
+}
+
+// makeSpecial makes s at path, skipping the test where the system refuses.
+func makeSpecial(t *testing.T, s special, path string) {
+	t.Helper()
+	if err := s.make(path); err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOTSUP) {
+			t.Skipf("cannot make a %s here (%v): mknod(2) needs root or CAP_MKNOD", s.name, err)
+		}
+		t.Fatal(err)
+	}
+}
+
+// stillSpecial fails the test unless path is still s's kind of node, and
+// the folder holds no temporary file.
+func stillSpecial(t *testing.T, s special, path, op string) {
+	t.Helper()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatalf("%s: the %s is gone: %v", op, s.name, err)
+	}
+	if st.Mode().Type() != s.mode {
+		t.Fatalf("%s: the %s became %v", op, s.name, st.Mode())
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		if IsTemp(e.Name()) {
+			t.Errorf("%s: left %s", op, e.Name())
+		}
+	}
+}
+
+// refused fails the test unless err is a TargetError naming path and
+// saying what is there.
+func refused(t *testing.T, err error, path, what, op string) {
+	t.Helper()
+	var te *TargetError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), path+": is "+what+", ") {
+		t.Errorf("%s: got %v, want a refusal naming %s as %s", op, err, path, what)
+	}
+}
+
+// withinTime runs f and fails the test if it has not returned in 10 s: a
+// write that opened a FIFO would wait for its reader for ever.
+func withinTime(t *testing.T, op string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still blocked after 10 s (a FIFO opened?)", op)
+		return nil
+	}
+}
+
+// TestWritesRefuseDevicesAndFIFOs: every way outdir writes a file (and
+// Acquire and Subfolder, which make folders) refuses a FIFO or a
+// character device at its path, by name and without blocking, and leaves
+// the node as it was with no temporary file beside it.
+func TestWritesRefuseDevicesAndFIFOs(t *testing.T) {
+	for _, s := range specials {
+		t.Run(s.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "out")
+			makeSpecial(t, s, path)
+			ops := []struct {
+				name string
+				want Kind
+				run  func() error
+			}{
+				{"CheckTarget file", File, func() error { return CheckTarget(path, File) }},
+				{"CheckTarget folder", Folder, func() error { return CheckTarget(path, Folder) }},
+				{"CheckTarget either", FileOrFolder, func() error { return CheckTarget(path, FileOrFolder) }},
+				{"WriteBytes", File, func() error { return WriteBytes(path, []byte("x")) }},
+				{"WriteFile", File, func() error {
+					return WriteFile(path, func(io.Writer) error { t.Error("WriteFile wrote"); return nil })
+				}},
+				{"Create", File, func() error {
+					p, err := Create(path)
+					if err == nil {
+						p.Close()
+					}
+					return err
+				}},
+				{"Append", File, func() error {
+					f, err := Append(path, false)
+					if err == nil {
+						f.Close()
+					}
+					return err
+				}},
+				{"Append truncate", File, func() error {
+					f, err := Append(path, true)
+					if err == nil {
+						f.Close()
+					}
+					return err
+				}},
+				{"Acquire", Folder, func() error {
+					l, err := Acquire(path, "memunet test")
+					if err == nil {
+						l.Release()
+					}
+					return err
+				}},
+				{"Subfolder", Folder, func() error { return Subfolder(path) }},
+			}
+			for _, op := range ops {
+				err := withinTime(t, op.name, op.run)
+				var te *TargetError
+				if !errors.As(err, &te) || te.Want != op.want {
+					t.Errorf("%s: got %v, want a TargetError for a %d", op.name, err, op.want)
+				}
+				refused(t, err, path, s.what, op.name)
+				stillSpecial(t, s, path, op.name)
+			}
+		})
+	}
+}
+
+// TestCommitRefusesANodeMadeMeanwhile: a FIFO or device made at the name
+// while a Pending file is written is not replaced by Commit either.
+func TestCommitRefusesANodeMadeMeanwhile(t *testing.T) {
+	for _, s := range specials {
+		t.Run(s.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "profile.out")
+			p, err := Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.Write([]byte("data"))
+			makeSpecial(t, s, path)
+			refused(t, p.Commit(), path, s.what, "Commit")
+			stillSpecial(t, s, path, "Commit")
+		})
+	}
+}
+
+// TestLinkToADeviceIsReplaced: a symlink at a file's path is replaced,
+// never written through, whatever it points to: the device or FIFO it
+// points to stays as it was, and so does the one a folder's link leads to,
+// which is refused as a folder.
+func TestLinkToADeviceIsReplaced(t *testing.T) {
+	for _, s := range specials {
+		t.Run(s.name, func(t *testing.T) {
+			dir := t.TempDir()
+			node := filepath.Join(dir, "node")
+			makeSpecial(t, s, node)
+			link := filepath.Join(dir, "out")
+			if err := os.Symlink(node, link); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckTarget(link, File); err != nil {
+				t.Errorf("CheckTarget of a link, as a file: %v", err)
+			}
+			if err := withinTime(t, "WriteBytes", func() error { return WriteBytes(link, []byte("x")) }); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := os.Lstat(link); err != nil || !st.Mode().IsRegular() {
+				t.Errorf("the link was not replaced by a file: %v, %v", st, err)
+			}
+			stillSpecial(t, s, node, "WriteBytes through a link")
+
+			folder := filepath.Join(dir, "folder")
+			if err := os.Symlink(node, folder); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Acquire(folder, "memunet test")
+			refused(t, err, folder, s.what, "Acquire of a link to it")
+			stillSpecial(t, s, node, "Acquire of a link to it")
+		})
+	}
+}
+
+// TestAcquireRefusesANodeAsItsLock: a FIFO or device planted as a folder's
+// .lock is neither written with the holder's record nor waited on, with
+// flock and with the lock-file way.
+func TestAcquireRefusesANodeAsItsLock(t *testing.T) {
+	for _, s := range specials {
+		for _, useFlock := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s flock=%v", s.name, useFlock), func(t *testing.T) {
+				dir := t.TempDir()
+				lock := filepath.Join(dir, LockName)
+				makeSpecial(t, s, lock)
+				err := withinTime(t, "Acquire", func() error {
+					l, err := acquire(dir, "memunet test", useFlock)
+					if err == nil {
+						l.Release()
+					}
+					return err
+				})
+				refused(t, err, lock, s.what, "Acquire")
+				stillSpecial(t, s, lock, "Acquire")
+			})
+		}
+	}
+}
+
+// TestFileAndFolderMismatch: a folder where a file goes, and a file where
+// a folder goes, are refused by name as such.
+func TestFileAndFolderMismatch(t *testing.T) {
+	dir := t.TempDir()
+	err := WriteBytes(dir, []byte("x"))
+	refused(t, err, dir, "a folder", "WriteBytes over a folder")
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Acquire(file, "memunet test")
+	refused(t, err, file, "a regular file", "Acquire of a file")
+	refused(t, Subfolder(file), file, "a regular file", "Subfolder of a file")
+	for _, p := range []string{dir, file, filepath.Join(dir, "absent")} {
+		if err := CheckTarget(p, FileOrFolder); err != nil {
+			t.Errorf("CheckTarget(%s, FileOrFolder): %v", p, err)
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "keep" {
+		t.Errorf("the file became %q", b)
+	}
+}
