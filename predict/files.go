@@ -32,34 +32,50 @@ const maxImageFileBytes = 8 * data.MaxImagePixels
 
 // sizeFiles reads the header of each input file (refusing what is not a
 // regular file, and a picture of more than data.MaxImagePixels, before
-// anything of its size exists) and names its outputs.
-func (p *Predictor) sizeFiles(input string, s sizing, names *namer) ([]sizedFile, error) {
+// anything of its size exists) and names its outputs. A file whose name
+// cannot name its outputs (namer.fileName) is skipped with a warning on
+// warn and listed in skipped, so that one odd name does not stop the rest;
+// when every file is skipped nothing would be predicted, which is an
+// error.
+func (p *Predictor) sizeFiles(input string, s sizing, names *namer, warn io.Writer) (sized []sizedFile, skipped []Skipped, err error) {
 	files, err := inputFiles(input)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c := p.Config.Model.InChannels; c != 1 && c != 3 {
-		return nil, fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
+		return nil, nil, fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
 	}
-	sized := make([]sizedFile, len(files))
-	for i, f := range files {
+	for _, f := range files {
+		stem, suffix := fileStem(f)
+		if isVolume(f) {
+			stem, suffix = volumeStem(f), "nii"
+		}
+		stem, why := names.fileName(f, stem, suffix)
+		if why != "" {
+			skipped = append(skipped, Skipped{Input: f, Why: why})
+			fmt.Fprintf(warn, "memunet: predict: warning: skipped %q: %s; rename it to predict it\n", f, why)
+			continue
+		}
 		if isVolume(f) { // read whole, slice by slice, when it is predicted
-			sized[i] = sizedFile{path: f, stem: names.name(f, volumeStem(f), "nii")}
+			sized = append(sized, sizedFile{path: f, stem: stem})
 			continue
 		}
 		h, w, err := data.ImageSize(f)
 		if err != nil {
-			return nil, fmt.Errorf("predict: %w", err)
+			return nil, nil, fmt.Errorf("predict: %w", err)
 		}
 		if int64(h)*int64(w) > data.MaxImagePixels {
-			return nil, fmt.Errorf("predict: %s: an image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
+			return nil, nil, fmt.Errorf("predict: %s: an image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
 				f, h, w, data.MaxImagePixels)
 		}
 		th, tw := s.modelSize(p.Config, h, w)
-		stem, suffix := fileStem(f)
-		sized[i] = sizedFile{path: f, h: h, w: w, th: th, tw: tw, stem: names.name(f, stem, suffix)}
+		sized = append(sized, sizedFile{path: f, h: h, w: w, th: th, tw: tw, stem: stem})
 	}
-	return sized, nil
+	if len(sized) == 0 {
+		return nil, nil, fmt.Errorf("predict: --input %q: nothing to predict: its %d file(s) were skipped (e.g. %q: %s); rename them and run again",
+			input, len(skipped), skipped[0].Input, skipped[0].Why)
+	}
+	return sized, skipped, nil
 }
 
 // predictFiles predicts image files. Each is prepared as training prepared

@@ -5,6 +5,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/memunet/memunet/outdir"
 )
@@ -91,11 +93,43 @@ func (n *namer) holder(stem string) (input, file string) {
 }
 
 // name takes for input the first free stem of stem, stem-suffix,
-// stem-suffix-2, ... and notes when it is not stem itself.
+// stem-suffix-2, ... and notes when it is not stem itself. A stem that
+// cannot name a file safely (nameProblem: a dataset sample's file name
+// with a line break, say) gives way to suffix, noted too.
 func (n *namer) name(input, stem, suffix string) string {
 	stem = safeStem(stem, suffix)
-	chosen := stem
-	other, file := n.holder(stem)
+	if why := n.unfit(stem); why != "" {
+		n.notes = append(n.notes, fmt.Sprintf("predict: %s: its name %q cannot name its outputs (%s): they are named %s instead", input, stem, why, suffix+".png"))
+		stem = suffix
+	}
+	chosen, other, file := n.choose(stem, suffix)
+	n.take(input, chosen, other, file)
+	return chosen
+}
+
+// fileName names the outputs of the input file path as name does, or
+// says why they cannot be named after it (and takes no name): its file
+// name cannot be listed or reported faithfully, or an output's name would
+// be too long to make. Such a file is skipped, not renamed: its outputs
+// named otherwise could not be told for its.
+func (n *namer) fileName(path, stem, suffix string) (string, string) {
+	if why := nameProblem(filepath.Base(path)); why != "" {
+		return "", why
+	}
+	chosen, other, file := n.choose(safeStem(stem, suffix), suffix)
+	if why := n.unfit(chosen); why != "" {
+		return "", why
+	}
+	n.take(path, chosen, other, file)
+	return chosen, ""
+}
+
+// choose is the first free stem of stem, stem-suffix, stem-suffix-2, ...
+// and, when it is not stem, the input holding one of stem's files and
+// that file.
+func (n *namer) choose(stem, suffix string) (chosen, other, file string) {
+	chosen = stem
+	other, file = n.holder(stem)
 	for i := 1; other != ""; i++ {
 		chosen = stem + "-" + suffix
 		if i > 1 {
@@ -105,13 +139,53 @@ func (n *namer) name(input, stem, suffix string) string {
 			break
 		}
 	}
+	return chosen, other, file
+}
+
+// take gives input the files of chosen, noting a rename away from other's.
+func (n *namer) take(input, chosen, other, file string) {
 	if other != "" {
 		n.notes = append(n.notes, fmt.Sprintf("predict: %s would write %s, as %s does: its outputs are named %s instead", input, file, other, chosen+".png"))
 	}
 	for _, f := range n.files(chosen) {
 		n.taken[strings.ToLower(f)] = input
 	}
-	return chosen
+}
+
+// unfit says why stem cannot name its outputs ("" when it can).
+func (n *namer) unfit(stem string) string {
+	if why := nameProblem(stem); why != "" {
+		return why
+	}
+	for _, f := range n.files(stem) {
+		if len(f) > maxNameBytes {
+			return fmt.Sprintf("an output's name (the name and %s) would be %d bytes long, over the %d a file name may have", f[len(stem):], len(f), maxNameBytes)
+		}
+	}
+	return ""
+}
+
+// maxNameBytes is the longest file name common file systems take
+// (NAME_MAX on Linux, ext4, XFS, APFS).
+const maxNameBytes = 255
+
+// nameProblem says why name cannot name predict's outputs or be reported
+// faithfully ("" when it can): a line break would split the journal's
+// lines (each a file name) and the user's; other control characters
+// garble a terminal; bytes that are not UTF-8 come back from predict.json
+// as U+FFFD, so that --force would not know the file for its own.
+func nameProblem(name string) string {
+	switch {
+	case strings.ContainsAny(name, "\n\r"):
+		return "its name holds a line break"
+	case !utf8.ValidString(name):
+		return "its name is not valid UTF-8"
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return "its name holds a control character"
+	case len(name) > maxNameBytes:
+		return fmt.Sprintf("its name is longer than %d bytes", maxNameBytes)
+	}
+	return ""
 }
 
 // flush prints the notes not yet printed on w.

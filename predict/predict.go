@@ -29,6 +29,9 @@ type Predictor struct {
 	// Note, where set, gets what the user should know as it happens: a
 	// dataset's summary when it is read.
 	Note io.Writer
+	// Warn, where set, gets the warnings (an input file skipped for its
+	// name); else Run's note does.
+	Warn io.Writer
 	// Stop, where set, ends a prediction once it is done: Run stops
 	// between batches, slices and tiles, removes what it wrote and
 	// returns an error wrapping context.Cause(Stop).

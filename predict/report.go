@@ -17,6 +17,10 @@ type Report struct {
 	Images     int           `json:"images"`
 	// Outputs lists each input with its mask (and overlay) file.
 	Outputs []Output `json:"outputs"`
+	// Skipped lists the input files left out, each with why: a name that
+	// cannot name its outputs or be reported faithfully (a line break in
+	// it, say). Images counts the others.
+	Skipped []Skipped `json:"skipped,omitempty"`
 	// Metrics are set for a dataset split (which has masks): computed as
 	// training's validation computes them.
 	Metrics *metrics.Validation `json:"metrics,omitempty"`
@@ -44,6 +48,12 @@ type Report struct {
 	// (the training masks' own values, e.g. [0, 255]); absent when the
 	// masks hold the class indices (palette PNGs).
 	MaskValues []int `json:"mask_values,omitempty"`
+}
+
+// Skipped is an input predict left out, and why.
+type Skipped struct {
+	Input string `json:"input"`
+	Why   string `json:"why"`
 }
 
 // LegendEntry is one class's color.

@@ -28,7 +28,7 @@ const journalCommand = "memunet predict"
 // dataset:<split>) into outDir: the masks and the outputs opts asks for,
 // legend.png (each class's color) and predict.json (the returned report).
 // note gets what the user should know as it happens (a renamed output, a
-// large batch).
+// large batch); p.Warn (else note) an input file skipped for its name.
 //
 // The inputs are read and named before anything is written. outDir may
 // not be the input folder or inside it (nor the dataset's folder), is
@@ -58,7 +58,12 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		opts.Resize = fmt.Sprintf("%dx%d", s.h, s.w)
 	}
 	names := newNamer(opts, p.Config.Model.Classes)
+	warn := p.Warn
+	if warn == nil {
+		warn = note
+	}
 	var files []sizedFile
+	var skipped []Skipped
 	var split *splitInput
 	if name, ok := strings.CutPrefix(input, "dataset:"); ok {
 		if s.mode != ResizeAuto {
@@ -68,7 +73,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 			return nil, fmt.Errorf("predict: --input %s: %w", input, err)
 		}
 	} else {
-		if files, err = p.sizeFiles(input, s, names); err != nil {
+		if files, skipped, err = p.sizeFiles(input, s, names, warn); err != nil {
 			return nil, err
 		}
 	}
@@ -92,6 +97,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	}
 	names.flush(note)
 	rep := p.newReport(input, opts, lim)
+	rep.Skipped = skipped
 	if split != nil {
 		err = p.predictSplit(split, journal, opts, lim, names, rep)
 		names.flush(note)

@@ -83,6 +83,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	}
 	defer p.Close()
 	p.Flags = config.GivenFlags(fs, "out", "force")
+	p.Warn = stderr
 	p.Stop = sig.Cooperate("stopping at once; what it wrote into " + *outDir + " stays, listed in its .unfinished: replace it with " + p.ReplaceCommand(*outDir))
 	rep, err := p.Run(*input, *outDir, opts, lim, stdout)
 	if st := sig.Stopped(err, "predict", "removed what it had written into "+*outDir); st != 0 {
@@ -91,8 +92,12 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s (legend.png: the class colors); peak allocated %s (planned %s)\n",
-		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes), memory.FormatBytes(rep.PlannedPeakBytes))
+	skipped := ""
+	if n := len(rep.Skipped); n > 0 {
+		skipped = fmt.Sprintf("; skipped %d input file(s) whose names cannot name outputs (warned above, listed in predict.json)", n)
+	}
+	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s (legend.png: the class colors); peak allocated %s (planned %s)%s\n",
+		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes), memory.FormatBytes(rep.PlannedPeakBytes), skipped)
 	if m := rep.Metrics; m != nil {
 		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
 		if rep.TrainingValMIoU != nil {
