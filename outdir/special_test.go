@@ -26,14 +26,23 @@ type special struct {
 	make func(path string) error
 }
 
-// specials are a FIFO and a character device (the null device's numbers,
-// so that a write that did reach it would be lost, not harm anything),
-// each made where the test asks; mknod(2) of a device needs root or
-// CAP_MKNOD, and the test is skipped for it where it is refused.
+// specials are a FIFO, a socket and a character device (the null
+// device's numbers, so that a write that did reach it would be lost, not
+// harm anything), each made where the test asks; mknod(2) of a device
+// needs root or CAP_MKNOD, and the test is skipped for it where it is
+// refused.
 var specials = []special{
 	{"FIFO", "a named pipe (FIFO)", fs.ModeNamedPipe, func(p string) error { return syscall.Mkfifo(p, 0o644) }},
 	{"character device", "a character device", fs.ModeDevice | fs.ModeCharDevice, func(p string) error {
 		return syscall.Mknod(p, syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
+	}},
+	{"socket", "a socket", fs.ModeSocket, func(p string) error {
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		return syscall.Bind(fd, &syscall.SockaddrUnix{Name: p}) // the file stays once closed
 	}},
 }
 

@@ -1,0 +1,122 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// outNode is a node made in a temporary folder for an --out to name.
+type outNode struct {
+	name string      // "FIFO", "character device", "socket"
+	what string      // as memunet's refusal says it
+	mode fs.FileMode // its type bits
+	make func(path string) error
+}
+
+var outNodes = []outNode{
+	{"FIFO", "a named pipe (FIFO)", fs.ModeNamedPipe, func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+	// The null device's numbers: a write that did reach it would be lost.
+	{"character device", "a character device", fs.ModeDevice | fs.ModeCharDevice, func(p string) error {
+		return syscall.Mknod(p, syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
+	}},
+	{"socket", "a socket", fs.ModeSocket, func(p string) error {
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		return syscall.Bind(fd, &syscall.SockaddrUnix{Name: p}) // the file stays once closed
+	}},
+}
+
+// runChild runs memunet (this test binary as main) with args for at most
+// a minute: a command that opened a FIFO to write would wait for a reader
+// for ever. It returns the exit code and stderr.
+func runChild(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MEMUNET_TEST_AS_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("memunet %s: still running after a minute (blocked on its --out?); stderr: %s", strings.Join(args, " "), stderr.String())
+	}
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestOutputsRefuseDevicesAndFIFOs: every command that writes, given an
+// output that is a FIFO, a character device or a socket made in a
+// temporary folder (never /dev itself), exits non-zero, names the path
+// and what it is, and leaves the node as it was: it is never replaced by
+// a regular file, written into, or waited on. mknod(2) of the device
+// needs root or CAP_MKNOD: that case is skipped, with the reason, where
+// it is refused.
+func TestOutputsRefuseDevicesAndFIFOs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny run and starts a child per command")
+	}
+	runDir, _ := trainTiny(t)
+	quick := "../../configs/quickstart.yaml"
+	for _, n := range outNodes {
+		t.Run(n.name, func(t *testing.T) {
+			// A short folder: a socket's path is limited to ~100 bytes.
+			dir, err := os.MkdirTemp("", "memunet-out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			node := filepath.Join(dir, "out.png") // data preview takes only a .png
+			if err := n.make(node); err != nil {
+				if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+					t.Skipf("cannot make a %s here (%v): mknod(2) needs root or CAP_MKNOD", n.name, err)
+				}
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				{"export", "--checkpoint", runDir, "--out", node},
+				{"export", "--checkpoint", runDir, "--format", "onnx", "--out", node},
+				{"eval", "--checkpoint", runDir, "--out", node},
+				{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", node},
+				append([]string{"train", "--config", quick, "--out", node}, tinyArgs...),
+				{"data", "synth", "--out", node, "--count", "2", "--size", "16"},
+				{"data", "preview", "--config", quick, "--set", "data.size=16", "--count", "2", "--out", node},
+				{"bench", "--config", quick, "--set", "data.size=16", "--set", "model.base=4", "--set", "model.depth=2", "--steps", "1", "--variants", "baseline", "--cpuprofile", node},
+				{"compare", "--config", quick, "--steps", "1", "--variants", "baseline", "--out", node},
+				{"compare", "--runs", runDir, "--out", node},
+			} {
+				code, stderr := runChild(t, args...)
+				cmd := strings.Join(args[:2], " ")
+				if code == 0 || !strings.Contains(stderr, node+": is "+n.what+", ") {
+					t.Errorf("%s ... %s: exit %d, stderr %q: want a refusal naming it as %s", cmd, node, code, stderr, n.what)
+				}
+				if st, err := os.Lstat(node); err != nil {
+					t.Fatalf("%s ... %s: the %s is gone: %v", cmd, node, n.name, err)
+				} else if st.Mode().Type() != n.mode {
+					t.Fatalf("%s ... %s: the %s is now %v", cmd, node, n.name, st.Mode())
+				}
+				if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+					t.Errorf("%s: the folder holds %d entries, want only the %s", cmd, len(entries), n.name)
+				}
+			}
+		})
+	}
+}
