@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/memunet/memunet/backend"
@@ -48,6 +49,15 @@ type Report struct {
 	// (the training masks' own values, e.g. [0, 255]); absent when the
 	// masks hold the class indices (palette PNGs).
 	MaskValues []int `json:"mask_values,omitempty"`
+}
+
+// SkippedNote is what the summary line adds for the skipped inputs ("":
+// none).
+func (r *Report) SkippedNote() string {
+	if len(r.Skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; skipped %d input file(s) whose names cannot name outputs (warned above, listed in predict.json)", len(r.Skipped))
 }
 
 // Skipped is an input predict left out, and why.

@@ -92,12 +92,8 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	if err != nil {
 		return err
 	}
-	skipped := ""
-	if n := len(rep.Skipped); n > 0 {
-		skipped = fmt.Sprintf("; skipped %d input file(s) whose names cannot name outputs (warned above, listed in predict.json)", n)
-	}
 	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s (legend.png: the class colors); peak allocated %s (planned %s)%s\n",
-		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes), memory.FormatBytes(rep.PlannedPeakBytes), skipped)
+		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes), memory.FormatBytes(rep.PlannedPeakBytes), rep.SkippedNote())
 	if m := rep.Metrics; m != nil {
 		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
 		if rep.TrainingValMIoU != nil {
