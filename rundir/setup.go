@@ -66,6 +66,9 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 	if r.opts.OutDir == "" {
 		return nil, fmt.Errorf("output.dir: name the run directory (--out DIR)")
 	}
+	if err := checkApartFromData(r.opts.OutDir, cfg.Data.Path); err != nil {
+		return nil, err
+	}
 	lock, err := outdir.Acquire(r.opts.OutDir, "memunet train")
 	if err != nil {
 		return nil, err
@@ -85,6 +88,29 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 		return nil, &ExistingRunError{Dir: r.opts.OutDir, Files: earlier, Invocation: cfg.Invocation}
 	}
 	return earlier, checkInitKept(cfg.Invocation, cfg.Train.Init, r.opts.OutDir, earlier)
+}
+
+// checkApartFromData refuses, before anything is written, a run directory
+// that is the dataset's folder (data.path) or inside it: its curves.png
+// would land among the images (under images/, as a sample with no mask)
+// and break the next scan. It refuses the reverse only where the run
+// would delete the data: inside its checkpoints/ or tb/, which the run
+// prunes and --force removes. Links are resolved.
+func checkApartFromData(out, dataPath string) error {
+	if dataPath == "" { // synthetic data reads no folder
+		return nil
+	}
+	if outdir.Within(out, dataPath) {
+		return fmt.Errorf("--out (output.dir) %s is data.path %s or inside it: the run's files (curves.png, config.yaml, checkpoints/) would be mixed with the dataset it reads, and read as samples; train into a folder outside %s",
+			out, dataPath, dataPath)
+	}
+	for _, name := range []string{checkpoint.CheckpointsDir, checkpoint.TensorBoardDir} {
+		if dir := filepath.Join(out, name); outdir.Within(dataPath, dir) {
+			return fmt.Errorf("data.path %s is inside the run's %s/ (%s), which the run prunes and --force removes: keep the dataset outside it, or train into another --out",
+				dataPath, name, dir)
+		}
+	}
+	return nil
 }
 
 // openResume is the checkpoint to continue (nil: none), verified, that cfg
