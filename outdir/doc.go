@@ -16,8 +16,11 @@
 //     a temporary file made new in the same folder, synced, then renamed
 //     over the name, which replaces a symlink planted there instead of
 //     writing through it. A process killed mid-write leaves only its
-//     temporary file (.NAME.tmp-*, IsTemp), which the next writer holding
-//     the folder's lock may remove.
+//     temporary file (.NAME.tmp-N, N a uint32 in decimal, IsTemp), which
+//     the next writer holding the folder's lock may remove; a name so long
+//     that this would pass 255 bytes is cut short at a character's start,
+//     so any name a file may have can be written. IsTemp knows only that
+//     exact form: a user's file that merely holds ".tmp-" is not one.
 //   - Outputs are regular files and folders (CheckTarget): a path that
 //     exists and is a device, a FIFO or a socket (or a folder where a file
 //     goes, a file where a folder goes) is refused by name before anything

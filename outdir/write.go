@@ -7,9 +7,13 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // WriteFile writes path whole or not at all: write fills a temporary file
@@ -51,7 +55,7 @@ func Create(path string) (*Pending, error) {
 	if err := CheckTarget(path, File); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), tempPattern(filepath.Base(path)))
+	f, err := createTemp(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
 		return nil, err
 	}
@@ -108,16 +112,60 @@ func (p *Pending) Close() error {
 }
 
 // tempMark is in the name of every temporary file WriteFile makes:
-// .NAME.tmp-RANDOM.
+// .NAME.tmp-RANDOM, RANDOM a uint32 in decimal (as os.CreateTemp made
+// them, so that a file left by an earlier version is still known).
 const tempMark = ".tmp-"
 
-// tempPattern is os.CreateTemp's pattern for a temporary file of base.
-func tempPattern(base string) string { return "." + base + tempMark }
+const (
+	// maxNameBytes is the longest file name the file systems memunet
+	// writes to take (NAME_MAX, in bytes).
+	maxNameBytes = 255
+	// maxRandomDigits is the longest RANDOM: a uint32 has 10 digits.
+	maxRandomDigits = 10
+)
+
+// tempName is the temporary name of a file named base, with random r:
+// .NAME.tmp-R, NAME cut short (at a character's start, so it stays
+// readable) where the whole would pass maxNameBytes, so that any name a
+// file may have can be written (a 250-byte name's temporary name once
+// failed with "file name too long").
+func tempName(base string, r uint32) string {
+	keep := maxNameBytes - len(".") - len(tempMark) - maxRandomDigits
+	if len(base) > keep {
+		cut := keep
+		for back := 0; back < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(base[cut]); back++ {
+			cut--
+		}
+		base = base[:cut]
+	}
+	return "." + base + tempMark + strconv.FormatUint(uint64(r), 10)
+}
+
+// createTemp makes a new temporary file for base in dir (O_EXCL: never
+// one already there, nor through a link), as os.CreateTemp does but
+// without its pattern language: a '*' in base is the name's own.
+func createTemp(dir, base string) (*os.File, error) {
+	for try := 0; ; try++ {
+		f, err := os.OpenFile(filepath.Join(dir, tempName(base, rand.Uint32())), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) && try < 100 {
+			continue
+		}
+		return f, err
+	}
+}
 
 // IsTemp reports whether a file name is one of WriteFile's temporary
-// files, which only a process killed mid-write leaves behind.
+// files, which only a process killed mid-write leaves behind: a dot, a
+// name, tempMark and a uint32 in decimal, nothing after it, so that a
+// user's file that merely holds ".tmp-" (.notes.tmp-draft) is never taken
+// for one and removed.
 func IsTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, tempMark)
+	i := strings.LastIndex(name, tempMark)
+	if !strings.HasPrefix(name, ".") || i < 1 {
+		return false
+	}
+	_, err := strconv.ParseUint(name[i+len(tempMark):], 10, 32) // digits only, no sign
+	return err == nil
 }
 
 // Append opens path to append records to, a log written as it goes (a
