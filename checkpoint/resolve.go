@@ -227,8 +227,12 @@ func CheckOutside(out, ckDir string) error {
 // that holds two or more of RunFiles, checkpoints/ and tb/ counting only
 // if not empty (RunFilesIn; a lone config.yaml is not a run). It also
 // refuses a path inside one of inputs, the folders the command reads (""
-// is none).
+// is none), and, before any work, one that is a device, a FIFO or a
+// socket (outdir.CheckTarget), which a write would replace or feed.
 func CheckNotInRun(out string, inputs ...string) error {
+	if err := outdir.CheckTarget(out, outdir.FileOrFolder); err != nil {
+		return err
+	}
 	for _, in := range inputs {
 		if in != "" && outdir.Within(out, in) {
 			return fmt.Errorf("%s is inside %s, which it reads: name a file outside it", out, in)

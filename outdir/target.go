@@ -42,7 +42,7 @@ func (e *TargetError) Error() string {
 	case File:
 		return fmt.Sprintf("%s: is %s, not a regular file; give a path to a file memunet may create or replace", e.Path, what)
 	}
-	return fmt.Sprintf("%s: is %s, neither a regular file nor a folder; give a path memunet may create or replace", e.Path, what)
+	return fmt.Sprintf("%s: is %s, not a regular file or folder; give a path memunet may create or replace", e.Path, what)
 }
 
 // describe names a file mode's type for a TargetError.

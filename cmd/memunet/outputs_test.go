@@ -91,22 +91,35 @@ func TestOutputsRefuseDevicesAndFIFOs(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			for _, args := range [][]string{
-				{"export", "--checkpoint", runDir, "--out", node},
-				{"export", "--checkpoint", runDir, "--format", "onnx", "--out", node},
-				{"eval", "--checkpoint", runDir, "--out", node},
-				{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", node},
-				append([]string{"train", "--config", quick, "--out", node}, tinyArgs...),
-				{"data", "synth", "--out", node, "--count", "2", "--size", "16"},
-				{"data", "preview", "--config", quick, "--set", "data.size=16", "--count", "2", "--out", node},
-				{"bench", "--config", quick, "--set", "data.size=16", "--set", "model.base=4", "--set", "model.depth=2", "--steps", "1", "--variants", "baseline", "--cpuprofile", node},
-				{"compare", "--config", quick, "--steps", "1", "--variants", "baseline", "--out", node},
-				{"compare", "--runs", runDir, "--out", node},
+			for _, c := range []struct {
+				// flag, where set, is the flag the refusal names: the
+				// command checks it before any work (a usage error).
+				flag string
+				args []string
+			}{
+				{"--out", []string{"export", "--checkpoint", runDir, "--out", node}},
+				{"--out", []string{"export", "--checkpoint", runDir, "--format", "onnx", "--out", node}},
+				{"--out", []string{"eval", "--checkpoint", runDir, "--out", node}},
+				{"--out", []string{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", node}},
+				{"--out", []string{"data", "preview", "--config", quick, "--set", "data.size=16", "--count", "2", "--out", node}},
+				{"--cpuprofile", []string{"bench", "--config", quick, "--set", "data.size=16", "--set", "model.base=4", "--set", "model.depth=2", "--steps", "1", "--variants", "baseline", "--cpuprofile", node}},
+				// These take the folder first thing (outdir.Acquire).
+				{"", append([]string{"train", "--config", quick, "--out", node}, tinyArgs...)},
+				{"", []string{"data", "synth", "--out", node, "--count", "2", "--size", "16"}},
+				{"", []string{"compare", "--config", quick, "--steps", "1", "--variants", "baseline", "--out", node}},
+				{"", []string{"compare", "--runs", runDir, "--out", node}},
 			} {
-				code, stderr := runChild(t, args...)
-				cmd := strings.Join(args[:2], " ")
-				if code == 0 || !strings.Contains(stderr, node+": is "+n.what+", ") {
-					t.Errorf("%s ... %s: exit %d, stderr %q: want a refusal naming it as %s", cmd, node, code, stderr, n.what)
+				code, stderr := runChild(t, c.args...)
+				cmd := strings.Join(c.args[:2], " ")
+				refusal := node + ": is " + n.what + ", not a "
+				if c.flag != "" {
+					refusal = c.flag + " " + refusal
+					if code != 2 {
+						t.Errorf("%s ... %s: exit %d, want 2: refused as a usage error before any work", cmd, node, code)
+					}
+				}
+				if code == 0 || !strings.Contains(stderr, refusal) {
+					t.Errorf("%s ... %s: exit %d, stderr %q: want a refusal naming it as %s (%q)", cmd, node, code, stderr, n.what, refusal)
 				}
 				if st, err := os.Lstat(node); err != nil {
 					t.Fatalf("%s ... %s: the %s is gone: %v", cmd, node, n.name, err)
