@@ -153,7 +153,9 @@ func ReadJournal(dir string) (*Unfinished, error) {
 
 // Remove removes the files u lists from dir (those not there are not
 // missed), then the journal: what a cut-off write left. A folder a file
-// name passes through is never followed as a link.
+// name passes through is never followed as a link, and a listed name
+// where a device, a FIFO, a socket or a folder now is, is left: the
+// write made only regular files, so that node is not its.
 func (u *Unfinished) Remove(dir string) error {
 	for _, name := range u.Files {
 		local := filepath.FromSlash(name)
@@ -162,7 +164,11 @@ func (u *Unfinished) Remove(dir string) error {
 				return err
 			}
 		}
-		if err := os.Remove(filepath.Join(dir, local)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		path := filepath.Join(dir, local)
+		if CheckTarget(path, File) != nil {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}

@@ -267,3 +267,41 @@ func TestFileAndFolderMismatch(t *testing.T) {
 		t.Errorf("the file became %q", b)
 	}
 }
+
+// TestJournalLeavesANodeItDidNotWrite: a cut-off write's Remove takes the
+// regular files its journal lists, and leaves a FIFO, socket or device
+// found at a listed name: the write made none.
+func TestJournalLeavesANodeItDidNotWrite(t *testing.T) {
+	for _, s := range specials {
+		t.Run(s.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j, err := StartJournal(dir, "memunet test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Claim("a.png", "node.png"); err != nil {
+				t.Fatal(err)
+			}
+			j.Close()
+			if err := os.WriteFile(filepath.Join(dir, "a.png"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			node := filepath.Join(dir, "node.png")
+			makeSpecial(t, s, node)
+			u, err := ReadJournal(dir)
+			if err != nil || u == nil {
+				t.Fatalf("ReadJournal: %v, %v", u, err)
+			}
+			if err := u.Remove(dir); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "a.png")); !os.IsNotExist(err) {
+				t.Errorf("a.png, written and listed, is still there: %v", err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, JournalName)); !os.IsNotExist(err) {
+				t.Errorf("the journal is still there: %v", err)
+			}
+			stillSpecial(t, s, node, "Unfinished.Remove")
+		})
+	}
+}
