@@ -39,6 +39,25 @@ func ImageDepth(path string) (int, error) {
 	return 8, nil
 }
 
+// ImageCost is what ReadImageDeep holds of an image file, from its
+// header: at the decode's peak (the decoder's picture, and a converted one
+// beside it where the conversion cannot be made in place) and after (the
+// picture it returns: 8 bytes a pixel for 16-bit files, else 4). What is
+// not a regular file is refused unread; the error names the file.
+func ImageCost(path string) (decode, picture int64, err error) {
+	im, err := openImageFile(path, math.MaxInt)
+	if err != nil {
+		return 0, 0, err
+	}
+	im.Close()
+	per := int64(4)
+	switch im.cfg.ColorModel {
+	case color.Gray16Model, color.RGBA64Model, color.NRGBA64Model:
+		per = 8
+	}
+	return im.imageCost(), per * im.pixels(), nil
+}
+
 // ImageSize is the height and width an image file's header declares,
 // read without decoding its pixels (so predict can say what an image will
 // need before decoding it; no pixel limit applies here). What is not a

@@ -76,6 +76,25 @@ func (l Limit) Source() string {
 	return l.Bounds[0].String()
 }
 
+// Short is the bytes and the binding bound without where it was read:
+// "1.00 GiB (cgroup memory.max 8.00 GiB, 7.00 GiB in use)".
+func (l Limit) Short() string {
+	if l.Bytes <= 0 || len(l.Bounds) == 0 {
+		return "unknown (no limit could be read)"
+	}
+	b := l.Bounds[0]
+	why := b.Kind
+	switch b.Kind {
+	case KindMeminfo:
+		why += " of /proc/meminfo"
+	case KindGiven:
+		why = b.Where
+	default:
+		why += fmt.Sprintf(" %s, %s in use", memory.FormatBytes(b.Limit), memory.FormatBytes(b.Used))
+	}
+	return fmt.Sprintf("%s (%s)", memory.FormatBytes(l.Bytes), why)
+}
+
 // String is the bytes and their source: "6.80 GiB (cgroup memory.max ...)".
 func (l Limit) String() string {
 	if l.Bytes <= 0 {
@@ -274,10 +293,8 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// cgroupChain is the limit of cgroup group (a path in m's hierarchy) and
-// of each ancestor shown under m, the group's own first; levels without a
-// limit are left out.
-func (s System) cgroupChain(m cgroupMount, group string) []Bound {
+// relative is cgroup group's path below m's mount point.
+func (m cgroupMount) relative(group string) string {
 	rel := group
 	if m.root != "/" {
 		if r, ok := strings.CutPrefix(group, m.root); ok && (r == "" || r[0] == '/') {
@@ -286,7 +303,14 @@ func (s System) cgroupChain(m cgroupMount, group string) []Bound {
 			rel = "/" // a namespaced view: the mount shows the group itself
 		}
 	}
-	rel = path.Clean("/" + rel)
+	return path.Clean("/" + rel)
+}
+
+// cgroupChain is the limit of cgroup group (a path in m's hierarchy) and
+// of each ancestor shown under m, the group's own first; levels without a
+// limit are left out.
+func (s System) cgroupChain(m cgroupMount, group string) []Bound {
+	rel := m.relative(group)
 	var out []Bound
 	for {
 		dir := path.Join(m.point, rel)
@@ -343,4 +367,58 @@ func readBytes(name string) (int64, bool) {
 		return 0, false
 	}
 	return int64(min(n, unlimited)), true
+}
+
+// Resident is this process's resident memory now and at its peak (VmRSS
+// and VmHWM of /proc/self/status) in bytes; ok is false where the system
+// does not report them. The peak is the process's own: unlike rusage's,
+// it does not carry a parent's peak across exec.
+func Resident() (now, peak int64, ok bool) { return System{}.Resident() }
+
+// Resident is the process's resident memory as s shows it.
+func (s System) Resident() (now, peak int64, ok bool) {
+	f := keyedKiB(s.file("/proc/self/status"), "VmRSS:", "VmHWM:")
+	now, ok1 := f["VmRSS:"]
+	peak, ok2 := f["VmHWM:"]
+	return now, peak, ok1 && ok2
+}
+
+// MemoryCgroup is the folder of this process's own memory cgroup (v2,
+// else v1's memory hierarchy) and whether it is v2; ok is false where the
+// process is in none that is mounted.
+func MemoryCgroup() (dir string, v2, ok bool) { return System{}.MemoryCgroup() }
+
+// MemoryCgroup is the process's memory cgroup as s shows it: the first
+// whose memory files are there (a v2 hierarchy without the memory
+// controller, as systemd's hybrid layout mounts it, is passed over).
+func (s System) MemoryCgroup() (dir string, v2, ok bool) {
+	membership, err := os.ReadFile(s.file("/proc/self/cgroup"))
+	if err != nil {
+		return "", false, false
+	}
+	mounts := s.cgroupMounts()
+	for _, line := range strings.Split(string(membership), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		isV2 := parts[0] == "0" && parts[1] == ""
+		if !isV2 && !slices.Contains(strings.Split(parts[1], ","), "memory") {
+			continue
+		}
+		probe := "memory.limit_in_bytes"
+		if isV2 {
+			probe = "memory.max"
+		}
+		for _, m := range mounts {
+			if m.v2 != isV2 {
+				continue
+			}
+			d := path.Join(m.point, m.relative(parts[2]))
+			if _, err := os.Stat(s.file(path.Join(d, probe))); err == nil {
+				return d, isV2, true
+			}
+		}
+	}
+	return "", false, false
 }

@@ -155,3 +155,40 @@ func TestReadHere(t *testing.T) {
 		}
 	}
 }
+
+func TestResident(t *testing.T) {
+	s := fakeSystem(t, map[string]string{"proc/self/status": "VmPeak:\t 9 kB\nVmHWM:\t 2048 kB\nVmRSS:\t 1024 kB\n"}, nil)
+	if now, peak, ok := s.Resident(); !ok || now != 1<<20 || peak != 2<<20 {
+		t.Errorf("Resident: %d, %d, %v", now, peak, ok)
+	}
+	if _, _, ok := fakeSystem(t, nil, nil).Resident(); ok {
+		t.Error("Resident with no /proc: ok")
+	}
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		if now, peak, ok := Resident(); !ok || now <= 0 || peak < now {
+			t.Errorf("Resident here: %d, %d, %v", now, peak, ok)
+		}
+	}
+}
+
+func TestMemoryCgroup(t *testing.T) {
+	v1 := fakeSystem(t, map[string]string{
+		"proc/self/mountinfo": "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n",
+		"proc/self/cgroup":    "4:memory:/job/7\n0::/\n",
+		"sys/fs/cgroup/memory/job/7/memory.limit_in_bytes": "max",
+	}, nil)
+	if dir, v2, ok := v1.MemoryCgroup(); !ok || v2 || dir != "/sys/fs/cgroup/memory/job/7" {
+		t.Errorf("v1: %q, %v, %v", dir, v2, ok)
+	}
+	v2 := fakeSystem(t, map[string]string{
+		"proc/self/mountinfo":                   "29 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+		"proc/self/cgroup":                      "0::/user.slice/a\n",
+		"sys/fs/cgroup/user.slice/a/memory.max": "max",
+	}, nil)
+	if dir, isV2, ok := v2.MemoryCgroup(); !ok || !isV2 || dir != "/sys/fs/cgroup/user.slice/a" {
+		t.Errorf("v2: %q, %v, %v", dir, isV2, ok)
+	}
+	if _, _, ok := fakeSystem(t, nil, nil).MemoryCgroup(); ok {
+		t.Error("no /proc: ok")
+	}
+}

@@ -16,12 +16,21 @@
 // Memory: a Predictor owns its device's pool and the model in it (Close
 // gives them back). Every batch is planned before a byte of it is decoded
 // (PlanBatch: the pool's peaks exactly, by a dry run on the planning
-// backend, plus the host buffers beside it) and refused when it passes
-// the Limits. Host buffers of a batch are the caller's only while a call
-// runs; nothing is cached between calls.
+// backend, plus the host buffers beside it at the largest of its phases:
+// decoding, predicting, writing) and refused when it passes the Limits;
+// automatic choices (whole or by tiles, the tile, tiles or images per
+// pass) keep within memlimit's share of the memory the process may use.
+// While Run predicts, the Go collector's soft limit is held to the plan
+// (heldGC), so the process's peak RSS is the plan's (predict.json's
+// planned_rss_bytes beside peak_rss_bytes) rather than twice the live
+// heap; Run puts the limit back as it found it. Host buffers of a batch
+// are the caller's only while a call runs; nothing is cached between
+// calls.
 //
 // Files: predict.go (the model and its passes), probs.go (probabilities,
-// flip averaging), plan.go (a batch's memory and the limits), files.go
+// flip averaging), plan.go (a batch's memory and the limits), hostplan.go
+// (the host's side of a plan, phase by phase, and the collector held to
+// it while Run predicts), files.go
 // (image files), split.go (a dataset split), write.go (the output
 // writers: every file whole, never through a link), names.go (output
 // names, one per input, colliding stems told apart; the default output

@@ -133,7 +133,7 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, journal *outdir.Jo
 			first := sized[lo]
 			fmt.Fprintf(note, "predict: %d image(s) from %s at %dx%d need %s\n", need.N, first.path, first.th, first.tw, need)
 		}
-		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+		rep.plan(need, p.held.hold(need))
 		if err := p.predictFileBatch(sized[lo:hi], journal, opts, rep); err != nil {
 			return err
 		}
@@ -144,29 +144,38 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, journal *outdir.Jo
 }
 
 // fileBatch is the batch that starts at sized[lo]: consecutive files of
-// one model size, at most p.Batch, while their plan fits lim. It ends
-// before hi and returns the batch's need; a first file that cannot fit
-// alone is a *SizeError.
+// one model size, at most p.Batch, while their plan fits lim (its share
+// for automatic choices, lim.auto, but for a first file opts.Tile says to
+// predict whole). It ends before hi and returns the batch's need, its
+// host buffers by batchHost; a first file that cannot fit alone is a
+// *SizeError.
 func (p *Predictor) fileBatch(sized []sizedFile, lo int, s sizing, opts Options, lim Limits) (hi int, need Need, err error) {
 	first := sized[lo]
-	hi = lo
-	var srcPixels int64
-	for hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw && !isVolume(sized[hi].path) {
-		px := srcPixels + int64(sized[hi].h)*int64(sized[hi].w)
-		nd, err := p.PlanBatch(hi-lo+1, first.th, first.tw, px, opts.Overlay)
+	var srcs []source
+	for hi = lo; hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw && !isVolume(sized[hi].path); hi++ {
+		src, err := sourceOf(sized[hi].path, sized[hi].h, sized[hi].w)
+		if err != nil {
+			return 0, Need{}, fmt.Errorf("predict: %w", err)
+		}
+		srcs = append(srcs, src)
+		nd, err := p.PlanBatch(len(srcs), first.th, first.tw, 0, false)
 		if err != nil {
 			return 0, Need{}, fmt.Errorf("predict: %s: %w", sized[hi].path, err)
 		}
-		nd.Host += opts.hostBytes(int64((hi-lo+1)*first.th*first.tw), px, p.Config.Model.Classes)
-		if why := lim.exceeded(nd); why != "" {
+		host := p.batchHost(srcs, first.th, first.tw, opts, p.writtenValues(opts))
+		nd.Host = host + gcSlack(host)
+		within := lim.auto()
+		if hi == lo && opts.Tile == TileNone {
+			within = lim // asked to predict it whole: all the process may use
+		}
+		if why := within.exceeded(nd); why != "" {
 			if hi == lo {
 				return 0, Need{}, &SizeError{File: first.path, H: first.h, W: first.w, TH: first.th, TW: first.tw, Need: nd, Why: why,
-					Advice: "Predict it at full resolution by tiles (--tile auto, or leave --tile none out); or: " + p.sizeAdvice(first.h, first.w, s, opts.Overlay, lim)}
+					Advice: "Predict it at full resolution by tiles (--tile auto, or leave --tile none out); or: " + p.sizeAdvice(first.h, first.w, s, opts.Overlay, within)}
 			}
 			break
 		}
-		need, srcPixels = nd, px
-		hi++
+		need = nd
 	}
 	return hi, need, nil
 }

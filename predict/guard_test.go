@@ -236,15 +236,16 @@ func TestRunLocksOut(t *testing.T) {
 	if _, err := os.Stat(fresh); err == nil {
 		t.Errorf("the refused predict left %s", fresh)
 	}
-	// One that fails midway (a.png predicted, big.png too large) removes
-	// what it wrote.
-	writeImage(t, filepath.Join(in, "big.png"), 512, 384)
-	need, err := p.PlanBatch(1, 16, 16, 16*16, false)
+	// One that fails midway (a.png predicted, big.png too large even by
+	// tiles: its picture alone takes 16 MiB) removes what it wrote.
+	writeImage(t, filepath.Join(in, "big.png"), 2048, 2048)
+	_, need, err := p.fileBatch([]sizedFile{{path: filepath.Join(in, "a.png"), h: 16, w: 16, th: 16, tw: 16}}, 0, sizing{}, Options{}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var note bytes.Buffer
-	if _, err := p.Run(in, fresh, Options{}, Limits{Available: need.Total() + 1<<20}, &note); err == nil || !strings.Contains(err.Error(), "big.png") {
+	// a.png fits the automatic share, 3/4, with half a MiB to spare.
+	if _, err := p.Run(in, fresh, Options{}, Limits{Available: (need.Total() + 1<<19) / 3 * 4}, &note); err == nil || !strings.Contains(err.Error(), "big.png") {
 		t.Fatalf("big.png beyond the host's memory: %v", err)
 	}
 	if _, err := os.Stat(fresh); err == nil {

@@ -15,9 +15,11 @@ type Need struct {
 	// a fresh pool, weights included, exactly as the real pool counts them:
 	// a dry run on backend/noop.
 	PeakAllocated, PeakReserved int64
-	// Host is the memory beside the pool: the decoded files, the scaled
-	// pictures, the normalized batch, the class maps and, with overlays,
-	// the blended pictures.
+	// Host is the memory beside the pool at the largest phase of the
+	// batch (decoding, predicting, writing; see hostplan.go): the decoded
+	// files, the scaled pictures, the normalized batch, the class maps, the
+	// outputs being written, and the collector's slack. PlanBatch alone
+	// counts the batch's buffers; Run's callers the rest.
 	Host int64
 }
 
@@ -26,7 +28,7 @@ type Need struct {
 func (n Need) Total() int64 { return n.PeakReserved + n.Host }
 
 func (n Need) String() string {
-	return fmt.Sprintf("about %s (the pool's planned peak reserved %s, images and masks %s)",
+	return fmt.Sprintf("about %s (the pool's planned peak reserved %s, host buffers %s)",
 		memory.FormatBytes(n.Total()), memory.FormatBytes(n.PeakReserved), memory.FormatBytes(n.Host))
 }
 

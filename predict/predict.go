@@ -42,6 +42,7 @@ type Predictor struct {
 	Flags     []string
 	env       *model.Env
 	precision backend.DType
+	held      *heldGC // the collector held to Run's plans (nil outside Run)
 }
 
 // NewPredictor builds the checkpoint's model with precision (fp32, fp16 or

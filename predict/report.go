@@ -6,6 +6,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 )
 
@@ -36,6 +37,13 @@ type Report struct {
 	// PlannedPeakBytes is the largest batch's planned peak allocated
 	// (PlanBatch, in a fresh pool).
 	PlannedPeakBytes int64 `json:"planned_peak_bytes"`
+	// PlannedRSSBytes is the process's planned peak resident memory, the
+	// largest of every batch's or file's: the process as it stood, the
+	// pool's peak where it is host memory, and the host buffers beside it
+	// (Need); PeakRSSBytes is the measured one (VmHWM; 0 where the system
+	// does not report it).
+	PlannedRSSBytes int64 `json:"planned_rss_bytes,omitempty"`
+	PeakRSSBytes    int64 `json:"peak_rss_bytes,omitempty"`
 	// Legend is the color of each class in the masks and overlays, also
 	// drawn in legend.png.
 	Legend []LegendEntry `json:"legend"`
@@ -49,6 +57,31 @@ type Report struct {
 	// (the training masks' own values, e.g. [0, 255]); absent when the
 	// masks hold the class indices (palette PNGs).
 	MaskValues []int `json:"mask_values,omitempty"`
+}
+
+// plan notes a batch's or a file's plan: its need, and the process's
+// planned peak resident memory with it (0: not planned).
+func (r *Report) plan(need Need, rss int64) {
+	r.PlannedPeakBytes = max(r.PlannedPeakBytes, need.PeakAllocated)
+	r.PlannedRSSBytes = max(r.PlannedRSSBytes, rss)
+}
+
+// MemoryNote is the memory as the summary line says it: the pool's peak
+// allocated and the process's peak resident memory, each beside its plan.
+func (r *Report) MemoryNote() string {
+	s := fmt.Sprintf("peak allocated %s (planned %s)", memory.FormatBytes(r.PeakAllocatedBytes), memory.FormatBytes(r.PlannedPeakBytes))
+	if r.PeakRSSBytes > 0 && r.PlannedRSSBytes > 0 {
+		s += fmt.Sprintf(", peak RSS %s (planned %s)", memory.FormatBytes(r.PeakRSSBytes), memory.FormatBytes(r.PlannedRSSBytes))
+	}
+	return s
+}
+
+// rssText is a plan's resident memory as a note's tail ("": none).
+func rssText(rss int64) string {
+	if rss <= 0 {
+		return ""
+	}
+	return ", the process " + memory.FormatBytes(rss)
 }
 
 // SkippedNote is what the summary line adds for the skipped inputs ("":

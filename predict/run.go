@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/outdir"
 )
 
@@ -97,6 +98,8 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	}
 	names.flush(note)
 	rep := p.newReport(input, opts, lim)
+	p.held = p.holdGC()
+	defer func() { p.held.release(); p.held = nil }()
 	rep.Skipped = skipped
 	if split != nil {
 		err = p.predictSplit(split, journal, opts, lim, names, rep)
@@ -166,9 +169,7 @@ func (p *Predictor) newReport(input string, opts Options, lim Limits) *Report {
 	rep.UnlikeTraining = strings.Join(unlike, "; ")
 	if ck := p.Checkpoint; ck != nil {
 		rep.Checkpoint, rep.Step, rep.TrainingValMIoU = ck.Dir, ck.Manifest.Step, ck.Manifest.ValMIoU
-		if !opts.ClassIndices {
-			rep.MaskValues = ck.Manifest.MaskValues
-		}
+		rep.MaskValues = p.writtenValues(opts)
 	}
 	return rep
 }
@@ -176,6 +177,9 @@ func (p *Predictor) newReport(input string, opts Options, lim Limits) *Report {
 // finish writes legend.png and predict.json, claimed in the journal.
 func (p *Predictor) finish(journal *outdir.Journal, rep *Report) error {
 	rep.PeakAllocatedBytes = p.Pool().Stats().Allocated.Peak
+	if _, peak, ok := memlimit.Resident(); ok {
+		rep.PeakRSSBytes = peak
+	}
 	labels := make([]string, p.Config.Model.Classes)
 	for k := range labels {
 		e := LegendEntry{Class: k, Color: data.HexColor(data.ClassColor(uint8(k)))}

@@ -60,12 +60,10 @@ func (p *Predictor) tileSide(tile string) (int, error) {
 }
 
 // tileNeed plans predicting an h x w picture (deep: 16 bits a channel)
-// by tiles t: the pool's peak for a pass of t.Batch tiles (PlanBatch's dry
-// run), and beside it on the host the picture, its class map, a batch of
-// tiles and their outputs, the blend band, and what opts adds (overlays,
-// whole-image probabilities). srcPixels are the file's, which may differ
-// from the picture's when it is scaled for the model.
-func (p *Predictor) tileNeed(t Tiling, h, w int, srcPixels int64, deep bool, opts Options) (Need, error) {
+// of src by tiles t: the pool's peak for a pass of t.Batch tiles
+// (PlanBatch's dry run), and beside it on the host the largest phase of
+// tiledHost with the collector's slack.
+func (p *Predictor) tileNeed(t Tiling, h, w int, src source, deep bool, opts Options) (Need, error) {
 	nd, err := p.PlanBatch(t.Batch, t.Tile, t.Tile, 0, false)
 	if err != nil {
 		return Need{}, err
@@ -74,23 +72,8 @@ func (p *Predictor) tileNeed(t Tiling, h, w int, srcPixels int64, deep bool, opt
 	if err != nil {
 		return Need{}, err
 	}
-	c, k := int64(p.Config.Model.InChannels), int64(p.Config.Model.Classes)
-	px, tilePx := int64(h)*int64(w), int64(t.Batch)*int64(t.Tile)*int64(t.Tile)
-	bytesPer := int64(4) // an RGBA picture
-	if deep {
-		bytesPer = 8
-	}
-	outs := tilePx * k * 4 // the batch's logits or probabilities
-	if opts.TTA {
-		outs = 3 * tilePx * (k + c) * 4 // mirrored inputs, their outputs and those flipped back
-	}
-	nd.Host = srcPixels*bytesPer + px*bytesPer + px + tilePx*c*4 + outs + l.BandBytes(int(k), t.Batch)
-	if opts.Overlay {
-		nd.Host += srcPixels * 4
-	}
-	if opts.Probs != "" {
-		nd.Host += (px + srcPixels) * k * 4
-	}
+	host := p.tiledHost(t, l, h, w, src, deep, opts, p.writtenValues(opts))
+	nd.Host = host + gcSlack(host)
 	return nd, nil
 }
 
@@ -99,10 +82,10 @@ func (p *Predictor) tileNeed(t Tiling, h, w int, srcPixels int64, deep bool, opt
 // lim.auto, up to the picture's longer side) and the most tiles per pass,
 // up to p.Batch, that fit that share with it. A tile that cannot fit alone
 // is an error naming its need.
-func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opts Options, lim Limits) (Tiling, Need, error) {
+func (p *Predictor) chooseTiling(side, h, w int, src source, deep bool, opts Options, lim Limits) (Tiling, Need, error) {
 	t := Tiling{Overlap: opts.Overlap, Blend: opts.Blend, Batch: 1, Auto: side == 0}
 	fits := func(t Tiling, lim Limits) (Need, bool, error) {
-		nd, err := p.tileNeed(t, h, w, srcPixels, deep, opts)
+		nd, err := p.tileNeed(t, h, w, src, deep, opts)
 		// Every pass repeats the same allocations in a pool emptied first
 		// (Tiled), so its reserved peak is the dry run's: the capacity must
 		// hold that, not only the allocated peak.
@@ -161,13 +144,18 @@ func (p *Predictor) chooseTiling(side, h, w int, srcPixels int64, deep bool, opt
 	return t, need, nil
 }
 
-// hostLogits is the logits of n normalized images, downloaded.
-func (p *Predictor) hostLogits(images []float32, n, h, w int) ([]float32, error) {
+// hostLogits is the logits of n normalized images, downloaded into dst
+// where they are float32 and fit it (else into a new slice).
+func (p *Predictor) hostLogits(dst, images []float32, n, h, w int) ([]float32, error) {
 	logits, err := p.logits(images, n, h, w)
 	if err != nil {
 		return nil, err
 	}
 	defer logits.Release()
+	if v := logits.View(); v.DT == backend.Float32 && v.Len == len(dst) {
+		backend.DownloadFloat32Into(p.Device.Backend, dst, v)
+		return dst, nil
+	}
 	return backend.DownloadFloat32(p.Device.Backend, logits.View()), nil
 }
 
@@ -194,6 +182,10 @@ func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, ro
 	blend := tiles.NewBlender(l, k, tiles.Weights(t.Tile, t.Blend), t.Batch)
 	tt := t.Tile * t.Tile
 	input := make([]float32, t.Batch*c*tt)
+	var logits []float32 // every pass's, downloaded into one buffer
+	if !probabilistic {
+		logits = make([]float32, t.Batch*k*tt)
+	}
 	p.Pool().EmptyCache()
 	for first := 0; first < l.Count(); first += t.Batch {
 		if err := p.stopped(); err != nil {
@@ -208,7 +200,7 @@ func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, ro
 		if probabilistic {
 			out, err = p.Probabilities(input, t.Batch, t.Tile, t.Tile, tta)
 		} else {
-			out, err = p.hostLogits(input, t.Batch, t.Tile, t.Tile)
+			out, err = p.hostLogits(logits, input, t.Batch, t.Tile, t.Tile)
 		}
 		if err != nil {
 			return err
@@ -247,22 +239,27 @@ func (s sizing) tiledSize(p *Predictor, h, w int) (int, int) {
 func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
 	th, tw := s.tiledSize(p, f.h, f.w)
-	deep := false
-	if d, err := data.ImageDepth(f.path); err == nil {
-		deep = d > 8
+	src, err := sourceOf(f.path, f.h, f.w)
+	if err != nil {
+		return fmt.Errorf("predict: %w", err)
 	}
-	t, need, err := p.chooseTiling(side, th, tw, int64(f.h)*int64(f.w), deep, opts, lim)
+	deep := src.picture > 4*src.pixels()
+	t, need, err := p.chooseTiling(side, th, tw, src, deep, opts, lim)
 	if err != nil {
 		return fmt.Errorf("predict: %s (%dx%d, at %dx%d) by tiles: %w", f.path, f.h, f.w, th, tw, err)
 	}
-	fmt.Fprintf(note, "predict: %s (%dx%d) by %s: planned pool peak %s allocated, host %s\n",
-		f.path, th, tw, t, memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(need.Host))
-	rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+	rss := p.held.hold(need)
+	fmt.Fprintf(note, "predict: %s (%dx%d) by %s: planned pool peak %s allocated, host %s%s\n",
+		f.path, th, tw, t, memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(need.Host), rssText(rss))
+	rep.plan(need, rss)
 	pic, err := data.ReadImageDeep(f.path, c)
 	if err != nil {
 		return fmt.Errorf("predict: %w", err)
 	}
 	model := data.ScalePicture(pic, th, tw)
+	if !opts.Overlay {
+		pic = nil // only an overlay draws on it: the collector may have it
+	}
 	mask := make([]uint8, th*tw)
 	var probs []float32
 	if opts.Probs != "" {
@@ -363,12 +360,12 @@ func (p *Predictor) scoreSplitTiled(in *splitInput, opts Options, lim Limits, re
 			return metrics.Validation{}, err
 		}
 		h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
-		t, need, err := p.chooseTiling(side, h, w, int64(h)*int64(w), true, opts, lim)
+		t, need, err := p.chooseTiling(side, h, w, source{h: h, w: w}, true, opts, lim)
 		if err != nil {
 			return metrics.Validation{}, fmt.Errorf("sample %d (%dx%d) by tiles: %w", i, h, w, err)
 		}
 		if rep != nil {
-			rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+			rep.plan(need, p.held.hold(need))
 		}
 		pred := make([]uint8, h*w)
 		var probs []float32

@@ -32,7 +32,7 @@ func wholeLogits(t *testing.T, p *Predictor, pic image.Image) []float32 {
 	if err := data.FillBatch(ds, []int{0}, images, make([]uint8, h*w)); err != nil {
 		t.Fatal(err)
 	}
-	out, err := p.hostLogits(images, 1, h, w)
+	out, err := p.hostLogits(nil, images, 1, h, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,14 +35,16 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 	h, w := v.SliceSize(nc.Axis)
 	labels := make([]uint16, v.Len())
 	mask := make([]uint8, h*w)
+	// Held while each slice is predicted: the stored voxels, the labels,
+	// the slice's classes, and its picture (16-bit gray, then RGBA64).
+	held := int64(len(v.Voxels)) + 2*int64(v.Len()) + int64(h)*int64(w)*(1+2+8)
 	var tiling *Tiling
 	for k := range v.Slices(nc.Axis) {
 		if err := p.stopped(); err != nil {
 			return err
 		}
 		pic := v.SlicePicture(nc.Axis, k, lo, hi)
-		t, need, err := p.predictPicture(pic, side, opts, lim, mask)
-		rep.PlannedPeakBytes = max(rep.PlannedPeakBytes, need.PeakAllocated)
+		t, err := p.predictPicture(pic, side, opts, lim, mask, held, rep)
 		if err != nil {
 			return fmt.Errorf("predict: %s, slice %d across axis %d: %w", f.path, k, nc.Axis, err)
 		}
@@ -79,8 +81,10 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 // predictPicture writes the classes of one picture (at the size the model
 // takes it) into mask: whole where its sides suit the model and it fits
 // lim (and opts.Tile does not ask for tiles), else by tiles (side 0: the
-// largest that fits), whose tiling it returns with the plan's need.
-func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim Limits, mask []uint8) (*Tiling, Need, error) {
+// largest that fits), whose tiling it returns. held
+// is what the caller holds on the host beside (the picture included); the
+// plan is noted in rep.
+func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim Limits, mask []uint8, held int64, rep *Report) (*Tiling, error) {
 	h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
 	c := p.Config.Model.InChannels
 	if opts.Tile == "" || opts.Tile == TileNone {
@@ -88,35 +92,39 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 		if opts.Tile == "" {
 			whole = lim.auto() // whole or by tiles is memunet's choice
 		}
-		nd, err := p.PlanBatch(1, h, w, int64(h)*int64(w), false)
+		nd, err := p.PlanBatch(1, h, w, 0, false)
+		host := held + p.wholeHost(1, h, w, opts)
+		nd.Host = host + gcSlack(host)
 		if err == nil && whole.exceeded(nd) == "" {
+			rep.plan(nd, p.held.hold(nd))
 			a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
 			if err != nil {
-				return nil, nd, err
+				return nil, err
 			}
 			images := make([]float32, c*h*w)
 			data.Window(pic, c, 0, 0, h, w, a, b, false, images)
 			pred, _, err := p.predictBatch(images, 1, h, w, opts.TTA, opts.TTA)
 			copy(mask, pred)
-			return nil, nd, err
+			return nil, err
 		}
 		if opts.Tile == TileNone {
 			if err == nil {
 				err = fmt.Errorf("predicting it whole needs %s; leave --tile none out to predict it by tiles", whole.exceeded(nd))
 			}
-			return nil, Need{}, err
+			return nil, err
 		}
 	}
-	t, need, err := p.chooseTiling(side, h, w, int64(h)*int64(w), true, opts, lim)
+	t, need, err := p.chooseTiling(side, h, w, source{h: h, w: w, picture: held}, true, opts, lim)
 	if err != nil {
-		return nil, need, err
+		return nil, err
 	}
+	rep.plan(need, p.held.hold(need))
 	k := p.Config.Model.Classes
 	err = p.Tiled(pic, t, opts.TTA, opts.TTA, func(y int, planes []float32) error {
 		argmaxRow(planes, k, w, mask[y*w:(y+1)*w])
 		return nil
 	})
-	return &t, need, err
+	return &t, err
 }
 
 // isVolume reports whether an input is a NIfTI volume (.nii, .nii.gz).

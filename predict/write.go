@@ -57,9 +57,12 @@ func writeMask(path string, m []uint8, w, h int, values []int) error {
 // (outputOf's): one .npy (float32, K x oh x ow), or one 16-bit gray PNG per
 // class (65535 = 1).
 func writeProbs(dir string, names []string, probs []float32, k, w, h, ow, oh int) error {
-	planes := make([]float32, 0, k*ow*oh)
-	for c := range k {
-		planes = append(planes, resizePlane(probs[c*w*h:(c+1)*w*h], w, h, ow, oh)...)
+	planes := probs[:k*w*h] // at the file's size already: no copy
+	if w != ow || h != oh {
+		planes = make([]float32, 0, k*ow*oh)
+		for c := range k {
+			planes = append(planes, resizePlane(probs[c*w*h:(c+1)*w*h], w, h, ow, oh)...)
+		}
 	}
 	if len(names) == 1 && strings.HasSuffix(names[0], ".npy") {
 		return writeNpy(filepath.Join(dir, names[0]), planes, k, oh, ow)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/train"
 )
@@ -21,6 +23,9 @@ type PlanTable struct {
 	// column); CapacityNote says how an automatic one was found.
 	Capacity     int64
 	CapacityNote string
+	// Host is the memory this process may use (memlimit.Read): a line
+	// above the table.
+	Host memlimit.Limit
 	// Arena: memory.allocator is arena, so reserved is the arena's block.
 	Arena bool
 	// Recommended is the fitting row with the lowest estimated time ("":
@@ -33,6 +38,11 @@ type PlanTable struct {
 // as a line below it), what its columns mean, and with a capacity the
 // recommendation.
 func PrintPlan(w io.Writer, rows []train.PlanRow, t PlanTable) error {
+	fmt.Fprintf(w, "host memory: this process may use %s\n", t.Host.Short())
+	if b := t.Host.Bounds; len(b) > 0 && strings.HasPrefix(b[0].Kind, "cgroup") {
+		fmt.Fprintf(w, "  the cgroup: %s\n", b[0].Where)
+	}
+	fmt.Fprintln(w, "predicted peak bytes, exact: a dry run of the same allocations")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// The default table fits 100 columns; Wide adds the peak's split.
 	phases := []string{train.PhaseForward, train.PhaseBackward, train.PhaseOptimizer, train.PhaseValidation}
@@ -128,6 +138,43 @@ func printRecommendation(w io.Writer, rows []train.PlanRow, t PlanTable) {
 		return
 	}
 	fmt.Fprintf(w, ";\nto train it, add to your command: %s\n", strings.Join(flags, " "))
+}
+
+// WritePlanJSON writes plan --json: the capacity (0: none), the memory
+// this process may use and what sets it, the recommended variant and the
+// rows.
+func WritePlanJSON(w io.Writer, rows []train.PlanRow, capacity int64, host memlimit.Limit, recommended string) error {
+	type hostMemory struct {
+		Bytes  int64  `json:"bytes"`
+		Source string `json:"source"`
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Capacity    int64           `json:"capacity,omitempty"`
+		Host        hostMemory      `json:"host_memory"`
+		Recommended string          `json:"recommended,omitempty"`
+		Variants    []train.PlanRow `json:"variants"`
+	}{capacity, hostMemory{host.Bytes, host.Source()}, recommended, rows})
+}
+
+// WritePatchJSON writes plan --suggest patch --json: the capacity, the
+// patch and its plan, and the next size up with its need (none where the
+// patch is the images' side).
+func WritePatchJSON(w io.Writer, s train.PatchSuggestion, capacity int64) error {
+	var next []int
+	if s.Next > 0 {
+		next = []int{s.Next, s.Next}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Capacity  int64         `json:"capacity"`
+		Patch     []int         `json:"patch"`
+		Plan      train.PlanRow `json:"plan"`
+		Next      []int         `json:"next,omitempty"`
+		NextBytes int64         `json:"next_peak_reserved_bytes,omitempty"`
+	}{capacity, []int{s.Size, s.Size}, s.Row, next, s.NextBytes})
 }
 
 // PrintPatchSuggestion says which square data.patch (s, plan --suggest

@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/train"
 )
 
@@ -163,4 +164,26 @@ func Wrap(words []string, width int, first, indent string) string {
 	}
 	b.WriteString(line + "\n")
 	return b.String()
+}
+
+// PrintPredicted is predict's summary of rep, written into outDir: what
+// was predicted with which checkpoint, the memory beside its plan, and for
+// a dataset split its scores beside training's, with the per-class table.
+func PrintPredicted(w io.Writer, rep *predict.Report, outDir string) {
+	fmt.Fprintf(w, "predicted %d images with %s (step %d, %s) into %s (legend.png: the class colors); %s%s\n",
+		rep.Images, rep.Checkpoint, rep.Step, rep.Precision, outDir, rep.MemoryNote(), rep.SkippedNote())
+	m := rep.Metrics
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(w, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", rep.Input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
+	if rep.TrainingValMIoU != nil {
+		fmt.Fprintf(w, "  (training's val miou at step %d: %.4f", rep.Step, *rep.TrainingValMIoU)
+		if rep.UnlikeTraining != "" {
+			fmt.Fprintf(w, "; they differ as %s", rep.UnlikeTraining)
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
+	PrintClassTable(w, m.PerClass)
 }

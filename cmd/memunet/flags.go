@@ -137,15 +137,31 @@ func addModelFlags(fs *flag.FlagSet) modelFlags {
 	}
 }
 
+// capacityOf is value (--capacity; "": cfg's memory.capacity) in bytes,
+// auto resolved for cfg's device, with the note saying what auto chose.
+func capacityOf(command, value string, cfg config.Config) (int64, string, error) {
+	c := cfg.Memory.Capacity
+	if value != "" {
+		var err error
+		if c, err = config.ParseByteSize(value); err != nil {
+			return 0, "", usageError{command + ": --capacity: " + err.Error()}
+		}
+	}
+	if c != config.CapacityAuto {
+		return int64(c), "", nil
+	}
+	return train.AutoCapacity(cfg)
+}
+
 // predictor builds ck's model for command as the flags say (precision,
 // batch), with the limits its batches are planned against: the pool's
 // capacity (--capacity, else the checkpoint's memory.capacity; auto: the
-// device's free memory) and the host's available memory, read before the
+// device's free memory) and the memory this process may use, read before the
 // model takes its share (the plans count the weights). What the user
 // should know as it happens goes to stderr.
 func (f modelFlags) predictor(command string, ck *checkpoint.Checkpoint) (*predict.Predictor, predict.Limits, backend.DType, error) {
 	cfg := ck.Config
-	prec, batch, capBytes := cfg.Train.Precision, *f.batch, int64(cfg.Memory.Capacity)
+	prec, batch := cfg.Train.Precision, *f.batch
 	var err error
 	if *f.precision != "" {
 		if prec, err = backend.ParsePrecision(*f.precision); err != nil {
@@ -155,17 +171,9 @@ func (f modelFlags) predictor(command string, ck *checkpoint.Checkpoint) (*predi
 	if batch == 0 {
 		batch = cfg.Train.BatchSize
 	}
-	if *f.capacity != "" {
-		b, err := config.ParseByteSize(*f.capacity)
-		if err != nil {
-			return nil, predict.Limits{}, prec, usageError{command + ": --capacity: " + err.Error()}
-		}
-		capBytes = int64(b)
-	}
-	if capBytes == int64(config.CapacityAuto) {
-		if capBytes, _, err = train.AutoCapacity(cfg); err != nil {
-			return nil, predict.Limits{}, prec, err
-		}
+	capBytes, _, err := capacityOf(command, *f.capacity, cfg)
+	if err != nil {
+		return nil, predict.Limits{}, prec, err
 	}
 	lim := predict.HostLimits(capBytes, memlimit.Read())
 	p, err := predict.NewPredictor(ck, prec, lim.Capacity, batch)

@@ -113,7 +113,7 @@ func TestPixelBombRefusedInBoundedMemory(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"predict", []string{"predict", "--checkpoint", runDir, "--input", in, "--out", filepath.Join(t.TempDir(), "out")}, "bomb.png: an image of 40000x40000"},
+		{"predict", []string{"predict", "--checkpoint", runDir, "--input", in, "--out", filepath.Join(t.TempDir(), "out")}, "bomb.png: 8-bit RGB PNG of 40000x40000"},
 		{"eval", []string{"eval", "--checkpoint", runDir, "--set", "data.source=folder", "--set", "data.path=" + ds, "--out", filepath.Join(t.TempDir(), "e.json")}, "00002.png"},
 	} {
 		code, stderr, rss := runMeasured(t, tc.args...)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -30,19 +29,9 @@ func planCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	capBytes := int64(cfg.Memory.Capacity)
-	if *capacity != "" {
-		c, err := config.ParseByteSize(*capacity)
-		if err != nil {
-			return usageError{"plan: --capacity " + err.Error()}
-		}
-		capBytes = int64(c)
-	}
-	capNote := ""
-	if capBytes == int64(config.CapacityAuto) {
-		if capBytes, capNote, err = train.AutoCapacity(cfg); err != nil {
-			return err
-		}
+	capBytes, capNote, err := capacityOf("plan", *capacity, cfg)
+	if err != nil {
+		return err
 	}
 	if *suggest != "" {
 		if *suggest != "patch" {
@@ -56,35 +45,21 @@ func planCommand(args []string, stdout io.Writer) error {
 	}
 	host := memlimit.Read()
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Capacity    int64           `json:"capacity,omitempty"`
-			Host        hostJSON        `json:"host_memory"`
-			Recommended string          `json:"recommended,omitempty"`
-			Variants    []train.PlanRow `json:"variants"`
-		}{capBytes, hostJSON{host.Bytes, host.Source()}, rec, rows})
+		return report.WritePlanJSON(stdout, rows, capBytes, host, rec)
 	}
 	h, w := cfg.ImageSize()
 	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d\n", cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
-	fmt.Fprintf(stdout, "host memory: this process may use %s\n", host)
-	fmt.Fprintln(stdout, "predicted peak bytes, exact: a dry run of the same allocations")
-	return report.PrintPlan(stdout, rows, report.PlanTable{Wide: *wide, Capacity: capBytes, CapacityNote: capNote,
+	return report.PrintPlan(stdout, rows, report.PlanTable{Wide: *wide, Capacity: capBytes, CapacityNote: capNote, Host: host,
 		Arena: cfg.Memory.Allocator == "arena", Recommended: rec, Configured: cfg.Variant()})
 }
 
-// hostJSON is the memory this process may use, as plan --json gives it.
-type hostJSON struct {
-	Bytes  int64  `json:"bytes"`
-	Source string `json:"source"`
-}
-
-// suggestPatch prints the largest square data.patch that fits capBytes.
+// suggestPatch prints the largest square data.patch that fits capBytes:
+// with capacity auto on the CPU, its pool and buffers within memlimit's
+// share of the host's memory.
 func suggestPatch(cfg config.Config, capBytes int64, capNote string, asJSON bool, stdout io.Writer) error {
 	var host int64
-	if capNote != "" && train.PoolOnHost(cfg) { // capacity: auto, in host memory
-		l := memlimit.Read()
-		host = l.Budget()
+	if capNote != "" && train.PoolOnHost(cfg) {
+		host = memlimit.Read().Budget()
 		capNote += fmt.Sprintf("; the patch's pool and buffers fit %s of it (%s)", memory.FormatBytes(host), memlimit.MarginText)
 	}
 	s, err := train.SuggestPatch(cfg, capBytes, host)
@@ -92,15 +67,7 @@ func suggestPatch(cfg config.Config, capBytes int64, capNote string, asJSON bool
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Capacity  int64         `json:"capacity"`
-			Patch     []int         `json:"patch"`
-			Plan      train.PlanRow `json:"plan"`
-			Next      []int         `json:"next,omitempty"`
-			NextBytes int64         `json:"next_peak_reserved_bytes,omitempty"`
-		}{capBytes, []int{s.Size, s.Size}, s.Row, map[bool][]int{true: {s.Next, s.Next}}[s.Next > 0], s.NextBytes})
+		return report.WritePatchJSON(stdout, s, capBytes)
 	}
 	return report.PrintPatchSuggestion(stdout, s, capBytes, capNote)
 }

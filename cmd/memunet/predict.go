@@ -7,7 +7,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
-	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
@@ -27,7 +27,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	tta := fs.Bool("tta", false, "test-time flip averaging: the mean of the image's and its mirror's probabilities (two forward passes)")
 	dev := fs.String("device", "", "what to compute on: auto, cpu, cuda or cuda:N (default: the checkpoint's device)")
 	resize := fs.String("resize", predict.ResizeAuto, "how image files are sized for the model: auto (as training prepared its images: data.resize, else the file's size times data.scale), train (training's size), none (each file's own size) or HEIGHTxWIDTH; masks come back at each file's size")
-	tile := fs.String("tile", "", "predict image files by tiles of this side (a multiple of 2^model.depth), auto (the largest whose plan fits) or none (whole images only; one too large is refused) (default: predict.tile; unset: whole images where they fit, else auto)")
+	tile := fs.String("tile", "", "predict image files by tiles of this side (a multiple of 2^model.depth), auto (the largest whose plan fits the capacity and, with the host buffers, "+memlimit.MarginText+") or none (whole images only; one too large is refused) (default: predict.tile; unset: whole images where they fit that share, else auto)")
 	overlap := fs.Float64("overlap", -1, "share of a tile its neighbour covers, 0..0.9 (default: predict.overlap, 0.25)")
 	blend := fs.String("blend", "", "how tiles are weighed: gaussian (sigma = tile/8) or constant (default: predict.blend)")
 	force := fs.Bool("force", false, "replace an earlier prediction in --out, finished or cut off (only the files its predict.json or .unfinished lists)")
@@ -77,7 +77,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 		ck.Config.Device = spec
 	}
 	opts = opts.WithDefaults(ck.Config.Predict)
-	p, lim, prec, err := model.predictor("predict", ck)
+	p, lim, _, err := model.predictor("predict", ck)
 	if err != nil {
 		return err
 	}
@@ -92,19 +92,6 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "predicted %d images with %s (step %d, %s) into %s (legend.png: the class colors); peak allocated %s (planned %s)%s\n",
-		rep.Images, dir, rep.Step, prec, *outDir, memory.FormatBytes(rep.PeakAllocatedBytes), memory.FormatBytes(rep.PlannedPeakBytes), rep.SkippedNote())
-	if m := rep.Metrics; m != nil {
-		fmt.Fprintf(stdout, "%s: loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f", *input, m.ValLoss, m.ValPixelAcc, m.ValMIoU, m.ValDice)
-		if rep.TrainingValMIoU != nil {
-			fmt.Fprintf(stdout, "  (training's val miou at step %d: %.4f", rep.Step, *rep.TrainingValMIoU)
-			if rep.UnlikeTraining != "" {
-				fmt.Fprintf(stdout, "; they differ as %s", rep.UnlikeTraining)
-			}
-			fmt.Fprint(stdout, ")")
-		}
-		fmt.Fprintln(stdout)
-		report.PrintClassTable(stdout, m.PerClass)
-	}
+	report.PrintPredicted(stdout, rep, *outDir)
 	return nil
 }
