@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 )
@@ -20,18 +21,30 @@ type EvalReport struct {
 	// Data is the data section evaluated on, where --set changed it.
 	Data []string `json:"data_overrides,omitempty"`
 	TTA  bool     `json:"tta,omitempty"`
+	// PlannedRSSBytes and PeakRSSBytes are the process's planned and
+	// measured peak resident memory, as predict.json's.
+	PlannedRSSBytes int64 `json:"planned_rss_bytes,omitempty"`
+	PeakRSSBytes    int64 `json:"peak_rss_bytes,omitempty"`
 	metrics.Validation
 }
 
-// Evaluate scores split (Score) as an EvalReport; sets are the data
-// overrides the checkpoint's configuration was read with, recorded.
+// Evaluate scores split (Score) as an EvalReport, the collector held to
+// its plans as Run holds it; sets are the data overrides the checkpoint's
+// configuration was read with, recorded.
 func (p *Predictor) Evaluate(split string, tta bool, lim Limits, sets []string) (EvalReport, error) {
-	v, samples, err := p.Score(split, tta, lim)
+	p.held = p.holdGC()
+	defer func() { p.held.release(); p.held = nil }()
+	var planned Report
+	v, samples, err := p.score(split, tta, lim, &planned)
 	if err != nil {
 		return EvalReport{}, err
 	}
-	return EvalReport{Checkpoint: p.Checkpoint.Dir, Step: p.Checkpoint.Manifest.Step, Split: split, Samples: samples,
-		Data: sets, TTA: tta, Validation: v}, nil
+	r := EvalReport{Checkpoint: p.Checkpoint.Dir, Step: p.Checkpoint.Manifest.Step, Split: split, Samples: samples,
+		Data: sets, TTA: tta, PlannedRSSBytes: planned.PlannedRSSBytes, Validation: v}
+	if _, peak, ok := memlimit.Resident(); ok {
+		r.PeakRSSBytes = peak
+	}
+	return r, nil
 }
 
 // WriteFile writes r as indented JSON to path, whole or not at all.

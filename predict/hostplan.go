@@ -151,6 +151,22 @@ func (p *Predictor) wholeHost(n int64, h, w int, opts Options) int64 {
 	return host
 }
 
+// splitHost is what predicting a batch of n samples of a dataset split at
+// h x w holds beside the pool: wholeHost's buffers, the batch's masks, the
+// samples being read at once (a decoded picture and its converted copy,
+// a mask: 10 bytes a pixel at most, one a worker), and writing one
+// sample's outputs (an overlay's picture read again, and writeExtra).
+func (p *Predictor) splitHost(n, h, w int, opts Options) int64 {
+	px := int64(h) * int64(w)
+	reading := min(int64(n), int64(runtime.GOMAXPROCS(0))) * px * 10
+	held := p.wholeHost(int64(n), h, w, opts) + int64(n)*px
+	writing := p.writeExtra(source{h: h, w: w}, h, w, opts, p.writtenValues(opts))
+	if opts.Overlay {
+		writing += px * 4
+	}
+	return held + max(reading, writing)
+}
+
 // gcSlack is the headroom the collector is given above the planned host
 // buffers (heldGC): enough that a pass's garbage does not set it off at
 // every allocation, small beside the plan.

@@ -33,9 +33,10 @@ func (n Need) String() string {
 }
 
 // PlanBatch predicts the memory of predicting n images given to the model
-// at h x w, whose files hold sourcePixels pixels in all, with overlays or
-// not: the pool's by a dry run of the same forward pass on backend/noop (no
-// memory, no arithmetic), the host buffers by their sizes.
+// at h x w, whose files (8-bit pictures) hold sourcePixels pixels in all,
+// with overlays or not: the pool's by a dry run of the same forward pass
+// on backend/noop (no memory, no arithmetic), the host buffers at their
+// largest phase (batchHost) with the collector's slack.
 func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Need, error) {
 	if err := p.Net.CheckInput(p.Config.Model.InChannels, h, w); err != nil {
 		return Need{}, err
@@ -55,15 +56,20 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 		return Need{}, err
 	}
 	st := dry.Pool().Stats()
-	pixels := int64(n) * int64(h) * int64(w)
-	c := int64(p.Config.Model.InChannels)
-	// RGBA files + their class maps; RGBA scaled pictures, float32 batch,
-	// the mask buffer and the downloaded classes.
-	host := sourcePixels*(4+1) + pixels*(4+4*c+1+1)
-	if overlay {
-		host += sourcePixels * 4
+	// The files: 8-bit RGBA pictures (decoded in place), sourcePixels in
+	// all; none where the pictures are in memory already.
+	srcs := make([]source, n)
+	for i := range srcs {
+		srcs[i] = source{h: h, w: w}
+		if per := sourcePixels / int64(n); per > 0 {
+			srcs[i] = source{h: 1, w: int(per), decode: 4 * per, picture: 4 * per}
+			if per == int64(h)*int64(w) {
+				srcs[i].h, srcs[i].w = h, w
+			}
+		}
 	}
-	return Need{N: n, H: h, W: w, PeakAllocated: st.Allocated.Peak, PeakReserved: st.Reserved.Peak, Host: host}, nil
+	host := p.batchHost(srcs, h, w, Options{Overlay: overlay}, nil)
+	return Need{N: n, H: h, W: w, PeakAllocated: st.Allocated.Peak, PeakReserved: st.Reserved.Peak, Host: host + gcSlack(host)}, nil
 }
 
 // Limits are what a batch must fit in: the pool's capacity (0: none) and

@@ -155,23 +155,6 @@ type Options struct {
 // (Predictor.Probabilities) rather than the device's argmax.
 func (o Options) probabilistic() bool { return o.TTA || o.Probs != "" }
 
-// hostBytes is what the probabilities take on the host beside PlanBatch's
-// figure: the batch's (twice with flip averaging) and one image's scaled
-// to its file's size.
-func (o Options) hostBytes(modelPixels, sourcePixels int64, classes int) int64 {
-	if !o.probabilistic() {
-		return 0
-	}
-	n := modelPixels * int64(classes) * 4
-	if o.TTA {
-		n *= 2
-	}
-	if o.Probs != "" {
-		n += sourcePixels * int64(classes) * 4
-	}
-	return n
-}
-
 // WithDefaults fills the tiling options not given (Tile "", Overlap -1,
 // Blend "") from a config's predict section.
 func (o Options) WithDefaults(d config.Predict) Options {

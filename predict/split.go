@@ -68,8 +68,9 @@ func (e *SplitSizeError) Error() string {
 // lim is a *SplitSizeError naming the batch or the size that would.
 func (p *Predictor) planSplit(split string, h, w int, opts Options, lim Limits) (Need, error) {
 	plan := func(n, h, w int) (Need, error) {
-		need, err := p.PlanBatch(n, h, w, 0, opts.Overlay)
-		need.Host += opts.hostBytes(int64(n*h*w), 0, p.Config.Model.Classes)
+		need, err := p.PlanBatch(n, h, w, 0, false)
+		host := p.splitHost(n, h, w, opts)
+		need.Host = host + gcSlack(host)
 		return need, err
 	}
 	need, err := plan(p.Batch, h, w)
@@ -113,7 +114,9 @@ func (p *Predictor) planSplit(split string, h, w int, opts Options, lim Limits) 
 // there first) and reports the metrics in rep. Each output is named after its sample's source file (folder, voc),
 // or <split>-<index> for synthetic data.
 func (p *Predictor) predictSplit(in *splitInput, journal *outdir.Journal, opts Options, lim Limits, names *namer, rep *Report) error {
-	rep.PlannedPeakBytes = in.need.PeakAllocated
+	if in.whole == nil { // a whole image's tiles are planned as it is tiled
+		rep.plan(in.need, p.held.hold(in.need))
+	}
 	src, _ := data.SourceImages(in.ds)
 	if in.whole != nil {
 		src = in.whole
@@ -176,11 +179,19 @@ func (p *Predictor) scoreSplit(in *splitInput, opts Options, lim Limits, rep *Re
 // and refused with a *SplitSizeError when it cannot fit lim. It returns
 // the scores and the number of samples.
 func (p *Predictor) Score(split string, tta bool, lim Limits) (metrics.Validation, int, error) {
+	return p.score(split, tta, lim, nil)
+}
+
+// score is Score noting its plans in rep (where not nil).
+func (p *Predictor) score(split string, tta bool, lim Limits, rep *Report) (metrics.Validation, int, error) {
 	in, err := p.openSplit(split, Options{TTA: tta}, lim)
 	if err != nil {
 		return metrics.Validation{}, 0, err
 	}
+	if rep != nil && in.whole == nil {
+		rep.plan(in.need, p.held.hold(in.need))
+	}
 	opts := Options{TTA: tta, Overlap: -1}.WithDefaults(p.Config.Predict)
-	v, err := p.scoreSplit(in, opts, lim, nil, func(int, []uint8, []float32, int, int) error { return nil })
+	v, err := p.scoreSplit(in, opts, lim, rep, func(int, []uint8, []float32, int, int) error { return nil })
 	return v, len(in.idx), err
 }
