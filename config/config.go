@@ -606,7 +606,8 @@ var byteUnits = []struct {
 }
 
 // CapacityAuto is memory.capacity: auto: the device's free memory when the
-// run starts (a GPU), or the host's available memory (the CPU); see
+// run starts (a GPU), or 3/4 of the memory the process may use (the CPU:
+// the least of MemAvailable, its cgroups and its rlimits); see
 // train.ResolveCapacity.
 const CapacityAuto ByteSize = -1
 

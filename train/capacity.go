@@ -12,9 +12,9 @@ import (
 
 // ResolveCapacity turns memory.capacity: auto into bytes for backend b: the
 // device's free memory now where b reports its device's memory (a GPU: what
-// other processes and the context hold is not the run's), else the memory
-// this process may use (memlimit: MemAvailable, its cgroups, its rlimits),
-// else 0 (unlimited). note says what was chosen and why ("" when the
+// other processes and the context hold is not the run's), else memlimit's
+// share for automatic choices of the memory this process may use (the
+// least of MemAvailable, its cgroups and its rlimits), else 0 (unlimited). note says what was chosen and why ("" when the
 // capacity was not auto).
 func ResolveCapacity(cfg config.Config, b backend.Backend) (resolved config.Config, note string) {
 	if cfg.Memory.Capacity != config.CapacityAuto {
@@ -28,8 +28,10 @@ func ResolveCapacity(cfg config.Config, b backend.Backend) (resolved config.Conf
 		}
 	}
 	if host := memlimit.Read(); host.Bytes > 0 {
-		cfg.Memory.Capacity = config.ByteSize(host.Bytes)
-		return cfg, fmt.Sprintf("memory.capacity: auto: %s, the memory this process may use (%s)", memory.FormatBytes(host.Bytes), host.Source())
+		// The pool is host memory here, and not all of it: the batches
+		// beside it and the runtime take the rest.
+		cfg.Memory.Capacity = config.ByteSize(host.Budget())
+		return cfg, fmt.Sprintf("memory.capacity: auto: %s, %s (%s)", memory.FormatBytes(host.Budget()), memlimit.MarginText, host.Short())
 	}
 	cfg.Memory.Capacity = 0
 	return cfg, "memory.capacity: auto: unlimited (the memory this process may use is unknown)"

@@ -26,7 +26,7 @@ func TestResolveCapacity(t *testing.T) {
 	}
 	got, note = ResolveCapacity(cfg, cpu.New())
 	// MemAvailable moves between two reads: the two agree within 5%.
-	if avail := memlimit.Read().Bytes; avail > 0 && (math.Abs(float64(got.Memory.Capacity)/float64(avail)-1) > 0.05 || !strings.Contains(note, "the memory this process may use (")) {
+	if avail := memlimit.Read().Budget(); avail > 0 && (math.Abs(float64(got.Memory.Capacity)/float64(avail)-1) > 0.05 || !strings.Contains(note, "3/4 of the memory this process may use")) {
 		t.Errorf("the CPU: %d (available %d), %q", got.Memory.Capacity, avail, note)
 	}
 	cfg.Memory.Capacity = 6 << 30
