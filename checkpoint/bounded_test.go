@@ -19,6 +19,7 @@ import (
 	"github.com/memunet/memunet/internal/childtest"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 )
 
@@ -54,7 +55,7 @@ func tinyModel(t testing.TB) *model.UNet {
 // streaming and refuses it as corrupt without holding it.
 func refuseSparseUnbounded(t testing.TB, base string) {
 	t.Helper()
-	dir, err := Save(filepath.Join(base, "plain"), Name(1, 1), testParts(map[string]string{"a.bin": "a"}), testManifest)
+	dir, err := Save(filepath.Join(base, "plain"), runfiles.CheckpointName(1, 1), testParts(map[string]string{"a.bin": "a"}), testManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +78,10 @@ func saveRunClaiming(t testing.TB, run string, claimed config.Config) (string, s
 		return func(w io.Writer) error { return safetensors.Write(w, ts, nil) }
 	}
 	parts := []Part{
-		{Name: ModelFile, Write: writeTensors(StateDict(net))},
-		{Name: OptimizerFile, Write: writeTensors(nil)},
+		{Name: runfiles.Model, Write: writeTensors(StateDict(net))},
+		{Name: runfiles.Optimizer, Write: writeTensors(nil)},
 	}
-	dir, err := Save(filepath.Join(run, CheckpointsDir), Name(1, 1), parts, func(sums map[string]Sum) ([]byte, error) {
+	dir, err := Save(filepath.Join(run, runfiles.Checkpoints), runfiles.CheckpointName(1, 1), parts, func(sums map[string]Sum) ([]byte, error) {
 		return json.Marshal(Manifest{Format: Format, FormatVersion: FormatVersion, Serial: 1, Step: 1, Config: cm, Files: sums})
 	})
 	if err != nil {
@@ -116,12 +117,12 @@ type boundedCase struct {
 
 func boundedCases() []boundedCase {
 	var out []boundedCase
-	for _, file := range []string{ManifestName, ManifestSumName, ModelFile, "init"} {
+	for _, file := range []string{runfiles.Manifest, runfiles.ManifestSum, runfiles.Model, "init"} {
 		for _, kind := range []string{"fifo", "zero"} {
 			out = append(out, boundedCase{name: file + "/" + kind, file: file, kind: kind})
 		}
 	}
-	for _, file := range []string{ModelFile, OptimizerFile} {
+	for _, file := range []string{runfiles.Model, runfiles.Optimizer} {
 		out = append(out, boundedCase{name: file + "/sparse", file: file, kind: "sparse"})
 	}
 	return out
@@ -144,7 +145,7 @@ func plantSparse(t testing.TB, dir, name string, size int64, sha string) {
 		t.Fatal(err)
 	}
 	var man map[string]json.RawMessage
-	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	b, err := os.ReadFile(filepath.Join(dir, runfiles.Manifest))
 	if err == nil {
 		err = json.Unmarshal(b, &man)
 	}
@@ -163,10 +164,10 @@ func plantSparse(t testing.TB, dir, name string, size int64, sha string) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(b)
-	if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runfiles.Manifest), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ManifestSumName), []byte(hex.EncodeToString(sum[:])+"  "+ManifestName+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runfiles.ManifestSum), []byte(hex.EncodeToString(sum[:])+"  "+runfiles.Manifest+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -195,7 +196,7 @@ func refuseBounded(t testing.TB, tc boundedCase, base string) {
 		// checkpoint's own configuration needs before a byte is read.
 		most := RunFileBounds(ModelSpecs(tinyModel(t)))[tc.file]
 		plantSparse(t, ck, tc.file, sparseBytes, strings.Repeat("0", 64))
-		want := fmt.Sprintf("%s: %s gives it %d bytes, more than the %d the checkpoint's configuration needs at most", tc.file, ManifestName, int64(sparseBytes), most)
+		want := fmt.Sprintf("%s: %s gives it %d bytes, more than the %d the checkpoint's configuration needs at most", tc.file, runfiles.Manifest, int64(sparseBytes), most)
 		check = func(what string, err error, path string) {
 			t.Helper()
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
@@ -211,9 +212,9 @@ func refuseBounded(t testing.TB, tc boundedCase, base string) {
 	check("ReadConfig", err, path)
 	_, _, err = ReadWeights(run, nil, nil)
 	check("ReadWeights of the run", err, path)
-	if tc.file == ManifestName {
+	if tc.file == runfiles.Manifest {
 		// Listing takes it for an unreadable checkpoint, then names it.
-		_, err = Latest(filepath.Join(run, CheckpointsDir))
+		_, err = Latest(filepath.Join(run, runfiles.Checkpoints))
 		check("Latest", err, path)
 	}
 }

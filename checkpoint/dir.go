@@ -12,19 +12,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/outdir"
-)
-
-// File names inside a checkpoint directory besides the data files.
-const (
-	ManifestName    = "manifest.json"
-	ManifestSumName = "manifest.json.sha256" // "HEX  manifest.json\n", as sha256sum writes it
+	"github.com/memunet/memunet/runfiles"
 )
 
 // Prefixes of the directories a checkpoint passes through: written under
@@ -110,7 +104,7 @@ func Save(parent, name string, parts []Part, manifest func(sums map[string]Sum) 
 	}()
 	sums := map[string]Sum{}
 	for _, p := range parts {
-		if p.Name == ManifestName || p.Name == ManifestSumName || strings.ContainsAny(p.Name, `/\`) || p.Name == "" {
+		if p.Name == runfiles.Manifest || p.Name == runfiles.ManifestSum || strings.ContainsAny(p.Name, `/\`) || p.Name == "" {
 			return "", fmt.Errorf("checkpoint: invalid part name %q", p.Name)
 		}
 		s, err := writeFile(filepath.Join(tmp, p.Name), p.Write)
@@ -126,12 +120,12 @@ func Save(parent, name string, parts []Part, manifest func(sums map[string]Sum) 
 	if len(man) > MaxManifestBytes {
 		return "", fmt.Errorf("checkpoint manifest of %d bytes is over the %d OpenDir reads", len(man), MaxManifestBytes)
 	}
-	ms, err := writeFile(filepath.Join(tmp, ManifestName), func(w io.Writer) error { _, err := w.Write(man); return err })
+	ms, err := writeFile(filepath.Join(tmp, runfiles.Manifest), func(w io.Writer) error { _, err := w.Write(man); return err })
 	if err != nil {
 		return "", fmt.Errorf("writing checkpoint manifest: %w", err)
 	}
-	line := ms.SHA256 + "  " + ManifestName + "\n"
-	if _, err := writeFile(filepath.Join(tmp, ManifestSumName), func(w io.Writer) error { _, err := io.WriteString(w, line); return err }); err != nil {
+	line := ms.SHA256 + "  " + runfiles.Manifest + "\n"
+	if _, err := writeFile(filepath.Join(tmp, runfiles.ManifestSum), func(w io.Writer) error { _, err := io.WriteString(w, line); return err }); err != nil {
 		return "", fmt.Errorf("writing checkpoint manifest checksum: %w", err)
 	}
 	if err := outdir.SyncDir(tmp); err != nil {
@@ -267,38 +261,38 @@ func OpenDirWithin(dir string, most Most) (*Opened, error) {
 	case err != nil:
 		return nil, refuse(dir, ErrNotFound, "%v", err)
 	case !st.IsDir():
-		return nil, refuse(dir, ErrNotFound, "is not a directory (a checkpoint is a directory holding %s)", ManifestName)
+		return nil, refuse(dir, ErrNotFound, "is not a directory (a checkpoint is a directory holding %s)", runfiles.Manifest)
 	}
 	if strings.HasPrefix(filepath.Base(dir), TempPrefix) {
 		return nil, refuse(dir, ErrIncomplete, "is a partial checkpoint left by an interrupted write (%s*); use a complete one", TempPrefix)
 	}
-	man, err := infile.ReadFile(filepath.Join(dir, ManifestName), MaxManifestBytes)
+	man, err := infile.ReadFile(filepath.Join(dir, runfiles.Manifest), MaxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refuse(dir, ErrMissing, "%s is missing: this is not a complete checkpoint", ManifestName)
+		return nil, refuse(dir, ErrMissing, "%s is missing: this is not a complete checkpoint", runfiles.Manifest)
 	} else if err != nil {
-		return nil, refuse(dir, ErrFormat, "reading %s: %v", ManifestName, err)
+		return nil, refuse(dir, ErrFormat, "reading %s: %v", runfiles.Manifest, err)
 	}
-	sumLine, err := infile.ReadFile(filepath.Join(dir, ManifestSumName), MaxManifestSumBytes)
+	sumLine, err := infile.ReadFile(filepath.Join(dir, runfiles.ManifestSum), MaxManifestSumBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refuse(dir, ErrMissing, "%s is missing, so the manifest cannot be verified", ManifestSumName)
+		return nil, refuse(dir, ErrMissing, "%s is missing, so the manifest cannot be verified", runfiles.ManifestSum)
 	} else if err != nil {
-		return nil, refuse(dir, ErrFormat, "reading %s: %v", ManifestSumName, err)
+		return nil, refuse(dir, ErrFormat, "reading %s: %v", runfiles.ManifestSum, err)
 	}
 	want, _, _ := strings.Cut(strings.TrimSpace(string(sumLine)), " ")
 	got := sha256.Sum256(man)
 	if len(want) != 64 {
-		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: it does not hold a SHA-256", ManifestSumName)
+		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: it does not hold a SHA-256", runfiles.ManifestSum)
 	}
 	if hex.EncodeToString(got[:]) != want {
 		return nil, refuse(dir, ErrCorrupt, "%s is corrupt: its SHA-256 is %s, %s says %s",
-			ManifestName, short(hex.EncodeToString(got[:])), ManifestSumName, short(want))
+			runfiles.Manifest, short(hex.EncodeToString(got[:])), runfiles.ManifestSum, short(want))
 	}
 	var h header
 	if err := json.Unmarshal(man, &h); err != nil {
-		return nil, refuse(dir, ErrFormat, "%s: %v", ManifestName, err)
+		return nil, refuse(dir, ErrFormat, "%s: %v", runfiles.Manifest, err)
 	}
 	if h.Format != Format {
-		return nil, refuse(dir, ErrFormat, "%s: format %q is not %q", ManifestName, h.Format, Format)
+		return nil, refuse(dir, ErrFormat, "%s: format %q is not %q", runfiles.Manifest, h.Format, Format)
 	}
 	if h.FormatVersion < 1 || h.FormatVersion > FormatVersion {
 		return nil, refuse(dir, ErrFormat, "format version %d; this memunet reads version %d (written by a newer memunet?)", h.FormatVersion, FormatVersion)
@@ -318,16 +312,16 @@ func OpenDirWithin(dir string, most Most) (*Opened, error) {
 	for _, n := range names {
 		s := h.Files[n]
 		if n == "" || strings.ContainsAny(n, `/\`) || n == "." || n == ".." {
-			return nil, refuse(dir, ErrFormat, "%s lists an invalid file name %q", ManifestName, n)
+			return nil, refuse(dir, ErrFormat, "%s lists an invalid file name %q", runfiles.Manifest, n)
 		}
 		if most != nil {
 			limit, ok := limits[n]
 			if !ok {
-				return nil, refuse(dir, ErrFormat, "%s lists %s, which this kind of checkpoint does not hold", ManifestName, n)
+				return nil, refuse(dir, ErrFormat, "%s lists %s, which this kind of checkpoint does not hold", runfiles.Manifest, n)
 			}
 			if s.Bytes > limit {
 				return nil, refuse(dir, ErrCorrupt, "%s: %s gives it %d bytes, more than the %d the checkpoint's configuration needs at most; not reading it",
-					n, ManifestName, s.Bytes, limit)
+					n, runfiles.Manifest, s.Bytes, limit)
 			}
 		}
 		b, err := readSized(dir, n, s, most != nil)
@@ -406,16 +400,6 @@ type Entry struct {
 	Seq  int // 1 for step-00000012, n for step-00000012-n
 }
 
-var nameRE = regexp.MustCompile(`^step-([0-9]{8,})(?:-([0-9]+))?$`)
-
-// Name is the directory name of a checkpoint at step with sequence seq.
-func Name(step, seq int) string {
-	if seq <= 1 {
-		return fmt.Sprintf("step-%08d", step)
-	}
-	return fmt.Sprintf("step-%08d-%d", step, seq)
-}
-
 // NextName is the name for a new checkpoint at step in parent: step-NNNNNNNN,
 // or with the next free -n suffix when one for that step exists already
 // (training resumed from an older checkpoint), so that nothing is replaced.
@@ -431,7 +415,7 @@ func NextName(parent string, step int) (string, error) {
 		}
 	}
 	for {
-		name := Name(step, seq)
+		name := runfiles.CheckpointName(step, seq)
 		if _, err := os.Lstat(filepath.Join(parent, name)); errors.Is(err, fs.ErrNotExist) {
 			return name, nil
 		}
@@ -452,19 +436,9 @@ func List(parent string) ([]Entry, error) {
 	}
 	var out []Entry
 	for _, de := range des {
-		m := nameRE.FindStringSubmatch(de.Name())
-		if m == nil || !de.IsDir() {
+		step, seq, ok := runfiles.ParseCheckpointName(de.Name())
+		if !ok || !de.IsDir() {
 			continue
-		}
-		step, err := strconv.Atoi(m[1])
-		if err != nil {
-			continue
-		}
-		seq := 1
-		if m[2] != "" {
-			if seq, err = strconv.Atoi(m[2]); err != nil {
-				continue
-			}
 		}
 		out = append(out, Entry{Name: de.Name(), Path: filepath.Join(parent, de.Name()), Step: step, Seq: seq})
 	}

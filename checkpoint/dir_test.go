@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/runfiles"
 )
 
 func testParts(data map[string]string) []Part {
@@ -54,7 +56,7 @@ func TestSaveOpenDir(t *testing.T) {
 		t.Errorf("left behind: %v", des)
 	}
 	// The checksum file is what sha256sum -c reads.
-	line, _ := os.ReadFile(filepath.Join(dir, ManifestSumName))
+	line, _ := os.ReadFile(filepath.Join(dir, runfiles.ManifestSum))
 	if !strings.HasSuffix(string(line), "  manifest.json\n") || len(line) != 64+2+len("manifest.json")+1 {
 		t.Errorf("checksum line %q", line)
 	}
@@ -84,10 +86,10 @@ func TestOpenRefuses(t *testing.T) {
 		{"truncated", func(d string) { os.Truncate(filepath.Join(d, "b.bin"), 999) }, ErrTruncated, "b.bin is truncated: 999 bytes, the manifest says 1000"},
 		{"grown", func(d string) { appendTo(t, filepath.Join(d, "a.bin"), "x") }, ErrCorrupt, "a.bin is corrupt: 11 bytes, the manifest says 10"},
 		{"missing", func(d string) { os.Remove(filepath.Join(d, "a.bin")) }, ErrMissing, "a.bin is missing (the manifest lists it"},
-		{"no manifest", func(d string) { os.Remove(filepath.Join(d, ManifestName)) }, ErrMissing, "manifest.json is missing"},
-		{"no manifest sum", func(d string) { os.Remove(filepath.Join(d, ManifestSumName)) }, ErrMissing, "manifest.json.sha256 is missing"},
-		{"manifest flipped", func(d string) { flip(t, filepath.Join(d, ManifestName), 3) }, ErrCorrupt, "manifest.json is corrupt"},
-		{"manifest truncated", func(d string) { os.Truncate(filepath.Join(d, ManifestName), 10) }, ErrCorrupt, "manifest.json is corrupt"},
+		{"no manifest", func(d string) { os.Remove(filepath.Join(d, runfiles.Manifest)) }, ErrMissing, "manifest.json is missing"},
+		{"no manifest sum", func(d string) { os.Remove(filepath.Join(d, runfiles.ManifestSum)) }, ErrMissing, "manifest.json.sha256 is missing"},
+		{"manifest flipped", func(d string) { flip(t, filepath.Join(d, runfiles.Manifest), 3) }, ErrCorrupt, "manifest.json is corrupt"},
+		{"manifest truncated", func(d string) { os.Truncate(filepath.Join(d, runfiles.Manifest), 10) }, ErrCorrupt, "manifest.json is corrupt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := save(t, t.TempDir(), 3)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 )
 
@@ -42,7 +43,7 @@ func saveRunTensors(t *testing.T, run string, step int, model, opt []safetensors
 	write := func(ts []safetensors.Tensor) func(io.Writer) error {
 		return func(w io.Writer) error { return safetensors.Write(w, ts, nil) }
 	}
-	dir, err := Save(filepath.Join(run, CheckpointsDir), Name(step, 1), []Part{{Name: ModelFile, Write: write(model)}, {Name: OptimizerFile, Write: write(opt)}},
+	dir, err := Save(filepath.Join(run, runfiles.Checkpoints), runfiles.CheckpointName(step, 1), []Part{{Name: runfiles.Model, Write: write(model)}, {Name: runfiles.Optimizer, Write: write(opt)}},
 		func(sums map[string]Sum) ([]byte, error) {
 			return json.Marshal(Manifest{Format: Format, FormatVersion: FormatVersion, Serial: step, Step: step, Config: cm, Files: sums})
 		})

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/runfiles"
 )
 
 // FuzzOpenManifest: a run checkpoint whose manifest.json is anything (its
@@ -22,7 +24,7 @@ import (
 func FuzzOpenManifest(f *testing.F) {
 	run := f.TempDir()
 	_, ck := saveRun(f, run)
-	seed, err := os.ReadFile(filepath.Join(ck, ManifestName))
+	seed, err := os.ReadFile(filepath.Join(ck, runfiles.Manifest))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func FuzzOpenManifest(f *testing.F) {
 		f.Add(bytes.Replace(seed, []byte(`"step":1,`), []byte(forged), 1))
 	}
 	files := map[string][]byte{}
-	for _, name := range []string{ModelFile, OptimizerFile} {
+	for _, name := range []string{runfiles.Model, runfiles.Optimizer} {
 		b, err := os.ReadFile(filepath.Join(ck, name))
 		if err != nil {
 			f.Fatal(err)
@@ -42,7 +44,7 @@ func FuzzOpenManifest(f *testing.F) {
 		files[name] = b
 	}
 	f.Fuzz(func(t *testing.T, man []byte) {
-		dir := filepath.Join(t.TempDir(), Name(1, 1))
+		dir := filepath.Join(t.TempDir(), runfiles.CheckpointName(1, 1))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -52,10 +54,10 @@ func FuzzOpenManifest(f *testing.F) {
 			}
 		}
 		sum := sha256.Sum256(man)
-		if err := os.WriteFile(filepath.Join(dir, ManifestName), man, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, runfiles.Manifest), man, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, ManifestSumName), []byte(hex.EncodeToString(sum[:])+"  "+ManifestName+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, runfiles.ManifestSum), []byte(hex.EncodeToString(sum[:])+"  "+runfiles.Manifest+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		ck, err := Open(dir)

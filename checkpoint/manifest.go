@@ -12,29 +12,6 @@ import (
 	"github.com/memunet/memunet/optim"
 )
 
-// Files of a run checkpoint directory (besides ManifestName), and the
-// folder of a run directory that holds its checkpoints.
-const (
-	// CheckpointsDir is the folder of a run directory that holds its checkpoints.
-	CheckpointsDir = "checkpoints"
-	// TensorBoardDir is the folder of a run directory that holds its
-	// TensorBoard event files (output.tensorboard).
-	TensorBoardDir = "tb"
-	// BestLink is the link of a run directory to its best checkpoint
-	// (train.keep_best).
-	BestLink = "best"
-	// CurvesFile is a run directory's training curves.
-	CurvesFile = "curves.png"
-	// ModelFile holds the model's state_dict: every parameter (the fp32
-	// masters) and buffer under its PyTorch name, BatchNorm's
-	// num_batches_tracked as I64 scalars.
-	ModelFile = "model.safetensors"
-	// OptimizerFile holds the optimizer's state for every trainable
-	// parameter, state.<param>.<name> (exp_avg and exp_avg_sq for Adam,
-	// momentum_buffer, square_avg: optim.StateTensor).
-	OptimizerFile = "optimizer.safetensors"
-)
-
 // Manifest is a run checkpoint's manifest.json: everything besides the
 // tensors that a resumed run needs to continue bit for bit, and what
 // predict, eval and export need to rebuild the model.
@@ -134,7 +111,7 @@ type ScalerState struct {
 }
 
 // AdamState is Adam's step count and hyperparameters (its moments are in
-// OptimizerFile).
+// runfiles.Optimizer).
 type AdamState struct {
 	Step        int64   `json:"step"`
 	LR          float64 `json:"lr"`

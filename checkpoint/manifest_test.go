@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/optim"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 )
 
@@ -74,7 +75,7 @@ func saveRunManifest(t *testing.T, run string, edit func(*Manifest)) string {
 	write := func(ts []safetensors.Tensor) func(io.Writer) error {
 		return func(w io.Writer) error { return safetensors.Write(w, ts, nil) }
 	}
-	dir, err := Save(filepath.Join(run, CheckpointsDir), Name(1, 1), []Part{{Name: ModelFile, Write: write(StateDict(net))}, {Name: OptimizerFile, Write: write(nil)}},
+	dir, err := Save(filepath.Join(run, runfiles.Checkpoints), runfiles.CheckpointName(1, 1), []Part{{Name: runfiles.Model, Write: write(StateDict(net))}, {Name: runfiles.Optimizer, Write: write(nil)}},
 		func(sums map[string]Sum) ([]byte, error) {
 			m := Manifest{Format: Format, FormatVersion: FormatVersion, Serial: 1, Step: 1, Config: cm, Files: sums,
 				Metrics: MetricsHistory{Steps: []StepPoint{{Step: 1, Epoch: 1}}, Val: []ValRecord{{Type: "val", Step: 1, Epoch: 1}}}}
@@ -132,7 +133,7 @@ func TestManifestRanges(t *testing.T) {
 
 	run := t.TempDir()
 	saveRunManifest(t, run, func(m *Manifest) { m.Serial = MaxCount + 1 })
-	list, err := ListRun(filepath.Join(run, CheckpointsDir))
+	list, err := ListRun(filepath.Join(run, runfiles.Checkpoints))
 	if err != nil || len(list) != 1 || list[0].Readable {
 		t.Errorf("a serial past MaxCount listed as readable: %v %+v", err, list)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // Listed is a checkpoint directory with what its manifest says about it.
@@ -37,7 +38,7 @@ func ListRun(parent string) ([]Listed, error) {
 	out := make([]Listed, 0, len(list))
 	for _, e := range list {
 		ce := Listed{Entry: e}
-		if b, err := infile.ReadFile(filepath.Join(e.Path, ManifestName), MaxManifestBytes); err == nil {
+		if b, err := infile.ReadFile(filepath.Join(e.Path, runfiles.Manifest), MaxManifestBytes); err == nil {
 			var m struct {
 				Serial  int      `json:"serial"`
 				ValMIoU *float64 `json:"val_miou"`
@@ -101,14 +102,14 @@ func Latest(parent string) (string, error) {
 func ResolveResume(arg, outDir string) (string, error) {
 	if arg == "auto" {
 		if outDir == "" {
-			return "", fmt.Errorf("--resume auto needs the run directory (--out DIR or output.dir) whose %s/ to continue from", CheckpointsDir)
+			return "", fmt.Errorf("--resume auto needs the run directory (--out DIR or output.dir) whose %s/ to continue from", runfiles.Checkpoints)
 		}
-		return Latest(filepath.Join(outDir, CheckpointsDir))
+		return Latest(filepath.Join(outDir, runfiles.Checkpoints))
 	}
-	if _, err := os.Stat(filepath.Join(arg, ManifestName)); err == nil {
+	if _, err := os.Stat(filepath.Join(arg, runfiles.Manifest)); err == nil {
 		return arg, nil
 	}
-	for _, parent := range []string{filepath.Join(arg, CheckpointsDir), arg} {
+	for _, parent := range []string{filepath.Join(arg, runfiles.Checkpoints), arg} {
 		if list, _ := List(parent); len(list) > 0 {
 			return Latest(parent)
 		}
@@ -121,10 +122,10 @@ func ResolveResume(arg, outDir string) (string, error) {
 // checkpoints) directory the one with the best val_miou (the newest when
 // none was validated).
 func ResolveBest(arg string) (string, error) {
-	if _, err := os.Stat(filepath.Join(arg, ManifestName)); err == nil {
+	if _, err := os.Stat(filepath.Join(arg, runfiles.Manifest)); err == nil {
 		return arg, nil
 	}
-	for _, parent := range []string{filepath.Join(arg, CheckpointsDir), arg} {
+	for _, parent := range []string{filepath.Join(arg, runfiles.Checkpoints), arg} {
 		list, _ := ListRun(parent)
 		if best := Best(list); best != nil {
 			return best.Path, nil
@@ -192,7 +193,7 @@ func (e Listed) Score() (float64, string) {
 // its checkpoints/), or "" for a checkpoint that is not in one.
 func RunDirOf(ckDir string) string {
 	parent := filepath.Dir(filepath.Clean(ckDir))
-	if filepath.Base(parent) != CheckpointsDir {
+	if filepath.Base(parent) != runfiles.Checkpoints {
 		return ""
 	}
 	return filepath.Dir(parent)
@@ -207,8 +208,8 @@ func CheckOutside(out, ckDir string) error {
 		return fmt.Errorf("%s is inside the checkpoint %s being read: name a file outside it", out, ckDir)
 	}
 	if run := RunDirOf(outdir.Resolve(ckDir)); run != "" {
-		if outdir.Within(out, filepath.Join(run, CheckpointsDir)) {
-			return fmt.Errorf("%s is inside the run's %s/, which holds its checkpoints: name a file outside it", out, CheckpointsDir)
+		if outdir.Within(out, filepath.Join(run, runfiles.Checkpoints)) {
+			return fmt.Errorf("%s is inside the run's %s/, which holds its checkpoints: name a file outside it", out, runfiles.Checkpoints)
 		}
 		o := outdir.Resolve(out)
 		for _, name := range RunFiles() {
@@ -243,7 +244,7 @@ func CheckNotInRun(out string, inputs ...string) error {
 		return fmt.Errorf("%s is the own %s of the run in %s: name another file", out, name, filepath.Dir(o))
 	}
 	for dir := filepath.Dir(o); filepath.Dir(dir) != dir; dir = filepath.Dir(dir) {
-		if name := filepath.Base(dir); (name == CheckpointsDir || name == TensorBoardDir) && holdsRun(filepath.Dir(dir)) {
+		if name := filepath.Base(dir); (name == runfiles.Checkpoints || name == runfiles.TensorBoard) && holdsRun(filepath.Dir(dir)) {
 			return fmt.Errorf("%s is inside the %s/ of the run in %s: name a file outside it", out, name, filepath.Dir(dir))
 		}
 	}
@@ -283,7 +284,7 @@ func RunFilesIn(dir string) []string {
 // RunFiles are the files and folder that make a directory hold a run: what
 // train refuses to start over (without --force) and no output may replace.
 func RunFiles() []string {
-	return []string{"config.yaml", "metrics.jsonl", "summary.json", "timeline.json", CheckpointsDir, TensorBoardDir, BestLink}
+	return []string{runfiles.Config, runfiles.Metrics, runfiles.Summary, runfiles.Timeline, runfiles.Checkpoints, runfiles.TensorBoard, runfiles.Best}
 }
 
 // DerivedFiles are the outputs other commands made from a run inside its
@@ -292,12 +293,12 @@ func RunFiles() []string {
 // report or mask of the earlier run sits beside the new one.
 func DerivedFiles(dir string) []string {
 	var out []string
-	for _, name := range []string{"eval", "predict"} {
+	for _, name := range []string{runfiles.Eval, runfiles.Predict} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			out = append(out, name)
 		}
 	}
-	exports, _ := filepath.Glob(filepath.Join(dir, "model-step-*"))
+	exports, _ := filepath.Glob(filepath.Join(dir, runfiles.ExportGlob))
 	for _, e := range exports {
 		out = append(out, filepath.Base(e))
 	}

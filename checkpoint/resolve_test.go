@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/runfiles"
 )
 
 // TestCheckNotInRun: an output path over a run's own file, inside its
@@ -14,8 +16,8 @@ import (
 func TestCheckNotInRun(t *testing.T) {
 	root := t.TempDir()
 	run := filepath.Join(root, "run")
-	for _, d := range []string{filepath.Join(run, CheckpointsDir, "step-00000002"), filepath.Join(run, TensorBoardDir),
-		filepath.Join(root, "mine", CheckpointsDir)} {
+	for _, d := range []string{filepath.Join(run, runfiles.Checkpoints, "step-00000002"), filepath.Join(run, runfiles.TensorBoard),
+		filepath.Join(root, "mine", runfiles.Checkpoints)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +67,8 @@ func TestCheckNotInRun(t *testing.T) {
 // replace another run's files either, not only those of the run read.
 func TestCheckOutsideOtherRuns(t *testing.T) {
 	root := t.TempDir()
-	read, other := filepath.Join(root, "read", CheckpointsDir, "step-00000002"), filepath.Join(root, "other")
-	for _, d := range []string{read, filepath.Join(other, CheckpointsDir, "step-00000004")} {
+	read, other := filepath.Join(root, "read", runfiles.Checkpoints, "step-00000002"), filepath.Join(root, "other")
+	for _, d := range []string{read, filepath.Join(other, runfiles.Checkpoints, "step-00000004")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}

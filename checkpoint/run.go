@@ -9,6 +9,7 @@ import (
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 	"go.yaml.in/yaml/v3"
 )
@@ -21,7 +22,7 @@ type Checkpoint struct {
 	Manifest Manifest
 	// Config is the configuration the checkpoint was trained with.
 	Config config.Config
-	// Model is ModelFile (the state_dict), Optimizer OptimizerFile.
+	// Model is runfiles.Model (the state_dict), Optimizer runfiles.Optimizer.
 	Model     *safetensors.File
 	Optimizer *safetensors.File
 }
@@ -41,14 +42,14 @@ func Open(dir string) (*Checkpoint, error) {
 	var want []Spec
 	o, err := OpenDirWithin(dir, func(man []byte) (map[string]int64, error) {
 		if err := json.Unmarshal(man, &ck.Manifest); err != nil {
-			return nil, refuse(dir, ErrFormat, "%s: %v", ManifestName, err)
+			return nil, refuse(dir, ErrFormat, "%s: %v", runfiles.Manifest, err)
 		}
 		var err error
 		if ck.Config, err = manifestConfig(dir, ck.Manifest.Config, nil); err != nil {
 			return nil, err
 		}
 		if want, err = ArchSpecs(ck.Config.ModelConfig()); err != nil {
-			return nil, refuse(dir, ErrFormat, "%s: its configuration's model: %v", ManifestName, err)
+			return nil, refuse(dir, ErrFormat, "%s: its configuration's model: %v", runfiles.Manifest, err)
 		}
 		return RunFileBounds(want), nil
 	})
@@ -58,7 +59,7 @@ func Open(dir string) (*Checkpoint, error) {
 	for _, f := range []struct {
 		name string
 		dst  **safetensors.File
-	}{{ModelFile, &ck.Model}, {OptimizerFile, &ck.Optimizer}} {
+	}{{runfiles.Model, &ck.Model}, {runfiles.Optimizer, &ck.Optimizer}} {
 		b, ok := o.Files[f.name]
 		if !ok {
 			return nil, refuse(dir, ErrMissing, "the manifest lists no %s", f.name)
@@ -71,12 +72,12 @@ func Open(dir string) (*Checkpoint, error) {
 	// of a manifest edited by hand could not even be allocated.
 	if diffs := LayoutDiff(SpecsOf(ck.Model.Tensors), want); len(diffs) > 0 {
 		return nil, refuse(dir, ErrMismatch, "%s does not hold the model its manifest's configuration describes (%s): %s",
-			ModelFile, DescribeArch(ck.Config.ModelConfig()), DescribeDiffs(diffs))
+			runfiles.Model, DescribeArch(ck.Config.ModelConfig()), DescribeDiffs(diffs))
 	}
 	// A NaN or an infinity among the weights would surface only as a NaN
 	// loss at the first step or NaN predictions; one pass names it here.
 	if err := ck.Model.CheckFinite(); err != nil {
-		return nil, nonFinite(dir, ModelFile, err)
+		return nil, nonFinite(dir, runfiles.Model, err)
 	}
 	return ck, nil
 }
@@ -88,8 +89,8 @@ func nonFinite(dir, name string, err error) *Error {
 }
 
 // RunFileBounds is the most bytes each data file of a run checkpoint of
-// the model whose state_dict layout is model may have: ModelFile holds
-// those tensors, OptimizerFile at most two state tensors (Adam's moments)
+// the model whose state_dict layout is model may have: runfiles.Model holds
+// those tensors, runfiles.Optimizer at most two state tensors (Adam's moments)
 // of each float one; each file has room for its 8-byte length, a header
 // entry of every tensor (its name and up to headerEntryBytes) and 64 KiB
 // of metadata.
@@ -107,7 +108,7 @@ func RunFileBounds(model []Spec) map[string]int64 {
 			optimizerBytes += 2 * (entry + int64(len("state..exp_avg_sq"))) // state.<name>.exp_avg_sq
 		}
 	}
-	return map[string]int64{ModelFile: modelBytes, OptimizerFile: optimizerBytes}
+	return map[string]int64{runfiles.Model: modelBytes, runfiles.Optimizer: optimizerBytes}
 }
 
 // OpenToResume is Open, the optimizer's state held to be finite too (a
@@ -133,7 +134,7 @@ func openToResume(dir string) (*Checkpoint, error) {
 		return nil, err
 	}
 	if err := ck.Optimizer.CheckFinite(); err != nil {
-		return nil, nonFinite(dir, OptimizerFile, err)
+		return nil, nonFinite(dir, runfiles.Optimizer, err)
 	}
 	return ck, nil
 }
@@ -185,7 +186,7 @@ func manifestConfig(dir string, m map[string]any, overrides []string) (config.Co
 	if err != nil {
 		return config.Config{}, err
 	}
-	cfg, err := config.Parse(filepath.Join(dir, ManifestName)+" config", src, overrides)
+	cfg, err := config.Parse(filepath.Join(dir, runfiles.Manifest)+" config", src, overrides)
 	if err != nil {
 		return config.Config{}, refuse(dir, ErrFormat, "%s", err)
 	}
@@ -200,7 +201,7 @@ func (ck *Checkpoint) Mismatch(net *model.UNet) error {
 		return nil
 	}
 	return refuse(ck.Dir, ErrMismatch, "%s does not match the model's architecture (%s): %s",
-		ModelFile, DescribeArch(net.Config), DescribeDiffs(diffs))
+		runfiles.Model, DescribeArch(net.Config), DescribeDiffs(diffs))
 }
 
 // LoadWeights copies the checkpoint's model tensors into net (built with the

@@ -20,6 +20,7 @@ import (
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -104,7 +105,7 @@ func New(o Options) (*Compare, error) {
 // earlierCompare is the first thing in dir that an earlier compare wrote
 // (one of its files, or a variant's run folder), "" if none.
 func earlierCompare(dir string) string {
-	for _, f := range report.CompareFiles() {
+	for _, f := range runfiles.CompareFiles() {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 			return f
 		}
@@ -123,7 +124,7 @@ func (c *Compare) Close() error { return c.lock.Release() }
 // Files are the paths of the files Run writes.
 func (c *Compare) Files() []string {
 	var out []string
-	for _, f := range report.CompareFiles() {
+	for _, f := range runfiles.CompareFiles() {
 		out = append(out, filepath.Join(c.opts.Dir, f))
 	}
 	return out
@@ -204,7 +205,7 @@ func (c *Compare) runVariant(name, dir string) (report.CompareRow, report.Timeli
 		return row, report.Timeline{}
 	}
 	var sum rundir.Summary
-	if err := readJSON(filepath.Join(dir, "summary.json"), &sum); err != nil {
+	if err := readJSON(filepath.Join(dir, runfiles.Summary), &sum); err != nil {
 		row.Error = err.Error()
 		return row, report.Timeline{}
 	}
@@ -225,7 +226,7 @@ func (c *Compare) runVariant(name, dir string) (report.CompareRow, report.Timeli
 		row.SamplesPerSecond = float64(sum.EffectiveBatch) / (sum.StepMSMedian / 1000)
 	}
 	var tl report.Timeline
-	if err := readJSON(filepath.Join(dir, "timeline.json"), &tl); err != nil {
+	if err := readJSON(filepath.Join(dir, runfiles.Timeline), &tl); err != nil {
 		row.Error = err.Error()
 	}
 	return row, tl
@@ -242,7 +243,7 @@ func (c *Compare) runGorgonia(dir string) report.CompareRow {
 		return row
 	}
 	var sum GorgoniaSummary
-	if err := readJSON(filepath.Join(dir, "summary.json"), &sum); err != nil {
+	if err := readJSON(filepath.Join(dir, runfiles.Summary), &sum); err != nil {
 		row.Error = err.Error()
 		return row
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // fakeMemunet writes a script that acts as memunet for compare's children:
@@ -90,7 +91,7 @@ func TestOneCompareAtATime(t *testing.T) {
 	}
 	second.Close()
 	r, err := Runs([]string{run, " "}, o.Dir)
-	if err != nil || len(r.Names) != 1 || r.Path != filepath.Join(o.Dir, ValCurvesFile) {
+	if err != nil || len(r.Names) != 1 || r.Path != filepath.Join(o.Dir, runfiles.ValCurves) {
 		t.Errorf("Runs: %+v, %v", r, err)
 	}
 	if _, err := Runs([]string{""}, o.Dir); !errors.Is(err, ErrNoRuns) {

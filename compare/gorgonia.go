@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/model/oracle"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/runfiles"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -125,11 +126,8 @@ func RunGorgonia(cfg config.Config, steps int, outDir string, onStep func(step i
 	sum.PeakRSSBytes = rundir.PeakRSS()
 	sum.WallSeconds = time.Since(start).Seconds()
 	out, _ := json.MarshalIndent(sum, "", "  ")
-	return outdir.WriteBytes(filepath.Join(outDir, gorgoniaSummaryName), append(out, '\n'))
+	return outdir.WriteBytes(filepath.Join(outDir, runfiles.Summary), append(out, '\n'))
 }
-
-// gorgoniaSummaryName is the reference run's one file.
-const gorgoniaSummaryName = "summary.json"
 
 // claimGorgoniaOut locks outDir for the reference run and refuses one that
 // holds a run's files (*rundir.ExistingRunError), unless the only one is
@@ -142,7 +140,7 @@ func claimGorgoniaOut(outDir string) (*outdir.Lock, error) {
 	}
 	err = rundir.CheckNoRun(outDir, "gorgonia")
 	if ex := (*rundir.ExistingRunError)(nil); errors.As(err, &ex) &&
-		slices.Equal(ex.Files, []string{gorgoniaSummaryName}) && isGorgoniaSummary(filepath.Join(outDir, gorgoniaSummaryName)) {
+		slices.Equal(ex.Files, []string{runfiles.Summary}) && isGorgoniaSummary(filepath.Join(outDir, runfiles.Summary)) {
 		err = nil
 	}
 	if err != nil {

@@ -11,10 +11,8 @@ import (
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/runfiles"
 )
-
-// ValCurvesFile is what Runs draws.
-const ValCurvesFile = "val-curves.png"
 
 // RunsResult is what Runs read and drew.
 type RunsResult struct {
@@ -46,7 +44,7 @@ func Runs(dirs []string, out string) (RunsResult, error) {
 		if d == "" {
 			continue
 		}
-		c, err := rundir.ReadCurves(filepath.Join(d, "metrics.jsonl"))
+		c, err := rundir.ReadCurves(filepath.Join(d, runfiles.Metrics))
 		if err != nil {
 			if os.IsNotExist(err) {
 				return r, fmt.Errorf("compare --runs: %s has no metrics.jsonl: is it a run directory (train --out)?", d)
@@ -63,7 +61,7 @@ func Runs(dirs []string, out string) (RunsResult, error) {
 		return r, err
 	}
 	defer lock.Release()
-	r.Path = filepath.Join(out, ValCurvesFile)
+	r.Path = filepath.Join(out, runfiles.ValCurves)
 	if err := report.WriteValidations(r.Path, r.Names, r.Curves); err != nil {
 		return r, fmt.Errorf("compare --runs: %w", err)
 	}

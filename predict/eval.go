@@ -10,6 +10,7 @@ import (
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // EvalReport is memunet eval's JSON: a split's scores by a checkpoint.
@@ -64,7 +65,7 @@ func (r EvalReport) WriteFile(path string) error {
 // them), so that an evaluation on other data or with TTA never replaces
 // the plain one's report.
 func EvalReportName(split string, step int, tta bool, sets []string) string {
-	name := fmt.Sprintf("%s-step-%08d", split, step)
+	name := runfiles.AtStep(split, step)
 	if tta {
 		name += "-tta"
 	}

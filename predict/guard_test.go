@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // tree is every regular file under dir with a hash of its bytes, and
@@ -159,8 +160,8 @@ func TestRunDoesNotFollowPlantedLinks(t *testing.T) {
 
 	earlier := t.TempDir()
 	prev, _ := json.Marshal(Report{Outputs: []Output{{Mask: "a.png", Overlay: "a_overlay.png", Probs: []string{"a_probs.npy"}}}})
-	os.WriteFile(target(ReportName), prev, 0o644)
-	for _, name := range []string{"a.png", "a_overlay.png", "a_probs.npy", LegendName, ReportName} {
+	os.WriteFile(target(runfiles.PredictReport), prev, 0o644)
+	for _, name := range []string{"a.png", "a_overlay.png", "a_probs.npy", runfiles.Legend, runfiles.PredictReport} {
 		if err := os.Symlink(target(name), filepath.Join(earlier, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestRunDoesNotFollowPlantedLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTree(t, "the links' targets", before, tree(t, elsewhere))
-	for _, name := range []string{"a.png", "a_overlay.png", "a_probs.npy", LegendName, ReportName} {
+	for _, name := range []string{"a.png", "a_overlay.png", "a_probs.npy", runfiles.Legend, runfiles.PredictReport} {
 		if st, err := os.Lstat(filepath.Join(earlier, name)); err != nil || !st.Mode().IsRegular() {
 			t.Errorf("%s: %v %v", name, st, err)
 		}
@@ -332,7 +333,7 @@ func TestRunAfterACutOffPrediction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a.png", "a_overlay.png", "b.png", "b_overlay.png", LegendName, ReportName}
+	want := []string{"a.png", "a_overlay.png", "b.png", "b_overlay.png", runfiles.Legend, runfiles.PredictReport}
 	var got []string
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {

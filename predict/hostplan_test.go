@@ -18,6 +18,7 @@ import (
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/internal/childtest"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // planChildEnv carries a case of TestPlannedRSSMatchesPeak to its child:
@@ -50,7 +51,7 @@ func TestPlannedRSSMatchesPeak(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			_, peak := childtest.PeakRSS(t, "TestPlannedRSSMatchesPeak", planChildEnv, tc.kind+"|"+tc.input+"|"+out, 3*time.Minute)
-			b, err := os.ReadFile(filepath.Join(out, ReportName))
+			b, err := os.ReadFile(filepath.Join(out, runfiles.PredictReport))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,10 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
-
-// LegendName is the class colors' picture in the output folder.
-const LegendName = "legend.png"
 
 // OutputDir is where a prediction of input (a file, a folder or
 // dataset:SPLIT) by the checkpoint at step of run goes by default:
@@ -23,7 +21,7 @@ func OutputDir(run, input string, step int) string {
 	if name == input {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(input)), filepath.Ext(input))
 	}
-	return filepath.Join(run, "predict", fmt.Sprintf("%s-step-%08d", name, step))
+	return filepath.Join(run, runfiles.Predict, runfiles.AtStep(name, step))
 }
 
 // namer gives each input the stem of its output files so that no two
@@ -42,7 +40,7 @@ type namer struct {
 
 func newNamer(opts Options, classes int) *namer {
 	n := &namer{taken: map[string]string{}, opts: opts, classes: classes}
-	for _, f := range []string{ReportName, LegendName, outdir.LockName, outdir.JournalName} {
+	for _, f := range []string{runfiles.PredictReport, runfiles.Legend, outdir.LockName, outdir.JournalName} {
 		n.taken[strings.ToLower(f)] = "predict itself"
 	}
 	return n

@@ -16,10 +16,8 @@ import (
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
-
-// ReportName is the report's file in the output folder.
-const ReportName = "predict.json"
 
 // journalCommand heads predict's journal (outdir.StartJournal): a journal
 // of another command is never taken for a prediction's.
@@ -194,17 +192,17 @@ func (p *Predictor) finish(journal *outdir.Journal, rep *Report) error {
 		}
 		rep.Legend = append(rep.Legend, e)
 	}
-	if err := journal.Claim(LegendName, ReportName); err != nil {
+	if err := journal.Claim(runfiles.Legend, runfiles.PredictReport); err != nil {
 		return err
 	}
-	if err := outdir.WritePNG(filepath.Join(journal.Dir(), LegendName), data.Legend(labels)); err != nil {
+	if err := outdir.WritePNG(filepath.Join(journal.Dir(), runfiles.Legend), data.Legend(labels)); err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	return outdir.WriteBytes(filepath.Join(journal.Dir(), ReportName), append(js, '\n'))
+	return outdir.WriteBytes(filepath.Join(journal.Dir(), runfiles.PredictReport), append(js, '\n'))
 }
 
 // maxReportBytes bounds an earlier predict.json read back.
@@ -262,10 +260,10 @@ func (p *Predictor) clearFolder(dir string, force bool) error {
 		return fmt.Errorf("%s: replace it with %s, or predict into a new folder with %s", what, p.ReplaceCommand(dir), p.again("", freshSibling(dir)))
 	case !force:
 		if p.Flags == nil {
-			return fmt.Errorf("predict: --out %s already holds a prediction (%s): predict into a new --out folder, or add --force to replace it", dir, ReportName)
+			return fmt.Errorf("predict: --out %s already holds a prediction (%s): predict into a new --out folder, or add --force to replace it", dir, runfiles.PredictReport)
 		}
 		return fmt.Errorf("predict: --out %s already holds a prediction (%s): replace it with %s, or predict into a new folder with %s",
-			dir, ReportName, p.ReplaceCommand(dir), p.again("", freshSibling(dir)))
+			dir, runfiles.PredictReport, p.ReplaceCommand(dir), p.again("", freshSibling(dir)))
 	case len(others) > 0:
 		return fmt.Errorf("predict: --force replaces only an earlier prediction's files, and --out %s also holds %d others (e.g. %s): choose another --out%s",
 			dir, len(others), others[0], p.again(", e.g. ", freshSibling(dir)))
@@ -274,7 +272,7 @@ func (p *Predictor) clearFolder(dir string, force bool) error {
 	// should this process be killed midway.
 	var names, last []string
 	for _, name := range slices.Sorted(maps.Keys(present)) {
-		if name == ReportName || name == outdir.JournalName {
+		if name == runfiles.PredictReport || name == outdir.JournalName {
 			last = append(last, name)
 		} else {
 			names = append(names, name)
@@ -331,7 +329,7 @@ func earlierOutputs(dir string) (ours map[string]bool, cutOff bool, err error) {
 	if cutOff = u != nil && u.Command == journalCommand; cutOff {
 		names = append(names, u.Files...)
 	}
-	path := filepath.Join(dir, ReportName)
+	path := filepath.Join(dir, runfiles.PredictReport)
 	b, err := infile.ReadFile(path, maxReportBytes)
 	if errors.Is(err, os.ErrNotExist) && !cutOff {
 		return nil, false, nil
@@ -348,7 +346,7 @@ func earlierOutputs(dir string) (ours map[string]bool, cutOff bool, err error) {
 			names = append(names, o.files()...)
 		}
 	}
-	ours = map[string]bool{ReportName: true, LegendName: true}
+	ours = map[string]bool{runfiles.PredictReport: true, runfiles.Legend: true}
 	if cutOff {
 		ours[outdir.JournalName] = true
 	}

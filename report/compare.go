@@ -16,6 +16,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // CompareRow is one line of compare's table, compare.csv and compare.json.
@@ -63,11 +64,6 @@ func (r CompareRow) Status() string {
 	return fmt.Sprintf("done: %.1f ms/step", r.StepMSMedian)
 }
 
-// CompareFiles are the files WriteCompare writes into compare's folder.
-func CompareFiles() []string {
-	return []string{"compare.csv", "compare.json", "memory.png", "timeline.png"}
-}
-
 // WriteCompare writes compare's files into dir: compare.csv,
 // compare.json, memory.png and timeline.png (timelines by row name).
 func WriteCompare(dir string, rows []CompareRow, timelines map[string]Timeline, setup CompareSetup) error {
@@ -75,16 +71,16 @@ func WriteCompare(dir string, rows []CompareRow, timelines map[string]Timeline, 
 	if err != nil {
 		return err
 	}
-	if err := outdir.WriteBytes(filepath.Join(dir, "compare.json"), append(raw, '\n')); err != nil {
+	if err := outdir.WriteBytes(filepath.Join(dir, runfiles.CompareJSON), append(raw, '\n')); err != nil {
 		return err
 	}
-	if err := outdir.WriteFile(filepath.Join(dir, "compare.csv"), func(w io.Writer) error { return writeCompareCSV(w, rows) }); err != nil {
+	if err := outdir.WriteFile(filepath.Join(dir, runfiles.CompareCSV), func(w io.Writer) error { return writeCompareCSV(w, rows) }); err != nil {
 		return err
 	}
-	if err := MemoryChart(filepath.Join(dir, "memory.png"), rows, setup); err != nil {
+	if err := MemoryChart(filepath.Join(dir, runfiles.MemoryChart), rows, setup); err != nil {
 		return fmt.Errorf("drawing memory.png: %w", err)
 	}
-	if err := TimelineChart(filepath.Join(dir, "timeline.png"), rows, timelines, setup); err != nil {
+	if err := TimelineChart(filepath.Join(dir, runfiles.TimelineChart), rows, timelines, setup); err != nil {
 		return fmt.Errorf("drawing timeline.png: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/runfiles"
 	"gonum.org/v1/plot"
 )
 
@@ -201,7 +202,7 @@ func TestWriteReplacesSymlink(t *testing.T) {
 	if err := os.WriteFile(target, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	names := append([]string{"curves.png", "val-curves.png"}, CompareFiles()...)
+	names := append([]string{"curves.png", "val-curves.png"}, runfiles.CompareFiles()...)
 	for _, n := range names {
 		if err := os.Symlink(target, filepath.Join(dir, n)); err != nil {
 			t.Fatal(err)

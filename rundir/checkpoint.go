@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/optim"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 	"go.yaml.in/yaml/v3"
@@ -75,7 +76,7 @@ func Restore(t *train.Trainer, ck *checkpoint.Checkpoint, dataChanged bool) erro
 	}
 	if diffs := checkpoint.LayoutDiff(checkpoint.SpecsOf(ck.Optimizer.Tensors), optimizerSpecs(t)); len(diffs) > 0 {
 		return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrMismatch, Detail: fmt.Sprintf(
-			"%s does not match the model's parameters: %s", checkpoint.OptimizerFile, checkpoint.DescribeDiffs(diffs))}
+			"%s does not match the model's parameters: %s", runfiles.Optimizer, checkpoint.DescribeDiffs(diffs))}
 	}
 	pos := ck.Manifest.Position
 	// memory.fit: auto may have moved the checkpointed run to another variant.
@@ -172,17 +173,17 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 		ValMIoU: r.ValMIoU, Metrics: r.History, Config: cfgMap, Data: &fp, Schedule: sched, MaskValues: t.MaskValues,
 		Score: r.Score, Monitor: t.Config.Train.Monitor, EarlyStop: r.EarlyStop, World: worldOf(t), WallSeconds: r.WallSeconds,
 		Contents: map[string]string{
-			checkpoint.ModelFile:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
-			checkpoint.OptimizerFile: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",
+			runfiles.Model:     "state_dict: parameters (fp32 master weights) and BatchNorm running statistics under their PyTorch names, num_batches_tracked as I64",
+			runfiles.Optimizer: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",
 		},
 	}
 	// Each part's tensors are downloaded from the device: a device error
 	// (a GPU fault) fails the save before anything is committed.
 	parts := []checkpoint.Part{
-		{Name: checkpoint.ModelFile, Write: func(w io.Writer) error {
+		{Name: runfiles.Model, Write: func(w io.Writer) error {
 			return writeDownloaded(t, w, checkpoint.StateDict(t.Net))
 		}},
-		{Name: checkpoint.OptimizerFile, Write: func(w io.Writer) error {
+		{Name: runfiles.Optimizer, Write: func(w io.Writer) error {
 			return writeDownloaded(t, w, optimizerTensors(t))
 		}},
 	}

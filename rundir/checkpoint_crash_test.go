@@ -17,6 +17,7 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // crashEnv makes the test binary a training process for TestCheckpointCrash:
@@ -74,7 +75,7 @@ func TestCheckpointCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("seed %d", seed)
 	run := t.TempDir()
-	ckDir := filepath.Join(run, checkpoint.CheckpointsDir)
+	ckDir := filepath.Join(run, runfiles.Checkpoints)
 	const trials = 60
 	confirmed, partial := 0, 0
 	for trial := range trials {

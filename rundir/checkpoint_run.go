@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -37,7 +38,7 @@ type checkpointer struct {
 	lastSaved   int    // step of the newest checkpoint written in parent (-1: none)
 	lastPath    string
 	dataNote    string  // what changed in the data, resumed with AllowDataChange
-	bestPath    string  // the checkpoint BestLink points at ("": none yet)
+	bestPath    string  // the checkpoint runfiles.Best points at ("": none yet)
 	bestMIoU    float64 // its val_miou
 	bestScore   float64 // its train.monitor score
 	bestMonitor string
@@ -79,7 +80,7 @@ func openResume(cfg config.Config, opts Options) (*checkpoint.Checkpoint, error)
 // newCheckpointer restores tr from ck (if any) and watches ctx to tell
 // whether an interrupt came during a step.
 func newCheckpointer(ctx context.Context, tr *train.Trainer, opts Options, ck *checkpoint.Checkpoint, note func(string)) (*checkpointer, error) {
-	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, checkpoint.CheckpointsDir), version: opts.Version, note: note, lastSaved: -1,
+	c := &checkpointer{tr: tr, parent: filepath.Join(opts.OutDir, runfiles.Checkpoints), version: opts.Version, note: note, lastSaved: -1,
 		partStart: time.Now()}
 	if ck != nil {
 		if err := Restore(tr, ck, opts.AllowDataChange); err != nil {
@@ -257,11 +258,7 @@ func (c *checkpointer) save(step, epoch int, reason string) error {
 	return c.linkBest()
 }
 
-// BestLink is the name, in a run directory, of the link to the checkpoint
-// with the best val_miou (kept by train.keep_best).
-const BestLink = checkpoint.BestLink
-
-// linkBest points the run directory's BestLink at its best checkpoint
+// linkBest points the run directory's runfiles.Best link at its best checkpoint
 // (replacing the link atomically), and notes it for the summary. Without
 // train.keep_best the best may be pruned, so there is no link.
 func (c *checkpointer) linkBest() error {
@@ -279,12 +276,12 @@ func (c *checkpointer) linkBest() error {
 	c.bestPath, c.bestMIoU = best.Path, *best.ValMIoU
 	c.bestScore, c.bestMonitor = best.Score()
 	run := filepath.Dir(c.parent)
-	tmp := filepath.Join(run, "."+BestLink+".tmp")
+	tmp := filepath.Join(run, "."+runfiles.Best+".tmp")
 	os.Remove(tmp)
-	if err := os.Symlink(filepath.Join(checkpoint.CheckpointsDir, filepath.Base(best.Path)), tmp); err != nil {
+	if err := os.Symlink(filepath.Join(runfiles.Checkpoints, filepath.Base(best.Path)), tmp); err != nil {
 		return nil // no symlinks here: summary.json still names it
 	}
-	return os.Rename(tmp, filepath.Join(run, BestLink))
+	return os.Rename(tmp, filepath.Join(run, runfiles.Best))
 }
 
 // prune keeps the newest train.keep_last checkpoints (by when they were
@@ -332,7 +329,7 @@ func (c *checkpointer) prune(keep string) error {
 // validations at step keepThrough that the history lacks: the one an
 // interrupt takes after saving its checkpoint.
 func openMetrics(dir string, keepThrough int, history checkpoint.MetricsHistory) (*os.File, []checkpoint.ValRecord, error) {
-	path := filepath.Join(dir, "metrics.jsonl")
+	path := filepath.Join(dir, runfiles.Metrics)
 	if keepThrough <= 0 {
 		f, err := outdir.Append(path, true)
 		return f, nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 	"github.com/memunet/memunet/train"
 )
@@ -257,11 +258,11 @@ func TestRetention(t *testing.T) {
 	cfg.Train.Steps, cfg.Train.CheckpointEvery, cfg.Train.KeepLast, cfg.Train.ValEvery = 9, 1, 2, 3
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
-	list, err := checkpoint.ListRun(filepath.Join(dir, checkpoint.CheckpointsDir))
+	list, err := checkpoint.ListRun(filepath.Join(dir, runfiles.Checkpoints))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck := openCk(t, filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(9, 1)))
+	ck := openCk(t, filepath.Join(dir, runfiles.Checkpoints, runfiles.CheckpointName(9, 1)))
 	bestVal, bestStep := -1.0, 0
 	for _, v := range ck.Manifest.Metrics.Val {
 		if v.ValMIoU > bestVal {
@@ -283,7 +284,7 @@ func TestRetention(t *testing.T) {
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("kept steps %v, want %v (best val miou %.4f at step %d)", steps, want, bestVal, bestStep)
 	}
-	des, _ := os.ReadDir(filepath.Join(dir, checkpoint.CheckpointsDir))
+	des, _ := os.ReadDir(filepath.Join(dir, runfiles.Checkpoints))
 	if len(des) != len(want) {
 		t.Errorf("checkpoints directory holds %d entries, want %d", len(des), len(want))
 	}
@@ -313,8 +314,8 @@ func TestResumeRefusals(t *testing.T) {
 	cfg.Train.Steps, cfg.Train.CheckpointEvery = 4, 2
 	base := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: base}, nil)
-	good := filepath.Join(base, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))
-	newest := filepath.Join(base, checkpoint.CheckpointsDir, checkpoint.Name(4, 1))
+	good := filepath.Join(base, runfiles.Checkpoints, runfiles.CheckpointName(2, 1))
+	newest := filepath.Join(base, runfiles.Checkpoints, runfiles.CheckpointName(4, 1))
 	for _, p := range []string{good, newest} {
 		openCk(t, p)
 	}
@@ -329,15 +330,15 @@ func TestResumeRefusals(t *testing.T) {
 		want   []string
 	}{
 		{"flipped byte", func(run string) {
-			flipByte(t, filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(4, 1), checkpoint.ModelFile), 200)
+			flipByte(t, filepath.Join(run, runfiles.Checkpoints, runfiles.CheckpointName(4, 1), runfiles.Model), 200)
 		},
 			cfg, checkpoint.ErrCorrupt, []string{"model.safetensors is corrupt: its SHA-256 is", "the previous checkpoint", "verifies"}},
 		{"truncated", func(run string) {
-			os.Truncate(filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(4, 1), checkpoint.OptimizerFile), 100)
+			os.Truncate(filepath.Join(run, runfiles.Checkpoints, runfiles.CheckpointName(4, 1), runfiles.Optimizer), 100)
 		},
 			cfg, checkpoint.ErrTruncated, []string{"optimizer.safetensors is truncated: 100 bytes, the manifest says"}},
 		{"missing file", func(run string) {
-			os.Remove(filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(4, 1), checkpoint.ModelFile))
+			os.Remove(filepath.Join(run, runfiles.Checkpoints, runfiles.CheckpointName(4, 1), runfiles.Model))
 		},
 			cfg, checkpoint.ErrMissing, []string{"model.safetensors is missing"}},
 		{"different architecture", func(string) {}, bigger, checkpoint.ErrMismatch,
@@ -347,7 +348,7 @@ func TestResumeRefusals(t *testing.T) {
 			run := t.TempDir()
 			copyTree(t, base, run)
 			tc.damage(run)
-			before := snapshotDir(t, filepath.Join(run, checkpoint.CheckpointsDir))
+			before := snapshotDir(t, filepath.Join(run, runfiles.Checkpoints))
 			c := tc.cfg
 			c.Train.Steps = 8
 			_, err := runOpts(t, context.Background(), c, Options{OutDir: run, Resume: "auto"}, nil)
@@ -361,10 +362,10 @@ func TestResumeRefusals(t *testing.T) {
 					t.Errorf("message %q lacks %q", err, w)
 				}
 			}
-			if after := snapshotDir(t, filepath.Join(run, checkpoint.CheckpointsDir)); !reflect.DeepEqual(before, after) {
+			if after := snapshotDir(t, filepath.Join(run, runfiles.Checkpoints)); !reflect.DeepEqual(before, after) {
 				t.Error("the refused resume changed the checkpoints directory")
 			}
-			if _, err := checkpoint.Open(filepath.Join(run, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))); err != nil {
+			if _, err := checkpoint.Open(filepath.Join(run, runfiles.Checkpoints, runfiles.CheckpointName(2, 1))); err != nil {
 				t.Errorf("good checkpoint no longer opens: %v", err)
 			}
 		})
@@ -395,20 +396,20 @@ func TestResumeFromOlderKeepsNewer(t *testing.T) {
 	cfg.Train.Steps, cfg.Train.CheckpointEvery, cfg.Train.KeepLast = 4, 2, 0
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
-	ckDir := filepath.Join(dir, checkpoint.CheckpointsDir)
-	old4 := snapshotDir(t, filepath.Join(ckDir, checkpoint.Name(4, 1)))
-	second := mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: filepath.Join(ckDir, checkpoint.Name(2, 1))}, nil)
-	if filepath.Base(second.LastCheckpoint) != checkpoint.Name(4, 2) {
+	ckDir := filepath.Join(dir, runfiles.Checkpoints)
+	old4 := snapshotDir(t, filepath.Join(ckDir, runfiles.CheckpointName(4, 1)))
+	second := mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: filepath.Join(ckDir, runfiles.CheckpointName(2, 1))}, nil)
+	if filepath.Base(second.LastCheckpoint) != runfiles.CheckpointName(4, 2) {
 		t.Errorf("continuation saved as %s", second.LastCheckpoint)
 	}
-	if !reflect.DeepEqual(old4, snapshotDir(t, filepath.Join(ckDir, checkpoint.Name(4, 1)))) {
+	if !reflect.DeepEqual(old4, snapshotDir(t, filepath.Join(ckDir, runfiles.CheckpointName(4, 1)))) {
 		t.Error("the earlier step-4 checkpoint changed")
 	}
 	latest, err := checkpoint.Latest(ckDir)
 	if err != nil || latest != second.LastCheckpoint {
 		t.Errorf("latest %s, %v", latest, err)
 	}
-	sameState(t, openCk(t, filepath.Join(ckDir, checkpoint.Name(4, 1))), openCk(t, latest))
+	sameState(t, openCk(t, filepath.Join(ckDir, runfiles.CheckpointName(4, 1))), openCk(t, latest))
 }
 
 func flipByte(t *testing.T, path string, at int) {
@@ -459,7 +460,7 @@ func TestPruneKeepsBest(t *testing.T) {
 		c := resumeConfig("fp32")
 		c.Train.KeepLast, c.Train.KeepBest = 2, keepBest
 		tr := testTrainer(t, c)
-		parent := filepath.Join(t.TempDir(), checkpoint.CheckpointsDir)
+		parent := filepath.Join(t.TempDir(), runfiles.Checkpoints)
 		ck := &checkpointer{tr: tr, parent: parent, lastSaved: -1, ctx: context.Background()}
 		for step := 1; step <= 6; step++ {
 			switch step {

@@ -11,10 +11,6 @@ import (
 	"github.com/memunet/memunet/report"
 )
 
-// CurvesFile is the run's training curves, drawn at every validation and at
-// the end.
-const CurvesFile = checkpoint.CurvesFile
-
 func addStep(c *report.Curves, r StepRecord) {
 	c.Steps, c.Loss, c.LR = append(c.Steps, float64(r.Step)), append(c.Loss, r.Loss), append(c.LR, r.LR)
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/runfiles"
 )
 
 // TestCurves: a run draws curves.png from its metrics (every step's loss and
@@ -38,7 +40,7 @@ func TestCurves(t *testing.T) {
 			t.Errorf("step %d: lr %v, schedule %v", i+1, lr, want)
 		}
 	}
-	f, err := os.Open(filepath.Join(dir, CurvesFile))
+	f, err := os.Open(filepath.Join(dir, runfiles.Curves))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,14 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // forgeStep rewrites the step of the checkpoint in dir's manifest, its
 // checksum made to match, as a forger would.
 func forgeStep(t *testing.T, dir string, step int64) {
 	t.Helper()
-	path := filepath.Join(dir, checkpoint.ManifestName)
+	path := filepath.Join(dir, runfiles.Manifest)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func forgeStep(t *testing.T, dir string, step int64) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, checkpoint.ManifestSumName), []byte(hex.EncodeToString(sum[:])+"  "+checkpoint.ManifestName+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runfiles.ManifestSum), []byte(hex.EncodeToString(sum[:])+"  "+runfiles.Manifest+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

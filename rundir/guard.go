@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -46,7 +47,7 @@ func checkInitKept(inv config.Invocation, init, dir string, earlier []string) er
 		return nil
 	}
 	return fmt.Errorf("--force would delete the earlier run in %s, and train.init (--init %s) fine-tunes from it: train into another --out, or export the weights first (%s) and fine-tune from that file",
-		dir, init, inv.Run("export", "--checkpoint", init, "--out", "model.safetensors"))
+		dir, init, inv.Run("export", "--checkpoint", init, "--out", runfiles.Model))
 }
 
 // removeRunFiles deletes the run files named (as runFilesIn lists them)

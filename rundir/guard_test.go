@@ -19,6 +19,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -60,7 +61,7 @@ func TestExistingRunRefused(t *testing.T) {
 	if sum.Steps != 3 || len(stepLosses(t, dir)) != 3 {
 		t.Errorf("after --force: %d steps, metrics.jsonl has %d, want 3 and 3 (no earlier records)", sum.Steps, len(stepLosses(t, dir)))
 	}
-	list, _ := checkpoint.ListRun(filepath.Join(dir, checkpoint.CheckpointsDir))
+	list, _ := checkpoint.ListRun(filepath.Join(dir, runfiles.Checkpoints))
 	for _, e := range list {
 		if e.Step < 2 {
 			t.Errorf("the earlier run's checkpoint %s survived --force", e.Path)
@@ -324,7 +325,7 @@ func TestResumeNoteNamesTheLatestValidation(t *testing.T) {
 	for _, step := range []int{4, 2} {
 		var log bytes.Buffer
 		cfg.Output.Progress = "plain"
-		ck := filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(step, 1))
+		ck := filepath.Join(dir, runfiles.Checkpoints, runfiles.CheckpointName(step, 1))
 		mustRun(t, context.Background(), cfg, Options{OutDir: t.TempDir(), Resume: ck, Progress: &log}, nil)
 		want := fmt.Sprintf("resuming from %s: step %d of 6, last val miou %.4f (step %d)", ck, step, vals[step], step)
 		if !strings.Contains(log.String(), want) {
@@ -357,7 +358,7 @@ func TestNaNLossStops(t *testing.T) {
 	if !errors.As(err, &d) {
 		t.Fatalf("got %v, want a *DivergedError", err)
 	}
-	last := filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))
+	last := filepath.Join(dir, runfiles.Checkpoints, runfiles.CheckpointName(2, 1))
 	for _, want := range []string{"loss became NaN at step 4 (lr 0.003)", "the last checkpoint before it is " + last, "a lower train.lr", "gradient clipping"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
@@ -382,15 +383,15 @@ func TestPlantedLinkNotFollowed(t *testing.T) {
 	if err := os.WriteFile(target, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(target, filepath.Join(dir, CurvesFile)); err != nil {
+	if err := os.Symlink(target, filepath.Join(dir, runfiles.Curves)); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
 	if b, _ := os.ReadFile(target); string(b) != "keep me" {
 		t.Errorf("the link's target was written: %d bytes", len(b))
 	}
-	if st, err := os.Lstat(filepath.Join(dir, CurvesFile)); err != nil || !st.Mode().IsRegular() {
-		t.Errorf("%s is not a regular file: %v", CurvesFile, err)
+	if st, err := os.Lstat(filepath.Join(dir, runfiles.Curves)); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("%s is not a regular file: %v", runfiles.Curves, err)
 	}
 }
 
@@ -422,7 +423,7 @@ func TestForceKeepsTheInit(t *testing.T) {
 // and trains), and a resume into a run whose folder became a link is
 // refused before a step runs. The link's target is untouched throughout.
 func TestPlantedFolderLinkNotFollowed(t *testing.T) {
-	for _, name := range []string{checkpoint.CheckpointsDir, checkpoint.TensorBoardDir} {
+	for _, name := range []string{runfiles.Checkpoints, runfiles.TensorBoard} {
 		t.Run(name, func(t *testing.T) {
 			cfg := resumeConfig("fp32")
 			cfg.Train.Steps, cfg.Output.TensorBoard = 2, true
@@ -477,7 +478,7 @@ func TestForceRemovesTheEarlierRunWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(dir, checkpoint.BestLink)); err != nil {
+	if _, err := os.Lstat(filepath.Join(dir, runfiles.Best)); err != nil {
 		t.Fatalf("the earlier run made no best link: %v", err)
 	}
 	_, err := Run(context.Background(), cfg, Options{OutDir: dir})
@@ -485,14 +486,14 @@ func TestForceRemovesTheEarlierRunWhole(t *testing.T) {
 	if !errors.As(err, &existing) {
 		t.Fatalf("without --force: %v", err)
 	}
-	for _, want := range []string{checkpoint.BestLink, "eval", "predict", "model-step-2.safetensors"} {
+	for _, want := range []string{runfiles.Best, "eval", "predict", "model-step-2.safetensors"} {
 		if !slices.Contains(existing.Files, want) {
 			t.Errorf("the refusal lists %v, not %s", existing.Files, want)
 		}
 	}
 	cfg.Train.KeepBest = false
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir, Force: true}, nil)
-	for _, gone := range []string{checkpoint.BestLink, "eval", "predict", "model-step-2.safetensors"} {
+	for _, gone := range []string{runfiles.Best, "eval", "predict", "model-step-2.safetensors"} {
 		if _, err := os.Lstat(filepath.Join(dir, gone)); err == nil {
 			t.Errorf("%s of the earlier run survived --force", gone)
 		}

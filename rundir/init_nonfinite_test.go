@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 )
 
@@ -76,7 +77,7 @@ func TestInitNonFiniteRefused(t *testing.T) {
 			if err == nil || err.Error() != want || errors.As(err, &div) {
 				t.Fatalf("got %v\nwant %s", err, want)
 			}
-			if _, err := os.Stat(filepath.Join(out, checkpoint.CheckpointsDir)); err == nil {
+			if _, err := os.Stat(filepath.Join(out, runfiles.Checkpoints)); err == nil {
 				t.Errorf("a checkpoint was written before the refusal")
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -100,12 +101,12 @@ type curvesDrawer struct {
 
 // newCurvesDrawer reads what dir's metrics.jsonl holds already.
 func newCurvesDrawer(dir string, cfg config.Config) (*curvesDrawer, error) {
-	curves, err := ReadCurves(filepath.Join(dir, "metrics.jsonl"))
+	curves, err := ReadCurves(filepath.Join(dir, runfiles.Metrics))
 	if err != nil {
 		return nil, err
 	}
 	title := fmt.Sprintf("%s: UNet base %d, depth %d; %s", filepath.Base(filepath.Clean(dir)), cfg.Model.Base, cfg.Model.Depth, cfg.Variant())
-	return &curvesDrawer{path: filepath.Join(dir, CurvesFile), title: title, curves: curves, lastDraw: time.Now()}, nil
+	return &curvesDrawer{path: filepath.Join(dir, runfiles.Curves), title: title, curves: curves, lastDraw: time.Now()}, nil
 }
 
 func (c *curvesDrawer) observeStep(rec StepRecord, _ train.StepResult) error {
@@ -126,7 +127,7 @@ func (c *curvesDrawer) draw(force bool) error {
 	}
 	c.lastDraw = time.Now()
 	if err := report.WriteCurves(c.path, c.curves, c.title); err != nil {
-		return fmt.Errorf("writing %s: %w", CurvesFile, err)
+		return fmt.Errorf("writing %s: %w", runfiles.Curves, err)
 	}
 	return nil
 }

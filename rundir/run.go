@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -288,22 +289,19 @@ func (r *run) close(err error) {
 	}
 }
 
-// SummaryFile is a run directory's summary.
-const SummaryFile = "summary.json"
-
 // MaxSummaryBytes bounds reading a summary (a few KiB; the per-rank table
 // of a large data-parallel run more).
 const MaxSummaryBytes = 16 << 20
 
 // readSummary reads dir's summary.json.
 func readSummary(dir string) (*Summary, error) {
-	b, err := infile.ReadFile(filepath.Join(dir, SummaryFile), MaxSummaryBytes)
+	b, err := infile.ReadFile(filepath.Join(dir, runfiles.Summary), MaxSummaryBytes)
 	if err != nil {
 		return nil, err
 	}
 	var sum Summary
 	if err := json.Unmarshal(b, &sum); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, runfiles.Summary), err)
 	}
 	return &sum, nil
 }
@@ -334,8 +332,8 @@ func (r *run) writeSummary() (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := outdir.WriteBytes(filepath.Join(r.opts.OutDir, SummaryFile), append(out, '\n')); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", SummaryFile, err)
+	if err := outdir.WriteBytes(filepath.Join(r.opts.OutDir, runfiles.Summary), append(out, '\n')); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", runfiles.Summary, err)
 	}
 	return r.sum, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -76,7 +77,7 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 	r.lock = lock
 	if r.opts.Resume != "" {
 		// The folders a run writes into must be its own.
-		for _, name := range []string{checkpoint.CheckpointsDir, checkpoint.TensorBoardDir} {
+		for _, name := range []string{runfiles.Checkpoints, runfiles.TensorBoard} {
 			if err := outdir.NotALink(filepath.Join(r.opts.OutDir, name)); err != nil {
 				return nil, err
 			}
@@ -104,7 +105,7 @@ func checkApartFromData(out, dataPath string) error {
 		return fmt.Errorf("--out (output.dir) %s is data.path %s or inside it: the run's files (curves.png, config.yaml, checkpoints/) would be mixed with the dataset it reads, and read as samples; train into a folder outside %s",
 			out, dataPath, dataPath)
 	}
-	for _, name := range []string{checkpoint.CheckpointsDir, checkpoint.TensorBoardDir} {
+	for _, name := range []string{runfiles.Checkpoints, runfiles.TensorBoard} {
 		if dir := filepath.Join(out, name); outdir.Within(dataPath, dir) {
 			return fmt.Errorf("data.path %s is inside the run's %s/ (%s), which the run prunes and --force removes: keep the dataset outside it, or train into another --out",
 				dataPath, name, dir)
@@ -213,7 +214,7 @@ func (r *run) begin(earlier []string) error {
 	if err != nil {
 		return err
 	}
-	if err := outdir.WriteBytes(filepath.Join(r.opts.OutDir, "config.yaml"), resolved); err != nil {
+	if err := outdir.WriteBytes(filepath.Join(r.opts.OutDir, runfiles.Config), resolved); err != nil {
 		return fmt.Errorf("output.dir: %w", err)
 	}
 	return nil
@@ -237,7 +238,7 @@ func (r *run) openObservers() error {
 		}
 	}
 	if r.cfg.Memory.Timeline {
-		r.observers = append(r.observers, &timelineWriter{path: filepath.Join(r.opts.OutDir, "timeline.json"), pool: r.tr.Pool()})
+		r.observers = append(r.observers, &timelineWriter{path: filepath.Join(r.opts.OutDir, runfiles.Timeline), pool: r.tr.Pool()})
 	}
 	if r.comm.Rank() == 0 {
 		curves, err := newCurvesDrawer(r.opts.OutDir, r.cfg)
@@ -248,7 +249,7 @@ func (r *run) openObservers() error {
 	}
 	if r.cfg.Output.TensorBoard && r.comm.Rank() == 0 {
 		r.tr.PreviewImages = tbPreviewImages
-		r.observers = append(r.observers, newTBObserver(filepath.Join(r.opts.OutDir, checkpoint.TensorBoardDir), r.ckpt.start, r.prog.note,
+		r.observers = append(r.observers, newTBObserver(filepath.Join(r.opts.OutDir, runfiles.TensorBoard), r.ckpt.start, r.prog.note,
 			func() *train.Preview { return r.tr.Preview }))
 	}
 	r.sum = r.newSummary()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // TestTensorBoardMatchesMetrics: a run writes RUN/tb event files whose
@@ -29,8 +29,8 @@ func TestTensorBoardMatchesMetrics(t *testing.T) {
 	cfg.Output.TensorBoard = false
 	off := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: off}, nil)
-	if _, err := os.Stat(filepath.Join(off, checkpoint.TensorBoardDir)); !os.IsNotExist(err) {
-		t.Errorf("output.tensorboard: false made %s: %v", checkpoint.TensorBoardDir, err)
+	if _, err := os.Stat(filepath.Join(off, runfiles.TensorBoard)); !os.IsNotExist(err) {
+		t.Errorf("output.tensorboard: false made %s: %v", runfiles.TensorBoard, err)
 	}
 }
 
@@ -42,10 +42,10 @@ func TestTensorBoardResumeEachStepOnce(t *testing.T) {
 	cfg.Train.KeepLast = 0
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
-	ck := filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.Name(2, 1))
+	ck := filepath.Join(dir, runfiles.Checkpoints, runfiles.CheckpointName(2, 1))
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir, Resume: ck}, nil)
 	sameAsMetrics(t, dir)
-	files, _ := filepath.Glob(filepath.Join(dir, checkpoint.TensorBoardDir, "events.out.tfevents.*"))
+	files, _ := filepath.Glob(filepath.Join(dir, runfiles.TensorBoard, "events.out.tfevents.*"))
 	if len(files) != 2 {
 		t.Errorf("event files %v, want the first run's and the resumed one's", files)
 	}
@@ -58,7 +58,7 @@ func TestTensorBoardUnwritable(t *testing.T) {
 	cfg.Train.Steps = 4
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
-	tb := filepath.Join(dir, checkpoint.TensorBoardDir)
+	tb := filepath.Join(dir, runfiles.TensorBoard)
 	if err := os.RemoveAll(tb); err != nil {
 		t.Fatal(err)
 	}

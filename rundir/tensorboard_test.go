@@ -15,6 +15,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/metrics"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/tensorboard/tbtest"
 	"github.com/memunet/memunet/train"
 )
@@ -24,7 +25,7 @@ import (
 // the test. Skipped without python3.
 func readTB(t *testing.T, run string) (scalars map[string]map[int]float64, images map[int]int) {
 	t.Helper()
-	ev := tbtest.Read(t, filepath.Join(run, checkpoint.TensorBoardDir))
+	ev := tbtest.Read(t, filepath.Join(run, runfiles.TensorBoard))
 	scalars, images = map[string]map[int]float64{}, map[int]int{}
 	for _, f := range ev.Files {
 		for _, e := range f.Events {
@@ -140,7 +141,7 @@ func TestTBObserverWritesMetrics(t *testing.T) {
 	}
 	enc := json.NewEncoder(f)
 	var preview *train.Preview
-	o := newTBObserver(filepath.Join(run, checkpoint.TensorBoardDir), 0, func(w string) { t.Error(w) }, func() *train.Preview { return preview })
+	o := newTBObserver(filepath.Join(run, runfiles.TensorBoard), 0, func(w string) { t.Error(w) }, func() *train.Preview { return preview })
 	for step := 1; step <= 4; step++ {
 		rec := StepRecord{Type: "step", Step: step, Loss: 1.0 / float64(step), LR: 3e-3, StepMS: 12.5 * float64(step), LossScale: 65536,
 			AllocatedBytes: int64(step) << 20, ReservedBytes: 3 << 20, PeakAllocatedBytes: 5<<20 + 1, PeakReservedBytes: 6 << 20}

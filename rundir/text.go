@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // Banner is the line a run starts with (Options.OnStart's place): memunet's
@@ -55,8 +56,8 @@ func (s *Summary) Print(w io.Writer, dir string) {
 			s.Device, fb(s.DeviceUsedPeakBytes), fb(s.DeviceTotalBytes), fb(s.ContextOverheadBytes))
 	}
 	report.PrintPhaseTable(w, s.PeakByPhase)
-	files := []string{filepath.Join(dir, "config.yaml"), filepath.Join(dir, "metrics.jsonl"), filepath.Join(dir, SummaryFile)}
-	if curves := filepath.Join(dir, CurvesFile); exists(curves) {
+	files := []string{filepath.Join(dir, runfiles.Config), filepath.Join(dir, runfiles.Metrics), filepath.Join(dir, runfiles.Summary)}
+	if curves := filepath.Join(dir, runfiles.Curves); exists(curves) {
 		files = append(files, curves)
 	}
 	fmt.Fprintf(w, "files: %s\n", strings.Join(append(files, s.LastCheckpoint), ", "))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/dist"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // ranks is a data-parallel world of n processes as the banner sees it.
@@ -50,19 +51,19 @@ func TestSummaryPrint(t *testing.T) {
 	}{
 		{"fresh, caching", Summary{Steps: 4, WallSeconds: 1.5, StepMSMedian: 12.25, Allocator: "caching", SegmentAllocs: 3, LastCheckpoint: "ck"}, false,
 			[]string{"done: 4 steps in 1.5s (median 12.2 ms/step)  final loss", "allocator: caching; 3 allocator calls, 0 cache flushes",
-				"files: " + filepath.Join(dir, "config.yaml") + ", " + filepath.Join(dir, "metrics.jsonl") + ", " + filepath.Join(dir, SummaryFile) + ", ck"},
-			[]string{"device:", CurvesFile}},
+				"files: " + filepath.Join(dir, "config.yaml") + ", " + filepath.Join(dir, "metrics.jsonl") + ", " + filepath.Join(dir, runfiles.Summary) + ", ck"},
+			[]string{"device:", runfiles.Curves}},
 		{"resumed, arena, gpu", Summary{Steps: 8, PartSteps: 4, PartFromStep: 4, PartWallSeconds: 1, WallSeconds: 3, ResumedFrom: "x",
 			ArenaBytes: 2 << 20, SegmentAllocs: 1, Device: "cuda:0", DeviceUsedPeakBytes: 3 << 20, DeviceTotalBytes: 8 << 20}, true,
 			[]string{"done: 8 steps, 4 of them in this part (from step 4) in 1.0s, 3.0s in all parts",
 				"allocator: arena of 2.00 MiB, every buffer at its planned place; 1 allocator call(s), 0 allocation(s) outside the plan",
-				"device: cuda:0: peak in use 3.00 MiB of 8.00 MiB", CurvesFile}, nil},
+				"device: cuda:0: peak in use 3.00 MiB of 8.00 MiB", runfiles.Curves}, nil},
 		{"pages", Summary{Allocator: "caching", PageBytes: 2 << 20, PagesMapped: 5, PagesUnmapped: 1}, false,
 			[]string{"allocator: caching over 2.00 MiB pages; 5 pages mapped, 1 moved or given back, 0 cache flushes"}, nil},
 	} {
-		os.Remove(filepath.Join(dir, CurvesFile))
+		os.Remove(filepath.Join(dir, runfiles.Curves))
 		if c.curves {
-			os.WriteFile(filepath.Join(dir, CurvesFile), nil, 0o644)
+			os.WriteFile(filepath.Join(dir, runfiles.Curves), nil, 0o644)
 		}
 		var b bytes.Buffer
 		c.sum.Print(&b, dir)

@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--capacity SIZE] [--out FILE]"
@@ -56,7 +57,7 @@ func evalCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 		if run == "" {
 			return usageError{fmt.Sprintf("eval: %s is not in a run directory's checkpoints/; name the report with --out", dir)}
 		}
-		*out = filepath.Join(run, "eval", predict.EvalReportName(*split, ck.Manifest.Step, *tta, sets))
+		*out = filepath.Join(run, runfiles.Eval, predict.EvalReportName(*split, ck.Manifest.Step, *tta, sets))
 	}
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"eval: --out " + err.Error()}

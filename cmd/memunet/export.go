@@ -9,6 +9,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/runfiles"
 )
 
 const exportUsage = "usage: memunet export --checkpoint PATH [--format safetensors|onnx] [--out FILE] [--dtype fp32|fp16|bf16] [--with-normalize] [--with-softmax]"
@@ -52,11 +53,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 		if run == "" {
 			return usageError{fmt.Sprintf("export: %s is not in a run directory's checkpoints/; name the file with --out", dir)}
 		}
-		name := fmt.Sprintf("model-step-%08d", ck.Manifest.Step)
-		if dt != backend.Float32 {
-			name += "-" + dt.String()
-		}
-		*out = filepath.Join(run, name+"."+*format)
+		*out = filepath.Join(run, runfiles.ExportName(ck.Manifest.Step, dt.String(), *format))
 	}
 	if err := checkpoint.CheckOutside(*out, dir); err != nil {
 		return usageError{"export: --out " + err.Error()}

@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -99,7 +100,7 @@ func (c *configCommand) load(args []string) (config.Config, error) {
 func checkpointInvocation(ckDir string, sets []string) config.Invocation {
 	inv := config.Invocation{Program: config.InvokedAs(), Sets: sets}
 	if run := checkpoint.RunDirOf(ckDir); run != "" {
-		inv.Config = filepath.Join(run, "config.yaml")
+		inv.Config = filepath.Join(run, runfiles.Config)
 	}
 	return inv
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // TestEvalLocksItsFolder: while another process holds the folder eval
@@ -123,7 +124,7 @@ func TestTwoPredictsOneOut(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	listed := map[string]bool{"predict.json": true, predict.LegendName: true}
+	listed := map[string]bool{"predict.json": true, runfiles.Legend: true}
 	for _, o := range rep.Outputs {
 		listed[filepath.Base(o.Mask)], listed[filepath.Base(o.Overlay)] = true, true
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/safetensors"
 )
 
@@ -234,7 +235,7 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, checkpoint.ModelFile))
+	ckFile, _ := os.ReadFile(filepath.Join(sum.LastCheckpoint, runfiles.Model))
 	ckTensors, _ := safetensors.Parse(ckFile)
 	if len(f.Tensors) != len(ckTensors.Tensors) {
 		t.Fatalf("%d tensors exported, checkpoint has %d", len(f.Tensors), len(ckTensors.Tensors))
@@ -298,8 +299,8 @@ func TestResumeCommand(t *testing.T) {
 		t.Errorf("auto in an empty run: exit %d, %s", code, errb.String())
 	}
 	errb.Reset()
-	latest, _ := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
-	os.Truncate(filepath.Join(latest, checkpoint.ModelFile), 10)
+	latest, _ := checkpoint.Latest(filepath.Join(dir, runfiles.Checkpoints))
+	os.Truncate(filepath.Join(latest, runfiles.Model), 10)
 	if code := run([]string{"train", "--resume", "auto", "--out", dir, "--set", "train.steps=9"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "model.safetensors is truncated") {
 		t.Errorf("truncated: exit %d, %s", code, errb.String())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // trainSetup resolves train's configuration and run directory. Without
@@ -37,7 +38,7 @@ func trainSetup(configPath, outDir, resume string, sets []string) (cfg config.Co
 			return cfg, "", "", err
 		}
 		if ckDir == "" && configPath == "" {
-			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, checkpoint.CheckpointsDir))
+			return cfg, "", "", fmt.Errorf("train: --resume auto: no checkpoint in %s, and no --config to start from", filepath.Join(outDir, runfiles.Checkpoints))
 		}
 		resumeArg = "auto"
 	} else {

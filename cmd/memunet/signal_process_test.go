@@ -21,6 +21,7 @@ import (
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/rundir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // signalMidway stops p (SIGSTOP) once a file matches pattern while done
@@ -248,7 +249,7 @@ func TestCompareForwardsTheSignal(t *testing.T) {
 		t.Fatalf("the child still holds its run: %v", err)
 	}
 	lock.Release()
-	latest, err := checkpoint.Latest(filepath.Join(run, checkpoint.CheckpointsDir))
+	latest, err := checkpoint.Latest(filepath.Join(run, runfiles.Checkpoints))
 	if err != nil || latest == "" {
 		t.Fatalf("no checkpoint in %s: %v", run, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // These tests run memunet as separate processes (this test binary acting
@@ -150,7 +151,7 @@ func checkOneRun(t *testing.T, dir string, steps int) {
 	if next-1 != steps {
 		t.Errorf("metrics.jsonl has %d steps, want %d", next-1, steps)
 	}
-	list, err := checkpoint.List(filepath.Join(dir, checkpoint.CheckpointsDir))
+	list, err := checkpoint.List(filepath.Join(dir, runfiles.Checkpoints))
 	if err != nil || len(list) == 0 {
 		t.Fatalf("checkpoints: %v, %v", list, err)
 	}
@@ -231,7 +232,7 @@ func TestKilledTrainLeavesNoLock(t *testing.T) {
 	if code := p.wait(t); code != -1 {
 		t.Fatalf("exit %d after SIGKILL", code)
 	}
-	latest, err := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
+	latest, err := checkpoint.Latest(filepath.Join(dir, runfiles.Checkpoints))
 	if err != nil || latest == "" {
 		t.Fatalf("no checkpoint before the kill: %v", err)
 	}
@@ -275,7 +276,7 @@ func TestInterruptExitStatus(t *testing.T) {
 				t.Errorf("output:\n%s", out)
 			}
 
-			latest, err := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
+			latest, err := checkpoint.Latest(filepath.Join(dir, runfiles.Checkpoints))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +318,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if code := startTrain(t, false, processArgs(dir, 4)...).wait(t); code != 0 {
 		t.Fatalf("the first run: exit %d", code)
 	}
-	previous, err := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir))
+	previous, err := checkpoint.Latest(filepath.Join(dir, runfiles.Checkpoints))
 	if err != nil || previous == "" {
 		t.Fatalf("no checkpoint: %v", err)
 	}
@@ -327,7 +328,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	p.waitLine(t, "step 6/")
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if m, _ := filepath.Glob(filepath.Join(dir, checkpoint.CheckpointsDir, checkpoint.TempPrefix+"*")); len(m) > 0 {
+		if m, _ := filepath.Glob(filepath.Join(dir, runfiles.Checkpoints, checkpoint.TempPrefix+"*")); len(m) > 0 {
 			break // the save has begun
 		}
 		if time.Now().After(deadline) {
@@ -341,7 +342,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "again: stopping at once without saving") {
 		t.Errorf("stderr %q does not say it stopped at once", p.stderr.String())
 	}
-	if latest, err := checkpoint.Latest(filepath.Join(dir, checkpoint.CheckpointsDir)); err != nil || latest != previous {
+	if latest, err := checkpoint.Latest(filepath.Join(dir, runfiles.Checkpoints)); err != nil || latest != previous {
 		t.Errorf("the newest complete checkpoint is %q (%v), want the previous %s", latest, err, previous)
 	}
 	if _, err := checkpoint.Open(previous); err != nil {
@@ -352,12 +353,12 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 // finalTensors is the run's newest checkpoint's tensor files.
 func finalTensors(t *testing.T, run string) map[string][]byte {
 	t.Helper()
-	latest, err := checkpoint.Latest(filepath.Join(run, checkpoint.CheckpointsDir))
+	latest, err := checkpoint.Latest(filepath.Join(run, runfiles.Checkpoints))
 	if err != nil || latest == "" {
 		t.Fatalf("no checkpoint in %s: %v", run, err)
 	}
 	out := map[string][]byte{}
-	for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
+	for _, name := range []string{runfiles.Model, runfiles.Optimizer} {
 		b, err := os.ReadFile(filepath.Join(latest, name))
 		if err != nil {
 			t.Fatal(err)
