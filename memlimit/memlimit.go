@@ -214,12 +214,30 @@ const unlimited = 1 << 62
 // cgroups are the memory limits of every cgroup this process is in, its
 // own and each ancestor's up to the hierarchy's mount, v2 and v1.
 func (s System) cgroups() []Bound {
+	var out []Bound
+	for _, g := range s.memoryGroups() {
+		out = append(out, s.cgroupChain(g.mount, g.path)...)
+	}
+	return out
+}
+
+// memoryGroup is a memory cgroup this process is in: its path in the
+// hierarchy that mount shows.
+type memoryGroup struct {
+	mount cgroupMount
+	path  string
+}
+
+// memoryGroups are the process's memory cgroups (/proc/self/cgroup's v2
+// line and v1 lines with the memory controller), each with every mount
+// of its hierarchy.
+func (s System) memoryGroups() []memoryGroup {
 	membership, err := os.ReadFile(s.file("/proc/self/cgroup"))
 	if err != nil {
 		return nil
 	}
 	mounts := s.cgroupMounts()
-	var out []Bound
+	var out []memoryGroup
 	for _, line := range strings.Split(string(membership), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
@@ -230,10 +248,9 @@ func (s System) cgroups() []Bound {
 			continue
 		}
 		for _, m := range mounts {
-			if m.v2 != v2 {
-				continue
+			if m.v2 == v2 {
+				out = append(out, memoryGroup{m, parts[2]})
 			}
-			out = append(out, s.cgroupChain(m, parts[2])...)
 		}
 	}
 	return out
@@ -392,32 +409,14 @@ func MemoryCgroup() (dir string, v2, ok bool) { return System{}.MemoryCgroup() }
 // whose memory files are there (a v2 hierarchy without the memory
 // controller, as systemd's hybrid layout mounts it, is passed over).
 func (s System) MemoryCgroup() (dir string, v2, ok bool) {
-	membership, err := os.ReadFile(s.file("/proc/self/cgroup"))
-	if err != nil {
-		return "", false, false
-	}
-	mounts := s.cgroupMounts()
-	for _, line := range strings.Split(string(membership), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		isV2 := parts[0] == "0" && parts[1] == ""
-		if !isV2 && !slices.Contains(strings.Split(parts[1], ","), "memory") {
-			continue
-		}
+	for _, g := range s.memoryGroups() {
 		probe := "memory.limit_in_bytes"
-		if isV2 {
+		if g.mount.v2 {
 			probe = "memory.max"
 		}
-		for _, m := range mounts {
-			if m.v2 != isV2 {
-				continue
-			}
-			d := path.Join(m.point, m.relative(parts[2]))
-			if _, err := os.Stat(s.file(path.Join(d, probe))); err == nil {
-				return d, isV2, true
-			}
+		d := path.Join(g.mount.point, g.mount.relative(g.path))
+		if _, err := os.Stat(s.file(path.Join(d, probe))); err == nil {
+			return d, g.mount.v2, true
 		}
 	}
 	return "", false, false

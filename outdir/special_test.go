@@ -6,67 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/memunet/memunet/internal/nodetest"
 )
-
-// special is a node made in a temporary folder that no write may replace
-// or feed.
-type special struct {
-	name string      // "FIFO", "character device"
-	what string      // as a TargetError says it
-	mode fs.FileMode // its type bits
-	make func(path string) error
-}
-
-// specials are a FIFO, a socket and a character device (the null
-// device's numbers, so that a write that did reach it would be lost, not
-// harm anything), each made where the test asks; mknod(2) of a device
-// needs root or CAP_MKNOD, and the test is skipped for it where it is
-// refused.
-var specials = []special{
-	{"FIFO", "a named pipe (FIFO)", fs.ModeNamedPipe, func(p string) error { return syscall.Mkfifo(p, 0o644) }},
-	{"character device", "a character device", fs.ModeDevice | fs.ModeCharDevice, func(p string) error {
-		return syscall.Mknod(p, syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
-	}},
-	{"socket", "a socket", fs.ModeSocket, func(p string) error {
-		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			return err
-		}
-		defer syscall.Close(fd)
-		return syscall.Bind(fd, &syscall.SockaddrUnix{Name: p}) // the file stays once closed
-	}},
-}
-
-// makeSpecial makes s at path, skipping the test where the system refuses.
-func makeSpecial(t *testing.T, s special, path string) {
-	t.Helper()
-	if err := s.make(path); err != nil {
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOTSUP) {
-			t.Skipf("cannot make a %s here (%v): mknod(2) needs root or CAP_MKNOD", s.name, err)
-		}
-		t.Fatal(err)
-	}
-}
 
 // stillSpecial fails the test unless path is still s's kind of node, and
 // the folder holds no temporary file.
-func stillSpecial(t *testing.T, s special, path, op string) {
+func stillSpecial(t *testing.T, s nodetest.Node, path, op string) {
 	t.Helper()
 	st, err := os.Lstat(path)
 	if err != nil {
-		t.Fatalf("%s: the %s is gone: %v", op, s.name, err)
+		t.Fatalf("%s: the %s is gone: %v", op, s.Name, err)
 	}
-	if st.Mode().Type() != s.mode {
-		t.Fatalf("%s: the %s became %v", op, s.name, st.Mode())
+	if st.Mode().Type() != s.Mode {
+		t.Fatalf("%s: the %s became %v", op, s.Name, st.Mode())
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	for _, e := range entries {
@@ -106,11 +64,11 @@ func withinTime(t *testing.T, op string, f func() error) error {
 // character device at its path, by name and without blocking, and leaves
 // the node as it was with no temporary file beside it.
 func TestWritesRefuseDevicesAndFIFOs(t *testing.T) {
-	for _, s := range specials {
-		t.Run(s.name, func(t *testing.T) {
+	for _, s := range nodetest.Nodes() {
+		t.Run(s.Name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "out")
-			makeSpecial(t, s, path)
+			s.Make(t, path)
 			ops := []struct {
 				name string
 				want Kind
@@ -159,7 +117,7 @@ func TestWritesRefuseDevicesAndFIFOs(t *testing.T) {
 				if !errors.As(err, &te) || te.Want != op.want {
 					t.Errorf("%s: got %v, want a TargetError for a %d", op.name, err, op.want)
 				}
-				refused(t, err, path, s.what, op.name)
+				refused(t, err, path, s.What, op.name)
 				stillSpecial(t, s, path, op.name)
 			}
 		})
@@ -169,8 +127,8 @@ func TestWritesRefuseDevicesAndFIFOs(t *testing.T) {
 // TestCommitRefusesANodeMadeMeanwhile: a FIFO or device made at the name
 // while a Pending file is written is not replaced by Commit either.
 func TestCommitRefusesANodeMadeMeanwhile(t *testing.T) {
-	for _, s := range specials {
-		t.Run(s.name, func(t *testing.T) {
+	for _, s := range nodetest.Nodes() {
+		t.Run(s.Name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "profile.out")
 			p, err := Create(path)
 			if err != nil {
@@ -178,8 +136,8 @@ func TestCommitRefusesANodeMadeMeanwhile(t *testing.T) {
 			}
 			defer p.Close()
 			p.Write([]byte("data"))
-			makeSpecial(t, s, path)
-			refused(t, p.Commit(), path, s.what, "Commit")
+			s.Make(t, path)
+			refused(t, p.Commit(), path, s.What, "Commit")
 			stillSpecial(t, s, path, "Commit")
 		})
 	}
@@ -190,11 +148,11 @@ func TestCommitRefusesANodeMadeMeanwhile(t *testing.T) {
 // points to stays as it was, and so does the one a folder's link leads to,
 // which is refused as a folder.
 func TestLinkToADeviceIsReplaced(t *testing.T) {
-	for _, s := range specials {
-		t.Run(s.name, func(t *testing.T) {
+	for _, s := range nodetest.Nodes() {
+		t.Run(s.Name, func(t *testing.T) {
 			dir := t.TempDir()
 			node := filepath.Join(dir, "node")
-			makeSpecial(t, s, node)
+			s.Make(t, node)
 			link := filepath.Join(dir, "out")
 			if err := os.Symlink(node, link); err != nil {
 				t.Fatal(err)
@@ -215,7 +173,7 @@ func TestLinkToADeviceIsReplaced(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Acquire(folder, "memunet test")
-			refused(t, err, folder, s.what, "Acquire of a link to it")
+			refused(t, err, folder, s.What, "Acquire of a link to it")
 			stillSpecial(t, s, node, "Acquire of a link to it")
 		})
 	}
@@ -225,12 +183,12 @@ func TestLinkToADeviceIsReplaced(t *testing.T) {
 // .lock is neither written with the holder's record nor waited on, with
 // flock and with the lock-file way.
 func TestAcquireRefusesANodeAsItsLock(t *testing.T) {
-	for _, s := range specials {
+	for _, s := range nodetest.Nodes() {
 		for _, useFlock := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s flock=%v", s.name, useFlock), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s flock=%v", s.Name, useFlock), func(t *testing.T) {
 				dir := t.TempDir()
 				lock := filepath.Join(dir, LockName)
-				makeSpecial(t, s, lock)
+				s.Make(t, lock)
 				err := withinTime(t, "Acquire", func() error {
 					l, err := acquire(dir, "memunet test", useFlock)
 					if err == nil {
@@ -238,7 +196,7 @@ func TestAcquireRefusesANodeAsItsLock(t *testing.T) {
 					}
 					return err
 				})
-				refused(t, err, lock, s.what, "Acquire")
+				refused(t, err, lock, s.What, "Acquire")
 				stillSpecial(t, s, lock, "Acquire")
 			})
 		}
@@ -272,8 +230,8 @@ func TestFileAndFolderMismatch(t *testing.T) {
 // regular files its journal lists, and leaves a FIFO, socket or device
 // found at a listed name: the write made none.
 func TestJournalLeavesANodeItDidNotWrite(t *testing.T) {
-	for _, s := range specials {
-		t.Run(s.name, func(t *testing.T) {
+	for _, s := range nodetest.Nodes() {
+		t.Run(s.Name, func(t *testing.T) {
 			dir := t.TempDir()
 			j, err := StartJournal(dir, "memunet test")
 			if err != nil {
@@ -287,7 +245,7 @@ func TestJournalLeavesANodeItDidNotWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			node := filepath.Join(dir, "node.png")
-			makeSpecial(t, s, node)
+			s.Make(t, node)
 			u, err := ReadJournal(dir)
 			if err != nil || u == nil {
 				t.Fatalf("ReadJournal: %v, %v", u, err)

@@ -5,42 +5,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/memunet/memunet/internal/nodetest"
 )
-
-// outNode is a node made in a temporary folder for an --out to name.
-type outNode struct {
-	name string      // "FIFO", "character device", "socket"
-	what string      // as memunet's refusal says it
-	mode fs.FileMode // its type bits
-	make func(path string) error
-}
-
-var outNodes = []outNode{
-	{"FIFO", "a named pipe (FIFO)", fs.ModeNamedPipe, func(p string) error { return syscall.Mkfifo(p, 0o644) }},
-	// The null device's numbers: a write that did reach it would be lost.
-	{"character device", "a character device", fs.ModeDevice | fs.ModeCharDevice, func(p string) error {
-		return syscall.Mknod(p, syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
-	}},
-	{"socket", "a socket", fs.ModeSocket, func(p string) error {
-		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			return err
-		}
-		defer syscall.Close(fd)
-		return syscall.Bind(fd, &syscall.SockaddrUnix{Name: p}) // the file stays once closed
-	}},
-}
 
 // runChild runs memunet (this test binary as main) with args for at most
 // a minute: a command that opened a FIFO to write would wait for a reader
@@ -76,8 +49,8 @@ func TestOutputsRefuseDevicesAndFIFOs(t *testing.T) {
 	}
 	runDir, _ := trainTiny(t)
 	quick := "../../configs/quickstart.yaml"
-	for _, n := range outNodes {
-		t.Run(n.name, func(t *testing.T) {
+	for _, n := range nodetest.Nodes() {
+		t.Run(n.Name, func(t *testing.T) {
 			// A short folder: a socket's path is limited to ~100 bytes.
 			dir, err := os.MkdirTemp("", "memunet-out")
 			if err != nil {
@@ -85,12 +58,7 @@ func TestOutputsRefuseDevicesAndFIFOs(t *testing.T) {
 			}
 			t.Cleanup(func() { os.RemoveAll(dir) })
 			node := filepath.Join(dir, "out.png") // data preview takes only a .png
-			if err := n.make(node); err != nil {
-				if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-					t.Skipf("cannot make a %s here (%v): mknod(2) needs root or CAP_MKNOD", n.name, err)
-				}
-				t.Fatal(err)
-			}
+			n.Make(t, node)
 			for _, c := range []struct {
 				// flag, where set, is the flag the refusal names: the
 				// command checks it before any work (a usage error).
@@ -111,7 +79,7 @@ func TestOutputsRefuseDevicesAndFIFOs(t *testing.T) {
 			} {
 				code, stderr := runChild(t, c.args...)
 				cmd := strings.Join(c.args[:2], " ")
-				refusal := node + ": is " + n.what + ", not a "
+				refusal := node + ": is " + n.What + ", not a "
 				if c.flag != "" {
 					refusal = c.flag + " " + refusal
 					if code != 2 {
@@ -119,15 +87,15 @@ func TestOutputsRefuseDevicesAndFIFOs(t *testing.T) {
 					}
 				}
 				if code == 0 || !strings.Contains(stderr, refusal) {
-					t.Errorf("%s ... %s: exit %d, stderr %q: want a refusal naming it as %s (%q)", cmd, node, code, stderr, n.what, refusal)
+					t.Errorf("%s ... %s: exit %d, stderr %q: want a refusal naming it as %s (%q)", cmd, node, code, stderr, n.What, refusal)
 				}
 				if st, err := os.Lstat(node); err != nil {
-					t.Fatalf("%s ... %s: the %s is gone: %v", cmd, node, n.name, err)
-				} else if st.Mode().Type() != n.mode {
-					t.Fatalf("%s ... %s: the %s is now %v", cmd, node, n.name, st.Mode())
+					t.Fatalf("%s ... %s: the %s is gone: %v", cmd, node, n.Name, err)
+				} else if st.Mode().Type() != n.Mode {
+					t.Fatalf("%s ... %s: the %s is now %v", cmd, node, n.Name, st.Mode())
 				}
 				if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-					t.Errorf("%s: the folder holds %d entries, want only the %s", cmd, len(entries), n.name)
+					t.Errorf("%s: the folder holds %d entries, want only the %s", cmd, len(entries), n.Name)
 				}
 			}
 		})
