@@ -179,7 +179,7 @@ type Options struct {
 	// Version is memunet's version, recorded in checkpoints.
 	Version string
 	// AllowDataChange resumes a checkpoint although its dataset changed
-	// since (files added, removed or resized; see data.Fingerprint).
+	// since (files added, removed, resized or rewritten; see data.Fingerprint).
 	AllowDataChange bool
 	// Force starts a new run in a directory that holds one (without Resume),
 	// deleting the earlier run's files first.

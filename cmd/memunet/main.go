@@ -116,7 +116,7 @@ func trainCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) (err e
 	configPath := fs.String("config", "", "YAML config file")
 	outDir := fs.String("out", "", "directory for the run's files")
 	resume := fs.String("resume", "", "continue from a checkpoint: auto (the newest in --out) or PATH")
-	allowData := fs.Bool("allow-data-change", false, "with --resume, continue although the dataset changed since the checkpoint (files added, removed, renamed or resized)")
+	allowData := fs.Bool("allow-data-change", false, "with --resume, continue although the dataset changed since the checkpoint (files added, removed, renamed, resized or rewritten)")
 	force := fs.Bool("force", false, "start a new run in a directory that holds one, deleting the earlier run's files and the outputs made from it there (the refusal without --force lists them)")
 	var sets stringList
 	fs.Var(&sets, "set", "override section.key=value (repeatable)")
