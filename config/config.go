@@ -60,7 +60,39 @@ type CUDA struct {
 	// do by default; false runs them exactly in fp32 (slower). 16-bit
 	// convolutions use the tensor cores either way.
 	TF32 bool `yaml:"tf32"`
+	// Conv is the convolution provider (ConvProviders): cudnn (NVIDIA's
+	// cuDNN, loaded at run time; a named error before any training where
+	// no usable library is found), memunet (memunet's own kernels), or
+	// auto (cuDNN where it loads, else memunet's kernels). The run names
+	// the library it loaded; until the backend calls cuDNN's convolutions
+	// (issue 47) memunet's kernels compute, and the run's notes say so.
+	// The CPU accepts the cuda keys and ignores them.
+	Conv string `yaml:"conv"`
+	// WorkspaceMiB bounds the device memory cuDNN may use as workspace for
+	// one convolution pass, in MiB (0: only algorithms that need none). The
+	// plan counts it like any other buffer.
+	WorkspaceMiB int `yaml:"workspace"`
+	// Deterministic admits only cuDNN algorithms that give the same bits
+	// on every run (resume stays bit-exact); false also admits the
+	// nondeterministic ones (atomics in backward data and filter), which
+	// may be faster.
+	Deterministic bool `yaml:"deterministic"`
 }
+
+// ConvProviders are cuda.conv's values.
+var ConvProviders = []string{"auto", "cudnn", "memunet"}
+
+// DefaultWorkspaceMiB is cuda.workspace's default: 256 MiB is 4x the seed
+// UNet's largest activation at base 64, 256 px, batch 4 in fp32 (64 MiB),
+// room for the implicit-GEMM and Winograd algorithms cuDNN ranks fastest
+// on 3x3 convolutions of that size, and under 0.5% of an 80 GB GPU; it
+// bounds one pass's workspace, and the passes run one at a time, so a
+// run holds one workspace, not one per layer.
+const DefaultWorkspaceMiB = 256
+
+// MaxWorkspaceMiB bounds cuda.workspace (1 TiB, far beyond any GPU), so
+// that its bytes cannot overflow.
+const MaxWorkspaceMiB = 1 << 20
 
 // Dist is data-parallel training's communication (memunet train under
 // mpirun, built with -tags mpi).
@@ -370,7 +402,7 @@ func Default() Config {
 			Monitor:  "val_miou"},
 		Memory:  Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
 		Dist:    Dist{BucketMB: 16},
-		CUDA:    CUDA{TF32: true},
+		CUDA:    CUDA{TF32: true, Conv: "auto", WorkspaceMiB: DefaultWorkspaceMiB, Deterministic: true},
 		Output:  Output{Progress: "auto", LogEvery: 10, TensorBoard: true},
 		Predict: Predict{Overlap: 0.25, Blend: tiles.Gaussian},
 	}
@@ -713,6 +745,11 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("memory.offload: checkpoints keeps the inputs of checkpointed blocks in host memory: set model.checkpoint (all, or a list of levels) too")
 	case c.Dist.BucketMB < 0 || c.Dist.BucketMB > MaxBucketMB:
 		return fmt.Errorf("dist.bucket_mb: %d: must be 0 (one all-reduce) or a size in MiB up to %d, e.g. 16", c.Dist.BucketMB, MaxBucketMB)
+	case !slices.Contains(ConvProviders, c.CUDA.Conv):
+		return fmt.Errorf("cuda.conv: %q: must be auto, cudnn or memunet (who runs the convolutions on a GPU; ignored on the CPU)", c.CUDA.Conv)
+	case c.CUDA.WorkspaceMiB < 0 || c.CUDA.WorkspaceMiB > MaxWorkspaceMiB:
+		return fmt.Errorf("cuda.workspace: %d: must be 0 (only algorithms that need no workspace) or a size in MiB up to %d, e.g. %d",
+			c.CUDA.WorkspaceMiB, MaxWorkspaceMiB, DefaultWorkspaceMiB)
 	case !slices.Contains(Allocators, c.Memory.Allocator):
 		return fmt.Errorf("memory.allocator: %q: must be caching or arena", c.Memory.Allocator)
 	case c.Memory.Fit != "off" && c.Memory.Fit != "auto":

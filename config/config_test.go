@@ -761,3 +761,55 @@ func TestEmptyAndUnderflowingValues(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAConvKeys: cuda.conv, cuda.workspace and cuda.deterministic parse
+// from a file and from --set, default to auto, 256 MiB and true, and a
+// wrong value names the key and what it may be. A CPU run accepts them
+// (they apply to the CUDA backend only).
+func TestCUDAConvKeys(t *testing.T) {
+	d := Default().CUDA
+	if d.Conv != "auto" || d.WorkspaceMiB != DefaultWorkspaceMiB || !d.Deterministic {
+		t.Errorf("defaults: conv %q workspace %d deterministic %v; want auto, %d, true", d.Conv, d.WorkspaceMiB, d.Deterministic, DefaultWorkspaceMiB)
+	}
+	for _, conv := range ConvProviders {
+		for _, src := range []struct {
+			file string
+			sets []string
+		}{
+			{"cuda:\n  conv: " + conv + "\n  workspace: 0\n  deterministic: false\n", nil},
+			{"device: cpu\n", []string{"cuda.conv=" + conv, "cuda.workspace=0", "cuda.deterministic=false"}},
+		} {
+			got, err := parse(t, "c.yaml", src.file, src.sets)
+			if err != nil {
+				t.Fatalf("%q --set %q: %v", src.file, src.sets, err)
+			}
+			if got.CUDA.Conv != conv || got.CUDA.WorkspaceMiB != 0 || got.CUDA.Deterministic {
+				t.Errorf("%q --set %q: got %+v", src.file, src.sets, got.CUDA)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{
+		{"cuda.conv=cuDNN", []string{"c.yaml: cuda.conv", `"cuDNN"`, "auto, cudnn or memunet"}},
+		{"cuda.conv=", []string{"--set cuda.conv=", "value is empty"}},
+		{"cuda.conv=torch", []string{"cuda.conv", `"torch"`, "auto, cudnn or memunet"}},
+		{"cuda.workspace=-1", []string{"cuda.workspace", "-1", "MiB", "e.g. 256"}},
+		{"cuda.workspace=2097152", []string{"cuda.workspace", "2097152", "up to 1048576"}},
+		{"cuda.workspace=1.5", []string{"--set", "cuda.workspace", "want an integer"}},
+		{"cuda.workspace=256MiB", []string{"--set", "cuda.workspace", "want an integer"}},
+		{"cuda.deterministic=maybe", []string{"--set", "cuda.deterministic", "true or false"}},
+	} {
+		_, err := parse(t, "c.yaml", "", []string{tc.set})
+		if err == nil {
+			t.Errorf("--set %s: accepted", tc.set)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("--set %s: error %q does not say %q", tc.set, err, w)
+			}
+		}
+	}
+}
