@@ -252,11 +252,13 @@ type Optimizer interface {
 	//
 	//op:cuda rmsprop
 	RMSprop(a RMSpropStep, w, g, sq, buf View)
-	// UnscaleCheck multiplies g by inv and reports whether every value is
-	// finite afterwards.
+	// UnscaleCheck multiplies every view of gs by inv and reports whether
+	// every value of them all is finite afterwards: one answer for a
+	// step's gradients, so a device reads one flag back, not one a
+	// parameter.
 	//
 	//op:cuda unscale_check
-	UnscaleCheck(g View, inv float32) bool
+	UnscaleCheck(gs []View, inv float32) bool
 }
 
 // Composed{b} is b with each optional operation composed of required ones:

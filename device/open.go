@@ -54,6 +54,14 @@ type TF32Setter interface {
 	SetTF32(on bool)
 }
 
+// WorkCounter is a backend that counts what the host asks of its device
+// (the CUDA backend): kernels launched, blocking copies to the host (each
+// a stall: the host waits for the work before it) and waits for all work,
+// since it was made.
+type WorkCounter interface {
+	Counts() (launches, copiesToHost, syncs int64)
+}
+
 // MemoryReporter is a backend that reports its device's memory as the
 // device itself sees it (the CUDA backend: cuMemGetInfo, what nvidia-smi
 // shows), beside what its pool accounts.

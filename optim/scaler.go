@@ -35,19 +35,20 @@ func (s *GradScaler) LossScale() float64 {
 
 // Unscale divides every trainable gradient by the scale (multiplying by its
 // float32 reciprocal, as PyTorch does) on b and reports whether all of them
-// are finite. With the scaler disabled it only checks.
+// are finite, in one check for them all (on a GPU: one copy a step, as
+// PyTorch's found_inf). With the scaler disabled it only checks.
 func (s *GradScaler) Unscale(b backend.Optimizer, params []*model.Param) (finite bool) {
 	inv := float32(1)
 	if s.Enabled {
 		inv = float32(1 / s.Scale)
 	}
-	finite = true
+	grads := make([]backend.View, 0, len(params))
 	for _, p := range params {
 		if p.Trainable {
-			finite = b.UnscaleCheck(p.GradView(), inv) && finite
+			grads = append(grads, p.GradView())
 		}
 	}
-	return finite
+	return b.UnscaleCheck(grads, inv)
 }
 
 // Update adjusts the scale after an optimizer step whose gradients were

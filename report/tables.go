@@ -97,7 +97,8 @@ type BenchTable struct {
 	w        io.Writer
 	tw       *tabwriter.Writer
 	peak     float64
-	winograd bool // a row may have taken Winograd's way (Finish says what that means for GFLOP/s)
+	winograd bool     // a row may have taken Winograd's way (Finish says what that means for GFLOP/s)
+	counts   []string // each counted row's device work, for Finish
 }
 
 // NewBenchTable starts bench's table; peak is the FMA peak in GFLOP/s
@@ -120,6 +121,10 @@ func (t *BenchTable) Row(name string, r train.BenchRow) {
 		share = fmt.Sprintf("%.0f", 100*r.GFLOPs/t.peak)
 	}
 	t.winograd = t.winograd || r.Winograd
+	if r.Counted {
+		t.counts = append(t.counts, fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
+			name, r.LaunchesPerStep, r.CopiesPerStep, r.SyncsPerStep))
+	}
 	cells := []string{name, r.Variant, ms(r.StepMS), ms(r.GFLOPs), share}
 	for _, v := range r.KindMS {
 		cells = append(cells, ms(v))
@@ -140,6 +145,9 @@ func (t *BenchTable) Finish() error {
 	_, err := fmt.Fprintln(t.w, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
 	if err == nil && t.winograd {
 		_, err = fmt.Fprintln(t.w, "GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.")
+	}
+	if err == nil && len(t.counts) > 0 {
+		_, err = fmt.Fprintf(t.w, "device work per optimizer step, mean over the timed steps:\n%s\n", strings.Join(t.counts, "\n"))
 	}
 	return err
 }

@@ -56,6 +56,15 @@ func TestTables(t *testing.T) {
 		}, []string{"variant micro x acc step ms GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
 			"fp16 2 x 2 1.0 3.0 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
 			"per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping."}},
+		{"bench on a counting device", func(b *bytes.Buffer) {
+			tb := NewBenchTable(b, 0)
+			tb.Row("fp16", train.BenchRow{Variant: "4 x 1", StepMS: 2, GFLOPs: 3, Counted: true, LaunchesPerStep: 412, CopiesPerStep: 2, SyncsPerStep: 0.5})
+			tb.Finish()
+		}, []string{"variant micro x acc step ms GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"fp16 4 x 1 2.0 3.0 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+			"per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+			"device work per optimizer step, mean over the timed steps:",
+			"fp16: 412.0 kernel launches, 2.0 blocking copies to the host, 0.5 waits for all work"}},
 		{"bench with Winograd", func(b *bytes.Buffer) {
 			tb := NewBenchTable(b, 100)
 			tb.Row("baseline", train.BenchRow{Variant: "4 x 1", StepMS: 1, GFLOPs: 110, Winograd: true})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/model"
 )
 
@@ -26,6 +27,12 @@ type BenchRow struct {
 	// sums and bookkeeping).
 	KindMS               [model.NumKinds]float64
 	OptimizerMS, OtherMS float64
+	// Counted says the backend counts its device's work
+	// (device.WorkCounter); then LaunchesPerStep, CopiesPerStep and
+	// SyncsPerStep are the mean over the timed steps of the kernels
+	// launched, the blocking copies to the host and the waits for all work.
+	Counted                                      bool
+	LaunchesPerStep, CopiesPerStep, SyncsPerStep float64
 }
 
 // Bench times steps optimizer steps of cfg on b after one warm-up step
@@ -44,6 +51,11 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	tr.OptimizerTime = 0
 	var times []float64
 	var total time.Duration
+	counter, counted := b.(device.WorkCounter)
+	var l0, c0, s0 int64
+	if counted {
+		l0, c0, s0 = counter.Counts()
+	}
 	for range steps {
 		t0 := time.Now()
 		if _, err := tr.Step(); err != nil {
@@ -67,5 +79,10 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 		accounted += totals[k]
 	}
 	row.OptimizerMS, row.OtherMS = per(tr.OptimizerTime), per(total-accounted)
+	if counted {
+		l1, c1, s1 := counter.Counts()
+		n := float64(steps)
+		row.Counted, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep = true, float64(l1-l0)/n, float64(c1-c0)/n, float64(s1-s0)/n
+	}
 	return row, nil
 }

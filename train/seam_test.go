@@ -128,9 +128,9 @@ func (h hostToucher) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 	}
 }
 
-func (h hostToucher) UnscaleCheck(g backend.View, inv float32) bool {
+func (h hostToucher) UnscaleCheck(gs []backend.View, inv float32) bool {
 	if h.op == "unscale" {
-		return cpu.New().UnscaleCheck(g, inv)
+		return cpu.New().UnscaleCheck(gs, inv)
 	}
 	return true
 }

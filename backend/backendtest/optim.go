@@ -55,10 +55,14 @@ func (s *suite) testAdam(t *testing.T) {
 	}
 }
 
-// testUnscaleCheck checks g *= inv (one float32 multiplication each, exact) and
-// the finite flag: false for a NaN or an infinity already in g, and for
-// finite values that overflow when multiplied.
+// testUnscaleCheck checks g *= inv (one float32 multiplication each, exact)
+// for every view of a list (one, or three of odd sizes) and the one finite
+// answer for them all: false for a NaN or an infinity already in any view,
+// and for finite values that overflow when multiplied; true for no views.
 func (s *suite) testUnscaleCheck(t *testing.T) {
+	if !s.b.UnscaleCheck(nil, 0.5) {
+		t.Error("UnscaleCheck of no views returned false, want true")
+	}
 	cases := []struct {
 		name   string
 		inv    float32
@@ -73,22 +77,31 @@ func (s *suite) testUnscaleCheck(t *testing.T) {
 		{"overflow", 4, -1e38, false},
 	}
 	for _, cs := range cases {
-		for _, n := range []int{1, 333} {
-			s.run(t, fmt.Sprintf("%s/n%d", cs.name, n), func(c *check) {
-				g0 := c.uniform(n, -1000, 1000)
-				if cs.poison != 0 {
-					g0[c.rng.IntN(n)] = cs.poison
+		for _, sizes := range [][]int{{1}, {333}, {7, 1, 333}} {
+			s.run(t, fmt.Sprintf("%s/n%v", cs.name, sizes), func(c *check) {
+				g0 := make([][]float32, len(sizes))
+				gs := make([]backend.View, len(sizes))
+				for i, n := range sizes {
+					g0[i] = c.uniform(n, -1000, 1000)
 				}
-				g := c.input(backend.Float32, g0)
-				finite := s.b.UnscaleCheck(g, cs.inv)
+				if cs.poison != 0 { // in any one view: each view's kernel counts
+					v := c.rng.IntN(len(sizes))
+					g0[v][c.rng.IntN(sizes[v])] = cs.poison
+				}
+				for i := range sizes {
+					gs[i] = c.input(backend.Float32, g0[i])
+				}
+				finite := s.b.UnscaleCheck(gs, cs.inv)
 				if finite != cs.finite {
 					c.Errorf("UnscaleCheck returned %v, want %v", finite, cs.finite)
 				}
-				want := make([]float32, n)
-				for i, v := range g0 {
-					want[i] = float32(float64(v) * float64(cs.inv)) // exact product, rounded once
+				for i, g := range gs {
+					want := make([]float32, sizes[i])
+					for j, v := range g0[i] {
+						want[j] = float32(float64(v) * float64(cs.inv)) // exact product, rounded once
+					}
+					c.same(fmt.Sprintf("g[%d]", i), c.get(g), want)
 				}
-				c.same("g", c.get(g), want)
 			})
 		}
 	}

@@ -21,9 +21,17 @@ func (c CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 	})
 }
 
-// UnscaleCheck multiplies g by inv and reports whether all of it is finite,
-// in parallel over chunks of a large g.
-func (c CPU) UnscaleCheck(g backend.View, inv float32) bool {
+// UnscaleCheck multiplies every g of gs by inv and reports whether all of
+// them is finite, in parallel over chunks of a large g.
+func (c CPU) UnscaleCheck(gs []backend.View, inv float32) bool {
+	finite := true
+	for _, g := range gs {
+		finite = c.unscaleCheck(g, inv) && finite
+	}
+	return finite
+}
+
+func (c CPU) unscaleCheck(g backend.View, inv float32) bool {
 	xs := f32(g)
 	var bad atomic.Bool
 	c.team.For(len(xs), 1<<15, func(lo, hi int) {

@@ -39,7 +39,7 @@ func TestUnscaleCheck(t *testing.T) {
 					g := backend.View{Buf: buf, DT: backend.Float32, Len: n}
 					backend.UploadFloat32(c, g, vals)
 					name := fmt.Sprintf("n=%d bad=%v at %d inv=%v", n, bad, at, inv)
-					if got := c.UnscaleCheck(g, inv); got != (bad == 0) {
+					if got := c.UnscaleCheck([]backend.View{g}, inv); got != (bad == 0) {
 						t.Errorf("%s: finite = %v", name, got)
 					}
 					for i, v := range backend.DownloadFloat32(c, g) {

@@ -13,20 +13,20 @@ import (
 )
 
 // scratch layout: the backend's own device memory for reductions: in its
-// first MiB, the unscale check's flag, a bad-target value per sample, and
-// the confusion counts (K*K uint64, K <= 256) or the loss gradient's
-// coefficients; in its second, the segmented sums' partials (reduce.go:
-// at most maxPartials of 16 bytes) and the coefficients their finish
-// kernels leave for the pass that applies them (at most maxCoefs
-// float32).
+// first MiB, the unscale check's flag and the confusion counts (K*K
+// uint64, K <= 256) or the loss gradient's coefficients; in its second,
+// the segmented sums' partials (reduce.go: at most maxPartials of 16
+// bytes; a loss's at most lossItems of 32, with a bad-target value per
+// sample right after) and the coefficients their finish kernels leave for
+// the pass that applies them (at most maxCoefs float32).
 const (
 	scratchBytes   = 2 << 20
-	badOffset      = 16 << 10
 	maxSamples     = 8192
-	countsOffset   = badOffset + 4*maxSamples
+	countsOffset   = 16 << 10
 	maxCountsBytes = 1<<20 - countsOffset
 	partialsOffset = 1 << 20
 	maxPartials    = 1 << 15
+	lossItems      = (16*maxPartials - 4*maxSamples) / 32
 	coefOffset     = partialsOffset + 16*maxPartials
 	maxCoefs       = (scratchBytes - coefOffset) / 4
 )
@@ -39,6 +39,9 @@ type Backend struct {
 	syncLaunches  atomic.Bool
 	tf32          atomic.Bool
 	reduceGrid    atomic.Int64 // norm_sums's blocks; 0: defaultReduceGrid
+	// What the host asked of the device (Counts): kernels launched,
+	// blocking copies to the host, waits for all work.
+	launched, copiesToHost, syncs atomic.Int64
 
 	mu       sync.Mutex
 	err      error // the first error the device reported, returned by Sync and every call after it
@@ -109,12 +112,20 @@ func (b *Backend) SetTF32(on bool) { b.tf32.Store(on) }
 // (SetTF32), for tests that hold them to TF32's tolerance.
 func (b *Backend) ConvTF32() bool { return b.tf32.Load() }
 
+// Counts are the kernels launched, the blocking copies to the host (each
+// waits for the work before it: a stall) and the waits for all work
+// (Sync) since the backend was made; a step's are the difference.
+func (b *Backend) Counts() (launches, copiesToHost, syncs int64) {
+	return b.launched.Load(), b.copiesToHost.Load(), b.syncs.Load()
+}
+
 // Sync waits for every operation issued so far and returns the first error
 // the device reported (a *FaultError).
 func (b *Backend) Sync() error {
 	if err := b.failed(); err != nil {
 		return err
 	}
+	b.syncs.Add(1)
 	b.finish("Sync", b.drv.Sync())
 	if b.failed() == nil {
 		b.mu.Lock()
@@ -337,6 +348,9 @@ func (b *Backend) launchGrid(k Kernel, gx, gy int, args ...any) {
 	} else {
 		err = b.drv.Launch(k, gx, gy, vals)
 	}
+	if err == nil {
+		b.launched.Add(1)
+	}
 	if err == nil && b.syncLaunches.Load() {
 		if err = b.drv.Sync(); err != nil {
 			b.record(&FaultError{Device: b.Name(), Op: k.String(), Kernel: rec.String(), Err: err})
@@ -367,6 +381,7 @@ func (b *Backend) fetch(p devicePtr, n int) ([]byte, error) {
 		return nil, err
 	}
 	b.order(p)
+	b.copiesToHost.Add(1)
 	b.finish("reading a result", b.drv.CopyDtoH(out, p.addr))
 	if err := b.failed(); err != nil {
 		return nil, err

@@ -71,6 +71,7 @@ func (b *Backend) Download(dst []byte, src backend.View) {
 	}
 	if b.failed() == nil {
 		b.order(p)
+		b.copiesToHost.Add(1)
 		b.finish("Download", b.drv.CopyDtoH(dst, p.addr))
 	}
 	if b.failed() != nil {
@@ -407,17 +408,19 @@ func (b *Backend) lossSums(kind, segs int, s backend.Shape4, logits, target back
 	if s.N > maxSamples {
 		panic(fmt.Sprintf("backend/cuda: a loss over %d samples; at most %d", s.N, maxSamples))
 	}
-	chunk, chunks := reduceChunks(segs, P, maxPartials/2) // 32 bytes a work item
+	chunk, chunks := reduceChunks(segs, P, lossItems) // 32 bytes a work item
 	items := segs * chunks
-	bad, partials := b.scratchPtr(badOffset, 4*s.N), b.scratchPtr(partialsOffset, 32*items)
+	// The bad-target flags right after the partials: one copy reads both
+	// (a step's loss is one of its blocking copies, not two).
+	partials, bad := b.scratchPtr(partialsOffset, 32*items), b.scratchPtr(partialsOffset+32*items, 4*s.N)
 	b.memsetD32(bad, 0, s.N)
 	b.launchGrid(KLossPartials, min(items, b.reduceBlocks()), 1, partials, bad, floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
 		s.N, s.C, s.H*s.W, gamma, kind, chunk, chunks)
-	raw, err := b.fetch(partials, 32*items)
+	raw, err := b.fetch(b.scratchPtr(partialsOffset, 32*items+4*s.N), 32*items+4*s.N)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.targetError(bad, s.N, s.C); err != nil {
+	if err := targetError(raw[32*items:], s.N, s.C); err != nil {
 		return nil, err
 	}
 	out := make([][4]float64, segs)
@@ -451,15 +454,10 @@ func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target bac
 		s.N, s.C, s.H*s.W, k)
 }
 
-// targetError reads the kernels' bad-target flags of n samples at bad (the
+// targetError reads the kernels' bad-target flags of n samples, badv (the
 // largest bad value + 1 per sample, 0 for none): the *backend.TargetError
-// of the first flagged sample, nil if none; the device's error where it has
-// one.
-func (b *Backend) targetError(bad devicePtr, n, classes int) error {
-	badv, err := b.fetch(bad, 4*n)
-	if err != nil {
-		return err
-	}
+// of the first flagged sample, nil if none.
+func targetError(badv []byte, n, classes int) error {
 	for i := range n {
 		if v := int32(binary.LittleEndian.Uint32(badv[4*i:])); v != 0 {
 			return &backend.TargetError{Value: int(v) - 1, Sample: i, Classes: classes}
@@ -564,11 +562,14 @@ func (b *Backend) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
 }
 
 // UnscaleCheck reports false (not finite) where the device has failed;
-// Sync returns its error.
-func (b *Backend) UnscaleCheck(g backend.View, inv float32) bool {
-	p, flag := ptr(g, backend.Float32), b.scratchPtr(0, 4)
+// Sync returns its error. Every view's kernel raises one flag, which is
+// read back once: a step's one blocking copy for its gradients.
+func (b *Backend) UnscaleCheck(gs []backend.View, inv float32) bool {
+	flag := b.scratchPtr(0, 4)
 	b.memsetD32(flag, 0, 1)
-	b.launch(KUnscaleCheck, g.Len, p, g.Len, inv, flag)
+	for _, g := range gs {
+		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag)
+	}
 	got, err := b.fetch(flag, 4)
 	return err == nil && binary.LittleEndian.Uint32(got) == 0
 }

@@ -47,7 +47,7 @@ func (Noop) Sync() error { return nil }
 func (Noop) Download(dst []byte, _ backend.View) { clear(dst) }
 
 // UnscaleCheck reports finite gradients (a planned step is never skipped).
-func (Noop) UnscaleCheck(backend.View, float32) bool { return true }
+func (Noop) UnscaleCheck([]backend.View, float32) bool { return true }
 
 var _ backend.Offloader = Noop{}
 

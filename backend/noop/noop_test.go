@@ -139,7 +139,7 @@ func TestOpsOnVirtualBuffers(t *testing.T) {
 	b.Argmax(s4, target, act)
 	p := f32(10)
 	b.Adam(backend.AdamStep{StepSize: 1e-3, SqrtBC2: 1, Beta1: 0.9, Beta2: 0.999, OneMinusBeta1: 0.1, OneMinusBeta2: 0.001, Eps: 1e-8}, p, f32(10), f32(10), f32(10))
-	if !b.UnscaleCheck(p, 0.5) {
+	if !b.UnscaleCheck([]backend.View{p}, 0.5) {
 		t.Error("UnscaleCheck = false: a planned step must never be skipped")
 	}
 	if err := b.Sync(); err != nil {
