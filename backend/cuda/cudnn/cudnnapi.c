@@ -1,0 +1,74 @@
+//go:build gpu
+
+// cudnnapi.c: a cuDNN library opened by path or name, its entry points
+// looked up by name into an mc_api, and the calls through that table.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cudnnapi_calls.h"
+
+int mc_open(const char *path, mc_api *api, void **lib, char *loaded, size_t loadedlen, char *why, size_t whylen) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	why[0] = 0;
+	loaded[0] = 0;
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(why, whylen, "%s", e ? e : "dlopen failed");
+		return 1;
+	}
+	struct link_map *map = 0;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) {
+		snprintf(loaded, loadedlen, "%s", map->l_name);
+	} else {
+		snprintf(loaded, loadedlen, "%s", path);
+	}
+	int missing = 0;
+	size_t used = 0;
+#define MC_LOOKUP(ret, name, params, args)                                                       \
+	if (!(*(void **)&api->name = dlsym(h, #name))) {                                          \
+		int n = snprintf(why + used, used < whylen ? whylen - used : 0, "%s%s", missing ? " " : "", #name); \
+		if (n > 0) {                                                                          \
+			used += (size_t)n;                                                               \
+		}                                                                                     \
+		missing++;                                                                            \
+	}
+	MC_ENTRIES(MC_LOOKUP)
+	if (missing) {
+		dlclose(h);
+		return 2;
+	}
+	*lib = h;
+	return 0;
+}
+
+void mc_close(void *lib) { dlclose(lib); }
+
+int mc_driver_state(char *why, size_t whylen) {
+	why[0] = 0;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(why, whylen, "%s", e ? e : "dlopen failed");
+		return -1;
+	}
+	unsigned int (*init)(unsigned int);
+	*(void **)&init = dlsym(h, "cuInit");
+	if (!init) {
+		snprintf(why, whylen, "libcuda.so.1 has no cuInit");
+		dlclose(h);
+		return -1;
+	}
+	// The driver stays open once initialised (the CUDA backend opens it
+	// too; unloading an initialised driver is not safe).
+	return (int)init(0);
+}
+
+size_t mc_version(const mc_api *a) { return a->cudnnGetVersion(); }
+size_t mc_cudart_version(const mc_api *a) { return a->cudnnGetCudartVersion(); }
+const char *mc_error_string(const mc_api *a, mc_status s) { return a->cudnnGetErrorString(s); }
+mc_status mc_create(const mc_api *a, mc_handle *h) { return a->cudnnCreate(h); }
+mc_status mc_destroy(const mc_api *a, mc_handle h) { return a->cudnnDestroy(h); }
+mc_status mc_set_stream(const mc_api *a, mc_handle h, uintptr_t s) { return a->cudnnSetStream(h, (mc_stream)s); }

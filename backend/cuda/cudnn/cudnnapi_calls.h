@@ -1,0 +1,27 @@
+// cudnnapi_calls.h: what the Go side calls: cudnnapi.c's opening of a
+// library into an mc_api, and the calls through one library's table.
+#pragma once
+#include <stdint.h>
+#include "cudnnapi.h"
+
+// mc_open opens the library at path (a file, or a name the dynamic loader
+// searches for) and looks up every entry point into api. It returns 0 with
+// the library in *lib and the file it was loaded from in loaded; 1 where
+// the library does not open (why: dlerror's words); 2 where it opens but
+// lacks entry points (why: their names, space-separated; the library is
+// closed again).
+int mc_open(const char *path, mc_api *api, void **lib, char *loaded, size_t loadedlen, char *why, size_t whylen);
+// mc_close closes a library mc_open opened.
+void mc_close(void *lib);
+// mc_driver_state is -1 where libcuda.so.1 does not open (why: dlerror's
+// words), else cuInit(0)'s result (0: the driver starts here).
+int mc_driver_state(char *why, size_t whylen);
+
+size_t mc_version(const mc_api *a);
+size_t mc_cudart_version(const mc_api *a);
+const char *mc_error_string(const mc_api *a, mc_status s);
+mc_status mc_create(const mc_api *a, mc_handle *h);
+mc_status mc_destroy(const mc_api *a, mc_handle h);
+// mc_set_stream sets h's stream to s, a CUstream (cudaStream_t) as an
+// integer (0: the default stream).
+mc_status mc_set_stream(const mc_api *a, mc_handle h, uintptr_t s);

@@ -1,0 +1,25 @@
+// Package cudnn is NVIDIA's cuDNN as a convolution provider for the CUDA
+// backend (config key cuda.conv): where the library is found and which of
+// its algorithms a layer may use.
+//
+// The loader (the build with -tags gpu only) opens the library at run
+// time with dlopen, as backend/cuda/driverapi opens libcuda.so.1, through
+// the few types and entry points cudnnapi.h declares by hand, so building
+// needs no cuDNN header and the default build stays pure Go. It looks in
+// the places Places lists, in order: the file MEMUNET_CUDNN names (and
+// only there, where it is set); libcudnn.so.9, then libcudnn.so.8, on the
+// loader path; the copy a PyTorch wheel installs in a Python
+// site-packages folder (nvidia/cudnn/lib). It refuses a library without
+// every declared entry point (ErrNotCUDNN) and one older than MinVersion
+// (ErrTooOld); where none is usable its *LoadError lists every place
+// tried and the fix. Loading needs no GPU; a handle does (ErrNoDriver
+// where the driver cannot start).
+//
+// It lives beside driverapi rather than in it: cuDNN is optional (cuda.conv
+// memunet never loads it, auto goes on without it), it is its own library
+// with its own errors.
+//
+// cuDNN's convolutions are not yet called by the CUDA backend: wiring
+// them (descriptors, the workspace from the pool, the plan) is the next
+// step of issue 47, and needs a GPU to verify.
+package cudnn

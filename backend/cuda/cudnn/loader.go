@@ -1,0 +1,186 @@
+//go:build gpu
+
+package cudnn
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "cudnnapi_calls.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// Library is a cuDNN opened by the loader: its file, version and entry
+// points. It stays open for the life of the process.
+type Library struct {
+	// Path is the file the dynamic loader opened; From how it was found
+	// (Place.From).
+	Path, From string
+	Version    Version
+	// CUDA is the CUDA runtime version the library was built for (12.6).
+	CUDA string
+	api  C.mc_api
+}
+
+// String names the library for the banner and summary.json: "cuDNN 9.6.0
+// (CUDA 12.6) from /usr/lib/x86_64-linux-gnu/libcudnn.so.9".
+func (l *Library) String() string {
+	return fmt.Sprintf("cuDNN %s (CUDA %s) from %s", l.Version, l.CUDA, l.Path)
+}
+
+var process struct {
+	once sync.Once
+	lib  *Library
+	err  error
+}
+
+// Load opens cuDNN once per process, from the first of Places (read from
+// the environment at the first call) that holds a library with every entry
+// point cudnnapi.h declares and a version of at least MinVersion. Its
+// error is a *LoadError naming every place tried and the fix. Loading
+// needs no GPU or driver: creating a handle does (NewHandle).
+func Load() (*Library, error) {
+	process.once.Do(func() { process.lib, process.err = open(os.Getenv) })
+	return process.lib, process.err
+}
+
+// open is Load without the once: the places getenv gives, tried in order.
+func open(getenv func(string) string) (*Library, error) {
+	var tried []Attempt
+	for _, group := range placeGroups(getenv) {
+		places := group()
+		if len(places) == 0 {
+			tried = append(tried, Attempt{Place: Place{"site-packages/nvidia/cudnn/lib/libcudnn.so.{9,8}", "a PyTorch wheel's cuDNN"},
+				Why: "no Python site-packages folder found (python3 on PATH asked, the usual prefixes looked in)", Err: ErrNotFound})
+		}
+		for _, p := range places {
+			lib, a := try(p)
+			if lib != nil {
+				return lib, nil
+			}
+			tried = append(tried, a)
+		}
+	}
+	return nil, newLoadError(tried)
+}
+
+// try opens the library at p: a *Library, or the Attempt that says why not.
+func try(p Place) (*Library, Attempt) {
+	a := Attempt{Place: p, Err: ErrNotFound}
+	if strings.Contains(p.Path, "/") {
+		if _, err := os.Stat(p.Path); errors.Is(err, os.ErrNotExist) {
+			a.Why = "no such file"
+			return nil, a
+		}
+	}
+	l := &Library{From: p.From}
+	path := C.CString(p.Path)
+	defer C.free(unsafe.Pointer(path))
+	var handle unsafe.Pointer
+	var loaded, why [4096]C.char
+	switch C.mc_open(path, &l.api, &handle, &loaded[0], C.size_t(len(loaded)), &why[0], C.size_t(len(why))) {
+	case 0:
+	case 1:
+		a.Why = C.GoString(&why[0])
+		return nil, a
+	default:
+		a.Opened, a.Err = true, ErrNotCUDNN
+		a.Why = "opens, but lacks " + C.GoString(&why[0])
+		return nil, a
+	}
+	l.Path = C.GoString(&loaded[0])
+	l.Version = ParseVersion(int(C.mc_version(&l.api)))
+	l.CUDA = CUDAVersion(int(C.mc_cudart_version(&l.api)))
+	if l.Version.Less(MinVersion) {
+		C.mc_close(handle)
+		a.Opened, a.Err = true, ErrTooOld
+		a.Why = fmt.Sprintf("%s is cuDNN %s, older than %s", l.Path, l.Version, MinVersion)
+		return nil, a
+	}
+	return l, a
+}
+
+// Error is a cuDNN call that failed: its status and cudnnGetErrorString's
+// name for it.
+type Error struct {
+	Call   string
+	Status int
+	Text   string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s (status %d)", e.Call, e.Text, e.Status) }
+
+// check is nil for CUDNN_STATUS_SUCCESS, else the call's *Error.
+func (l *Library) check(call string, s C.mc_status) error {
+	if s == C.MC_CUDNN_STATUS_SUCCESS {
+		return nil
+	}
+	text := "unknown status"
+	if p := C.mc_error_string(&l.api, s); p != nil {
+		text = C.GoString(p)
+	}
+	return &Error{Call: call, Status: int(s), Text: text}
+}
+
+// Handle is a cuDNN handle: cuDNN's state on one device. Its calls, as
+// NewHandle, need the device's CUDA context current on the calling OS
+// thread (cuDNN works in the context that is current; the CUDA backend's
+// driver makes its context current for each call).
+type Handle struct {
+	lib *Library
+	h   C.mc_handle
+}
+
+// NewHandle is cudnnCreate, in the context current on this OS thread.
+// Where the driver cannot start (no libcuda.so.1, or cuInit fails: no GPU)
+// the error wraps ErrNoDriver and says what to do; a cuDNN that cannot
+// load its sub-libraries says where they must be.
+func (l *Library) NewHandle() (*Handle, error) {
+	var h C.mc_handle
+	err := l.check("cudnnCreate", C.mc_create(&l.api, &h))
+	if err == nil {
+		return &Handle{lib: l, h: h}, nil
+	}
+	if reason, ok := driverState(); !ok {
+		return nil, fmt.Errorf("%s loaded, but %w (%s; %v): cuDNN computes on an NVIDIA GPU. "+
+			"Set cuda.conv: memunet or device: cpu here, or run where nvidia-smi works", l, ErrNoDriver, reason, err)
+	}
+	hint := ""
+	if strings.Contains(err.Error(), "SUBLIBRARY") {
+		hint = "; cuDNN 9 opens its sub-libraries (libcudnn_*.so.9, of the same version) from the loader path or its own folder: " +
+			"put that folder first in LD_LIBRARY_PATH"
+	}
+	return nil, fmt.Errorf("%s: %w%s", l, err, hint)
+}
+
+// driverState reports whether the CUDA driver starts here (libcuda.so.1
+// opens and cuInit succeeds), and why not.
+func driverState() (reason string, ok bool) {
+	var why [1024]C.char
+	switch r := C.mc_driver_state(&why[0], C.size_t(len(why))); {
+	case r == 0:
+		return "", true
+	case r > 0:
+		return fmt.Sprintf("cuInit returned CUDA error %d", int(r)), false
+	}
+	return C.GoString(&why[0]), false
+}
+
+// SetStream is cudnnSetStream: the handle's work goes to stream s, a
+// CUstream as an integer (0: the default stream).
+func (h *Handle) SetStream(s uintptr) error {
+	return h.lib.check("cudnnSetStream", C.mc_set_stream(&h.lib.api, h.h, C.uintptr_t(s)))
+}
+
+// Close is cudnnDestroy.
+func (h *Handle) Close() error {
+	return h.lib.check("cudnnDestroy", C.mc_destroy(&h.lib.api, h.h))
+}
