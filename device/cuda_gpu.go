@@ -4,6 +4,7 @@ package device
 
 import (
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
 	"github.com/memunet/memunet/backend/cuda/driverapi"
 )
 
@@ -22,3 +23,12 @@ func openCUDA(index int) (backend.Backend, error) {
 // DriverLoaded reports whether this process has tried to load the CUDA
 // driver: only computing on cuda (or auto) does.
 func DriverLoaded() bool { return driverapi.DriverLoaded() }
+
+// loadCUDNN loads cuDNN once per process (cudnn.Load) and names it.
+var loadCUDNN = func() (string, error) {
+	l, err := cudnn.Load()
+	if err != nil {
+		return "", err
+	}
+	return l.String(), nil
+}

@@ -20,3 +20,8 @@ func openCUDA(index int) (backend.Backend, error) {
 // DriverLoaded reports whether this process has tried to load the CUDA
 // driver: never, in the CPU build.
 func DriverLoaded() bool { return false }
+
+// loadCUDNN refuses: the CPU build has no CUDA backend to give cuDNN to.
+var loadCUDNN = func() (string, error) {
+	return "", fmt.Errorf("cuDNN: this memunet is the CPU build; cuDNN serves the CUDA backend of the build with -tags gpu")
+}

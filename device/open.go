@@ -29,10 +29,14 @@ type Describer interface {
 	Describe() string
 }
 
-// Describe says what b runs on: its own description, or for the CPU the
-// cores Go uses.
+// Describe says what b runs on: its own description (and, for the CUDA
+// backend, who computes its convolutions: ResolveConv), or for the CPU
+// the cores Go uses.
 func Describe(b backend.Backend) string {
 	if d, ok := b.(Describer); ok {
+		if r, ok := b.(ConvResolver); ok && r.ConvProvider().Describe() != "" {
+			return d.Describe() + "; " + r.ConvProvider().Describe()
+		}
 		return d.Describe()
 	}
 	if b.Name() == "cpu" {

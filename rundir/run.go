@@ -71,6 +71,12 @@ type Summary struct {
 	HostMemorySource string `json:"host_memory_source,omitempty"`
 	// Device is what the run computed on (device.Describe).
 	Device string `json:"device"`
+	// Conv is who computed the convolutions on a GPU (memunet: its own
+	// kernels; config key cuda.conv) and CUDNN the cuDNN library loaded
+	// for it ("cuDNN 9.6.0 (CUDA 12.6) from /path"); both absent on the
+	// CPU, CUDNN where none was loaded.
+	Conv  string `json:"conv,omitempty"`
+	CUDNN string `json:"cudnn,omitempty"`
 	// The device's own view of its memory where the backend reports it (a
 	// GPU): the most in use at any step's phase ends, the device's total,
 	// and what was in use before the pool's first allocation (context,

@@ -188,6 +188,9 @@ func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.C
 	}
 	notes := append([]string{"host memory: this process may use " + r.host.String(), capNote, initNote}, tr.FitLog...)
 	notes = append(notes, tr.AllocatorNote)
+	if cr, ok := b.(device.ConvResolver); ok {
+		notes = append(notes, cr.ConvProvider().Note())
+	}
 	if r.cfg.Train.Loss.ClassWeights.Auto {
 		notes = append(notes, fmt.Sprintf("train.loss.class_weights: auto: %s (inverse class frequency of the training masks)", formatWeights(tr.Loss.Weights)))
 	}
@@ -277,6 +280,9 @@ func (r *run) newSummary() *Summary {
 	}
 	if c.resumed != "" {
 		sum.PartFromStep = c.start
+	}
+	if cr, ok := tr.Device.Backend.(device.ConvResolver); ok && cr.ConvProvider().Choice != "" {
+		sum.Conv, sum.CUDNN = cr.ConvProvider().Computes(), cr.ConvProvider().CUDNN
 	}
 	if rep, ok := tr.Device.Backend.(device.MemoryReporter); ok {
 		sum.ContextOverheadBytes = rep.ContextOverhead()

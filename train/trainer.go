@@ -130,7 +130,9 @@ type Trainer struct {
 
 // Target is the backend cfg trains on: config key device (device.Open),
 // waiting after each kernel launch with cuda.sync_launches, its fp32
-// convolutions on TF32 with cuda.tf32.
+// convolutions on TF32 with cuda.tf32, its convolution provider resolved
+// from cuda.conv (device.ResolveConv: cudnn without a usable cuDNN is an
+// error here, before any training).
 func Target(cfg config.Config) (backend.Backend, error) {
 	b, err := device.Open(cfg.Device)
 	if s, ok := b.(device.LaunchSyncer); ok && cfg.CUDA.SyncLaunches {
@@ -138,6 +140,11 @@ func Target(cfg config.Config) (backend.Backend, error) {
 	}
 	if s, ok := b.(device.TF32Setter); ok {
 		s.SetTF32(cfg.CUDA.TF32)
+	}
+	if err == nil {
+		if err := device.ResolveConv(b, cfg.CUDA.Conv); err != nil {
+			return nil, err
+		}
 	}
 	return b, err
 }

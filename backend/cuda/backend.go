@@ -47,6 +47,7 @@ type Backend struct {
 	err      error // the first error the device reported, returned by Sync and every call after it
 	launches launchRing
 	pending  []pendingCopy // copies on the copy stream the compute stream has not waited for
+	conv     ConvProvider  // what cuda.conv resolved to (conv.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)
