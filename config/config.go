@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/model"
@@ -406,6 +407,12 @@ func Default() Config {
 		Output:  Output{Progress: "auto", LogEvery: 10, TensorBoard: true},
 		Predict: Predict{Overlap: 0.25, Blend: tiles.Gaussian},
 	}
+}
+
+// ConvPolicy is how the CUDA backend chooses cuDNN's algorithms: within
+// cuda.workspace's bytes, deterministic ones only with cuda.deterministic.
+func (c Config) ConvPolicy() cudnn.Policy {
+	return cudnn.Policy{WorkspaceBytes: int64(c.CUDA.WorkspaceMiB) << 20, Deterministic: c.CUDA.Deterministic}
 }
 
 // ModelConfig is the model section as the model package takes it.

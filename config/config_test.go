@@ -771,6 +771,9 @@ func TestCUDAConvKeys(t *testing.T) {
 	if d.Conv != "auto" || d.WorkspaceMiB != DefaultWorkspaceMiB || !d.Deterministic {
 		t.Errorf("defaults: conv %q workspace %d deterministic %v; want auto, %d, true", d.Conv, d.WorkspaceMiB, d.Deterministic, DefaultWorkspaceMiB)
 	}
+	if p := Default().ConvPolicy(); p.WorkspaceBytes != 256<<20 || !p.Deterministic {
+		t.Errorf("default ConvPolicy %+v, want 256 MiB, deterministic", p)
+	}
 	for _, conv := range ConvProviders {
 		for _, src := range []struct {
 			file string

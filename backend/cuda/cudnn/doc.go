@@ -17,7 +17,15 @@
 //
 // It lives beside driverapi rather than in it: cuDNN is optional (cuda.conv
 // memunet never loads it, auto goes on without it), it is its own library
-// with its own errors.
+// with its own errors, and the algorithm policy (policy.go) is pure Go that
+// the default build tests.
+//
+// The policy chooses, per layer and pass, the fastest algorithm cuDNN's
+// Find results list that ran, fits the workspace budget (cuda.workspace)
+// and, by default (cuda.deterministic), is deterministic: never backward
+// data ALGO_0 or backward filter ALGO_0 or ALGO_3, which sum with atomic
+// adds. testdata holds the tables its tests hold it to: a hand-written one
+// until a device run records cuDNN's own.
 //
 // cuDNN's convolutions are not yet called by the CUDA backend: wiring
 // them (descriptors, the workspace from the pool, the plan) is the next
