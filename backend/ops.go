@@ -81,6 +81,7 @@ type Layers interface {
 	// the same bits in one pass over out (a DoubleConv's norm and ReLU).
 	//
 	//op:optional
+	//op:cuda norm_sums batch_norm_finish batch_norm_relu_apply
 	BatchNormReLU(a NormArgs, out, mask, in, stats View, reuse, update bool)
 	// BatchNormEval normalizes with the running statistics.
 	//
@@ -163,12 +164,14 @@ type Layers interface {
 	// in's n-th upsampled (the same bits; a bilinear decoder's input).
 	//
 	//op:optional
+	//op:cuda upsample_concat
 	UpsampleConcat(s Shape4, out, skip, in View)
 	// UpsampleConcatBack is UpsampleConcat's adjoint: dskip gets dout's
 	// first part of each sample, din the adjoint upsampling of the second
 	// (Split then Upsample2Back, the same bits).
 	//
 	//op:optional
+	//op:cuda upsample_concat_back
 	UpsampleConcatBack(s Shape4, dskip, din, dout View)
 	// Concat: out's n-th sample is skip's n-th then up's n-th (N samples,
 	// the same storage type, every float type): torch.cat([skip, up],

@@ -379,6 +379,26 @@ func (b *Backend) Upsample2Back(s backend.Shape4, din, dout backend.View) {
 	b.launch(KUpsample2Back, s.Len(), ptr(din, dout.DT), floatPtr(dout), dout.DT, s.N*s.C, s.H, s.W)
 }
 
+// UpsampleConcat writes out's samples, skip's part and in's upsampled, in
+// one launch for the batch.
+func (b *Backend) UpsampleConcat(s backend.Shape4, out, skip, in backend.View) {
+	checkLen(in, s.Len(), out, skip.Len+4*s.Len())
+	if skip.DT != in.DT || skip.Len%s.N != 0 {
+		panic(fmt.Sprintf("backend/cuda: upsample-concat of %v and %v", skip, in))
+	}
+	b.launch(KUpsampleConcat, out.Len, ptr(out, in.DT), ptr(skip, in.DT), floatPtr(in), in.DT, s.N, skip.Len/s.N, s.C, s.H, s.W)
+}
+
+// UpsampleConcatBack writes dskip and din from dout in one launch.
+func (b *Backend) UpsampleConcatBack(s backend.Shape4, dskip, din, dout backend.View) {
+	checkLen(din, s.Len(), dout, dskip.Len+4*s.Len())
+	if dskip.DT != dout.DT || dskip.Len%s.N != 0 {
+		panic(fmt.Sprintf("backend/cuda: upsample-concat back of %v into %v", dout, dskip))
+	}
+	b.launch(KUpsampleConcatBack, dskip.Len+s.Len(), ptr(dskip, dout.DT), ptr(din, dout.DT), floatPtr(dout), dout.DT,
+		s.N, dskip.Len/s.N, s.C, s.H, s.W)
+}
+
 // Concat copies each sample's skip values, then its up values, whatever
 // the storage type.
 func (b *Backend) Concat(n int, out, skip, up backend.View) {

@@ -24,6 +24,8 @@ const (
 	KMaxPool2Back
 	KUpsample2
 	KUpsample2Back
+	KUpsampleConcat
+	KUpsampleConcatBack
 	KConcat
 	KSplit
 	KAdd
@@ -31,6 +33,7 @@ const (
 	KAddSums
 	KBatchNormFinish
 	KBatchNormApply
+	KBatchNormReLUApply
 	KBatchNormEval
 	KBatchNormBackFinish
 	KBatchNormBackApply
@@ -74,6 +77,8 @@ var kernelNames = [NumKernels]string{
 	KMaxPool2Back:        "max_pool2_back",
 	KUpsample2:           "upsample2",
 	KUpsample2Back:       "upsample2_back",
+	KUpsampleConcat:      "upsample_concat",
+	KUpsampleConcatBack:  "upsample_concat_back",
 	KConcat:              "concat",
 	KSplit:               "split",
 	KAdd:                 "add",
@@ -81,6 +86,7 @@ var kernelNames = [NumKernels]string{
 	KAddSums:             "add_sums",
 	KBatchNormFinish:     "batch_norm_finish",
 	KBatchNormApply:      "batch_norm_apply",
+	KBatchNormReLUApply:  "batch_norm_relu_apply",
 	KBatchNormEval:       "batch_norm_eval",
 	KBatchNormBackFinish: "batch_norm_back_finish",
 	KBatchNormBackApply:  "batch_norm_back_apply",
@@ -135,15 +141,10 @@ func (k Kernel) Module() int {
 // (backend.Composed), true for the rest.
 func (*Backend) Supports(m backend.Method) bool {
 	switch m {
-	case backend.MethodBatchNormReLU, backend.MethodBatchNormReLUBack, backend.MethodUpsampleConcat, backend.MethodUpsampleConcatBack:
+	case backend.MethodBatchNormReLUBack:
 		return false
 	}
 	return true
-}
-
-// BatchNormReLU is backend.Composed's: this backend has none of its own yet.
-func (b *Backend) BatchNormReLU(a backend.NormArgs, out, mask, in, stats backend.View, reuse, update bool) {
-	backend.Composed{Backend: b}.BatchNormReLU(a, out, mask, in, stats, reuse, update)
 }
 
 // BatchNormReLUBack is backend.Composed's: this backend has none of its own yet.
@@ -179,16 +180,6 @@ func (b *Backend) ReLUBackMask(din, dout, mask backend.View) {
 func (b *Backend) ReLUAndMask(out, mask, in backend.View) {
 	n, dt := pointwise("ReLUAndMask", true, []backend.View{out, in}, mask)
 	b.launch(KReLUAndMask, (n+7)/8, floatPtr(out), ptr(mask, backend.Uint8), floatPtr(in), dt, n)
-}
-
-// UpsampleConcat is backend.Composed's: this backend has none of its own yet.
-func (b *Backend) UpsampleConcat(s backend.Shape4, out, skip, in backend.View) {
-	backend.Composed{Backend: b}.UpsampleConcat(s, out, skip, in)
-}
-
-// UpsampleConcatBack is backend.Composed's: this backend has none of its own yet.
-func (b *Backend) UpsampleConcatBack(s backend.Shape4, dskip, din, dout backend.View) {
-	backend.Composed{Backend: b}.UpsampleConcatBack(s, dskip, din, dout)
 }
 
 // Add launches add on n threads.

@@ -89,6 +89,24 @@ func (b *Backend) biasGrad(dbias, dout backend.View, n, c, p int) {
 // ---- norms ----
 
 func (b *Backend) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) {
+	coef := b.batchNormCoefs(a, out, in, stats, reuse, update)
+	b.launch(KBatchNormApply, (a.Len()+7)/8, ptr(out, in.DT), ptr(in, in.DT), coef, in.DT, a.N, a.C, a.H*a.W)
+}
+
+// BatchNormReLU is BatchNorm's statistics, then one pass that normalizes,
+// applies the ReLU and, unless mask is none, writes its mask.
+func (b *Backend) BatchNormReLU(a backend.NormArgs, out, mask, in, stats backend.View, reuse, update bool) {
+	coef := b.batchNormCoefs(a, out, in, stats, reuse, update)
+	if !mask.None() {
+		checkLen(mask, (a.Len()+7)/8)
+	}
+	b.launch(KBatchNormReLUApply, (a.Len()+7)/8, ptr(out, in.DT), ptr(mask, backend.Uint8), ptr(in, in.DT), coef, in.DT, a.N, a.C, a.H*a.W)
+}
+
+// batchNormCoefs computes the batch's statistics into stats (unless reuse)
+// and each channel's scale and shift into scratch, whose address it
+// returns for the pass that applies them.
+func (b *Backend) batchNormCoefs(a backend.NormArgs, out, in, stats backend.View, reuse, update bool) devicePtr {
 	if reuse && update {
 		panic("backend/cuda: batch norm: running statistics cannot be updated from reused statistics")
 	}
@@ -102,7 +120,7 @@ func (b *Backend) BatchNorm(a backend.NormArgs, out, in, stats backend.View, reu
 	b.launch(KBatchNormFinish, a.C, ptr(stats, backend.Float32), coef, partials, ptr(in, dt), ptr(a.Gamma, backend.Float32),
 		ptr(a.Beta, backend.Float32), ptr(a.RunningMean, backend.Float32), ptr(a.RunningVar, backend.Float32), dt,
 		a.N, a.C, hw, a.Eps, a.Momentum, reuse, update, chunks)
-	b.launch(KBatchNormApply, a.Len(), ptr(out, dt), ptr(in, dt), coef, dt, a.N, a.C, hw)
+	return coef
 }
 
 func (b *Backend) BatchNormEval(a backend.NormArgs, out, in backend.View) {
@@ -120,7 +138,7 @@ func (b *Backend) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in
 	coef := b.coefs(3 * a.C)
 	b.launch(KBatchNormBackFinish, a.C, coef, ptr(dgamma, backend.Float32), ptr(dbeta, backend.Float32), partials,
 		ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), a.N, a.C, hw, chunks)
-	b.launch(KBatchNormBackApply, a.Len(), ptr(din, dt), ptr(dout, dt), ptr(in, dt), coef, ptr(stats, backend.Float32),
+	b.launch(KBatchNormBackApply, (a.Len()+7)/8, ptr(din, dt), ptr(dout, dt), ptr(in, dt), coef, ptr(stats, backend.Float32),
 		dt, a.N, a.C, hw)
 }
 

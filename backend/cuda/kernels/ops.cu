@@ -246,56 +246,100 @@ KERNEL(max_pool2_back)(u64 din, u64 dout, u64 argmax, i64 dt, i64 planes, i64 H,
 	}
 }
 
-// upsample2: bilinear, align_corners=False, scale 2 (backend/cpu's
-// separable weights: rows blended first, then along the row).
+// upsample2_value is the bilinear value, align_corners=False, scale 2
+// (backend/cpu's separable weights: rows blended first, then along the
+// row), at output row oy and column ox of the H x W plane at src of x.
+__device__ __forceinline__ float upsample2_value(In x, i64 src, i64 H, i64 W, i64 oy, i64 ox) {
+	i64 OW = 2 * W, i = oy / 2, r0, r1;
+	float a, b;
+	if (oy % 2 == 0) {
+		r0 = src + (i > 0 ? i - 1 : 0) * W; r1 = src + i * W; a = 0.25f; b = 0.75f;
+	} else {
+		r0 = src + i * W; r1 = src + (i + 1 < H ? i + 1 : H - 1) * W; a = 0.75f; b = 0.25f;
+	}
+	if (ox == 0) return a * x[r0] + b * x[r1];
+	if (ox == OW - 1) return a * x[r0 + W - 1] + b * x[r1 + W - 1];
+	i64 j = (ox - 1) / 2; // ox is 2j+1 (0.75, 0.25) or 2j+2 (0.25, 0.75)
+	float cur = a * x[r0 + j] + b * x[r1 + j];
+	float next = a * x[r0 + j + 1] + b * x[r1 + j + 1];
+	return (ox % 2 == 1) ? 0.75f * cur + 0.25f * next : 0.25f * cur + 0.75f * next;
+}
+
+// upsample2: every plane upsampled (upsample2_value).
 KERNEL(upsample2)(u64 out, u64 in, i64 dt, i64 planes, i64 H, i64 W) {
 	In x = input(in, dt);
 	Out y = output(out, dt);
 	i64 OW = 2 * W;
 	GRID_STRIDE(o, planes * 4 * H * W) {
-		i64 p = o / (4 * H * W), r = o % (4 * H * W), oy = r / OW, ox = r % OW;
-		i64 i = oy / 2, src = p * H * W, r0, r1;
-		float a, b;
-		if (oy % 2 == 0) {
-			r0 = src + (i > 0 ? i - 1 : 0) * W; r1 = src + i * W; a = 0.25f; b = 0.75f;
-		} else {
-			r0 = src + i * W; r1 = src + (i + 1 < H ? i + 1 : H - 1) * W; a = 0.75f; b = 0.25f;
-		}
-		float v;
-		if (ox == 0) {
-			v = a * x[r0] + b * x[r1];
-		} else if (ox == OW - 1) {
-			v = a * x[r0 + W - 1] + b * x[r1 + W - 1];
-		} else {
-			i64 j = (ox - 1) / 2; // ox is 2j+1 (0.75, 0.25) or 2j+2 (0.25, 0.75)
-			float cur = a * x[r0 + j] + b * x[r1 + j];
-			float next = a * x[r0 + j + 1] + b * x[r1 + j + 1];
-			v = (ox % 2 == 1) ? 0.75f * cur + 0.25f * next : 0.25f * cur + 0.75f * next;
-		}
-		y.set(o, v);
+		i64 p = o / (4 * H * W), r = o % (4 * H * W);
+		y.set(o, upsample2_value(x, p * H * W, H, W, r / OW, r % OW));
 	}
 }
 
-// upsample2_back: the adjoint, gathered per input pixel from the output
-// rows 2i-1 .. 2i+2 and columns 2j-1 .. 2j+2 (clamped), as backend/cpu sums.
+// upsample2_back_value is the adjoint of upsample2 at input row i, column j
+// of an H x W plane whose output gradient starts at g in dy: gathered from
+// the output rows 2i-1 .. 2i+2 and columns 2j-1 .. 2j+2 (clamped), as
+// backend/cpu sums.
+__device__ __forceinline__ float upsample2_back_value(In dy, i64 g, i64 H, i64 W, i64 i, i64 j) {
+	i64 OW = 2 * W;
+	i64 gu = g + (2 * i - 1 > 0 ? 2 * i - 1 : 0) * OW;
+	i64 ge = g + 2 * i * OW;
+	i64 go = g + (2 * i + 1) * OW;
+	i64 gd = g + (2 * i + 2 < 2 * H - 1 ? 2 * i + 2 : 2 * H - 1) * OW;
+#define COL(c) (0.25f * (dy[gu + (c)] + dy[gd + (c)]) + 0.75f * (dy[ge + (c)] + dy[go + (c)]))
+	float e = COL(2 * j);
+	float o = COL(2 * j + 1);
+	float prevO = j > 0 ? COL(2 * j - 1) : e;
+	float next = j + 1 < W ? COL(2 * j + 2) : o;
+#undef COL
+	return 0.25f * (prevO + next) + 0.75f * (e + o);
+}
+
+// upsample2_back: the adjoint, every plane (upsample2_back_value).
 KERNEL(upsample2_back)(u64 din, u64 dout, i64 dt, i64 planes, i64 H, i64 W) {
 	In dy = input(dout, dt);
 	Out dx = output(din, dt);
-	i64 OW = 2 * W;
 	GRID_STRIDE(idx, planes * H * W) {
-		i64 p = idx / (H * W), r = idx % (H * W), i = r / W, j = r % W;
-		i64 g = p * 4 * H * W;
-		i64 gu = g + (2 * i - 1 > 0 ? 2 * i - 1 : 0) * OW;
-		i64 ge = g + 2 * i * OW;
-		i64 go = g + (2 * i + 1) * OW;
-		i64 gd = g + (2 * i + 2 < 2 * H - 1 ? 2 * i + 2 : 2 * H - 1) * OW;
-#define COL(c) (0.25f * (dy[gu + (c)] + dy[gd + (c)]) + 0.75f * (dy[ge + (c)] + dy[go + (c)]))
-		float e = COL(2 * j);
-		float o = COL(2 * j + 1);
-		float prevO = j > 0 ? COL(2 * j - 1) : e;
-		float next = j + 1 < W ? COL(2 * j + 2) : o;
-#undef COL
-		dx.set(idx, 0.25f * (prevO + next) + 0.75f * (e + o));
+		i64 p = idx / (H * W), r = idx % (H * W);
+		dx.set(idx, upsample2_back_value(dy, p * 4 * H * W, H, W, r / W, r % W));
+	}
+}
+
+// upsample_concat: out's sample n is skip's n-th (sw values, stored again
+// as convert stores them) then in's n-th (C planes of H x W) upsampled
+// (upsample2_value): the copy and the upsampling of the whole batch in
+// one pass, with no tensor between.
+KERNEL(upsample_concat)(u64 out, u64 skip, u64 in, i64 dt, i64 N, i64 sw, i64 C, i64 H, i64 W) {
+	In x = input(in, dt), s = input(skip, dt);
+	Out y = output(out, dt);
+	i64 HW4 = 4 * H * W, uw = C * HW4, OW = 2 * W;
+	GRID_STRIDE(o, N * (sw + uw)) {
+		i64 n = o / (sw + uw), r = o % (sw + uw);
+		if (r < sw) {
+			y.set(o, s[n * sw + r]);
+			continue;
+		}
+		r -= sw;
+		i64 p = n * C + r / HW4, q = r % HW4;
+		y.set(o, upsample2_value(x, p * H * W, H, W, q / OW, q % OW));
+	}
+}
+
+// upsample_concat_back: its adjoint, in one pass: dskip gets each sample's
+// first sw values of dout, din the adjoint upsampling of the rest
+// (upsample2_back_value); the first N*sw threads' work is dskip's.
+KERNEL(upsample_concat_back)(u64 dskip, u64 din, u64 dout, i64 dt, i64 N, i64 sw, i64 C, i64 H, i64 W) {
+	In dy = input(dout, dt);
+	Out ds = output(dskip, dt), dx = output(din, dt);
+	i64 HW = H * W, per = sw + 4 * C * HW;
+	GRID_STRIDE(k, N * sw + N * C * HW) {
+		if (k < N * sw) {
+			ds.set(k, dy[k / sw * per + k % sw]);
+			continue;
+		}
+		i64 idx = k - N * sw, p = idx / HW, r = idx % HW;
+		i64 g = p / C * per + sw + p % C * 4 * HW;
+		dx.set(idx, upsample2_back_value(dy, g, H, W, r / W, r % W));
 	}
 }
 
@@ -505,14 +549,60 @@ KERNEL(batch_norm_finish)(u64 stats, u64 coef, u64 partial, u64 in, u64 gamma, u
 	}
 }
 
-// batch_norm_apply: out = x*scale + shift per channel (coef), of dtype dt.
+// Channel walks the values of an (N, C, HW) tensor from value i on,
+// knowing each one's channel with one division at the start, not one a
+// value (a 64-bit division takes dozens of instructions).
+struct Channel {
+	i64 c, pos, C, HW;
+	__device__ __forceinline__ Channel(i64 i, i64 C_, i64 HW_) : c((i / HW_) % C_), pos(i % HW_), C(C_), HW(HW_) {}
+	__device__ __forceinline__ void next() {
+		if (++pos == HW) {
+			pos = 0;
+			if (++c == C) c = 0;
+		}
+	}
+};
+
+// rounded is v as a tensor of dtype dt stores it.
+__device__ __forceinline__ float rounded(int dt, float v) {
+	if (dt == 0) return v;
+	return dt == 1 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));
+}
+
+// relu_of is relu's value of a stored r: negative ones (-0 too) +0, NaN as
+// it is (the bits relu keeps).
+__device__ __forceinline__ float relu_of(float r) { return r > 0.0f || r != r ? r : 0.0f; }
+
+// batch_norm_apply: out = x*scale + shift per channel (coef), of dtype dt;
+// 8 values a thread.
 KERNEL(batch_norm_apply)(u64 out, u64 in, u64 coef, i64 dt, i64 N, i64 C, i64 HW) {
 	In x = input(in, dt);
 	Out y = output(out, dt);
 	gptr<const float> cf = GCAST(const float, coef);
-	GRID_STRIDE(i, N * C * HW) {
-		i64 c = (i / HW) % C;
-		y.set(i, x[i] * cf[2 * c] + cf[2 * c + 1]);
+	i64 n = N * C * HW;
+	GRID_STRIDE(j, (n + 7) / 8) {
+		Channel ch(8 * j, C, HW);
+		for (i64 i = 8 * j; i < 8 * j + 8 && i < n; i++, ch.next()) y.set(i, x[i] * cf[2 * ch.c] + cf[2 * ch.c + 1]);
+	}
+}
+
+// batch_norm_relu_apply: batch_norm_apply, then relu of the stored values
+// and, where mask is not 0, relu_mask's bits of the result (the same bits
+// as the three apart); a thread does 8 values, a byte of mask.
+KERNEL(batch_norm_relu_apply)(u64 out, u64 mask, u64 in, u64 coef, i64 dt, i64 N, i64 C, i64 HW) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
+	gptr<const float> cf = GCAST(const float, coef);
+	i64 n = N * C * HW;
+	GRID_STRIDE(j, (n + 7) / 8) {
+		Channel ch(8 * j, C, HW);
+		uint32_t bits = 0;
+		for (int k = 0; k < 8 && 8 * j + k < n; k++, ch.next()) {
+			float v = relu_of(rounded((int)dt, x[8 * j + k] * cf[2 * ch.c] + cf[2 * ch.c + 1]));
+			y.set(8 * j + k, v);
+			if (v > 0.0f) bits |= 1u << k;
+		}
+		if (mask) GCAST(uint8_t, mask)[j] = (uint8_t)bits;
 	}
 }
 
@@ -561,9 +651,13 @@ KERNEL(batch_norm_back_apply)(u64 din, u64 dout, u64 in, u64 coef, u64 stats, i6
 	In x = input(in, dt), dy = input(dout, dt);
 	Out dx = output(din, dt);
 	gptr<const float> cf = GCAST(const float, coef), mean = GCAST(const float, stats);
-	GRID_STRIDE(i, N * C * HW) {
-		i64 c = (i / HW) % C;
-		dx.set(i, cf[3 * c] * dy[i] + cf[3 * c + 1] * (x[i] - mean[c]) + cf[3 * c + 2]);
+	i64 n = N * C * HW;
+	GRID_STRIDE(j, (n + 7) / 8) {
+		Channel ch(8 * j, C, HW);
+		for (i64 i = 8 * j; i < 8 * j + 8 && i < n; i++, ch.next()) {
+			i64 c = ch.c;
+			dx.set(i, cf[3 * c] * dy[i] + cf[3 * c + 1] * (x[i] - mean[c]) + cf[3 * c + 2]);
+		}
 	}
 }
 
