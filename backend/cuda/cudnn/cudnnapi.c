@@ -72,3 +72,71 @@ const char *mc_error_string(const mc_api *a, mc_status s) { return a->cudnnGetEr
 mc_status mc_create(const mc_api *a, mc_handle *h) { return a->cudnnCreate(h); }
 mc_status mc_destroy(const mc_api *a, mc_handle h) { return a->cudnnDestroy(h); }
 mc_status mc_set_stream(const mc_api *a, mc_handle h, uintptr_t s) { return a->cudnnSetStream(h, (mc_stream)s); }
+
+// packed fills the strides of a packed tensor of dims.
+static void packed(int n, const int *dims, int *strides) {
+	int s = 1;
+	for (int i = n - 1; i >= 0; i--) {
+		strides[i] = s;
+		s *= dims[i];
+	}
+}
+
+mc_status mc_find(const mc_api *a, mc_handle h, int pass, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
+                  const int *wdims, const int *ydims, int pad, int stride, mc_perf *perf, int *got, const char **call) {
+	mc_tensor xd = 0, yd = 0;
+	mc_filter wd = 0;
+	mc_convolution cd = 0;
+	int xs[8], ys[8], pads[6], strides[6], dil[6];
+	mc_status r = 0;
+	*got = 0; // nbdims is 4 or 5 (the Go side checks)
+	packed(nbdims, xdims, xs);
+	packed(nbdims, ydims, ys);
+	for (int i = 0; i < nbdims - 2; i++) {
+		pads[i] = pad;
+		strides[i] = stride;
+		dil[i] = 1;
+	}
+#define MC_TRY(what, expr) \
+	if ((r = (expr)) != 0) { \
+		*call = what;        \
+		goto done;           \
+	}
+	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&xd));
+	MC_TRY("cudnnSetTensorNdDescriptor", a->cudnnSetTensorNdDescriptor(xd, dtype, nbdims, xdims, xs));
+	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&yd));
+	MC_TRY("cudnnSetTensorNdDescriptor", a->cudnnSetTensorNdDescriptor(yd, dtype, nbdims, ydims, ys));
+	MC_TRY("cudnnCreateFilterDescriptor", a->cudnnCreateFilterDescriptor(&wd));
+	MC_TRY("cudnnSetFilterNdDescriptor", a->cudnnSetFilterNdDescriptor(wd, dtype, MC_CUDNN_TENSOR_NCHW, nbdims, wdims));
+	MC_TRY("cudnnCreateConvolutionDescriptor", a->cudnnCreateConvolutionDescriptor(&cd));
+	MC_TRY("cudnnSetConvolutionNdDescriptor",
+	       a->cudnnSetConvolutionNdDescriptor(cd, nbdims - 2, pads, strides, dil, MC_CUDNN_CROSS_CORRELATION, MC_CUDNN_DATA_FLOAT));
+	MC_TRY("cudnnSetConvolutionMathType", a->cudnnSetConvolutionMathType(cd, math));
+	switch (pass) {
+	case 0:
+		MC_TRY("cudnnFindConvolutionForwardAlgorithm",
+		       a->cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, MC_MAX_ALGOS, got, perf));
+		break;
+	case 1:
+		MC_TRY("cudnnFindConvolutionBackwardDataAlgorithm",
+		       a->cudnnFindConvolutionBackwardDataAlgorithm(h, wd, yd, cd, xd, MC_MAX_ALGOS, got, perf));
+		break;
+	default:
+		MC_TRY("cudnnFindConvolutionBackwardFilterAlgorithm",
+		       a->cudnnFindConvolutionBackwardFilterAlgorithm(h, xd, yd, cd, wd, MC_MAX_ALGOS, got, perf));
+	}
+done:
+	if (cd) {
+		a->cudnnDestroyConvolutionDescriptor(cd);
+	}
+	if (wd) {
+		a->cudnnDestroyFilterDescriptor(wd);
+	}
+	if (yd) {
+		a->cudnnDestroyTensorDescriptor(yd);
+	}
+	if (xd) {
+		a->cudnnDestroyTensorDescriptor(xd);
+	}
+	return r;
+}

@@ -90,6 +90,18 @@ enum { MC_CONSTANTS(MC_DEFINE_CONSTANT) };
 	X(mc_status, cudnnGetConvolutionForwardAlgorithmMaxCount, (mc_handle h, int *n), (h, n))                      \
 	X(mc_status, cudnnGetConvolutionBackwardDataAlgorithmMaxCount, (mc_handle h, int *n), (h, n))                 \
 	X(mc_status, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, (mc_handle h, int *n), (h, n))               \
+	X(mc_status, cudnnFindConvolutionForwardAlgorithm,                                                            \
+	  (mc_handle h, const mc_tensor xd, const mc_filter wd, const mc_convolution cd, const mc_tensor yd,           \
+	   const int want, int *got, mc_fwd_perf *perf),                                                               \
+	  (h, xd, wd, cd, yd, want, got, perf))                                                                       \
+	X(mc_status, cudnnFindConvolutionBackwardDataAlgorithm,                                                       \
+	  (mc_handle h, const mc_filter wd, const mc_tensor dyd, const mc_convolution cd, const mc_tensor dxd,         \
+	   const int want, int *got, mc_bwd_data_perf *perf),                                                          \
+	  (h, wd, dyd, cd, dxd, want, got, perf))                                                                     \
+	X(mc_status, cudnnFindConvolutionBackwardFilterAlgorithm,                                                     \
+	  (mc_handle h, const mc_tensor xd, const mc_tensor dyd, const mc_convolution cd, const mc_filter dwd,         \
+	   const int want, int *got, mc_bwd_filter_perf *perf),                                                        \
+	  (h, xd, dyd, cd, dwd, want, got, perf))                                                                     \
 	X(mc_status, cudnnFindConvolutionForwardAlgorithmEx,                                                          \
 	  (mc_handle h, const mc_tensor xd, const void *x, const mc_filter wd, const void *w, const mc_convolution cd, \
 	   const mc_tensor yd, void *y, const int want, int *got, mc_fwd_perf *perf, void *ws, size_t wsBytes),        \

@@ -25,3 +25,19 @@ mc_status mc_destroy(const mc_api *a, mc_handle h);
 // mc_set_stream sets h's stream to s, a CUstream (cudaStream_t) as an
 // integer (0: the default stream).
 mc_status mc_set_stream(const mc_api *a, mc_handle h, uintptr_t s);
+
+// MC_MAX_ALGOS bounds the rows of one pass's Find (cuDNN 9 has at most 8
+// algorithms a pass).
+#define MC_MAX_ALGOS 16
+
+// mc_find runs cuDNN's Find for one pass (0 forward, 1 backward data, 2
+// backward filter) of a convolution of nbdims-dimensional packed NCHW
+// (NCDHW) tensors x (xdims), filter w (wdims, KCRS) and output y (ydims),
+// with pad and stride on every spatial axis, no dilation,
+// cross-correlation, dtype's data with fp32 sums and math: the
+// descriptors made, cudnnFind*Algorithm (which allocates its own buffers
+// and times every algorithm), the descriptors destroyed. The rows go to
+// perf (at most MC_MAX_ALGOS), their count to *got; on failure *call names
+// the call that failed.
+mc_status mc_find(const mc_api *a, mc_handle h, int pass, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
+                  const int *wdims, const int *ydims, int pad, int stride, mc_perf *perf, int *got, const char **call);

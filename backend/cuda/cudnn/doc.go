@@ -27,6 +27,11 @@
 // adds. testdata holds the tables its tests hold it to: a hand-written one
 // until a device run records cuDNN's own.
 //
+// Handle.Find runs cuDNN's own Find for one pass of a convolution (every
+// algorithm timed on buffers cuDNN allocates) and gives the rows a Table
+// records; TestRecordAlgorithmTables (-tags gpu) records the seed UNet's
+// tables on a GPU, for testdata. Neither has run on a GPU yet.
+//
 // cuDNN's convolutions are not yet called by the CUDA backend: wiring
 // them (descriptors, the workspace from the pool, the plan) is the next
 // step of issue 47, and needs a GPU to verify.

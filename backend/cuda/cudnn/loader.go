@@ -184,3 +184,59 @@ func (h *Handle) SetStream(s uintptr) error {
 func (h *Handle) Close() error {
 	return h.lib.check("cudnnDestroy", C.mc_destroy(&h.lib.api, h.h))
 }
+
+// precisions maps a table's precision to cuDNN's data type and math type
+// (PyTorch's choices): tf32 is fp32 data with default math, which lets
+// cuDNN 8+ use TF32 tensor cores; fp32 exact is FMA math; fp16 and bf16
+// use the tensor cores. Every convolution sums in fp32.
+var precisions = map[string][2]C.mc_enum{
+	"tf32": {C.MC_CUDNN_DATA_FLOAT, C.MC_CUDNN_DEFAULT_MATH},
+	"fp32": {C.MC_CUDNN_DATA_FLOAT, C.MC_CUDNN_FMA_MATH},
+	"fp16": {C.MC_CUDNN_DATA_HALF, C.MC_CUDNN_TENSOR_OP_MATH},
+	"bf16": {C.MC_CUDNN_DATA_BFLOAT16, C.MC_CUDNN_TENSOR_OP_MATH},
+}
+
+// Find is cuDNN's Find for one pass of a convolution of shape s at
+// precision (tf32, fp32, fp16 or bf16): every algorithm timed on buffers
+// cuDNN allocates itself, fastest first, as Results (what a Table
+// records). It needs the device's context current on this OS thread, or
+// none (cuDNN then takes device 0's primary context, the one the CUDA
+// backend uses).
+func (h *Handle) Find(pass Pass, s Shape, precision string) ([]Result, error) {
+	types, ok := precisions[precision]
+	dims := len(s.Input)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("cudnn: precision %q: want tf32, fp32, fp16 or bf16", precision)
+	case pass < 0 || pass >= numPasses:
+		return nil, fmt.Errorf("cudnn: no pass %d", int(pass))
+	case dims != 4 && dims != 5, len(s.Filter) != dims, s.Stride < 1, s.Pad < 0, s.Input[1] != s.Filter[1]:
+		return nil, fmt.Errorf("cudnn: shape %+v: want input N,C,(D,)H,W and filter K,C,(T,)R,S of one rank, 4 or 5, the same C, a stride of 1 or more", s)
+	}
+	x, w, y := make([]C.int, dims), make([]C.int, dims), make([]C.int, dims)
+	for i := range dims {
+		x[i], w[i] = C.int(s.Input[i]), C.int(s.Filter[i])
+	}
+	y[0], y[1] = x[0], w[0]
+	for i := 2; i < dims; i++ {
+		out := (s.Input[i]+2*s.Pad-s.Filter[i])/s.Stride + 1
+		if out < 1 {
+			return nil, fmt.Errorf("cudnn: shape %+v: the filter is larger than the padded input", s)
+		}
+		y[i] = C.int(out)
+	}
+	var perf [C.MC_MAX_ALGOS]C.mc_perf
+	var got C.int
+	var call *C.char
+	st := C.mc_find(&h.lib.api, h.h, C.int(pass), types[0], types[1], C.int(dims), &x[0], &w[0], &y[0], C.int(s.Pad), C.int(s.Stride),
+		&perf[0], &got, &call)
+	if err := h.lib.check(C.GoString(call), st); err != nil {
+		return nil, fmt.Errorf("cudnn: %s %s of %+v: %w", precision, pass, s, err)
+	}
+	out := make([]Result, 0, int(got))
+	for _, p := range perf[:min(int(got), len(perf))] {
+		out = append(out, Result{Algo: int(p.algo), Name: AlgoName(pass, int(p.algo)), Status: int(p.status), TimeMS: float64(p.time),
+			WorkspaceBytes: int64(p.memory), Deterministic: p.determinism == C.MC_CUDNN_DETERMINISTIC, MathType: int(p.mathType)})
+	}
+	return out, nil
+}

@@ -37,18 +37,27 @@ func entryNames(t *testing.T) []string {
 // cudnnGetErrorString a status's name, and the rest 0. It skips the test
 // where gcc is absent.
 func stub(t *testing.T, path string, version int, omit ...string) string {
+	return stubWith(t, path, version, "", nil, omit...)
+}
+
+// stubWith is stub with prelude (C code before the entry points) and the
+// entry points in code defined as given there.
+func stubWith(t *testing.T, path string, version int, prelude string, code map[string]string, omit ...string) string {
 	t.Helper()
 	cc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Skip("no gcc to build the stub libraries with")
 	}
 	var src strings.Builder
-	src.WriteString("#include <stddef.h>\n")
+	src.WriteString("#include <stddef.h>\n" + prelude)
 	special := map[string]string{
 		"cudnnGetVersion":       fmt.Sprintf("size_t cudnnGetVersion(void) { return %d; }\n", version),
 		"cudnnGetCudartVersion": "size_t cudnnGetCudartVersion(void) { return 12060; }\n",
 		"cudnnGetErrorString":   "const char *cudnnGetErrorString(unsigned int s) { return s == 1001 ? \"CUDNN_STATUS_NOT_INITIALIZED\" : \"CUDNN_STATUS_OTHER\"; }\n",
 		"cudnnCreate":           "unsigned int cudnnCreate(void **h) { *h = 0; return 1001; }\n",
+	}
+	for k, v := range code {
+		special[k] = v
 	}
 	for _, name := range entryNames(t) {
 		switch {
@@ -185,5 +194,115 @@ func TestLoadFromWheel(t *testing.T) {
 	}
 	if l.Path != good || l.Version.String() != "8.9.7" || !strings.Contains(l.From, "PyTorch wheel") {
 		t.Errorf("loaded %s from %q; want %s (cuDNN 8.9.7) from a PyTorch wheel, after refusing %s", l, l.From, good, old)
+	}
+}
+
+// findStub is C for a stub whose handle starts and whose descriptors and
+// Find calls check what the loader sets: the descriptors hold what they
+// were given, and each pass's Find answers three rows only where its
+// tensors, filter and convolution are the expected ones (XDIMS, WDIMS,
+// YDIMS, packed strides, NCHW filter, PAD, STRIDE, no dilation,
+// cross-correlation, fp32 sums, DTYPE and MATH), else status 2000; with
+// ANY_SHAPE defined it answers any.
+const findStub = `
+struct desc { int dtype, format, n, dims[8], strides[8], pad[6], stride[6], dil[6], mode, ctype, math; };
+static struct desc slots[64];
+static int nslot;
+static unsigned int make(struct desc **d) { *d = &slots[nslot++ % 64]; return 0; }
+typedef struct { unsigned int algo, status; float time; size_t memory; unsigned int det, math; int reserved[3]; } perf;
+static int same(const int *a, const int *b, int n) { for (int i = 0; i < n; i++) if (a[i] != b[i]) return 0; return 1; }
+static int packed(const struct desc *d) { int s = 1; for (int i = d->n - 1; i >= 0; i--) { if (d->strides[i] != s) return 0; s *= d->dims[i]; } return 1; }
+static int check(const struct desc *x, const struct desc *w, const struct desc *c, const struct desc *y) {
+#ifdef ANY_SHAPE
+	return 1;
+#else
+	static const int X[] = {XDIMS}, W[] = {WDIMS}, Y[] = {YDIMS};
+	return x->n == 4 && y->n == 4 && w->n == 4 && same(x->dims, X, 4) && same(y->dims, Y, 4) && same(w->dims, W, 4) &&
+		packed(x) && packed(y) && w->format == 0 && x->dtype == DTYPE && y->dtype == DTYPE && w->dtype == DTYPE &&
+		c->n == 2 && c->pad[0] == PAD && c->pad[1] == PAD && c->stride[0] == STRIDE && c->stride[1] == STRIDE &&
+		c->dil[0] == 1 && c->dil[1] == 1 && c->mode == 1 && c->ctype == 0 && c->math == MATH;
+#endif
+}
+static unsigned int rows(unsigned int pass, int want, int *got, perf *p) {
+	if (want < 3) return 2000;
+	perf r0 = {1, 0, 0.5f, 1024, 1, 1}, r1 = {0, 0, 0.75f, 0, pass == 0, 0}, r2 = {2, 3000, -1.0f, 0, 1, 0};
+	p[0] = r0; p[1] = r1; p[2] = r2;
+	*got = 3;
+	return 0;
+}
+`
+
+func findCode() map[string]string {
+	return map[string]string{
+		"cudnnCreate":                      "unsigned int cudnnCreate(void **h) { *h = (void *)1; return 0; }\n",
+		"cudnnCreateTensorDescriptor":      "unsigned int cudnnCreateTensorDescriptor(struct desc **d) { return make(d); }\n",
+		"cudnnCreateFilterDescriptor":      "unsigned int cudnnCreateFilterDescriptor(struct desc **d) { return make(d); }\n",
+		"cudnnCreateConvolutionDescriptor": "unsigned int cudnnCreateConvolutionDescriptor(struct desc **d) { return make(d); }\n",
+		"cudnnSetTensorNdDescriptor": "unsigned int cudnnSetTensorNdDescriptor(struct desc *d, unsigned int t, int n, const int *dims, const int *st) " +
+			"{ d->dtype = t; d->n = n; for (int i = 0; i < n; i++) { d->dims[i] = dims[i]; d->strides[i] = st[i]; } return 0; }\n",
+		"cudnnSetFilterNdDescriptor": "unsigned int cudnnSetFilterNdDescriptor(struct desc *d, unsigned int t, unsigned int f, int n, const int *dims) " +
+			"{ d->dtype = t; d->format = f; d->n = n; for (int i = 0; i < n; i++) d->dims[i] = dims[i]; return 0; }\n",
+		"cudnnSetConvolutionNdDescriptor": "unsigned int cudnnSetConvolutionNdDescriptor(struct desc *d, int n, const int *pad, const int *st, const int *dil, unsigned int mode, unsigned int ct) " +
+			"{ d->n = n; for (int i = 0; i < n; i++) { d->pad[i] = pad[i]; d->stride[i] = st[i]; d->dil[i] = dil[i]; } d->mode = mode; d->ctype = ct; return 0; }\n",
+		"cudnnSetConvolutionMathType": "unsigned int cudnnSetConvolutionMathType(struct desc *d, unsigned int m) { d->math = m; return 0; }\n",
+		"cudnnFindConvolutionForwardAlgorithm": "unsigned int cudnnFindConvolutionForwardAlgorithm(void *h, struct desc *x, struct desc *w, struct desc *c, struct desc *y, int want, int *got, perf *p) " +
+			"{ return check(x, w, c, y) ? rows(0, want, got, p) : 2000; }\n",
+		"cudnnFindConvolutionBackwardDataAlgorithm": "unsigned int cudnnFindConvolutionBackwardDataAlgorithm(void *h, struct desc *w, struct desc *dy, struct desc *c, struct desc *dx, int want, int *got, perf *p) " +
+			"{ return check(dx, w, c, dy) ? rows(1, want, got, p) : 2000; }\n",
+		"cudnnFindConvolutionBackwardFilterAlgorithm": "unsigned int cudnnFindConvolutionBackwardFilterAlgorithm(void *h, struct desc *x, struct desc *dy, struct desc *c, struct desc *dw, int want, int *got, perf *p) " +
+			"{ return check(x, dw, c, dy) ? rows(2, want, got, p) : 2000; }\n",
+	}
+}
+
+// TestFindThroughStub: Find sets the descriptors cuDNN's Find needs (the
+// stub checks every field) for each pass and gives its rows as Results,
+// named by pass; a wrong shape or precision is refused before any call.
+func TestFindThroughStub(t *testing.T) {
+	s := Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}, Pad: 1, Stride: 2}
+	prelude := "#define XDIMS 2, 8, 10, 12\n#define WDIMS 16, 8, 3, 3\n#define YDIMS 2, 16, 5, 6\n#define PAD 1\n#define STRIDE 2\n" +
+		"#define DTYPE 2\n#define MATH 1\n" + findStub // fp16: CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH
+	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, prelude, findCode())
+	l, err := open(only(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.NewHandle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := Forward; p < numPasses; p++ {
+		got, err := h.Find(p, s, "fp16")
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		want := []Result{
+			{Algo: 1, Name: AlgoName(p, 1), TimeMS: 0.5, WorkspaceBytes: 1024, Deterministic: true, MathType: 1},
+			{Algo: 0, Name: AlgoName(p, 0), TimeMS: 0.75, Deterministic: p == Forward},
+			{Algo: 2, Name: AlgoName(p, 2), Status: 3000, TimeMS: -1, Deterministic: true},
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", p, got, want)
+		}
+	}
+	if _, err := h.Find(Forward, s, "tf32"); err == nil || !strings.Contains(err.Error(), "cudnnFindConvolutionForwardAlgorithm: CUDNN_STATUS_OTHER") {
+		t.Errorf("tf32 where the stub wants fp16's types: %v; want the stub's refusal by call and status", err)
+	}
+	for _, bad := range []struct {
+		s    Shape
+		prec string
+	}{
+		{s, "fp64"}, {Shape{Input: []int{2, 8, 10}, Filter: []int{16, 8, 3}, Stride: 1}, "fp16"},
+		{Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 4, 3, 3}, Stride: 1}, "fp16"},
+		{Shape{Input: []int{2, 8, 2, 2}, Filter: []int{16, 8, 5, 5}, Stride: 1}, "fp16"},
+	} {
+		if _, err := h.Find(Forward, bad.s, bad.prec); err == nil || !strings.HasPrefix(err.Error(), "cudnn: ") {
+			t.Errorf("Find(%+v, %s): %v; want a refusal", bad.s, bad.prec, err)
+		}
+	}
+	if err := h.SetStream(0); err != nil {
+		t.Error(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Error(err)
 	}
 }

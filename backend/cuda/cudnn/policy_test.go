@@ -72,51 +72,58 @@ func policies() []Policy {
 // workspace that would do. The plan's workspace is its largest choice's.
 func TestPolicyOnTables(t *testing.T) {
 	for file, tab := range tables(t) {
-		for _, pol := range policies() {
-			plan, _ := pol.Plan(tab)
-			var most int64
-			for _, e := range tab.Layers {
-				r, err := pol.Choose(e)
-				var admissible []Result
-				smallest := int64(-1)
-				for _, x := range e.Results {
-					det := x.Deterministic && !Nondeterministic(e.Pass, x.Algo)
-					if x.Status != 0 || x.TimeMS < 0 || (pol.Deterministic && !det) {
-						continue
-					}
-					if smallest < 0 || x.WorkspaceBytes < smallest {
-						smallest = x.WorkspaceBytes
-					}
-					if x.WorkspaceBytes <= pol.WorkspaceBytes {
-						admissible = append(admissible, x)
-					}
-				}
-				where := file + " " + e.Layer + " " + e.Pass.String()
-				if err != nil {
-					var nf *NoFitError
-					if !errors.As(err, &nf) || len(admissible) > 0 || nf.Smallest != smallest {
-						t.Errorf("%s %+v: %v; admissible %v, smallest %d", where, pol, err, admissible, smallest)
-					}
+		holdPolicy(t, file, tab)
+	}
+}
+
+// holdPolicy checks TestPolicyOnTables's invariants on tab at every one of
+// policies(); name says which table in messages.
+func holdPolicy(t *testing.T, name string, tab Table) {
+	t.Helper()
+	for _, pol := range policies() {
+		plan, _ := pol.Plan(tab)
+		var most int64
+		for _, e := range tab.Layers {
+			r, err := pol.Choose(e)
+			var admissible []Result
+			smallest := int64(-1)
+			for _, x := range e.Results {
+				det := x.Deterministic && !Nondeterministic(e.Pass, x.Algo)
+				if x.Status != 0 || x.TimeMS < 0 || (pol.Deterministic && !det) {
 					continue
 				}
-				switch {
-				case r.Status != 0 || r.TimeMS < 0:
-					t.Errorf("%s %+v: chose %s, which did not run", where, pol, r.Name)
-				case r.WorkspaceBytes > pol.WorkspaceBytes:
-					t.Errorf("%s %+v: chose %s, which needs %d bytes of workspace, over the budget", where, pol, r.Name, r.WorkspaceBytes)
-				case pol.Deterministic && (!r.Deterministic || Nondeterministic(e.Pass, r.Algo)):
-					t.Errorf("%s %+v: chose %s, a nondeterministic algorithm, with cuda.deterministic on", where, pol, r.Name)
+				if smallest < 0 || x.WorkspaceBytes < smallest {
+					smallest = x.WorkspaceBytes
 				}
-				for _, x := range admissible {
-					if x.TimeMS < r.TimeMS {
-						t.Errorf("%s %+v: chose %s (%g ms) over the faster %s (%g ms)", where, pol, r.Name, r.TimeMS, x.Name, x.TimeMS)
-					}
+				if x.WorkspaceBytes <= pol.WorkspaceBytes {
+					admissible = append(admissible, x)
 				}
-				most = max(most, r.WorkspaceBytes)
 			}
-			if plan.WorkspaceBytes != most || plan.WorkspaceBytes > pol.WorkspaceBytes {
-				t.Errorf("%s %+v: plan workspace %d, want %d (its largest choice), within the budget", file, pol, plan.WorkspaceBytes, most)
+			where := name + " " + e.Layer + " " + e.Pass.String()
+			if err != nil {
+				var nf *NoFitError
+				if !errors.As(err, &nf) || len(admissible) > 0 || nf.Smallest != smallest {
+					t.Errorf("%s %+v: %v; admissible %v, smallest %d", where, pol, err, admissible, smallest)
+				}
+				continue
 			}
+			switch {
+			case r.Status != 0 || r.TimeMS < 0:
+				t.Errorf("%s %+v: chose %s, which did not run", where, pol, r.Name)
+			case r.WorkspaceBytes > pol.WorkspaceBytes:
+				t.Errorf("%s %+v: chose %s, which needs %d bytes of workspace, over the budget", where, pol, r.Name, r.WorkspaceBytes)
+			case pol.Deterministic && (!r.Deterministic || Nondeterministic(e.Pass, r.Algo)):
+				t.Errorf("%s %+v: chose %s, a nondeterministic algorithm, with cuda.deterministic on", where, pol, r.Name)
+			}
+			for _, x := range admissible {
+				if x.TimeMS < r.TimeMS {
+					t.Errorf("%s %+v: chose %s (%g ms) over the faster %s (%g ms)", where, pol, r.Name, r.TimeMS, x.Name, x.TimeMS)
+				}
+			}
+			most = max(most, r.WorkspaceBytes)
+		}
+		if plan.WorkspaceBytes != most || plan.WorkspaceBytes > pol.WorkspaceBytes {
+			t.Errorf("%s %+v: plan workspace %d, want %d (its largest choice), within the budget", name, pol, plan.WorkspaceBytes, most)
 		}
 	}
 }
