@@ -99,6 +99,7 @@ type Layers interface {
 	// between. din may be dout.
 	//
 	//op:optional
+	//op:cuda norm_sums batch_norm_back_finish batch_norm_back_apply
 	BatchNormReLUBack(a NormArgs, din, dgamma, dbeta, dout, in, stats, relu View)
 	// GroupNorm normalizes per (sample, group); stats are 2*N*Groups (mean,
 	// then invstd), computed unless reuse.

@@ -140,16 +140,7 @@ func (k Kernel) Module() int {
 // Supports is false for the operations the CUDA backend composes
 // (backend.Composed), true for the rest.
 func (*Backend) Supports(m backend.Method) bool {
-	switch m {
-	case backend.MethodBatchNormReLUBack:
-		return false
-	}
 	return true
-}
-
-// BatchNormReLUBack is backend.Composed's: this backend has none of its own yet.
-func (b *Backend) BatchNormReLUBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats, relu backend.View) {
-	backend.Composed{Backend: b}.BatchNormReLUBack(a, din, dgamma, dbeta, dout, in, stats, relu)
 }
 
 // ReLU launches relu on n threads.

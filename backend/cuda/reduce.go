@@ -62,11 +62,17 @@ func (b *Backend) reduceBlocks() int {
 // finish kernel. x and dy (may be none) are of type dt, stats and gamma
 // (may be none) fp32; n, c, hw and g are the tensor's shape and groups.
 func (b *Backend) sums(kind, segs, length int, dt backend.DType, x, dy, stats, gamma backend.View, n, c, hw, g int) (devicePtr, int) {
+	return b.gatedSums(kind, segs, length, dt, x, dy, stats, gamma, n, c, hw, g, backend.View{})
+}
+
+// gatedSums is sums with sumBNBack's dy through a ReLU's gate: relu is
+// its mask (Uint8) or its output (dt), none for no gate.
+func (b *Backend) gatedSums(kind, segs, length int, dt backend.DType, x, dy, stats, gamma backend.View, n, c, hw, g int, relu backend.View) (devicePtr, int) {
 	chunk, chunks := reduceChunks(segs, length, maxPartials)
 	items := segs * chunks
 	partials := b.scratchPtr(partialsOffset, 16*items)
 	b.launchGrid(KNormSums, min(items, b.reduceBlocks()), 1, partials, kind, ptr(x, dt), ptr(dy, dt), ptr(stats, backend.Float32),
-		ptr(gamma, backend.Float32), dt, n, c, hw, g, chunk, chunks)
+		ptr(gamma, backend.Float32), dt, n, c, hw, g, chunk, chunks, ptr(relu, relu.DT), relu.DT == backend.Uint8)
 	return partials, chunks
 }
 
@@ -132,14 +138,33 @@ func (b *Backend) BatchNormEval(a backend.NormArgs, out, in backend.View) {
 // BatchNormBack sums over the batch before din is written, so din may be
 // dout.
 func (b *Backend) BatchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats backend.View) {
+	b.batchNormBack(a, din, dgamma, dbeta, dout, in, stats, backend.View{})
+}
+
+// BatchNormReLUBack is BatchNormBack of the ReLU's gradient, the gate
+// (relu: its mask, or its output) applied as the sums and the apply read
+// dout: no pass writes the gated gradient between.
+func (b *Backend) BatchNormReLUBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats, relu backend.View) {
+	if relu.DT == backend.Uint8 {
+		checkLen(relu, (a.Len()+7)/8)
+	} else {
+		checkLen(relu, a.Len())
+		ptr(relu, in.DT) // the output's type is the tensors'
+	}
+	b.batchNormBack(a, din, dgamma, dbeta, dout, in, stats, relu)
+}
+
+// batchNormBack is BatchNormBack with dout through relu's gate (none: no
+// gate).
+func (b *Backend) batchNormBack(a backend.NormArgs, din, dgamma, dbeta, dout, in, stats, relu backend.View) {
 	checkLen(din, a.Len(), dout, a.Len(), in, a.Len(), stats, a.StatsLen(false))
 	dt, hw := in.DT, a.H*a.W
-	partials, chunks := b.sums(sumBNBack, a.C, a.N*hw, dt, in, dout, stats, backend.View{}, a.N, a.C, hw, 1)
+	partials, chunks := b.gatedSums(sumBNBack, a.C, a.N*hw, dt, in, dout, stats, backend.View{}, a.N, a.C, hw, 1, relu)
 	coef := b.coefs(3 * a.C)
 	b.launch(KBatchNormBackFinish, a.C, coef, ptr(dgamma, backend.Float32), ptr(dbeta, backend.Float32), partials,
 		ptr(stats, backend.Float32), ptr(a.Gamma, backend.Float32), a.N, a.C, hw, chunks)
 	b.launch(KBatchNormBackApply, (a.Len()+7)/8, ptr(din, dt), ptr(dout, dt), ptr(in, dt), coef, ptr(stats, backend.Float32),
-		dt, a.N, a.C, hw)
+		dt, a.N, a.C, hw, ptr(relu, relu.DT), relu.DT == backend.Uint8)
 }
 
 func (b *Backend) GroupNorm(a backend.NormArgs, out, in, stats backend.View, reuse bool) {

@@ -24,14 +24,14 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 12: k_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConcat
 	case 13: k_split(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KSplit
 	case 14: k_add(a[0], a[1], a[2], a[3], a[4]); break; // KAdd
-	case 15: k_norm_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); break; // KNormSums
+	case 15: k_norm_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); break; // KNormSums
 	case 16: k_add_sums(a[0], a[1], a[2], a[3], a[4]); break; // KAddSums
 	case 17: k_batch_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], D(12), D(13), a[14], a[15], a[16]); break; // KBatchNormFinish
 	case 18: k_batch_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KBatchNormApply
 	case 19: k_batch_norm_relu_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KBatchNormReLUApply
 	case 20: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10)); break; // KBatchNormEval
 	case 21: k_batch_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBackFinish
-	case 22: k_batch_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KBatchNormBackApply
+	case 22: k_batch_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KBatchNormBackApply
 	case 23: k_group_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9]); break; // KGroupNormFinish
 	case 24: k_group_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KGroupNormApply
 	case 25: k_group_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KGroupNormBackFinish

@@ -429,15 +429,35 @@ __device__ void block_sum2(double &a, double &b) {
 #define SUM_GN_BACK 4   // group ng: (gamma_c*dy, gamma_c*dy*(x - mean_ng))
 #define SUM_BIAS 5      // channel c: (dy, 0)
 
+// Gate is a ReLU's backward: whether value i's gradient passes, by relu
+// (not 0): the ReLU's mask (relu_mask's bits) where mask, else its output
+// (of dtype dt: positive, non-zero and not NaN passes, as relu_back has
+// it). A gate with no relu passes every value. A gradient that does not
+// pass is +0, the value relu_back and relu_back_mask write.
+struct Gate {
+	u64 relu;
+	bool mask;
+	int dt;
+	__device__ __forceinline__ bool pass(i64 i) const {
+		if (!relu) return true;
+		if (mask) return (GCAST(const uint8_t, relu)[i >> 3] >> (i & 7)) & 1u;
+		return load(GCAST(const void, relu), dt, i) > 0.0f;
+	}
+	__device__ __forceinline__ float of(In dy, i64 i) const { return pass(i) ? dy[i] : 0.0f; }
+};
+
 // channel_at is value e of channel c of (N, C, HW) over the batch.
 __device__ __forceinline__ i64 channel_at(i64 c, i64 e, i64 C, i64 HW) { return ((e / HW) * C + c) * HW + e % HW; }
 
 // norm_sums: kind's two sums over chunks of the segments (C channels of
 // (N, C, HW), or N*G groups of C/G*HW values) into partial; x and dy of
-// dtype dt, stats (mean, then invstd) and gamma fp32.
+// dtype dt, stats (mean, then invstd) and gamma fp32. SUM_BN_BACK's dy
+// passes a ReLU's gate (relu, a mask where relu_mask; relu 0: none), so a
+// BatchNorm after a ReLU sums its gradient without a pass between.
 KERNEL(norm_sums)(u64 partial, i64 kind, u64 x_, u64 dy_, u64 stats, u64 gamma, i64 dt, i64 N, i64 C, i64 HW, i64 G,
-		  i64 chunk, i64 chunks) {
+		  i64 chunk, i64 chunks, u64 relu, i64 relu_mask) {
 	In x = input(x_, dt), dy = input(dy_, dt);
+	Gate gate = {relu, relu_mask != 0, (int)dt};
 	gptr<const float> st = GCAST(const float, stats), gm = GCAST(const float, gamma);
 	bool group = kind == SUM_GN_STATS || kind == SUM_GN_BACK;
 	i64 cg = group || kind == SUM_GN_PARAMS ? C / G : 1;
@@ -461,7 +481,7 @@ KERNEL(norm_sums)(u64 partial, i64 kind, u64 x_, u64 dy_, u64 stats, u64 gamma, 
 				break;
 			}
 			case SUM_BN_BACK: {
-				double g = dy[i];
+				double g = gate.of(dy, i);
 				a += g;
 				b += g * ((double)x[i] - mu);
 				break;
@@ -646,17 +666,20 @@ KERNEL(batch_norm_back_finish)(u64 coef, u64 dgamma, u64 dbeta, u64 partial, u64
 }
 
 // batch_norm_back_apply: din = ka*dy + bx*(x - mean) + c0 per channel
-// (coef); din may be dout (each value is read before it is written).
-KERNEL(batch_norm_back_apply)(u64 din, u64 dout, u64 in, u64 coef, u64 stats, i64 dt, i64 N, i64 C, i64 HW) {
+// (coef), dy through a ReLU's gate (relu, relu_mask: norm_sums'); din may
+// be dout (each value is read before it is written).
+KERNEL(batch_norm_back_apply)(u64 din, u64 dout, u64 in, u64 coef, u64 stats, i64 dt, i64 N, i64 C, i64 HW, u64 relu,
+			      i64 relu_mask) {
 	In x = input(in, dt), dy = input(dout, dt);
 	Out dx = output(din, dt);
 	gptr<const float> cf = GCAST(const float, coef), mean = GCAST(const float, stats);
+	Gate gate = {relu, relu_mask != 0, (int)dt};
 	i64 n = N * C * HW;
 	GRID_STRIDE(j, (n + 7) / 8) {
 		Channel ch(8 * j, C, HW);
 		for (i64 i = 8 * j; i < 8 * j + 8 && i < n; i++, ch.next()) {
 			i64 c = ch.c;
-			dx.set(i, cf[3 * c] * dy[i] + cf[3 * c + 1] * (x[i] - mean[c]) + cf[3 * c + 2]);
+			dx.set(i, cf[3 * c] * gate.of(dy, i) + cf[3 * c + 1] * (x[i] - mean[c]) + cf[3 * c + 2]);
 		}
 	}
 }
