@@ -205,7 +205,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 				t.Fatalf("limits %q: %v (a timed-out step exits 1, else 0)", limit, err)
 			}
 			g := readGPUCheck(t, out)
-			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 11 {
+			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 13 {
 				t.Errorf("limits %q: finished %v, mode %q, %d steps", limit, g.Finished, g.Mode, len(g.Steps))
 			}
 			var rows []report.CompareRow
@@ -229,7 +229,21 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 			if tr := g.step("train"); tr == nil || tr.Status != "passed" || json.Unmarshal(tr.Result, &sum) != nil || sum.Steps != 4 || sum.FinalLoss == 0 {
 				t.Errorf("limits %q: train: %+v", limit, tr)
 			}
-			for _, s := range []string{"gpu", "conformance", "conformance-sync", "page-moves", "layers", "pytorch-layers", "compare-caching", "pytorch"} {
+			// bench runs on the CPU too: one row a variant, baseline and fp16
+			// first; the CPU counts no device work. cudnn skips without a GPU.
+			var bench []struct {
+				Variant string  `json:"variant"`
+				StepMS  float64 `json:"step_ms"`
+				Counted bool    `json:"counted"`
+			}
+			if b := g.step("bench"); b == nil || b.Status != "passed" || json.Unmarshal(b.Result, &bench) != nil || len(bench) < 2 ||
+				bench[0].Variant != "baseline" || bench[1].Variant != "fp16" || bench[0].StepMS == 0 || bench[0].Counted {
+				t.Errorf("limits %q: bench: %+v", limit, b)
+			}
+			if c := g.step("cudnn"); c == nil || c.Status != "skipped" {
+				t.Errorf("limits %q: cudnn: %+v", limit, c)
+			}
+			for _, s := range []string{"gpu", "conformance", "conformance-sync", "page-moves", "layers", "pytorch-layers", "cudnn", "compare-caching", "bench", "pytorch"} {
 				if g.step(s) == nil {
 					t.Errorf("no step %s", s)
 				}
