@@ -43,8 +43,8 @@ func TestNamesDeclaredOnce(t *testing.T) {
 func TestNamesDeclaredOnceCanFail(t *testing.T) {
 	root := t.TempDir()
 	files := map[string]string{
-		"a/a.go": "package a\n\n// writes metrics.jsonl\nconst f = \"metrics.jsonl\"\n\ntype T struct {\n\tX int `json:\"summary.json\"`\n}\n",
-		"b/b.go": "package b\n\nimport \"path/filepath\"\n\nvar p = filepath.Join(\"x\", \"checkpoints/step-1\")\nvar q = \"run/summary.json\"\nvar ok = \"a summary.json line, a-step-N name\"\nvar f = \"%s-step-%d\"\n",
+		"a/a.go":               "package a\n\n// writes metrics.jsonl\nconst f = \"metrics.jsonl\"\n\ntype T struct {\n\tX int `json:\"summary.json\"`\n}\n",
+		"b/b.go":               "package b\n\nimport \"path/filepath\"\n\nvar p = filepath.Join(\"x\", \"checkpoints/step-1\")\nvar q = \"run/summary.json\"\nvar ok = \"a summary.json line, a-step-N name\"\nvar f = \"%s-step-%d\"\n",
 		"b/b_test.go":          "package b\n\nconst f = \"metrics.jsonl\"\n",
 		"runfiles/runfiles.go": "package runfiles\n\nconst Metrics = \"metrics.jsonl\"\n",
 		"testdata/x/x.go":      "package x\n\nconst f = \"metrics.jsonl\"\n",
