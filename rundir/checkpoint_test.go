@@ -491,7 +491,7 @@ func TestPruneKeepsBest(t *testing.T) {
 // testTrainer builds a trainer for c, closed when the test ends.
 func testTrainer(t *testing.T, c config.Config) *train.Trainer {
 	t.Helper()
-	tr, err := train.NewTrainer(c)
+	tr, err := train.NewTrainer(c, train.Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}

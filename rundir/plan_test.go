@@ -97,7 +97,7 @@ func TestCapacityFailsExactlyWhenPlanned(t *testing.T) {
 		}
 		// A trainer that tries anyway runs out: the arena while building,
 		// the caching pool in the plan's steps.
-		tr, err := train.NewTrainer(vc)
+		tr, err := train.NewTrainer(vc, train.Placement{})
 		if err == nil {
 			for i := 0; i < 4 && err == nil; i++ {
 				if _, err = tr.Step(); err == nil && i%2 == 1 {

@@ -168,7 +168,7 @@ func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.C
 	if err := train.CheckFits(cfg, r.host); err != nil {
 		return nil, err
 	}
-	tr, err := train.NewTrainerOnComm(cfg, b, r.comm)
+	tr, err := train.NewTrainer(cfg, train.Placement{Backend: b, Comm: r.comm})
 	if err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func TestSegmentsRetryAtArenaCapacity(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Memory.Capacity = config.ByteSize(arena.ArenaBytes)
-		tr, err := NewTrainerOn(c, unpagedCPU{cpu.New()})
+		tr, err := NewTrainer(c, Placement{Backend: unpagedCPU{cpu.New()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ type BenchRow struct {
 // (which fills the pool's cache), with no capacity, fit or timeline.
 func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	cfg.Memory.Capacity, cfg.Memory.Fit, cfg.Memory.Timeline = 0, "off", false
-	tr, err := NewTrainerOn(cfg, b)
+	tr, err := NewTrainer(cfg, Placement{Backend: b})
 	if err != nil {
 		return BenchRow{}, err
 	}

@@ -35,7 +35,7 @@ func TestResolveCapacity(t *testing.T) {
 	}
 	// A trainer resolves it too: its pool has the device's free memory as capacity.
 	cfg.Memory.Capacity = config.CapacityAuto
-	tr, err := NewTrainerOn(cfg, smallGPU{})
+	tr, err := NewTrainer(cfg, Placement{Backend: smallGPU{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func (t *Trainer) bucketBytes() int {
 }
 
 // Comm is the trainer's communicator (dist.Single unless it was built with
-// NewTrainerDist).
+// NewTrainer with a Placement's Comm).
 func (t *Trainer) Comm() dist.Comm { return t.comm }
 
 // syncFromRankZero copies rank 0's parameters to every rank: all of them

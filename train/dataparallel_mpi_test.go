@@ -51,7 +51,7 @@ func checkDataParallel(t *testing.T, comm dist.Comm, norm string) {
 	}
 	c.Train.BatchSize, c.Train.Steps = 2, 3
 	c.Data.Count = 40
-	dp, err := NewTrainerDist(c, comm)
+	dp, err := NewTrainer(c, Placement{Comm: comm})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestFitAutoOnOOMDuringTraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Memory.Capacity, c.Memory.Fit = config.ByteSize(full.PeakReservedBytes), "auto"
-	tr, err := NewTrainer(c)
+	tr, err := NewTrainer(c, Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}

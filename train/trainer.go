@@ -149,62 +149,41 @@ func Target(cfg config.Config) (backend.Backend, error) {
 	return b, err
 }
 
-// NewTrainer validates cfg and builds the dataset, the model, Adam and the
-// batch buffers on the target backend.
+// Placement is where a Trainer trains: on Backend (nil: the backend the
+// config key device names; another, say, for the CUDA emulator in tests)
+// and as one rank of Comm (nil: one process; else comm's ranks train one
+// model on their shares of every micro-batch, see Trainer.Comm).
+type Placement struct {
+	Backend backend.Backend
+	Comm    dist.Comm
+}
+
+// NewTrainer validates cfg and builds the dataset, the model, the
+// optimizer and the batch buffers where at places it.
 //
 // With memory.fit: auto it trains the first of FitCandidates that plan says
 // fits memory.capacity (FitLog says which and why) and keeps the later ones
 // for an out-of-memory error during training.
-func NewTrainer(cfg config.Config) (*Trainer, error) {
+func NewTrainer(cfg config.Config, at Placement) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newTrainer(cfg)
+	b, comm := at.Backend, at.Comm
+	if b == nil {
+		var err error
+		if b, err = Target(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if comm == nil {
+		comm = dist.Single{}
+	}
+	return fitTrainer(cfg, b, comm)
 }
 
-// NewTrainerOn is NewTrainer on backend b instead of the one config key
-// device names: for a backend the device package does not open (the CUDA
-// emulator in tests, say).
-func NewTrainerOn(cfg config.Config, b backend.Backend) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return newTrainerOn(cfg, b, dist.Single{})
-}
-
-// NewTrainerDist is NewTrainer for one rank of a data-parallel job: comm's
-// ranks train one model on their shares of every micro-batch (see
-// Trainer.Comm).
-func NewTrainerDist(cfg config.Config, comm dist.Comm) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	b, err := Target(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return newTrainerOn(cfg, b, comm)
-}
-
-// NewTrainerOnComm is NewTrainerDist on backend b.
-func NewTrainerOnComm(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return newTrainerOn(cfg, b, comm)
-}
-
-// newTrainer is NewTrainer for a validated cfg.
-func newTrainer(cfg config.Config) (*Trainer, error) {
-	b, err := Target(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return newTrainerOn(cfg, b, dist.Single{})
-}
-
-// newTrainerOn is NewTrainerOn for a validated cfg.
-func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
+// fitTrainer is NewTrainer for a validated cfg on backend b: the capacity
+// and model.checkpoint: auto resolved, memory.fit: auto's variant chosen.
+func fitTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {
 	cfg, _ = ResolveCapacity(cfg, b)
 	cfg, recomputeNote, err := ChooseRecompute(cfg, b)
 	if err != nil {
@@ -239,7 +218,7 @@ func newTrainerOn(cfg config.Config, b backend.Backend, comm dist.Comm) (*Traine
 	return t, nil
 }
 
-// buildTrainer is newTrainer on backend b without memory.fit; with the
+// buildTrainer is fitTrainer without memory.fit; with the
 // planning backend (noop) everything is allocated from a virtual pool and
 // steps are dry runs (see Plan).
 func buildTrainer(cfg config.Config, b backend.Backend, comm dist.Comm) (*Trainer, error) {

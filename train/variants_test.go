@@ -25,7 +25,7 @@ func tinyConfig() config.Config {
 
 func testTrainer(t *testing.T, c config.Config) *Trainer {
 	t.Helper()
-	tr, err := NewTrainer(c)
+	tr, err := NewTrainer(c, Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestOutOfMemoryNamesTheFix(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Memory.Capacity = config.ByteSize(arena.ArenaBytes - 4096)
-	_, err = NewTrainer(c)
+	_, err = NewTrainer(c, Placement{})
 	var oom *memory.OutOfMemoryError
 	if !errors.As(err, &oom) || !oom.Arena {
 		t.Fatalf("arena: want an out-of-memory error for the arena, got %v", err)
@@ -366,7 +366,7 @@ func TestEmptyCacheStep(t *testing.T) {
 			if !paged {
 				b = unpagedCPU{b}
 			}
-			tr, err := NewTrainerOn(c, b)
+			tr, err := NewTrainer(c, Placement{Backend: b})
 			if err != nil {
 				t.Fatal(err)
 			}

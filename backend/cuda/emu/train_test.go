@@ -82,7 +82,7 @@ func TestTrainingMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cpu, err := train.NewTrainer(cfg)
+			cpu, err := train.NewTrainer(cfg, train.Placement{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestTrainingMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			gpu.SetTF32(cfg.CUDA.TF32)
-			tr, err := train.NewTrainerOn(cfg, gpu)
+			tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +198,7 @@ func TestCachingOnPagedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Memory.Allocator, cfg.Train.Steps, cfg.Train.BatchSize = "caching", 4, 2
-	cpu, err := train.NewTrainer(cfg)
+	cpu, err := train.NewTrainer(cfg, train.Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestCachingOnPagedDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := train.NewTrainerOn(cfg, gpu)
+	tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
 	if err != nil {
 		t.Fatal(err)
 	}
