@@ -16,7 +16,7 @@ import (
 	"testing"
 )
 
-// fixtureValue is tools/make_nifti_fixtures.py's value(kind, x, y, z).
+// fixtureValue is tools/goldens/make_nifti_fixtures.py's value(kind, x, y, z).
 func fixtureValue(kind string, x, y, z int) float64 {
 	v := float64((x*7 + y*13 + z*29) % 97)
 	switch kind {
@@ -35,7 +35,7 @@ func fixtureValue(kind string, x, y, z int) float64 {
 }
 
 // TestNIfTIFixtures holds the reader to files written by Python's struct
-// and gzip modules (tools/make_nifti_fixtures.py): every voxel type
+// and gzip modules (tools/goldens/make_nifti_fixtures.py): every voxel type
 // memunet reads, both byte orders, gzip or not, scl_slope/scl_inter, an
 // extension before the voxels.
 func TestNIfTIFixtures(t *testing.T) {

@@ -190,7 +190,7 @@ func TestLossValidate(t *testing.T) {
 
 // TestWeightedCrossEntropyMatchesPyTorch: class-weighted cross-entropy
 // with ignored pixels is nn.CrossEntropyLoss(weight=w, ignore_index=255):
-// value and gradient (testdata/losses, tools/make_loss_goldens.py). A
+// value and gradient (testdata/losses, tools/goldens/make_loss_goldens.py). A
 // zero weight and no weights are among the cases.
 func TestWeightedCrossEntropyMatchesPyTorch(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "testdata", "losses", "goldens.json"))

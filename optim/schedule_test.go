@@ -9,7 +9,7 @@ import (
 
 // TestSchedulesMatchPyTorch: every rate of every case equals what
 // PyTorch's schedulers gave (testdata/schedules/goldens.json, made by
-// tools/make_schedule_goldens.py) within 1e-12 relative: StepLR, the
+// tools/goldens/make_schedule_goldens.py) within 1e-12 relative: StepLR, the
 // cosine-with-warmup LambdaLR, and ReduceLROnPlateau fed the same
 // validation mIoUs.
 func TestSchedulesMatchPyTorch(t *testing.T) {

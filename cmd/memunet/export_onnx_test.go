@@ -25,7 +25,7 @@ func onnxPython() string {
 // without the normalisation and the softmax; where python3 has onnx
 // (Debian's python3-onnx) each file passes onnx.checker.check_model with
 // full shape inference, and the metadata carries the model config.
-// ONNX Runtime's figures come from tools/onnx-check.
+// ONNX Runtime's figures come from tools/check/onnx-check.
 func TestExportONNX(t *testing.T) {
 	runDir, sum := trainTiny(t, "--set", "model.norm=group", "--set", "model.groups=2", "--set", "model.up=transpose")
 	stdout := runOK(t, "export", "--checkpoint", runDir, "--format", "onnx")
@@ -126,14 +126,14 @@ func TestExportONNXRefuses(t *testing.T) {
 
 // TestReadmeONNXSnippet: README's Node.js line runs as written on an
 // ONNX export of the default name, where onnxruntime-node is installed in
-// tools/onnx-check (tools/onnx-check/run.sh --install).
+// tools/check/onnx-check (tools/check/onnx-check/run.sh --install).
 func TestReadmeONNXSnippet(t *testing.T) {
-	modules, err := filepath.Abs("../../tools/onnx-check/node_modules")
+	modules, err := filepath.Abs("../../tools/check/onnx-check/node_modules")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(modules, "onnxruntime-node")); err != nil {
-		t.Skip("onnxruntime-node is not installed (tools/onnx-check/run.sh --install)")
+		t.Skip("onnxruntime-node is not installed (tools/check/onnx-check/run.sh --install)")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

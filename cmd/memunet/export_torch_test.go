@@ -40,7 +40,7 @@ func writeF32(t *testing.T, path string, v []float32) {
 }
 
 // TestExportLoadsInPyTorch: the exported file loads with strict=True into
-// tools/memunet_torch.py's UNet (the README's module), and PyTorch's logits
+// tools/pytorch/memunet_torch.py's UNet (the README's module), and PyTorch's logits
 // equal memunet's, for both upsampling modes and all three norms. Skipped
 // where python3 has no torch (Debian: apt-get install python3-torch).
 func TestExportLoadsInPyTorch(t *testing.T) {
@@ -84,7 +84,7 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 			writeF32(t, filepath.Join(tmp, "logits.bin"), logits.Read())
 			logits.Release()
 
-			cmd := exec.Command(py, "../../tools/memunet_torch.py", out, "--check", filepath.Join(tmp, "x.bin"), filepath.Join(tmp, "logits.bin"), "3", "16", "16")
+			cmd := exec.Command(py, "../../tools/pytorch/memunet_torch.py", out, "--check", filepath.Join(tmp, "x.bin"), filepath.Join(tmp, "logits.bin"), "3", "16", "16")
 			res, err := cmd.Output()
 			if err != nil {
 				var stderr []byte

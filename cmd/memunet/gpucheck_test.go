@@ -14,7 +14,7 @@ import (
 	"github.com/memunet/memunet/report"
 )
 
-// gpuCheck is what the tests read of tools/gpu-check.sh's gpu-check.json.
+// gpuCheck is what the tests read of tools/check/gpu-check.sh's gpu-check.json.
 type gpuCheck struct {
 	Mode     string `json:"mode"`
 	Finished bool   `json:"finished"`
@@ -40,7 +40,7 @@ func (g *gpuCheck) step(name string) *struct {
 	return nil
 }
 
-// startGPUCheck starts tools/gpu-check.sh run --cpu into a fresh folder
+// startGPUCheck starts tools/check/gpu-check.sh run --cpu into a fresh folder
 // with the CPU build at 32 px, in a session of its own (each step's
 // timeout makes a process group of its own), and returns the command and
 // the folder. Whatever is left of the session when the test ends is
@@ -48,7 +48,7 @@ func (g *gpuCheck) step(name string) *struct {
 func startGPUCheck(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	out := t.TempDir()
-	cmd := exec.Command("bash", "tools/gpu-check.sh", "run", "--cpu", out, dir)
+	cmd := exec.Command("bash", "tools/check/gpu-check.sh", "run", "--cpu", out, dir)
 	var console strings.Builder
 	cmd.Stdout, cmd.Stderr = &console, &console
 	t.Cleanup(func() {
@@ -162,7 +162,7 @@ func watchGPUCheck(t *testing.T, out string, done <-chan struct{}) int {
 	}
 }
 
-// TestGPUCheckScriptSmoke runs tools/gpu-check.sh run --cpu (the same steps
+// TestGPUCheckScriptSmoke runs tools/check/gpu-check.sh run --cpu (the same steps
 // with the CPU build at 32 px): gpu-check.json parses after every step,
 // compare's 7 variants and the training's summary are in it, and a step
 // killed at its time limit (compare-32 limited to 1 s) is recorded as

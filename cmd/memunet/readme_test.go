@@ -68,7 +68,7 @@ func hasFuzzTarget(t *testing.T, dir, name string) bool {
 
 // TestReadmeListsEveryCommand: README's Commands section gives every
 // command's synopsis as help prints it, and its runnable tour (the first
-// sh block, which tools/readme-check.sh runs) uses every command.
+// sh block, which tools/check/readme-check.sh runs) uses every command.
 func TestReadmeListsEveryCommand(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {

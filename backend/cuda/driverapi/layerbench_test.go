@@ -15,7 +15,7 @@ import (
 // TestLayerBench times every convolution of the seed UNet (base 16 and 64,
 // 128 and 512 px, batch 4), forward and both gradients, in TF32, fp16,
 // bf16 and exact fp32, on device 0's events, and writes the rows as JSON
-// to the file MEMUNET_LAYER_BENCH names (tools/gpu-check.sh's layers
+// to the file MEMUNET_LAYER_BENCH names (tools/check/gpu-check.sh's layers
 // step); it skips without it. MEMUNET_LAYER_BENCH_S (default 40) bounds
 // its time: what was measured by then is written.
 func TestLayerBench(t *testing.T) {

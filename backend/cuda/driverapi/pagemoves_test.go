@@ -9,7 +9,7 @@ import (
 
 // TestPageMoves measures what the caching pool pays to move a page on
 // device 0 and logs it as one line, "page-moves: {json}", which
-// tools/gpu-check.sh reads.
+// tools/check/gpu-check.sh reads.
 func TestPageMoves(t *testing.T) {
 	m, err := device0(t).MeasurePageMoves(64)
 	if err != nil {

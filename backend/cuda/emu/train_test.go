@@ -54,7 +54,7 @@ func lossTol(cfg config.Config, gpu *cuda.Backend) float64 {
 // inputs in pinned host memory and back); and the other losses and
 // optimizers on fp32 (ce+dice with auto class weights and RMSprop; focal
 // with SGD and Nesterov; dice with AdamW). Emulation is slow, so the
-// other variants are left to the GPU run (tools/gpu-check.sh).
+// other variants are left to the GPU run (tools/check/gpu-check.sh).
 func TestTrainingMatchesCPU(t *testing.T) {
 	others := map[string]func(*config.Config){
 		"ce+dice/rmsprop": func(c *config.Config) {

@@ -3,14 +3,14 @@
 # measured, brought back as one JSON file by one command that returns
 # within 600 s.
 #
-#   tools/gpu-check.sh build [DIR]
+#   tools/check/gpu-check.sh build [DIR]
 #       Here (Go with cgo and a C compiler; no CUDA toolkit, no GPU): the
 #       gpu build's stripped binaries into DIR (default bin/gpu-check:
 #       memunet-gpu, cuda-backend.test and cudnn.test, at most 48 MiB, which
 #       build checks), and the CPU twin: the quickstart trained on this
 #       machine's CPU (cpu-twin.json), so the GPU machine spends no time on
 #       CPU runs. DIR is the one folder that travels with the tree.
-#   tools/gpu-check.sh run OUT [DIR]
+#   tools/check/gpu-check.sh run OUT [DIR]
 #       There, from the repository root (no Go needed). Every step runs
 #       under its own time limit, and OUT/gpu-check.json is rewritten whole
 #       after each step (and closed by an exit trap), so it always parses;
@@ -19,7 +19,7 @@
 #       cuDNN's algorithm tables, as TestRecordAlgorithmTables wrote them
 #       (on a GPU with a cuDNN only). Nothing else is written under OUT:
 #       at most 7 files, one folder down.
-#   tools/gpu-check.sh run --cpu OUT [DIR]
+#   tools/check/gpu-check.sh run --cpu OUT [DIR]
 #       The same steps with the CPU build (MEMUNET, else bin/memunet built
 #       from the tree) on device cpu at tiny sizes: checks this script on
 #       any machine. The steps that need a GPU run their binaries where
@@ -86,10 +86,10 @@
 # --cpu 2), GPU_CHECK_LIMITS (per-step limits to override, e.g.
 # "compare-128=30 train=10").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 usage() {
-	echo "usage: tools/gpu-check.sh build [DIR] | run [--cpu] OUT [DIR]" >&2
+	echo "usage: tools/check/gpu-check.sh build [DIR] | run [--cpu] OUT [DIR]" >&2
 	exit 2
 }
 
@@ -201,7 +201,7 @@ NOTE=""
 write_json() {
 	local f sep=""
 	{
-		printf '{\n  "check": "memunet tools/gpu-check.sh", "mode": "%s", "device": "%s",\n' "$MODE" "$DEVICE"
+		printf '{\n  "check": "memunet tools/check/gpu-check.sh", "mode": "%s", "device": "%s",\n' "$MODE" "$DEVICE"
 		printf '  "started": "%s", "updated": "%s", "finished": %s, "note": %s,\n' \
 			"$started" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$FINISHED" "$(json_string "$NOTE")"
 		printf '  "sizes": [%s], "steps_per_variant": %d, "train_steps": %d, "limits_s_total": %d,\n' \
@@ -405,7 +405,7 @@ if [ -x "$DIR/cuda-backend.test" ]; then
 		[ -z "$bad" ] || DETAIL+="; failing among the changed groups: $bad"
 	fi
 else
-	STATUS=skipped DETAIL="no $DIR/cuda-backend.test (tools/gpu-check.sh build)"
+	STATUS=skipped DETAIL="no $DIR/cuda-backend.test (tools/check/gpu-check.sh build)"
 fi
 end
 
@@ -508,7 +508,7 @@ if [ "$DEVICE" != cuda ]; then
 elif ! limited 15 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then
 	STATUS=skipped DETAIL="torch with CUDA is not importable here"
 else
-	CAPTURE=$WORK/torch-layers.log limited "$(left)" python3 tools/pytorch_layers.py --out "$WORK/torch-layers.json" \
+	CAPTURE=$WORK/torch-layers.log limited "$(left)" python3 tools/pytorch/pytorch_layers.py --out "$WORK/torch-layers.json" \
 		--seconds $(($(left) > 15 ? $(left) - 10 : 5))
 	rc=$?
 	STATUS=$(status_of $rc)
@@ -648,7 +648,7 @@ print(json.dumps(out))' "${files[@]}" 2>/dev/null)
 		DETAIL="handle ${handle:-none}, tables ${record:-none} (fp32: $fp32); OUT/cudnn-tables: ${copied[*]:-none}; $library"
 	fi
 else
-	STATUS=skipped DETAIL="no $DIR/cudnn.test (tools/gpu-check.sh build)"
+	STATUS=skipped DETAIL="no $DIR/cudnn.test (tools/check/gpu-check.sh build)"
 fi
 end
 
@@ -794,7 +794,7 @@ else
 		n=$(left)
 		[ "$n" -gt 5 ] || break
 		# shellcheck disable=SC2086
-		CAPTURE=$WORK/torch.log limited "$((n < 25 ? n : 25))" python3 tools/pytorch_unet.py --device cuda --base 16 --depth 4 \
+		CAPTURE=$WORK/torch.log limited "$((n < 25 ? n : 25))" python3 tools/pytorch/pytorch_unet.py --device cuda --base 16 --depth 4 \
 			--batch 4 --size "$first" --classes 4 --steps "$STEPS" ${v#*:}
 		line=$(grep '^{' "$WORK/torch.log" | tail -1)
 		if [ "${line:0:1}" = "{" ]; then

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch + cuDNN on each convolution of the seed UNet, as memunet's
 per-layer benchmark times its own (backend/cuda's BenchLayers, run by
-tools/gpu-check.sh's layers step): the distinct convolutions of the UNet of
-tools/pytorch_unet.py (depth 4, bilinear, 3 input channels, 4 classes) at
+tools/check/gpu-check.sh's layers step): the distinct convolutions of the UNet of
+tools/pytorch/pytorch_unet.py (depth 4, bilinear, 3 input channels, 4 classes) at
 base 16 and 64, 128 and 512 px, batch 4; forward (F.conv2d), input gradient
 (torch.nn.grad.conv2d_input) and weight gradient (conv2d_weight), in TF32
 (cuDNN's default for fp32: allow_tf32), fp16, bf16 and exact fp32

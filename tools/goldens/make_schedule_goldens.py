@@ -9,7 +9,7 @@ lambda (transformers' get_cosine_schedule_with_warmup, plus a floor
 min_lr); ReduceLROnPlateau(mode="max") stepped with a fixed sequence of
 validation mIoUs every val_every steps.
 
-Usage (Debian's python3-torch): /usr/bin/python3 tools/make_schedule_goldens.py
+Usage (Debian's python3-torch): /usr/bin/python3 tools/goldens/make_schedule_goldens.py
 """
 import json
 import math
@@ -66,7 +66,7 @@ def main():
         cases.append({"kind": "plateau", "lr": lr, "patience": patience, "factor": factor, "threshold": threshold,
                       "min_lr": min_lr, "val_every": val_every, "mious": mious, "steps": steps,
                       "rates": rates(opt, None, steps, on_step)})
-    out = os.path.join(os.path.dirname(__file__), "..", "testdata", "schedules", "goldens.json")
+    out = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "schedules", "goldens.json")
     with open(out, "w") as f:
         json.dump({"torch": torch.__version__, "cases": cases}, f, indent=1)
         f.write("\n")

@@ -1,12 +1,12 @@
 // Command reference writes the inputs and memunet's logits that
-// tools/onnx-check compares an exported ONNX model with: for each image
+// tools/check/onnx-check compares an exported ONNX model with: for each image
 // size and batch size, n synthetic images (raw intensities in [0, 1], as
 // memunet reads 8-bit files) and the logits of the checkpoint's model in
 // eval mode, fp32, on the CPU, on those images normalised with the
 // checkpoint's data.mean and data.std. It reads the checkpoint export
 // reads (a run directory: its newest).
 //
-//	go run ./tools/onnx-check/reference --checkpoint RUN --out DIR [--sizes 32,64] [--batches 1,3]
+//	go run ./tools/check/onnx-check/reference --checkpoint RUN --out DIR [--sizes 32,64] [--batches 1,3]
 //
 // DIR gets cases.json, and per case raw-SIZE-BATCH.f32,
 // normalized-SIZE-BATCH.f32 and logits-SIZE-BATCH.f32 (float32, little

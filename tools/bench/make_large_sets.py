@@ -2,9 +2,9 @@
 """Writes toy datasets in the formats of large images, with Python's
 struct and zlib modules alone (no imaging library: an independent writer):
 
-    python3 tools/make_large_sets.py tiff  DIR [N] [SIZE]   # DIR/images/*.tif, DIR/masks/*.tif
-    python3 tools/make_large_sets.py nifti DIR [N] [SIZE] [DEPTH]  # DIR/{images,masks}/*.nii.gz
-    python3 tools/make_large_sets.py png   DIR [N] [SIZE]   # 8-bit RGB PNG images, gray masks
+    python3 tools/bench/make_large_sets.py tiff  DIR [N] [SIZE]   # DIR/images/*.tif, DIR/masks/*.tif
+    python3 tools/bench/make_large_sets.py nifti DIR [N] [SIZE] [DEPTH]  # DIR/{images,masks}/*.nii.gz
+    python3 tools/bench/make_large_sets.py png   DIR [N] [SIZE]   # 8-bit RGB PNG images, gray masks
 
 Every image shows a bright disc (class 1) and a dark square (class 2) on
 a noisy background. TIFF images are 16-bit gray (values in 0..4095, as a

@@ -10,14 +10,14 @@
 #   fp32: max |difference| <= 1e-4 and argmax agreement >= 99.9%, or it fails;
 #   fp16: the figures are printed (and gross errors fail: agreement < 95%).
 #
-#   tools/onnx-check/run.sh [WORKDIR]   (default: a temporary directory)
-#   tools/onnx-check/run.sh --install   (only install onnxruntime-node)
+#   tools/check/onnx-check/run.sh [WORKDIR]   (default: a temporary directory)
+#   tools/check/onnx-check/run.sh --install   (only install onnxruntime-node)
 #
 # Exit 0: every check passed; 1: a check failed; 3: ONNX Runtime could not be
 # installed (no npm registry): nothing was compared.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+root="$(cd "$here/../../.." && pwd)"
 install_only=0
 if [ "${1:-}" = --install ]; then
 	install_only=1
@@ -55,7 +55,7 @@ else
 fi
 
 go build -o "$work/memunet" ./cmd/memunet
-go build -o "$work/reference" ./tools/onnx-check/reference
+go build -o "$work/reference" ./tools/check/onnx-check/reference
 failed=0
 for norm in batch group none; do
 	for up in bilinear transpose; do

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch's side of tools/bench-tiles-vs-pytorch.sh: sliding-window
+"""PyTorch's side of tools/bench/bench-tiles-vs-pytorch.sh: sliding-window
 (tiled) prediction of one RGB PNG with a memunet export, the same tiles as
 `memunet predict --tile T --overlap F` cuts (reflect padding to whole
 tiles, split before and after the image; stride round(T*(1-F))), the same
 Gaussian weights (sigma T/8, separable, peak 1), blended in float64, argmax.
 
-    python3 tools/tiles_torch.py model.safetensors image.png --tile 256 \\
+    python3 tools/pytorch/tiles_torch.py model.safetensors image.png --tile 256 \\
         --overlap 0.5 --batch 4 --threads 2 [--mask memunet_mask.png]
 
 Prints one JSON line: tiles, seconds (the tiled pass: tiles cut, forward

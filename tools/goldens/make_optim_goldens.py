@@ -20,7 +20,7 @@ source (the golden file the start came from).
 
 Usage (Debian's python3-torch), from anywhere:
 
-  /usr/bin/python3 tools/make_optim_goldens.py
+  /usr/bin/python3 tools/goldens/make_optim_goldens.py
 """
 import json
 import os
@@ -30,13 +30,14 @@ import torch
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))
 SOURCE = os.path.join("testdata", "goldens", "unet_bilinear_batch.safetensors")
 OUT = os.path.join(REPO, "testdata", "optim", "trajectories.safetensors")
-COMMAND = "/usr/bin/python3 tools/make_optim_goldens.py"
+COMMAND = "/usr/bin/python3 tools/goldens/make_optim_goldens.py"
 STEPS = 4
 
-sys.path.insert(0, HERE)
+sys.path.insert(0, HERE)  # make_goldens
+sys.path.insert(0, os.path.join(REPO, "tools", "pytorch"))  # memunet_torch
 from make_goldens import read_safetensors, write_safetensors  # noqa: E402
 from memunet_torch import UNet  # noqa: E402
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# memunet against PyTorch on one GPU, after tools/gpu-check.sh has passed
+# memunet against PyTorch on one GPU, after tools/check/gpu-check.sh has passed
 # there: the same UNet (depth 4, 4 classes, batch 4, Adam), the same seven
 # variants, step time and device memory, at the seed UNet's width (base 64,
 # the blog's 64..1024 channels) and at base 16; then cuDNN's time for each
 # convolution of the seed UNet at the shapes the check's pytorch-layers
-# step had no time for. Needs the gpu build (tools/gpu-check.sh build) and
+# step had no time for. Needs the gpu build (tools/check/gpu-check.sh build) and
 # python3 with CUDA torch there; no Go.
 #
-#   tools/gpu-vs-pytorch.sh OUT [DIR]
+#   tools/bench/gpu-vs-pytorch.sh OUT [DIR]
 #
 # Writes OUT/gpu-vs-pytorch.json (rewritten after every part, so a part
 # killed midway loses only itself) and OUT/gpu-vs-pytorch.log, and prints
@@ -17,9 +17,9 @@
 # ("64x512,64x128,16x512"), LAYER_SECONDS (90); DEVICE (cuda) and MEMUNET
 # (DIR/memunet-gpu) to try it on the CPU build.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || {
-	echo "usage: tools/gpu-vs-pytorch.sh OUT [DIR]" >&2
+	echo "usage: tools/bench/gpu-vs-pytorch.sh OUT [DIR]" >&2
 	exit 2
 }
 OUT=$1
@@ -36,7 +36,7 @@ LOG=$OUT/gpu-vs-pytorch.log
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-vs-pytorch.XXXXXX") || exit 1
 trap 'rm -rf "$WORK"' EXIT
 [ -x "$memunet" ] || {
-	echo "no $memunet: run tools/gpu-check.sh build here first and carry $DIR" >&2
+	echo "no $memunet: run tools/check/gpu-check.sh build here first and carry $DIR" >&2
 	exit 1
 }
 
@@ -82,7 +82,7 @@ for cfg in $CONFIGS; do
 	for v in "${VARIANTS[@]}"; do
 		echo "== $cfg: pytorch ${v%%:*}" >>"$LOG"
 		# shellcheck disable=SC2086
-		timeout --kill-after=5 40 python3 tools/pytorch_unet.py --device cuda --base "$base" --depth 4 --batch 4 \
+		timeout --kill-after=5 40 python3 tools/pytorch/pytorch_unet.py --device cuda --base "$base" --depth 4 --batch 4 \
 			--size "$size" --classes 4 --steps "$STEPS" ${v#*:} >"$d/torch.log" 2>&1
 		cat "$d/torch.log" >>"$LOG"
 		grep '^{' "$d/torch.log" | tail -1 >"$d/torch-${v%%:*}.json"
@@ -91,7 +91,7 @@ for cfg in $CONFIGS; do
 done
 
 echo "== cuDNN per convolution: $LAYER_SHAPES" | tee -a "$LOG"
-timeout --kill-after=5 $((LAYER_SECONDS + 30)) python3 tools/pytorch_layers.py --out "$WORK/torch-layers.json" \
+timeout --kill-after=5 $((LAYER_SECONDS + 30)) python3 tools/pytorch/pytorch_layers.py --out "$WORK/torch-layers.json" \
 	--seconds "$LAYER_SECONDS" --shapes "$LAYER_SHAPES" --precisions tf32,fp16,bf16 >>"$LOG" 2>&1
 collect
 

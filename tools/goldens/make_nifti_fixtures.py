@@ -3,7 +3,7 @@
 and gzip modules alone, from nifti1.h's field list: a writer that shares
 nothing with memunet's reader, which TestNIfTIFixtures holds to them.
 
-    python3 tools/make_nifti_fixtures.py data/testdata/nifti
+    python3 tools/goldens/make_nifti_fixtures.py data/testdata/nifti
 
 Every volume's voxel (x, y, z) holds value(kind, x, y, z) below, stored
 as its datatype (scl_slope/scl_inter given where noted); TestNIfTIFixtures

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How memunet's fp32 training step scales with cores, image size and width,
-# beside PyTorch's on the same machine: tools/bench-vs-pytorch.sh (baseline
+# beside PyTorch's on the same machine: tools/bench/bench-vs-pytorch.sh (baseline
 # variant) for GOMAXPROCS/threads 1 and all cores, 64/128/256 px and base
 # 16/32/64 (depth 4, batch 4), printed as a markdown table. ROUNDS (default
 # 1) alternating rounds each; SIZES, BASES and CORES override the grids,
@@ -11,7 +11,7 @@
 # Needs Debian's python3-torch; not part of CI. Takes about ten minutes on
 # a 2-core machine at the defaults.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 sizes=${SIZES:-64 128 256}
 bases=${BASES:-16 32 64}
 cores=${CORES:-1 $(nproc)}
@@ -23,7 +23,7 @@ for isa in $isas; do
 for c in $cores; do
 	for size in $sizes; do
 		for base in $bases; do
-			out=$(ISA=$isa THREADS=$c SIZE=$size BASE=$base VARIANTS=baseline ROUNDS=$rounds STEPS=3 tools/bench-vs-pytorch.sh 2>/dev/null | tail -3)
+			out=$(ISA=$isa THREADS=$c SIZE=$size BASE=$base VARIANTS=baseline ROUNDS=$rounds STEPS=3 tools/bench/bench-vs-pytorch.sh 2>/dev/null | tail -3)
 			python3 - "$isa" "$c" "$size" "$base" "$out" <<'PY'
 import re, sys
 isa, c, size, base, out = sys.argv[1:6]

@@ -2,7 +2,7 @@
 """Writes the PyTorch golden tensors under testdata/goldens/ that memunet's Go
 tests compare against (no Python is needed to run those tests).
 
-For each tiny architecture below it builds tools/memunet_torch.py's UNet
+For each tiny architecture below it builds tools/pytorch/memunet_torch.py's UNet
 (whose state_dict keys and shapes are memunet's parameter names), gives it
 random non-trivial weights, and records in one safetensors file:
 
@@ -26,7 +26,7 @@ adam (the optimizer settings as JSON), seed.
 The output is deterministic: rerunning with the same torch gives the same
 bytes. Usage, from anywhere:
 
-  /usr/bin/python3 tools/make_goldens.py
+  /usr/bin/python3 tools/goldens/make_goldens.py
 """
 import json
 import math
@@ -39,11 +39,11 @@ import torch
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(REPO, "testdata", "goldens")
-COMMAND = "/usr/bin/python3 tools/make_goldens.py"
+COMMAND = "/usr/bin/python3 tools/goldens/make_goldens.py"
 
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tools", "pytorch"))
 from memunet_torch import UNet  # noqa: E402  (imports only json, struct, sys, numpy, torch)
 
 ARCHS = [

@@ -12,12 +12,12 @@
 # equivalent (its CPU autocast is bf16 only). Needs Debian's python3-torch
 # (apt-get install python3-torch); not part of CI.
 #
-#   tools/bench-vs-pytorch.sh                      # the seed UNet, 2 cores
-#   THREADS=1 SIZE=64 BASE=32 tools/bench-vs-pytorch.sh
+#   tools/bench/bench-vs-pytorch.sh                      # the seed UNet, 2 cores
+#   THREADS=1 SIZE=64 BASE=32 tools/bench/bench-vs-pytorch.sh
 #
 # With BEFORE=<git revision>, that revision of memunet is built and timed
 # too, in the same alternation (PyTorch then serves as a control):
-#   BEFORE=HEAD~3 VARIANTS=baseline,fp16 tools/bench-vs-pytorch.sh
+#   BEFORE=HEAD~3 VARIANTS=baseline,fp16 tools/bench/bench-vs-pytorch.sh
 # MEMUNET_BIN=<binary> times that CPU build instead of building one (no
 # Go needed), PYTHON the python3 with torch (default /usr/bin/python3).
 # ISA=avx2 times both as on a machine without AVX-512: memunet with
@@ -26,7 +26,7 @@
 # ONEDNN_MAX_CPU_ISA=AVX2. MEMUNET_SET adds --set flags to memunet's runs
 # only (e.g. MEMUNET_SET="model.conv_algo=winograd").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ "${ISA:-}" = avx2 ]; then
 	export GODEBUG=cpu.avx512f=off ONEDNN_MAX_CPU_ISA=AVX2
 fi
@@ -83,7 +83,7 @@ for round in $(seq "$rounds"); do
 		[ -n "$flags" ] || continue
 		echo "== PyTorch $v, round $round/$rounds ($threads threads)"
 		# shellcheck disable=SC2086
-		"${PYTHON:-/usr/bin/python3}" tools/pytorch_unet.py --threads "$threads" --steps "$steps" --base "$base" \
+		"${PYTHON:-/usr/bin/python3}" tools/pytorch/pytorch_unet.py --threads "$threads" --steps "$steps" --base "$base" \
 			--size "$size" --batch "$batch" $flags | tee /dev/stderr |
 			python3 -c 'import json,sys; print(sys.argv[1], json.load(sys.stdin)["step_ms_median"])' "$v" >>"$tmp/torch.txt"
 	done

@@ -7,9 +7,9 @@
 # first sh block of "## Commands", in order, each as written. Any command
 # that fails stops the check, naming it.
 #
-# usage: tools/readme-check.sh [REPO]   (default: this checkout's repository)
+# usage: tools/check/readme-check.sh [REPO]   (default: this checkout's repository)
 set -euo pipefail
-repo="$(cd "${1:-$(dirname "$0")/..}" && git rev-parse --show-toplevel)"
+repo="$(cd "${1:-$(dirname "$0")/../..}" && git rev-parse --show-toplevel)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 git clone --quiet "$repo" "$work/clone"

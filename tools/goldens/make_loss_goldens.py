@@ -7,7 +7,7 @@ one pixel in six 255 (ignored), class weights; and
 nn.CrossEntropyLoss(weight=w, ignore_index=255, reduction="mean")'s value
 and gradient by the logits (float64, so the golden is exact to print).
 
-Usage (Debian's python3-torch): /usr/bin/python3 tools/make_loss_goldens.py
+Usage (Debian's python3-torch): /usr/bin/python3 tools/goldens/make_loss_goldens.py
 """
 import json
 import os
@@ -15,7 +15,7 @@ import os
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(os.path.dirname(HERE), "testdata", "losses", "goldens.json")
+OUT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "testdata", "losses", "goldens.json")
 
 
 def main():
@@ -35,7 +35,7 @@ def main():
                           loss=loss.item(), grad=[float(v) for v in z.grad.flatten()]))
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
-        json.dump(dict(torch_version=torch.__version__, command="/usr/bin/python3 tools/make_loss_goldens.py",
+        json.dump(dict(torch_version=torch.__version__, command="/usr/bin/python3 tools/goldens/make_loss_goldens.py",
                        cases=cases), f, indent=1)
         f.write("\n")
     print(f"{OUT}: {len(cases)} cases")
