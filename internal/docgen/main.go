@@ -1,0 +1,143 @@
+// Command docgen writes the generated parts of docs/reference from the
+// code, so that the reference cannot say what memunet does not do:
+//
+//   - docs/reference/commands.md: every command's help as "memunet help"
+//     prints it (synopsis, what it does, every flag with its default),
+//     from a memunet built from this tree;
+//   - docs/reference/config.md: every config key (config.Default, section
+//     by section) with its default, what it accepts in the config's own
+//     words (config.Parse's error for a value of the wrong kind) and its
+//     meaning (config-notes.md, else the key's comment in
+//     configs/quickstart.yaml).
+//
+// Each page is hand-written around its generated part, which lies between
+// two marker lines; docgen rewrites only that part, and only files whose
+// contents change. go generate ./internal/docgen (or ./...) runs it.
+// TestReferenceUpToDate fails when a page differs from what docgen would
+// write, so a new flag, key, default or accepted value shows up as a
+// failing test until the reference is generated again.
+//
+// Why run the binary rather than import the help tables: they belong to
+// package main of cmd/memunet, which holds the command line only, and
+// what a user reads is what "memunet help" prints; building it costs a
+// link, since go test ./... has compiled its packages.
+package main
+
+//go:generate go run .
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "docgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	files, err := Generate(root)
+	if err != nil {
+		return err
+	}
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, rel := range paths {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, files[rel]) {
+			continue
+		}
+		if err := os.WriteFile(p, files[rel], 0o644); err != nil {
+			return err
+		}
+		fmt.Println("docgen: wrote", rel)
+	}
+	return nil
+}
+
+// Generate returns what the generated pages (paths from root, with
+// slashes) hold once their generated parts are written.
+func Generate(root string) (map[string][]byte, error) {
+	commands, err := commandsPart(root)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := configPart(root)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	for _, p := range []struct{ rel, begin, end, text string }{
+		{commandsPage, commandsBegin, commandsEnd, commands},
+		{configPage, configBegin, configEnd, keys},
+	} {
+		b, err := replace(root, p.rel, p.begin, p.end, p.text)
+		if err != nil {
+			return nil, err
+		}
+		files[p.rel] = b
+	}
+	return files, nil
+}
+
+// replace is file rel (from root) with the part from the line begin to
+// the line end, both included, replaced by begin, text and end.
+func replace(root, rel, begin, end, text string) ([]byte, error) {
+	src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil, err
+	}
+	s := string(src)
+	i, j := indexLine(s, begin), indexLine(s, end)
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("%s: the lines %q and %q, between which go generate writes, are missing", rel, begin, end)
+	}
+	return []byte(s[:i] + begin + "\n\n" + text + "\n" + end + s[j+len(end):]), nil
+}
+
+// indexLine is the index of line, as a whole line, in s, or -1.
+func indexLine(s, line string) int {
+	for off := 0; off <= len(s); {
+		i := strings.Index(s[off:], line)
+		if i < 0 {
+			return -1
+		}
+		i += off
+		if (i == 0 || s[i-1] == '\n') && (i+len(line) == len(s) || s[i+len(line)] == '\n') {
+			return i
+		}
+		off = i + 1
+	}
+	return -1
+}
+
+// moduleRoot is the folder of the go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
