@@ -48,7 +48,7 @@
 // new operation is its method there, with its contract; a CPU
 // implementation (backend/cpu); a CUDA kernel (backend/cuda/kernels), or
 // for an optional operation none yet, its composition (Composed) standing
-// in; its case in backendtest; and the caller. README's "Adding an
+// in; its case in backendtest; and the caller. docs/design.md's "Adding an
 // operation" lists what go generate writes.
 //
 // There is no registry: which backend a run uses is an explicit value

@@ -21,7 +21,7 @@ package backend
 // (ops_gen.go), the noop backend's methods, each backend's Supports and
 // composed methods, the CUDA backend's Kernel enum and its generated
 // methods, the CUDA emulator's dispatch, backendtest's registration of
-// each operation's case (test<Op>) and the operation lists of README.md
+// each operation's case (test<Op>) and the operation lists of docs/design.md
 // and doc.go; a test fails where they differ from it.
 
 // Transfer moves values between host memory and buffers, and between

@@ -41,7 +41,8 @@ var memunetRules = houseRules{
 	CLI: "cmd/memunet", MaxCLILines: 1500,
 }
 
-// TestStructure: the layers stay as DESIGN.md draws them. cmd/memunet is
+// TestStructure: the layers stay as docs/design.md draws them (its "What
+// the tests hold the structure to" says so in prose). cmd/memunet is
 // the command line only (flags, a call into a package, printing), so that
 // a Go caller finds everything it does in a package; charts are report's
 // alone; predict loads a checkpoint without the run loop; the run loop,

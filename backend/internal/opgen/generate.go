@@ -32,7 +32,7 @@ func Generate(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	for _, step := range []func() error{
-		g.checkKernels, g.checkComposed, g.methods, g.noop, g.cpu, g.cuda, g.emulator, g.backendtest, g.readme, g.docGo,
+		g.checkKernels, g.checkComposed, g.methods, g.noop, g.cpu, g.cuda, g.emulator, g.backendtest, g.designDoc, g.docGo,
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -516,16 +516,16 @@ func (g *gen) backendtest() error {
 	return g.goFile("backend/backendtest/"+genFile, b.Bytes())
 }
 
-// The README's table of operations lies between these lines.
+// docs/design.md's table of operations lies between these lines.
 const (
-	readmeBegin = "<!-- operations: generated from backend/ops.go by go generate ./backend; do not edit -->"
-	readmeEnd   = "<!-- end of operations -->"
+	tableBegin = "<!-- operations: generated from backend/ops.go by go generate ./backend; do not edit -->"
+	tableEnd   = "<!-- end of operations -->"
 )
 
-// readme rewrites README.md's table of operations.
-func (g *gen) readme() error {
+// designDoc rewrites the table of operations in docs/design.md.
+func (g *gen) designDoc() error {
 	var b strings.Builder
-	b.WriteString(readmeBegin + "\n\n| Interface | Operation | CUDA kernels (`backend/cuda/kernels`) |\n|---|---|---|\n")
+	b.WriteString(tableBegin + "\n\n| Interface | Operation | CUDA kernels (`backend/cuda/kernels`) |\n|---|---|---|\n")
 	for _, op := range g.ops {
 		name := "`" + op.Name + "`"
 		if op.Optional {
@@ -540,8 +540,8 @@ func (g *gen) readme() error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", op.Group, name, ks)
 	}
-	b.WriteString("\n" + readmeEnd)
-	return g.replace("README.md", readmeBegin, readmeEnd, b.String())
+	b.WriteString("\n" + tableEnd)
+	return g.replace("docs/design.md", tableBegin, tableEnd, b.String())
 }
 
 // replace rewrites the part of file rel from the line begin to the line

@@ -2,7 +2,7 @@
 // operations, decides: the Method enum, the noop backend's methods, each
 // backend's Supports and composed methods, the CUDA backend's Kernel enum
 // and generated methods, the CUDA emulator's dispatch, backendtest's
-// registration and the operation lists of README.md and backend/doc.go.
+// registration and the operation lists of docs/design.md and backend/doc.go.
 // It checks the table against the kernels (backend/cuda/kernels/*.cu), the
 // backends' own methods and backendtest's cases, and stops naming what is
 // missing.

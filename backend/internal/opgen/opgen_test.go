@@ -45,7 +45,10 @@ func copyRepo(t *testing.T, edits ...edit) string {
 			}
 		}
 	}
-	copyFile(t, filepath.Join(root, "README.md"), filepath.Join(dst, "README.md"))
+	if err := os.MkdirAll(filepath.Join(dst, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(root, "docs", "design.md"), filepath.Join(dst, "docs", "design.md"))
 	for _, e := range edits {
 		p := filepath.Join(dst, filepath.FromSlash(e.file))
 		b, err := os.ReadFile(p)
@@ -101,7 +104,7 @@ func TestOptionalOperationComposed(t *testing.T) {
 		"backend/cuda/ops_gen.go":        {"backend.MethodTwice:\n\t\treturn false", "func (b *Backend) Twice(out, in backend.View) {\n\tbackend.Composed{Backend: b}.Twice(out, in)"},
 		"backend/noop/ops_gen.go":        {"func (Noop) Twice(_, _ backend.View)"},
 		"backend/backendtest/ops_gen.go": {`t.Run("Twice", s.testTwice)`, `t.Run("Composed/Twice", composed.testTwice)`},
-		"README.md":                      {"| Layers | `Twice` (optional) | none yet: `backend.Composed`'s composition |"},
+		"docs/design.md":                 {"| Layers | `Twice` (optional) | none yet: `backend.Composed`'s composition |"},
 		"backend/doc.go":                 {"Twice (optional)"},
 	} {
 		for _, w := range wants {
