@@ -14,7 +14,7 @@ const GPUBuild = false
 // openCUDA refuses: this is the CPU build.
 func openCUDA(index int) (backend.Backend, error) {
 	return nil, fmt.Errorf("device: cuda:%d: this memunet is the CPU build; the CUDA backend is in the build with -tags gpu: "+
-		"go build -tags gpu ./cmd/memunet on a machine with the CUDA toolkit (README: GPU), or set device: cpu", index)
+		"go build -tags gpu ./cmd/memunet on a machine with the CUDA toolkit (docs/gpu.md), or set device: cpu", index)
 }
 
 // DriverLoaded reports whether this process has tried to load the CUDA

@@ -15,7 +15,7 @@ import (
 const exportUsage = "usage: memunet export --checkpoint PATH [--format safetensors|onnx] [--out FILE] [--dtype fp32|fp16|bf16] [--with-normalize] [--with-softmax]"
 
 // exportCommand writes a checkpoint's weights (its state_dict) as one
-// safetensors file for PyTorch (see README: Exported weights), or the
+// safetensors file for PyTorch (see docs/guide/export.md), or the
 // model as an ONNX graph: checkpoint.Export.
 func exportCommand(args []string, stdout io.Writer) error {
 	fs := newFlags("export")

@@ -124,10 +124,10 @@ func TestExportONNXRefuses(t *testing.T) {
 	}
 }
 
-// TestReadmeONNXSnippet: README's Node.js line runs as written on an
+// TestDocsONNXSnippet: docs/guide/export.md's Node.js line runs as written on an
 // ONNX export of the default name, where onnxruntime-node is installed in
 // tools/check/onnx-check (tools/check/onnx-check/run.sh --install).
-func TestReadmeONNXSnippet(t *testing.T) {
+func TestDocsONNXSnippet(t *testing.T) {
 	modules, err := filepath.Abs("../../tools/check/onnx-check/node_modules")
 	if err != nil {
 		t.Fatal(err)
@@ -139,19 +139,19 @@ func TestReadmeONNXSnippet(t *testing.T) {
 	if err != nil {
 		t.Skip("no node")
 	}
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/guide/export.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var line string
-	for _, l := range strings.Split(string(readme), "\n") {
+	for _, l := range strings.Split(string(page), "\n") {
 		if strings.HasPrefix(l, `node -e "`) && strings.Contains(l, "onnxruntime-node") {
 			line = l
 		}
 	}
 	const example = "runs/q/model-step-00000800.onnx"
 	if !strings.Contains(line, example) {
-		t.Fatalf("README has no node -e line running %s", example)
+		t.Fatalf("docs/guide/export.md has no node -e line running %s", example)
 	}
 	code := strings.TrimSuffix(strings.TrimPrefix(line, `node -e "`), `"`)
 	runDir, _ := trainTiny(t)
@@ -161,6 +161,6 @@ func TestReadmeONNXSnippet(t *testing.T) {
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "[ 1, 4, 64, 64 ]" {
-		t.Fatalf("the README line: %v\n%s", err, out)
+		t.Fatalf("the docs/guide/export.md line: %v\n%s", err, out)
 	}
 }

@@ -40,7 +40,7 @@ func writeF32(t *testing.T, path string, v []float32) {
 }
 
 // TestExportLoadsInPyTorch: the exported file loads with strict=True into
-// tools/pytorch/memunet_torch.py's UNet (the README's module), and PyTorch's logits
+// tools/pytorch/memunet_torch.py's UNet (docs/guide/export.md's module), and PyTorch's logits
 // equal memunet's, for both upsampling modes and all three norms. Skipped
 // where python3 has no torch (Debian: apt-get install python3-torch).
 func TestExportLoadsInPyTorch(t *testing.T) {
@@ -110,23 +110,23 @@ func TestExportLoadsInPyTorch(t *testing.T) {
 	}
 }
 
-// TestReadmePythonSnippet: the README's Python snippet for exported
-// weights runs as written (from the repository root, on an export of the
+// TestDocsPythonSnippet: docs/guide/export.md's Python snippet for
+// exported weights runs as written (from the repository root, on an export of the
 // default name) with the python3 that has torch, e.g. Debian's
 // python3-torch without the safetensors package.
-func TestReadmePythonSnippet(t *testing.T) {
+func TestDocsPythonSnippet(t *testing.T) {
 	py := torchPython()
 	if py == "" {
 		t.Skip("no python3 with torch and numpy")
 	}
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/guide/export.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(readme)
+	text := string(page)
 	start := strings.Index(text, "```python\n")
 	if start < 0 {
-		t.Fatal("README.md has no ```python block")
+		t.Fatal("docs/guide/export.md has no ```python block")
 	}
 	code := text[start+len("```python\n"):]
 	code = code[:strings.Index(code, "```")]
@@ -146,6 +146,6 @@ func TestReadmePythonSnippet(t *testing.T) {
 	cmd.Dir = "../.."
 	b, err := cmd.CombinedOutput()
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), "ok") {
-		t.Fatalf("the README snippet: %v\n%s\n%s", err, code, b)
+		t.Fatalf("the docs/guide/export.md snippet: %v\n%s\n%s", err, code, b)
 	}
 }

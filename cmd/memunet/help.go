@@ -47,7 +47,7 @@ var commands = []commandHelp{
 		Dice and the per-class table, as training's validation computes them; writes a JSON report.
 		A batch that cannot fit --capacity or the machine is refused first, naming what would.`},
 	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
-		with PyTorch state_dict names (see README: Exported weights), or with --format onnx the
+		with PyTorch state_dict names (see docs/guide/export.md), or with --format onnx the
 		eval-mode model as an ONNX graph for ONNX Runtime (dynamic batch, height and width;
 		--with-normalize takes raw [0, 1] images, --with-softmax outputs probabilities).`},
 	{name: "plan", usage: synopsis(planUsage), summary: `predicts the peak memory of each variant (baseline,

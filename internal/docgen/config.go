@@ -65,7 +65,7 @@ func configPart(root string) (string, error) {
 	}
 	for _, k := range keys {
 		if !strings.Contains(k.name, ".") { // a top-level key or section: its own table
-			fmt.Fprintf(&b, "\n### %s\n\n", k.name)
+			fmt.Fprintf(&b, "\n## %s\n\n", k.name)
 			if m := meaning(k.name); k.section && m != "" {
 				b.WriteString(cell(m) + "\n\n")
 			}
