@@ -12,7 +12,7 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-// TestInitFromPyTorch: a state_dict PyTorch wrote (tools/memunet_torch.py's
+// TestInitFromPyTorch: a state_dict PyTorch wrote (tools/pytorch/memunet_torch.py's
 // UNet, its own random initialization, saved with its save_file) starts a
 // memunet run: every tensor loads by its PyTorch name, strictly. Skipped
 // where python3 has no torch.
@@ -37,7 +37,7 @@ with torch.no_grad():
     for name, b in m.named_buffers():
         if "running" in name: b.uniform_(0.5, 1.5)
 save_file(m.state_dict(), sys.argv[2])`
-	if out, err := exec.Command(py, "-c", script, "../tools", file).CombinedOutput(); err != nil {
+	if out, err := exec.Command(py, "-c", script, "../tools/pytorch", file).CombinedOutput(); err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
 	}
 	raw, err := os.ReadFile(file)

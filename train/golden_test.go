@@ -37,7 +37,7 @@ const (
 // logits, loss and every parameter's gradient from the same weights and
 // batch, BatchNorm's running statistics after the step, and the whole
 // state_dict after three Adam steps (L2 weight decay on). The tensors are
-// testdata/goldens (see testdata/README.md; tools/make_goldens.py made them).
+// testdata/goldens (see testdata/README.md; tools/goldens/make_goldens.py made them).
 func TestPyTorchGoldens(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "goldens", "*.safetensors"))
 	if err != nil || len(files) < 2 {

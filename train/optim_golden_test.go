@@ -47,7 +47,7 @@ func stateClose(t *testing.T, what string, got, want []float32) float64 {
 // tiny batch-norm UNet from its golden start, with a different learning
 // rate each step, and holds the state_dict, the optimizer's state tensors
 // and each step's loss to torch.optim's (testdata/optim, made by
-// tools/make_optim_goldens.py). Worst seen |diff|/(1+|torch|) for the
+// tools/goldens/make_optim_goldens.py). Worst seen |diff|/(1+|torch|) for the
 // weights: 2e-7 with SGD, 2.3e-5 with Adam and RMSprop, whose g/sqrt(v)
 // magnifies the gradients' relative differences as in TestPyTorchGoldens.
 func TestOptimizersMatchPyTorch(t *testing.T) {
