@@ -5,9 +5,11 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/memunet/memunet/bench"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
@@ -91,65 +93,108 @@ func PrintValidationTable(w io.Writer, names []string, runs []Curves) error {
 	return tw.Flush()
 }
 
-// BenchTable is memunet bench's table: a row per variant as it is
-// measured, aligned when Finish writes it.
-type BenchTable struct {
-	w        io.Writer
-	tw       *tabwriter.Writer
-	peak     float64
-	winograd bool     // a row may have taken Winograd's way (Finish says what that means for GFLOP/s)
-	counts   []string // each counted row's device work, for Finish
-}
-
-// NewBenchTable starts bench's table; peak is the FMA peak in GFLOP/s
-// that the "% peak" column is a share of (0: none measured, shown as "-").
-func NewBenchTable(w io.Writer, peak float64) *BenchTable {
-	t := &BenchTable{w: w, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight), peak: peak}
-	head := []string{"variant", "micro x acc", "step ms", "GFLOP/s", "% peak"}
+// PrintBench writes memunet bench's table of one process's result: a row
+// per variant (its median step, the spread of its steps, GFLOP/s and their
+// share of the FMA peak's median sample, ms per layer kind), what the
+// columns mean, the peak's samples, and where the device counts its work,
+// that work per step.
+func PrintBench(w io.Writer, r bench.Result) error {
+	peak, least, most := r.Peak()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"variant", "micro x acc", "step ms", "min..max", "GFLOP/s", "% peak"}
 	for k := range model.NumKinds {
 		head = append(head, k.String())
 	}
-	fmt.Fprintln(t.tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
-	return t
-}
-
-// Row adds the measured row of the variant name.
-func (t *BenchTable) Row(name string, r train.BenchRow) {
+	fmt.Fprintln(tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
 	ms := func(v float64) string { return fmt.Sprintf("%.1f", v) }
-	share := "-"
-	if t.peak > 0 {
-		share = fmt.Sprintf("%.0f", 100*r.GFLOPs/t.peak)
+	var counts []string
+	winograd := false
+	for _, row := range r.Rows {
+		if row.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\t\n", row.Name, row.Error)
+			continue
+		}
+		share := "-"
+		if peak > 0 {
+			share = fmt.Sprintf("%.0f", 100*row.GFLOPs/peak)
+		}
+		winograd = winograd || row.Winograd
+		if row.Counted {
+			counts = append(counts, fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
+				row.Name, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep))
+		}
+		cells := []string{row.Name, row.Variant, ms(row.StepMS), ms(row.StepMSMin) + ".." + ms(row.StepMSMax), ms(row.GFLOPs), share}
+		for _, v := range row.KindMS {
+			cells = append(cells, ms(v))
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, ms(row.OptimizerMS), ms(row.OtherMS)), "\t")+"\t")
 	}
-	t.winograd = t.winograd || r.Winograd
-	if r.Counted {
-		t.counts = append(t.counts, fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
-			name, r.LaunchesPerStep, r.CopiesPerStep, r.SyncsPerStep))
-	}
-	cells := []string{name, r.Variant, ms(r.StepMS), ms(r.GFLOPs), share}
-	for _, v := range r.KindMS {
-		cells = append(cells, ms(v))
-	}
-	fmt.Fprintln(t.tw, strings.Join(append(cells, ms(r.OptimizerMS), ms(r.OtherMS)), "\t")+"\t")
-}
-
-// Failed adds a row saying why the variant name did not run.
-func (t *BenchTable) Failed(name string, err error) {
-	fmt.Fprintf(t.tw, "%s\t%s\t\n", name, err)
-}
-
-// Finish writes the table and what its per-kind columns mean.
-func (t *BenchTable) Finish() error {
-	if err := t.tw.Flush(); err != nil {
+	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(t.w, "per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.")
-	if err == nil && t.winograd {
-		_, err = fmt.Fprintln(t.w, "GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.")
+	lines := []string{"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping."}
+	if len(r.PeakSamples) > 0 {
+		lines = append(lines, fmt.Sprintf("%% peak: of the FMA peak's median, %.1f GFLOP/s, of %d samples taken between the variants (%.1f..%.1f; %s micro-kernel from L1 on %d cores)",
+			peak, len(r.PeakSamples), least, most, r.Kernel, r.Cores))
 	}
-	if err == nil && len(t.counts) > 0 {
-		_, err = fmt.Fprintf(t.w, "device work per optimizer step, mean over the timed steps:\n%s\n", strings.Join(t.counts, "\n"))
+	if winograd {
+		lines = append(lines, "GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.")
 	}
+	if len(counts) > 0 {
+		lines = append(lines, "device work per optimizer step, mean over the timed steps:\n"+strings.Join(counts, "\n"))
+	}
+	_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// PrintBenchRepeats writes bench --repeat's summary of results, one a
+// process: each variant's median step and the FMA peak's median in every
+// process, then each variant's fastest, median and slowest process and
+// their ratio, which a machine whose speed is set per process (two modes)
+// shows far from 1.
+func PrintBenchRepeats(w io.Writer, results []bench.Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var names []string
+	for _, row := range results[0].Rows {
+		if row.Error == "" {
+			names = append(names, row.Name)
+		}
+	}
+	fmt.Fprintln(tw, strings.Join(append(append([]string{"process"}, names...), "peak GFLOP/s"), "\t")+"\t")
+	steps := make([][]float64, len(names))
+	for i, r := range results {
+		cells := []string{fmt.Sprint(i + 1)}
+		for j, name := range names {
+			cell := "-"
+			for _, row := range r.Rows {
+				if row.Name == name && row.Error == "" {
+					cell = fmt.Sprintf("%.1f", row.StepMS)
+					steps[j] = append(steps[j], row.StepMS)
+				}
+			}
+			cells = append(cells, cell)
+		}
+		peak := "-"
+		if p, _, _ := r.Peak(); p > 0 {
+			peak = fmt.Sprintf("%.1f", p)
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, peak), "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "step ms (the median step of each process), over %d processes:\n", len(results))
+	for j, name := range names {
+		s := slices.Sorted(slices.Values(steps[j]))
+		if len(s) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: fastest %.1f, median %.1f, slowest %.1f (slowest/fastest %.2f)\n", name, s[0], s[len(s)/2], s[len(s)-1], s[len(s)-1]/s[0])
+	}
+	return nil
 }
 
 // Wrap joins words into lines of at most width columns (a longer word

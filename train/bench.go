@@ -13,26 +13,33 @@ import (
 // BenchRow is one variant's timed training steps (memunet bench).
 type BenchRow struct {
 	// Variant is the variant's micro-batch and accumulation, e.g. "4 x 1".
-	Variant string
+	Variant string `json:"variant"`
 	// StepMS is the median step's time; GFLOPs the whole step's achieved
 	// rate at it (convolution FLOPs, 2*Cin*Cout*k*k*H*W per output, x3
 	// for forward and backward: the direct way's count also where
 	// Winograd multiplies 2.25x fewer, so it may pass the FMA peak).
-	StepMS, GFLOPs float64
+	StepMS float64 `json:"step_ms"`
+	GFLOPs float64 `json:"gflops"`
+	// StepMSMin and StepMSMax are the fastest and slowest timed steps.
+	StepMSMin float64 `json:"step_ms_min"`
+	StepMSMax float64 `json:"step_ms_max"`
 	// Winograd says the run may take Winograd's way (model.conv_algo not
 	// direct).
-	Winograd bool
+	Winograd bool `json:"winograd,omitempty"`
 	// KindMS, OptimizerMS and OtherMS are the mean time per optimizer step
-	// in each layer kind, in the optimizer and in the rest (data, gradient
-	// sums and bookkeeping).
-	KindMS               [model.NumKinds]float64
-	OptimizerMS, OtherMS float64
+	// in each layer kind (model.Kind's order), in the optimizer and in the
+	// rest (data, gradient sums and bookkeeping).
+	KindMS      [model.NumKinds]float64 `json:"kind_ms"`
+	OptimizerMS float64                 `json:"optimizer_ms"`
+	OtherMS     float64                 `json:"other_ms"`
 	// Counted says the backend counts its device's work
 	// (device.WorkCounter); then LaunchesPerStep, CopiesPerStep and
 	// SyncsPerStep are the mean over the timed steps of the kernels
 	// launched, the blocking copies to the host and the waits for all work.
-	Counted                                      bool
-	LaunchesPerStep, CopiesPerStep, SyncsPerStep float64
+	Counted         bool    `json:"counted,omitempty"`
+	LaunchesPerStep float64 `json:"launches_per_step,omitempty"`
+	CopiesPerStep   float64 `json:"copies_per_step,omitempty"`
+	SyncsPerStep    float64 `json:"syncs_per_step,omitempty"`
 }
 
 // Bench times steps optimizer steps of cfg on b after one warm-up step
@@ -70,7 +77,7 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	fwd, _ := tr.Net.FLOPs(h, w)
 	// Winograd: only the CPU backend has it (CUDA computes every way directly).
 	winograd := cfg.Model.ConvAlgo != backend.ConvDirect.String() && b.Name() == "cpu"
-	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], Winograd: winograd}
+	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], StepMSMin: times[0], StepMSMax: times[len(times)-1], Winograd: winograd}
 	row.GFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (row.StepMS / 1000) / 1e9
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(steps) }
 	accounted, totals := tr.OptimizerTime, tr.Profile.Totals()

@@ -378,3 +378,25 @@ func TestBenchProfileGuarded(t *testing.T) {
 		t.Errorf("a refused bench changed the run's config.yaml: %q", b[:min(len(b), 16)])
 	}
 }
+
+// TestBenchRepeat: --repeat N runs the bench in N fresh processes and
+// reports each one's step of every variant and the spread over them;
+// --repeat with --json is a usage error.
+func TestBenchRepeat(t *testing.T) {
+	t.Setenv("MEMUNET_TEST_AS_MAIN", "1")
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "1", "--variants", "config,fp16", "--repeat", "2"}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"2 processes", "process  config  fp16  peak GFLOP/s", "over 2 processes", "config: fastest", "fp16: fastest"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench --repeat output lacks %q:\n%s", want, out)
+		}
+	}
+	stdout.Reset()
+	if code := run([]string{"bench", "--config", "../../configs/quickstart.yaml", "--repeat", "2", "--json"}, &stdout, &stderr); code != 2 {
+		t.Errorf("--repeat with --json: exit %d", code)
+	}
+}

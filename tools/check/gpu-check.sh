@@ -698,7 +698,7 @@ bench_row() {
 	function num(v) { return v ~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/ ? v : "null" }
 	function esc(v) { gsub(/[\\"]/, "", v); gsub(/\t/, " ", v); return v }
 	/^ *variant  / { nh = cells($0, h); table = 1; next }
-	table && /^per-kind columns/ { table = 0; next }
+	table && /^step ms: the median/ { table = 0; next }
 	table && !row {
 		row = 1
 		nc = cells($0, c)
@@ -709,8 +709,9 @@ bench_row() {
 			line = c[1] ": " err
 			next
 		}
-		json = "\"micro_x_acc\": \"" esc(c[2]) "\", \"step_ms\": " num(c[3]) ", \"gflops\": " num(c[4]) ", \"kind_ms\": {"
-		for (i = 6; i <= nh - 2; i++) json = json (i > 6 ? ", " : "") "\"" esc(h[i]) "\": " num(c[i])
+		split(c[4], spread, /\.\./)
+		json = "\"micro_x_acc\": \"" esc(c[2]) "\", \"step_ms\": " num(c[3]) ", \"step_ms_min\": " num(spread[1]) ", \"step_ms_max\": " num(spread[2]) ", \"gflops\": " num(c[5]) ", \"kind_ms\": {"
+		for (i = 7; i <= nh - 2; i++) json = json (i > 7 ? ", " : "") "\"" esc(h[i]) "\": " num(c[i])
 		json = json "}, \"optimizer_ms\": " num(c[nh - 1]) ", \"other_ms\": " num(c[nh])
 		line = c[1] " " c[3] " ms"
 		next
