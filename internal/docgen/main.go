@@ -26,12 +26,11 @@ package main
 //go:generate go run .
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
+
+	"github.com/memunet/memunet/internal/genfiles"
 )
 
 func main() {
@@ -42,7 +41,7 @@ func main() {
 }
 
 func run() error {
-	root, err := moduleRoot()
+	root, err := genfiles.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -50,22 +49,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	for _, rel := range paths {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, files[rel]) {
-			continue
-		}
-		if err := os.WriteFile(p, files[rel], 0o644); err != nil {
-			return err
-		}
-		fmt.Println("docgen: wrote", rel)
-	}
-	return nil
+	return genfiles.Write(root, files, "docgen", os.Stdout)
 }
 
 // Generate returns what the generated pages (paths from root, with
@@ -100,44 +84,5 @@ func replace(root, rel, begin, end, text string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := string(src)
-	i, j := indexLine(s, begin), indexLine(s, end)
-	if i < 0 || j < i {
-		return nil, fmt.Errorf("%s: the lines %q and %q, between which go generate writes, are missing", rel, begin, end)
-	}
-	return []byte(s[:i] + begin + "\n\n" + text + "\n" + end + s[j+len(end):]), nil
-}
-
-// indexLine is the index of line, as a whole line, in s, or -1.
-func indexLine(s, line string) int {
-	for off := 0; off <= len(s); {
-		i := strings.Index(s[off:], line)
-		if i < 0 {
-			return -1
-		}
-		i += off
-		if (i == 0 || s[i-1] == '\n') && (i+len(line) == len(s) || s[i+len(line)] == '\n') {
-			return i
-		}
-		off = i + 1
-	}
-	return -1
-}
-
-// moduleRoot is the folder of the go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return genfiles.Splice(rel, src, begin, end, begin+"\n\n"+text+"\n"+end)
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/memunet/memunet/internal/genfiles"
 )
 
 // modules are the CUDA kernel files (kernels/M.cu), in Kernel order.
@@ -551,13 +553,9 @@ func (g *gen) replace(rel, begin, end, text string) error {
 	if err != nil {
 		return err
 	}
-	s := string(src)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: the lines %q and %q, between which go generate writes, are missing", rel, begin, end)
-	}
-	g.files[rel] = []byte(s[:i] + text + s[j+len(end):])
-	return nil
+	b, err := genfiles.Splice(rel, src, begin, end, text)
+	g.files[rel] = b
+	return err
 }
 
 // docHead is the line of backend/doc.go after which the list of the

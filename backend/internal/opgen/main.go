@@ -13,11 +13,10 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
+
+	"github.com/memunet/memunet/internal/genfiles"
 )
 
 func main() {
@@ -28,7 +27,7 @@ func main() {
 }
 
 func run() error {
-	root, err := moduleRoot()
+	root, err := genfiles.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -36,39 +35,5 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	for _, p := range paths {
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, files[p]) {
-			continue
-		}
-		if err := os.WriteFile(full, files[p], 0o644); err != nil {
-			return err
-		}
-		fmt.Println("opgen: wrote", p)
-	}
-	return nil
-}
-
-// moduleRoot is the nearest directory at or above the working one that
-// holds go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod at or above the working directory")
-		}
-		dir = parent
-	}
+	return genfiles.Write(root, files, "opgen", os.Stdout)
 }
