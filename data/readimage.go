@@ -23,50 +23,34 @@ func ReadImageDeep(path string, channels int) (image.Image, error) {
 	return decodeImageDeep(path, channels, MaxImagePixels)
 }
 
-// ImageDepth is the bits per channel an image file's header declares:
-// 16 for 16-bit PNG and TIFF files, else 8. What is not a regular file is
-// refused unread; the error names the file.
-func ImageDepth(path string) (int, error) {
-	im, err := openImageFile(path, math.MaxInt)
-	if err != nil {
-		return 0, err
-	}
-	im.Close()
-	switch im.cfg.ColorModel {
-	case color.Gray16Model, color.RGBA64Model, color.NRGBA64Model:
-		return 16, nil
-	}
-	return 8, nil
+// ImageInfo is what an image file's header says ReadImageDeep will make
+// of it, read without decoding its pixels (so predict can plan an image
+// before decoding it; no pixel limit applies here).
+type ImageInfo struct {
+	H, W int
+	// Depth is the bits per channel: 16 for 16-bit PNG and TIFF files,
+	// else 8.
+	Depth int
+	// Decode is what ReadImageDeep holds at the decode's peak (the
+	// decoder's picture, and a converted one beside it where the
+	// conversion cannot be made in place); Picture what it holds after
+	// (the picture it returns: 8 bytes a pixel at 16 bits, else 4).
+	Decode, Picture int64
 }
 
-// ImageCost is what ReadImageDeep holds of an image file, from its
-// header: at the decode's peak (the decoder's picture, and a converted one
-// beside it where the conversion cannot be made in place) and after (the
-// picture it returns: 8 bytes a pixel for 16-bit files, else 4). What is
-// not a regular file is refused unread; the error names the file.
-func ImageCost(path string) (decode, picture int64, err error) {
+// ReadImageInfo is the ImageInfo of an image file's header. What is not a
+// regular file is refused unread; the error names the file.
+func ReadImageInfo(path string) (ImageInfo, error) {
 	im, err := openImageFile(path, math.MaxInt)
 	if err != nil {
-		return 0, 0, err
+		return ImageInfo{}, err
 	}
 	im.Close()
-	per := int64(4)
+	info := ImageInfo{H: im.cfg.Height, W: im.cfg.Width, Depth: 8, Decode: im.imageCost()}
 	switch im.cfg.ColorModel {
 	case color.Gray16Model, color.RGBA64Model, color.NRGBA64Model:
-		per = 8
+		info.Depth = 16
 	}
-	return im.imageCost(), per * im.pixels(), nil
-}
-
-// ImageSize is the height and width an image file's header declares,
-// read without decoding its pixels (so predict can say what an image will
-// need before decoding it; no pixel limit applies here). What is not a
-// regular file is refused unread. The error names the file.
-func ImageSize(path string) (h, w int, err error) {
-	im, err := openImageFile(path, math.MaxInt)
-	if err != nil {
-		return 0, 0, err
-	}
-	im.Close()
-	return im.cfg.Height, im.cfg.Width, nil
+	info.Picture = int64(info.Depth/2) * im.pixels()
+	return info, nil
 }

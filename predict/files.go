@@ -24,6 +24,13 @@ type sizedFile struct {
 	path         string
 	h, w, th, tw int
 	stem         string
+	// decode and picture are what reading the file holds (data.ImageInfo).
+	decode, picture int64
+}
+
+// source is the picture f holds, for a plan.
+func (f sizedFile) source() source {
+	return source{h: f.h, w: f.w, decode: f.decode, picture: f.picture}
 }
 
 // maxImageFileBytes bounds an input image file: a 16-bit RGBA picture of
@@ -60,16 +67,17 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer, warn io.Writ
 			sized = append(sized, sizedFile{path: f, stem: stem})
 			continue
 		}
-		h, w, err := data.ImageSize(f)
+		info, err := data.ReadImageInfo(f)
 		if err != nil {
 			return nil, nil, fmt.Errorf("predict: %w", err)
 		}
+		h, w := info.H, info.W
 		if int64(h)*int64(w) > data.MaxImagePixels {
 			return nil, nil, fmt.Errorf("predict: %s: an image of %dx%d (height x width) pixels is larger than the %d pixels memunet reads; scale it down beforehand",
 				f, h, w, data.MaxImagePixels)
 		}
 		th, tw := s.modelSize(p.Config, h, w)
-		sized = append(sized, sizedFile{path: f, h: h, w: w, th: th, tw: tw, stem: stem})
+		sized = append(sized, sizedFile{path: f, h: h, w: w, th: th, tw: tw, stem: stem, decode: info.Decode, picture: info.Picture})
 	}
 	if len(sized) == 0 {
 		return nil, nil, fmt.Errorf("predict: --input %q: nothing to predict: its %d file(s) were skipped (e.g. %q: %s); rename them and run again",
@@ -153,11 +161,7 @@ func (p *Predictor) fileBatch(sized []sizedFile, lo int, s sizing, opts Options,
 	first := sized[lo]
 	var srcs []source
 	for hi = lo; hi < len(sized) && hi-lo < p.Batch && sized[hi].th == first.th && sized[hi].tw == first.tw && !isVolume(sized[hi].path); hi++ {
-		src, err := sourceOf(sized[hi].path, sized[hi].h, sized[hi].w)
-		if err != nil {
-			return 0, Need{}, fmt.Errorf("predict: %w", err)
-		}
-		srcs = append(srcs, src)
+		srcs = append(srcs, sized[hi].source())
 		nd, err := p.PlanBatch(len(srcs), first.th, first.tw, 0, false)
 		if err != nil {
 			return 0, Need{}, fmt.Errorf("predict: %s: %w", sized[hi].path, err)

@@ -240,7 +240,7 @@ func TestRunLocksOut(t *testing.T) {
 	// One that fails midway (a.png predicted, big.png too large even by
 	// tiles: its picture alone takes 16 MiB) removes what it wrote.
 	writeImage(t, filepath.Join(in, "big.png"), 2048, 2048)
-	_, need, err := p.fileBatch([]sizedFile{{path: filepath.Join(in, "a.png"), h: 16, w: 16, th: 16, tw: 16}}, 0, sizing{}, Options{}, Limits{})
+	_, need, err := p.fileBatch([]sizedFile{{path: filepath.Join(in, "a.png"), h: 16, w: 16, th: 16, tw: 16, decode: 16 * 16 * 4, picture: 16 * 16 * 4}}, 0, sizing{}, Options{}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 
-	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/tiles"
@@ -17,7 +16,7 @@ import (
 // in, whose collector is held to that plan (heldGC).
 
 // source is the picture a plan predicts: its size in the file, and what
-// reading that file holds (data.ImageCost); both 0 for a picture already
+// reading that file holds (data.ImageInfo); both 0 for a picture already
 // in memory (a dataset's sample, a volume's slice), which its owner holds.
 type source struct {
 	h, w            int
@@ -25,12 +24,6 @@ type source struct {
 }
 
 func (s source) pixels() int64 { return int64(s.h) * int64(s.w) }
-
-// sourceOf is the source of an image file from its header.
-func sourceOf(path string, h, w int) (source, error) {
-	decode, picture, err := data.ImageCost(path)
-	return source{h: h, w: w, decode: decode, picture: picture}, err
-}
 
 // pngWriteBytes is what encoding one PNG of rows of rowBytes holds beside
 // its picture: the compressor's window and hash chains (compress/flate,

@@ -239,10 +239,7 @@ func (s sizing) tiledSize(p *Predictor, h, w int) (int, int) {
 func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
 	th, tw := s.tiledSize(p, f.h, f.w)
-	src, err := sourceOf(f.path, f.h, f.w)
-	if err != nil {
-		return fmt.Errorf("predict: %w", err)
-	}
+	src := f.source()
 	deep := src.picture > 4*src.pixels()
 	t, need, err := p.chooseTiling(side, th, tw, src, deep, opts, lim)
 	if err != nil {
