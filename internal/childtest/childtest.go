@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memunet/memunet/memlimit"
 )
 
 // PeakRSS runs the test name in a child of the test binary with the
@@ -68,17 +70,8 @@ func ReportPeak(t testing.TB) {
 }
 
 // OwnPeakRSS is this process's own peak resident memory in bytes (VmHWM of
-// /proc/self/status), and whether the system reports it.
+// /proc/self/status: memlimit.Resident), and whether the system reports it.
 func OwnPeakRSS() (int64, bool) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" && f[2] == "kB" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10, err == nil
-		}
-	}
-	return 0, false
+	_, peak, ok := memlimit.Resident()
+	return peak, ok
 }
