@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
@@ -163,10 +164,10 @@ func TestHostMemoryRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	need, detail := train.HostNeed(row, row.Samples)
-	if err := train.CheckFits(cfg, memlimit.Given(need, "in the test")); err != nil {
+	if err := train.CheckFits(cfg, memlimit.Given(need, "in the test"), cpu.New()); err != nil {
 		t.Errorf("need %d with exactly that available: %v", need, err)
 	}
-	err = train.CheckFits(cfg, memlimit.Given(need-1, "in the test"))
+	err = train.CheckFits(cfg, memlimit.Given(need-1, "in the test"), cpu.New())
 	var fe *train.FitError
 	if !errors.As(err, &fe) || fe.Capacity || fe.Need != need || fe.Limit != need-1 {
 		t.Fatalf("need %d with one byte less available: %v, want a host *train.FitError", need, err)
@@ -179,7 +180,7 @@ func TestHostMemoryRefusal(t *testing.T) {
 
 	huge := resumeConfig("fp32")
 	huge.Model.Base = 1 << 16
-	err = train.CheckFits(huge, memlimit.Given(1<<40, "in the test"))
+	err = train.CheckFits(huge, memlimit.Given(1<<40, "in the test"), cpu.New())
 	if !errors.As(err, &fe) || fe.Need < 1<<40 {
 		t.Fatalf("model.base 65536 with 1 TiB available: %v", err)
 	}

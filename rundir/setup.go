@@ -165,7 +165,7 @@ func (r *run) build(ctx context.Context, cfg config.Config, resume *checkpoint.C
 	}
 	cfg, capNote := train.ResolveCapacity(cfg, b)
 	r.host = memlimit.Read()
-	if err := train.CheckFits(cfg, r.host); err != nil {
+	if err := train.CheckFits(cfg, r.host, b); err != nil {
 		return nil, err
 	}
 	tr, err := train.NewTrainer(cfg, train.Placement{Backend: b, Comm: r.comm})

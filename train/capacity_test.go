@@ -52,18 +52,18 @@ func TestResolveCapacity(t *testing.T) {
 func TestCapacityAboveHostRefused(t *testing.T) {
 	cfg := planGridConfig(16, 4, "bilinear", "batch")
 	cfg.Memory.Capacity = 1 << 40
-	err := CheckFits(cfg, memlimit.Given(1<<30, "in the test"))
+	err := CheckFits(cfg, memlimit.Given(1<<30, "in the test"), cpu.New())
 	var fe *FitError
 	if !errors.As(err, &fe) || !fe.AboveHost || !strings.Contains(err.Error(), "memory.capacity 1.00 TiB") ||
 		!strings.Contains(err.Error(), "1.00 GiB of memory this process may use (1.00 GiB in the test)") {
 		t.Fatalf("capacity 1 TiB on a 1 GiB host: %v", err)
 	}
 	cfg.Memory.Capacity = 512 << 20
-	if err := CheckFits(cfg, memlimit.Given(1<<30, "in the test")); err != nil {
+	if err := CheckFits(cfg, memlimit.Given(1<<30, "in the test"), cpu.New()); err != nil {
 		t.Errorf("capacity 512 MiB on a 1 GiB host: %v", err)
 	}
 	cfg.Memory.Capacity = 1 << 40
-	if err := CheckFits(cfg, memlimit.Given(0, "in the test")); err != nil {
+	if err := CheckFits(cfg, memlimit.Given(0, "in the test"), cpu.New()); err != nil {
 		t.Errorf("capacity 1 TiB where the host's memory is unknown: %v", err)
 	}
 }

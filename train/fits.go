@@ -3,6 +3,7 @@ package train
 import (
 	"fmt"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
@@ -69,14 +70,15 @@ func HostNeed(row PlanRow, samples int) (total int64, detail string) {
 // memory.fit off, a planned peak above the capacity (memory.fit: auto picks
 // a variant instead); and a need (HostNeed) above what this process may use
 // (host; Bytes 0: unknown, no check) where the pool is host memory or no
-// capacity bounds it. cfg is validated.
+// capacity bounds it. cfg is validated; b is the backend the run computes
+// on.
 //
 // A capacity above host is refused first where the pool's memory is the
 // host's (a backend that reports no device memory: the CPU): the pool
 // would never reach it, and the kernel would kill the run instead.
-func CheckFits(cfg config.Config, host memlimit.Limit) error {
+func CheckFits(cfg config.Config, host memlimit.Limit, b backend.Backend) error {
 	capacity, available := int64(cfg.Memory.Capacity), host.Bytes
-	onHost := PoolOnHost(cfg)
+	onHost := poolOnHost(b)
 	if capacity > available && available > 0 && onHost {
 		return &FitError{Need: capacity, Limit: available, AboveHost: true, Source: host.Source()}
 	}
@@ -106,11 +108,15 @@ func CheckFits(cfg config.Config, host memlimit.Limit) error {
 // backend that reports no device memory of its own (the CPU), or one that
 // cannot be opened here (assumed the host's).
 func PoolOnHost(cfg config.Config) bool {
-	if b, err := Target(cfg); err == nil {
-		_, device := b.(device.MemoryReporter)
-		return !device
-	}
-	return true
+	b, err := Target(cfg)
+	return err != nil || poolOnHost(b)
+}
+
+// poolOnHost says whether b keeps its pool in host memory: it reports no
+// device memory of its own (the CPU).
+func poolOnHost(b backend.Backend) bool {
+	_, device := b.(device.MemoryReporter)
+	return !device
 }
 
 // hostAdvice names the fastest variant whose host need fits in available,
