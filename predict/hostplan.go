@@ -186,8 +186,7 @@ type heldGC struct {
 // the process as it stands, before a plan is held: its Go memory and its
 // resident memory outside the pool.
 func (p *Predictor) holdGC() *heldGC {
-	runtime.GC()
-	debug.FreeOSMemory()
+	debug.FreeOSMemory() // a full collection, then free memory given back
 	_, onDevice := p.Device.Backend.(device.MemoryReporter)
 	g := &heldGC{prev: debug.SetMemoryLimit(-1), goBase: goMemory(), poolOnHost: !onDevice}
 	if now, _, ok := memlimit.Resident(); ok {
