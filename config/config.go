@@ -11,6 +11,7 @@ import (
 	"github.com/memunet/memunet/backend/cuda/cudnn"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/internal/yamlvalue"
 	"github.com/memunet/memunet/model"
 	"github.com/memunet/memunet/optim"
 	"github.com/memunet/memunet/tiles"
@@ -23,7 +24,7 @@ type Config struct {
 	// the CPU), cpu, cuda or cuda:N.
 	Device device.Spec `yaml:"device"`
 	Model  Model       `yaml:"model"`
-	Data   Data        `yaml:"data"`
+	Data   data.Config `yaml:"data"`
 	Train  Train       `yaml:"train"`
 	Memory Memory      `yaml:"memory"`
 	Dist   Dist        `yaml:"dist"`
@@ -108,83 +109,13 @@ type Dist struct {
 
 // Model is the UNet's architecture (see model.Config).
 type Model struct {
-	InChannels int    `yaml:"in_channels"`
-	Classes    int    `yaml:"classes"`
-	Base       int    `yaml:"base"`
-	Depth      int    `yaml:"depth"`
-	Up         string `yaml:"up"`
-	Norm       string `yaml:"norm"`
-	Groups     int    `yaml:"groups"`
-	Seed       uint64 `yaml:"seed"`
+	model.Arch `yaml:",inline"`
+	// Seed draws the initial weights.
+	Seed uint64 `yaml:"seed"`
 	// Checkpoint is none, all, or a list of levels (0 = full size .. depth).
 	Checkpoint Checkpoint `yaml:"checkpoint"`
 	// ConvAlgo is direct, winograd or auto (see backend.ConvAlgo).
 	ConvAlgo string `yaml:"conv_algo"`
-}
-
-// Data says where samples come from (see data.SourceConfig).
-type Data struct {
-	// Source is synthetic, folder (Path/images + Path/masks), nifti (the
-	// same with .nii[.gz] volumes, read as slices) or voc (a
-	// VOCdevkit root).
-	Source string `yaml:"source"`
-	// Path is the dataset folder of folder and voc.
-	Path string `yaml:"path"`
-	// MaskSuffix ends every mask's file stem (folder), e.g. _mask.
-	MaskSuffix string `yaml:"mask_suffix"`
-	// MaskValues are the raw mask values of classes 0, 1, ... (empty: folder
-	// scans the masks, voc takes the values as classes).
-	MaskValues IntList `yaml:"mask_values"`
-	// ClassNames names classes 0, 1, ... in legends, tables and exports
-	// (empty: "class 0", "class 1", ...).
-	ClassNames NameList `yaml:"class_names"`
-	// Count, Size and Noise describe the synthetic set.
-	Count       int     `yaml:"count"`
-	Size        int     `yaml:"size"`
-	Noise       float64 `yaml:"noise"`
-	Seed        uint64  `yaml:"seed"`
-	ValFraction float64 `yaml:"val_fraction"`
-	// Resize is [H, W] to scale every image to (bilinear; masks nearest), or empty.
-	Resize []int `yaml:"resize"`
-	// Scale multiplies both sides by a factor instead (0: none).
-	Scale float64 `yaml:"scale"`
-	// Patch is [H, W]: train on random crops of that size at full
-	// resolution (data.patches); PatchForeground is the share centred on
-	// a foreground pixel.
-	Patch           []int   `yaml:"patch"`
-	PatchForeground float64 `yaml:"patch_foreground"`
-	// Mean and Std normalize each channel as (v-mean)/std, v in [0, 1]; one
-	// value or one per channel.
-	Mean FloatList `yaml:"mean"`
-	Std  FloatList `yaml:"std"`
-	// Flip mirrors training samples left-right at random (seeded by train.seed).
-	Flip bool `yaml:"flip"`
-	// Augment is the rest of the training augmentation (data.Augment).
-	Augment Augment `yaml:"augment"`
-	// NIfTI is how data.source nifti slices its volumes (data.NIfTIConfig).
-	NIfTI NIfTI `yaml:"nifti"`
-}
-
-// NIfTI is data.nifti (see data.NIfTIConfig).
-type NIfTI struct {
-	Axis      int       `yaml:"axis"`
-	SkipEmpty bool      `yaml:"skip_empty"`
-	Window    FloatList `yaml:"window"`
-}
-
-// Augment is data.augment (see data.Augment).
-type Augment struct {
-	VFlip      bool      `yaml:"vflip"`
-	Rot90      bool      `yaml:"rot90"`
-	CropScale  []float64 `yaml:"crop_scale"`
-	Brightness float64   `yaml:"brightness"`
-	Contrast   float64   `yaml:"contrast"`
-}
-
-// DataAugment is data.augment as the data package takes it.
-func (c Config) DataAugment() data.Augment {
-	a := c.Data.Augment
-	return data.Augment{VFlip: a.VFlip, Rot90: a.Rot90, CropScale: a.CropScale, Brightness: a.Brightness, Contrast: a.Contrast}
 }
 
 // Train is the optimization.
@@ -288,9 +219,9 @@ func (w *ClassWeights) UnmarshalYAML(n *yaml.Node) error {
 		*w = ClassWeights{Auto: true}
 		return nil
 	}
-	var l FloatList
+	var l yamlvalue.FloatList
 	if err := l.UnmarshalYAML(n); err != nil {
-		return fmt.Errorf("cannot use %s: want auto or a list of one weight per class, e.g. [1, 5, 1]", describe(n))
+		return fmt.Errorf("cannot use %s: want auto or a list of one weight per class, e.g. [1, 5, 1]", yamlvalue.Describe(n))
 	}
 	*w = ClassWeights{Values: l}
 	return nil
@@ -391,10 +322,10 @@ type Output struct {
 func Default() Config {
 	return Config{
 		Device: device.Spec{Kind: device.Auto},
-		Model:  Model{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Seed: 1, ConvAlgo: "auto"},
-		Data: Data{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: NIfTI{Axis: 2},
+		Model:  Model{Arch: model.Arch{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8}, Seed: 1, ConvAlgo: "auto"},
+		Data: data.Config{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: data.NIfTIConfig{Axis: 2},
 			PatchForeground: 0.33,
-			Mean:            FloatList{data.Mean}, Std: FloatList{data.Std}},
+			Mean:            yamlvalue.FloatList{data.Mean}, Std: yamlvalue.FloatList{data.Std}},
 		Train: Train{Optimizer: "adam", Alpha: 0.99, BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
@@ -417,12 +348,7 @@ func (c Config) ConvPolicy() cudnn.Policy {
 
 // ModelConfig is the model section as the model package takes it.
 func (c Config) ModelConfig() model.Config {
-	return model.Config{
-		InChannels: c.Model.InChannels, Classes: c.Model.Classes, Base: c.Model.Base, Depth: c.Model.Depth,
-		Up: model.UpMode(c.Model.Up), Norm: model.NormKind(c.Model.Norm), Groups: c.Model.Groups,
-		Recompute: c.Model.Checkpoint.Resolve(c.Model.Depth),
-		ConvAlgo:  convAlgo(c.Model.ConvAlgo),
-	}
+	return model.Config{Arch: c.Model.Arch, Recompute: c.Model.Checkpoint.Resolve(c.Model.Depth), ConvAlgo: convAlgo(c.Model.ConvAlgo)}
 }
 
 // convAlgo is model.conv_algo's algorithm (Validate refuses other names).
@@ -443,18 +369,10 @@ func (c Config) ImageSize() (h, w int) {
 	return h, w
 }
 
-// DataConfig is the data section as the data package takes it.
+// DataConfig is the data section with what it needs of the model, as the
+// data package takes it.
 func (c Config) DataConfig() data.SourceConfig {
-	d := c.Data
-	return data.SourceConfig{
-		Source: d.Source, Path: d.Path, MaskSuffix: d.MaskSuffix, MaskValues: d.MaskValues,
-		Channels: c.Model.InChannels, Classes: c.Model.Classes,
-		Synthetic: data.SyntheticConfig{Count: d.Count, Size: d.Size, Classes: c.Model.Classes, Seed: d.Seed, Noise: d.Noise},
-		Resize:    d.Resize, Scale: d.Scale, Mean: d.Mean, Std: d.Std,
-		ValFraction: d.ValFraction, Seed: d.Seed, SizeMultiple: 1 << c.Model.Depth,
-		NIfTI: data.NIfTIConfig{Axis: d.NIfTI.Axis, SkipEmpty: d.NIfTI.SkipEmpty, Window: d.NIfTI.Window},
-		Patch: d.Patch, PatchForeground: d.PatchForeground,
-	}
+	return data.SourceConfig{Config: c.Data, Channels: c.Model.InChannels, Classes: c.Model.Classes, SizeMultiple: 1 << c.Model.Depth}
 }
 
 // ScalerEnabled resolves train.scaler.enabled: auto means fp16 only.
@@ -485,16 +403,13 @@ const (
 func (c Config) Validate() error {
 	// The widest level has base * 2^depth channels (depth is at most 8); a base
 	// so large that this overflows makes model.Config.Validate divide by zero.
-	if err := c.ModelConfig().Validate(); err != nil {
+	if err := c.Model.Arch.Validate(); err != nil {
 		return err
 	}
 	if _, ok := backend.ParseConvAlgo(c.Model.ConvAlgo); !ok {
 		return fmt.Errorf("model.conv_algo: %q: must be %q, %q or %q", c.Model.ConvAlgo, "direct", "winograd", "auto")
 	}
 	if err := c.DataConfig().Validate(); err != nil {
-		return err
-	}
-	if err := validateClassNames(c.Data.ClassNames, c.Model.Classes); err != nil {
 		return err
 	}
 	t := c.Train
@@ -534,99 +449,6 @@ func (c Config) Validate() error {
 		return tiles.ValidateBlend("predict.blend:", c.Predict.Blend)
 	}
 	return c.validateVariants()
-}
-
-// validateClassNames checks data.class_names: none, or one distinct,
-// non-empty name per class.
-func validateClassNames(names []string, classes int) error {
-	if len(names) == 0 {
-		return nil
-	}
-	if len(names) != classes {
-		return fmt.Errorf("data.class_names: %d names but model.classes is %d; give one name per class (the k-th names class k), e.g. [background, car]",
-			len(names), classes)
-	}
-	seen := map[string]int{}
-	for k, n := range names {
-		if strings.TrimSpace(n) == "" {
-			return fmt.Errorf("data.class_names: the name of class %d is empty; give every class a name", k)
-		}
-		if j, ok := seen[n]; ok {
-			return fmt.Errorf("data.class_names: %q names classes %d and %d; give each class its own name", n, j, k)
-		}
-		seen[n] = k
-	}
-	return nil
-}
-
-// IntList is a list of integers in YAML where an empty list is no list:
-// "key: []" decodes to nil, as leaving the key out does.
-type IntList []int
-
-// UnmarshalYAML accepts a list of integers (not 1.0).
-func (l *IntList) UnmarshalYAML(n *yaml.Node) error {
-	if isNull(n) {
-		*l = nil
-		return nil
-	}
-	var v []int
-	ok := n.Kind == yaml.SequenceNode
-	for _, e := range n.Content {
-		ok = ok && e.Kind == yaml.ScalarNode && e.ShortTag() == "!!int"
-	}
-	if !ok || n.Decode(&v) != nil {
-		return fmt.Errorf("cannot use %s: want a list of integers, e.g. [0, 255]", describe(n))
-	}
-	*l = nil
-	if len(v) > 0 {
-		*l = v
-	}
-	return nil
-}
-
-// NameList is a list of names in YAML; "key: []" decodes to nil.
-type NameList []string
-
-// UnmarshalYAML accepts a list of scalars, each taken as written.
-func (l *NameList) UnmarshalYAML(n *yaml.Node) error {
-	if isNull(n) {
-		*l = nil
-		return nil
-	}
-	ok := n.Kind == yaml.SequenceNode
-	var v []string
-	for _, e := range n.Content {
-		ok = ok && e.Kind == yaml.ScalarNode
-		v = append(v, e.Value)
-	}
-	if !ok {
-		return fmt.Errorf("cannot use %s: want a list of names, e.g. [background, car]", describe(n))
-	}
-	*l = nil
-	if len(v) > 0 {
-		*l = v
-	}
-	return nil
-}
-
-// FloatList is a list of numbers in YAML; "key: []" decodes to nil.
-type FloatList []float64
-
-// UnmarshalYAML accepts a list of numbers.
-func (l *FloatList) UnmarshalYAML(n *yaml.Node) error {
-	if isNull(n) {
-		*l = nil
-		return nil
-	}
-	var v []float64
-	if n.Kind != yaml.SequenceNode || n.Decode(&v) != nil {
-		return fmt.Errorf("cannot use %s: want a list of numbers, e.g. [0.485, 0.456, 0.406]", describe(n))
-	}
-	*l = nil
-	if len(v) > 0 {
-		*l = v
-	}
-	return nil
 }
 
 // Marshal writes the configuration as YAML (the resolved config of a run).
@@ -730,14 +552,12 @@ func (c Config) validateVariants() error {
 		return fmt.Errorf("train.keep_last: %d: must be 0 (keep every checkpoint) or more", t.KeepLast)
 	case c.Memory.EmptyCache != EmptyNever && c.Memory.EmptyCache != EmptyStep && c.Memory.EmptyCache != EmptyOOM:
 		return fmt.Errorf("memory.empty_cache: %q: must be never, step or oom", c.Memory.EmptyCache)
-	case c.LRSchedule(max(c.Train.Steps, 1)).Validate() != nil:
-		return c.LRSchedule(max(c.Train.Steps, 1)).Validate()
-	case c.DataAugment().Validate(0, 0) != nil:
-		return c.DataAugment().Validate(0, 0)
-	case c.OptimizerConfig().Validate() != nil:
-		return c.OptimizerConfig().Validate()
-	case c.LossConfig(nil).Validate(c.Model.Classes) != nil:
-		return c.LossConfig(nil).Validate(c.Model.Classes)
+	case t.validateSchedule() != nil:
+		return t.validateSchedule()
+	case t.validateOptimizer() != nil:
+		return t.validateOptimizer()
+	case t.validateLoss(c.Model.Classes) != nil:
+		return t.validateLoss(c.Model.Classes)
 	case !slices.Contains(Monitors, c.Train.Monitor):
 		return fmt.Errorf("train.monitor: %q: must be one of %s", c.Train.Monitor, strings.Join(Monitors, ", "))
 	case c.Train.EarlyStop.Patience < 0 || !(c.Train.EarlyStop.MinDelta >= 0):

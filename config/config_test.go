@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/device"
+	"github.com/memunet/memunet/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -100,8 +102,10 @@ func TestQuickstartIsDefault(t *testing.T) {
 			}
 			continue
 		}
-		for j := 0; j < st.NumField(); j++ {
-			key := ct.Field(i).Tag.Get("yaml") + "." + st.Field(j).Tag.Get("yaml")
+		fields := map[string]reflect.Value{}
+		keyFields(reflect.New(st).Elem(), fields)
+		for name := range fields {
+			key := ct.Field(i).Tag.Get("yaml") + "." + name
 			if !present[key] {
 				t.Errorf("%s does not document %s", quickstartPath, key)
 			}
@@ -563,9 +567,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"capacity 1.5GB", func(c *Config) { c.Memory.Capacity = 1.5e9 }},
 		{"class weights auto", func(c *Config) { c.Train.Loss = Loss{Kind: "focal", ClassWeights: ClassWeights{Auto: true}, Gamma: 2} }},
 		{"everything changed", func(c *Config) {
-			c.Model = Model{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4, Seed: math.MaxUint64,
-				Checkpoint: Checkpoint{Levels: []int{0, 2}}, ConvAlgo: "winograd"}
-			c.Data = Data{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3, Resize: []int{48, 32}}
+			c.Model = Model{Arch: model.Arch{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: "transpose", Norm: "group", Groups: 4}, Seed: math.MaxUint64, Checkpoint: Checkpoint{Levels: []int{0, 2}}, ConvAlgo: "winograd"}
+			c.Data = data.Config{Source: "synthetic", Count: 100, Size: 64, Noise: 0, Seed: 9, ValFraction: 0.3, Resize: []int{48, 32}}
 			c.Train = Train{Optimizer: "sgd", Momentum: 0.9, Nesterov: true, Alpha: 0.5, BatchSize: 3, Epochs: 2, LR: 1e-4, Betas: []float64{0, 0.5}, Eps: 1e-6, WeightDecay: 0.01, Seed: 5, ValEvery: 0,
 				Precision: backend.Float16, Accumulate: 4,
 				Scaler:   Scaler{Enabled: "true", InitScale: 1024, GrowthFactor: 4, BackoffFactor: 0.25, GrowthInterval: 10},

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/memunet/memunet/internal/yamlvalue"
 )
 
 func TestDataKeys(t *testing.T) {
@@ -26,11 +28,11 @@ data:
 		t.Fatal(err)
 	}
 	d := c.DataConfig()
-	if d.Source != "folder" || d.Path != "/data/carvana" || d.MaskSuffix != "_mask" || !reflect.DeepEqual(d.MaskValues, []int{0, 255}) ||
+	if d.Source != "folder" || d.Path != "/data/carvana" || d.MaskSuffix != "_mask" || !reflect.DeepEqual([]int(d.MaskValues), []int{0, 255}) ||
 		d.Scale != 0.5 || d.Mean[0] != 0.45 || d.Std[0] != 0.2 || !c.Data.Flip || d.Channels != 1 || d.Classes != 2 || d.SizeMultiple != 8 {
 		t.Errorf("DataConfig: %+v", d)
 	}
-	if !reflect.DeepEqual(c.Data.ClassNames, NameList{"background", "7"}) {
+	if !reflect.DeepEqual(c.Data.ClassNames, yamlvalue.NameList{"background", "7"}) {
 		t.Errorf("class names %q", c.Data.ClassNames)
 	}
 	if h, w := c.ImageSize(); h != 0 || w != 0 {

@@ -7,7 +7,13 @@
 // name, one of the built-in configs (package configs). A type error shows
 // an example of the key's right shape.
 //
-// Validate checks values across sections (for example that the image size is
-// divisible by 2^model.depth) and names the key, the bad value and what is
-// allowed. A Config is a plain value; nothing here keeps state.
+// A section another package owns is that package's own type, decoded in
+// place, not a copy: data.Config is the data section and model.Arch the
+// model section's architecture keys. Parse validates a config once
+// (Validate: each key checked in one place, the owner's Validate for its
+// section, this package's for the rest) and names the key, the bad value and
+// what is allowed; the constructors that take a config or a section
+// derived from it (data.Open, model.New, optim.New, train.NewTrainer,
+// rundir.Run) trust it. A Config is a plain value; nothing here keeps
+// state.
 package config

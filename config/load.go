@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/memunet/memunet/configs"
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/internal/yamlvalue"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -89,7 +90,7 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
 		}
-		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
+		if len(extra.Content) > 0 && !yamlvalue.IsNull(extra.Content[0]) {
 			return Config{}, fmt.Errorf("%s: line %d: a second YAML document (after ---); put all settings in one document",
 				name, extra.Content[0].Line)
 		}
@@ -98,7 +99,7 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if len(doc.Content) > 0 {
 		root = doc.Content[0]
 	}
-	if isNull(root) {
+	if yamlvalue.IsNull(root) {
 		root = &yaml.Node{Kind: yaml.MappingNode}
 	}
 	for _, o := range overrides {
@@ -142,24 +143,15 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 	if where == "" {
 		where = "the top level"
 	}
-	if isNull(node) { // an empty section ("train:" with every key commented out)
+	if yamlvalue.IsNull(node) { // an empty section ("train:" with every key commented out)
 		return nil
 	}
 	if node.Kind != yaml.MappingNode {
 		return fmt.Errorf("%s: %s must be a mapping of keys to values (section: then indented key: value lines)", loc(name, node.Line), where)
 	}
 	fields := map[string]reflect.Value{}
-	var known []string
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "-" {
-			continue // not a key (Config.Invocation)
-		}
-		fields[tag] = v.Field(i)
-		known = append(known, tag)
-	}
-	sort.Strings(known)
+	keyFields(v, fields)
+	known := slices.Sorted(maps.Keys(fields))
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		k, val := node.Content[i], node.Content[i+1]
@@ -196,6 +188,68 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 		}
 	}
 	return nil
+}
+
+// keyFields maps each key of the section v to its field.
+func keyFields(v reflect.Value, fields map[string]reflect.Value) {
+	for _, k := range sectionKeys(v) {
+		fields[k.name] = k.field
+	}
+}
+
+type sectionKey struct {
+	name  string
+	field reflect.Value
+}
+
+// sectionKeys are the keys of the section v in their order; an inline
+// struct's keys (a section another package owns, as model.Arch) are the
+// section's own.
+func sectionKeys(v reflect.Value) []sectionKey {
+	var keys []sectionKey
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")
+		switch {
+		case tag[0] == "-":
+			continue // not a key (Config.Invocation)
+		case slices.Contains(tag[1:], "inline"):
+			keys = append(keys, sectionKeys(v.Field(i))...)
+		default:
+			keys = append(keys, sectionKey{tag[0], v.Field(i)})
+		}
+	}
+	return keys
+}
+
+// Setting is one key of a config section and its value.
+type Setting struct {
+	Key   string // "model.base"
+	Value any
+}
+
+// Sections are the names of the config's top-level keys, in order.
+func (c Config) Sections() []string {
+	var out []string
+	for _, sec := range sectionKeys(reflect.ValueOf(c)) {
+		out = append(out, sec.name)
+	}
+	return out
+}
+
+// Settings are the keys of the top-level section name ("model") with their
+// values, in the order of the config's sections.
+func (c Config) Settings(section string) []Setting {
+	var out []Setting
+	for _, sec := range sectionKeys(reflect.ValueOf(c)) {
+		if sec.name != section || sec.field.Kind() != reflect.Struct {
+			continue
+		}
+		for _, k := range sectionKeys(sec.field) {
+			out = append(out, Setting{section + "." + k.name, k.field.Interface()})
+		}
+	}
+	return out
 }
 
 var errNotInteger = errors.New("yaml: not an integer")
@@ -237,7 +291,7 @@ func typeError(err error, key string, t reflect.Type, val *yaml.Node) string {
 	}
 	msg := err.Error()
 	if te := (*yaml.TypeError)(nil); errors.As(err, &te) || strings.HasPrefix(msg, "yaml:") {
-		return fmt.Sprintf("cannot use %s: want %s", describe(val), want)
+		return fmt.Sprintf("cannot use %s: want %s", yamlvalue.Describe(val), want)
 	}
 	return msg
 }
@@ -266,16 +320,13 @@ func example(key string) string {
 		if v.Kind() != reflect.Struct {
 			return ""
 		}
-		found := false
-		for i := 0; i < v.NumField(); i++ {
-			if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == k {
-				v, found = v.Field(i), true
-				break
-			}
-		}
+		fields := map[string]reflect.Value{}
+		keyFields(v, fields)
+		f, found := fields[k]
 		if !found {
 			return ""
 		}
+		v = f
 	}
 	if v.IsZero() && !isInteger(v.Kind()) && v.Kind() != reflect.Float64 {
 		return ""
@@ -292,21 +343,6 @@ func example(key string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func describe(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode {
-		return fmt.Sprintf("%q", n.Value)
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "the alias *" + n.Value
-	}
-	return "this value"
-}
-
 // tabHint explains the usual cause of a syntax error: a tab in the indentation.
 func tabHint(src []byte) string {
 	for i, l := range strings.Split(string(src), "\n") {
@@ -316,9 +352,6 @@ func tabHint(src []byte) string {
 	}
 	return ""
 }
-
-// isNull reports whether n is an empty or null scalar (key: with no value).
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
 func joinKey(prefix, k string) string {
 	if prefix == "" {
@@ -349,7 +382,7 @@ func applyOverride(root *yaml.Node, o string) error {
 	keys := strings.Split(path, ".")
 	n := root
 	for i, k := range keys {
-		if isNull(n) && i > 0 { // an empty section in the file
+		if yamlvalue.IsNull(n) && i > 0 { // an empty section in the file
 			*n = yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
 		}
 		if n.Kind != yaml.MappingNode {

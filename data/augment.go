@@ -13,16 +13,17 @@ import (
 // an uninterrupted one. Images and masks move together; masks are sampled
 // nearest (classes are never blended), images bilinearly.
 type Augment struct {
-	VFlip bool // mirror top-bottom with probability 1/2
-	Rot90 bool // rotate by 0, 90, 180 or 270 degrees, uniformly (square images)
+	VFlip bool `yaml:"vflip"` // mirror top-bottom with probability 1/2
+	Rot90 bool `yaml:"rot90"` // rotate by 0, 90, 180 or 270 degrees, uniformly (square images)
 	// CropScale [min, max]: a random resized crop of that share of the area
 	// (aspect ratio 3/4..4/3, log-uniform), scaled back to the size;
 	// empty: none.
-	CropScale []float64
+	CropScale []float64 `yaml:"crop_scale"`
 	// Brightness b and Contrast c jitter each image: its normalized values
 	// v become (v - mean(v))*f + mean(v) + d, f uniform in [1-c, 1+c], d in
 	// [-b, b] (in units of data.std).
-	Brightness, Contrast float64
+	Brightness float64 `yaml:"brightness"`
+	Contrast   float64 `yaml:"contrast"`
 }
 
 // Any reports whether a is not the identity.

@@ -77,7 +77,7 @@ func TestClassHintsInRange(t *testing.T) {
 			cls := make([]uint8, 16*16)
 			cls[5] = 1
 			writeFile(t, filepath.Join(dir, "SegmentationClass", "2007_000001.png"), encodePNG(t, gray16Mask(16, 16, cls, []uint16{0, 300})))
-			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 		}, []string{"2007_000001.png", "mask value 300 (1 pixels) is not a class", "set data.mask_values", "at most 255"}, "raise model.classes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

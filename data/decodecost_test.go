@@ -56,7 +56,7 @@ func TestDecodeCostPerPixel(t *testing.T) {
 				writeFile(t, filepath.Join(dir, "images", name), encodePNG(t, img))
 				writeFile(t, filepath.Join(dir, "masks", name), encodePNG(t, mask))
 			}
-			set, err := Open(SourceConfig{Source: SourceFolder, Path: dir, Channels: 3, Classes: 2, ValFraction: 0.5})
+			set, err := Open(SourceConfig{Config: Config{Source: SourceFolder, Path: dir, ValFraction: 0.5}, Channels: 3, Classes: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -166,7 +166,7 @@ func vocLike(t testing.TB, dir string, train, val [][2]int) {
 }
 
 func folderConfig(dir string) SourceConfig {
-	return SourceConfig{Source: SourceFolder, Path: dir, Channels: 3, Classes: 2, ValFraction: 0.25, Seed: 1}
+	return SourceConfig{Config: Config{Source: SourceFolder, Path: dir, ValFraction: 0.25, Seed: 1}, Channels: 3, Classes: 2}
 }
 
 func mustOpen(t testing.TB, cfg SourceConfig) *Set {
@@ -276,7 +276,7 @@ func TestFolderGrayscaleChannel(t *testing.T) {
 func TestVOCLike(t *testing.T) {
 	dir := t.TempDir()
 	vocLike(t, dir, [][2]int{{40, 48}, {48, 40}, {40, 48}, {40, 48}, {36, 44}}, [][2]int{{40, 48}, {48, 40}})
-	cfg := SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.5, Seed: 1}
+	cfg := SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.5, Seed: 1}, Channels: 3, Classes: 3}
 
 	// Differing sizes need a resize, and the error says so naming a file.
 	_, err := Open(cfg)
@@ -402,7 +402,7 @@ func TestBadInputs(t *testing.T) {
 			m := image.NewPaletted(image.Rect(0, 0, 16, 16), vocPalette())
 			m.Pix[0], m.Pix[1] = 30, 31
 			writeFile(t, filepath.Join(dir, "SegmentationClass", "2007_000001.png"), encodePNG(t, m))
-			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 		}, []string{"SegmentationClass/2007_000001.png", "mask values [30 31] (2 pixels) is not a class", "model.classes 3", "raise model.classes"}},
 		{"too many discovered values", func(t *testing.T, dir string) SourceConfig {
 			grayFolder(t, dir, 4, 16, 16, []uint8{0, 100, 200})
@@ -438,7 +438,7 @@ func TestBadInputs(t *testing.T) {
 		{"VOC image without mask", func(t *testing.T, dir string) SourceConfig {
 			vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
 			os.Remove(filepath.Join(dir, "SegmentationClass", "2007_000002.png"))
-			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 		}, []string{"JPEGImages/2007_000002.jpg", "has no mask", "train.txt line 3"}},
 		{"mask suffix not set", func(t *testing.T, dir string) SourceConfig {
 			carvanaLike(t, dir, 3, 16, 16)
@@ -454,7 +454,7 @@ func TestBadInputs(t *testing.T) {
 			vocLike(t, dir, nil, nil)
 			os.MkdirAll(filepath.Join(dir, "JPEGImages"), 0o755)
 			os.MkdirAll(filepath.Join(dir, "SegmentationClass"), 0o755)
-			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 		}, []string{"train.txt", "lists no ids: the dataset is empty"}},
 		{"one sample", func(t *testing.T, dir string) SourceConfig {
 			grayFolder(t, dir, 1, 16, 16, []uint8{0, 255})
@@ -469,7 +469,7 @@ func TestBadInputs(t *testing.T) {
 		}, []string{"masks: does not exist", "DIR/images/ and DIR/masks/"}},
 		{"VOC root one level up", func(t *testing.T, dir string) SourceConfig {
 			vocLike(t, filepath.Join(dir, "VOC2012"), [][2]int{{16, 16}, {16, 16}}, nil)
-			return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 		}, []string{"JPEGImages: does not exist", "did you mean data.path: ", "VOC2012"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -534,8 +534,7 @@ func TestCheckListsEveryProblem(t *testing.T) {
 }
 
 func TestCheckSynthetic(t *testing.T) {
-	rep, err := Check(SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25,
-		Synthetic: SyntheticConfig{Count: 16, Size: 32, Seed: 1}})
+	rep, err := Check(SourceConfig{Config: Config{Source: SourceSynthetic, ValFraction: 0.25, Count: 16, Size: 32, Seed: 1}, Channels: 3, Classes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +621,7 @@ func TestSourceConfigValidation(t *testing.T) {
 	} {
 		c := base
 		tc.edit(&c)
-		if _, err := Open(c); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", c, err, tc.want)
 		}
 	}
@@ -677,13 +676,13 @@ func TestProbeSize(t *testing.T) {
 	}
 	voc := t.TempDir()
 	vocLike(t, voc, [][2]int{{40, 56}, {32, 32}}, nil)
-	if h, w, err := ProbeSize(SourceConfig{Source: SourceVOC, Path: voc}); err != nil || h != 40 || w != 56 {
+	if h, w, err := ProbeSize(SourceConfig{Config: Config{Source: SourceVOC, Path: voc}}); err != nil || h != 40 || w != 56 {
 		t.Errorf("voc: %dx%d, %v", h, w, err)
 	}
 	if _, _, err := ProbeSize(folderConfig(filepath.Join(dir, "nope"))); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing folder: %v", err)
 	}
-	if h, w, err := ProbeSize(SourceConfig{Source: SourceSynthetic, Synthetic: SyntheticConfig{Size: 64}, Scale: 0.25}); err != nil || h != 16 || w != 16 {
+	if h, w, err := ProbeSize(SourceConfig{Config: Config{Source: SourceSynthetic, Size: 64, Scale: 0.25}}); err != nil || h != 16 || w != 16 {
 		t.Errorf("synthetic: %dx%d, %v", h, w, err)
 	}
 }

@@ -80,7 +80,7 @@ func TestScanRefusesWhatIsNotAnImage(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		go func() {
-			rep, err := Check(SourceConfig{Source: SourceFolder, Path: dir, Channels: 3, Classes: 2, ValFraction: 0.5})
+			rep, err := Check(SourceConfig{Config: Config{Source: SourceFolder, Path: dir, ValFraction: 0.5}, Channels: 3, Classes: 2})
 			if err != nil {
 				t.Error(err)
 			}
@@ -115,12 +115,11 @@ func TestScanStopsWhenCancelled(t *testing.T) {
 	grayFolder(t, dir, 40, 16, 16, []uint8{0, 255})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := OpenContext(ctx, SourceConfig{Source: SourceFolder, Path: dir, Channels: 3, Classes: 2, ValFraction: 0.5})
+	_, err := OpenContext(ctx, SourceConfig{Config: Config{Source: SourceFolder, Path: dir, ValFraction: 0.5}, Channels: 3, Classes: 2})
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), dir) {
 		t.Errorf("a cancelled scan: %v", err)
 	}
-	cfg := SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.5,
-		Synthetic: SyntheticConfig{Count: 1000, Size: 16, Classes: 4, Noise: 0.1}}
+	cfg := SourceConfig{Config: Config{Source: SourceSynthetic, ValFraction: 0.5, Count: 1000, Size: 16, Noise: 0.1}, Channels: 3, Classes: 4}
 	if _, err := CheckContext(ctx, cfg); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled check of the synthetic set: %v", err)
 	}

@@ -140,7 +140,7 @@ func TestMask16VOC(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "SegmentationClass", id+".png"), encodePNG(t, gray16Mask(16, 16, cls, []uint16{0, 1, 2, 255: 255})))
 		want = append(want, cls)
 	}
-	cfg := SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+	cfg := SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 	set := mustOpen(t, cfg)
 	checkSamples(t, set, want)
 	if text := reportText(set.Report); !strings.Contains(text, "255 -> ignored:") || !strings.Contains(text, "masks: 16-bit gray PNG") {

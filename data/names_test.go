@@ -21,7 +21,7 @@ func TestSampleNamesThroughWrappers(t *testing.T) {
 	scaled.Scale = 0.5
 	scaledNorm := scaled
 	scaledNorm.Mean, scaledNorm.Std = []float64{0.5}, []float64{0.25}
-	vocCfg := SourceConfig{Source: SourceVOC, Path: voc, Channels: 3, Classes: 3, ValFraction: 0.25, Seed: 1}
+	vocCfg := SourceConfig{Config: Config{Source: SourceVOC, Path: voc, ValFraction: 0.25, Seed: 1}, Channels: 3, Classes: 3}
 	for _, tc := range []struct {
 		name  string
 		cfg   SourceConfig
@@ -53,8 +53,7 @@ func TestSampleNamesThroughWrappers(t *testing.T) {
 			}
 		})
 	}
-	syn := mustOpen(t, SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1,
-		Synthetic: SyntheticConfig{Count: 4, Size: 16}})
+	syn := mustOpen(t, SourceConfig{Config: Config{Source: SourceSynthetic, ValFraction: 0.25, Seed: 1, Count: 4, Size: 16}, Channels: 3, Classes: 4})
 	if got := SampleName(syn.Data, 0); got != "" {
 		t.Errorf("synthetic sample named %q", got)
 	}
@@ -63,14 +62,13 @@ func TestSampleNamesThroughWrappers(t *testing.T) {
 // TestConfigNoiseZeroMeansNone: data.noise: 0 in a config is no noise, not
 // the default 0.1 (Open takes the config's values as they are).
 func TestConfigNoiseZeroMeansNone(t *testing.T) {
-	cfg := SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1,
-		Synthetic: SyntheticConfig{Count: 4, Size: 16, Seed: 1}}
+	cfg := SourceConfig{Config: Config{Source: SourceSynthetic, ValFraction: 0.25, Seed: 1, Count: 4, Size: 16}, Channels: 3, Classes: 4}
 	quiet := mustOpen(t, cfg)
 	exact, err := NewSyntheticExact(SyntheticConfig{Count: 4, Size: 16, Classes: 4, Seed: 1, Noise: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Synthetic.Noise = 0.1
+	cfg.Noise = 0.1
 	noisy := mustOpen(t, cfg)
 	a, m := buffers(quiet.Data)
 	b, _ := buffers(exact)
@@ -103,10 +101,10 @@ func TestClassValues(t *testing.T) {
 	}
 	voc := t.TempDir()
 	vocLike(t, voc, [][2]int{{16, 16}, {16, 16}}, [][2]int{{16, 16}})
-	if got := mustOpen(t, SourceConfig{Source: SourceVOC, Path: voc, Channels: 3, Classes: 3, ValFraction: 0.25, Seed: 1}).Report.ClassValues(3); got != nil {
+	if got := mustOpen(t, SourceConfig{Config: Config{Source: SourceVOC, Path: voc, ValFraction: 0.25, Seed: 1}, Channels: 3, Classes: 3}).Report.ClassValues(3); got != nil {
 		t.Errorf("voc: %v", got)
 	}
-	syn := mustOpen(t, SourceConfig{Source: SourceSynthetic, Channels: 3, Classes: 4, ValFraction: 0.25, Seed: 1, Synthetic: SyntheticConfig{Count: 4, Size: 16}})
+	syn := mustOpen(t, SourceConfig{Config: Config{Source: SourceSynthetic, ValFraction: 0.25, Seed: 1, Count: 4, Size: 16}, Channels: 3, Classes: 4})
 	if got := syn.Report.ClassValues(4); got != nil {
 		t.Errorf("synthetic: %v", got)
 	}

@@ -241,7 +241,7 @@ func writeNIfTISet(t *testing.T, dir string, n int, dims []int) {
 }
 
 func niftiConfig(dir string) SourceConfig {
-	return SourceConfig{Source: SourceNIfTI, Path: dir, Channels: 1, Classes: 3, ValFraction: 0.34, Seed: 1, NIfTI: NIfTIConfig{Axis: 2}}
+	return SourceConfig{Config: Config{Source: SourceNIfTI, Path: dir, ValFraction: 0.34, Seed: 1, NIfTI: NIfTIConfig{Axis: 2}}, Channels: 1, Classes: 3}
 }
 
 func TestNIfTISet(t *testing.T) {
@@ -358,12 +358,12 @@ func TestNIfTISetProblems(t *testing.T) {
 	}
 	cfg := niftiConfig(dir)
 	cfg.Channels = 3
-	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "model.in_channels: 3") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "model.in_channels: 3") {
 		t.Errorf("3 channels: %v", err)
 	}
 	cfg = niftiConfig(dir)
 	cfg.NIfTI.Window = []float64{5, 1}
-	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "data.nifti.window") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "data.nifti.window") {
 		t.Errorf("window: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/memunet/memunet/internal/yamlvalue"
 )
 
 // SourceNIfTI reads NIfTI-1 volumes as 2D slices (config key data.source).
@@ -20,17 +22,17 @@ const SourceNIfTI = "nifti"
 // NIfTIConfig is how volumes become slices (config section data.nifti).
 type NIfTIConfig struct {
 	// Axis is the axis the slices cross: 0 (x), 1 (y) or 2 (z, the last).
-	Axis int
+	Axis int `yaml:"axis"`
 	// SkipEmpty drops the slices whose mask holds only background (class
 	// 0) and ignored voxels.
-	SkipEmpty bool
+	SkipEmpty bool `yaml:"skip_empty"`
 	// Window [lo, hi] maps a voxel value x to the intensity (x-lo)/(hi-lo),
 	// clamped to [0, 1]; empty: each volume's own minimum and maximum.
-	Window []float64
+	Window yamlvalue.FloatList `yaml:"window"`
 }
 
-// Validate names the first invalid data.nifti setting.
-func (c NIfTIConfig) Validate() error {
+// validate names the first invalid data.nifti setting.
+func (c NIfTIConfig) validate() error {
 	switch w := c.Window; {
 	case c.Axis < 0 || c.Axis > 2:
 		return fmt.Errorf("data.nifti.axis: %d: slices cross axis 0 (x), 1 (y) or 2 (z, the default)", c.Axis)

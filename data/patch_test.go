@@ -181,7 +181,10 @@ func TestPatchRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := patchConfig(dir, 16, 16)
 			tc.edit(&cfg)
-			_, err := Open(cfg)
+			err := cfg.Validate() // as a loaded config is, before it opens
+			if err == nil {
+				_, err = Open(cfg)
+			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}

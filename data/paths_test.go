@@ -24,7 +24,7 @@ func TestVOCListIDOutsideRoot(t *testing.T) {
 			writeFile(t, filepath.Join(top, "outside.png"), mask)
 			list := filepath.Join(dir, vocTrainList)
 			writeFile(t, list, []byte("2007_000000\n"+id+"\n2007_000001\n2007_000002\n"))
-			cfg := SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+			cfg := SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 			_, err := Open(cfg)
 			if err == nil || !strings.Contains(err.Error(), list+":2: id \""+id+"\"") || !strings.Contains(err.Error(), "outside the VOC root") {
 				t.Fatalf("Open: %v", err)
@@ -48,7 +48,7 @@ func TestVOCListIDOutsideRoot(t *testing.T) {
 		}
 	}
 	writeFile(t, filepath.Join(dir, vocTrainList), []byte("2007_000000\na/2007_000001\n"))
-	mustOpen(t, SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.5})
+	mustOpen(t, SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.5}, Channels: 3, Classes: 3})
 }
 
 func symlink(t *testing.T, target, link string) {
@@ -63,7 +63,7 @@ func symlink(t *testing.T, target, link string) {
 func TestSymlinkLoops(t *testing.T) {
 	voc := func(t *testing.T, dir string) SourceConfig {
 		vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
-		return SourceConfig{Source: SourceVOC, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.3}
+		return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
 	}
 	folder := func(t *testing.T, dir string) SourceConfig {
 		grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})

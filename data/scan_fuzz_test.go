@@ -59,7 +59,7 @@ func FuzzFolderScan(f *testing.F) {
 			name := scanNames[int(spec[k+2])%len(scanNames)] + scanExts[int(spec[k+2])/len(scanNames)%len(scanExts)]
 			makeEntry(t, filepath.Join(dir, sub, name), int(spec[k+1])%numKinds, int(spec[k+3]))
 		}
-		cfg := SourceConfig{Source: SourceFolder, Path: dir, Channels: 3, Classes: 3, ValFraction: 0.5, MaxPixels: 1 << 16}
+		cfg := SourceConfig{Config: Config{Source: SourceFolder, Path: dir, ValFraction: 0.5}, Channels: 3, Classes: 3, MaxPixels: 1 << 16}
 		var rep *Report
 		var set *Set
 		var openErr error

@@ -25,17 +25,26 @@ const (
 // overflow; no real network comes near it.
 const MaxBase = 1 << 16
 
-// Config is the UNet's architecture. Encoder widths are Base*2^i for
-// i = 0..Depth, with 2x2 max pooling between levels; the input's height and
-// width must be divisible by 2^Depth.
+// Arch is the UNet's architecture, the config's model section as the YAML
+// decodes it (package config holds it inline in its Model). Encoder widths
+// are Base*2^i for i = 0..Depth, with 2x2 max pooling between levels; the
+// input's height and width must be divisible by 2^Depth. Its Validate is
+// the one check of these keys.
+type Arch struct {
+	InChannels int      `yaml:"in_channels"` // default 3
+	Classes    int      `yaml:"classes"`     // default 2
+	Base       int      `yaml:"base"`        // width of the first level; default 16
+	Depth      int      `yaml:"depth"`       // number of down (and up) levels; default 4
+	Up         UpMode   `yaml:"up"`          // default bilinear
+	Norm       NormKind `yaml:"norm"`        // default batch
+	Groups     int      `yaml:"groups"`      // groups for NormGroup (capped at a layer's width); default 8
+}
+
+// Config is what New builds: the architecture, and how it computes, which
+// leaves the weights as they are. New trusts it: the config package
+// validated its parts when the config was loaded.
 type Config struct {
-	InChannels int      // default 3
-	Classes    int      // default 2
-	Base       int      // width of the first level; default 16
-	Depth      int      // number of down (and up) levels; default 4
-	Up         UpMode   // default bilinear
-	Norm       NormKind // default batch
-	Groups     int      // groups for NormGroup (capped at a layer's width); default 8
+	Arch
 	// Recompute lists the resolution levels (0 = full size .. Depth = the
 	// bottleneck) whose DoubleConv blocks recompute (gradient
 	// checkpointing, the config's model.checkpoint): in forward they keep
@@ -49,8 +58,7 @@ type Config struct {
 	// ConvAlgo is how the DoubleConvs' 3x3 convolutions are computed
 	// (model.conv_algo): directly (the zero value), by Winograd's
 	// F(2x2,3x3) where the backend has it, or auto (Winograd for the
-	// layers wide enough to gain from it). Like Recompute it is not
-	// the architecture: the weights are the same whichever computes them.
+	// layers wide enough to gain from it).
 	ConvAlgo backend.ConvAlgo
 }
 
@@ -89,8 +97,9 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports the first invalid field, naming it and what is allowed.
-func (c Config) Validate() error {
+// Validate reports the first invalid key of the model section, naming it
+// and what is allowed.
+func (c Arch) Validate() error {
 	switch {
 	case c.InChannels < 1:
 		return fmt.Errorf("model.in_channels: %d: must be at least 1", c.InChannels)
@@ -106,11 +115,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model.norm: %q: must be %q, %q or %q", c.Norm, NormBatch, NormGroup, NormNone)
 	case c.Norm == NormGroup && c.Groups < 1:
 		return fmt.Errorf("model.groups: %d: must be at least 1", c.Groups)
-	}
-	for _, l := range c.Recompute {
-		if l < 0 || l > c.Depth {
-			return fmt.Errorf("model.checkpoint: level %d: levels go from 0 (full size) to model.depth = %d", l, c.Depth)
-		}
 	}
 	if c.Norm == NormGroup {
 		for i := 0; i <= c.Depth; i++ {

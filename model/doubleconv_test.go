@@ -74,7 +74,7 @@ func TestDoubleConvTakesANewLayer(t *testing.T) {
 	}
 	for _, v := range utVariants {
 		for _, levels := range [][]int{nil, RecomputeAll(2), {1}} {
-			cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2, Recompute: levels}
+			cfg := Config{Arch: Arch{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}, Recompute: levels}
 			plainLoss, plain, plainStats := vtTrain(t, cfg, nil)
 			for _, p := range places {
 				if v.norm == NormNone && p.name == "after-norm1" {

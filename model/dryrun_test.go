@@ -20,7 +20,7 @@ func TestDryRunMatchesRealStep(t *testing.T) {
 		for _, prec := range []backend.DType{backend.Float32, backend.Float16} {
 			for _, ck := range [][]int{nil, {0, 2}} {
 				t.Run(fmt.Sprintf("%s/%s/%s/%v", v.norm, v.up, prec, ck), func(t *testing.T) {
-					cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2, Recompute: ck}
+					cfg := Config{Arch: Arch{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}, Recompute: ck}
 					host, target := utBatch(t, testDevice(), 1, 2, 3, 16, 16, 3)
 					images := host.Read()
 					stats := func(b backend.Backend) []memory.Stats {

@@ -1318,9 +1318,9 @@ func gcRefUNet(m *UNet, P map[*Param][]float64, x gcT) gcT {
 func TestGradUNet(t *testing.T) {
 	const lossScale = 64
 	for _, cfg := range []Config{
-		{InChannels: 2, Classes: 3, Base: 2, Depth: 2, Up: UpBilinear, Norm: NormBatch},
-		{InChannels: 2, Classes: 3, Base: 2, Depth: 2, Up: UpTranspose, Norm: NormGroup, Groups: 2},
-		{InChannels: 1, Classes: 2, Base: 2, Depth: 2, Up: UpTranspose, Norm: NormNone},
+		{Arch: Arch{InChannels: 2, Classes: 3, Base: 2, Depth: 2, Up: UpBilinear, Norm: NormBatch}},
+		{Arch: Arch{InChannels: 2, Classes: 3, Base: 2, Depth: 2, Up: UpTranspose, Norm: NormGroup, Groups: 2}},
+		{Arch: Arch{InChannels: 1, Classes: 2, Base: 2, Depth: 2, Up: UpTranspose, Norm: NormNone}},
 	} {
 		t.Run(string(cfg.Up)+"/"+string(cfg.Norm), func(t *testing.T) {
 			rng := gcRNG(t.Name())

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/memunet/memunet/backend"
 )
@@ -133,30 +132,6 @@ type LossConfig struct {
 
 // Plain reports the unweighted cross-entropy, which CrossEntropy computes.
 func (c LossConfig) Plain() bool { return (c.Kind == LossCE || c.Kind == "") && c.Weights == nil }
-
-// Validate names the first invalid setting for k classes.
-func (c LossConfig) Validate(k int) error {
-	switch c.Kind {
-	case LossCE, LossDice, LossCEDice, LossFocal:
-	default:
-		return fmt.Errorf("train.loss.kind: %q: must be ce, dice, ce+dice or focal", c.Kind)
-	}
-	if c.Weights != nil && len(c.Weights) != k {
-		return fmt.Errorf("train.loss.class_weights: %d weights for %d classes (model.classes): give one per class, or auto", len(c.Weights), k)
-	}
-	for i, w := range c.Weights {
-		if !(w >= 0) || math.IsInf(w, 0) {
-			return fmt.Errorf("train.loss.class_weights[%d]: %g: weights must be finite and >= 0", i, w)
-		}
-	}
-	if !(c.Gamma >= 0 && c.Gamma <= 10) {
-		return fmt.Errorf("train.loss.gamma: %g: focal's exponent must be in [0, 10] (2 is usual)", c.Gamma)
-	}
-	if !(c.DiceSmooth >= 0) || math.IsInf(c.DiceSmooth, 0) {
-		return fmt.Errorf("train.loss.dice_smooth: %g: must be a finite number >= 0", c.DiceSmooth)
-	}
-	return nil
-}
 
 // Loss is the configured loss over pixels, as CrossEntropy's contract has
 // it (logits (N,K,H,W), target (N,H,W) classes or IgnoreIndex; ignored

@@ -51,9 +51,6 @@ type UNet struct {
 // of a network far larger than the host takes no host memory.
 func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	m := &UNet{Config: cfg, dev: dev}
 	if err := m.build(); err != nil {
 		m.Free()

@@ -24,7 +24,7 @@ func BenchmarkUNetStep(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			dev := testDevice()
-			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: bc.base, Depth: 4}, 1)
+			m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: bc.base, Depth: 4}}, 1)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -60,7 +60,7 @@ func TestParamCount(t *testing.T) {
 			//          up4 DC(48,16)     = 9*16*64   +   64 =    9280  ->  784320
 			// outc: 16*2 + 2 = 34.  1179760 + 784320 + 34 = 1964114
 			"base16/depth4/bilinear/batch",
-			Config{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpBilinear, Norm: NormBatch},
+			Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpBilinear, Norm: NormBatch}},
 			1964114,
 		},
 		{
@@ -71,7 +71,7 @@ func TestParamCount(t *testing.T) {
 			// GroupNorm has the same affine parameters as BatchNorm (and no
 			// running statistics), so the same count.
 			"base16/depth4/bilinear/group",
-			Config{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpBilinear, Norm: NormGroup},
+			Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpBilinear, Norm: NormGroup}},
 			1964114,
 		},
 		{
@@ -80,7 +80,7 @@ func TestParamCount(t *testing.T) {
 			// DoubleConvs: 16 + (32+64+128+256) + (128+64+32+16) = 736.
 			// 1964114 - 2*736 = 1962642
 			"base16/depth4/bilinear/none",
-			Config{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpBilinear, Norm: NormNone},
+			Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpBilinear, Norm: NormNone}},
 			1962642,
 		},
 		{
@@ -92,7 +92,7 @@ func TestParamCount(t *testing.T) {
 			//      decoder total 174320 + 588480 = 762800
 			// outc 34.  1179760 + 762800 + 34 = 1942594
 			"base16/depth4/transpose/batch",
-			Config{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpTranspose, Norm: NormBatch},
+			Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 16, Depth: 4, Up: UpTranspose, Norm: NormBatch}},
 			1942594,
 		},
 		{
@@ -105,7 +105,7 @@ func TestParamCount(t *testing.T) {
 			// outc 4*3 + 3 = 15
 			// 196 + 896 + 3520 + 520 + 1760 + 132 + 448 + 15 = 7487
 			"base4/depth2/transpose/group/in1/classes3",
-			Config{InChannels: 1, Classes: 3, Base: 4, Depth: 2, Up: UpTranspose, Norm: NormGroup},
+			Config{Arch: Arch{InChannels: 1, Classes: 3, Base: 4, Depth: 2, Up: UpTranspose, Norm: NormGroup}},
 			7487,
 		},
 		{
@@ -116,7 +116,7 @@ func TestParamCount(t *testing.T) {
 			// outc 8*2 + 2 = 18
 			// 808 + 3488 + 2320 + 18 = 6634
 			"base8/depth1/bilinear/none",
-			Config{InChannels: 3, Classes: 2, Base: 8, Depth: 1, Up: UpBilinear, Norm: NormNone},
+			Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 8, Depth: 1, Up: UpBilinear, Norm: NormNone}},
 			6634,
 		},
 	} {
@@ -182,7 +182,7 @@ func TestParamNames(t *testing.T) {
 		}},
 	} {
 		dev := testDevice()
-		m, err := New(dev, Config{Up: tc.up}, 1)
+		m, err := New(dev, Config{Arch: Arch{Up: tc.up}}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestStepMemory(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			dev := testDevice()
-			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}, 1)
+			m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +387,7 @@ func TestEvalSavesNothing(t *testing.T) {
 	for _, v := range utVariants {
 		t.Run(string(v.norm)+"/"+string(v.up), func(t *testing.T) {
 			dev := testDevice()
-			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}, 1)
+			m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: v.up, Norm: v.norm}}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -463,7 +463,7 @@ func TestEvalSavesNothing(t *testing.T) {
 // allocated or retained.
 func TestInputNotDivisible(t *testing.T) {
 	dev := testDevice()
-	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2}, 1)
+	m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 4, Depth: 2}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestInputNotDivisible(t *testing.T) {
 // 2*9*(2*4+4*4)*16; up1 DC(6,2) at 8x8: 2*9*(6*2+2*2)*64; outc 2*2*2*64.
 func TestFLOPs(t *testing.T) {
 	dev := NewDevice(noop.New(cpu.New()), memory.Options{})
-	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 2, Depth: 1, Recompute: []int{1}}, 1)
+	m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 2, Depth: 1}, Recompute: []int{1}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

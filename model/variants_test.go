@@ -108,7 +108,7 @@ func TestRecomputeBitExact(t *testing.T) {
 	for _, v := range utVariants {
 		for _, levels := range [][]int{RecomputeAll(2), {0}, {2}} {
 			t.Run(fmt.Sprintf("%s/%s/%v", v.norm, v.up, levels), func(t *testing.T) {
-				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
+				cfg := Config{Arch: Arch{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}}
 				plainLoss, plain, plainStats := vtTrain(t, cfg, nil)
 				cfg.Recompute = levels
 				loss, got, stats := vtTrain(t, cfg, nil)
@@ -144,7 +144,7 @@ func TestRecomputedDecoderKeepsParts(t *testing.T) {
 		t.Run(string(up), func(t *testing.T) {
 			counter := &convCounter{Backend: cpu.New()}
 			dev := NewDevice(counter, memory.Options{})
-			m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: up, Recompute: RecomputeAll(2)}, 1)
+			m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Up: up}, Recompute: RecomputeAll(2)}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +223,7 @@ func TestKeepingLessBitExact(t *testing.T) {
 	for _, c := range cases {
 		v, dt := c, c.dt
 		t.Run(fmt.Sprintf("%s/%s/%s/depth%d/ck%v", v.norm, v.up, dt, v.depth, v.ck), func(t *testing.T) {
-			cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: v.depth, Up: v.up, Norm: v.norm, Groups: 2, Recompute: v.ck}
+			cfg := Config{Arch: Arch{InChannels: 3, Classes: 3, Base: 4, Depth: v.depth, Up: v.up, Norm: v.norm, Groups: 2}, Recompute: v.ck}
 			run := func(masks bool) (float64, map[string][]float32, memory.Stats, int) {
 				dev := testDevice()
 				m, err := New(dev, cfg, 11)
@@ -307,7 +307,7 @@ func TestKeepingLessBitExact(t *testing.T) {
 // updated once, and NumBatchesTracked is 1.
 func TestRecomputeRunningStatsUpdatedOnce(t *testing.T) {
 	dev := testDevice()
-	m, err := New(dev, Config{InChannels: 3, Classes: 2, Base: 4, Depth: 1, Recompute: RecomputeAll(1)}, 3)
+	m, err := New(dev, Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 4, Depth: 1}, Recompute: RecomputeAll(1)}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestMixedPrecision(t *testing.T) {
 	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
 		for _, v := range utVariants {
 			t.Run(fmt.Sprintf("%s/%s/%s", dt, v.norm, v.up), func(t *testing.T) {
-				cfg := Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}
+				cfg := Config{Arch: Arch{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: v.up, Norm: v.norm, Groups: 2}}
 				run := func(prec backend.DType) (float64, map[string][]float32, memory.Stats, int64) {
 					dev := testDevice()
 					m, err := New(dev, cfg, 11)
@@ -387,7 +387,7 @@ func TestMixedPrecision(t *testing.T) {
 // abandoned with Forget and FreeSince, leaving exactly params and grads, and
 // the next step (with room) gives the same result as a fresh model.
 func TestFailedStepCleanup(t *testing.T) {
-	cfg := Config{InChannels: 3, Classes: 2, Base: 4, Depth: 2, Recompute: []int{1}}
+	cfg := Config{Arch: Arch{InChannels: 3, Classes: 2, Base: 4, Depth: 2}, Recompute: []int{1}}
 	probe := testDevice()
 	m0, _ := New(probe, cfg, 1)
 	x0, t0 := utBatch(t, probe, 1, 2, 3, 16, 16, 2)

@@ -92,14 +92,14 @@ func TestGraphMatchesForward(t *testing.T) {
 		{"fp16", Options{DType: backend.Float16}, 0.1},
 	}
 	for _, cfg := range []model.Config{
-		{Norm: model.NormBatch, Up: model.UpBilinear},
-		{Norm: model.NormBatch, Up: model.UpTranspose},
-		{Norm: model.NormGroup, Up: model.UpBilinear, Groups: 2},
-		{Norm: model.NormGroup, Up: model.UpTranspose, Groups: 4},
-		{Norm: model.NormNone, Up: model.UpBilinear},
-		{Norm: model.NormNone, Up: model.UpTranspose},
-		{Norm: model.NormBatch, Up: model.UpBilinear, Depth: 3, InChannels: 1, Classes: 2},
-		{Norm: model.NormGroup, Up: model.UpTranspose, Groups: 2, Depth: 1, Classes: 5},
+		{Arch: model.Arch{Norm: model.NormBatch, Up: model.UpBilinear}},
+		{Arch: model.Arch{Norm: model.NormBatch, Up: model.UpTranspose}},
+		{Arch: model.Arch{Norm: model.NormGroup, Up: model.UpBilinear, Groups: 2}},
+		{Arch: model.Arch{Norm: model.NormGroup, Up: model.UpTranspose, Groups: 4}},
+		{Arch: model.Arch{Norm: model.NormNone, Up: model.UpBilinear}},
+		{Arch: model.Arch{Norm: model.NormNone, Up: model.UpTranspose}},
+		{Arch: model.Arch{Norm: model.NormBatch, Up: model.UpBilinear, Depth: 3, InChannels: 1, Classes: 2}},
+		{Arch: model.Arch{Norm: model.NormGroup, Up: model.UpTranspose, Groups: 2, Depth: 1, Classes: 5}},
 	} {
 		cfg.Base = 4
 		if cfg.Depth == 0 {
@@ -295,7 +295,7 @@ func checkStructure(t *testing.T, m *onnxpb.ModelProto, net *model.UNet, opt Opt
 // TestMarshalDeterministicWithMeta: the same network and options give the
 // same bytes, metadata included and sorted.
 func TestMarshalDeterministicWithMeta(t *testing.T) {
-	net := testNet(t, model.Config{Base: 2, Depth: 1}, 1)
+	net := testNet(t, model.Config{Arch: model.Arch{Base: 2, Depth: 1}}, 1)
 	opt := Options{Meta: map[string]string{"z": "1", "a": "2", "memunet_model": `{"depth":1}`}, ProducerVersion: "test"}
 	a, err := Marshal(net, opt)
 	if err != nil {
@@ -316,8 +316,8 @@ func TestMarshalDeterministicWithMeta(t *testing.T) {
 // fp16, a normalisation that does not fit the channels: each an error
 // naming it.
 func TestMarshalRefuses(t *testing.T) {
-	net := testNet(t, model.Config{Base: 2, Depth: 1}, 1)
-	big := testNet(t, model.Config{Base: 2, Depth: 1}, 2)
+	net := testNet(t, model.Config{Arch: model.Arch{Base: 2, Depth: 1}}, 1)
+	big := testNet(t, model.Config{Arch: model.Arch{Base: 2, Depth: 1}}, 2)
 	w := big.Params()[0]
 	v := w.Read()
 	v[3] = 1e5
@@ -345,7 +345,7 @@ func TestMarshalRefuses(t *testing.T) {
 // TestNormEpsilonIsTheModels: the epsilon written for both norms is the
 // one model's layers use.
 func TestNormEpsilonIsTheModels(t *testing.T) {
-	net := testNet(t, model.Config{Base: 2, Depth: 1, Norm: model.NormBatch}, 1)
+	net := testNet(t, model.Config{Arch: model.Arch{Base: 2, Depth: 1, Norm: model.NormBatch}}, 1)
 	for _, bn := range net.BatchNorms() {
 		if bn.Eps != normEps {
 			t.Errorf("%s: eps %g, export writes %g", bn.Weight.Name, bn.Eps, normEps)

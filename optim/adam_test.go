@@ -35,7 +35,7 @@ func TestAdamMatchesPyTorchRule(t *testing.T) {
 		{LR: 3e-2, Beta1: 0.8, Beta2: 0.99, Eps: 1e-6, WeightDecay: 0.1},
 	} {
 		dev := model.NewDevice(cpu.New(), memory.Options{})
-		net, err := model.New(dev, model.Config{Base: 2, Depth: 1, Classes: 2}, 7)
+		net, err := model.New(dev, model.Config{Arch: model.Arch{Base: 2, Depth: 1, Classes: 2}}, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestOptimizerStateBytes(t *testing.T) {
 		{Config{Kind: KindRMSprop, Alpha: 0.99, Momentum: 0.9}, 2, []string{"square_avg", "momentum_buffer"}},
 	} {
 		dev := model.NewDevice(cpu.New(), memory.Options{})
-		net, err := model.New(dev, model.Config{Base: 2, Depth: 1, Classes: 2}, 7)
+		net, err := model.New(dev, model.Config{Arch: model.Arch{Base: 2, Depth: 1, Classes: 2}}, 7)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,6 @@
 package optim
 
 import (
-	"fmt"
-
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -33,26 +31,6 @@ type Config struct {
 	Alpha               float64
 }
 
-// Validate names the first invalid setting.
-func (c Config) Validate() error {
-	switch c.Kind {
-	case KindAdam, KindAdamW, KindRMSprop:
-	case KindSGD:
-		if c.Nesterov && (c.Momentum <= 0 || c.Dampening != 0) {
-			return fmt.Errorf("train.nesterov needs train.momentum > 0 and train.dampening 0 (PyTorch's rule)")
-		}
-	default:
-		return fmt.Errorf("train.optimizer: %q: must be adam, adamw, sgd or rmsprop", c.Kind)
-	}
-	if !(c.Momentum >= 0 && c.Momentum < 1) || !(c.Dampening >= 0 && c.Dampening <= 1) {
-		return fmt.Errorf("train.momentum %g must be in [0, 1) and train.dampening %g in [0, 1]", c.Momentum, c.Dampening)
-	}
-	if c.Kind == KindRMSprop && !(c.Alpha > 0 && c.Alpha < 1) {
-		return fmt.Errorf("train.alpha: %g: RMSprop's smoothing must be in (0, 1), e.g. 0.99", c.Alpha)
-	}
-	return nil
-}
-
 // Optimizer updates the trainable parameters from their gradients; its
 // per-parameter state lives on the device (optimizer category).
 type Optimizer interface {
@@ -80,9 +58,6 @@ type StateTensor struct {
 // New makes the optimizer cfg names over params (the trainable ones), its
 // state zeroed.
 func New(dev *model.Device, params []*model.Param, cfg Config) (Optimizer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	switch cfg.Kind {
 	case KindSGD:
 		return newSGD(dev, params, cfg)

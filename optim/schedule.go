@@ -1,7 +1,6 @@
 package optim
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -50,29 +49,6 @@ type ScheduleState struct {
 	LR             float64  `json:"lr"`
 	Best           *float64 `json:"best"` // best val mIoU so far; null before the first validation
 	BadValidations int      `json:"bad_validations"`
-}
-
-// Validate names the first invalid field.
-func (s Schedule) Validate() error {
-	switch s.Kind {
-	case Constant:
-	case StepDecay:
-		if s.StepSize < 1 || !(s.Gamma > 0 && s.Gamma <= 1) {
-			return fmt.Errorf("train.schedule: step needs step_size >= 1 (now %d) and 0 < gamma <= 1 (now %g)", s.StepSize, s.Gamma)
-		}
-	case Cosine:
-		if s.Warmup < 0 || !(s.MinLR >= 0 && s.MinLR <= s.LR) {
-			return fmt.Errorf("train.schedule: cosine needs warmup >= 0 (now %d) and 0 <= min_lr <= train.lr (now %g)", s.Warmup, s.MinLR)
-		}
-	case Plateau:
-		if s.Patience < 0 || !(s.Factor > 0 && s.Factor < 1) || !(s.Threshold >= 0) || !(s.MinLR >= 0) {
-			return fmt.Errorf("train.schedule: plateau needs patience >= 0 (now %d), 0 < factor < 1 (now %g), threshold >= 0 (now %g) and min_lr >= 0 (now %g)",
-				s.Patience, s.Factor, s.Threshold, s.MinLR)
-		}
-	default:
-		return fmt.Errorf("train.schedule.kind: %q: must be constant, step, cosine or plateau", s.Kind)
-	}
-	return nil
 }
 
 // Start is the state at step 0.

@@ -44,9 +44,6 @@ func TestSchedulesMatchPyTorch(t *testing.T) {
 	for i, c := range g.Cases {
 		s := Schedule{Kind: c.Kind, LR: c.LR, MinLR: c.MinLR, Warmup: c.Warmup, Total: c.Total, StepSize: c.StepSize,
 			Gamma: c.Gamma, Patience: c.Patience, Factor: c.Factor, Threshold: c.Threshold}
-		if err := s.Validate(); err != nil {
-			t.Fatalf("case %d: %v", i, err)
-		}
 		st := s.Start()
 		for step := 0; step < c.Steps; step++ {
 			got := s.At(step, st)
@@ -57,22 +54,6 @@ func TestSchedulesMatchPyTorch(t *testing.T) {
 			if c.ValEvery > 0 && (step+1)%c.ValEvery == 0 {
 				s.Validated(c.MIoUs[(step+1)/c.ValEvery-1], &st)
 			}
-		}
-	}
-}
-
-func TestScheduleValidate(t *testing.T) {
-	for _, s := range []Schedule{
-		{Kind: "linear", LR: 1},
-		{Kind: StepDecay, LR: 1, StepSize: 0, Gamma: 0.5},
-		{Kind: StepDecay, LR: 1, StepSize: 3, Gamma: 1.5},
-		{Kind: Cosine, LR: 1, Warmup: -1},
-		{Kind: Cosine, LR: 1, MinLR: 2},
-		{Kind: Plateau, LR: 1, Factor: 1},
-		{Kind: Plateau, LR: 1, Factor: 0.5, Patience: -1},
-	} {
-		if err := s.Validate(); err == nil {
-			t.Errorf("%+v accepted", s)
 		}
 	}
 }

@@ -231,17 +231,13 @@ var resumableKeys = map[string]bool{
 func resumeConflicts(ck, run config.Config) []string {
 	fit := run.Memory.Fit == "auto" && ck.Memory.Fit == "auto"
 	var out []string
-	va, vb := reflect.ValueOf(ck), reflect.ValueOf(run)
-	for i := 0; i < va.NumField(); i++ {
-		sec := va.Type().Field(i)
-		if sec.Name == "Memory" || sec.Name == "Output" || sec.Name == "Device" || sec.Name == "Dist" || sec.Name == "CUDA" {
+	for _, section := range run.Sections() {
+		if slices.Contains([]string{"memory", "output", "device", "dist", "cuda"}, section) {
 			continue // a run may resume on another device: checkpoints are the same everywhere
 		}
-		if sec.Tag.Get("yaml") == "-" {
-			continue // not a key (Config.Invocation)
-		}
-		for j := 0; j < va.Field(i).NumField(); j++ {
-			key := sec.Tag.Get("yaml") + "." + sec.Type.Field(j).Tag.Get("yaml")
+		now := run.Settings(section)
+		for i, was := range ck.Settings(section) {
+			key := was.Key
 			if resumableKeys[key] {
 				continue
 			}
@@ -251,8 +247,7 @@ func resumeConflicts(ck, run config.Config) []string {
 			if key == "model.checkpoint" && (run.Model.Checkpoint.Auto || ck.Model.Checkpoint.Auto) {
 				continue // auto chooses again, the same for the same capacity
 			}
-			fa, fb := va.Field(i).Field(j).Interface(), vb.Field(i).Field(j).Interface()
-			if !reflect.DeepEqual(fa, fb) {
+			if fa, fb := was.Value, now[i].Value; !reflect.DeepEqual(fa, fb) {
 				out = append(out, fmt.Sprintf("%s: checkpoint %s, now %s", key, yamlValue(fa), yamlValue(fb)))
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/runfiles"
@@ -43,7 +44,7 @@ func resumeConfig(variant string) config.Config {
 		c.Train.Schedule.Kind, c.Train.Schedule.Warmup = "cosine", 2
 	case "augment":
 		c.Data.Flip = true
-		c.Data.Augment = config.Augment{VFlip: true, Rot90: true, CropScale: []float64{0.5, 1}, Brightness: 0.2, Contrast: 0.2}
+		c.Data.Augment = data.Augment{VFlip: true, Rot90: true, CropScale: []float64{0.5, 1}, Brightness: 0.2, Contrast: 0.2}
 	case "sgd": // a momentum buffer per parameter, started from the first gradient
 		c.Train.Optimizer, c.Train.LR, c.Train.Momentum, c.Train.Nesterov, c.Train.WeightDecay = "sgd", 0.05, 0.9, true, 1e-3
 	case "rmsprop": // milesial's: square average and momentum buffer

@@ -222,9 +222,6 @@ type Options struct {
 // summary.
 func Run(ctx context.Context, cfg config.Config, opts Options) (sum *Summary, err error) {
 	start := time.Now()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if err := checkFinished(cfg, opts); err != nil {
 		return nil, err // read only: no lock, nothing touched
 	}

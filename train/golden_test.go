@@ -112,8 +112,7 @@ func goldenArch(t *testing.T, g *safetensors.File) model.Config {
 	if err := json.Unmarshal([]byte(g.Metadata["memunet_model"]), &arch); err != nil {
 		t.Fatalf("memunet_model metadata: %v", err)
 	}
-	return model.Config{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth,
-		Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups}
+	return model.Config{Arch: model.Arch{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth, Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups}}
 }
 
 // goldenRun is a fresh model with a golden file's initial state_dict, and

@@ -12,12 +12,13 @@ import (
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
+	"github.com/memunet/memunet/model"
 )
 
 // planGridConfig is a tiny network for the plan-vs-measured grid.
 func planGridConfig(size, batch int, up, norm string) config.Config {
 	c := config.Default()
-	c.Model.Base, c.Model.Depth, c.Model.Classes, c.Model.Up, c.Model.Norm, c.Model.Groups = 4, 2, 3, up, norm, 2
+	c.Model.Base, c.Model.Depth, c.Model.Classes, c.Model.Up, c.Model.Norm, c.Model.Groups = 4, 2, 3, model.UpMode(up), model.NormKind(norm), 2
 	c.Data.Size, c.Data.Count, c.Data.ValFraction = size, 3*batch, 0.25
 	c.Train.BatchSize, c.Train.Steps, c.Train.ValEvery = batch, 4, 2 // as plan's dry run
 	c.Output.Progress = "none"

@@ -158,16 +158,15 @@ type Placement struct {
 	Comm    dist.Comm
 }
 
-// NewTrainer validates cfg and builds the dataset, the model, the
-// optimizer and the batch buffers where at places it.
+// NewTrainer builds the dataset, the model, the optimizer and the batch
+// buffers where at places them. It trusts cfg: a loaded config is
+// validated (config.Parse), and one changed by code is validated by the
+// code that changed it.
 //
 // With memory.fit: auto it trains the first of FitCandidates that plan says
 // fits memory.capacity (FitLog says which and why) and keeps the later ones
 // for an out-of-memory error during training.
 func NewTrainer(cfg config.Config, at Placement) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	b, comm := at.Backend, at.Comm
 	if b == nil {
 		var err error
@@ -261,8 +260,8 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	}
 	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
 	// that every micro-batch has the same size and memory.
-	if h, w := set.Data.Size(); cfg.DataAugment().Validate(h, w) != nil {
-		return nil, cfg.DataAugment().Validate(h, w)
+	if h, w := set.Data.Size(); cfg.Data.Augment.Validate(h, w) != nil {
+		return nil, cfg.Data.Augment.Validate(h, w)
 	}
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum * ranks) * accum // each covers batch x ranks samples
 	total := cfg.Train.Steps
@@ -641,7 +640,7 @@ func (t *Trainer) nextBatch() (int, error) {
 			var err error
 			if t.loader, err = data.NewLoader(t.data, t.trainIdx, data.LoaderConfig{
 				Batch: b, PerEpoch: t.microPerEpoch, Seed: t.Config.Train.Seed, Flip: t.Config.Data.Flip,
-				Augment: t.Config.DataAugment(), Rank: t.comm.Rank(), World: t.comm.Size()}); err != nil {
+				Augment: t.Config.Data.Augment, Rank: t.comm.Rank(), World: t.comm.Size()}); err != nil {
 				return 0, err
 			}
 		}

@@ -207,7 +207,7 @@ func TestScalerGrowth(t *testing.T) {
 func TestFP16UnderflowWithoutScaling(t *testing.T) {
 	grad := func(prec backend.DType, scale float64) []float32 {
 		dev := model.NewDevice(cpu.New(), memory.Options{})
-		net, err := model.New(dev, model.Config{InChannels: 3, Classes: 4, Base: 4, Depth: 2}, 5)
+		net, err := model.New(dev, model.Config{Arch: model.Arch{InChannels: 3, Classes: 4, Base: 4, Depth: 2}}, 5)
 		if err != nil {
 			t.Fatal(err)
 		}

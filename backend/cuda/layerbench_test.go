@@ -15,7 +15,7 @@ import (
 func TestSeedUNetConvolutions(t *testing.T) {
 	for _, c := range []struct{ base, size int }{{16, 128}, {64, 64}} {
 		dev := model.NewDevice(noop.New(cpu.New()), memory.Options{})
-		m, err := model.New(dev, model.Config{InChannels: 3, Classes: 4, Base: c.base, Depth: 4}, 1)
+		m, err := model.New(dev, model.Config{Arch: model.Arch{InChannels: 3, Classes: 4, Base: c.base, Depth: 4}}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -140,7 +140,7 @@ func dataPreview(args []string, stdout io.Writer) error {
 		return err
 	}
 	idx := set.Train[:min(*count, len(set.Train))]
-	img, err := data.Preview(set.Data, idx, data.LoaderConfig{Seed: cfg.Train.Seed, Flip: cfg.Data.Flip, Augment: cfg.DataAugment()}, *epoch-1)
+	img, err := data.Preview(set.Data, idx, data.LoaderConfig{Seed: cfg.Train.Seed, Flip: cfg.Data.Flip, Augment: cfg.Data.Augment}, *epoch-1)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func TestUNetFloat32(t *testing.T) {
 // batch 2 of 3x16x16, 3 classes, about 1/8 of the target pixels ignored).
 func checkUNet(t *testing.T, up model.UpMode, norm model.NormKind, seed uint64, dt tensor.Dtype, tol float64) {
 	const N, H, W = 2, 16, 16
-	cfg := model.Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: up, Norm: norm, Groups: 8}
+	cfg := model.Config{Arch: model.Arch{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: up, Norm: norm, Groups: 8}}
 	dev := model.NewDevice(cpu.New(), memory.Options{})
 	m, err := model.New(dev, cfg, seed)
 	if err != nil {
@@ -170,7 +170,7 @@ func allZero(xs []float64) bool {
 // on that batch gives.
 func TestNetSetBatch(t *testing.T) {
 	dev := model.NewDevice(cpu.New(), memory.Options{})
-	cfg := model.Config{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: model.UpTranspose, Norm: model.NormBatch}
+	cfg := model.Config{Arch: model.Arch{InChannels: 3, Classes: 3, Base: 4, Depth: 2, Up: model.UpTranspose, Norm: model.NormBatch}}
 	m, err := model.New(dev, cfg, 9)
 	if err != nil {
 		t.Fatal(err)
