@@ -10,12 +10,21 @@ gives the network memunet trained. Inputs are NCHW float32 images
 normalized as memunet's data pipeline does: (pixel/255 - mean) / std per
 channel, mean 0.5 and std 0.25 unless the run set data.mean / data.std.
 
+With dims=3 (the memunet_model JSON's "dims"; 2 when absent) the same
+network is 3D: NCDHW volumes, 3x3x3 convolutions, BatchNorm3d, MaxPool3d,
+trilinear up-sampling or ConvTranspose3d, under the same parameter names
+(the weights gain a depth axis). "pool_kernels" (per-level pooling kernels,
+e.g. [[1, 2, 2], [2, 2, 2]] for thick slices) and "max_channels" (a cap on
+every level's width, nnU-Net's 320) default to 2 everywhere and no cap.
+
 Usage:
   python3 memunet_torch.py model.safetensors
       loads the file (strict) and prints the architecture and parameter count
   python3 memunet_torch.py model.safetensors --check x.bin logits.bin N H W
       runs the model in eval mode on N images (raw little-endian float32,
       NCHW) and compares with memunet's logits; prints one JSON line
+  python3 memunet_torch.py model.safetensors --check x.bin logits.bin N D H W
+      the same for a 3D model on N volumes (NCDHW)
 """
 import json
 import struct
@@ -26,16 +35,37 @@ import torch
 import torch.nn as nn
 
 
-class DoubleConv(nn.Module):
-    """(conv3x3 -> norm -> ReLU) x 2; the convs have a bias only without norm."""
+# The modules of each spatial rank: 2 (NCHW images) or 3 (NCDHW volumes).
+_OPS = {
+    2: dict(conv=nn.Conv2d, bn=nn.BatchNorm2d, pool=nn.MaxPool2d, tconv=nn.ConvTranspose2d, interp="bilinear"),
+    3: dict(conv=nn.Conv3d, bn=nn.BatchNorm3d, pool=nn.MaxPool3d, tconv=nn.ConvTranspose3d, interp="trilinear"),
+}
 
-    def __init__(self, cin, cout, norm="batch", groups=8):
+
+def _ops(dims):
+    if dims not in _OPS:
+        raise ValueError(f"dims {dims!r}: want 2 or 3")
+    return _OPS[dims]
+
+
+def _factor(k):
+    """A pooling kernel as memunet's twin passes it to torch: the int 2 of
+    the default 2x2 (2x2x2) pooling, else a tuple, one factor per axis."""
+    return k if isinstance(k, int) else tuple(k)
+
+
+class DoubleConv(nn.Module):
+    """(conv3x3 -> norm -> ReLU) x 2; the convs have a bias only without norm.
+    In 3D the convolutions are 3x3x3 (padding 1) and BatchNorm is BatchNorm3d."""
+
+    def __init__(self, cin, cout, norm="batch", groups=8, dims=2):
         super().__init__()
+        ops = _ops(dims)
 
         def block(c_in):
-            layers = [nn.Conv2d(c_in, cout, 3, padding=1, bias=(norm == "none"))]
+            layers = [ops["conv"](c_in, cout, 3, padding=1, bias=(norm == "none"))]
             if norm == "batch":
-                layers.append(nn.BatchNorm2d(cout))  # eps 1e-5, momentum 0.1
+                layers.append(ops["bn"](cout))  # eps 1e-5, momentum 0.1
             elif norm == "group":
                 layers.append(nn.GroupNorm(min(groups, cout), cout))  # eps 1e-5
             return layers + [nn.ReLU(inplace=True)]
@@ -47,51 +77,104 @@ class DoubleConv(nn.Module):
 
 
 class Down(nn.Module):
-    def __init__(self, cin, cout, norm, groups):
+    """Max-pool (kernel = stride = pool, 2 unless the level's pool_kernels
+    entry says otherwise), then a DoubleConv."""
+
+    def __init__(self, cin, cout, norm, groups, dims=2, pool=2):
         super().__init__()
-        self.maxpool_conv = nn.Sequential(nn.MaxPool2d(2), DoubleConv(cin, cout, norm, groups))
+        ops = _ops(dims)
+        self.maxpool_conv = nn.Sequential(ops["pool"](_factor(pool)), DoubleConv(cin, cout, norm, groups, dims))
 
     def forward(self, x):
         return self.maxpool_conv(x)
 
 
 class Up(nn.Module):
-    def __init__(self, cin, cskip, up, norm, groups):
+    """Up-samples by the factors of the pooling it undoes (pool), by linear
+    interpolation in each axis (bilinear in 2D, trilinear in 3D,
+    align_corners=False) or a transposed convolution with kernel = stride =
+    pool to cskip channels (cin // 2 = cskip unless max_channels capped the
+    widths; nnU-Net's choice under its cap), concatenates the skip first and
+    runs a DoubleConv to cskip channels."""
+
+    def __init__(self, cin, cskip, up, norm, groups, dims=2, pool=2):
         super().__init__()
-        if up == "bilinear":
-            self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        ops = _ops(dims)
+        if up in ("bilinear", "trilinear"):
+            scale = pool if isinstance(pool, int) else tuple(float(f) for f in pool)
+            self.up = nn.Upsample(scale_factor=scale, mode=ops["interp"], align_corners=False)
             cat = cin + cskip
-        else:  # transpose
-            self.up = nn.ConvTranspose2d(cin, cin // 2, 2, stride=2)
-            cat = cin // 2 + cskip
-        self.conv = DoubleConv(cat, cskip, norm, groups)
+        elif up == "transpose":
+            self.up = ops["tconv"](cin, cskip, _factor(pool), stride=_factor(pool))
+            cat = cskip + cskip
+        else:
+            raise ValueError(f"up {up!r}: want bilinear (trilinear) or transpose")
+        self.conv = DoubleConv(cat, cskip, norm, groups, dims)
 
     def forward(self, x, skip):
         return self.conv(torch.cat([skip, self.up(x)], dim=1))  # skip first
 
 
 class OutConv(nn.Module):
-    def __init__(self, cin, classes):
+    def __init__(self, cin, classes, dims=2):
         super().__init__()
-        self.conv = nn.Conv2d(cin, classes, 1)
+        self.conv = _ops(dims)["conv"](cin, classes, 1)
 
     def forward(self, x):
         return self.conv(x)
 
 
 class UNet(nn.Module):
-    """memunet's model.Config: level i has base * 2^i channels, depth levels."""
+    """memunet's model.Config: level i has base * 2^i channels (at most
+    max_channels when set, as nnU-Net caps at 320), depth levels.
 
-    def __init__(self, in_channels=3, classes=4, base=8, depth=3, up="bilinear", norm="batch", groups=8):
+    dims is 2 (NCHW images, the default) or 3 (NCDHW volumes: 3x3x3
+    convolutions, BatchNorm3d, MaxPool3d, trilinear up-sampling or
+    ConvTranspose3d, 1x1x1 output convolution). The parameter names are the
+    same in both; only the weights' shapes gain a depth axis.
+
+    pool_kernels, when set, holds one pooling kernel per level (depth
+    entries, each an int or dims ints): down i pools with kernel = stride =
+    pool_kernels[i-1] and the decoder that returns to level i-1 (up
+    depth-i+1) up-samples by the same factors, e.g. [[1, 2, 2], [2, 2, 2]]
+    keeps the thick slices of an anisotropic volume at the first pooling.
+    None pools by 2 in every axis at every level."""
+
+    def __init__(self, in_channels=3, classes=4, base=8, depth=3, up="bilinear", norm="batch", groups=8,
+                 dims=2, pool_kernels=None, max_channels=None):
         super().__init__()
-        w = lambda i: base << i
+        _ops(dims)
+        if pool_kernels is None:
+            pools = [2] * depth
+        else:
+            if len(pool_kernels) != depth:
+                raise ValueError(f"pool_kernels has {len(pool_kernels)} entries, depth is {depth}")
+            pools = []
+            for k in pool_kernels:
+                k = [k] * dims if isinstance(k, int) else list(k)
+                if len(k) != dims or any(not isinstance(f, int) or f < 1 for f in k):
+                    raise ValueError(f"pool kernel {k}: want {dims} positive ints")
+                pools.append(k)
+        if max_channels is not None and max_channels < 1:
+            raise ValueError(f"max_channels {max_channels}: want at least 1 or None")
+        w = lambda i: base << i if max_channels is None else min(base << i, max_channels)
         self.depth = depth
-        self.inc = DoubleConv(in_channels, w(0), norm, groups)
+        self.dims = dims
+        self.pools = pools
+        self.inc = DoubleConv(in_channels, w(0), norm, groups, dims)
         for i in range(1, depth + 1):
-            setattr(self, f"down{i}", Down(w(i - 1), w(i), norm, groups))
+            setattr(self, f"down{i}", Down(w(i - 1), w(i), norm, groups, dims, pools[i - 1]))
         for i in range(1, depth + 1):
-            setattr(self, f"up{i}", Up(w(depth - i + 1), w(depth - i), up, norm, groups))
-        self.outc = OutConv(w(0), classes)
+            setattr(self, f"up{i}", Up(w(depth - i + 1), w(depth - i), up, norm, groups, dims, pools[depth - i]))
+        self.outc = OutConv(w(0), classes, dims)
+
+    def divisor(self):
+        """The factor each spatial axis of an input must be a multiple of."""
+        out = [1] * self.dims
+        for k in self.pools:
+            k = [k] * self.dims if isinstance(k, int) else k
+            out = [a * b for a, b in zip(out, k)]
+        return out
 
     def forward(self, x):
         skips = [self.inc(x)]
@@ -167,13 +250,14 @@ def main(argv):
     if len(argv) == 2:
         print(json.dumps({"params": sum(p.numel() for p in model.parameters()), "keys": len(model.state_dict())}))
         return
-    if len(argv) != 8 or argv[2] != "--check":
+    if len(argv) != 6 + model.dims or argv[2] != "--check":
         sys.exit(__doc__)
-    n, h, w = map(int, argv[5:8])
-    x = torch.from_numpy(np.fromfile(argv[3], dtype="<f4").reshape(n, -1, h, w).copy())
-    want = np.fromfile(argv[4], dtype="<f4").reshape(n, -1, h * w)
+    n, *size = map(int, argv[5:])
+    vox = int(np.prod(size))
+    x = torch.from_numpy(np.fromfile(argv[3], dtype="<f4").reshape(n, -1, *size).copy())
+    want = np.fromfile(argv[4], dtype="<f4").reshape(n, -1, vox)
     with torch.no_grad():
-        got = model(x).numpy().reshape(n, -1, h * w)
+        got = model(x).numpy().reshape(n, -1, vox)
     print(json.dumps({
         "max_abs_diff": float(np.abs(got - want).max()),
         "max_abs": float(np.abs(want).max()),
