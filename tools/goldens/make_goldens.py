@@ -21,12 +21,48 @@ random non-trivial weights, and records in one safetensors file:
   adam3.loss      [3] F32, the loss of each of those 3 steps
 
 Metadata: memunet_model (the UNet kwargs as JSON), torch_version, command,
-adam (the optimizer settings as JSON), seed.
+adam (the optimizer settings as JSON), seed, loss.
 
-The output is deterministic: rerunning with the same torch gives the same
-bytes. Usage, from anywhere:
+2D (ARCHS): testdata/goldens/unet_*.safetensors, the shapes above.
 
-  /usr/bin/python3 tools/goldens/make_goldens.py
+3D (ARCHS3D): testdata/goldens/3d/unet3d_*.safetensors, the same records
+for the UNet with dims=3 (Conv3d 3x3x3, BatchNorm3d or GroupNorm, MaxPool3d,
+trilinear up-sampling or ConvTranspose3d, 1x1x1 output conv): volumes, one
+channel, two classes, so input (2, 1, D, H, W), target (2, D, H, W) U8 in
+[0, 2) with about 10% 255, logits (2, 2, D, H, W), and weights with a depth
+axis. Their memunet_model JSON adds dims, pool_kernels and max_channels:
+
+  unet3d_trilinear_batch        16x16x16, base 2, depth 2, up bilinear
+                                (trilinear in 3D), norm batch
+  unet3d_transpose_group        16x16x16, base 2, depth 2, up transpose,
+                                norm group, groups 2
+  unet3d_aniso_transpose_batch  8x16x16, base 2, depth 2, up transpose,
+                                norm batch, pool_kernels [[1,2,2],[2,2,2]]
+                                (down1 keeps the depth, up2 undoes it with a
+                                1x2x2 transposed conv), max_channels 6 (the
+                                widths 2, 4, 8 capped to 2, 4, 6; up1's
+                                transposed conv goes 6 -> 4, the skip's width)
+
+Base 2 rather than the 2D files' 4 keeps each 3D file under 200 KB (base 4
+would make them 280..400 KB). They live in a subfolder because
+train/golden_test.go loads every testdata/goldens/*.safetensors as a 2D
+UNet; .gitignore un-ignores only that level, so a new file there is added
+with `git add -f` (files already tracked are rewritten in place).
+
+The output is deterministic: rerunning with the same torch on the same
+machine gives the same bytes. Another machine may round differently (the
+committed 2D files, made elsewhere, differ from what the same torch gives on
+a 2-core AVX2 host by up to 3.5e-6 in the logits, far inside the Go tests'
+tolerances), so --dims 3 regenerates the 3D files without rewriting the 2D
+ones. Usage, from anywhere:
+
+  /usr/bin/python3 tools/goldens/make_goldens.py              # all five files
+  /usr/bin/python3 tools/goldens/make_goldens.py --dims 3     # only the 3D ones
+  /usr/bin/python3 tools/goldens/make_goldens.py --out DIR    # into DIR instead
+
+(--dims 2 or 3 makes only that set; --out writes both sets' files into DIR.)
+Each make() is independent of the others (its own seeded generator), so a
+subset gives the same bytes as the whole run.
 """
 import json
 import math
@@ -41,18 +77,31 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(REPO, "testdata", "goldens")
+OUT_DIR_3D = os.path.join(OUT_DIR, "3d")
 COMMAND = "/usr/bin/python3 tools/goldens/make_goldens.py"
 
 sys.path.insert(0, os.path.join(REPO, "tools", "pytorch"))
 from memunet_torch import UNet  # noqa: E402  (imports only json, struct, sys, numpy, torch)
 
+# (file name, seed, UNet kwargs, the input's spatial size); N images each.
 ARCHS = [
     ("unet_bilinear_batch", 1,
-     dict(in_channels=3, classes=3, base=4, depth=2, up="bilinear", norm="batch", groups=8)),
+     dict(in_channels=3, classes=3, base=4, depth=2, up="bilinear", norm="batch", groups=8), (16, 16)),
     ("unet_transpose_group", 2,
-     dict(in_channels=3, classes=3, base=4, depth=2, up="transpose", norm="group", groups=2)),
+     dict(in_channels=3, classes=3, base=4, depth=2, up="transpose", norm="group", groups=2), (16, 16)),
 ]
-N, H, W = 2, 16, 16
+ARCHS3D = [
+    ("unet3d_trilinear_batch", 3,
+     dict(in_channels=1, classes=2, base=2, depth=2, up="bilinear", norm="batch", groups=8,
+          dims=3, pool_kernels=None, max_channels=None), (16, 16, 16)),
+    ("unet3d_transpose_group", 4,
+     dict(in_channels=1, classes=2, base=2, depth=2, up="transpose", norm="group", groups=2,
+          dims=3, pool_kernels=None, max_channels=None), (16, 16, 16)),
+    ("unet3d_aniso_transpose_batch", 5,
+     dict(in_channels=1, classes=2, base=2, depth=2, up="transpose", norm="batch", groups=8,
+          dims=3, pool_kernels=[[1, 2, 2], [2, 2, 2]], max_channels=6), (8, 16, 16)),
+]
+N = 2
 IGNORE = 255
 IGNORE_FRACTION = 0.1
 ADAM = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, foreach=False)
@@ -129,19 +178,19 @@ def randomize(model, gen):
 
     with torch.no_grad():
         for _, m in model.named_modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Conv3d, nn.ConvTranspose3d)):
                 # kaiming-normal (ReLU gain) on the fan-in
                 fan_in = m.weight.shape[1] * m.weight[0, 0].numel()
-                if isinstance(m, nn.ConvTranspose2d):
+                if isinstance(m, (nn.ConvTranspose2d, nn.ConvTranspose3d)):
                     # kernel == stride: each output sums over the input channels only
                     fan_in = m.weight.shape[0]
                 m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * math.sqrt(2.0 / fan_in))
                 if m.bias is not None:
                     uniform(m.bias, -0.2, 0.2)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm)):
                 uniform(m.weight, 0.5, 1.5)
                 uniform(m.bias, -0.2, 0.2)
-                if isinstance(m, nn.BatchNorm2d):
+                if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
                     m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=gen) * 0.1)
                     uniform(m.running_var, 0.5, 1.5)
                     m.num_batches_tracked.zero_()
@@ -151,15 +200,15 @@ def state(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def make(name, seed, arch):
+def make(name, seed, arch, size, out_dir):
     gen = torch.Generator().manual_seed(seed)
     model = UNet(**arch)
     randomize(model, gen)
     init = state(model)
 
-    x = torch.randn((N, arch["in_channels"], H, W), generator=gen)
-    target = torch.randint(0, arch["classes"], (N, H, W), generator=gen)
-    target[torch.rand((N, H, W), generator=gen) < IGNORE_FRACTION] = IGNORE
+    x = torch.randn((N, arch["in_channels"], *size), generator=gen)
+    target = torch.randint(0, arch["classes"], (N, *size), generator=gen)
+    target[torch.rand((N, *size), generator=gen) < IGNORE_FRACTION] = IGNORE
     target = target.to(torch.uint8)
     criterion = nn.CrossEntropyLoss(ignore_index=IGNORE, reduction="mean")
 
@@ -212,7 +261,7 @@ def make(name, seed, arch):
         "seed": str(seed),
         "loss": "torch.nn.CrossEntropyLoss(ignore_index=255, reduction='mean')",
     }
-    path = os.path.join(OUT_DIR, name + ".safetensors")
+    path = os.path.join(out_dir, name + ".safetensors")
     write_safetensors(path, tensors, meta)
 
     # Round trip through our own reader.
@@ -227,17 +276,28 @@ def make(name, seed, arch):
           f"loss {loss.item():.9g}, adam3.loss {[float(f'{v:.9g}') for v in losses]}")
 
 
-def main():
-    if len(sys.argv) != 1:
-        sys.exit(__doc__)
+def main(argv):
+    out2d, out3d, which = OUT_DIR, OUT_DIR_3D, ("2", "3")
+    args = argv[1:]
+    while args:
+        if len(args) < 2 or args[0] not in ("--out", "--dims") or (args[0] == "--dims" and args[1] not in ("2", "3")):
+            sys.exit(__doc__)
+        if args[0] == "--out":
+            out2d = out3d = args[1]
+        else:
+            which = (args[1],)
+        args = args[2:]
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
-    os.makedirs(OUT_DIR, exist_ok=True)
-    for name, seed, arch in ARCHS:
-        make(name, seed, arch)
+    for dims, out, archs in (("2", out2d, ARCHS), ("3", out3d, ARCHS3D)):
+        if dims not in which:
+            continue
+        os.makedirs(out, exist_ok=True)
+        for name, seed, arch, size in archs:
+            make(name, seed, arch, size, out)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv)
