@@ -4,6 +4,19 @@
 // train/validation splits and per-epoch shuffles, parallel batch filling and
 // a background Loader.
 //
+// # Sources
+//
+// Config is the config's data section itself (package config decodes it in
+// place) and SourceConfig adds what the data needs of the model; its
+// Validate (config.go) is the one check of data.*, and Open trusts it.
+// Each data.source is a source (source.go) behind one interface: it lists
+// and checks its samples and says how they split; Open (open.go) does the
+// rest alike for all of them (the split's checks, the final size, patches,
+// normalization) and Report (report.go) words what it found. The sources:
+// synthetic (synthetic.go), folder and voc (scan.go: listing in files.go
+// and voc.go, reading every file in full), nifti (nifti.go, niftiset.go).
+// Decoding is decode.go (images), mask.go (masks), tiff.go and deep.go.
+//
 // # Files
 //
 // Open (config keys data.*) reads data.source folder (DIR/images/ and

@@ -1,8 +1,6 @@
 package data
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -10,11 +8,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/memunet/memunet/infile"
@@ -320,239 +315,12 @@ func hasFatal(ps []Problem) bool {
 	return slices.ContainsFunc(ps, func(p Problem) bool { return p.Fatal })
 }
 
-// vocLists are the split lists of a VOC root.
-const (
-	vocTrainList = "ImageSets/Segmentation/train.txt"
-	vocValList   = "ImageSets/Segmentation/val.txt"
-)
-
-// listVOC reads a VOCdevkit-style root: the ids of
-// ImageSets/Segmentation/train.txt and (if present) val.txt, each with
-// JPEGImages/ID.jpg and SegmentationClass/ID.png. It returns the training
-// pairs followed by the validation pairs, and how many are training pairs;
-// hasVal says val.txt exists and lists at least one id.
-func listVOC(root string) (pairs []pair, nTrain int, hasVal bool, probs []Problem) {
-	layout := "data.source voc reads a VOC root such as VOCdevkit/VOC2012: JPEGImages/, SegmentationClass/ and ImageSets/Segmentation/{train,val}.txt"
-	if p := checkDir(root, "set data.path to "+layout[len("data.source voc reads "):]); p != nil {
-		return nil, 0, false, []Problem{*p}
-	}
-	for _, d := range []string{"JPEGImages", "SegmentationClass"} {
-		if p := checkDir(filepath.Join(root, d), layout); p != nil {
-			for _, sub := range []string{"VOC2012", "VOC2007"} {
-				if st, err := os.Stat(filepath.Join(root, sub, d)); err == nil && st.IsDir() {
-					p.Msg += fmt.Sprintf("; did you mean data.path: %s?", filepath.Join(root, sub))
-					break
-				}
-			}
-			probs = append(probs, *p)
-		}
-	}
-	if len(probs) > 0 {
-		return nil, 0, false, probs
-	}
-	trainIDs, p := readList(filepath.Join(root, vocTrainList), true)
-	if p != nil {
-		return nil, 0, false, []Problem{*p}
-	}
-	valIDs, p := readList(filepath.Join(root, vocValList), false)
-	if p != nil {
-		return nil, 0, false, []Problem{*p}
-	}
-	add := func(list string, ids []idLine) {
-		for _, id := range ids {
-			if !localID(id.id) {
-				probs = append(probs, fatal(fmt.Sprintf("%s:%d", list, id.line),
-					"id %q may read outside the VOC root %s: an id names JPEGImages/ID.jpg and SegmentationClass/ID.png under the root, so it must be a relative path without \"..\"; fix the list",
-					id.id, root))
-				continue
-			}
-			var img string
-			var bad []Problem // symlink loops and broken links
-			for _, ext := range []string{".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG"} {
-				c := filepath.Join(root, "JPEGImages", id.id+ext)
-				ok, p := statFile(c)
-				if p != nil {
-					bad = append(bad, *p)
-				}
-				if ok && img == "" {
-					img = c
-				}
-			}
-			mask := filepath.Join(root, "SegmentationClass", id.id+".png")
-			hasMask, p := statFile(mask)
-			if p != nil {
-				bad = append(bad, *p)
-			}
-			switch {
-			case len(bad) > 0:
-				probs = append(probs, bad...)
-			case img == "":
-				probs = append(probs, fatal(fmt.Sprintf("%s:%d", list, id.line), "id %q has no image: looked for %s", id.id, filepath.Join(root, "JPEGImages", id.id+".jpg")))
-			case !hasMask:
-				probs = append(probs, fatal(img, "has no mask: looked for %s (listed in %s line %d)", mask, list, id.line))
-			default:
-				pairs = append(pairs, pair{id: id.id, image: img, mask: mask})
-			}
-		}
-	}
-	add(filepath.Join(root, vocTrainList), trainIDs)
-	nTrain = len(pairs)
-	add(filepath.Join(root, vocValList), valIDs)
-	if len(trainIDs) == 0 {
-		probs = append(probs, fatal(filepath.Join(root, vocTrainList), "lists no ids: the dataset is empty"))
-	}
-	return pairs, nTrain, len(valIDs) > 0, probs
-}
-
-// localID reports whether a VOC list id names a path under the root: not
-// absolute and without a ".." element (even one that would come back).
-func localID(id string) bool {
-	return filepath.IsLocal(id) && !slices.Contains(strings.Split(filepath.ToSlash(id), "/"), "..")
-}
-
-// maxListBytes bounds a VOC list of ids (VOC2012's are 70 KB).
-const maxListBytes = 64 << 20
-
-type idLine struct {
-	id   string
-	line int
-}
-
-// readList reads one id per line (the first word; blank lines skipped).
-func readList(path string, required bool) ([]idLine, *Problem) {
-	f, _, err := infile.Open(path, maxListBytes)
-	if err != nil {
-		if isLoop(err) {
-			return nil, loopProblem(path)
-		}
-		if errors.Is(err, fs.ErrNotExist) && !required {
-			return nil, nil
-		}
-		var refused *infile.Error
-		if errors.As(err, &refused) {
-			p := fatal(path, "%s (a list of ids, one a line)", refused.Reason)
-			return nil, &p
-		}
-		p := fatal(path, "cannot read the list of ids: %v", unwrapPath(err))
-		return nil, &p
-	}
-	defer f.Close()
-	var ids []idLine
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		if fields := strings.Fields(sc.Text()); len(fields) > 0 {
-			ids = append(ids, idLine{fields[0], n})
-		}
-	}
-	if err := sc.Err(); err != nil {
-		p := fatal(path, "cannot read the list of ids: %v", err)
-		return nil, &p
-	}
-	return ids, nil
-}
-
 func unwrapPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
 	}
 	return err
-}
-
-// scanned is what a full read of one pair found.
-type scanned struct {
-	imgW, imgH   int
-	imgBits      int    // 16 for 16-bit images (values p/65535), else 8
-	imgFormat    string // e.g. "16-bit gray TIFF (tiled 256x256, LZW)"
-	maskW, maskH int
-	maskBits     int          // 8 or 16 (see maskPixels)
-	maskFormat   string       // e.g. "16-bit gray PNG"
-	hist         []valueCount // mask pixels per raw value, ascending
-	sums         [2]fileSum   // the image's and the mask's bytes (Fingerprint.Contents)
-	err          error        // the image or the mask is unreadable (names the file)
-}
-
-type valueCount struct {
-	value  uint16
-	pixels int64
-}
-
-// scanPairs decodes every image and mask in full, in parallel (at most one
-// pair per core, and no more at once than decodes's bytes allow), so that a
-// truncated or corrupt file is found before training starts. It stops
-// early, with ctx's error, once ctx is done.
-func scanPairs(ctx context.Context, pairs []pair, maxPixels int, decodes *budget) ([]scanned, error) {
-	out := make([]scanned, len(pairs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), max(len(pairs), 1)) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				k := int(next.Add(1) - 1)
-				if k >= len(pairs) {
-					return
-				}
-				out[k] = scanPair(pairs[k], maxPixels, decodes)
-			}
-		})
-	}
-	wg.Wait()
-	return out, ctx.Err()
-}
-
-// scanPair decodes a pair and reads what the report needs: both sizes and
-// formats, the image's and mask's depth, and the mask's histogram. Both
-// headers are read first, so that the pair's decoding waits for its whole
-// cost at once.
-func scanPair(p pair, maxPixels int, decodes *budget) scanned {
-	var s scanned
-	img, mask, err := openPair(p, maxPixels)
-	if err != nil {
-		s.err = err
-		return s
-	}
-	defer img.Close()
-	defer mask.Close()
-	// Hashed before the decode waits for its budget, holding no picture;
-	// the decode then reads the bytes from the page cache.
-	for k, f := range []*imageFile{img, mask} {
-		if s.sums[k], err = sumReader(f.name, f.section()); err != nil {
-			s.err = err
-			return s
-		}
-	}
-	defer decodes.acquire(img.decodedBytes()*img.pixels() + mask.maskCost())()
-	picture, err := img.decode()
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.imgW, s.imgH = picture.Bounds().Dx(), picture.Bounds().Dy()
-	s.imgBits = 8
-	if is16(picture) {
-		s.imgBits = 16
-	}
-	s.imgFormat = img.fileFormat(s.imgBits)
-	m, err := mask.decodeMask()
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.maskW, s.maskH, s.maskBits, s.maskFormat = m.w, m.h, m.bits, m.format
-	s.hist, s.err = m.histogram()
-	return s
-}
-
-// openPair opens a pair's image and mask and reads their headers.
-func openPair(p pair, maxPixels int) (img, mask *imageFile, err error) {
-	if img, err = openImageFile(p.image, maxPixels); err != nil {
-		return nil, nil, err
-	}
-	if mask, err = openImageFile(p.mask, maxPixels); err != nil {
-		img.Close()
-		return nil, nil, err
-	}
-	return img, mask, nil
 }
 
 // files is the ImageSource of a folder or VOC dataset: sample i is

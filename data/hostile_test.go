@@ -1,10 +1,12 @@
 package data
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"image"
 	"net"
 	"os"
 	"path/filepath"
@@ -157,5 +159,147 @@ func TestBudgetBoundsConcurrentDecodes(t *testing.T) {
 	wg.Wait()
 	if m := most.Load(); m > 250 || (m > 100 && m != 250) {
 		t.Errorf("at most %d bytes held at once, budget 100", m)
+	}
+}
+
+// TestBadInputs: each bad input is an error naming the file and the
+// problem, found by Open, before any training.
+func TestBadInputs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		make  func(t *testing.T, dir string) SourceConfig
+		wants []string
+	}{
+		{"truncated PNG image", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			p := filepath.Join(dir, "images", "02.png")
+			b, _ := os.ReadFile(p)
+			writeFile(t, p, b[:len(b)/2])
+			return folderConfig(dir)
+		}, []string{"images/02.png", "truncated"}},
+		{"truncated PNG mask", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			p := filepath.Join(dir, "masks", "01.png")
+			b, _ := os.ReadFile(p)
+			writeFile(t, p, b[:len(b)-20])
+			return folderConfig(dir)
+		}, []string{"masks/01.png", "truncated"}},
+		{"not an image", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			writeFile(t, filepath.Join(dir, "images", "03.png"), []byte("hello"))
+			return folderConfig(dir)
+		}, []string{"images/03.png", "not a PNG, JPEG or GIF"}},
+		{"mask size differs", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			writeFile(t, filepath.Join(dir, "masks", "01.png"), encodePNG(t, image.NewGray(image.Rect(0, 0, 16, 12))))
+			return folderConfig(dir)
+		}, []string{"masks/01.png", "is 12x16", "images/01.png", "is 16x16", "size of its image"}},
+		{"mask value outside the classes", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			m := image.NewGray(image.Rect(0, 0, 16, 16))
+			m.Pix[17] = 7
+			writeFile(t, filepath.Join(dir, "masks", "02.png"), encodePNG(t, m))
+			cfg := folderConfig(dir)
+			cfg.MaskValues = []int{0, 255}
+			return cfg
+		}, []string{"masks/02.png", "mask value 7 (1 pixels) is not a class", "data.mask_values is [0 255]"}},
+		{"VOC mask value outside the classes", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
+			m := image.NewPaletted(image.Rect(0, 0, 16, 16), vocPalette())
+			m.Pix[0], m.Pix[1] = 30, 31
+			writeFile(t, filepath.Join(dir, "SegmentationClass", "2007_000001.png"), encodePNG(t, m))
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
+		}, []string{"SegmentationClass/2007_000001.png", "mask values [30 31] (2 pixels) is not a class", "model.classes 3", "raise model.classes"}},
+		{"too many discovered values", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 100, 200})
+			return folderConfig(dir) // 2 classes
+		}, []string{"masks/", "3 distinct values [0 100 200]", "model.classes is 2", "data.mask_values"}},
+		{"color mask", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			m := image.NewRGBA(image.Rect(0, 0, 16, 16))
+			for k := 3; k < len(m.Pix); k += 4 {
+				m.Pix[k] = 255
+			}
+			m.Pix[4*3] = 200
+			writeFile(t, filepath.Join(dir, "masks", "00.png"), encodePNG(t, m))
+			return folderConfig(dir)
+		}, []string{"masks/00.png", "color image", "x=3, y=0"}},
+		{"image without mask", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			os.Remove(filepath.Join(dir, "masks", "03.png"))
+			return folderConfig(dir)
+		}, []string{"images/03.png", "has no mask", "masks/03.png"}},
+		{"two images with one stem", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			b, _ := os.ReadFile(filepath.Join(dir, "images", "01.png"))
+			writeFile(t, filepath.Join(dir, "images", "01.tif"), b)
+			return folderConfig(dir)
+		}, []string{"images/01.tif: has the same name as ", "images/01.png", "rename one, since a mask matches an image by name"}},
+		{"two masks for one image", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 4, 16, 16, []uint8{0, 255})
+			b, _ := os.ReadFile(filepath.Join(dir, "masks", "02.png"))
+			writeFile(t, filepath.Join(dir, "masks", "02.gif"), b)
+			return folderConfig(dir)
+		}, []string{"images/02.png: has 2 masks, 02.gif and 02.png; keep one"}},
+		{"VOC image without mask", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, dir, [][2]int{{16, 16}, {16, 16}, {16, 16}}, nil)
+			os.Remove(filepath.Join(dir, "SegmentationClass", "2007_000002.png"))
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
+		}, []string{"JPEGImages/2007_000002.jpg", "has no mask", "train.txt line 3"}},
+		{"mask suffix not set", func(t *testing.T, dir string) SourceConfig {
+			carvanaLike(t, dir, 3, 16, 16)
+			return folderConfig(dir)
+		}, []string{"masks: no mask matches its image", "data.mask_suffix: \"_mask\""}},
+		{"empty dataset", func(t *testing.T, dir string) SourceConfig {
+			os.MkdirAll(filepath.Join(dir, "images"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "masks"), 0o755)
+			writeFile(t, filepath.Join(dir, "images", "notes.txt"), []byte("x"))
+			return folderConfig(dir)
+		}, []string{"images", "no images: the dataset is empty"}},
+		{"VOC empty list", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, dir, nil, nil)
+			os.MkdirAll(filepath.Join(dir, "JPEGImages"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "SegmentationClass"), 0o755)
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
+		}, []string{"train.txt", "lists no ids: the dataset is empty"}},
+		{"one sample", func(t *testing.T, dir string) SourceConfig {
+			grayFolder(t, dir, 1, 16, 16, []uint8{0, 255})
+			return folderConfig(dir)
+		}, []string{"1 usable sample", "at least 2"}},
+		{"missing folder", func(t *testing.T, dir string) SourceConfig {
+			return folderConfig(filepath.Join(dir, "nope"))
+		}, []string{"nope: does not exist", "data.path"}},
+		{"missing masks folder", func(t *testing.T, dir string) SourceConfig {
+			os.MkdirAll(filepath.Join(dir, "images"), 0o755)
+			return folderConfig(dir)
+		}, []string{"masks: does not exist", "DIR/images/ and DIR/masks/"}},
+		{"VOC root one level up", func(t *testing.T, dir string) SourceConfig {
+			vocLike(t, filepath.Join(dir, "VOC2012"), [][2]int{{16, 16}, {16, 16}}, nil)
+			return SourceConfig{Config: Config{Source: SourceVOC, Path: dir, ValFraction: 0.3}, Channels: 3, Classes: 3}
+		}, []string{"JPEGImages: does not exist", "did you mean data.path: ", "VOC2012"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := tc.make(t, dir)
+			_, err := Open(cfg)
+			if err == nil {
+				t.Fatal("Open succeeded")
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			// Check reports the same problem instead of failing.
+			rep, cerr := Check(cfg)
+			if cerr != nil || rep == nil || len(rep.Fatal()) == 0 {
+				t.Fatalf("Check: %v, report %+v", cerr, rep)
+			}
+			var out bytes.Buffer
+			rep.Write(&out)
+			if !strings.Contains(out.String(), "error: ") {
+				t.Errorf("report does not list the error:\n%s", out.String())
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -561,4 +562,15 @@ func niftiSliceSize(cfg SourceConfig) (h, w int, err error) {
 	}
 	h, w = v.SliceSize(cfg.NIfTI.Axis)
 	return h, w, nil
+}
+
+// niftiSource is data.source nifti: volumes read as slices.
+type niftiSource struct{}
+
+func (niftiSource) open(_ context.Context, cfg SourceConfig, rep *Report, _ bool) (found, error) {
+	ns, split, stamps, files := openNIfTI(cfg, rep)
+	if ns == nil {
+		return found{stamps: stamps}, nil
+	}
+	return found{src: ns, split: split, stamps: stamps, files: files, contents: ns.contents}, nil
 }

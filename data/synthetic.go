@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"fmt"
 	"image"
 	"math"
@@ -414,4 +415,61 @@ func ColorizeMask(m *image.Gray) *image.RGBA {
 		}
 	}
 	return out
+}
+
+// syntheticSource is data.source synthetic: the built-in shapes.
+type syntheticSource struct{}
+
+func (syntheticSource) open(ctx context.Context, cfg SourceConfig, rep *Report, full bool) (found, error) {
+	syn, err := NewSyntheticExact(cfg.Synthetic()) // the config gives every field; data.noise: 0 means none
+	if err != nil {
+		return found{}, err
+	}
+	n, _ := syn.Size()
+	rep.Sizes = []SizeCount{{H: n, W: n, Count: syn.Len()}}
+	for k := range cfg.Classes {
+		rep.Mapping[k] = int16(k)
+	}
+	rep.MappingDesc = "the synthetic masks hold class indices"
+	if full {
+		if err := checkSynthetic(ctx, syn, rep); err != nil {
+			return found{}, err
+		}
+	}
+	return found{src: syn}, nil
+}
+
+// checkSynthetic counts the classes of every synthetic sample; the error
+// is ctx's, once it is done.
+func checkSynthetic(ctx context.Context, s *Synthetic, rep *Report) error {
+	n := s.cfg.Size
+	raw := make([]float32, SyntheticChannels*n*n)
+	mask := make([]uint8, n*n)
+	var vals [256]MaskValue
+	for i := range s.Len() {
+		if i%256 == 0 && ctx.Err() != nil {
+			return fmt.Errorf("data: checking the synthetic samples stopped: %w", ctx.Err())
+		}
+		s.generate(i, raw, mask, nil)
+		var seen [256]bool
+		for _, v := range mask {
+			vals[v].Pixels++
+			seen[v] = true
+		}
+		for v, ok := range seen {
+			if ok {
+				vals[v].Masks++
+				if vals[v].FirstMask == "" {
+					vals[v].FirstMask = fmt.Sprintf("sample %d", i)
+				}
+			}
+		}
+	}
+	for v, mv := range vals {
+		if mv.Masks > 0 {
+			mv.Value = v
+			rep.Values = append(rep.Values, mv)
+		}
+	}
+	return nil
 }
