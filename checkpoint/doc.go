@@ -33,10 +33,8 @@
 // metrics so far. ResolveResume and ResolveBest turn what a user names (a
 // run, its checkpoints/ folder, a checkpoint, "auto") into one checkpoint;
 // List and ListRun never take a temporary or trashed directory for one.
-// Export (export.go) writes a run checkpoint's model for other tools: the
-// state_dict as one safetensors file for PyTorch, or the eval-mode graph
-// as ONNX (package onnx), with ExportMetadata (architecture,
-// preprocessing, mask values, class names).
+// Package export writes a run checkpoint's model for other tools
+// (safetensors for PyTorch, ONNX).
 //
 // Memory: an Opened owns the bytes it read; a Checkpoint owns its decoded
 // files, whose tensors alias those bytes. Nothing is cached between calls.

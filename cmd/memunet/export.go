@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/export"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/runfiles"
 )
@@ -16,7 +16,7 @@ const exportUsage = "usage: memunet export --checkpoint PATH [--format safetenso
 
 // exportCommand writes a checkpoint's weights (its state_dict) as one
 // safetensors file for PyTorch (see docs/guide/export.md), or the
-// model as an ONNX graph: checkpoint.Export.
+// model as an ONNX graph: export.Write.
 func exportCommand(args []string, stdout io.Writer) error {
 	fs := newFlags("export")
 	ckPath := fs.String("checkpoint", "", "checkpoint directory (or a run directory: its newest checkpoint)")
@@ -61,10 +61,7 @@ func exportCommand(args []string, stdout io.Writer) error {
 	// No folder lock: export writes one file, whole or not at all
 	// (outdir.WriteFile), so it cannot mix with another writer's files, and
 	// exporting from a run that is still training (its folder locked) works.
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-		return fmt.Errorf("export: --out %s: %w", *out, err)
-	}
-	x, err := ck.Export(*out, checkpoint.ExportOptions{Format: *format, DType: dt, Normalize: *withNormalize, Softmax: *withSoftmax, Version: version})
+	x, err := export.Write(ck, *out, export.Options{Format: *format, DType: dt, Normalize: *withNormalize, Softmax: *withSoftmax, Version: version})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,11 @@
-package checkpoint
+// Package export writes a checkpoint's model for other frameworks: its
+// weights as one safetensors file with PyTorch's state_dict names, or the
+// eval-mode network as an ONNX graph (package onnx), each with Metadata
+// saying what a user of the weights needs (architecture, preprocessing,
+// mask values, class names). It reads a checkpoint (package checkpoint)
+// and writes one file, whole or not at all (outdir.WriteFile); it keeps
+// nothing.
+package export
 
 import (
 	"encoding/binary"
@@ -7,9 +14,11 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -18,8 +27,8 @@ import (
 	"github.com/memunet/memunet/safetensors"
 )
 
-// ExportOptions says how Export writes a checkpoint's model.
-type ExportOptions struct {
+// Options says how Write writes a checkpoint's model.
+type Options struct {
 	// Format is "safetensors" (the state_dict, for PyTorch) or "onnx"
 	// (the eval-mode graph, for ONNX Runtime).
 	Format string
@@ -32,54 +41,57 @@ type ExportOptions struct {
 	Version string
 }
 
-// Exported is what Export wrote.
-type Exported struct {
+// Result is what Write wrote.
+type Result struct {
 	Tensors int    // safetensors: the tensors in the file
 	Bytes   int64  // the file's size
 	Opset   int    // onnx: the operator set
 	Output  string // onnx: the graph's output name
 }
 
-// Export writes ck's model to path, whole or not at all (outdir.WriteFile):
+// Write writes ck's model to path (its folder made if need be), whole or not at all (outdir.WriteFile):
 // its weights as one safetensors file that PyTorch's safetensors loader
 // reads into the equivalent torch module, or the model as an ONNX graph
-// (package onnx), with ExportMetadata either way. The model is built from
+// (package onnx), with Metadata either way. The model is built from
 // the manifest and the weights loaded into it first, which checks that the
 // tensors are the architecture's, names and shapes.
-func (ck *Checkpoint) Export(path string, opt ExportOptions) (Exported, error) {
+func Write(ck *checkpoint.Checkpoint, path string, opt Options) (Result, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return Result{}, fmt.Errorf("export: the folder of %s: %w", path, err)
+	}
 	net, err := model.New(model.NewDevice(cpu.New(), memory.Options{}), ck.Config.ModelConfig(), ck.Config.Model.Seed)
 	if err != nil {
-		return Exported{}, err
+		return Result{}, err
 	}
 	defer net.Free()
 	if err := ck.LoadWeights(net); err != nil {
-		return Exported{}, err
+		return Result{}, err
 	}
-	meta := ExportMetadata(ck, opt.Version, opt.Format == "onnx" && opt.Normalize)
+	meta := Metadata(ck, opt.Version, opt.Format == "onnx" && opt.Normalize)
 	if opt.Format == "onnx" {
 		o := onnx.Options{DType: opt.DType, Normalize: opt.Normalize, Softmax: opt.Softmax,
 			Mean: ck.Config.Data.Mean, Std: ck.Config.Data.Std, Meta: meta, ProducerVersion: opt.Version}
 		b, err := onnx.Marshal(net, o)
 		if err != nil {
-			return Exported{}, fmt.Errorf("export: %s: %w", ck.Dir, err)
+			return Result{}, fmt.Errorf("export: %s: %w", ck.Dir, err)
 		}
 		if err := outdir.WriteBytes(path, b); err != nil {
-			return Exported{}, fmt.Errorf("export: writing %s: %w", path, err)
+			return Result{}, fmt.Errorf("export: writing %s: %w", path, err)
 		}
-		return Exported{Bytes: int64(len(b)), Opset: onnx.Opset, Output: o.OutputName()}, nil
+		return Result{Bytes: int64(len(b)), Opset: onnx.Opset, Output: o.OutputName()}, nil
 	}
 	meta["format"] = "pt"
-	tensors := StateDict(net)
+	tensors := checkpoint.StateDict(net)
 	for i, t := range tensors {
 		if t.DType == safetensors.F32 && opt.DType != backend.Float32 {
 			tensors[i] = halve(t, opt.DType)
 		}
 	}
 	if err := outdir.WriteFile(path, func(w io.Writer) error { return safetensors.Write(w, tensors, meta) }); err != nil {
-		return Exported{}, fmt.Errorf("export: writing %s: %w", path, err)
+		return Result{}, fmt.Errorf("export: writing %s: %w", path, err)
 	}
 	st, _ := os.Stat(path)
-	return Exported{Tensors: len(tensors), Bytes: st.Size()}, nil
+	return Result{Tensors: len(tensors), Bytes: st.Size()}, nil
 }
 
 // halve converts an F32 tensor to dt, Float16 or BFloat16 (round to nearest
@@ -101,7 +113,7 @@ func halve(t safetensors.Tensor, dt backend.DType) safetensors.Tensor {
 	return out
 }
 
-// ExportMetadata is the metadata an exported model carries, each value
+// Metadata is the metadata an exported model carries, each value
 // JSON: memunet_version, memunet_model (the architecture),
 // memunet_checkpoint_step, and what a user of the weights needs besides:
 // memunet_preprocessing (each channel's mean and std applied as
@@ -109,7 +121,7 @@ func halve(t safetensors.Tensor, dt backend.DType) safetensors.Tensor {
 // inModel, by the exported model itself; the resize or scale, the size
 // training's images had), memunet_mask_values (class k's value in the
 // training masks) and memunet_class_names.
-func ExportMetadata(ck *Checkpoint, version string, inModel bool) map[string]string {
+func Metadata(ck *checkpoint.Checkpoint, version string, inModel bool) map[string]string {
 	d, m := ck.Config.Data, ck.Config.Model
 	c := m.InChannels
 	arch, _ := json.Marshal(map[string]any{
