@@ -76,9 +76,9 @@ const (
 	// OpNorm is BatchNorm, BatchNormEval, BatchNormBack, GroupNorm and
 	// GroupNormBack.
 	OpNorm
-	// OpPool is MaxPool2 and MaxPool2Back.
+	// OpPool is MaxPool2, MaxPool2Back, MaxPool3 and MaxPool3Back.
 	OpPool
-	// OpUpsample is Upsample2 and Upsample2Back.
+	// OpUpsample is Upsample2, Upsample2Back, Upsample3 and Upsample3Back.
 	OpUpsample
 	// OpAdd is Add.
 	OpAdd

@@ -38,9 +38,10 @@
 //     (optional), BatchNormEval, BatchNormBack, BatchNormReLUBack
 //     (optional), GroupNorm, GroupNormBack, ReLU, ReLUBack, ReLUMask,
 //     ReLUBackMask, ReLUAndMask (optional), MaxPool2, MaxPool2Back,
-//     Upsample2, Upsample2Back, UpsampleConcat (optional),
-//     UpsampleConcatBack (optional), Concat, Split, Add, CrossEntropy,
-//     CrossEntropyBack, LossSums, LossBack.
+//     Upsample2, Upsample2Back, MaxPool3, MaxPool3Back, Upsample3,
+//     Upsample3Back, UpsampleConcat (optional), UpsampleConcatBack
+//     (optional), Concat, Split, Add, CrossEntropy, CrossEntropyBack,
+//     LossSums, LossBack.
 //   - Metrics: Confusion, Argmax.
 //   - Optimizer: Adam, SGD, RMSprop, UnscaleCheck.
 //

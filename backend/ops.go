@@ -46,25 +46,28 @@ type Transfer interface {
 // Layers are the operations of the UNet's layers, forward and backward.
 type Layers interface {
 	// Conv: out (N,OC,OH,OW) = conv(in (N,C,H,W), w (OC,C,K,K)) + bias (OC;
-	// may be none). ws has ConvWorkspace(s) values, contents unspecified.
+	// may be none); a 3D convolution (s.Is3D) over (N,C,D,H,W) volumes
+	// alike, w (OC,C,KD,K,K). ws has ConvWorkspace(s) values, contents
+	// unspecified.
 	//
-	//op:cuda conv tc_conv_tf32 tc_conv_16
+	//op:cuda conv tc_conv_tf32 tc_conv_16 conv3
 	Conv(s ConvShape, out, in, w, bias, ws View)
 	// ConvBack: din (overwritten; skipped if none) = conv of dout with the
 	// flipped weights; dw (OC,C,K,K) += dout x im2col(in); dbias (OC; may be
-	// none) += sum of dout over (N,OH,OW).
+	// none) += sum of dout over (N,OH,OW) (over (N,OD,OH,OW) in 3D).
 	//
-	//op:cuda conv_back_data conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
+	//op:cuda conv_back_data conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16 conv3_back_data conv3_back_weight
 	ConvBack(s ConvShape, din, dw, dbias, dout, in, w, ws View)
 	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC;
-	// may be none). ws has UpConvWorkspace(s) values.
+	// may be none); in 3D (s.Is3D) out (N,OC,KD*D,2H,2W) from in
+	// (N,C,D,H,W), w (C,OC,KD,2,2). ws has UpConvWorkspace(s) values.
 	//
-	//op:cuda up_conv tc_conv_tf32 tc_conv_16
+	//op:cuda up_conv tc_conv_tf32 tc_conv_16 up_conv3
 	UpConv(s UpConvShape, out, in, w, bias, ws View)
 	// UpConvBack: din overwritten (skipped if none), dw and dbias (may be
 	// none) accumulated.
 	//
-	//op:cuda up_conv_back_data up_conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16
+	//op:cuda up_conv_back_data up_conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16 up_conv3_back_data up_conv3_back_weight
 	UpConvBack(s UpConvShape, din, dw, dbias, dout, in, w, ws View)
 
 	// BatchNorm (training): normalizes in per channel with the batch mean and
@@ -160,6 +163,29 @@ type Layers interface {
 	//
 	//op:cuda upsample2_back
 	Upsample2Back(s Shape4, din, dout View)
+	// MaxPool3: out (s.Pooled(k)) is the maximum of each window of k
+	// (kernel and stride per axis) of in (s: N,C,D,H,W); argmax (Uint8, one
+	// per output; may be none) its position (kd*k.H+kh)*k.W+kw in the
+	// window, the first on ties, a NaN winning (which NaN, when a window
+	// has several, is unspecified). k.Volume() is at most 256.
+	//
+	//op:cuda max_pool3
+	MaxPool3(s Shape5, k Scale3, out, argmax, in View)
+	// MaxPool3Back: din (s) gets each dout value at its window's argmax, 0
+	// elsewhere (the last slices, rows and columns no window covers too).
+	//
+	//op:cuda max_pool3_back
+	MaxPool3Back(s Shape5, k Scale3, din, dout, argmax View)
+	// Upsample3: out (s.Scaled(f)) is in (s: N,C,D,H,W) upsampled
+	// trilinearly, PyTorch's align_corners=False; each factor of f is 1 (the
+	// axis as it is) or 2.
+	//
+	//op:cuda upsample3
+	Upsample3(s Shape5, f Scale3, out, in View)
+	// Upsample3Back: din (s) is the adjoint of Upsample3 applied to dout.
+	//
+	//op:cuda upsample3_back
+	Upsample3Back(s Shape5, f Scale3, din, dout View)
 	// UpsampleConcat is Upsample2(s, up, in) then Concat(s.N, out, skip,
 	// up) without the tensor up: out's n-th sample is skip's n-th, then
 	// in's n-th upsampled (the same bits; a bilinear decoder's input).

@@ -34,6 +34,10 @@ const (
 	MethodMaxPool2Back
 	MethodUpsample2
 	MethodUpsample2Back
+	MethodMaxPool3
+	MethodMaxPool3Back
+	MethodUpsample3
+	MethodUpsample3Back
 	MethodUpsampleConcat
 	MethodUpsampleConcatBack
 	MethodConcat
@@ -52,9 +56,9 @@ const (
 )
 
 // Methods is every operation, in ops.go's order.
-var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormReLU, MethodBatchNormEval, MethodBatchNormBack, MethodBatchNormReLUBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodUpsampleConcat, MethodUpsampleConcatBack, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
+var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormReLU, MethodBatchNormEval, MethodBatchNormBack, MethodBatchNormReLUBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodMaxPool3, MethodMaxPool3Back, MethodUpsample3, MethodUpsample3Back, MethodUpsampleConcat, MethodUpsampleConcatBack, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
 
-var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormReLU", "BatchNormEval", "BatchNormBack", "BatchNormReLUBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "UpsampleConcat", "UpsampleConcatBack", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
+var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormReLU", "BatchNormEval", "BatchNormBack", "BatchNormReLUBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "MaxPool3", "MaxPool3Back", "Upsample3", "Upsample3Back", "UpsampleConcat", "UpsampleConcatBack", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
 
 // String is the operation's method name.
 func (m Method) String() string {

@@ -7,7 +7,11 @@ import (
 
 // ConvShape describes a stride-1, zero-padded 2D convolution:
 // in is (N,C,H,W), w is (OC,C,K,K), bias is (OC), out is (N,OC,OH,OW)
-// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1. DT is the storage type of
+// with OH = H+2*Pad-K+1 and OW = W+2*Pad-K+1; or, where D, KD or PadD is
+// set (Is3D), a 3D one over volumes: in (N,C,D,H,W), w (OC,C,KD,K,K),
+// out (N,OC,OD,OH,OW) with OD = D+2*PadD-KD+1 (PyTorch's Conv3d with
+// kernel (KD,K,K) and padding (PadD,Pad,Pad)). D and KD 0 count as 1, so
+// the zero value of the three is today's 2D convolution. DT is the storage type of
 // in, out, their gradients and w as the operation takes them: Float32
 // (the zero value), or a 16-bit type where the backend does not stage
 // OpConv (its workspace may then hold their float32 copies). Algo is how
@@ -16,6 +20,7 @@ import (
 // directly, and ConvWorkspace counts what the algorithm takes.
 type ConvShape struct {
 	N, C, H, W, OC, K, Pad int
+	D, KD, PadD            int // a 3D convolution's depths and depth padding (0: 2D)
 	DT                     DType
 	Algo                   ConvAlgo
 }
@@ -67,33 +72,100 @@ func (s ConvShape) OH() int { return s.H + 2*s.Pad - s.K + 1 }
 // OW is the output width.
 func (s ConvShape) OW() int { return s.W + 2*s.Pad - s.K + 1 }
 
+// Is3D reports a convolution over volumes: a depth, a kernel depth or a
+// depth padding other than a 2D convolution's (D and KD 0 or 1, PadD 0).
+func (s ConvShape) Is3D() bool { return s.D > 1 || s.KD > 1 || s.PadD != 0 }
+
+// Depth is the input's depth, 1 for a 2D convolution.
+func (s ConvShape) Depth() int { return max(s.D, 1) }
+
+// KDepth is the kernel's depth, 1 for a 2D convolution.
+func (s ConvShape) KDepth() int { return max(s.KD, 1) }
+
+// OD is the output depth, 1 for a 2D convolution.
+func (s ConvShape) OD() int { return s.Depth() + 2*s.PadD - s.KDepth() + 1 }
+
 // InSize, OutSize and WeightSize are element counts.
-func (s ConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
-func (s ConvShape) OutSize() int    { return s.N * s.OC * s.OH() * s.OW() }
-func (s ConvShape) WeightSize() int { return s.OC * s.C * s.K * s.K }
+func (s ConvShape) InSize() int     { return s.N * s.C * s.Depth() * s.H * s.W }
+func (s ConvShape) OutSize() int    { return s.N * s.OC * s.OD() * s.OH() * s.OW() }
+func (s ConvShape) WeightSize() int { return s.OC * s.C * s.KDepth() * s.K * s.K }
 
 // Direct reports whether the convolution is a plain matrix product per image
-// (1x1, no padding).
-func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 }
+// (1x1 or 1x1x1, no padding).
+func (s ConvShape) Direct() bool { return s.K == 1 && s.Pad == 0 && s.KDepth() == 1 && s.PadD == 0 }
+
+// Slices is a 3D convolution's output slice as a 2D convolution of one
+// image: its input the KD input slices it reads (zeros where they lie in
+// the depth padding), taken as C*KD channels (c, kd), so that the weights
+// (OC,C,KD,K,K) are that convolution's (OC,C*KD,K,K) as they lie; the
+// algorithm direct. For a 2D shape it is the shape of one image.
+func (s ConvShape) Slices() ConvShape {
+	return ConvShape{N: 1, C: s.C * s.KDepth(), H: s.H, W: s.W, OC: s.OC, K: s.K, Pad: s.Pad, DT: s.DT}
+}
 
 // Images is the shape of n images.
 func (s ConvShape) Images(n int) ConvShape { s.N = n; return s }
 
 // UpConvShape describes a 2x2, stride-2 transposed convolution (PyTorch's
 // ConvTranspose2d(C, OC, 2, stride=2)): in is (N,C,H,W), w is (C,OC,2,2),
-// bias is (OC), out is (N,OC,2H,2W); DT as for ConvShape.
+// bias is (OC), out is (N,OC,2H,2W); DT as for ConvShape. Where D or KD
+// is set (Is3D) it is a 3D one, ConvTranspose3d(C, OC, (KD,2,2),
+// stride=(KD,2,2)) with KD 1 or 2: in (N,C,D,H,W), w (C,OC,KD,2,2), out
+// (N,OC,KD*D,2H,2W). D and KD 0 count as 1.
 type UpConvShape struct {
 	N, C, H, W, OC int
+	D, KD          int // a 3D one's input depth and kernel depth (0: 2D)
 	DT             DType
 }
 
+// Is3D reports a transposed convolution over volumes.
+func (s UpConvShape) Is3D() bool { return s.D > 1 || s.KD > 1 }
+
+// Depth is the input's depth, KDepth the kernel's (and the stride's):
+// 1 for a 2D one.
+func (s UpConvShape) Depth() int  { return max(s.D, 1) }
+func (s UpConvShape) KDepth() int { return max(s.KD, 1) }
+
 // InSize, OutSize and WeightSize are element counts.
-func (s UpConvShape) InSize() int     { return s.N * s.C * s.H * s.W }
-func (s UpConvShape) OutSize() int    { return s.N * s.OC * 4 * s.H * s.W }
-func (s UpConvShape) WeightSize() int { return s.C * s.OC * 4 }
+func (s UpConvShape) InSize() int     { return s.N * s.C * s.Depth() * s.H * s.W }
+func (s UpConvShape) OutSize() int    { return s.N * s.OC * s.KDepth() * s.Depth() * 4 * s.H * s.W }
+func (s UpConvShape) WeightSize() int { return s.C * s.OC * s.KDepth() * 4 }
+
+// Slice is one input slice's transposed convolution as a 2D one of one
+// image with OC*KD output channels (oc, kd): the weights (C,OC,KD,2,2)
+// are its (C,OC*KD,2,2) as they lie, and its output's channels (oc, kd)
+// for kd = 0..KD-1 are output channel oc's KD slices, consecutive in
+// depth. For a 2D shape it is the shape of one image.
+func (s UpConvShape) Slice() UpConvShape {
+	return UpConvShape{N: 1, C: s.C, H: s.H, W: s.W, OC: s.OC * s.KDepth(), DT: s.DT}
+}
 
 // Images is the shape of n images.
 func (s UpConvShape) Images(n int) UpConvShape { s.N = n; return s }
+
+// Shape5 is an NCDHW activation's shape (a volume's).
+type Shape5 struct{ N, C, D, H, W int }
+
+// Len is N*C*D*H*W.
+func (s Shape5) Len() int { return s.N * s.C * s.D * s.H * s.W }
+
+// Scale3 is a per-axis factor of a volume's depth, height and width: a 3D
+// pooling's kernel and stride (each at least 1), an up-sampling's scale
+// (each 1 or 2).
+type Scale3 struct{ D, H, W int }
+
+// Volume is the factors' product: a pooling window's size.
+func (f Scale3) Volume() int { return f.D * f.H * f.W }
+
+// Pooled is s pooled by k: each axis divided by its factor, rounded down.
+func (s Shape5) Pooled(k Scale3) Shape5 {
+	return Shape5{N: s.N, C: s.C, D: s.D / k.D, H: s.H / k.H, W: s.W / k.W}
+}
+
+// Scaled is s up-sampled by f: each axis multiplied by its factor.
+func (s Shape5) Scaled(f Scale3) Shape5 {
+	return Shape5{N: s.N, C: s.C, D: s.D * f.D, H: s.H * f.H, W: s.W * f.W}
+}
 
 // Shape4 is an NCHW activation's shape.
 type Shape4 struct{ N, C, H, W int }

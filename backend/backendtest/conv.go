@@ -20,6 +20,19 @@ var convShapes = []backend.ConvShape{
 	{N: 2, C: 1, H: 2, W: 3, OC: 3, K: 5, Pad: 2},
 	{N: 1, C: 1, H: 1, W: 1, OC: 1, K: 3, Pad: 1},
 	{N: 2, C: 9, H: 24, W: 23, OC: 17, K: 3, Pad: 1},
+	// 3D (N,C,D,H,W): 3x3x3 with and without padding, 1x3x3 (anisotropic),
+	// 1x1x1 (a plain product per volume), a single voxel, depth padding
+	// over a 1x1 kernel, and two large enough for the 2D kernels' tiled
+	// and gather paths under each output slice (32-pixel rows; OC a
+	// multiple of 8; 64-pixel rows for the transposed weight gradient).
+	{N: 2, C: 3, D: 3, H: 5, W: 7, OC: 5, K: 3, Pad: 1, KD: 3, PadD: 1},
+	{N: 1, C: 3, D: 5, H: 4, W: 3, OC: 2, K: 3, Pad: 0, KD: 3, PadD: 0},
+	{N: 2, C: 3, D: 3, H: 5, W: 7, OC: 4, K: 3, Pad: 1, KD: 1, PadD: 0},
+	{N: 2, C: 3, D: 3, H: 5, W: 7, OC: 5, K: 1, Pad: 0, KD: 1, PadD: 0},
+	{N: 1, C: 1, D: 1, H: 1, W: 1, OC: 3, K: 3, Pad: 1, KD: 3, PadD: 1},
+	{N: 1, C: 2, D: 2, H: 3, W: 3, OC: 3, K: 1, Pad: 0, KD: 3, PadD: 1},
+	{N: 2, C: 3, D: 3, H: 8, W: 32, OC: 16, K: 3, Pad: 1, KD: 3, PadD: 1},
+	{N: 1, C: 3, D: 3, H: 3, W: 64, OC: 16, K: 3, Pad: 1, KD: 3, PadD: 1},
 }
 
 var upConvShapes = []backend.UpConvShape{
@@ -27,13 +40,24 @@ var upConvShapes = []backend.UpConvShape{
 	{N: 2, C: 3, H: 3, W: 5, OC: 5},
 	{N: 3, C: 5, H: 2, W: 1, OC: 3},
 	{N: 2, C: 9, H: 12, W: 11, OC: 17},
+	// 3D: 2x2x2 and 1x2x2 (anisotropic), odd sizes, and a larger one.
+	{N: 2, C: 3, D: 3, H: 5, W: 7, OC: 4, KD: 2},
+	{N: 1, C: 3, D: 3, H: 5, W: 7, OC: 2, KD: 1},
+	{N: 1, C: 1, D: 1, H: 1, W: 1, OC: 1, KD: 2},
+	{N: 2, C: 9, D: 3, H: 6, W: 11, OC: 17, KD: 2},
 }
 
 func convName(dt backend.DType, s backend.ConvShape) string {
+	if s.Is3D() {
+		return fmt.Sprintf("%s/N%dC%dD%dH%dW%d_OC%dK%dx%dP%dx%d", dt, s.N, s.C, s.D, s.H, s.W, s.OC, s.KDepth(), s.K, s.PadD, s.Pad)
+	}
 	return fmt.Sprintf("%s/N%dC%dH%dW%d_OC%dK%dP%d", dt, s.N, s.C, s.H, s.W, s.OC, s.K, s.Pad)
 }
 
 func upConvName(dt backend.DType, s backend.UpConvShape) string {
+	if s.Is3D() {
+		return fmt.Sprintf("%s/N%dC%dD%dH%dW%d_OC%dK%dx2", dt, s.N, s.C, s.D, s.H, s.W, s.OC, s.KDepth())
+	}
 	return fmt.Sprintf("%s/N%dC%dH%dW%d_OC%d", dt, s.N, s.C, s.H, s.W, s.OC)
 }
 
@@ -144,7 +168,7 @@ func (s *suite) testConvBack(t *testing.T) {
 						if withDin {
 							c.near("din", c.get(din), wantDin, s.convTol(dt))
 						}
-						c.near("dw (accumulated)", c.get(dw), wantDw, s.weightTol(dt, sh.N*sh.OH()*sh.OW()))
+						c.near("dw (accumulated)", c.get(dw), wantDw, s.weightTol(dt, sh.N*sh.OD()*sh.OH()*sh.OW()))
 						if bias {
 							c.near("dbias (accumulated)", c.get(dbias), wantDb, tolReduction)
 						}
@@ -190,7 +214,7 @@ func (s *suite) testUpConvBack(t *testing.T) {
 				wantDin := refUpConvBack(sh, wantDw, wantDb, f64(g), f64(x), f64(w))
 				s.b.UpConvBack(sh, din, dw, dbias, dout, in, wv, ws)
 				c.near("din", c.get(din), wantDin, s.convTol(dt))
-				c.near("dw (accumulated)", c.get(dw), wantDw, s.weightTol(dt, sh.N*sh.H*sh.W))
+				c.near("dw (accumulated)", c.get(dw), wantDw, s.weightTol(dt, sh.N*sh.Depth()*sh.H*sh.W))
 				c.near("dbias (accumulated)", c.get(dbias), wantDb, tolReduction)
 				c.unchanged("dout", dout, encode(dt, g))
 			})

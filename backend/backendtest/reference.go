@@ -15,6 +15,9 @@ import (
 
 // refConv is torch.nn.functional.conv2d(in, w, bias, padding=Pad).
 func refConv(s backend.ConvShape, in, w, bias []float64) []float64 {
+	if s.Is3D() {
+		return refConv3(s, in, w, bias)
+	}
 	out := make([]float64, s.OutSize())
 	kernels.Conv2dNaive(s, out, in, w, bias)
 	return out
@@ -23,6 +26,9 @@ func refConv(s backend.ConvShape, in, w, bias []float64) []float64 {
 // refConvBack adds conv2d's weight and bias gradients into dw and dbias
 // (dbias may be nil) and returns the input gradient.
 func refConvBack(s backend.ConvShape, dw, dbias, dout, in, w []float64) (din []float64) {
+	if s.Is3D() {
+		return refConv3Back(s, dw, dbias, dout, in, w)
+	}
 	din = make([]float64, s.InSize())
 	kernels.Conv2dBackwardNaive(s, din, dw, dbias, dout, in, w)
 	return din
@@ -30,6 +36,9 @@ func refConvBack(s backend.ConvShape, dw, dbias, dout, in, w []float64) (din []f
 
 // refUpConv is ConvTranspose2d(C, OC, 2, stride=2)(in).
 func refUpConv(s backend.UpConvShape, in, w, bias []float64) []float64 {
+	if s.Is3D() {
+		return refUpConv3(s, in, w, bias)
+	}
 	out := make([]float64, s.OutSize())
 	kernels.UpConvNaive(s, out, in, w, bias)
 	return out
@@ -38,6 +47,9 @@ func refUpConv(s backend.UpConvShape, in, w, bias []float64) []float64 {
 // refUpConvBack adds ConvTranspose2d's weight and bias gradients into dw
 // and dbias and returns the input gradient.
 func refUpConvBack(s backend.UpConvShape, dw, dbias, dout, in, w []float64) (din []float64) {
+	if s.Is3D() {
+		return refUpConv3Back(s, dw, dbias, dout, in, w)
+	}
 	din = make([]float64, s.InSize())
 	kernels.UpConvBackwardNaive(s, din, dw, dbias, dout, in, w)
 	return din

@@ -21,6 +21,9 @@ import (
 // ConvWorkspace is one image's workspace (Conv and ConvBack run the images
 // of a batch one at a time), plus halfConvScratch for 16-bit tensors.
 func (CPU) ConvWorkspace(s backend.ConvShape) int {
+	if s.Is3D() {
+		return conv3Workspace(s)
+	}
 	return kernels.ConvWorkspace(s.Images(1)) + halfConvScratch(s)
 }
 
@@ -44,6 +47,9 @@ func halfConvScratch(s backend.ConvShape) int {
 // float32 weights and one image's input, output (or output gradient) and
 // input gradient.
 func (CPU) UpConvWorkspace(s backend.UpConvShape) int {
+	if s.Is3D() {
+		return upConv3Workspace(s)
+	}
 	one := s.Images(1)
 	n := kernels.UpConvWorkspace(one)
 	if s.DT.Half() {
@@ -74,6 +80,11 @@ func checkConvTypes(op string, dt backend.DType, vs ...backend.View) {
 // batch where kernels.PlanConv takes them (the filter transformed once).
 func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	checkConvTypes("conv", s.DT, out, in, w)
+	if s.Is3D() {
+		checkConv3(s, out, in, w, bias, ws, c.ConvWorkspace(s))
+		c.conv3(s, out, in, w, bias, ws)
+		return
+	}
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
@@ -128,6 +139,14 @@ func (c CPU) imageOf(dt backend.DType, v, wide backend.View) kernels.Image {
 // the direct kernels compute both at once.
 func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkConvTypes("conv backward", s.DT, din, dout, in, w)
+	if s.Is3D() {
+		checkConv3(s, dout, in, w, dbias, ws, c.ConvWorkspace(s))
+		if !din.None() && din.Len != s.InSize() || dw.Len != s.WeightSize() {
+			panic(fmt.Sprintf("backend/cpu: conv backward %+v given din %v, dw %v", s, din, dw))
+		}
+		c.conv3Back(s, din, dw, dbias, dout, in, w, ws)
+		return
+	}
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
@@ -228,6 +247,11 @@ func (c CPU) imagesBack(n, I, O int, din, dout, g, dx backend.View, back func(k 
 // workspace).
 func (c CPU) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
 	checkConvTypes("transposed conv", s.DT, out, in, w)
+	if s.Is3D() {
+		checkUpConv3(s, out, in, w, bias, ws, c.UpConvWorkspace(s))
+		c.upConv3(s, out, in, w, bias, ws)
+		return
+	}
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
@@ -252,6 +276,14 @@ func (c CPU) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
 // into the workspace).
 func (c CPU) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkConvTypes("transposed conv backward", s.DT, din, dout, in, w)
+	if s.Is3D() {
+		checkUpConv3(s, dout, in, w, dbias, ws, c.UpConvWorkspace(s))
+		if !din.None() && din.Len != s.InSize() || dw.Len != s.WeightSize() {
+			panic(fmt.Sprintf("backend/cpu: transposed conv backward %+v given din %v, dw %v", s, din, dw))
+		}
+		c.upConv3Back(s, din, dw, dbias, dout, in, w, ws)
+		return
+	}
 	one := s.Images(1)
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {

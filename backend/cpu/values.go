@@ -140,3 +140,22 @@ func (v values) at(i int) float32 {
 	}
 	return backend.F16ToF32(v.h[i])
 }
+
+// copyTo writes values [off, off+len(dst)) into dst, widened where 16-bit.
+func (v values) copyTo(dst []float32, off int) {
+	if v.h == nil {
+		copy(dst, v.f[off:off+len(dst)])
+		return
+	}
+	v.widen(dst, v.h[off:off+len(dst)])
+}
+
+// storeFrom writes src into values [off, off+len(src)), narrowed where
+// 16-bit.
+func (v values) storeFrom(src []float32, off int) {
+	if v.h == nil {
+		copy(v.f[off:off+len(src)], src)
+		return
+	}
+	v.narrow(v.h[off:off+len(src)], src)
+}

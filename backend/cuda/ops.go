@@ -11,14 +11,14 @@ import (
 // ConvWorkspace is the split-K partial sums of the weight gradient
 // (splitK), 0 when it is not split: the convolutions are implicit GEMMs.
 func (*Backend) ConvWorkspace(s backend.ConvShape) int {
-	m, n := s.OC, s.C*s.K*s.K
-	return splitWorkspace(m, n, splitK(m, n, s.N*s.OH()*s.OW()))
+	m, n := s.OC, s.C*s.KDepth()*s.K*s.K
+	return splitWorkspace(m, n, splitK(m, n, s.N*s.OD()*s.OH()*s.OW()))
 }
 
 // UpConvWorkspace is ConvWorkspace's for the transposed convolution.
 func (*Backend) UpConvWorkspace(s backend.UpConvShape) int {
-	m, n := s.C, 4*s.OC
-	return splitWorkspace(m, n, splitK(m, n, s.N*s.H*s.W))
+	m, n := s.C, 4*s.KDepth()*s.OC
+	return splitWorkspace(m, n, splitK(m, n, s.N*s.Depth()*s.H*s.W))
 }
 
 // splitK is how many parts a product of rows x cols outputs over depth is
@@ -229,6 +229,10 @@ func (b *Backend) runWgrad(g tcWgrad, dt backend.DType, dw, a, bt, ws backend.Vi
 
 func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	if s.Is3D() {
+		b.conv3(s, out, in, w, bias)
+		return
+	}
 	if b.exactFP32(s.DT, convFits(s)) {
 		gx, gy := gemmGrid(s.OC, s.N*s.OH()*s.OW())
 		b.launchGrid(KConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
@@ -242,6 +246,10 @@ func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 
 func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	if s.Is3D() {
+		b.conv3Back(s, din, dw, dbias, dout, in, w, ws)
+		return
+	}
 	exact, kk := b.exactFP32(s.DT, convFits(s)), s.K*s.K
 	if !din.None() {
 		checkLen(din, s.InSize())
@@ -276,6 +284,10 @@ func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws 
 
 func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	if s.Is3D() {
+		b.upConv3(s, out, in, w, bias)
+		return
+	}
 	if b.exactFP32(s.DT, upConvFits(s)) {
 		gx, gy := gemmGrid(4*s.OC, s.N*s.H*s.W)
 		b.launchGrid(KUpConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
@@ -289,6 +301,10 @@ func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.Vie
 
 func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
+	if s.Is3D() {
+		b.upConv3Back(s, din, dw, dbias, dout, in, w, ws)
+		return
+	}
 	exact := b.exactFP32(s.DT, upConvFits(s))
 	if !din.None() {
 		checkLen(din, s.InSize())
@@ -377,6 +393,44 @@ func (b *Backend) Upsample2(s backend.Shape4, out, in backend.View) {
 func (b *Backend) Upsample2Back(s backend.Shape4, din, dout backend.View) {
 	checkLen(din, s.Len(), dout, 4*s.Len())
 	b.launch(KUpsample2Back, s.Len(), ptr(din, dout.DT), floatPtr(dout), dout.DT, s.N*s.C, s.H, s.W)
+}
+
+// checkScale3 panics unless f's factors are at least 1 and at most max
+// (0: any), and their product at most 256 (a pooling's argmax byte).
+func checkScale3(op string, s backend.Shape5, f backend.Scale3, max int) {
+	bad := func(k int) bool { return k < 1 || max > 0 && k > max }
+	if s.N <= 0 || s.C <= 0 || s.D <= 0 || s.H <= 0 || s.W <= 0 || bad(f.D) || bad(f.H) || bad(f.W) || f.Volume() > 256 {
+		panic(fmt.Sprintf("backend/cuda: %s of %+v by %+v", op, s, f))
+	}
+}
+
+func (b *Backend) MaxPool3(s backend.Shape5, k backend.Scale3, out, argmax, in backend.View) {
+	checkScale3("3D max pooling", s, k, 0)
+	n := s.Pooled(k).Len()
+	checkLen(in, s.Len(), out, n)
+	if !argmax.None() {
+		checkLen(argmax, n)
+	}
+	b.launch(KMaxPool3, n, ptr(out, in.DT), ptr(argmax, backend.Uint8), floatPtr(in), in.DT, s.N*s.C, s.D, s.H, s.W, k.D, k.H, k.W)
+}
+
+func (b *Backend) MaxPool3Back(s backend.Shape5, k backend.Scale3, din, dout, argmax backend.View) {
+	checkScale3("3D max pooling backward", s, k, 0)
+	n := s.Pooled(k).Len()
+	checkLen(din, s.Len(), dout, n, argmax, n)
+	b.launch(KMaxPool3Back, s.Len(), ptr(din, dout.DT), floatPtr(dout), ptr(argmax, backend.Uint8), dout.DT, s.N*s.C, s.D, s.H, s.W, k.D, k.H, k.W)
+}
+
+func (b *Backend) Upsample3(s backend.Shape5, f backend.Scale3, out, in backend.View) {
+	checkScale3("3D up-sampling", s, f, 2)
+	checkLen(in, s.Len(), out, s.Scaled(f).Len())
+	b.launch(KUpsample3, out.Len, ptr(out, in.DT), floatPtr(in), in.DT, s.N*s.C, s.D, s.H, s.W, f.D, f.H, f.W)
+}
+
+func (b *Backend) Upsample3Back(s backend.Shape5, f backend.Scale3, din, dout backend.View) {
+	checkScale3("3D up-sampling backward", s, f, 2)
+	checkLen(din, s.Len(), dout, s.Scaled(f).Len())
+	b.launch(KUpsample3Back, s.Len(), ptr(din, dout.DT), floatPtr(dout), dout.DT, s.N*s.C, s.D, s.H, s.W, f.D, f.H, f.W)
 }
 
 // UpsampleConcat writes out's samples, skip's part and in's upsampled, in

@@ -24,6 +24,10 @@ const (
 	KMaxPool2Back
 	KUpsample2
 	KUpsample2Back
+	KMaxPool3
+	KMaxPool3Back
+	KUpsample3
+	KUpsample3Back
 	KUpsampleConcat
 	KUpsampleConcatBack
 	KConcat
@@ -58,6 +62,12 @@ const (
 	KUpConv
 	KUpConvBackData
 	KUpConvBackWeight
+	KConv3
+	KConv3BackData
+	KConv3BackWeight
+	KUpConv3
+	KUpConv3BackData
+	KUpConv3BackWeight
 	// tc.cu
 	KTcConvTf32
 	KTcConv16
@@ -77,6 +87,10 @@ var kernelNames = [NumKernels]string{
 	KMaxPool2Back:        "max_pool2_back",
 	KUpsample2:           "upsample2",
 	KUpsample2Back:       "upsample2_back",
+	KMaxPool3:            "max_pool3",
+	KMaxPool3Back:        "max_pool3_back",
+	KUpsample3:           "upsample3",
+	KUpsample3Back:       "upsample3_back",
 	KUpsampleConcat:      "upsample_concat",
 	KUpsampleConcatBack:  "upsample_concat_back",
 	KConcat:              "concat",
@@ -110,6 +124,12 @@ var kernelNames = [NumKernels]string{
 	KUpConv:              "up_conv",
 	KUpConvBackData:      "up_conv_back_data",
 	KUpConvBackWeight:    "up_conv_back_weight",
+	KConv3:               "conv3",
+	KConv3BackData:       "conv3_back_data",
+	KConv3BackWeight:     "conv3_back_weight",
+	KUpConv3:             "up_conv3",
+	KUpConv3BackData:     "up_conv3_back_data",
+	KUpConv3BackWeight:   "up_conv3_back_weight",
 	KTcConvTf32:          "tc_conv_tf32",
 	KTcConv16:            "tc_conv_16",
 	KTcWgradTf32:         "tc_wgrad_tf32",

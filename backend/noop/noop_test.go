@@ -33,6 +33,10 @@ func TestSizerIsTarget(t *testing.T) {
 		{N: 4, C: 64, H: 96, W: 96, OC: 64, K: 3, Pad: 1},
 		{N: 8, C: 256, H: 24, W: 24, OC: 128, K: 1},
 		{N: 2, C: 1, H: 2, W: 3, OC: 3, K: 5, Pad: 2},
+		{N: 2, C: 32, D: 64, H: 64, W: 64, OC: 32, K: 3, Pad: 1, KD: 3, PadD: 1},
+		{N: 2, C: 16, D: 8, H: 24, W: 24, OC: 8, K: 1, KD: 1},
+		{N: 1, C: 8, D: 16, H: 32, W: 32, OC: 16, K: 3, Pad: 1, KD: 1},
+		{N: 1, C: 8, D: 16, H: 32, W: 32, OC: 16, K: 3, Pad: 1, KD: 3, PadD: 1, DT: backend.Float16},
 	} {
 		if got, want := n.ConvWorkspace(s), target.ConvWorkspace(s); got != want {
 			t.Errorf("ConvWorkspace(%+v) = %d, target's %d", s, got, want)
@@ -42,6 +46,8 @@ func TestSizerIsTarget(t *testing.T) {
 		{N: 1, C: 1, H: 1, W: 1, OC: 1},
 		{N: 4, C: 128, H: 48, W: 48, OC: 64},
 		{N: 3, C: 5, H: 2, W: 1, OC: 3},
+		{N: 2, C: 64, D: 16, H: 16, W: 16, OC: 32, KD: 2},
+		{N: 1, C: 8, D: 5, H: 9, W: 9, OC: 4, KD: 1, DT: backend.BFloat16},
 	} {
 		if got, want := n.UpConvWorkspace(s), target.UpConvWorkspace(s); got != want {
 			t.Errorf("UpConvWorkspace(%+v) = %d, target's %d", s, got, want)
@@ -105,6 +111,23 @@ func TestOpsOnVirtualBuffers(t *testing.T) {
 	uws := f32(b.UpConvWorkspace(us))
 	b.UpConv(us, uout, uin, uw, f32(us.OC), uws)
 	b.UpConvBack(us, f32(us.InSize()), f32(us.WeightSize()), f32(us.OC), uout, uin, uw, uws)
+	cs3 := backend.ConvShape{N: 2, C: 3, D: 3, H: 5, W: 7, OC: 4, K: 3, Pad: 1, KD: 3, PadD: 1}
+	in3, out3, w3 := f32(cs3.InSize()), f32(cs3.OutSize()), f32(cs3.WeightSize())
+	ws3 := f32(b.ConvWorkspace(cs3))
+	b.Conv(cs3, out3, in3, w3, f32(cs3.OC), ws3)
+	b.ConvBack(cs3, f32(cs3.InSize()), f32(cs3.WeightSize()), f32(cs3.OC), out3, in3, w3, ws3)
+	us3 := backend.UpConvShape{N: 2, C: 3, D: 3, H: 5, W: 7, OC: 4, KD: 2}
+	uin3, uout3, uw3 := f32(us3.InSize()), f32(us3.OutSize()), f32(us3.WeightSize())
+	uws3 := f32(b.UpConvWorkspace(us3))
+	b.UpConv(us3, uout3, uin3, uw3, f32(us3.OC), uws3)
+	b.UpConvBack(us3, f32(us3.InSize()), f32(us3.WeightSize()), f32(us3.OC), uout3, uin3, uw3, uws3)
+	s5, k5 := backend.Shape5{N: 2, C: 3, D: 3, H: 5, W: 7}, backend.Scale3{D: 2, H: 2, W: 2}
+	vol, pooled5 := f32(s5.Len()), f32(s5.Pooled(k5).Len())
+	am5 := view(backend.Uint8, s5.Pooled(k5).Len())
+	b.MaxPool3(s5, k5, pooled5, am5, vol)
+	b.MaxPool3Back(s5, k5, vol, pooled5, am5)
+	b.Upsample3(s5, k5, f32(s5.Scaled(k5).Len()), vol)
+	b.Upsample3Back(s5, k5, vol, f32(s5.Scaled(k5).Len()))
 
 	s4 := backend.Shape4{N: 2, C: 4, H: 5, W: 7}
 	a := backend.NormArgs{Shape4: s4, Groups: 2, Eps: 1e-5, Momentum: 0.1,

@@ -29,6 +29,10 @@ func (Noop) MaxPool2(_ backend.Shape4, _, _, _ backend.View)                    
 func (Noop) MaxPool2Back(_ backend.Shape4, _, _, _ backend.View)                        {}
 func (Noop) Upsample2(_ backend.Shape4, _, _ backend.View)                              {}
 func (Noop) Upsample2Back(_ backend.Shape4, _, _ backend.View)                          {}
+func (Noop) MaxPool3(_ backend.Shape5, _ backend.Scale3, _, _, _ backend.View)          {}
+func (Noop) MaxPool3Back(_ backend.Shape5, _ backend.Scale3, _, _, _ backend.View)      {}
+func (Noop) Upsample3(_ backend.Shape5, _ backend.Scale3, _, _ backend.View)            {}
+func (Noop) Upsample3Back(_ backend.Shape5, _ backend.Scale3, _, _ backend.View)        {}
 func (Noop) UpsampleConcat(_ backend.Shape4, _, _, _ backend.View)                      {}
 func (Noop) UpsampleConcatBack(_ backend.Shape4, _, _, _ backend.View)                  {}
 func (Noop) Concat(_ int, _, _, _ backend.View)                                         {}

@@ -75,9 +75,13 @@ __device__ void gemm_tile(i64 M, i64 N, i64 kb, i64 ke, i64 rowTile, A a, B b, S
 		}
 		__syncthreads();
 	}
+	// Unrolled, so that acc stays in registers whatever store does (a
+	// 16-bit store's rounding is long).
+#pragma unroll
 	for (int i = 0; i < TM; i++) {
 		i64 m = m0 + ty * TM + i;
 		if (m >= M) continue;
+#pragma unroll
 		for (int j = 0; j < TN; j++) {
 			i64 n = n0 + tx * TN + j;
 			if (n < N) store(m, n, acc[i][j]);
@@ -237,4 +241,148 @@ KERNEL(up_conv_back_weight)(u64 dw, u64 dout, u64 in, i64 N, i64 C, i64 H, i64 W
 		return;
 	}
 	gemm(C, OC * 4, N * HW, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * OC * 4 + n] += acc; });
+}
+
+// ---- 3D convolutions (volumes N,C,D,H,W) ----
+//
+// The same implicit GEMM with a depth index, on tensors of dtype dt (fp32,
+// or fp16/bf16 bits widened as they are read and the results rounded once
+// as they are written; weights in dt too, bias and weight gradients fp32).
+
+#include "half.h"
+
+// vload is value i of a float tensor of dtype dt as float32; vstore
+// writes one, rounded to dt.
+__device__ __forceinline__ float vload(u64 p, i64 dt, i64 i) {
+	if (dt == 0) return GCAST(const float, p)[i];
+	uint16_t h = GCAST(const uint16_t, p)[i];
+	return dt == 1 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+__device__ __forceinline__ void vstore(u64 p, i64 dt, i64 i, float v) {
+	if (dt == 0) GCAST(float, p)[i] = v;
+	else GCAST(uint16_t, p)[i] = dt == 1 ? f32_to_f16(v) : f32_to_bf16(v);
+}
+
+// A 3D convolution's shape: in (N,C,D,H,W), w (OC,C,KD,KS,KS), stride 1,
+// padding (padD,pad,pad), out (N,OC,OD,OH,OW).
+struct Conv3Shape {
+	i64 N, C, D, H, W, OC, KD, KS, padD, pad, OD, OH, OW;
+};
+
+__device__ Conv3Shape conv3_shape(i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD, i64 KS, i64 padD, i64 pad) {
+	Conv3Shape s = {N, C, D, H, W, OC, KD, KS, padD, pad, D + 2 * padD - KD + 1, H + 2 * pad - KS + 1, W + 2 * pad - KS + 1};
+	return s;
+}
+
+// conv3: out[n,oc,z,y,x] = sum over (c,kd,ky,kx) of w[oc,c,kd,ky,kx] *
+// in[n,c,z+kd-padD,y+ky-pad,x+kx-pad] (+ bias[oc] when bias is not 0):
+// rows oc, columns (n, z, y, x).
+KERNEL(conv3)(u64 out, u64 in, u64 w, u64 bias, i64 dt, i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD, i64 KS, i64 padD,
+	      i64 pad) {
+	Conv3Shape s = conv3_shape(N, C, D, H, W, OC, KD, KS, padD, pad);
+	gptr<const float> bs = GCAST(const float, bias);
+	i64 KK = KS * KS, R = KD * KK, P = s.OD * s.OH * s.OW;
+	gemm(OC, N * P, C * R,
+		[=] __device__(i64 m, i64 k) { return vload(w, dt, m * C * R + k); },
+		[=] __device__(i64 k, i64 n) {
+			i64 img = n / P, p = n % P, c = k / R, r = k % R;
+			i64 iz = p / (s.OH * s.OW) + r / KK - padD, iy = p / s.OW % s.OH + r % KK / KS - pad, ix = p % s.OW + r % KS - pad;
+			bool inside = iz >= 0 && iz < D && iy >= 0 && iy < H && ix >= 0 && ix < W;
+			return inside ? vload(in, dt, (((img * C + c) * D + iz) * H + iy) * W + ix) : 0.0f;
+		},
+		[=] __device__(i64 m, i64 n, float acc) {
+			i64 img = n / P, p = n % P;
+			vstore(out, dt, (img * OC + m) * P + p, bs ? acc + bs[m] : acc);
+		});
+}
+
+// conv3_back_data: din[n,c,z,y,x] = sum over (oc,kd,ky,kx) of
+// w[oc,c,kd,ky,kx] * dout[n,oc,z-kd+padD,y-ky+pad,x-kx+pad]: rows c, columns
+// (n, z, y, x); overwritten.
+KERNEL(conv3_back_data)(u64 din, u64 dout, u64 w, i64 dt, i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD, i64 KS, i64 padD,
+			i64 pad) {
+	Conv3Shape s = conv3_shape(N, C, D, H, W, OC, KD, KS, padD, pad);
+	i64 KK = KS * KS, R = KD * KK, V = D * H * W;
+	gemm(C, N * V, OC * R,
+		[=] __device__(i64 m, i64 k) { return vload(w, dt, ((k / R) * C + m) * R + k % R); },
+		[=] __device__(i64 k, i64 n) {
+			i64 img = n / V, q = n % V, oc = k / R, r = k % R;
+			i64 oz = q / (H * W) - r / KK + padD, oy = q / W % H - r % KK / KS + pad, ox = q % W - r % KS + pad;
+			bool inside = oz >= 0 && oz < s.OD && oy >= 0 && oy < s.OH && ox >= 0 && ox < s.OW;
+			return inside ? vload(dout, dt, (((img * OC + oc) * s.OD + oz) * s.OH + oy) * s.OW + ox) : 0.0f;
+		},
+		[=] __device__(i64 m, i64 n, float acc) { vstore(din, dt, ((n / V) * C + m) * V + n % V, acc); });
+}
+
+// conv3_back_weight: dw[oc,c,kd,ky,kx] += sum over (n,z,y,x) of
+// dout[n,oc,z,y,x] * in[n,c,z+kd-padD,y+ky-pad,x+kx-pad]: rows oc, columns
+// (c, kd, ky, kx); splits as conv_back_weight's.
+KERNEL(conv3_back_weight)(u64 dw, u64 dout, u64 in, i64 dt, i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD, i64 KS, i64 padD,
+			  i64 pad, i64 splits, u64 ws) {
+	Conv3Shape s = conv3_shape(N, C, D, H, W, OC, KD, KS, padD, pad);
+	gptr<float> g = GCAST(float, dw);
+	i64 KK = KS * KS, R = KD * KK, P = s.OD * s.OH * s.OW;
+	auto a = [=] __device__(i64 m, i64 k) { return vload(dout, dt, ((k / P) * OC + m) * P + k % P); };
+	auto b = [=] __device__(i64 k, i64 n) {
+		i64 img = k / P, p = k % P, c = n / R, r = n % R;
+		i64 iz = p / (s.OH * s.OW) + r / KK - padD, iy = p / s.OW % s.OH + r % KK / KS - pad, ix = p % s.OW + r % KS - pad;
+		bool inside = iz >= 0 && iz < D && iy >= 0 && iy < H && ix >= 0 && ix < W;
+		return inside ? vload(in, dt, (((img * C + c) * D + iz) * H + iy) * W + ix) : 0.0f;
+	};
+	if (splits > 1) {
+		gemm_split(OC, C * R, N * P, splits, GCAST(float, ws), a, b);
+		return;
+	}
+	gemm(OC, C * R, N * P, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * C * R + n] += acc; });
+}
+
+// Transposed (KD,2,2) stride-(KD,2,2) 3D convolution: in (N,C,D,H,W), w
+// (C,OC,KD,2,2), out (N,OC,KD*D,2H,2W): out[n,oc,KD*d+a,2h+i,2w+j] = sum
+// over c of in[n,c,d,h,w]*w[c,oc,a,i,j]. Rows (oc, a, i, j) are T = 4*KD
+// per channel.
+
+// up_conv3_out is the output index of row m (oc, a, i, j) at column
+// (img, d, h, w).
+__device__ __forceinline__ i64 up_conv3_out(i64 m, i64 img, i64 q, i64 D, i64 H, i64 W, i64 OC, i64 KD) {
+	i64 T = 4 * KD, oc = m / T, a = m % T / 4, i = m % 4 / 2, j = m % 2;
+	i64 d = q / (H * W), h = q / W % H, w = q % W;
+	return (((img * OC + oc) * KD * D + KD * d + a) * 2 * H + 2 * h + i) * 2 * W + 2 * w + j;
+}
+
+// up_conv3: rows (oc, a, i, j), columns (n, d, h, w), depth c.
+KERNEL(up_conv3)(u64 out, u64 in, u64 w, u64 bias, i64 dt, i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD) {
+	gptr<const float> bs = GCAST(const float, bias);
+	i64 V = D * H * W, T = 4 * KD;
+	gemm(OC * T, N * V, C,
+		[=] __device__(i64 m, i64 k) { return vload(w, dt, k * OC * T + m); },
+		[=] __device__(i64 k, i64 n) { return vload(in, dt, ((n / V) * C + k) * V + n % V); },
+		[=] __device__(i64 m, i64 n, float acc) {
+			vstore(out, dt, up_conv3_out(m, n / V, n % V, D, H, W, OC, KD), bs ? acc + bs[m / T] : acc);
+		});
+}
+
+// up_conv3_back_data: din[n,c,d,h,w] = sum over (oc,a,i,j) of w[c,oc,a,i,j]
+// * dout[n,oc,KD*d+a,2h+i,2w+j]: rows c, columns (n, d, h, w).
+KERNEL(up_conv3_back_data)(u64 din, u64 dout, u64 w, i64 dt, i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD) {
+	i64 V = D * H * W, T = 4 * KD;
+	gemm(C, N * V, OC * T,
+		[=] __device__(i64 m, i64 k) { return vload(w, dt, m * OC * T + k); },
+		[=] __device__(i64 k, i64 n) { return vload(dout, dt, up_conv3_out(k, n / V, n % V, D, H, W, OC, KD)); },
+		[=] __device__(i64 m, i64 n, float acc) { vstore(din, dt, ((n / V) * C + m) * V + n % V, acc); });
+}
+
+// up_conv3_back_weight: dw[c,oc,a,i,j] += sum over (n,d,h,w) of in[n,c,d,h,w]
+// * dout[n,oc,KD*d+a,2h+i,2w+j]: rows c, columns (oc, a, i, j); splits as
+// conv_back_weight's.
+KERNEL(up_conv3_back_weight)(u64 dw, u64 dout, u64 in, i64 dt, i64 N, i64 C, i64 D, i64 H, i64 W, i64 OC, i64 KD, i64 splits,
+			     u64 ws) {
+	gptr<float> g = GCAST(float, dw);
+	i64 V = D * H * W, T = 4 * KD;
+	auto a = [=] __device__(i64 m, i64 k) { return vload(in, dt, ((k / V) * C + m) * V + k % V); };
+	auto b = [=] __device__(i64 k, i64 n) { return vload(dout, dt, up_conv3_out(n, k / V, k % V, D, H, W, OC, KD)); };
+	if (splits > 1) {
+		gemm_split(C, OC * T, N * V, splits, GCAST(float, ws), a, b);
+		return;
+	}
+	gemm(C, OC * T, N * V, a, b, [=] __device__(i64 m, i64 n, float acc) { g[m * OC * T + n] += acc; });
 }

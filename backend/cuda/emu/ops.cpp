@@ -19,31 +19,35 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 7: k_max_pool2_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KMaxPool2Back
 	case 8: k_upsample2(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KUpsample2
 	case 9: k_upsample2_back(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KUpsample2Back
-	case 10: k_upsample_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KUpsampleConcat
-	case 11: k_upsample_concat_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KUpsampleConcatBack
-	case 12: k_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConcat
-	case 13: k_split(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KSplit
-	case 14: k_add(a[0], a[1], a[2], a[3], a[4]); break; // KAdd
-	case 15: k_norm_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); break; // KNormSums
-	case 16: k_add_sums(a[0], a[1], a[2], a[3], a[4]); break; // KAddSums
-	case 17: k_batch_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], D(12), D(13), a[14], a[15], a[16]); break; // KBatchNormFinish
-	case 18: k_batch_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KBatchNormApply
-	case 19: k_batch_norm_relu_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KBatchNormReLUApply
-	case 20: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10)); break; // KBatchNormEval
-	case 21: k_batch_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBackFinish
-	case 22: k_batch_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KBatchNormBackApply
-	case 23: k_group_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9]); break; // KGroupNormFinish
-	case 24: k_group_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KGroupNormApply
-	case 25: k_group_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KGroupNormBackFinish
-	case 26: k_group_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KGroupNormBackApply
-	case 27: k_loss_partials(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9], a[10], a[11]); break; // KLossPartials
-	case 28: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KCrossEntropyBack
-	case 29: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8)); break; // KLossBack
-	case 30: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
-	case 31: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
-	case 32: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break; // KAdam
-	case 33: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
-	case 34: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
-	case 35: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
+	case 10: k_max_pool3(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KMaxPool3
+	case 11: k_max_pool3_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KMaxPool3Back
+	case 12: k_upsample3(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KUpsample3
+	case 13: k_upsample3_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KUpsample3Back
+	case 14: k_upsample_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KUpsampleConcat
+	case 15: k_upsample_concat_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KUpsampleConcatBack
+	case 16: k_concat(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConcat
+	case 17: k_split(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KSplit
+	case 18: k_add(a[0], a[1], a[2], a[3], a[4]); break; // KAdd
+	case 19: k_norm_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); break; // KNormSums
+	case 20: k_add_sums(a[0], a[1], a[2], a[3], a[4]); break; // KAddSums
+	case 21: k_batch_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], D(12), D(13), a[14], a[15], a[16]); break; // KBatchNormFinish
+	case 22: k_batch_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KBatchNormApply
+	case 23: k_batch_norm_relu_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KBatchNormReLUApply
+	case 24: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10)); break; // KBatchNormEval
+	case 25: k_batch_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBackFinish
+	case 26: k_batch_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KBatchNormBackApply
+	case 27: k_group_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9]); break; // KGroupNormFinish
+	case 28: k_group_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KGroupNormApply
+	case 29: k_group_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KGroupNormBackFinish
+	case 30: k_group_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KGroupNormBackApply
+	case 31: k_loss_partials(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9], a[10], a[11]); break; // KLossPartials
+	case 32: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KCrossEntropyBack
+	case 33: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8)); break; // KLossBack
+	case 34: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
+	case 35: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
+	case 36: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break; // KAdam
+	case 37: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
+	case 38: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
+	case 39: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
 	}
 }

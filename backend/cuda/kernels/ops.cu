@@ -305,6 +305,123 @@ KERNEL(upsample2_back)(u64 din, u64 dout, i64 dt, i64 planes, i64 H, i64 W) {
 	}
 }
 
+// ---- volumes (N,C,D,H,W) ----
+
+// max_pool3: the maximum of each KD x KH x KW window (kernel = stride),
+// scanned in order (kd, kh, kw), the first on ties, a NaN winning; its
+// position (kd*KH+kh)*KW+kw into argmax (when argmax is not 0).
+KERNEL(max_pool3)(u64 out, u64 argmax, u64 in, i64 dt, i64 planes, i64 D, i64 H, i64 W, i64 KD, i64 KH, i64 KW) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
+	gptr<uint8_t> idx = GCAST(uint8_t, argmax);
+	i64 OD = D / KD, OH = H / KH, OW = W / KW;
+	GRID_STRIDE(o, planes * OD * OH * OW) {
+		i64 p = o / (OD * OH * OW), od = o / (OH * OW) % OD, oh = o / OW % OH, ow = o % OW;
+		float best = 0.0f;
+		i64 at = 0;
+		for (i64 kd = 0; kd < KD; kd++)
+			for (i64 kh = 0; kh < KH; kh++)
+				for (i64 kw = 0; kw < KW; kw++) {
+					i64 q = (kd * KH + kh) * KW + kw;
+					float v = x[((p * D + od * KD + kd) * H + oh * KH + kh) * W + ow * KW + kw];
+					if (q == 0 || v > best || v != v) {
+						best = v;
+						at = q;
+					}
+				}
+		y.set(o, best);
+		if (idx) idx[o] = (uint8_t)at;
+	}
+}
+
+// max_pool3_back: each input gets its window's dout value where the
+// window's maximum was, +0 elsewhere (inputs no window covers included).
+KERNEL(max_pool3_back)(u64 din, u64 dout, u64 argmax, i64 dt, i64 planes, i64 D, i64 H, i64 W, i64 KD, i64 KH, i64 KW) {
+	In dy = input(dout, dt);
+	gptr<const uint8_t> idx = GCAST(const uint8_t, argmax);
+	Out dx = output(din, dt);
+	i64 OD = D / KD, OH = H / KH, OW = W / KW;
+	GRID_STRIDE(i, planes * D * H * W) {
+		i64 p = i / (D * H * W), d = i / (H * W) % D, y = i / W % H, xx = i % W;
+		float g = 0.0f;
+		if (d < OD * KD && y < OH * KH && xx < OW * KW) {
+			i64 o = ((p * OD + d / KD) * OH + y / KH) * OW + xx / KW;
+			if (idx[o] == (uint8_t)(((d % KD) * KH + y % KH) * KW + xx % KW)) g = dy[o];
+		}
+		dx.set(i, g);
+	}
+}
+
+// linear_tap is an up-sampling axis's source for output o of an axis of n
+// inputs at scale f (1 or 2), align_corners=False: inputs i0 and i1 with
+// weights l0 and l1 (src = (o+0.5)/f - 0.5 clamped at 0, exact in float).
+struct Tap {
+	i64 i0, i1;
+	float l0, l1;
+};
+__device__ __forceinline__ Tap linear_tap(i64 n, i64 f, i64 o) {
+	float src = fmaxf(((float)o + 0.5f) / (float)f - 0.5f, 0.0f);
+	Tap t;
+	t.i0 = (i64)src;
+	t.i1 = t.i0 + 1 < n ? t.i0 + 1 : n - 1;
+	t.l1 = src - (float)t.i0;
+	t.l0 = 1.0f - t.l1;
+	return t;
+}
+
+// tap_weight is input i's weight in output o's interpolation along an axis.
+__device__ __forceinline__ float tap_weight(i64 n, i64 f, i64 o, i64 i) {
+	Tap t = linear_tap(n, f, o);
+	return (t.i0 == i ? t.l0 : 0.0f) + (t.i1 == i ? t.l1 : 0.0f);
+}
+
+// upsample3: trilinear, align_corners=False, scale FD x FH x FW (each 1 or
+// 2): out (planes, FD*D, FH*H, FW*W).
+KERNEL(upsample3)(u64 out, u64 in, i64 dt, i64 planes, i64 D, i64 H, i64 W, i64 FD, i64 FH, i64 FW) {
+	In x = input(in, dt);
+	Out y = output(out, dt);
+	i64 OD = FD * D, OH = FH * H, OW = FW * W;
+	GRID_STRIDE(o, planes * OD * OH * OW) {
+		i64 p = o / (OD * OH * OW), od = o / (OH * OW) % OD, oh = o / OW % OH, ow = o % OW;
+		Tap td = linear_tap(D, FD, od), th = linear_tap(H, FH, oh), tw = linear_tap(W, FW, ow);
+		i64 b0 = (p * D + td.i0) * H, b1 = (p * D + td.i1) * H;
+		float v0 = th.l0 * (tw.l0 * x[(b0 + th.i0) * W + tw.i0] + tw.l1 * x[(b0 + th.i0) * W + tw.i1]) +
+			   th.l1 * (tw.l0 * x[(b0 + th.i1) * W + tw.i0] + tw.l1 * x[(b0 + th.i1) * W + tw.i1]);
+		float v1 = th.l0 * (tw.l0 * x[(b1 + th.i0) * W + tw.i0] + tw.l1 * x[(b1 + th.i0) * W + tw.i1]) +
+			   th.l1 * (tw.l0 * x[(b1 + th.i1) * W + tw.i0] + tw.l1 * x[(b1 + th.i1) * W + tw.i1]);
+		y.set(o, td.l0 * v0 + td.l1 * v1);
+	}
+}
+
+// upsample3_back: upsample3's adjoint, gathered: each input sums the output
+// gradients whose taps include it (within f of f*i on each axis), weighted.
+KERNEL(upsample3_back)(u64 din, u64 dout, i64 dt, i64 planes, i64 D, i64 H, i64 W, i64 FD, i64 FH, i64 FW) {
+	In dy = input(dout, dt);
+	Out dx = output(din, dt);
+	i64 OD = FD * D, OH = FH * H, OW = FW * W;
+	GRID_STRIDE(i, planes * D * H * W) {
+		i64 p = i / (D * H * W), d = i / (H * W) % D, h = i / W % H, w = i % W;
+		float acc = 0.0f;
+		for (i64 od = d * FD - 1 < 0 ? 0 : d * FD - 1; od < OD && od <= d * FD + FD; od++) {
+			float wd = tap_weight(D, FD, od, d);
+			if (wd == 0.0f) continue;
+			float plane = 0.0f;
+			for (i64 oh = h * FH - 1 < 0 ? 0 : h * FH - 1; oh < OH && oh <= h * FH + FH; oh++) {
+				float wh = tap_weight(H, FH, oh, h);
+				if (wh == 0.0f) continue;
+				float row = 0.0f;
+				for (i64 ow = w * FW - 1 < 0 ? 0 : w * FW - 1; ow < OW && ow <= w * FW + FW; ow++) {
+					float ww = tap_weight(W, FW, ow, w);
+					if (ww != 0.0f) row += ww * dy[((p * OD + od) * OH + oh) * OW + ow];
+				}
+				plane += wh * row;
+			}
+			acc += wd * plane;
+		}
+		dx.set(i, acc);
+	}
+}
+
 // upsample_concat: out's sample n is skip's n-th (sw values, stored again
 // as convert stores them) then in's n-th (C planes of H x W) upsampled
 // (upsample2_value): the copy and the upsampling of the whole batch in
