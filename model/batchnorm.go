@@ -69,7 +69,7 @@ func (l *BatchNorm2d) args(in *Tensor) backend.NormArgs {
 func (l *BatchNorm2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindNorm)()
 	a := l.args(in)
-	out, err := env.newActivation(in.N, in.C, in.H, in.W)
+	out, err := env.activationLike(in, in.C)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (l *BatchNorm2d) fusesReLU(env *Env, dt backend.DType) bool {
 func (l *BatchNorm2d) forwardReLU(env *Env, in *Tensor, r *ReLU) (*Tensor, error) {
 	defer env.Profile.begin(KindNorm)()
 	a := l.args(in)
-	out, err := env.newActivation(in.N, in.C, in.H, in.W)
+	out, err := env.activationLike(in, in.C)
 	if err != nil {
 		return nil, err
 	}

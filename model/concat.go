@@ -17,10 +17,10 @@ type Concat struct {
 // Forward copies skip then up into out.
 func (l *Concat) Forward(env *Env, skip, up *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindUpsample)()
-	if skip.N != up.N || skip.H != up.H || skip.W != up.W || skip.DType != up.DType {
+	if skip.N != up.N || skip.D != up.D || skip.H != up.H || skip.W != up.W || skip.DType != up.DType {
 		panic(fmt.Sprintf("model: concat of %v and %v", skip, up))
 	}
-	out, err := NewTensor(env.Device, memory.Activations, skip.DType, skip.N, skip.C+up.C, skip.H, skip.W)
+	out, err := tensorLike(env.Device, skip.DType, skip, skip.C+up.C)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +84,10 @@ func (l *Concat) Backward(env *Env, dout *Tensor) (dskip, dup *Tensor, err error
 	if dout.C != l.skipC+l.upC {
 		panic(fmt.Sprintf("model: concat backward: dout has %d channels, want %d", dout.C, l.skipC+l.upC))
 	}
-	if dskip, err = NewTensor(env.Device, memory.Activations, dout.DType, dout.N, l.skipC, dout.H, dout.W); err != nil {
+	if dskip, err = tensorLike(env.Device, dout.DType, dout, l.skipC); err != nil {
 		return nil, nil, err
 	}
-	if dup, err = NewTensor(env.Device, memory.Activations, dout.DType, dout.N, l.upC, dout.H, dout.W); err != nil {
+	if dup, err = tensorLike(env.Device, dout.DType, dout, l.upC); err != nil {
 		dskip.Release()
 		return nil, nil, err
 	}

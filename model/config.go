@@ -38,6 +38,37 @@ type Arch struct {
 	Up         UpMode   `yaml:"up"`          // default bilinear
 	Norm       NormKind `yaml:"norm"`        // default batch
 	Groups     int      `yaml:"groups"`      // groups for NormGroup (capped at a layer's width); default 8
+	// Dims is 2 (images, the default; 0 means 2) or 3: a 3D UNet over
+	// volumes (N,C,D,H,W), 3x3x3 convolutions, PyTorch's parameter names
+	// with a depth axis in the weights. Not a config key yet: volumes
+	// train from Go until the data and the plan take them (issue 48).
+	Dims int `yaml:"-"`
+	// MaxChannels caps every level's width (nnU-Net caps at 320); 0: none.
+	MaxChannels int `yaml:"-"`
+	// PoolKernels are a 3D UNet's poolings, level 1..Depth's (kernel =
+	// stride per axis, each 1 or 2; the decoder up-samples by the same),
+	// e.g. {1,2,2} where slices are thick; empty: 2 on every axis.
+	PoolKernels []backend.Scale3 `yaml:"-"`
+}
+
+// Volumes reports a 3D UNet.
+func (c Arch) Volumes() bool { return c.Dims == 3 }
+
+// Width is level lv's channels: Base*2^lv, capped at MaxChannels.
+func (c Arch) Width(lv int) int {
+	if w := c.Base << lv; c.MaxChannels == 0 || w < c.MaxChannels {
+		return w
+	}
+	return c.MaxChannels
+}
+
+// PoolKernel is the pooling into level lv+1 (2 on every axis unless
+// PoolKernels says otherwise).
+func (c Arch) PoolKernel(lv int) backend.Scale3 {
+	if lv < len(c.PoolKernels) {
+		return c.PoolKernels[lv]
+	}
+	return backend.Scale3{D: 2, H: 2, W: 2}
 }
 
 // Config is what New builds: the architecture, and how it computes, which
@@ -116,9 +147,22 @@ func (c Arch) Validate() error {
 	case c.Norm == NormGroup && c.Groups < 1:
 		return fmt.Errorf("model.groups: %d: must be at least 1", c.Groups)
 	}
+	switch {
+	case c.Dims != 0 && c.Dims != 2 && c.Dims != 3:
+		return fmt.Errorf("model.dims: %d: must be 2 (images) or 3 (volumes)", c.Dims)
+	case c.MaxChannels < 0:
+		return fmt.Errorf("model.max_channels: %d: must be 0 (no cap) or a width", c.MaxChannels)
+	case len(c.PoolKernels) != 0 && (!c.Volumes() || len(c.PoolKernels) != c.Depth):
+		return fmt.Errorf("model.pool_kernels: %d kernels: a 3D UNet takes one per level below the first (model.depth = %d)", len(c.PoolKernels), c.Depth)
+	}
+	for _, k := range c.PoolKernels {
+		if min(k.D, k.H, k.W) < 1 || max(k.D, k.H, k.W) > 2 || k.H != 2 || k.W != 2 {
+			return fmt.Errorf("model.pool_kernels: %v: each kernel is [1 or 2, 2, 2] (depth, height, width)", []int{k.D, k.H, k.W})
+		}
+	}
 	if c.Norm == NormGroup {
 		for i := 0; i <= c.Depth; i++ {
-			if w := c.Base << i; w%min(c.Groups, w) != 0 {
+			if w := c.Width(i); w%min(c.Groups, w) != 0 {
 				return fmt.Errorf("model.groups: %d does not divide the width %d of level %d; use a power of two", c.Groups, w, i)
 			}
 		}

@@ -20,6 +20,10 @@ type Conv2d struct {
 	// Algo is how the backend computes it (model.conv_algo; the backend
 	// takes Winograd's only where it has it for the shape).
 	Algo backend.ConvAlgo
+	// KD is the kernel's depth of a convolution over volumes (NewConv3d:
+	// in (N,InC,D,H,W), Weight (OutC,InC,KD,K,K), padding Pad on every
+	// axis); 0 for images.
+	KD int
 	// Source, if set, rebuilds the input in backward (a replay from norm1
 	// for a DoubleConv's conv2, from a decoderCat for a decoder's conv1):
 	// in training the layer then keeps nothing.
@@ -48,7 +52,19 @@ func (l *Conv2d) shape(in *Tensor) backend.ConvShape {
 	if in.C != l.InC {
 		panic(fmt.Sprintf("model: conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
 	}
-	return backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad, Algo: l.Algo}
+	s := backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad, Algo: l.Algo}
+	if l.KD > 0 {
+		s.D, s.KD, s.PadD = in.depth(), l.KD, l.Pad
+	}
+	return s
+}
+
+// outDepth is the output's D for an input of depth d: 0 for images.
+func (l *Conv2d) outDepth(s backend.ConvShape) int {
+	if l.KD == 0 {
+		return 0
+	}
+	return s.OD()
 }
 
 // Params lists the layer's parameters: weight, then bias if any.
@@ -59,7 +75,7 @@ func (l *Conv2d) Params() []*Param { return appendNonNil(nil, l.Weight, l.Bias) 
 func (l *Conv2d) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
-	out, err := env.newActivation(s.N, s.OC, s.OH(), s.OW())
+	out, err := env.newVolume(s.N, s.OC, l.outDepth(s), s.OH(), s.OW())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +114,7 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	var din *Tensor
 	if !l.NoInputGrad {
 		var err error
-		if din, err = env.newActivation(in.N, in.C, in.H, in.W); err != nil {
+		if din, err = env.activationLike(in, in.C); err != nil {
 			return nil, err
 		}
 	}
@@ -123,6 +139,22 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 	in.Release()
 	l.in = nil
 	return din, nil
+}
+
+// NewConv3d is NewConv2d over volumes: weight (outC,inC,k,k,k), zero
+// padding pad on every axis (PyTorch's Conv3d).
+func NewConv3d(dev *Device, name string, inC, outC, k, pad int, bias bool) (*Conv2d, error) {
+	l := &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad, KD: k}
+	var err error
+	if l.Weight, err = newParam(dev, name+".weight", true, 0, outC, inC, k, k, k); err != nil {
+		return nil, err
+	}
+	if bias {
+		if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 // rebuildInput sets *in from src where a layer kept no input because its
@@ -156,7 +188,8 @@ func (l *Conv2d) keepInput(in *Tensor) { l.in = in.Retain() }
 // Out is (N,OutC,OH,OW) and 2*InC*OutC*K*K*OH*OW FLOPs per image.
 func (l *Conv2d) Out(in backend.Shape4) (backend.Shape4, float64) {
 	s := backend.ConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC, K: l.K, Pad: l.Pad}
-	return backend.Shape4{N: in.N, C: l.OutC, H: s.OH(), W: s.OW()}, 2 * float64(in.N*l.InC*l.OutC*l.K*l.K*s.OH()*s.OW())
+	// a volume comes as (N,C,D*H,W): its positions counted, the kernel's depth a factor
+	return backend.Shape4{N: in.N, C: l.OutC, H: s.OH(), W: s.OW()}, 2 * float64(in.N*l.InC*l.OutC*l.K*l.K*max(l.KD, 1)*s.OH()*s.OW())
 }
 
 func biasView(p *Param) backend.View {
@@ -200,7 +233,25 @@ type UpConv struct {
 	// Source, if set, rebuilds the input in backward (a replay from the
 	// block below's norm2): in training the layer then keeps nothing.
 	Source inputSource
-	in     *Tensor
+	// KD is the kernel's depth (and stride's) over volumes (NewUpConv3d:
+	// in (N,InC,D,H,W), Weight (InC,OutC,KD,2,2), out (N,OutC,KD*D,2H,2W));
+	// 0 for images.
+	KD int
+	in *Tensor
+}
+
+// NewUpConv3d is NewUpConv over volumes with kernel and stride (kd,2,2),
+// kd 1 or 2 (PyTorch's ConvTranspose3d).
+func NewUpConv3d(dev *Device, name string, inC, outC, kd int) (*UpConv, error) {
+	l := &UpConv{InC: inC, OutC: outC, KD: kd}
+	var err error
+	if l.Weight, err = newParam(dev, name+".weight", true, 0, inC, outC, kd, 2, 2); err != nil {
+		return nil, err
+	}
+	if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // NewUpConv returns a 2x2, stride 2 transposed convolution on dev with
@@ -224,7 +275,11 @@ func (l *UpConv) shape(in *Tensor) backend.UpConvShape {
 	if in.C != l.InC {
 		panic(fmt.Sprintf("model: transposed conv %s: input has %d channels, want %d", l.Weight.Name, in.C, l.InC))
 	}
-	return backend.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
+	s := backend.UpConvShape{N: in.N, C: in.C, H: in.H, W: in.W, OC: l.OutC}
+	if l.KD > 0 {
+		s.D, s.KD = in.depth(), l.KD
+	}
+	return s
 }
 
 // Forward: in (N,InC,H,W) -> out (N,OutC,2H,2W); in training it keeps in
@@ -232,7 +287,7 @@ func (l *UpConv) shape(in *Tensor) backend.UpConvShape {
 func (l *UpConv) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindConvForward)()
 	s := l.shape(in)
-	out, err := env.newActivation(s.N, s.OC, 2*s.H, 2*s.W)
+	out, err := env.newVolume(s.N, s.OC, l.KD*s.Depth(), 2*s.H, 2*s.W)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +322,7 @@ func (l *UpConv) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 		panic("model: transposed conv backward without a training forward")
 	}
 	s := l.shape(in)
-	din, err := env.newActivation(in.N, in.C, in.H, in.W)
+	din, err := env.activationLike(in, in.C)
 	if err != nil {
 		return nil, err
 	}
@@ -300,5 +355,6 @@ func (l *UpConv) Forget() {
 
 // Out is (N,OutC,2H,2W) and 2*InC*OutC*4*H*W FLOPs per image.
 func (l *UpConv) Out(in backend.Shape4) (backend.Shape4, float64) {
-	return backend.Shape4{N: in.N, C: l.OutC, H: 2 * in.H, W: 2 * in.W}, 2 * float64(in.N*l.InC*l.OutC*4*in.H*in.W)
+	kd := max(l.KD, 1) // a volume comes as (N,C,D*H,W)
+	return backend.Shape4{N: in.N, C: l.OutC, H: 2 * kd * in.H, W: 2 * in.W}, 2 * float64(in.N*l.InC*l.OutC*4*kd*in.H*in.W)
 }

@@ -43,7 +43,11 @@ func newDoubleConv(dev *Device, cfg Config, name string, inC, outC int) (*Double
 		norm *norm
 		relu **ReLU
 	}{{inC, &b.conv1, &b.norm1, &b.relu1}, {outC, &b.conv2, &b.norm2, &b.relu2}} {
-		conv, err := NewConv2d(dev, next(), half.inC, outC, 3, 1, cfg.Norm == NormNone)
+		newConv := NewConv2d
+		if cfg.Volumes() {
+			newConv = NewConv3d
+		}
+		conv, err := newConv(dev, next(), half.inC, outC, 3, 1, cfg.Norm == NormNone)
 		if err != nil {
 			return nil, err
 		}

@@ -53,7 +53,7 @@ func (l *GroupNorm) args(in *Tensor) backend.NormArgs {
 func (l *GroupNorm) Forward(env *Env, in *Tensor) (*Tensor, error) {
 	defer env.Profile.begin(KindNorm)()
 	a := l.args(in)
-	out, err := env.newActivation(in.N, in.C, in.H, in.W)
+	out, err := env.activationLike(in, in.C)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ type CrossEntropy struct {
 // A target value outside [0,K) other than IgnoreIndex is an error.
 func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target backend.View) (float64, error) {
 	defer env.Profile.begin(KindLoss)()
-	if target.DT != backend.Uint8 || target.Len != logits.N*logits.H*logits.W {
+	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
 		panic(fmt.Sprintf("model: cross entropy: target %v for logits %v", target, logits.Shape()))
 	}
 	f := env.frame(backend.OpLoss)
@@ -168,7 +168,7 @@ func (l *Loss) Forward(env *Env, logits *Tensor, target backend.View) (float64, 
 		return l.ce.Forward(env, logits, target)
 	}
 	defer env.Profile.begin(KindLoss)()
-	if target.DT != backend.Uint8 || target.Len != logits.N*logits.H*logits.W {
+	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
 		panic(fmt.Sprintf("model: loss: target %v for logits %v", target, logits.Shape()))
 	}
 	sums := make([]float64, 4*logits.C)

@@ -19,7 +19,7 @@ func reapplyNorm(env *Env, in *Tensor, op func(y, x backend.View)) (*Tensor, err
 	if in == nil {
 		panic("model: norm reapplied without a training forward")
 	}
-	out, err := env.newActivation(in.N, in.C, in.H, in.W)
+	out, err := env.activationLike(in, in.C)
 	if err != nil {
 		return nil, err
 	}

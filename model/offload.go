@@ -10,10 +10,10 @@ import (
 // offloaded is a tensor's values waiting in host memory (Env.Host) until a
 // backward needs them on the device again (memory.offload).
 type offloaded struct {
-	n, c, h, w int
-	dt         backend.DType
-	buf        *memory.Buffer
-	host       *memory.Pool
+	n, c, d, h, w int
+	dt            backend.DType
+	buf           *memory.Buffer
+	host          *memory.Pool
 }
 
 // offload copies t into the host pool; the caller keeps (and will release)
@@ -29,13 +29,13 @@ func offload(env *Env, t *Tensor) (*offloaded, error) {
 		return nil, err
 	}
 	off.ToHost(backend.View{Buf: buf, DT: t.DType, Len: t.Len()}, t.View())
-	return &offloaded{n: t.N, c: t.C, h: t.H, w: t.W, dt: t.DType, buf: buf, host: env.Host}, nil
+	return &offloaded{n: t.N, c: t.C, d: t.D, h: t.H, w: t.W, dt: t.DType, buf: buf, host: env.Host}, nil
 }
 
 // restore copies the values back into a new device tensor (one reference,
 // the caller's) and frees the host copy.
 func (o *offloaded) restore(env *Env) (*Tensor, error) {
-	t, err := NewTensor(env.Device, memory.Activations, o.dt, o.n, o.c, o.h, o.w)
+	t, err := NewVolume(env.Device, memory.Activations, o.dt, o.n, o.c, o.d, o.h, o.w)
 	if err != nil {
 		o.free()
 		return nil, err

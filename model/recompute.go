@@ -107,6 +107,8 @@ func (m *UNet) setDecoderInput(lv int, on map[int]bool) {
 			L.plainCat = &decoderCat{skip: skipOut, below: catPart{from: belowOut, keeps: on[lv+1]}, up: L.up, cat: &L.cat}
 			conv1.Source = replay{from: L.plainCat, block: L.decBody, to: conv1}
 		}
+	case *Upsample3:
+		below.relu2.Mask = true // the up-sampling keeps nothing
 	case *UpConv:
 		rebuilt := belowNorm && !on[lv+1]
 		up.Source, below.relu2.Mask = nil, rebuilt

@@ -45,24 +45,39 @@ type Env struct {
 // saves reports whether layers keep tensors for backward.
 func (e *Env) saves() bool { return e.Training && !e.noSave }
 
-// Tensor is an NCHW activation backed by a pool buffer and shared by
-// reference count; the buffer goes back to the pool when the count drops to 0.
+// Tensor is an NCHW activation, or an NCDHW one (a volume's, D > 0),
+// backed by a pool buffer and shared by reference count; the buffer goes
+// back to the pool when the count drops to 0. The layers that treat every
+// position alike (norms, ReLU, concatenation, the loss) take a volume as
+// the image (N,C,D*H,W).
 type Tensor struct {
 	N, C, H, W int
-	DType      backend.DType
-	buf        *memory.Buffer
-	dev        *Device
-	refs       int
+	// D is a volume's depth; 0 for an image.
+	D     int
+	DType backend.DType
+	buf   *memory.Buffer
+	dev   *Device
+	refs  int
 }
 
 // NewTensor allocates an (n,c,h,w) tensor of type dt and category cat on dev
 // with one reference. Contents are undefined.
 func NewTensor(dev *Device, cat memory.Category, dt backend.DType, n, c, h, w int) (*Tensor, error) {
-	buf, err := dev.Pool.Alloc(cat, int64(n*c*h*w*dt.Size()))
+	return NewVolume(dev, cat, dt, n, c, 0, h, w)
+}
+
+// NewVolume is NewTensor for an (n,c,d,h,w) volume; d 0 makes an image.
+func NewVolume(dev *Device, cat memory.Category, dt backend.DType, n, c, d, h, w int) (*Tensor, error) {
+	buf, err := dev.Pool.Alloc(cat, int64(n*c*max(d, 1)*h*w*dt.Size()))
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{N: n, C: c, H: h, W: w, DType: dt, buf: buf, dev: dev, refs: 1}, nil
+	return &Tensor{N: n, C: c, D: d, H: h, W: w, DType: dt, buf: buf, dev: dev, refs: 1}, nil
+}
+
+// tensorLike allocates a tensor of t's shape with c channels, of type dt.
+func tensorLike(dev *Device, dt backend.DType, t *Tensor, c int) (*Tensor, error) {
+	return NewVolume(dev, memory.Activations, dt, t.N, c, t.D, t.H, t.W)
 }
 
 // View is the whole tensor, for a backend operation.
@@ -86,13 +101,24 @@ func (t *Tensor) Read() []float32 { return backend.DownloadFloat32(t.dev.Backend
 // Write uploads host values into a float32 tensor.
 func (t *Tensor) Write(vals []float32) { backend.UploadFloat32(t.dev.Backend, t.View(), vals) }
 
-// Len is N*C*H*W.
-func (t *Tensor) Len() int { return t.N * t.C * t.H * t.W }
+// Len is N*C*H*W (N*C*D*H*W for a volume).
+func (t *Tensor) Len() int { return t.N * t.C * t.depth() * t.H * t.W }
+
+// depth is a volume's depth, 1 for an image.
+func (t *Tensor) depth() int { return max(t.D, 1) }
 
 // Shape is [N,C,H,W].
 func (t *Tensor) Shape() [4]int { return [4]int{t.N, t.C, t.H, t.W} }
 
-func (t *Tensor) shape4() backend.Shape4 { return backend.Shape4{N: t.N, C: t.C, H: t.H, W: t.W} }
+// shape4 is the image's shape; a volume's as the image (N,C,D*H,W).
+func (t *Tensor) shape4() backend.Shape4 {
+	return backend.Shape4{N: t.N, C: t.C, H: t.depth() * t.H, W: t.W}
+}
+
+// shape5 is the volume's shape (D 1 for an image).
+func (t *Tensor) shape5() backend.Shape5 {
+	return backend.Shape5{N: t.N, C: t.C, D: t.depth(), H: t.H, W: t.W}
+}
 
 // Retain adds a reference and returns t.
 func (t *Tensor) Retain() *Tensor {
@@ -122,11 +148,14 @@ func (t *Tensor) Release() {
 func (t *Tensor) Refs() int { return t.refs }
 
 func (t *Tensor) String() string {
+	if t.D > 0 {
+		return fmt.Sprintf("Tensor(%d,%d,%d,%d,%d %s)", t.N, t.C, t.D, t.H, t.W, t.DType)
+	}
 	return fmt.Sprintf("Tensor(%d,%d,%d,%d %s)", t.N, t.C, t.H, t.W, t.DType)
 }
 
 func mustSameShape(op string, a, b *Tensor) {
-	if a.N != b.N || a.C != b.C || a.H != b.H || a.W != b.W {
+	if a.N != b.N || a.C != b.C || a.D != b.D || a.H != b.H || a.W != b.W {
 		panic(fmt.Sprintf("model: %s: shape %v does not match %v", op, a.Shape(), b.Shape()))
 	}
 }
@@ -137,6 +166,12 @@ func (env *Env) newActivation(n, c, h, w int) (*Tensor, error) {
 	return NewTensor(env.Device, memory.Activations, env.Precision, n, c, h, w)
 }
 
+// newVolume allocates an (n,c,d,h,w) activation in the env's precision;
+// d 0 makes an image.
+func (env *Env) newVolume(n, c, d, h, w int) (*Tensor, error) {
+	return NewVolume(env.Device, memory.Activations, env.Precision, n, c, d, h, w)
+}
+
 // gradTensorLike returns a tensor to write din into: dout itself when the
 // caller holds its only reference (the backward then works in place), else a
 // new tensor of the same shape.
@@ -144,7 +179,13 @@ func gradTensorLike(env *Env, dout *Tensor) (*Tensor, error) {
 	if dout.Refs() == 1 {
 		return dout, nil
 	}
-	return NewTensor(env.Device, memory.Activations, dout.DType, dout.N, dout.C, dout.H, dout.W)
+	return tensorLike(env.Device, dout.DType, dout, dout.C)
+}
+
+// activationLike allocates an activation of t's shape with c channels in
+// the env's precision.
+func (env *Env) activationLike(t *Tensor, c int) (*Tensor, error) {
+	return tensorLike(env.Device, env.Precision, t, c)
 }
 
 // allocView allocates n values of type dt for cat; free it with the pool.

@@ -17,11 +17,11 @@ import (
 
 // level is one resolution of the UNet.
 type level struct {
-	pool    *MaxPool2 // nil at level 0
+	pool    Layer // *MaxPool2 or *MaxPool3; nil at level 0
 	encBody *DoubleConv
 	enc     Layer // encBody, or encBody recomputed
 	// The decoder, none at the bottleneck (level Depth).
-	up      Layer // *Upsample2 or *UpConv, from the level below
+	up      Layer // *Upsample2, *Upsample3 or *UpConv, from the level below
 	cat     Concat
 	decBody *DoubleConv
 	dec     Layer // decBody, or decBody recomputed
@@ -61,9 +61,9 @@ func New(dev *Device, cfg Config, seed uint64) (*UNet, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for _, p := range m.params {
-		if len(p.Shape) == 4 && p.Trainable {
+		if len(p.Shape) >= 4 && p.Trainable {
 			w := make([]float32, p.Len())
-			kaimingNormal(rng, w, p.Shape[1]*p.Shape[2]*p.Shape[3])
+			kaimingNormal(rng, w, p.Len()/p.Shape[0])
 			p.Write(w)
 		}
 	}
@@ -78,7 +78,7 @@ func (m *UNet) Device() *Device { return m.dev }
 // PyTorch's UNet does.
 func (m *UNet) build() error {
 	cfg, dev := m.Config, m.dev
-	width := func(lv int) int { return cfg.Base << lv }
+	width := cfg.Width
 	m.levels = make([]*level, cfg.Depth+1)
 	for lv := range m.levels {
 		L := &level{}
@@ -86,6 +86,9 @@ func (m *UNet) build() error {
 		name, in := "inc.double_conv", cfg.InChannels
 		if lv > 0 {
 			L.pool = &MaxPool2{}
+			if cfg.Volumes() {
+				L.pool = &MaxPool3{K: cfg.PoolKernel(lv - 1)}
+			}
 			name, in = fmt.Sprintf("down%d.maxpool_conv.1.double_conv", lv), width(lv-1)
 		}
 		var err error
@@ -101,15 +104,22 @@ func (m *UNet) build() error {
 		L, i := m.levels[lv], cfg.Depth-lv // up1 is the first decoder, at level Depth-1
 		from, skip := width(lv+1), width(lv)
 		cat := from + skip
-		if cfg.Up == UpTranspose {
-			uc, err := NewUpConv(dev, fmt.Sprintf("up%d.up", i), from, from/2)
+		switch {
+		case cfg.Up == UpTranspose:
+			// to the skip's width: from/2 where no cap binds (nnU-Net's rule)
+			uc, err := NewUpConv(dev, fmt.Sprintf("up%d.up", i), from, skip)
+			if cfg.Volumes() {
+				uc, err = NewUpConv3d(dev, fmt.Sprintf("up%d.up", i), from, skip, cfg.PoolKernel(lv).D)
+			}
 			if err != nil {
 				return err
 			}
 			L.up = uc
 			m.params = append(m.params, uc.Params()...)
-			cat = from/2 + skip
-		} else {
+			cat = 2 * skip
+		case cfg.Volumes():
+			L.up = &Upsample3{F: cfg.PoolKernel(lv)}
+		default:
 			L.up = &Upsample2{}
 		}
 		var err error
@@ -119,7 +129,11 @@ func (m *UNet) build() error {
 		m.params = append(m.params, L.decBody.Params()...)
 	}
 	var err error
-	if m.outc, err = NewConv2d(dev, "outc.conv", width(0), cfg.Classes, 1, 0, true); err != nil {
+	newConv := NewConv2d
+	if cfg.Volumes() {
+		newConv = NewConv3d
+	}
+	if m.outc, err = newConv(dev, "outc.conv", width(0), cfg.Classes, 1, 0, true); err != nil {
 		return err
 	}
 	m.params = append(m.params, m.outc.Params()...)
@@ -176,11 +190,33 @@ func (m *UNet) CheckInput(c, h, w int) error {
 	return nil
 }
 
+// CheckVolume returns an error unless a (D,H,W) volume fits a 3D network:
+// each axis divisible by its poolings' product.
+func (m *UNet) CheckVolume(c, d, h, w int) error {
+	if c != m.Config.InChannels {
+		return fmt.Errorf("model: input has %d channels, model.in_channels is %d", c, m.Config.InChannels)
+	}
+	f := backend.Scale3{D: 1, H: 1, W: 1}
+	for lv := range m.Config.Depth {
+		k := m.Config.PoolKernel(lv)
+		f = backend.Scale3{D: f.D * k.D, H: f.H * k.H, W: f.W * k.W}
+	}
+	if d%f.D != 0 || h%f.H != 0 || w%f.W != 0 || d < f.D || h < f.H || w < f.W {
+		return fmt.Errorf("model: volume size %dx%dx%d is not divisible by the poolings' %dx%dx%d; crop or pad to a multiple, or lower model.depth", d, h, w, f.D, f.H, f.W)
+	}
+	return nil
+}
+
 // Forward: x (N,InChannels,H,W) -> logits (N,Classes,H,W); the caller
 // keeps its reference to x. In training the layers keep what Backward
 // needs (recompute.go says what).
 func (m *UNet) Forward(env *Env, x *Tensor) (logits *Tensor, err error) {
-	if err := m.CheckInput(x.C, x.H, x.W); err != nil {
+	if m.Config.Volumes() {
+		err = m.CheckVolume(x.C, x.D, x.H, x.W)
+	} else {
+		err = m.CheckInput(x.C, x.H, x.W)
+	}
+	if err != nil {
 		return nil, err
 	}
 	D := m.Config.Depth

@@ -63,6 +63,30 @@ func TestPyTorchGoldens(t *testing.T) {
 	}
 }
 
+// TestPyTorchGoldens3D holds the 3D UNet to PyTorch as TestPyTorchGoldens
+// holds the 2D one (testdata/goldens/3d: 16^3 volumes with trilinear and
+// batch norm, transposed and group norm, and an anisotropic network with
+// pooling kernels [1,2,2], [2,2,2] and widths capped at 6).
+func TestPyTorchGoldens3D(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "goldens", "3d", "*.safetensors"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("golden files: %v, %v", files, err)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".safetensors"), func(t *testing.T) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := safetensors.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, g, backend.ConvDirect)
+		})
+	}
+}
+
 // goldenF32 is the named float32 tensor of g.
 func goldenF32(t *testing.T, g *safetensors.File, name string) []float32 {
 	t.Helper()
@@ -101,18 +125,31 @@ func goldenClose(t *testing.T, what string, got, want []float32, tol float64) fl
 // goldenArch is the model a golden file was made with.
 func goldenArch(t *testing.T, g *safetensors.File) model.Config {
 	var arch struct {
-		InChannels int    `json:"in_channels"`
-		Classes    int    `json:"classes"`
-		Base       int    `json:"base"`
-		Depth      int    `json:"depth"`
-		Up         string `json:"up"`
-		Norm       string `json:"norm"`
-		Groups     int    `json:"groups"`
+		InChannels  int      `json:"in_channels"`
+		Classes     int      `json:"classes"`
+		Base        int      `json:"base"`
+		Depth       int      `json:"depth"`
+		Up          string   `json:"up"`
+		Norm        string   `json:"norm"`
+		Groups      int      `json:"groups"`
+		Dims        int      `json:"dims"`
+		PoolKernels [][3]int `json:"pool_kernels"`
+		MaxChannels *int     `json:"max_channels"`
 	}
 	if err := json.Unmarshal([]byte(g.Metadata["memunet_model"]), &arch); err != nil {
 		t.Fatalf("memunet_model metadata: %v", err)
 	}
-	return model.Config{Arch: model.Arch{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth, Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups}}
+	a := model.Arch{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth, Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups, Dims: arch.Dims}
+	for _, k := range arch.PoolKernels {
+		a.PoolKernels = append(a.PoolKernels, backend.Scale3{D: k[0], H: k[1], W: k[2]})
+	}
+	if arch.MaxChannels != nil {
+		a.MaxChannels = *arch.MaxChannels
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return model.Config{Arch: a}
 }
 
 // goldenRun is a fresh model with a golden file's initial state_dict, and
@@ -139,7 +176,17 @@ func newGoldenRun(t *testing.T, g *safetensors.File, cfg model.Config) *goldenRu
 	for _, p := range net.Params() {
 		p.Write(goldenF32(t, g, "weights."+p.Name))
 	}
-	x, err := model.NewTensor(dev, memory.Activations, backend.Float32, 2, cfg.InChannels, 16, 16)
+	inT, ok := g.Get("input")
+	if !ok {
+		t.Fatal("the golden file has no input")
+	}
+	sh := inT.Shape // (N,C,H,W) or (N,C,D,H,W)
+	var x *model.Tensor
+	if len(sh) == 5 {
+		x, err = model.NewVolume(dev, memory.Activations, backend.Float32, sh[0], sh[1], sh[2], sh[3], sh[4])
+	} else {
+		x, err = model.NewTensor(dev, memory.Activations, backend.Float32, sh[0], sh[1], sh[2], sh[3])
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
