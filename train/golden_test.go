@@ -39,8 +39,20 @@ const (
 // state_dict after three Adam steps (L2 weight decay on). The tensors are
 // testdata/goldens (see testdata/README.md; tools/goldens/make_goldens.py made them).
 func TestPyTorchGoldens(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "goldens", "*.safetensors"))
-	if err != nil || len(files) < 2 {
+	forGoldens(t, filepath.Join("..", "testdata", "goldens"), 2, func(t *testing.T, g *safetensors.File) {
+		// Every convolution algorithm within the same tolerances:
+		// Winograd's (where it takes the shape: the 16x16 level) adds
+		// float32 rounding of the same order as the direct way's.
+		for _, algo := range []backend.ConvAlgo{backend.ConvDirect, backend.ConvWinograd, backend.ConvAuto} {
+			t.Run(algo.String(), func(t *testing.T) { checkGolden(t, g, algo) })
+		}
+	})
+}
+
+// forGoldens runs check on each golden file of dir, at least least of them.
+func forGoldens(t *testing.T, dir string, least int, check func(*testing.T, *safetensors.File)) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil || len(files) < least {
 		t.Fatalf("golden files: %v, %v", files, err)
 	}
 	for _, path := range files {
@@ -53,12 +65,7 @@ func TestPyTorchGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Every convolution algorithm within the same tolerances:
-			// Winograd's (where it takes the shape: the 16x16 level) adds
-			// float32 rounding of the same order as the direct way's.
-			for _, algo := range []backend.ConvAlgo{backend.ConvDirect, backend.ConvWinograd, backend.ConvAuto} {
-				t.Run(algo.String(), func(t *testing.T) { checkGolden(t, g, algo) })
-			}
+			check(t, g)
 		})
 	}
 }
@@ -68,23 +75,9 @@ func TestPyTorchGoldens(t *testing.T) {
 // batch norm, transposed and group norm, and an anisotropic network with
 // pooling kernels [1,2,2], [2,2,2] and widths capped at 6).
 func TestPyTorchGoldens3D(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "goldens", "3d", "*.safetensors"))
-	if err != nil || len(files) < 3 {
-		t.Fatalf("golden files: %v, %v", files, err)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".safetensors"), func(t *testing.T) {
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := safetensors.Parse(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkGolden(t, g, backend.ConvDirect)
-		})
-	}
+	forGoldens(t, filepath.Join("..", "testdata", "goldens", "3d"), 3, func(t *testing.T, g *safetensors.File) {
+		checkGolden(t, g, backend.ConvDirect)
+	})
 }
 
 // goldenF32 is the named float32 tensor of g.
