@@ -158,14 +158,14 @@ func decodeStrict(name string, node *yaml.Node, v reflect.Value, prefix string, 
 		key := joinKey(prefix, k.Value)
 		f, ok := fields[k.Value]
 		if !ok {
-			return fmt.Errorf("%s: unknown key %q in %s; known keys: %s", loc(name, k.Line), key, where, strings.Join(known, ", "))
+			return fmt.Errorf("%s: unknown key %q in %s; %sknown keys: %s", loc(name, k.Line), key, where,
+				keyHint(prefix, k.Value, val, known, k.Line == 0), strings.Join(known, ", "))
 		}
 		if seen[k.Value] {
 			return fmt.Errorf("%s: key %q appears twice; keep only one", loc(name, k.Line), key)
 		}
 		seen[k.Value] = true
-		if f.Kind() == reflect.Struct && !f.Addr().Type().Implements(reflect.TypeFor[yaml.Unmarshaler]()) &&
-			!f.Addr().Type().Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		if isSection(f.Type()) {
 			if err := decodeStrict(name, val, f, key, set); err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/memunet/memunet/infile"
+	"github.com/memunet/memunet/internal/suggest"
 )
 
 // File extensions read (case-insensitive). The format itself is told by
@@ -175,7 +176,7 @@ func checkDir(dir, what string) *Problem {
 	case isLoop(err):
 		return loopProblem(dir)
 	case errors.Is(err, fs.ErrNotExist):
-		p := fatal(dir, "does not exist; %s", what)
+		p := fatal(dir, "does not exist; %s%s", nearFolder(dir), what)
 		return &p
 	case err != nil:
 		p := fatal(dir, "cannot open: %v", err)
@@ -185,6 +186,30 @@ func checkDir(dir, what string) *Problem {
 		return &p
 	}
 	return nil
+}
+
+// nearFolder is "did you mean SIBLING? " for the folder beside the
+// missing path whose name is nearest its name (data/shapse:
+// data/shapes), or "" if none is near.
+func nearFolder(path string) string {
+	parent, base := filepath.Dir(path), filepath.Base(path)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return ""
+	}
+	var dirs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || !e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
+			continue // hidden, or a file: a folder of images is not stat'ed one by one
+		}
+		if st, err := os.Stat(filepath.Join(parent, e.Name())); err == nil && st.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	if near := suggest.Nearest(base, dirs); near != "" && near != base {
+		return "did you mean " + filepath.Join(parent, near) + "? "
+	}
+	return ""
 }
 
 // checkLayout is root's images/ and masks/ folders, or the problems of a

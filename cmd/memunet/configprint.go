@@ -36,7 +36,7 @@ func configsCommand(args []string, stdout io.Writer) error {
 func configPrint(args []string, stdout io.Writer) error {
 	fs := newFlags("config print")
 	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, configPrintUsage)
+		return flagError(fs, args, err, configPrintUsage)
 	}
 	if fs.NArg() > 1 {
 		return usageError{fmt.Sprintf("config print: unexpected argument %q; %s", fs.Arg(1), configPrintUsage)}

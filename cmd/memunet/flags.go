@@ -48,7 +48,7 @@ func newFlags(name string) *flag.FlagSet {
 // command, with its usage.
 func parseFlags(fs *flag.FlagSet, args []string, usage string) error {
 	if err := fs.Parse(args); err != nil {
-		return flagError(fs, err, usage)
+		return flagError(fs, args, err, usage)
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q; %s", fs.Name(), fs.Arg(0), usage)}

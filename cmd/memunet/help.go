@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/report"
 )
 
@@ -126,11 +127,11 @@ func isHelpArg(a string) bool { return a == "-h" || a == "-help" || a == "--help
 
 // flagError turns the error of fs.Parse into what the command returns: a
 // help request for -h/-help/--help, else a usage error naming the command.
-func flagError(fs *flag.FlagSet, err error, usage string) error {
+func flagError(fs *flag.FlagSet, args []string, err error, usage string) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return helpRequest{name: fs.Name(), flags: fs}
 	}
-	return usageError{fmt.Sprintf("%s: %v; %s", fs.Name(), err, usage)}
+	return usageError{fmt.Sprintf("%s: %s; %s", fs.Name(), config.FlagProblem(fs, args, err), usage)}
 }
 
 // helpCommand is "memunet help [COMMAND]": without one the overall usage,
