@@ -84,6 +84,34 @@ func rssText(rss int64) string {
 	return ", the process " + memory.FormatBytes(rss)
 }
 
+// Counted is what was predicted as the summary says it: "1 image",
+// "40 images", "1 volume", "3 images and 2 volumes" (a NIfTI volume is
+// counted as a volume, not as an image).
+func (r *Report) Counted() string {
+	vols := 0
+	for _, o := range r.Outputs {
+		if isVolume(o.Input) {
+			vols++
+		}
+	}
+	imgs := max(r.Images-vols, 0)
+	switch {
+	case vols == 0:
+		return plural(imgs, "image")
+	case imgs == 0:
+		return plural(vols, "volume")
+	}
+	return plural(imgs, "image") + " and " + plural(vols, "volume")
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // SkippedNote is what the summary line adds for the skipped inputs ("":
 // none).
 func (r *Report) SkippedNote() string {

@@ -67,9 +67,13 @@ func (r *run) trainStep(step int) (train.StepResult, error) {
 		return res, diverged(r.cfg, step, res, r.ckpt.lastGood())
 	}
 	st := tr.Pool().Stats()
+	var commMS float64 // data-parallel only: alone, the no-op syncs are no communication
+	if r.comm.Size() > 1 {
+		commMS = float64(res.CommTime.Microseconds()) / 1000
+	}
 	rec := StepRecord{
 		Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: res.LR,
-		StepMS: float64(time.Since(t0).Microseconds()) / 1000, CommMS: float64(res.CommTime.Microseconds()) / 1000,
+		StepMS: float64(time.Since(t0).Microseconds()) / 1000, CommMS: commMS,
 		AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
 		PeakAllocatedBytes: res.Peak, PeakReservedBytes: res.PeakReserved, PeakByCategory: res.PeakByCategory,
 		Phases: res.Phases, Variant: r.sum.Variant, EffectiveBatch: r.sum.EffectiveBatch,

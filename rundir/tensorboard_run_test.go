@@ -14,13 +14,17 @@ import (
 
 // TestTensorBoardMatchesMetrics: a run writes RUN/tb event files whose
 // every record's CRC verifies and whose scalars are metrics.jsonl's, each
-// step once, with the same pictures at each validation (four, or the first
+// step once (no train/comm_ms alone), with the same pictures at each validation (four, or the first
 // batch's when smaller); output.tensorboard: false writes none.
 func TestTensorBoardMatchesMetrics(t *testing.T) {
 	cfg := resumeConfig("fp16") // a loss scale that changes
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
 	images := sameAsMetrics(t, dir)
+	// A run alone has no data-parallel communication to time (issue 49).
+	if b, err := os.ReadFile(filepath.Join(dir, runfiles.Metrics)); err != nil || bytes.Contains(b, []byte("comm_ms")) {
+		t.Errorf("a single-process run's %s holds comm_ms (or cannot be read: %v)", runfiles.Metrics, err)
+	}
 	n := min(tbPreviewImages, cfg.Train.BatchSize, 3) // 3 validation samples of 20
 	if !maps.Equal(images, map[int]int{2: n, 4: n, 6: n}) {
 		t.Errorf("pictures by step %v, want %d at each validation (2, 4, 6)", images, n)

@@ -29,7 +29,7 @@ func TestPredictSkipsAnOddName(t *testing.T) {
 	if want := `memunet: predict: warning: skipped "` + images + `/a\nb.png": its name holds a line break`; !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("stderr %q, want one line starting %q", stderr, want)
 	}
-	if !strings.Contains(stdout, "predicted 1 images") || !strings.Contains(stdout, "; skipped 1 input file(s) whose names cannot name outputs") {
+	if !strings.Contains(stdout, "predicted 1 image with") || !strings.Contains(stdout, "; skipped 1 input file(s) whose names cannot name outputs") {
 		t.Errorf("stdout %q does not count the skipped file", stdout)
 	}
 	if rep := readReport(t, out); rep.Images != 1 || len(rep.Skipped) != 1 || rep.Skipped[0].Input != odd {
