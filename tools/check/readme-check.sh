@@ -15,7 +15,9 @@
 # and a skip must give its reason (a GPU, MPI, a minute-long fuzzer, a file
 # of the reader's own). A command is one line, or lines joined by a
 # trailing backslash; comment and blank lines are dropped. Any command that
-# fails stops the check, naming the page and the command.
+# fails stops the check, naming the page and the command; so does a page
+# whose commands leave a file git does not ignore (git status --porcelain
+# not empty: what the docs' commands write belongs under runs/).
 #
 # usage: tools/check/readme-check.sh [REPO]   (default: this checkout's repository)
 set -euo pipefail
@@ -67,6 +69,18 @@ run_each() {
 	echo "$n" >"$work/count"
 }
 
+# clean PAGE: fails unless the clone is as git left it but for ignored
+# files, naming what PAGE's commands left.
+clean() {
+	local left
+	left="$(git status --porcelain)"
+	if [ -n "$left" ]; then
+		echo "$left" >&2
+		echo "readme-check: FAILED: $1: its commands left the files above, which git does not ignore; write them under runs/" >&2
+		exit 1
+	fi
+}
+
 start=$SECONDS
 readme="$(commands README.md)"
 if [ "${README_CHECK_TESTS:-0}" != 1 ]; then
@@ -77,6 +91,7 @@ grep -q '^go build -o memunet ./cmd/memunet$' <<<"$readme" || {
 	exit 1
 }
 run_each README.md <<<"$readme"
+clean README.md
 [ "$(cat "$work/count")" -gt 0 ] || { echo "readme-check: README.md: no commands found" >&2; exit 1; }
 pages=0
 while IFS= read -r page; do
@@ -85,6 +100,7 @@ while IFS= read -r page; do
 	# The state Set up leaves: the clone and ./memunet, nothing a page made.
 	git clean -ffdxq -e /memunet
 	run_each "$page" <<<"$cmds"
+	clean "$page"
 	pages=$((pages + 1))
 done < <(git ls-files 'docs/*.md' 'docs/**/*.md' | sort -u)
 [ "$pages" -gt 0 ] || { echo "readme-check: no docs/ page has commands" >&2; exit 1; }
