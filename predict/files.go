@@ -106,10 +106,13 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, journal *outdir.Jo
 			return fmt.Errorf("predict: %w", err)
 		}
 	}
+	at, done := p.track(len(sized), "files")
+	defer done()
 	for lo := 0; lo < len(sized); {
 		if err := p.stopped(); err != nil {
 			return err
 		}
+		at(lo)
 		if isVolume(sized[lo].path) {
 			if err := p.predictVolume(sized[lo], side, journal, opts, lim, note, rep); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/model"
+	"github.com/schollz/progressbar/v3"
 )
 
 // Predictor is a checkpoint's model in eval mode, on a device of its own
@@ -39,7 +40,13 @@ type Predictor struct {
 	// Flags, where set, are the command's flags but --out and --force
 	// (config.GivenFlags): a refused --out then offers the same predict
 	// with --force, or into a fresh folder, as commands to paste.
-	Flags     []string
+	Flags []string
+	// Progress, where set, is where a long loop (the tiles of an image,
+	// the slices of a volume, the files of a folder, the samples of a
+	// split) draws a bar with its ETA, cleared when it ends; nil: none
+	// (rundir.BarWriter says where a command draws one).
+	Progress  io.Writer
+	bar       *progressbar.ProgressBar // the bar drawn now (track)
 	env       *model.Env
 	precision backend.DType
 	held      *heldGC // the collector held to Run's plans (nil outside Run)
@@ -199,7 +206,10 @@ func (p *Predictor) PredictSplit(ds data.Dataset, idx []int, fn func(index int, 
 	c, k := ds.Channels(), p.Config.Model.Classes
 	conf := metrics.NewConfusion(k)
 	var lossSum float64
+	at, done := p.track(len(idx), "samples")
+	defer done()
 	for lo := 0; lo < len(idx); lo += p.Batch {
+		at(lo)
 		if err := p.stopped(); err != nil {
 			return metrics.Validation{}, err
 		}

@@ -187,7 +187,10 @@ func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, ro
 		logits = make([]float32, t.Batch*k*tt)
 	}
 	p.Pool().EmptyCache()
+	at, done := p.track(l.Count(), "tiles")
+	defer done()
 	for first := 0; first < l.Count(); first += t.Batch {
+		at(first)
 		if err := p.stopped(); err != nil {
 			return err
 		}
@@ -345,7 +348,10 @@ func (p *Predictor) scoreSplitTiled(in *splitInput, opts Options, lim Limits, re
 	var loss float64
 	var counted int64
 	prob := opts.probabilistic()
-	for _, i := range in.idx {
+	at, done := p.track(len(in.idx), "samples")
+	defer done()
+	for j, i := range in.idx {
+		at(j)
 		var pic image.Image
 		var mask *image.Gray
 		if d, ok := in.whole.(data.DeepImager); ok {

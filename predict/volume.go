@@ -39,7 +39,10 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 	// the slice's classes, and its picture (16-bit gray, then RGBA64).
 	held := int64(len(v.Voxels)) + 2*int64(v.Len()) + int64(h)*int64(w)*(1+2+8)
 	var tiling *Tiling
+	at, done := p.track(v.Slices(nc.Axis), "slices")
+	defer done()
 	for k := range v.Slices(nc.Axis) {
+		at(k)
 		if err := p.stopped(); err != nil {
 			return err
 		}

@@ -157,3 +157,14 @@ func (p *progress) note(line string) {
 	}
 	fmt.Fprintln(p.w, line)
 }
+
+// BarWriter is w where output.progress mode has a command draw its bar on
+// w: bar, or auto where w is a terminal, and w at least minBarColumns
+// wide; else nil (plain, none, or not a terminal: no bar). Predict and
+// eval draw theirs on it (predict.Predictor.Progress).
+func BarWriter(w io.Writer, mode string) io.Writer {
+	if w == nil || mode == "none" || mode == "plain" || mode == "auto" && !IsTerminal(w) || terminalColumns(w) < minBarColumns {
+		return nil
+	}
+	return w
+}

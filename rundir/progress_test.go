@@ -50,3 +50,20 @@ func TestProgressBarFitsTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestBarWriter: predict and eval draw a bar where training would: on a
+// terminal with output.progress auto, anywhere with bar; never with plain
+// or none, nor with auto where the output is not a terminal (a file, a
+// pipe).
+func TestBarWriter(t *testing.T) {
+	t.Setenv("COLUMNS", "100")
+	var buf bytes.Buffer
+	for mode, want := range map[string]bool{"auto": false, "bar": true, "plain": false, "none": false} {
+		if got := BarWriter(&buf, mode) != nil; got != want {
+			t.Errorf("BarWriter(a buffer, %s): a bar %v, want %v", mode, got, want)
+		}
+	}
+	if BarWriter(nil, "bar") != nil {
+		t.Error("BarWriter(nil, bar) is not nil")
+	}
+}

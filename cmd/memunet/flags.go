@@ -14,6 +14,7 @@ import (
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/predict"
+	"github.com/memunet/memunet/rundir"
 	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
@@ -182,5 +183,6 @@ func (f modelFlags) predictor(command string, ck *checkpoint.Checkpoint) (*predi
 		return nil, lim, prec, err
 	}
 	p.Note = os.Stderr
+	p.Progress = rundir.BarWriter(os.Stderr, cfg.Output.Progress) // a terminal's bar with the ETA
 	return p, lim, prec, nil
 }
