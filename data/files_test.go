@@ -148,6 +148,10 @@ func TestFolderCarvanaLike(t *testing.T) {
 	if s := rep.Summary(""); !strings.Contains(s, "0->0 1->1") || !strings.Contains(s, "data.mask_values: [0, 1]") {
 		t.Errorf("summary does not print the discovered mapping: %s", s)
 	}
+	// A checkpoint's commands say the mapping, not the hint (issue 49).
+	if s := rep.Recap(""); !strings.Contains(s, "0->0 1->1") || strings.Contains(s, "data.mask_values") {
+		t.Errorf("recap: %s: want the mapping without the data.mask_values hint", s)
+	}
 	if h, w := set.Data.Size(); h != 24 || w != 32 || set.Data.Channels() != 3 || set.Data.Classes() != 2 {
 		t.Fatalf("size %dx%d", h, w)
 	}

@@ -357,9 +357,18 @@ func formatInts(vs []int) string {
 }
 
 // Summary is one line about an opened set, for logs; it includes the
-// discovered mapping when there is one, and check, the command that lists
-// the warnings ("" says "memunet data check").
-func (r *Report) Summary(check string) string {
+// discovered mapping when there is one, with the data.mask_values that
+// fixes it, and check, the command that lists the warnings ("" says
+// "memunet data check").
+func (r *Report) Summary(check string) string { return r.summary(check, true) }
+
+// Recap is Summary without the data.mask_values hint: the line a
+// checkpoint's commands (predict, eval) print of its set, whose mapping
+// training said once and the checkpoint keeps, so that the hint is not
+// repeated on every command.
+func (r *Report) Recap(check string) string { return r.summary(check, false) }
+
+func (r *Report) summary(check string, hint bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "data: %s %s: %d samples (train %d, val %d)", r.Source, filepath.Clean(r.Path), r.Samples, r.Train, r.Val)
 	if len(r.Sizes) == 1 {
@@ -383,7 +392,10 @@ func (r *Report) Summary(check string) string {
 		for k, v := range vals {
 			parts[k] = fmt.Sprintf("%d->%d", v, k)
 		}
-		fmt.Fprintf(&b, "; mask values found by a scan: %s (set data.mask_values: %s to fix them)", strings.Join(parts, " "), formatInts(vals))
+		fmt.Fprintf(&b, "; mask values found by a scan: %s", strings.Join(parts, " "))
+		if hint {
+			fmt.Fprintf(&b, " (set data.mask_values: %s to fix them)", formatInts(vals))
+		}
 	}
 	if n := len(r.Problems); n > 0 {
 		if check == "" {

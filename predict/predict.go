@@ -181,7 +181,7 @@ func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
 		return nil, nil, err
 	}
 	if fresh && p.Config.Data.Source != data.SourceSynthetic && p.Note != nil {
-		fmt.Fprintln(p.Note, set.Report.Summary(p.Config.Invocation.Command("data check")))
+		fmt.Fprintln(p.Note, set.Report.Recap(p.Config.Invocation.Command("data check"))) // training gave the mask_values hint
 	}
 	switch name {
 	case "val":
