@@ -41,5 +41,6 @@
 // tiles: the tiles, their batch and their plan, a band of blended rows on
 // the host), volume.go (NIfTI volumes slice by slice into a mask volume of
 // the same geometry), eval.go (a split's scores as memunet eval's JSON
-// report).
+// report), progress.go (the bar of the outermost loop: count, elapsed
+// time and ETA, as training's).
 package predict
