@@ -91,7 +91,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if err != nil {
 		return nil, fmt.Errorf("predict: %w", err)
 	}
-	if msg := p.sizeNote(files, s); msg != "" {
+	// Tiles asked for (--tile N or auto, or predict.tile) are a choice of
+	// each file's full resolution: no note of its size (issue 49).
+	if msg := p.sizeNote(files, s); msg != "" && (opts.Tile == "" || opts.Tile == TileNone) {
 		fmt.Fprintln(note, msg)
 	}
 	names.flush(note)

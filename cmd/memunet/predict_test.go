@@ -632,7 +632,7 @@ func writeShapes(t *testing.T, path string, i, h, w int) {
 // TestPredictResize: images of another size than training's are named in
 // one warning with what --resize offers; --resize train, none and HxW
 // size them for the model as asked (masks back at each file's size, no
-// warning), a size the model cannot take is refused naming the multiple,
+// warning), as --tile does (no warning), a size the model cannot take is refused naming the multiple,
 // and predict.json records every option.
 func TestPredictResize(t *testing.T) {
 	runDir, _ := trainTiny(t)
@@ -647,6 +647,10 @@ func TestPredictResize(t *testing.T) {
 	}
 	if o := readReport(t, out).Options; o.Resize != "auto" {
 		t.Errorf("options %+v", o)
+	}
+	// Tiles asked for: each file at its full resolution by choice, no note.
+	if stdout := runOK(t, "predict", "--checkpoint", runDir, "--input", in, "--out", t.TempDir(), "--tile", "16"); strings.Contains(stdout, "another size") {
+		t.Errorf("--tile 16 warned of the size:\n%s", stdout)
 	}
 	for _, tc := range []struct{ resize, want string }{{"train", "train"}, {"none", "none"}, {"32X48", "32x48"}} {
 		out := t.TempDir()
