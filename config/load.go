@@ -62,8 +62,8 @@ func read(path string, inv Invocation) (name string, src []byte, err error) {
 			src, err := configs.Read(preset)
 			return preset + " (built-in)", src, err
 		}
-		return "", nil, fmt.Errorf("config file %s does not exist; pass an existing file to --config, or a built-in config by name: %s (%s)",
-			path, strings.Join(configs.Names(), ", "), inv.Run("config list"))
+		return "", nil, fmt.Errorf("config file %s does not exist; %spass an existing file to --config, or a built-in config by name: %s (%s)",
+			path, nearConfig(path), strings.Join(configs.Names(), ", "), inv.Run("config list"))
 	}
 	var refused *infile.Error
 	if errors.As(err, &refused) {

@@ -3,10 +3,13 @@ package config
 import (
 	"encoding"
 	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 
+	"github.com/memunet/memunet/configs"
 	"github.com/memunet/memunet/internal/suggest"
 	"go.yaml.in/yaml/v3"
 )
@@ -204,4 +207,29 @@ func nodeValue(n *yaml.Node) string {
 		return "VALUE"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// nearConfig is "did you mean X? " for the config path nearest the
+// missing path: a YAML file beside it (configs/quikstart.yaml:
+// configs/quickstart.yaml), or for a bare name a built-in config's
+// (quikstart: quickstart); "" if none is near.
+func nearConfig(path string) string {
+	dir, base := filepath.Split(path)
+	var names []string
+	if dir == "" { // a built-in config, by name or as name.yaml
+		for _, n := range configs.Names() {
+			names = append(names, n, n+".yaml")
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Clean(dir + ".")); err == nil {
+		for _, e := range ents {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	if near := suggest.Nearest(base, names); near != "" && near != base {
+		return "did you mean " + dir + near + "? "
+	}
+	return ""
 }

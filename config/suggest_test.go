@@ -103,3 +103,23 @@ func TestKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestNearConfig: a --config that does not exist names the YAML file
+// beside it, or the built-in config, nearest it.
+func TestNearConfig(t *testing.T) {
+	t.Chdir("..") // the module's root: configs/*.yaml
+	for _, c := range []struct{ path, want string }{
+		{"configs/quikstart.yaml", "did you mean configs/quickstart.yaml? "},
+		{"quikstart", "did you mean quickstart? "},
+		{"quickstart.yml", "did you mean quickstart.yaml? "},
+		{"configs/zzzzzz.yaml", ""},
+		{"nowhere/quickstart.yaml", ""},
+	} {
+		if got := nearConfig(c.path); got != c.want {
+			t.Errorf("nearConfig(%s) = %q, want %q", c.path, got, c.want)
+		}
+	}
+	if _, err := Load("configs/quikstart.yaml", nil); err == nil || !strings.Contains(err.Error(), "does not exist; did you mean configs/quickstart.yaml? pass an existing file") {
+		t.Errorf("Load: %v", err)
+	}
+}

@@ -40,6 +40,8 @@ func TestWordsThatGuide(t *testing.T) {
 			`--set: unknown key "train.batchsize" in train; did you mean --set train.batch_size=4? known keys:`},
 		{"a mistyped key in a YAML file", []string{"train", "--config", yamlFile}, 1,
 			`typo.yaml: line 3: unknown key "train.batchsize" in train; did you mean train.batch_size? known keys:`},
+		{"a mistyped --config", []string{"train", "--config", "../../configs/quikstart.yaml"}, 1,
+			"config file ../../configs/quikstart.yaml does not exist; did you mean ../../configs/quickstart.yaml? pass an existing file"},
 		{"a wrong data path did not name the near match", []string{"train", "--config", qs, "--set", "output.progress=none",
 			"--set", "data.source=folder", "--set", "data.path=" + filepath.Join(dir, "shapse")}, 1,
 			filepath.Join(dir, "shapse") + ": does not exist; did you mean " + shapes + "? set data.path to the dataset folder"},
