@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"io"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -37,4 +38,19 @@ func (p *Predictor) track(total int, what string) (at func(n int), done func()) 
 		_ = bar.Finish()
 		p.bar = nil
 	}
+}
+
+// aboveBar is a writer of notes that clears p's bar, where one is drawn,
+// before each note, so that the note is a line of its own above the bar
+// (redrawn as the loop goes on) rather than the bar's tail.
+type aboveBar struct {
+	p *Predictor
+	w io.Writer
+}
+
+func (a aboveBar) Write(b []byte) (int, error) {
+	if a.p.bar != nil {
+		_ = a.p.bar.Clear()
+	}
+	return a.w.Write(b)
 }

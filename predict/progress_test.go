@@ -47,3 +47,26 @@ func TestProgressOfTiles(t *testing.T) {
 		t.Errorf("no Progress: %v, %q drawn", err, bar.String())
 	}
 }
+
+// TestNoteAboveBar: a note written while a bar is drawn clears the bar
+// first, so it starts a line of its own rather than following the bar.
+func TestNoteAboveBar(t *testing.T) {
+	var tty bytes.Buffer
+	p := &Predictor{Progress: &tty}
+	at, done := p.track(10, "slices")
+	at(3)
+	bar := tty.Len()
+	if bar == 0 {
+		t.Fatal("no bar drawn")
+	}
+	if _, err := (aboveBar{p, &tty}).Write([]byte("predict: a note\n")); err != nil {
+		t.Fatal(err)
+	}
+	if s := tty.String()[bar:]; !strings.HasSuffix(s, "\rpredict: a note\n") {
+		t.Errorf("after the bar: %q, want it cleared (ending in \\r) before the note", s)
+	}
+	done()
+	if p.bar != nil {
+		t.Error("done left the bar")
+	}
+}

@@ -44,6 +44,7 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if note == nil {
 		note = io.Discard
 	}
+	note = aboveBar{p, note}
 	opts = opts.WithDefaults(p.Config.Predict)
 	if opts.Probs != "" && opts.Probs != "png" && opts.Probs != "npy" {
 		return nil, fmt.Errorf("predict: --probs %q: png or npy", opts.Probs)
@@ -57,9 +58,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		opts.Resize = fmt.Sprintf("%dx%d", s.h, s.w)
 	}
 	names := newNamer(opts, p.Config.Model.Classes)
-	warn := p.Warn
-	if warn == nil {
-		warn = note
+	warn := note
+	if p.Warn != nil {
+		warn = aboveBar{p, p.Warn}
 	}
 	var files []sizedFile
 	var skipped []Skipped
