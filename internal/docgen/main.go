@@ -26,31 +26,13 @@ package main
 //go:generate go run .
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/memunet/memunet/internal/genfiles"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "docgen:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	root, err := genfiles.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	files, err := Generate(root)
-	if err != nil {
-		return err
-	}
-	return genfiles.Write(root, files, "docgen", os.Stdout)
-}
+func main() { genfiles.Main("docgen", Generate) }
 
 // Generate returns what the generated pages (paths from root, with
 // slashes) hold once their generated parts are written.

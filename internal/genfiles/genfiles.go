@@ -84,3 +84,23 @@ func Write(root string, files map[string][]byte, tool string, say io.Writer) err
 	}
 	return nil
 }
+
+// Main is a generator's main: it writes what generate makes from the
+// module's root (Write), or says tool's error and exits 1.
+func Main(tool string, generate func(root string) (map[string][]byte, error)) {
+	err := func() error {
+		root, err := ModuleRoot()
+		if err != nil {
+			return err
+		}
+		files, err := generate(root)
+		if err != nil {
+			return err
+		}
+		return Write(root, files, tool, os.Stdout)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, tool+":", err)
+		os.Exit(1)
+	}
+}

@@ -13,27 +13,7 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/memunet/memunet/internal/genfiles"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "opgen:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	root, err := genfiles.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	files, err := Generate(root)
-	if err != nil {
-		return err
-	}
-	return genfiles.Write(root, files, "opgen", os.Stdout)
-}
+func main() { genfiles.Main("opgen", Generate) }
