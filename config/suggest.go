@@ -62,7 +62,7 @@ func lastPart(key string) string { return key[strings.LastIndex(key, ".")+1:] }
 func keysNamed(name string) []configKey {
 	var out []configKey
 	for _, k := range allKeys() {
-		if suggest.Distance(fold(lastPart(k.full)), fold(name)) == 0 {
+		if suggest.Fold(lastPart(k.full)) == suggest.Fold(name) {
 			out = append(out, k)
 		}
 	}
@@ -83,8 +83,6 @@ func keysNear(name string) []configKey {
 	}
 	return nil
 }
-
-func fold(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
 
 // setForms are the --set flags that set keys to value, as one may paste
 // them: "--set train.steps=100 or --set ...". An empty value reads true

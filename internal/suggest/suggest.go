@@ -46,10 +46,10 @@ func Limit(word string) int {
 // candidate ("" if none is, or if two are equally near). A candidate equal
 // to word (so compared) is its own answer.
 func Nearest(word string, candidates []string) string {
-	w := fold(word)
+	w := Fold(word)
 	best, bestD, tie := "", Limit(word)+1, false
 	for _, c := range candidates {
-		d := Distance(w, fold(c))
+		d := Distance(w, Fold(c))
 		switch {
 		case d < bestD:
 			best, bestD, tie = c, d, false
@@ -63,6 +63,7 @@ func Nearest(word string, candidates []string) string {
 	return best
 }
 
-func fold(s string) string {
+// Fold is s as Nearest compares it: lower case, '-' read as '_'.
+func Fold(s string) string {
 	return strings.ReplaceAll(strings.ToLower(s), "-", "_")
 }
