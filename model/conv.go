@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/memunet/memunet/backend"
 )
@@ -35,13 +36,21 @@ type Conv2d struct {
 // dev: weight name+".weight" (outC,inC,k,k), zero until set, and, if bias,
 // name+".bias" (outC), zero.
 func NewConv2d(dev *Device, name string, inC, outC, k, pad int, bias bool) (*Conv2d, error) {
-	l := &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad}
+	return newConv(dev, name, &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad}, bias)
+}
+
+// newConv gives l its weight (OutC,InC,[KD,]K,K) and, if bias, its bias.
+func newConv(dev *Device, name string, l *Conv2d, bias bool) (*Conv2d, error) {
+	shape := []int{l.OutC, l.InC, l.KD, l.K, l.K}
+	if l.KD == 0 {
+		shape = slices.Delete(shape, 2, 3)
+	}
 	var err error
-	if l.Weight, err = newParam(dev, name+".weight", true, 0, outC, inC, k, k); err != nil {
+	if l.Weight, err = newParam(dev, name+".weight", true, 0, shape...); err != nil {
 		return nil, err
 	}
 	if bias {
-		if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
+		if l.Bias, err = newParam(dev, name+".bias", true, 0, l.OutC); err != nil {
 			return nil, err
 		}
 	}
@@ -144,17 +153,7 @@ func (l *Conv2d) Backward(env *Env, dout *Tensor) (*Tensor, error) {
 // NewConv3d is NewConv2d over volumes: weight (outC,inC,k,k,k), zero
 // padding pad on every axis (PyTorch's Conv3d).
 func NewConv3d(dev *Device, name string, inC, outC, k, pad int, bias bool) (*Conv2d, error) {
-	l := &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad, KD: k}
-	var err error
-	if l.Weight, err = newParam(dev, name+".weight", true, 0, outC, inC, k, k, k); err != nil {
-		return nil, err
-	}
-	if bias {
-		if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
+	return newConv(dev, name, &Conv2d{InC: inC, OutC: outC, K: k, Pad: pad, KD: k}, bias)
 }
 
 // rebuildInput sets *in from src where a layer kept no input because its
@@ -243,26 +242,26 @@ type UpConv struct {
 // NewUpConv3d is NewUpConv over volumes with kernel and stride (kd,2,2),
 // kd 1 or 2 (PyTorch's ConvTranspose3d).
 func NewUpConv3d(dev *Device, name string, inC, outC, kd int) (*UpConv, error) {
-	l := &UpConv{InC: inC, OutC: outC, KD: kd}
-	var err error
-	if l.Weight, err = newParam(dev, name+".weight", true, 0, inC, outC, kd, 2, 2); err != nil {
-		return nil, err
-	}
-	if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return newUpConv(dev, name, &UpConv{InC: inC, OutC: outC, KD: kd})
 }
 
 // NewUpConv returns a 2x2, stride 2 transposed convolution on dev with
 // weight (inC,outC,2,2) and bias (outC), zero until set.
 func NewUpConv(dev *Device, name string, inC, outC int) (*UpConv, error) {
-	l := &UpConv{InC: inC, OutC: outC}
+	return newUpConv(dev, name, &UpConv{InC: inC, OutC: outC})
+}
+
+// newUpConv gives l its weight (InC,OutC,[KD,]2,2) and bias.
+func newUpConv(dev *Device, name string, l *UpConv) (*UpConv, error) {
+	shape := []int{l.InC, l.OutC, l.KD, 2, 2}
+	if l.KD == 0 {
+		shape = slices.Delete(shape, 2, 3)
+	}
 	var err error
-	if l.Weight, err = newParam(dev, name+".weight", true, 0, inC, outC, 2, 2); err != nil {
+	if l.Weight, err = newParam(dev, name+".weight", true, 0, shape...); err != nil {
 		return nil, err
 	}
-	if l.Bias, err = newParam(dev, name+".bias", true, 0, outC); err != nil {
+	if l.Bias, err = newParam(dev, name+".bias", true, 0, l.OutC); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -162,9 +162,7 @@ func mustSameShape(op string, a, b *Tensor) {
 
 // newActivation allocates an (n,c,h,w) activation (or activation gradient)
 // in the env's precision.
-func (env *Env) newActivation(n, c, h, w int) (*Tensor, error) {
-	return NewTensor(env.Device, memory.Activations, env.Precision, n, c, h, w)
-}
+func (env *Env) newActivation(n, c, h, w int) (*Tensor, error) { return env.newVolume(n, c, 0, h, w) }
 
 // newVolume allocates an (n,c,d,h,w) activation in the env's precision;
 // d 0 makes an image.
