@@ -1010,7 +1010,7 @@ func TestGradMaxPool(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := gcRNG(t.Name())
 			dev := testDevice()
-			var l MaxPool2
+			var l MaxPool
 			x := gcTensor(t, dev, tc.n, tc.c, tc.h, tc.w, gcDistinct(rng, tc.n*tc.c*tc.h*tc.w))
 			gcCheckLayer(t, rng, gcLayer{
 				dev: dev, inputs: []*Tensor{x}, evalSame: true,
@@ -1038,7 +1038,7 @@ func TestMaxPoolTies(t *testing.T) {
 		vals[2*len(windows)+2*i], vals[2*len(windows)+2*i+1] = win[2], win[3]
 	}
 	x := gcTensor(t, dev, 1, 1, 2, 2*len(windows), vals)
-	var l MaxPool2
+	var l MaxPool
 	env := &Env{Device: dev, Training: true}
 	out, err := l.Forward(env, x)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 
 // level is one resolution of the UNet.
 type level struct {
-	pool    Layer // *MaxPool2 or *MaxPool3; nil at level 0
+	pool    *MaxPool // nil at level 0
 	encBody *DoubleConv
 	enc     Layer // encBody, or encBody recomputed
 	// The decoder, none at the bottleneck (level Depth).
@@ -85,9 +85,9 @@ func (m *UNet) build() error {
 		m.levels[lv] = L
 		name, in := "inc.double_conv", cfg.InChannels
 		if lv > 0 {
-			L.pool = &MaxPool2{}
+			L.pool = &MaxPool{}
 			if cfg.Volumes() {
-				L.pool = &MaxPool3{K: cfg.PoolKernel(lv - 1)}
+				L.pool = &MaxPool{K: cfg.PoolKernel(lv - 1)}
 			}
 			name, in = fmt.Sprintf("down%d.maxpool_conv.1.double_conv", lv), width(lv-1)
 		}

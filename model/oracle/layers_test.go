@@ -156,7 +156,7 @@ func TestParameterFreeLayers(t *testing.T) {
 			func(b *Builder, ins []*G.Node, _ map[string]*G.Node) *G.Node { return b.ReLU(ins[0]) }})
 	}
 	for _, s := range [][4]int{{2, 3, 7, 9}, {1, 2, 6, 8}, {2, 2, 5, 4}, {1, 1, 2, 3}} {
-		cases = append(cases, tc{"maxpool", [][4]int{s}, func() memLayer { return single(&model.MaxPool2{}) },
+		cases = append(cases, tc{"maxpool", [][4]int{s}, func() memLayer { return single(&model.MaxPool{}) },
 			func(b *Builder, ins []*G.Node, _ map[string]*G.Node) *G.Node { return b.MaxPool2(ins[0]) }})
 	}
 	for _, s := range [][4]int{{2, 3, 5, 7}, {1, 2, 4, 6}, {2, 1, 3, 2}, {1, 2, 1, 3}} {
