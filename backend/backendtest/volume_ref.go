@@ -12,20 +12,18 @@ import (
 // at5 is the flat index of (n, c, d, h, w) in an (N, C, D, H, W) tensor.
 func at5(C, D, H, W, n, c, d, h, w int) int { return (((n*C+c)*D+d)*H+h)*W + w }
 
-// refConv3 is torch.nn.functional.conv3d(in, w, bias,
-// padding=(PadD,Pad,Pad)); bias may be nil.
-func refConv3(s backend.ConvShape, in, w, bias []float64) []float64 {
+// conv3Taps calls tap for every product of conv3d: output index oi (with
+// its channel o), weight index wi and input index ii, the zero padding
+// left out; in the order of the output's indices, then c, kd, i, j.
+func conv3Taps(s backend.ConvShape, tap func(oi, o, wi, ii int)) {
 	D, KD, OD, OH, OW, K := s.Depth(), s.KDepth(), s.OD(), s.OH(), s.OW(), s.K
-	out := make([]float64, s.OutSize())
 	for n := range s.N {
 		for o := range s.OC {
 			for z := range OD {
 				for y := range OH {
 					for x := range OW {
-						var acc float64
-						if bias != nil {
-							acc = bias[o]
-						}
+						oi := at5(s.OC, OD, OH, OW, n, o, z, y, x)
+						tap(oi, o, -1, -1) // the output itself, before its products
 						for c := range s.C {
 							for kd := range KD {
 								d := z + kd - s.PadD
@@ -42,62 +40,47 @@ func refConv3(s backend.ConvShape, in, w, bias []float64) []float64 {
 										if ww < 0 || ww >= s.W {
 											continue
 										}
-										acc += w[at5(s.C, KD, K, K, o, c, kd, i, j)] * in[at5(s.C, D, s.H, s.W, n, c, d, h, ww)]
+										tap(oi, o, at5(s.C, KD, K, K, o, c, kd, i, j), at5(s.C, D, s.H, s.W, n, c, d, h, ww))
 									}
 								}
 							}
 						}
-						out[at5(s.OC, OD, OH, OW, n, o, z, y, x)] = acc
 					}
 				}
 			}
 		}
 	}
+}
+
+// refConv3 is torch.nn.functional.conv3d(in, w, bias,
+// padding=(PadD,Pad,Pad)); bias may be nil.
+func refConv3(s backend.ConvShape, in, w, bias []float64) []float64 {
+	out := make([]float64, s.OutSize())
+	conv3Taps(s, func(oi, o, wi, ii int) {
+		switch {
+		case wi >= 0:
+			out[oi] += w[wi] * in[ii]
+		case bias != nil:
+			out[oi] = bias[o]
+		}
+	})
 	return out
 }
 
 // refConv3Back adds conv3d's weight and bias gradients into dw and dbias
 // (dbias may be nil) and returns the input gradient.
 func refConv3Back(s backend.ConvShape, dw, dbias, dout, in, w []float64) (din []float64) {
-	D, KD, OD, OH, OW, K := s.Depth(), s.KDepth(), s.OD(), s.OH(), s.OW(), s.K
 	din = make([]float64, s.InSize())
-	for n := range s.N {
-		for o := range s.OC {
-			for z := range OD {
-				for y := range OH {
-					for x := range OW {
-						g := dout[at5(s.OC, OD, OH, OW, n, o, z, y, x)]
-						if dbias != nil {
-							dbias[o] += g
-						}
-						for c := range s.C {
-							for kd := range KD {
-								d := z + kd - s.PadD
-								if d < 0 || d >= D {
-									continue
-								}
-								for i := range K {
-									h := y + i - s.Pad
-									if h < 0 || h >= s.H {
-										continue
-									}
-									for j := range K {
-										ww := x + j - s.Pad
-										if ww < 0 || ww >= s.W {
-											continue
-										}
-										wi, ii := at5(s.C, KD, K, K, o, c, kd, i, j), at5(s.C, D, s.H, s.W, n, c, d, h, ww)
-										dw[wi] += g * in[ii]
-										din[ii] += g * w[wi]
-									}
-								}
-							}
-						}
-					}
-				}
-			}
+	conv3Taps(s, func(oi, o, wi, ii int) {
+		g := dout[oi]
+		switch {
+		case wi >= 0:
+			dw[wi] += g * in[ii]
+			din[ii] += g * w[wi]
+		case dbias != nil:
+			dbias[o] += g
 		}
-	}
+	})
 	return din
 }
 
