@@ -239,29 +239,37 @@ func (s *suite) testMaxPool2(t *testing.T) {
 					if !withArgmax {
 						return
 					}
-					got := c.getBytes(argmax)
-					bad := 0
-					for o, k := range got {
-						ok := k == pos[o]
-						if nans[o] && k < 4 {
-							// several NaNs: any of them
-							p, oy, ox := o/((sh.H/2)*(sh.W/2)), o/(sh.W/2)%(sh.H/2), o%(sh.W/2)
-							v := x[p*sh.H*sh.W+(2*oy+int(k)/2)*sh.W+2*ox+int(k)%2]
-							ok = v != v
-						}
-						if !ok {
-							bad++
-							if bad <= 5 {
-								c.Errorf("argmax[%d] = %d, want %d (the first maximum, a NaN winning)", o, k, pos[o])
-							}
-						}
-					}
-					if bad > 0 {
-						c.Errorf("%d of %d positions wrong", bad, on)
-					}
+					c.sameArgmax(c.getBytes(argmax), pos, nans, 4, func(o, k int) float32 {
+						p, oy, ox := o/((sh.H/2)*(sh.W/2)), o/(sh.W/2)%(sh.H/2), o%(sh.W/2)
+						return x[p*sh.H*sh.W+(2*oy+k/2)*sh.W+2*ox+k%2]
+					})
 				})
 			}
 		}
+	}
+}
+
+// sameArgmax checks a max pool's argmax against pos, the first maximum's
+// position in each window: where the window holds several NaNs (nans), a
+// position of any of them (at(o, k) is window o's input at position k,
+// of window positions).
+func (c *check) sameArgmax(got, pos []byte, nans []bool, window int, at func(o, k int) float32) {
+	bad := 0
+	for o, k := range got {
+		ok := k == pos[o]
+		if nans[o] && int(k) < window {
+			v := at(o, int(k))
+			ok = v != v
+		}
+		if !ok {
+			bad++
+			if bad <= 5 {
+				c.Errorf("argmax[%d] = %d, want %d (the first maximum, a NaN winning)", o, k, pos[o])
+			}
+		}
+	}
+	if bad > 0 {
+		c.Errorf("%d of %d positions wrong", bad, len(got))
 	}
 }
 

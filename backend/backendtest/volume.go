@@ -68,26 +68,11 @@ func (s *suite) testMaxPool3(t *testing.T) {
 						return
 					}
 					o := sh.Pooled(k)
-					bad := 0
-					for i, q := range c.getBytes(argmax) {
-						ok := q == pos[i]
-						if nans[i] && int(q) < k.Volume() {
-							// several NaNs: any of them
-							p, od, oh, ow := i/(o.D*o.H*o.W), i/(o.H*o.W)%o.D, i/o.W%o.H, i%o.W
-							kd, kh, kw := int(q)/(k.H*k.W), int(q)/k.W%k.H, int(q)%k.W
-							v := x[at5(1, sh.D, sh.H, sh.W, p, 0, od*k.D+kd, oh*k.H+kh, ow*k.W+kw)]
-							ok = v != v
-						}
-						if !ok {
-							bad++
-							if bad <= 5 {
-								c.Errorf("argmax[%d] = %d, want %d (the first maximum, a NaN winning)", i, q, pos[i])
-							}
-						}
-					}
-					if bad > 0 {
-						c.Errorf("%d of %d positions wrong", bad, on)
-					}
+					c.sameArgmax(c.getBytes(argmax), pos, nans, k.Volume(), func(i, q int) float32 {
+						p, od, oh, ow := i/(o.D*o.H*o.W), i/(o.H*o.W)%o.D, i/o.W%o.H, i%o.W
+						kd, kh, kw := q/(k.H*k.W), q/k.W%k.H, q%k.W
+						return x[at5(1, sh.D, sh.H, sh.W, p, 0, od*k.D+kd, oh*k.H+kh, ow*k.W+kw)]
+					})
 				})
 			}
 		}
