@@ -322,7 +322,7 @@ type Output struct {
 func Default() Config {
 	return Config{
 		Device: device.Spec{Kind: device.Auto},
-		Model:  Model{Arch: model.Arch{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8}, Seed: 1, ConvAlgo: "auto"},
+		Model:  Model{Arch: model.Arch{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Dims: 2}, Seed: 1, ConvAlgo: "auto"},
 		Data: data.Config{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: data.NIfTIConfig{Axis: 2},
 			PatchForeground: 0.33,
 			Mean:            yamlvalue.FloatList{data.Mean}, Std: yamlvalue.FloatList{data.Std}},
@@ -369,10 +369,24 @@ func (c Config) ImageSize() (h, w int) {
 	return h, w
 }
 
+// SampleSize words the samples' size the model sees: "64x64 images", or
+// "32x32x32 volumes" for a 3D UNet; "" when the files cannot tell.
+func (c Config) SampleSize() string {
+	h, w := c.ImageSize()
+	switch {
+	case h <= 0 || w <= 0:
+		return ""
+	case c.Model.Volumes():
+		return fmt.Sprintf("%dx%dx%d volumes", c.Data.Size, h, w)
+	}
+	return fmt.Sprintf("%dx%d images", h, w)
+}
+
 // DataConfig is the data section with what it needs of the model, as the
 // data package takes it.
 func (c Config) DataConfig() data.SourceConfig {
-	return data.SourceConfig{Config: c.Data, Channels: c.Model.InChannels, Classes: c.Model.Classes, SizeMultiple: 1 << c.Model.Depth}
+	return data.SourceConfig{Config: c.Data, Channels: c.Model.InChannels, Classes: c.Model.Classes, SizeMultiple: 1 << c.Model.Depth,
+		Dims: c.Model.Dims, DepthMultiple: c.Model.Reduction().D}
 }
 
 // ScalerEnabled resolves train.scaler.enabled: auto means fp16 only.

@@ -126,6 +126,9 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if len(cfg.Train.Freeze) == 0 {
 		cfg.Train.Freeze = nil
 	}
+	if len(cfg.Model.PoolKernels) == 0 {
+		cfg.Model.PoolKernels = nil
+	}
 	if set["train.epochs"] && !set["train.steps"] {
 		cfg.Train.Steps = 0 // asking for epochs replaces the default step budget
 	}
@@ -284,7 +287,7 @@ func typeError(err error, key string, t reflect.Type, val *yaml.Node) string {
 	case reflect.String:
 		want = "a string"
 	case reflect.Slice:
-		want = map[reflect.Kind]string{reflect.Int: "a list of integers", reflect.Float64: "a list of numbers", reflect.String: "a list of names"}[t.Elem().Kind()]
+		want = map[reflect.Kind]string{reflect.Int: "a list of integers", reflect.Float64: "a list of numbers", reflect.String: "a list of names", reflect.Array: "a list of [D, H, W] triples"}[t.Elem().Kind()]
 	}
 	if ex := example(key); ex != "" && t.Kind() != reflect.Bool && !strings.Contains(want, " such as ") {
 		want += ", e.g. " + ex
@@ -305,6 +308,7 @@ var examples = map[string]string{
 	"data.nifti.window":       "[-1000, 400] (lo, hi)",
 	"data.patch":              "[128, 128] (height, width)",
 	"train.init_skip":         "[outc]",
+	"model.pool_kernels":      "[[1, 2, 2], [2, 2, 2]] (one per level)",
 	"train.freeze":            "[encoder]",
 	"train.betas":             "[0.9, 0.999] (beta1, beta2)",
 }

@@ -2,7 +2,7 @@
 // files in this directory: quickstart (the documented starting point, every
 // key with its default and meaning), one per memory-saving variant
 // (baseline, checkpoint, fp16, bf16, accum4, all) and finetune (a new head
-// on a trained run, CE + Dice, cosine, augmentation). They are embedded in the
+// on a trained run, CE + Dice, cosine, augmentation) and volumes (a 3D UNet on the synthetic volumes). They are embedded in the
 // binary so that "memunet config print NAME" gives a user a starting config
 // without a checkout of the repository.
 package configs

@@ -86,6 +86,10 @@ type SourceConfig struct {
 	// SizeMultiple is what the final height and width must be multiples of
 	// (2^model.depth); 0 or 1 for any.
 	SizeMultiple int
+	// Dims is model.dims: 3 makes the samples volumes (see Volumes), whose
+	// depth must be a multiple of DepthMultiple (the product of the
+	// poolings' depth factors; 0 or 1 for any).
+	Dims, DepthMultiple int
 	// MaxPixels bounds each file (0: MaxImagePixels).
 	MaxPixels int
 	// DecodeBytes bounds what concurrent decodes of the dataset hold (0:
@@ -96,8 +100,15 @@ type SourceConfig struct {
 // Synthetic is the built-in set the section describes, with the model's
 // classes.
 func (cfg SourceConfig) Synthetic() SyntheticConfig {
-	return SyntheticConfig{Count: cfg.Count, Size: cfg.Size, Classes: cfg.Classes, Seed: cfg.Seed, Noise: cfg.Noise}
+	c := SyntheticConfig{Count: cfg.Count, Size: cfg.Size, Classes: cfg.Classes, Seed: cfg.Seed, Noise: cfg.Noise}
+	if cfg.Volumes() {
+		c.Depth = cfg.Size
+	}
+	return c
 }
+
+// Volumes reports model.dims 3: samples are volumes.
+func (cfg SourceConfig) Volumes() bool { return cfg.Dims == 3 }
 
 // Validate reports the first invalid setting of the data section, naming its
 // config key, the value and what is allowed: the one check of data.*,
@@ -156,6 +167,9 @@ func (cfg SourceConfig) Validate() error {
 	if err := cfg.Augment.Validate(0, 0); err != nil {
 		return err
 	}
+	if err := cfg.validateVolumes(); err != nil {
+		return err
+	}
 	if err := cfg.validateSize(); err != nil {
 		return err
 	}
@@ -172,6 +186,31 @@ func (cfg SourceConfig) Validate() error {
 			return fmt.Errorf("data.val_fraction: %g of data.count %d leaves %d validation and %d training samples; both need at least 1",
 				cfg.ValFraction, s.Count, val, s.Count-val)
 		}
+	}
+	return nil
+}
+
+// validateVolumes checks what model.dims 3 asks of the data section:
+// volumes to read, and none of the 2D-only preparations.
+func (cfg SourceConfig) validateVolumes() error {
+	if !cfg.Volumes() {
+		return nil
+	}
+	const why = "model.dims is 3 (volumes)"
+	switch f := max(cfg.DepthMultiple, 1); {
+	case cfg.Source != SourceSynthetic:
+		return fmt.Errorf("data.source: %s: %s, and only the synthetic volumes train a 3D UNet yet; set data.source: synthetic or model.dims: 2", cfg.Source, why)
+	case len(cfg.Resize) != 0:
+		return fmt.Errorf("data.resize: %v: %s, whose samples are not resized; leave data.resize out", cfg.Resize, why)
+	case cfg.Scale != 0 && cfg.Scale != 1:
+		return fmt.Errorf("data.scale: %g: %s, whose samples are not scaled; leave data.scale out", cfg.Scale, why)
+	case len(cfg.Patch) != 0:
+		return fmt.Errorf("data.patch: %v: %s, and synthetic volumes are trained whole; leave data.patch out and set data.size", cfg.Patch, why)
+	case cfg.Augment.Any():
+		return fmt.Errorf("data.augment: %s, and the augmentations are in-plane 2D ones; turn them off (data.flip mirrors volumes left-right)", why)
+	case cfg.Source == SourceSynthetic && cfg.Size%f != 0:
+		return fmt.Errorf("data.size: %d: a synthetic volume's depth must be divisible by the poolings' depth factors (%d, from model.depth and model.pool_kernels); use a multiple of %d",
+			cfg.Size, f, f)
 	}
 	return nil
 }

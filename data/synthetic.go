@@ -28,6 +28,9 @@ const (
 	// order hold 8 bytes a sample (2e9 samples would take 16 GB before the
 	// first step), and a data check draws every sample.
 	MaxSyntheticCount = 1_000_000
+	// MaxSyntheticVolumeSize bounds a synthetic volume's side (256^3
+	// voxels are 200 MiB of float32 RGB a sample).
+	MaxSyntheticVolumeSize = 256
 )
 
 // SyntheticChannels is the number of channels of a synthetic image (RGB).
@@ -41,6 +44,9 @@ type SyntheticConfig struct {
 	Classes int     // background + shape kinds (data.classes); default 4, 2..4
 	Seed    uint64  // sample i is generated from (Seed, i) alone; 0 is a valid seed
 	Noise   float64 // std of per-pixel Gaussian noise on raw [0,1] intensities (data.noise); default 0.1, 0..1
+	// Depth makes the samples volumes of Depth slices of Size x Size
+	// (model.dims 3: cubes of data.size); 0 for images. See volume.go.
+	Depth int
 }
 
 // WithDefaults fills zero fields with the defaults: Count 256, Size 64,
@@ -77,6 +83,10 @@ func (c SyntheticConfig) Validate() error {
 			c.Classes, MinSyntheticClasses, MaxSyntheticClasses)
 	case !(c.Noise >= 0 && c.Noise <= MaxSyntheticNoise): // also catches NaN
 		return fmt.Errorf("data.noise: %v: must be between 0 and %v (std of the noise on [0,1] intensities)", c.Noise, MaxSyntheticNoise)
+	case c.Depth != 0 && c.Size > MaxSyntheticVolumeSize:
+		return fmt.Errorf("data.size: %d: a synthetic volume (model.dims 3) is a cube of at most %d voxels a side", c.Size, MaxSyntheticVolumeSize)
+	case c.Depth != 0 && (c.Depth < MinSyntheticSize || c.Depth > MaxSyntheticVolumeSize):
+		return fmt.Errorf("data: a synthetic volume has %d slices: must be between %d and %d", c.Depth, MinSyntheticSize, MaxSyntheticVolumeSize)
 	}
 	return nil
 }
@@ -137,14 +147,21 @@ func (s *Synthetic) Config() SyntheticConfig { return s.cfg }
 func (s *Synthetic) Len() int         { return s.cfg.Count }
 func (s *Synthetic) Channels() int    { return SyntheticChannels }
 func (s *Synthetic) Classes() int     { return s.cfg.Classes }
-func (s *Synthetic) Size() (h, w int) { return s.cfg.Size, s.cfg.Size }
+func (s *Synthetic) Size() (h, w int) { return max(s.cfg.Depth, 1) * s.cfg.Size, s.cfg.Size }
+
+// Depth is a volume's slices, 1 for images (see Volumes).
+func (s *Synthetic) Depth() int { return max(s.cfg.Depth, 1) }
+
 func (s *Synthetic) String() string {
 	c := s.cfg
+	if c.Depth > 0 {
+		return fmt.Sprintf("synthetic solids (count %d, size %d^3, classes %d, seed %d, noise %v)", c.Count, c.Size, c.Classes, c.Seed, c.Noise)
+	}
 	return fmt.Sprintf("synthetic shapes (count %d, size %d, classes %d, seed %d, noise %v)", c.Count, c.Size, c.Classes, c.Seed, c.Noise)
 }
 
-// Sample fills image (3*Size*Size, planar, normalized) and mask
-// (Size*Size) with sample i.
+// Sample fills image (3*Size*Size, planar, normalized; a volume's
+// 3*Depth*Size*Size) and mask (Size*Size; Depth*Size*Size) with sample i.
 func (s *Synthetic) Sample(i int, image []float32, mask []uint8) error {
 	if err := checkSample(s, i, image, mask); err != nil {
 		return err
@@ -159,22 +176,24 @@ func (s *Synthetic) Sample(i int, image []float32, mask []uint8) error {
 // Image returns sample i as an RGB picture (raw intensities, not
 // normalized) and its mask as a Gray picture whose pixel values are the
 // class indices (see ColorizeMask for a viewable version).
+// A volume's picture is its slices stacked top to bottom.
 func (s *Synthetic) Image(i int) (*image.RGBA, *image.Gray, error) {
-	n := s.cfg.Size
-	raw := make([]float32, SyntheticChannels*n*n)
-	mask := make([]uint8, n*n)
+	h, w := s.Size()
+	plane := h * w
+	raw := make([]float32, SyntheticChannels*plane)
+	mask := make([]uint8, plane)
 	if err := checkSample(s, i, raw, mask); err != nil {
 		return nil, nil, err
 	}
 	s.generate(i, raw, mask, nil)
-	img := image.NewRGBA(image.Rect(0, 0, n, n))
-	for p := 0; p < n*n; p++ {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for p := range plane {
 		img.Pix[4*p+0] = to8(raw[p])
-		img.Pix[4*p+1] = to8(raw[n*n+p])
-		img.Pix[4*p+2] = to8(raw[2*n*n+p])
+		img.Pix[4*p+1] = to8(raw[plane+p])
+		img.Pix[4*p+2] = to8(raw[2*plane+p])
 		img.Pix[4*p+3] = 255
 	}
-	m := image.NewGray(image.Rect(0, 0, n, n))
+	m := image.NewGray(image.Rect(0, 0, w, h))
 	copy(m.Pix, mask)
 	return img, m, nil
 }
@@ -374,6 +393,10 @@ func (s *Synthetic) shapes(rng *rand.Rand) (bg [3]float32, out []shape) {
 // index of the topmost shape or -1 for background.
 func (s *Synthetic) generate(i int, raw []float32, mask []uint8, owner []int8) {
 	rng := newRand(s.cfg.Seed, uint64(i))
+	if s.cfg.Depth > 0 {
+		s.generateVolume(rng, raw, mask)
+		return
+	}
 	bg, shapes := s.shapes(rng)
 	n := s.cfg.Size
 	plane := n * n
@@ -425,8 +448,8 @@ func (syntheticSource) open(ctx context.Context, cfg SourceConfig, rep *Report, 
 	if err != nil {
 		return found{}, err
 	}
-	n, _ := syn.Size()
-	rep.Sizes = []SizeCount{{H: n, W: n, Count: syn.Len()}}
+	h, w := syn.Size()
+	rep.Sizes = []SizeCount{{H: h, W: w, Count: syn.Len()}}
 	for k := range cfg.Classes {
 		rep.Mapping[k] = int16(k)
 	}
@@ -442,9 +465,9 @@ func (syntheticSource) open(ctx context.Context, cfg SourceConfig, rep *Report, 
 // checkSynthetic counts the classes of every synthetic sample; the error
 // is ctx's, once it is done.
 func checkSynthetic(ctx context.Context, s *Synthetic, rep *Report) error {
-	n := s.cfg.Size
-	raw := make([]float32, SyntheticChannels*n*n)
-	mask := make([]uint8, n*n)
+	h, w := s.Size()
+	raw := make([]float32, SyntheticChannels*h*w)
+	mask := make([]uint8, h*w)
 	var vals [256]MaskValue
 	for i := range s.Len() {
 		if i%256 == 0 && ctx.Err() != nil {

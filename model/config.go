@@ -40,15 +40,15 @@ type Arch struct {
 	Groups     int      `yaml:"groups"`      // groups for NormGroup (capped at a layer's width); default 8
 	// Dims is 2 (images, the default; 0 means 2) or 3: a 3D UNet over
 	// volumes (N,C,D,H,W), 3x3x3 convolutions, PyTorch's parameter names
-	// with a depth axis in the weights. Not a config key yet: volumes
-	// train from Go until the data and the plan take them (issue 48).
-	Dims int `yaml:"-"`
+	// with a depth axis in the weights.
+	Dims int `yaml:"dims"`
 	// MaxChannels caps every level's width (nnU-Net caps at 320); 0: none.
-	MaxChannels int `yaml:"-"`
-	// PoolKernels are a 3D UNet's poolings, level 1..Depth's (kernel =
-	// stride per axis, each 1 or 2; the decoder up-samples by the same),
-	// e.g. {1,2,2} where slices are thick; empty: 2 on every axis.
-	PoolKernels []backend.Scale3 `yaml:"-"`
+	MaxChannels int `yaml:"max_channels"`
+	// PoolKernels are a 3D UNet's poolings into levels 1..Depth, each
+	// [D, H, W] (kernel = stride per axis, D 1 or 2, H and W 2; the decoder
+	// up-samples by the same), e.g. [1, 2, 2] where slices are thick;
+	// empty: 2 on every axis.
+	PoolKernels [][3]int `yaml:"pool_kernels,flow"`
 }
 
 // Volumes reports a 3D UNet.
@@ -66,9 +66,23 @@ func (c Arch) Width(lv int) int {
 // PoolKernels says otherwise).
 func (c Arch) PoolKernel(lv int) backend.Scale3 {
 	if lv < len(c.PoolKernels) {
-		return c.PoolKernels[lv]
+		k := c.PoolKernels[lv]
+		return backend.Scale3{D: k[0], H: k[1], W: k[2]}
 	}
 	return backend.Scale3{D: 2, H: 2, W: 2}
+}
+
+// Reduction is how much the poolings shrink each axis in all: 2^Depth on
+// H and W, the product of the PoolKernels' on D (1 for images). An input's
+// sides must be multiples of it.
+func (c Arch) Reduction() backend.Scale3 {
+	r := backend.Scale3{D: 1, H: 1 << c.Depth, W: 1 << c.Depth}
+	if c.Volumes() {
+		for lv := range c.Depth {
+			r.D *= c.PoolKernel(lv).D
+		}
+	}
+	return r
 }
 
 // Config is what New builds: the architecture, and how it computes, which
@@ -156,8 +170,8 @@ func (c Arch) Validate() error {
 		return fmt.Errorf("model.pool_kernels: %d kernels: a 3D UNet takes one per level below the first (model.depth = %d)", len(c.PoolKernels), c.Depth)
 	}
 	for _, k := range c.PoolKernels {
-		if min(k.D, k.H, k.W) < 1 || max(k.D, k.H, k.W) > 2 || k.H != 2 || k.W != 2 {
-			return fmt.Errorf("model.pool_kernels: %v: each kernel is [1 or 2, 2, 2] (depth, height, width)", []int{k.D, k.H, k.W})
+		if (k[0] != 1 && k[0] != 2) || k[1] != 2 || k[2] != 2 {
+			return fmt.Errorf("model.pool_kernels: %v: each kernel is [1 or 2, 2, 2] (depth, height, width)", k)
 		}
 	}
 	if c.Norm == NormGroup {

@@ -166,3 +166,61 @@ func planGridConfig(size, batch int, up, norm string) config.Config {
 	c.Output.Progress = "none"
 	return c
 }
+
+// TestPlanMatchesMeasuredPeak3D is TestPlanMatchesMeasuredPeak for 3D
+// UNets on synthetic volumes of 16^3 to 48^3: every variant's planned peak
+// allocated and reserved bytes, and the split at the peak, are those the
+// run measures, byte for byte, with both allocators, both up-samplings and
+// every norm, anisotropic pooling and capped widths.
+func TestPlanMatchesMeasuredPeak3D(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 48 small 3D trainings")
+	}
+	type tweak func(c *config.Config)
+	cases := []struct {
+		size, batch int
+		up, norm    string
+		tweak       tweak
+	}{
+		{16, 2, "bilinear", "batch", nil},
+		{16, 4, "transpose", "group", func(c *config.Config) { c.Memory.Allocator = "caching" }},
+		{24, 2, "transpose", "batch", func(c *config.Config) { c.Model.Checkpoint = config.Checkpoint{Levels: []int{0}} }},
+		{32, 2, "bilinear", "group", func(c *config.Config) { c.Model.PoolKernels = [][3]int{{1, 2, 2}, {2, 2, 2}} }},
+		{32, 4, "bilinear", "none", func(c *config.Config) { c.Model.MaxChannels = 6 }},
+		{48, 2, "transpose", "batch", func(c *config.Config) { c.Memory.Allocator = "caching"; c.Memory.EmptyCache = config.EmptyStep }},
+	}
+	for _, tc := range cases {
+		base := planGridConfig(tc.size, tc.batch, tc.up, tc.norm)
+		base.Model.Dims = 3
+		base.Train.Accumulate = 4 / tc.batch // accum4 and all need an effective batch of 4
+		if tc.tweak != nil {
+			tc.tweak(&base)
+		}
+		rows, _, err := train.Plan(base, append([]string{"config", "offload"}, train.VariantNames()...), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rows {
+			name := fmt.Sprintf("%d^3/b%d/%s/%s/%s", tc.size, tc.batch, tc.up, tc.norm, row.Name)
+			if row.Error != "" {
+				t.Errorf("%s: %s", name, row.Error)
+				continue
+			}
+			sum, err := Run(context.Background(), row.Config, Options{OutDir: t.TempDir()})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if sum.PeakAllocatedBytes != row.PeakAllocatedBytes {
+				t.Errorf("%s: planned peak %d, measured %d", name, row.PeakAllocatedBytes, sum.PeakAllocatedBytes)
+			}
+			for cat, v := range row.PeakByCategory {
+				if sum.PeakAllocatedByCategory[cat] != v {
+					t.Errorf("%s: planned %s %d at the peak, measured %d", name, cat, v, sum.PeakAllocatedByCategory[cat])
+				}
+			}
+			if sum.PeakReservedBytes != row.PeakReservedBytes {
+				t.Errorf("%s: planned reserved peak %d, measured %d", name, row.PeakReservedBytes, sum.PeakReservedBytes)
+			}
+		}
+	}
+}

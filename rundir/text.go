@@ -19,8 +19,8 @@ import (
 // the data-parallel ranks of comm, if more than one) and the run's folder.
 func Banner(version string, cfg config.Config, device string, comm dist.Comm, dir string) string {
 	size := ""
-	if h, w := cfg.ImageSize(); h > 0 && w > 0 {
-		size = fmt.Sprintf(" %dx%d", h, w)
+	if s := cfg.SampleSize(); s != "" {
+		size = " " + strings.TrimSuffix(s, " images")
 	}
 	if comm != nil && comm.Size() > 1 {
 		device += fmt.Sprintf(", x %d ranks (%s, effective batch %d)", comm.Size(), comm.Name(), cfg.Variant().EffectiveBatch()*comm.Size())

@@ -133,9 +133,7 @@ func goldenArch(t *testing.T, g *safetensors.File) model.Config {
 		t.Fatalf("memunet_model metadata: %v", err)
 	}
 	a := model.Arch{InChannels: arch.InChannels, Classes: arch.Classes, Base: arch.Base, Depth: arch.Depth, Up: model.UpMode(arch.Up), Norm: model.NormKind(arch.Norm), Groups: arch.Groups, Dims: arch.Dims}
-	for _, k := range arch.PoolKernels {
-		a.PoolKernels = append(a.PoolKernels, backend.Scale3{D: k[0], H: k[1], W: k[2]})
-	}
+	a.PoolKernels = arch.PoolKernels
 	if arch.MaxChannels != nil {
 		a.MaxChannels = *arch.MaxChannels
 	}

@@ -330,7 +330,7 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 func (t *Trainer) allocBatch(b int) (string, error) {
 	H, W := t.data.Size()
 	var err error
-	if t.images, err = model.NewTensor(t.Device, memory.Activations, backend.Float32, b, t.data.Channels(), H, W); err != nil {
+	if t.images, err = newInput(t.Device, t.Config.Model.Arch, t.data, b); err != nil {
 		return "the input batch", err
 	}
 	masks, err := t.Pool().Alloc(memory.Activations, int64(b*H*W))
@@ -340,6 +340,16 @@ func (t *Trainer) allocBatch(b int) (string, error) {
 	t.masks = backend.Whole(masks, backend.Uint8)
 	t.hostImages, t.hostMasks = nil, nil // made by the first nextBatch that fills them
 	return "", nil
+}
+
+// newInput allocates n samples of ds as the model takes them: images
+// (n,C,H,W), or volumes (n,C,D,H,W) for a 3D UNet.
+func newInput(dev *model.Device, arch model.Arch, ds data.Dataset, n int) (*model.Tensor, error) {
+	d, h, w := data.SampleShape(ds)
+	if !arch.Volumes() {
+		d = 0
+	}
+	return model.NewVolume(dev, memory.Activations, backend.Float32, n, ds.Channels(), d, h, w)
 }
 
 // freeBatch frees what allocBatch allocated.

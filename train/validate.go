@@ -147,7 +147,7 @@ func evaluateBatch(env *model.Env, net *model.UNet, lossCfg model.LossConfig, ds
 	defer env.Pool.EndPhase()
 	H, W := ds.Size()
 	n := len(idx)
-	images, err := model.NewTensor(env.Device, memory.Activations, backend.Float32, n, ds.Channels(), H, W)
+	images, err := newInput(env.Device, net.Config.Arch, ds, n)
 	if err != nil {
 		return 0, err
 	}

@@ -47,8 +47,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	if *asJSON {
 		return report.WritePlanJSON(stdout, rows, capBytes, host, rec)
 	}
-	h, w := cfg.ImageSize()
-	fmt.Fprintf(stdout, "memunet plan: %s, %dx%d images, effective batch %d\n", cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate)
+	fmt.Fprintf(stdout, "memunet plan: %s, %s, effective batch %d\n", cmd.path, cfg.SampleSize(), cfg.Train.BatchSize*cfg.Train.Accumulate)
 	return report.PrintPlan(stdout, rows, report.PlanTable{Wide: *wide, Capacity: capBytes, CapacityNote: capNote, Host: host,
 		Arena: cfg.Memory.Allocator == "arena", Recommended: rec, Configured: cfg.Variant()})
 }
