@@ -357,7 +357,8 @@ func convAlgo(name string) backend.ConvAlgo {
 	return a
 }
 
-// ImageSize is the (H, W) the model sees: data.resize if set, else data.size
+// ImageSize is the (H, W) the model sees (a volume's slices stacked, so
+// (D*H, W): see data.Volumes): data.resize if set, else data.size
 // for the synthetic data, or for folder and voc the size of the first image
 // (its file header is read; see data.ProbeSize), times data.scale. It is
 // 0, 0 when the files cannot tell.
@@ -377,7 +378,7 @@ func (c Config) SampleSize() string {
 	case h <= 0 || w <= 0:
 		return ""
 	case c.Model.Volumes():
-		return fmt.Sprintf("%dx%dx%d volumes", c.Data.Size, h, w)
+		return fmt.Sprintf("%dx%dx%d volumes", c.Data.Size, h/c.Data.Size, w)
 	}
 	return fmt.Sprintf("%dx%d images", h, w)
 }

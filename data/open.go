@@ -286,7 +286,7 @@ func OpenCachedContext(ctx context.Context, cfg SourceConfig) (set *Set, fresh b
 
 // ProbeSize returns the height and width the samples of cfg will have,
 // reading as little as it can: data.resize if set; for the synthetic set
-// its size; for files the header of the first image. data.scale applies to
+// its size (a volume's slices stacked: (D*H, W), as Dataset.Size); for files the header of the first image. data.scale applies to
 // the latter two. It does not check the files (Open does, and requires
 // every image to have the first one's size unless data.resize is set);
 // an error means the size cannot be told.
@@ -300,6 +300,9 @@ func ProbeSize(cfg SourceConfig) (h, w int, err error) {
 	switch cfg.Source {
 	case SourceSynthetic:
 		h, w = cfg.Size, cfg.Size
+		if cfg.Volumes() {
+			h *= cfg.Size // slices stacked, as Dataset.Size (see Volumes)
+		}
 	case SourceFolder, SourceVOC:
 		var pairs []pair
 		var probs []Problem

@@ -18,7 +18,8 @@
 // Files by role: trainer.go (the loop), validate.go (the validation loop;
 // its scores are package metrics), validate_tiled.go (a data.patch run's
 // validation: whole images by tiles), preview.go (the first validation images
-// kept for pictures), plan.go (variants and the plan), fit.go
+// kept for pictures), plan.go (variants and the plan), fastest.go (the fastest setting
+// that fits a capacity), fit.go
 // (memory.fit), fits.go (refusing what cannot fit, device and host),
 // capacity.go (memory.capacity: auto; the host's memory is package
 // memlimit's), recompute_auto.go

@@ -269,7 +269,9 @@ func relativeCost(net *model.UNet, cfg config.Config) float64 {
 // Plan predicts every named variant of cfg (see DeriveVariant and
 // PlanConfig). With a capacity (bytes, 0 for none) each row says whether it
 // fits, and recommended is the fitting variant with the lowest estimated
-// time ("" if none fits).
+// time ("" if none fits); where a setting between the variants is faster
+// still (or is the only one that fits), it is the last row, named
+// FastestFitName, and recommended.
 func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, recommended string, err error) {
 	best := -1
 	for _, name := range names {
@@ -299,6 +301,19 @@ func Plan(cfg config.Config, names []string, capacity int64) (rows []PlanRow, re
 			}
 		}
 		rows = append(rows, row)
+	}
+	if capacity > 0 {
+		// A setting between the named variants may be faster still.
+		fit, ok, err := fastestFit(cfg, capacity)
+		if err != nil {
+			return nil, "", err
+		}
+		if ok && (best < 0 || fit.RelativeTime < rows[best].RelativeTime) {
+			fits := true
+			fit.Fits = &fits
+			best = len(rows)
+			rows = append(rows, fit)
+		}
 	}
 	if best >= 0 {
 		recommended = rows[best].Name

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
@@ -254,4 +255,57 @@ func TestConvAutoTrains(t *testing.T) {
 			t.Errorf("%s: auto's losses %v are direct's bits: did it run Winograd?", variant, auto)
 		}
 	}
+}
+
+// nnUNet3dFullres is nnU-Net's 3d_fullres default shape as memunet plans
+// it: 128^3 patches, batch 2, widths 32..320, 5 poolings, instance norm
+// (group norm with a group per channel), transposed up-sampling, fp16.
+func nnUNet3dFullres() config.Config {
+	c := config.Default()
+	c.Model.Dims, c.Model.Base, c.Model.MaxChannels, c.Model.Depth = 3, 32, 320, 5
+	c.Model.Up, c.Model.Norm, c.Model.Groups, c.Model.Classes = model.UpTranspose, model.NormGroup, 320, 3
+	c.Data.Size, c.Data.Count = 128, 8
+	c.Train.BatchSize, c.Train.Precision = 2, backend.Float16
+	return c
+}
+
+// TestFastestFitUnder4GiB: for nnU-Net's 3d_fullres shape no named variant
+// fits 4 GiB (a 6 GB card less its context; accum4 and all need an
+// effective batch of 4), and plan recommends the fastest setting that
+// does: its row fits, and no setting of the search (precision, micro-batch,
+// recompute) that fits has a lower estimated time.
+func TestFastestFitUnder4GiB(t *testing.T) {
+	const capacity = 4 << 30
+	cfg := nnUNet3dFullres()
+	rows, rec, err := Plan(cfg, VariantNames(), capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec != FastestFitName {
+		t.Fatalf("recommended %q, want %q", rec, FastestFitName)
+	}
+	fit := rows[len(rows)-1]
+	if fit.Name != FastestFitName || fit.PeakReservedBytes > capacity || fit.Variant.EffectiveBatch() != 2 {
+		t.Fatalf("last row %s: %d bytes reserved, effective batch %d", fit.Name, fit.PeakReservedBytes, fit.Variant.EffectiveBatch())
+	}
+	for _, r := range rows[:len(rows)-1] {
+		if r.Error == "" && r.PeakReservedBytes <= capacity {
+			t.Errorf("variant %s fits (%d bytes): the search was not needed", r.Name, r.PeakReservedBytes)
+		}
+	}
+	for _, micro := range []int{2, 1} {
+		for _, ck := range []config.Checkpoint{{}, {All: true}} {
+			c := cfg
+			c.Train.BatchSize, c.Train.Accumulate, c.Model.Checkpoint = micro, 2/micro, ck
+			row, err := PlanConfig(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.PeakReservedBytes <= capacity && row.RelativeTime < fit.RelativeTime {
+				t.Errorf("micro-batch %d, checkpoint %s fits (%d bytes) at %.3fx, faster than the recommended %.3fx",
+					micro, ck, row.PeakReservedBytes, row.RelativeTime, fit.RelativeTime)
+			}
+		}
+	}
+	t.Logf("fastest under 4 GiB: %s, %d bytes reserved, %.2fx", fit.Variant, fit.PeakReservedBytes, fit.RelativeTime)
 }

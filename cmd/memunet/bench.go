@@ -68,8 +68,8 @@ func benchCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if h, w := cfg.ImageSize(); !*asJSON {
-		fmt.Fprintf(stdout, "memunet bench: %s, %dx%d, %d timed steps per variant, on %s\n", cmd.path, h, w, *steps, b.Name())
+	if !*asJSON {
+		fmt.Fprintf(stdout, "memunet bench: %s, %s, %d timed steps per variant, on %s\n", cmd.path, cfg.SampleSize(), *steps, b.Name())
 	}
 	res, err := bench.Run(bench.Options{Config: cfg, Variants: strings.Split(*variants, ","), Steps: *steps}, b, nil)
 	if err != nil {

@@ -70,9 +70,8 @@ func compareCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) erro
 		return err
 	}
 	defer c.Close()
-	h, w := cfg.ImageSize()
-	fmt.Fprintf(stdout, "memunet compare: %s, %dx%d, effective batch %d, %d steps per variant, writing to %s\n",
-		cmd.path, h, w, cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
+	fmt.Fprintf(stdout, "memunet compare: %s, %s, effective batch %d, %d steps per variant, writing to %s\n",
+		cmd.path, cfg.SampleSize(), cfg.Train.BatchSize*cfg.Train.Accumulate, *steps, dir)
 	rows, err := c.Run(func(row report.CompareRow) { fmt.Fprintf(stdout, "  %-10s %s\n", row.Name, row.Status()) })
 	if st := sig.Stopped(err, "compare", fmt.Sprintf("%d of %d variants done, the running one got the signal and has ended; no compare files written; run it again with %s",
 		len(rows), len(c.RunDirs()), again)); st != 0 {

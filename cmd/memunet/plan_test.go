@@ -18,9 +18,10 @@ func TestPlanFitsAndRecommendsFlags(t *testing.T) {
 			t.Errorf("a line of %d columns:\n%s", len(line), line)
 		}
 	}
-	const flags = "--set train.batch_size=2 --set train.accumulate=4"
-	if !strings.HasSuffix(strings.TrimSpace(out), "recommended accum4, the fitting variant with the lowest estimated time;\nto train it, add to your command: "+flags) {
-		t.Errorf("plan --capacity 4MiB does not end with accum4's flags:\n%s", out)
+	// Two micro-batches of 4 fit and cost less than accum4's four of 2.
+	const flags = "--set train.batch_size=4 --set train.accumulate=2"
+	if !strings.HasSuffix(strings.TrimSpace(out), "recommended fastest-fit, the fitting variant with the lowest estimated time;\nto train it, add to your command: "+flags) {
+		t.Errorf("plan --capacity 4MiB does not end with the fastest fitting setting's flags:\n%s", out)
 	}
 	if strings.Contains(out, "activations") {
 		t.Errorf("the default table has the split by category:\n%s", out)
@@ -40,8 +41,8 @@ func TestPlanFitsAndRecommendsFlags(t *testing.T) {
 	if !strings.Contains(odd, "\naccum4: needs an effective batch") {
 		t.Errorf("accum4 at batch 2 is not named below the table:\n%s", odd)
 	}
-	if !strings.Contains(odd, "to train it, add to your command: --set model.checkpoint=all --set memory.offload=checkpoints") {
-		t.Errorf("offload's flags:\n%s", odd)
+	if !strings.Contains(odd, " offload        2 x 1") || !strings.Contains(odd, "to train it, add to your command: --set train.batch_size=1 --set train.accumulate=2") {
+		t.Errorf("offload's row, or the fastest fitting setting's flags:\n%s", odd)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(odd), "\n") {
 		if len(line) > 100 {
