@@ -373,12 +373,12 @@ func (c Config) ImageSize() (h, w int) {
 // SampleSize words the samples' size the model sees: "64x64 images", or
 // "32x32x32 volumes" for a 3D UNet; "" when the files cannot tell.
 func (c Config) SampleSize() string {
-	h, w := c.ImageSize()
+	d, h, w, err := data.ProbeShape(c.DataConfig())
 	switch {
-	case h <= 0 || w <= 0:
+	case err != nil || h <= 0 || w <= 0:
 		return ""
 	case c.Model.Volumes():
-		return fmt.Sprintf("%dx%dx%d volumes", c.Data.Size, h/c.Data.Size, w)
+		return fmt.Sprintf("%dx%dx%d volumes", d, h, w)
 	}
 	return fmt.Sprintf("%dx%d images", h, w)
 }

@@ -197,23 +197,38 @@ func (cfg SourceConfig) validateVolumes() error {
 		return nil
 	}
 	const why = "model.dims is 3 (volumes)"
-	switch f := max(cfg.DepthMultiple, 1); {
-	case cfg.Source != SourceSynthetic:
-		return fmt.Errorf("data.source: %s: %s, and only the synthetic volumes train a 3D UNet yet; set data.source: synthetic or model.dims: 2", cfg.Source, why)
+	fd, fh := max(cfg.DepthMultiple, 1), max(cfg.SizeMultiple, 1)
+	switch p := cfg.Patch; {
+	case cfg.Source != SourceSynthetic && cfg.Source != SourceNIfTI:
+		return fmt.Errorf("data.source: %s: %s, which train from data.source synthetic (built-in) or nifti (.nii[.gz] volumes); set one of them or model.dims: 2", cfg.Source, why)
 	case len(cfg.Resize) != 0:
 		return fmt.Errorf("data.resize: %v: %s, whose samples are not resized; leave data.resize out", cfg.Resize, why)
 	case cfg.Scale != 0 && cfg.Scale != 1:
 		return fmt.Errorf("data.scale: %g: %s, whose samples are not scaled; leave data.scale out", cfg.Scale, why)
-	case len(cfg.Patch) != 0:
-		return fmt.Errorf("data.patch: %v: %s, and synthetic volumes are trained whole; leave data.patch out and set data.size", cfg.Patch, why)
 	case cfg.Augment.Any():
 		return fmt.Errorf("data.augment: %s, and the augmentations are in-plane 2D ones; turn them off (data.flip mirrors volumes left-right)", why)
-	case cfg.Source == SourceSynthetic && cfg.Size%f != 0:
+	case cfg.Source == SourceSynthetic && len(p) != 0:
+		return fmt.Errorf("data.patch: %v: %s, and synthetic volumes are trained whole; leave data.patch out and set data.size", p, why)
+	case cfg.Source == SourceSynthetic && cfg.Size%fd != 0:
 		return fmt.Errorf("data.size: %d: a synthetic volume's depth must be divisible by the poolings' depth factors (%d, from model.depth and model.pool_kernels); use a multiple of %d",
-			cfg.Size, f, f)
+			cfg.Size, fd, fd)
+	case len(p) != 0 && (len(p) != 3 || min(p[0], p[1], p[2]) < 1 || max(p[0], p[1], p[2]) > MaxVolumePatch):
+		return fmt.Errorf("data.patch: %v: %s: want [D, H, W] (along z, y, x) with sides from 1 to %d, e.g. [64, 64, 64], or left out to train on whole volumes", p, why, MaxVolumePatch)
+	case len(p) == 3 && (p[0]%fd != 0 || p[1]%fh != 0 || p[2]%fh != 0):
+		return fmt.Errorf("data.patch: %v is not divisible by the poolings' %dx%dx%d (model.depth, model.pool_kernels); use multiples, e.g. [%d, %d, %d]",
+			p, fd, fh, fh, max(fd, (p[0]+fd-1)/fd*fd), max(fh, (p[1]+fh-1)/fh*fh), max(fh, (p[2]+fh-1)/fh*fh))
+	case cfg.Source == SourceNIfTI && cfg.NIfTI.Axis != 2:
+		return fmt.Errorf("data.nifti.axis: %d: %s, read whole with D along z; leave data.nifti.axis at 2", cfg.NIfTI.Axis, why)
+	case cfg.Source == SourceNIfTI && cfg.NIfTI.SkipEmpty:
+		return fmt.Errorf("data.nifti.skip_empty: %s, which are not sliced; data.patch_foreground samples patches around foreground instead", why)
+	case !(cfg.PatchForeground >= 0 && cfg.PatchForeground <= 1):
+		return fmt.Errorf("data.patch_foreground: %g: the share of patches centred on foreground must be in [0, 1], e.g. 0.33 (nnU-Net's)", cfg.PatchForeground)
 	}
 	return nil
 }
+
+// MaxVolumePatch bounds a side of a 3D data.patch.
+const MaxVolumePatch = 1024
 
 // validateClassNames checks data.class_names: none, or one distinct,
 // non-empty name per class.
@@ -255,7 +270,7 @@ func (cfg SourceConfig) validateSize() error {
 	if err := ValidateScale(cfg.Scale, len(cfg.Resize) != 0); err != nil {
 		return err
 	}
-	if err := validatePatch(cfg.Patch, cfg.PatchForeground, f); err != nil {
+	if err := validatePatch(cfg.Patch, cfg.PatchForeground, f); err != nil && !cfg.Volumes() { // validateVolumes checks a 3D patch
 		return err
 	}
 	if s := cfg.Size; cfg.Source == SourceSynthetic && len(cfg.Resize) == 0 {

@@ -326,6 +326,12 @@ func WriteMaskVolume(w io.Writer, like *Volume, labels []uint16, gz bool) error 
 	bo.PutUint32(h[niftiCalMin:], math.Float32bits(0))
 	bo.PutUint32(h[niftiGlMax:], uint32(hi))
 	bo.PutUint32(h[niftiGlMin:], 0)
+	return writeVolume(w, h, bo, size, labels, gz)
+}
+
+// writeVolume writes header h and the voxels (each stored in size bytes,
+// 1 or 2, in byte order bo), gzip-compressed where gz says.
+func writeVolume(w io.Writer, h [niftiHeaderSize]byte, bo binary.ByteOrder, size int, labels []uint16, gz bool) error {
 	var out io.Writer = w
 	var z *gzip.Writer
 	if gz {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -549,19 +550,24 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 // niftiSliceSize is the slice size of the first volume of a nifti set, for
 // ProbeSize.
 func niftiSliceSize(cfg SourceConfig) (h, w int, err error) {
-	pairs, probs := listNIfTI(cfg.Path)
-	if len(pairs) == 0 {
-		if len(probs) > 0 {
-			return 0, 0, fmt.Errorf("data: %w", probs[0])
-		}
-		return 0, 0, fmt.Errorf("data: %s: no volumes", cfg.Path)
-	}
-	v, err := ReadVolume(pairs[0].image, 0)
+	v, err := firstVolume(cfg)
 	if err != nil {
 		return 0, 0, err
 	}
 	h, w = v.SliceSize(cfg.NIfTI.Axis)
 	return h, w, nil
+}
+
+// firstVolume reads the first volume of a nifti set, for its size.
+func firstVolume(cfg SourceConfig) (*Volume, error) {
+	pairs, probs := listNIfTI(cfg.Path)
+	if len(pairs) == 0 {
+		if len(probs) > 0 {
+			return nil, fmt.Errorf("data: %w", probs[0])
+		}
+		return nil, fmt.Errorf("data: %s: no volumes", cfg.Path)
+	}
+	return ReadVolume(pairs[0].image, 0)
 }
 
 // niftiSource is data.source nifti: volumes read as slices.
@@ -572,5 +578,19 @@ func (niftiSource) open(_ context.Context, cfg SourceConfig, rep *Report, _ bool
 	if ns == nil {
 		return found{stamps: stamps}, nil
 	}
-	return found{src: ns, split: split, stamps: stamps, files: files, contents: ns.contents}, nil
+	if !cfg.Volumes() {
+		return found{src: ns, split: split, stamps: stamps, files: files, contents: ns.contents}, nil
+	}
+	nv := newNIfTIVolumes(cfg, ns, rep)
+	if nv == nil {
+		return found{stamps: stamps}, nil
+	}
+	how := "whole"
+	if p := cfg.Patch; len(p) == 3 {
+		how = "in patches"
+		rep.Patched = fmt.Sprintf("data.patch [%d, %d, %d]: random crops at full resolution, %.0f%% centred on foreground (data.patch_foreground), padded where a volume is smaller; validation on each volume's centre patch",
+			p[0], p[1], p[2], 100*cfg.PatchForeground)
+	}
+	rep.Slicing = fmt.Sprintf("%d volumes read %s as %dx%dx%d (z, y, x) for a 3D UNet; %s", nv.Len(), how, nv.d, nv.h, nv.w, rep.Slicing[strings.Index(rep.Slicing, "intensities:"):])
+	return found{src: nv, stamps: stamps, files: files, contents: ns.contents}, nil
 }

@@ -126,6 +126,9 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 		return nil, rep, nil
 	}
 	rep.Height, rep.Width = h, w
+	if cfg.Volumes() {
+		rep.Depth = DepthOf(src)
+	}
 	if f := cfg.SizeMultiple; f > 1 && (h%f != 0 || w%f != 0) {
 		how := "the images are"
 		if rep.Resized != "" {
@@ -284,13 +287,18 @@ func OpenCachedContext(ctx context.Context, cfg SourceConfig) (set *Set, fresh b
 	return set, true, nil
 }
 
-// ProbeSize returns the height and width the samples of cfg will have,
+// ProbeSize returns the height and width the samples of cfg will have (a
+// volume's slices stacked: (D*H, W), as Dataset.Size; see ProbeShape),
 // reading as little as it can: data.resize if set; for the synthetic set
-// its size (a volume's slices stacked: (D*H, W), as Dataset.Size); for files the header of the first image. data.scale applies to
+// its size; for files the header of the first image. data.scale applies to
 // the latter two. It does not check the files (Open does, and requires
 // every image to have the first one's size unless data.resize is set);
 // an error means the size cannot be told.
 func ProbeSize(cfg SourceConfig) (h, w int, err error) {
+	if cfg.Volumes() {
+		d, h, w, err := ProbeShape(cfg)
+		return d * h, w, err
+	}
 	if p := cfg.Patch; len(p) == 2 {
 		return p[0], p[1], nil
 	}
@@ -300,9 +308,6 @@ func ProbeSize(cfg SourceConfig) (h, w int, err error) {
 	switch cfg.Source {
 	case SourceSynthetic:
 		h, w = cfg.Size, cfg.Size
-		if cfg.Volumes() {
-			h *= cfg.Size // slices stacked, as Dataset.Size (see Volumes)
-		}
 	case SourceFolder, SourceVOC:
 		var pairs []pair
 		var probs []Problem
@@ -338,6 +343,29 @@ func ProbeSize(cfg SourceConfig) (h, w int, err error) {
 		h, w = max(1, int(math.Round(float64(h)*s))), max(1, int(math.Round(float64(w)*s)))
 	}
 	return h, w, nil
+}
+
+// ProbeShape is ProbeSize's (D, H, W): for volumes (model.dims 3) the
+// 3D data.patch, the synthetic cube or the first volume's z, y, x sides;
+// for images D is 1.
+func ProbeShape(cfg SourceConfig) (d, h, w int, err error) {
+	if !cfg.Volumes() {
+		h, w, err = ProbeSize(cfg)
+		return 1, h, w, err
+	}
+	switch p := cfg.Patch; {
+	case len(p) == 3:
+		return p[0], p[1], p[2], nil
+	case cfg.Source == SourceSynthetic:
+		return cfg.Size, cfg.Size, cfg.Size, nil
+	case cfg.Source == SourceNIfTI:
+		v, err := firstVolume(cfg)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		return v.Dims[2], v.Dims[1], v.Dims[0], nil
+	}
+	return 0, 0, 0, fmt.Errorf("data.source: %q: volumes come from synthetic or nifti", cfg.Source)
 }
 
 // splitFolders is the train/, val/ and test/ subfolders of a folder set

@@ -38,8 +38,11 @@ type Report struct {
 	// unknown because of a problem); Resized says how they got it, Patched
 	// that they are patches (data.patch).
 	Height, Width int
-	Resized       string
-	Patched       string
+	// Depth is a volume's slices (model.dims 3), stacked in Height; 0 for
+	// images.
+	Depth   int
+	Resized string
+	Patched string
 	// Values are the raw mask values found, ascending, each with its
 	// pixels and the masks holding it; Value looks one up.
 	Values []MaskValue
@@ -253,7 +256,11 @@ func (r *Report) Write(w io.Writer) {
 		if r.Patched != "" {
 			how = r.Patched
 		}
-		fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
+		if r.Depth > 0 {
+			fmt.Fprintf(w, "training size: %dx%dx%d volumes (%s)\n", r.Depth, r.Height/r.Depth, r.Width, how)
+		} else {
+			fmt.Fprintf(w, "training size: %dx%d (%s)\n", r.Height, r.Width, how)
+		}
 	}
 	if r.Slicing != "" {
 		fmt.Fprintf(w, "volumes: %s\n", r.Slicing)
@@ -371,7 +378,9 @@ func (r *Report) Recap(check string) string { return r.summary(check, false) }
 func (r *Report) summary(check string, hint bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "data: %s %s: %d samples (train %d, val %d)", r.Source, filepath.Clean(r.Path), r.Samples, r.Train, r.Val)
-	if len(r.Sizes) == 1 {
+	if r.Depth > 0 {
+		fmt.Fprintf(&b, ", %dx%dx%d volumes", r.Depth, r.Height/r.Depth, r.Width)
+	} else if len(r.Sizes) == 1 {
 		fmt.Fprintf(&b, ", %dx%d", r.Sizes[0].H, r.Sizes[0].W)
 	} else if len(r.Sizes) > 1 {
 		fmt.Fprintf(&b, ", %d image sizes", len(r.Sizes))

@@ -1,0 +1,149 @@
+package data
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// writeSyntheticVolumes writes count synthetic 16^3 volumes as a nifti
+// folder and returns the folder and the set they were drawn from.
+func writeSyntheticVolumes(t *testing.T, count int) (string, *Synthetic) {
+	t.Helper()
+	syn, err := NewSyntheticExact(SyntheticConfig{Count: count, Size: 16, Depth: 16, Classes: 4, Seed: 5, Noise: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := WriteVolumeFolder(syn, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir, syn
+}
+
+func volumeConfig(dir string) SourceConfig {
+	return SourceConfig{Config: Config{Source: SourceNIfTI, Path: dir, ValFraction: 0.25, Seed: 1, NIfTI: NIfTIConfig{Axis: 2}, PatchForeground: DefaultPatchForeground},
+		Channels: 1, Classes: 4, Dims: 3, SizeMultiple: 4, DepthMultiple: 4}
+}
+
+// TestNIfTIVolumesWhole: with model.dims 3 and no data.patch, sample i is
+// volume i whole, its slices stacked, D along z: the masks are the
+// written ones voxel for voxel, the split is by volume.
+func TestNIfTIVolumesWhole(t *testing.T) {
+	dir, syn := writeSyntheticVolumes(t, 6)
+	cfg := volumeConfig(dir)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := set.Data
+	if d, h, w := SampleShape(ds); ds.Len() != 6 || d != 16 || h != 16 || w != 16 {
+		t.Fatalf("%d samples of %dx%dx%d; want 6 of 16^3", ds.Len(), d, h, w)
+	}
+	if len(set.Train)+len(set.Val) != 6 || len(set.Val) == 0 {
+		t.Fatalf("split %v / %v", set.Train, set.Val)
+	}
+	if d, h, w, err := ProbeShape(cfg); err != nil || d != 16 || h != 16 || w != 16 {
+		t.Fatalf("ProbeShape = %d, %d, %d, %v", d, h, w, err)
+	}
+	n := 16 * 16 * 16
+	img, mask := make([]float32, n), make([]uint8, n)
+	want, wantImg := make([]uint8, n), make([]float32, 3*n)
+	for i := range ds.Len() {
+		if err := ds.Sample(i, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		syn.generate(i, wantImg, want, nil)
+		if !slices.Equal(mask, want) {
+			t.Fatalf("volume %d: the mask differs from the written one", i)
+		}
+		// Foreground is brighter or darker than the background by >= 0.35
+		// in raw intensity: a class's voxels differ from class 0's.
+		var bg, fg float32
+		var nb, nf int
+		for v, m := range mask {
+			if m == 0 {
+				bg += img[v]
+				nb++
+			} else {
+				fg += img[v]
+				nf++
+			}
+		}
+		if nf == 0 || nb == 0 || bg/float32(nb) == fg/float32(nf) {
+			t.Fatalf("volume %d: %d foreground, %d background voxels of equal mean", i, nf, nb)
+		}
+	}
+}
+
+// TestNIfTIVolumePatches: data.patch [D, H, W] cuts patches; the centre
+// one for Sample, drawn ones for training, every one centred on a
+// foreground voxel with data.patch_foreground 1; a patch deeper than the
+// volume is padded with Ignore.
+func TestNIfTIVolumePatches(t *testing.T) {
+	dir, _ := writeSyntheticVolumes(t, 4)
+	cfg := volumeConfig(dir)
+	cfg.Patch, cfg.PatchForeground = []int{8, 8, 8}, 1
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, ok := set.Data.(epochSampler)
+	if !ok {
+		t.Fatalf("%T draws no patches", set.Data)
+	}
+	img, mask := make([]float32, 512), make([]uint8, 512)
+	for i := range set.Data.Len() {
+		for epoch := range 8 {
+			if err := es.sampleEpoch(i, 1, epoch, img, mask); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(mask, func(c uint8) bool { return c != 0 && c != Ignore }) {
+				t.Fatalf("volume %d, epoch %d: a foreground patch holds no foreground", i, epoch)
+			}
+		}
+	}
+	cfg.Patch = []int{32, 8, 8}
+	set, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, mask = make([]float32, 32*64), make([]uint8, 32*64)
+	if err := set.Data.Sample(0, img, mask); err != nil {
+		t.Fatal(err)
+	}
+	for z := range 32 {
+		padded := z < 8 || z >= 24 // 16 slices centred in 32
+		for _, c := range mask[z*64 : (z+1)*64] {
+			if (c == Ignore) != padded {
+				t.Fatalf("slice %d of a 32-deep patch of a 16-deep volume: mask %d", z, c)
+			}
+		}
+	}
+}
+
+// TestNIfTIVolumesRefused: what volumes cannot take from data.nifti and
+// data.patch is an error naming the key.
+func TestNIfTIVolumesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		edit func(c *SourceConfig)
+	}{
+		{"data.patch", func(c *SourceConfig) { c.Patch = []int{8, 8} }},
+		{"data.patch", func(c *SourceConfig) { c.Patch = []int{6, 8, 8} }},
+		{"data.nifti.axis", func(c *SourceConfig) { c.NIfTI.Axis = 0 }},
+		{"data.nifti.skip_empty", func(c *SourceConfig) { c.NIfTI.SkipEmpty = true }},
+	} {
+		c := volumeConfig("x")
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.key+":") {
+			t.Errorf("%s: got %v, want an error naming it", tc.key, err)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package data
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// WriteVolumeFolder writes a synthetic set of volumes (SyntheticConfig.Depth
+// > 0) as data.source nifti reads it, one channel: DIR/images/vol_NNNN.nii.gz
+// (int16, the mean of the sample's raw channels x 1000) and
+// DIR/masks/vol_NNNN.nii.gz (uint8 classes), 1 mm isotropic voxels, x
+// fastest, z the slices. DIR's images/ and masks/ are made; files of
+// those names are replaced.
+func WriteVolumeFolder(s *Synthetic, dir string) error {
+	if s.cfg.Depth == 0 {
+		return fmt.Errorf("data: WriteVolumeFolder needs synthetic volumes (data.size cubes with model.dims 3)")
+	}
+	for _, sub := range []string{"images", "masks"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	n, d := s.cfg.Size, s.cfg.Depth
+	voxels := d * n * n
+	raw, mask := make([]float32, SyntheticChannels*voxels), make([]uint8, voxels)
+	like := &Volume{Header: volumeHeader([3]int{n, n, d}), Order: binary.LittleEndian, Dims: [3]int{n, n, d}}
+	for i := range s.Len() {
+		s.generate(i, raw, mask, nil)
+		gray := make([]int16, voxels)
+		labels := make([]uint16, voxels)
+		for v := range voxels {
+			gray[v] = int16(math.Round(float64(raw[v]+raw[voxels+v]+raw[2*voxels+v]) / 3 * 1000))
+			labels[v] = uint16(mask[v])
+		}
+		name := fmt.Sprintf("vol_%04d.nii.gz", i)
+		if err := writeGz(filepath.Join(dir, "images", name), func(f *os.File) error { return writeInt16Volume(f, like, gray) }); err != nil {
+			return err
+		}
+		if err := writeGz(filepath.Join(dir, "masks", name), func(f *os.File) error { return WriteMaskVolume(f, like, labels, true) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeGz creates path and writes it with write.
+func writeGz(path string, write func(f *os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// volumeHeader is a little-endian NIfTI-1 header of dims (x, y, z) with 1
+// mm voxels, no qform or sform (method 0), for WriteMaskVolume to fill in.
+func volumeHeader(dims [3]int) (h [niftiHeaderSize]byte) {
+	bo := binary.LittleEndian
+	bo.PutUint32(h[0:], niftiHeaderSize)
+	bo.PutUint16(h[niftiDim:], 3)
+	for k := range 7 {
+		size := 1
+		if k < 3 {
+			size = dims[k]
+		}
+		bo.PutUint16(h[niftiDim+2+2*k:], uint16(size))
+	}
+	for k := range 8 {
+		bo.PutUint32(h[niftiPixdim+4*k:], math.Float32bits(1))
+	}
+	h[123] = 2 // xyzt_units: millimetres
+	copy(h[niftiMagic:], "n+1\x00")
+	return h
+}
+
+// writeInt16Volume writes vals as a gzip-compressed int16 volume with
+// like's header geometry (the image twin of WriteMaskVolume).
+func writeInt16Volume(f *os.File, like *Volume, vals []int16) error {
+	h, bo := like.Header, like.Order
+	lo, hi := int16(math.MaxInt16), int16(math.MinInt16)
+	stored := make([]uint16, len(vals))
+	for k, v := range vals {
+		lo, hi, stored[k] = min(lo, v), max(hi, v), uint16(v)
+	}
+	bo.PutUint16(h[niftiDatatype:], niftiInt16)
+	bo.PutUint16(h[niftiBitpix:], 16)
+	bo.PutUint32(h[niftiVoxOff:], math.Float32bits(352))
+	bo.PutUint32(h[niftiSlope:], math.Float32bits(1))
+	bo.PutUint32(h[niftiInter:], math.Float32bits(0))
+	bo.PutUint32(h[niftiCalMax:], math.Float32bits(float32(hi)))
+	bo.PutUint32(h[niftiCalMin:], math.Float32bits(float32(lo)))
+	return writeVolume(f, h, bo, 2, stored, true)
+}
