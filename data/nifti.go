@@ -197,61 +197,10 @@ func readVolume(r *bufio.Reader, maxBytes int64) (*Volume, error) {
 	if _, err := io.ReadFull(in, v.Header[:]); err != nil {
 		return nil, truncated(err, "inside the 348-byte NIfTI header")
 	}
-	h := v.Header[:]
-	switch {
-	case binary.LittleEndian.Uint32(h) == niftiHeaderSize:
-		v.Order = binary.LittleEndian
-	case binary.BigEndian.Uint32(h) == niftiHeaderSize:
-		v.Order = binary.BigEndian
-	case binary.LittleEndian.Uint32(h) == 540 || binary.BigEndian.Uint32(h) == 540:
-		return nil, fmt.Errorf("is a NIfTI-2 file, which memunet does not read; save it as NIfTI-1 (e.g. nibabel's Nifti1Image)")
-	default:
-		return nil, fmt.Errorf("is not a NIfTI-1 file (its first 4 bytes are not the header size 348); volumes must be .nii or .nii.gz")
+	if err := v.parseHeader(); err != nil {
+		return nil, err
 	}
-	bo := v.Order
-	switch magic := string(h[niftiMagic : niftiMagic+4]); magic {
-	case "n+1\x00":
-	case "ni1\x00":
-		return nil, fmt.Errorf("is the header of a .hdr/.img pair, which memunet does not read; save the volume as one .nii or .nii.gz file")
-	default:
-		return nil, fmt.Errorf("has the NIfTI magic %q, not \"n+1\"; the file is corrupt or not NIfTI-1", strings.TrimRight(magic, "\x00"))
-	}
-	rank := int(int16(bo.Uint16(h[niftiDim:])))
-	dims := [7]int{}
-	for k := range dims {
-		dims[k] = int(int16(bo.Uint16(h[niftiDim+2+2*k:])))
-	}
-	if rank < 2 || rank > 7 {
-		return nil, fmt.Errorf("has dim[0] = %d; a volume has 2 or 3 dimensions", rank)
-	}
-	for k := range rank {
-		if dims[k] < 1 {
-			return nil, fmt.Errorf("has a size of %d along dimension %d; sizes must be at least 1", dims[k], k+1)
-		}
-	}
-	for k := 3; k < rank; k++ {
-		if dims[k] != 1 {
-			return nil, fmt.Errorf("is a %dD image (%s); memunet reads 3D volumes: save each volume of a series (each time point or channel) as its own file",
-				rank, joinDims(dims[:rank]))
-		}
-	}
-	v.Dims = [3]int{dims[0], dims[1], 1}
-	if rank >= 3 {
-		v.Dims[2] = dims[2]
-	}
-	v.Datatype = int(int16(bo.Uint16(h[niftiDatatype:])))
-	t, ok := niftiTypes[v.Datatype]
-	if !ok {
-		return nil, fmt.Errorf("has voxels of NIfTI datatype %d, which memunet does not read; save it as uint8, int8, int16, uint16, int32, uint32, float32 or float64", v.Datatype)
-	}
-	if bp := int(int16(bo.Uint16(h[niftiBitpix:]))); bp != 8*t.bytes {
-		return nil, fmt.Errorf("says bitpix %d for %s voxels (%d bits); the header is corrupt", bp, t.name, 8*t.bytes)
-	}
-	v.Slope = float64(math.Float32frombits(bo.Uint32(h[niftiSlope:])))
-	v.Inter = float64(math.Float32frombits(bo.Uint32(h[niftiInter:])))
-	if math.IsNaN(v.Slope) || math.IsInf(v.Slope, 0) || math.IsNaN(v.Inter) || math.IsInf(v.Inter, 0) {
-		v.Slope, v.Inter = 0, 0 // nifti1.h: not finite means no scaling
-	}
+	t := niftiTypes[v.Datatype]
 	// Bytes, not voxels: a 645^3 float64 volume is 2 GiB stored, four
 	// times a uint16 one of as many voxels.
 	nvox := int64(v.Dims[0]) * int64(v.Dims[1]) * int64(v.Dims[2])
@@ -259,12 +208,12 @@ func readVolume(r *bufio.Reader, maxBytes int64) (*Volume, error) {
 		return nil, fmt.Errorf("is a %s volume of %s voxels: %s as stored and %d more for the copy memunet makes (%d bytes a voxel), %s in all, more than the %s memunet decodes of one file; crop or resample the volume, or save it with smaller voxels (e.g. float32 or int16)",
 			t.name, joinDims(v.Dims[:]), byteSize(nvox*int64(t.bytes)), nvox*volumeCopyBytes, volumeCopyBytes, byteSize(need), byteSize(maxBytes))
 	}
-	off := float64(math.Float32frombits(bo.Uint32(h[niftiVoxOff:])))
-	if !(off >= niftiHeaderSize && off <= 1<<24) || off != math.Trunc(off) {
-		return nil, fmt.Errorf("has vox_offset %g; it must be a whole number of bytes from 348 (352 for a file without extensions)", off)
+	off, err := v.voxOffset()
+	if err != nil {
+		return nil, err
 	}
 	// Skip the extension flag and any extensions up to the voxels.
-	if _, err := io.CopyN(io.Discard, in, int64(off)-niftiHeaderSize); err != nil {
+	if _, err := io.CopyN(io.Discard, in, off-niftiHeaderSize); err != nil {
 		return nil, truncated(err, "before its voxels start")
 	}
 	v.Voxels = make([]byte, nvox*int64(t.bytes))
@@ -279,6 +228,77 @@ func readVolume(r *bufio.Reader, maxBytes int64) (*Volume, error) {
 		}
 	}
 	return v, nil
+}
+
+// parseHeader reads v.Header into v's Order, Dims, Datatype, Slope and
+// Inter, refusing what memunet does not read; the error says what is
+// wrong in words.
+func (v *Volume) parseHeader() error {
+	h := v.Header[:]
+	switch {
+	case binary.LittleEndian.Uint32(h) == niftiHeaderSize:
+		v.Order = binary.LittleEndian
+	case binary.BigEndian.Uint32(h) == niftiHeaderSize:
+		v.Order = binary.BigEndian
+	case binary.LittleEndian.Uint32(h) == 540 || binary.BigEndian.Uint32(h) == 540:
+		return fmt.Errorf("is a NIfTI-2 file, which memunet does not read; save it as NIfTI-1 (e.g. nibabel's Nifti1Image)")
+	default:
+		return fmt.Errorf("is not a NIfTI-1 file (its first 4 bytes are not the header size 348); volumes must be .nii or .nii.gz")
+	}
+	bo := v.Order
+	switch magic := string(h[niftiMagic : niftiMagic+4]); magic {
+	case "n+1\x00":
+	case "ni1\x00":
+		return fmt.Errorf("is the header of a .hdr/.img pair, which memunet does not read; save the volume as one .nii or .nii.gz file")
+	default:
+		return fmt.Errorf("has the NIfTI magic %q, not \"n+1\"; the file is corrupt or not NIfTI-1", strings.TrimRight(magic, "\x00"))
+	}
+	rank := int(int16(bo.Uint16(h[niftiDim:])))
+	dims := [7]int{}
+	for k := range dims {
+		dims[k] = int(int16(bo.Uint16(h[niftiDim+2+2*k:])))
+	}
+	if rank < 2 || rank > 7 {
+		return fmt.Errorf("has dim[0] = %d; a volume has 2 or 3 dimensions", rank)
+	}
+	for k := range rank {
+		if dims[k] < 1 {
+			return fmt.Errorf("has a size of %d along dimension %d; sizes must be at least 1", dims[k], k+1)
+		}
+	}
+	for k := 3; k < rank; k++ {
+		if dims[k] != 1 {
+			return fmt.Errorf("is a %dD image (%s); memunet reads 3D volumes: save each volume of a series (each time point or channel) as its own file",
+				rank, joinDims(dims[:rank]))
+		}
+	}
+	v.Dims = [3]int{dims[0], dims[1], 1}
+	if rank >= 3 {
+		v.Dims[2] = dims[2]
+	}
+	v.Datatype = int(int16(bo.Uint16(h[niftiDatatype:])))
+	t, ok := niftiTypes[v.Datatype]
+	if !ok {
+		return fmt.Errorf("has voxels of NIfTI datatype %d, which memunet does not read; save it as uint8, int8, int16, uint16, int32, uint32, float32 or float64", v.Datatype)
+	}
+	if bp := int(int16(bo.Uint16(h[niftiBitpix:]))); bp != 8*t.bytes {
+		return fmt.Errorf("says bitpix %d for %s voxels (%d bits); the header is corrupt", bp, t.name, 8*t.bytes)
+	}
+	v.Slope = float64(math.Float32frombits(bo.Uint32(h[niftiSlope:])))
+	v.Inter = float64(math.Float32frombits(bo.Uint32(h[niftiInter:])))
+	if math.IsNaN(v.Slope) || math.IsInf(v.Slope, 0) || math.IsNaN(v.Inter) || math.IsInf(v.Inter, 0) {
+		v.Slope, v.Inter = 0, 0 // nifti1.h: not finite means no scaling
+	}
+	return nil
+}
+
+// voxOffset is where the voxels start in the file (vox_offset), checked.
+func (v *Volume) voxOffset() (int64, error) {
+	off := float64(math.Float32frombits(v.Order.Uint32(v.Header[niftiVoxOff:])))
+	if !(off >= niftiHeaderSize && off <= 1<<24) || off != math.Trunc(off) {
+		return 0, fmt.Errorf("has vox_offset %g; it must be a whole number of bytes from 348 (352 for a file without extensions)", off)
+	}
+	return int64(off), nil
 }
 
 // truncated words a read error of a NIfTI file.
@@ -307,25 +327,12 @@ func WriteMaskVolume(w io.Writer, like *Volume, labels []uint16, gz bool) error 
 	if len(labels) != like.Len() {
 		return fmt.Errorf("data: %d labels for a %s volume", len(labels), joinDims(like.Dims[:]))
 	}
-	h := like.Header
 	bo := like.Order
 	hi := uint16(0)
 	for _, l := range labels {
 		hi = max(hi, l)
 	}
-	typ, size := niftiUint8, 1
-	if hi > 255 {
-		typ, size = niftiUint16, 2
-	}
-	bo.PutUint16(h[niftiDatatype:], uint16(typ))
-	bo.PutUint16(h[niftiBitpix:], uint16(8*size))
-	bo.PutUint32(h[niftiVoxOff:], math.Float32bits(352))
-	bo.PutUint32(h[niftiSlope:], math.Float32bits(1))
-	bo.PutUint32(h[niftiInter:], math.Float32bits(0))
-	bo.PutUint32(h[niftiCalMax:], math.Float32bits(float32(hi)))
-	bo.PutUint32(h[niftiCalMin:], math.Float32bits(0))
-	bo.PutUint32(h[niftiGlMax:], uint32(hi))
-	bo.PutUint32(h[niftiGlMin:], 0)
+	h, size := maskHeader(like, hi)
 	return writeVolume(w, h, bo, size, labels, gz)
 }
 
@@ -357,6 +364,27 @@ func writeVolume(w io.Writer, h [niftiHeaderSize]byte, bo binary.ByteOrder, size
 		return z.Close()
 	}
 	return nil
+}
+
+// maskHeader is like's header for a mask of labels up to hi, as
+// WriteMaskVolume writes it, and the bytes of a label (1 or 2).
+func maskHeader(like *Volume, hi uint16) (h [niftiHeaderSize]byte, size int) {
+	h = like.Header
+	bo := like.Order
+	typ, size := niftiUint8, 1
+	if hi > 255 {
+		typ, size = niftiUint16, 2
+	}
+	bo.PutUint16(h[niftiDatatype:], uint16(typ))
+	bo.PutUint16(h[niftiBitpix:], uint16(8*size))
+	bo.PutUint32(h[niftiVoxOff:], math.Float32bits(352))
+	bo.PutUint32(h[niftiSlope:], math.Float32bits(1))
+	bo.PutUint32(h[niftiInter:], math.Float32bits(0))
+	bo.PutUint32(h[niftiCalMax:], math.Float32bits(float32(hi)))
+	bo.PutUint32(h[niftiCalMin:], math.Float32bits(0))
+	bo.PutUint32(h[niftiGlMax:], uint32(hi))
+	bo.PutUint32(h[niftiGlMin:], 0)
+	return h, size
 }
 
 // Geometry is the header bytes that place a volume in space: dim, pixdim,

@@ -1,0 +1,253 @@
+package data
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/memunet/memunet/infile"
+)
+
+// Streaming NIfTI-1: a volume read one z-slice at a time (z is the last
+// axis, the slowest in the file) and a mask volume written one z-slice at
+// a time, so that what is held is a slice, never the volume. The header
+// is ReadVolume's (parseHeader), and the mask's WriteMaskVolume's
+// (maskHeader).
+
+// streamReadBuffer is a VolumeStream's read buffer.
+const streamReadBuffer = 64 << 10
+
+// VolumeStreamBytes is what a VolumeStream holds beside its slice's
+// stored voxels: the read buffer and, for a .nii.gz, the gzip reader (its
+// 32 KiB window and Huffman tables), rounded up.
+const VolumeStreamBytes = streamReadBuffer + 64<<10
+
+// MaskWriterBytes is what a MaskVolumeWriter holds beside a slice's
+// encoded labels: its write buffer and, gzipped, the compressor (hash
+// chains and window, about 800 KiB at the default level), rounded up.
+const MaskWriterBytes = streamWriteBuffer + 1<<20
+
+// streamWriteBuffer is a MaskVolumeWriter's write buffer.
+const streamWriteBuffer = 64 << 10
+
+// VolumeStream reads a NIfTI-1 file (.nii or .nii.gz, told by its first
+// bytes) slice by slice along z. Its errors start with the path, as
+// ReadVolume's do.
+type VolumeStream struct {
+	// Volume is the file's header: its geometry, voxel type and scaling,
+	// and no voxels.
+	Volume *Volume
+	// Slice is the z-slice read last (Next): a volume of Dims [x, y, 1]
+	// with Volume's header, type and scaling, whose At(k) is voxel k of
+	// the slice (x fastest).
+	Slice *Volume
+	// Path is the file's path.
+	Path string
+	f    *os.File
+	z    *gzip.Reader
+	in   io.Reader
+	next int // the slice Next reads
+}
+
+// OpenVolumeStream opens path and reads its header; Next reads its
+// slices. The caller closes it.
+func OpenVolumeStream(path string) (*VolumeStream, error) {
+	f, _, err := infile.Open(path, maxNIfTIFileBytes)
+	if err != nil {
+		var ie *infile.Error
+		if errors.As(err, &ie) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
+	}
+	s := &VolumeStream{Path: path, f: f, Volume: &Volume{}}
+	if err := s.open(bufio.NewReaderSize(f, streamReadBuffer)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return s, nil
+}
+
+// open reads the header from r, up to the voxels.
+func (s *VolumeStream) open(r *bufio.Reader) error {
+	v := s.Volume
+	s.in = r
+	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
+		z, err := gzip.NewReader(r)
+		if err != nil {
+			return fmt.Errorf("the gzip stream is corrupt (%v); re-export the volume", err)
+		}
+		s.z, s.in, v.Gzip = z, z, true
+	}
+	if _, err := io.ReadFull(s.in, v.Header[:]); err != nil {
+		return truncated(err, "inside the 348-byte NIfTI header")
+	}
+	if err := v.parseHeader(); err != nil {
+		return err
+	}
+	off, err := v.voxOffset()
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyN(io.Discard, s.in, off-niftiHeaderSize); err != nil {
+		return truncated(err, "before its voxels start")
+	}
+	slice := *v
+	slice.Dims[2] = 1
+	slice.Voxels = make([]byte, v.Dims[0]*v.Dims[1]*niftiTypes[v.Datatype].bytes)
+	s.Slice = &slice
+	return nil
+}
+
+// SliceBytes is the stored bytes of one slice, what Slice holds.
+func (s *VolumeStream) SliceBytes() int64 { return int64(len(s.Slice.Voxels)) }
+
+// Next reads the next z-slice into Slice and returns its index; after
+// the last it returns io.EOF. Reading the last slice of a .nii.gz reads
+// on to the end of the gzip stream, so that a cut or damaged file is not
+// taken for a whole one.
+func (s *VolumeStream) Next() (int, error) {
+	if s.next >= s.Volume.Dims[2] {
+		return 0, io.EOF
+	}
+	if _, err := io.ReadFull(s.in, s.Slice.Voxels); err != nil {
+		return 0, fmt.Errorf("%s: %v", s.Path, truncated(err, fmt.Sprintf("before its %s voxels end (in slice %d)", joinDims(s.Volume.Dims[:]), s.next)))
+	}
+	k := s.next
+	s.next++
+	if s.next == s.Volume.Dims[2] && s.z != nil {
+		if _, err := io.CopyN(io.Discard, s.in, 1<<20); err != nil && err != io.EOF {
+			return 0, fmt.Errorf("%s: %v", s.Path, truncated(err, "inside its gzip trailer"))
+		}
+	}
+	return k, nil
+}
+
+// Close closes the file.
+func (s *VolumeStream) Close() error {
+	if s.z != nil {
+		s.z.Close()
+	}
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// StreamIntensityWindow is IntensityWindow of the volume at path without
+// holding it: window when given, else the volume's minimum and maximum,
+// found by reading it through once, slice by slice.
+func StreamIntensityWindow(path string, window []float64) (lo, hi float64, err error) {
+	if len(window) == 2 {
+		return window[0], window[1], nil
+	}
+	s, err := OpenVolumeStream(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Close()
+	return s.Volume.streamRange(s)
+}
+
+// streamRange is the minimum and maximum of the slices s reads.
+func (v *Volume) streamRange(s *VolumeStream) (lo, hi float64, err error) {
+	first := true
+	for {
+		if _, err := s.Next(); err == io.EOF {
+			return lo, hi, nil
+		} else if err != nil {
+			return 0, 0, err
+		}
+		a, b := s.Slice.IntensityWindow(nil)
+		if first {
+			lo, hi, first = a, b, false
+		}
+		lo, hi = min(lo, a), max(hi, b)
+	}
+}
+
+// Windowed16 writes v's voxels windowed by [lo, hi] to 16 bits into dst
+// (one per voxel), as SlicePicture and data.source nifti window them.
+func (v *Volume) Windowed16(lo, hi float64, dst []uint16) {
+	q := quantizer(lo, hi)
+	for k := range dst {
+		dst[k] = q(v.At(k))
+	}
+}
+
+// MaskVolumeWriter writes a mask volume slice by slice along z: the
+// header WriteMaskVolume writes for like (every geometry byte like's),
+// then each slice's labels as they come.
+type MaskVolumeWriter struct {
+	like   *Volume
+	size   int // bytes a label
+	slices int // written so far
+	z      *gzip.Writer
+	bw     *bufio.Writer
+	row    []byte // one slice encoded
+}
+
+// NewMaskVolumeWriter writes the header of a mask volume like like for
+// labels up to hi (uint8, or uint16 above 255; cal_max and glmax say hi:
+// the largest label a slice may hold, not one found, since the header
+// comes first), gzip-compressed where gz says.
+func NewMaskVolumeWriter(w io.Writer, like *Volume, hi uint16, gz bool) (*MaskVolumeWriter, error) {
+	h, size := maskHeader(like, hi)
+	m := &MaskVolumeWriter{like: like, size: size, row: make([]byte, like.Dims[0]*like.Dims[1]*size)}
+	var out io.Writer = w
+	if gz {
+		m.z = gzip.NewWriter(w)
+		out = m.z
+	}
+	m.bw = bufio.NewWriterSize(out, streamWriteBuffer)
+	m.bw.Write(h[:])
+	if _, err := m.bw.Write([]byte{0, 0, 0, 0}); err != nil { // no extensions
+		return nil, err
+	}
+	return m, nil
+}
+
+// SliceBytes is the encoded bytes of one slice, what the writer holds.
+func (m *MaskVolumeWriter) SliceBytes() int64 { return int64(len(m.row)) }
+
+// WriteSlice writes the next z-slice's labels (x fastest), each at most
+// the hi the writer was made for.
+func (m *MaskVolumeWriter) WriteSlice(labels []uint16) error {
+	if len(labels)*m.size != len(m.row) {
+		return fmt.Errorf("data: %d labels for a slice of %dx%d", len(labels), m.like.Dims[0], m.like.Dims[1])
+	}
+	if m.slices >= m.like.Dims[2] {
+		return fmt.Errorf("data: slice %d of a volume of %d", m.slices, m.like.Dims[2])
+	}
+	if m.size == 1 {
+		for k, l := range labels {
+			m.row[k] = byte(l)
+		}
+	} else {
+		for k, l := range labels {
+			m.like.Order.PutUint16(m.row[2*k:], l)
+		}
+	}
+	m.slices++
+	_, err := m.bw.Write(m.row)
+	return err
+}
+
+// Close flushes the volume, once every slice is written.
+func (m *MaskVolumeWriter) Close() error {
+	if m.slices != m.like.Dims[2] {
+		return fmt.Errorf("data: %d slices written of a volume of %d", m.slices, m.like.Dims[2])
+	}
+	if err := m.bw.Flush(); err != nil {
+		return err
+	}
+	if m.z != nil {
+		return m.z.Close()
+	}
+	return nil
+}
