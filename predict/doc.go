@@ -40,7 +40,10 @@
 // to take whole, and a data.patch checkpoint's splits scored whole by
 // tiles: the tiles, their batch and their plan, a band of blended rows on
 // the host), volume.go (NIfTI volumes slice by slice into a mask volume of
-// the same geometry), eval.go (a split's scores as memunet eval's JSON
+// the same geometry, by a 2D model), volume3d.go (NIfTI volumes by a 3D
+// UNet: a 3D sliding window with Gaussian blending, streamed slab by slab
+// along z, planned as the slab, scored per volume against --references),
+// eval.go (a split's scores as memunet eval's JSON
 // report), progress.go (the bar of the outermost loop: count, elapsed
 // time and ETA, as training's).
 package predict

@@ -63,7 +63,10 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer, warn io.Writ
 			fmt.Fprintf(warn, "memunet: predict: warning: skipped %q: %s; rename it to predict it\n", f, why)
 			continue
 		}
-		if isVolume(f) { // read whole, slice by slice, when it is predicted
+		if p.Config.Model.Volumes() && !isVolume(f) {
+			return nil, nil, fmt.Errorf("predict: %s: a 3D UNet (model.dims 3) predicts NIfTI volumes (.nii, .nii.gz), not image files", f)
+		}
+		if isVolume(f) { // read when it is predicted: whole by a 2D model, streamed by a 3D one
 			sized = append(sized, sizedFile{path: f, stem: stem})
 			continue
 		}
@@ -114,7 +117,11 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, journal *outdir.Jo
 		}
 		at(lo)
 		if isVolume(sized[lo].path) {
-			if err := p.predictVolume(sized[lo], side, journal, opts, lim, note, rep); err != nil {
+			predict := func() error { return p.predictVolume(sized[lo], side, journal, opts, lim, note, rep) }
+			if p.Config.Model.Volumes() {
+				predict = func() error { return p.predictVolume3D(sized[lo], journal, opts, lim, note, rep) }
+			}
+			if err := predict(); err != nil {
 				return err
 			}
 			lo++
@@ -151,6 +158,7 @@ func (p *Predictor) predictFiles(sized []sizedFile, s sizing, journal *outdir.Jo
 		lo = hi
 	}
 	rep.Images = len(sized)
+	rep.VolumeScores = volumeScores(rep.Outputs, p.Config.Model.Classes)
 	return nil
 }
 

@@ -26,6 +26,9 @@ type Report struct {
 	// Metrics are set for a dataset split (which has masks): computed as
 	// training's validation computes them.
 	Metrics *metrics.Validation `json:"metrics,omitempty"`
+	// VolumeScores average the volumes' scores against their reference
+	// masks (Options.References), over the volumes.
+	VolumeScores *VolumeScores `json:"volume_scores,omitempty"`
 	// TrainingValMIoU is the val_miou training recorded at the checkpoint's
 	// step, when it validated there.
 	TrainingValMIoU *float64 `json:"training_val_miou,omitempty"`
@@ -148,6 +151,10 @@ type Output struct {
 	// Tiling is how the image was cut into tiles; absent when it was
 	// predicted whole.
 	Tiling *Tiling `json:"tiling,omitempty"`
+	// Volume is how a 3D UNet's windows covered a NIfTI volume, and Score
+	// the volume's scores against its reference mask (Options.References).
+	Volume *VolumeTiling `json:"volume_tiling,omitempty"`
+	Score  *VolumeScore  `json:"score,omitempty"`
 }
 
 // Options are predict's output choices.
@@ -175,6 +182,12 @@ type Options struct {
 	Tile    string  `json:"tile,omitempty"`
 	Overlap float64 `json:"overlap"`
 	Blend   string  `json:"blend"`
+	// References, with a 3D UNet, scores each NIfTI volume against its
+	// reference mask (Dice per class, Output.Score and
+	// Report.VolumeScores): a mask volume, or a folder holding one per
+	// volume named as the volume (or as it without nnU-Net's channel
+	// suffix _0000).
+	References string `json:"references,omitempty"`
 	// Force replaces an earlier prediction in the output folder.
 	Force bool `json:"-"`
 }

@@ -62,6 +62,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if p.Warn != nil {
 		warn = aboveBar{p, p.Warn}
 	}
+	if err := p.checkReferences(input, opts); err != nil {
+		return nil, err
+	}
 	var files []sizedFile
 	var skipped []Skipped
 	var split *splitInput
@@ -126,6 +129,30 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 		return nil, err
 	}
 	return rep, nil
+}
+
+// checkReferences refuses opts.References where it cannot score: a
+// dataset split (scored by its own masks), a 2D model, one mask file for
+// a folder of volumes.
+func (p *Predictor) checkReferences(input string, opts Options) error {
+	refs := opts.References
+	if refs == "" {
+		return nil
+	}
+	if strings.HasPrefix(input, "dataset:") {
+		return fmt.Errorf("predict: --references scores NIfTI volumes; --input %s is scored by its dataset's own masks", input)
+	}
+	if !p.Config.Model.Volumes() {
+		return fmt.Errorf("predict: --references scores the NIfTI volumes a 3D UNet (model.dims 3) predicts; this checkpoint's model is 2D")
+	}
+	rs, err := os.Stat(refs)
+	if err != nil {
+		return fmt.Errorf("predict: --references: %w", err)
+	}
+	if is, err := os.Stat(input); err == nil && is.IsDir() && !rs.IsDir() {
+		return fmt.Errorf("predict: --references %s is one mask and --input %s a folder; give a folder of masks, one per volume, named as the volumes", refs, input)
+	}
+	return nil
 }
 
 // removeWritten removes the files in dir but its lock: what a failed
