@@ -225,6 +225,7 @@ func Wrap(words []string, width int, first, indent string) string {
 func PrintPredicted(w io.Writer, rep *predict.Report, outDir string) {
 	fmt.Fprintf(w, "predicted %s with %s (step %d, %s) into %s (legend.png: the class colors); %s%s\n",
 		rep.Counted(), rep.Checkpoint, rep.Step, rep.Precision, outDir, rep.MemoryNote(), rep.SkippedNote())
+	PrintVolumeScores(w, rep)
 	m := rep.Metrics
 	if m == nil {
 		return
@@ -239,4 +240,39 @@ func PrintPredicted(w io.Writer, rep *predict.Report, outDir string) {
 	}
 	fmt.Fprintln(w)
 	PrintClassTable(w, m.PerClass)
+}
+
+// PrintVolumeScores prints the Dice of the volumes a predict scored
+// against their references (--references): the means over the volumes,
+// with and without background (class 0), then each volume's, each class's
+// Dice after it ("-": a class in neither mask, or no foreground class
+// present); nothing where none was scored.
+func PrintVolumeScores(w io.Writer, rep *predict.Report) {
+	vs := rep.VolumeScores
+	if vs == nil {
+		return
+	}
+	score := func(d *float64) string {
+		if d == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.4f", *d)
+	}
+	classes := func(ds []*float64) string {
+		parts := make([]string, len(ds))
+		for k, d := range ds {
+			parts[k] = fmt.Sprintf("%d %s", k, score(d))
+		}
+		return strings.Join(parts, "  ")
+	}
+	n := "1 volume"
+	if vs.Volumes != 1 {
+		n = fmt.Sprintf("%d volumes", vs.Volumes)
+	}
+	fmt.Fprintf(w, "dice over %s: mean %s with background, %s without; per class %s\n", n, score(vs.MeanDice), score(vs.MeanDiceForeground), classes(vs.Dice))
+	for _, o := range rep.Outputs {
+		if s := o.Score; s != nil {
+			fmt.Fprintf(w, "  %s: mean %s with background, %s without; per class %s\n", o.Input, score(s.MeanDice), score(s.MeanDiceForeground), classes(s.Dice))
+		}
+	}
 }

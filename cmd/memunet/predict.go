@@ -14,7 +14,7 @@ import (
 	"github.com/memunet/memunet/tiles"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--force]"
+const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--references PATH] [--force]"
 
 func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) error {
 	sig.AtOnce("predict", "nothing was written")
@@ -31,6 +31,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	overlap := fs.Float64("overlap", -1, "share of a tile its neighbour covers, 0..0.9 (default: predict.overlap, 0.25)")
 	blend := fs.String("blend", "", "how tiles are weighed: gaussian (sigma = tile/8) or constant (default: predict.blend)")
 	force := fs.Bool("force", false, "replace an earlier prediction in --out, finished or cut off (only the files its predict.json or .unfinished lists)")
+	references := fs.String("references", "", "with a 3D UNet (model.dims 3), score each NIfTI volume against its reference mask: a mask volume, or a folder of them named as the volumes (or without nnU-Net's _0000); Dice per class and volume, means with and without background, into predict.json and the summary")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := parseFlags(fs, args, predictUsage); err != nil {
 		return err
@@ -42,7 +43,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
 	}
 	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Resize: *resize, Force: *force,
-		Tile: *tile, Overlap: *overlap, Blend: *blend}
+		Tile: *tile, Overlap: *overlap, Blend: *blend, References: *references}
 	if *overlap != -1 {
 		if err := tiles.ValidateOverlap("predict: --overlap", *overlap); err != nil {
 			return usageError{err.Error()}
