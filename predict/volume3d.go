@@ -37,15 +37,18 @@ import (
 //     the argmax is taken of the sum itself.
 //   - The windows go row by row along z. Before a row, the z-slices it
 //     reads are read from the file (data.VolumeStream: slice by slice,
-//     never the volume), windowed and normalized as data.source nifti
-//     prepares slices; after it, every z-slice no later row touches (those
+//     never the volume) and windowed to 16 bits as data.source nifti
+//     windows slices; each window is normalized as data.Window normalizes
+//     a tile (a model of C channels gets C equal ones, as from a gray
+//     image, each by its data.mean and data.std); after it, every z-slice no later row touches (those
 //     before the next row's first) is finished: its classes are written to
 //     the mask (data.MaskVolumeWriter, the input's header geometry) and,
 //     with Options.References, counted against the reference's slice.
 //
-// So the host holds a slab: the input slices of one row of windows, the
-// weighted sums of its classes x D x H x W voxels (float32), a window and
-// its logits; never the volume. volumeHost counts it.
+// So the host holds a slab: the input slices of one row of windows (16
+// bits a voxel), the weighted sums of its classes x D x H x W voxels
+// (float32), a window and its logits; never the volume. volumeHost counts
+// it.
 
 // VolumeTiling is how a volume was predicted by a 3D UNet: windows of
 // Window [D, H, W] (z, y, x), overlapping by Overlap, blended by Blend.
@@ -173,17 +176,6 @@ func newVolumeLayout(dims [3]int, window [3]int, overlap float64) (volumeLayout,
 // count is the number of windows.
 func (l volumeLayout) count() int { return l.z.count * l.y.count * l.x.count }
 
-// poolProduct is the product of a 3D UNet's poolings along each axis: a
-// window side along it must be a multiple.
-func poolProduct(cfg model.Arch) backend.Scale3 {
-	f := backend.Scale3{D: 1, H: 1, W: 1}
-	for lv := range cfg.Depth {
-		k := cfg.PoolKernel(lv)
-		f = backend.Scale3{D: f.D * k.D, H: f.H * k.H, W: f.W * k.W}
-	}
-	return f
-}
-
 // volumeWindow is a 3D UNet's window [D, H, W] (z, y, x): opts.Tile N
 // (--tile, else predict.tile) N on every axis; else the checkpoint's
 // data.patch where it holds the three sides trained on, [D, H, W]; else
@@ -207,7 +199,7 @@ func (p *Predictor) volumeWindow(opts Options) ([3]int, error) {
 		n := max(cfg.Data.Size, 1)
 		w = [3]int{n, n, n}
 	}
-	f := poolProduct(cfg.Model.Arch)
+	f := cfg.Model.Reduction() // the poolings' product along each axis
 	for i, m := range [3]int{f.D, f.H, f.W} {
 		w[i] = max(1, (w[i]+m-1)/m) * m
 	}
@@ -271,8 +263,8 @@ func (p *Predictor) planVolume(dims, window [3]int, overlap float64, sliceBytes,
 
 // volumeHost is what predicting a volume by l holds on the host beside
 // the pool, all at once: the input stream (its slice of stored voxels,
-// read buffer and gzip window) and the slice windowed to 16 bits; the
-// input slab (inDepth normalized z-slices); the weighted sums (accDepth
+// read buffer and gzip window); the input slab (inDepth z-slices
+// windowed to 16 bits); the weighted sums (accDepth
 // z-slices of K planes); a window, its logits (and their float32 copy
 // where the model computes in another precision), the weights and
 // reflected indices; a finished slice's classes and labels, the writer
@@ -284,8 +276,8 @@ func (p *Predictor) volumeHost(l volumeLayout, sliceBytes, refBytes int64) int64
 	c, k := int64(p.Config.Model.InChannels), int64(p.Config.Model.Classes)
 	px := int64(l.y.n) * int64(l.x.n)
 	win := int64(l.z.side) * int64(l.y.side) * int64(l.x.side)
-	host := data.VolumeStreamBytes + sliceBytes + 2*px
-	host += int64(l.inDepth) * px * 4
+	host := data.VolumeStreamBytes + sliceBytes
+	host += int64(l.inDepth) * px * 2
 	host += int64(l.accDepth) * k * px * 4
 	host += c*win*4 + k*win*4
 	if p.precision != backend.Float32 {
@@ -311,8 +303,6 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		return fmt.Errorf("predict: %s: --overlay and --probs apply to image files; a NIfTI volume's output is its mask volume", f.path)
 	case opts.TTA:
 		return fmt.Errorf("predict: %s: --tta (flip averaging) applies to 2D models; a 3D UNet predicts a volume without it", f.path)
-	case p.Config.Model.InChannels != 1:
-		return fmt.Errorf("predict: %s: the model takes %d channels and a NIfTI volume gives 1", f.path, p.Config.Model.InChannels)
 	}
 	window, err := p.volumeWindow(opts)
 	if err != nil {
@@ -420,12 +410,14 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 // streamVolume predicts the volume in by the windows of l, its voxels
 // windowed by [lo, hi] and normalized as the 2D slice path normalizes
 // them (data.source nifti's 16 bits, then data.Window's (v-Mean)/Std and
-// data.mean/data.std), and hands each z-slice's classes (y rows of x,
+// data.mean/data.std, channel by channel where the model takes more than
+// one), and hands each z-slice's classes (y rows of x,
 // x fastest) to emit as soon as no later window touches it, in order,
 // with a labels buffer of the slice's size for emit to use; both are
 // valid during the call.
 func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, lo, hi float64, blend string, emit func(z int, classes []uint8, labels []uint16) error) error {
-	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, 1)
+	c := p.Config.Model.InChannels
+	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
 	if err != nil {
 		return err
 	}
@@ -434,10 +426,9 @@ func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, lo, hi f
 	px := X * Y
 	td, th, tw := l.z.side, l.y.side, l.x.side
 	tv := td * th * tw
-	q := make([]uint16, px)
-	slab := make([]float32, l.inDepth*px) // input z-slice z at slot z % inDepth
+	slab := make([]uint16, l.inDepth*px) // input z-slice z at slot z % inDepth
 	acc := make([]float32, l.accDepth*k*px)
-	window := make([]float32, tv)
+	window := make([]float32, c*tv)
 	logits := make([]float32, k*tv)
 	gz, gy, gx := l.z.weights(blend), l.y.weights(blend), l.x.weights(blend)
 	ry, rx := make([]int, th), make([]int, tw)
@@ -453,15 +444,7 @@ func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, lo, hi f
 			if _, err := in.Next(); err != nil {
 				return err
 			}
-			in.Slice.Windowed16(lo, hi, q)
-			dst := slab[read%l.inDepth*px : (read%l.inDepth+1)*px]
-			for i, v := range q {
-				x := (float32(v)/65535 - data.Mean) / data.Std // data.Window's arithmetic
-				if a != nil {
-					x = x*a[0] + b[0]
-				}
-				dst[i] = x
-			}
+			in.Slice.Windowed16(lo, hi, slab[read%l.inDepth*px:(read%l.inDepth+1)*px])
 		}
 		oz := l.z.origin(iz)
 		for iy := range l.y.count {
@@ -479,12 +462,18 @@ func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, lo, hi f
 				for i := range rx {
 					rx[i] = reflect(ox+i, X)
 				}
-				for dz := range td {
-					src := slab[reflect(oz+dz, Z)%l.inDepth*px:]
-					for dy := range th {
-						row, dst := src[ry[dy]*X:], window[(dz*th+dy)*tw:(dz*th+dy+1)*tw]
-						for dx, sx := range rx {
-							dst[dx] = row[sx]
+				for ch := range c { // a gray volume gives every channel, as a gray image does
+					for dz := range td {
+						src := slab[reflect(oz+dz, Z)%l.inDepth*px:]
+						for dy := range th {
+							row, dst := src[ry[dy]*X:], window[ch*tv+(dz*th+dy)*tw:ch*tv+(dz*th+dy+1)*tw]
+							for dx, sx := range rx {
+								x := (float32(row[sx])/65535 - data.Mean) / data.Std // data.Window's arithmetic
+								if a != nil {
+									x = x*a[ch] + b[ch]
+								}
+								dst[dx] = x
+							}
 						}
 					}
 				}

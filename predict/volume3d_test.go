@@ -183,9 +183,9 @@ func wholeVolume3D(t *testing.T, p *Predictor, path string, side int, overlap fl
 		t.Fatal(err)
 	}
 	X, Y, Z := v.Dims[0], v.Dims[1], v.Dims[2]
-	k := p.Config.Model.Classes
+	k, ch := p.Config.Model.Classes, p.Config.Model.InChannels
 	lo, hi := v.IntensityWindow(p.Config.Data.NIfTI.Window)
-	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, 1)
+	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,14 +202,18 @@ func wholeVolume3D(t *testing.T, p *Predictor, path string, side int, overlap fl
 	acc := make([]float64, k*Z*Y*X)
 	wsum := make([]float64, Z*Y*X)
 	tt := side * side
-	win := make([]float32, side*tt)
+	win := make([]float32, ch*side*tt)
+	planes := make([]float32, ch*tt)
 	logits := make([]float32, k*side*tt)
 	for iz := range deep.Rows {
 		oz, _ := deep.Origin(iz * deep.Cols)
 		for tile := range plane.Count() {
 			oy, ox := plane.Origin(tile)
 			for dz := range side {
-				data.Window(pics[reflectWalk(oz+dz, Z)], 1, oy, ox, side, side, a, b, true, win[dz*tt:(dz+1)*tt])
+				data.Window(pics[reflectWalk(oz+dz, Z)], ch, oy, ox, side, side, a, b, true, planes)
+				for c := range ch {
+					copy(win[(c*side+dz)*tt:(c*side+dz+1)*tt], planes[c*tt:(c+1)*tt])
+				}
 			}
 			out, err := p.volumeLogits(logits, win, side, side, side)
 			if err != nil {
@@ -256,7 +260,9 @@ func wholeVolume3D(t *testing.T, p *Predictor, path string, side int, overlap fl
 // largest blended logits are apart by more than float32 rounding: sides
 // not multiples of the window or its stride, a depth shorter than the
 // window (padded by reflection), Gaussian and constant blends, the
-// volume's min and max or data.nifti.window, data.mean and data.std.
+// volume's min and max or data.nifti.window, data.mean and data.std, and
+// a model of three channels (the gray volume in each, normalized by each
+// channel's mean and std).
 func TestPredictVolume3DBlending(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -265,12 +271,23 @@ func TestPredictVolume3DBlending(t *testing.T) {
 		blend     string
 		window    []float64
 		mean, std []float64
+		channels  int
 	}{
-		{37, 29, 45, 0.5, tiles.Gaussian, nil, nil, nil},
-		{20, 18, 6, 0.25, tiles.Constant, []float64{-500, 1500}, []float64{0.3}, []float64{0.2}},
-		{33, 17, 40, 0.3, tiles.Gaussian, nil, []float64{0.45}, []float64{0.3}},
+		{37, 29, 45, 0.5, tiles.Gaussian, nil, nil, nil, 1},
+		{20, 18, 6, 0.25, tiles.Constant, []float64{-500, 1500}, []float64{0.3}, []float64{0.2}, 1},
+		{33, 17, 40, 0.3, tiles.Gaussian, nil, []float64{0.45}, []float64{0.3}, 1},
+		{26, 19, 21, 0.5, tiles.Gaussian, nil, []float64{0.4, 0.5, 0.6}, []float64{0.2, 0.25, 0.3}, 3},
 	} {
 		p := tiny3D(t, 3, 16, 3)
+		if tc.channels != 1 {
+			p.Close()
+			p.Config.Model.InChannels = tc.channels
+			var err error
+			if p, err = newPredictor(p.Config, cpu.New(), backend.Float32, 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+		}
 		p.Config.Data.NIfTI.Window, p.Config.Data.Mean, p.Config.Data.Std = tc.window, tc.mean, tc.std
 		in := filepath.Join(dir, "v.nii.gz")
 		writeVolume(t, in, tc.x, tc.y, tc.z)
@@ -324,8 +341,9 @@ func TestVolumePlanGrowsWithTheSlab(t *testing.T) {
 	if r := float64(wide.Host-gcSlack(wide.Host)) / float64(base.Host-gcSlack(base.Host)); r < 3 || r > 4.1 {
 		t.Errorf("2x the height and width plans %.2fx the host bytes", r)
 	}
-	// The slab: 32 z-slices of 2 classes' sums and 32 of input, 128x128.
-	slab := int64(32*2*128*128*4 + 32*128*128*4)
+	// The slab: 32 z-slices of 2 classes' sums and 32 of 16-bit input,
+	// 128x128.
+	slab := int64(32*2*128*128*4 + 32*128*128*2)
 	if base.Host < slab || base.Host > slab+8<<20 {
 		t.Errorf("host %d for a slab of %d", base.Host, slab)
 	}
