@@ -107,8 +107,8 @@ func (t *Tensor) Len() int { return t.N * t.C * t.depth() * t.H * t.W }
 // depth is a volume's depth, 1 for an image.
 func (t *Tensor) depth() int { return max(t.D, 1) }
 
-// Shape is [N,C,H,W].
-func (t *Tensor) Shape() [4]int { return [4]int{t.N, t.C, t.H, t.W} }
+// Shape is [N,C,H,W]; a volume's as the image [N,C,D*H,W].
+func (t *Tensor) Shape() [4]int { return [4]int{t.N, t.C, t.depth() * t.H, t.W} }
 
 // shape4 is the image's shape; a volume's as the image (N,C,D*H,W).
 func (t *Tensor) shape4() backend.Shape4 {
@@ -156,7 +156,7 @@ func (t *Tensor) String() string {
 
 func mustSameShape(op string, a, b *Tensor) {
 	if a.N != b.N || a.C != b.C || a.D != b.D || a.H != b.H || a.W != b.W {
-		panic(fmt.Sprintf("model: %s: shape %v does not match %v", op, a.Shape(), b.Shape()))
+		panic(fmt.Sprintf("model: %s: shape %v does not match %v", op, a, b))
 	}
 }
 

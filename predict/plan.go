@@ -46,6 +46,7 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 		return Need{}, err
 	}
 	defer dry.Close()
+	dry.depth = p.depth
 	logits, err := dry.logits(nil, n, h, w)
 	if err != nil {
 		return Need{}, err

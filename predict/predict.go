@@ -45,8 +45,11 @@ type Predictor struct {
 	// the slices of a volume, the files of a folder, the samples of a
 	// split) draws a bar with its ETA, cleared when it ends; nil: none
 	// (rundir.BarWriter says where a command draws one).
-	Progress  io.Writer
-	bar       *progressbar.ProgressBar // the bar drawn now (track)
+	Progress io.Writer
+	bar      *progressbar.ProgressBar // the bar drawn now (track)
+	// depth is a 3D UNet's dataset samples' slices, stacked in their
+	// height (data.Volumes), once Split has opened the dataset; 0 else.
+	depth     int
 	env       *model.Env
 	precision backend.DType
 	held      *heldGC // the collector held to Run's plans (nil outside Run)
@@ -111,10 +114,15 @@ func (p *Predictor) Close() {
 	}
 }
 
-// logits runs n images (N,C,H,W normalized, planar) through the model.
+// logits runs n images (N,C,H,W normalized, planar; a split's volumes
+// (N,C,D*H,W)) through the model.
 // images is nil only in a dry run (PlanBatch), which uploads nothing.
 func (p *Predictor) logits(images []float32, n, h, w int) (*model.Tensor, error) {
-	x, err := model.NewTensor(p.Device, memory.Activations, backend.Float32, n, p.Config.Model.InChannels, h, w)
+	d := 0
+	if p.Config.Model.Volumes() && p.depth > 0 { // n volumes of d slices stacked in h
+		d, h = p.depth, h/p.depth
+	}
+	x, err := model.NewVolume(p.Device, memory.Activations, backend.Float32, n, p.Config.Model.InChannels, d, h, w)
 	if err != nil {
 		return nil, err
 	}
@@ -137,13 +145,13 @@ func (p *Predictor) classes(logits *model.Tensor) ([]uint8, error) {
 // (nil in a dry run: a plan downloads nothing, so no host buffer of the
 // image's size exists before the image is known to fit).
 func (p *Predictor) argmax(logits *model.Tensor, use func(backend.View)) error {
-	buf, err := p.Pool().Alloc(memory.Activations, int64(logits.N*logits.H*logits.W))
+	s := logits.Shape() // a volume's (N,K,D*H,W)
+	buf, err := p.Pool().Alloc(memory.Activations, int64(s[0]*s[2]*s[3]))
 	if err != nil {
 		return err
 	}
 	defer p.Pool().MustFree(buf)
 	out := backend.Whole(buf, backend.Uint8)
-	s := logits.Shape()
 	p.Device.Backend.Argmax(backend.Shape4{N: s[0], C: s[1], H: s[2], W: s[3]}, out, logits.View())
 	if use != nil {
 		use(out)
@@ -182,6 +190,9 @@ func (p *Predictor) Split(name string) (data.Dataset, []int, error) {
 	}
 	if fresh && p.Config.Data.Source != data.SourceSynthetic && p.Note != nil {
 		fmt.Fprintln(p.Note, set.Report.Recap(p.Config.Invocation.Command("data check"))) // training gave the mask_values hint
+	}
+	if p.Config.Model.Volumes() {
+		p.depth = data.DepthOf(set.Data)
 	}
 	switch name {
 	case "val":

@@ -30,6 +30,9 @@ type splitInput struct {
 // name.
 func (p *Predictor) openSplit(name string, opts Options, lim Limits) (*splitInput, error) {
 	h, w, err := data.ProbeSize(p.Config.DataConfig())
+	if d, _, _, derr := data.ProbeShape(p.Config.DataConfig()); derr == nil && p.Config.Model.Volumes() {
+		p.depth = d // a 3D UNet's samples: d slices stacked in h
+	}
 	planned := err == nil && int64(h)*int64(w) <= data.MaxImagePixels
 	var need Need
 	if planned {

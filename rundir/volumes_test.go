@@ -2,7 +2,12 @@ package rundir
 
 import (
 	"context"
+	"math"
 	"testing"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/checkpoint"
+	"github.com/memunet/memunet/predict"
 
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
@@ -41,4 +46,23 @@ func TestVolumesTrainFromNIfTI(t *testing.T) {
 		t.Fatalf("foreground Dice %v after %d steps; per class %+v", fg.Dice, c.Train.Steps, sum.PerClass)
 	}
 	t.Logf("val Dice: foreground %.3f, mean %.3f", *fg.Dice, sum.ValDice)
+
+	// eval of the last checkpoint scores the validation volumes as
+	// training's last validation did.
+	ck, err := checkpoint.Open(sum.LastCheckpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ev, err := p.Evaluate("val", false, predict.Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(ev.ValDice-sum.ValDice) > 1e-9 || ev.Samples != 3 {
+		t.Errorf("eval of %d volumes: Dice %v, training's last validation %v", ev.Samples, ev.ValDice, sum.ValDice)
+	}
 }
