@@ -161,6 +161,9 @@ func (cfg SourceConfig) Validate() error {
 	if err := ValidateNorm(cfg.Mean, cfg.Std, cfg.Channels); err != nil {
 		return err
 	}
+	if cfg.Source == SourceNIfTI && cfg.NIfTI.Normalize == NormalizeZScore && !defaultNorm(cfg.Mean, cfg.Std) {
+		return fmt.Errorf("data.mean, data.std: %v, %v: data.nifti.normalize is zscore, which normalizes each volume by its own mean and std; leave data.mean and data.std out", cfg.Mean, cfg.Std)
+	}
 	if err := validateClassNames(cfg.ClassNames, cfg.Classes); err != nil {
 		return err
 	}

@@ -31,6 +31,10 @@ type NIfTIConfig struct {
 	// Window [lo, hi] maps a voxel value x to the intensity (x-lo)/(hi-lo),
 	// clamped to [0, 1]; empty: each volume's own minimum and maximum.
 	Window yamlvalue.FloatList `yaml:"window"`
+	// Normalize is window (the window to [0, 1], then data.mean and
+	// data.std) or zscore (each volume by its own mean and std, after the
+	// window's clipping where given); see Intensity.
+	Normalize string `yaml:"normalize"`
 }
 
 // validate names the first invalid data.nifti setting.
@@ -42,6 +46,9 @@ func (c NIfTIConfig) validate() error {
 		return fmt.Errorf("data.nifti.window: %v: want [lo, hi] in the volumes' units, e.g. [-1000, 400] for CT, or [] for each volume's min and max", w)
 	case len(w) == 2 && !(w[0] < w[1] && !math.IsInf(w[0], 0) && !math.IsInf(w[1], 0)):
 		return fmt.Errorf("data.nifti.window: %v: lo must be below hi, both finite", w)
+	case c.Normalize != "" && c.Normalize != NormalizeWindow && c.Normalize != NormalizeZScore:
+		return fmt.Errorf("data.nifti.normalize: %q: must be %q (the window to [0, 1], then data.mean and data.std) or %q (each volume by its own mean and std, nnU-Net's for MRI)",
+			c.Normalize, NormalizeWindow, NormalizeZScore)
 	}
 	return nil
 }
@@ -52,8 +59,8 @@ var axisName = [3]string{"x", "y", "z"}
 // niftiVolume is one image volume and its mask, as the scan found them.
 type niftiVolume struct {
 	pair
-	dims   [3]int
-	lo, hi float64 // the intensity window
+	dims [3]int
+	in   Intensity // how its voxels are normalized
 	// values holds, per slice, the distinct raw mask values when there are
 	// at most maxSliceValues of them (nil: more), for data.nifti.skip_empty.
 	values [][]uint16
@@ -160,6 +167,12 @@ func (n *niftiSet) Sample(i int, img []float32, mask []uint8) error {
 			n.vols[n.samples[i].vol].image, b.Dy(), b.Dx(), n.h, n.w)
 	}
 	normalizeDeep(oi, 1, img)
+	if in := n.vols[n.samples[i].vol].in; in.ZScore {
+		a, b := in.Affine()
+		for p, v := range img {
+			img[p] = v*a + b
+		}
+	}
 	copy(mask, om.Pix)
 	return nil
 }
@@ -178,7 +191,7 @@ func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
 		return nil, fmt.Errorf("%s: the volume changed since the dataset was opened (now %s); open it again", v.image, joinDims(img.Dims[:]))
 	}
 	e := &volumeEntry{img: make([]uint16, img.Len()), cls: make([]uint8, img.Len())}
-	q := quantizer(v.lo, v.hi)
+	q := quantizer(v.in.Lo, v.in.Hi)
 	for k := range e.img {
 		e.img[k] = q(img.At(k))
 		raw, ok := maskLabel(m.At(k))
@@ -208,17 +221,10 @@ func quantizer(lo, hi float64) func(x float64) uint16 {
 
 // IntensityWindow is the [lo, hi] a volume's voxels are windowed by, as
 // data.source nifti windows them: window (data.nifti.window) when given,
-// else the volume's own min and max.
+// else the volume's own min and max (see Intensity).
 func (v *Volume) IntensityWindow(window []float64) (lo, hi float64) {
-	if len(window) == 2 {
-		return window[0], window[1]
-	}
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for k := range v.Len() {
-		x := v.At(k)
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
+	in := v.Intensity(NIfTIConfig{Window: window})
+	return in.Lo, in.Hi
 }
 
 // SlicePicture is slice k across axis, windowed by [lo, hi] to 16 bits as
@@ -410,19 +416,16 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 		s.err = fmt.Errorf("%s: its slices across axis %d are %dx%d pixels, more than the %d memunet reads", p.image, ax, s.imgH, s.imgW, cfg.MaxPixels)
 		return s, v
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
+	st := newIntensityStats(cfg.NIfTI.Window)
 	for k := range img.Len() {
 		x := img.At(k)
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			s.err = fmt.Errorf("%s: voxel (%d, %d, %d) is %g; an image volume must hold finite values", p.image, k%v.dims[0], k/v.dims[0]%v.dims[1], k/(v.dims[0]*v.dims[1]), x)
 			return s, v
 		}
-		lo, hi = min(lo, x), max(hi, x)
+		st.add(x)
 	}
-	v.lo, v.hi = lo, hi
-	if w := cfg.NIfTI.Window; len(w) == 2 {
-		v.lo, v.hi = w[0], w[1]
-	}
+	v.in = st.intensity(cfg.NIfTI)
 	hist := map[uint16]int64{}
 	n := img.Slices(ax)
 	v.values = make([][]uint16, n)
@@ -522,8 +525,13 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		window = fmt.Sprintf("data.nifti.window [%g, %g]", w[0], w[1])
 	}
 	ns.desc = fmt.Sprintf("nifti dataset %s (%d volumes, %d slices across axis %d%s)", cfg.Path, len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, skipped)
-	rep.Slicing = fmt.Sprintf("%d -> %d slices across axis %d (%s%s); intensities: %s mapped to [0, 1] at 16 bits",
-		len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, axisName[cfg.NIfTI.Axis], skipped, window)
+	norm := "mapped to [0, 1] at 16 bits"
+	if cfg.NIfTI.Normalize == NormalizeZScore {
+		window = "each volume clipped to " + strings.TrimPrefix(window, "each volume's own ")
+		norm = "at 16 bits, then z-scored by the volume's own mean and std (data.nifti.normalize: zscore)"
+	}
+	rep.Slicing = fmt.Sprintf("%d -> %d slices across axis %d (%s%s); intensities: %s %s",
+		len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, axisName[cfg.NIfTI.Axis], skipped, window, norm)
 	split := func(int) (train, val []int) {
 		tv, vv := Split(len(volSlices), cfg.ValFraction, cfg.Seed)
 		for _, k := range tv {
@@ -541,6 +549,9 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		return nil, nil, stamps, ""
 	}
 	slicing := fmt.Sprintf("|axis %d|skip %v|window %v", cfg.NIfTI.Axis, cfg.NIfTI.SkipEmpty, cfg.NIfTI.Window)
+	if cfg.NIfTI.Normalize == NormalizeZScore {
+		slicing += "|zscore"
+	}
 	sum := sha256.Sum256([]byte(fingerprintOf(cfg.Path, kept, ns.lut) + slicing))
 	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing))
 	ns.contents = hex.EncodeToString(withBytes[:])

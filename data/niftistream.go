@@ -139,35 +139,28 @@ func (s *VolumeStream) Close() error {
 	return err
 }
 
-// StreamIntensityWindow is IntensityWindow of the volume at path without
-// holding it: window when given, else the volume's minimum and maximum,
-// found by reading it through once, slice by slice.
-func StreamIntensityWindow(path string, window []float64) (lo, hi float64, err error) {
-	if len(window) == 2 {
-		return window[0], window[1], nil
+// StreamIntensity is Volume.Intensity of the volume at path without
+// holding it: read through once, slice by slice, where the window's
+// bounds or the z-score's statistics need its voxels.
+func StreamIntensity(path string, nc NIfTIConfig) (Intensity, error) {
+	if len(nc.Window) == 2 && nc.Normalize != NormalizeZScore {
+		return Intensity{Lo: nc.Window[0], Hi: nc.Window[1]}, nil
 	}
 	s, err := OpenVolumeStream(path)
 	if err != nil {
-		return 0, 0, err
+		return Intensity{}, err
 	}
 	defer s.Close()
-	return s.Volume.streamRange(s)
-}
-
-// streamRange is the minimum and maximum of the slices s reads.
-func (v *Volume) streamRange(s *VolumeStream) (lo, hi float64, err error) {
-	first := true
+	st := newIntensityStats(nc.Window)
 	for {
 		if _, err := s.Next(); err == io.EOF {
-			return lo, hi, nil
+			return st.intensity(nc), nil
 		} else if err != nil {
-			return 0, 0, err
+			return Intensity{}, err
 		}
-		a, b := s.Slice.IntensityWindow(nil)
-		if first {
-			lo, hi, first = a, b, false
+		for k := range s.Slice.Len() {
+			st.add(s.Slice.At(k))
 		}
-		lo, hi = min(lo, a), max(hi, b)
 	}
 }
 

@@ -3,6 +3,7 @@ package data
 import (
 	"bytes"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,8 +12,8 @@ import (
 // TestVolumeStream: a volume read slice by slice along z is ReadVolume's
 // volume: its header and geometry, each slice's voxels and values (every
 // fixture: each voxel type, both byte orders, gzip or not, scaled, an
-// extension before the voxels), its intensity window (StreamIntensityWindow
-// against IntensityWindow) and its slices windowed to 16 bits as
+// extension before the voxels), its intensity (StreamIntensity against
+// Volume.Intensity, window and zscore) and its slices windowed to 16 bits as
 // SlicePicture windows them.
 func TestVolumeStream(t *testing.T) {
 	for _, name := range []string{"uint8.nii", "int16.nii.gz", "uint16_be.nii", "int32.nii.gz", "float32_ext.nii.gz", "int16_scaled.nii", "label.nii.gz"} {
@@ -30,14 +31,18 @@ func TestVolumeStream(t *testing.T) {
 			if s.Volume.Header != v.Header || s.Volume.Dims != v.Dims || s.Volume.Gzip != v.Gzip || s.Volume.Order != v.Order || s.Volume.Voxels != nil {
 				t.Fatalf("the stream's header differs from ReadVolume's")
 			}
+			for _, nc := range []NIfTIConfig{{}, {Window: []float64{-3, 9}}, {Normalize: NormalizeZScore}, {Window: []float64{-3, 9}, Normalize: NormalizeZScore}} {
+				want := v.Intensity(nc)
+				got, err := StreamIntensity(path, nc)
+				if err != nil || got.Lo != want.Lo || got.Hi != want.Hi || got.ZScore != want.ZScore ||
+					(want.ZScore && (math.Abs(got.VolMean-want.VolMean) > 1e-9*(1+math.Abs(want.VolMean)) || math.Abs(got.VolStd-want.VolStd) > 1e-9*(1+want.VolStd))) {
+					t.Fatalf("%+v: stream %+v (%v), want %+v", nc, got, err, want)
+				}
+			}
+			if in, _ := StreamIntensity(path, NIfTIConfig{Window: []float64{-3, 9}}); in.Lo != -3 || in.Hi != 9 {
+				t.Errorf("a given window: %+v", in)
+			}
 			lo, hi := v.IntensityWindow(nil)
-			slo, shi, err := StreamIntensityWindow(path, nil)
-			if err != nil || slo != lo || shi != hi {
-				t.Fatalf("stream window [%g, %g] (%v), want [%g, %g]", slo, shi, err, lo, hi)
-			}
-			if a, b, _ := StreamIntensityWindow(path, []float64{-3, 9}); a != -3 || b != 9 {
-				t.Errorf("a given window: [%g, %g]", a, b)
-			}
 			n := v.Dims[0] * v.Dims[1]
 			q := make([]uint16, n)
 			for z := range v.Dims[2] {

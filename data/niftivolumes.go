@@ -95,6 +95,7 @@ func (n *niftiVolumes) patch(i int, rng *rand.Rand, img []float32, mask []uint8)
 		return err
 	}
 	X, Y, Z := v.dims[0], v.dims[1], v.dims[2]
+	a, b := v.in.Affine()
 	size, side := [3]int{Z, Y, X}, [3]int{n.d, n.h, n.w}
 	var origin [3]int
 	for a := range 3 {
@@ -114,6 +115,9 @@ func (n *niftiVolumes) patch(i int, rng *rand.Rand, img []float32, mask []uint8)
 				}
 				k := (sz*Y+sy)*X + sx
 				img[p] = (float32(e.img[k])/65535 - Mean) / Std
+				if v.in.ZScore {
+					img[p] = img[p]*a + b
+				}
 				mask[p] = e.cls[k]
 			}
 		}

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -144,6 +145,61 @@ func TestNIfTIVolumesRefused(t *testing.T) {
 		tc.edit(&c)
 		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.key+":") {
 			t.Errorf("%s: got %v, want an error naming it", tc.key, err)
+		}
+	}
+}
+
+// TestZScoreVolumes: data.nifti.normalize zscore gives each volume's
+// training input zero mean and unit variance (whole volumes, so every
+// voxel is in the sample), in 2D slices and 3D volumes alike, and
+// MeanStd is the same normalization as data.mean and data.std.
+func TestZScoreVolumes(t *testing.T) {
+	dir, _ := writeSyntheticVolumes(t, 4)
+	for _, dims := range []int{2, 3} {
+		cfg := volumeConfig(dir)
+		cfg.Dims, cfg.NIfTI.Normalize = dims, NormalizeZScore
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		set, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, w := set.Data.Size()
+		img, mask := make([]float32, h*w), make([]uint8, h*w)
+		var sum, sumSq float64
+		n := 0
+		for i := range set.Data.Len() {
+			if err := set.Data.Sample(i, img, mask); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range img {
+				sum, sumSq = sum+float64(v), sumSq+float64(v)*float64(v)
+			}
+			n += len(img)
+			if dims == 3 { // one volume a sample
+				mean, std := sum/float64(n), math.Sqrt(sumSq/float64(n)-sum*sum/float64(n*n))
+				if math.Abs(mean) > 1e-3 || math.Abs(std-1) > 1e-3 {
+					t.Errorf("3D volume %d: mean %.5f, std %.5f", i, mean, std)
+				}
+				sum, sumSq, n = 0, 0, 0
+			}
+		}
+		if dims == 2 { // the slices of 4 volumes, each zero-mean
+			if mean := sum / float64(n); math.Abs(mean) > 1e-3 {
+				t.Errorf("2D slices: mean %.5f", mean)
+			}
+		}
+	}
+	in := Intensity{Lo: -100, Hi: 900, ZScore: true, VolMean: 150, VolStd: 80}
+	a, b := in.Affine()
+	m, s := in.MeanStd()
+	for _, v := range []float64{0, 0.3, 1} {
+		z := (float64(in.Lo) + v*(in.Hi-in.Lo) - in.VolMean) / in.VolStd
+		viaAffine := float64(a)*(v-Mean)/Std + float64(b)
+		viaMeanStd := (v - m) / s
+		if math.Abs(viaAffine-z) > 1e-5 || math.Abs(viaMeanStd-z) > 1e-5 {
+			t.Errorf("v %g: z %g, by Affine %g, by MeanStd %g", v, z, viaAffine, viaMeanStd)
 		}
 	}
 }

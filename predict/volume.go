@@ -31,7 +31,13 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 		return fmt.Errorf("predict: %w", err)
 	}
 	nc := p.Config.Data.NIfTI
-	lo, hi := v.IntensityWindow(nc.Window)
+	norm := v.Intensity(nc)
+	lo, hi := norm.Lo, norm.Hi
+	if norm.ZScore { // the volume's own statistics, as data.mean and data.std for its slices
+		defer func(mean, std []float64) { p.Config.Data.Mean, p.Config.Data.Std = mean, std }(p.Config.Data.Mean, p.Config.Data.Std)
+		m, s := norm.MeanStd()
+		p.Config.Data.Mean, p.Config.Data.Std = []float64{m}, []float64{s}
+	}
 	h, w := v.SliceSize(nc.Axis)
 	labels := make([]uint16, v.Len())
 	mask := make([]uint8, h*w)

@@ -350,7 +350,7 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		f.path, v.Dims[0], v.Dims[1], v.Dims[2], t, memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(need.Host), rssText(rss))
 	// A first pass over the file finds its min and max where
 	// data.nifti.window does not give the intensity window.
-	lo, hi, err := data.StreamIntensityWindow(f.path, p.Config.Data.NIfTI.Window)
+	norm, err := data.StreamIntensity(f.path, p.Config.Data.NIfTI)
 	if err != nil {
 		return fmt.Errorf("predict: %w", err)
 	}
@@ -378,7 +378,7 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		if err != nil {
 			return err
 		}
-		if err := p.streamVolume(in, l, lo, hi, opts.Blend, func(z int, classes []uint8, labels []uint16) error {
+		if err := p.streamVolume(in, l, norm, opts.Blend, func(z int, classes []uint8, labels []uint16) error {
 			for i, c := range classes {
 				labels[i] = uint16(c)
 				if values != nil {
@@ -408,18 +408,22 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 }
 
 // streamVolume predicts the volume in by the windows of l, its voxels
-// windowed by [lo, hi] and normalized as the 2D slice path normalizes
+// windowed by norm's [Lo, Hi] and normalized as the 2D slice path normalizes
 // them (data.source nifti's 16 bits, then data.Window's (v-Mean)/Std and
 // data.mean/data.std, channel by channel where the model takes more than
 // one), and hands each z-slice's classes (y rows of x,
 // x fastest) to emit as soon as no later window touches it, in order,
 // with a labels buffer of the slice's size for emit to use; both are
 // valid during the call.
-func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, lo, hi float64, blend string, emit func(z int, classes []uint8, labels []uint16) error) error {
+func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, norm data.Intensity, blend string, emit func(z int, classes []uint8, labels []uint16) error) error {
 	c := p.Config.Model.InChannels
 	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
 	if err != nil {
 		return err
+	}
+	if norm.ZScore { // by the volume's own statistics (data.mean and data.std are the defaults)
+		za, zb := norm.Affine()
+		a, b = slices.Repeat([]float32{za}, c), slices.Repeat([]float32{zb}, c)
 	}
 	k := p.Config.Model.Classes
 	X, Y, Z := l.x.n, l.y.n, l.z.n
@@ -444,7 +448,7 @@ func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, lo, hi f
 			if _, err := in.Next(); err != nil {
 				return err
 			}
-			in.Slice.Windowed16(lo, hi, slab[read%l.inDepth*px:(read%l.inDepth+1)*px])
+			in.Slice.Windowed16(norm.Lo, norm.Hi, slab[read%l.inDepth*px:(read%l.inDepth+1)*px])
 		}
 		oz := l.z.origin(iz)
 		for iy := range l.y.count {

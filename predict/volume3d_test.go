@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,10 +185,15 @@ func wholeVolume3D(t *testing.T, p *Predictor, path string, side int, overlap fl
 	}
 	X, Y, Z := v.Dims[0], v.Dims[1], v.Dims[2]
 	k, ch := p.Config.Model.Classes, p.Config.Model.InChannels
-	lo, hi := v.IntensityWindow(p.Config.Data.NIfTI.Window)
+	norm := v.Intensity(p.Config.Data.NIfTI)
+	lo, hi := norm.Lo, norm.Hi
 	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, ch)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if norm.ZScore {
+		za, zb := norm.Affine()
+		a, b = slices.Repeat([]float32{za}, ch), slices.Repeat([]float32{zb}, ch)
 	}
 	pics := make([]image.Image, Z)
 	for z := range Z {
@@ -272,11 +278,14 @@ func TestPredictVolume3DBlending(t *testing.T) {
 		window    []float64
 		mean, std []float64
 		channels  int
+		zscore    bool
 	}{
-		{37, 29, 45, 0.5, tiles.Gaussian, nil, nil, nil, 1},
-		{20, 18, 6, 0.25, tiles.Constant, []float64{-500, 1500}, []float64{0.3}, []float64{0.2}, 1},
-		{33, 17, 40, 0.3, tiles.Gaussian, nil, []float64{0.45}, []float64{0.3}, 1},
-		{26, 19, 21, 0.5, tiles.Gaussian, nil, []float64{0.4, 0.5, 0.6}, []float64{0.2, 0.25, 0.3}, 3},
+		{37, 29, 45, 0.5, tiles.Gaussian, nil, nil, nil, 1, false},
+		{20, 18, 6, 0.25, tiles.Constant, []float64{-500, 1500}, []float64{0.3}, []float64{0.2}, 1, false},
+		{33, 17, 40, 0.3, tiles.Gaussian, nil, []float64{0.45}, []float64{0.3}, 1, false},
+		{26, 19, 21, 0.5, tiles.Gaussian, nil, []float64{0.4, 0.5, 0.6}, []float64{0.2, 0.25, 0.3}, 3, false},
+		{31, 22, 19, 0.5, tiles.Gaussian, nil, nil, nil, 1, true},
+		{23, 20, 17, 0.25, tiles.Gaussian, []float64{-200, 900}, nil, nil, 1, true},
 	} {
 		p := tiny3D(t, 3, 16, 3)
 		if tc.channels != 1 {
@@ -289,6 +298,10 @@ func TestPredictVolume3DBlending(t *testing.T) {
 			defer p.Close()
 		}
 		p.Config.Data.NIfTI.Window, p.Config.Data.Mean, p.Config.Data.Std = tc.window, tc.mean, tc.std
+		p.Config.Data.NIfTI.Normalize = data.NormalizeWindow
+		if tc.zscore {
+			p.Config.Data.NIfTI.Normalize = data.NormalizeZScore
+		}
 		in := filepath.Join(dir, "v.nii.gz")
 		writeVolume(t, in, tc.x, tc.y, tc.z)
 		out := t.TempDir()
