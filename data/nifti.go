@@ -387,6 +387,16 @@ func maskHeader(like *Volume, hi uint16) (h [niftiHeaderSize]byte, size int) {
 	return h, size
 }
 
+// Spacing is the voxel size along x, y and z (pixdim[1..3], their
+// absolute values) and its unit as xyzt_units says: "m", "mm", "um", or
+// "" when the header gives none.
+func (v *Volume) Spacing() (size [3]float64, unit string) {
+	for k := range size {
+		size[k] = math.Abs(float64(math.Float32frombits(v.Order.Uint32(v.Header[niftiPixdim+4*(k+1):]))))
+	}
+	return size, map[byte]string{1: "m", 2: "mm", 3: "um"}[v.Header[123]&0x07]
+}
+
 // Geometry is the header bytes that place a volume in space: dim, pixdim,
 // xyzt_units, qform and sform; two volumes with equal Geometry overlay.
 func (v *Volume) Geometry() []byte {

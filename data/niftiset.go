@@ -61,6 +61,8 @@ type niftiVolume struct {
 	pair
 	dims [3]int
 	in   Intensity // how its voxels are normalized
+	// spacing words its voxel size, e.g. "0.8x0.8x3 mm"
+	spacing string
 	// values holds, per slice, the distinct raw mask values when there are
 	// at most maxSliceValues of them (nil: more), for data.nifti.skip_empty.
 	values [][]uint16
@@ -403,6 +405,8 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 		}
 	}
 	v.dims = img.Dims
+	size, unit := img.Spacing()
+	v.spacing = strings.TrimSpace(fmt.Sprintf("%gx%gx%g %s", size[0], size[1], size[2], unit))
 	ax := cfg.NIfTI.Axis
 	s.imgH, s.imgW = img.SliceSize(ax)
 	s.maskH, s.maskW = m.SliceSize(ax)
@@ -516,6 +520,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		sums = append(sums, results[k].sums)
 		volSlices = append(volSlices, idx)
 	}
+	rep.Spacing = spacings(ns.vols)
 	skipped := ""
 	if cfg.NIfTI.SkipEmpty {
 		skipped = fmt.Sprintf(", %d without foreground left out", total-len(ns.samples))
@@ -556,6 +561,30 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing))
 	ns.contents = hex.EncodeToString(withBytes[:])
 	return ns, split, stamps, hex.EncodeToString(sum[:])
+}
+
+// spacings words the volumes' voxel sizes: "1x1x1 mm", or the distinct
+// ones with their counts, most frequent first, where they differ (memunet
+// does not resample: a model sees voxels, whatever their size).
+func spacings(vols []niftiVolume) string {
+	count := map[string]int{}
+	for _, v := range vols {
+		count[v.spacing]++
+	}
+	kinds := slices.SortedFunc(maps.Keys(count), func(a, b string) int {
+		if count[a] != count[b] {
+			return count[b] - count[a]
+		}
+		return strings.Compare(a, b)
+	})
+	if len(kinds) == 1 {
+		return kinds[0] + " (x, y, z)"
+	}
+	parts := make([]string, len(kinds))
+	for k, s := range kinds {
+		parts[k] = fmt.Sprintf("%s: %d", s, count[s])
+	}
+	return fmt.Sprintf("%d spacings (x, y, z: volumes): %s; memunet does not resample, so a model sees voxels of each size", len(kinds), strings.Join(parts, ", "))
 }
 
 // niftiSliceSize is the slice size of the first volume of a nifti set, for

@@ -44,6 +44,9 @@ func TestNIfTIVolumesWhole(t *testing.T) {
 	if d, h, w := SampleShape(ds); ds.Len() != 6 || d != 16 || h != 16 || w != 16 {
 		t.Fatalf("%d samples of %dx%dx%d; want 6 of 16^3", ds.Len(), d, h, w)
 	}
+	if got := set.Report.Spacing; got != "1x1x1 mm (x, y, z)" {
+		t.Errorf("voxel spacing %q, want the written 1x1x1 mm", got)
+	}
 	if len(set.Train)+len(set.Val) != 6 || len(set.Val) == 0 {
 		t.Fatalf("split %v / %v", set.Train, set.Val)
 	}

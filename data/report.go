@@ -54,6 +54,8 @@ type Report struct {
 	// Slicing says how nifti volumes became slices: counts, the axis, the
 	// intensity window.
 	Slicing string
+	// Spacing words the nifti volumes' voxel sizes (pixdim, units).
+	Spacing string
 	// Mapping is the class of each raw value 0..MaxMaskValue, indexed by
 	// the value (-1: not a class; Ignore: ignored); Discovered says it came
 	// from a scan; MappingDesc says how.
@@ -264,6 +266,9 @@ func (r *Report) Write(w io.Writer) {
 	}
 	if r.Slicing != "" {
 		fmt.Fprintf(w, "volumes: %s\n", r.Slicing)
+	}
+	if r.Spacing != "" {
+		fmt.Fprintf(w, "voxel spacing: %s\n", r.Spacing)
 	}
 	if len(r.ImageFormats) > 0 {
 		var parts []string
