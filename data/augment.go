@@ -14,6 +14,7 @@ import (
 // nearest (classes are never blended), images bilinearly.
 type Augment struct {
 	VFlip bool `yaml:"vflip"` // mirror top-bottom with probability 1/2
+	ZFlip bool `yaml:"zflip"` // volumes: mirror along z (the slices reversed) with probability 1/2
 	Rot90 bool `yaml:"rot90"` // rotate by 0, 90, 180 or 270 degrees, uniformly (square images)
 	// CropScale [min, max]: a random resized crop of that share of the area
 	// (aspect ratio 3/4..4/3, log-uniform), scaled back to the size;
@@ -28,13 +29,15 @@ type Augment struct {
 
 // Any reports whether a is not the identity.
 func (a Augment) Any() bool {
-	return a.VFlip || a.Rot90 || len(a.CropScale) == 2 || a.Brightness > 0 || a.Contrast > 0
+	return a.VFlip || a.ZFlip || a.Rot90 || len(a.CropScale) == 2 || a.Brightness > 0 || a.Contrast > 0
 }
 
 // Validate names the first invalid setting; h and w are the final size
-// (rot90 needs a square).
-func (a Augment) Validate(h, w int) error {
+// (a volume's slice: rot90 needs a square), volumes says model.dims is 3.
+func (a Augment) Validate(h, w int, volumes bool) error {
 	switch {
+	case a.ZFlip && !volumes:
+		return fmt.Errorf("data.augment.zflip: mirrors volumes along z, and model.dims is 2 (images); use data.augment.vflip or data.flip")
 	case a.Rot90 && h != w && h > 0 && w > 0:
 		return fmt.Errorf("data.augment.rot90: the images are %dx%d; rotations keep only square images' size: set data.resize to a square or drop rot90", h, w)
 	case len(a.CropScale) != 0 && len(a.CropScale) != 2:
@@ -52,20 +55,32 @@ func augmentRand(seed uint64, epoch, i int) *rand.Rand {
 	return newRand(seed^0x6175676d, mix64(uint64(epoch))^uint64(i))
 }
 
-// apply augments one sample in place: image (c planes of h x w) and mask.
-func (a Augment) apply(rng *rand.Rand, img []float32, mask []uint8, c, h, w int) {
-	if a.VFlip && rng.IntN(2) == 1 {
-		for ch := range c {
-			flipRows(img[ch*h*w:(ch+1)*h*w], h, w)
+// apply augments one sample in place: image (c channels of d slices of
+// h x w, d 1 for an image; see Volumes) and mask (d slices). Each choice
+// is drawn once and made on every slice alike: in-plane for volumes,
+// with ZFlip reversing the slices.
+func (a Augment) apply(rng *rand.Rand, img []float32, mask []uint8, c, d, h, w int) {
+	hw := h * w
+	planes := func(f func(img []float32), m func(mask []uint8)) {
+		for p := range c * d {
+			f(img[p*hw : (p+1)*hw])
 		}
-		flipRows(mask, h, w)
+		for z := range d {
+			m(mask[z*hw : (z+1)*hw])
+		}
+	}
+	if a.VFlip && rng.IntN(2) == 1 {
+		planes(func(p []float32) { flipRows(p, h, w) }, func(m []uint8) { flipRows(m, h, w) })
+	}
+	if a.ZFlip && rng.IntN(2) == 1 {
+		for ch := range c {
+			flipRows(img[ch*d*hw:(ch+1)*d*hw], d, hw) // the slices reversed
+		}
+		flipRows(mask, d, hw)
 	}
 	if a.Rot90 && h == w {
 		if k := rng.IntN(4); k > 0 {
-			for ch := range c {
-				rotate(img[ch*h*w:(ch+1)*h*w], h, k)
-			}
-			rotate(mask, h, k)
+			planes(func(p []float32) { rotate(p, h, k) }, func(m []uint8) { rotate(m, h, k) })
 		}
 	}
 	if len(a.CropScale) == 2 {
@@ -74,23 +89,20 @@ func (a Augment) apply(rng *rand.Rand, img []float32, mask []uint8, c, h, w int)
 		cw := min(w, max(1, int(math.Round(math.Sqrt(area*ratio)))))
 		ch := min(h, max(1, int(math.Round(math.Sqrt(area/ratio)))))
 		x0, y0 := rng.IntN(w-cw+1), rng.IntN(h-ch+1)
-		for p := range c {
-			cropResize(img[p*h*w:(p+1)*h*w], h, w, x0, y0, cw, ch)
-		}
-		cropNearest(mask, h, w, x0, y0, cw, ch)
+		planes(func(p []float32) { cropResize(p, h, w, x0, y0, cw, ch) }, func(m []uint8) { cropNearest(m, h, w, x0, y0, cw, ch) })
 	}
 	if a.Brightness > 0 || a.Contrast > 0 {
 		f := 1 + uniform(rng, -a.Contrast, a.Contrast)
-		d := uniform(rng, -a.Brightness, a.Brightness)
-		for p := range c {
-			plane := img[p*h*w : (p+1)*h*w]
+		d0 := uniform(rng, -a.Brightness, a.Brightness)
+		for p := range c { // a channel's mean over the whole image or volume
+			plane := img[p*d*hw : (p+1)*d*hw]
 			var mean float64
 			for _, v := range plane {
 				mean += float64(v)
 			}
 			mean /= float64(len(plane))
 			for k, v := range plane {
-				plane[k] = float32((float64(v)-mean)*f + mean + d)
+				plane[k] = float32((float64(v)-mean)*f + mean + d0)
 			}
 		}
 	}
@@ -157,7 +169,7 @@ func cropNearest(mask []uint8, h, w, x0, y0, cw, ch int) {
 // used): an in-memory Dataset of len(idx) samples, for data preview.
 func Augmented(ds Dataset, idx []int, cfg LoaderConfig, epoch int) (Dataset, error) {
 	c := ds.Channels()
-	h, w := ds.Size()
+	h, w := ds.Size() // a volume's slices stacked
 	l := &Loader{ds: ds, cfg: cfg}
 	images, masks := make([]float32, len(idx)*c*h*w), make([]uint8, len(idx)*h*w)
 	if err := l.fill(epoch, idx, images, masks); err != nil {

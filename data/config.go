@@ -167,7 +167,7 @@ func (cfg SourceConfig) Validate() error {
 	if err := validateClassNames(cfg.ClassNames, cfg.Classes); err != nil {
 		return err
 	}
-	if err := cfg.Augment.Validate(0, 0); err != nil {
+	if err := cfg.Augment.Validate(0, 0, cfg.Volumes()); err != nil {
 		return err
 	}
 	if err := cfg.validateVolumes(); err != nil {
@@ -208,8 +208,6 @@ func (cfg SourceConfig) validateVolumes() error {
 		return fmt.Errorf("data.resize: %v: %s, whose samples are not resized; leave data.resize out", cfg.Resize, why)
 	case cfg.Scale != 0 && cfg.Scale != 1:
 		return fmt.Errorf("data.scale: %g: %s, whose samples are not scaled; leave data.scale out", cfg.Scale, why)
-	case cfg.Augment.Any():
-		return fmt.Errorf("data.augment: %s, and the augmentations are in-plane 2D ones; turn them off (data.flip mirrors volumes left-right)", why)
 	case cfg.Source == SourceSynthetic && len(p) != 0:
 		return fmt.Errorf("data.patch: %v: %s, and synthetic volumes are trained whole; leave data.patch out and set data.size", p, why)
 	case cfg.Source == SourceSynthetic && cfg.Size%fd != 0:

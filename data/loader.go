@@ -226,13 +226,14 @@ func (l *Loader) fill(epoch int, idx []int, images []float32, masks []uint8) err
 		return err
 	}
 	c := l.ds.Channels()
-	h, w := l.ds.Size()
+	h, w := l.ds.Size() // a volume's d slices stacked
+	d := DepthOf(l.ds)
 	defer func() {
 		if !l.cfg.Augment.Any() {
 			return
 		}
 		for b, i := range idx {
-			l.cfg.Augment.apply(augmentRand(l.cfg.Seed, epoch, i), images[b*c*h*w:(b+1)*c*h*w], masks[b*h*w:(b+1)*h*w], c, h, w)
+			l.cfg.Augment.apply(augmentRand(l.cfg.Seed, epoch, i), images[b*c*h*w:(b+1)*c*h*w], masks[b*h*w:(b+1)*h*w], c, d, h/d, w)
 		}
 	}()
 	if !l.cfg.Flip {

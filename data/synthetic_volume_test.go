@@ -80,7 +80,6 @@ func TestVolumesRefuse2DPreparations(t *testing.T) {
 		{"data.resize", func(c *SourceConfig) { c.Resize = []int{16, 16} }},
 		{"data.scale", func(c *SourceConfig) { c.Scale = 0.5 }},
 		{"data.patch", func(c *SourceConfig) { c.Patch = []int{8, 8} }},
-		{"data.augment", func(c *SourceConfig) { c.Augment.VFlip = true }},
 		{"data.size", func(c *SourceConfig) { c.Size, c.DepthMultiple, c.SizeMultiple = 18, 4, 1 }},
 		{"data.size", func(c *SourceConfig) { c.Size = 512 }},
 		{"data.source", func(c *SourceConfig) { c.Source, c.Path, c.Channels = SourceFolder, "x", 3 }},

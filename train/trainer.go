@@ -260,8 +260,8 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	}
 	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
 	// that every micro-batch has the same size and memory.
-	if h, w := set.Data.Size(); cfg.Data.Augment.Validate(h, w) != nil {
-		return nil, cfg.Data.Augment.Validate(h, w)
+	if _, h, w := data.SampleShape(set.Data); cfg.Data.Augment.Validate(h, w, cfg.Model.Volumes()) != nil {
+		return nil, cfg.Data.Augment.Validate(h, w, cfg.Model.Volumes())
 	}
 	t.microPerEpoch = len(t.trainIdx) / (batch * accum * ranks) * accum // each covers batch x ranks samples
 	total := cfg.Train.Steps
