@@ -46,6 +46,9 @@ func RunGorgonia(cfg config.Config, steps int, outDir string, onStep func(step i
 	if cfg.Data.Source != "synthetic" {
 		return fmt.Errorf("gorgonia: the reference run uses the synthetic data; data.source is %q", cfg.Data.Source)
 	}
+	if cfg.Model.Volumes() {
+		return fmt.Errorf("gorgonia: the reference run is a 2D UNet (gorgonia's convolutions are 2D); model.dims is 3")
+	}
 	lock, err := claimGorgoniaOut(outDir)
 	if err != nil {
 		return err

@@ -521,6 +521,9 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		volSlices = append(volSlices, idx)
 	}
 	rep.Spacing = spacings(ns.vols)
+	for _, v := range ns.vols {
+		rep.MaxDepth = max(rep.MaxDepth, v.dims[2])
+	}
 	skipped := ""
 	if cfg.NIfTI.SkipEmpty {
 		skipped = fmt.Sprintf(", %d without foreground left out", total-len(ns.samples))

@@ -40,9 +40,11 @@ type Report struct {
 	Height, Width int
 	// Depth is a volume's slices (model.dims 3), stacked in Height; 0 for
 	// images.
-	Depth   int
-	Resized string
-	Patched string
+	Depth int
+	// MaxDepth is the most slices a nifti volume has.
+	MaxDepth int
+	Resized  string
+	Patched  string
 	// Values are the raw mask values found, ascending, each with its
 	// pixels and the masks holding it; Value looks one up.
 	Values []MaskValue

@@ -185,11 +185,19 @@ func PrintPatchSuggestion(w io.Writer, s train.PatchSuggestion, capacity int64, 
 		fmt.Fprintln(w, note)
 	}
 	fb := memory.FormatBytes
-	fmt.Fprintf(w, "data.patch: [%d, %d] is the largest square patch that fits %s: planned peak %s reserved (%s allocated), %s x %d micro-batches, %s, checkpoint %s\n",
-		s.Size, s.Size, fb(capacity), fb(s.Row.PeakReservedBytes), fb(s.Row.PeakAllocatedBytes),
+	patch, shape := fmt.Sprintf("[%d, %d]", s.Size, s.Size), "square"
+	if s.Row.Config.Model.Volumes() {
+		patch, shape = fmt.Sprintf("[%d, %d, %d]", s.Size, s.Size, s.Size), "cubic"
+	}
+	fmt.Fprintf(w, "data.patch: %s is the largest %s patch that fits %s: planned peak %s reserved (%s allocated), %s x %d micro-batches, %s, checkpoint %s\n",
+		patch, shape, fb(capacity), fb(s.Row.PeakReservedBytes), fb(s.Row.PeakAllocatedBytes),
 		fmt.Sprint(s.Row.MicroBatch), s.Row.Accumulate, s.Row.Precision, s.Row.Config.Model.Checkpoint.String())
 	if s.Next > 0 {
-		_, err := fmt.Fprintf(w, "the next size, [%d, %d], needs %s\n", s.Next, s.Next, fb(s.NextBytes))
+		next := fmt.Sprintf("[%d, %d]", s.Next, s.Next)
+		if s.Row.Config.Model.Volumes() {
+			next = fmt.Sprintf("[%d, %d, %d]", s.Next, s.Next, s.Next)
+		}
+		_, err := fmt.Fprintf(w, "the next size, %s, needs %s\n", next, fb(s.NextBytes))
 		return err
 	}
 	_, err := fmt.Fprintf(w, "it is the images' smaller side (%d): a larger patch would only be padding\n", s.Limit)

@@ -22,7 +22,7 @@ type PatchSuggestion struct {
 	Limit int
 }
 
-// SuggestPatch finds the largest square data.patch, a multiple of
+// SuggestPatch finds the largest square data.patch (a cube for volumes), a multiple of
 // 2^model.depth no larger than the images' smaller side, whose exact plan
 // (cfg's variant: precision, recompute, batch) fits capacity in reserved
 // bytes and, where host > 0, whose need of host memory (HostNeed: the pool
@@ -39,7 +39,7 @@ func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, err
 	}
 	plan := func(side int) (PlanRow, error) {
 		c := cfg
-		c.Data.Patch = []int{side, side}
+		c.Data.Patch = patchOf(cfg, side)
 		row, err := PlanConfig(c)
 		if err == nil && row.Error != "" {
 			err = fmt.Errorf("%s", row.Error)
@@ -76,8 +76,8 @@ func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, err
 			limit = host
 			need, _ = HostNeed(row, row.Samples)
 		}
-		return s, fmt.Errorf("no patch fits %s: the smallest, [%d, %d], needs %s; lower train.batch_size or model.base, or use model.checkpoint or train.precision to save memory",
-			memory.FormatBytes(limit), f, f, memory.FormatBytes(need))
+		return s, fmt.Errorf("no patch fits %s: the smallest, %v, needs %s; lower train.batch_size or model.base, or use model.checkpoint or train.precision to save memory",
+			memory.FormatBytes(limit), patchOf(cfg, f), memory.FormatBytes(need))
 	}
 	s.Size, s.Row = lo*f, rows[lo]
 	if lo*f+f <= limit {
@@ -92,11 +92,20 @@ func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, err
 	return s, nil
 }
 
+// patchOf is the square patch of a side (a cube for volumes).
+func patchOf(cfg config.Config, side int) []int {
+	if cfg.Model.Volumes() {
+		return []int{side, side, side}
+	}
+	return []int{side, side}
+}
+
 // patchLimit is the smaller side of the largest image cfg's data holds
-// (after data.resize), rounded down to a multiple of f.
+// (after data.resize; a volume's smallest side), rounded down to a
+// multiple of f.
 func patchLimit(cfg config.Config, f int) (int, error) {
 	c := cfg
-	c.Data.Patch = []int{f, f} // opens images of any size
+	c.Data.Patch = patchOf(cfg, f) // opens images of any size
 	set, err := OpenSet(c)
 	if err != nil {
 		return 0, err
@@ -109,6 +118,9 @@ func patchLimit(cfg config.Config, f int) (int, error) {
 		if len(cfg.Data.Resize) == 0 {
 			side = max(side, min(sz.H, sz.W))
 		}
+	}
+	if d := set.Report.MaxDepth; cfg.Model.Volumes() && d > 0 {
+		side = min(side, d)
 	}
 	if side < f {
 		return 0, fmt.Errorf("the images' smaller side, %d, is below 2^model.depth = %d: no patch to suggest", side, f)

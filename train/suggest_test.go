@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 )
 
 // TestSuggestPatch: the suggestion is the largest multiple of 2^depth
@@ -57,5 +58,39 @@ func TestSuggestPatch(t *testing.T) {
 	}
 	if _, err := SuggestPatch(cfg, at(4)-1, 0); err == nil || !strings.Contains(err.Error(), "no patch fits") {
 		t.Errorf("too small: %v", err)
+	}
+}
+
+// TestSuggestPatchVolumes: for a 3D UNet on NIfTI volumes the suggestion
+// is the largest cube, a multiple of 2^depth no larger than the volumes'
+// smallest side, whose plan fits.
+func TestSuggestPatchVolumes(t *testing.T) {
+	syn, err := data.NewSyntheticExact(data.SyntheticConfig{Count: 6, Size: 24, Depth: 24, Classes: 2, Seed: 3, Noise: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := data.WriteVolumeFolder(syn, dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Model.Dims, cfg.Model.InChannels, cfg.Model.Classes, cfg.Model.Base, cfg.Model.Depth = 3, 1, 2, 4, 2
+	cfg.Data.Source, cfg.Data.Path, cfg.Data.Patch = data.SourceNIfTI, dir, []int{8, 8, 8}
+	cfg.Train.BatchSize = 2
+	at := func(side int) int64 {
+		c := cfg
+		c.Data.Patch = []int{side, side, side}
+		row, err := PlanConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row.PeakReservedBytes
+	}
+	s, err := SuggestPatch(cfg, at(16), 0)
+	if err != nil || s.Size != 16 || s.Next != 20 || s.NextBytes != at(20) || s.Row.Config.Data.Patch[2] != 16 {
+		t.Errorf("capacity of a 16^3 patch: %d (next %d, %d bytes), %v", s.Size, s.Next, s.NextBytes, err)
+	}
+	if s, err := SuggestPatch(cfg, 1<<40, 0); err != nil || s.Size != 24 || s.Next != 0 {
+		t.Errorf("any capacity: %d, next %d, %v; want the volumes' side 24", s.Size, s.Next, err)
 	}
 }
