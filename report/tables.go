@@ -101,7 +101,7 @@ func PrintValidationTable(w io.Writer, names []string, runs []Curves) error {
 func PrintBench(w io.Writer, r bench.Result) error {
 	peak, least, most := r.Peak()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"variant", "micro x acc", "step ms", "min..max", "GFLOP/s", "% peak"}
+	head := []string{"variant", "micro x acc", "step ms", "min..max", "GFLOP/s", "% peak", "conv % peak"}
 	for k := range model.NumKinds {
 		head = append(head, k.String())
 	}
@@ -114,16 +114,19 @@ func PrintBench(w io.Writer, r bench.Result) error {
 			fmt.Fprintf(tw, "%s\t%s\t\n", row.Name, row.Error)
 			continue
 		}
-		share := "-"
+		share, convShare := "-", "-"
 		if peak > 0 {
 			share = fmt.Sprintf("%.0f", 100*row.GFLOPs/peak)
+			if row.ConvGFLOPs > 0 {
+				convShare = fmt.Sprintf("%.0f", 100*row.ConvGFLOPs/peak)
+			}
 		}
 		winograd = winograd || row.Winograd
 		if row.Counted {
 			counts = append(counts, fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
 				row.Name, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep))
 		}
-		cells := []string{row.Name, row.Variant, ms(row.StepMS), ms(row.StepMSMin) + ".." + ms(row.StepMSMax), ms(row.GFLOPs), share}
+		cells := []string{row.Name, row.Variant, ms(row.StepMS), ms(row.StepMSMin) + ".." + ms(row.StepMSMax), ms(row.GFLOPs), share, convShare}
 		for _, v := range row.KindMS {
 			cells = append(cells, ms(v))
 		}
@@ -132,7 +135,8 @@ func PrintBench(w io.Writer, r bench.Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	lines := []string{"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping."}
+	lines := []string{"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+		"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak."}
 	if len(r.PeakSamples) > 0 {
 		lines = append(lines, fmt.Sprintf("%% peak: of the FMA peak's median, %.1f GFLOP/s, of %d samples taken between the variants (%.1f..%.1f; %s micro-kernel from L1 on %d cores)",
 			peak, len(r.PeakSamples), least, most, r.Kernel, r.Cores))

@@ -43,29 +43,33 @@ func TestTables(t *testing.T) {
 			[]string{"run steps validations last val miou best val miou at step", "a 4 2 0.6000 0.7000 2", "b 2 0 - - -"}},
 		{"bench", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{PeakSamples: []float64{150, 200, 210}, Kernel: "avx2", Cores: 2, Rows: []bench.Row{
-				{Name: "config", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 12.34, StepMSMin: 12, StepMSMax: 15.55, GFLOPs: 50, KindMS: [model.NumKinds]float64{1, 2, 3, 4, 5, 6, 7, 8}, OptimizerMS: 0.25, OtherMS: 0.04}},
+				{Name: "config", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 12.34, StepMSMin: 12, StepMSMax: 15.55, GFLOPs: 50, ConvGFLOPs: 80, KindMS: [model.NumKinds]float64{1, 2, 3, 4, 5, 6, 7, 8}, OptimizerMS: 0.25, OtherMS: 0.04}},
 				{Name: "bogus", Error: "unknown variant"}}})
-		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
-			"config 4 x 1 12.3 12.0..15.6 50.0 25 1.0 2.0 3.0 4.0 5.0 6.0 7.0 8.0 0.2 0.0", "bogus unknown variant",
+		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"config 4 x 1 12.3 12.0..15.6 50.0 25 40 1.0 2.0 3.0 4.0 5.0 6.0 7.0 8.0 0.2 0.0", "bogus unknown variant",
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
 			"% peak: of the FMA peak's median, 200.0 GFLOP/s, of 3 samples taken between the variants (150.0..210.0; avx2 micro-kernel from L1 on 2 cores)"}},
 		{"bench without a peak", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{Rows: []bench.Row{{Name: "fp16", BenchRow: train.BenchRow{Variant: "2 x 2", StepMS: 1, StepMSMin: 1, StepMSMax: 1, GFLOPs: 3}}}})
-		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
-			"fp16 2 x 2 1.0 1.0..1.0 3.0 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
-			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping."}},
+		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"fp16 2 x 2 1.0 1.0..1.0 3.0 - - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak."}},
 		{"bench on a counting device", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{Rows: []bench.Row{{Name: "fp16", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 2, StepMSMin: 2, StepMSMax: 2, GFLOPs: 3, Counted: true, LaunchesPerStep: 412, CopiesPerStep: 2, SyncsPerStep: 0.5}}}})
-		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
-			"fp16 4 x 1 2.0 2.0..2.0 3.0 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"fp16 4 x 1 2.0 2.0..2.0 3.0 - - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
 			"device work per optimizer step, mean over the timed steps:",
 			"fp16: 412.0 kernel launches, 2.0 blocking copies to the host, 0.5 waits for all work"}},
 		{"bench with Winograd", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{PeakSamples: []float64{100}, Kernel: "avx512", Cores: 2, Rows: []bench.Row{{Name: "baseline", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 1, StepMSMin: 1, StepMSMax: 1, GFLOPs: 110, Winograd: true}}}})
-		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
-			"baseline 4 x 1 1.0 1.0..1.0 110.0 110 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"baseline 4 x 1 1.0 1.0..1.0 110.0 110 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
 			"% peak: of the FMA peak's median, 100.0 GFLOP/s, of 1 samples taken between the variants (100.0..100.0; avx512 micro-kernel from L1 on 2 cores)",
 			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100."}},
 		{"bench repeats", func(b *bytes.Buffer) {

@@ -20,6 +20,9 @@ type BenchRow struct {
 	// Winograd multiplies 2.25x fewer, so it may pass the FMA peak).
 	StepMS float64 `json:"step_ms"`
 	GFLOPs float64 `json:"gflops"`
+	// ConvGFLOPs is the convolutions' rate in their own time (conv
+	// forward and backward columns): the kernels' share of the peak.
+	ConvGFLOPs float64 `json:"conv_gflops"`
 	// StepMSMin and StepMSMax are the fastest and slowest timed steps.
 	StepMSMin float64 `json:"step_ms_min"`
 	StepMSMax float64 `json:"step_ms_max"`
@@ -86,6 +89,9 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 		accounted += totals[k]
 	}
 	row.OptimizerMS, row.OtherMS = per(tr.OptimizerTime), per(total-accounted)
+	if conv := row.KindMS[model.KindConvForward] + row.KindMS[model.KindConvBackward]; conv > 0 {
+		row.ConvGFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (conv / 1000) / 1e9
+	}
 	if counted {
 		l1, c1, s1 := counter.Counts()
 		n := float64(steps)
