@@ -143,8 +143,8 @@ func (cfg SourceConfig) Validate() error {
 		switch {
 		case cfg.Path == "":
 			return fmt.Errorf("data.path: empty: data.source nifti reads DIR/images/*.nii[.gz] and DIR/masks/*.nii[.gz]; set data.path")
-		case cfg.Channels != 1:
-			return fmt.Errorf("model.in_channels: %d: NIfTI volumes are read as one channel; set model.in_channels: 1", cfg.Channels)
+		case cfg.Channels < 1:
+			return fmt.Errorf("model.in_channels: %d: a NIfTI case gives one channel per modality (NAME_0000.nii.gz, NAME_0001.nii.gz, ...); set model.in_channels to their number", cfg.Channels)
 		}
 		if err := cfg.NIfTI.validate(); err != nil {
 			return err

@@ -28,7 +28,13 @@ type pair struct {
 	id    string // file stem (folder) or list entry (voc)
 	image string // path
 	mask  string // path
+	// more are a nifti case's other modalities, channel 1 on
+	// (NAME_0001.nii.gz, ...; image is NAME_0000's); nil for one channel.
+	more []string
 }
+
+// channels is the pair's image files, channel 0 first.
+func (p pair) channels() []string { return append([]string{p.image}, p.more...) }
 
 // Problem is something wrong with the data, naming the file (or folder) it
 // is about. A fatal problem stops training; the others are warnings.

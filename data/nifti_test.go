@@ -357,9 +357,9 @@ func TestNIfTISetProblems(t *testing.T) {
 		}
 	}
 	cfg := niftiConfig(dir)
-	cfg.Channels = 3
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "model.in_channels: 3") {
-		t.Errorf("3 channels: %v", err)
+	cfg.Channels = 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "model.in_channels: 0") {
+		t.Errorf("0 channels: %v", err)
 	}
 	cfg = niftiConfig(dir)
 	cfg.NIfTI.Window = []float64{5, 1}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,7 @@ var axisName = [3]string{"x", "y", "z"}
 type niftiVolume struct {
 	pair
 	dims [3]int
-	in   Intensity // how its voxels are normalized
+	in   []Intensity // how each channel's voxels are normalized
 	// spacing words its voxel size, e.g. "0.8x0.8x3 mm"
 	spacing string
 	// values holds, per slice, the distinct raw mask values when there are
@@ -93,6 +94,7 @@ type niftiSet struct {
 	maxBytes int64
 	cache    *volumeCache
 	contents string // Fingerprint.Contents
+	channels int    // modalities per case
 }
 
 var (
@@ -101,7 +103,7 @@ var (
 )
 
 func (n *niftiSet) Len() int         { return len(n.samples) }
-func (n *niftiSet) Channels() int    { return 1 }
+func (n *niftiSet) Channels() int    { return n.channels }
 func (n *niftiSet) Classes() int     { return n.classes }
 func (n *niftiSet) Size() (h, w int) { return n.h, n.w }
 func (n *niftiSet) String() string   { return n.desc }
@@ -169,10 +171,29 @@ func (n *niftiSet) Sample(i int, img []float32, mask []uint8) error {
 			n.vols[n.samples[i].vol].image, b.Dy(), b.Dx(), n.h, n.w)
 	}
 	normalizeDeep(oi, 1, img)
-	if in := n.vols[n.samples[i].vol].in; in.ZScore {
-		a, b := in.Affine()
-		for p, v := range img {
-			img[p] = v*a + b
+	s := n.samples[i]
+	v := &n.vols[s.vol]
+	if len(v.in) > 1 { // the other modalities, from the cached volume as DeepImage reads channel 0
+		e, err := n.cache.get(s.vol, func() (*volumeEntry, error) { return n.load(v) })
+		if err != nil {
+			return err
+		}
+		vol, plane := Volume{Dims: v.dims}, n.h*n.w
+		for ch := 1; ch < len(v.in); ch++ {
+			for y := range n.h {
+				for x := range n.w {
+					q := e.img[ch*vol.Len()+vol.VoxelIndex(n.axis, s.k, y, x)]
+					img[ch*plane+y*n.w+x] = (float32(q)/65535 - Mean) / Std
+				}
+			}
+		}
+	}
+	for ch, in := range v.in {
+		if a, b := in.Affine(); in.ZScore {
+			plane := img[ch*n.h*n.w : (ch+1)*n.h*n.w]
+			for p, x := range plane {
+				plane[p] = x*a + b
+			}
 		}
 	}
 	copy(mask, om.Pix)
@@ -181,21 +202,29 @@ func (n *niftiSet) Sample(i int, img []float32, mask []uint8) error {
 
 // load reads a volume pair: intensities windowed to 16 bits, classes.
 func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
-	img, err := ReadVolume(v.image, n.maxBytes)
-	if err != nil {
-		return nil, err
-	}
 	m, err := ReadVolume(v.mask, n.maxBytes)
 	if err != nil {
 		return nil, err
 	}
-	if img.Dims != v.dims || m.Dims != v.dims {
-		return nil, fmt.Errorf("%s: the volume changed since the dataset was opened (now %s); open it again", v.image, joinDims(img.Dims[:]))
+	if m.Dims != v.dims {
+		return nil, fmt.Errorf("%s: the volume changed since the dataset was opened (now %s); open it again", v.mask, joinDims(m.Dims[:]))
 	}
-	e := &volumeEntry{img: make([]uint16, img.Len()), cls: make([]uint8, img.Len())}
-	q := quantizer(v.in.Lo, v.in.Hi)
-	for k := range e.img {
-		e.img[k] = q(img.At(k))
+	voxels := m.Len()
+	e := &volumeEntry{img: make([]uint16, len(v.in)*voxels), cls: make([]uint8, voxels)}
+	for ch, path := range v.channels() {
+		img, err := ReadVolume(path, n.maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if img.Dims != v.dims {
+			return nil, fmt.Errorf("%s: the volume changed since the dataset was opened (now %s); open it again", path, joinDims(img.Dims[:]))
+		}
+		q := quantizer(v.in[ch].Lo, v.in[ch].Hi)
+		for k := range voxels {
+			e.img[ch*voxels+k] = q(img.At(k))
+		}
+	}
+	for k := range e.cls {
 		raw, ok := maskLabel(m.At(k))
 		c := int16(-1)
 		if ok {
@@ -330,7 +359,10 @@ func (c *volumeCache) get(k int, load func() (*volumeEntry, error)) (*volumeEntr
 	return s.entry, nil
 }
 
-// listNIfTI pairs DIR/images/STEM.nii[.gz] with DIR/masks/STEM.nii[.gz].
+// listNIfTI pairs DIR/images/STEM.nii[.gz] with DIR/masks/STEM.nii[.gz],
+// or, as nnU-Net names a case of several modalities, the channels
+// DIR/images/STEM_0000.nii.gz, STEM_0001.nii.gz, ... with
+// DIR/masks/STEM.nii.gz; the cases sorted by name.
 func listNIfTI(root string) ([]pair, []Problem) {
 	imgDir, maskDir, probs := checkLayout(root, "data.source nifti reads DIR/images/*.nii[.gz] and DIR/masks/*.nii[.gz], a volume and its mask matched by name")
 	if len(probs) > 0 {
@@ -363,23 +395,74 @@ func listNIfTI(root string) ([]pair, []Problem) {
 	images, stems := list(imgDir)
 	masks, maskStems := list(maskDir)
 	var pairs []pair
+	cases := map[string][]string{} // nnU-Net's CASE_0000, CASE_0001, ...: the modality stems of a case
 	for _, s := range stems {
 		m, ok := masks[s]
 		if !ok {
+			if c, _, isModality := modalityOf(s); isModality && masks[c] != "" {
+				cases[c] = append(cases[c], s)
+				continue
+			}
 			probs = append(probs, fatal(images[s], "has no mask: looked for %s.nii or .nii.gz", filepath.Join(maskDir, s)))
 			continue
 		}
 		pairs = append(pairs, pair{id: s, image: images[s], mask: m})
 	}
+	for _, c := range slices.Sorted(maps.Keys(cases)) {
+		mods := cases[c]
+		slices.SortFunc(mods, func(a, b string) int { _, i, _ := modalityOf(a); _, j, _ := modalityOf(b); return i - j })
+		p := pair{id: c, mask: masks[c]}
+		ok := true
+		for k, m := range mods {
+			if _, i, _ := modalityOf(m); i != k {
+				probs = append(probs, fatal(images[mods[0]], "case %s has modalities %s but no %s_%04d: a case's channels are %s_0000, %s_0001, ... without gaps", c, strings.Join(mods, ", "), c, k, c, c))
+				ok = false
+				break
+			}
+			if k == 0 {
+				p.image = images[m]
+			} else {
+				p.more = append(p.more, images[m])
+			}
+		}
+		if ok {
+			pairs = append(pairs, p)
+		}
+	}
+	if len(cases) > 0 { // the cases among the single files, by name
+		slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.id, b.id) })
+	}
 	for _, s := range maskStems {
-		if _, ok := images[s]; !ok {
-			probs = append(probs, warning(masks[s], "has no volume (looked for %s.nii or .nii.gz); ignored", filepath.Join(imgDir, s)))
+		if _, ok := images[s]; !ok && len(cases[s]) == 0 {
+			probs = append(probs, warning(masks[s], "has no volume (looked for %s.nii or .nii.gz, or %s_0000.nii.gz and the other modalities); ignored", filepath.Join(imgDir, s), filepath.Join(imgDir, s)))
+		}
+	}
+	if n := len(pairs); n > 0 {
+		for _, p := range pairs[1:] {
+			if len(p.more) != len(pairs[0].more) {
+				probs = append(probs, fatal(p.image, "case %s has %d modalities but %s has %d: every case needs the same channels", p.id, len(p.more)+1, pairs[0].id, len(pairs[0].more)+1))
+				return nil, probs
+			}
 		}
 	}
 	if len(stems) == 0 {
 		probs = append(probs, fatal(imgDir, "no volumes: the dataset is empty (looked for .nii and .nii.gz files)"))
 	}
 	return pairs, probs
+}
+
+// modalityOf splits nnU-Net's modality stem CASE_NNNN into the case and
+// the channel; ok is false for another name.
+func modalityOf(stem string) (c string, channel int, ok bool) {
+	i := len(stem) - 5
+	if i < 1 || stem[i] != '_' {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(stem[i+1:])
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return stem[:i], n, true
 }
 
 // scanVolume reads a volume pair in full: the slices' size, the mask's
@@ -420,16 +503,34 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 		s.err = fmt.Errorf("%s: its slices across axis %d are %dx%d pixels, more than the %d memunet reads", p.image, ax, s.imgH, s.imgW, cfg.MaxPixels)
 		return s, v
 	}
-	st := newIntensityStats(cfg.NIfTI.Window)
-	for k := range img.Len() {
-		x := img.At(k)
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			s.err = fmt.Errorf("%s: voxel (%d, %d, %d) is %g; an image volume must hold finite values", p.image, k%v.dims[0], k/v.dims[0]%v.dims[1], k/(v.dims[0]*v.dims[1]), x)
-			return s, v
+	for ch, path := range p.channels() {
+		if ch > 0 { // another modality: the case's dims, its own window
+			if img, err = ReadVolume(path, 0); err != nil {
+				s.err = err
+				return s, v
+			}
+			if img.Dims != v.dims {
+				s.err = fmt.Errorf("%s is %s voxels but %s is %s; a case's modalities must have one size", path, joinDims(img.Dims[:]), p.image, joinDims(v.dims[:]))
+				return s, v
+			}
+			sum, err := sumFile(path)
+			if err != nil {
+				s.err = err
+				return s, v
+			}
+			s.more = append(s.more, sum)
 		}
-		st.add(x)
+		st := newIntensityStats(cfg.NIfTI.Window)
+		for k := range img.Len() {
+			x := img.At(k)
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				s.err = fmt.Errorf("%s: voxel (%d, %d, %d) is %g; an image volume must hold finite values", path, k%v.dims[0], k/v.dims[0]%v.dims[1], k/(v.dims[0]*v.dims[1]), x)
+				return s, v
+			}
+			st.add(x)
+		}
+		v.in = append(v.in, st.intensity(cfg.NIfTI))
 	}
-	v.in = st.intensity(cfg.NIfTI)
 	hist := map[uint16]int64{}
 	n := img.Slices(ax)
 	v.values = make([][]uint16, n)
@@ -471,6 +572,9 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	stamps := []stamp{stampOf(filepath.Join(cfg.Path, "images")), stampOf(filepath.Join(cfg.Path, "masks"))}
 	for _, p := range pairs {
 		stamps = append(stamps, stampOf(p.image), stampOf(p.mask))
+		for _, m := range p.more {
+			stamps = append(stamps, stampOf(m))
+		}
 	}
 	results := make([]scanned, len(pairs))
 	vols := make([]niftiVolume, len(pairs))
@@ -489,7 +593,15 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		return nil, nil, stamps, ""
 	}
 	ns := &niftiSet{axis: cfg.NIfTI.Axis, classes: cfg.Classes, lut: slices.Clone(rep.Mapping), mapDesc: rep.MappingDesc,
-		maxBytes: MaxDecodeBytes, cache: newVolumeCache(niftiCacheBytes)}
+		maxBytes: MaxDecodeBytes, cache: newVolumeCache(niftiCacheBytes), channels: 1 + len(pairs[0].more)}
+	if ns.channels != cfg.Channels {
+		what := "one image file a case"
+		if ns.channels > 1 {
+			what = fmt.Sprintf("%d modalities a case (%s_0000 .. %s_%04d)", ns.channels, pairs[0].id, pairs[0].id, ns.channels-1)
+		}
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %s but model.in_channels is %d; set model.in_channels: %d", what, cfg.Channels, ns.channels))
+		return nil, nil, stamps, ""
+	}
 	var fits bool
 	if ns.h, ns.w, fits = commonSize(cfg, rep); !fits {
 		return nil, nil, stamps, ""
@@ -498,6 +610,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	total := 0            // slices before skip_empty
 	var kept []pair
 	var sums [][2]fileSum
+	moreSums := "" // the other modalities' bytes
 	for k, v := range vols {
 		if !good[k] {
 			continue
@@ -518,6 +631,9 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		ns.vols = append(ns.vols, v)
 		kept = append(kept, v.pair)
 		sums = append(sums, results[k].sums)
+		for _, m := range results[k].more {
+			moreSums += fmt.Sprintf("|%x", m)
+		}
 		volSlices = append(volSlices, idx)
 	}
 	rep.Spacing = spacings(ns.vols)
@@ -561,7 +677,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		slicing += "|zscore"
 	}
 	sum := sha256.Sum256([]byte(fingerprintOf(cfg.Path, kept, ns.lut) + slicing))
-	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing))
+	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing + moreSums))
 	ns.contents = hex.EncodeToString(withBytes[:])
 	return ns, split, stamps, hex.EncodeToString(sum[:])
 }
@@ -622,6 +738,10 @@ func (niftiSource) open(_ context.Context, cfg SourceConfig, rep *Report, _ bool
 		return found{stamps: stamps}, nil
 	}
 	if !cfg.Volumes() {
+		if ns.channels > 1 && (len(cfg.Patch) != 0 || len(cfg.Resize) != 0 || (cfg.Scale != 0 && cfg.Scale != 1)) {
+			rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d modalities a case, and data.patch, data.resize and data.scale take one channel of a slice; leave them out (whole slices), or train a 3D UNet (model.dims: 3) on data.patch [D, H, W]", ns.channels))
+			return found{stamps: stamps}, nil
+		}
 		return found{src: ns, split: split, stamps: stamps, files: files, contents: ns.contents}, nil
 	}
 	nv := newNIfTIVolumes(cfg, ns, rep)

@@ -45,7 +45,7 @@ var (
 )
 
 func (n *niftiVolumes) Len() int         { return len(n.set.vols) }
-func (n *niftiVolumes) Channels() int    { return 1 }
+func (n *niftiVolumes) Channels() int    { return n.set.channels }
 func (n *niftiVolumes) Classes() int     { return n.set.classes }
 func (n *niftiVolumes) Size() (h, w int) { return n.d * n.h, n.w }
 func (n *niftiVolumes) Depth() int       { return n.d }
@@ -68,15 +68,16 @@ func (n *niftiVolumes) sampleEpoch(i int, seed uint64, epoch int, img []float32,
 	return n.patch(i, patchRand(seed, epoch, i), img, mask)
 }
 
-// Image is volume i's centre patch, its slices stacked, at 8 bits.
+// Image is volume i's centre patch, its slices stacked, at 8 bits (its
+// first channel).
 func (n *niftiVolumes) Image(i int) (*image.RGBA, *image.Gray, error) {
 	h, w := n.Size()
-	img, mask := make([]float32, h*w), make([]uint8, h*w)
+	img, mask := make([]float32, n.Channels()*h*w), make([]uint8, h*w)
 	if err := n.Sample(i, img, mask); err != nil {
 		return nil, nil, err
 	}
 	pic, m := image.NewRGBA(image.Rect(0, 0, w, h)), image.NewGray(image.Rect(0, 0, w, h))
-	for p, v := range img {
+	for p, v := range img[:h*w] {
 		g := to8(Denormalize(v))
 		pic.Pix[4*p], pic.Pix[4*p+1], pic.Pix[4*p+2], pic.Pix[4*p+3] = g, g, g, 255
 	}
@@ -95,7 +96,7 @@ func (n *niftiVolumes) patch(i int, rng *rand.Rand, img []float32, mask []uint8)
 		return err
 	}
 	X, Y, Z := v.dims[0], v.dims[1], v.dims[2]
-	a, b := v.in.Affine()
+	voxels, out := X*Y*Z, n.d*n.h*n.w
 	size, side := [3]int{Z, Y, X}, [3]int{n.d, n.h, n.w}
 	var origin [3]int
 	for a := range 3 {
@@ -110,13 +111,20 @@ func (n *niftiVolumes) patch(i int, rng *rand.Rand, img []float32, mask []uint8)
 				p := (z*n.h+y)*n.w + x
 				sz, sy, sx := origin[0]+z, origin[1]+y, origin[2]+x
 				if sz < 0 || sz >= Z || sy < 0 || sy >= Y || sx < 0 || sx >= X {
-					img[p], mask[p] = 0, Ignore
+					for ch := range v.in {
+						img[ch*out+p] = 0
+					}
+					mask[p] = Ignore
 					continue
 				}
 				k := (sz*Y+sy)*X + sx
-				img[p] = (float32(e.img[k])/65535 - Mean) / Std
-				if v.in.ZScore {
-					img[p] = img[p]*a + b
+				for ch, in := range v.in {
+					x := (float32(e.img[ch*voxels+k])/65535 - Mean) / Std
+					if in.ZScore {
+						a, b := in.Affine()
+						x = x*a + b
+					}
+					img[ch*out+p] = x
 				}
 				mask[p] = e.cls[k]
 			}

@@ -1,7 +1,10 @@
 package data
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -204,5 +207,70 @@ func TestZScoreVolumes(t *testing.T) {
 		if math.Abs(viaAffine-z) > 1e-5 || math.Abs(viaMeanStd-z) > 1e-5 {
 			t.Errorf("v %g: z %g, by Affine %g, by MeanStd %g", v, z, viaAffine, viaMeanStd)
 		}
+	}
+}
+
+// TestNIfTIModalities: nnU-Net's naming, DIR/images/CASE_0000.nii.gz,
+// CASE_0001.nii.gz, ... with DIR/masks/CASE.nii.gz, makes one sample of
+// as many channels, each windowed on its own, in 2D slices and 3D
+// volumes; a case short of a modality and a model.in_channels that is
+// not their number are problems naming the file and the fix.
+func TestNIfTIModalities(t *testing.T) {
+	one, _ := writeSyntheticVolumes(t, 4)
+	dir := t.TempDir()
+	for _, sub := range []string{"images", "masks"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Channel 0 is the written volume, channel 1 the same volume again:
+	// its values windowed on their own come out equal to channel 0's.
+	for i := range 4 {
+		name := fmt.Sprintf("vol_%04d", i)
+		b, err := os.ReadFile(filepath.Join(one, "images", name+".nii.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := os.ReadFile(filepath.Join(one, "masks", name+".nii.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "images", name+"_0000.nii.gz"), b)
+		writeFile(t, filepath.Join(dir, "images", name+"_0001.nii.gz"), b)
+		writeFile(t, filepath.Join(dir, "masks", name+".nii.gz"), m)
+	}
+	for _, dims := range []int{2, 3} {
+		cfg := volumeConfig(dir)
+		cfg.Dims, cfg.Channels = dims, 2
+		set, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set.Data.Len() == 0 || set.Data.Channels() != 2 || SampleName(set.Data, 0) == "" {
+			t.Fatalf("dims %d: %d samples of %d channels", dims, set.Data.Len(), set.Data.Channels())
+		}
+		h, w := set.Data.Size()
+		img, mask := make([]float32, 2*h*w), make([]uint8, h*w)
+		if err := set.Data.Sample(set.Data.Len()-1, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(img[:h*w], img[h*w:]) || slices.Max(img) == slices.Min(img) {
+			t.Errorf("dims %d: the two channels of one volume differ", dims)
+		}
+		cfg.Channels = 1
+		if rep, err := Check(cfg); err != nil || !strings.Contains(fmt.Sprint(rep.Problems), "has 2 modalities a case (vol_0000_0000 .. vol_0000_0001) but model.in_channels is 1; set model.in_channels: 2") {
+			t.Errorf("dims %d, one channel: %v %v", dims, err, rep.Problems)
+		}
+	}
+	cfg2 := volumeConfig(dir)
+	cfg2.Dims, cfg2.Channels, cfg2.Patch = 2, 2, []int{8, 8}
+	if rep, err := Check(cfg2); err != nil || !strings.Contains(fmt.Sprint(rep.Problems), "has 2 modalities a case, and data.patch, data.resize and data.scale take one channel") {
+		t.Errorf("2D patches of 2 modalities: %v %v", err, rep.Problems)
+	}
+	os.Remove(filepath.Join(dir, "images", "vol_0002_0000.nii.gz"))
+	cfg := volumeConfig(dir)
+	cfg.Channels = 2
+	if rep, err := Check(cfg); err != nil || !strings.Contains(fmt.Sprint(rep.Problems), "case vol_0002 has modalities vol_0002_0001 but no vol_0002_0000") {
+		t.Errorf("a missing modality: %v %v", err, rep.Problems)
 	}
 }

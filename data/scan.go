@@ -301,6 +301,7 @@ type scanned struct {
 	maskFormat   string       // e.g. "16-bit gray PNG"
 	hist         []valueCount // mask pixels per raw value, ascending
 	sums         [2]fileSum   // the image's and the mask's bytes (Fingerprint.Contents)
+	more         []fileSum    // a nifti case's other modalities' bytes
 	err          error        // the image or the mask is unreadable (names the file)
 }
 

@@ -304,6 +304,9 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	case opts.TTA:
 		return fmt.Errorf("predict: %s: --tta (flip averaging) applies to 2D models; a 3D UNet predicts a volume without it", f.path)
 	}
+	if c := p.Config.Model.InChannels; c > 1 && p.Config.Data.Source == data.SourceNIfTI {
+		return fmt.Errorf("predict: %s: the model was trained on cases of %d modalities (NAME_0000.nii.gz ...), and predict reads one volume a case; predict cases of one modality", f.path, c)
+	}
 	window, err := p.volumeWindow(opts)
 	if err != nil {
 		return fmt.Errorf("predict: %w", err)
