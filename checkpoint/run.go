@@ -178,7 +178,31 @@ func ConfigMap(cfg config.Config) (map[string]any, error) {
 	if err := yaml.Unmarshal(src, &m); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return stringKeys(m).(map[string]any), nil
+}
+
+// stringKeys makes every mapping in v one of string keys, as JSON holds
+// them: data.labels' integer mask values become "0", "1", ... (its
+// decoder reads them back).
+func stringKeys(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = stringKeys(e)
+		}
+		return v
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[fmt.Sprint(k)] = stringKeys(e)
+		}
+		return out
+	case []any:
+		for i, e := range v {
+			v[i] = stringKeys(e)
+		}
+	}
+	return v
 }
 
 func manifestConfig(dir string, m map[string]any, overrides []string) (config.Config, error) {

@@ -249,7 +249,7 @@ func (c Config) LossConfig(weights []float64) model.LossConfig {
 }
 
 // Monitors are train.monitor's values.
-var Monitors = []string{"val_miou", "val_dice", "val_pixel_acc", "val_loss"}
+var Monitors = []string{"val_miou", "val_dice", "val_miou_fg", "val_dice_fg", "val_pixel_acc", "val_loss"}
 
 // OptimizerConfig is the optimizer section of train as optim takes it.
 func (c Config) OptimizerConfig() optim.Config {
@@ -323,7 +323,7 @@ func Default() Config {
 	return Config{
 		Device: device.Spec{Kind: device.Auto},
 		Model:  Model{Arch: model.Arch{InChannels: 3, Classes: 4, Base: 8, Depth: 3, Up: "bilinear", Norm: "batch", Groups: 8, Dims: 2}, Seed: 1, ConvAlgo: "auto"},
-		Data: data.Config{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, NIfTI: data.NIfTIConfig{Axis: 2, Normalize: data.NormalizeWindow},
+		Data: data.Config{Source: "synthetic", Count: 512, Size: 32, Noise: 0.1, Seed: 1, ValFraction: 0.125, Split: data.SplitAuto, NIfTI: data.NIfTIConfig{Axis: 2, Normalize: data.NormalizeWindow},
 			PatchForeground: 0.33,
 			Mean:            yamlvalue.FloatList{data.Mean}, Std: yamlvalue.FloatList{data.Std}},
 		Train: Train{Optimizer: "adam", Alpha: 0.99, BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,

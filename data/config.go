@@ -35,6 +35,12 @@ type Config struct {
 	// scan of every mask (sorted ascending); voc takes the values as class
 	// indices. In voc masks, 255 is the ignore index unless listed.
 	MaskValues yamlvalue.IntList `yaml:"mask_values"`
+	// Labels maps raw mask values to classes where they merge or are
+	// ignored (see Labels); exclusive with MaskValues.
+	Labels Labels `yaml:"labels"`
+	// Background is the background class (0 by default; NoBackground for
+	// none): skip_empty, foreground patches and the means without it.
+	Background Background `yaml:"background"`
 	// ClassNames names classes 0, 1, ... in legends, tables and exports
 	// (empty: "class 0", "class 1", ...).
 	ClassNames yamlvalue.NameList `yaml:"class_names"`
@@ -47,6 +53,14 @@ type Config struct {
 	// train/ val/ subfolders use their lists instead).
 	Seed        uint64  `yaml:"seed"`
 	ValFraction float64 `yaml:"val_fraction"`
+	// Split is how samples divide into training and validation: auto (the
+	// source's way: folder's train/ val/ folders or random by file, voc's
+	// lists, nifti by volume, synthetic by sample) or slices (nifti 2D:
+	// each volume's slices, a contiguous block of ValFraction of them
+	// validating, the slice on each side of it left out, so that no
+	// training slice neighbours a validation one; a set of one volume
+	// trains).
+	Split string `yaml:"split"`
 	// Resize is [H, W] to scale every sample to (bilinear; masks nearest),
 	// or empty.
 	Resize []int `yaml:"resize"`
@@ -96,6 +110,12 @@ type SourceConfig struct {
 	// DefaultDecodeBytes).
 	DecodeBytes int64
 }
+
+// Ways to split (data.split).
+const (
+	SplitAuto   = "auto"
+	SplitSlices = "slices"
+)
 
 // Synthetic is the built-in set the section describes, with the model's
 // classes.
@@ -157,6 +177,24 @@ func (cfg SourceConfig) Validate() error {
 	}
 	if err := ValidateMaskValues(cfg.MaskValues, cfg.Classes); err != nil {
 		return err
+	}
+	switch cfg.Split {
+	case "", SplitAuto:
+	case SplitSlices:
+		if cfg.Source != SourceNIfTI || cfg.Volumes() {
+			return fmt.Errorf("data.split: slices divides the slices of NIfTI volumes read as 2D slices (data.source nifti, model.dims 2); use data.split: auto")
+		}
+	default:
+		return fmt.Errorf("data.split: %q: must be %q (the source's way) or %q (nifti: contiguous blocks of each volume's slices)", cfg.Split, SplitAuto, SplitSlices)
+	}
+	if err := cfg.Labels.validate(cfg.Classes, cfg.MaskValues); err != nil {
+		return err
+	}
+	switch {
+	case cfg.Source == SourceSynthetic && len(cfg.Labels) > 0:
+		return fmt.Errorf("data.labels: the synthetic masks hold class indices already; leave data.labels out")
+	case cfg.Background != NoBackground && (cfg.Background < 0 || int(cfg.Background) >= cfg.Classes):
+		return fmt.Errorf("data.background: %d: the background is a class, 0..%d (model.classes %d), or none", cfg.Background, cfg.Classes-1, cfg.Classes)
 	}
 	if err := ValidateNorm(cfg.Mean, cfg.Std, cfg.Channels); err != nil {
 		return err

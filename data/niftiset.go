@@ -618,7 +618,7 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		var idx []int
 		total += len(v.values)
 		for z, vals := range v.values {
-			if cfg.NIfTI.SkipEmpty && vals != nil && !slices.ContainsFunc(vals, func(r uint16) bool { c := ns.lut[r]; return c != 0 && c != int16(Ignore) }) {
+			if cfg.NIfTI.SkipEmpty && vals != nil && !slices.ContainsFunc(vals, func(r uint16) bool { c := ns.lut[r]; return c >= 0 && cfg.Background.Foreground(uint8(c)) }) {
 				continue
 			}
 			idx = append(idx, len(ns.samples))
@@ -656,7 +656,11 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	}
 	rep.Slicing = fmt.Sprintf("%d -> %d slices across axis %d (%s%s); intensities: %s %s",
 		len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, axisName[cfg.NIfTI.Axis], skipped, window, norm)
+	rep.SliceSplit = cfg.Split == SplitSlices
 	split := func(int) (train, val []int) {
+		if cfg.Split == SplitSlices {
+			return splitSlices(volSlices, cfg.ValFraction, cfg.Seed)
+		}
 		tv, vv := Split(len(volSlices), cfg.ValFraction, cfg.Seed)
 		for _, k := range tv {
 			train = append(train, volSlices[k]...)
@@ -668,8 +672,8 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		slices.Sort(val)
 		return train, val
 	}
-	if len(ns.vols) < 2 {
-		rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d usable volume(s); training needs at least 2, since a volume's slices all train or all validate", len(ns.vols)))
+	if len(ns.vols) < 2 && cfg.Split != SplitSlices {
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d usable volume(s); training needs at least 2, since a volume's slices all train or all validate; data.split: slices validates on a block of each volume's slices instead", len(ns.vols)))
 		return nil, nil, stamps, ""
 	}
 	slicing := fmt.Sprintf("|axis %d|skip %v|window %v", cfg.NIfTI.Axis, cfg.NIfTI.SkipEmpty, cfg.NIfTI.Window)
@@ -680,6 +684,31 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing + moreSums))
 	ns.contents = hex.EncodeToString(withBytes[:])
 	return ns, split, stamps, hex.EncodeToString(sum[:])
+}
+
+// splitSlices is data.split: slices: of each volume's slices (its samples
+// in z order), a contiguous block of valFraction of them (at least one) at
+// a place drawn from (seed, volume) validates, the slice on each side of
+// the block is left out, and the rest trains.
+func splitSlices(volSlices [][]int, valFraction float64, seed uint64) (train, val []int) {
+	for k, idx := range volSlices {
+		n := len(idx)
+		nv := max(1, int(math.Round(float64(n)*valFraction)))
+		if n < nv+2 { // no room for a guard and a training slice
+			train = append(train, idx...)
+			continue
+		}
+		start := newRand(seed^0x736c6963, uint64(k)).IntN(n - nv + 1)
+		val = append(val, idx[start:start+nv]...)
+		for j, i := range idx {
+			if j < start-1 || j > start+nv {
+				train = append(train, i)
+			}
+		}
+	}
+	slices.Sort(train)
+	slices.Sort(val)
+	return train, val
 }
 
 // spacings words the volumes' voxel sizes: "1x1x1 mm", or the distinct

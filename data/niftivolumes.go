@@ -13,7 +13,7 @@ import (
 // along x, held as stacked slices (see Volumes). Intensities are windowed
 // and kept at 16 bits as the slices' are (niftiSet.load). For training
 // (sampleEpoch) a patch is drawn from (seed, epoch, i): with probability
-// fg centred on a foreground voxel (a class other than 0 and Ignore drawn
+// fg centred on a foreground voxel (a class other than data.background and Ignore drawn
 // uniformly among those the volume holds, then one of its voxels, as
 // nnU-Net oversamples), else anywhere; Sample is the centre patch. A side
 // of the volume smaller than the patch is padded (centred; image value 0
@@ -22,6 +22,7 @@ type niftiVolumes struct {
 	set     *niftiSet
 	d, h, w int
 	fg      float64
+	bg      Background // what foreground is not (data.background)
 	// where holds, per volume, each class's voxel indices (a subsample of
 	// at most maxForegroundVoxels), made on the volume's first patch.
 	mu    sync.Mutex
@@ -153,7 +154,7 @@ func (n *niftiVolumes) origin(rng *rand.Rand, i int, e *volumeEntry, size, side 
 	return o
 }
 
-// foregroundVoxel draws a class other than 0 and Ignore uniformly among
+// foregroundVoxel draws a class other than the background and Ignore uniformly among
 // those volume i holds, then one of its (remembered) voxels; ok is false
 // when it holds none.
 func (n *niftiVolumes) foregroundVoxel(rng *rand.Rand, i int, e *volumeEntry, size [3]int) (c [3]int, ok bool) {
@@ -166,8 +167,8 @@ func (n *niftiVolumes) foregroundVoxel(rng *rand.Rand, i int, e *volumeEntry, si
 	n.mu.Unlock()
 	cv.once.Do(func() { cv.byClass = voxelsByClass(e.cls) })
 	var classes []int
-	for k := 1; k < 256; k++ {
-		if len(cv.byClass[k]) > 0 && uint8(k) != Ignore {
+	for k := range 256 {
+		if len(cv.byClass[k]) > 0 && n.bg.Foreground(uint8(k)) {
 			classes = append(classes, k)
 		}
 	}
@@ -203,7 +204,7 @@ func voxelsByClass(cls []uint8) (out [256][]int32) {
 // model's reduction on its axis. It reports a fatal problem in rep and
 // returns nil where the volumes cannot make one.
 func newNIfTIVolumes(cfg SourceConfig, ns *niftiSet, rep *Report) *niftiVolumes {
-	nv := &niftiVolumes{set: ns, fg: cfg.PatchForeground, where: map[int]*classVoxels{}}
+	nv := &niftiVolumes{set: ns, fg: cfg.PatchForeground, bg: cfg.Background, where: map[int]*classVoxels{}}
 	if p := cfg.Patch; len(p) == 3 {
 		nv.d, nv.h, nv.w = p[0], p[1], p[2]
 		return nv

@@ -64,7 +64,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 	if cfg.MaxPixels <= 0 {
 		cfg.MaxPixels = MaxImagePixels
 	}
-	rep := &Report{Source: cfg.Source, Path: cfg.Path, MaskSuffix: cfg.MaskSuffix, Channels: cfg.Channels, Classes: cfg.Classes,
+	rep := &Report{Source: cfg.Source, Path: cfg.Path, MaskSuffix: cfg.MaskSuffix, Channels: cfg.Channels, Classes: cfg.Classes, Background: cfg.Background,
 		Mapping: make([]int16, MaxMaskValue+1)}
 	for v := range rep.Mapping {
 		rep.Mapping[v] = -1

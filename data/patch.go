@@ -32,6 +32,7 @@ type patches struct {
 	src  ImageSource
 	h, w int
 	fg   float64
+	bg   Background // what foreground is not (data.background)
 	// a and b renormalize each channel (data.mean/std): v*a + b after the
 	// package's (v-Mean)/Std, as Normalize does; nil for none.
 	a, b []float32
@@ -112,7 +113,7 @@ func (p *patches) origin(rng *rand.Rand, m *image.Gray, H, W int) (y0, x0 int) {
 	ylo, yhi := cornerRange(H, p.h)
 	xlo, xhi := cornerRange(W, p.w)
 	if rng.Float64() < p.fg {
-		if cy, cx, ok := foregroundPixel(rng, m, H, W); ok {
+		if cy, cx, ok := foregroundPixel(rng, m, H, W, p.bg); ok {
 			return min(max(cy-p.h/2, ylo), yhi), min(max(cx-p.w/2, xlo), xhi)
 		}
 	}
@@ -129,10 +130,10 @@ func cornerRange(size, n int) (lo, hi int) {
 	return 0, size - n
 }
 
-// foregroundPixel draws a class other than 0 and Ignore uniformly among
+// foregroundPixel draws a class other than bg and Ignore uniformly among
 // those m holds, then one of its pixels uniformly; ok is false when m
 // holds none.
-func foregroundPixel(rng *rand.Rand, m *image.Gray, H, W int) (y, x int, ok bool) {
+func foregroundPixel(rng *rand.Rand, m *image.Gray, H, W int, bg Background) (y, x int, ok bool) {
 	var count [256]int
 	for y := range H {
 		for _, c := range m.Pix[y*m.Stride : y*m.Stride+W] {
@@ -140,8 +141,8 @@ func foregroundPixel(rng *rand.Rand, m *image.Gray, H, W int) (y, x int, ok bool
 		}
 	}
 	var classes []int
-	for c := 1; c < 256; c++ {
-		if count[c] > 0 && uint8(c) != Ignore {
+	for c := range 256 {
+		if count[c] > 0 && bg.Foreground(uint8(c)) {
 			classes = append(classes, c)
 		}
 	}
@@ -205,7 +206,7 @@ func openPatches(cfg SourceConfig, src ImageSource, h, w int, rep *Report) (Data
 			ph, pw, how, big.H, big.W))
 		return nil, nil
 	}
-	p := &patches{src: base, h: ph, w: pw, fg: cfg.PatchForeground}
+	p := &patches{src: base, h: ph, w: pw, fg: cfg.PatchForeground, bg: cfg.Background}
 	var err error
 	if p.a, p.b, err = NormCoefficients(cfg.Mean, cfg.Std, src.Channels()); err != nil {
 		return nil, err

@@ -41,6 +41,10 @@ type Report struct {
 	// Depth is a volume's slices (model.dims 3), stacked in Height; 0 for
 	// images.
 	Depth int
+	// SliceSplit says data.split: slices divided the nifti slices.
+	SliceSplit bool
+	// Background is data.background, marked in the class totals.
+	Background Background
 	// MaxDepth is the most slices a nifti volume has.
 	MaxDepth int
 	Resized  string
@@ -229,6 +233,8 @@ func (r *Report) Write(w io.Writer) {
 		split = "the train/ val/ test/ folders"
 	case r.SplitFolders:
 		split = "the train/ and test/ folders, val by data.val_fraction of train/"
+	case r.SliceSplit:
+		split = "slices (data.split): a block of data.val_fraction of each volume's slices, the slice each side of it left out"
 	case r.Source == SourceNIfTI:
 		split = "volume, data.val_fraction of the volumes"
 	}
@@ -330,6 +336,9 @@ func (r *Report) Write(w io.Writer) {
 	if r.MappingDesc != "" {
 		fmt.Fprintf(w, "mapping: %s\n", r.MappingDesc)
 	}
+	if line := r.classTotals(total); line != "" {
+		fmt.Fprintf(w, "classes (pixels or voxels, share): %s\n", line)
+	}
 	if r.Discovered {
 		if vals := r.discoveredValues(); len(vals) > 0 && len(r.Values) <= r.Classes {
 			fmt.Fprintf(w, "to fix this mapping, set data.mask_values: %s\n", formatInts(vals))
@@ -375,6 +384,37 @@ func formatInts(vs []int) string {
 // fixes it, and check, the command that lists the warnings ("" says
 // "memunet data check").
 func (r *Report) Summary(check string) string { return r.summary(check, true) }
+
+// classTotals words each class's pixels (several values may merge into
+// one) and the ignored ones, with the background marked: "" when nothing
+// was counted.
+func (r *Report) classTotals(total int64) string {
+	if total == 0 {
+		return ""
+	}
+	per := make([]int64, r.Classes)
+	var ignored int64
+	for _, mv := range r.Values {
+		switch c := r.Mapping[mv.Value]; {
+		case c == int16(Ignore):
+			ignored += mv.Pixels
+		case c >= 0 && int(c) < len(per):
+			per[c] += mv.Pixels
+		}
+	}
+	var parts []string
+	for k, n := range per {
+		name := fmt.Sprint(k)
+		if k == int(r.Background) {
+			name += " (background)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d (%.2f%%)", name, n, 100*float64(n)/float64(total)))
+	}
+	if ignored > 0 {
+		parts = append(parts, fmt.Sprintf("ignored %d (%.2f%%)", ignored, 100*float64(ignored)/float64(total)))
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Recap is Summary without the data.mask_values hint: the line a
 // checkpoint's commands (predict, eval) print of its set, whose mapping

@@ -124,6 +124,11 @@ func tally(cfg SourceConfig, pairs []pair, results []scanned, rep *Report) []boo
 	// The mapping of raw values to classes.
 	mapping := rep.Mapping
 	switch {
+	case len(cfg.Labels) > 0:
+		for v, c := range cfg.Labels {
+			mapping[v] = int16(c)
+		}
+		rep.MappingDesc = fmt.Sprintf("data.labels maps %s", cfg.Labels.describe())
 	case len(cfg.MaskValues) > 0:
 		for k, v := range cfg.MaskValues {
 			mapping[v] = int16(k)
@@ -192,6 +197,9 @@ func tally(cfg SourceConfig, pairs []pair, results []scanned, rep *Report) []boo
 		}
 		vals := bad[k]
 		fix := "add it to data.mask_values or fix the mask"
+		if len(cfg.Labels) > 0 {
+			fix = "map it in data.labels (to a class or ignore) or fix the mask"
+		}
 		if cfg.Source == SourceVOC && len(cfg.MaskValues) == 0 {
 			fix = "raise model.classes or fix the mask"
 			if slices.Max(vals) >= MaxClasses { // no model.classes reaches it

@@ -26,7 +26,7 @@ func WriteVolumeFolder(s *Synthetic, dir string) error {
 	n, d := s.cfg.Size, s.cfg.Depth
 	voxels := d * n * n
 	raw, mask := make([]float32, SyntheticChannels*voxels), make([]uint8, voxels)
-	like := &Volume{Header: volumeHeader([3]int{n, n, d}), Order: binary.LittleEndian, Dims: [3]int{n, n, d}}
+	like := &Volume{Dims: [3]int{n, n, d}}
 	for i := range s.Len() {
 		s.generate(i, raw, mask, nil)
 		gray := make([]int16, voxels)
@@ -36,14 +36,31 @@ func WriteVolumeFolder(s *Synthetic, dir string) error {
 			labels[v] = uint16(mask[v])
 		}
 		name := fmt.Sprintf("vol_%04d.nii.gz", i)
-		if err := writeGz(filepath.Join(dir, "images", name), func(f *os.File) error { return writeInt16Volume(f, like, gray) }); err != nil {
+		if err := WriteInt16Volume(filepath.Join(dir, "images", name), like.Dims, gray); err != nil {
 			return err
 		}
-		if err := writeGz(filepath.Join(dir, "masks", name), func(f *os.File) error { return WriteMaskVolume(f, like, labels, true) }); err != nil {
+		if err := WriteLabelVolume(filepath.Join(dir, "masks", name), like.Dims, labels); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// WriteInt16Volume writes vals (x fastest, then y, then z) as a
+// gzip-compressed int16 NIfTI-1 volume of dims (x, y, z), 1 mm voxels.
+func WriteInt16Volume(path string, dims [3]int, vals []int16) error {
+	if len(vals) != dims[0]*dims[1]*dims[2] {
+		return fmt.Errorf("data: %d values for a %s volume", len(vals), joinDims(dims[:]))
+	}
+	like := &Volume{Header: volumeHeader(dims), Order: binary.LittleEndian, Dims: dims}
+	return writeGz(path, func(f *os.File) error { return writeInt16Volume(f, like, vals) })
+}
+
+// WriteLabelVolume writes labels (x fastest) as a gzip-compressed mask
+// volume of dims, as WriteMaskVolume writes them, 1 mm voxels.
+func WriteLabelVolume(path string, dims [3]int, labels []uint16) error {
+	like := &Volume{Header: volumeHeader(dims), Order: binary.LittleEndian, Dims: dims}
+	return writeGz(path, func(f *os.File) error { return WriteMaskVolume(f, like, labels, true) })
 }
 
 // writeGz creates path and writes it with write.

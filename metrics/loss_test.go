@@ -18,7 +18,7 @@ func TestLossJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", float64(tc.loss), err)
 		}
-		want := `{"val_loss":` + tc.json + `,"val_pixel_acc":0,"val_miou":0.5,"val_dice":0}`
+		want := `{"val_loss":` + tc.json + `,"val_pixel_acc":0,"val_miou":0.5,"val_dice":0,"val_miou_fg":0,"val_dice_fg":0}`
 		if string(b) != want {
 			t.Errorf("%v: %s, want %s", float64(tc.loss), b, want)
 		}

@@ -101,9 +101,20 @@ func TestPerClassScores(t *testing.T) {
 	if wantMean := (8.0/12 + 6.0/9 + 0) / 3; math.Abs(v.ValMIoU-wantMean) > 1e-12 {
 		t.Errorf("mean IoU %v, want %v over the 3 present classes", v.ValMIoU, wantMean)
 	}
-	v.NameClasses([]string{"sky", "road"})
+	v.Classes([]string{"sky", "road"}, 0)
 	if v.PerClass[0].Name != "sky" || v.PerClass[1].Name != "road" || v.PerClass[2].Name != "" {
 		t.Errorf("names %+v", v.PerClass)
+	}
+	// Without the background (class 0): classes 1 and 3 present; class 2
+	// absent and left out; with none, every present class.
+	if want := (6.0/9 + 0) / 2; math.Abs(v.ValMIoUFG-want) > 1e-12 || math.Abs(v.ValDiceFG-(12.0/15)/2) > 1e-12 {
+		t.Errorf("means without background: IoU %v, Dice %v; want %v, %v", v.ValMIoUFG, v.ValDiceFG, want, (12.0/15)/2)
+	}
+	if v.Classes(nil, 1); math.Abs(v.ValDiceFG-(16.0/20)/2) > 1e-12 {
+		t.Errorf("background 1: Dice %v, want %v", v.ValDiceFG, (16.0/20)/2)
+	}
+	if v.Classes(nil, -1); math.Abs(v.ValMIoUFG-v.ValMIoU) > 1e-12 {
+		t.Errorf("no background: %v, want the mean over all present %v", v.ValMIoUFG, v.ValMIoU)
 	}
 	js, err := json.Marshal(v.PerClass[2])
 	if err != nil || !strings.Contains(string(js), `"iou":null`) || !strings.Contains(string(js), `"dice":null`) {

@@ -9,6 +9,11 @@ type Validation struct {
 	ValPixelAcc float64 `json:"val_pixel_acc"`
 	ValMIoU     float64 `json:"val_miou"`
 	ValDice     float64 `json:"val_dice"`
+	// ValMIoUFG and ValDiceFG are the means over the classes present but
+	// the background (data.background; over all of them where it is none):
+	// nnU-Net's means. Set by Classes.
+	ValMIoUFG float64 `json:"val_miou_fg"`
+	ValDiceFG float64 `json:"val_dice_fg"`
 	// PerClass is each class's IoU and Dice and pixel counts; the means
 	// above are over the classes present (in the target or the prediction).
 	PerClass []ClassScore `json:"per_class,omitempty"`
@@ -32,13 +37,23 @@ type ClassScore struct {
 // Present reports whether the class occurs in the target or the prediction.
 func (s ClassScore) Present() bool { return s.IoU != nil }
 
-// NameClasses gives each class score its name, the k-th of names (none
-// beyond them).
-func (v *Validation) NameClasses(names []string) {
+// Classes gives each class score its name, the k-th of names (none
+// beyond them), and sets the means without the background class (-1:
+// none, the means over every class present).
+func (v *Validation) Classes(names []string, background int) {
+	var iou, dice float64
+	n := 0
 	for k := range v.PerClass {
 		if k < len(names) {
 			v.PerClass[k].Name = names[k]
 		}
+		if c := v.PerClass[k]; c.Present() && k != background {
+			iou, dice, n = iou+*c.IoU, dice+*c.Dice, n+1
+		}
+	}
+	v.ValMIoUFG, v.ValDiceFG = 0, 0
+	if n > 0 {
+		v.ValMIoUFG, v.ValDiceFG = iou/float64(n), dice/float64(n)
 	}
 }
 
@@ -48,6 +63,10 @@ func (v Validation) Score(monitor string) float64 {
 	switch monitor {
 	case "val_dice":
 		return v.ValDice
+	case "val_dice_fg":
+		return v.ValDiceFG
+	case "val_miou_fg":
+		return v.ValMIoUFG
 	case "val_pixel_acc":
 		return v.ValPixelAcc
 	case "val_loss":

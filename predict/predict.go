@@ -278,6 +278,6 @@ func (p *Predictor) scoreBatch(images []float32, masks []uint8, n, h, w int, con
 // data.class_names.
 func (p *Predictor) validation(conf *metrics.Confusion, loss float64) metrics.Validation {
 	v := conf.Validation(loss)
-	v.NameClasses(p.Config.Data.ClassNames)
+	v.Classes(p.Config.Data.ClassNames, int(p.Config.Data.Background))
 	return v
 }

@@ -42,7 +42,7 @@ func (t *Trainer) Validate() (metrics.Validation, error) {
 	}
 	conf := &metrics.Confusion{Classes: t.Net.Config.Classes, Counts: sums.counts}
 	v := conf.Validation(sums.loss / float64(sums.samples))
-	v.NameClasses(t.Config.Data.ClassNames)
+	v.Classes(t.Config.Data.ClassNames, int(t.Config.Data.Background))
 	return v, nil
 }
 
