@@ -8,6 +8,7 @@ import (
 	"image"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -95,6 +96,11 @@ type niftiSet struct {
 	cache    *volumeCache
 	contents string // Fingerprint.Contents
 	channels int    // modalities per case
+	// volSlices are each volume's samples (its slices, in z order); part
+	// each volume's folder (partTrain...) where the set has train/ val/
+	// test/ folders, else nil.
+	volSlices [][]int
+	part      []int
 }
 
 var (
@@ -567,9 +573,27 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 // source and the split (by volume: every slice of a volume trains, or
 // every one validates), or nil after a fatal problem.
 func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []int), []stamp, string) {
-	pairs, probs := listNIfTI(cfg.Path)
-	rep.Problems = probs
+	var pairs []pair
+	var probs []Problem
+	var part []int // each pair's folder: partTrain, partVal, partTest; nil for the flat layout
 	stamps := []stamp{stampOf(filepath.Join(cfg.Path, "images")), stampOf(filepath.Join(cfg.Path, "masks"))}
+	if dirs := splitFolders(cfg.Path); dirs != nil {
+		rep.SplitFolders = true
+		for k, d := range dirs {
+			if _, err := os.Stat(d); err != nil && k > 0 {
+				continue // no val/ or test/
+			}
+			ps, pr := listNIfTI(d)
+			pairs, probs = append(pairs, ps...), append(probs, pr...)
+			for range ps {
+				part = append(part, k)
+			}
+			stamps = append(stamps, stampOf(filepath.Join(d, "images")), stampOf(filepath.Join(d, "masks")))
+		}
+	} else {
+		pairs, probs = listNIfTI(cfg.Path)
+	}
+	rep.Problems = probs
 	for _, p := range pairs {
 		stamps = append(stamps, stampOf(p.image), stampOf(p.mask))
 		for _, m := range p.more {
@@ -629,6 +653,9 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 			continue
 		}
 		ns.vols = append(ns.vols, v)
+		if part != nil {
+			ns.part = append(ns.part, part[k])
+		}
 		kept = append(kept, v.pair)
 		sums = append(sums, results[k].sums)
 		for _, m := range results[k].more {
@@ -657,17 +684,13 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	rep.Slicing = fmt.Sprintf("%d -> %d slices across axis %d (%s%s); intensities: %s %s",
 		len(ns.vols), len(ns.samples), cfg.NIfTI.Axis, axisName[cfg.NIfTI.Axis], skipped, window, norm)
 	rep.SliceSplit = cfg.Split == SplitSlices
+	ns.volSlices = volSlices
 	split := func(int) (train, val []int) {
-		if cfg.Split == SplitSlices {
-			return splitSlices(volSlices, cfg.ValFraction, cfg.Seed)
+		tv, vv, _ := ns.splitVolumes(cfg)
+		if cfg.Split == SplitSlices { // every volume but the test folder's, in order
+			return splitSlices(pick(volSlices, slices.Sorted(slices.Values(append(tv, vv...)))), cfg.ValFraction, cfg.Seed)
 		}
-		tv, vv := Split(len(volSlices), cfg.ValFraction, cfg.Seed)
-		for _, k := range tv {
-			train = append(train, volSlices[k]...)
-		}
-		for _, k := range vv {
-			val = append(val, volSlices[k]...)
-		}
+		train, val = slices.Concat(pick(volSlices, tv)...), slices.Concat(pick(volSlices, vv)...)
 		slices.Sort(train)
 		slices.Sort(val)
 		return train, val
@@ -684,6 +707,49 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 	withBytes := sha256.Sum256([]byte(contentsOf(cfg.Path, kept, sums, ns.lut) + slicing + moreSums))
 	ns.contents = hex.EncodeToString(withBytes[:])
 	return ns, split, stamps, hex.EncodeToString(sum[:])
+}
+
+// Parts of a nifti set laid out in train/ val/ test/ folders.
+const (
+	partTrain = iota
+	partVal
+	partTest
+)
+
+// splitVolumes divides the kept volumes: by their folders where the set
+// has train/ val/ test/ (val by data.val_fraction of train/ where there is
+// no val/), else by data.val_fraction and data.seed; each part ascending.
+func (ns *niftiSet) splitVolumes(cfg SourceConfig) (train, val, test []int) {
+	if ns.part == nil {
+		train, val = Split(len(ns.vols), cfg.ValFraction, cfg.Seed)
+		return train, val, nil
+	}
+	for k, p := range ns.part {
+		switch p {
+		case partTrain:
+			train = append(train, k)
+		case partVal:
+			val = append(val, k)
+		case partTest:
+			test = append(test, k)
+		}
+	}
+	if len(val) == 0 {
+		tv, vv := Split(len(train), cfg.ValFraction, cfg.Seed)
+		train, val = pick(train, tv), pick(train, vv)
+	}
+	slices.Sort(train)
+	slices.Sort(val)
+	return train, val, test
+}
+
+// pick is xs at the indices idx.
+func pick[T any](xs []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for i, k := range idx {
+		out[i] = xs[k]
+	}
+	return out
 }
 
 // splitSlices is data.split: slices: of each volume's slices (its samples
@@ -771,7 +837,10 @@ func (niftiSource) open(_ context.Context, cfg SourceConfig, rep *Report, _ bool
 			rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d modalities a case, and data.patch, data.resize and data.scale take one channel of a slice; leave them out (whole slices), or train a 3D UNet (model.dims: 3) on data.patch [D, H, W]", ns.channels))
 			return found{stamps: stamps}, nil
 		}
-		return found{src: ns, split: split, stamps: stamps, files: files, contents: ns.contents}, nil
+		_, _, tv := ns.splitVolumes(cfg)
+		test := slices.Concat(pick(ns.volSlices, tv)...)
+		rep.Test = len(test)
+		return found{src: ns, split: split, test: test, stamps: stamps, files: files, contents: ns.contents}, nil
 	}
 	nv := newNIfTIVolumes(cfg, ns, rep)
 	if nv == nil {
@@ -784,5 +853,8 @@ func (niftiSource) open(_ context.Context, cfg SourceConfig, rep *Report, _ bool
 			p[0], p[1], p[2], 100*cfg.PatchForeground)
 	}
 	rep.Slicing = fmt.Sprintf("%d volumes read %s as %dx%dx%d (z, y, x) for a 3D UNet; %s", nv.Len(), how, nv.d, nv.h, nv.w, rep.Slicing[strings.Index(rep.Slicing, "intensities:"):])
-	return found{src: nv, stamps: stamps, files: files, contents: ns.contents}, nil
+	_, _, test := ns.splitVolumes(cfg)
+	rep.Test = len(test)
+	split3 := func(int) (train, val []int) { train, val, _ = ns.splitVolumes(cfg); return train, val }
+	return found{src: nv, split: split3, test: test, stamps: stamps, files: files, contents: ns.contents}, nil
 }

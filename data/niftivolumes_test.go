@@ -274,3 +274,36 @@ func TestNIfTIModalities(t *testing.T) {
 		t.Errorf("a missing modality: %v %v", err, rep.Problems)
 	}
 }
+
+// TestNIfTIFolders: a nifti set laid out in train/ val/ test/ folders
+// splits by them, as data.source folder does, for slices and volumes; the
+// test folder's volumes never train or validate.
+func TestNIfTIFolders(t *testing.T) {
+	root := t.TempDir()
+	for part, n := range map[string]int{"train": 3, "val": 1, "test": 2} {
+		src, _ := writeSyntheticVolumes(t, n)
+		if err := os.Rename(src, filepath.Join(root, part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dims := range []int{2, 3} {
+		cfg := volumeConfig(root)
+		cfg.Dims = dims
+		set, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := 1 // samples a volume
+		if dims == 2 {
+			per = 16
+		}
+		if len(set.Train) != 3*per || len(set.Val) != per || len(set.Test) != 2*per || !set.Report.SplitFolders {
+			t.Errorf("dims %d: train %d, val %d, test %d samples; want 3, 1, 2 volumes of %d", dims, len(set.Train), len(set.Val), len(set.Test), per)
+		}
+		for _, i := range set.Test {
+			if slices.Contains(set.Train, i) || slices.Contains(set.Val, i) {
+				t.Fatalf("dims %d: test sample %d also trains or validates", dims, i)
+			}
+		}
+	}
+}
