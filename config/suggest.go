@@ -231,3 +231,12 @@ func nearConfig(path string) string {
 	}
 	return ""
 }
+
+// DidYouMean is "did you mean NAME? " where one of names is near word
+// (a mistyped command or value), else "".
+func DidYouMean(word string, names []string) string {
+	if n := suggest.Nearest(word, names); n != "" && n != word {
+		return "did you mean " + n + "? "
+	}
+	return ""
+}

@@ -147,7 +147,7 @@ func helpCommand(args []string, stdout io.Writer) error {
 	}
 	name := strings.Join(args, " ")
 	if _, ok := lookupCommand(name); !ok {
-		return usageError{fmt.Sprintf("help: unknown command %q; the commands are %s", name, commandNames())}
+		return usageError{fmt.Sprintf("help: unknown command %q; %sthe commands are %s", name, config.DidYouMean(name, strings.Split(commandNames(), ", ")), commandNames())}
 	}
 	if name == "help" {
 		return helpRequest{name: "help"}

@@ -91,7 +91,7 @@ func dispatch(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) er
 	case "help", "-h", "-help", "--help":
 		return helpCommand(args[1:], stdout)
 	}
-	return usageError{fmt.Sprintf("unknown command %q; the commands are %s; run %s", args[0], commandNames(), config.Invocation{Program: config.InvokedAs()}.Run("help"))}
+	return usageError{fmt.Sprintf("unknown command %q; %sthe commands are %s; run %s", args[0], config.DidYouMean(args[0], strings.Split(commandNames(), ", ")), commandNames(), config.Invocation{Program: config.InvokedAs()}.Run("help"))}
 }
 
 // exitStatus ends a command that has said what happened with a status of
