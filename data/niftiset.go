@@ -457,8 +457,13 @@ func listNIfTI(root string) ([]pair, []Problem) {
 	return pairs, probs
 }
 
-// modalityOf splits nnU-Net's modality stem CASE_NNNN into the case and
-// the channel; ok is false for another name.
+// ModalityOf splits nnU-Net's modality stem CASE_NNNN (a file name
+// without .nii or .nii.gz, e.g. "liver_003_0001") into the case and the
+// channel ("liver_003", 1); ok is false for another name. It is how
+// data.source nifti and predict tell a case's modalities.
+func ModalityOf(stem string) (c string, channel int, ok bool) { return modalityOf(stem) }
+
+// modalityOf is ModalityOf.
 func modalityOf(stem string) (c string, channel int, ok bool) {
 	i := len(stem) - 5
 	if i < 1 || stem[i] != '_' {

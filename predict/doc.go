@@ -43,6 +43,8 @@
 // the same geometry, by a 2D model), volume3d.go (NIfTI volumes by a 3D
 // UNet: a 3D sliding window with Gaussian blending, streamed slab by slab
 // along z, planned as the slab, scored per volume against --references),
+// cases.go (nnU-Net's cases of several modalities, CASE_0000.nii.gz ...:
+// a case's files found and checked, predicted once into CASE.nii.gz),
 // eval.go (a split's scores as memunet eval's JSON
 // report), progress.go (the bar of the outermost loop: count, elapsed
 // time and ETA, as training's).

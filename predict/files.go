@@ -26,6 +26,17 @@ type sizedFile struct {
 	stem         string
 	// decode and picture are what reading the file holds (data.ImageInfo).
 	decode, picture int64
+	// channels are a case's modality files in channel order, path first
+	// (caseModalities); nil for a file read alone.
+	channels []string
+}
+
+// volumes are the NIfTI files f reads: its case's modalities, or itself.
+func (f sizedFile) volumes() []string {
+	if f.channels != nil {
+		return f.channels
+	}
+	return []string{f.path}
 }
 
 // source is the picture f holds, for a plan.
@@ -49,13 +60,26 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer, warn io.Writ
 	if err != nil {
 		return nil, nil, err
 	}
-	if c := p.Config.Model.InChannels; c != 1 && c != 3 {
-		return nil, nil, fmt.Errorf("predict: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", c)
+	var cases map[string]modalityCase
+	if c := p.caseModalities(); c > 0 { // a case's modality files predict once, as the case
+		if files, cases, err = modalityCases(files, c); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, f := range files {
+		if c := p.Config.Model.InChannels; c != 1 && c != 3 && !isVolume(f) {
+			return nil, nil, fmt.Errorf("predict: %s: the model takes %d channels; image files give 1 (gray) or 3 (RGB)", f, c)
+		}
 		stem, suffix := fileStem(f)
 		if isVolume(f) {
 			stem, suffix = volumeStem(f), "nii"
+		}
+		mc, isCase := cases[f]
+		if isCase {
+			stem = mc.name // nnU-Net's CASE.nii.gz
+			if !p.Config.Model.Volumes() && len(mc.files) > maxSliceModalities {
+				return nil, nil, sliceModalitiesError(f, len(mc.files))
+			}
 		}
 		stem, why := names.fileName(f, stem, suffix)
 		if why != "" {
@@ -67,7 +91,7 @@ func (p *Predictor) sizeFiles(input string, s sizing, names *namer, warn io.Writ
 			return nil, nil, fmt.Errorf("predict: %s: a 3D UNet (model.dims 3) predicts NIfTI volumes (.nii, .nii.gz), not image files", f)
 		}
 		if isVolume(f) { // read when it is predicted: whole by a 2D model, streamed by a 3D one
-			sized = append(sized, sizedFile{path: f, stem: stem})
+			sized = append(sized, sizedFile{path: f, stem: stem, channels: mc.files})
 			continue
 		}
 		info, err := data.ReadImageInfo(f)

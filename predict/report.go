@@ -142,9 +142,13 @@ type LegendEntry struct {
 
 // Output is one predicted image.
 type Output struct {
-	Input   string `json:"input"`
-	Mask    string `json:"mask"`
-	Overlay string `json:"overlay,omitempty"`
+	Input string `json:"input"`
+	// Channels are the files of a case of several modalities (nnU-Net's
+	// CASE_0000.nii.gz, CASE_0001.nii.gz, ...), channel by channel; Input
+	// is the first.
+	Channels []string `json:"channels,omitempty"`
+	Mask     string   `json:"mask"`
+	Overlay  string   `json:"overlay,omitempty"`
 	// Probs are the probability files (Options.Probs): one PNG per class,
 	// or one .npy array.
 	Probs []string `json:"probs,omitempty"`

@@ -18,32 +18,61 @@ import (
 // the same name and extension with the volume's header geometry
 // (data.WriteMaskVolume). A slice is predicted whole where it fits and
 // its sides are multiples of 2^model.depth, else by tiles, as opts.Tile
-// says for image files.
+// says for image files. A case of several modalities (f.channels, up to
+// maxSliceModalities) is read a volume a modality, each windowed (or
+// z-scored) by its own intensities as training's, slice k of modality ch
+// the picture's channel ch; its mask is the case's, with channel 0's
+// header geometry.
 func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	if opts.Overlay || opts.Probs != "" {
 		return fmt.Errorf("predict: %s: --overlay and --probs apply to image files; a NIfTI volume's output is its mask volume", f.path)
 	}
-	if c := p.Config.Model.InChannels; c != 1 {
-		return fmt.Errorf("predict: %s: the model takes %d channels and a NIfTI volume gives 1", f.path, c)
+	paths := f.volumes()
+	if c := p.Config.Model.InChannels; len(paths) != c {
+		if len(paths) == 1 {
+			return fmt.Errorf("predict: %s: the model takes %d channels and a NIfTI volume gives 1; a 2D model predicts volumes of 1 channel, or cases of as many modalities (CASE_0000.nii.gz .. CASE_%04d.nii.gz) when it was trained on them (data.source nifti)", f.path, c, c-1)
+		}
+		return fmt.Errorf("predict: %s: a case of %d modalities for a model of %d channels", f.path, len(paths), c)
 	}
-	v, err := data.ReadVolume(f.path, 0)
-	if err != nil {
-		return fmt.Errorf("predict: %w", err)
+	if len(paths) > maxSliceModalities {
+		return sliceModalitiesError(f.path, len(paths))
 	}
+	vols := make([]*data.Volume, len(paths))
+	norms := make([]data.Intensity, len(paths))
 	nc := p.Config.Data.NIfTI
-	norm := v.Intensity(nc)
-	lo, hi := norm.Lo, norm.Hi
-	if norm.ZScore { // the volume's own statistics, as data.mean and data.std for its slices
+	var stored int64
+	for i, path := range paths {
+		v, err := data.ReadVolume(path, 0)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		if i > 0 && v.Dims != vols[0].Dims {
+			d, d0 := v.Dims, vols[0].Dims
+			return fmt.Errorf("predict: %s is %dx%dx%d voxels but %s is %dx%dx%d; a case's modalities must have one size", path, d[0], d[1], d[2], f.path, d0[0], d0[1], d0[2])
+		}
+		vols[i], norms[i] = v, v.Intensity(nc)
+		stored += int64(len(v.Voxels))
+	}
+	v := vols[0]
+	if norms[0].ZScore { // each volume's own statistics, as data.mean and data.std for its channel
 		defer func(mean, std []float64) { p.Config.Data.Mean, p.Config.Data.Std = mean, std }(p.Config.Data.Mean, p.Config.Data.Std)
-		m, s := norm.MeanStd()
-		p.Config.Data.Mean, p.Config.Data.Std = []float64{m}, []float64{s}
+		p.Config.Data.Mean, p.Config.Data.Std = nil, nil
+		for _, norm := range norms {
+			m, s := norm.MeanStd()
+			p.Config.Data.Mean, p.Config.Data.Std = append(p.Config.Data.Mean, m), append(p.Config.Data.Std, s)
+		}
 	}
 	h, w := v.SliceSize(nc.Axis)
 	labels := make([]uint16, v.Len())
 	mask := make([]uint8, h*w)
 	// Held while each slice is predicted: the stored voxels, the labels,
-	// the slice's classes, and its picture (16-bit gray, then RGBA64).
-	held := int64(len(v.Voxels)) + 2*int64(v.Len()) + int64(h)*int64(w)*(1+2+8)
+	// the slice's classes, and its picture (16-bit gray, then RGBA64; a
+	// case's modality's, and the case's).
+	pics := int64(1)
+	if len(vols) > 1 {
+		pics = 2
+	}
+	held := stored + 2*int64(v.Len()) + int64(h)*int64(w)*(1+pics*(2+8))
 	var tiling *Tiling
 	at, done := p.track(v.Slices(nc.Axis), "slices")
 	defer done()
@@ -52,7 +81,10 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 		if err := p.stopped(); err != nil {
 			return err
 		}
-		pic := v.SlicePicture(nc.Axis, k, lo, hi)
+		pic, err := slicePicture(vols, norms, nc.Axis, k)
+		if err != nil {
+			return fmt.Errorf("predict: %s: %w", f.path, err)
+		}
 		t, err := p.predictPicture(pic, side, opts, lim, mask, held, rep)
 		if err != nil {
 			return fmt.Errorf("predict: %s, slice %d across axis %d: %w", f.path, k, nc.Axis, err)
@@ -83,8 +115,47 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 	if err := outdir.WriteFile(path, func(wr io.Writer) error { return data.WriteMaskVolume(wr, v, labels, v.Gzip) }); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	rep.Outputs = append(rep.Outputs, Output{Input: f.path, Mask: name, Tiling: tiling})
+	rep.Outputs = append(rep.Outputs, Output{Input: f.path, Channels: f.channels, Mask: name, Tiling: tiling})
 	return nil
+}
+
+// maxSliceModalities is the most modalities a case predicted slice by
+// slice (a 2D model) may have: a slice's picture holds one a channel of
+// its 16-bit RGBA, which data.Window reads as the model's channels.
+const maxSliceModalities = 4
+
+// sliceModalitiesError refuses a case of n modalities, more than a 2D
+// model's slice pictures hold.
+func sliceModalitiesError(path string, n int) error {
+	return fmt.Errorf("predict: %s: a 2D model predicts cases of up to %d modalities, and this one takes %d (model.in_channels); predict with a 3D UNet (model.dims 3) trained on them, which streams any count, or train on %d modalities or fewer",
+		path, maxSliceModalities, n, maxSliceModalities)
+}
+
+// slicePicture is slice k across axis of vols as the model's picture:
+// one volume's windowed to 16 bits in every channel
+// (Volume.SlicePicture); a case's modalities one a channel (R, G, B,
+// A), each by its own window, the channels past them 0 (alpha 65535).
+func slicePicture(vols []*data.Volume, norms []data.Intensity, axis, k int) (image.Image, error) {
+	if len(vols) == 1 {
+		return vols[0].SlicePicture(axis, k, norms[0].Lo, norms[0].Hi), nil
+	}
+	h, w := vols[0].SliceSize(axis)
+	pic := image.NewRGBA64(image.Rect(0, 0, w, h))
+	if len(vols) < 4 {
+		for i := 6; i < len(pic.Pix); i += 8 {
+			pic.Pix[i], pic.Pix[i+1] = 0xff, 0xff
+		}
+	}
+	for ch, v := range vols {
+		m, ok := v.SlicePicture(axis, k, norms[ch].Lo, norms[ch].Hi).(*image.RGBA64)
+		if !ok || m.Stride != 8*w || m.Rect != pic.Rect {
+			return nil, fmt.Errorf("slice %d of modality %d is not a 16-bit picture of %dx%d", k, ch, h, w)
+		}
+		for i := 0; i < len(pic.Pix); i += 8 {
+			pic.Pix[i+2*ch], pic.Pix[i+2*ch+1] = m.Pix[i], m.Pix[i+1]
+		}
+	}
+	return pic, nil
 }
 
 // predictPicture writes the classes of one picture (at the size the model

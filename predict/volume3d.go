@@ -39,16 +39,21 @@ import (
 //     reads are read from the file (data.VolumeStream: slice by slice,
 //     never the volume) and windowed to 16 bits as data.source nifti
 //     windows slices; each window is normalized as data.Window normalizes
-//     a tile (a model of C channels gets C equal ones, as from a gray
-//     image, each by its data.mean and data.std); after it, every z-slice no later row touches (those
-//     before the next row's first) is finished: its classes are written to
-//     the mask (data.MaskVolumeWriter, the input's header geometry) and,
-//     with Options.References, counted against the reference's slice.
+//     a tile. A case of several modalities (CASE_0000.nii.gz ..., for a
+//     checkpoint trained on them; see cases.go) is read from one stream
+//     a modality in step, channel ch from modality ch windowed or
+//     z-scored by its own intensities; a single volume gives a model of C
+//     channels C equal ones, as a gray image does, each by its data.mean
+//     and data.std. After a row, every z-slice no later row touches
+//     (those before the next row's first) is finished: its classes are
+//     written to the mask (data.MaskVolumeWriter, the input's header
+//     geometry, channel 0's for a case) and, with Options.References,
+//     counted against the reference's slice.
 //
 // So the host holds a slab: the input slices of one row of windows (16
-// bits a voxel), the weighted sums of its classes x D x H x W voxels
-// (float32), a window and its logits; never the volume. volumeHost counts
-// it.
+// bits a voxel, per modality), the weighted sums of its classes x D x H x
+// W voxels (float32), a window and its logits; never the volume.
+// volumeHost counts it.
 
 // VolumeTiling is how a volume was predicted by a 3D UNet: windows of
 // Window [D, H, W] (z, y, x), overlapping by Overlap, blended by Blend.
@@ -238,9 +243,10 @@ func (p *Predictor) volumeLogits(dst, window []float32, d, h, w int) ([]float32,
 // planVolume plans predicting a volume of dims [x, y, z] by window [D, H,
 // W]: the pool's peaks for one window by a dry run on backend/noop, and
 // beside it on the host the slab volumeHost counts, with the collector's
-// slack. sliceBytes are the stored bytes of one z-slice of the input and
+// slack. The input is streams files (a case's modalities, or one
+// volume), sliceBytes the stored bytes of one z-slice of them all, and
 // refBytes of the reference's (0: none).
-func (p *Predictor) planVolume(dims, window [3]int, overlap float64, sliceBytes, refBytes int64) (Need, volumeLayout, error) {
+func (p *Predictor) planVolume(dims, window [3]int, overlap float64, streams int, sliceBytes, refBytes int64) (Need, volumeLayout, error) {
 	l, err := newVolumeLayout(dims, window, overlap)
 	if err != nil {
 		return Need{}, l, err
@@ -257,27 +263,29 @@ func (p *Predictor) planVolume(dims, window [3]int, overlap float64, sliceBytes,
 		return Need{}, l, err
 	}
 	st := dry.Pool().Stats()
-	host := p.volumeHost(l, sliceBytes, refBytes)
+	host := p.volumeHost(l, streams, sliceBytes, refBytes)
 	return Need{N: 1, H: window[1], W: window[2], PeakAllocated: st.Allocated.Peak, PeakReserved: st.Reserved.Peak, Host: host + gcSlack(host)}, l, nil
 }
 
 // volumeHost is what predicting a volume by l holds on the host beside
-// the pool, all at once: the input stream (its slice of stored voxels,
-// read buffer and gzip window); the input slab (inDepth z-slices
-// windowed to 16 bits); the weighted sums (accDepth
+// the pool, all at once: the input streams, one a modality (each its
+// slice of stored voxels, sliceBytes in all, read buffer and gzip
+// window); the input slabs, one a stream (inDepth z-slices windowed to
+// 16 bits); the weighted sums (accDepth
 // z-slices of K planes); a window, its logits (and their float32 copy
 // where the model computes in another precision), the weights and
 // reflected indices; a finished slice's classes and labels, the writer
 // (an encoded slice, its buffer and compressor) and the output file's
 // buffer (outdir.WriteFile); with a reference, its stream and slice.
-// The first pass that finds the volume's min and max holds a stream
+// The first passes that find each volume's min and max hold a stream
 // alone, less than this.
-func (p *Predictor) volumeHost(l volumeLayout, sliceBytes, refBytes int64) int64 {
+func (p *Predictor) volumeHost(l volumeLayout, streams int, sliceBytes, refBytes int64) int64 {
 	c, k := int64(p.Config.Model.InChannels), int64(p.Config.Model.Classes)
 	px := int64(l.y.n) * int64(l.x.n)
 	win := int64(l.z.side) * int64(l.y.side) * int64(l.x.side)
-	host := data.VolumeStreamBytes + sliceBytes
-	host += int64(l.inDepth) * px * 2
+	n := int64(streams)
+	host := n*data.VolumeStreamBytes + sliceBytes
+	host += n * int64(l.inDepth) * px * 2
 	host += int64(l.accDepth) * k * px * 4
 	host += c*win*4 + k*win*4
 	if p.precision != backend.Float32 {
@@ -292,9 +300,10 @@ func (p *Predictor) volumeHost(l volumeLayout, sliceBytes, refBytes int64) int64
 	return host
 }
 
-// predictVolume3D predicts a NIfTI volume with a 3D UNet, streamed slab
-// by slab (see the top of this file), into a mask volume of the same
-// name and extension with the volume's header geometry; with
+// predictVolume3D predicts a NIfTI volume (or a case of several
+// modalities, f.channels) with a 3D UNet, streamed slab by slab (see the
+// top of this file), into a mask volume of the same name (the case's)
+// and extension with the volume's header geometry; with
 // opts.References, scored against its reference mask (Output.Score).
 // The volume's plan (planVolume) must fit lim before a voxel is read.
 func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
@@ -304,19 +313,31 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	case opts.TTA:
 		return fmt.Errorf("predict: %s: --tta (flip averaging) applies to 2D models; a 3D UNet predicts a volume without it", f.path)
 	}
-	if c := p.Config.Model.InChannels; c > 1 && p.Config.Data.Source == data.SourceNIfTI {
-		return fmt.Errorf("predict: %s: the model was trained on cases of %d modalities (NAME_0000.nii.gz ...), and predict reads one volume a case; predict cases of one modality", f.path, c)
-	}
 	window, err := p.volumeWindow(opts)
 	if err != nil {
 		return fmt.Errorf("predict: %w", err)
 	}
-	in, err := data.OpenVolumeStream(f.path)
-	if err != nil {
-		return fmt.Errorf("predict: %w", err)
+	// One stream a modality of a case (sizeFiles: channel 0 first), else
+	// the one volume.
+	var ins []*data.VolumeStream
+	defer func() {
+		for _, in := range ins {
+			in.Close()
+		}
+	}()
+	var sliceBytes int64
+	for _, path := range f.volumes() {
+		in, err := data.OpenVolumeStream(path)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		ins = append(ins, in)
+		sliceBytes += in.SliceBytes()
+		if d, d0 := in.Volume.Dims, ins[0].Volume.Dims; d != d0 {
+			return fmt.Errorf("predict: %s is %dx%dx%d voxels but %s is %dx%dx%d; a case's modalities must have one size", path, d[0], d[1], d[2], f.path, d0[0], d0[1], d0[2])
+		}
 	}
-	defer in.Close()
-	v := in.Volume
+	v := ins[0].Volume
 	var ref *data.VolumeStream
 	var refBytes int64
 	if opts.References != "" {
@@ -334,7 +355,7 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		}
 		refBytes = ref.SliceBytes()
 	}
-	need, l, err := p.planVolume(v.Dims, window, opts.Overlap, in.SliceBytes(), refBytes)
+	need, l, err := p.planVolume(v.Dims, window, opts.Overlap, len(ins), sliceBytes, refBytes)
 	if err != nil {
 		return fmt.Errorf("predict: %s (%dx%dx%d) by windows of %dx%dx%d: %w", f.path, v.Dims[0], v.Dims[1], v.Dims[2], window[0], window[1], window[2], err)
 	}
@@ -349,13 +370,20 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	}
 	rss := p.held.hold(need)
 	rep.plan(need, rss)
+	what := f.path // a case: its channel 0 with the others' names
+	for _, in := range ins[1:] {
+		what += ", " + filepath.Base(in.Path)
+	}
 	fmt.Fprintf(note, "predict: %s (%dx%dx%d) by %s: planned pool peak %s allocated, host %s%s\n",
-		f.path, v.Dims[0], v.Dims[1], v.Dims[2], t, memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(need.Host), rssText(rss))
-	// A first pass over the file finds its min and max where
-	// data.nifti.window does not give the intensity window.
-	norm, err := data.StreamIntensity(f.path, p.Config.Data.NIfTI)
-	if err != nil {
-		return fmt.Errorf("predict: %w", err)
+		what, v.Dims[0], v.Dims[1], v.Dims[2], t, memory.FormatBytes(need.PeakAllocated), memory.FormatBytes(need.Host), rssText(rss))
+	// A first pass over each file finds its min and max where
+	// data.nifti.window does not give the intensity window (and its mean
+	// and std for zscore): each modality its own, as training's.
+	norms := make([]data.Intensity, len(ins))
+	for i, in := range ins {
+		if norms[i], err = data.StreamIntensity(in.Path, p.Config.Data.NIfTI); err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
 	}
 	var sc *volumeScorer
 	if ref != nil {
@@ -381,7 +409,7 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		if err != nil {
 			return err
 		}
-		if err := p.streamVolume(in, l, norm, opts.Blend, func(z int, classes []uint8, labels []uint16) error {
+		if err := p.streamVolume(ins, l, norms, opts.Blend, func(z int, classes []uint8, labels []uint16) error {
 			for i, c := range classes {
 				labels[i] = uint16(c)
 				if values != nil {
@@ -402,7 +430,7 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	if err != nil {
 		return fmt.Errorf("predict: %s: %w", f.path, err)
 	}
-	o := Output{Input: f.path, Mask: name, Volume: &t}
+	o := Output{Input: f.path, Channels: f.channels, Mask: name, Volume: &t}
 	if sc != nil {
 		o.Score = sc.score()
 	}
@@ -410,30 +438,41 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	return nil
 }
 
-// streamVolume predicts the volume in by the windows of l, its voxels
-// windowed by norm's [Lo, Hi] and normalized as the 2D slice path normalizes
-// them (data.source nifti's 16 bits, then data.Window's (v-Mean)/Std and
-// data.mean/data.std, channel by channel where the model takes more than
-// one), and hands each z-slice's classes (y rows of x,
-// x fastest) to emit as soon as no later window touches it, in order,
-// with a labels buffer of the slice's size for emit to use; both are
-// valid during the call.
-func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, norm data.Intensity, blend string, emit func(z int, classes []uint8, labels []uint16) error) error {
+// streamVolume predicts the volume ins by the windows of l, and hands
+// each z-slice's classes (y rows of x, x fastest) to emit as soon as no
+// later window touches it, in order, with a labels buffer of the slice's
+// size for emit to use; both are valid during the call. ins are a
+// case's modalities, read in step, channel ch from ins[ch]; or one
+// volume, given to every channel (as a gray image is). Stream i's
+// voxels are windowed by norms[i]'s [Lo, Hi] and normalized as the 2D
+// slice path normalizes them (data.source nifti's 16 bits, then
+// data.Window's (v-Mean)/Std and data.mean/data.std channel by channel,
+// or with zscore the stream's own Affine).
+func (p *Predictor) streamVolume(ins []*data.VolumeStream, l volumeLayout, norms []data.Intensity, blend string, emit func(z int, classes []uint8, labels []uint16) error) error {
 	c := p.Config.Model.InChannels
+	if len(ins) != 1 && len(ins) != c || len(norms) != len(ins) {
+		return fmt.Errorf("predict: %d volumes for a model of %d channels", len(ins), c)
+	}
+	from := func(ch int) int { return min(ch, len(ins)-1) } // the stream channel ch reads
 	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
 	if err != nil {
 		return err
 	}
-	if norm.ZScore { // by the volume's own statistics (data.mean and data.std are the defaults)
-		za, zb := norm.Affine()
-		a, b = slices.Repeat([]float32{za}, c), slices.Repeat([]float32{zb}, c)
+	for ch := range c {
+		if norm := norms[from(ch)]; norm.ZScore { // by the volume's own statistics (data.mean and data.std are the defaults)
+			if a == nil {
+				a, b = slices.Repeat([]float32{1}, c), make([]float32, c)
+			}
+			a[ch], b[ch] = norm.Affine()
+		}
 	}
 	k := p.Config.Model.Classes
 	X, Y, Z := l.x.n, l.y.n, l.z.n
 	px := X * Y
 	td, th, tw := l.z.side, l.y.side, l.x.side
 	tv := td * th * tw
-	slab := make([]uint16, l.inDepth*px) // input z-slice z at slot z % inDepth
+	slabLen := l.inDepth * px
+	slab := make([]uint16, len(ins)*slabLen) // stream i's input z-slice z at slot i*inDepth + z % inDepth
 	acc := make([]float32, l.accDepth*k*px)
 	window := make([]float32, c*tv)
 	logits := make([]float32, k*tv)
@@ -448,10 +487,13 @@ func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, norm dat
 	for iz := range l.z.count {
 		_, need := l.z.reads(iz)
 		for ; read <= need; read++ {
-			if _, err := in.Next(); err != nil {
-				return err
+			for i, in := range ins {
+				if _, err := in.Next(); err != nil {
+					return err
+				}
+				at := i*slabLen + read%l.inDepth*px
+				in.Slice.Windowed16(norms[i].Lo, norms[i].Hi, slab[at:at+px])
 			}
-			in.Slice.Windowed16(norm.Lo, norm.Hi, slab[read%l.inDepth*px:(read%l.inDepth+1)*px])
 		}
 		oz := l.z.origin(iz)
 		for iy := range l.y.count {
@@ -469,9 +511,9 @@ func (p *Predictor) streamVolume(in *data.VolumeStream, l volumeLayout, norm dat
 				for i := range rx {
 					rx[i] = reflect(ox+i, X)
 				}
-				for ch := range c { // a gray volume gives every channel, as a gray image does
+				for ch := range c { // a case's modality each, or a gray volume every channel
 					for dz := range td {
-						src := slab[reflect(oz+dz, Z)%l.inDepth*px:]
+						src := slab[from(ch)*slabLen+reflect(oz+dz, Z)%l.inDepth*px:]
 						for dy := range th {
 							row, dst := src[ry[dy]*X:], window[ch*tv+(dz*th+dy)*tw:ch*tv+(dz*th+dy+1)*tw]
 							for dx, sx := range rx {

@@ -176,28 +176,36 @@ func gaussian1(side int, blend string) []float64 {
 // path prepares them (SlicePicture, then data.Window reflecting in the
 // plane), z reflected, its logits weighed in float64 and divided by the
 // weights' sum per voxel: the classes, and each voxel's margin between
-// its two largest blended logits.
-func wholeVolume3D(t *testing.T, p *Predictor, path string, side int, overlap float64, blend string) ([]uint8, []float64) {
+// its two largest blended logits. paths are one volume, given to every
+// channel, or a case's modalities, channel ch read from paths[ch] and
+// windowed (or z-scored) by its own intensities.
+func wholeVolume3D(t *testing.T, p *Predictor, paths []string, side int, overlap float64, blend string) ([]uint8, []float64) {
 	t.Helper()
-	v, err := data.ReadVolume(path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	X, Y, Z := v.Dims[0], v.Dims[1], v.Dims[2]
 	k, ch := p.Config.Model.Classes, p.Config.Model.InChannels
-	norm := v.Intensity(p.Config.Data.NIfTI)
-	lo, hi := norm.Lo, norm.Hi
 	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if norm.ZScore {
-		za, zb := norm.Affine()
-		a, b = slices.Repeat([]float32{za}, ch), slices.Repeat([]float32{zb}, ch)
+	if a == nil {
+		a, b = slices.Repeat([]float32{1}, ch), make([]float32, ch)
 	}
-	pics := make([]image.Image, Z)
-	for z := range Z {
-		pics[z] = v.SlicePicture(2, z, lo, hi)
+	var X, Y, Z int
+	pics := make([][]image.Image, len(paths)) // volume i's z-slices
+	for i, path := range paths {
+		v, err := data.ReadVolume(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		X, Y, Z = v.Dims[0], v.Dims[1], v.Dims[2]
+		norm := v.Intensity(p.Config.Data.NIfTI)
+		for c := range ch {
+			if min(c, len(paths)-1) == i && norm.ZScore {
+				a[c], b[c] = norm.Affine()
+			}
+		}
+		for z := range Z {
+			pics[i] = append(pics[i], v.SlicePicture(2, z, norm.Lo, norm.Hi))
+		}
 	}
 	plane, err := tiles.New(Y, X, side, overlap)
 	if err != nil {
@@ -209,16 +217,17 @@ func wholeVolume3D(t *testing.T, p *Predictor, path string, side int, overlap fl
 	wsum := make([]float64, Z*Y*X)
 	tt := side * side
 	win := make([]float32, ch*side*tt)
-	planes := make([]float32, ch*tt)
+	planes := make([]float32, tt)
 	logits := make([]float32, k*side*tt)
 	for iz := range deep.Rows {
 		oz, _ := deep.Origin(iz * deep.Cols)
 		for tile := range plane.Count() {
 			oy, ox := plane.Origin(tile)
 			for dz := range side {
-				data.Window(pics[reflectWalk(oz+dz, Z)], ch, oy, ox, side, side, a, b, true, planes)
 				for c := range ch {
-					copy(win[(c*side+dz)*tt:(c*side+dz+1)*tt], planes[c*tt:(c+1)*tt])
+					pic := pics[min(c, len(paths)-1)][reflectWalk(oz+dz, Z)]
+					data.Window(pic, 1, oy, ox, side, side, a[c:c+1], b[c:c+1], true, planes)
+					copy(win[(c*side+dz)*tt:(c*side+dz+1)*tt], planes[:tt])
 				}
 			}
 			out, err := p.volumeLogits(logits, win, side, side, side)
@@ -312,7 +321,7 @@ func TestPredictVolume3DBlending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, margin := wholeVolume3D(t, p, in, 16, tc.overlap, tc.blend)
+		want, margin := wholeVolume3D(t, p, []string{in}, 16, tc.overlap, tc.blend)
 		seen := map[uint8]int{}
 		close := 0
 		for at, c := range want {
@@ -338,7 +347,7 @@ func TestPredictVolume3DBlending(t *testing.T) {
 func TestVolumePlanGrowsWithTheSlab(t *testing.T) {
 	p := tiny3D(t, 2, 32, 1)
 	plan := func(x, y, z int) Need {
-		nd, _, err := p.planVolume([3]int{x, y, z}, [3]int{32, 32, 32}, 0.5, int64(2*x*y), 0)
+		nd, _, err := p.planVolume([3]int{x, y, z}, [3]int{32, 32, 32}, 0.5, 1, int64(2*x*y), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +511,8 @@ func TestPredictVolume3DScores(t *testing.T) {
 }
 
 // volume3DChildEnv carries a case of TestPredictVolume3DMemory to its
-// child: "input|out|window|overlap".
+// child: "input|out|window|overlap|channels" (channels > 1: the input is
+// a case of as many modalities).
 const volume3DChildEnv = "MEMUNET_PREDICT3D_CHILD"
 
 // volume3DLargeEnv, set, adds the 256^3 case (and its 256x256x512 twin)
@@ -514,8 +524,9 @@ const volume3DLargeEnv = "MEMUNET_PREDICT3D_256"
 // process as it stood, the pool's peak, the slab and buffers volumeHost
 // counts), each in a fresh process; and twice the depth at the same
 // height and width plans the same and peaks within 10% of it: the memory
-// is the slab's, not the volume's. With MEMUNET_PREDICT3D_256=1, also
-// 256^3 and 256x256x512 by windows of 64^3.
+// is the slab's, not the volume's. A case of two modalities (two streams
+// and slabs in step) peaks within 10% of its plan too. With
+// MEMUNET_PREDICT3D_256=1, also 256^3 and 256x256x512 by windows of 64^3.
 func TestPredictVolume3DMemory(t *testing.T) {
 	if v := os.Getenv(volume3DChildEnv); v != "" {
 		volume3DChild(t, v)
@@ -527,31 +538,36 @@ func TestPredictVolume3DMemory(t *testing.T) {
 		pairs = append(pairs, [2]size{{256, 256, 256, 64}, {256, 256, 512, 64}})
 	}
 	dir := t.TempDir()
+	// measure predicts in (of channels modalities) in a child and checks
+	// its peak against its plan.
+	measure := func(in string, sz size, channels int) (planned, peak int64) {
+		out := filepath.Join(t.TempDir(), "out")
+		start := time.Now()
+		_, peak = childtest.PeakRSS(t, "TestPredictVolume3DMemory", volume3DChildEnv, fmt.Sprintf("%s|%s|%d|0.25|%d", in, out, sz.window, channels), 5*time.Minute)
+		took := time.Since(start)
+		b, err := os.ReadFile(filepath.Join(out, runfiles.PredictReport))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		ratio := float64(peak) / float64(rep.PlannedRSSBytes)
+		whole := int64(sz.x*sz.y*sz.z) * 2
+		t.Logf("%dx%dx%d, %d modalities, by %s: planned %.1f MiB, peak RSS %.1f MiB (%.3f of the plan; the volume's int16 voxels alone %.1f MiB), %v",
+			sz.x, sz.y, sz.z, channels, rep.Outputs[0].Volume, mib(rep.PlannedRSSBytes), mib(peak), ratio, mib(whole), took.Round(time.Millisecond))
+		if rep.PlannedRSSBytes <= 0 || math.Abs(ratio-1) > 0.10 {
+			t.Errorf("%dx%dx%d, %d modalities: peak RSS %d is not within 10%% of the planned %d", sz.x, sz.y, sz.z, channels, peak, rep.PlannedRSSBytes)
+		}
+		return rep.PlannedRSSBytes, peak
+	}
 	for _, pair := range pairs {
 		var planned, peaks [2]int64
 		for i, sz := range pair {
 			in := filepath.Join(dir, fmt.Sprintf("v%dx%dx%d.nii.gz", sz.x, sz.y, sz.z))
 			writeVolume(t, in, sz.x, sz.y, sz.z)
-			out := filepath.Join(t.TempDir(), "out")
-			start := time.Now()
-			_, peak := childtest.PeakRSS(t, "TestPredictVolume3DMemory", volume3DChildEnv, fmt.Sprintf("%s|%s|%d|0.25", in, out, sz.window), 5*time.Minute)
-			took := time.Since(start)
-			b, err := os.ReadFile(filepath.Join(out, runfiles.PredictReport))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep Report
-			if err := json.Unmarshal(b, &rep); err != nil {
-				t.Fatal(err)
-			}
-			ratio := float64(peak) / float64(rep.PlannedRSSBytes)
-			whole := int64(sz.x*sz.y*sz.z) * 2
-			t.Logf("%dx%dx%d by %s: planned %.1f MiB, peak RSS %.1f MiB (%.3f of the plan; the volume's int16 voxels alone %.1f MiB), %v",
-				sz.x, sz.y, sz.z, rep.Outputs[0].Volume, mib(rep.PlannedRSSBytes), mib(peak), ratio, mib(whole), took.Round(time.Millisecond))
-			if rep.PlannedRSSBytes <= 0 || math.Abs(ratio-1) > 0.10 {
-				t.Errorf("%dx%dx%d: peak RSS %d is not within 10%% of the planned %d", sz.x, sz.y, sz.z, peak, rep.PlannedRSSBytes)
-			}
-			planned[i], peaks[i] = rep.PlannedRSSBytes, peak
+			planned[i], peaks[i] = measure(in, sz, 1)
 		}
 		if r := float64(planned[1]) / float64(planned[0]); math.Abs(r-1) > 0.02 {
 			t.Errorf("twice the depth plans %.3fx", r)
@@ -560,16 +576,34 @@ func TestPredictVolume3DMemory(t *testing.T) {
 			t.Errorf("twice the depth peaks at %.3fx", r)
 		}
 	}
+	sz := pairs[0][0]
+	mm := filepath.Join(dir, "cases")
+	os.Mkdir(mm, 0o755)
+	for ch := range 2 {
+		writeVolume(t, filepath.Join(mm, fmt.Sprintf("c_%04d.nii.gz", ch)), sz.x, sz.y, sz.z)
+	}
+	measure(filepath.Join(mm, "c_0000.nii.gz"), sz, 2)
 }
 
 // volume3DChild predicts one case of TestPredictVolume3DMemory (v is
-// "input|out|window|overlap") and reports its own peak.
+// "input|out|window|overlap|channels") and reports its own peak.
 func volume3DChild(t *testing.T, v string) {
 	defer childtest.ReportPeak(t)
 	f := strings.Split(v, "|")
 	window, _ := strconv.Atoi(f[2])
 	overlap, _ := strconv.ParseFloat(f[3], 64)
+	channels, _ := strconv.Atoi(f[4])
 	p := tiny3D(t, 2, window, 1)
+	if channels > 1 { // a model trained on cases of as many modalities
+		p.Close()
+		cfg := p.Config
+		cfg.Model.InChannels, cfg.Data.Source = channels, data.SourceNIfTI
+		var err error
+		if p, err = newPredictor(cfg, cpu.New(), backend.Float32, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+	}
 	if _, err := p.Run(f[0], f[1], Options{Blend: tiles.Gaussian, Overlap: overlap}, Limits{}, nil); err != nil {
 		t.Fatal(err)
 	}
