@@ -20,7 +20,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	sig.AtOnce("predict", "nothing was written")
 	fs := newFlags("predict")
 	model := addModelFlags(fs)
-	input := fs.String("input", "", "image file, directory of images, or a split of the checkpoint's dataset: dataset:val, dataset:train or dataset:test")
+	input := fs.String("input", "", "image file, directory of images, NIfTI volume (.nii, .nii.gz; for a checkpoint trained on cases of several modalities, any of a case's files CASE_0000.nii.gz, CASE_0001.nii.gz, ..., which predicts the case into CASE.nii.gz), or a split of the checkpoint's dataset: dataset:val, dataset:train or dataset:test")
 	outDir := fs.String("out", "", "directory for the masks (default: predict/<input>-step-N in the checkpoint's run directory)")
 	overlay := fs.Bool("overlay", false, "also write each image with its mask blended over it")
 	probs := fs.String("probs", "", "also write each image's class probabilities: png (a 16-bit gray PNG per class, 65535 = 1) or npy (one float32 array, classes x height x width)")
@@ -31,7 +31,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	overlap := fs.Float64("overlap", -1, "share of a tile its neighbour covers, 0..0.9 (default: predict.overlap, 0.25)")
 	blend := fs.String("blend", "", "how tiles are weighed: gaussian (sigma = tile/8) or constant (default: predict.blend)")
 	force := fs.Bool("force", false, "replace an earlier prediction in --out, finished or cut off (only the files its predict.json or .unfinished lists)")
-	references := fs.String("references", "", "with a 3D UNet (model.dims 3), score each NIfTI volume against its reference mask: a mask volume, or a folder of them named as the volumes (or without nnU-Net's _0000); Dice per class and volume, means with and without background, into predict.json and the summary")
+	references := fs.String("references", "", "with a 3D UNet (model.dims 3), score each NIfTI volume against its reference mask: a mask volume, or a folder of them named as the volumes (or without nnU-Net's _0000: CASE.nii.gz); Dice per class and volume, means with and without background, into predict.json and the summary")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
 	if err := parseFlags(fs, args, predictUsage); err != nil {
 		return err
