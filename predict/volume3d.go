@@ -300,6 +300,46 @@ func (p *Predictor) volumeHost(l volumeLayout, streams int, sliceBytes, refBytes
 	return host
 }
 
+// openCase opens one stream a modality of a case (sizeFiles: channel 0
+// first), else the one volume, with their slices' bytes; the streams
+// opened are returned on error too, for the caller to close.
+func openCase(f sizedFile) (ins []*data.VolumeStream, sliceBytes int64, err error) {
+	for _, path := range f.volumes() {
+		in, err := data.OpenVolumeStream(path)
+		if err != nil {
+			return ins, 0, fmt.Errorf("predict: %w", err)
+		}
+		ins = append(ins, in)
+		sliceBytes += in.SliceBytes()
+		if d, d0 := in.Volume.Dims, ins[0].Volume.Dims; d != d0 {
+			return ins, 0, fmt.Errorf("predict: %s is %dx%dx%d voxels but %s is %dx%dx%d; a case's modalities must have one size", path, d[0], d[1], d[2], f.path, d0[0], d0[1], d0[2])
+		}
+	}
+	return ins, sliceBytes, nil
+}
+
+// openReference opens the reference mask of volume v (opts.References),
+// with its slice's bytes; nil without references.
+func openReference(f sizedFile, v *data.Volume, opts Options) (*data.VolumeStream, int64, error) {
+	if opts.References == "" {
+		return nil, 0, nil
+	}
+	path, err := referenceFor(f.path, opts.References)
+	if err != nil {
+		return nil, 0, err
+	}
+	ref, err := data.OpenVolumeStream(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("predict: --references: %w", err)
+	}
+	if ref.Volume.Dims != v.Dims {
+		ref.Close()
+		return nil, 0, fmt.Errorf("predict: --references: %s is %dx%dx%d and the volume %s %dx%dx%d; a reference mask has its volume's voxels",
+			path, ref.Volume.Dims[0], ref.Volume.Dims[1], ref.Volume.Dims[2], f.path, v.Dims[0], v.Dims[1], v.Dims[2])
+	}
+	return ref, ref.SliceBytes(), nil
+}
+
 // predictVolume3D predicts a NIfTI volume (or a case of several
 // modalities, f.channels) with a 3D UNet, streamed slab by slab (see the
 // top of this file), into a mask volume of the same name (the case's)
@@ -317,43 +357,22 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	if err != nil {
 		return fmt.Errorf("predict: %w", err)
 	}
-	// One stream a modality of a case (sizeFiles: channel 0 first), else
-	// the one volume.
-	var ins []*data.VolumeStream
+	ins, sliceBytes, err := openCase(f)
 	defer func() {
 		for _, in := range ins {
 			in.Close()
 		}
 	}()
-	var sliceBytes int64
-	for _, path := range f.volumes() {
-		in, err := data.OpenVolumeStream(path)
-		if err != nil {
-			return fmt.Errorf("predict: %w", err)
-		}
-		ins = append(ins, in)
-		sliceBytes += in.SliceBytes()
-		if d, d0 := in.Volume.Dims, ins[0].Volume.Dims; d != d0 {
-			return fmt.Errorf("predict: %s is %dx%dx%d voxels but %s is %dx%dx%d; a case's modalities must have one size", path, d[0], d[1], d[2], f.path, d0[0], d0[1], d0[2])
-		}
+	if err != nil {
+		return err
 	}
 	v := ins[0].Volume
-	var ref *data.VolumeStream
-	var refBytes int64
-	if opts.References != "" {
-		path, err := referenceFor(f.path, opts.References)
-		if err != nil {
-			return err
-		}
-		if ref, err = data.OpenVolumeStream(path); err != nil {
-			return fmt.Errorf("predict: --references: %w", err)
-		}
+	ref, refBytes, err := openReference(f, v, opts)
+	if err != nil {
+		return err
+	}
+	if ref != nil {
 		defer ref.Close()
-		if ref.Volume.Dims != v.Dims {
-			return fmt.Errorf("predict: --references: %s is %dx%dx%d and the volume %s %dx%dx%d; a reference mask has its volume's voxels",
-				path, ref.Volume.Dims[0], ref.Volume.Dims[1], ref.Volume.Dims[2], f.path, v.Dims[0], v.Dims[1], v.Dims[2])
-		}
-		refBytes = ref.SliceBytes()
 	}
 	need, l, err := p.planVolume(v.Dims, window, opts.Overlap, len(ins), sliceBytes, refBytes)
 	if err != nil {
