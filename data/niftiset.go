@@ -63,8 +63,10 @@ type niftiVolume struct {
 	pair
 	dims [3]int
 	in   []Intensity // how each channel's voxels are normalized
-	// spacing words its voxel size, e.g. "0.8x0.8x3 mm"
+	// spacing words its voxel size, e.g. "0.8x0.8x3 mm"; size is it
+	// along x, y, z
 	spacing string
+	size    [3]float64
 	// values holds, per slice, the distinct raw mask values when there are
 	// at most maxSliceValues of them (nil: more), for data.nifti.skip_empty.
 	values [][]uint16
@@ -113,6 +115,13 @@ func (n *niftiSet) Channels() int    { return n.channels }
 func (n *niftiSet) Classes() int     { return n.classes }
 func (n *niftiSet) Size() (h, w int) { return n.h, n.w }
 func (n *niftiSet) String() string   { return n.desc }
+
+func (n *niftiSet) caseOf(i int) Case {
+	s := n.samples[i]
+	v := &n.vols[s.vol]
+	cols, rows := sliceAxes(n.axis)
+	return Case{Name: v.id, Z: s.k, Depth: v.dims[n.axis], Spacing: [3]float64{v.size[cols], v.size[rows], v.size[n.axis]}}
+}
 
 // Name is sample i's name: its volume's file stem and the slice, e.g.
 // "case01_z012".
@@ -500,6 +509,12 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 	}
 	v.dims = img.Dims
 	size, unit := img.Spacing()
+	for a, sz := range size {
+		if !(sz > 0) || math.IsInf(sz, 0) { // a header without spacing: voxel units
+			size[a] = 1
+		}
+	}
+	v.size = size
 	v.spacing = strings.TrimSpace(fmt.Sprintf("%gx%gx%g %s", size[0], size[1], size[2], unit))
 	ax := cfg.NIfTI.Axis
 	s.imgH, s.imgW = img.SliceSize(ax)

@@ -60,6 +60,11 @@ func (n *niftiVolumes) String() string {
 	return fmt.Sprintf("%s as %dx%dx%d volumes", n.set.desc, n.d, n.h, n.w)
 }
 
+func (n *niftiVolumes) caseOf(i int) Case {
+	v := &n.set.vols[i]
+	return Case{Name: v.id, Depth: 1, Spacing: v.size}
+}
+
 // Sample fills image and mask with volume i's centre patch.
 func (n *niftiVolumes) Sample(i int, img []float32, mask []uint8) error {
 	return n.patch(i, nil, img, mask)

@@ -46,6 +46,7 @@
 // cases.go (nnU-Net's cases of several modalities, CASE_0000.nii.gz ...:
 // a case's files found and checked, predicted once into CASE.nii.gz),
 // eval.go (a split's scores as memunet eval's JSON
-// report), progress.go (the bar of the outermost loop: count, elapsed
+// report), casescores.go (eval's per-case Dice, IoU and HD95: a nifti
+// volume's slices gathered into their case; the CSV), progress.go (the bar of the outermost loop: count, elapsed
 // time and ETA, as training's).
 package predict

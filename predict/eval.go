@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -27,6 +28,10 @@ type EvalReport struct {
 	PlannedRSSBytes int64 `json:"planned_rss_bytes,omitempty"`
 	PeakRSSBytes    int64 `json:"peak_rss_bytes,omitempty"`
 	metrics.Validation
+	// PerCase is each case's scores (an image, or a volume: a nifti
+	// volume's slices together) with their means over cases, as nnU-Net
+	// reports them; WriteFile also writes them as CSV (CasesCSV).
+	PerCase CaseReport `json:"per_case"`
 }
 
 // Evaluate scores split (Score) as an EvalReport, the collector held to
@@ -36,19 +41,21 @@ func (p *Predictor) Evaluate(split string, tta bool, lim Limits, sets []string) 
 	p.held = p.holdGC()
 	defer func() { p.held.release(); p.held = nil }()
 	var planned Report
-	v, samples, err := p.score(split, tta, lim, &planned)
+	var cases CaseReport
+	v, samples, err := p.score(split, tta, lim, &planned, &cases)
 	if err != nil {
 		return EvalReport{}, err
 	}
 	r := EvalReport{Checkpoint: p.Checkpoint.Dir, Step: p.Checkpoint.Manifest.Step, Split: split, Samples: samples,
-		Data: sets, TTA: tta, PlannedRSSBytes: planned.PlannedRSSBytes, Validation: v}
+		Data: sets, TTA: tta, PlannedRSSBytes: planned.PlannedRSSBytes, Validation: v, PerCase: cases}
 	if _, peak, ok := memlimit.Resident(); ok {
 		r.PeakRSSBytes = peak
 	}
 	return r, nil
 }
 
-// WriteFile writes r as indented JSON to path, whole or not at all.
+// WriteFile writes r as indented JSON to path, and its cases as CSV to
+// CasesCSV(path), each whole or not at all.
 func (r EvalReport) WriteFile(path string) error {
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -56,6 +63,13 @@ func (r EvalReport) WriteFile(path string) error {
 	}
 	if err := outdir.WriteBytes(path, append(js, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	var b bytes.Buffer
+	if err := r.PerCase.WriteCSV(&b, len(r.PerClass)); err != nil {
+		return err
+	}
+	if err := outdir.WriteBytes(CasesCSV(path), b.Bytes()); err != nil {
+		return fmt.Errorf("writing %s: %w", CasesCSV(path), err)
 	}
 	return nil
 }

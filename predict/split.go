@@ -124,7 +124,7 @@ func (p *Predictor) predictSplit(in *splitInput, journal *outdir.Journal, opts O
 	if in.whole != nil {
 		src = in.whole
 	}
-	each := func(i int, pred []uint8, probs []float32, h, w int) error {
+	each := func(i int, pred, _ []uint8, probs []float32, h, w int) error {
 		input := fmt.Sprintf("dataset:%s[%d]", in.name, i)
 		name := names.name(input, data.SampleName(in.ds, i), fmt.Sprintf("%s-%05d", in.name, i))
 		out, dir := outputOf(input, name, opts, p.Config.Model.Classes), journal.Dir()
@@ -164,16 +164,16 @@ func (p *Predictor) predictSplit(in *splitInput, journal *outdir.Journal, opts O
 
 // scoreSplit predicts the split's samples (from probabilities with
 // probabilistic, flip-averaged with tta) and calls each with every
-// sample's classes and, where computed, probabilities.
-func (p *Predictor) scoreSplit(in *splitInput, opts Options, lim Limits, rep *Report, each func(i int, pred []uint8, probs []float32, h, w int) error) (metrics.Validation, error) {
+// sample's classes, its true ones and, where computed, probabilities.
+func (p *Predictor) scoreSplit(in *splitInput, opts Options, lim Limits, rep *Report, each func(i int, pred, target []uint8, probs []float32, h, w int) error) (metrics.Validation, error) {
 	if in.whole != nil {
 		return p.scoreSplitTiled(in, opts, lim, rep, each)
 	}
 	h, w := in.ds.Size()
 	if opts.probabilistic() {
-		return p.PredictSplitProbs(in.ds, in.idx, opts.TTA, func(i int, pred, _ []uint8, probs []float32) error { return each(i, pred, probs, h, w) })
+		return p.PredictSplitProbs(in.ds, in.idx, opts.TTA, func(i int, pred, target []uint8, probs []float32) error { return each(i, pred, target, probs, h, w) })
 	}
-	return p.PredictSplit(in.ds, in.idx, func(i int, pred, _ []uint8) error { return each(i, pred, nil, h, w) })
+	return p.PredictSplit(in.ds, in.idx, func(i int, pred, target []uint8) error { return each(i, pred, target, nil, h, w) })
 }
 
 // Score scores the checkpoint on a split of its dataset (of another one,
@@ -182,11 +182,12 @@ func (p *Predictor) scoreSplit(in *splitInput, opts Options, lim Limits, rep *Re
 // and refused with a *SplitSizeError when it cannot fit lim. It returns
 // the scores and the number of samples.
 func (p *Predictor) Score(split string, tta bool, lim Limits) (metrics.Validation, int, error) {
-	return p.score(split, tta, lim, nil)
+	return p.score(split, tta, lim, nil, nil)
 }
 
-// score is Score noting its plans in rep (where not nil).
-func (p *Predictor) score(split string, tta bool, lim Limits, rep *Report) (metrics.Validation, int, error) {
+// score is Score noting its plans in rep (where not nil), with each
+// case's scores where cases is not nil.
+func (p *Predictor) score(split string, tta bool, lim Limits, rep *Report, cases *CaseReport) (metrics.Validation, int, error) {
 	in, err := p.openSplit(split, Options{TTA: tta}, lim)
 	if err != nil {
 		return metrics.Validation{}, 0, err
@@ -195,6 +196,15 @@ func (p *Predictor) score(split string, tta bool, lim Limits, rep *Report) (metr
 		rep.plan(in.need, p.held.hold(in.need))
 	}
 	opts := Options{TTA: tta, Overlap: -1}.WithDefaults(p.Config.Predict)
-	v, err := p.scoreSplit(in, opts, lim, rep, func(int, []uint8, []float32, int, int) error { return nil })
+	cs := newCaseScorer(in.ds, p.Config.Model.Classes, int(p.Config.Data.Background))
+	v, err := p.scoreSplit(in, opts, lim, rep, func(i int, pred, target []uint8, _ []float32, h, w int) error {
+		if cases != nil {
+			cs.add(i, pred, target, h, w)
+		}
+		return nil
+	})
+	if err == nil && cases != nil {
+		*cases = cs.report()
+	}
 	return v, len(in.idx), err
 }

@@ -338,7 +338,7 @@ func (p *Predictor) splitTile(opts Options) (int, error) {
 // is the cross-entropy of the blended logits (or -log of the blended
 // probabilities where opts asks for them) per counted pixel. each gets
 // every image's classes (and probabilities) at its size.
-func (p *Predictor) scoreSplitTiled(in *splitInput, opts Options, lim Limits, rep *Report, each func(i int, pred []uint8, probs []float32, h, w int) error) (metrics.Validation, error) {
+func (p *Predictor) scoreSplitTiled(in *splitInput, opts Options, lim Limits, rep *Report, each func(i int, pred, target []uint8, probs []float32, h, w int) error) (metrics.Validation, error) {
 	side, err := p.splitTile(opts)
 	if err != nil {
 		return metrics.Validation{}, err
@@ -403,7 +403,11 @@ func (p *Predictor) scoreSplitTiled(in *splitInput, opts Options, lim Limits, re
 		if err != nil {
 			return metrics.Validation{}, err
 		}
-		if err := each(i, pred, probs, h, w); err != nil {
+		target := make([]uint8, h*w)
+		for y := range h {
+			copy(target[y*w:(y+1)*w], mask.Pix[y*mask.Stride:])
+		}
+		if err := each(i, pred, target, probs, h, w); err != nil {
 			return metrics.Validation{}, err
 		}
 	}

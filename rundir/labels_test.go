@@ -132,5 +132,24 @@ func TestOneVolumeLabelsAndSliceSplit(t *testing.T) {
 	if len(zs) != 10 || hi-lo+1 != 10 || len(sum.PerClass) != 3 {
 		t.Errorf("validation slices %v: want one block of 10", zs)
 	}
+	// eval's per-case scores: the one volume's validation slices make one
+	// case, whose Dice per class is the hand-computed one, with an HD95
+	// for each class present in both.
+	ev, err := p.Evaluate("val", false, predict.Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.PerCase.Cases) != 1 || ev.PerCase.Cases[0].Case != "head" {
+		t.Fatalf("cases %+v: want the one volume, head", ev.PerCase.Cases)
+	}
+	for k := 1; k < 3; k++ {
+		cc := ev.PerCase.Cases[0].Classes[k]
+		if want := 2 * inter[k] / (pred[k] + ref[k]); cc.Dice == nil || math.Abs(*cc.Dice-want) > 1e-9 || (inter[k] > 0 && cc.HD95 == nil) {
+			t.Errorf("case head, class %d: Dice %v, HD95 %v; by hand Dice %v", k, cc.Dice, cc.HD95, want)
+		}
+	}
+	if fg := ev.PerCase.MeanDiceFG; fg == nil || math.Abs(*fg-dice) > 1e-9 {
+		t.Errorf("mean over cases without background %v, want %v", fg, dice)
+	}
 	t.Logf("val Dice without background %.3f (with %.3f), slices %d..%d", sum.ValDiceFG, sum.ValDice, lo, hi)
 }

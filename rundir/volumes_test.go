@@ -65,4 +65,8 @@ func TestVolumesTrainFromNIfTI(t *testing.T) {
 	if math.Abs(ev.ValDice-sum.ValDice) > 1e-9 || ev.Samples != 3 {
 		t.Errorf("eval of %d volumes: Dice %v, training's last validation %v", ev.Samples, ev.ValDice, sum.ValDice)
 	}
+	// Each validation volume is a case, scored with its HD95 in mm.
+	if len(ev.PerCase.Cases) != 3 || ev.PerCase.PerClass[1].HD95Cases != 3 || ev.PerCase.MeanDiceFG == nil {
+		t.Errorf("per case: %d cases, %+v", len(ev.PerCase.Cases), ev.PerCase.PerClass)
+	}
 }

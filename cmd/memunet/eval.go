@@ -89,6 +89,6 @@ func evalCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 	fmt.Fprintf(stdout, "%s, %d samples, by %s (step %d): loss %.4f  pixel acc %.4f  miou %.4f  dice %.4f\n",
 		*split, rep.Samples, dir, ck.Manifest.Step, v.ValLoss, v.ValPixelAcc, v.ValMIoU, v.ValDice)
 	report.PrintClassTable(stdout, v.PerClass)
-	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	fmt.Fprintf(stdout, "wrote %s and its cases' Dice, IoU and HD95: %s\n", *out, predict.CasesCSV(*out))
 	return nil
 }
