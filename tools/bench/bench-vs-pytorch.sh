@@ -96,13 +96,15 @@ for b in bins:
     rnd = -1
     for line in open(f"{tmp}/{b}.txt"):
         parts = line.split()
-        if line.startswith("FMA peak:"):  # one per memunet bench run: a new round
-            peaks.setdefault(b, []).append(float(parts[2]))
+        if line.startswith("memunet bench:"):  # one per memunet bench run: a new round
             rnd += 1
-        # "variant M x A step_ms GFLOP/s % ...": the step ms follows "M x A"
-        if len(parts) > 4 and parts[2] == "x" and parts[0] != "variant":
+        # "% peak: of the FMA peak's median, 85.0 GFLOP/s, of 3 samples ..."
+        if line.startswith("% peak: of the FMA peak's median,"):
+            peaks.setdefault(b, []).append(float(parts[7]))
+        # "variant M x A step_ms min..max GFLOP/s % ...": the step ms follows "M x A"
+        if len(parts) > 6 and parts[2] == "x" and parts[0] != "variant":
             try:
-                ms.setdefault(parts[0], {}).setdefault(b, []).append((float(parts[4]), float(parts[5])))
+                ms.setdefault(parts[0], {}).setdefault(b, []).append((float(parts[4]), float(parts[6])))
                 rounds.setdefault(b, {}).setdefault(rnd, {})[parts[0]] = float(parts[4])
             except ValueError:
                 pass
