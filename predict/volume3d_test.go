@@ -540,20 +540,32 @@ func TestPredictVolume3DMemory(t *testing.T) {
 	dir := t.TempDir()
 	// measure predicts in (of channels modalities) in a child and checks
 	// its peak against its plan.
+	// A process of ~22 MiB meets a few MiB of noise on a loaded machine
+	// (the collector's timing under CPU starvation): a peak past 10% is
+	// measured once more in a fresh process, and the second one stands.
 	measure := func(in string, sz size, channels int) (planned, peak int64) {
-		out := filepath.Join(t.TempDir(), "out")
-		start := time.Now()
-		_, peak = childtest.PeakRSS(t, "TestPredictVolume3DMemory", volume3DChildEnv, fmt.Sprintf("%s|%s|%d|0.25|%d", in, out, sz.window, channels), 5*time.Minute)
-		took := time.Since(start)
-		b, err := os.ReadFile(filepath.Join(out, runfiles.PredictReport))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var rep Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			t.Fatal(err)
+		var ratio float64
+		var took time.Duration
+		for try := range 2 {
+			out := filepath.Join(t.TempDir(), "out")
+			start := time.Now()
+			_, peak = childtest.PeakRSS(t, "TestPredictVolume3DMemory", volume3DChildEnv, fmt.Sprintf("%s|%s|%d|0.25|%d", in, out, sz.window, channels), 5*time.Minute)
+			took = time.Since(start)
+			b, err := os.ReadFile(filepath.Join(out, runfiles.PredictReport))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if ratio = float64(peak) / float64(rep.PlannedRSSBytes); math.Abs(ratio-1) <= 0.10 {
+				break
+			}
+			if try == 0 {
+				t.Logf("%dx%dx%d: peak RSS %.3f of the plan; measuring again", sz.x, sz.y, sz.z, ratio)
+			}
 		}
-		ratio := float64(peak) / float64(rep.PlannedRSSBytes)
 		whole := int64(sz.x*sz.y*sz.z) * 2
 		t.Logf("%dx%dx%d, %d modalities, by %s: planned %.1f MiB, peak RSS %.1f MiB (%.3f of the plan; the volume's int16 voxels alone %.1f MiB), %v",
 			sz.x, sz.y, sz.z, channels, rep.Outputs[0].Volume, mib(rep.PlannedRSSBytes), mib(peak), ratio, mib(whole), took.Round(time.Millisecond))
