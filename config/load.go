@@ -117,8 +117,11 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if len(cfg.Data.Patch) == 0 {
 		cfg.Data.Patch = nil
 	}
-	if len(cfg.Data.Augment.CropScale) == 0 {
-		cfg.Data.Augment.CropScale = nil
+	for _, l := range []*[]float64{&cfg.Data.Augment.CropScale, &cfg.Data.Augment.Scale, &cfg.Data.Augment.Elastic, &cfg.Data.Augment.Blur,
+		&cfg.Data.Augment.BrightnessMul, &cfg.Data.Augment.ContrastRange, &cfg.Data.Augment.Gamma} {
+		if len(*l) == 0 {
+			*l = nil
+		}
 	}
 	if len(cfg.Train.InitSkip) == 0 {
 		cfg.Train.InitSkip = nil
@@ -302,15 +305,21 @@ func typeError(err error, key string, t reflect.Type, val *yaml.Node) string {
 // examples are a right value of the keys whose default shows no shape (an
 // empty list) or a misleading one.
 var examples = map[string]string{
-	"data.resize":             "[64, 64] (height, width)",
-	"data.augment.crop_scale": "[0.5, 1] (min, max share of the area)",
-	"data.mask_values":        "[0, 255]",
-	"data.nifti.window":       "[-1000, 400] (lo, hi)",
-	"data.patch":              "[128, 128] (height, width)",
-	"train.init_skip":         "[outc]",
-	"model.pool_kernels":      "[[1, 2, 2], [2, 2, 2]] (one per level)",
-	"train.freeze":            "[encoder]",
-	"train.betas":             "[0.9, 0.999] (beta1, beta2)",
+	"data.resize":                 "[64, 64] (height, width)",
+	"data.augment.crop_scale":     "[0.5, 1] (min, max share of the area)",
+	"data.augment.scale":          "[0.7, 1.4] (lo, hi)",
+	"data.augment.elastic":        "[200, 10] (alpha, sigma)",
+	"data.augment.blur":           "[0.5, 1] (lo, hi sigma)",
+	"data.augment.brightness_mul": "[0.75, 1.25] (lo, hi)",
+	"data.augment.contrast_range": "[0.75, 1.25] (lo, hi)",
+	"data.augment.gamma":          "[0.7, 1.5] (lo, hi)",
+	"data.mask_values":            "[0, 255]",
+	"data.nifti.window":           "[-1000, 400] (lo, hi)",
+	"data.patch":                  "[128, 128] (height, width)",
+	"train.init_skip":             "[outc]",
+	"model.pool_kernels":          "[[1, 2, 2], [2, 2, 2]] (one per level)",
+	"train.freeze":                "[encoder]",
+	"train.betas":                 "[0.9, 0.999] (beta1, beta2)",
 }
 
 // example is a right value for key: examples' or the default's, in YAML's

@@ -95,7 +95,8 @@
 // Sample(i) depends only on the dataset and i, not on the order of calls or
 // the goroutine making them; Split and Shuffle depend only on their
 // arguments. The same config and seed give the same batches on every run and
-// every machine; a Loader's micro-batch m (and its flips) depends only on m,
+// every machine; a Loader's micro-batch m (its flips and augmentation,
+// augment.go and augment_nnunet.go, drawn per sample) depends only on m,
 // so a run resumed at m sees what an uninterrupted one would.
 //
 // The package never knows the model: shapes here are plain ints and slices.
