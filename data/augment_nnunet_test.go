@@ -496,3 +496,37 @@ func TestAugmentNnUNetValidate(t *testing.T) {
 		t.Errorf("the defaults: %v, any %v", err, DefaultAugment().Any())
 	}
 }
+
+// TestAugmentLoaderParallel: the loader augments a micro-batch's samples
+// in parallel, each as apply alone makes it with its own draws.
+func TestAugmentLoaderParallel(t *testing.T) {
+	const c, n, k = 2, 16, 8
+	a := DefaultAugment()
+	for _, e := range every(0.7) {
+		a = merge(a, e)
+	}
+	ds := &inMemory{n: k, c: c, h: n, w: n, classes: 4}
+	for i := range k {
+		img, mask := noiseImage(uint64(20+i), c, n)
+		ds.images, ds.masks = append(ds.images, img...), append(ds.masks, mask...)
+	}
+	idx := []int{3, 0, 7, 5, 1, 6, 2, 4}
+	got, err := Augmented(ds, idx, LoaderConfig{Seed: 9, Augment: a}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, i := range idx {
+		img, mask := make([]float32, c*n*n), make([]uint8, n*n)
+		if err := ds.Sample(i, img, mask); err != nil {
+			t.Fatal(err)
+		}
+		a.apply(augmentRand(9, 2, i), img, mask, c, 1, n, n)
+		gotImg, gotMask := make([]float32, c*n*n), make([]uint8, n*n)
+		if err := got.Sample(b, gotImg, gotMask); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(img, gotImg) || !slices.Equal(mask, gotMask) {
+			t.Fatalf("position %d (sample %d): the loader's augmentation differs from apply's", b, i)
+		}
+	}
+}

@@ -2,7 +2,10 @@ package data
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // DefaultPrefetch is how many micro-batches a Loader decodes ahead.
@@ -50,8 +53,9 @@ func (c LoaderConfig) span(pos int) (lo, hi int) {
 // epoch; see Position) gets exactly the batches an uninterrupted run would.
 //
 // A background goroutine decodes the micro-batches after the last one
-// asked for into a bounded queue of Prefetch batches (each filled in
-// parallel with FillBatch) while the caller trains on the current one. The
+// asked for into a bounded queue of Prefetch batches (each filled, then
+// augmented, a sample per goroutine as FillBatch does) while the caller
+// trains on the current one. The
 // queue's buffers are ordinary Go memory, not the memory pool: they are the
 // host-side staging of a data loader; Batch copies a micro-batch into the
 // caller's (pool) buffers. Asking for another micro-batch than the next one
@@ -232,9 +236,10 @@ func (l *Loader) fill(epoch int, idx []int, images []float32, masks []uint8) err
 		if !l.cfg.Augment.Any() {
 			return
 		}
-		for b, i := range idx {
-			l.cfg.Augment.apply(augmentRand(l.cfg.Seed, epoch, i), images[b*c*h*w:(b+1)*c*h*w], masks[b*h*w:(b+1)*h*w], c, d, h/d, w)
-		}
+		// The samples in parallel, as they are decoded: each draws from its own generator.
+		parallel(len(idx), func(b int) {
+			l.cfg.Augment.apply(augmentRand(l.cfg.Seed, epoch, idx[b]), images[b*c*h*w:(b+1)*c*h*w], masks[b*h*w:(b+1)*h*w], c, d, h/d, w)
+		})
 	}()
 	if !l.cfg.Flip {
 		return nil
@@ -255,6 +260,21 @@ func (l *Loader) fill(epoch int, idx []int, images []float32, masks []uint8) err
 		}
 	}
 	return nil
+}
+
+// parallel calls f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
+// returns when all have returned.
+func parallel(n int, f func(b int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for b := int(next.Add(1) - 1); b < n; b = int(next.Add(1) - 1) {
+				f(b)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Config returns the loader's configuration (Prefetch resolved).
