@@ -284,7 +284,7 @@ func RunFilesIn(dir string) []string {
 // RunFiles are the files and folder that make a directory hold a run: what
 // train refuses to start over (without --force) and no output may replace.
 func RunFiles() []string {
-	return []string{runfiles.Config, runfiles.Metrics, runfiles.Summary, runfiles.Timeline, runfiles.Checkpoints, runfiles.TensorBoard, runfiles.Best}
+	return []string{runfiles.Config, runfiles.Split, runfiles.Metrics, runfiles.Summary, runfiles.Timeline, runfiles.Checkpoints, runfiles.TensorBoard, runfiles.Best}
 }
 
 // DerivedFiles are the outputs other commands made from a run inside its

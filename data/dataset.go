@@ -1,5 +1,7 @@
 package data
 
+import "fmt"
+
 // Normalization applied to every image this package yields: a raw intensity
 // v in [0, 1] becomes (v-Mean)/Std.
 const (
@@ -47,6 +49,25 @@ func Denormalize(v float32) float32 {
 // sample i has none.
 type Named interface {
 	Name(i int) string
+}
+
+// SplitNames is the samples that train and those that validate, by
+// name (SampleNames), in index order: a run's split.json.
+type SplitNames struct {
+	Train []string `json:"train"`
+	Val   []string `json:"val"`
+}
+
+// SampleNames names the samples idx of ds (SampleName; "#N" for a sample
+// without a name).
+func SampleNames(ds Dataset, idx []int) []string {
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		if out[k] = SampleName(ds, i); out[k] == "" {
+			out[k] = fmt.Sprintf("#%d", i)
+		}
+	}
+	return out
 }
 
 // wrapper is a Dataset built on another (Resize, Normalize), so that names

@@ -41,6 +41,7 @@ func (p *Predictor) Evaluate(split string, tta bool, lim Limits, sets []string) 
 	p.held = p.holdGC()
 	defer func() { p.held.release(); p.held = nil }()
 	var planned Report
+	p.dataChanged = len(sets) > 0
 	var cases CaseReport
 	v, samples, err := p.score(split, tta, lim, &planned, &cases)
 	if err != nil {

@@ -49,10 +49,13 @@ type Predictor struct {
 	bar      *progressbar.ProgressBar // the bar drawn now (track)
 	// depth is a 3D UNet's dataset samples' slices, stacked in their
 	// height (data.Volumes), once Split has opened the dataset; 0 else.
-	depth     int
-	env       *model.Env
-	precision backend.DType
-	held      *heldGC // the collector held to Run's plans (nil outside Run)
+	depth int
+	// dataChanged says the checkpoint's data keys were overridden (eval
+	// --set data.*): its run's split.json does not apply.
+	dataChanged bool
+	env         *model.Env
+	precision   backend.DType
+	held        *heldGC // the collector held to Run's plans (nil outside Run)
 }
 
 // NewPredictor builds the checkpoint's model with precision (fp32, fp16 or

@@ -1,13 +1,18 @@
 package predict
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 
+	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
 	"github.com/memunet/memunet/outdir"
+	"github.com/memunet/memunet/runfiles"
 )
 
 // splitInput is a dataset split to predict: the checkpoint's dataset (or
@@ -42,6 +47,9 @@ func (p *Predictor) openSplit(name string, opts Options, lim Limits) (*splitInpu
 	}
 	ds, idx, err := p.Split(name)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.checkRunSplit(name, ds, idx); err != nil {
 		return nil, err
 	}
 	if whole, ok := data.WholeImages(ds); ok { // each image is planned as it is tiled
@@ -207,4 +215,44 @@ func (p *Predictor) score(split string, tta bool, lim Limits, rep *Report, cases
 		*cases = cs.report()
 	}
 	return v, len(in.idx), err
+}
+
+// checkRunSplit compares a split's samples with those the checkpoint's
+// run trained and validated on (its split.json, where it has one), so
+// that eval never scores other samples than the run's without saying so:
+// a split that differs is an error naming the first sample that does.
+// Data overrides (eval --set data.*) skip it: they ask for other data.
+func (p *Predictor) checkRunSplit(name string, ds data.Dataset, idx []int) error {
+	if p.dataChanged || p.Checkpoint == nil || (name != "val" && name != "train") {
+		return nil
+	}
+	run := checkpoint.RunDirOf(p.Checkpoint.Dir)
+	if run == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(run, runfiles.Split))
+	if err != nil {
+		return nil // a run from before split.json, or a copied checkpoint
+	}
+	var saved data.SplitNames
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(run, runfiles.Split), err)
+	}
+	want := saved.Val
+	if name == "train" {
+		want = saved.Train
+	}
+	got := data.SampleNames(ds, idx)
+	if slices.Equal(got, want) {
+		return nil
+	}
+	first := ""
+	for k := range min(len(got), len(want)) {
+		if got[k] != want[k] {
+			first = fmt.Sprintf("; the first that differs: %s, was %s", got[k], want[k])
+			break
+		}
+	}
+	return fmt.Errorf("the %s split has %d samples and the run's (%s) had %d%s: the data changed since training; to score this data anyway, name it with --set data.path=...",
+		name, len(got), filepath.Join(run, runfiles.Split), len(want), first)
 }

@@ -56,7 +56,7 @@ func TestExistingRunRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), "--force: deleted the earlier run in "+dir+": config.yaml, metrics.jsonl, summary.json, checkpoints/ (2 entries)") {
+	if !strings.Contains(log.String(), "--force: deleted the earlier run in "+dir+": config.yaml, split.json, metrics.jsonl, summary.json, checkpoints/ (2 entries)") {
 		t.Errorf("--force did not say what it deleted: %q", log.String())
 	}
 	if sum.Steps != 3 || len(stepLosses(t, dir)) != 3 {

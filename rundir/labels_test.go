@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -152,4 +153,55 @@ func TestOneVolumeLabelsAndSliceSplit(t *testing.T) {
 		t.Errorf("mean over cases without background %v, want %v", fg, dice)
 	}
 	t.Logf("val Dice without background %.3f (with %.3f), slices %d..%d", sum.ValDiceFG, sum.ValDice, lo, hi)
+}
+
+// TestRunSplitChecked: a run writes its split by sample name to
+// split.json; eval of its checkpoint scores that split, and refuses, naming
+// the file, a split that no longer matches it (here: the file edited as
+// changed data would leave it), unless the data is named anew (--set).
+func TestRunSplitChecked(t *testing.T) {
+	c := config.Default()
+	c.Model.Base, c.Model.Depth = 4, 2
+	c.Data.Size, c.Data.Count = 16, 16
+	c.Train.BatchSize, c.Train.Steps = 4, 2
+	c.Output.Progress = "none"
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), c, Options{OutDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var split data.SplitNames
+	b, err := os.ReadFile(filepath.Join(dir, "split.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &split)
+	}
+	if err != nil || len(split.Val) != 2 || len(split.Train) != 14 || !strings.HasPrefix(split.Val[0], "#") {
+		t.Fatalf("split.json: %v %+v", err, split)
+	}
+	open := func() *predict.Predictor {
+		ck, err := checkpoint.Open(sum.LastCheckpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	if _, err := open().Evaluate("val", false, predict.Limits{}, nil); err != nil {
+		t.Fatalf("eval of the run's own split: %v", err)
+	}
+	split.Val[0] = "#99"
+	b, _ = json.Marshal(split)
+	if err := os.WriteFile(filepath.Join(dir, "split.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open().Evaluate("val", false, predict.Limits{}, nil); err == nil || !strings.Contains(err.Error(), "split.json) had 2; the first that differs") {
+		t.Errorf("a changed split: %v", err)
+	}
+	if _, err := open().Evaluate("val", false, predict.Limits{}, []string{"data.count=16"}); err != nil {
+		t.Errorf("a split of data named anew: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -218,6 +219,13 @@ func (r *run) begin(earlier []string) error {
 		return err
 	}
 	if err := outdir.WriteBytes(filepath.Join(r.opts.OutDir, runfiles.Config), resolved); err != nil {
+		return fmt.Errorf("output.dir: %w", err)
+	}
+	split, err := json.Marshal(r.tr.Split())
+	if err != nil {
+		return err
+	}
+	if err := outdir.WriteBytes(filepath.Join(r.opts.OutDir, runfiles.Split), append(split, '\n')); err != nil {
 		return fmt.Errorf("output.dir: %w", err)
 	}
 	return nil

@@ -23,6 +23,10 @@ const (
 	Metrics = "metrics.jsonl"
 	// Summary is the run's end: steps, times, scores, memory.
 	Summary = "summary.json"
+	// Split is the samples that train and those that validate, by name
+	// (data.SampleName, else the sample's index): what eval checks its
+	// split against.
+	Split = "split.json"
 	// Curves is the training curves, drawn at every validation.
 	Curves = "curves.png"
 	// Timeline is every allocation and free (memory.timeline).

@@ -342,6 +342,11 @@ func (t *Trainer) allocBatch(b int) (string, error) {
 	return "", nil
 }
 
+// Split is the trainer's split by name.
+func (t *Trainer) Split() data.SplitNames {
+	return data.SplitNames{Train: data.SampleNames(t.data, t.trainIdx), Val: data.SampleNames(t.data, t.valIdx)}
+}
+
 // newInput allocates n samples of ds as the model takes them: images
 // (n,C,H,W), or volumes (n,C,D,H,W) for a 3D UNet.
 func newInput(dev *model.Device, arch model.Arch, ds data.Dataset, n int) (*model.Tensor, error) {
