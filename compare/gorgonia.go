@@ -69,7 +69,7 @@ func RunGorgonia(cfg config.Config, steps int, outDir string, onStep func(step i
 	H, W := ds.Size()
 	shape := [4]int{batch, ds.Channels(), H, W}
 	images, masks := make([]float32, batch*ds.Channels()*H*W), make([]uint8, batch*H*W)
-	trainIdx, _ := data.Split(ds.Len(), cfg.Data.ValFraction, cfg.Data.Seed)
+	trainIdx, _ := cfg.Data.RandomSplit(ds.Len())
 	if len(trainIdx) < batch {
 		return fmt.Errorf("gorgonia: %d training samples for a batch of %d", len(trainIdx), batch)
 	}

@@ -49,6 +49,34 @@ func Split(n int, valFraction float64, seed uint64) (train, val []int) {
 	return train, val
 }
 
+// Folds divides the sample indices 0..n-1 for k-fold cross-validation:
+// permuted by seed (the permutation Split draws) and cut into k folds of
+// near-equal size (n/k, rounded down or up), fold validates and the other
+// k-1 train. Over fold = 0..k-1 every index validates exactly once; the
+// same (n, k, seed) give the same folds. Both results are sorted
+// ascending. A fold with no sample (n < k) validates nothing; k < 1 or a
+// fold outside 0..k-1 gives two empty slices.
+func Folds(n, k, fold int, seed uint64) (train, val []int) {
+	if n <= 0 || k < 1 || fold < 0 || fold >= k {
+		return []int{}, []int{}
+	}
+	perm := newRand(seed, 0x73706c6974).Perm(n) // stream "split", as Split
+	lo, hi := fold*n/k, (fold+1)*n/k
+	isVal := make([]bool, n)
+	for _, i := range perm[lo:hi] {
+		isVal[i] = true
+	}
+	val, train = make([]int, 0, hi-lo), make([]int, 0, n-(hi-lo))
+	for i, v := range isVal {
+		if v {
+			val = append(val, i)
+		} else {
+			train = append(train, i)
+		}
+	}
+	return train, val
+}
+
 // Shuffle returns a new slice holding indices in an order that depends only
 // on (indices, seed, epoch): the same arguments give the same order, and
 // each epoch a different one. indices is not modified.

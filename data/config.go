@@ -61,6 +61,13 @@ type Config struct {
 	// training slice neighbours a validation one; a set of one volume
 	// trains).
 	Split string `yaml:"split"`
+	// Folds, where not 0, cuts the samples that split at random (synthetic
+	// samples, a flat folder's files or a folder set's train/ where it has
+	// no val/, voc without val.txt, nifti volumes) into Folds folds by Seed
+	// (see Folds): fold Fold validates, the others train, instead of
+	// ValFraction. A set with a validation split of its own refuses it.
+	Folds int `yaml:"folds"`
+	Fold  int `yaml:"fold"`
 	// Resize is [H, W] to scale every sample to (bilinear; masks nearest),
 	// or empty.
 	Resize []int `yaml:"resize"`
@@ -116,6 +123,47 @@ const (
 	SplitAuto   = "auto"
 	SplitSlices = "slices"
 )
+
+// MaxFolds bounds data.folds.
+const MaxFolds = 1000
+
+// RandomSplit divides n samples that have no split of their own into
+// training and validation: fold Fold of Folds where Folds is set, else
+// ValFraction of them at random; both by Seed.
+func (c Config) RandomSplit(n int) (train, val []int) {
+	if c.Folds > 0 {
+		return Folds(n, c.Folds, c.Fold, c.Seed)
+	}
+	return Split(n, c.ValFraction, c.Seed)
+}
+
+// validateFolds checks data.folds and data.fold.
+func (cfg SourceConfig) validateFolds() error {
+	switch {
+	case cfg.Folds < 0 || cfg.Folds == 1 || cfg.Folds > MaxFolds:
+		return fmt.Errorf("data.folds: %d: 0 (no cross-validation) or the number of folds, 2 to %d, e.g. 5", cfg.Folds, MaxFolds)
+	case cfg.Folds == 0 && cfg.Fold != 0:
+		return fmt.Errorf("data.fold: %d: data.folds is 0 (no cross-validation); set data.folds to the number of folds, or leave data.fold out", cfg.Fold)
+	case cfg.Fold < 0 || cfg.Folds > 0 && cfg.Fold >= cfg.Folds:
+		return fmt.Errorf("data.fold: %d: the fold that validates, 0 to %d (data.folds %d)", cfg.Fold, max(cfg.Folds-1, 0), cfg.Folds)
+	case cfg.Folds > 0 && cfg.Split == SplitSlices:
+		return fmt.Errorf("data.folds: %d: data.split is slices, which validates on a block of every volume's slices; cross-validation folds whole volumes: use data.split: auto, or leave data.folds out", cfg.Folds)
+	case cfg.Folds > 0 && cfg.Source == SourceSynthetic && cfg.Folds > cfg.Count:
+		return fmt.Errorf("data.folds: %d: more folds than data.count's %d samples; every fold needs a sample to validate", cfg.Folds, cfg.Count)
+	}
+	return nil
+}
+
+// foldsRefused is, where data.folds is set, the fatal problem of a set
+// whose validation samples are its own (what: where, at file), with what
+// to do instead (nil where data.folds is not set).
+func (cfg SourceConfig) foldsRefused(file, what, instead string) []Problem {
+	if cfg.Folds == 0 {
+		return nil
+	}
+	return []Problem{fatal(file, "data.folds: %d: the set validates on %s, a split of its own, and cross-validation folds the samples that split at random; leave data.folds out, or %s",
+		cfg.Folds, what, instead)}
+}
 
 // Synthetic is the built-in set the section describes, with the model's
 // classes.
@@ -222,7 +270,10 @@ func (cfg SourceConfig) Validate() error {
 	if !(cfg.ValFraction > 0 && cfg.ValFraction < 1) {
 		return fmt.Errorf("data.val_fraction: %g: must be between 0 and 1 (exclusive)", cfg.ValFraction)
 	}
-	if s := cfg.Synthetic(); cfg.Source == SourceSynthetic {
+	if err := cfg.validateFolds(); err != nil {
+		return err
+	}
+	if s := cfg.Synthetic(); cfg.Source == SourceSynthetic && cfg.Folds == 0 {
 		if val := int(float64(s.Count) * cfg.ValFraction); val < 1 || s.Count-val < 1 {
 			return fmt.Errorf("data.val_fraction: %g of data.count %d leaves %d validation and %d training samples; both need at least 1",
 				cfg.ValFraction, s.Count, val, s.Count-val)

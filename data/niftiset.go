@@ -608,6 +608,9 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 			for range ps {
 				part = append(part, k)
 			}
+			if k == partVal && len(ps) > 0 {
+				probs = append(probs, cfg.foldsRefused(d, "its val/ folder", "move val/'s volumes into train/ to fold them all")...)
+			}
 			stamps = append(stamps, stampOf(filepath.Join(d, "images")), stampOf(filepath.Join(d, "masks")))
 		}
 	} else {
@@ -719,6 +722,10 @@ func openNIfTI(cfg SourceConfig, rep *Report) (*niftiSet, func(int) ([]int, []in
 		rep.Problems = append(rep.Problems, fatal(cfg.Path, "has %d usable volume(s); training needs at least 2, since a volume's slices all train or all validate; data.split: slices validates on a block of each volume's slices instead", len(ns.vols)))
 		return nil, nil, stamps, ""
 	}
+	if n := foldable(ns.part, len(ns.vols)); cfg.Folds > n {
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "data.folds: %d: the set has %d volumes to fold (whole, never by slice), fewer than the folds, and every fold validates at least one; use at most %d folds", cfg.Folds, n, n))
+		return nil, nil, stamps, ""
+	}
 	slicing := fmt.Sprintf("|axis %d|skip %v|window %v", cfg.NIfTI.Axis, cfg.NIfTI.SkipEmpty, cfg.NIfTI.Window)
 	if cfg.NIfTI.Normalize == NormalizeZScore {
 		slicing += "|zscore"
@@ -741,7 +748,7 @@ const (
 // no val/), else by data.val_fraction and data.seed; each part ascending.
 func (ns *niftiSet) splitVolumes(cfg SourceConfig) (train, val, test []int) {
 	if ns.part == nil {
-		train, val = Split(len(ns.vols), cfg.ValFraction, cfg.Seed)
+		train, val = cfg.RandomSplit(len(ns.vols))
 		return train, val, nil
 	}
 	for k, p := range ns.part {
@@ -755,12 +762,27 @@ func (ns *niftiSet) splitVolumes(cfg SourceConfig) (train, val, test []int) {
 		}
 	}
 	if len(val) == 0 {
-		tv, vv := Split(len(train), cfg.ValFraction, cfg.Seed)
+		tv, vv := cfg.RandomSplit(len(train))
 		train, val = pick(train, tv), pick(train, vv)
 	}
 	slices.Sort(train)
 	slices.Sort(val)
 	return train, val, test
+}
+
+// foldable is how many of n volumes split at random (data.folds folds
+// them): all, or where the set has train/ val/ test/ folders, train/'s.
+func foldable(part []int, n int) int {
+	if part == nil {
+		return n
+	}
+	k := 0
+	for _, p := range part {
+		if p == partTrain {
+			k++
+		}
+	}
+	return k
 }
 
 // pick is xs at the indices idx.

@@ -82,7 +82,7 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 	}
 	src, split, stamps, testIdx := fd.src, fd.split, fd.stamps, fd.test
 	if split == nil {
-		split = func(n int) ([]int, []int) { return Split(n, cfg.ValFraction, cfg.Seed) }
+		split = func(n int) ([]int, []int) { return cfg.RandomSplit(n) }
 	}
 	rep.Samples = src.Len()
 	if rep.Samples < 2 {
@@ -93,6 +93,13 @@ func open(ctx context.Context, cfg SourceConfig, full bool) (*Set, *Report, erro
 	}
 	train, val := split(src.Len())
 	rep.Train, rep.Val = len(train), len(val)
+	if cfg.Folds > 0 {
+		rep.Folds, rep.Fold = cfg.Folds, cfg.Fold
+	}
+	if n := len(train) + len(val); cfg.Folds > n && cfg.Source != SourceNIfTI { // openNIfTI counts volumes
+		rep.Problems = append(rep.Problems, fatal(cfg.Path, "data.folds: %d: the set has %d samples to fold, fewer than the folds, and every fold validates at least one; use at most %d folds", cfg.Folds, n, n))
+		return nil, rep, nil
+	}
 	if len(val) == 0 || len(train) == 0 {
 		rep.Problems = append(rep.Problems, fatal(cfg.Path, "the split leaves %d training and %d validation samples; both need at least 1 (data.val_fraction)", len(train), len(val)))
 		return nil, rep, nil

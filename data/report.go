@@ -41,6 +41,9 @@ type Report struct {
 	// Depth is a volume's slices (model.dims 3), stacked in Height; 0 for
 	// images.
 	Depth int
+	// Folds and Fold are data.folds and data.fold where the samples that
+	// split at random were folded (Folds 0: they were not).
+	Folds, Fold int
 	// SliceSplit says data.split: slices divided the nifti slices.
 	SliceSplit bool
 	// Background is data.background, marked in the class totals.
@@ -225,18 +228,22 @@ func (r *Report) Write(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "data: %s\n", where)
-	split := "data.val_fraction"
+	random := "data.val_fraction"
+	if r.Folds > 0 {
+		random = fmt.Sprintf("fold %d of %d (data.fold, data.folds)", r.Fold, r.Folds)
+	}
+	split := random
 	switch {
 	case r.ValFromLists:
 		split = "train.txt / val.txt"
-	case r.SplitFolders && r.Val > 0 && r.Train+r.Val+r.Test == r.Samples:
+	case r.SplitFolders && r.Val > 0 && r.Train+r.Val+r.Test == r.Samples && r.Folds == 0:
 		split = "the train/ val/ test/ folders"
 	case r.SplitFolders:
-		split = "the train/ and test/ folders, val by data.val_fraction of train/"
+		split = "the train/ and test/ folders, val by " + random + " of train/"
 	case r.SliceSplit:
 		split = "slices (data.split): a block of data.val_fraction of each volume's slices, the slice each side of it left out"
 	case r.Source == SourceNIfTI:
-		split = "volume, data.val_fraction of the volumes"
+		split = "volume, " + random + " of the volumes"
 	}
 	test := ""
 	if r.SplitFolders {

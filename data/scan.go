@@ -258,15 +258,19 @@ func (s fileSource) open(ctx context.Context, cfg SourceConfig, rep *Report, _ b
 			rep.SplitFolders, rep.Test = true, nTest
 			fd.test = seq(nTrain+nVal, nTrain+nVal+nTest)
 			if nVal > 0 {
+				probs = append(probs, cfg.foldsRefused(splitDirs[1], "its val/ folder", "move val/'s samples into train/ to fold them all")...)
 				fd.split = func(int) ([]int, []int) { return seq(0, nTrain), seq(nTrain, nTrain+nVal) }
 			} else {
-				fd.split = func(int) ([]int, []int) { return Split(nTrain, cfg.ValFraction, cfg.Seed) }
+				fd.split = func(int) ([]int, []int) { return cfg.RandomSplit(nTrain) }
 			}
 		} else {
 			pairs, probs = listFolder(cfg.Path, cfg.MaskSuffix)
 		}
 	} else {
 		pairs, nTrain, hasVal, probs = listVOC(cfg.Path)
+		if hasVal {
+			probs = append(probs, cfg.foldsRefused(filepath.Join(cfg.Path, vocValList), vocValList, "move val.txt's ids into train.txt (val.txt empty) to fold them all")...)
+		}
 	}
 	rep.Problems = probs
 	rep.Samples = len(pairs)
@@ -294,7 +298,7 @@ func (s fileSource) open(ctx context.Context, cfg SourceConfig, rep *Report, _ b
 		rep.ValFromLists = true
 		fd.split = func(n int) ([]int, []int) { return seq(0, nTrain), seq(nTrain, n) }
 	} else if s.voc {
-		fd.split = func(int) ([]int, []int) { return Split(nTrain, cfg.ValFraction, cfg.Seed) }
+		fd.split = func(int) ([]int, []int) { return cfg.RandomSplit(nTrain) }
 	}
 	return fd, nil
 }
