@@ -167,6 +167,17 @@ func ReadConfig(dir string, overrides []string) (config.Config, error) {
 	return manifestConfig(dir, ck.Manifest.Config, overrides)
 }
 
+// InvocationOf is how hints about the checkpoint at dir name its
+// configuration: the run's config.yaml (where the checkpoint is in a run)
+// with the --set flags given.
+func InvocationOf(dir string, sets []string) config.Invocation {
+	inv := config.Invocation{Program: config.InvokedAs(), Sets: sets}
+	if run := RunDirOf(dir); run != "" {
+		inv.Config = filepath.Join(run, runfiles.Config)
+	}
+	return inv
+}
+
 // ConfigMap is cfg as a JSON-ready map with the keys of config.yaml, as a
 // manifest holds it (ReadConfig reads it back).
 func ConfigMap(cfg config.Config) (map[string]any, error) {

@@ -26,6 +26,7 @@
 // tensorboard.go (the TensorBoard observer), progress.go (the progress bar
 // and lines), text.go (the start banner and the summary as text),
 // interrupt.go (SIGINT and SIGTERM: the first stops and saves),
+// resolve.go (train's configuration and directory from its flags),
 // columns.go, columns_unix.go and columns_other.go (the terminal: is it
 // one, its width), rss.go and rss_other.go (the process's peak RSS).
 package rundir

@@ -51,7 +51,7 @@ func evalCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 		}
 		ck.Config = cfg
 	}
-	ck.Config.Invocation = checkpointInvocation(dir, sets)
+	ck.Config.Invocation = checkpoint.InvocationOf(dir, sets)
 	if *out == "" {
 		run := checkpoint.RunDirOf(dir)
 		if run == "" {

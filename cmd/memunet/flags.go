@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/checkpoint"
@@ -15,7 +14,6 @@ import (
 	"github.com/memunet/memunet/memlimit"
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/rundir"
-	"github.com/memunet/memunet/runfiles"
 	"github.com/memunet/memunet/train"
 )
 
@@ -93,17 +91,6 @@ func (c *configCommand) load(args []string) (config.Config, error) {
 		_, err = device.Open(cfg.Device) // before any work: "cuda" in the CPU build says how to get the gpu build
 	}
 	return cfg, err
-}
-
-// checkpointInvocation is how hints about a checkpoint's run name its
-// configuration: the run's config.yaml (where the checkpoint is in a run)
-// with the --set flags given.
-func checkpointInvocation(ckDir string, sets []string) config.Invocation {
-	inv := config.Invocation{Program: config.InvokedAs(), Sets: sets}
-	if run := checkpoint.RunDirOf(ckDir); run != "" {
-		inv.Config = filepath.Join(run, runfiles.Config)
-	}
-	return inv
 }
 
 // deviceFlagHelp is the text of every command's --device.

@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return int(st) // said already
 	}
 	fmt.Fprintf(stderr, "memunet: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
-	if errors.As(err, new(usageError)) {
+	if errors.As(err, new(usageError)) || errors.As(err, new(*rundir.UsageError)) {
 		return 2
 	}
 	return 1
@@ -140,7 +140,7 @@ func trainCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) (err e
 	if *initFrom != "" {
 		all = append(all, "train.init="+strconv.Quote(*initFrom))
 	}
-	cfg, dir, resumeArg, err := trainSetup(*configPath, *outDir, *resume, all)
+	cfg, dir, resumeArg, err := rundir.ResolveTrain(rundir.TrainArgs{Config: *configPath, Out: *outDir, Resume: *resume, Sets: all, Usage: trainUsage})
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 		return err
 	}
 	dir := ck.Dir
-	ck.Config.Invocation = checkpointInvocation(dir, nil)
+	ck.Config.Invocation = checkpoint.InvocationOf(dir, nil)
 	if *outDir == "" {
 		run := checkpoint.RunDirOf(dir)
 		if run == "" {
