@@ -296,8 +296,8 @@ func (r *run) close(err error) {
 // of a large data-parallel run more).
 const MaxSummaryBytes = 16 << 20
 
-// readSummary reads dir's summary.json.
-func readSummary(dir string) (*Summary, error) {
+// ReadSummary reads dir's summary.json.
+func ReadSummary(dir string) (*Summary, error) {
 	b, err := infile.ReadFile(filepath.Join(dir, runfiles.Summary), MaxSummaryBytes)
 	if err != nil {
 		return nil, err
@@ -326,7 +326,7 @@ func median(xs []float64) float64 {
 // step stands, rather than one of nothing, and is returned.
 func (r *run) writeSummary() (*Summary, error) {
 	if r.stepsRun == 0 && r.ckpt.resumed != "" {
-		if prev, err := readSummary(r.opts.OutDir); err == nil && prev.Steps == r.sum.Steps {
+		if prev, err := ReadSummary(r.opts.OutDir); err == nil && prev.Steps == r.sum.Steps {
 			prev.Interrupted = r.sum.Interrupted
 			return prev, nil
 		}

@@ -18,7 +18,7 @@ import (
 // save's reason) and cannot be told from them in a literal.
 var checkedNames = []string{Config, Metrics, Summary, Curves, Timeline, Checkpoints, TensorBoard,
 	Manifest, ManifestSum, Model, Optimizer, PredictReport, Legend, CompareCSV, CompareJSON,
-	MemoryChart, TimelineChart, ValCurves, "step-%08d", "-step-"}
+	MemoryChart, TimelineChart, ValCurves, CrossValidation, "step-%08d", "-step-"}
 
 // wordsAlike are literals that spell a name and mean something else, by
 // file: memory.offload's value "checkpoints" is not the folder.

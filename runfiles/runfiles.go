@@ -124,6 +124,13 @@ func ExportName(step int, precision, format string) string {
 	return name + "." + format
 }
 
+// memunet cv's folder: a run directory per fold (FoldDir) and the
+// folds' scores.
+const CrossValidation = "cv.json"
+
+// FoldDir is the run directory of fold k in memunet cv's folder: fold_K.
+func FoldDir(k int) string { return "fold_" + strconv.Itoa(k) }
+
 // predict's output folder.
 const (
 	// PredictReport is predict's report, written last.

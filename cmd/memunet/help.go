@@ -35,6 +35,11 @@ var commands = []commandHelp{
 		directory that already holds a run is refused unless --resume or --force is given; a resume
 		whose configuration or dataset changed since the checkpoint is refused naming what changed
 		(--allow-data-change continues on changed data).`},
+	{name: "cv", usage: synopsis(cvUsage), summary: `k-fold cross-validation: trains fold 0..K-1 (data.folds K,
+		data.fold k: each fold of the samples that split at random validates once) into DIR/fold_k, each a
+		train run of its own, then writes DIR/cv.json and prints each fold's final val_loss, mIoU, Dice
+		and per-class Dice with their mean and standard deviation. Run again with the same --out, it
+		skips the finished folds and resumes an unfinished one from its newest checkpoint, bit for bit.`},
 	{name: "predict", usage: synopsis(predictUsage), summary: `segments images with a checkpoint's model and
 		preprocessing: palette mask PNGs (and overlays) into --out; dataset:val predicts the checkpoint's
 		own validation split and reports its metrics, each output named after its source file;

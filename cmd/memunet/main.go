@@ -64,6 +64,8 @@ func dispatch(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) er
 	switch args[0] {
 	case "train":
 		return trainCommand(args[1:], stdout, sig)
+	case "cv":
+		return cvCommand(args[1:], stdout, sig)
 	case "plan":
 		return planCommand(args[1:], stdout)
 	case "gorgonia":

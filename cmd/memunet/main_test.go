@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,18 @@ func TestMain(m *testing.M) {
 			checkpoint.FaultHook = func(point string) {
 				if point == "tmpdir" {
 					time.Sleep(time.Minute)
+				}
+			}
+		}
+		if n, err := strconv.Atoi(os.Getenv("MEMUNET_TEST_HANG_AFTER_SAVES")); err == nil {
+			// The n-th checkpoint saved whole, the process hangs a minute
+			// there, for a SIGKILL to land in.
+			saves := 0
+			checkpoint.FaultHook = func(point string) {
+				if point == "done" {
+					if saves++; saves == n {
+						time.Sleep(time.Minute)
+					}
 				}
 			}
 		}
