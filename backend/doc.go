@@ -43,7 +43,7 @@
 //     (optional), Concat, Split, Add, CrossEntropy, CrossEntropyBack,
 //     LossSums, LossBack.
 //   - Metrics: Confusion, Argmax.
-//   - Optimizer: Adam, SGD, RMSprop, UnscaleCheck.
+//   - Optimizer: Adam, SGD, RMSprop, UnscaleCheck, SumSquares (optional).
 //
 // ops.go is the table go generate (internal/opgen) writes the rest from: a
 // new operation is its method there, with its contract; a CPU

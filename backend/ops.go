@@ -289,12 +289,45 @@ type Optimizer interface {
 	//
 	//op:cuda unscale_check
 	UnscaleCheck(gs []View, inv float32) bool
+	// SumSquares is the sum of the squares of every value of gs (fp32
+	// views), in float64: a step's squared global L2 gradient norm (the
+	// trainer's clipping), one number read back for them all; +Inf or NaN
+	// where a value is. Each view is summed in blocks of SumSquaresBlock
+	// values (SumSquaresOf), the blocks' sums added in order, so the bits
+	// do not depend on the number of threads.
+	//
+	//op:optional
+	SumSquares(gs []View) float64
+}
+
+// SumSquaresBlock is the values of one block SumSquares sums alone.
+const SumSquaresBlock = 1 << 14
+
+// SumSquaresOf is Σ x² over xs in float64 (each square exact), in four
+// interleaved sums added at the end: one block of SumSquares.
+func SumSquaresOf(xs []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(xs); i += 4 {
+		x := xs[i : i+4 : i+4]
+		a, b, c, d := float64(x[0]), float64(x[1]), float64(x[2]), float64(x[3])
+		s0 += a * a
+		s1 += b * b
+		s2 += c * c
+		s3 += d * d
+	}
+	for ; i < len(xs); i++ {
+		a := float64(xs[i])
+		s0 += a * a
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // Composed{b} is b with each optional operation composed of required ones:
 // the reference a backend lacking an optional operation runs (its
 // generated method calls Composed's) and backendtest checks too. A
-// composition allocates nothing.
+// composition allocates no buffer (SumSquares stages its blocks in host
+// memory, outside the pool).
 type Composed struct{ Backend }
 
 // Supports is false for the optional operations, which Composed composes.
@@ -337,6 +370,25 @@ func (c Composed) UpsampleConcat(s Shape4, out, skip, in View) {
 		c.Convert(o.Slice(0, skipN), skip.Slice(n*skipN, (n+1)*skipN))
 		c.Upsample2(one, o.Slice(skipN, skipN+upN), in.Slice(n*one.Len(), (n+1)*one.Len()))
 	}
+}
+
+// SumSquares downloads each view a block at a time and sums it on the
+// host (a device reads back every gradient: a kernel would read back one
+// number).
+func (c Composed) SumSquares(gs []View) float64 {
+	var host []float32
+	total := 0.0
+	for _, g := range gs {
+		for lo := 0; lo < g.Len; lo += SumSquaresBlock {
+			hi := min(lo+SumSquaresBlock, g.Len)
+			if host == nil {
+				host = make([]float32, SumSquaresBlock)
+			}
+			DownloadFloat32Into(c, host[:hi-lo], g.Slice(lo, hi))
+			total += SumSquaresOf(host[:hi-lo])
+		}
+	}
+	return total
 }
 
 // UpsampleConcatBack copies each sample's first part into dskip and

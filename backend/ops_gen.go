@@ -53,12 +53,13 @@ const (
 	MethodSGD
 	MethodRMSprop
 	MethodUnscaleCheck
+	MethodSumSquares
 )
 
 // Methods is every operation, in ops.go's order.
-var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormReLU, MethodBatchNormEval, MethodBatchNormBack, MethodBatchNormReLUBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodMaxPool3, MethodMaxPool3Back, MethodUpsample3, MethodUpsample3Back, MethodUpsampleConcat, MethodUpsampleConcatBack, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck}
+var Methods = [...]Method{MethodUpload, MethodDownload, MethodConvert, MethodFill, MethodConv, MethodConvBack, MethodUpConv, MethodUpConvBack, MethodBatchNorm, MethodBatchNormReLU, MethodBatchNormEval, MethodBatchNormBack, MethodBatchNormReLUBack, MethodGroupNorm, MethodGroupNormBack, MethodReLU, MethodReLUBack, MethodReLUMask, MethodReLUBackMask, MethodReLUAndMask, MethodMaxPool2, MethodMaxPool2Back, MethodUpsample2, MethodUpsample2Back, MethodMaxPool3, MethodMaxPool3Back, MethodUpsample3, MethodUpsample3Back, MethodUpsampleConcat, MethodUpsampleConcatBack, MethodConcat, MethodSplit, MethodAdd, MethodCrossEntropy, MethodCrossEntropyBack, MethodLossSums, MethodLossBack, MethodConfusion, MethodArgmax, MethodAdam, MethodSGD, MethodRMSprop, MethodUnscaleCheck, MethodSumSquares}
 
-var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormReLU", "BatchNormEval", "BatchNormBack", "BatchNormReLUBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "MaxPool3", "MaxPool3Back", "Upsample3", "Upsample3Back", "UpsampleConcat", "UpsampleConcatBack", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck"}
+var methodNames = [...]string{"Upload", "Download", "Convert", "Fill", "Conv", "ConvBack", "UpConv", "UpConvBack", "BatchNorm", "BatchNormReLU", "BatchNormEval", "BatchNormBack", "BatchNormReLUBack", "GroupNorm", "GroupNormBack", "ReLU", "ReLUBack", "ReLUMask", "ReLUBackMask", "ReLUAndMask", "MaxPool2", "MaxPool2Back", "Upsample2", "Upsample2Back", "MaxPool3", "MaxPool3Back", "Upsample3", "Upsample3Back", "UpsampleConcat", "UpsampleConcatBack", "Concat", "Split", "Add", "CrossEntropy", "CrossEntropyBack", "LossSums", "LossBack", "Confusion", "Argmax", "Adam", "SGD", "RMSprop", "UnscaleCheck", "SumSquares"}
 
 // String is the operation's method name.
 func (m Method) String() string {
@@ -72,7 +73,7 @@ func (m Method) String() string {
 // //op:optional), running Composed's composition instead.
 func (m Method) Optional() bool {
 	switch m {
-	case MethodBatchNormReLU, MethodBatchNormReLUBack, MethodReLUAndMask, MethodUpsampleConcat, MethodUpsampleConcatBack:
+	case MethodBatchNormReLU, MethodBatchNormReLUBack, MethodReLUAndMask, MethodUpsampleConcat, MethodUpsampleConcatBack, MethodSumSquares:
 		return true
 	}
 	return false

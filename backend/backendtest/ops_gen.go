@@ -54,10 +54,12 @@ func (s *suite) ops(t *testing.T) {
 	t.Run("SGD", s.testSGD)
 	t.Run("RMSprop", s.testRMSprop)
 	t.Run("UnscaleCheck", s.testUnscaleCheck)
+	t.Run("SumSquares", s.testSumSquares)
 	composed := s.on(backend.Composed{Backend: s.b})
 	t.Run("Composed/BatchNormReLU", composed.testBatchNormReLU)
 	t.Run("Composed/BatchNormReLUBack", composed.testBatchNormReLUBack)
 	t.Run("Composed/ReLUAndMask", composed.testReLUAndMask)
 	t.Run("Composed/UpsampleConcat", composed.testUpsampleConcat)
 	t.Run("Composed/UpsampleConcatBack", composed.testUpsampleConcatBack)
+	t.Run("Composed/SumSquares", composed.testSumSquares)
 }

@@ -107,6 +107,54 @@ func (s *suite) testUnscaleCheck(t *testing.T) {
 	}
 }
 
+// testSumSquares checks Σ g² over every view of a list (one, three of odd
+// sizes, one of several SumSquaresBlock blocks) against a float64 sum in
+// plain order, within 1e-12 relative, the views left as they were; 0 for
+// no views, +Inf for an infinity in any view, NaN for a NaN.
+func (s *suite) testSumSquares(t *testing.T) {
+	if got := s.b.SumSquares(nil); got != 0 {
+		t.Errorf("SumSquares of no views = %v, want 0", got)
+	}
+	for _, poison := range []float32{0, float32(math.Inf(-1)), float32(math.NaN())} {
+		for _, sizes := range [][]int{{1}, {333}, {7, 1, 333}, {2*backend.SumSquaresBlock + 5, 3}} {
+			s.run(t, fmt.Sprintf("poison%v/n%v", poison, sizes), func(c *check) {
+				g0 := make([][]float32, len(sizes))
+				for i, n := range sizes {
+					g0[i] = c.uniform(n, -3e3, 3e3)
+				}
+				if poison != 0 {
+					v := c.rng.IntN(len(sizes))
+					g0[v][c.rng.IntN(sizes[v])] = poison
+				}
+				gs := make([]backend.View, len(sizes))
+				want := 0.0
+				for i := range sizes {
+					gs[i] = c.input(backend.Float32, g0[i])
+					for _, x := range g0[i] {
+						want += float64(x) * float64(x)
+					}
+				}
+				got := s.b.SumSquares(gs)
+				switch {
+				case math.IsNaN(float64(poison)):
+					if !math.IsNaN(got) {
+						c.Errorf("SumSquares with a NaN = %v, want NaN", got)
+					}
+				case poison != 0:
+					if !math.IsInf(got, 1) {
+						c.Errorf("SumSquares with an infinity = %v, want +Inf", got)
+					}
+				case !(math.Abs(got-want) <= 1e-12*want):
+					c.Errorf("SumSquares = %.17g, want %.17g (relative error %.3g)", got, want, math.Abs(got-want)/want)
+				}
+				for i, g := range gs {
+					c.unchanged(fmt.Sprintf("g[%d]", i), g, encode(backend.Float32, g0[i]))
+				}
+			})
+		}
+	}
+}
+
 // testSGD checks SGD steps: plain, with weight decay, momentum (the first step
 // and later ones), dampening and Nesterov.
 func (s *suite) testSGD(t *testing.T) {

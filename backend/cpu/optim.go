@@ -120,3 +120,29 @@ func (CPU) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
 		}
 	}
 }
+
+// SumSquares sums each view's blocks of backend.SumSquaresBlock values in
+// parallel and adds the blocks' sums in order: the same bits for any
+// number of threads, and as Composed's.
+func (c CPU) SumSquares(gs []backend.View) float64 {
+	const block = backend.SumSquaresBlock
+	var partial []float64
+	total := 0.0
+	for _, g := range gs {
+		xs := f32(g)
+		nb := (len(xs) + block - 1) / block
+		if cap(partial) < nb {
+			partial = make([]float64, nb)
+		}
+		partial = partial[:nb]
+		c.team.For(nb, 2, func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				partial[b] = backend.SumSquaresOf(xs[b*block : min((b+1)*block, len(xs))])
+			}
+		})
+		for _, s := range partial {
+			total += s
+		}
+	}
+	return total
+}

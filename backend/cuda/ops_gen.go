@@ -160,6 +160,10 @@ func (k Kernel) Module() int {
 // Supports is false for the operations the CUDA backend composes
 // (backend.Composed), true for the rest.
 func (*Backend) Supports(m backend.Method) bool {
+	switch m {
+	case backend.MethodSumSquares:
+		return false
+	}
 	return true
 }
 
@@ -197,6 +201,11 @@ func (b *Backend) ReLUAndMask(out, mask, in backend.View) {
 func (b *Backend) Add(out, x, y backend.View) {
 	n, dt := pointwise("Add", true, []backend.View{out, x, y})
 	b.launch(KAdd, n, floatPtr(out), floatPtr(x), floatPtr(y), dt, n)
+}
+
+// SumSquares is backend.Composed's: this backend has none of its own yet.
+func (b *Backend) SumSquares(gs []backend.View) float64 {
+	return backend.Composed{Backend: b}.SumSquares(gs)
 }
 
 // pointwise checks the views of a generated method: the float views share

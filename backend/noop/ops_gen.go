@@ -47,3 +47,4 @@ func (Noop) Argmax(_ backend.Shape4, _, _ backend.View)                         
 func (Noop) Adam(_ backend.AdamStep, _, _, _, _ backend.View)                           {}
 func (Noop) SGD(_ backend.SGDStep, _, _, _ backend.View)                                {}
 func (Noop) RMSprop(_ backend.RMSpropStep, _, _, _, _ backend.View)                     {}
+func (Noop) SumSquares(_ []backend.View) float64                                        { return 0 }
