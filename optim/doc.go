@@ -7,7 +7,9 @@
 // Free, and the update is one backend.Optimizer call per parameter;
 // unscaling and the finite check are backend.Optimizer.UnscaleCheck, whose
 // one host value per parameter (is it finite) is all that leaves the
-// device.
+// device. ClipGradNorm is torch.nn.utils.clip_grad_norm_ over the same
+// gradients: their global L2 norm (backend.Optimizer.SumSquares) and, past
+// the maximum, one factor for them all.
 //
 // Every float32 factor is formed as PyTorch forms it: a float64 expression
 // (1-beta1, lr/(1-beta1^t), 1/scale) rounded to float32 once.

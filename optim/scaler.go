@@ -42,13 +42,7 @@ func (s *GradScaler) Unscale(b backend.Optimizer, params []*model.Param) (finite
 	if s.Enabled {
 		inv = float32(1 / s.Scale)
 	}
-	grads := make([]backend.View, 0, len(params))
-	for _, p := range params {
-		if p.Trainable {
-			grads = append(grads, p.GradView())
-		}
-	}
-	return b.UnscaleCheck(grads, inv)
+	return b.UnscaleCheck(Grads(params), inv)
 }
 
 // Update adjusts the scale after an optimizer step whose gradients were

@@ -13,6 +13,7 @@ const (
 	StepDecay ScheduleKind = "step"     // torch.optim.lr_scheduler.StepLR, stepped per optimizer step
 	Cosine    ScheduleKind = "cosine"   // linear warmup, then cosine decay to MinLR (get_cosine_schedule_with_warmup)
 	Plateau   ScheduleKind = "plateau"  // ReduceLROnPlateau on val mIoU (mode max), checked at each validation
+	Poly      ScheduleKind = "poly"     // PolynomialLR(total_iters=Total, power=Power): nnU-Net's
 )
 
 // Schedule is a learning-rate schedule over a run's optimizer steps. The
@@ -26,20 +27,24 @@ const (
 //	plateau   LR until a validation's val mIoU has not improved on the best
 //	          by more than Threshold (relative) for more than Patience
 //	          validations; then the rate times Factor (not below MinLR)
+//	poly      LR * (1 - min(t, Total)/Total)^Power
 //
 // as PyTorch's schedulers compute them (the closed forms; plateau is
-// ReduceLROnPlateau(mode="max", threshold_mode="rel", cooldown=0)).
+// ReduceLROnPlateau(mode="max", threshold_mode="rel", cooldown=0), poly
+// PolynomialLR(total_iters=Total, power=Power), stepped per optimizer step:
+// nnU-Net's PolyLRScheduler, lr0*(1 - epoch/epochs)^0.9, per step).
 type Schedule struct {
 	Kind      ScheduleKind
 	LR, MinLR float64
 	Warmup    int // cosine: steps of linear warmup from 0
-	Total     int // cosine: the run's steps
+	Total     int // cosine, poly: the run's steps
 	StepSize  int // step: steps between decays
 	Gamma     float64
 	Patience  int     // plateau: validations without improvement before a decay
 	Factor    float64 // plateau: the decay
 	Threshold float64 // plateau: relative improvement that counts
 	Minimize  bool    // plateau: the score improves downwards (a loss: mode="min")
+	Power     float64 // poly: the exponent
 }
 
 // ScheduleState is what a plateau schedule remembers between validations:
@@ -67,6 +72,9 @@ func (s Schedule) At(t int, st ScheduleState) float64 {
 		return s.MinLR + (s.LR-s.MinLR)*max(0, 0.5*(1+math.Cos(math.Pi*min(p, 1))))
 	case Plateau:
 		return st.LR
+	case Poly:
+		total := max(1, s.Total)
+		return s.LR * math.Pow(1-float64(min(t, total))/float64(total), s.Power)
 	}
 	return s.LR
 }

@@ -7,7 +7,9 @@ each opt.step(), then scheduler.step(), as a training loop runs them):
 StepLR stepped per optimizer step; LambdaLR with the cosine-with-warmup
 lambda (transformers' get_cosine_schedule_with_warmup, plus a floor
 min_lr); ReduceLROnPlateau(mode="max") stepped with a fixed sequence of
-validation mIoUs every val_every steps.
+validation mIoUs every val_every steps; PolynomialLR(total_iters=total,
+power) stepped per optimizer step (nnU-Net's poly schedule), a few steps
+past total_iters too.
 
 Usage (Debian's python3-torch): /usr/bin/python3 tools/goldens/make_schedule_goldens.py
 """
@@ -66,6 +68,11 @@ def main():
         cases.append({"kind": "plateau", "lr": lr, "patience": patience, "factor": factor, "threshold": threshold,
                       "min_lr": min_lr, "val_every": val_every, "mious": mious, "steps": steps,
                       "rates": rates(opt, None, steps, on_step)})
+    for lr, total, power in [(1e-2, 50, 0.9), (3e-3, 7, 2.0), (0.1, 1, 0.9), (1e-2, 333, 0.5)]:
+        opt = new_opt(lr)
+        s = torch.optim.lr_scheduler.PolynomialLR(opt, total_iters=total, power=power)
+        cases.append({"kind": "poly", "lr": lr, "total": total, "power": power, "steps": total + 3,
+                      "rates": rates(opt, s, total + 3)})
     out = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "schedules", "goldens.json")
     with open(out, "w") as f:
         json.dump({"torch": torch.__version__, "cases": cases}, f, indent=1)
