@@ -143,6 +143,10 @@ type Train struct {
 	// Accumulate is the number of micro-batches of batch_size per optimizer step.
 	Accumulate int    `yaml:"accumulate"`
 	Scaler     Scaler `yaml:"scaler"`
+	// ClipGradNorm is the largest global L2 norm of the trainable
+	// parameters' gradients (torch.nn.utils.clip_grad_norm_, once per
+	// optimizer step, after the scaler unscales them); 0: no clipping.
+	ClipGradNorm float64 `yaml:"clip_grad_norm"`
 	// Schedule is the learning rate over the run (see optim.Schedule).
 	Schedule Schedule `yaml:"schedule"`
 	// Loss is the training (and validation) loss (see model.Loss).
@@ -178,8 +182,9 @@ type Train struct {
 type Schedule struct {
 	// Kind is constant, step (x gamma every step_size steps), cosine
 	// (linear warmup over warmup steps, then cosine down to min_lr, reached
-	// after the last step) or plateau (x factor when train.monitor has not improved by more
-	// than threshold, relative, for more than patience validations).
+	// after the last step), plateau (x factor when train.monitor has not improved by more
+	// than threshold, relative, for more than patience validations) or
+	// poly ((1 - step/steps)^power: nnU-Net's).
 	Kind      string  `yaml:"kind"`
 	Warmup    int     `yaml:"warmup"`
 	StepSize  int     `yaml:"step_size"`
@@ -188,6 +193,7 @@ type Schedule struct {
 	Patience  int     `yaml:"patience"`
 	Factor    float64 `yaml:"factor"`
 	Threshold float64 `yaml:"threshold"`
+	Power     float64 `yaml:"power"`
 }
 
 // EarlyStop is train.early_stop.
@@ -267,7 +273,7 @@ func (c Config) LRSchedule(total int) optim.Schedule {
 	s := c.Train.Schedule
 	return optim.Schedule{Kind: optim.ScheduleKind(s.Kind), LR: c.Train.LR, MinLR: s.MinLR, Warmup: s.Warmup, Total: total,
 		StepSize: s.StepSize, Gamma: s.Gamma, Patience: s.Patience, Factor: s.Factor, Threshold: s.Threshold,
-		Minimize: c.Train.Monitor == "val_loss"}
+		Minimize: c.Train.Monitor == "val_loss", Power: s.Power}
 }
 
 // Scaler is the dynamic loss scaler for fp16 (PyTorch's GradScaler rule).
@@ -329,7 +335,7 @@ func Default() Config {
 		Train: Train{Optimizer: "adam", Alpha: 0.99, BatchSize: 8, Steps: 800, LR: 3e-3, Betas: []float64{0.9, 0.999}, Eps: 1e-8, Seed: 1, ValEvery: 200,
 			Precision: backend.Float32, Accumulate: 1, CheckpointEvery: 200, KeepLast: 2, KeepBest: true,
 			Scaler:   Scaler{Enabled: "auto", InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000},
-			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4},
+			Schedule: Schedule{Kind: "constant", StepSize: 1000, Gamma: 0.1, Patience: 5, Factor: 0.1, Threshold: 1e-4, Power: 0.9},
 			Loss:     Loss{Kind: "ce", Gamma: 2, DiceSmooth: 1},
 			Monitor:  "val_miou"},
 		Memory:  Memory{EmptyCache: EmptyNever, Offload: OffloadNone, Fit: "off", Allocator: "arena"},
@@ -447,6 +453,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("train.eps: %g: must be a positive finite number, e.g. 1e-8", t.Eps)
 	case !(t.WeightDecay >= 0) || math.IsInf(t.WeightDecay, 0):
 		return fmt.Errorf("train.weight_decay: %g: must be a finite number, 0 or more", t.WeightDecay)
+	case !(t.ClipGradNorm >= 0) || math.IsInf(t.ClipGradNorm, 0):
+		return fmt.Errorf("train.clip_grad_norm: %g: must be 0 (no clipping) or a positive finite norm, e.g. 12 (nnU-Net's)", t.ClipGradNorm)
 	case t.ValEvery < 0:
 		return fmt.Errorf("train.val_every: %d: must be 0 (only at the end) or more", t.ValEvery)
 	case c.Memory.Capacity < 0 && c.Memory.Capacity != CapacityAuto:

@@ -50,8 +50,12 @@ func (t Train) validateSchedule() error {
 			return fmt.Errorf("train.schedule: plateau needs patience >= 0 (now %d), 0 < factor < 1 (now %g), threshold >= 0 (now %g) and min_lr >= 0 (now %g)",
 				s.Patience, s.Factor, s.Threshold, s.MinLR)
 		}
+	case optim.Poly:
+		if !(s.Power > 0) || math.IsInf(s.Power, 0) {
+			return fmt.Errorf("train.schedule: poly needs a finite power > 0 (now %g), e.g. 0.9 (nnU-Net's)", s.Power)
+		}
 	default:
-		return fmt.Errorf("train.schedule.kind: %q: must be constant, step, cosine or plateau", s.Kind)
+		return fmt.Errorf("train.schedule.kind: %q: must be constant, step, cosine, plateau or poly", s.Kind)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func (e *DivergedError) Error() string {
 	if e.LastCheckpoint != "" {
 		last = "the last checkpoint before it is " + e.LastCheckpoint
 	}
-	return fmt.Sprintf("loss became %v at step %d (lr %g): training diverged; %s; try %s (gradient clipping, the other usual remedy, is not in memunet yet)",
+	return fmt.Sprintf("loss became %v at step %d (lr %g): training diverged; %s; try %s",
 		e.Loss, e.Step, e.LR, last, strings.Join(e.Try, ", or "))
 }
 
@@ -168,6 +168,11 @@ func (e *DivergedError) Error() string {
 func diverged(cfg config.Config, step int, res train.StepResult, last string) *DivergedError {
 	t := cfg.Train
 	try := []string{fmt.Sprintf("a lower train.lr (%g now, e.g. %.3g)", t.LR, t.LR/10)}
+	if c := t.ClipGradNorm; c == 0 {
+		try = append(try, "gradient clipping (train.clip_grad_norm: 12, nnU-Net's)")
+	} else {
+		try = append(try, fmt.Sprintf("a lower train.clip_grad_norm (%g now, e.g. %.3g)", c, c/10))
+	}
 	if t.Precision != backend.Float32 {
 		try = append(try, "train.precision: fp32")
 	}

@@ -360,7 +360,7 @@ func TestNaNLossStops(t *testing.T) {
 		t.Fatalf("got %v, want a *DivergedError", err)
 	}
 	last := filepath.Join(dir, runfiles.Checkpoints, runfiles.CheckpointName(2, 1))
-	for _, want := range []string{"loss became NaN at step 4 (lr 0.003)", "the last checkpoint before it is " + last, "a lower train.lr", "gradient clipping"} {
+	for _, want := range []string{"loss became NaN at step 4 (lr 0.003)", "the last checkpoint before it is " + last, "a lower train.lr", "or gradient clipping (train.clip_grad_norm: 12, nnU-Net's)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
 		}

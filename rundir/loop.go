@@ -81,6 +81,9 @@ func (r *run) trainStep(step int) (train.StepResult, error) {
 		SkippedSteps: tr.Scaler.Skipped, StepSkipped: res.Skipped, Retried: res.Retried,
 		DeviceUsedBytes: res.DeviceUsedPeak,
 	}
+	if res.Clipping {
+		rec.GradNorm = &res.GradNorm
+	}
 	for _, o := range r.observers {
 		if err := o.observeStep(rec, res); err != nil {
 			return res, err

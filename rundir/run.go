@@ -46,6 +46,10 @@ type StepRecord struct {
 	SkippedSteps   int     `json:"skipped_steps"`
 	StepSkipped    bool    `json:"step_skipped"`
 	Retried        bool    `json:"retried_after_oom"`
+	// GradNorm is the gradients' global L2 norm before clipping, in a run
+	// that clips (train.clip_grad_norm); absent otherwise and on a skipped
+	// step.
+	GradNorm *float64 `json:"grad_norm,omitempty"`
 	// DeviceUsedBytes is the device's own count of memory in use, the
 	// largest at the step's phase ends (a GPU: cuMemGetInfo, as nvidia-smi
 	// shows it); absent on the CPU.

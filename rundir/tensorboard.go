@@ -38,7 +38,7 @@ func newTBObserver(dir string, from int, warn func(string), preview func() *trai
 
 // observeStep records an optimizer step's loss, learning rate, loss scale,
 // time and memory (device_used where the device reports it, comm_ms in a
-// data-parallel run).
+// data-parallel run, grad_norm where it clips).
 func (o *tbObserver) observeStep(rec StepRecord, _ train.StepResult) error {
 	s := []tensorboard.Scalar{
 		{Tag: "train/loss", Value: rec.Loss},
@@ -55,6 +55,9 @@ func (o *tbObserver) observeStep(rec StepRecord, _ train.StepResult) error {
 	}
 	if rec.CommMS > 0 {
 		s = append(s, tensorboard.Scalar{Tag: "train/comm_ms", Value: rec.CommMS})
+	}
+	if rec.GradNorm != nil {
+		s = append(s, tensorboard.Scalar{Tag: "train/grad_norm", Value: *rec.GradNorm})
 	}
 	o.w.Scalars(int64(rec.Step), s)
 	return nil

@@ -473,14 +473,19 @@ type StepResult struct {
 	PeakByCategory map[string]int64
 	// LR is the learning rate the step's update used (train.schedule).
 	LR float64
+	// GradNorm is the global L2 norm of the step's gradients before
+	// clipping, where it clipped (train.clip_grad_norm set and the
+	// gradients finite); Clipping says whether it did.
+	GradNorm float64
+	Clipping bool
 	// DeviceUsedPeak is the largest device memory in use the phases' ends
 	// saw (device.MemoryReporter); 0 on the CPU.
 	DeviceUsedPeak int64
 }
 
 // Step runs one optimizer step: accumulate micro-batches of forward and
-// backward, unscale and check the gradients, then Adam (or skip) and the
-// scaler's update.
+// backward, unscale and check the gradients, clip them (train.clip_grad_norm),
+// then Adam (or skip) and the scaler's update.
 func (t *Trainer) Step() (StepResult, error) {
 	// A step is a phase: an arena pool places its buffers by the plan.
 	t.Pool().BeginPhase(PhaseStep)
@@ -622,6 +627,11 @@ func (t *Trainer) step() (StepResult, error) {
 	optStart := time.Now()
 	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
 	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
+	if limit := t.Config.Train.ClipGradNorm; finite && limit > 0 {
+		// PyTorch's order: scaler.unscale_, clip_grad_norm_, scaler.step;
+		// a step with an inf or NaN was skipped above, so the norm is finite.
+		res.GradNorm, res.Clipping = optim.ClipGradNorm(t.Device.Backend, optim.Grads(t.Net.Params()), limit), true
+	}
 	if finite {
 		t.Opt.Update(res.LR)
 		t.Net.SyncWorkingWeights()
