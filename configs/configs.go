@@ -1,8 +1,11 @@
 // Package configs holds memunet's commented example configs, the *.yaml
 // files in this directory: quickstart (the documented starting point, every
 // key with its default and meaning), one per memory-saving variant
-// (baseline, checkpoint, fp16, bf16, accum4, all) and finetune (a new head
-// on a trained run, CE + Dice, cosine, augmentation) and volumes (a 3D UNet on the synthetic volumes). They are embedded in the
+// (baseline, checkpoint, fp16, bf16, accum4, all), finetune (a new head
+// on a trained run, CE + Dice, cosine, augmentation), nnunet2d (nnU-Net's
+// 2D recipe: SGD with Nesterov momentum, the poly schedule, gradient
+// clipping, CE + Dice, instance norm) and volumes (a 3D UNet on the
+// synthetic volumes). They are embedded in the
 // binary so that "memunet config print NAME" gives a user a starting config
 // without a checkout of the repository.
 package configs

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,5 +53,46 @@ func TestTrainUnderMPIRunRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the refused run made %s", dir)
+	}
+}
+
+// TestNNUNet2DConfig runs configs/nnunet2d.yaml's recipe at test size: SGD
+// with Nesterov momentum, the poly schedule over the run's 4 steps
+// (0.01·(1 - t/4)^0.9), every step's gradient norm in metrics.jsonl
+// (clipped at 12), CE + Dice, the best checkpoint by foreground Dice.
+func TestNNUNet2DConfig(t *testing.T) {
+	dir := t.TempDir()
+	runOK(t, append([]string{"train", "--config", "../../configs/nnunet2d.yaml", "--out", dir, "--set", "output.progress=none"}, tinyArgs...)...)
+	sum := ckSummary(t, dir)
+	if sum.Loss != "ce+dice" || sum.Monitor != "val_dice_fg" || sum.Steps != 4 {
+		t.Errorf("summary: loss %q, monitor %q, %d steps; want ce+dice, val_dice_fg, 4", sum.Loss, sum.Monitor, sum.Steps)
+	}
+	metrics, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := 0
+	for line := range strings.Lines(string(metrics)) {
+		var r struct {
+			Type     string   `json:"type"`
+			LR       float64  `json:"lr"`
+			GradNorm *float64 `json:"grad_norm"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != "step" {
+			continue
+		}
+		if want := 0.01 * math.Pow(1-float64(step)/4, 0.9); math.Abs(r.LR-want) > 1e-15 {
+			t.Errorf("step %d: lr %v, want poly's %v", step+1, r.LR, want)
+		}
+		if r.GradNorm == nil || !(*r.GradNorm > 0) {
+			t.Errorf("step %d: grad_norm %v, want the norm clipping measured", step+1, r.GradNorm)
+		}
+		step++
+	}
+	if step != 4 {
+		t.Errorf("%d steps in metrics.jsonl, want 4", step)
 	}
 }
