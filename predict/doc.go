@@ -47,6 +47,8 @@
 // a case's files found and checked, predicted once into CASE.nii.gz),
 // eval.go (a split's scores as memunet eval's JSON
 // report), casescores.go (eval's per-case Dice, IoU and HD95: a nifti
-// volume's slices gathered into their case; the CSV), progress.go (the bar of the outermost loop: count, elapsed
+// volume's slices gathered into their case; the CSV), evalfolders.go
+// (eval --predictions --references: a folder of masks against another),
+// progress.go (the bar of the outermost loop: count, elapsed
 // time and ETA, as training's).
 package predict

@@ -39,6 +39,9 @@ const (
 	Best = "best"
 	// Eval is the folder of eval's reports.
 	Eval = "eval"
+	// FolderEval is eval --predictions's report, in the predictions'
+	// folder by default.
+	FolderEval = "eval.json"
 	// Predict is the folder of predict's outputs by default.
 	Predict = "predict"
 )

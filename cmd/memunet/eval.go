@@ -14,7 +14,7 @@ import (
 	"github.com/memunet/memunet/runfiles"
 )
 
-const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--capacity SIZE] [--out FILE]"
+const evalUsage = "usage: memunet eval --checkpoint PATH [--split val|test|train] [--set data.key=value ...] [--newest] [--tta] [--batch N] [--precision fp32|fp16|bf16] [--capacity SIZE] [--out FILE] | --predictions DIR --references DIR [--out FILE]"
 
 // evalCommand scores a checkpoint on a split of its dataset (or of another
 // one, by --set data.*): loss, pixel accuracy, mIoU, Dice and the
@@ -28,8 +28,12 @@ func evalCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 	fs.Var(&sets, "set", "override a data key, e.g. --set data.path=/other/set (repeatable; the model's keys are the checkpoint's)")
 	tta := fs.Bool("tta", false, "test-time flip averaging (two forward passes)")
 	out := fs.String("out", "", "the JSON report (default: eval/<split>-step-N[-tta][-data-HASH].json in the checkpoint's run directory)")
+	preds, refs := fs.String("predictions", "", "a folder of predicted masks to score against --references (NIfTI or mask images, matched by name)"), fs.String("references", "", "the folder of reference masks for --predictions")
 	if err := parseFlags(fs, args, evalUsage); err != nil {
 		return err
+	}
+	if *preds != "" || *refs != "" {
+		return predict.EvalFolders(*preds, *refs, *out, stdout)
 	}
 	if *model.checkpoint == "" {
 		return usageError{"eval: --checkpoint is required; " + evalUsage}

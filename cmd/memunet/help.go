@@ -52,7 +52,9 @@ var commands = []commandHelp{
 	{name: "eval", usage: synopsis(evalUsage), summary: `scores a checkpoint on a split of its dataset (val, test: a folder
 		set's test/ subfolder, or train), or of another one by --set data.*: loss, pixel accuracy, mIoU,
 		Dice and the per-class table, as training's validation computes them; writes a JSON report.
-		A batch that cannot fit --capacity or the machine is refused first, naming what would.`},
+		A batch that cannot fit --capacity or the machine is refused first, naming what would. With
+		--predictions DIR --references DIR it scores a folder of masks against another, matched by name
+		(NIfTI or mask images; each label value a class): per case Dice, IoU and HD95, and the means.`},
 	{name: "export", usage: synopsis(exportUsage), summary: `writes a checkpoint's weights as one safetensors file
 		with PyTorch state_dict names (see docs/guide/export.md), or with --format onnx the
 		eval-mode model as an ONNX graph for ONNX Runtime (dynamic batch, height and width;

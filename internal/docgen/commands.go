@@ -11,14 +11,14 @@ import (
 	"strings"
 )
 
-// The generated part of docs/reference/commands.md lies between these lines.
+// The generated part of docs/reference/help.md lies between these lines.
 const (
-	commandsPage  = "docs/reference/commands.md"
+	commandsPage  = "docs/reference/help.md"
 	commandsBegin = "<!-- commands: generated from memunet help by go generate ./internal/docgen; do not edit -->"
 	commandsEnd   = "<!-- end of commands -->"
 )
 
-// commandsPart is the generated part of commands.md: "memunet help", then
+// commandsPart is the generated part of help.md: "memunet help", then
 // "memunet help NAME" for every command its usage lists, each verbatim.
 func commandsPart(root string) (string, error) {
 	bin, cleanup, err := buildMemunet(root)

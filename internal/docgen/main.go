@@ -1,7 +1,7 @@
 // Command docgen writes the generated parts of docs/reference from the
 // code, so that the reference cannot say what memunet does not do:
 //
-//   - docs/reference/commands.md: every command's help as "memunet help"
+//   - docs/reference/help.md: every command's help as "memunet help"
 //     prints it (synopsis, what it does, every flag with its default),
 //     from a memunet built from this tree;
 //   - docs/reference/config.md: every config key (config.Default, section
