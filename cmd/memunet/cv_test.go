@@ -14,18 +14,19 @@ import (
 	"github.com/memunet/memunet/crossval"
 )
 
-// cvArgs cross-validates a tiny network on 24 synthetic 16x16 images in
-// 3 folds of 8 steps, a checkpoint at step 4 and the end.
+// cvArgs cross-validates a tiny network on 30 synthetic 16x16 images in
+// 5 folds of 8 steps, a checkpoint at step 4 and the end.
 func cvArgs(out string) []string {
-	return append([]string{"cv", "--config", "../../configs/quickstart.yaml", "--folds", "3", "--out", out}, "--set", "model.base=4", "--set", "model.depth=2",
-		"--set", "data.size=16", "--set", "data.count=24", "--set", "train.batch_size=4", "--set", "train.steps=8",
+	return append([]string{"cv", "--config", "../../configs/quickstart.yaml", "--folds", "5", "--out", out}, "--set", "model.base=4", "--set", "model.depth=2",
+		"--set", "data.size=16", "--set", "data.count=30", "--set", "train.batch_size=4", "--set", "train.steps=8",
 		"--set", "train.val_every=4", "--set", "train.checkpoint_every=4")
 }
 
-// TestCV: memunet cv trains 3 folds into DIR/fold_K and writes cv.json
+// TestCV: memunet cv --folds 5 trains 5 folds into DIR/fold_K and writes cv.json
 // with each fold's scores and their mean; run again, it trains nothing.
-// Killed (SIGKILL) in the middle of fold 2, then run again, it leaves
-// folds 0 and 1 as they were, continues fold 2 from its checkpoint and
+// Killed (SIGKILL) in the middle of the third fold (fold_2), then run
+// again, it leaves folds 0 and 1 as they were, continues fold 2 from its
+// checkpoint, trains folds 3 and 4, and
 // writes the uninterrupted run's cv.json, byte for byte.
 func TestCV(t *testing.T) {
 	if testing.Short() {
@@ -41,7 +42,7 @@ func TestCV(t *testing.T) {
 	if err := json.Unmarshal(b, &cv); err != nil {
 		t.Fatal(err)
 	}
-	if cv.Folds != 3 || len(cv.Runs) != 3 || len(cv.Mean.ClassDice) != 4 || len(cv.Classes) != 4 {
+	if cv.Folds != 5 || len(cv.Runs) != 5 || len(cv.Mean.ClassDice) != 4 || len(cv.Classes) != 4 {
 		t.Fatalf("cv.json: %s", b)
 	}
 	sum := 0.0
@@ -51,16 +52,16 @@ func TestCV(t *testing.T) {
 		}
 		sum += r.ValDice
 	}
-	if d := sum/3 - cv.Mean.ValDice; d*d > 1e-20 || cv.Std.ValDice <= 0 {
-		t.Errorf("mean val_dice %v (folds' mean %v), std %v", cv.Mean.ValDice, sum/3, cv.Std.ValDice)
+	if d := sum/5 - cv.Mean.ValDice; d*d > 1e-20 || cv.Std.ValDice <= 0 {
+		t.Errorf("mean val_dice %v (folds' mean %v), std %v", cv.Mean.ValDice, sum/5, cv.Std.ValDice)
 	}
-	for _, want := range []string{"fold     steps   val_loss   val_miou   val_dice    miou_fg    dice_fg\n", "\nmean  ", "\nstd   ", "Dice      fold 0   fold 1   fold 2     mean      std\n", "files: " + filepath.Join(whole, "cv.json")} {
+	for _, want := range []string{"fold     steps   val_loss   val_miou   val_dice    miou_fg    dice_fg\n", "\nmean  ", "\nstd   ", "Dice      fold 0   fold 1   fold 2   fold 3   fold 4     mean      std\n", "files: " + filepath.Join(whole, "cv.json")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	before := filesIn(t, whole)
-	if again := runOK(t, cvArgs(whole)...); strings.Count(again, "finished already") != 3 || !reflect.DeepEqual(filesIn(t, whole), before) {
+	if again := runOK(t, cvArgs(whole)...); strings.Count(again, "finished already") != 5 || !reflect.DeepEqual(filesIn(t, whole), before) {
 		t.Errorf("cv again trained or changed something:\n%s", again)
 	}
 
@@ -100,8 +101,8 @@ func TestCV(t *testing.T) {
 	if code := run(cvArgs(cut), &stdout, &stderr); code != 0 {
 		t.Fatalf("cv after the kill: exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"cv: fold 0 of 3: finished already (8 steps)", "cv: fold 1 of 3: finished already (8 steps)",
-		"cv: fold 2 of 3: resuming " + filepath.Join(cut, "fold_2", "checkpoints", "step-00000004")} {
+	for _, want := range []string{"cv: fold 0 of 5: finished already (8 steps)", "cv: fold 1 of 5: finished already (8 steps)",
+		"cv: fold 2 of 5: resuming " + filepath.Join(cut, "fold_2", "checkpoints", "step-00000004")} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
