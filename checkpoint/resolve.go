@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/metrics"
@@ -139,8 +140,12 @@ func ResolveBest(arg string) (string, error) {
 
 // OpenModel opens the checkpoint a --checkpoint argument names for using
 // its model (predict, eval, export): ResolveBest's, or with newest the
-// newest one there (ResolveResume's).
+// newest one there (ResolveResume's). A list of them (Members) is refused:
+// predict opens an ensemble's one by one.
 func OpenModel(arg string, newest bool) (*Checkpoint, error) {
+	if list := Members(arg); len(list) > 1 {
+		return nil, fmt.Errorf("--checkpoint %s names %d checkpoints, an ensemble, which memunet predict averages; this command takes one", arg, len(list))
+	}
 	resolve := ResolveBest
 	if newest {
 		resolve = func(arg string) (string, error) { return ResolveResume(arg, "") }
@@ -150,6 +155,26 @@ func OpenModel(arg string, newest bool) (*Checkpoint, error) {
 		return nil, err
 	}
 	return Open(dir)
+}
+
+// Members are the checkpoints a --checkpoint argument names: arg itself,
+// or where it holds commas and no file or folder is named so, each of its
+// comma-separated parts (an ensemble: memunet predict --checkpoint
+// fold_0,fold_1,...), spaces around them trimmed, empty ones left out.
+func Members(arg string) []string {
+	if _, err := os.Lstat(arg); err == nil || !strings.Contains(arg, ",") {
+		return []string{arg}
+	}
+	var list []string
+	for _, part := range strings.Split(arg, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			list = append(list, part)
+		}
+	}
+	if len(list) == 0 {
+		return []string{arg}
+	}
+	return list
 }
 
 // Best is the readable checkpoint with the best train.monitor score (as

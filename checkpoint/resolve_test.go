@@ -91,3 +91,29 @@ func TestCheckOutsideOtherRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestMembers: a --checkpoint of comma-separated paths is an ensemble's
+// list (spaces and empty parts dropped), one that exists with a comma in
+// its name is itself; OpenModel refuses a list, saying predict takes it.
+func TestMembers(t *testing.T) {
+	dir := t.TempDir()
+	comma := filepath.Join(dir, "a,b")
+	if err := os.Mkdir(comma, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for arg, want := range map[string][]string{
+		"runs/a":               {"runs/a"},
+		"runs/a,runs/b":        {"runs/a", "runs/b"},
+		" runs/a , runs/b ,":   {"runs/a", "runs/b"},
+		"fold_0,fold_1,fold_2": {"fold_0", "fold_1", "fold_2"},
+		",":                    {","},
+		comma:                  {comma},
+	} {
+		if got := Members(arg); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("Members(%q) = %q, want %q", arg, got, want)
+		}
+	}
+	if _, err := OpenModel("runs/a,runs/b", false); err == nil || !strings.Contains(err.Error(), "names 2 checkpoints, an ensemble, which memunet predict averages") {
+		t.Errorf("OpenModel of a list: %v", err)
+	}
+}

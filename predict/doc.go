@@ -13,8 +13,8 @@
 // a journal naming all it wrote, which the next Run refuses as a
 // prediction cut off, or replaces with Options.Force.
 //
-// Memory: a Predictor owns its device's pool and the model in it (Close
-// gives them back). Every batch is planned before a byte of it is decoded
+// Memory: a Predictor owns its device's pool and the model in it (an
+// ensemble's models, all held; Close gives them back). Every batch is planned before a byte of it is decoded
 // (PlanBatch: the pool's peaks exactly, by a dry run on the planning
 // backend, plus the host buffers beside it at the largest of its phases:
 // decoding, predicting, writing) and refused when it passes the Limits;
@@ -45,7 +45,9 @@
 // along z, planned as the slab, scored per volume against --references),
 // cases.go (nnU-Net's cases of several modalities, CASE_0000.nii.gz ...:
 // a case's files found and checked, predicted once into CASE.nii.gz),
-// eval.go (a split's scores as memunet eval's JSON
+// ensemble.go (several checkpoints' models in one pool, their
+// probabilities averaged: --checkpoint A,B,...; the members checked
+// alike), eval.go (a split's scores as memunet eval's JSON
 // report), casescores.go (eval's per-case Dice, IoU and HD95: a nifti
 // volume's slices gathered into their case; the CSV), evalfolders.go
 // (eval --predictions --references: a folder of masks against another),

@@ -66,8 +66,8 @@ func (p *Predictor) writeExtra(src source, h, w int, opts Options, values []int)
 // tiledHost is what predicting one picture of src by tiles t at h x w (the
 // model's size) holds beside the pool, at its largest phase: decoding the
 // file; predicting (the picture and its scaled copy, the class map and the
-// probabilities, a batch of tiles, their outputs, the blend band, weights
-// and row); writing (the class map, the probabilities, the picture where
+// probabilities, a batch of tiles, their outputs (an ensemble's, a
+// model's beside their mean), the blend band, weights and row); writing (the class map, the probabilities, the picture where
 // an overlay is drawn on it, and writeExtra).
 func (p *Predictor) tiledHost(t Tiling, l tiles.Layout, h, w int, src source, deep bool, opts Options, values []int) int64 {
 	c, k := int64(p.Config.Model.InChannels), int64(p.Config.Model.Classes)
@@ -88,6 +88,9 @@ func (p *Predictor) tiledHost(t Tiling, l tiles.Layout, h, w int, src source, de
 		predicting += 3 * tilePx * (k + c) * 4 // mirrored inputs, their outputs and those flipped back
 	} else {
 		predicting += tilePx * k * 4 // the batch's logits or probabilities
+	}
+	if opts.ensemble {
+		predicting += tilePx * k * 4 // a model's probabilities beside the mean
 	}
 	writing := held + p.writeExtra(src, h, w, opts, values)
 	if opts.Overlay {
@@ -130,7 +133,8 @@ func (p *Predictor) batchHost(srcs []source, h, w int, opts Options, values []in
 // wholeHost is what predicting n pictures whole at h x w holds on the
 // host beside the pool: the normalized batch, the classes and, with
 // probabilities (or flip averaging), those, the mirrored inputs and their
-// probabilities and those flipped back.
+// probabilities and those flipped back; an ensemble's, a model's
+// probabilities beside their mean.
 func (p *Predictor) wholeHost(n int64, h, w int, opts Options) int64 {
 	c, k := int64(p.Config.Model.InChannels), int64(p.Config.Model.Classes)
 	px := n * int64(h) * int64(w)
@@ -140,6 +144,9 @@ func (p *Predictor) wholeHost(n int64, h, w int, opts Options) int64 {
 	}
 	if opts.TTA {
 		host += c*px*4 + 2*k*px*4
+	}
+	if opts.ensemble {
+		host += k * px * 4 // a model's probabilities beside the mean
 	}
 	return host
 }

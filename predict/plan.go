@@ -35,26 +35,30 @@ func (n Need) String() string {
 // PlanBatch predicts the memory of predicting n images given to the model
 // at h x w, whose files (8-bit pictures) hold sourcePixels pixels in all,
 // with overlays or not: the pool's by a dry run of the same forward pass
-// on backend/noop (no memory, no arithmetic), the host buffers at their
+// on backend/noop (no memory, no arithmetic; an ensemble's every model's
+// weights and passes, one after another), the host buffers at their
 // largest phase (batchHost) with the collector's slack.
 func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Need, error) {
 	if err := p.Net.CheckInput(p.Config.Model.InChannels, h, w); err != nil {
 		return Need{}, err
 	}
-	dry, err := newPredictor(p.Config, noop.New(p.Device.Backend), p.precision, 0, n)
+	dry, err := p.dryRun(n)
 	if err != nil {
 		return Need{}, err
 	}
 	defer dry.Close()
-	dry.depth = p.depth
-	logits, err := dry.logits(nil, n, h, w)
-	if err != nil {
-		return Need{}, err
-	}
-	err = dry.argmax(logits, nil)
-	logits.Release()
-	if err != nil {
-		return Need{}, err
+	for _, m := range dry.models() { // an ensemble's one after another, as Probabilities runs them
+		logits, err := m.logits(nil, n, h, w)
+		if err != nil {
+			return Need{}, err
+		}
+		if len(dry.members) == 0 { // an ensemble's argmax is the host's, of the mean
+			err = m.argmax(logits, nil)
+		}
+		logits.Release()
+		if err != nil {
+			return Need{}, err
+		}
 	}
 	st := dry.Pool().Stats()
 	// The files: 8-bit RGBA pictures (decoded in place), sourcePixels in
@@ -71,6 +75,23 @@ func (p *Predictor) PlanBatch(n, h, w int, sourcePixels int64, overlay bool) (Ne
 	}
 	host := p.batchHost(srcs, h, w, Options{Overlay: overlay}, nil)
 	return Need{N: n, H: h, W: w, PeakAllocated: st.Allocated.Peak, PeakReserved: st.Reserved.Peak, Host: host + gcSlack(host)}, nil
+}
+
+// dryRun is p's model (an ensemble's models) built on backend/noop, in a
+// fresh pool of its own, for batches of batch: a plan's dry run.
+func (p *Predictor) dryRun(batch int) (*Predictor, error) {
+	dry, err := newPredictor(p.Config, noop.New(p.Device.Backend), p.precision, 0, batch)
+	if err != nil {
+		return nil, err
+	}
+	dry.depth = p.depth
+	for _, m := range p.members {
+		if err := dry.addMember(m.Config, nil); err != nil {
+			dry.Close()
+			return nil, err
+		}
+	}
+	return dry, nil
 }
 
 // Limits are what a batch must fit in: the pool's capacity (0: none) and

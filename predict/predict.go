@@ -56,6 +56,8 @@ type Predictor struct {
 	env         *model.Env
 	precision   backend.DType
 	held        *heldGC // the collector held to Run's plans (nil outside Run)
+	// members are an ensemble's other models, in p's pool (ensemble.go).
+	members []*Predictor
 }
 
 // NewPredictor builds the checkpoint's model with precision (fp32, fp16 or
@@ -109,8 +111,12 @@ func (p *Predictor) stopped() error {
 // Pool is the device's pool.
 func (p *Predictor) Pool() *memory.Pool { return p.Device.Pool }
 
-// Close returns the model to the pool.
+// Close returns the model (an ensemble's models) to the pool.
 func (p *Predictor) Close() {
+	for _, m := range p.members {
+		m.Close()
+	}
+	p.members = nil
 	if p.Net != nil {
 		p.Net.Free()
 		p.Net = nil
@@ -163,10 +169,18 @@ func (p *Predictor) argmax(logits *model.Tensor, use func(backend.View)) error {
 }
 
 // Predict returns the class of every pixel (N,H,W) of n normalized images
-// (N,C,H,W planar): the argmax of the logits, the lowest class on a tie.
+// (N,C,H,W planar): the argmax of the logits, the lowest class on a tie;
+// an ensemble's, of its mean probabilities.
 func (p *Predictor) Predict(images []float32, n, h, w int) ([]uint8, error) {
 	if want := n * p.Config.Model.InChannels * h * w; len(images) != want {
 		return nil, fmt.Errorf("predict: %d values for %d images of %dx%dx%d", len(images), n, p.Config.Model.InChannels, h, w)
+	}
+	if len(p.members) > 0 {
+		probs, err := p.Probabilities(images, n, h, w, false)
+		if err != nil {
+			return nil, err
+		}
+		return Argmax(probs, n, p.Config.Model.Classes, h, w), nil
 	}
 	if err := p.Net.CheckInput(p.Config.Model.InChannels, h, w); err != nil {
 		return nil, err

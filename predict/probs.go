@@ -13,7 +13,9 @@ import (
 // host: the softmax of the logits of n normalized images (N,C,H,W planar),
 // in float64, stored as float32. With flip it is the mean of the images'
 // and their left-right mirrors' probabilities, the mirrors' flipped back
-// (test-time flip averaging: two forward passes).
+// (test-time flip averaging: two forward passes). An ensemble's are the
+// mean of its models' (each flip-averaged with flip), added model by
+// model in order in float32 and divided by their number.
 func (p *Predictor) Probabilities(images []float32, n, h, w int, flip bool) ([]float32, error) {
 	if want := n * p.Config.Model.InChannels * h * w; len(images) != want {
 		return nil, fmt.Errorf("predict: %d values for %d images of %dx%dx%d", len(images), n, p.Config.Model.InChannels, h, w)
@@ -21,11 +23,30 @@ func (p *Predictor) Probabilities(images []float32, n, h, w int, flip bool) ([]f
 	if err := p.Net.CheckInput(p.Config.Model.InChannels, h, w); err != nil {
 		return nil, err
 	}
-	probs, err := p.softmax(images, n, h, w)
+	probs, err := p.flipped(nil, images, n, h, w, flip)
+	var q []float32 // each member's in turn, in one buffer (no garbage a member)
+	for i, m := range p.members {
+		if err != nil {
+			break
+		}
+		if q, err = m.flipped(q, images, n, h, w, flip); err == nil {
+			meanInto(probs, q, i == len(p.members)-1, p.Ensemble())
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return probs, nil
+}
+
+// flipped is one model's probabilities (Probabilities' of a model
+// alone), in dst where they fit it (else a new slice).
+func (p *Predictor) flipped(dst, images []float32, n, h, w int, flip bool) ([]float32, error) {
+	probs, err := p.softmax(dst, images, n, h, w)
 	if err != nil || !flip {
 		return probs, err
 	}
-	mirrored, err := p.softmax(mirror(images, h, w), n, h, w)
+	mirrored, err := p.softmax(nil, mirror(images, h, w), n, h, w)
 	if err != nil {
 		return nil, err
 	}
@@ -36,18 +57,24 @@ func (p *Predictor) Probabilities(images []float32, n, h, w int, flip bool) ([]f
 	return probs, nil
 }
 
-// softmax runs the model and turns its logits into probabilities.
-func (p *Predictor) softmax(images []float32, n, h, w int) ([]float32, error) {
-	logits, err := p.logits(images, n, h, w)
+// softmax runs the model and turns its logits into probabilities, in dst
+// where they fit it (hostLogits).
+func (p *Predictor) softmax(dst, images []float32, n, h, w int) ([]float32, error) {
+	z, err := p.hostLogits(dst, images, n, h, w)
 	if err != nil {
 		return nil, err
 	}
-	z := backend.DownloadFloat32(p.Device.Backend, logits.View())
-	logits.Release()
 	if err := p.Device.Backend.Sync(); err != nil {
 		return nil, err // a device error: no probabilities from garbage
 	}
-	k, hw := p.Config.Model.Classes, h*w
+	softmaxPlanes(z, n, p.Config.Model.Classes, h*w)
+	return z, nil
+}
+
+// softmaxPlanes turns n items of k planes of hw logits (N,K,HW) into
+// their probabilities in place: each position's softmax over the planes,
+// in float64, stored as float32.
+func softmaxPlanes(z []float32, n, k, hw int) {
 	for img := range n {
 		for px := range hw {
 			base := img*k*hw + px
@@ -64,7 +91,6 @@ func (p *Predictor) softmax(images []float32, n, h, w int) ([]float32, error) {
 			}
 		}
 	}
-	return z, nil
 }
 
 // mirror is x (planes of h x w) flipped left-right, plane by plane.

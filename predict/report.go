@@ -3,11 +3,13 @@ package predict
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
+	"github.com/memunet/memunet/tiles"
 )
 
 // Report is predict.json.
@@ -60,6 +62,9 @@ type Report struct {
 	// (the training masks' own values, e.g. [0, 255]); absent when the
 	// masks hold the class indices (palette PNGs).
 	MaskValues []int `json:"mask_values,omitempty"`
+	// Members are the checkpoints of an ensemble (--checkpoint A,B,...),
+	// Checkpoint the first; absent for one checkpoint.
+	Members []Member `json:"members,omitempty"`
 }
 
 // plan notes a batch's or a file's plan: its need, and the process's
@@ -85,6 +90,20 @@ func rssText(rss int64) string {
 		return ""
 	}
 	return ", the process " + memory.FormatBytes(rss)
+}
+
+// ModelNote is what predicted, as the summary says it: "CHECKPOINT (step
+// N, fp32)", or an ensemble's "an ensemble of 3 checkpoints (A at step N,
+// B at step M, ...; fp32)".
+func (r *Report) ModelNote() string {
+	if len(r.Members) < 2 {
+		return fmt.Sprintf("%s (step %d, %s)", r.Checkpoint, r.Step, r.Precision)
+	}
+	var list []string
+	for _, m := range r.Members {
+		list = append(list, fmt.Sprintf("%s at step %d", m.Checkpoint, m.Step))
+	}
+	return fmt.Sprintf("an ensemble of %d checkpoints (%s; %s)", len(r.Members), strings.Join(list, ", "), r.Precision)
 }
 
 // Counted is what was predicted as the summary says it: "1 image",
@@ -194,11 +213,35 @@ type Options struct {
 	References string `json:"references,omitempty"`
 	// Force replaces an earlier prediction in the output folder.
 	Force bool `json:"-"`
+	// ensemble says the predictor averages several models (Run sets it).
+	ensemble bool
 }
 
 // probabilistic says the predictions come from host probabilities
-// (Predictor.Probabilities) rather than the device's argmax.
-func (o Options) probabilistic() bool { return o.TTA || o.Probs != "" }
+// (Predictor.Probabilities) rather than the device's argmax: an
+// ensemble's are the mean of its members'.
+func (o Options) probabilistic() bool { return o.TTA || o.Probs != "" || o.ensemble }
+
+// CheckFlags refuses, before anything is read, an option that none of
+// its values names, as memunet predict's flags give them (Overlap -1 and
+// Blend "": not given, the checkpoint's predict.* then): --probs,
+// --overlap and --blend.
+func (o Options) CheckFlags() error {
+	if o.Probs != "" && o.Probs != "png" && o.Probs != "npy" {
+		return fmt.Errorf("predict: --probs %q: png or npy", o.Probs)
+	}
+	if o.Overlap != -1 {
+		if err := tiles.ValidateOverlap("predict: --overlap", o.Overlap); err != nil {
+			return err
+		}
+	}
+	if o.Blend != "" {
+		if err := tiles.ValidateBlend("predict: --blend", o.Blend); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // WithDefaults fills the tiling options not given (Tile "", Overlap -1,
 // Blend "") from a config's predict section.

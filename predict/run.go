@@ -53,6 +53,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if err != nil {
 		return nil, fmt.Errorf("predict: %w", err)
 	}
+	if opts.ensemble = len(p.members) > 0; opts.ensemble {
+		fmt.Fprintf(note, "predict: an ensemble of %d checkpoints, all in the pool: each mask is the argmax of the mean of their probabilities\n", p.Ensemble())
+	}
 	opts.Resize = s.mode
 	if s.mode == "fixed" {
 		opts.Resize = fmt.Sprintf("%dx%d", s.h, s.w)
@@ -199,6 +202,7 @@ func (p *Predictor) newReport(input string, opts Options, lim Limits) *Report {
 		rep.Checkpoint, rep.Step, rep.TrainingValMIoU = ck.Dir, ck.Manifest.Step, ck.Manifest.ValMIoU
 		rep.MaskValues = p.writtenValues(opts)
 	}
+	rep.Members = p.memberList()
 	return rep
 }
 

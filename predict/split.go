@@ -34,6 +34,9 @@ type splitInput struct {
 // above data.MaxImagePixels is not planned: opening refuses the file by
 // name.
 func (p *Predictor) openSplit(name string, opts Options, lim Limits) (*splitInput, error) {
+	if len(p.members) > 0 {
+		return nil, fmt.Errorf("an ensemble of %d checkpoints scores no split of a dataset: each fold of a cross-validation validates on samples the others trained on; score each checkpoint alone (memunet eval), or predict held-out images as files", p.Ensemble())
+	}
 	h, w, err := data.ProbeSize(p.Config.DataConfig())
 	if d, _, _, derr := data.ProbeShape(p.Config.DataConfig()); derr == nil && p.Config.Model.Volumes() {
 		p.depth = d // a 3D UNet's samples: d slices stacked in h

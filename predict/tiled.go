@@ -163,8 +163,8 @@ func (p *Predictor) hostLogits(dst, images []float32, n, h, w int) ([]float32, e
 // size the model takes it) by tiles t, normalized as training normalized
 // its images, and hands every row of the blended outputs to row, top to
 // bottom: K planes of the picture's width, the logits, or with
-// probabilistic the probabilities (flip-averaged per tile with tta).
-// Rows are the blender's, valid during the call; the host holds a band of
+// probabilistic the probabilities (flip-averaged per tile with tta; an
+// ensemble's always, their mean). Rows are the blender's, valid during the call; the host holds a band of
 // tile rows, never the whole image's outputs. Every pass takes t.Batch
 // tiles (the last filled with repeats) in a pool emptied of cached blocks
 // first, so each allocates as PlanBatch's dry run did.
@@ -174,6 +174,7 @@ func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, ro
 	if err != nil {
 		return err
 	}
+	probabilistic = probabilistic || len(p.members) > 0
 	h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
 	l, err := tiles.New(h, w, t.Tile, t.Overlap)
 	if err != nil {

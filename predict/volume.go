@@ -183,7 +183,7 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 			}
 			images := make([]float32, c*h*w)
 			data.Window(pic, c, 0, 0, h, w, a, b, false, images)
-			pred, _, err := p.predictBatch(images, 1, h, w, opts.TTA, opts.TTA)
+			pred, _, err := p.predictBatch(images, 1, h, w, opts.TTA, opts.probabilistic())
 			copy(mask, pred)
 			return nil, err
 		}
@@ -200,7 +200,7 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 	}
 	rep.plan(need, p.held.hold(need))
 	k := p.Config.Model.Classes
-	err = p.Tiled(pic, t, opts.TTA, opts.TTA, func(y int, planes []float32) error {
+	err = p.Tiled(pic, t, opts.probabilistic(), opts.TTA, func(y int, planes []float32) error {
 		argmaxRow(planes, k, w, mask[y*w:(y+1)*w])
 		return nil
 	})

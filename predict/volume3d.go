@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/metrics"
@@ -29,9 +28,11 @@ import (
 //     side shorter than the window, and the rest past the last full
 //     step, is padded, by reflecting the volume (as tiles reflect an
 //     image), half before and half after.
-//   - Each window's logits are weighed by a Gaussian centred on it,
-//     sigma side/8 along each axis, 1 at its centre (nnU-Net's importance
-//     map; Options.Blend constant: 1 everywhere), and summed per voxel.
+//   - Each window's logits (an ensemble's: its models' mean softmax
+//     probabilities, see ensemble.go) are weighed by a Gaussian centred
+//     on it, sigma side/8 along each axis, 1 at its centre (nnU-Net's
+//     importance map; Options.Blend constant: 1 everywhere), and summed
+//     per voxel.
 //     The weighted mean is that sum over the weights' sum, a positive
 //     factor per voxel that does not change which class is largest, so
 //     the argmax is taken of the sum itself.
@@ -240,6 +241,25 @@ func (p *Predictor) volumeLogits(dst, window []float32, d, h, w int) ([]float32,
 	return out, p.Device.Backend.Sync()
 }
 
+// windowOutputs is what streamVolume blends of one window (volumeLogits'):
+// its logits, or an ensemble's the mean of its models' softmax
+// probabilities, in mean (K x D x H x W), with dst each model's logits.
+func (p *Predictor) windowOutputs(dst, mean, window []float32, d, h, w int) ([]float32, error) {
+	if len(p.members) == 0 {
+		return p.volumeLogits(dst, window, d, h, w)
+	}
+	clear(mean)
+	for i, m := range p.models() {
+		out, err := m.volumeLogits(dst, window, d, h, w)
+		if err != nil {
+			return nil, err
+		}
+		softmaxPlanes(out, 1, p.Config.Model.Classes, d*h*w)
+		meanInto(mean, out, i == len(p.members), p.Ensemble())
+	}
+	return mean, nil
+}
+
 // planVolume plans predicting a volume of dims [x, y, z] by window [D, H,
 // W]: the pool's peaks for one window by a dry run on backend/noop, and
 // beside it on the host the slab volumeHost counts, with the collector's
@@ -254,13 +274,15 @@ func (p *Predictor) planVolume(dims, window [3]int, overlap float64, streams int
 	if err := p.Net.CheckVolume(p.Config.Model.InChannels, window[0], window[1], window[2]); err != nil {
 		return Need{}, l, err
 	}
-	dry, err := newPredictor(p.Config, noop.New(p.Device.Backend), p.precision, 0, 1)
+	dry, err := p.dryRun(1)
 	if err != nil {
 		return Need{}, l, err
 	}
 	defer dry.Close()
-	if _, err := dry.volumeLogits(nil, nil, window[0], window[1], window[2]); err != nil {
-		return Need{}, l, err
+	for _, m := range dry.models() { // an ensemble's one after another (windowOutputs)
+		if _, err := m.volumeLogits(nil, nil, window[0], window[1], window[2]); err != nil {
+			return Need{}, l, err
+		}
 	}
 	st := dry.Pool().Stats()
 	host := p.volumeHost(l, streams, sliceBytes, refBytes)
@@ -273,7 +295,8 @@ func (p *Predictor) planVolume(dims, window [3]int, overlap float64, streams int
 // window); the input slabs, one a stream (inDepth z-slices windowed to
 // 16 bits); the weighted sums (accDepth
 // z-slices of K planes); a window, its logits (and their float32 copy
-// where the model computes in another precision), the weights and
+// where the model computes in another precision; an ensemble's mean
+// probabilities beside them), the weights and
 // reflected indices; a finished slice's classes and labels, the writer
 // (an encoded slice, its buffer and compressor) and the output file's
 // buffer (outdir.WriteFile); with a reference, its stream and slice.
@@ -290,6 +313,9 @@ func (p *Predictor) volumeHost(l volumeLayout, streams int, sliceBytes, refBytes
 	host += c*win*4 + k*win*4
 	if p.precision != backend.Float32 {
 		host += k * win * 4
+	}
+	if len(p.members) > 0 {
+		host += k * win * 4 // the mean probabilities (windowOutputs)
 	}
 	host += int64(l.z.side+l.y.side+l.x.side) * 4 // weights
 	host += int64(l.y.side+l.x.side) * 8          // reflected indices
@@ -495,6 +521,10 @@ func (p *Predictor) streamVolume(ins []*data.VolumeStream, l volumeLayout, norms
 	acc := make([]float32, l.accDepth*k*px)
 	window := make([]float32, c*tv)
 	logits := make([]float32, k*tv)
+	var mean []float32 // an ensemble's mean probabilities of a window
+	if len(p.members) > 0 {
+		mean = make([]float32, k*tv)
+	}
 	gz, gy, gx := l.z.weights(blend), l.y.weights(blend), l.x.weights(blend)
 	ry, rx := make([]int, th), make([]int, tw)
 	classes, labels := make([]uint8, px), make([]uint16, px)
@@ -545,7 +575,7 @@ func (p *Predictor) streamVolume(ins []*data.VolumeStream, l volumeLayout, norms
 						}
 					}
 				}
-				out, err := p.volumeLogits(logits, window, td, th, tw)
+				out, err := p.windowOutputs(logits, mean, window, td, th, tw)
 				if err != nil {
 					return err
 				}

@@ -174,9 +174,10 @@ func gaussian1(side int, blend string) []float64 {
 // wholeVolume3D is the reference of a streamed prediction: the volume read
 // whole (data.ReadVolume), each window cut from slices prepared as the 2D
 // path prepares them (SlicePicture, then data.Window reflecting in the
-// plane), z reflected, its logits weighed in float64 and divided by the
-// weights' sum per voxel: the classes, and each voxel's margin between
-// its two largest blended logits. paths are one volume, given to every
+// plane), z reflected, its logits (an ensemble's mean probabilities)
+// weighed in float64 and divided by the weights' sum per voxel: the
+// classes, and each voxel's margin between its two largest blended
+// outputs. paths are one volume, given to every
 // channel, or a case's modalities, channel ch read from paths[ch] and
 // windowed (or z-scored) by its own intensities.
 func wholeVolume3D(t *testing.T, p *Predictor, paths []string, side int, overlap float64, blend string) ([]uint8, []float64) {
@@ -218,7 +219,7 @@ func wholeVolume3D(t *testing.T, p *Predictor, paths []string, side int, overlap
 	tt := side * side
 	win := make([]float32, ch*side*tt)
 	planes := make([]float32, tt)
-	logits := make([]float32, k*side*tt)
+	logits, mean := make([]float32, k*side*tt), make([]float32, k*side*tt)
 	for iz := range deep.Rows {
 		oz, _ := deep.Origin(iz * deep.Cols)
 		for tile := range plane.Count() {
@@ -230,7 +231,7 @@ func wholeVolume3D(t *testing.T, p *Predictor, paths []string, side int, overlap
 					copy(win[(c*side+dz)*tt:(c*side+dz+1)*tt], planes[:tt])
 				}
 			}
-			out, err := p.volumeLogits(logits, win, side, side, side)
+			out, err := p.windowOutputs(logits, mean, win, side, side, side) // an ensemble's mean probabilities
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -227,8 +227,8 @@ func Wrap(words []string, width int, first, indent string) string {
 // was predicted with which checkpoint, the memory beside its plan, and for
 // a dataset split its scores beside training's, with the per-class table.
 func PrintPredicted(w io.Writer, rep *predict.Report, outDir string) {
-	fmt.Fprintf(w, "predicted %s with %s (step %d, %s) into %s (legend.png: the class colors); %s%s\n",
-		rep.Counted(), rep.Checkpoint, rep.Step, rep.Precision, outDir, rep.MemoryNote(), rep.SkippedNote())
+	fmt.Fprintf(w, "predicted %s with %s into %s (legend.png: the class colors); %s%s\n",
+		rep.Counted(), rep.ModelNote(), outDir, rep.MemoryNote(), rep.SkippedNote())
 	PrintVolumeScores(w, rep)
 	m := rep.Metrics
 	if m == nil {

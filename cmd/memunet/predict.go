@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/memunet/memunet/checkpoint"
@@ -11,10 +10,9 @@ import (
 	"github.com/memunet/memunet/predict"
 	"github.com/memunet/memunet/report"
 	"github.com/memunet/memunet/rundir"
-	"github.com/memunet/memunet/tiles"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--references PATH] [--force]"
+const predictUsage = "usage: memunet predict --checkpoint PATH,... --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--references PATH] [--force]"
 
 func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) error {
 	sig.AtOnce("predict", "nothing was written")
@@ -39,33 +37,22 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	if *model.checkpoint == "" || *input == "" {
 		return usageError{"predict: --checkpoint and --input are required; " + predictUsage}
 	}
-	if *probs != "" && *probs != "png" && *probs != "npy" {
-		return usageError{fmt.Sprintf("predict: --probs %q: png or npy; %s", *probs, predictUsage)}
-	}
 	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Resize: *resize, Force: *force,
 		Tile: *tile, Overlap: *overlap, Blend: *blend, References: *references}
-	if *overlap != -1 {
-		if err := tiles.ValidateOverlap("predict: --overlap", *overlap); err != nil {
-			return usageError{err.Error()}
-		}
+	if err := opts.CheckFlags(); err != nil {
+		return usageError{err.Error() + "; " + predictUsage}
 	}
-	if *blend != "" {
-		if err := tiles.ValidateBlend("predict: --blend", *blend); err != nil {
-			return usageError{err.Error()}
-		}
-	}
-	ck, err := checkpoint.OpenModel(*model.checkpoint, *model.newest)
+	cks := checkpoint.Members(*model.checkpoint) // an ensemble's, where it lists several
+	ck, err := checkpoint.OpenModel(cks[0], *model.newest)
 	if err != nil {
 		return err
 	}
 	dir := ck.Dir
 	ck.Config.Invocation = checkpoint.InvocationOf(dir, nil)
 	if *outDir == "" {
-		run := checkpoint.RunDirOf(dir)
-		if run == "" {
-			return usageError{fmt.Sprintf("predict: %s is not in a run directory's checkpoints/; name the output with --out", dir)}
+		if *outDir, err = predict.DefaultOutput(dir, *input, ck.Manifest.Step, len(cks)); err != nil {
+			return usageError{err.Error()}
 		}
-		*outDir = predict.OutputDir(run, *input, ck.Manifest.Step)
 	}
 	if err := checkpoint.CheckOutside(*outDir, dir); err != nil {
 		return usageError{"predict: --out " + err.Error()}
@@ -83,6 +70,9 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 		return err
 	}
 	defer p.Close()
+	if err := p.AddMembers(cks[1:], *model.newest, *outDir); err != nil {
+		return err
+	}
 	p.Flags = config.GivenFlags(fs, "out", "force")
 	p.Warn = stderr
 	p.Stop = sig.Cooperate("stopping at once; what it wrote into " + *outDir + " stays, listed in its .unfinished: replace it with " + p.ReplaceCommand(*outDir))
