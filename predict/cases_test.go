@@ -365,11 +365,11 @@ func TestPredictModalitiesRefused(t *testing.T) {
 func TestVolumePlanModalities(t *testing.T) {
 	p := tinyCases3D(t, 2)
 	x, y := 96, 80
-	one, l, err := p.planVolume([3]int{x, y, 64}, [3]int{16, 16, 16}, 0.5, 1, int64(2*x*y), 0)
+	one, l, err := p.planVolume([3]int{x, y, 64}, [3]int{16, 16, 16}, 0.5, 1, int64(2*x*y), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, _, err := p.planVolume([3]int{x, y, 64}, [3]int{16, 16, 16}, 0.5, 2, int64(4*x*y), 0)
+	two, _, err := p.planVolume([3]int{x, y, 64}, [3]int{16, 16, 16}, 0.5, 2, int64(4*x*y), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,9 @@
 // a case's files found and checked, predicted once into CASE.nii.gz),
 // ensemble.go (several checkpoints' models in one pool, their
 // probabilities averaged: --checkpoint A,B,...; the members checked
-// alike), eval.go (a split's scores as memunet eval's JSON
+// alike), components.go (--keep-largest: each class's largest connected
+// component, and nnU-Net's choice of it on a split's Dice),
+// eval.go (a split's scores as memunet eval's JSON
 // report), casescores.go (eval's per-case Dice, IoU and HD95: a nifti
 // volume's slices gathered into their case; the CSV), evalfolders.go
 // (eval --predictions --references: a folder of masks against another),

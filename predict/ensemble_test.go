@@ -283,7 +283,7 @@ func TestEnsembleVolume3D(t *testing.T) {
 	if len(seen) < 2 || close > len(want)/1000 {
 		t.Errorf("classes %v, %d near ties differ", seen, close)
 	}
-	single, _, err := alone[0].planVolume(vol.Dims, [3]int{side, side, side}, 0.5, 1, int64(2*29*23), 0)
+	single, _, err := alone[0].planVolume(vol.Dims, [3]int{side, side, side}, 0.5, 1, int64(2*29*23), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,13 +326,17 @@ func TestEnsembleRefusesMismatch(t *testing.T) {
 	}
 }
 
-// TestEnsembleRefusesSplits: an ensemble scores no dataset split.
+// TestEnsembleRefusesSplits: an ensemble scores no dataset split, and
+// --keep-largest applies to files and volumes only.
 func TestEnsembleRefusesSplits(t *testing.T) {
-	e, _ := ensembleOf(t, tinyConfig(1), tinyConfig(2))
+	e, alone := ensembleOf(t, tinyConfig(1), tinyConfig(2))
 	if _, err := e.Run("dataset:val", t.TempDir(), Options{Overlap: -1}, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "an ensemble of 2 checkpoints scores no split") {
 		t.Errorf("an ensemble on dataset:val: %v", err)
 	}
 	if _, _, err := e.Score("val", false, Limits{}); err == nil {
 		t.Error("an ensemble scored a split")
+	}
+	if _, err := alone[0].Run("dataset:val", t.TempDir(), Options{Overlap: -1, KeepLargest: "1"}, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "--keep-largest applies to image files and volumes") {
+		t.Errorf("--keep-largest on dataset:val: %v", err)
 	}
 }

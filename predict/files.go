@@ -253,6 +253,9 @@ func (p *Predictor) predictFileBatch(files []sizedFile, journal *outdir.Journal,
 		b := img.Bounds()
 		mask := scaleMask(pred[j*h*w:(j+1)*h*w], w, h, b.Dx(), b.Dy())
 		out, dir := outputOf(f.path, f.stem, opts, k), journal.Dir()
+		if out.KeptLargest, err = opts.keepLargest(mask, [3]int{b.Dx(), b.Dy(), 1}, p.Config.Data.Background); err != nil {
+			return err
+		}
 		if err := journal.Claim(out.files()...); err != nil {
 			return err
 		}

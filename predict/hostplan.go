@@ -36,7 +36,8 @@ func pngWriteBytes(rowBytes int64) int64 { return 1<<20 + 7*(rowBytes+1) + 1<<16
 // holds): the class map scaled to the source's size, the written values
 // (mask_values), the probabilities' scaled planes and a 16-bit plane of
 // them, an overlay (and the picture's 8-bit copy it is drawn on, where the
-// picture is 16-bit) and a PNG encoder.
+// picture is 16-bit), a PNG encoder and --keep-largest's marks and
+// queue (largestBytes).
 func (p *Predictor) writeExtra(src source, h, w int, opts Options, values []int) int64 {
 	k := int64(p.Config.Model.Classes)
 	out := src.pixels()
@@ -59,6 +60,9 @@ func (p *Predictor) writeExtra(src source, h, w int, opts Options, values []int)
 		if src.picture > 4*out {
 			host += out * 4
 		}
+	}
+	if opts.keep != nil {
+		host += largestBytes(out) // before the mask is written
 	}
 	return host
 }

@@ -178,6 +178,9 @@ type Output struct {
 	// the volume's scores against its reference mask (Options.References).
 	Volume *VolumeTiling `json:"volume_tiling,omitempty"`
 	Score  *VolumeScore  `json:"score,omitempty"`
+	// KeptLargest is the pixels (voxels) Options.KeepLargest turned into
+	// the background.
+	KeptLargest int64 `json:"keep_largest_removed,omitempty"`
 }
 
 // Options are predict's output choices.
@@ -211,9 +214,16 @@ type Options struct {
 	// volume named as the volume (or as it without nnU-Net's channel
 	// suffix _0000).
 	References string `json:"references,omitempty"`
+	// KeepLargest keeps, of the classes it lists (e.g. "1,2", or all:
+	// every class but the background), only each one's largest connected
+	// component in every mask written, the rest becoming the background
+	// (data.background): see components.go. "": none.
+	KeepLargest string `json:"keep_largest,omitempty"`
 	// Force replaces an earlier prediction in the output folder.
 	Force bool `json:"-"`
-	// ensemble says the predictor averages several models (Run sets it).
+	// keep is KeepLargest parsed, a flag a class (nil: none); ensemble
+	// says the predictor averages several models (Run sets both).
+	keep     []bool
 	ensemble bool
 }
 
@@ -225,7 +235,8 @@ func (o Options) probabilistic() bool { return o.TTA || o.Probs != "" || o.ensem
 // CheckFlags refuses, before anything is read, an option that none of
 // its values names, as memunet predict's flags give them (Overlap -1 and
 // Blend "": not given, the checkpoint's predict.* then): --probs,
-// --overlap and --blend.
+// --overlap, --blend, and --keep-largest's words (its classes are held to
+// the checkpoint's by Run).
 func (o Options) CheckFlags() error {
 	if o.Probs != "" && o.Probs != "png" && o.Probs != "npy" {
 		return fmt.Errorf("predict: --probs %q: png or npy", o.Probs)
@@ -238,6 +249,11 @@ func (o Options) CheckFlags() error {
 	if o.Blend != "" {
 		if err := tiles.ValidateBlend("predict: --blend", o.Blend); err != nil {
 			return err
+		}
+	}
+	if o.KeepLargest != "" && o.KeepLargest != KeepAll {
+		if _, err := keepList(o.KeepLargest); err != nil {
+			return fmt.Errorf("predict: %w", err)
 		}
 	}
 	return nil

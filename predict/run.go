@@ -56,6 +56,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 	if opts.ensemble = len(p.members) > 0; opts.ensemble {
 		fmt.Fprintf(note, "predict: an ensemble of %d checkpoints, all in the pool: each mask is the argmax of the mean of their probabilities\n", p.Ensemble())
 	}
+	if opts.keep, err = keepClasses(opts.KeepLargest, p.Config.Model.Classes, p.Config.Data.Background); err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
 	opts.Resize = s.mode
 	if s.mode == "fixed" {
 		opts.Resize = fmt.Sprintf("%dx%d", s.h, s.w)

@@ -34,8 +34,11 @@ type splitInput struct {
 // above data.MaxImagePixels is not planned: opening refuses the file by
 // name.
 func (p *Predictor) openSplit(name string, opts Options, lim Limits) (*splitInput, error) {
-	if len(p.members) > 0 {
+	switch {
+	case len(p.members) > 0:
 		return nil, fmt.Errorf("an ensemble of %d checkpoints scores no split of a dataset: each fold of a cross-validation validates on samples the others trained on; score each checkpoint alone (memunet eval), or predict held-out images as files", p.Ensemble())
+	case opts.keep != nil:
+		return nil, fmt.Errorf("--keep-largest applies to image files and volumes; a split is scored as training validated it")
 	}
 	h, w, err := data.ProbeSize(p.Config.DataConfig())
 	if d, _, _, derr := data.ProbeShape(p.Config.DataConfig()); derr == nil && p.Config.Model.Volumes() {

@@ -283,6 +283,9 @@ func (p *Predictor) predictFileTiled(f sizedFile, side int, s sizing, journal *o
 		return err
 	}
 	full := scaleMask(mask, tw, th, f.w, f.h)
+	if out.KeptLargest, err = opts.keepLargest(full, [3]int{f.w, f.h, 1}, p.Config.Data.Background); err != nil {
+		return err
+	}
 	if err := writeMask(filepath.Join(dir, out.Mask), full, f.w, f.h, rep.MaskValues); err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 // maxSliceModalities) is read a volume a modality, each windowed (or
 // z-scored) by its own intensities as training's, slice k of modality ch
 // the picture's channel ch; its mask is the case's, with channel 0's
-// header geometry.
+// header geometry. --keep-largest takes the volume whole, 6-connected.
 func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal, opts Options, lim Limits, note io.Writer, rep *Report) error {
 	if opts.Overlay || opts.Probs != "" {
 		return fmt.Errorf("predict: %s: --overlay and --probs apply to image files; a NIfTI volume's output is its mask volume", f.path)
@@ -64,15 +64,27 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 	}
 	h, w := v.SliceSize(nc.Axis)
 	labels := make([]uint16, v.Len())
+	label := func(c uint8) uint16 {
+		if rep.MaskValues != nil {
+			return uint16(rep.MaskValues[c])
+		}
+		return uint16(c)
+	}
 	mask := make([]uint8, h*w)
 	// Held while each slice is predicted: the stored voxels, the labels,
 	// the slice's classes, and its picture (16-bit gray, then RGBA64; a
-	// case's modality's, and the case's).
+	// case's modality's, and the case's); for --keep-largest the
+	// volume's classes and its marks and queue.
 	pics := int64(1)
 	if len(vols) > 1 {
 		pics = 2
 	}
 	held := stored + 2*int64(v.Len()) + int64(h)*int64(w)*(1+pics*(2+8))
+	var whole []uint8 // the volume's classes, taken whole by --keep-largest
+	if opts.keep != nil {
+		whole = make([]uint8, v.Len())
+		held += int64(v.Len()) + largestBytes(int64(v.Len()))
+	}
 	var tiling *Tiling
 	at, done := p.track(v.Slices(nc.Axis), "slices")
 	defer done()
@@ -95,14 +107,20 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 		}
 		for y := range h {
 			for x := range w {
-				c := mask[y*w+x]
-				l := uint16(c)
-				if rep.MaskValues != nil {
-					l = uint16(rep.MaskValues[c])
+				if i := v.VoxelIndex(nc.Axis, k, y, x); whole != nil {
+					whole[i] = mask[y*w+x]
+				} else {
+					labels[i] = label(mask[y*w+x])
 				}
-				labels[v.VoxelIndex(nc.Axis, k, y, x)] = l
 			}
 		}
+	}
+	kept, err := opts.keepLargest(whole, v.Dims, p.Config.Data.Background)
+	if err != nil {
+		return fmt.Errorf("predict: %s: %w", f.path, err)
+	}
+	for i, c := range whole {
+		labels[i] = label(c)
 	}
 	name := f.stem + ".nii"
 	if v.Gzip {
@@ -115,7 +133,7 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 	if err := outdir.WriteFile(path, func(wr io.Writer) error { return data.WriteMaskVolume(wr, v, labels, v.Gzip) }); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	rep.Outputs = append(rep.Outputs, Output{Input: f.path, Channels: f.channels, Mask: name, Tiling: tiling})
+	rep.Outputs = append(rep.Outputs, Output{Input: f.path, Channels: f.channels, Mask: name, Tiling: tiling, KeptLargest: kept})
 	return nil
 }
 

@@ -265,8 +265,9 @@ func (p *Predictor) windowOutputs(dst, mean, window []float32, d, h, w int) ([]f
 // beside it on the host the slab volumeHost counts, with the collector's
 // slack. The input is streams files (a case's modalities, or one
 // volume), sliceBytes the stored bytes of one z-slice of them all, and
-// refBytes of the reference's (0: none).
-func (p *Predictor) planVolume(dims, window [3]int, overlap float64, streams int, sliceBytes, refBytes int64) (Need, volumeLayout, error) {
+// refBytes of the reference's (0: none); keep says --keep-largest holds
+// the volume's classes whole (streamMask).
+func (p *Predictor) planVolume(dims, window [3]int, overlap float64, streams int, sliceBytes, refBytes int64, keep bool) (Need, volumeLayout, error) {
 	l, err := newVolumeLayout(dims, window, overlap)
 	if err != nil {
 		return Need{}, l, err
@@ -286,6 +287,10 @@ func (p *Predictor) planVolume(dims, window [3]int, overlap float64, streams int
 	}
 	st := dry.Pool().Stats()
 	host := p.volumeHost(l, streams, sliceBytes, refBytes)
+	if keep { // the volume's classes, whole, and KeepLargest's marks and queue
+		n := int64(dims[0]) * int64(dims[1]) * int64(dims[2])
+		host += n + largestBytes(n)
+	}
 	return Need{N: 1, H: window[1], W: window[2], PeakAllocated: st.Allocated.Peak, PeakReserved: st.Reserved.Peak, Host: host + gcSlack(host)}, l, nil
 }
 
@@ -400,7 +405,7 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	if ref != nil {
 		defer ref.Close()
 	}
-	need, l, err := p.planVolume(v.Dims, window, opts.Overlap, len(ins), sliceBytes, refBytes)
+	need, l, err := p.planVolume(v.Dims, window, opts.Overlap, len(ins), sliceBytes, refBytes, opts.keep != nil)
 	if err != nil {
 		return fmt.Errorf("predict: %s (%dx%dx%d) by windows of %dx%dx%d: %w", f.path, v.Dims[0], v.Dims[1], v.Dims[2], window[0], window[1], window[2], err)
 	}
@@ -449,12 +454,13 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		top = max(top, uint16(m))
 	}
 	path := filepath.Join(journal.Dir(), name)
+	var kept int64
 	err = outdir.WriteFile(path, func(w io.Writer) error {
 		out, err := data.NewMaskVolumeWriter(w, v, top, v.Gzip)
 		if err != nil {
 			return err
 		}
-		if err := p.streamVolume(ins, l, norms, opts.Blend, func(z int, classes []uint8, labels []uint16) error {
+		if kept, err = p.streamMask(ins, l, norms, opts, func(z int, classes []uint8, labels []uint16) error {
 			for i, c := range classes {
 				labels[i] = uint16(c)
 				if values != nil {
@@ -475,12 +481,43 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 	if err != nil {
 		return fmt.Errorf("predict: %s: %w", f.path, err)
 	}
-	o := Output{Input: f.path, Channels: f.channels, Mask: name, Volume: &t}
+	o := Output{Input: f.path, Channels: f.channels, Mask: name, Volume: &t, KeptLargest: kept}
 	if sc != nil {
 		o.Score = sc.score()
 	}
 	rep.Outputs = append(rep.Outputs, o)
 	return nil
+}
+
+// streamMask hands each z-slice's classes to write in order, as
+// streamVolume does (write gets a labels buffer of the slice's size); with
+// --keep-largest (opts.keep) it holds the volume's classes until the last
+// slice, keeps the largest components of the classes asked for (6-
+// connected) and then writes them, and returns the voxels that changed.
+func (p *Predictor) streamMask(ins []*data.VolumeStream, l volumeLayout, norms []data.Intensity, opts Options, write func(z int, classes []uint8, labels []uint16) error) (int64, error) {
+	if opts.keep == nil {
+		return 0, p.streamVolume(ins, l, norms, opts.Blend, write)
+	}
+	dims := [3]int{l.x.n, l.y.n, l.z.n}
+	px := dims[0] * dims[1]
+	whole := make([]uint8, px*dims[2])
+	if err := p.streamVolume(ins, l, norms, opts.Blend, func(z int, classes []uint8, _ []uint16) error {
+		copy(whole[z*px:(z+1)*px], classes)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	kept, err := opts.keepLargest(whole, dims, p.Config.Data.Background)
+	if err != nil {
+		return 0, err
+	}
+	labels := make([]uint16, px)
+	for z := range dims[2] {
+		if err := write(z, whole[z*px:(z+1)*px], labels); err != nil {
+			return 0, err
+		}
+	}
+	return kept, nil
 }
 
 // streamVolume predicts the volume ins by the windows of l, and hands

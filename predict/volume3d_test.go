@@ -348,7 +348,7 @@ func TestPredictVolume3DBlending(t *testing.T) {
 func TestVolumePlanGrowsWithTheSlab(t *testing.T) {
 	p := tiny3D(t, 2, 32, 1)
 	plan := func(x, y, z int) Need {
-		nd, _, err := p.planVolume([3]int{x, y, z}, [3]int{32, 32, 32}, 0.5, 1, int64(2*x*y), 0)
+		nd, _, err := p.planVolume([3]int{x, y, z}, [3]int{32, 32, 32}, 0.5, 1, int64(2*x*y), 0, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,13 +71,13 @@ func TestPredictEnsemble(t *testing.T) {
 		}
 	}
 	out := t.TempDir()
-	said := runOK(t, "predict", "--checkpoint", runA+","+runB, "--input", in, "--out", out)
+	said := runOK(t, "predict", "--checkpoint", runA+","+runB, "--input", in, "--out", out, "--keep-largest", "all")
 	if !strings.Contains(said, "with an ensemble of 2 checkpoints ("+sumA.BestCheckpoint+" at step ") {
 		t.Errorf("summary: %s", said)
 	}
 	rep := readReport(t, out)
 	if len(rep.Members) != 2 || rep.Members[0].Checkpoint != sumA.BestCheckpoint || rep.Members[1].Checkpoint != sumB.BestCheckpoint ||
-		rep.Checkpoint != sumA.BestCheckpoint {
+		rep.Checkpoint != sumA.BestCheckpoint || rep.Options.KeepLargest != "all" {
 		t.Errorf("predict.json: checkpoint %s, members %+v, options %+v", rep.Checkpoint, rep.Members, rep.Options)
 	}
 
@@ -93,6 +93,8 @@ func TestPredictEnsemble(t *testing.T) {
 	}{
 		{[]string{"predict", "--checkpoint", runA + "," + runB, "--input", "dataset:val", "--out", t.TempDir()}, 1, "scores no split of a dataset"},
 		{[]string{"predict", "--checkpoint", runA + "," + runB, "--input", in}, 2, "name the output with --out"},
+		{[]string{"predict", "--checkpoint", runA, "--input", in, "--out", t.TempDir(), "--keep-largest", "one"}, 2, "--keep-largest \"one\""},
+		{[]string{"predict", "--checkpoint", runA, "--input", in, "--out", t.TempDir(), "--keep-largest", "7"}, 1, "class 7: the model's classes are 0..3"},
 		{[]string{"eval", "--checkpoint", runA + "," + runB}, 1, "an ensemble, which memunet predict averages"},
 	} {
 		if code, _, stderr := runOut(tc.args...); code != tc.code || !strings.Contains(stderr, tc.want) {

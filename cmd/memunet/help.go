@@ -49,7 +49,8 @@ var commands = []commandHelp{
 		outside the inputs and empty, or hold an earlier prediction that --force replaces; one
 		predict at a time writes there. A 3D UNet (model.dims 3) predicts NIfTI volumes by windows
 		of its training patch, streamed slab by slab along z; --references scores them (Dice).
-		--checkpoint A,B,... averages their probabilities (an ensemble).`},
+		--checkpoint A,B,... averages their probabilities (an ensemble); --keep-largest keeps a class's
+		largest component.`},
 	{name: "eval", usage: synopsis(evalUsage), summary: `scores a checkpoint on a split of its dataset (val, test: a folder
 		set's test/ subfolder, or train), or of another one by --set data.*: loss, pixel accuracy, mIoU,
 		Dice and the per-class table, as training's validation computes them; writes a JSON report.

@@ -12,7 +12,7 @@ import (
 	"github.com/memunet/memunet/rundir"
 )
 
-const predictUsage = "usage: memunet predict --checkpoint PATH,... --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--references PATH] [--force]"
+const predictUsage = "usage: memunet predict --checkpoint PATH,... --input FILE|DIR|dataset:val|train|test [--out DIR] [--newest] [--overlay] [--precision fp32|fp16|bf16] [--capacity SIZE] [--batch N] [--device D] [--class-indices] [--probs png|npy] [--tta] [--resize auto|train|none|HxW] [--tile N|auto|none] [--overlap F] [--blend gaussian|constant] [--references PATH] [--keep-largest CLASSES|all] [--force]"
 
 func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interrupt) error {
 	sig.AtOnce("predict", "nothing was written")
@@ -31,6 +31,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	force := fs.Bool("force", false, "replace an earlier prediction in --out, finished or cut off (only the files its predict.json or .unfinished lists)")
 	references := fs.String("references", "", "with a 3D UNet (model.dims 3), score each NIfTI volume against its reference mask: a mask volume, or a folder of them named as the volumes (or without nnU-Net's _0000: CASE.nii.gz); Dice per class and volume, means with and without background, into predict.json and the summary")
 	classIndices := fs.Bool("class-indices", false, "write class indices (palette PNGs) even where the training masks used other values (e.g. 0/255)")
+	keepLargest := fs.String("keep-largest", "", "keep only each listed class's largest connected component (4-connected in pictures, 6 in volumes), e.g. 1,2; all: each but data.background")
 	if err := parseFlags(fs, args, predictUsage); err != nil {
 		return err
 	}
@@ -38,7 +39,7 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 		return usageError{"predict: --checkpoint and --input are required; " + predictUsage}
 	}
 	opts := predict.Options{Overlay: *overlay, Probs: *probs, TTA: *tta, ClassIndices: *classIndices, Resize: *resize, Force: *force,
-		Tile: *tile, Overlap: *overlap, Blend: *blend, References: *references}
+		Tile: *tile, Overlap: *overlap, Blend: *blend, References: *references, KeepLargest: *keepLargest}
 	if err := opts.CheckFlags(); err != nil {
 		return usageError{err.Error() + "; " + predictUsage}
 	}
