@@ -40,10 +40,26 @@
 // Loader does that ahead of the trainer.
 //
 // data.source nifti (nifti.go: a NIfTI-1 reader and mask writer;
-// niftiset.go: the dataset) reads volumes as 2D slices across
-// data.nifti.axis, windowed to [0, 1] and kept at 16 bits, split by
-// volume. Its decoded volumes are the one cache: least recently used out
-// past 1 GiB, since a shuffled epoch visits every volume in turn.
+// niftistream.go: the same slice by slice; niftiset.go: the dataset)
+// reads volumes as 2D slices across data.nifti.axis, windowed to [0, 1]
+// and kept at 16 bits (intensity.go: or z-scored per volume), split by
+// volume (by folder, fold or block of slices where data.split or
+// data.folds say). nnU-Net's cases of several modalities (NAME_0000,
+// NAME_0001, ...) are channels. Its decoded volumes are the one cache:
+// least recently used out past 1 GiB, since a shuffled epoch visits every
+// volume in turn. labels.go maps raw values to classes (data.labels,
+// data.background); readlabels.go reads any mask file by value (eval of
+// a folder of masks).
+//
+// # Volumes
+//
+// With model.dims 3 a sample is a volume (volume.go): D slices of h x w
+// held stacked, so Size is (D*h, w) and every per-sample buffer, row,
+// flip and metric of images holds for volumes; Volumes/DepthOf fold the
+// rows back into slices for the model. The synthetic set makes cubes of
+// solids (synthetic_volume.go), niftivolumes.go reads whole volumes or
+// data.patch [D, H, W] patches with foreground oversampling, and
+// write_volumes.go writes synthetic volumes as a nifti folder.
 //
 // # Bounds
 //
