@@ -192,12 +192,12 @@ func Window(m image.Image, c, y0, x0, h, w int, a, b []float32, reflect bool, ou
 		for y := range h {
 			sy := y0 + y
 			if reflect {
-				sy = reflectIndex(sy, H)
+				sy = ReflectIndex(sy, H)
 			}
 			for x := range w {
 				sx := x0 + x
 				if reflect {
-					sx = reflectIndex(sx, W)
+					sx = ReflectIndex(sx, W)
 				}
 				if sy < 0 || sy >= H || sx < 0 || sx >= W {
 					dst[y*w+x] = 0
@@ -220,9 +220,10 @@ func Window(m image.Image, c, y0, x0, h, w int, a, b []float32, reflect bool, ou
 	}
 }
 
-// reflectIndex maps i onto [0, n) by mirroring about the ends without
-// repeating them (-1 -> 1, n -> n-2), as often as it takes.
-func reflectIndex(i, n int) int {
+// ReflectIndex maps i onto [0, n) by mirroring about the ends without
+// repeating them (-1 -> 1, n -> n-2), as often as it takes: how Window
+// pads tiles, and predict pads a volume's windows.
+func ReflectIndex(i, n int) int {
 	if n == 1 {
 		return 0
 	}

@@ -91,22 +91,8 @@ func newAxisLayout(n, side int, overlap float64) (axisLayout, error) {
 // padding).
 func (a axisLayout) origin(i int) int { return i*a.stride - a.before }
 
-// reflect maps i onto [0, n) by mirroring about the ends without
-// repeating them, as data.Window pads tiles.
-func reflect(i, n int) int {
-	if n == 1 {
-		return 0
-	}
-	period := 2 * (n - 1)
-	i %= period
-	if i < 0 {
-		i += period
-	}
-	if i >= n {
-		i = period - i
-	}
-	return i
-}
+// reflect maps i onto [0, n) as data.Window pads tiles.
+func reflect(i, n int) int { return data.ReflectIndex(i, n) }
 
 // reads is the voxels window i reads along the axis, reflected into it:
 // [lo, hi].

@@ -36,26 +36,7 @@ func TestPlanMatchesMeasuredPeak(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, row := range rows {
-						name := fmt.Sprintf("%dpx/b%d/%s/%s/%s", size, batch, up, norm, row.Name)
-						if row.Error != "" {
-							t.Errorf("%s: %s", name, row.Error)
-							continue
-						}
-						sum, err := Run(context.Background(), row.Config, Options{OutDir: t.TempDir()})
-						if err != nil {
-							t.Fatalf("%s: %v", name, err)
-						}
-						if sum.PeakAllocatedBytes != row.PeakAllocatedBytes {
-							t.Errorf("%s: planned peak %d, measured %d", name, row.PeakAllocatedBytes, sum.PeakAllocatedBytes)
-						}
-						for cat, v := range row.PeakByCategory {
-							if sum.PeakAllocatedByCategory[cat] != v {
-								t.Errorf("%s: planned %s %d at the peak, measured %d", name, cat, v, sum.PeakAllocatedByCategory[cat])
-							}
-						}
-						if sum.PeakReservedBytes != row.PeakReservedBytes {
-							t.Errorf("%s: planned reserved peak %d, measured %d", name, row.PeakReservedBytes, sum.PeakReservedBytes)
-						}
+						checkPlanMatchesRun(t, fmt.Sprintf("%dpx/b%d/%s/%s/%s", size, batch, up, norm, row.Name), row)
 					}
 				}
 			}
@@ -208,27 +189,33 @@ func TestPlanMatchesMeasuredPeak3D(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, row := range rows {
-			name := fmt.Sprintf("%d^3/b%d/%s/%s/%s", tc.size, tc.batch, tc.up, tc.norm, row.Name)
-			if row.Error != "" {
-				t.Errorf("%s: %s", name, row.Error)
-				continue
-			}
-			sum, err := Run(context.Background(), row.Config, Options{OutDir: t.TempDir()})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if sum.PeakAllocatedBytes != row.PeakAllocatedBytes {
-				t.Errorf("%s: planned peak %d, measured %d", name, row.PeakAllocatedBytes, sum.PeakAllocatedBytes)
-			}
-			for cat, v := range row.PeakByCategory {
-				if sum.PeakAllocatedByCategory[cat] != v {
-					t.Errorf("%s: planned %s %d at the peak, measured %d", name, cat, v, sum.PeakAllocatedByCategory[cat])
-				}
-			}
-			if sum.PeakReservedBytes != row.PeakReservedBytes {
-				t.Errorf("%s: planned reserved peak %d, measured %d", name, row.PeakReservedBytes, sum.PeakReservedBytes)
-			}
+			checkPlanMatchesRun(t, fmt.Sprintf("%d^3/b%d/%s/%s/%s", tc.size, tc.batch, tc.up, tc.norm, row.Name), row)
 		}
 		t.Logf("%d^3: %v", tc.size, time.Since(start))
+	}
+}
+
+// checkPlanMatchesRun trains row's configuration and holds its measured
+// peaks (allocated, reserved, and the split at the peak) to the plan's.
+func checkPlanMatchesRun(t *testing.T, name string, row train.PlanRow) {
+	t.Helper()
+	if row.Error != "" {
+		t.Errorf("%s: %s", name, row.Error)
+		return
+	}
+	sum, err := Run(context.Background(), row.Config, Options{OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if sum.PeakAllocatedBytes != row.PeakAllocatedBytes {
+		t.Errorf("%s: planned peak %d, measured %d", name, row.PeakAllocatedBytes, sum.PeakAllocatedBytes)
+	}
+	for cat, v := range row.PeakByCategory {
+		if sum.PeakAllocatedByCategory[cat] != v {
+			t.Errorf("%s: planned %s %d at the peak, measured %d", name, cat, v, sum.PeakAllocatedByCategory[cat])
+		}
+	}
+	if sum.PeakReservedBytes != row.PeakReservedBytes {
+		t.Errorf("%s: planned reserved peak %d, measured %d", name, row.PeakReservedBytes, sum.PeakReservedBytes)
 	}
 }
