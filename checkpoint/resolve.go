@@ -157,11 +157,26 @@ func OpenModel(arg string, newest bool) (*Checkpoint, error) {
 	return Open(dir)
 }
 
-// Members are the checkpoints a --checkpoint argument names: arg itself,
-// or where it holds commas and no file or folder is named so, each of its
-// comma-separated parts (an ensemble: memunet predict --checkpoint
-// fold_0,fold_1,...), spaces around them trimmed, empty ones left out.
+// Members are the checkpoints a --checkpoint argument names: arg itself;
+// a finished memunet cv folder (its cv.json present) names its folds'
+// runs, fold_0, fold_1, ...; where arg holds commas and no file or folder
+// is named so, each of its comma-separated parts (an ensemble: memunet
+// predict --checkpoint fold_0,fold_1,...), spaces around them trimmed,
+// empty ones left out.
 func Members(arg string) []string {
+	if _, err := os.Stat(filepath.Join(arg, runfiles.CrossValidation)); err == nil {
+		var folds []string
+		for k := 0; ; k++ {
+			d := filepath.Join(arg, runfiles.FoldDir(k))
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				break
+			}
+			folds = append(folds, d)
+		}
+		if len(folds) > 0 {
+			return folds
+		}
+	}
 	if _, err := os.Lstat(arg); err == nil || !strings.Contains(arg, ",") {
 		return []string{arg}
 	}

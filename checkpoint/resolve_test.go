@@ -113,6 +113,22 @@ func TestMembers(t *testing.T) {
 			t.Errorf("Members(%q) = %q, want %q", arg, got, want)
 		}
 	}
+	// A finished cv folder names its folds; one without cv.json is a run.
+	cv := filepath.Join(dir, "cv")
+	for _, sub := range []string{"fold_0", "fold_1", "fold_2"} {
+		if err := os.MkdirAll(filepath.Join(cv, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Members(cv); len(got) != 1 {
+		t.Errorf("an unfinished cv folder: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(cv, "cv.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := Members(cv); strings.Join(got, "|") != strings.Join([]string{filepath.Join(cv, "fold_0"), filepath.Join(cv, "fold_1"), filepath.Join(cv, "fold_2")}, "|") {
+		t.Errorf("Members(cv folder) = %q", got)
+	}
 	if _, err := OpenModel("runs/a,runs/b", false); err == nil || !strings.Contains(err.Error(), "names 2 checkpoints, an ensemble, which memunet predict averages") {
 		t.Errorf("OpenModel of a list: %v", err)
 	}
