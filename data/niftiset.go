@@ -240,7 +240,7 @@ func (n *niftiSet) load(v *niftiVolume) (*volumeEntry, error) {
 		}
 	}
 	for k := range e.cls {
-		raw, ok := maskLabel(m.At(k))
+		raw, ok := MaskLabel(m.At(k))
 		c := int16(-1)
 		if ok {
 			c = n.lut[raw]
@@ -289,9 +289,9 @@ func (v *Volume) SlicePicture(axis, k int, lo, hi float64) image.Image {
 	return toDeep(gray, true)
 }
 
-// maskLabel is a mask voxel's value as a raw label 0..MaxMaskValue; ok is
+// MaskLabel is a mask voxel's value as a raw label 0..MaxMaskValue; ok is
 // false for a negative, fractional or larger value.
-func maskLabel(x float64) (uint16, bool) {
+func MaskLabel(x float64) (uint16, bool) {
 	if x >= 0 && x <= MaxMaskValue && x == math.Trunc(x) {
 		return uint16(x), true
 	}
@@ -566,7 +566,7 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 		for y := range sh {
 			for x := range sw {
 				idx := m.VoxelIndex(ax, k, y, x)
-				raw, ok := maskLabel(m.At(idx))
+				raw, ok := MaskLabel(m.At(idx))
 				if !ok {
 					s.err = fmt.Errorf("%s: voxel (%d, %d, %d) holds %g, not a label; a mask holds whole numbers from 0 to %d",
 						p.mask, idx%v.dims[0], idx/v.dims[0]%v.dims[1], idx/(v.dims[0]*v.dims[1]), m.At(idx), MaxMaskValue)

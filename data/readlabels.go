@@ -26,7 +26,7 @@ func ReadLabels(path string) (LabelMap, error) {
 		}
 		lm := LabelMap{Values: make([]uint16, v.Len()), Dims: v.Dims}
 		for k := range lm.Values {
-			raw, ok := maskLabel(v.At(k))
+			raw, ok := MaskLabel(v.At(k))
 			if !ok {
 				return LabelMap{}, fmt.Errorf("%s: voxel %d holds %g, not a label (a whole number from 0 to %d)", path, k, v.At(k), MaxMaskValue)
 			}

@@ -668,19 +668,29 @@ type volumeScorer struct {
 	lut  map[uint16]int // a reference value's class (data.Ignore: not counted)
 	conf *metrics.Confusion
 	k    int
+	// background is data.background, left out of MeanDiceForeground
+	// (-1: none).
+	background int
 }
 
 // newVolumeScorer reads ref's values as the training masks held them:
-// the checkpoint's mask_values where it has them, else the classes
-// themselves; 255 (data.Ignore) is not counted.
+// data.labels where the checkpoint has them (values merged into a class,
+// or ignored), else its mask_values, else the classes themselves; 255
+// (data.Ignore) is not counted unless the labels make it a class.
 func (p *Predictor) newVolumeScorer(ref *data.VolumeStream) (*volumeScorer, error) {
 	k := p.Config.Model.Classes
-	sc := &volumeScorer{ref: ref, lut: map[uint16]int{}, conf: metrics.NewConfusion(k), k: k}
+	sc := &volumeScorer{ref: ref, lut: map[uint16]int{}, conf: metrics.NewConfusion(k), k: k, background: int(p.Config.Data.Background)}
+	sc.lut[uint16(data.Ignore)] = int(data.Ignore)
+	if labels := p.Config.Data.Labels; len(labels) > 0 { // training's mapping: merged and ignored values too
+		for v, c := range labels {
+			sc.lut[uint16(v)] = c // data.LabelIgnore is data.Ignore
+		}
+		return sc, nil
+	}
 	var values []int
 	if p.Checkpoint != nil {
 		values = p.Checkpoint.Manifest.MaskValues
 	}
-	sc.lut[uint16(data.Ignore)] = int(data.Ignore)
 	for c := range k {
 		v := c
 		if values != nil {
@@ -699,9 +709,10 @@ func (sc *volumeScorer) add(z int, classes []uint8) error {
 	s := sc.ref.Slice
 	for i, c := range classes {
 		raw := s.At(i)
-		t, ok := -1, raw == math.Trunc(raw) && raw >= 0 && raw <= data.MaxMaskValue
+		t := -1
+		v, ok := data.MaskLabel(raw)
 		if ok {
-			t, ok = sc.lut[uint16(raw)]
+			t, ok = sc.lut[v]
 		}
 		if !ok {
 			return fmt.Errorf("--references: %s: value %g at voxel (%d, %d, %d) is not a class's (the classes' mask values are %s)",
@@ -737,7 +748,7 @@ func (sc *volumeScorer) score() *VolumeScore {
 		s.Voxels += cs.TargetPixels
 		if cs.Dice != nil {
 			all = append(all, *cs.Dice)
-			if cs.Class > 0 {
+			if cs.Class != sc.background {
 				fg = append(fg, *cs.Dice)
 			}
 		}
@@ -767,9 +778,9 @@ type VolumeScore struct {
 	// Dice is each class's 2TP/(2TP+FP+FN), null for a class in neither
 	// the reference nor the prediction (undefined, left out of the means).
 	Dice []*float64 `json:"dice"`
-	// MeanDice is the mean over the classes present, background (class 0)
-	// included; MeanDiceForeground the mean over classes 1 and up present
-	// (null where none is).
+	// MeanDice is the mean over the classes present, background included;
+	// MeanDiceForeground the mean over those but data.background (null
+	// where none is).
 	MeanDice           *float64 `json:"mean_dice"`
 	MeanDiceForeground *float64 `json:"mean_dice_foreground"`
 	// Voxels is the voxels counted.

@@ -621,3 +621,62 @@ func volume3DChild(t *testing.T, v string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPredictVolume3DScoresByLabels: with data.labels the references are
+// read as training read its masks, values merged into one class and
+// ignored ones not counted, and data.background is what the mean without
+// background leaves out.
+func TestPredictVolume3DScoresByLabels(t *testing.T) {
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "v.nii.gz")
+	writeVolume(t, vol, 17, 21, 19)
+	p := tiny3D(t, 3, 16, 3)
+	first := filepath.Join(dir, "first")
+	if _, err := p.Run(vol, first, Options{Blend: tiles.Gaussian, Overlap: 0.25, ClassIndices: true}, Limits{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	pred, err := data.ReadVolume(filepath.Join(first, "v.nii.gz"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Class 0 is value 7, class 1 values 8 and 9 (merged), class 2 value 5,
+	// value 0 ignored; every fifth voxel predicted 0 is 2 in the reference.
+	p.Config.Data.Labels = data.Labels{0: data.LabelIgnore, 7: 0, 8: 1, 9: 1, 5: 2}
+	p.Config.Data.Background = 1
+	raw := [3][]uint16{{7}, {8, 9}, {5}}
+	labels := make([]uint16, pred.Len())
+	for k := range labels {
+		c := int(pred.At(k))
+		if c == 0 && k%5 == 0 {
+			c = 2
+		}
+		labels[k] = raw[c][k%len(raw[c])]
+		if k%11 == 0 {
+			labels[k] = 0
+		}
+	}
+	refs := filepath.Join(dir, "refs")
+	os.Mkdir(refs, 0o755)
+	f, err := os.Create(filepath.Join(refs, "v.nii.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteMaskVolume(f, pred, labels, true); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rep, err := p.Run(vol, filepath.Join(dir, "scored"), Options{Blend: tiles.Gaussian, Overlap: 0.25, References: refs}, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Outputs[0].Score
+	if s == nil || s.Dice[0] == nil || s.Dice[2] == nil || s.MeanDiceForeground == nil {
+		t.Fatalf("score %+v", s)
+	}
+	if want := (*s.Dice[0] + *s.Dice[2]) / 2; math.Abs(*s.MeanDiceForeground-want) > 1e-12 || *s.Dice[0] == 1 {
+		t.Errorf("dice %v: mean without background (class 1) %v, want %v", s.Dice, *s.MeanDiceForeground, want)
+	}
+	if s.Dice[1] != nil && *s.Dice[1] != 1 {
+		t.Errorf("class 1 (values 8 and 9 merged): dice %v, want 1", *s.Dice[1])
+	}
+}
