@@ -76,18 +76,27 @@ type wrapper interface {
 	inner() Dataset
 }
 
-// SampleName is the name of sample i of ds or of the dataset it wraps (see
-// Named), or "" when its samples have none (synthetic data).
-func SampleName(ds Dataset, i int) string {
+// outermost is ds, or the outermost dataset it wraps, as a T; ok is false
+// when none is one.
+func outermost[T any](ds Dataset) (t T, ok bool) {
 	for ds != nil {
-		if n, ok := ds.(Named); ok {
-			return n.Name(i)
+		if t, ok := ds.(T); ok {
+			return t, true
 		}
 		w, ok := ds.(wrapper)
 		if !ok {
 			break
 		}
 		ds = w.inner()
+	}
+	return t, false
+}
+
+// SampleName is the name of sample i of ds or of the dataset it wraps (see
+// Named), or "" when its samples have none (synthetic data).
+func SampleName(ds Dataset, i int) string {
+	if n, ok := outermost[Named](ds); ok {
+		return n.Name(i)
 	}
 	return ""
 }
@@ -97,15 +106,5 @@ func SampleName(ds Dataset, i int) string {
 // Normalize changes no picture, so a normalized set's pictures are its
 // source's.
 func SourceImages(ds Dataset) (src ImageSource, ok bool) {
-	for ds != nil {
-		if s, ok := ds.(ImageSource); ok {
-			return s, true
-		}
-		w, ok := ds.(wrapper)
-		if !ok {
-			break
-		}
-		ds = w.inner()
-	}
-	return nil, false
+	return outermost[ImageSource](ds)
 }

@@ -14,15 +14,8 @@ type Volumes interface {
 
 // DepthOf is ds's Depth, or that of the set it wraps; 1 for images.
 func DepthOf(ds Dataset) int {
-	for ds != nil {
-		if v, ok := ds.(Volumes); ok {
-			return v.Depth()
-		}
-		w, ok := ds.(wrapper)
-		if !ok {
-			break
-		}
-		ds = w.inner()
+	if v, ok := outermost[Volumes](ds); ok {
+		return v.Depth()
 	}
 	return 1
 }
@@ -54,15 +47,8 @@ type caser interface {
 // CaseOf is sample i's case: its volume for nifti slices, else the sample
 // itself, named as SampleName names it ("sample N" where it has no name).
 func CaseOf(ds Dataset, i int) Case {
-	for d := ds; d != nil; {
-		if c, ok := d.(caser); ok {
-			return c.caseOf(i)
-		}
-		w, ok := d.(wrapper)
-		if !ok {
-			break
-		}
-		d = w.inner()
+	if c, ok := outermost[caser](ds); ok {
+		return c.caseOf(i)
 	}
 	name := SampleName(ds, i)
 	if name == "" {
