@@ -369,22 +369,28 @@ func writeVolume(w io.Writer, h [niftiHeaderSize]byte, bo binary.ByteOrder, size
 // maskHeader is like's header for a mask of labels up to hi, as
 // WriteMaskVolume writes it, and the bytes of a label (1 or 2).
 func maskHeader(like *Volume, hi uint16) (h [niftiHeaderSize]byte, size int) {
-	h = like.Header
-	bo := like.Order
 	typ, size := niftiUint8, 1
 	if hi > 255 {
 		typ, size = niftiUint16, 2
 	}
+	h = storedHeader(like, typ, size, 0, float64(hi))
+	like.Order.PutUint32(h[niftiGlMax:], uint32(hi))
+	like.Order.PutUint32(h[niftiGlMin:], 0)
+	return h, size
+}
+
+// storedHeader is like's header for voxels written as datatype typ of
+// size bytes, unscaled, from vox_offset 352, cal_min/max lo and hi.
+func storedHeader(like *Volume, typ, size int, lo, hi float64) [niftiHeaderSize]byte {
+	h, bo := like.Header, like.Order
 	bo.PutUint16(h[niftiDatatype:], uint16(typ))
 	bo.PutUint16(h[niftiBitpix:], uint16(8*size))
 	bo.PutUint32(h[niftiVoxOff:], math.Float32bits(352))
 	bo.PutUint32(h[niftiSlope:], math.Float32bits(1))
 	bo.PutUint32(h[niftiInter:], math.Float32bits(0))
 	bo.PutUint32(h[niftiCalMax:], math.Float32bits(float32(hi)))
-	bo.PutUint32(h[niftiCalMin:], math.Float32bits(0))
-	bo.PutUint32(h[niftiGlMax:], uint32(hi))
-	bo.PutUint32(h[niftiGlMin:], 0)
-	return h, size
+	bo.PutUint32(h[niftiCalMin:], math.Float32bits(float32(lo)))
+	return h
 }
 
 // Spacing is the voxel size along x, y and z (pixdim[1..3], their

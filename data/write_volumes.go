@@ -100,18 +100,11 @@ func volumeHeader(dims [3]int) (h [niftiHeaderSize]byte) {
 // writeInt16Volume writes vals as a gzip-compressed int16 volume with
 // like's header geometry (the image twin of WriteMaskVolume).
 func writeInt16Volume(f *os.File, like *Volume, vals []int16) error {
-	h, bo := like.Header, like.Order
 	lo, hi := int16(math.MaxInt16), int16(math.MinInt16)
 	stored := make([]uint16, len(vals))
 	for k, v := range vals {
 		lo, hi, stored[k] = min(lo, v), max(hi, v), uint16(v)
 	}
-	bo.PutUint16(h[niftiDatatype:], niftiInt16)
-	bo.PutUint16(h[niftiBitpix:], 16)
-	bo.PutUint32(h[niftiVoxOff:], math.Float32bits(352))
-	bo.PutUint32(h[niftiSlope:], math.Float32bits(1))
-	bo.PutUint32(h[niftiInter:], math.Float32bits(0))
-	bo.PutUint32(h[niftiCalMax:], math.Float32bits(float32(hi)))
-	bo.PutUint32(h[niftiCalMin:], math.Float32bits(float32(lo)))
-	return writeVolume(f, h, bo, 2, stored, true)
+	h := storedHeader(like, niftiInt16, 2, float64(lo), float64(hi))
+	return writeVolume(f, h, like.Order, 2, stored, true)
 }
