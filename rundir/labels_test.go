@@ -72,15 +72,7 @@ func TestOneVolumeLabelsAndSliceSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, err := checkpoint.Open(sum.LastCheckpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := lastPredictor(t, sum)
 	ds, idx, err := p.Split("val")
 	if err != nil {
 		t.Fatal(err)
@@ -178,18 +170,7 @@ func TestRunSplitChecked(t *testing.T) {
 	if err != nil || len(split.Val) != 2 || len(split.Train) != 14 || !strings.HasPrefix(split.Val[0], "#") {
 		t.Fatalf("split.json: %v %+v", err, split)
 	}
-	open := func() *predict.Predictor {
-		ck, err := checkpoint.Open(sum.LastCheckpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
+	open := func() *predict.Predictor { return lastPredictor(t, sum) }
 	if _, err := open().Evaluate("val", false, predict.Limits{}, nil); err != nil {
 		t.Fatalf("eval of the run's own split: %v", err)
 	}
@@ -204,4 +185,20 @@ func TestRunSplitChecked(t *testing.T) {
 	if _, err := open().Evaluate("val", false, predict.Limits{}, []string{"data.count=16"}); err != nil {
 		t.Errorf("a split of data named anew: %v", err)
 	}
+}
+
+// lastPredictor is an fp32 predictor, batch 1, of a run's last
+// checkpoint, closed at the test's end.
+func lastPredictor(t *testing.T, sum *Summary) *predict.Predictor {
+	t.Helper()
+	ck, err := checkpoint.Open(sum.LastCheckpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }

@@ -5,8 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/memunet/memunet/backend"
-	"github.com/memunet/memunet/checkpoint"
 	"github.com/memunet/memunet/predict"
 
 	"github.com/memunet/memunet/config"
@@ -49,16 +47,7 @@ func TestVolumesTrainFromNIfTI(t *testing.T) {
 
 	// eval of the last checkpoint scores the validation volumes as
 	// training's last validation did.
-	ck, err := checkpoint.Open(sum.LastCheckpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := predict.NewPredictor(ck, backend.Float32, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ev, err := p.Evaluate("val", false, predict.Limits{}, nil)
+	ev, err := lastPredictor(t, sum).Evaluate("val", false, predict.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
