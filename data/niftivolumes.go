@@ -111,6 +111,11 @@ func (n *niftiVolumes) patch(i int, rng *rand.Rand, img []float32, mask []uint8)
 	if rng != nil {
 		origin = n.origin(rng, i, e, size, side)
 	}
+	// Each channel's z-score map (Intensity.Affine), once a patch.
+	as, bs := make([]float32, len(v.in)), make([]float32, len(v.in))
+	for ch, in := range v.in {
+		as[ch], bs[ch] = in.Affine()
+	}
 	for z := range n.d {
 		for y := range n.h {
 			for x := range n.w {
@@ -127,8 +132,7 @@ func (n *niftiVolumes) patch(i int, rng *rand.Rand, img []float32, mask []uint8)
 				for ch, in := range v.in {
 					x := (float32(e.img[ch*voxels+k])/65535 - Mean) / Std
 					if in.ZScore {
-						a, b := in.Affine()
-						x = x*a + b
+						x = x*as[ch] + bs[ch]
 					}
 					img[ch*out+p] = x
 				}
