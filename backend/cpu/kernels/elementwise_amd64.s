@@ -199,10 +199,10 @@ TEXT ·relu16AVX2(SB), NOSPLIT, $0-26
 	MOVQ         x+8(FP), SI
 	MOVQ         n+16(FP), CX
 	MOVWLZX      inf+24(FP), AX
-	MOVL         AX, X3
+	VMOVD        AX, X3
 	VPBROADCASTW X3, Y3            // inf
 	MOVL         $0x7fff, AX
-	MOVL         AX, X4
+	VMOVD        AX, X4
 	VPBROADCASTW X4, Y4            // magnitude mask
 	SHRQ         $4, CX
 
@@ -232,7 +232,7 @@ TEXT ·reluBack16AVX2(SB), NOSPLIT, $0-34
 	MOVQ         y+16(FP), SI
 	MOVQ         n+24(FP), CX
 	MOVWLZX      inf+32(FP), AX
-	MOVL         AX, X3
+	VMOVD        AX, X3
 	VPBROADCASTW X3, Y3            // inf
 	VPXOR        Y4, Y4, Y4        // 0
 	SHRQ         $4, CX
@@ -312,8 +312,8 @@ nodecay:
 
 // quarters sets Y12 to 0.75 and Y13 to 0.25 in every lane.
 #define quarters \
-	MOVL $0x3f400000, AX; MOVL AX, X12; VBROADCASTSS X12, Y12; \
-	MOVL $0x3e800000, AX; MOVL AX, X13; VBROADCASTSS X13, Y13
+	MOVL $0x3f400000, AX; VMOVD AX, X12; VBROADCASTSS X12, Y12; \
+	MOVL $0x3e800000, AX; VMOVD AX, X13; VBROADCASTSS X13, Y13
 
 // func upsampleRowAVX2(dst, r0, r1 *float32, blocks int, a, b float32)
 //
@@ -437,9 +437,9 @@ loop:
 // positions sets Y13, Y14 and Y15 to the window positions 1, 2 and 3 in
 // every int32 lane.
 #define positions \
-	MOVL $1, AX; MOVL AX, X13; VPBROADCASTD X13, Y13; \
-	MOVL $2, AX; MOVL AX, X14; VPBROADCASTD X14, Y14; \
-	MOVL $3, AX; MOVL AX, X15; VPBROADCASTD X15, Y15
+	MOVL $1, AX; VMOVD AX, X13; VPBROADCASTD X13, Y13; \
+	MOVL $2, AX; VMOVD AX, X14; VPBROADCASTD X14, Y14; \
+	MOVL $3, AX; VMOVD AX, X15; VPBROADCASTD X15, Y15
 
 // func maxPool2RowAVX2(y *float32, idx *uint8, r0, r1 *float32, blocks int)
 //
@@ -469,7 +469,7 @@ loop:
 	VEXTRACTI128 $1, Y9, X10
 	VPACKUSDW    X10, X9, X9      // 8 words
 	VPACKUSWB    X9, X9, X9       // 8 bytes
-	MOVQ         X9, (BX)
+	VMOVQ        X9, (BX)
 	ADDQ         $8, BX
 
 next:
@@ -615,7 +615,7 @@ TEXT ·reluBackMaskAVX2(SB), NOSPLIT, $0-32
 
 loop:
 	MOVBLZX      (SI), AX
-	MOVL         AX, X0
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
 	VPAND        Y3, Y0, Y0
 	VPCMPEQD     Y3, Y0, Y0        // all ones where the lane's bit is set
@@ -639,7 +639,7 @@ TEXT ·reluMask16AVX2(SB), NOSPLIT, $0-26
 	MOVQ         y+8(FP), SI
 	MOVQ         n+16(FP), CX
 	MOVWLZX      inf+24(FP), AX
-	MOVL         AX, X3
+	VMOVD        AX, X3
 	VPBROADCASTW X3, Y3            // inf
 	VPXOR        Y4, Y4, Y4        // 0
 	SHRQ         $4, CX
@@ -674,7 +674,7 @@ TEXT ·reluBackMask16AVX2(SB), NOSPLIT, $0-32
 
 loop:
 	MOVWLZX      (SI), AX
-	MOVL         AX, X0
+	VMOVD        AX, X0
 	VPBROADCASTW X0, Y0
 	VPAND        Y3, Y0, Y0
 	VPCMPEQW     Y3, Y0, Y0        // all ones where the lane's bit is set
@@ -743,14 +743,14 @@ TEXT ·reluBackMaskGradSumsAVX2(SB), NOSPLIT, $0-64
 
 loop:
 	MOVBLZX      (R9), AX
-	MOVL         AX, X13
+	VMOVD        AX, X13
 	VPBROADCASTD X13, Y13
 	VPAND        laneBits32<>(SB), Y13, Y13
 	VPCMPEQD     laneBits32<>(SB), Y13, Y13
 	VPAND        (R10), Y13, Y13
 	VMOVDQU      Y13, (R8)
 	MOVBLZX      1(R9), AX
-	MOVL         AX, X14
+	VMOVD        AX, X14
 	VPBROADCASTD X14, Y14
 	VPAND        laneBits32<>(SB), Y14, Y14
 	VPCMPEQD     laneBits32<>(SB), Y14, Y14

@@ -29,6 +29,10 @@ func BenchmarkElementwise(b *testing.B) {
 				{"relu-backward", 3, func() { e.reluBackward(y, g, x) }},
 				{"relu-mask", 1, func() { e.reluMask(mask, x) }}, // and n/8 bytes written
 				{"relu-backward-mask", 2, func() { e.reluBackMask(y, g, mask) }},
+				{"relu-backward-mask-sums", 3, func() {
+					var ch chains
+					e.reluBackMaskGradSums(y, g, x, mask, 0.125, &ch)
+				}},
 				{"affine", 2, func() { e.affine(y, x, 1.5, 0.25) }},
 				{"norm-grad", 3, func() { e.normGrad(y, g, x, 0.1, 1.2, -0.3, 0.01) }},
 				{"shifted-sums", 1, func() {
