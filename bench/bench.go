@@ -5,8 +5,10 @@
 // neighbour's load) shows it instead of hiding in one number.
 //
 // One peak sample is noise: under load it has read 2035% of a step's rate.
-// Run takes one before each variant and one after the last, and says their
-// median and spread; the table's % peak is of the median. Repeat runs the
+// Run takes one before each variant and one after the last; the table's %
+// peak is of the best of them (load only slows a sample), never past what
+// the arithmetic allows (Share), and a spread past Unsteady is reported as
+// a machine whose speed changed while the bench ran. Repeat runs the
 // command again in n child processes, one after another, and reads each
 // one's Result (--json).
 package bench
@@ -70,6 +72,45 @@ func (r Result) Peak() (median, least, most float64) {
 	}
 	s := slices.Sorted(slices.Values(r.PeakSamples))
 	return s[len(s)/2], s[0], s[len(s)-1]
+}
+
+// WinogradGain is how many times fewer multiplications Winograd
+// F(2x2,3x3) makes than the direct way: a step whose 3x3 convolutions may
+// take it can count up to that share of the peak in direct FLOPs.
+const WinogradGain = 2.25
+
+// Unsteady is the spread of the peak's samples (most over least) past
+// which bench says the machine's speed changed while it ran.
+const Unsteady = 1.10
+
+// Share is gflops as a percentage of the peak's best sample, and whether
+// the arithmetic allows it: at most 100, or 100·WinogradGain where the
+// step may take Winograd's way. The best sample is the peak: another
+// process, or the host's other guests, only ever slow a sample down. A
+// share past the bound says the machine was slower while the peak was
+// sampled than while the steps ran, so it is not a share of anything
+// (ok false); without samples, 0 and false.
+func (r Result) Share(gflops float64, winograd bool) (percent float64, ok bool) {
+	_, _, best := r.Peak()
+	if best <= 0 {
+		return 0, false
+	}
+	bound := 100.0
+	if winograd {
+		bound *= WinogradGain
+	}
+	percent = 100 * gflops / best
+	return percent, percent <= bound
+}
+
+// Steady reports whether the peak's samples agree within Unsteady, with
+// their spread (most over least; 1 without samples).
+func (r Result) Steady() (spread float64, ok bool) {
+	_, least, most := r.Peak()
+	if least <= 0 {
+		return 1, true
+	}
+	return most / least, most/least <= Unsteady
 }
 
 // Run benches every variant of o on b, calling each with every row as it

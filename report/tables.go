@@ -95,11 +95,11 @@ func PrintValidationTable(w io.Writer, names []string, runs []Curves) error {
 
 // PrintBench writes memunet bench's table of one process's result: a row
 // per variant (its median step, the spread of its steps, GFLOP/s and their
-// share of the FMA peak's median sample, ms per layer kind), what the
-// columns mean, the peak's samples, and where the device counts its work,
-// that work per step.
+// share of the FMA peak's best sample, ms per layer kind), what the
+// columns mean, the peak's samples, whether the machine held its speed,
+// and where the device counts its work, that work per step.
 func PrintBench(w io.Writer, r bench.Result) error {
-	peak, least, most := r.Peak()
+	median, least, most := r.Peak()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"variant", "micro x acc", "step ms", "min..max", "GFLOP/s", "% peak", "conv % peak"}
 	for k := range model.NumKinds {
@@ -108,25 +108,30 @@ func PrintBench(w io.Writer, r bench.Result) error {
 	fmt.Fprintln(tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
 	ms := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	var counts []string
-	winograd := false
+	winograd, unbounded := false, false
+	share := func(gflops float64, winograd bool) string {
+		p, ok := r.Share(gflops, winograd)
+		switch {
+		case most <= 0 || gflops <= 0:
+			return "-"
+		case !ok:
+			unbounded = true
+			return "?"
+		}
+		return fmt.Sprintf("%.0f", p)
+	}
 	for _, row := range r.Rows {
 		if row.Error != "" {
 			fmt.Fprintf(tw, "%s\t%s\t\n", row.Name, row.Error)
 			continue
-		}
-		share, convShare := "-", "-"
-		if peak > 0 {
-			share = fmt.Sprintf("%.0f", 100*row.GFLOPs/peak)
-			if row.ConvGFLOPs > 0 {
-				convShare = fmt.Sprintf("%.0f", 100*row.ConvGFLOPs/peak)
-			}
 		}
 		winograd = winograd || row.Winograd
 		if row.Counted {
 			counts = append(counts, fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
 				row.Name, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep))
 		}
-		cells := []string{row.Name, row.Variant, ms(row.StepMS), ms(row.StepMSMin) + ".." + ms(row.StepMSMax), ms(row.GFLOPs), share, convShare}
+		cells := []string{row.Name, row.Variant, ms(row.StepMS), ms(row.StepMSMin) + ".." + ms(row.StepMSMax), ms(row.GFLOPs),
+			share(row.GFLOPs, row.Winograd), share(row.ConvGFLOPs, row.Winograd)}
 		for _, v := range row.KindMS {
 			cells = append(cells, ms(v))
 		}
@@ -138,11 +143,17 @@ func PrintBench(w io.Writer, r bench.Result) error {
 	lines := []string{"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
 		"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak."}
 	if len(r.PeakSamples) > 0 {
-		lines = append(lines, fmt.Sprintf("%% peak: of the FMA peak's median, %.1f GFLOP/s, of %d samples taken between the variants (%.1f..%.1f; %s micro-kernel from L1 on %d cores)",
-			peak, len(r.PeakSamples), least, most, r.Kernel, r.Cores))
+		lines = append(lines, fmt.Sprintf("%% peak: of the FMA peak's best, %.1f GFLOP/s, of %d samples taken between the variants (%.1f..%.1f, median %.1f; %s micro-kernel from L1 on %d cores): load only slows a sample",
+			most, len(r.PeakSamples), least, most, median, r.Kernel, r.Cores))
 	}
 	if winograd {
-		lines = append(lines, "GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.")
+		lines = append(lines, fmt.Sprintf("GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies %gx fewer, so %% peak can pass 100.", bench.WinogradGain))
+	}
+	if unbounded {
+		lines = append(lines, "?: more than the arithmetic allows of the peak's best sample: the machine was slower while the peak was sampled than while the steps ran.")
+	}
+	if spread, ok := r.Steady(); !ok || unbounded {
+		lines = append(lines, fmt.Sprintf("unsteady: the peak's samples differ by %.2fx, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat.", spread))
 	}
 	if len(counts) > 0 {
 		lines = append(lines, "device work per optimizer step, mean over the timed steps:\n"+strings.Join(counts, "\n"))
@@ -152,10 +163,11 @@ func PrintBench(w io.Writer, r bench.Result) error {
 }
 
 // PrintBenchRepeats writes bench --repeat's summary of results, one a
-// process: each variant's median step and the FMA peak's median in every
-// process, then each variant's fastest, median and slowest process and
-// their ratio, which a machine whose speed is set per process (two modes)
-// shows far from 1.
+// process: each variant's median step and the FMA peak's best sample and
+// spread in every process, how many processes ran on an unsteady machine,
+// then each variant's fastest, median and slowest process and their
+// ratio, which a machine whose speed is set per process (two modes) shows
+// far from 1.
 func PrintBenchRepeats(w io.Writer, results []bench.Result) error {
 	if len(results) == 0 {
 		return nil
@@ -167,7 +179,8 @@ func PrintBenchRepeats(w io.Writer, results []bench.Result) error {
 			names = append(names, row.Name)
 		}
 	}
-	fmt.Fprintln(tw, strings.Join(append(append([]string{"process"}, names...), "peak GFLOP/s"), "\t")+"\t")
+	fmt.Fprintln(tw, strings.Join(append(append([]string{"process"}, names...), "peak GFLOP/s", "peak spread"), "\t")+"\t")
+	unsteady := 0
 	steps := make([][]float64, len(names))
 	for i, r := range results {
 		cells := []string{fmt.Sprint(i + 1)}
@@ -181,14 +194,22 @@ func PrintBenchRepeats(w io.Writer, results []bench.Result) error {
 			}
 			cells = append(cells, cell)
 		}
-		peak := "-"
-		if p, _, _ := r.Peak(); p > 0 {
-			peak = fmt.Sprintf("%.1f", p)
+		peak, spread := "-", "-"
+		if _, _, p := r.Peak(); p > 0 {
+			x, ok := r.Steady()
+			peak, spread = fmt.Sprintf("%.1f", p), fmt.Sprintf("%.2f", x)
+			if !ok {
+				spread += "!"
+				unsteady++
+			}
 		}
-		fmt.Fprintln(tw, strings.Join(append(cells, peak), "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(append(cells, peak, spread), "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if unsteady > 0 {
+		fmt.Fprintf(w, "unsteady: in %d of %d processes the peak's samples differ by more than %.2fx (!), so the machine's speed changed while they ran: its steps do not say which process was faster.\n", unsteady, len(results), bench.Unsteady)
 	}
 	fmt.Fprintf(w, "step ms (the median step of each process), over %d processes:\n", len(results))
 	for j, name := range names {

@@ -46,10 +46,24 @@ func TestTables(t *testing.T) {
 				{Name: "config", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 12.34, StepMSMin: 12, StepMSMax: 15.55, GFLOPs: 50, ConvGFLOPs: 80, KindMS: [model.NumKinds]float64{1, 2, 3, 4, 5, 6, 7, 8}, OptimizerMS: 0.25, OtherMS: 0.04}},
 				{Name: "bogus", Error: "unknown variant"}}})
 		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
-			"config 4 x 1 12.3 12.0..15.6 50.0 25 40 1.0 2.0 3.0 4.0 5.0 6.0 7.0 8.0 0.2 0.0", "bogus unknown variant",
+			"config 4 x 1 12.3 12.0..15.6 50.0 24 38 1.0 2.0 3.0 4.0 5.0 6.0 7.0 8.0 0.2 0.0", "bogus unknown variant",
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
 			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
-			"% peak: of the FMA peak's median, 200.0 GFLOP/s, of 3 samples taken between the variants (150.0..210.0; avx2 micro-kernel from L1 on 2 cores)"}},
+			"% peak: of the FMA peak's best, 210.0 GFLOP/s, of 3 samples taken between the variants (150.0..210.0, median 200.0; avx2 micro-kernel from L1 on 2 cores): load only slows a sample",
+			"unsteady: the peak's samples differ by 1.40x, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat."}},
+		{"bench past the arithmetic", func(b *bytes.Buffer) {
+			PrintBench(b, bench.Result{PeakSamples: []float64{100, 105}, Kernel: "avx2", Cores: 2, Rows: []bench.Row{
+				{Name: "baseline", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 1, StepMSMin: 1, StepMSMax: 1, GFLOPs: 99, ConvGFLOPs: 130}},
+				{Name: "bf16", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 1, StepMSMin: 1, StepMSMax: 1, GFLOPs: 200, ConvGFLOPs: 230, Winograd: true}}}})
+		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
+			"baseline 4 x 1 1.0 1.0..1.0 99.0 94 ? 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+			"bf16 4 x 1 1.0 1.0..1.0 200.0 190 219 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
+			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
+			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
+			"% peak: of the FMA peak's best, 105.0 GFLOP/s, of 2 samples taken between the variants (100.0..105.0, median 105.0; avx2 micro-kernel from L1 on 2 cores): load only slows a sample",
+			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.",
+			"?: more than the arithmetic allows of the peak's best sample: the machine was slower while the peak was sampled than while the steps ran.",
+			"unsteady: the peak's samples differ by 1.05x, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat."}},
 		{"bench without a peak", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{Rows: []bench.Row{{Name: "fp16", BenchRow: train.BenchRow{Variant: "2 x 2", StepMS: 1, StepMSMin: 1, StepMSMax: 1, GFLOPs: 3}}}})
 		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
@@ -70,7 +84,7 @@ func TestTables(t *testing.T) {
 			"baseline 4 x 1 1.0 1.0..1.0 110.0 110 - 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0 0.0",
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
 			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
-			"% peak: of the FMA peak's median, 100.0 GFLOP/s, of 1 samples taken between the variants (100.0..100.0; avx512 micro-kernel from L1 on 2 cores)",
+			"% peak: of the FMA peak's best, 100.0 GFLOP/s, of 1 samples taken between the variants (100.0..100.0, median 100.0; avx512 micro-kernel from L1 on 2 cores): load only slows a sample",
 			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100."}},
 		{"bench repeats", func(b *bytes.Buffer) {
 			row := func(name string, ms float64) bench.Row {
@@ -79,11 +93,13 @@ func TestTables(t *testing.T) {
 			PrintBenchRepeats(b, []bench.Result{
 				{PeakSamples: []float64{500}, Rows: []bench.Row{row("config", 52.7), row("fp16", 60)}},
 				{PeakSamples: []float64{490, 510}, Rows: []bench.Row{row("config", 78.2), row("fp16", 61)}},
-				{Rows: []bench.Row{row("config", 55), {Name: "fp16", Error: "out of memory"}}}})
-		}, []string{"process config fp16 peak GFLOP/s", "1 52.7 60.0 500.0", "2 78.2 61.0 510.0", "3 55.0 - -",
-			"step ms (the median step of each process), over 3 processes:",
-			"config: fastest 52.7, median 55.0, slowest 78.2 (slowest/fastest 1.48)",
-			"fp16: fastest 60.0, median 61.0, slowest 61.0 (slowest/fastest 1.02)"}},
+				{Rows: []bench.Row{row("config", 55), {Name: "fp16", Error: "out of memory"}}},
+				{PeakSamples: []float64{300, 510}, Rows: []bench.Row{row("config", 90), row("fp16", 62)}}})
+		}, []string{"process config fp16 peak GFLOP/s peak spread", "1 52.7 60.0 500.0 1.00", "2 78.2 61.0 510.0 1.04", "3 55.0 - - -", "4 90.0 62.0 510.0 1.70!",
+			"unsteady: in 1 of 4 processes the peak's samples differ by more than 1.10x (!), so the machine's speed changed while they ran: its steps do not say which process was faster.",
+			"step ms (the median step of each process), over 4 processes:",
+			"config: fastest 52.7, median 78.2, slowest 90.0 (slowest/fastest 1.71)",
+			"fp16: fastest 60.0, median 61.0, slowest 62.0 (slowest/fastest 1.03)"}},
 	} {
 		var b bytes.Buffer
 		c.print(&b)

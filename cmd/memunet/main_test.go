@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -411,5 +412,53 @@ func TestBenchRepeat(t *testing.T) {
 	stdout.Reset()
 	if code := run([]string{"bench", "--config", "../../configs/quickstart.yaml", "--repeat", "2", "--json"}, &stdout, &stderr); code != 2 {
 		t.Errorf("--repeat with --json: exit %d", code)
+	}
+}
+
+// TestBenchUnderBusySibling: with two busy processes beside it, one
+// steady and one on and off, bench never prints a share of the FMA peak
+// past what the arithmetic allows (225% where Winograd may run, in direct
+// FLOPs): each % cell is a number within that, or "?" with its note.
+func TestBenchUnderBusySibling(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	for _, script := range []string{"while :; do :; done", "while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.02; done"} {
+		sibling := exec.Command("/bin/sh", "-c", script)
+		if err := sibling.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sibling.Process.Kill(); _ = sibling.Wait() })
+	}
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"bench", "--config", "../../configs/quickstart.yaml", "--steps", "3", "--variants", "config,baseline,fp16,bf16"}, tinyArgs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "% peak: of the FMA peak's best") {
+		t.Fatalf("no peak line:\n%s", out)
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || f[2] != "x" || f[0] == "variant" {
+			continue
+		}
+		rows++
+		for _, cell := range f[7:9] { // % peak, conv % peak
+			if cell == "?" {
+				if !strings.Contains(out, "?: more than the arithmetic allows") {
+					t.Errorf("a ? without its note:\n%s", out)
+				}
+				continue
+			}
+			if p, err := strconv.ParseFloat(cell, 64); err != nil || p > 100*2.25 {
+				t.Errorf("%s: a share of %q:\n%s", f[0], cell, out)
+			}
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d rows, want 4:\n%s", rows, out)
 	}
 }

@@ -98,8 +98,8 @@ for b in bins:
         parts = line.split()
         if line.startswith("memunet bench:"):  # one per memunet bench run: a new round
             rnd += 1
-        # "% peak: of the FMA peak's median, 85.0 GFLOP/s, of 3 samples ..."
-        if line.startswith("% peak: of the FMA peak's median,"):
+        # "% peak: of the FMA peak's best, 85.0 GFLOP/s, of 3 samples ..."
+        if line.startswith("% peak: of the FMA peak's"):
             peaks.setdefault(b, []).append(float(parts[7]))
         # "variant M x A step_ms min..max GFLOP/s % ...": the step ms follows "M x A"
         if len(parts) > 6 and parts[2] == "x" and parts[0] != "variant":
@@ -118,7 +118,7 @@ except FileNotFoundError:
 med = lambda xs: statistics.median(xs)
 print(f"\nbase {base}, {size}x{size}, batch {batch}, {threads} threads; medians over rounds (best in brackets)")
 for b, p in peaks.items():
-    print(f"FMA peak ({b}): median {med(p):.1f} GFLOP/s")
+    print(f"FMA peak ({b}): median of each run's best sample {med(p):.1f} GFLOP/s")
 fp32 = {b: med([t for t, _ in ms["baseline"][b]]) for b in bins if "baseline" in ms and b in ms["baseline"]}
 for v, by in ms.items():
     cells = []
