@@ -84,7 +84,7 @@ for round in $(seq "$rounds"); do
 		echo "== PyTorch $v, round $round/$rounds ($threads threads)"
 		# shellcheck disable=SC2086
 		"${PYTHON:-/usr/bin/python3}" tools/pytorch/pytorch_unet.py --threads "$threads" --steps "$steps" --base "$base" \
-			--size "$size" --batch "$batch" $flags | tee /dev/stderr |
+			--size "$size" --batch "$batch" $flags | tee -a /dev/stderr |
 			python3 -c 'import json,sys; print(sys.argv[1], json.load(sys.stdin)["step_ms_median"])' "$v" >>"$tmp/torch.txt"
 	done
 done
