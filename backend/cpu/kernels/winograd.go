@@ -776,20 +776,38 @@ func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) 
 			j0 := b * winoAddCols
 			nw := min(winoAddCols, pairs-j0)
 			g.taskDirect(matA{a: KT[:], lda: winoXi}, matB{b: du[j0:], ldb: ldU}, 1, 0, r, winoAddCols, 0, winoXi, 0, 9, 0, nw, packB, ps)
-			pair := pairAt(j0, s.C, s.OC) // where byOut is false
-			for j := range nw {
-				at := (j0 + j) * 9
-				if !byOut {
-					at = pair.weights()
-					pair.next()
-				}
-				d := dw[at : at+9]
-				for k := range d {
-					d[k] += r[k*winoAddCols+j]
-				}
-			}
+			addColumns(dw, r, j0, nw, byOut, s.C, s.OC)
 		}
 	})
+}
+
+// addColumns adds column j of r (9 rows of winoAddCols values), pair
+// j0+j's G^T du G, to that pair's 3x3 weights in dw, for j < nw: pairs in
+// dw's (o, c) order where byOut, else (c, o). Row slices of one length let
+// the compiler drop the bounds checks from the loop.
+func addColumns(dw, r []float32, j0, nw int, byOut bool, C, OC int) {
+	r0 := r[:nw]
+	r1, r2, r3 := r[winoAddCols:][:len(r0)], r[2*winoAddCols:][:len(r0)], r[3*winoAddCols:][:len(r0)]
+	r4, r5, r6 := r[4*winoAddCols:][:len(r0)], r[5*winoAddCols:][:len(r0)], r[6*winoAddCols:][:len(r0)]
+	r7, r8 := r[7*winoAddCols:][:len(r0)], r[8*winoAddCols:][:len(r0)]
+	pair := pairAt(j0, C, OC) // where byOut is false
+	for j := range r0 {
+		at := (j0 + j) * 9
+		if !byOut {
+			at = pair.weights()
+			pair.next()
+		}
+		d := dw[at : at+9 : at+9]
+		d[0] += r0[j]
+		d[1] += r1[j]
+		d[2] += r2[j]
+		d[3] += r3[j]
+		d[4] += r4[j]
+		d[5] += r5[j]
+		d[6] += r6[j]
+		d[7] += r7[j]
+		d[8] += r8[j]
+	}
 }
 
 // winoAddCols is the pairs of channels WinogradWeightGradAdd transforms
