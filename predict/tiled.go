@@ -169,8 +169,15 @@ func (p *Predictor) hostLogits(dst, images []float32, n, h, w int) ([]float32, e
 // tiles (the last filled with repeats) in a pool emptied of cached blocks
 // first, so each allocates as PlanBatch's dry run did.
 func (p *Predictor) Tiled(pic image.Image, t Tiling, probabilistic, tta bool, row func(y int, planes []float32) error) error {
+	return p.tiled(pic, p.Config.Data.Mean, p.Config.Data.Std, t, probabilistic, tta, row)
+}
+
+// tiled is Tiled with the picture normalized by mean and std (data.mean
+// and data.std's form) rather than the config's: a volume's own
+// statistics where data.nifti.normalize is zscore.
+func (p *Predictor) tiled(pic image.Image, mean, std []float64, t Tiling, probabilistic, tta bool, row func(y int, planes []float32) error) error {
 	c, k := p.Config.Model.InChannels, p.Config.Model.Classes
-	a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
+	a, b, err := data.NormCoefficients(mean, std, c)
 	if err != nil {
 		return err
 	}

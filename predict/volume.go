@@ -54,12 +54,12 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 		stored += int64(len(v.Voxels))
 	}
 	v := vols[0]
+	mean, std := p.Config.Data.Mean, p.Config.Data.Std
 	if norms[0].ZScore { // each volume's own statistics, as data.mean and data.std for its channel
-		defer func(mean, std []float64) { p.Config.Data.Mean, p.Config.Data.Std = mean, std }(p.Config.Data.Mean, p.Config.Data.Std)
-		p.Config.Data.Mean, p.Config.Data.Std = nil, nil
+		mean, std = nil, nil
 		for _, norm := range norms {
 			m, s := norm.MeanStd()
-			p.Config.Data.Mean, p.Config.Data.Std = append(p.Config.Data.Mean, m), append(p.Config.Data.Std, s)
+			mean, std = append(mean, m), append(std, s)
 		}
 	}
 	h, w := v.SliceSize(nc.Axis)
@@ -97,7 +97,7 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 		if err != nil {
 			return fmt.Errorf("predict: %s: %w", f.path, err)
 		}
-		t, err := p.predictPicture(pic, side, opts, lim, mask, held, rep)
+		t, err := p.predictPicture(pic, mean, std, side, opts, lim, mask, held, rep)
 		if err != nil {
 			return fmt.Errorf("predict: %s, slice %d across axis %d: %w", f.path, k, nc.Axis, err)
 		}
@@ -177,12 +177,12 @@ func slicePicture(vols []*data.Volume, norms []data.Intensity, axis, k int) (ima
 }
 
 // predictPicture writes the classes of one picture (at the size the model
-// takes it) into mask: whole where its sides suit the model and it fits
-// lim (and opts.Tile does not ask for tiles), else by tiles (side 0: the
-// largest that fits), whose tiling it returns. held
-// is what the caller holds on the host beside (the picture included); the
-// plan is noted in rep.
-func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim Limits, mask []uint8, held int64, rep *Report) (*Tiling, error) {
+// takes it, normalized by mean and std in data.mean's form) into mask:
+// whole where its sides suit the model and it fits lim (and opts.Tile
+// does not ask for tiles), else by tiles (side 0: the largest that fits),
+// whose tiling it returns. held is what the caller holds on the host
+// beside (the picture included); the plan is noted in rep.
+func (p *Predictor) predictPicture(pic image.Image, mean, std []float64, side int, opts Options, lim Limits, mask []uint8, held int64, rep *Report) (*Tiling, error) {
 	h, w := pic.Bounds().Dy(), pic.Bounds().Dx()
 	c := p.Config.Model.InChannels
 	if opts.Tile == "" || opts.Tile == TileNone {
@@ -195,7 +195,7 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 		nd.Host = host + gcSlack(host)
 		if err == nil && whole.exceeded(nd) == "" {
 			rep.plan(nd, p.held.hold(nd))
-			a, b, err := data.NormCoefficients(p.Config.Data.Mean, p.Config.Data.Std, c)
+			a, b, err := data.NormCoefficients(mean, std, c)
 			if err != nil {
 				return nil, err
 			}
@@ -218,7 +218,7 @@ func (p *Predictor) predictPicture(pic image.Image, side int, opts Options, lim 
 	}
 	rep.plan(need, p.held.hold(need))
 	k := p.Config.Model.Classes
-	err = p.Tiled(pic, t, opts.probabilistic(), opts.TTA, func(y int, planes []float32) error {
+	err = p.tiled(pic, mean, std, t, opts.probabilistic(), opts.TTA, func(y int, planes []float32) error {
 		argmaxRow(planes, k, w, mask[y*w:(y+1)*w])
 		return nil
 	})
