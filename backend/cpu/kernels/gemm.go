@@ -704,7 +704,7 @@ func (g *gemmImpl) slab(B packerB, packB []float32, ps *packScratch, beta0 float
 	if pc > k0 {
 		beta = 1
 	}
-	if p, ok := B.(panelsB); ok { // packed already: read in place
+	if p, ok := B.(*panelsB); ok { // packed already: read in place
 		return kc, beta, p.view(pc, kc, j0, nw)
 	}
 	bp = packB[:roundUp(nw, gemmNR)*kc]

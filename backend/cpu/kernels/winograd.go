@@ -652,10 +652,14 @@ func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []floa
 		kc := min(gemmKC, C-c0)
 		g.wino.input(xp[c0*gm.plane()+2*r0*Wp:], Wp, winoWalkOf(TW, rows, Wp, kc, gm.plane()), V[c0*T:], ldV, kc*winoChunk, winoChunk)
 	}
+	// One operand for the band's 16 x OC/winoOutBlock products: a new one
+	// each would be an allocation each (36 thousand a seed-UNet step).
+	B := &panelsB{n: T}
 	for o0 := 0; o0 < OC; o0 += winoOutBlock {
 		n := min(winoOutBlock, OC-o0)
 		for xi := range winoXi {
-			g.taskDirect(matA{a: u[xi*ldU+o0*C : xi*ldU+OC*C], lda: C}, panelsB{V[xi*ldV : xi*ldV+C*T], T},
+			B.data = V[xi*ldV : xi*ldV+C*T]
+			g.taskDirect(matA{a: u[xi*ldU+o0*C : xi*ldU+OC*C], lda: C}, B,
 				1, 0, M[xi*ldM:xi*ldM+n*T], T, 0, C, 0, n, 0, T, nil, ps)
 		}
 		var bo []float32
@@ -674,13 +678,13 @@ type panelsB struct {
 }
 
 // packB copies the panels; taskDirect reads them in place (view).
-func (x panelsB) packB(_ *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
+func (x *panelsB) packB(_ *gemmImpl, dst []float32, _ *packScratch, p0, kc, j0, nw int) {
 	copy(dst, x.view(p0, kc, j0, nw))
 }
 
 // view is columns [j0,j0+nw) of slab p0 (kc deep) as packed panels; j0
 // is a multiple of 16.
-func (x panelsB) view(p0, kc, j0, nw int) []float32 {
+func (x *panelsB) view(p0, kc, j0, nw int) []float32 {
 	off := p0*x.n + j0*kc
 	return x.data[off : off+roundUp(nw, gemmNR)*kc]
 }
