@@ -109,8 +109,8 @@ func PrintBench(w io.Writer, r bench.Result) error {
 	ms := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	var counts []string
 	winograd, unbounded := false, false
-	share := func(gflops float64, winograd bool) string {
-		p, ok := r.Share(gflops, winograd)
+	share := func(gflops float64, mayWinograd bool) string {
+		p, ok := r.Share(gflops, mayWinograd)
 		switch {
 		case most <= 0 || gflops <= 0:
 			return "-"
