@@ -72,6 +72,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer lock.Clear() // the folder stays where it holds a fold's run
+	if err := rundir.CheckNoRun(opts.Dir, "cv"); err != nil {
+		return nil, err // a train run's files beside the folds'
+	}
 	res := &Result{CV: CV{Folds: opts.Folds}}
 	for f := range opts.Folds {
 		cfg, err := foldConfig(opts.Invocation, opts.Folds, f)

@@ -106,3 +106,30 @@ func TestStatistics(t *testing.T) {
 		t.Errorf("table:\n%s", out.String())
 	}
 }
+
+// TestRunRefusesATrainRun: a --out that holds a train run's files is
+// refused before any fold trains, naming the files and the fix.
+func TestRunRefusesATrainRun(t *testing.T) {
+	for _, tc := range []struct{ name, file string }{
+		{"config", runfiles.Config},
+		{"summary", runfiles.Summary},
+		{"checkpoints", filepath.Join(runfiles.Checkpoints, "step-00000004", runfiles.Manifest)},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, tc.file)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Run(context.Background(), Options{Dir: dir, Folds: 2, Invocation: tinyInvocation()})
+		if err == nil || !strings.Contains(err.Error(), dir+" already holds a run") || !strings.Contains(err.Error(), "memunet cv would mix") ||
+			!strings.Contains(err.Error(), "choose another --out DIR") {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, runfiles.FoldDir(0))); err == nil {
+			t.Errorf("%s: fold_0 was trained", tc.name)
+		}
+	}
+}
