@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/memunet/memunet/infile"
@@ -317,6 +318,23 @@ func RunFilesIn(dir string) []string {
 			name += fmt.Sprintf("/ (%d entries)", len(entries))
 		}
 		out = append(out, name)
+	}
+	return out
+}
+
+// CrossValFilesIn lists what makes dir a memunet cv folder: its cv.json
+// and the fold_K folders that hold a run's files.
+func CrossValFilesIn(dir string) []string {
+	var out []string
+	if _, err := os.Lstat(filepath.Join(dir, runfiles.CrossValidation)); err == nil {
+		out = append(out, runfiles.CrossValidation)
+	}
+	des, _ := os.ReadDir(dir)
+	for _, de := range des {
+		k, err := strconv.Atoi(strings.TrimPrefix(de.Name(), "fold_"))
+		if err == nil && runfiles.FoldDir(k) == de.Name() && len(RunFilesIn(filepath.Join(dir, de.Name()))) > 0 {
+			out = append(out, de.Name()+"/")
+		}
 	}
 	return out
 }

@@ -500,3 +500,51 @@ func TestForceRemovesTheEarlierRunWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossValFolderRefused: a run into a memunet cv folder (its cv.json,
+// or a fold_K that holds a run) is refused, with --force or --resume too,
+// naming the folder, what makes it one and the fix; a folder with an
+// empty fold_0 or a fold_x is not one.
+func TestCrossValFolderRefused(t *testing.T) {
+	cfg := resumeConfig("fp32")
+	cfg.Train.Steps, cfg.Train.CheckpointEvery = 1, 1
+	for _, tc := range []struct {
+		name  string
+		files []string
+		opts  Options
+		want  string // "" : not refused
+	}{
+		{"cv.json", []string{runfiles.CrossValidation}, Options{}, "(cv.json)"},
+		{"a fold's run", []string{"fold_1/" + runfiles.Config}, Options{Force: true}, "(fold_1/)"},
+		{"both, resume", []string{runfiles.CrossValidation, "fold_0/" + runfiles.Summary}, Options{Resume: "auto"}, "(cv.json, fold_0/)"},
+		{"an empty fold_0", []string{"fold_0/", "fold_x/" + runfiles.Config, "fold_01/" + runfiles.Config}, Options{}, ""},
+	} {
+		dir := t.TempDir()
+		for _, f := range tc.files {
+			path := filepath.Join(dir, f)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(f, "/") {
+				if err := os.WriteFile(path, []byte("{}"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		opts := tc.opts
+		opts.OutDir = dir
+		_, err := Run(context.Background(), cfg, opts)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), dir+" is a memunet cv folder "+tc.want) || !strings.Contains(err.Error(), "train into another --out DIR") {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, runfiles.Config)); err == nil {
+			t.Errorf("%s: the refused run wrote config.yaml", tc.name)
+		}
+	}
+}

@@ -76,6 +76,10 @@ func (r *run) claim(cfg config.Config) ([]string, error) {
 		return nil, err
 	}
 	r.lock = lock
+	if cv := checkpoint.CrossValFilesIn(r.opts.OutDir); len(cv) > 0 {
+		return nil, fmt.Errorf("%s is a memunet cv folder (%s), whose folds are runs of their own: train into another --out DIR, or continue a fold in its own folder: --resume auto --out %s",
+			r.opts.OutDir, strings.Join(cv, ", "), filepath.Join(r.opts.OutDir, runfiles.FoldDir(0)))
+	}
 	if r.opts.Resume != "" {
 		// The folders a run writes into must be its own.
 		for _, name := range []string{runfiles.Checkpoints, runfiles.TensorBoard} {
