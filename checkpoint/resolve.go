@@ -144,7 +144,11 @@ func ResolveBest(arg string) (string, error) {
 // newest one there (ResolveResume's). A list of them (Members) is refused:
 // predict opens an ensemble's one by one.
 func OpenModel(arg string, newest bool) (*Checkpoint, error) {
-	if list := Members(arg); len(list) > 1 {
+	list, err := Members(arg)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) > 1 {
 		return nil, fmt.Errorf("--checkpoint %s names %d checkpoints, an ensemble, which memunet predict averages; this command takes one", arg, len(list))
 	}
 	resolve := ResolveBest
@@ -160,26 +164,22 @@ func OpenModel(arg string, newest bool) (*Checkpoint, error) {
 
 // Members are the checkpoints a --checkpoint argument names: arg itself;
 // a finished memunet cv folder (its cv.json present) names its folds'
-// runs, fold_0, fold_1, ...; where arg holds commas and no file or folder
-// is named so, each of its comma-separated parts (an ensemble: memunet
-// predict --checkpoint fold_0,fold_1,...), spaces around them trimmed,
-// empty ones left out.
-func Members(arg string) []string {
-	if _, err := os.Stat(filepath.Join(arg, runfiles.CrossValidation)); err == nil {
-		var folds []string
-		for k := 0; ; k++ {
-			d := filepath.Join(arg, runfiles.FoldDir(k))
-			if st, err := os.Stat(d); err != nil || !st.IsDir() {
-				break
-			}
-			folds = append(folds, d)
-		}
-		if len(folds) > 0 {
-			return folds
-		}
+// runs, fold_0, fold_1, ... as many as cv.json's folds; where arg holds
+// commas and no file or folder is named so, each of its comma-separated
+// parts (an ensemble: memunet predict --checkpoint fold_0,fold_1,...),
+// spaces around them trimmed, empty ones left out. A cv folder whose
+// cv.json is unreadable, that lacks a fold, or that has no cv.json yet
+// (unfinished) is an error saying so.
+func Members(arg string) ([]string, error) {
+	if _, err := os.Lstat(filepath.Join(arg, runfiles.CrossValidation)); err == nil {
+		return cvFolds(arg)
+	}
+	if cv := CrossValFilesIn(arg); len(cv) > 0 && len(RunFilesIn(arg)) == 0 {
+		return nil, fmt.Errorf("--checkpoint %s is a memunet cv folder without its %s (%s): its cross-validation has not finished; finish it with memunet cv --out %s (its --config, --folds and --set), or name its folds' runs: %s",
+			arg, runfiles.CrossValidation, strings.Join(cv, ", "), arg, filepath.Join(arg, runfiles.FoldDir(0))+",...")
 	}
 	if _, err := os.Lstat(arg); err == nil || !strings.Contains(arg, ",") {
-		return []string{arg}
+		return []string{arg}, nil
 	}
 	var list []string
 	for _, part := range strings.Split(arg, ",") {
@@ -188,9 +188,39 @@ func Members(arg string) []string {
 		}
 	}
 	if len(list) == 0 {
-		return []string{arg}
+		return []string{arg}, nil
 	}
-	return list
+	return list, nil
+}
+
+// cvFolds are the fold folders of the cv folder dir, as many as its
+// cv.json says, each of which must be there.
+func cvFolds(dir string) ([]string, error) {
+	var cv struct {
+		Folds int `json:"folds"`
+	}
+	file := filepath.Join(dir, runfiles.CrossValidation)
+	b, err := os.ReadFile(file)
+	if err == nil {
+		err = json.Unmarshal(b, &cv)
+	}
+	if err == nil && cv.Folds < 2 {
+		err = fmt.Errorf("folds is %d, not 2 or more", cv.Folds)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--checkpoint %s: %s is not a memunet cv's (%v): run memunet cv --out %s again to write it, or name the folds' runs: %s",
+			dir, file, err, dir, filepath.Join(dir, runfiles.FoldDir(0))+",...")
+	}
+	var folds []string
+	for k := range cv.Folds {
+		d := filepath.Join(dir, runfiles.FoldDir(k))
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--checkpoint %s: its %s lists %d folds, and %s is missing or not a folder: restore it (memunet cv --out %s trains it again), or name the folds' runs there are, comma-separated",
+				dir, runfiles.CrossValidation, cv.Folds, d, dir)
+		}
+		folds = append(folds, d)
+	}
+	return folds, nil
 }
 
 // Best is the readable checkpoint with the best train.monitor score (as

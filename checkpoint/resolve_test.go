@@ -109,8 +109,8 @@ func TestMembers(t *testing.T) {
 		",":                    {","},
 		comma:                  {comma},
 	} {
-		if got := Members(arg); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("Members(%q) = %q, want %q", arg, got, want)
+		if got, err := Members(arg); err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("Members(%q) = %q, %v, want %q", arg, got, err, want)
 		}
 	}
 	// A finished cv folder names its folds; one without cv.json is a run.
@@ -120,16 +120,70 @@ func TestMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := Members(cv); len(got) != 1 {
-		t.Errorf("an unfinished cv folder: %q", got)
+	if got, err := Members(cv); len(got) != 1 || err != nil {
+		t.Errorf("a folder of empty fold_K folders: %q %v", got, err)
 	}
-	if err := os.WriteFile(filepath.Join(cv, "cv.json"), []byte("{}"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cv, "cv.json"), []byte(`{"folds": 3}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := Members(cv); strings.Join(got, "|") != strings.Join([]string{filepath.Join(cv, "fold_0"), filepath.Join(cv, "fold_1"), filepath.Join(cv, "fold_2")}, "|") {
+	if got, _ := Members(cv); strings.Join(got, "|") != strings.Join([]string{filepath.Join(cv, "fold_0"), filepath.Join(cv, "fold_1"), filepath.Join(cv, "fold_2")}, "|") {
 		t.Errorf("Members(cv folder) = %q", got)
 	}
 	if _, err := OpenModel("runs/a,runs/b", false); err == nil || !strings.Contains(err.Error(), "names 2 checkpoints, an ensemble, which memunet predict averages") {
 		t.Errorf("OpenModel of a list: %v", err)
+	}
+}
+
+// TestMembersOfABrokenCV: a cv folder whose cv.json is unreadable or
+// lists folds that are not there, or that has no cv.json yet while its
+// folds hold runs, is refused naming the folder, the file and the fix,
+// never a smaller ensemble or "manifest.json is missing".
+func TestMembersOfABrokenCV(t *testing.T) {
+	for _, tc := range []struct {
+		name, cvJSON string
+		folds        []string // fold_K folders, each with a config.yaml
+		file         string   // a fold_K that is a file
+		want         []string
+	}{
+		{"a fold deleted", `{"folds": 3}`, []string{"fold_0", "fold_2"}, "", []string{"lists 3 folds", "fold_1 is missing or not a folder", "memunet cv --out"}},
+		{"a fold a file", `{"folds": 2}`, []string{"fold_1"}, "fold_0", []string{"lists 2 folds", "fold_0 is missing or not a folder"}},
+		{"cv.json corrupt", `{"folds": 3`, []string{"fold_0", "fold_1", "fold_2"}, "", []string{"cv.json is not a memunet cv's", "run memunet cv --out", "fold_0,..."}},
+		{"cv.json no folds", `{}`, []string{"fold_0", "fold_1"}, "", []string{"folds is 0, not 2 or more"}},
+		{"unfinished", "", []string{"fold_0", "fold_1"}, "", []string{"a memunet cv folder without its cv.json (fold_0/, fold_1/)", "has not finished", "memunet cv --out"}},
+	} {
+		dir := filepath.Join(t.TempDir(), "cv")
+		for _, f := range tc.folds {
+			if err := os.MkdirAll(filepath.Join(dir, f), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f, runfiles.Config), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.file != "" {
+			if err := os.WriteFile(filepath.Join(dir, tc.file), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.cvJSON != "" {
+			if err := os.WriteFile(filepath.Join(dir, runfiles.CrossValidation), []byte(tc.cvJSON), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, open := range []func() error{
+			func() error { _, err := Members(dir); return err },
+			func() error { _, err := OpenModel(dir, false); return err },
+		} {
+			err := open()
+			if err == nil || !strings.Contains(err.Error(), "--checkpoint "+dir) {
+				t.Errorf("%s: %v", tc.name, err)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %v\nlacks %q", tc.name, err, w)
+				}
+			}
+		}
 	}
 }

@@ -43,7 +43,10 @@ func predictCommand(args []string, stdout, stderr io.Writer, sig *rundir.Interru
 	if err := opts.CheckFlags(); err != nil {
 		return usageError{err.Error() + "; " + predictUsage}
 	}
-	cks := checkpoint.Members(*model.checkpoint) // an ensemble's, where it lists several
+	cks, err := checkpoint.Members(*model.checkpoint) // an ensemble's, where it lists several
+	if err != nil {
+		return err
+	}
 	ck, err := checkpoint.OpenModel(cks[0], *model.newest)
 	if err != nil {
 		return err
