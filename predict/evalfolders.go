@@ -176,10 +176,22 @@ func (fe FolderEval) Print(w io.Writer) error {
 
 // EvalFolders is eval --predictions --references: per-case Dice, IoU and
 // HD95 of a folder of masks, written to out (default
-// <predictions>/eval.json) and its CSV, the means printed to w.
-func EvalFolders(preds, refs, out string, w io.Writer) error {
+// <predictions>/eval.json) and its CSV, the means printed to w. given
+// are the flags given (names without --): one of a checkpoint's eval is
+// refused.
+func EvalFolders(preds, refs, out string, given []string, w io.Writer) error {
 	if preds == "" || refs == "" {
 		return fmt.Errorf("eval: --predictions and --references go together: a folder of predicted masks and one of references")
+	}
+	var other []string
+	for _, f := range given {
+		if !slices.Contains([]string{"predictions", "references", "out"}, f) {
+			other = append(other, "--"+f)
+		}
+	}
+	if len(other) > 0 {
+		return fmt.Errorf("eval: --predictions and --references score masks already predicted, without a checkpoint; %s: a checkpoint's eval flags: drop them, or drop --predictions and --references to score a checkpoint",
+			strings.Join(other, ", "))
 	}
 	fe, err := EvaluateFolders(preds, refs)
 	if err != nil {

@@ -70,7 +70,7 @@ func TestEvaluateFolders(t *testing.T) {
 		t.Errorf("mean over cases without background %v", fg)
 	}
 	var out bytes.Buffer
-	if err := EvalFolders(preds, refs, "", &out); err != nil {
+	if err := EvalFolders(preds, refs, "", nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(preds, "eval-cases.csv")); err != nil || !strings.Contains(out.String(), "2 cases: mean Dice") {

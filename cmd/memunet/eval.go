@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -33,7 +34,9 @@ func evalCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 		return err
 	}
 	if *preds != "" || *refs != "" {
-		return predict.EvalFolders(*preds, *refs, *out, stdout)
+		var given []string
+		fs.Visit(func(f *flag.Flag) { given = append(given, f.Name) })
+		return predict.EvalFolders(*preds, *refs, *out, given, stdout)
 	}
 	if *model.checkpoint == "" {
 		return usageError{"eval: --checkpoint is required; " + evalUsage}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +105,33 @@ func TestEvalMatchesValidationWithAuto(t *testing.T) {
 	if got.ValLoss != want.ValLoss || got.ValPixelAcc != want.ValPixelAcc || got.ValMIoU != want.ValMIoU || got.ValDice != want.ValDice {
 		t.Errorf("eval of val: loss %v, acc %v, miou %v, dice %v; training's %v, %v, %v, %v",
 			got.ValLoss, got.ValPixelAcc, got.ValMIoU, got.ValDice, want.ValLoss, want.ValPixelAcc, want.ValMIoU, want.ValDice)
+	}
+}
+
+// TestEvalFoldersHostile: eval --predictions --references refuses what
+// would be ignored or lost, exit 1, naming the flag or file and the fix,
+// and writes no report.
+func TestEvalFoldersHostile(t *testing.T) {
+	dir := t.TempDir()
+	shapes := filepath.Join(dir, "shapes")
+	runOK(t, "data", "synth", "--out", shapes, "--count", "1", "--size", "16")
+	masks := filepath.Join(shapes, "masks")
+	both := []string{"eval", "--predictions", masks, "--references", masks}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--checkpoint ignored", []string{"--checkpoint", "runs/q"}, "--checkpoint: a checkpoint's eval flags: drop them, or drop --predictions and --references"},
+		{"--tta and --split ignored", []string{"--tta", "--split", "test"}, "--split, --tta: a checkpoint's eval flags"},
+		{"--set ignored", []string{"--set", "data.count=3"}, "--set: a checkpoint's eval flags"},
+	} {
+		code, _, stderr := runOut(append(slices.Clip(both), tc.args...)...)
+		if code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d: %s", tc.name, code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(masks, "eval.json")); err == nil {
+			t.Errorf("%s: wrote a report", tc.name)
+		}
 	}
 }
