@@ -193,6 +193,10 @@ func EvalFolders(preds, refs, out string, given []string, w io.Writer) error {
 		return fmt.Errorf("eval: --predictions and --references score masks already predicted, without a checkpoint; %s: a checkpoint's eval flags: drop them, or drop --predictions and --references to score a checkpoint",
 			strings.Join(other, ", "))
 	}
+	if base := filepath.Base(out); out != "" && (maskStem(base) != "" || slices.Contains([]string{".jpg", ".jpeg"}, strings.ToLower(filepath.Ext(base)))) {
+		return fmt.Errorf("eval: --out %s names an image or mask file, which the JSON report would replace (or, in --references, add as a case): name the report .json, e.g. --out %s",
+			out, filepath.Join(filepath.Dir(out), runfiles.FolderEval))
+	}
 	fe, err := EvaluateFolders(preds, refs)
 	if err != nil {
 		return err

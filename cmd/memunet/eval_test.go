@@ -125,6 +125,10 @@ func TestEvalFoldersHostile(t *testing.T) {
 		{"--checkpoint ignored", []string{"--checkpoint", "runs/q"}, "--checkpoint: a checkpoint's eval flags: drop them, or drop --predictions and --references"},
 		{"--tta and --split ignored", []string{"--tta", "--split", "test"}, "--split, --tta: a checkpoint's eval flags"},
 		{"--set ignored", []string{"--set", "data.count=3"}, "--set: a checkpoint's eval flags"},
+		{"--out over a reference", []string{"--out", filepath.Join(masks, "00000.png")}, "--out " + filepath.Join(masks, "00000.png") + " names an image or mask file, which the JSON report would replace"},
+		{"--out over an image", []string{"--out", filepath.Join(shapes, "images", "00000.PNG")}, "name the report .json, e.g. --out " + filepath.Join(shapes, "images", "eval.json")},
+		{"--out a new mask in --references", []string{"--out", filepath.Join(masks, "r.nii.gz")}, "add as a case"},
+		{"--out a jpeg", []string{"--out", filepath.Join(dir, "r.jpg")}, "names an image or mask file"},
 	} {
 		code, _, stderr := runOut(append(slices.Clip(both), tc.args...)...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {
@@ -132,6 +136,9 @@ func TestEvalFoldersHostile(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(masks, "eval.json")); err == nil {
 			t.Errorf("%s: wrote a report", tc.name)
+		}
+		if m := readPNG(t, filepath.Join(masks, "00000.png")); m == nil {
+			t.Errorf("%s: the reference is gone", tc.name)
 		}
 	}
 }
