@@ -56,7 +56,10 @@ func masksIn(dir string) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, de := range des {
-		if s := maskStem(de.Name()); s != "" && !de.IsDir() {
+		if s := maskStem(de.Name()); s != "" && de.IsDir() {
+			return nil, fmt.Errorf("%s is a folder named as a mask: move it out of %s, or rename it", filepath.Join(dir, de.Name()), dir)
+		}
+		if s := maskStem(de.Name()); s != "" {
 			if other, dup := out[s]; dup {
 				return nil, fmt.Errorf("%s and %s are both case %s; keep one", other, filepath.Join(dir, de.Name()), s)
 			}

@@ -117,11 +117,17 @@ func TestEvalFoldersHostile(t *testing.T) {
 	runOK(t, "data", "synth", "--out", shapes, "--count", "1", "--size", "16")
 	masks := filepath.Join(shapes, "masks")
 	both := []string{"eval", "--predictions", masks, "--references", masks}
+	folder := filepath.Join(dir, "preds")
+	if err := os.MkdirAll(filepath.Join(folder, "00000.png"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
+		{"a prediction that is a folder", []string{"--predictions", folder}, "--predictions: " + filepath.Join(folder, "00000.png") + " is a folder named as a mask: move it out of " + folder + ", or rename it"},
+		{"a reference that is a folder", []string{"--references", folder}, "--references: " + filepath.Join(folder, "00000.png") + " is a folder named as a mask"},
 		{"--checkpoint ignored", []string{"--checkpoint", "runs/q"}, "--checkpoint: a checkpoint's eval flags: drop them, or drop --predictions and --references"},
 		{"--tta and --split ignored", []string{"--tta", "--split", "test"}, "--split, --tta: a checkpoint's eval flags"},
 		{"--set ignored", []string{"--set", "data.count=3"}, "--set: a checkpoint's eval flags"},
