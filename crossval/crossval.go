@@ -65,7 +65,7 @@ type Result struct {
 // fold as it stops train (a checkpoint saved): the Result says so.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Folds < 2 || opts.Folds > maxFolds {
-		return nil, fmt.Errorf("cv: %d folds: want 2 to %d", opts.Folds, maxFolds)
+		return nil, fmt.Errorf("cv: --folds %d (data.folds): want the number of folds, 2 to %d, e.g. 5", opts.Folds, maxFolds)
 	}
 	lock, err := outdir.Acquire(opts.Dir, "memunet cv")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,6 +131,21 @@ func TestRunRefusesATrainRun(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, runfiles.FoldDir(0))); err == nil {
 			t.Errorf("%s: fold_0 was trained", tc.name)
+		}
+	}
+}
+
+// TestRunFoldsOutOfRange: a fold count outside 2..1000 is refused naming
+// --folds and the range, before the folder is made.
+func TestRunFoldsOutOfRange(t *testing.T) {
+	for _, k := range []int{-1, 0, 1, 1001, math.MaxInt} {
+		dir := filepath.Join(t.TempDir(), "cv")
+		_, err := Run(context.Background(), Options{Dir: dir, Folds: k, Invocation: tinyInvocation()})
+		if err == nil || !strings.Contains(err.Error(), "cv: --folds "+strconv.Itoa(k)+" (data.folds): want the number of folds, 2 to 1000, e.g. 5") {
+			t.Errorf("%d folds: %v", k, err)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%d folds: made %s", k, dir)
 		}
 	}
 }
