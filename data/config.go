@@ -149,7 +149,7 @@ func (cfg SourceConfig) validateFolds() error {
 	case cfg.Folds > 0 && cfg.Split == SplitSlices:
 		return fmt.Errorf("data.folds: %d: data.split is slices, which validates on a block of every volume's slices; cross-validation folds whole volumes: use data.split: auto, or leave data.folds out", cfg.Folds)
 	case cfg.Folds > 0 && cfg.Source == SourceSynthetic && cfg.Folds > cfg.Count:
-		return fmt.Errorf("data.folds: %d: more folds than data.count's %d samples; every fold needs a sample to validate", cfg.Folds, cfg.Count)
+		return fmt.Errorf("data.folds: %d: more folds than data.count's %d samples; every fold needs a sample to validate: use at most %d folds, or raise data.count", cfg.Folds, cfg.Count, cfg.Count)
 	}
 	return nil
 }

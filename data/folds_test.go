@@ -179,7 +179,7 @@ func TestFoldsRefused(t *testing.T) {
 		{-2, 0, "", "data.folds: -2"},
 		{0, 1, "", "data.fold: 1: data.folds is 0"},
 		{3, 3, "", "data.fold: 3: the fold that validates, 0 to 2 (data.folds 3)"},
-		{9, 0, "", "data.folds: 9: more folds than data.count's 8 samples"},
+		{9, 0, "", "data.folds: 9: more folds than data.count's 8 samples; every fold needs a sample to validate: use at most 8 folds, or raise data.count"},
 	} {
 		c := syn
 		c.Folds, c.Fold = tc.folds, tc.fold
