@@ -29,6 +29,9 @@ func cvCommand(args []string, stdout io.Writer, sig *rundir.Interrupt) error {
 	if *folds == 0 {
 		*folds = cfg.Data.Folds
 	}
+	if *folds < 0 || *folds == 1 {
+		return c.usageError(fmt.Sprintf("--folds %d: the number of folds is 2 or more, e.g. --folds 5", *folds))
+	}
 	if *folds < 2 {
 		return c.usageError("--folds K: the number of folds, 2 or more, is required (or data.folds in the config)")
 	}
