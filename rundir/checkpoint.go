@@ -282,10 +282,12 @@ func checkResume(ck *checkpoint.Checkpoint, cfg config.Config) error {
 	}
 	detail := fmt.Sprintf("was trained with a different architecture: %s", strings.Join(conflicts, "; "))
 	if want, err := checkpoint.ArchSpecs(cfg.ModelConfig()); err == nil {
+		// The keys say why; one tensor shows what it does to the weights.
 		if diffs := checkpoint.LayoutDiff(checkpoint.SpecsOf(ck.Model.Tensors), want); len(diffs) > 0 {
-			detail += "; " + checkpoint.DescribeDiffs(diffs)
+			detail += fmt.Sprintf("; %d tensors differ, e.g. %s", len(diffs), diffs[0])
 		}
 	}
+	detail += ": resume it with its own model settings (its config.yaml's), or train the new model into another --out DIR"
 	return &checkpoint.Error{Dir: ck.Dir, Kind: checkpoint.ErrMismatch, Detail: detail}
 }
 

@@ -381,7 +381,8 @@ func TestResumeRefusals(t *testing.T) {
 		},
 			cfg, checkpoint.ErrMissing, []string{"model.safetensors is missing"}},
 		{"different architecture", func(string) {}, bigger, checkpoint.ErrMismatch,
-			[]string{"different architecture", "model.base: checkpoint 4, now 8", "tensors differ", "inc.double_conv.0.weight: checkpoint [4 3 3 3], model [8 3 3 3]"}},
+			[]string{"different architecture", "model.base: checkpoint 4, now 8", "tensors differ, e.g. inc.double_conv.0.weight: checkpoint [4 3 3 3], model [8 3 3 3]",
+				"or train the new model into another --out DIR"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := t.TempDir()
