@@ -456,7 +456,10 @@ func TestOverrideErrors(t *testing.T) {
 		{"list replaces, not merges", qs, []string{"train.betas=[0.5]"},
 			[]string{"train.betas", "[0.5]", "two numbers"}},
 		{"validation after override", qs, []string{"data.size=30"},
-			[]string{"quickstart.yaml", "data.size", "not divisible"}},
+			[]string{"--set data.size", "not divisible"}},
+		// A file's own value is still the file's to name.
+		{"validation of the file's value", qs, []string{"model.depth=6"},
+			[]string{"quickstart.yaml: data.size", "not divisible"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(t, "quickstart.yaml", tc.src, tc.overrides)
@@ -798,7 +801,7 @@ func TestCUDAConvKeys(t *testing.T) {
 		set  string
 		want []string
 	}{
-		{"cuda.conv=cuDNN", []string{"c.yaml: cuda.conv", `"cuDNN"`, "auto, cudnn or memunet"}},
+		{"cuda.conv=cuDNN", []string{"--set cuda.conv", `"cuDNN"`, "auto, cudnn or memunet"}},
 		{"cuda.conv=", []string{"--set cuda.conv=", "value is empty"}},
 		{"cuda.conv=torch", []string{"cuda.conv", `"torch"`, "auto, cudnn or memunet"}},
 		{"cuda.workspace=-1", []string{"cuda.workspace", "-1", "MiB", "e.g. 256"}},

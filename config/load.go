@@ -136,9 +136,25 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 		cfg.Train.Steps = 0 // asking for epochs replaces the default step budget
 	}
 	if err := cfg.Validate(); err != nil {
+		// A message about a key --set gave names --set, not the file,
+		// which may not hold the key at all.
+		if key, _, ok := strings.Cut(err.Error(), ":"); ok && setByFlag(overrides, key) {
+			return Config{}, fmt.Errorf("--set %w", err)
+		}
 		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return cfg, nil
+}
+
+// setByFlag reports whether one of the --set overrides (key=value) sets
+// key.
+func setByFlag(overrides []string, key string) bool {
+	for _, o := range overrides {
+		if k, _, _ := strings.Cut(o, "="); strings.TrimSpace(k) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeStrict decodes node into v, a struct, key by key, so that an unknown
