@@ -166,7 +166,9 @@ func (c Arch) Validate() error {
 		return fmt.Errorf("model.dims: %d: must be 2 (images) or 3 (volumes)", c.Dims)
 	case c.MaxChannels < 0:
 		return fmt.Errorf("model.max_channels: %d: must be 0 (no cap) or a width", c.MaxChannels)
-	case len(c.PoolKernels) != 0 && (!c.Volumes() || len(c.PoolKernels) != c.Depth):
+	case len(c.PoolKernels) != 0 && !c.Volumes():
+		return fmt.Errorf("model.pool_kernels: %v: model.dims is 2 (images), which pool 2x2 at every level; leave model.pool_kernels out, or set model.dims: 3", c.PoolKernels)
+	case len(c.PoolKernels) != 0 && len(c.PoolKernels) != c.Depth:
 		return fmt.Errorf("model.pool_kernels: %d kernels: a 3D UNet takes one per level below the first (model.depth = %d)", len(c.PoolKernels), c.Depth)
 	}
 	for _, k := range c.PoolKernels {
