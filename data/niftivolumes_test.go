@@ -307,3 +307,36 @@ func TestNIfTIFolders(t *testing.T) {
 		}
 	}
 }
+
+// TestNIfTIVolumesOfSizes: volumes of different sizes without data.patch
+// are refused naming the odd file and the key that fixes it: data.patch
+// for a 3D UNet (which refuses data.resize), data.resize for slices.
+func TestNIfTIVolumesOfSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dims int
+		odd  []int
+		want string
+	}{
+		{"depth differs", 3, []int{8, 8, 4}, "is 8x8x4 voxels but"},
+		{"slices differ", 3, []int{4, 4, 8}, "has 4x4 (height x width) slices but"},
+		{"slices differ, 2D", 2, []int{4, 4, 8}, "set data.resize: [H, W]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeNIfTISet(t, dir, 3, []int{8, 8, 8})
+			nv := tc.odd[0] * tc.odd[1] * tc.odd[2]
+			writeFile(t, filepath.Join(dir, "images", "odd.nii.gz"), niftiFile(tc.odd, niftiInt16, make([]float64, nv), true))
+			writeFile(t, filepath.Join(dir, "masks", "odd.nii.gz"), niftiFile(tc.odd, niftiUint8, make([]float64, nv), true))
+			cfg := volumeConfig(dir)
+			cfg.Dims, cfg.Classes = tc.dims, 3
+			_, err := Open(cfg)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "images", "odd.nii.gz")) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming odd.nii.gz and %q", err, tc.want)
+			}
+			if tc.dims == 3 && (!strings.Contains(err.Error(), "set data.patch: [D, H, W]") || strings.Contains(err.Error(), "data.resize")) {
+				t.Errorf("error %v: want data.patch as the fix, not data.resize", err)
+			}
+		})
+	}
+}

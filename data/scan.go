@@ -233,6 +233,11 @@ func commonSize(cfg SourceConfig, rep *Report) (h, w int, fits bool) {
 		if cfg.Scale > 0 {
 			why = " (data.scale keeps their differences)"
 		}
+		if cfg.Volumes() { // data.resize is refused for volumes
+			rep.Problems = append(rep.Problems, fatal(b.First, "has %dx%d (height x width) slices but %s has %dx%d: whole volumes train only when all have one size; set data.patch: [D, H, W] to train on patches",
+				b.H, b.W, a.First, a.H, a.W))
+			return 0, 0, false
+		}
 		rep.Problems = append(rep.Problems, fatal(b.First, "is %dx%d (height x width) but %s is %dx%d: the images have %d different sizes%s; set data.resize: [H, W] to scale them all to one size",
 			b.H, b.W, a.First, a.H, a.W, len(rep.Sizes), why))
 		return 0, 0, false
