@@ -94,11 +94,28 @@ func (s *intensityStats) intensity(nc NIfTIConfig) Intensity {
 	return in
 }
 
-// Intensity is how data.source nifti normalizes v's voxels under nc.
-func (v *Volume) Intensity(nc NIfTIConfig) Intensity {
+// check refuses voxels the Intensity cannot normalize: NaN or infinite
+// ones, or a range or statistics beyond float64's.
+func (s *intensityStats) check(in Intensity) error {
+	const finite = "an image volume must hold finite values: replace them (e.g. by the background's value) and save it again"
+	switch {
+	case math.IsNaN(s.lo) || math.IsNaN(s.hi):
+		return fmt.Errorf("holds NaN voxels; %s", finite)
+	case s.n > 0 && (math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0)):
+		return fmt.Errorf("holds infinite voxels; %s", finite)
+	case math.IsInf(in.Hi-in.Lo, 0) || (in.ZScore && (math.IsNaN(in.VolMean) || math.IsInf(in.VolMean, 0) || math.IsNaN(in.VolStd) || math.IsInf(in.VolStd, 0))):
+		return fmt.Errorf("has intensities from %g to %g, too large to normalize (their range or squares overflow float64); rescale the volume (e.g. by scl_slope) or set data.nifti.window to a narrower range", s.lo, s.hi)
+	}
+	return nil
+}
+
+// Intensity is how data.source nifti normalizes v's voxels under nc; the
+// error (the caller names the file) refuses voxels it cannot normalize.
+func (v *Volume) Intensity(nc NIfTIConfig) (Intensity, error) {
 	st := newIntensityStats(nc.Window)
 	for k := range v.Len() {
 		st.add(v.At(k))
 	}
-	return st.intensity(nc)
+	in := st.intensity(nc)
+	return in, st.check(in)
 }

@@ -269,7 +269,7 @@ func quantizer(lo, hi float64) func(x float64) uint16 {
 // data.source nifti windows them: window (data.nifti.window) when given,
 // else the volume's own min and max (see Intensity).
 func (v *Volume) IntensityWindow(window []float64) (lo, hi float64) {
-	in := v.Intensity(NIfTIConfig{Window: window})
+	in, _ := v.Intensity(NIfTIConfig{Window: window})
 	return in.Lo, in.Hi
 }
 
@@ -555,7 +555,12 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 			}
 			st.add(x)
 		}
-		v.in = append(v.in, st.intensity(cfg.NIfTI))
+		in := st.intensity(cfg.NIfTI)
+		if err := st.check(in); err != nil {
+			s.err = fmt.Errorf("%s: %v", path, err)
+			return s, v
+		}
+		v.in = append(v.in, in)
 	}
 	hist := map[uint16]int64{}
 	n := img.Slices(ax)

@@ -154,7 +154,11 @@ func StreamIntensity(path string, nc NIfTIConfig) (Intensity, error) {
 	st := newIntensityStats(nc.Window)
 	for {
 		if _, err := s.Next(); err == io.EOF {
-			return st.intensity(nc), nil
+			in := st.intensity(nc)
+			if err := st.check(in); err != nil {
+				return in, fmt.Errorf("%s: %v", path, err)
+			}
+			return in, nil
 		} else if err != nil {
 			return Intensity{}, err
 		}

@@ -32,7 +32,7 @@ func TestVolumeStream(t *testing.T) {
 				t.Fatalf("the stream's header differs from ReadVolume's")
 			}
 			for _, nc := range []NIfTIConfig{{}, {Window: []float64{-3, 9}}, {Normalize: NormalizeZScore}, {Window: []float64{-3, 9}, Normalize: NormalizeZScore}} {
-				want := v.Intensity(nc)
+				want, _ := v.Intensity(nc)
 				got, err := StreamIntensity(path, nc)
 				if err != nil || got.Lo != want.Lo || got.Hi != want.Hi || got.ZScore != want.ZScore ||
 					(want.ZScore && (math.Abs(got.VolMean-want.VolMean) > 1e-9*(1+math.Abs(want.VolMean)) || math.Abs(got.VolStd-want.VolStd) > 1e-9*(1+want.VolStd))) {

@@ -340,3 +340,57 @@ func TestNIfTIVolumesOfSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestIntensityRefused: voxels that cannot be normalized (NaN, infinite,
+// or values whose range or squares overflow float64) are refused naming
+// the file, for training (Open) and predict (StreamIntensity,
+// Volume.Intensity), instead of becoming NaN inputs.
+func TestIntensityRefused(t *testing.T) {
+	const n = 8 * 8 * 8
+	fill := func(f func(k int) float64) []float64 {
+		vals := make([]float64, n)
+		for k := range vals {
+			vals[k] = f(k)
+		}
+		return vals
+	}
+	zscore := NIfTIConfig{Axis: 2, Normalize: NormalizeZScore}
+	for _, tc := range []struct {
+		name string
+		vals []float64
+		nc   NIfTIConfig
+		want string
+	}{
+		{"huge, zscore", fill(func(int) float64 { return 1e300 }), zscore, "too large to normalize"},
+		{"huge range", fill(func(k int) float64 { return float64(k%2*2-1) * 1e308 }), NIfTIConfig{Axis: 2}, "too large to normalize"},
+		{"huge, zscore in a wide window", fill(func(int) float64 { return 1e300 }), NIfTIConfig{Axis: 2, Normalize: NormalizeZScore, Window: []float64{-1e301, 1e301}}, "too large to normalize"},
+		{"NaN", fill(func(k int) float64 { return [2]float64{math.NaN(), 1}[min(k, 1)] }), NIfTIConfig{Axis: 2}, "NaN"},
+		{"Inf, zscore", fill(func(k int) float64 { return [2]float64{math.Inf(-1), 1}[min(k, 1)] }), zscore, "Inf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeNIfTISet(t, dir, 3, []int{8, 8, 8})
+			img := filepath.Join(dir, "images", "case1.nii.gz")
+			writeFile(t, img, niftiFile([]int{8, 8, 8}, niftiFloat64, tc.vals, true))
+			cfg := volumeConfig(dir)
+			cfg.Classes, cfg.NIfTI = 3, tc.nc
+			if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), img+": ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open: %v, want an error naming %s and %q", err, img, tc.want)
+			}
+			want := tc.want
+			if want == "Inf" {
+				want = "infinite voxels" // the scan says the voxel, the others the kind
+			}
+			if _, err := StreamIntensity(img, tc.nc); err == nil || !strings.HasPrefix(err.Error(), img+": ") || !strings.Contains(err.Error(), want) {
+				t.Errorf("StreamIntensity: %v, want an error naming %s and %q", err, img, want)
+			}
+			v, err := ReadVolume(img, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.Intensity(tc.nc); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Volume.Intensity: %v, want %q", err, want)
+			}
+		})
+	}
+}

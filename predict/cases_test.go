@@ -270,7 +270,8 @@ func TestPredictModalitiesFolder(t *testing.T) {
 		var norms []data.Intensity
 		for _, path := range c2 {
 			v, _ := data.ReadVolume(path, 0)
-			vols, norms = append(vols, v), append(norms, v.Intensity(p2.Config.Data.NIfTI))
+			norm, _ := v.Intensity(p2.Config.Data.NIfTI)
+			vols, norms = append(vols, v), append(norms, norm)
 		}
 		const h, w = 16, 20
 		img := make([]float32, 2*h*w)

@@ -50,7 +50,11 @@ func (p *Predictor) predictVolume(f sizedFile, side int, journal *outdir.Journal
 			d, d0 := v.Dims, vols[0].Dims
 			return fmt.Errorf("predict: %s is %dx%dx%d voxels but %s is %dx%dx%d; a case's modalities must have one size", path, d[0], d[1], d[2], f.path, d0[0], d0[1], d0[2])
 		}
-		vols[i], norms[i] = v, v.Intensity(nc)
+		norm, err := v.Intensity(nc)
+		if err != nil {
+			return fmt.Errorf("predict: %s: %w", path, err)
+		}
+		vols[i], norms[i] = v, norm
 		stored += int64(len(v.Voxels))
 	}
 	v := vols[0]

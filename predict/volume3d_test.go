@@ -198,7 +198,7 @@ func wholeVolume3D(t *testing.T, p *Predictor, paths []string, side int, overlap
 			t.Fatal(err)
 		}
 		X, Y, Z = v.Dims[0], v.Dims[1], v.Dims[2]
-		norm := v.Intensity(p.Config.Data.NIfTI)
+		norm, _ := v.Intensity(p.Config.Data.NIfTI)
 		for c := range ch {
 			if min(c, len(paths)-1) == i && norm.ZScore {
 				a[c], b[c] = norm.Affine()
