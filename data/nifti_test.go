@@ -361,10 +361,19 @@ func TestNIfTISetProblems(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "model.in_channels: 0") {
 		t.Errorf("0 channels: %v", err)
 	}
-	cfg = niftiConfig(dir)
-	cfg.NIfTI.Window = []float64{5, 1}
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "data.nifti.window") {
-		t.Errorf("window: %v", err)
+	for _, tc := range []struct {
+		window []float64
+		want   string
+	}{
+		{[]float64{5, 1}, "data.nifti.window: [5 1]: lo must be below hi"},
+		{[]float64{math.Inf(-1), 1}, "lo must be below hi, both finite"},
+		{[]float64{-1e308, 1e308}, "data.nifti.window: [-1e+308 1e+308]: hi - lo overflows float64; give the range of intensities that matters"},
+	} {
+		cfg = niftiConfig(dir)
+		cfg.NIfTI.Window = tc.window
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("window %v: %v, want %q", tc.window, err, tc.want)
+		}
 	}
 }
 

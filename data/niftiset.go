@@ -48,6 +48,8 @@ func (c NIfTIConfig) validate() error {
 		return fmt.Errorf("data.nifti.window: %v: want [lo, hi] in the volumes' units, e.g. [-1000, 400] for CT, or [] for each volume's min and max", w)
 	case len(w) == 2 && !(w[0] < w[1] && !math.IsInf(w[0], 0) && !math.IsInf(w[1], 0)):
 		return fmt.Errorf("data.nifti.window: %v: lo must be below hi, both finite", w)
+	case len(w) == 2 && math.IsInf(w[1]-w[0], 0):
+		return fmt.Errorf("data.nifti.window: %v: hi - lo overflows float64; give the range of intensities that matters, e.g. [-1000, 400] for CT", w)
 	case c.Normalize != "" && c.Normalize != NormalizeWindow && c.Normalize != NormalizeZScore:
 		return fmt.Errorf("data.nifti.normalize: %q: must be %q (the window to [0, 1], then data.mean and data.std) or %q (each volume by its own mean and std, nnU-Net's for MRI)",
 			c.Normalize, NormalizeWindow, NormalizeZScore)
