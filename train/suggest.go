@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -31,6 +32,9 @@ type PatchSuggestion struct {
 func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, error) {
 	if capacity <= 0 {
 		return PatchSuggestion{}, fmt.Errorf("plan --suggest patch needs a capacity: give --capacity SIZE (e.g. 4GiB) or set memory.capacity")
+	}
+	if cfg.Model.Volumes() && cfg.Data.Source == data.SourceSynthetic {
+		return PatchSuggestion{}, fmt.Errorf("plan --suggest patch: synthetic volumes (data.source synthetic, model.dims 3) train whole, without data.patch; plan data.size instead (--set data.size=N), or suggest patches of NIfTI volumes (data.source: nifti)")
 	}
 	f := 1 << cfg.Model.Depth
 	limit, err := patchLimit(cfg, f)

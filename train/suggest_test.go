@@ -94,3 +94,27 @@ func TestSuggestPatchVolumes(t *testing.T) {
 		t.Errorf("any capacity: %d, next %d, %v; want the volumes' side 24", s.Size, s.Next, err)
 	}
 }
+
+// TestSuggestPatchRefused: a config that cannot take data.patch is refused
+// naming --suggest patch and what to plan instead, not the data.patch the
+// suggestion tried.
+func TestSuggestPatchRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(c *config.Config)
+		want string
+	}{
+		{"synthetic volumes", func(c *config.Config) { c.Model.Dims, c.Data.Size = 3, 16 }, "plan --suggest patch: synthetic volumes (data.source synthetic, model.dims 3) train whole, without data.patch; plan data.size instead"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.Base, cfg.Model.Depth = 2, 2
+			tc.edit(&cfg)
+			for _, capacity := range []int64{1 << 10, 1 << 40} {
+				if _, err := SuggestPatch(cfg, capacity, 0); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "data.patch: [") {
+					t.Errorf("capacity %d: %v, want %q", capacity, err, tc.want)
+				}
+			}
+		})
+	}
+}
