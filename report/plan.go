@@ -123,7 +123,11 @@ func PrintPlan(w io.Writer, rows []train.PlanRow, t PlanTable) error {
 func printRecommendation(w io.Writer, rows []train.PlanRow, t PlanTable) {
 	fb := memory.FormatBytes
 	if t.Recommended == "" {
-		fmt.Fprintf(w, "capacity %s: no variant fits; lower train.batch_size, data.resize or model.base\n", fb(t.Capacity))
+		key := "data.resize"
+		if i := slices.IndexFunc(rows, func(r train.PlanRow) bool { return r.Error == "" }); i >= 0 {
+			key = train.SizeKey(rows[i].Config)
+		}
+		fmt.Fprintf(w, "capacity %s: no variant fits; lower train.batch_size, %s or model.base\n", fb(t.Capacity), key)
 		return
 	}
 	fmt.Fprintf(w, "capacity %s: recommended %s, the fitting variant with the lowest estimated time", fb(t.Capacity), t.Recommended)

@@ -92,3 +92,23 @@ func TestPrintPatchSuggestion(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintPlanNoneFitsVolumes: when nothing fits a 3D UNet, the advice
+// names the key that sizes volumes, never data.resize (which they refuse).
+func TestPrintPlanNoneFitsVolumes(t *testing.T) {
+	no := false
+	for _, tc := range []struct {
+		source, want string
+	}{{"synthetic", "data.size"}, {"nifti", "data.patch"}} {
+		cfg := config.Default()
+		cfg.Model.Dims, cfg.Data.Source = 3, tc.source
+		rows := []train.PlanRow{{Name: "config", Variant: cfg.Variant(), PeakReservedBytes: 9 << 20, RelativeTime: 1, Fits: &no, Config: cfg}}
+		var b bytes.Buffer
+		if err := PrintPlan(&b, rows, PlanTable{Capacity: 1 << 20, Configured: cfg.Variant()}); err != nil {
+			t.Fatal(err)
+		}
+		if want := "no variant fits; lower train.batch_size, " + tc.want + " or model.base"; !strings.Contains(b.String(), want) {
+			t.Errorf("%s volumes: the plan ends\n%s\nwant %q", tc.source, b.String(), want)
+		}
+	}
+}

@@ -61,8 +61,8 @@ func Fit(cfg config.Config) (config.Config, string, error) {
 		}
 		tried = append(tried, fmt.Sprintf("%s (%s)", cand.Name, memory.FormatBytes(row.PeakReservedBytes)))
 	}
-	return cfg, "", fmt.Errorf("memory.fit: auto: nothing fits memory.capacity %s; tried %s. Raise memory.capacity, or lower data.resize or model.base",
-		memory.FormatBytes(capacity), joinComma(tried))
+	return cfg, "", fmt.Errorf("memory.fit: auto: nothing fits memory.capacity %s; tried %s. Raise memory.capacity, or lower %s or model.base",
+		memory.FormatBytes(capacity), joinComma(tried), SizeKey(cfg))
 }
 
 // Adopt switches the trainer to another variant of its configuration

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -46,5 +47,38 @@ func TestFitAutoOnOOMDuringTraining(t *testing.T) {
 	}
 	if _, err := tr.Step(); err != nil {
 		t.Errorf("next step: %v", err)
+	}
+}
+
+// TestSizeKeyInAdvice: the advice when nothing fits names the key that
+// sets the training size: data.resize for images, data.size for
+// synthetic volumes, data.patch for NIfTI volumes (volumes refuse
+// data.resize).
+func TestSizeKeyInAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(c *config.Config)
+		want string
+	}{
+		{"images", func(c *config.Config) {}, "data.resize"},
+		{"synthetic volumes", func(c *config.Config) { c.Model.Dims = 3 }, "data.size"},
+		{"nifti volumes", func(c *config.Config) { c.Model.Dims, c.Data.Source = 3, data.SourceNIfTI }, "data.patch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.Base, cfg.Model.Depth, cfg.Data.Size, cfg.Data.Count, cfg.Train.BatchSize = 2, 2, 16, 16, 2
+			tc.edit(&cfg)
+			if got := SizeKey(cfg); got != tc.want {
+				t.Fatalf("SizeKey: %q, want %q", got, tc.want)
+			}
+			if tc.want == "data.patch" {
+				return // planning needs the volumes
+			}
+			cfg.Memory.Capacity = 1 << 10
+			_, _, err := Fit(cfg)
+			if err == nil || !strings.Contains(err.Error(), "lower "+tc.want+" or model.base") {
+				t.Errorf("Fit: %v, want the advice to name %s", err, tc.want)
+			}
+		})
 	}
 }

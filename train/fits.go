@@ -144,11 +144,24 @@ func hostAdvice(cfg config.Config, available int64, samples int) string {
 	switch {
 	case best != nil:
 		need, _ := HostNeed(*best, samples)
-		return fmt.Sprintf("The %s variant fits (%s, about %s); or lower train.batch_size, data.resize or model.base.",
-			best.Name, describeChanges(cfg, best.Config), memory.FormatBytes(need))
+		return fmt.Sprintf("The %s variant fits (%s, about %s); or lower train.batch_size, %s or model.base.",
+			best.Name, describeChanges(cfg, best.Config), memory.FormatBytes(need), SizeKey(cfg))
 	case smallest != nil:
-		return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs about %s; lower train.batch_size, data.resize or model.base.",
-			smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallestNeed))
+		return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs about %s; lower train.batch_size, %s or model.base.",
+			smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallestNeed), SizeKey(cfg))
 	}
-	return "Lower train.batch_size, data.resize or model.base."
+	return fmt.Sprintf("Lower train.batch_size, %s or model.base.", SizeKey(cfg))
+}
+
+// SizeKey is the key that sets the size cfg trains at: data.resize for
+// images, data.patch for NIfTI volumes, data.size for synthetic volumes
+// (volumes refuse data.resize).
+func SizeKey(cfg config.Config) string {
+	switch {
+	case cfg.Model.Volumes() && cfg.Data.Source == data.SourceSynthetic:
+		return "data.size"
+	case cfg.Model.Volumes():
+		return "data.patch"
+	}
+	return "data.resize"
 }

@@ -723,8 +723,8 @@ func fitAdvice(cfg config.Config, capacity int64) string {
 	if smallest == nil {
 		return "Run " + plan + " to see what fits."
 	}
-	return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs %s; raise memory.capacity, or lower train.batch_size, data.resize or model.base.",
-		smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakReservedBytes))
+	return fmt.Sprintf("No variant fits: the smallest, %s (%s), needs %s; raise memory.capacity, or lower train.batch_size, %s or model.base.",
+		smallest.Name, describeChanges(cfg, smallest.Config), memory.FormatBytes(smallest.PeakReservedBytes), SizeKey(cfg))
 }
 
 // describeChanges lists the memory-saving keys in which to differs from from.
