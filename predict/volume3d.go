@@ -396,13 +396,18 @@ func (p *Predictor) predictVolume3D(f sizedFile, journal *outdir.Journal, opts O
 		return fmt.Errorf("predict: %s (%dx%dx%d) by windows of %dx%dx%d: %w", f.path, v.Dims[0], v.Dims[1], v.Dims[2], window[0], window[1], window[2], err)
 	}
 	t := VolumeTiling{Window: window, Overlap: opts.Overlap, Blend: opts.Blend, Windows: l.count(), Slab: l.accDepth}
-	why := lim.exceeded(need)
+	why, fix := lim.exceeded(need), "raise --capacity"
 	if why == "" && lim.Capacity > 0 && need.PeakReserved > lim.Capacity {
 		why = fmt.Sprintf("a pool peak of %s reserved, above its capacity %s", memory.FormatBytes(need.PeakReserved), memory.FormatBytes(lim.Capacity))
 	}
+	if lim.Available > 0 && need.Total() > lim.Available {
+		// The host's memory: --capacity bounds the pool only, and a slab's
+		// buffers grow with the volume's x-y slice.
+		fix = "crop or resample the volume"
+	}
 	if why != "" {
-		return fmt.Errorf("predict: %s (%dx%dx%d) by windows of %dx%dx%d needs %s; give a smaller window (--tile N), raise --capacity or free memory",
-			f.path, v.Dims[0], v.Dims[1], v.Dims[2], window[0], window[1], window[2], why)
+		return fmt.Errorf("predict: %s (%dx%dx%d) by windows of %dx%dx%d needs %s; give a smaller window (--tile N), %s or free memory",
+			f.path, v.Dims[0], v.Dims[1], v.Dims[2], window[0], window[1], window[2], why, fix)
 	}
 	rss := p.held.hold(need)
 	rep.plan(need, rss)

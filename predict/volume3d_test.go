@@ -133,8 +133,17 @@ func TestPredictVolume3DRefuses(t *testing.T) {
 	if _, err := p2.Run(vol, t.TempDir(), Options{References: vol}, Limits{}, nil); err == nil || !strings.Contains(err.Error(), "this checkpoint's model is 2D") {
 		t.Errorf("references with a 2D model: %v", err)
 	}
-	if _, err := p.Run(vol, t.TempDir(), Options{Blend: tiles.Gaussian}, Limits{Available: 1 << 20}, nil); err == nil || !strings.Contains(err.Error(), "give a smaller window") {
-		t.Errorf("a plan past the limit: %v", err)
+	for _, tc := range []struct {
+		lim  Limits
+		want string
+	}{
+		{Limits{Available: 1 << 20}, "give a smaller window (--tile N), crop or resample the volume or free memory"},
+		{Limits{Available: 1 << 20, Capacity: 1 << 40}, "give a smaller window (--tile N), crop or resample the volume or free memory"},
+		{Limits{Capacity: 1 << 10}, "give a smaller window (--tile N), raise --capacity or free memory"},
+	} {
+		if _, err := p.Run(vol, t.TempDir(), Options{Blend: tiles.Gaussian}, tc.lim, nil); err == nil || !strings.Contains(err.Error(), vol) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("a plan past %+v: %v, want %q", tc.lim, err, tc.want)
+		}
 	}
 }
 
