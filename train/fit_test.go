@@ -82,3 +82,38 @@ func TestSizeKeyInAdvice(t *testing.T) {
 		})
 	}
 }
+
+// TestTooFewTrainingSamples: a batch larger than the training split is
+// refused naming the keys, and data.count only for synthetic data.
+func TestTooFewTrainingSamples(t *testing.T) {
+	syn, err := data.NewSyntheticExact(data.SyntheticConfig{Count: 3, Size: 16, Depth: 16, Classes: 2, Seed: 3, Noise: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := data.WriteVolumeFolder(syn, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *config.Config)
+		want string
+	}{
+		{"synthetic", func(c *config.Config) { c.Data.Count, c.Train.BatchSize = 8, 8 }, "needs 8 training samples, there are 7; lower them or raise data.count"},
+		{"nifti volumes", func(c *config.Config) {
+			c.Model.Dims, c.Model.InChannels, c.Model.Classes, c.Data.Source, c.Data.Path, c.Data.ValFraction = 3, 1, 2, data.SourceNIfTI, dir, 0.5
+		}, "needs 2 training samples, there are 1; lower them or add samples to " + dir + " (or lower data.val_fraction"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.Base, cfg.Model.Depth, cfg.Data.Size, cfg.Train.BatchSize = 2, 2, 16, 2
+			tc.edit(&cfg)
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NewTrainer(cfg, Placement{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

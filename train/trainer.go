@@ -255,8 +255,12 @@ func buildTrainerWith(cfg config.Config, b backend.Backend, opts memory.Options,
 	t.whole, _ = data.WholeImages(set.Data)
 	batch, accum, ranks := cfg.Train.BatchSize, cfg.Train.Accumulate, comm.Size()
 	if len(t.trainIdx) < batch*accum*ranks {
-		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d x %d ranks needs %d training samples, there are %d; lower them or raise data.count",
-			batch, accum, ranks, batch*accum*ranks, len(t.trainIdx))
+		more := "raise data.count"
+		if cfg.Data.Source != data.SourceSynthetic { // data.count sizes synthetic data only
+			more = fmt.Sprintf("add samples to %s (or lower data.val_fraction, or move samples from val/ to train/)", cfg.Data.Path)
+		}
+		return nil, fmt.Errorf("train.batch_size %d x train.accumulate %d x %d ranks needs %d training samples, there are %d; lower them or %s",
+			batch, accum, ranks, batch*accum*ranks, len(t.trainIdx), more)
 	}
 	// Whole accumulation cycles per epoch; the rest of an epoch is dropped so
 	// that every micro-batch has the same size and memory.
