@@ -2,6 +2,7 @@ package predict
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -90,13 +91,24 @@ func newPredictor(cfg config.Config, b backend.Backend, prec backend.DType, capa
 	p.env = &model.Env{Device: p.Device, Precision: prec}
 	var err error
 	if p.Net, err = model.New(p.Device, cfg.ModelConfig(), cfg.Model.Seed); err != nil {
-		return nil, err
+		return nil, weightsOOM(err)
 	}
 	if err := p.Net.SetPrecision(prec); err != nil {
 		p.Close()
-		return nil, err
+		return nil, weightsOOM(err)
 	}
 	return p, nil
+}
+
+// weightsOOM words a pool too small for the model's weights as the
+// capacity that set it.
+func weightsOOM(err error) error {
+	var oom *memory.OutOfMemoryError
+	if !errors.As(err, &oom) || oom.Cause != nil {
+		return err
+	}
+	return fmt.Errorf("predict: a pool of %s (--capacity, else the checkpoint's memory.capacity) cannot hold the model's weights; raise --capacity",
+		memory.FormatBytes(oom.Capacity))
 }
 
 // stopped is the error that ends a prediction whose Stop is done; nil

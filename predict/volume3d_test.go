@@ -689,3 +689,20 @@ func TestPredictVolume3DScoresByLabels(t *testing.T) {
 		t.Errorf("class 1 (values 8 and 9 merged): dice %v, want 1", *s.Dice[1])
 	}
 }
+
+// TestPredictorCapacityBelowWeights: a pool too small for the model's
+// weights is refused naming --capacity, 2D and 3D, fp32 and fp16, not
+// reported as an allocator's out-of-memory.
+func TestPredictorCapacityBelowWeights(t *testing.T) {
+	for _, tc := range []struct {
+		dims int
+		prec backend.DType
+	}{{3, backend.Float32}, {2, backend.Float32}, {3, backend.Float16}} {
+		cfg := config.Default()
+		cfg.Model.Base, cfg.Model.Depth, cfg.Model.InChannels, cfg.Model.Dims = 2, 1, 1, tc.dims
+		_, err := newPredictor(cfg, cpu.New(), tc.prec, 1<<10, 1)
+		if err == nil || !strings.Contains(err.Error(), "a pool of 1.00 KiB (--capacity, else the checkpoint's memory.capacity) cannot hold the model's weights; raise --capacity") {
+			t.Errorf("dims %d, %v: %v", tc.dims, tc.prec, err)
+		}
+	}
+}
