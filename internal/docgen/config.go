@@ -174,6 +174,7 @@ func refusal(name, value string) (string, bool) {
 	}
 	msg := strings.TrimPrefix(err.Error(), "x.yaml: ")
 	msg = strings.TrimPrefix(msg, "--set: ")
+	msg = strings.TrimPrefix(msg, "--set ") // a value --set gave, refused once parsed
 	rest, ok := strings.CutPrefix(msg, name+": ")
 	if !ok {
 		return "", false // the message is another key's (data.path needs data.source)
