@@ -17,13 +17,14 @@ func TestOneErrorPrefix(t *testing.T) {
 		"--set", "train.steps=2", "--set", "output.progress=none", "--set", "memory.capacity=64KiB"}, &out, &errb)
 	oneLine(t, "train refused by the plan", code, errb.String())
 
-	// The pool's own out-of-memory error, from predict's model.
+	// The pool's out-of-memory error from predict's model, worded as the
+	// --capacity that set the pool.
 	runDir, _ := trainTiny(t)
 	errb.Reset()
 	code = run([]string{"predict", "--checkpoint", runDir, "--input", "dataset:val", "--out", t.TempDir(), "--capacity", "4KiB"}, &out, &errb)
 	oneLine(t, "predict out of memory", code, errb.String())
-	if !strings.Contains(errb.String(), "out of memory: tried to allocate") {
-		t.Errorf("predict under 4 KiB: %q, want the pool's out-of-memory error", errb.String())
+	if !strings.Contains(errb.String(), "a pool of 4.00 KiB (--capacity, else the checkpoint's memory.capacity) cannot hold the model's weights; raise --capacity") {
+		t.Errorf("predict under 4 KiB: %q, want the pool's out-of-memory error in words", errb.String())
 	}
 }
 
