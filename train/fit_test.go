@@ -86,14 +86,7 @@ func TestSizeKeyInAdvice(t *testing.T) {
 // TestTooFewTrainingSamples: a batch larger than the training split is
 // refused naming the keys, and data.count only for synthetic data.
 func TestTooFewTrainingSamples(t *testing.T) {
-	syn, err := data.NewSyntheticExact(data.SyntheticConfig{Count: 3, Size: 16, Depth: 16, Classes: 2, Seed: 3, Noise: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := data.WriteVolumeFolder(syn, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := volumeFolder(t, 3, 16)
 	for _, tc := range []struct {
 		name string
 		edit func(c *config.Config)

@@ -65,14 +65,7 @@ func TestSuggestPatch(t *testing.T) {
 // is the largest cube, a multiple of 2^depth no larger than the volumes'
 // smallest side, whose plan fits.
 func TestSuggestPatchVolumes(t *testing.T) {
-	syn, err := data.NewSyntheticExact(data.SyntheticConfig{Count: 6, Size: 24, Depth: 24, Classes: 2, Seed: 3, Noise: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := data.WriteVolumeFolder(syn, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := volumeFolder(t, 6, 24)
 	cfg := config.Default()
 	cfg.Model.Dims, cfg.Model.InChannels, cfg.Model.Classes, cfg.Model.Base, cfg.Model.Depth = 3, 1, 2, 4, 2
 	cfg.Data.Source, cfg.Data.Path, cfg.Data.Patch = data.SourceNIfTI, dir, []int{8, 8, 8}
@@ -117,4 +110,19 @@ func TestSuggestPatchRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// volumeFolder writes count synthetic side^3 volumes of 2 classes as a
+// NIfTI folder (images/, masks/) and returns it.
+func volumeFolder(t *testing.T, count, side int) string {
+	t.Helper()
+	syn, err := data.NewSyntheticExact(data.SyntheticConfig{Count: count, Size: side, Depth: side, Classes: 2, Seed: 3, Noise: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := data.WriteVolumeFolder(syn, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
