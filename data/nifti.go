@@ -165,7 +165,7 @@ func ReadVolume(path string, maxBytes int64) (*Volume, error) {
 	if maxBytes <= 0 {
 		maxBytes = MaxDecodeBytes
 	}
-	f, _, err := infile.Open(path, maxNIfTIFileBytes)
+	f, size, err := infile.Open(path, maxNIfTIFileBytes)
 	if err != nil {
 		var ie *infile.Error
 		if errors.As(err, &ie) {
@@ -174,16 +174,16 @@ func ReadVolume(path string, maxBytes int64) (*Volume, error) {
 		return nil, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
 	}
 	defer f.Close()
-	v, err := readVolume(bufio.NewReader(f), maxBytes)
+	v, err := readVolume(bufio.NewReader(f), maxBytes, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return v, nil
 }
 
-// readVolume is ReadVolume on a stream; the error says what is wrong in
-// words (the caller names the file).
-func readVolume(r *bufio.Reader, maxBytes int64) (*Volume, error) {
+// readVolume is ReadVolume on a stream of size bytes (0: unknown); the
+// error says what is wrong in words (the caller names the file).
+func readVolume(r *bufio.Reader, maxBytes, size int64) (*Volume, error) {
 	v := &Volume{}
 	var in io.Reader = r
 	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
@@ -210,6 +210,9 @@ func readVolume(r *bufio.Reader, maxBytes int64) (*Volume, error) {
 	}
 	off, err := v.voxOffset()
 	if err != nil {
+		return nil, err
+	}
+	if err := v.fitsFile(off, size); err != nil {
 		return nil, err
 	}
 	// Skip the extension flag and any extensions up to the voxels.
@@ -299,6 +302,18 @@ func (v *Volume) voxOffset() (int64, error) {
 		return 0, fmt.Errorf("has vox_offset %g; it must be a whole number of bytes from 348 (352 for a file without extensions)", off)
 	}
 	return int64(off), nil
+}
+
+// fitsFile refuses an uncompressed file of size bytes (0: unknown) that
+// ends before the voxels its header places from byte off: known before
+// any memory is taken for them.
+func (v *Volume) fitsFile(off, size int64) error {
+	stored := int64(v.Dims[0]) * int64(v.Dims[1]) * int64(v.Dims[2]) * int64(niftiTypes[v.Datatype].bytes)
+	if v.Gzip || size <= 0 || off+stored <= size {
+		return nil
+	}
+	return fmt.Errorf("the NIfTI file is truncated (its header puts %s voxels, %d bytes, after byte %d, and the file has %d bytes); re-export or re-download it",
+		joinDims(v.Dims[:]), stored, off, size)
 }
 
 // truncated words a read error of a NIfTI file.

@@ -190,7 +190,7 @@ func TestNIfTIRefused(t *testing.T) {
 		want string
 	}{
 		{"truncated header", good[:200], "truncated (it ends inside the 348-byte NIfTI header)"},
-		{"truncated voxels", good[:len(good)-3], "truncated (it ends before its 4x3x2 voxels"},
+		{"truncated voxels", good[:len(good)-3], "truncated (its header puts 4x3x2 voxels, 48 bytes, after byte 352, and the file has 397 bytes)"},
 		{"truncated gzip", gzBad, "truncated"},
 		{"NIfTI-2", nifti2, "NIfTI-2"},
 		{"not NIfTI", []byte(strings.Repeat("x", 400)), "not a NIfTI-1 file"},
@@ -390,7 +390,7 @@ func FuzzNIfTI(f *testing.F) {
 	}
 	f.Add(niftiFile([]int{3, 2}, niftiFloat32, make([]float64, 6), false))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := readVolume(bufio.NewReader(bytes.NewReader(b)), 1<<12)
+		v, err := readVolume(bufio.NewReader(bytes.NewReader(b)), 1<<12, int64(len(b)))
 		if err != nil {
 			if v != nil || err.Error() == "" {
 				t.Fatalf("error %v with volume", err)

@@ -55,7 +55,7 @@ type VolumeStream struct {
 // OpenVolumeStream opens path and reads its header; Next reads its
 // slices. The caller closes it.
 func OpenVolumeStream(path string) (*VolumeStream, error) {
-	f, _, err := infile.Open(path, maxNIfTIFileBytes)
+	f, size, err := infile.Open(path, maxNIfTIFileBytes)
 	if err != nil {
 		var ie *infile.Error
 		if errors.As(err, &ie) {
@@ -64,15 +64,16 @@ func OpenVolumeStream(path string) (*VolumeStream, error) {
 		return nil, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
 	}
 	s := &VolumeStream{Path: path, f: f, Volume: &Volume{}}
-	if err := s.open(bufio.NewReaderSize(f, streamReadBuffer)); err != nil {
+	if err := s.open(bufio.NewReaderSize(f, streamReadBuffer), size); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return s, nil
 }
 
-// open reads the header from r, up to the voxels.
-func (s *VolumeStream) open(r *bufio.Reader) error {
+// open reads the header from r (a file of size bytes, 0: unknown), up
+// to the voxels.
+func (s *VolumeStream) open(r *bufio.Reader, size int64) error {
 	v := s.Volume
 	s.in = r
 	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
@@ -90,6 +91,9 @@ func (s *VolumeStream) open(r *bufio.Reader) error {
 	}
 	off, err := v.voxOffset()
 	if err != nil {
+		return err
+	}
+	if err := v.fitsFile(off, size); err != nil {
 		return err
 	}
 	if _, err := io.CopyN(io.Discard, s.in, off-niftiHeaderSize); err != nil {
