@@ -86,6 +86,9 @@ func (p *Predictor) Run(input, outDir string, opts Options, lim Limits, note io.
 			return nil, err
 		}
 	}
+	if err := checkVolumeReferences(files, opts); err != nil {
+		return nil, err
+	}
 	if err := p.checkOutside(input, split != nil, outDir); err != nil {
 		return nil, err
 	}
@@ -157,6 +160,29 @@ func (p *Predictor) checkReferences(input string, opts Options) error {
 	}
 	if is, err := os.Stat(input); err == nil && is.IsDir() && !rs.IsDir() {
 		return fmt.Errorf("predict: --references %s is one mask and --input %s a folder; give a folder of masks, one per volume, named as the volumes", refs, input)
+	}
+	return nil
+}
+
+// checkVolumeReferences finds every volume's reference mask
+// (opts.References) and compares its size with the volume's, from their
+// headers, so that a missing or mismatched one late in a folder is refused
+// before the volumes ahead of it are predicted.
+func checkVolumeReferences(files []sizedFile, opts Options) error {
+	if opts.References == "" {
+		return nil
+	}
+	for _, f := range files {
+		in, err := data.OpenVolumeStream(f.path)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		ref, _, err := openReference(f, in.Volume, opts)
+		in.Close()
+		if err != nil {
+			return err
+		}
+		ref.Close()
 	}
 	return nil
 }

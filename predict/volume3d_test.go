@@ -518,6 +518,16 @@ func TestPredictVolume3DScores(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "holds no mask for") {
 		t.Errorf("a missing reference: %v", err)
 	}
+	// b's reference missing: refused before a, ahead of it, is predicted.
+	onlyA := filepath.Join(dir, "only-a")
+	os.Mkdir(onlyA, 0o755)
+	ra, _ := os.ReadFile(filepath.Join(refs, "a.nii.gz"))
+	os.WriteFile(filepath.Join(onlyA, "a.nii.gz"), ra, 0o644)
+	var note bytes.Buffer
+	_, err = p.Run(vols, filepath.Join(dir, "o4"), Options{Blend: tiles.Gaussian, References: onlyA}, Limits{}, &note)
+	if err == nil || !strings.Contains(err.Error(), "holds no mask for "+filepath.Join(vols, "b.nii.gz")) || strings.Contains(note.String(), "a_0000") {
+		t.Errorf("b's reference missing: %v; notes %q", err, note.String())
+	}
 }
 
 // volume3DChildEnv carries a case of TestPredictVolume3DMemory to its
