@@ -31,14 +31,19 @@ func Split(n int, valFraction float64, seed uint64) (train, val []int) {
 			nVal = min(max(nVal, 1), n-1)
 		}
 	}
-	perm := newRand(seed, 0x73706c6974).Perm(n) // stream "split"
-	// The first nVal of the permutation validate; both lists ascending, in
-	// one pass rather than two sorts.
+	// The first nVal of the permutation (stream "split") validate.
+	perm := newRand(seed, 0x73706c6974).Perm(n)
+	return partition(n, perm[:nVal])
+}
+
+// partition splits 0..n-1 into those not in val and those in it (val
+// distinct indices), both ascending, in one pass rather than two sorts.
+func partition(n int, valIdx []int) (train, val []int) {
 	isVal := make([]bool, n)
-	for _, i := range perm[:nVal] {
+	for _, i := range valIdx {
 		isVal[i] = true
 	}
-	val, train = make([]int, 0, nVal), make([]int, 0, n-nVal)
+	val, train = make([]int, 0, len(valIdx)), make([]int, 0, n-len(valIdx))
 	for i, v := range isVal {
 		if v {
 			val = append(val, i)
@@ -61,20 +66,7 @@ func Folds(n, k, fold int, seed uint64) (train, val []int) {
 		return []int{}, []int{}
 	}
 	perm := newRand(seed, 0x73706c6974).Perm(n) // stream "split", as Split
-	lo, hi := fold*n/k, (fold+1)*n/k
-	isVal := make([]bool, n)
-	for _, i := range perm[lo:hi] {
-		isVal[i] = true
-	}
-	val, train = make([]int, 0, hi-lo), make([]int, 0, n-(hi-lo))
-	for i, v := range isVal {
-		if v {
-			val = append(val, i)
-		} else {
-			train = append(train, i)
-		}
-	}
-	return train, val
+	return partition(n, perm[fold*n/k:(fold+1)*n/k])
 }
 
 // Shuffle returns a new slice holding indices in an order that depends only
