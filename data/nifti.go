@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/memunet/memunet/infile"
@@ -165,13 +166,9 @@ func ReadVolume(path string, maxBytes int64) (*Volume, error) {
 	if maxBytes <= 0 {
 		maxBytes = MaxDecodeBytes
 	}
-	f, size, err := infile.Open(path, maxNIfTIFileBytes)
+	f, size, err := openNIfTIFile(path)
 	if err != nil {
-		var ie *infile.Error
-		if errors.As(err, &ie) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
+		return nil, err
 	}
 	defer f.Close()
 	v, err := readVolume(bufio.NewReader(f), maxBytes, size)
@@ -179,6 +176,21 @@ func ReadVolume(path string, maxBytes int64) (*Volume, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return v, nil
+}
+
+// openNIfTIFile opens a NIfTI file for reading, with its size: what is not
+// a regular file, or is larger than any NIfTI file memunet reads, is
+// refused unread (infile's words), another failure names the path.
+func openNIfTIFile(path string) (*os.File, int64, error) {
+	f, size, err := infile.Open(path, maxNIfTIFileBytes)
+	if err != nil {
+		var ie *infile.Error
+		if errors.As(err, &ie) {
+			return nil, 0, err
+		}
+		return nil, 0, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
+	}
+	return f, size, nil
 }
 
 // readVolume is ReadVolume on a stream of size bytes (0: unknown); the

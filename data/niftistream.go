@@ -3,12 +3,9 @@ package data
 import (
 	"bufio"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/memunet/memunet/infile"
 )
 
 // Streaming NIfTI-1: a volume read one z-slice at a time (z is the last
@@ -55,13 +52,9 @@ type VolumeStream struct {
 // OpenVolumeStream opens path and reads its header; Next reads its
 // slices. The caller closes it.
 func OpenVolumeStream(path string) (*VolumeStream, error) {
-	f, size, err := infile.Open(path, maxNIfTIFileBytes)
+	f, size, err := openNIfTIFile(path)
 	if err != nil {
-		var ie *infile.Error
-		if errors.As(err, &ie) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s: cannot read: %v", path, unwrapPath(err))
+		return nil, err
 	}
 	s := &VolumeStream{Path: path, f: f, Volume: &Volume{}}
 	if err := s.open(bufio.NewReaderSize(f, streamReadBuffer), size); err != nil {
