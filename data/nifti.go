@@ -197,19 +197,11 @@ func openNIfTIFile(path string) (*os.File, int64, error) {
 // error says what is wrong in words (the caller names the file).
 func readVolume(r *bufio.Reader, maxBytes, size int64) (*Volume, error) {
 	v := &Volume{}
-	var in io.Reader = r
-	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
-		z, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, fmt.Errorf("the gzip stream is corrupt (%v); re-export the volume", err)
-		}
+	in, z, err := v.readHeader(r)
+	if z != nil {
 		defer z.Close()
-		in, v.Gzip = z, true
 	}
-	if _, err := io.ReadFull(in, v.Header[:]); err != nil {
-		return nil, truncated(err, "inside the 348-byte NIfTI header")
-	}
-	if err := v.parseHeader(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	t := niftiTypes[v.Datatype]
@@ -220,16 +212,8 @@ func readVolume(r *bufio.Reader, maxBytes, size int64) (*Volume, error) {
 		return nil, fmt.Errorf("is a %s volume of %s voxels: %s as stored and %d more for the copy memunet makes (%d bytes a voxel), %s in all, more than the %s memunet decodes of one file; crop or resample the volume, or save it with smaller voxels (e.g. float32 or int16)",
 			t.name, joinDims(v.Dims[:]), byteSize(nvox*int64(t.bytes)), nvox*volumeCopyBytes, volumeCopyBytes, byteSize(need), byteSize(maxBytes))
 	}
-	off, err := v.voxOffset()
-	if err != nil {
+	if err := v.skipToVoxels(in, size); err != nil {
 		return nil, err
-	}
-	if err := v.fitsFile(off, size); err != nil {
-		return nil, err
-	}
-	// Skip the extension flag and any extensions up to the voxels.
-	if _, err := io.CopyN(io.Discard, in, off-niftiHeaderSize); err != nil {
-		return nil, truncated(err, "before its voxels start")
 	}
 	v.Voxels = make([]byte, nvox*int64(t.bytes))
 	if _, err := io.ReadFull(in, v.Voxels); err != nil {
@@ -314,6 +298,40 @@ func (v *Volume) voxOffset() (int64, error) {
 		return 0, fmt.Errorf("has vox_offset %g; it must be a whole number of bytes from 348 (352 for a file without extensions)", off)
 	}
 	return int64(off), nil
+}
+
+// readHeader reads and parses v's header from r, through gzip where r
+// starts with its magic: the reader the voxels follow in, and the gzip
+// reader (nil uncompressed) for the caller to close, even with an error.
+func (v *Volume) readHeader(r *bufio.Reader) (in io.Reader, z *gzip.Reader, err error) {
+	in = r
+	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
+		if z, err = gzip.NewReader(r); err != nil {
+			return nil, nil, fmt.Errorf("the gzip stream is corrupt (%v); re-export the volume", err)
+		}
+		in, v.Gzip = z, true
+	}
+	if _, err := io.ReadFull(in, v.Header[:]); err != nil {
+		return in, z, truncated(err, "inside the 348-byte NIfTI header")
+	}
+	return in, z, v.parseHeader()
+}
+
+// skipToVoxels reads in, a file of size bytes (0: unknown) past the
+// header, up to the voxels (the extension flag and any extensions), once
+// the file is known to hold them (fitsFile).
+func (v *Volume) skipToVoxels(in io.Reader, size int64) error {
+	off, err := v.voxOffset()
+	if err != nil {
+		return err
+	}
+	if err := v.fitsFile(off, size); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(io.Discard, in, off-niftiHeaderSize); err != nil {
+		return truncated(err, "before its voxels start")
+	}
+	return nil
 }
 
 // fitsFile refuses an uncompressed file of size bytes (0: unknown) that

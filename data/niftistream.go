@@ -68,29 +68,12 @@ func OpenVolumeStream(path string) (*VolumeStream, error) {
 // to the voxels.
 func (s *VolumeStream) open(r *bufio.Reader, size int64) error {
 	v := s.Volume
-	s.in = r
-	if sig, _ := r.Peek(2); len(sig) == 2 && sig[0] == 0x1f && sig[1] == 0x8b {
-		z, err := gzip.NewReader(r)
-		if err != nil {
-			return fmt.Errorf("the gzip stream is corrupt (%v); re-export the volume", err)
-		}
-		s.z, s.in, v.Gzip = z, z, true
-	}
-	if _, err := io.ReadFull(s.in, v.Header[:]); err != nil {
-		return truncated(err, "inside the 348-byte NIfTI header")
-	}
-	if err := v.parseHeader(); err != nil {
+	var err error
+	if s.in, s.z, err = v.readHeader(r); err != nil {
 		return err
 	}
-	off, err := v.voxOffset()
-	if err != nil {
+	if err := v.skipToVoxels(s.in, size); err != nil {
 		return err
-	}
-	if err := v.fitsFile(off, size); err != nil {
-		return err
-	}
-	if _, err := io.CopyN(io.Discard, s.in, off-niftiHeaderSize); err != nil {
-		return truncated(err, "before its voxels start")
 	}
 	slice := *v
 	slice.Dims[2] = 1
