@@ -616,15 +616,7 @@ func (p *Predictor) streamVolume(ins []*data.VolumeStream, l volumeLayout, norms
 		}
 		for ; emitted < end; emitted++ {
 			sums := acc[emitted%l.accDepth*k*px : (emitted%l.accDepth+1)*k*px]
-			for i := range px {
-				best := 0
-				for c := 1; c < k; c++ {
-					if sums[c*px+i] > sums[best*px+i] {
-						best = c
-					}
-				}
-				classes[i] = uint8(best)
-			}
+			argmaxRow(sums, k, px, classes) // a slice's k planes, as a row's
 			clear(sums)
 			if err := emit(emitted, classes, labels); err != nil {
 				return err
