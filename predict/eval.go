@@ -58,7 +58,13 @@ func (p *Predictor) Evaluate(split string, tta bool, lim Limits, sets []string) 
 // WriteFile writes r as indented JSON to path, and its cases as CSV to
 // CasesCSV(path), each whole or not at all.
 func (r EvalReport) WriteFile(path string) error {
-	js, err := json.MarshalIndent(r, "", "  ")
+	return writeReport(path, r, r.PerCase, len(r.PerClass))
+}
+
+// writeReport writes report as indented JSON to path and cases (of
+// classes classes) as CSV to CasesCSV(path), each whole or not at all.
+func writeReport(path string, report any, cases CaseReport, classes int) error {
+	js, err := json.MarshalIndent(report, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -66,7 +72,7 @@ func (r EvalReport) WriteFile(path string) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	var b bytes.Buffer
-	if err := r.PerCase.WriteCSV(&b, len(r.PerClass)); err != nil {
+	if err := cases.WriteCSV(&b, classes); err != nil {
 		return err
 	}
 	if err := outdir.WriteBytes(CasesCSV(path), b.Bytes()); err != nil {

@@ -1,8 +1,6 @@
 package predict
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/metrics"
-	"github.com/memunet/memunet/outdir"
 	"github.com/memunet/memunet/runfiles"
 )
 
@@ -138,21 +135,7 @@ func EvaluateFolders(preds, refs string) (FolderEval, error) {
 // WriteFile writes fe as indented JSON to path and its cases as CSV to
 // CasesCSV(path).
 func (fe FolderEval) WriteFile(path string) error {
-	js, err := json.MarshalIndent(fe, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := outdir.WriteBytes(path, append(js, '\n')); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	var b bytes.Buffer
-	if err := fe.CaseReport.WriteCSV(&b, len(fe.Labels)); err != nil {
-		return err
-	}
-	if err := outdir.WriteBytes(CasesCSV(path), b.Bytes()); err != nil {
-		return fmt.Errorf("writing %s: %w", CasesCSV(path), err)
-	}
-	return nil
+	return writeReport(path, fe, fe.CaseReport, len(fe.Labels))
 }
 
 // Print writes the means over cases: per label value its Dice, IoU and
