@@ -102,10 +102,13 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if yamlvalue.IsNull(root) {
 		root = &yaml.Node{Kind: yaml.MappingNode}
 	}
+	byFlag := map[string]bool{} // the keys --set gave
 	for _, o := range overrides {
-		if err := applyOverride(root, o); err != nil {
+		key, err := applyOverride(root, o)
+		if err != nil {
 			return Config{}, err
 		}
+		byFlag[key] = true
 	}
 	set := map[string]bool{}
 	if err := decodeStrict(name, root, reflect.ValueOf(&cfg).Elem(), "", set); err != nil {
@@ -138,23 +141,12 @@ func Parse(name string, src []byte, overrides []string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		// A message about a key --set gave names --set, not the file,
 		// which may not hold the key at all.
-		if key, _, ok := strings.Cut(err.Error(), ":"); ok && setByFlag(overrides, key) {
+		if key, _, ok := strings.Cut(err.Error(), ":"); ok && byFlag[key] {
 			return Config{}, fmt.Errorf("--set %w", err)
 		}
 		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return cfg, nil
-}
-
-// setByFlag reports whether one of the --set overrides (key=value) sets
-// key.
-func setByFlag(overrides []string, key string) bool {
-	for _, o := range overrides {
-		if k, _, _ := strings.Cut(o, "="); strings.TrimSpace(k) == key {
-			return true
-		}
-	}
-	return false
 }
 
 // decodeStrict decodes node into v, a struct, key by key, so that an unknown
@@ -390,18 +382,19 @@ func joinKey(prefix, k string) string {
 }
 
 // applyOverride sets "section.key=value" in the node tree, creating the
-// section or key if the file does not have it.
-func applyOverride(root *yaml.Node, o string) error {
+// section or key if the file does not have it; key is the section.key it
+// set.
+func applyOverride(root *yaml.Node, o string) (key string, err error) {
 	path, value, ok := strings.Cut(o, "=")
 	if !ok || path == "" {
-		return fmt.Errorf("--set %q: write section.key=value, e.g. --set train.steps=100", o)
+		return "", fmt.Errorf("--set %q: write section.key=value, e.g. --set train.steps=100", o)
 	}
 	if strings.TrimSpace(value) == "" {
-		return fmt.Errorf("--set %s=: the value is empty; write one (\"\" for an empty string, [] for an empty list)", path)
+		return "", fmt.Errorf("--set %s=: the value is empty; write one (\"\" for an empty string, [] for an empty list)", path)
 	}
 	var vdoc yaml.Node
 	if err := yaml.Unmarshal([]byte(value), &vdoc); err != nil {
-		return fmt.Errorf("--set %s: the value %q is not valid YAML: %v", path, value, err)
+		return "", fmt.Errorf("--set %s: the value %q is not valid YAML: %v", path, value, err)
 	}
 	vnode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
 	if len(vdoc.Content) > 0 {
@@ -416,9 +409,9 @@ func applyOverride(root *yaml.Node, o string) error {
 		}
 		if n.Kind != yaml.MappingNode {
 			if i == 0 {
-				return fmt.Errorf("--set %s: the file's top level is not a mapping of sections", path)
+				return "", fmt.Errorf("--set %s: the file's top level is not a mapping of sections", path)
 			}
-			return fmt.Errorf("--set %s: %s is not a section; write section.key=value", path, strings.Join(keys[:i], "."))
+			return "", fmt.Errorf("--set %s: %s is not a section; write section.key=value", path, strings.Join(keys[:i], "."))
 		}
 		var next *yaml.Node
 		for j := 0; j+1 < len(n.Content); j += 2 {
@@ -438,7 +431,7 @@ func applyOverride(root *yaml.Node, o string) error {
 		}
 		n = next
 	}
-	return nil
+	return path, nil
 }
 
 func clearLines(n *yaml.Node) {
