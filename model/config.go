@@ -103,7 +103,7 @@ type Config struct {
 	// ConvAlgo is how the DoubleConvs' 3x3 convolutions are computed
 	// (model.conv_algo): directly (the zero value), by Winograd's
 	// F(2x2,3x3) where the backend has it, or auto (Winograd for the
-	// layers wide enough to gain from it).
+	// layers wide enough to gain from it, F(4x4,3x3) where it can).
 	ConvAlgo backend.ConvAlgo
 }
 

@@ -147,7 +147,7 @@ func PrintBench(w io.Writer, r bench.Result) error {
 			most, len(r.PeakSamples), least, most, median, r.Kernel, r.Cores))
 	}
 	if winograd {
-		lines = append(lines, fmt.Sprintf("GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies %gx fewer, so %% peak can pass 100.", bench.WinogradGain))
+		lines = append(lines, fmt.Sprintf("GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies up to %gx fewer, so %% peak can pass 100.", bench.WinogradGain))
 	}
 	if unbounded {
 		lines = append(lines, "?: more than the arithmetic allows of the peak's best sample: the machine was slower while the peak was sampled than while the steps ran.")

@@ -61,7 +61,7 @@ func TestTables(t *testing.T) {
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
 			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
 			"% peak: of the FMA peak's best, 105.0 GFLOP/s, of 2 samples taken between the variants (100.0..105.0, median 105.0; avx2 micro-kernel from L1 on 2 cores): load only slows a sample",
-			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100.",
+			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies up to 4x fewer, so % peak can pass 100.",
 			"?: more than the arithmetic allows of the peak's best sample: the machine was slower while the peak was sampled than while the steps ran.",
 			"unsteady: the peak's samples differ by 1.05x, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat."}},
 		{"bench without a peak", func(b *bytes.Buffer) {
@@ -85,7 +85,7 @@ func TestTables(t *testing.T) {
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
 			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
 			"% peak: of the FMA peak's best, 100.0 GFLOP/s, of 1 samples taken between the variants (100.0..100.0, median 100.0; avx512 micro-kernel from L1 on 2 cores): load only slows a sample",
-			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies 2.25x fewer, so % peak can pass 100."}},
+			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies up to 4x fewer, so % peak can pass 100."}},
 		{"bench repeats", func(b *bytes.Buffer) {
 			row := func(name string, ms float64) bench.Row {
 				return bench.Row{Name: name, BenchRow: train.BenchRow{StepMS: ms}}

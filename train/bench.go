@@ -17,7 +17,7 @@ type BenchRow struct {
 	// StepMS is the median step's time; GFLOPs the whole step's achieved
 	// rate at it (convolution FLOPs, 2*Cin*Cout*k*k*H*W per output, x3
 	// for forward and backward: the direct way's count also where
-	// Winograd multiplies 2.25x fewer, so it may pass the FMA peak).
+	// Winograd multiplies up to 4x fewer, so it may pass the FMA peak).
 	StepMS float64 `json:"step_ms"`
 	GFLOPs float64 `json:"gflops"`
 	// ConvGFLOPs is the convolutions' rate in their own time (conv

@@ -10,8 +10,8 @@ import (
 // The convolutions run the fast kernels (packed GEMM over an implicit
 // im2col, AVX2/AVX-512 where the CPU has them) one image at a time, with
 // one image's workspace; or, where s.Algo asks for it and
-// kernels.PlanConv takes it, Winograd's F(2x2,3x3) kernels (the batch at
-// once, in the same workspace). With 16-bit tensors (s.DT) the workspace also
+// kernels.PlanConv takes it, Winograd's F(2x2,3x3) or F(4x4,3x3) kernels
+// (the batch at once, in the same workspace). With 16-bit tensors (s.DT) the workspace also
 // holds the float32 weights and one image's float32 output (or output
 // gradient and input gradient): the input is widened as the kernels pad
 // it, so it needs no float32 copy (a 1x1 convolution, which reads it
@@ -89,9 +89,9 @@ func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	I, O := one.InSize(), one.OutSize()
 	if !s.DT.Half() {
 		o, x := f32(out), f32(in)
-		if kernels.PlanConv(s, ws.Len).Forward {
-			u, rest := c.team.WinogradFilter(s, f32(w), f32(ws), false)
-			c.team.ConvWinograd(s, o, kernels.Float32Image(x), u, f32(bias), rest)
+		if plan := kernels.PlanConv(s, ws.Len); plan.Forward {
+			u, rest := c.team.WinogradFilter(s, plan.Tile, f32(w), f32(ws), false)
+			c.team.ConvWinograd(s, plan.Tile, o, kernels.Float32Image(x), u, f32(bias), rest)
 			return
 		}
 		for k := range s.N {
@@ -107,10 +107,10 @@ func (c CPU) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 		x = cut.take(I)
 	}
 	c.Convert(wf, w)
-	if kernels.PlanConv(s, cut.rest.Len).Forward {
-		u, rest := c.team.WinogradFilter(one, f32(wf), f32(cut.rest), false)
+	if plan := kernels.PlanConv(s, cut.rest.Len); plan.Forward {
+		u, rest := c.team.WinogradFilter(one, plan.Tile, f32(wf), f32(cut.rest), false)
 		for k := range s.N {
-			c.team.ConvWinograd(one, f32(y), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), u, f32(bias), rest)
+			c.team.ConvWinograd(one, plan.Tile, f32(y), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x), u, f32(bias), rest)
 			c.Convert(out.Slice(k*O, (k+1)*O), y)
 		}
 		return
@@ -153,8 +153,8 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 		plan := kernels.PlanConv(s, ws.Len)
 		winoDin := !din.None() && plan.InputGrad
 		if winoDin {
-			u, rest := c.team.WinogradFilter(s, f32(w), f32(ws), true)
-			c.team.ConvWinograd(kernels.WinogradSwapped(s), f32(din), kernels.Float32Image(f32(dout)), u, nil, rest)
+			u, rest := c.team.WinogradFilter(s, plan.Tile, f32(w), f32(ws), true)
+			c.team.ConvWinograd(kernels.WinogradSwapped(s), plan.Tile, f32(din), kernels.Float32Image(f32(dout)), u, nil, rest)
 			din = backend.View{}
 		}
 		if plan.WeightGrad && din.None() {
@@ -177,10 +177,10 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 	c.Convert(wf, w)
 	plan := kernels.PlanConv(s, cut.rest.Len)
 	if !din.None() && plan.InputGrad {
-		u, rest := c.team.WinogradFilter(one, f32(wf), f32(cut.rest), true)
+		u, rest := c.team.WinogradFilter(one, plan.Tile, f32(wf), f32(cut.rest), true)
 		for k := range s.N {
 			c.Convert(g, dout.Slice(k*O, (k+1)*O))
-			c.team.ConvWinograd(kernels.WinogradSwapped(one), f32(dx), kernels.Float32Image(f32(g)), u, nil, rest)
+			c.team.ConvWinograd(kernels.WinogradSwapped(one), plan.Tile, f32(dx), kernels.Float32Image(f32(g)), u, nil, rest)
 			c.Convert(din.Slice(k*I, (k+1)*I), dx)
 		}
 		din = backend.View{}
@@ -206,7 +206,7 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 // ws, then dw += G^T sum G.
 func (c CPU) winogradWeightGrad(s backend.ConvShape, dw, dbias, ws backend.View, each func(do func(dy []float32, x kernels.Image))) {
 	cut := carver{ws}
-	du := f32(cut.take(kernels.WinogradFilterSize(s)))
+	du := f32(cut.take(kernels.WinogradFilterSize(s, kernels.Wino2)))
 	clear(du)
 	each(func(dy []float32, x kernels.Image) {
 		n := len(dy) / s.Images(1).OutSize()

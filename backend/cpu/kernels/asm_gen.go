@@ -558,6 +558,9 @@ func winogradAsm() string {
 		winoOutput(&b, wide)
 		winoGrad(&b, wide)
 	}
+	winoConsts4(&b)
+	winoInput4(&b)
+	winoOutput4(&b)
 	return b.String()
 }
 
@@ -881,6 +884,298 @@ func winoGrad(b *asmWriter, wide bool) {
 				neg(y[1][c], q[3][c])
 			}
 			winoGradStores(b, q, R(10), 32*hf, neg)
+		}
+	})
+}
+
+// The F(4x4,3x3) transforms (winograd4.go), AVX2 on either instruction
+// set: a chunk as two halves of 8 tiles, tile q of a half in lane
+// winoLane4(q). The input transform takes each ξ row i in turn: v_i =
+// B^T d of the window's columns, as five vectors of 8 columns (0, 8, 16,
+// 24 and 26, the last for columns 32 and 33), the first four transposed
+// within their 128-bit halves into the tiles' columns x0..x3, x4 and x5
+// permuted from x0, x1 and the fifth; then B^T along the row. The output
+// transform takes the output rows two at a time: P = A^T M of the six
+// columns, A^T along each row, then the in-half transpose back to the
+// image's order. Multiplications are by powers of two, fused.
+
+// winoConsts4 are the F(4x4,3x3) transforms' constants.
+func winoConsts4(b *asmWriter) {
+	for _, t := range []struct {
+		name string
+		at   func(l int) int
+	}{
+		{"wino4Shift", func(l int) int { return []int{4, 5, 6, 7, 1, 2, 3, 0}[l] }}, // the next tile's lane
+		{"wino4Lane6", func(int) int { return 6 }},
+		{"wino4Lane7", func(int) int { return 7 }},
+	} {
+		for l := 0; l < 8; l++ {
+			b.w("DATA %s<>+%d(SB)/4, $%d", t.name, 4*l, t.at(l))
+		}
+		b.w("GLOBL %s<>(SB), RODATA|NOPTR, $32", t.name)
+		b.w("")
+	}
+	for _, c := range []struct {
+		name string
+		bits uint32
+	}{{"wino4Two", 0x40000000}, {"wino4Four", 0x40800000}, {"wino4Eight", 0x41000000}} {
+		for l := 0; l < 8; l++ {
+			b.w("DATA %s<>+%d(SB)/4, $0x%08x", c.name, 4*l, c.bits)
+		}
+		b.w("GLOBL %s<>(SB), RODATA|NOPTR, $32", c.name)
+		b.w("")
+	}
+}
+
+// xi4Addr is position 6i+j's address from DX (row i's base), off bytes
+// further: j*xiStride as (R11*1), (R11*2), R13 = 3x, (R11*4), R14 = 5x.
+func xi4Addr(j, off int) string {
+	idx := [6]string{"", "(R11*1)", "(R11*2)", "(R13*1)", "(R11*4)", "(R14*1)"}[j]
+	o := ""
+	if off != 0 {
+		o = fmt.Sprint(off)
+	}
+	return fmt.Sprintf("%s(DX)%s", o, idx)
+}
+
+// winoIn4Column computes v_i = row i of B^T d for the 8 columns at off
+// bytes into dst, tmp scratch: window rows 0-2 from BX, 3-5 from AX.
+func winoIn4Column(b *asmWriter, i, off int, dst, tmp string) {
+	row := func(r int) string {
+		base, idx := "BX", ""
+		if r >= 3 {
+			base, r = "AX", r-3
+		}
+		if r > 0 {
+			idx = fmt.Sprintf("(R8*%d)", r)
+		}
+		o := ""
+		if off != 0 {
+			o = fmt.Sprint(off)
+		}
+		return fmt.Sprintf("%s(%s)%s", o, base, idx)
+	}
+	// a - b into reg.
+	sub := func(a, c int, reg string) {
+		b.w("\tVMOVUPS %s, %s", row(a), reg)
+		b.w("\tVSUBPS %s, %s, %s", row(c), reg, reg)
+	}
+	switch i {
+	case 0: // d42 + 4*d02
+		sub(4, 2, dst)
+		sub(0, 2, tmp)
+		b.w("\tVFMADD231PS Y12, %s, %s", tmp, dst)
+	case 1, 2: // (x4 - 4*x2) ± (x3 - 4*x1)
+		b.w("\tVMOVUPS %s, %s", row(4), dst)
+		b.w("\tVFNMADD231PS %s, Y12, %s", row(2), dst)
+		b.w("\tVMOVUPS %s, %s", row(3), tmp)
+		b.w("\tVFNMADD231PS %s, Y12, %s", row(1), tmp)
+		if i == 1 {
+			b.w("\tVADDPS %s, %s, %s", tmp, dst, dst)
+		} else {
+			b.w("\tVSUBPS %s, %s, %s", tmp, dst, dst)
+		}
+	case 3, 4: // d42 ∓ 2*d13
+		sub(4, 2, dst)
+		sub(1, 3, tmp)
+		if i == 3 {
+			b.w("\tVFNMADD231PS Y11, %s, %s", tmp, dst)
+		} else {
+			b.w("\tVFMADD231PS Y11, %s, %s", tmp, dst)
+		}
+	case 5: // d53 + 4*d13
+		sub(5, 3, dst)
+		sub(1, 3, tmp)
+		b.w("\tVFMADD231PS Y12, %s, %s", tmp, dst)
+	}
+}
+
+// transpose4x4 transposes a, b, c, d within their 128-bit halves into
+// the registers of out, with t scratch (four registers).
+func transpose4x4(b *asmWriter, in, out, t [4]string) {
+	b.w("\tVUNPCKLPS %s, %s, %s", in[1], in[0], t[0])
+	b.w("\tVUNPCKHPS %s, %s, %s", in[1], in[0], t[1])
+	b.w("\tVUNPCKLPS %s, %s, %s", in[3], in[2], t[2])
+	b.w("\tVUNPCKHPS %s, %s, %s", in[3], in[2], t[3])
+	b.w("\tVUNPCKLPD %s, %s, %s", t[2], t[0], out[0])
+	b.w("\tVUNPCKHPD %s, %s, %s", t[2], t[0], out[1])
+	b.w("\tVUNPCKLPD %s, %s, %s", t[3], t[1], out[2])
+	b.w("\tVUNPCKHPD %s, %s, %s", t[3], t[1], out[3])
+}
+
+func winoInput4(b *asmWriter) {
+	f := &winoFn{name: "winoInput4AVX2", doc: `// F(4x4,3x3)'s input transform (see winoInput4Go; strides in floats).`,
+		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "panelStride", "dstChan"},
+		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "R12"}
+	f.begin(b)
+	b.w("\tVMOVUPS wino4Shift<>(SB), Y15")
+	b.w("\tVMOVUPS wino4Lane6<>(SB), Y14")
+	b.w("\tVMOVUPS wino4Lane7<>(SB), Y13")
+	b.w("\tVMOVUPS wino4Four<>(SB), Y12")
+	b.w("\tVMOVUPS wino4Two<>(SB), Y11")
+	f.reg(b, "stride", "R8")
+	f.reg(b, "half", "R9")
+	f.reg(b, "step", "R10")
+	f.reg(b, "xiStride", "R11")
+	b.w("\tLEAQ (R11)(R11*2), R13")
+	b.w("\tLEAQ (R11)(R11*4), R14")
+	b.w("\tLEAQ (R13)(R13*1), R15")
+	f.reg(b, "panelStride", "R12")
+	f.loops(b, nil, func() {
+		for hf := 0; hf < 2; hf++ {
+			b.w("\tMOVQ SI, BX")
+			if hf == 1 {
+				b.w("\tADDQ R9, BX")
+			}
+			b.w("\tLEAQ (BX)(R8*2), AX")
+			b.w("\tADDQ R8, AX")
+			b.w("\tMOVQ DI, DX")
+			off := 32 * hf
+			for i := 0; i < 6; i++ {
+				if i > 0 {
+					b.w("\tADDQ R15, DX")
+				}
+				b.w("\t// ξ row %d", i)
+				for v, col := range []int{0, 8, 16, 24, 26} {
+					winoIn4Column(b, i, 4*col, fmt.Sprintf("Y%d", v), "Y5")
+				}
+				transpose4x4(b, [4]string{"Y0", "Y1", "Y2", "Y3"}, [4]string{"Y0", "Y1", "Y2", "Y3"}, [4]string{"Y5", "Y6", "Y7", "Y8"})
+				// x4 and x5: the next tile's x0 and x1, tile 8's from columns 32 and 33.
+				b.w("\tVPERMPS Y0, Y15, Y5")
+				b.w("\tVPERMPS Y4, Y14, Y6")
+				b.w("\tVBLENDPS $0x80, Y6, Y5, Y5")
+				b.w("\tVPERMPS Y1, Y15, Y6")
+				b.w("\tVPERMPS Y4, Y13, Y7")
+				b.w("\tVBLENDPS $0x80, Y7, Y6, Y6")
+				// x0..x5 in Y0, Y1, Y2, Y3, Y5, Y6: B^T along the row (winoIn4).
+				b.w("\tVSUBPS Y2, Y0, Y7 // d02")
+				b.w("\tVSUBPS Y2, Y5, Y8 // d42")
+				b.w("\tVMOVAPS Y8, Y9")
+				b.w("\tVFMADD231PS Y12, Y7, Y9 // h0 = d42 + 4*d02")
+				b.w("\tVMOVUPS Y9, %s", xi4Addr(0, off))
+				b.w("\tVSUBPS Y3, Y1, Y7 // d13")
+				b.w("\tVMOVAPS Y8, Y9")
+				b.w("\tVFNMADD231PS Y11, Y7, Y9 // h3 = d42 - 2*d13")
+				b.w("\tVMOVUPS Y9, %s", xi4Addr(3, off))
+				b.w("\tVFMADD231PS Y11, Y7, Y8 // h4 = d42 + 2*d13")
+				b.w("\tVMOVUPS Y8, %s", xi4Addr(4, off))
+				b.w("\tVSUBPS Y3, Y6, Y9 // d53")
+				b.w("\tVFMADD231PS Y12, Y7, Y9 // h5 = d53 + 4*d13")
+				b.w("\tVMOVUPS Y9, %s", xi4Addr(5, off))
+				b.w("\tVFNMADD231PS Y12, Y2, Y5 // t0 = x4 - 4*x2")
+				b.w("\tVFNMADD231PS Y12, Y1, Y3 // t1 = x3 - 4*x1")
+				b.w("\tVADDPS Y3, Y5, Y7 // h1 = t0 + t1")
+				b.w("\tVMOVUPS Y7, %s", xi4Addr(1, off))
+				b.w("\tVSUBPS Y3, Y5, Y8 // h2 = t0 - t1")
+				b.w("\tVMOVUPS Y8, %s", xi4Addr(2, off))
+			}
+		}
+	})
+}
+
+// winoOut4Row computes A^T p (winoOut4) of the six registers of p, adds
+// the bias (broadcast into t[3]) where BX is not zero, transposes the
+// four outputs back within their halves and stores the 32 floats at AX:
+// the four registers of t are scratch, and so are p's once read.
+func winoOut4Row(b *asmWriter, p [6]string, t [4]string, skip string) {
+	b.w("\tVADDPS %s, %s, %s // s12", p[2], p[1], t[0])
+	b.w("\tVSUBPS %s, %s, %s // d12", p[2], p[1], p[2])
+	b.w("\tVADDPS %s, %s, %s // s34", p[4], p[3], t[1])
+	b.w("\tVSUBPS %s, %s, %s // d34", p[4], p[3], p[4])
+	b.w("\tVADDPS %s, %s, %s", t[0], p[0], p[0])
+	b.w("\tVADDPS %s, %s, %s // y0 = (p0 + s12) + s34", t[1], p[0], p[0])
+	b.w("\tVMOVAPS %s, %s", p[2], p[1])
+	b.w("\tVFMADD231PS wino4Two<>(SB), %s, %s // y1 = d12 + 2*d34", p[4], p[1])
+	b.w("\tVFMADD231PS wino4Four<>(SB), %s, %s // y2 = s12 + 4*s34", t[1], t[0])
+	b.w("\tVFMADD231PS wino4Eight<>(SB), %s, %s", p[4], p[2])
+	b.w("\tVADDPS %s, %s, %s // y3 = (d12 + 8*d34) + p5", p[5], p[2], p[2])
+	y := [4]string{p[0], p[1], t[0], p[2]}
+	b.w("\tTESTQ BX, BX")
+	b.w("\tJZ %s", skip)
+	b.w("\tVBROADCASTSS (R13), %s", t[3])
+	for _, r := range y {
+		b.w("\tVADDPS %s, %s, %s", t[3], r, r)
+	}
+	b.w("%s:", skip)
+	out := [4]string{t[2], t[3], p[0], p[1]}
+	transpose4x4(b, y, out, [4]string{p[3], p[4], p[5], t[1]})
+	for k, r := range out {
+		b.w("\tVMOVUPS %s, %d(AX)", r, 32*k)
+	}
+}
+
+func winoOutput4(b *asmWriter) {
+	f := &winoFn{name: "winoOutput4AVX2", doc: `// F(4x4,3x3)'s output transform (see winoOutput4Go; strides in floats;
+// bias read where addBias is 1, a value per channel).`,
+		args:   []string{"dst", "stride", "half", "step", "rows", "rowStep", "n", "chans", "dstChan", "m", "xiStride", "mChan", "bias", "addBias"},
+		walked: "dst", linear: "m", walkChan: "dstChan", linChn: "mChan", linStep: "$64"}
+	f.begin(b)
+	f.reg(b, "stride", "R8")
+	f.reg(b, "half", "R9")
+	f.reg(b, "step", "R10")
+	f.reg(b, "xiStride", "R11")
+	b.w("\tLEAQ (R11)(R11*2), R15")
+	b.w("\tSHLQ $1, R15 // a row of ξ: 6 positions")
+	b.w("\tMOVQ %s, BX", f.a["addBias"])
+	perChan := func() {
+		// R13: this channel's bias; the slot moves on to the next.
+		b.w("\tTESTQ BX, BX")
+		b.w("\tJZ nobias")
+		b.w("\tMOVQ %s, R13", f.a["bias"])
+		b.w("\tLEAQ 4(R13), AX")
+		b.w("\tMOVQ AX, %s", f.a["bias"])
+		b.w("nobias:")
+	}
+	Y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	t := [4]string{"Y0", "Y1", "Y2", "Y3"}
+	f.loops(b, perChan, func() {
+		for hf := 0; hf < 2; hf++ {
+			for pass := 0; pass < 2; pass++ {
+				// Column j: M[i][j] at DX + i*R15 (i < 3) and R12 + (i-3)*R15.
+				b.w("\tLEAQ %d(DI), DX", 32*hf)
+				b.w("\tLEAQ (R15)(R15*2), R12")
+				b.w("\tADDQ DX, R12")
+				var pa, pb [6]string // P rows 2*pass and 2*pass+1
+				for j := 0; j < 6; j++ {
+					pa[j], pb[j] = Y(4+j), Y(10+j)
+					if j > 0 {
+						b.w("\tADDQ R11, DX")
+						b.w("\tADDQ R11, R12")
+					}
+					b.w("\tVMOVUPS (DX)(R15*1), Y0")
+					b.w("\tVADDPS (DX)(R15*2), Y0, Y2 // s12")
+					b.w("\tVSUBPS (DX)(R15*2), Y0, Y0 // d12")
+					b.w("\tVMOVUPS (R12), Y1")
+					b.w("\tVADDPS (R12)(R15*1), Y1, Y3 // s34")
+					b.w("\tVSUBPS (R12)(R15*1), Y1, Y1 // d34")
+					if pass == 0 {
+						b.w("\tVADDPS (DX), Y2, %s", pa[j])
+						b.w("\tVADDPS Y3, %s, %s // P0 = (m0 + s12) + s34", pa[j], pa[j])
+						b.w("\tVMOVAPS Y0, %s", pb[j])
+						b.w("\tVFMADD231PS wino4Two<>(SB), Y1, %s // P1 = d12 + 2*d34", pb[j])
+						continue
+					}
+					b.w("\tVMOVAPS Y2, %s", pa[j])
+					b.w("\tVFMADD231PS wino4Four<>(SB), Y3, %s // P2 = s12 + 4*s34", pa[j])
+					b.w("\tVMOVAPS Y0, %s", pb[j])
+					b.w("\tVFMADD231PS wino4Eight<>(SB), Y1, %s", pb[j])
+					b.w("\tVADDPS (R12)(R15*2), %s, %s // P3 = (d12 + 8*d34) + m5", pb[j], pb[j])
+				}
+				for k, p := range [2][6]string{pa, pb} {
+					a := 2*pass + k
+					b.w("\tMOVQ SI, AX")
+					if hf == 1 {
+						b.w("\tADDQ R9, AX")
+					}
+					if a >= 2 {
+						b.w("\tLEAQ (AX)(R8*2), AX")
+					}
+					if a%2 == 1 {
+						b.w("\tADDQ R8, AX")
+					}
+					winoOut4Row(b, p, t, fmt.Sprintf("bias%dh%d", a, hf))
+				}
+			}
 		}
 	})
 }

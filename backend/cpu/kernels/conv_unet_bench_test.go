@@ -61,7 +61,7 @@ func BenchmarkConvUNet(b *testing.B) {
 }
 
 // BenchmarkConvUNetWinograd is BenchmarkConvUNet the Winograd way, for
-// the shapes it takes: the batch in one call, the filter transformed
+// the shapes it takes (fwd4: the forward with F(4x4,3x3)): the batch in one call, the filter transformed
 // once per call, as the CPU backend runs it (GFLOP/s of the direct
 // convolution's FLOPs, for comparison).
 func BenchmarkConvUNetWinograd(b *testing.B) {
@@ -79,22 +79,34 @@ func BenchmarkConvUNetWinograd(b *testing.B) {
 		name := fmt.Sprintf("%d-%d@%d", sh.c, sh.oc, sh.hw)
 		b.Run("fwd/"+name, func(b *testing.B) {
 			for range b.N {
-				u, rest := team.WinogradFilter(s, w, ws, false)
-				team.ConvWinograd(s, out, Float32Image(in), u, nil, rest)
+				u, rest := team.WinogradFilter(s, Wino2, w, ws, false)
+				team.ConvWinograd(s, Wino2, out, Float32Image(in), u, nil, rest)
 			}
 			reportGFLOPs(b, convFlops(s))
 		})
+		if winoTileOK(s, 4) {
+			// F(4x4,3x3)'s forward, in its own workspace.
+			one, unlimited := s.Images(1), int(^uint(0)>>1)
+			ws4 := make([]float32, max(len(ws), winoForwardNeed(one, Wino4, winoForwardRows(one, Wino4, unlimited))))
+			b.Run("fwd4/"+name, func(b *testing.B) {
+				for range b.N {
+					u, rest := team.WinogradFilter(s, Wino4, w, ws4, false)
+					team.ConvWinograd(s, Wino4, out, Float32Image(in), u, nil, rest)
+				}
+				reportGFLOPs(b, convFlops(s))
+			})
+		}
 		dwOnly := func() {
 			g := gemmOn(team)
-			du, rest := g.carve(ws, WinogradFilterSize(s))
+			du, rest := g.carve(ws, WinogradFilterSize(s, Wino2))
 			clear(du)
 			team.WinogradWeightGrad(s, du, dout, Float32Image(in), rest)
 			team.WinogradWeightGradAdd(s, dw, du, rest)
 		}
 		b.Run("bwd/"+name, func(b *testing.B) {
 			for range b.N {
-				u, rest := team.WinogradFilter(s, w, ws, true)
-				team.ConvWinograd(WinogradSwapped(s), din, Float32Image(dout), u, nil, rest)
+				u, rest := team.WinogradFilter(s, Wino2, w, ws, true)
+				team.ConvWinograd(WinogradSwapped(s), Wino2, din, Float32Image(dout), u, nil, rest)
 				dwOnly()
 			}
 			reportGFLOPs(b, 2*convFlops(s))

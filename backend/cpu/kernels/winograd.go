@@ -80,20 +80,21 @@ const (
 
 // winoWalk is how a transform walks its chunks of 16 tiles: chans
 // channels chanStep apart, each rows groups of n chunks, chunk k of group
-// r at r*rowStep + k*step, its tiles 0-7 at 2 floats a tile from there
-// and tiles 8-15 likewise from half further (offsets in floats into the
+// r at r*rowStep + k*step, its tiles 0-7 at tile floats a tile (the
+// tile's outputs a side: 2, or 4 for F(4x4,3x3)) from there and tiles
+// 8-15 likewise from half further (offsets in floats into the
 // transform's image-side operand).
-type winoWalk struct{ n, rows, step, rowStep, half, chans, chanStep int }
+type winoWalk struct{ n, rows, step, rowStep, half, chans, chanStep, tile int }
 
-// winoWalkOf walks rows tile rows of TW tiles of chans channels over image
-// rows of width floats, planes chanStep apart: a group per tile row of 16k
-// tiles (its two image rows), or, with 8-tile rows, one group whose
-// chunks are pairs of tile rows.
-func winoWalkOf(TW, rows, width, chans, chanStep int) winoWalk {
+// winoWalkOf walks rows tile rows of TW tiles of m x m outputs, chans
+// channels, over image rows of width floats, planes chanStep apart: a
+// group per tile row of 16k tiles (its m image rows), or, with 8-tile
+// rows, one group whose chunks are pairs of tile rows.
+func winoWalkOf(m, TW, rows, width, chans, chanStep int) winoWalk {
 	if TW%winoChunk == 0 {
-		return winoWalk{n: TW / winoChunk, rows: rows, step: 2 * winoChunk, rowStep: 2 * width, half: winoChunk, chans: chans, chanStep: chanStep}
+		return winoWalk{n: TW / winoChunk, rows: rows, step: m * winoChunk, rowStep: m * width, half: m * winoChunk / 2, chans: chans, chanStep: chanStep, tile: m}
 	}
-	return winoWalk{n: rows / 2, rows: 1, step: 4 * width, half: 2 * width, chans: chans, chanStep: chanStep}
+	return winoWalk{n: rows / 2, rows: 1, step: 2 * m * width, half: m * width, chans: chans, chanStep: chanStep, tile: m}
 }
 
 // chunks is the number of chunks of a channel.
@@ -106,7 +107,7 @@ func (wk winoWalk) last() int {
 
 // at is where channel c's chunk k's tile l lies.
 func (wk winoWalk) at(c, k, l int) int {
-	at := c*wk.chanStep + k/wk.n*wk.rowStep + k%wk.n*wk.step + 2*(l%8)
+	at := c*wk.chanStep + k/wk.n*wk.rowStep + k%wk.n*wk.step + wk.tile*(l%8)
 	if l >= 8 {
 		at += wk.half
 	}
@@ -131,18 +132,22 @@ type winoOutputKernel func(m []float32, xiStride, mChan int, dst []float32, stri
 // dst[c*dstChan + ξ*xiStride + 16*k + l].
 type winoGradKernel func(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int)
 
-// winoKernels are an implementation's three transforms, and how wide a
-// layer Auto takes them for.
+// winoKernels are an implementation's three transforms of F(2x2,3x3),
+// the input and output transforms of F(4x4,3x3) (winograd4.go), and how
+// wide a layer Auto takes them for.
 type winoKernels struct {
-	input  winoInputKernel
-	output winoOutputKernel
-	grad   winoGradKernel
-	wide   winoWidth
+	input   winoInputKernel
+	output  winoOutputKernel
+	grad    winoGradKernel
+	input4  winoInputKernel
+	output4 winoOutputKernel
+	wide    winoWidth
 }
 
 // genericWino is the pure-Go transforms (Auto as wide as with AVX-512).
 func genericWino() winoKernels {
-	return winoKernels{input: winoInputGo, output: winoOutputGo, grad: winoGradGo, wide: winoWidthAVX512()}
+	return winoKernels{input: winoInputGo, output: winoOutputGo, grad: winoGradGo,
+		input4: winoInput4Go, output4: winoOutput4Go, wide: winoWidthAVX512()}
 }
 
 // winoInputGo is the pure-Go winoInputKernel: V = B^T d B, the rows'
@@ -230,44 +235,69 @@ func winoGradGo(src []float32, stride int, wk winoWalk, dst []float32, xiStride,
 	}
 }
 
-// winoFilterMatrix is G ⊗ G as a 16 x 9 matrix: U[ξ] = sum over k of
-// K[ξ][k] g[k] for a 3x3 kernel g (row-major), ξ = 4i+j, k = 3r+c,
-// K[ξ][k] = G[i][r] G[j][c]. Its entries are 0, ±1, ±1/2 and ±1/4, so
-// each product is exact and U is 9 products summed: the filter
-// transforms run as GEMMs by it.
-func winoFilterMatrix() [winoXi * 9]float32 {
-	G := [4][3]float32{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}}
-	var k [winoXi * 9]float32
-	for xi := range winoXi {
+// winoFilterMatrix is G ⊗ G as an (m+2)^2 x 9 matrix: U[ξ] = sum over k
+// of K[ξ][k] g[k] for a 3x3 kernel g (row-major), ξ = (m+2)i+j, k = 3r+c,
+// K[ξ][k] = G[i][r] G[j][c]. For F(2x2,3x3) its entries are 0, ±1, ±1/2
+// and ±1/4, so each product is exact and U is 9 products summed; for
+// F(4x4,3x3) (winoG4) they are rounded to float32. The filter transforms
+// run as GEMMs by it.
+func winoFilterMatrix(m WinoTile) []float32 {
+	G := [][3]float64{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}}
+	if m == Wino4 {
+		G = winoG4[:]
+	}
+	n := len(G)
+	k := make([]float32, n*n*9)
+	for xi := range n * n {
 		for r := range 3 {
 			for c := range 3 {
-				k[xi*9+3*r+c] = G[xi/4][r] * G[xi%4][c]
+				k[xi*9+3*r+c] = float32(G[xi/n][r] * G[xi%n][c])
 			}
 		}
 	}
 	return k
 }
 
-// winoShapeOK reports whether the Winograd kernels take s: a 3x3
-// convolution with padding 1 over images of even height and width whose
-// rows are 16k tiles, or 8 tiles in an even number of tile rows.
-func winoShapeOK(s backend.ConvShape) bool {
-	if s.K != 3 || s.Pad != 1 || s.H%2 != 0 || s.W%2 != 0 || s.H < 2 {
+// winoShapeOK reports whether the F(2x2,3x3) kernels take s (winoTileOK).
+func winoShapeOK(s backend.ConvShape) bool { return winoTileOK(s, 2) }
+
+// winoTileOK reports whether the Winograd kernels of m x m output tiles
+// take s: a 3x3 convolution with padding 1 over images whose height and
+// width are multiples of m and whose rows are 16k tiles, or 8 tiles in an
+// even number of tile rows.
+func winoTileOK(s backend.ConvShape, m int) bool {
+	if s.K != 3 || s.Pad != 1 || s.H%m != 0 || s.W%m != 0 || s.H < m {
 		return false
 	}
-	TW, TH := s.W/2, s.H/2
+	TW, TH := s.W/m, s.H/m
 	return TW%winoChunk == 0 || TW == winoChunk/2 && TH%2 == 0
 }
 
+// WinoTile is the side of a Winograd tile's outputs: 2 for F(2x2,3x3), 4
+// for F(4x4,3x3) (1.78x fewer multiplications again, a looser bound:
+// winograd4.go).
+type WinoTile int
+
+// The Winograd algorithms.
+const (
+	Wino2 WinoTile = 2
+	Wino4 WinoTile = 4
+)
+
+// xi is the positions of a transformed tile: (m+2)^2.
+func (m WinoTile) xi() int { return (int(m) + 2) * (int(m) + 2) }
+
 // winoGeom is a Winograd convolution's tiles and bands: C input and OC
-// output channels over H x W images, bands of R tile rows.
+// output channels over H x W images, tiles of m x m outputs, bands of R
+// tile rows.
 type winoGeom struct {
 	C, OC, H, W int
 	TH, TW, R   int
+	m           WinoTile
 }
 
-func newWinoGeom(s backend.ConvShape, R int) winoGeom {
-	return winoGeom{C: s.C, OC: s.OC, H: s.H, W: s.W, TH: s.H / 2, TW: s.W / 2, R: R}
+func newWinoGeom(s backend.ConvShape, m WinoTile, R int) winoGeom {
+	return winoGeom{C: s.C, OC: s.OC, H: s.H, W: s.W, TH: s.H / int(m), TW: s.W / int(m), R: R, m: m}
 }
 
 // rowStep is the granularity of a band's tile rows: 2 for rows of 8
@@ -296,12 +326,12 @@ func (gm winoGeom) padded() int { return roundUp(gm.C*gm.plane(), 16) }
 // forwardBand is the floats a forward band takes: its V and the M of a
 // block of output channels.
 func (gm winoGeom) forwardBand() int {
-	return winoXi * (winoPlaneLd(gm.C*gm.tiles()) + winoPlaneLd(winoOutBlock*gm.tiles()))
+	return gm.m.xi() * (winoPlaneLd(gm.C*gm.tiles()) + winoPlaneLd(winoOutBlock*gm.tiles()))
 }
 
-// winoPlaneLd is the stride of the 16 planes (one per ξ) of n values each
+// winoPlaneLd is the stride of the planes (one per ξ) of n values each
 // that a transform writes or reads together: n rounded to an odd number
-// of cache lines, so that the 16 accesses of a tile fall in 16 different
+// of cache lines, so that the accesses of a tile fall in different
 // L1 sets (a multiple of 4 KiB apart, they would share one and evict each
 // other).
 func winoPlaneLd(n int) int {
@@ -316,30 +346,30 @@ func winoPlaneLd(n int) int {
 func winoWorkers() int { return runtime.GOMAXPROCS(0) }
 
 // winoForwardNeed is the workspace the forward (or, with C and OC
-// swapped, the input gradient) takes in bands of R tile rows: the
-// transformed weights, the padded image, then per worker a band and the
-// direct kernels' edge scratch.
-func winoForwardNeed(s backend.ConvShape, R int) int {
-	gm := newWinoGeom(s, R)
-	return WinogradFilterSize(s) + gm.padded() + winoWorkers()*(gm.forwardBand()+gemmNR*gemmKC)
+// swapped, the input gradient) takes with m x m tiles in bands of R tile
+// rows: the transformed weights, the padded image, then per worker a
+// band and the direct kernels' edge scratch.
+func winoForwardNeed(s backend.ConvShape, m WinoTile, R int) int {
+	gm := newWinoGeom(s, m, R)
+	return WinogradFilterSize(s, m) + gm.padded() + winoWorkers()*(gm.forwardBand()+gemmNR*gemmKC)
 }
 
 // winoForwardRows is the band height (tile rows) of a forward over ws
 // values: about three bands per worker, within the cache budget and ws,
 // in steps whose tiles fill pairs of panels (the wide kernels') where
 // that fits; 0 where even the least step does not fit.
-func winoForwardRows(s backend.ConvShape, ws int) int {
-	TW, TH := s.W/2, s.H/2
+func winoForwardRows(s backend.ConvShape, m WinoTile, ws int) int {
+	TW, TH := s.W/int(m), s.H/int(m)
 	step, pair := rowStep(TW), 2*winoChunk/gcd(TW, 2*winoChunk)
 	R := roundUp(max(1, ceilDiv(TH, 3*winoWorkers())), pair)
-	for R > pair && (newWinoGeom(s, R).forwardBand() > winoBandFloats || winoForwardNeed(s, R) > ws) {
+	for R > pair && (newWinoGeom(s, m, R).forwardBand() > winoBandFloats || winoForwardNeed(s, m, R) > ws) {
 		R -= pair
 	}
 	R = min(R, roundUp(TH, step))
-	for R > step && winoForwardNeed(s, R) > ws {
+	for R > step && winoForwardNeed(s, m, R) > ws {
 		R -= step
 	}
-	if winoForwardNeed(s, R) > ws {
+	if winoForwardNeed(s, m, R) > ws {
 		return 0
 	}
 	return R
@@ -402,12 +432,12 @@ func winoGradNeed(s backend.ConvShape, R int) int { return winoGradNeedLd(s, R, 
 
 // winoGradNeedLd is winoGradNeed with the rows padded or not.
 func winoGradNeedLd(s backend.ConvShape, R int, pad bool) int {
-	gm := newWinoGeom(s, R)
+	gm := newWinoGeom(s, Wino2, R)
 	T := gm.tiles()
 	ld := winoGradLd(T, pad)
 	bands := gm.padded() + winoXi*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + winoWorkers()*winoGradPack(s, T)
 	// WinogradWeightGradAdd's scratch, after the bands.
-	return WinogradFilterSize(s) + max(bands, winoWorkers()*winoAddScratch())
+	return WinogradFilterSize(s, Wino2) + max(bands, winoWorkers()*winoAddScratch())
 }
 
 // winoGradByOut reports whether the weight gradient's products run as
@@ -434,9 +464,12 @@ func WinogradSwapped(s backend.ConvShape) backend.ConvShape {
 	return s
 }
 
-// ConvPlan says which parts of a convolution run the Winograd way.
+// ConvPlan says which parts of a convolution run the Winograd way, and
+// with which tile the forward and the input gradient do (the weight
+// gradient takes Wino2).
 type ConvPlan struct {
 	Forward, InputGrad, WeightGrad bool
+	Tile                           WinoTile
 }
 
 // Any reports whether any part does.
@@ -444,9 +477,10 @@ func (p ConvPlan) Any() bool { return p.Forward || p.InputGrad || p.WeightGrad }
 
 // PlanConv is how a convolution of shape s (one image or more) runs with
 // ws workspace values: its s.Algo's choice. Direct runs the direct
-// kernels; Winograd runs each part the Winograd way where winoShapeOK;
+// kernels; Winograd runs each part F(2x2,3x3)'s way where winoShapeOK;
 // Auto does so where the layer is wide enough for that part (winoWide)
-// and the part fits in ws: ConvWorkspace's for Auto (autoWorkspace) holds
+// and the part fits in ws, the products with F(4x4,3x3) where the shape
+// takes it (autoTiles): ConvWorkspace's for Auto (autoWorkspace) holds
 // every such part, so Auto's choice is the shape's (a smaller ws, as
 // callers other than the model may give, runs what fits).
 func PlanConv(s backend.ConvShape, ws int) ConvPlan {
@@ -455,14 +489,30 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 	case s.Algo == backend.ConvDirect || !winoShapeOK(one):
 		return ConvPlan{}
 	case s.Algo == backend.ConvWinograd:
-		return ConvPlan{Forward: true, InputGrad: true, WeightGrad: true}
+		return ConvPlan{Forward: true, InputGrad: true, WeightGrad: true, Tile: Wino2}
 	}
 	k := bestGemm().wino.wide
-	return ConvPlan{
-		Forward:    winoWide(s, k.products) && winoForwardRows(one, ws) > 0,
-		InputGrad:  winoWide(s, k.products) && winoForwardRows(WinogradSwapped(one), ws) > 0,
-		WeightGrad: winoWide(s, k.weightGrad) && winoGradRows(one, ws) > 0,
+	p := ConvPlan{WeightGrad: winoWide(s, k.weightGrad) && winoGradRows(one, ws) > 0}
+	if winoWide(s, k.products) {
+		for _, m := range autoTiles(one) {
+			p.Forward = winoForwardRows(one, m, ws) > 0
+			p.InputGrad = winoForwardRows(WinogradSwapped(one), m, ws) > 0
+			if p.Forward || p.InputGrad {
+				p.Tile = m
+				break
+			}
+		}
 	}
+	return p
+}
+
+// autoTiles is the tiles Auto tries for s's products, best first:
+// F(4x4,3x3) where the shape takes it, then F(2x2,3x3).
+func autoTiles(s backend.ConvShape) []WinoTile {
+	if winoTileOK(s, 4) {
+		return []WinoTile{Wino4, Wino2}
+	}
+	return []WinoTile{Wino2}
 }
 
 // winoWide reports whether s is wide enough for Auto to take the Winograd
@@ -492,8 +542,8 @@ func winogradWorkspace(s backend.ConvShape) int {
 		return 0
 	}
 	unlimited := int(^uint(0) >> 1)
-	return max(winoForwardNeed(s, winoForwardRows(s, unlimited)),
-		winoForwardNeed(WinogradSwapped(s), winoForwardRows(WinogradSwapped(s), unlimited)),
+	return max(winoForwardNeed(s, Wino2, winoForwardRows(s, Wino2, unlimited)),
+		winoForwardNeed(WinogradSwapped(s), Wino2, winoForwardRows(WinogradSwapped(s), Wino2, unlimited)),
 		winoGradNeed(s, winoGradRows(s, unlimited)))
 }
 
@@ -509,8 +559,9 @@ func autoWorkspace(s backend.ConvShape, direct int) int {
 	}
 	k, need := bestGemm().wino.wide, direct
 	if winoWide(s, k.products) {
-		least := rowStep(s.W / 2)
-		need = max(need, winoForwardNeed(s, least), winoForwardNeed(WinogradSwapped(s), least))
+		m := autoTiles(s)[0]
+		least := rowStep(s.W / int(m))
+		need = max(need, winoForwardNeed(s, m, least), winoForwardNeed(WinogradSwapped(s), m, least))
 	}
 	if unit := min(s.H/2, winoGradUnit(s.W/2)); winoWide(s, k.weightGrad) && winoGradNeed(s, unit) > need {
 		need = max(need, winoGradNeedLd(s, unit, false))
@@ -518,28 +569,29 @@ func autoWorkspace(s backend.ConvShape, direct int) int {
 	return need
 }
 
-// WinogradFilterSize is the values of a transformed filter: 16 planes of
-// C*OC (winoPlaneLd apart).
-func WinogradFilterSize(s backend.ConvShape) int { return winoXi * winoPlaneLd(s.C*s.OC) }
+// WinogradFilterSize is the values of a transformed filter with m x m
+// tiles: (m+2)^2 planes of C*OC (winoPlaneLd apart).
+func WinogradFilterSize(s backend.ConvShape, m WinoTile) int { return m.xi() * winoPlaneLd(s.C*s.OC) }
 
 // WinogradFilter writes u (WinogradFilterSize values: u[ξ][o][c]) = G w[o][c] G^T
-// for s's forward and returns the rest of ws after u, or with flipped the
-// input gradient's, u[ξ][c][o] of the flipped kernel w[o][c][2-i][2-j]
-// (the forward over the output gradient with the channels swapped).
-func (t *Team) WinogradFilter(s backend.ConvShape, w, ws []float32, flipped bool) (u, rest []float32) {
+// for s's forward with m x m tiles and returns the rest of ws after u,
+// or with flipped the input gradient's, u[ξ][c][o] of the flipped kernel
+// w[o][c][2-i][2-j] (the forward over the output gradient with the
+// channels swapped).
+func (t *Team) WinogradFilter(s backend.ConvShape, m WinoTile, w, ws []float32, flipped bool) (u, rest []float32) {
 	g := gemmOn(t)
 	if len(w) != s.WeightSize() || s.K != 3 {
 		panic(fmt.Sprintf("kernels: winograd filter of %+v: %d weights", s, len(w)))
 	}
-	u, rest = g.carve(ws, WinogradFilterSize(s))
-	// U (16 x pairs, planes winoPlaneLd apart) = K (16 x 9) x the pairs'
+	u, rest = g.carve(ws, WinogradFilterSize(s, m))
+	// U (ξ x pairs, planes winoPlaneLd apart) = K (ξ x 9) x the pairs'
 	// kernels (9 x pairs): w's rows transposed, or flipped in (c, o) order.
-	K := winoFilterMatrix()
+	K := winoFilterMatrix(m)
 	var B packerB = matB{b: w, ldb: 9, trans: true}
 	if flipped {
 		B = flippedPairsB{w: w, C: s.C, OC: s.OC}
 	}
-	g.gemm(winoXi, s.C*s.OC, 9, 1, matA{a: K[:], lda: 9}, B, 0, u, winoPlaneLd(s.C*s.OC), rest)
+	g.gemm(m.xi(), s.C*s.OC, 9, 1, matA{a: K, lda: 9}, B, 0, u, winoPlaneLd(s.C*s.OC), rest)
 	return u, rest
 }
 
@@ -603,28 +655,29 @@ func (p *pairCursor) next() {
 	}
 }
 
-// ConvWinograd is Conv2d the Winograd way over s.N images with the
-// filter u from WinogradFilter (not flipped; or, flipped, with s the
-// swapped shape: the input gradient from the output gradient); s must
-// qualify (winoShapeOK), and ws (what WinogradFilter left) must hold a
-// band per worker (PlanConv's choice guarantees it). bias may be nil.
-func (t *Team) ConvWinograd(s backend.ConvShape, out []float32, in Image, u, bias, ws []float32) {
-	gemmOn(t).winogradConv(s, out, in, u, bias, ws)
+// ConvWinograd is Conv2d the Winograd way with m x m tiles over s.N
+// images with the filter u from WinogradFilter (not flipped; or, flipped,
+// with s the swapped shape: the input gradient from the output
+// gradient); s must qualify (winoTileOK), and ws (what WinogradFilter
+// left) must hold a band per worker (PlanConv's choice guarantees it).
+// bias may be nil.
+func (t *Team) ConvWinograd(s backend.ConvShape, m WinoTile, out []float32, in Image, u, bias, ws []float32) {
+	gemmOn(t).winogradConv(s, m, out, in, u, bias, ws)
 }
 
-func (g gemmImpl) winogradConv(s backend.ConvShape, out []float32, in Image, u, bias, ws []float32) {
-	if !winoShapeOK(s) || len(out) != s.OutSize() || in.Len() != s.InSize() || len(u) != WinogradFilterSize(s) || bias != nil && len(bias) != s.OC {
-		panic(fmt.Sprintf("kernels: winograd conv %+v: sizes out=%d in=%d u=%d bias=%d do not match", s, len(out), in.Len(), len(u), len(bias)))
+func (g gemmImpl) winogradConv(s backend.ConvShape, m WinoTile, out []float32, in Image, u, bias, ws []float32) {
+	if (m != Wino2 && m != Wino4) || !winoTileOK(s, int(m)) || len(out) != s.OutSize() || in.Len() != s.InSize() || len(u) != WinogradFilterSize(s, m) || bias != nil && len(bias) != s.OC {
+		panic(fmt.Sprintf("kernels: winograd conv %+v, %dx%d tiles: sizes out=%d in=%d u=%d bias=%d do not match", s, m, m, len(out), in.Len(), len(u), len(bias)))
 	}
 	// ws holds the filter already: the rows are planned on ws as a whole.
-	R := winoForwardRows(s.Images(1), len(ws)+len(u))
+	R := winoForwardRows(s.Images(1), m, len(ws)+len(u))
 	if R == 0 {
 		if g.strict {
 			panic(fmt.Sprintf("kernels: winograd conv %+v: workspace of %d values is too small", s, len(ws)+len(u)))
 		}
-		R = rowStep(s.W / 2)
+		R = rowStep(s.W / int(m))
 	}
-	gm := newWinoGeom(s, R)
+	gm := newWinoGeom(s, m, R)
 	padded, rest := g.carve(ws, gm.padded())
 	workers := min(winoWorkers(), gm.bands())
 	for n := range s.N {
@@ -637,27 +690,31 @@ func (g gemmImpl) winogradConv(s backend.ConvShape, out []float32, in Image, u, 
 }
 
 // winoForwardBand computes band b of an image from its padded copy xp:
-// the input transform, then per block of output channels the 16 products
-// and their output transform into o, in the worker's buf.
+// the input transform, then per block of output channels the products
+// (one per ξ) and their output transform into o, in the worker's buf.
 func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []float32, ps *packScratch) {
-	C, OC, H, W, TW := gm.C, gm.OC, gm.H, gm.W, gm.TW
+	C, OC, H, W, TW, m, nxi := gm.C, gm.OC, gm.H, gm.W, gm.TW, int(gm.m), gm.m.xi()
+	input, output := g.wino.input, g.wino.output
+	if gm.m == Wino4 {
+		input, output = g.wino.input4, g.wino.output4
+	}
 	Wp := W + 2
 	r0 := b * gm.R
 	rows := min(gm.R, gm.TH-r0)
 	T := rows * TW // a multiple of 16
 	ldV, ldM, ldU := winoPlaneLd(C*T), winoPlaneLd(winoOutBlock*T), winoPlaneLd(C*OC)
-	V, M := buf[:winoXi*ldV], buf[winoXi*ldV:winoXi*(ldV+ldM)]
+	V, M := buf[:nxi*ldV], buf[nxi*ldV:nxi*(ldV+ldM)]
 	// V[ξ] is C rows of T tiles as packed panels, per k slab of channels.
 	for c0 := 0; c0 < C; c0 += gemmKC {
 		kc := min(gemmKC, C-c0)
-		g.wino.input(xp[c0*gm.plane()+2*r0*Wp:], Wp, winoWalkOf(TW, rows, Wp, kc, gm.plane()), V[c0*T:], ldV, kc*winoChunk, winoChunk)
+		input(xp[c0*gm.plane()+m*r0*Wp:], Wp, winoWalkOf(m, TW, rows, Wp, kc, gm.plane()), V[c0*T:], ldV, kc*winoChunk, winoChunk)
 	}
-	// One operand for the band's 16 x OC/winoOutBlock products: a new one
+	// One operand for the band's ξ x OC/winoOutBlock products: a new one
 	// each would be an allocation each (36 thousand a seed-UNet step).
 	B := &panelsB{n: T}
 	for o0 := 0; o0 < OC; o0 += winoOutBlock {
 		n := min(winoOutBlock, OC-o0)
-		for xi := range winoXi {
+		for xi := range nxi {
 			B.data = V[xi*ldV : xi*ldV+C*T]
 			g.taskDirect(matA{a: u[xi*ldU+o0*C : xi*ldU+OC*C], lda: C}, B,
 				1, 0, M[xi*ldM:xi*ldM+n*T], T, 0, C, 0, n, 0, T, nil, ps)
@@ -666,7 +723,7 @@ func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []floa
 		if bias != nil {
 			bo = bias[o0 : o0+n]
 		}
-		g.wino.output(M, ldM, T, o[o0*H*W+2*r0*W:], W, winoWalkOf(TW, rows, W, n, H*W), bo)
+		output(M, ldM, T, o[o0*H*W+m*r0*W:], W, winoWalkOf(m, TW, rows, W, n, H*W), bo)
 	}
 }
 
@@ -698,7 +755,7 @@ func (t *Team) WinogradWeightGrad(s backend.ConvShape, du, dout []float32, in Im
 }
 
 func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in Image, ws []float32) {
-	if !winoShapeOK(s) || len(dout) != s.OutSize() || in.Len() != s.InSize() || len(du) != WinogradFilterSize(s) {
+	if !winoShapeOK(s) || len(dout) != s.OutSize() || in.Len() != s.InSize() || len(du) != WinogradFilterSize(s, Wino2) {
 		panic(fmt.Sprintf("kernels: winograd weight gradient %+v: sizes dout=%d in=%d du=%d do not match", s, len(dout), in.Len(), len(du)))
 	}
 	R := winoGradRows(s.Images(1), len(ws)+len(du))
@@ -708,7 +765,7 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 		}
 		R = winoGradUnit(s.W / 2)
 	}
-	gm := newWinoGeom(s, R)
+	gm := newWinoGeom(s, Wino2, R)
 	C, OC, H, W, TW := s.C, s.OC, s.H, s.W, gm.TW
 	T := gm.tiles()
 	ld, ldU := winoGradLd(T, winoGradNeed(s.Images(1), R) <= len(ws)+len(du)), winoPlaneLd(C*OC)
@@ -731,11 +788,11 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 			g.team.For(C+OC, 1, func(lo, hi int) {
 				if lo < C {
 					c1 := min(hi, C)
-					g.wino.input(xp[lo*gm.plane()+2*r0*(W+2):], W+2, winoWalkOf(TW, rows, W+2, c1-lo, gm.plane()), V[lo*ld:], ldV, winoChunk, ld)
+					g.wino.input(xp[lo*gm.plane()+2*r0*(W+2):], W+2, winoWalkOf(2, TW, rows, W+2, c1-lo, gm.plane()), V[lo*ld:], ldV, winoChunk, ld)
 				}
 				if hi > C {
 					o0 := max(lo, C) - C
-					g.wino.grad(dy[o0*H*W+2*r0*W:], W, winoWalkOf(TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
+					g.wino.grad(dy[o0*H*W+2*r0*W:], W, winoWalkOf(2, TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
 				}
 			})
 			// Phase 2: per ξ, in slabs of winoGradSlab tiles, du[ξ] (OC x C)
@@ -757,14 +814,14 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 // WinogradWeightGrad leaves it, with ws (winoAddScratch per worker) as
 // scratch.
 func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) {
-	if len(dw) != s.WeightSize() || len(du) != WinogradFilterSize(s) || s.K != 3 {
+	if len(dw) != s.WeightSize() || len(du) != WinogradFilterSize(s, Wino2) || s.K != 3 {
 		panic(fmt.Sprintf("kernels: winograd weight gradient of %+v: dw=%d du=%d", s, len(dw), len(du)))
 	}
 	// Per block of winoAddCols pairs: r (9 x pairs) = K^T (9 x 16) du (16
 	// x pairs), G^T du G of each pair (a column), then added to dw: pairs
 	// in dw's (o, c) order, or (c, o) (winoGradByOut).
 	g := gemmOn(t)
-	K := winoFilterMatrix()
+	K := winoFilterMatrix(Wino2)
 	var KT [9 * winoXi]float32
 	for xi := range winoXi {
 		for k := range 9 {

@@ -11,10 +11,15 @@ import (
 // asmWino is the assembly Winograd transforms: AVX-512 with avx512, AVX2
 // otherwise (the CPU has AVX2 wherever an assembly GEMM runs).
 func asmWino(avx512 bool) winoKernels {
+	// F(4x4,3x3)'s transforms are AVX2's on either: a chunk is two halves
+	// of 8 tiles whichever GEMM multiplies it.
+	k := winoKernels{input: winoInputAsm(Wino2, winoInputAVX2), output: winoOutputAsm(Wino2, winoOutputAVX2), grad: winoGradAsm(winoGradAVX2),
+		input4: winoInputAsm(Wino4, winoInput4AVX2), output4: winoOutputAsm(Wino4, winoOutput4AVX2), wide: winoWidthAVX2()}
 	if avx512 && cpu.X86.HasAVX512F {
-		return winoKernels{input: winoInputAsm(winoInputAVX512), output: winoOutputAsm(winoOutputAVX512), grad: winoGradAsm(winoGradAVX512), wide: winoWidthAVX512()}
+		k.input, k.output, k.grad = winoInputAsm(Wino2, winoInputAVX512), winoOutputAsm(Wino2, winoOutputAVX512), winoGradAsm(winoGradAVX512)
+		k.wide = winoWidthAVX512()
 	}
-	return winoKernels{input: winoInputAsm(winoInputAVX2), output: winoOutputAsm(winoOutputAVX2), grad: winoGradAsm(winoGradAVX2), wide: winoWidthAVX2()}
+	return k
 }
 
 // winoCheck panics unless a transform's reads and writes lie in its
@@ -31,25 +36,27 @@ func winoCheck(what string, readEnd, readLen, writeEnd, writeLen int, strides ..
 	}
 }
 
-func winoInputAsm(kern func(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, panelStride, dstChan int)) winoInputKernel {
+// winoInputAsm and winoOutputAsm wrap the transforms of m x m tiles:
+// windows of m+2 rows, m floats a tile apart, (m+2)^2 positions.
+func winoInputAsm(m WinoTile, kern func(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, panelStride, dstChan int)) winoInputKernel {
 	return func(src []float32, stride int, wk winoWalk, dst []float32, xiStride, panelStride, dstChan int) {
 		if wk.chunks() <= 0 || wk.chans <= 0 {
 			return
 		}
-		winoCheck("input transform", wk.last()+3*stride+18, len(src),
-			(wk.chans-1)*dstChan+15*xiStride+(wk.chunks()-1)*panelStride+16, len(dst),
+		winoCheck("input transform", wk.last()+int(m+1)*stride+8*int(m)+2, len(src),
+			(wk.chans-1)*dstChan+(m.xi()-1)*xiStride+(wk.chunks()-1)*panelStride+16, len(dst),
 			stride, wk.half, wk.step, wk.rowStep, wk.chanStep, xiStride, panelStride, dstChan)
 		kern(&src[0], stride, wk.half, wk.step, wk.rows, wk.rowStep, wk.n, wk.chans, wk.chanStep, &dst[0], xiStride, panelStride, dstChan)
 	}
 }
 
-func winoOutputAsm(kern func(dst *float32, stride, half, step, rows, rowStep, n, chans, dstChan int, m *float32, xiStride, mChan int, bias *float32, addBias int)) winoOutputKernel {
+func winoOutputAsm(t WinoTile, kern func(dst *float32, stride, half, step, rows, rowStep, n, chans, dstChan int, m *float32, xiStride, mChan int, bias *float32, addBias int)) winoOutputKernel {
 	return func(m []float32, xiStride, mChan int, dst []float32, stride int, wk winoWalk, bias []float32) {
 		if wk.chunks() <= 0 || wk.chans <= 0 {
 			return
 		}
-		winoCheck("output transform", (wk.chans-1)*mChan+15*xiStride+16*wk.chunks(), len(m),
-			wk.last()+stride+16, len(dst), xiStride, mChan, stride, wk.half, wk.step, wk.rowStep, wk.chanStep)
+		winoCheck("output transform", (wk.chans-1)*mChan+(t.xi()-1)*xiStride+16*wk.chunks(), len(m),
+			wk.last()+int(t-1)*stride+8*int(t), len(dst), xiStride, mChan, stride, wk.half, wk.step, wk.rowStep, wk.chanStep)
 		b, flag := &m[0], 0 // read only where the flag is 1
 		if bias != nil {
 			if len(bias) < wk.chans {
@@ -92,3 +99,9 @@ func winoOutputAVX2(dst *float32, stride, half, step, rows, rowStep, n, chans, d
 
 //go:noescape
 func winoGradAVX2(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, dstChan int)
+
+//go:noescape
+func winoInput4AVX2(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, panelStride, dstChan int)
+
+//go:noescape
+func winoOutput4AVX2(dst *float32, stride, half, step, rows, rowStep, n, chans, dstChan int, m *float32, xiStride, mChan int, bias *float32, addBias int)

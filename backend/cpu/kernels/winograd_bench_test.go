@@ -17,27 +17,27 @@ func BenchmarkWinogradFilter(b *testing.B) {
 		s := backend.ConvShape{N: 4, C: sh[0], H: 16, W: 16, OC: sh[1], K: 3, Pad: 1, Algo: backend.ConvWinograd}
 		r := seedFor("bench")
 		w := randSlice(r, s.WeightSize())
-		ws := make([]float32, 3*WinogradFilterSize(s)+16*s.C*s.OC)
+		ws := make([]float32, 3*WinogradFilterSize(s, Wino2)+16*s.C*s.OC)
 		dw := make([]float32, s.WeightSize())
 		name := fmt.Sprintf("%d-%d", sh[0], sh[1])
 		b.Run("fwd/"+name, func(b *testing.B) {
 			for range b.N {
-				team.WinogradFilter(s, w, ws, false)
+				team.WinogradFilter(s, Wino2, w, ws, false)
 			}
-			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s))))
+			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s, Wino2))))
 		})
 		b.Run("flipped/"+name, func(b *testing.B) {
 			for range b.N {
-				team.WinogradFilter(s, w, ws, true)
+				team.WinogradFilter(s, Wino2, w, ws, true)
 			}
-			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s))))
+			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s, Wino2))))
 		})
 		b.Run("add/"+name, func(b *testing.B) {
-			du := randSlice(r, WinogradFilterSize(s))
+			du := randSlice(r, WinogradFilterSize(s, Wino2))
 			for range b.N {
 				team.WinogradWeightGradAdd(s, dw, du, ws)
 			}
-			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s))))
+			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s, Wino2))))
 		})
 	}
 }
