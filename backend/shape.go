@@ -38,9 +38,9 @@ const (
 	// ones); other shapes directly.
 	ConvWinograd
 	// ConvAuto is ConvWinograd for the parts of a layer wide enough to
-	// gain from it (on the CPU: for its instruction set; the forward and
-	// the input gradient with F(4x4,3x3) where the shape takes it, 4x
-	// fewer multiplications than direct, a looser bound), ConvDirect
+	// gain from it (on the CPU: for its instruction set; with F(4x4,3x3)
+	// where the shape takes it, 4x fewer multiplications than direct, a
+	// looser bound), ConvDirect
 	// elsewhere: by the shape alone, so the same layers take the same way
 	// whatever the memory, the cores or the variant (the bits do not
 	// depend on them); its workspace is Winograd's for those parts.

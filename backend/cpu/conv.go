@@ -158,7 +158,7 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 			din = backend.View{}
 		}
 		if plan.WeightGrad && din.None() {
-			c.winogradWeightGrad(s, dw, dbias, ws, func(do func(dy []float32, x kernels.Image)) {
+			c.winogradWeightGrad(s, plan.GradTile, dw, dbias, ws, func(do func(dy []float32, x kernels.Image)) {
 				do(f32(dout), kernels.Float32Image(f32(in)))
 			})
 			return
@@ -186,7 +186,7 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 		din = backend.View{}
 	}
 	if plan.WeightGrad && din.None() {
-		c.winogradWeightGrad(one, dw, dbias, cut.rest, func(do func(dy []float32, x kernels.Image)) {
+		c.winogradWeightGrad(one, plan.GradTile, dw, dbias, cut.rest, func(do func(dy []float32, x kernels.Image)) {
 			for k := range s.N {
 				c.Convert(g, dout.Slice(k*O, (k+1)*O))
 				do(f32(g), c.imageOf(s.DT, in.Slice(k*I, (k+1)*I), x))
@@ -202,20 +202,20 @@ func (c CPU) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backe
 
 // winogradWeightGrad adds the weight (and bias) gradient of the images
 // that each gives (float32 output gradients, inputs as the kernels read
-// them, of s's shape each) to dw (and dbias): their transformed sums in
-// ws, then dw += G^T sum G.
-func (c CPU) winogradWeightGrad(s backend.ConvShape, dw, dbias, ws backend.View, each func(do func(dy []float32, x kernels.Image))) {
+// them, of s's shape each) to dw (and dbias): their transformed sums (m x
+// m tiles) in ws, then dw += G^T sum G.
+func (c CPU) winogradWeightGrad(s backend.ConvShape, m kernels.WinoTile, dw, dbias, ws backend.View, each func(do func(dy []float32, x kernels.Image))) {
 	cut := carver{ws}
-	du := f32(cut.take(kernels.WinogradFilterSize(s, kernels.Wino2)))
+	du := f32(cut.take(kernels.WinogradFilterSize(s, m)))
 	clear(du)
 	each(func(dy []float32, x kernels.Image) {
 		n := len(dy) / s.Images(1).OutSize()
-		c.team.WinogradWeightGrad(s.Images(n), du, dy, x, f32(cut.rest))
+		c.team.WinogradWeightGrad(s.Images(n), m, du, dy, x, f32(cut.rest))
 		if !dbias.None() {
 			c.team.ConvBiasGrad(s.Images(n), f32(dbias), dy)
 		}
 	})
-	c.team.WinogradWeightGradAdd(s, f32(dw), du, f32(cut.rest))
+	c.team.WinogradWeightGradAdd(s, m, f32(dw), du, f32(cut.rest))
 }
 
 // imagesBackF32 runs back on each of n fp32 images' slices of din (nil

@@ -561,6 +561,7 @@ func winogradAsm() string {
 	winoConsts4(&b)
 	winoInput4(&b)
 	winoOutput4(&b)
+	winoGrad4(&b)
 	return b.String()
 }
 
@@ -1175,6 +1176,109 @@ func winoOutput4(b *asmWriter) {
 					}
 					winoOut4Row(b, p, t, fmt.Sprintf("bias%dh%d", a, hf))
 				}
+			}
+		}
+	})
+}
+
+// winoGrad4Row computes dM's row i (A along the row, winoGradCol4) from
+// the tiles' four columns in z, storing it at DX + off; t is scratch
+// (three registers), z[1] and z[2] too.
+func winoGrad4Row(b *asmWriter, z [4]string, t [3]string, off int) {
+	b.w("\tVMOVUPS %s, %s", z[0], xi4Addr(0, off))
+	b.w("\tVMOVUPS %s, %s", z[3], xi4Addr(5, off))
+	b.w("\tVADDPS %s, %s, %s // e", z[2], z[0], t[0])
+	b.w("\tVADDPS %s, %s, %s // o", z[3], z[1], t[1])
+	b.w("\tVADDPS %s, %s, %s // q1 = e + o", t[1], t[0], t[2])
+	b.w("\tVMOVUPS %s, %s", t[2], xi4Addr(1, off))
+	b.w("\tVSUBPS %s, %s, %s // q2 = e - o", t[1], t[0], t[2])
+	b.w("\tVMOVUPS %s, %s", t[2], xi4Addr(2, off))
+	b.w("\tVFMADD231PS Y12, %s, %s // e4 = y0 + 4*y2", z[2], z[0])
+	b.w("\tVFMADD231PS Y12, %s, %s // o4 = y1 + 4*y3", z[3], z[1])
+	b.w("\tVMOVAPS %s, %s", z[0], t[0])
+	b.w("\tVFMADD231PS Y11, %s, %s // q3 = e4 + 2*o4", z[1], t[0])
+	b.w("\tVMOVUPS %s, %s", t[0], xi4Addr(3, off))
+	b.w("\tVFNMADD231PS Y11, %s, %s // q4 = e4 - 2*o4", z[1], z[0])
+	b.w("\tVMOVUPS %s, %s", z[0], xi4Addr(4, off))
+}
+
+func winoGrad4(b *asmWriter) {
+	f := &winoFn{name: "winoGrad4AVX2", doc: `// F(4x4,3x3)'s gradient transform dM = A dY A^T (see winoGrad4Go; strides
+// in floats).`,
+		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "dstChan"},
+		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "$64"}
+	f.begin(b)
+	b.w("\tVMOVUPS wino4Four<>(SB), Y12")
+	b.w("\tVMOVUPS wino4Two<>(SB), Y11")
+	f.reg(b, "stride", "R8")
+	f.reg(b, "half", "R9")
+	f.reg(b, "step", "R10")
+	f.reg(b, "xiStride", "R11")
+	b.w("\tLEAQ (R11)(R11*2), R13")
+	b.w("\tLEAQ (R11)(R11*4), R14")
+	b.w("\tLEAQ (R13)(R13*1), R15")
+	f.loops(b, nil, func() {
+		for hf := 0; hf < 2; hf++ {
+			// BX: dY's rows 0 and 1 (R8 apart), AX: rows 2 and 3.
+			b.w("\tMOVQ SI, BX")
+			if hf == 1 {
+				b.w("\tADDQ R9, BX")
+			}
+			b.w("\tLEAQ (BX)(R8*2), AX")
+			b.w("\tMOVQ DI, DX")
+			off := 32 * hf
+			row := func(a, v int) string {
+				base, idx := "BX", ""
+				if a >= 2 {
+					base, a = "AX", a-2
+				}
+				if a == 1 {
+					idx = "(R8*1)"
+				}
+				o := ""
+				if v != 0 {
+					o = fmt.Sprint(32 * v)
+				}
+				return fmt.Sprintf("%s(%s)%s", o, base, idx)
+			}
+			for i := 0; i < 6; i++ {
+				if i > 0 {
+					b.w("\tADDQ R15, DX")
+				}
+				b.w("\t// ξ row %d: Q_i = A's row i over dY's rows, 8 columns a vector", i)
+				for v := 0; v < 4; v++ {
+					q := fmt.Sprintf("Y%d", v)
+					switch i {
+					case 0:
+						b.w("\tVMOVUPS %s, %s", row(0, v), q)
+					case 5:
+						b.w("\tVMOVUPS %s, %s", row(3, v), q)
+					case 1, 2:
+						b.w("\tVMOVUPS %s, %s", row(0, v), q)
+						b.w("\tVADDPS %s, %s, %s // e", row(2, v), q, q)
+						b.w("\tVMOVUPS %s, Y4", row(1, v))
+						b.w("\tVADDPS %s, Y4, Y4 // o", row(3, v))
+						if i == 1 {
+							b.w("\tVADDPS Y4, %s, %s", q, q)
+						} else {
+							b.w("\tVSUBPS Y4, %s, %s", q, q)
+						}
+					case 3, 4:
+						b.w("\tVMOVUPS %s, %s", row(0, v), q)
+						b.w("\tVMOVUPS %s, Y5", row(2, v))
+						b.w("\tVFMADD231PS Y12, Y5, %s // e4", q)
+						b.w("\tVMOVUPS %s, Y4", row(1, v))
+						b.w("\tVMOVUPS %s, Y5", row(3, v))
+						b.w("\tVFMADD231PS Y12, Y5, Y4 // o4")
+						if i == 3 {
+							b.w("\tVFMADD231PS Y11, Y4, %s", q)
+						} else {
+							b.w("\tVFNMADD231PS Y11, Y4, %s", q)
+						}
+					}
+				}
+				transpose4x4(b, [4]string{"Y0", "Y1", "Y2", "Y3"}, [4]string{"Y0", "Y1", "Y2", "Y3"}, [4]string{"Y4", "Y5", "Y6", "Y7"})
+				winoGrad4Row(b, [4]string{"Y0", "Y1", "Y2", "Y3"}, [3]string{"Y4", "Y5", "Y6"}, off)
 			}
 		}
 	})

@@ -100,8 +100,8 @@ func BenchmarkConvUNetWinograd(b *testing.B) {
 			g := gemmOn(team)
 			du, rest := g.carve(ws, WinogradFilterSize(s, Wino2))
 			clear(du)
-			team.WinogradWeightGrad(s, du, dout, Float32Image(in), rest)
-			team.WinogradWeightGradAdd(s, dw, du, rest)
+			team.WinogradWeightGrad(s, Wino2, du, dout, Float32Image(in), rest)
+			team.WinogradWeightGradAdd(s, Wino2, dw, du, rest)
 		}
 		b.Run("bwd/"+name, func(b *testing.B) {
 			for range b.N {

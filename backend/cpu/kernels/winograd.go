@@ -73,10 +73,22 @@ const (
 	// the workers): 4 MiB, the last level's share of a core or two.
 	winoGradFloats = 1 << 20
 	// winoGradSlab is the k slab (tiles) of the weight gradient's
-	// products: its bands are whole slabs, so the sums' order, and the
+	// products with F(2x2,3x3), winoGradSlab4 with F(4x4,3x3) (its 36
+	// planes a tile take 2.25x the floats of 16; a slab of 64 takes 56%
+	// of F(2x2,3x3)'s, so it runs wherever that fits): its bands are
+	// whole slabs, each summed on its own, so the sums' order, and the
 	// bits, do not depend on the band size.
-	winoGradSlab = gemmKC
+	winoGradSlab  = gemmKC
+	winoGradSlab4 = 64
 )
+
+// gradSlab is the weight gradient's k slab with m x m tiles.
+func (m WinoTile) gradSlab() int {
+	if m == Wino4 {
+		return winoGradSlab4
+	}
+	return winoGradSlab
+}
 
 // winoWalk is how a transform walks its chunks of 16 tiles: chans
 // channels chanStep apart, each rows groups of n chunks, chunk k of group
@@ -141,13 +153,14 @@ type winoKernels struct {
 	grad    winoGradKernel
 	input4  winoInputKernel
 	output4 winoOutputKernel
+	grad4   winoGradKernel
 	wide    winoWidth
 }
 
 // genericWino is the pure-Go transforms (Auto as wide as with AVX-512).
 func genericWino() winoKernels {
 	return winoKernels{input: winoInputGo, output: winoOutputGo, grad: winoGradGo,
-		input4: winoInput4Go, output4: winoOutput4Go, wide: winoWidthAVX512()}
+		input4: winoInput4Go, output4: winoOutput4Go, grad4: winoGrad4Go, wide: winoWidthAVX512()}
 }
 
 // winoInputGo is the pure-Go winoInputKernel: V = B^T d B, the rows'
@@ -376,35 +389,38 @@ func winoForwardRows(s backend.ConvShape, m WinoTile, ws int) int {
 }
 
 // winoGradRows is the weight gradient's band height: whole slabs of
-// winoGradSlab tiles (or the whole image), as many as fit the budget and
+// m.gradSlab() tiles (or the whole image), as many as fit the budget and
 // ws; 0 where one slab's band does not fit ws, even with rows unpadded
 // (winoGradLd).
-func winoGradRows(s backend.ConvShape, ws int) int {
-	TW, TH := s.W/2, s.H/2
-	unit := winoGradUnit(TW)
+func winoGradRows(s backend.ConvShape, m WinoTile, ws int) int {
+	TW, TH, nxi := s.W/int(m), s.H/int(m), m.xi()
+	unit := winoGradUnit(TW, m)
 	if unit >= TH {
-		if winoGradNeedLd(s, TH, false) > ws {
+		if winoGradNeedLd(s, m, TH, false) > ws {
 			return 0
 		}
 		return TH
 	}
 	R := unit
-	for R+unit <= TH && winoXi*(s.C+s.OC)*(R+unit)*TW <= winoGradFloats && winoGradNeed(s, R+unit) <= ws {
+	for R+unit <= TH && nxi*(s.C+s.OC)*(R+unit)*TW <= winoGradFloats && winoGradNeed(s, m, R+unit) <= ws {
 		R += unit
 	}
-	if R+unit > TH && winoXi*(s.C+s.OC)*TH*TW <= winoGradFloats && winoGradNeed(s, TH) <= ws {
+	if R+unit > TH && nxi*(s.C+s.OC)*TH*TW <= winoGradFloats && winoGradNeed(s, m, TH) <= ws {
 		R = TH // the whole image: its last band would be short anyway
 	}
-	if winoGradNeedLd(s, R, false) > ws {
+	if winoGradNeedLd(s, m, R, false) > ws {
 		return 0
 	}
 	return R
 }
 
 // winoGradUnit is the weight gradient's least band height for rows of TW
-// tiles: whole slabs of winoGradSlab tiles, in steps of rowStep (a band
-// holds no less, unless the image is shorter).
-func winoGradUnit(TW int) int { return max(rowStep(TW), winoGradSlab/gcd(TW, winoGradSlab)) }
+// tiles of m x m: whole slabs of m.gradSlab() tiles, in steps of rowStep
+// (a band holds no less, unless the image is shorter).
+func winoGradUnit(TW int, m WinoTile) int {
+	slab := m.gradSlab()
+	return max(rowStep(TW), slab/gcd(TW, slab))
+}
 
 func gcd(a, b int) int {
 	for b != 0 {
@@ -425,19 +441,20 @@ func winoGradLd(tiles int, pad bool) int {
 	return tiles
 }
 
-// winoGradNeed is the workspace the weight gradient takes in bands of R
-// tile rows, its rows padded: dU (16 x OC x C), the padded image, the
-// band's V and dM, and per worker the packed panels of V^T.
-func winoGradNeed(s backend.ConvShape, R int) int { return winoGradNeedLd(s, R, true) }
+// winoGradNeed is the workspace the weight gradient takes with m x m
+// tiles in bands of R tile rows, its rows padded: dU (ξ x OC x C), the
+// padded image, the band's V and dM, and per worker the packed panels of
+// V^T.
+func winoGradNeed(s backend.ConvShape, m WinoTile, R int) int { return winoGradNeedLd(s, m, R, true) }
 
 // winoGradNeedLd is winoGradNeed with the rows padded or not.
-func winoGradNeedLd(s backend.ConvShape, R int, pad bool) int {
-	gm := newWinoGeom(s, Wino2, R)
+func winoGradNeedLd(s backend.ConvShape, m WinoTile, R int, pad bool) int {
+	gm := newWinoGeom(s, m, R)
 	T := gm.tiles()
 	ld := winoGradLd(T, pad)
-	bands := gm.padded() + winoXi*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + winoWorkers()*winoGradPack(s, T)
+	bands := gm.padded() + m.xi()*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + winoWorkers()*winoGradPack(s, T)
 	// WinogradWeightGradAdd's scratch, after the bands.
-	return WinogradFilterSize(s, Wino2) + max(bands, winoWorkers()*winoAddScratch())
+	return WinogradFilterSize(s, m) + max(bands, winoWorkers()*winoAddScratch(m))
 }
 
 // winoGradByOut reports whether the weight gradient's products run as
@@ -465,11 +482,11 @@ func WinogradSwapped(s backend.ConvShape) backend.ConvShape {
 }
 
 // ConvPlan says which parts of a convolution run the Winograd way, and
-// with which tile the forward and the input gradient do (the weight
-// gradient takes Wino2).
+// with which tiles: Tile the forward and the input gradient, GradTile
+// the weight gradient.
 type ConvPlan struct {
 	Forward, InputGrad, WeightGrad bool
-	Tile                           WinoTile
+	Tile, GradTile                 WinoTile
 }
 
 // Any reports whether any part does.
@@ -479,8 +496,8 @@ func (p ConvPlan) Any() bool { return p.Forward || p.InputGrad || p.WeightGrad }
 // ws workspace values: its s.Algo's choice. Direct runs the direct
 // kernels; Winograd runs each part F(2x2,3x3)'s way where winoShapeOK;
 // Auto does so where the layer is wide enough for that part (winoWide)
-// and the part fits in ws, the products with F(4x4,3x3) where the shape
-// takes it (autoTiles): ConvWorkspace's for Auto (autoWorkspace) holds
+// and the part fits in ws, with F(4x4,3x3) where the shape takes it and
+// it fits (autoTiles): ConvWorkspace's for Auto (autoWorkspace) holds
 // every such part, so Auto's choice is the shape's (a smaller ws, as
 // callers other than the model may give, runs what fits).
 func PlanConv(s backend.ConvShape, ws int) ConvPlan {
@@ -489,10 +506,10 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 	case s.Algo == backend.ConvDirect || !winoShapeOK(one):
 		return ConvPlan{}
 	case s.Algo == backend.ConvWinograd:
-		return ConvPlan{Forward: true, InputGrad: true, WeightGrad: true, Tile: Wino2}
+		return ConvPlan{Forward: true, InputGrad: true, WeightGrad: true, Tile: Wino2, GradTile: Wino2}
 	}
 	k := bestGemm().wino.wide
-	p := ConvPlan{WeightGrad: winoWide(s, k.weightGrad) && winoGradRows(one, ws) > 0}
+	var p ConvPlan
 	if winoWide(s, k.products) {
 		for _, m := range autoTiles(one) {
 			p.Forward = winoForwardRows(one, m, ws) > 0
@@ -503,11 +520,19 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 			}
 		}
 	}
+	if winoWide(s, k.weightGrad) {
+		for _, m := range autoTiles(one) {
+			if p.WeightGrad = winoGradRows(one, m, ws) > 0; p.WeightGrad {
+				p.GradTile = m
+				break
+			}
+		}
+	}
 	return p
 }
 
-// autoTiles is the tiles Auto tries for s's products, best first:
-// F(4x4,3x3) where the shape takes it, then F(2x2,3x3).
+// autoTiles is the tiles Auto tries, best first: F(4x4,3x3) where the
+// shape takes it, then F(2x2,3x3).
 func autoTiles(s backend.ConvShape) []WinoTile {
 	if winoTileOK(s, 4) {
 		return []WinoTile{Wino4, Wino2}
@@ -544,7 +569,7 @@ func winogradWorkspace(s backend.ConvShape) int {
 	unlimited := int(^uint(0) >> 1)
 	return max(winoForwardNeed(s, Wino2, winoForwardRows(s, Wino2, unlimited)),
 		winoForwardNeed(WinogradSwapped(s), Wino2, winoForwardRows(WinogradSwapped(s), Wino2, unlimited)),
-		winoGradNeed(s, winoGradRows(s, unlimited)))
+		winoGradNeed(s, Wino2, winoGradRows(s, Wino2, unlimited)))
 }
 
 // autoWorkspace is the workspace Auto takes for one image of s, whose
@@ -563,8 +588,10 @@ func autoWorkspace(s backend.ConvShape, direct int) int {
 		least := rowStep(s.W / int(m))
 		need = max(need, winoForwardNeed(s, m, least), winoForwardNeed(WinogradSwapped(s), m, least))
 	}
-	if unit := min(s.H/2, winoGradUnit(s.W/2)); winoWide(s, k.weightGrad) && winoGradNeed(s, unit) > need {
-		need = max(need, winoGradNeedLd(s, unit, false))
+	// The weight gradient's least F(2x2,3x3) band: F(4x4,3x3)'s, whose
+	// slab of tiles takes 2.25x the floats, runs where it fits in that.
+	if unit := min(s.H/2, winoGradUnit(s.W/2, Wino2)); winoWide(s, k.weightGrad) && winoGradNeed(s, Wino2, unit) > need {
+		need = max(need, winoGradNeedLd(s, Wino2, unit, false))
 	}
 	return need
 }
@@ -750,32 +777,36 @@ func (x *panelsB) view(p0, kc, j0, nw int) []float32 {
 // or du[ξ][c][o], winoGradByOut) the weight gradient's transformed
 // products over s.N images: sum over tiles of dM[ξ][o][t] V[ξ][c][t]. ws must hold what PlanConv's choice
 // guarantees; WinogradWeightGradAdd then adds G^T du G to dw.
-func (t *Team) WinogradWeightGrad(s backend.ConvShape, du, dout []float32, in Image, ws []float32) {
-	gemmOn(t).winogradWeightGrad(s, du, dout, in, ws)
+func (t *Team) WinogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout []float32, in Image, ws []float32) {
+	gemmOn(t).winogradWeightGrad(s, m, du, dout, in, ws)
 }
 
-func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in Image, ws []float32) {
-	if !winoShapeOK(s) || len(dout) != s.OutSize() || in.Len() != s.InSize() || len(du) != WinogradFilterSize(s, Wino2) {
-		panic(fmt.Sprintf("kernels: winograd weight gradient %+v: sizes dout=%d in=%d du=%d do not match", s, len(dout), in.Len(), len(du)))
+func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout []float32, in Image, ws []float32) {
+	if (m != Wino2 && m != Wino4) || !winoTileOK(s, int(m)) || len(dout) != s.OutSize() || in.Len() != s.InSize() || len(du) != WinogradFilterSize(s, m) {
+		panic(fmt.Sprintf("kernels: winograd weight gradient %+v, %dx%d tiles: sizes dout=%d in=%d du=%d do not match", s, m, m, len(dout), in.Len(), len(du)))
 	}
-	R := winoGradRows(s.Images(1), len(ws)+len(du))
+	R := winoGradRows(s.Images(1), m, len(ws)+len(du))
 	if R == 0 {
 		if g.strict {
 			panic(fmt.Sprintf("kernels: winograd weight gradient %+v: workspace of %d values is too small", s, len(ws)+len(du)))
 		}
-		R = winoGradUnit(s.W / 2)
+		R = winoGradUnit(s.W/int(m), m)
 	}
-	gm := newWinoGeom(s, Wino2, R)
-	C, OC, H, W, TW := s.C, s.OC, s.H, s.W, gm.TW
+	gm := newWinoGeom(s, m, R)
+	C, OC, H, W, TW, nxi, mi := s.C, s.OC, s.H, s.W, gm.TW, m.xi(), int(m)
+	input, grad := g.wino.input, g.wino.grad
+	if m == Wino4 {
+		input, grad = g.wino.input4, g.wino.grad4
+	}
 	T := gm.tiles()
-	ld, ldU := winoGradLd(T, winoGradNeed(s.Images(1), R) <= len(ws)+len(du)), winoPlaneLd(C*OC)
+	ld, ldU := winoGradLd(T, winoGradNeed(s.Images(1), m, R) <= len(ws)+len(du)), winoPlaneLd(C*OC)
 	padded, rest := g.carve(ws, gm.padded())
 	ldV, ldM := winoPlaneLd(C*ld), winoPlaneLd(OC*ld)
-	V, rest := g.carve(rest, winoXi*ldV)
-	dM, rest := g.carve(rest, winoXi*ldM)
+	V, rest := g.carve(rest, nxi*ldV)
+	dM, rest := g.carve(rest, nxi*ldM)
 	workers := winoWorkers()
 	byOut := winoGradByOut(s)
-	packSize := winoGradPack(s, T)
+	packSize, slab := winoGradPack(s, T), m.gradSlab()
 	for n := range s.N {
 		xp := padImage(g.team, padded, in.slice(n*C*H*W, (n+1)*C*H*W), C, H, W, 1)
 		dy := dout[n*OC*H*W : (n+1)*OC*H*W]
@@ -788,22 +819,25 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 			g.team.For(C+OC, 1, func(lo, hi int) {
 				if lo < C {
 					c1 := min(hi, C)
-					g.wino.input(xp[lo*gm.plane()+2*r0*(W+2):], W+2, winoWalkOf(2, TW, rows, W+2, c1-lo, gm.plane()), V[lo*ld:], ldV, winoChunk, ld)
+					input(xp[lo*gm.plane()+mi*r0*(W+2):], W+2, winoWalkOf(mi, TW, rows, W+2, c1-lo, gm.plane()), V[lo*ld:], ldV, winoChunk, ld)
 				}
 				if hi > C {
 					o0 := max(lo, C) - C
-					g.wino.grad(dy[o0*H*W+2*r0*W:], W, winoWalkOf(2, TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
+					grad(dy[o0*H*W+mi*r0*W:], W, winoWalkOf(mi, TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
 				}
 			})
-			// Phase 2: per ξ, in slabs of winoGradSlab tiles, du[ξ] (OC x C)
+			// Phase 2: per ξ, in slabs of m.gradSlab() tiles, du[ξ] (OC x C)
 			// += dM[ξ] (OC x Tb) V[ξ]^T, or duT[ξ] (C x OC) += V[ξ] dM[ξ]^T
 			// (winoGradByOut).
-			g.runTasks(min(workers, winoXi), winoXi, 0, packSize, rest, func(_, xi int, _, packB []float32, ps *packScratch) {
+			g.runTasks(min(workers, nxi), nxi, 0, packSize, rest, func(_, xi int, _, packB []float32, ps *packScratch) {
 				dMx, Vx, dux := dM[xi*ldM:xi*ldM+OC*ld], V[xi*ldV:xi*ldV+C*ld], du[xi*ldU:xi*ldU+OC*C]
-				if byOut {
-					g.taskDirect(matA{a: dMx, lda: ld}, matB{b: Vx, ldb: ld, trans: true}, 1, 1, dux, C, 0, Tb, 0, OC, 0, C, packB, ps)
-				} else {
-					g.taskDirect(matA{a: Vx, lda: ld}, matB{b: dMx, ldb: ld, trans: true}, 1, 1, dux, OC, 0, Tb, 0, C, 0, OC, packB, ps)
+				for k0 := 0; k0 < Tb; k0 += slab {
+					k1 := min(k0+slab, Tb)
+					if byOut {
+						g.taskDirect(matA{a: dMx, lda: ld}, matB{b: Vx, ldb: ld, trans: true}, 1, 1, dux, C, k0, k1, 0, OC, 0, C, packB, ps)
+					} else {
+						g.taskDirect(matA{a: Vx, lda: ld}, matB{b: dMx, ldb: ld, trans: true}, 1, 1, dux, OC, k0, k1, 0, C, 0, OC, packB, ps)
+					}
 				}
 			})
 		}
@@ -813,30 +847,31 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, du, dout []float32, in
 // WinogradWeightGradAdd adds G^T du G to dw[o][c] (s's weights), du as
 // WinogradWeightGrad leaves it, with ws (winoAddScratch per worker) as
 // scratch.
-func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, dw, du, ws []float32) {
-	if len(dw) != s.WeightSize() || len(du) != WinogradFilterSize(s, Wino2) || s.K != 3 {
+func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, m WinoTile, dw, du, ws []float32) {
+	if len(dw) != s.WeightSize() || len(du) != WinogradFilterSize(s, m) || s.K != 3 {
 		panic(fmt.Sprintf("kernels: winograd weight gradient of %+v: dw=%d du=%d", s, len(dw), len(du)))
 	}
-	// Per block of winoAddCols pairs: r (9 x pairs) = K^T (9 x 16) du (16
+	// Per block of winoAddCols pairs: r (9 x pairs) = K^T (9 x ξ) du (ξ
 	// x pairs), G^T du G of each pair (a column), then added to dw: pairs
 	// in dw's (o, c) order, or (c, o) (winoGradByOut).
 	g := gemmOn(t)
-	K := winoFilterMatrix(Wino2)
-	var KT [9 * winoXi]float32
-	for xi := range winoXi {
+	K, nxi := winoFilterMatrix(m), m.xi()
+	var kt [9 * winoXi4]float32
+	KT := kt[:9*nxi]
+	for xi := range nxi {
 		for k := range 9 {
-			KT[k*winoXi+xi] = K[xi*9+k]
+			KT[k*nxi+xi] = K[xi*9+k]
 		}
 	}
 	ldU, pairs, byOut := winoPlaneLd(s.C*s.OC), s.OC*s.C, winoGradByOut(s)
 	blocks := ceilDiv(pairs, winoAddCols)
 	workers := min(winoWorkers(), blocks)
 	per := ceilDiv(blocks, 4*workers) // blocks a task
-	g.runTasks(workers, ceilDiv(blocks, per), 9*winoAddCols, winoAddPack(), ws, func(_, task int, r, packB []float32, ps *packScratch) {
+	g.runTasks(workers, ceilDiv(blocks, per), 9*winoAddCols, winoAddPack(m), ws, func(_, task int, r, packB []float32, ps *packScratch) {
 		for b := task * per; b < min(blocks, (task+1)*per); b++ {
 			j0 := b * winoAddCols
 			nw := min(winoAddCols, pairs-j0)
-			g.taskDirect(matA{a: KT[:], lda: winoXi}, matB{b: du[j0:], ldb: ldU}, 1, 0, r, winoAddCols, 0, winoXi, 0, 9, 0, nw, packB, ps)
+			g.taskDirect(matA{a: KT, lda: nxi}, matB{b: du[j0:], ldb: ldU}, 1, 0, r, winoAddCols, 0, nxi, 0, 9, 0, nw, packB, ps)
 			addColumns(dw, r, j0, nw, byOut, s.C, s.OC)
 		}
 	})
@@ -876,6 +911,6 @@ func addColumns(dw, r []float32, j0, nw int, byOut bool, C, OC int) {
 // results (9 x winoAddCols) and its packing buffer (winoAddPack).
 const winoAddCols = 64
 
-func winoAddScratch() int { return 9*winoAddCols + winoAddPack() }
+func winoAddScratch(m WinoTile) int { return 9*winoAddCols + winoAddPack(m) }
 
-func winoAddPack() int { return roundUp(winoAddCols, gemmNR)*winoXi + gemmNR*gemmKC }
+func winoAddPack(m WinoTile) int { return roundUp(winoAddCols, gemmNR)*m.xi() + gemmNR*gemmKC }

@@ -1,7 +1,6 @@
 package kernels
 
-// Winograd F(4x4,3x3) for the forward and the input gradient: each 4x4
-// block of outputs is
+// Winograd F(4x4,3x3): each 4x4 block of outputs is
 //
 //	Y = A^T [ sum_c (G g_oc G^T) ⊙ (B^T d_c B) ] A
 //
@@ -21,8 +20,10 @@ package kernels
 // powers of two only (winoIn4, winoOut4), which are exact, so a fused
 // multiply-add gives the same bits as the product and the sum apart: the
 // assembly fuses them, the Go reference does not, and the bits agree
-// (tested). Both apply the 1-D form along columns first (down the
-// window's rows: v = B^T d, P = A^T M), then along rows.
+// (tested); so does the weight gradient's dM = A dY A^T (winoGradCol4).
+// Each applies the 1-D form along columns first (down the window's rows:
+// v = B^T d, P = A^T M, A dY), then along rows. The weight gradient sums
+// its tiles in slabs of winoGradSlab4.
 //
 // Lanes. A chunk's 16 tiles are two halves of 8, and within a half tile q
 // sits in lane winoLane4(q): the even tiles in lanes 0-3, the odd ones in
@@ -38,9 +39,11 @@ package kernels
 // channel in the product (and one per k slab), up to 6 in the output
 // transform and 1 adding the bias, so |Winograd - exact| <= (C + 32 +
 // slabs)·u·E per output, E as in winograd.go with |B^T|, |G| and |A^T| of
-// these matrices. Their magnification is larger than F(2x2,3x3)'s
-// (entries up to 5, 8 and 1/4): TestWinograd4ErrorBound measures the
-// error against the direct convolution's at the seed UNet's widths.
+// these matrices; the weight gradient's (64 + slabs + 64)·u·E with its
+// E (TestWinogradErrorBound's forms). Their magnification is larger than
+// F(2x2,3x3)'s (entries up to 5, 8 and 1/4): TestWinograd4ErrorBound
+// measures the errors against the direct convolution's at the seed
+// UNet's widths.
 
 // winoG4 is F(4x4,3x3)'s G.
 var winoG4 = [6][3]float64{
@@ -146,6 +149,51 @@ func winoOutput4Go(m []float32, xiStride, mChan int, dst []float32, stride int, 
 							y[b] += bias[c]
 						}
 						dst[base+a*stride+b] = y[b]
+					}
+				}
+			}
+		}
+	}
+}
+
+// winoGradCol4 is A y of one column (or row) of a tile's output
+// gradient: four values in, six out (the adjoint of winoOut4).
+func winoGradCol4(y *[4]float32) (q [6]float32) {
+	e, o := y[0]+y[2], y[1]+y[3]
+	e4, o4 := y[0]+4*y[2], y[1]+4*y[3]
+	q[0] = y[0]
+	q[1] = e + o
+	q[2] = e - o
+	q[3] = e4 + 2*o4
+	q[4] = e4 - 2*o4
+	q[5] = y[3]
+	return q
+}
+
+// winoGrad4Go is the pure-Go winoGradKernel of F(4x4,3x3), dM = A dY A^T:
+// tile l's dY[a][b] at src[wk.at(c, k, l) + a*stride + b], its dM[ξ]
+// (ξ = 6i+j) at dst[c*dstChan + ξ*xiStride + 16*k + winoLane4(l)].
+func winoGrad4Go(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int) {
+	for c := range wk.chans {
+		for k := range wk.chunks() {
+			for l := range winoChunk {
+				base := wk.at(c, k, l)
+				var q [6][4]float32 // q[i][b]: column b's transform
+				for b := range 4 {
+					var col [4]float32
+					for a := range 4 {
+						col[a] = src[base+a*stride+b]
+					}
+					t := winoGradCol4(&col)
+					for i := range 6 {
+						q[i][b] = t[i]
+					}
+				}
+				o := c*dstChan + 16*k + winoLane4(l)
+				for i := range 6 {
+					t := winoGradCol4(&q[i])
+					for j := range 6 {
+						dst[(6*i+j)*xiStride+o] = t[j]
 					}
 				}
 			}

@@ -13,10 +13,11 @@ import (
 func asmWino(avx512 bool) winoKernels {
 	// F(4x4,3x3)'s transforms are AVX2's on either: a chunk is two halves
 	// of 8 tiles whichever GEMM multiplies it.
-	k := winoKernels{input: winoInputAsm(Wino2, winoInputAVX2), output: winoOutputAsm(Wino2, winoOutputAVX2), grad: winoGradAsm(winoGradAVX2),
-		input4: winoInputAsm(Wino4, winoInput4AVX2), output4: winoOutputAsm(Wino4, winoOutput4AVX2), wide: winoWidthAVX2()}
+	k := winoKernels{input: winoInputAsm(Wino2, winoInputAVX2), output: winoOutputAsm(Wino2, winoOutputAVX2), grad: winoGradAsm(Wino2, winoGradAVX2),
+		input4: winoInputAsm(Wino4, winoInput4AVX2), output4: winoOutputAsm(Wino4, winoOutput4AVX2), grad4: winoGradAsm(Wino4, winoGrad4AVX2),
+		wide: winoWidthAVX2()}
 	if avx512 && cpu.X86.HasAVX512F {
-		k.input, k.output, k.grad = winoInputAsm(Wino2, winoInputAVX512), winoOutputAsm(Wino2, winoOutputAVX512), winoGradAsm(winoGradAVX512)
+		k.input, k.output, k.grad = winoInputAsm(Wino2, winoInputAVX512), winoOutputAsm(Wino2, winoOutputAVX512), winoGradAsm(Wino2, winoGradAVX512)
 		k.wide = winoWidthAVX512()
 	}
 	return k
@@ -68,13 +69,13 @@ func winoOutputAsm(t WinoTile, kern func(dst *float32, stride, half, step, rows,
 	}
 }
 
-func winoGradAsm(kern func(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, dstChan int)) winoGradKernel {
+func winoGradAsm(m WinoTile, kern func(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, dstChan int)) winoGradKernel {
 	return func(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int) {
 		if wk.chunks() <= 0 || wk.chans <= 0 {
 			return
 		}
-		winoCheck("gradient transform", wk.last()+stride+16, len(src),
-			(wk.chans-1)*dstChan+15*xiStride+16*wk.chunks(), len(dst),
+		winoCheck("gradient transform", wk.last()+int(m-1)*stride+8*int(m), len(src),
+			(wk.chans-1)*dstChan+(m.xi()-1)*xiStride+16*wk.chunks(), len(dst),
 			stride, wk.half, wk.step, wk.rowStep, wk.chanStep, xiStride, dstChan)
 		kern(&src[0], stride, wk.half, wk.step, wk.rows, wk.rowStep, wk.n, wk.chans, wk.chanStep, &dst[0], xiStride, dstChan)
 	}
@@ -105,3 +106,6 @@ func winoInput4AVX2(src *float32, stride, half, step, rows, rowStep, n, chans, s
 
 //go:noescape
 func winoOutput4AVX2(dst *float32, stride, half, step, rows, rowStep, n, chans, dstChan int, m *float32, xiStride, mChan int, bias *float32, addBias int)
+
+//go:noescape
+func winoGrad4AVX2(src *float32, stride, half, step, rows, rowStep, n, chans, srcChan int, dst *float32, xiStride, dstChan int)

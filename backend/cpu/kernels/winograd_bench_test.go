@@ -35,7 +35,7 @@ func BenchmarkWinogradFilter(b *testing.B) {
 		b.Run("add/"+name, func(b *testing.B) {
 			du := randSlice(r, WinogradFilterSize(s, Wino2))
 			for range b.N {
-				team.WinogradWeightGradAdd(s, dw, du, ws)
+				team.WinogradWeightGradAdd(s, Wino2, dw, du, ws)
 			}
 			b.SetBytes(int64(4 * (s.WeightSize() + WinogradFilterSize(s, Wino2))))
 		})

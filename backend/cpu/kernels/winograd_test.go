@@ -174,14 +174,15 @@ func winoBoundForward(s backend.ConvShape, m WinoTile, in, w []float64) []float6
 	return e
 }
 
-// winoBoundWeightGrad is the weight gradient's E (F(2x2,3x3)) for each
-// dw[o][c][i][j]: |G^T| (sum over tiles of |A||dY||A^T| ⊙ |B^T||d||B|) |G|.
-func winoBoundWeightGrad(s backend.ConvShape, in, dout []float64) []float64 {
-	a := winoAbsOf(Wino2)
-	TH, TW, HW := s.H/2, s.W/2, s.H*s.W
+// winoBoundWeightGrad is the weight gradient's E with m x m tiles for
+// each dw[o][c][i][j]: |G^T| (sum over tiles of |A||dY||A^T| ⊙
+// |B^T||d||B|) |G|.
+func winoBoundWeightGrad(s backend.ConvShape, m WinoTile, in, dout []float64) []float64 {
+	a := winoAbsOf(m)
+	TH, TW, HW := s.H/a.m, s.W/a.m, s.H*s.W
 	sum := make([][][]float64, s.OC*s.C)
 	for i := range sum {
-		sum[i] = square(4)
+		sum[i] = square(a.n)
 	}
 	vs := make([][][]float64, s.C)
 	for n := range s.N {
@@ -191,21 +192,21 @@ func winoBoundWeightGrad(s backend.ConvShape, in, dout []float64) []float64 {
 					vs[c] = a.inputTile(in[(n*s.C+c)*HW:], s.H, s.W, ty, tx)
 				}
 				for o := range s.OC {
-					var m [4][4]float64 // |A| |dY| |A^T|
-					for i := range 4 {
-						for j := range 4 {
-							for y := range 2 {
-								for x := range 2 {
-									m[i][j] += a.AT[y][i] * math.Abs(dout[(n*s.OC+o)*HW+(2*ty+y)*s.W+2*tx+x]) * a.AT[x][j]
+					dm := square(a.n) // |A| |dY| |A^T|
+					for i := range a.n {
+						for j := range a.n {
+							for y := range a.m {
+								for x := range a.m {
+									dm[i][j] += a.AT[y][i] * math.Abs(dout[(n*s.OC+o)*HW+(a.m*ty+y)*s.W+a.m*tx+x]) * a.AT[x][j]
 								}
 							}
 						}
 					}
 					for c := range s.C {
 						p := sum[o*s.C+c]
-						for i := range 4 {
-							for j := range 4 {
-								p[i][j] += m[i][j] * vs[c][i][j]
+						for i := range a.n {
+							for j := range a.n {
+								p[i][j] += dm[i][j] * vs[c][i][j]
 							}
 						}
 					}
@@ -217,8 +218,8 @@ func winoBoundWeightGrad(s backend.ConvShape, in, dout []float64) []float64 {
 	for k, p := range sum {
 		for r := range 3 {
 			for c := range 3 {
-				for i := range 4 {
-					for j := range 4 {
+				for i := range a.n {
+					for j := range a.n {
 						e[9*k+3*r+c] += a.G[i][r] * p[i][j] * a.G[j][c]
 					}
 				}
@@ -262,8 +263,7 @@ func checkBound(t *testing.T, what string, got []float32, want, e []float64, gam
 }
 
 // winoRun is one Winograd forward, input gradient and weight gradient
-// of s under g with a workspace of ws values: the products with m x m
-// tiles, the weight gradient with F(2x2,3x3)'s.
+// of s under g with m x m tiles and a workspace of ws values.
 type winoRun struct {
 	out, din, dw []float32
 }
@@ -278,21 +278,22 @@ func runWinograd(g gemmImpl, s backend.ConvShape, m WinoTile, in, w, bias, dout,
 	din := garbage(seedFor("din"), s.InSize())
 	g.winogradConv(WinogradSwapped(s), m, din, Float32Image(dout), uf, nil, rest)
 	fillGarbage(seedFor("ws"), work)
-	du, rest := g.carve(work, WinogradFilterSize(s, Wino2))
+	du, rest := g.carve(work, WinogradFilterSize(s, m))
 	clear(du)
-	g.winogradWeightGrad(s, du, dout, Float32Image(in), rest)
+	g.winogradWeightGrad(s, m, du, dout, Float32Image(in), rest)
 	dw := clone32(dw0)
-	g.team.WinogradWeightGradAdd(s, dw, du, rest)
+	g.team.WinogradWeightGradAdd(s, m, dw, du, rest)
 	return winoRun{out, din, dw}
 }
 
-// winoWorkspace is the workspace of s's Winograd parts with m x m tiles
-// for the products, at their preferred band heights.
+// winoWorkspace is the workspace of s's Winograd parts with m x m tiles,
+// at their preferred band heights.
 func winoWorkspace(s backend.ConvShape, m WinoTile) int {
 	one, unlimited := s.Images(1), int(^uint(0)>>1)
 	return max(ConvWorkspace(withAlgo(s, backend.ConvWinograd)),
 		winoForwardNeed(one, m, winoForwardRows(one, m, unlimited)),
-		winoForwardNeed(WinogradSwapped(one), m, winoForwardRows(WinogradSwapped(one), m, unlimited)))
+		winoForwardNeed(WinogradSwapped(one), m, winoForwardRows(WinogradSwapped(one), m, unlimited)),
+		winoGradNeed(one, m, winoGradRows(one, m, unlimited)))
 }
 
 // testWinogradShape holds every implementation's Winograd forward, input
@@ -310,7 +311,7 @@ func testWinogradShape(t *testing.T, s backend.ConvShape, m WinoTile) float64 {
 	Conv2dBackwardNaive(s, din64, dw64, nil, dout64, in64, w64)
 	eOut := winoBoundForward(s, m, in64, w64)
 	eDin := winoBoundForward(WinogradSwapped(s), m, dout64, flipTranspose(s, w64))
-	eDw := winoBoundWeightGrad(s, in64, dout64)
+	eDw := winoBoundWeightGrad(s, m, in64, dout64)
 	const u = 0x1p-24
 	slabs := func(k int) float64 { return float64(ceilDiv(k, gemmKC)) }
 	steps := 16.0 // the transforms' roundings (winograd.go, winograd4.go)
@@ -319,7 +320,7 @@ func testWinogradShape(t *testing.T, s backend.ConvShape, m WinoTile) float64 {
 	}
 	gOut := (float64(s.C) + steps + slabs(s.C)) * u
 	gDin := (float64(s.OC) + steps + slabs(s.OC)) * u
-	gDw := (gemmKC + float64(s.N)*slabs(s.H/2*s.W/2) + 20) * u
+	gDw := (float64(m.gradSlab()) + float64(s.N*ceilDiv(s.H/int(m)*s.W/int(m), m.gradSlab())) + 2*steps) * u
 	worst := 0.0
 	for _, g := range gemmImpls(t) {
 		g.team = NewTeam()
@@ -421,6 +422,24 @@ func TestWinograd4ErrorBound(t *testing.T) {
 			}
 			t.Logf("%s forward, max |error| / max |y|: direct %.2g, F(2x2,3x3) %.2g, F(4x4,3x3) %.2g (%.1fx F(2x2,3x3)'s)",
 				g.name, errs[0], errs[1], errs[2], errs[2]/errs[1])
+			// The weight gradient's likewise.
+			dout := randSlice(r, s.OutSize())
+			want = make([]float64, s.WeightSize())
+			Conv2dBackwardNaive(s, nil, want, nil, to64(dout), to64(in), to64(w))
+			direct = make([]float32, s.WeightSize())
+			g.team.Conv2dBackward(s, nil, direct, nil, dout, in, w, make([]float32, ConvWorkspace(s)))
+			errs = []float64{relErr(direct)}
+			for _, m := range []WinoTile{Wino2, Wino4} {
+				ws := garbage(seedFor("ws"), winoWorkspace(s, m))
+				du, rest := g.carve(ws, WinogradFilterSize(s, m))
+				clear(du)
+				g.winogradWeightGrad(s, m, du, dout, Float32Image(in), rest)
+				dw := make([]float32, s.WeightSize())
+				g.team.WinogradWeightGradAdd(s, m, dw, du, rest)
+				errs = append(errs, relErr(dw))
+			}
+			t.Logf("%s weight gradient, max |error| / max |dw|: direct %.2g, F(2x2,3x3) %.2g, F(4x4,3x3) %.2g (%.1fx F(2x2,3x3)'s)",
+				g.name, errs[0], errs[1], errs[2], errs[2]/errs[1])
 		})
 	}
 }
@@ -437,24 +456,26 @@ func TestWinogradWeightGradUnpaddedRows(t *testing.T) {
 		r := seedFor(convName(s))
 		in, dout, dw0 := randSlice(r, s.InSize()), randSlice(r, s.OutSize()), randSlice(r, s.WeightSize())
 		one := s.Images(1)
-		R := min(s.H/2, winoGradUnit(s.W/2)) // the least band
-		tight, padded := winoGradNeedLd(one, R, false), winoGradNeed(one, R)
-		if R == 0 || winoGradRows(one, tight) != R || winoGradRows(one, tight-1) != 0 || tight >= padded {
-			t.Fatalf("%s: band %d, unpadded need %d, padded %d, rows at them %d, %d", convName(s), R, tight, padded, winoGradRows(one, tight), winoGradRows(one, tight-1))
-		}
-		for _, g := range gemmImpls(t) {
-			g.strict, g.team = true, NewTeam()
-			dw := func(ws int) []float32 {
-				work := garbage(seedFor("ws"), ws)
-				du, rest := g.carve(work, WinogradFilterSize(s, Wino2))
-				clear(du)
-				g.winogradWeightGrad(s, du, dout, Float32Image(in), rest)
-				out := clone32(dw0)
-				g.team.WinogradWeightGradAdd(s, out, du, rest)
-				return out
+		for _, m := range autoTiles(s) {
+			R := min(s.H/int(m), winoGradUnit(s.W/int(m), m)) // the least band
+			tight, padded := winoGradNeedLd(one, m, R, false), winoGradNeed(one, m, R)
+			if R == 0 || winoGradRows(one, m, tight) != R || winoGradRows(one, m, tight-1) != 0 || tight >= padded {
+				t.Fatalf("%s %dx%d tiles: band %d, unpadded need %d, padded %d, rows at them %d, %d", convName(s), m, m, R, tight, padded, winoGradRows(one, m, tight), winoGradRows(one, m, tight-1))
 			}
-			if !slices.Equal(dw(tight), dw(padded)) {
-				t.Errorf("%s %s: the weight gradient with unpadded rows differs from the padded rows'", g.name, convName(s))
+			for _, g := range gemmImpls(t) {
+				g.strict, g.team = true, NewTeam()
+				dw := func(ws int) []float32 {
+					work := garbage(seedFor("ws"), ws)
+					du, rest := g.carve(work, WinogradFilterSize(s, m))
+					clear(du)
+					g.winogradWeightGrad(s, m, du, dout, Float32Image(in), rest)
+					out := clone32(dw0)
+					g.team.WinogradWeightGradAdd(s, m, out, du, rest)
+					return out
+				}
+				if !slices.Equal(dw(tight), dw(padded)) {
+					t.Errorf("%s %s %dx%d tiles: the weight gradient with unpadded rows differs from the padded rows'", g.name, convName(s), m, m)
+				}
 			}
 		}
 	}
@@ -484,7 +505,7 @@ func TestWinogradBitsWhateverTheCores(t *testing.T) {
 						// The least workspace each part takes, and more.
 						least := max(winoForwardNeed(one, m, rowStep(tw)), winoForwardNeed(WinogradSwapped(one), m, rowStep(tw)))
 						for _, n := range []int{ws, least, ws + 1000} {
-							if n == least && winoGradRows(one, n) == 0 {
+							if n == least && winoGradRows(one, m, n) == 0 {
 								continue
 							}
 							got := runWinograd(g, s, m, in, w, bias, dout, dw0, n)
@@ -589,6 +610,15 @@ func TestWinograd4TransformsMatchGo(t *testing.T) {
 					t.Errorf("%s: the output transform wrote %d values, want %d", name, wrote, wk.chans*wk.chunks()*256)
 				}
 			}
+			want, got = garbage(seedFor("v"), size), garbage(seedFor("v"), size)
+			ref.grad4(src, stride, wk, want, xiStride, chan_)
+			g.wino.grad4(src, stride, wk, got, xiStride, chan_)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: gradient transform differs from Go's", name)
+			}
+			if left := countSame(got, garbage(seedFor("v"), size)); left != 0 {
+				t.Errorf("%s: the gradient transform left %d of %d values unwritten", name, left, size)
+			}
 		}
 	}
 }
@@ -604,8 +634,8 @@ func countSame(a, b []float32) int {
 	return n
 }
 
-// TestWinograd4Reference: the pure-Go F(4x4,3x3) transforms are B^T d B
-// and A^T M A of the package comment's matrices, within float32's
+// TestWinograd4Reference: the pure-Go F(4x4,3x3) transforms are B^T d B,
+// A^T M A and A dY A^T of the package comment's matrices, within float32's
 // rounding, and the filter matrix is G ⊗ G.
 func TestWinograd4Reference(t *testing.T) {
 	BT := [6][6]float64{{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
@@ -655,6 +685,26 @@ func TestWinograd4Reference(t *testing.T) {
 			}
 		}
 	}
+	dy := randSlice(r, 4*stride)
+	dm := make([]float32, winoXi4*16)
+	winoGrad4Go(dy, stride, wk, dm, 16, 16)
+	for l := range 16 {
+		for i := range 6 {
+			for j := range 6 {
+				var want, mag float64
+				for a := range 4 {
+					for b := range 4 {
+						p := AT[a][i] * float64(dy[a*stride+4*l+b]) * AT[b][j]
+						want += p
+						mag += math.Abs(p)
+					}
+				}
+				if got := float64(dm[(6*i+j)*16+winoLane4(l)]); math.Abs(got-want) > 8*0x1p-24*mag {
+					t.Fatalf("tile %d: dM[%d][%d] = %v, want %v", l, i, j, got, want)
+				}
+			}
+		}
+	}
 	K := winoFilterMatrix(Wino4)
 	for xi := range winoXi4 {
 		for k := range 9 {
@@ -677,16 +727,23 @@ func TestPlanConv(t *testing.T) {
 			t.Errorf("%s: direct plans %+v", convName(s), p)
 		}
 		wino := withAlgo(s, backend.ConvWinograd)
-		if p := PlanConv(wino, ConvWorkspace(wino.Images(1))); p != (ConvPlan{true, true, true, Wino2}) {
+		if p := PlanConv(wino, ConvWorkspace(wino.Images(1))); p != (ConvPlan{true, true, true, Wino2, Wino2}) {
 			t.Errorf("%s: winograd plans %+v", convName(s), p)
 		}
 		auto := withAlgo(s, backend.ConvAuto)
 		k := bestGemm().wino.wide
 		products, grad := winoWide(s, k.products), winoWide(s, k.weightGrad)
 		room := ConvWorkspace(auto.Images(1))
-		want := ConvPlan{products, products, grad, 0}
+		want := ConvPlan{products, products, grad, 0, 0}
 		if products {
 			want.Tile = autoTiles(s)[0] // F(4x4,3x3) where the shape takes it
+		}
+		if grad {
+			// F(4x4,3x3) where it fits in the room F(2x2,3x3)'s takes.
+			want.GradTile = Wino2
+			if m := autoTiles(s)[0]; winoGradRows(s.Images(1), m, room) > 0 {
+				want.GradTile = m
+			}
 		}
 		if PlanConv(auto, room) != want {
 			t.Errorf("%s: auto with its workspace (%d) plans %+v, want %+v", convName(s), room, PlanConv(auto, room), want)
@@ -698,7 +755,7 @@ func TestPlanConv(t *testing.T) {
 		if !products && (p.Forward || p.InputGrad) || p.WeightGrad && !grad {
 			t.Errorf("%s: auto takes the Winograd way for a narrow layer: %+v", convName(s), p)
 		}
-		if p.Forward && winoForwardRows(s.Images(1), p.Tile, direct) == 0 || p.WeightGrad && winoGradRows(s.Images(1), direct) == 0 {
+		if p.Forward && winoForwardRows(s.Images(1), p.Tile, direct) == 0 || p.WeightGrad && winoGradRows(s.Images(1), p.GradTile, direct) == 0 {
 			t.Errorf("%s: auto plans %+v beyond the workspace", convName(s), p)
 		}
 		t.Logf("%s: auto %+v", convName(s), p)
@@ -775,7 +832,7 @@ func TestWinogradFilterTransforms(t *testing.T) {
 		for _, g := range gemmImpls(t) {
 			g.team = NewTeam()
 			g.strict = true
-			ws := WinogradFilterSize(s, Wino2) + winoWorkers()*winoAddScratch() + 16*(9*s.C*s.OC+winoXi*gemmKC)
+			ws := WinogradFilterSize(s, Wino2) + winoWorkers()*winoAddScratch(Wino2) + 16*(9*s.C*s.OC+winoXi*gemmKC)
 			for _, flipped := range []bool{false, true} {
 				want := wantU(flipped)
 				u, _ := g.team.WinogradFilter(s, Wino2, w, garbage(seedFor("ws"), ws), flipped)
@@ -787,7 +844,7 @@ func TestWinogradFilterTransforms(t *testing.T) {
 				}
 			}
 			dw := clone32(dw0)
-			g.team.WinogradWeightGradAdd(s, dw, du, garbage(seedFor("ws"), winoWorkers()*winoAddScratch()))
+			g.team.WinogradWeightGradAdd(s, Wino2, dw, du, garbage(seedFor("ws"), winoWorkers()*winoAddScratch(Wino2)))
 			for i := range dw {
 				if dw[i] != wantDw[i] {
 					t.Fatalf("%s %+v: dw[%d] = %v, want %v", g.name, sh, i, dw[i], wantDw[i])
