@@ -3,6 +3,7 @@ package device
 import (
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
@@ -64,6 +65,13 @@ type TF32Setter interface {
 // since it was made.
 type WorkCounter interface {
 	Counts() (launches, copiesToHost, syncs int64)
+}
+
+// LoopWaiter is a backend whose work runs in parallel loops on the host's
+// cores (the CPU backend): LoopWait is how long, since it was made, the
+// calling thread has waited at the loops' ends for the other cores.
+type LoopWaiter interface {
+	LoopWait() time.Duration
 }
 
 // MemoryReporter is a backend that reports its device's memory as the

@@ -107,7 +107,7 @@ func PrintBench(w io.Writer, r bench.Result) error {
 	}
 	fmt.Fprintln(tw, strings.Join(append(head, "optimizer", "other"), "\t")+"\t")
 	ms := func(v float64) string { return fmt.Sprintf("%.1f", v) }
-	var counts []string
+	var counts, waits []string
 	winograd, unbounded := false, false
 	share := func(gflops float64, mayWinograd bool) string {
 		p, ok := r.Share(gflops, mayWinograd)
@@ -126,6 +126,9 @@ func PrintBench(w io.Writer, r bench.Result) error {
 			continue
 		}
 		winograd = winograd || row.Winograd
+		if row.LoopWaitMS > 0 {
+			waits = append(waits, fmt.Sprintf("%s %.1f ms (%.0f%%)", row.Name, row.LoopWaitMS, 100*row.LoopWaitMS/row.StepMS))
+		}
 		if row.Counted {
 			counts = append(counts, fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
 				row.Name, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep))
@@ -155,6 +158,9 @@ func PrintBench(w io.Writer, r bench.Result) error {
 	if spread, ok := r.Steady(); !ok || unbounded {
 		lines = append(lines, fmt.Sprintf("unsteady: the peak's samples differ by %.2fx, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat.", spread))
 	}
+	if len(waits) > 0 {
+		lines = append(lines, "loop wait per optimizer step, the calling core idle at the parallel loops' ends until the other cores finish (imbalance, or a core the host took away): "+strings.Join(waits, ", ")+".")
+	}
 	if len(counts) > 0 {
 		lines = append(lines, "device work per optimizer step, mean over the timed steps:\n"+strings.Join(counts, "\n"))
 	}
@@ -179,17 +185,26 @@ func PrintBenchRepeats(w io.Writer, results []bench.Result) error {
 			names = append(names, row.Name)
 		}
 	}
-	fmt.Fprintln(tw, strings.Join(append(append([]string{"process"}, names...), "peak GFLOP/s", "peak spread"), "\t")+"\t")
+	waits := slices.ContainsFunc(results, func(r bench.Result) bool {
+		return slices.ContainsFunc(r.Rows, func(row bench.Row) bool { return row.LoopWaitMS > 0 })
+	})
+	head := append(append([]string{"process"}, names...), "peak GFLOP/s", "peak spread")
+	if waits {
+		head = append(head, "loop wait")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	unsteady := 0
 	steps := make([][]float64, len(names))
 	for i, r := range results {
 		cells := []string{fmt.Sprint(i + 1)}
+		var stepSum, waitSum float64
 		for j, name := range names {
 			cell := "-"
 			for _, row := range r.Rows {
 				if row.Name == name && row.Error == "" {
 					cell = fmt.Sprintf("%.1f", row.StepMS)
 					steps[j] = append(steps[j], row.StepMS)
+					stepSum, waitSum = stepSum+row.StepMS, waitSum+row.LoopWaitMS
 				}
 			}
 			cells = append(cells, cell)
@@ -203,10 +218,21 @@ func PrintBenchRepeats(w io.Writer, results []bench.Result) error {
 				unsteady++
 			}
 		}
-		fmt.Fprintln(tw, strings.Join(append(cells, peak, spread), "\t")+"\t")
+		cells = append(cells, peak, spread)
+		if waits {
+			wait := "-"
+			if stepSum > 0 {
+				wait = fmt.Sprintf("%.0f%%", 100*waitSum/stepSum)
+			}
+			cells = append(cells, wait)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if waits {
+		fmt.Fprintln(w, "loop wait: of the median steps, the time the calling core sat idle at the parallel loops' ends until the other cores finished (imbalance, or a core the host took away).")
 	}
 	if unsteady > 0 {
 		fmt.Fprintf(w, "unsteady: in %d of %d processes the peak's samples differ by more than %.2fx (!), so the machine's speed changed while they ran: its steps do not say which process was faster.\n", unsteady, len(results), bench.Unsteady)

@@ -43,14 +43,15 @@ func TestTables(t *testing.T) {
 			[]string{"run steps validations last val miou best val miou at step", "a 4 2 0.6000 0.7000 2", "b 2 0 - - -"}},
 		{"bench", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{PeakSamples: []float64{150, 200, 210}, Kernel: "avx2", Cores: 2, Rows: []bench.Row{
-				{Name: "config", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 12.34, StepMSMin: 12, StepMSMax: 15.55, GFLOPs: 50, ConvGFLOPs: 80, KindMS: [model.NumKinds]float64{1, 2, 3, 4, 5, 6, 7, 8}, OptimizerMS: 0.25, OtherMS: 0.04}},
+				{Name: "config", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 12.34, StepMSMin: 12, StepMSMax: 15.55, GFLOPs: 50, ConvGFLOPs: 80, KindMS: [model.NumKinds]float64{1, 2, 3, 4, 5, 6, 7, 8}, OptimizerMS: 0.25, OtherMS: 0.04, LoopWaitMS: 1.5}},
 				{Name: "bogus", Error: "unknown variant"}}})
 		}, []string{"variant micro x acc step ms min..max GFLOP/s % peak conv % peak conv forward conv backward norm relu pooling upsampling loss conversions optimizer other",
 			"config 4 x 1 12.3 12.0..15.6 50.0 24 38 1.0 2.0 3.0 4.0 5.0 6.0 7.0 8.0 0.2 0.0", "bogus unknown variant",
 			"step ms: the median timed step, min..max the fastest and slowest; per-kind columns: ms per optimizer step, mean over the timed steps; other = data, gradient sums and bookkeeping.",
 			"conv % peak: the convolutions' FLOPs over their own time (conv forward + conv backward), of the peak.",
 			"% peak: of the FMA peak's best, 210.0 GFLOP/s, of 3 samples taken between the variants (150.0..210.0, median 200.0; avx2 micro-kernel from L1 on 2 cores): load only slows a sample",
-			"unsteady: the peak's samples differ by 1.40x, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat."}},
+			"unsteady: the peak's samples differ by 1.40x, so this machine's speed changed while the bench ran (another process, or the host's other guests): compare variants within one run, or use --repeat.",
+			"loop wait per optimizer step, the calling core idle at the parallel loops' ends until the other cores finish (imbalance, or a core the host took away): config 1.5 ms (12%)."}},
 		{"bench past the arithmetic", func(b *bytes.Buffer) {
 			PrintBench(b, bench.Result{PeakSamples: []float64{100, 105}, Kernel: "avx2", Cores: 2, Rows: []bench.Row{
 				{Name: "baseline", BenchRow: train.BenchRow{Variant: "4 x 1", StepMS: 1, StepMSMin: 1, StepMSMax: 1, GFLOPs: 99, ConvGFLOPs: 130}},
@@ -88,14 +89,15 @@ func TestTables(t *testing.T) {
 			"GFLOP/s counts every 3x3 convolution's direct FLOPs; where model.conv_algo (auto, winograd) takes Winograd's way it multiplies up to 4x fewer, so % peak can pass 100."}},
 		{"bench repeats", func(b *bytes.Buffer) {
 			row := func(name string, ms float64) bench.Row {
-				return bench.Row{Name: name, BenchRow: train.BenchRow{StepMS: ms}}
+				return bench.Row{Name: name, BenchRow: train.BenchRow{StepMS: ms, LoopWaitMS: ms / 10}}
 			}
 			PrintBenchRepeats(b, []bench.Result{
 				{PeakSamples: []float64{500}, Rows: []bench.Row{row("config", 52.7), row("fp16", 60)}},
 				{PeakSamples: []float64{490, 510}, Rows: []bench.Row{row("config", 78.2), row("fp16", 61)}},
 				{Rows: []bench.Row{row("config", 55), {Name: "fp16", Error: "out of memory"}}},
 				{PeakSamples: []float64{300, 510}, Rows: []bench.Row{row("config", 90), row("fp16", 62)}}})
-		}, []string{"process config fp16 peak GFLOP/s peak spread", "1 52.7 60.0 500.0 1.00", "2 78.2 61.0 510.0 1.04", "3 55.0 - - -", "4 90.0 62.0 510.0 1.70!",
+		}, []string{"process config fp16 peak GFLOP/s peak spread loop wait", "1 52.7 60.0 500.0 1.00 10%", "2 78.2 61.0 510.0 1.04 10%", "3 55.0 - - - 10%", "4 90.0 62.0 510.0 1.70! 10%",
+			"loop wait: of the median steps, the time the calling core sat idle at the parallel loops' ends until the other cores finished (imbalance, or a core the host took away).",
 			"unsteady: in 1 of 4 processes the peak's samples differ by more than 1.10x (!), so the machine's speed changed while they ran: its steps do not say which process was faster.",
 			"step ms (the median step of each process), over 4 processes:",
 			"config: fastest 52.7, median 78.2, slowest 90.0 (slowest/fastest 1.71)",

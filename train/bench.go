@@ -43,6 +43,11 @@ type BenchRow struct {
 	LaunchesPerStep float64 `json:"launches_per_step,omitempty"`
 	CopiesPerStep   float64 `json:"copies_per_step,omitempty"`
 	SyncsPerStep    float64 `json:"syncs_per_step,omitempty"`
+	// LoopWaitMS is, on the CPU (device.LoopWaiter), the mean time per
+	// optimizer step the calling thread waited at the ends of the
+	// parallel loops for the other cores: the loops' imbalance, and the
+	// time the host took a core away while it left the caller's.
+	LoopWaitMS float64 `json:"loop_wait_ms,omitempty"`
 }
 
 // Bench times steps optimizer steps of cfg on b after one warm-up step
@@ -65,6 +70,11 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	var l0, c0, s0 int64
 	if counted {
 		l0, c0, s0 = counter.Counts()
+	}
+	waiter, waits := b.(device.LoopWaiter)
+	var w0 time.Duration
+	if waits {
+		w0 = waiter.LoopWait()
 	}
 	for range steps {
 		t0 := time.Now()
@@ -91,6 +101,9 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	row.OptimizerMS, row.OtherMS = per(tr.OptimizerTime), per(total-accounted)
 	if conv := row.KindMS[model.KindConvForward] + row.KindMS[model.KindConvBackward]; conv > 0 {
 		row.ConvGFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (conv / 1000) / 1e9
+	}
+	if waits {
+		row.LoopWaitMS = per(waiter.LoopWait() - w0)
 	}
 	if counted {
 		l1, c1, s1 := counter.Counts()

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/memunet/memunet/backend"
@@ -26,6 +27,10 @@ func New() CPU { return CPU{team: kernels.NewTeam(), spare: new(sync.Pool)} }
 
 // Name is "cpu".
 func (CPU) Name() string { return "cpu" }
+
+// LoopWait is how long the calling thread has waited at the ends of the
+// parallel loops for the team's other workers (kernels.Team.Waited).
+func (c CPU) LoopWait() time.Duration { return c.team.Waited() }
 
 // Allocator is host memory.
 func (CPU) Allocator() memory.Allocator { return HostAllocator{} }

@@ -191,3 +191,23 @@ func TestKernelsOnTeam(t *testing.T) {
 		})
 	}
 }
+
+// TestTeamWaited: the caller's wait for a slower worker is counted, never
+// more than the loop took.
+func TestTeamWaited(t *testing.T) {
+	var none *Team
+	if none.Waited() != 0 {
+		t.Fatal("a nil team waited")
+	}
+	team := NewTeam()
+	start := time.Now()
+	team.Run(2, func(w int) {
+		if w == 1 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	took := time.Since(start)
+	if w := team.Waited(); w <= 0 || w > took {
+		t.Fatalf("waited %v in a loop of %v whose worker slept 10ms", w, took)
+	}
+}

@@ -31,6 +31,9 @@ type Team struct {
 	workers int           // workers 1..workers-1 take part in the job
 	gen     atomic.Uint64 // bumped for each job
 	pending atomic.Int64  // workers of the current job not done
+	// waited is the time callers of Run spent waiting, their own part
+	// done, for the other workers to finish theirs (ns).
+	waited atomic.Int64
 }
 
 // teamWorker is one worker's parking place.
@@ -101,11 +104,28 @@ func (t *Team) Run(workers int, f func(w int)) {
 	}
 	t.mu.Unlock()
 	f(0)
+	if t.pending.Load() == 0 {
+		return
+	}
+	start := time.Now()
 	for spins := 0; t.pending.Load() > 0; spins++ {
 		if spins%64 == 63 {
 			runtime.Gosched()
 		}
 	}
+	t.waited.Add(int64(time.Since(start)))
+}
+
+// Waited is how long the callers of Run have waited, their own part done,
+// for the team's other workers to finish theirs: the loops' imbalance, and
+// the time a worker's core was taken from it (by another process, or by
+// the host of a virtual machine) while the caller's was not. A loop run
+// on new goroutines (a busy or nil team) is not counted.
+func (t *Team) Waited() time.Duration {
+	if t == nil {
+		return 0
+	}
+	return time.Duration(t.waited.Load())
 }
 
 // work is worker w's loop; seen is the last job generation it has handled.
