@@ -1004,14 +1004,25 @@ func transpose4x4(b *asmWriter, in, out, t [4]string) {
 	b.w("\tVUNPCKHPD %s, %s, %s", t[3], t[1], out[3])
 }
 
-func winoInput4(b *asmWriter) {
-	f := &winoFn{name: "winoInput4AVX2", doc: `// F(4x4,3x3)'s input transform (see winoInput4Go; strides in floats).`,
-		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "panelStride", "dstChan"},
-		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "R12"}
-	f.begin(b)
-	b.w("\tVMOVUPS wino4Shift<>(SB), Y15")
-	b.w("\tVMOVUPS wino4Lane6<>(SB), Y14")
-	b.w("\tVMOVUPS wino4Lane7<>(SB), Y13")
+// halfBases points BX at half hf's first image row (SI, plus R9 for the
+// second half), AX at its row r (R8 a row) and DX at DI.
+func halfBases(b *asmWriter, hf, r int) {
+	b.w("\tMOVQ SI, BX")
+	if hf == 1 {
+		b.w("\tADDQ R9, BX")
+	}
+	b.w("\tLEAQ (BX)(R8*2), AX")
+	if r == 3 {
+		b.w("\tADDQ R8, AX")
+	}
+	b.w("\tMOVQ DI, DX")
+}
+
+// regs4 loads what the F(4x4,3x3) input and gradient transforms keep in
+// registers: 4 and 2 in Y12 and Y11, the strides in bytes (R8 the image
+// rows', R9 half, R10 step, R11 xiStride) and 3, 5 and 6 times xiStride
+// in R13, R14 and R15 (xi4Addr's).
+func (f *winoFn) regs4(b *asmWriter) {
 	b.w("\tVMOVUPS wino4Four<>(SB), Y12")
 	b.w("\tVMOVUPS wino4Two<>(SB), Y11")
 	f.reg(b, "stride", "R8")
@@ -1021,16 +1032,21 @@ func winoInput4(b *asmWriter) {
 	b.w("\tLEAQ (R11)(R11*2), R13")
 	b.w("\tLEAQ (R11)(R11*4), R14")
 	b.w("\tLEAQ (R13)(R13*1), R15")
+}
+
+func winoInput4(b *asmWriter) {
+	f := &winoFn{name: "winoInput4AVX2", doc: `// F(4x4,3x3)'s input transform (see winoInput4Go; strides in floats).`,
+		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "panelStride", "dstChan"},
+		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "R12"}
+	f.begin(b)
+	b.w("\tVMOVUPS wino4Shift<>(SB), Y15")
+	b.w("\tVMOVUPS wino4Lane6<>(SB), Y14")
+	b.w("\tVMOVUPS wino4Lane7<>(SB), Y13")
+	f.regs4(b)
 	f.reg(b, "panelStride", "R12")
 	f.loops(b, nil, func() {
 		for hf := 0; hf < 2; hf++ {
-			b.w("\tMOVQ SI, BX")
-			if hf == 1 {
-				b.w("\tADDQ R9, BX")
-			}
-			b.w("\tLEAQ (BX)(R8*2), AX")
-			b.w("\tADDQ R8, AX")
-			b.w("\tMOVQ DI, DX")
+			halfBases(b, hf, 3)
 			off := 32 * hf
 			for i := 0; i < 6; i++ {
 				if i > 0 {
@@ -1208,24 +1224,11 @@ func winoGrad4(b *asmWriter) {
 		args:   []string{"src", "stride", "half", "step", "rows", "rowStep", "n", "chans", "srcChan", "dst", "xiStride", "dstChan"},
 		walked: "src", linear: "dst", walkChan: "srcChan", linChn: "dstChan", linStep: "$64"}
 	f.begin(b)
-	b.w("\tVMOVUPS wino4Four<>(SB), Y12")
-	b.w("\tVMOVUPS wino4Two<>(SB), Y11")
-	f.reg(b, "stride", "R8")
-	f.reg(b, "half", "R9")
-	f.reg(b, "step", "R10")
-	f.reg(b, "xiStride", "R11")
-	b.w("\tLEAQ (R11)(R11*2), R13")
-	b.w("\tLEAQ (R11)(R11*4), R14")
-	b.w("\tLEAQ (R13)(R13*1), R15")
+	f.regs4(b)
 	f.loops(b, nil, func() {
 		for hf := 0; hf < 2; hf++ {
 			// BX: dY's rows 0 and 1 (R8 apart), AX: rows 2 and 3.
-			b.w("\tMOVQ SI, BX")
-			if hf == 1 {
-				b.w("\tADDQ R9, BX")
-			}
-			b.w("\tLEAQ (BX)(R8*2), AX")
-			b.w("\tMOVQ DI, DX")
+			halfBases(b, hf, 2)
 			off := 32 * hf
 			row := func(a, v int) string {
 				base, idx := "BX", ""

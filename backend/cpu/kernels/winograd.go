@@ -126,6 +126,18 @@ func (wk winoWalk) at(c, k, l int) int {
 	return at
 }
 
+// eachTile calls f for every tile the walk covers, channel by channel,
+// chunk by chunk: channel c, chunk k, tile l, its offset base (at).
+func (wk winoWalk) eachTile(f func(c, k, l, base int)) {
+	for c := range wk.chans {
+		for k := range wk.chunks() {
+			for l := range winoChunk {
+				f(c, k, l, wk.at(c, k, l))
+			}
+		}
+	}
+}
+
 // winoInputKernel transforms the chunks of wk's channels: tile l of
 // channel c's chunk k has its 4x4 window at src[wk.at(c, k, l) + r*stride
 // + j] (r, j < 4); it stores V[ξ] of the tile at dst[c*dstChan +
@@ -166,86 +178,71 @@ func genericWino() winoKernels {
 // winoInputGo is the pure-Go winoInputKernel: V = B^T d B, the rows'
 // transforms h first, then the columns'.
 func winoInputGo(src []float32, stride int, wk winoWalk, dst []float32, xiStride, panelStride, dstChan int) {
-	for c := range wk.chans {
-		for k := range wk.chunks() {
-			for l := range winoChunk {
-				base := wk.at(c, k, l)
-				var h [4][4]float32 // h[r][j]: row r's transform
-				for r := range 4 {
-					x := src[base+r*stride : base+r*stride+4]
-					h[r][0] = x[0] - x[2]
-					h[r][1] = x[1] + x[2]
-					h[r][2] = x[2] - x[1]
-					h[r][3] = x[1] - x[3]
-				}
-				o := c*dstChan + k*panelStride + l
-				for j := range 4 {
-					dst[j*xiStride+o] = h[0][j] - h[2][j]
-					dst[(4+j)*xiStride+o] = h[1][j] + h[2][j]
-					dst[(8+j)*xiStride+o] = h[2][j] - h[1][j]
-					dst[(12+j)*xiStride+o] = h[1][j] - h[3][j]
-				}
-			}
+	wk.eachTile(func(c, k, l, base int) {
+		var h [4][4]float32 // h[r][j]: row r's transform
+		for r := range 4 {
+			x := src[base+r*stride : base+r*stride+4]
+			h[r][0] = x[0] - x[2]
+			h[r][1] = x[1] + x[2]
+			h[r][2] = x[2] - x[1]
+			h[r][3] = x[1] - x[3]
 		}
-	}
+		o := c*dstChan + k*panelStride + l
+		for j := range 4 {
+			dst[j*xiStride+o] = h[0][j] - h[2][j]
+			dst[(4+j)*xiStride+o] = h[1][j] + h[2][j]
+			dst[(8+j)*xiStride+o] = h[2][j] - h[1][j]
+			dst[(12+j)*xiStride+o] = h[1][j] - h[3][j]
+		}
+	})
 }
 
 // winoOutputGo is the pure-Go winoOutputKernel: Y = A^T M A, the
 // columns' transforms p first, then the rows'.
 func winoOutputGo(m []float32, xiStride, mChan int, dst []float32, stride int, wk winoWalk, bias []float32) {
-	for c := range wk.chans {
-		for k := range wk.chunks() {
-			for l := range winoChunk {
-				var M [winoXi]float32
-				for xi := range M {
-					M[xi] = m[c*mChan+xi*xiStride+16*k+l]
-				}
-				var p [2][4]float32
-				for j := range 4 {
-					p[0][j] = (M[j] + M[4+j]) + M[8+j]
-					p[1][j] = (M[4+j] - M[8+j]) - M[12+j]
-				}
-				base := wk.at(c, k, l)
-				for a := range 2 {
-					y0 := (p[a][0] + p[a][1]) + p[a][2]
-					y1 := (p[a][1] - p[a][2]) - p[a][3]
-					if bias != nil {
-						y0 += bias[c]
-						y1 += bias[c]
-					}
-					dst[base+a*stride] = y0
-					dst[base+a*stride+1] = y1
-				}
-			}
+	wk.eachTile(func(c, k, l, base int) {
+		var M [winoXi]float32
+		for xi := range M {
+			M[xi] = m[c*mChan+xi*xiStride+16*k+l]
 		}
-	}
+		var p [2][4]float32
+		for j := range 4 {
+			p[0][j] = (M[j] + M[4+j]) + M[8+j]
+			p[1][j] = (M[4+j] - M[8+j]) - M[12+j]
+		}
+		for a := range 2 {
+			y0 := (p[a][0] + p[a][1]) + p[a][2]
+			y1 := (p[a][1] - p[a][2]) - p[a][3]
+			if bias != nil {
+				y0 += bias[c]
+				y1 += bias[c]
+			}
+			dst[base+a*stride] = y0
+			dst[base+a*stride+1] = y1
+		}
+	})
 }
 
 // winoGradGo is the pure-Go winoGradKernel: dM = A dY A^T, the columns'
 // adjoints q first, then the rows'.
 func winoGradGo(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int) {
-	for c := range wk.chans {
-		for k := range wk.chunks() {
-			for l := range winoChunk {
-				base := wk.at(c, k, l)
-				var q [4][2]float32
-				for b := range 2 {
-					y0, y1 := src[base+b], src[base+stride+b]
-					q[0][b] = y0
-					q[1][b] = y0 + y1
-					q[2][b] = y0 - y1
-					q[3][b] = -y1
-				}
-				o := c*dstChan + 16*k + l
-				for i := range 4 {
-					dst[4*i*xiStride+o] = q[i][0]
-					dst[(4*i+1)*xiStride+o] = q[i][0] + q[i][1]
-					dst[(4*i+2)*xiStride+o] = q[i][0] - q[i][1]
-					dst[(4*i+3)*xiStride+o] = -q[i][1]
-				}
-			}
+	wk.eachTile(func(c, k, l, base int) {
+		var q [4][2]float32
+		for b := range 2 {
+			y0, y1 := src[base+b], src[base+stride+b]
+			q[0][b] = y0
+			q[1][b] = y0 + y1
+			q[2][b] = y0 - y1
+			q[3][b] = -y1
 		}
-	}
+		o := c*dstChan + 16*k + l
+		for i := range 4 {
+			dst[4*i*xiStride+o] = q[i][0]
+			dst[(4*i+1)*xiStride+o] = q[i][0] + q[i][1]
+			dst[(4*i+2)*xiStride+o] = q[i][0] - q[i][1]
+			dst[(4*i+3)*xiStride+o] = -q[i][1]
+		}
+	})
 }
 
 // winoFilterMatrix is G ⊗ G as an (m+2)^2 x 9 matrix: U[ξ] = sum over k

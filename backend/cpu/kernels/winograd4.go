@@ -94,31 +94,26 @@ func winoOut4(p *[6]float32) (y [4]float32) {
 // 6x6 window at src[wk.at(c, k, l) + r*stride + j], V[ξ] (ξ = 6i+j) at
 // dst[c*dstChan + ξ*xiStride + k*panelStride + winoLane4(l)].
 func winoInput4Go(src []float32, stride int, wk winoWalk, dst []float32, xiStride, panelStride, dstChan int) {
-	for c := range wk.chans {
-		for k := range wk.chunks() {
-			for l := range winoChunk {
-				base := wk.at(c, k, l)
-				var v [6][6]float32 // v[i][x]: column x's transform
-				for x := range 6 {
-					var col [6]float32
-					for r := range 6 {
-						col[r] = src[base+r*stride+x]
-					}
-					h := winoIn4(&col)
-					for i := range 6 {
-						v[i][x] = h[i]
-					}
-				}
-				o := c*dstChan + k*panelStride + winoLane4(l)
-				for i := range 6 {
-					h := winoIn4(&v[i])
-					for j := range 6 {
-						dst[(6*i+j)*xiStride+o] = h[j]
-					}
-				}
+	wk.eachTile(func(c, k, l, base int) {
+		var v [6][6]float32 // v[i][x]: column x's transform
+		for x := range 6 {
+			var col [6]float32
+			for r := range 6 {
+				col[r] = src[base+r*stride+x]
+			}
+			h := winoIn4(&col)
+			for i := range 6 {
+				v[i][x] = h[i]
 			}
 		}
-	}
+		o := c*dstChan + k*panelStride + winoLane4(l)
+		for i := range 6 {
+			h := winoIn4(&v[i])
+			for j := range 6 {
+				dst[(6*i+j)*xiStride+o] = h[j]
+			}
+		}
+	})
 }
 
 // winoOutput4Go is the pure-Go winoOutputKernel of F(4x4,3x3): M[ξ] of
@@ -126,34 +121,29 @@ func winoInput4Go(src []float32, stride int, wk winoWalk, dst []float32, xiStrid
 // outputs to dst[wk.at(c, k, l) + a*stride + b], plus bias[c] where bias
 // is not nil.
 func winoOutput4Go(m []float32, xiStride, mChan int, dst []float32, stride int, wk winoWalk, bias []float32) {
-	for c := range wk.chans {
-		for k := range wk.chunks() {
-			for l := range winoChunk {
-				o := c*mChan + 16*k + winoLane4(l)
-				var p [4][6]float32 // p[a][j]: column j's transform
-				for j := range 6 {
-					var col [6]float32
-					for i := range 6 {
-						col[i] = m[(6*i+j)*xiStride+o]
-					}
-					y := winoOut4(&col)
-					for a := range 4 {
-						p[a][j] = y[a]
-					}
-				}
-				base := wk.at(c, k, l)
-				for a := range 4 {
-					y := winoOut4(&p[a])
-					for b := range 4 {
-						if bias != nil {
-							y[b] += bias[c]
-						}
-						dst[base+a*stride+b] = y[b]
-					}
-				}
+	wk.eachTile(func(c, k, l, base int) {
+		o := c*mChan + 16*k + winoLane4(l)
+		var p [4][6]float32 // p[a][j]: column j's transform
+		for j := range 6 {
+			var col [6]float32
+			for i := range 6 {
+				col[i] = m[(6*i+j)*xiStride+o]
+			}
+			y := winoOut4(&col)
+			for a := range 4 {
+				p[a][j] = y[a]
 			}
 		}
-	}
+		for a := range 4 {
+			y := winoOut4(&p[a])
+			for b := range 4 {
+				if bias != nil {
+					y[b] += bias[c]
+				}
+				dst[base+a*stride+b] = y[b]
+			}
+		}
+	})
 }
 
 // winoGradCol4 is A y of one column (or row) of a tile's output
@@ -174,29 +164,24 @@ func winoGradCol4(y *[4]float32) (q [6]float32) {
 // tile l's dY[a][b] at src[wk.at(c, k, l) + a*stride + b], its dM[ξ]
 // (ξ = 6i+j) at dst[c*dstChan + ξ*xiStride + 16*k + winoLane4(l)].
 func winoGrad4Go(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int) {
-	for c := range wk.chans {
-		for k := range wk.chunks() {
-			for l := range winoChunk {
-				base := wk.at(c, k, l)
-				var q [6][4]float32 // q[i][b]: column b's transform
-				for b := range 4 {
-					var col [4]float32
-					for a := range 4 {
-						col[a] = src[base+a*stride+b]
-					}
-					t := winoGradCol4(&col)
-					for i := range 6 {
-						q[i][b] = t[i]
-					}
-				}
-				o := c*dstChan + 16*k + winoLane4(l)
-				for i := range 6 {
-					t := winoGradCol4(&q[i])
-					for j := range 6 {
-						dst[(6*i+j)*xiStride+o] = t[j]
-					}
-				}
+	wk.eachTile(func(c, k, l, base int) {
+		var q [6][4]float32 // q[i][b]: column b's transform
+		for b := range 4 {
+			var col [4]float32
+			for a := range 4 {
+				col[a] = src[base+a*stride+b]
+			}
+			t := winoGradCol4(&col)
+			for i := range 6 {
+				q[i][b] = t[i]
 			}
 		}
-	}
+		o := c*dstChan + 16*k + winoLane4(l)
+		for i := range 6 {
+			t := winoGradCol4(&q[i])
+			for j := range 6 {
+				dst[(6*i+j)*xiStride+o] = t[j]
+			}
+		}
+	})
 }
