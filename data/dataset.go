@@ -70,6 +70,24 @@ func SampleNames(ds Dataset, idx []int) []string {
 	return out
 }
 
+// Holder is a dataset that holds decoded pictures or volumes beside the
+// batches it fills: HeldBytes is about the most it holds at once while
+// workers samples are filled at a time.
+type Holder interface {
+	HeldBytes(workers int) int64
+}
+
+// HeldBytes is what ds, or the dataset it wraps, holds at once beside the
+// batch buffers while workers samples are filled at a time (Holder); 0 for
+// one that decodes nothing (synthetic data). It does not grow with the
+// samples: file sources decode each sample as a batch takes it.
+func HeldBytes(ds Dataset, workers int) int64 {
+	if h, ok := outermost[Holder](ds); ok {
+		return h.HeldBytes(workers)
+	}
+	return 0
+}
+
 // wrapper is a Dataset built on another (Resize, Normalize), so that names
 // and pictures of the source can be reached through it.
 type wrapper interface {

@@ -368,6 +368,27 @@ type files struct {
 	maxPixels int
 	decodes   *budget // bounds the bytes of concurrent decodes
 	contents  string  // Fingerprint.Contents
+	// largest is the most pixels of an image (the scan's sizes), deep
+	// that some image has 16 bits a channel.
+	largest int64
+	deep    bool
+}
+
+// HeldBytes is what decoding workers samples at once holds: each, at the
+// largest image's size, the decoder's picture (4 bytes a pixel, 8 for
+// 16-bit images), a float32 copy of every channel (resizing and patches
+// make one of the whole image) and the mask (2 bytes a pixel at most),
+// within the decode budget.
+func (f *files) HeldBytes(workers int) int64 {
+	perPixel := int64(4 + 4*f.channels + 2)
+	if f.deep {
+		perPixel += 4
+	}
+	held := int64(max(workers, 1)) * f.largest * perPixel
+	if f.decodes != nil {
+		held = min(held, max(f.decodes.max, f.largest*perPixel))
+	}
+	return held
 }
 
 var _ ImageSource = (*files)(nil)

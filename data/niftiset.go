@@ -72,7 +72,20 @@ type niftiVolume struct {
 	// values holds, per slice, the distinct raw mask values when there are
 	// at most maxSliceValues of them (nil: more), for data.nifti.skip_empty.
 	values [][]uint16
+	// maskBytes and imageBytes are the stored voxels of its mask and of
+	// its largest modality.
+	maskBytes, imageBytes int64
 }
+
+// entryBytes is what the case takes in the volume cache (volumeEntry).
+func (v *niftiVolume) entryBytes() int64 {
+	n := int64(v.dims[0]) * int64(v.dims[1]) * int64(v.dims[2])
+	return n * int64(2*len(v.in)+1)
+}
+
+// loadBytes is the most loading the case holds (niftiSet.load): its mask's
+// voxels and its entry throughout, and one modality's voxels at a time.
+func (v *niftiVolume) loadBytes() int64 { return v.maskBytes + v.entryBytes() + v.imageBytes }
 
 // maxSliceValues bounds the values remembered per slice: a slice of more
 // distinct values holds some class other than 0 and Ignore (each class
@@ -111,6 +124,20 @@ var (
 	_ ImageSource = (*niftiSet)(nil)
 	_ DeepImager  = (*niftiSet)(nil)
 )
+
+// HeldBytes is the volume cache, full or holding every case, and workers
+// loads of the largest case at once.
+func (n *niftiSet) HeldBytes(workers int) int64 {
+	var all, load int64
+	for k := range n.vols {
+		all += n.vols[k].entryBytes()
+		load = max(load, n.vols[k].loadBytes())
+	}
+	if n.cache != nil {
+		all = min(all, n.cache.budget)
+	}
+	return all + int64(max(workers, 1))*load
+}
 
 func (n *niftiSet) Len() int         { return len(n.samples) }
 func (n *niftiSet) Channels() int    { return n.channels }
@@ -510,6 +537,7 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 		}
 	}
 	v.dims = img.Dims
+	v.maskBytes, v.imageBytes = int64(len(m.Voxels)), int64(len(img.Voxels))
 	size, unit := img.Spacing()
 	for a, sz := range size {
 		if !(sz > 0) || math.IsInf(sz, 0) { // a header without spacing: voxel units
@@ -541,6 +569,7 @@ func scanVolume(cfg SourceConfig, p pair) (scanned, niftiVolume) {
 				s.err = fmt.Errorf("%s is %s voxels but %s is %s; a case's modalities must have one size", path, joinDims(img.Dims[:]), p.image, joinDims(v.dims[:]))
 				return s, v
 			}
+			v.imageBytes = max(v.imageBytes, int64(len(img.Voxels)))
 			sum, err := sumFile(path)
 			if err != nil {
 				s.err = err

@@ -45,6 +45,9 @@ var (
 	_ Volumes      = (*niftiVolumes)(nil)
 )
 
+// HeldBytes is its set's (niftiSet.HeldBytes).
+func (n *niftiVolumes) HeldBytes(workers int) int64 { return n.set.HeldBytes(workers) }
+
 func (n *niftiVolumes) Len() int         { return len(n.set.vols) }
 func (n *niftiVolumes) Channels() int    { return n.set.channels }
 func (n *niftiVolumes) Classes() int     { return n.set.classes }

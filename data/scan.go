@@ -44,6 +44,12 @@ func scanFiles(ctx context.Context, cfg SourceConfig, pairs []pair, rep *Report)
 		decodes:   decodes,
 	}
 	f.contents = contentsOf(cfg.Path, ok, sums, f.lut)
+	for _, s := range rep.Sizes {
+		f.largest = max(f.largest, int64(s.H)*int64(s.W))
+	}
+	for _, im := range rep.ImageFormats {
+		f.deep = f.deep || im.Bits > 8
+	}
 	var fits bool
 	if f.h, f.w, fits = commonSize(cfg, rep); !fits {
 		return nil, nil

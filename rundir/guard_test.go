@@ -163,7 +163,7 @@ func TestHostMemoryRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	need, detail := train.HostNeed(row, row.Samples)
+	need, detail := train.HostNeed(row)
 	if err := train.CheckFits(cfg, memlimit.Given(need, "in the test"), cpu.New()); err != nil {
 		t.Errorf("need %d with exactly that available: %v", need, err)
 	}
@@ -183,6 +183,42 @@ func TestHostMemoryRefusal(t *testing.T) {
 	err = train.CheckFits(huge, memlimit.Given(1<<40, "in the test"), cpu.New())
 	if !errors.As(err, &fe) || fe.Need < 1<<40 {
 		t.Fatalf("model.base 65536 with 1 TiB available: %v", err)
+	}
+}
+
+// TestHostNeedOfFileDatasets: a folder dataset's need does not grow with
+// its samples (they are decoded as batches take them): 64 samples need
+// what 8 do, and a run that fits with 8 is not refused with 64 (the need
+// once counted every sample as held decoded, 3,328 bytes each here).
+func TestHostNeedOfFileDatasets(t *testing.T) {
+	need := func(samples int) (int64, string, config.Config) {
+		ds := t.TempDir()
+		syn, err := data.NewSynthetic(data.SyntheticConfig{Count: samples, Size: 16, Classes: 4, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := data.WriteFolder(syn, ds); err != nil {
+			t.Fatal(err)
+		}
+		cfg := resumeConfig("fp32")
+		cfg.Data.Source, cfg.Data.Path, cfg.Data.ValFraction = data.SourceFolder, ds, 0.25
+		row, err := train.PlanConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, detail := train.HostNeed(row)
+		return n, detail, cfg
+	}
+	few, detail, _ := need(8)
+	many, _, cfg := need(64)
+	if few != many {
+		t.Fatalf("8 samples need %d bytes, 64 need %d", few, many)
+	}
+	if !strings.Contains(detail, "the dataset's decodes and caches") {
+		t.Errorf("the need's detail %q does not name the dataset's share", detail)
+	}
+	if err := train.CheckFits(cfg, memlimit.Given(many, "in the test"), cpu.New()); err != nil {
+		t.Errorf("64 samples with their need available: %v", err)
 	}
 }
 

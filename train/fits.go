@@ -46,21 +46,19 @@ func (e *FitError) Error() string {
 // HostNeed is what a run of the planned configuration takes from the
 // host's memory: the pool's planned peak reserved bytes (what the CPU
 // backend's allocator holds), the batch buffers beside the pool (the
-// loader's queue and the trainer's staging), and for file datasets the
-// decoded samples, which are held in memory.
-func HostNeed(row PlanRow, samples int) (total int64, detail string) {
+// loader's queue and the trainer's staging), and what the dataset holds
+// while it fills them (row.DataBytes: decodes in flight, a volume cache),
+// which does not grow with the samples: they are decoded as batches take
+// them.
+func HostNeed(row PlanRow) (total int64, detail string) {
 	cfg := row.Config
 	h, w := cfg.ImageSize()
 	sample := int64(cfg.Model.InChannels*h*w*4 + h*w)
 	batch := sample * int64(cfg.Train.BatchSize) * int64(data.DefaultPrefetch+2)
-	var set int64
-	if cfg.Data.Source != data.SourceSynthetic {
-		set = sample * int64(samples)
-	}
-	total = row.PeakReservedBytes + batch + set
+	total = row.PeakReservedBytes + batch + row.DataBytes
 	detail = fmt.Sprintf("the pool's planned peak reserved %s, batch buffers %s", memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(batch))
-	if set > 0 {
-		detail += fmt.Sprintf(", the decoded dataset %s", memory.FormatBytes(set))
+	if row.DataBytes > 0 {
+		detail += fmt.Sprintf(", the dataset's decodes and caches %s", memory.FormatBytes(row.DataBytes))
 	}
 	return total, detail
 }
@@ -96,12 +94,11 @@ func CheckFits(cfg config.Config, host memlimit.Limit, b backend.Backend) error 
 	if !checkHost {
 		return nil
 	}
-	samples := row.Samples
-	need, detail := HostNeed(row, samples)
+	need, detail := HostNeed(row)
 	if need <= available {
 		return nil
 	}
-	return &FitError{Need: need, Limit: available, Source: host.Source(), Detail: detail, Advice: hostAdvice(cfg, available, samples)}
+	return &FitError{Need: need, Limit: available, Source: host.Source(), Detail: detail, Advice: hostAdvice(cfg, available)}
 }
 
 // PoolOnHost says whether cfg's device keeps the pool in host memory: a
@@ -121,7 +118,7 @@ func poolOnHost(b backend.Backend) bool {
 
 // hostAdvice names the fastest variant whose host need fits in available,
 // or the smallest when none does.
-func hostAdvice(cfg config.Config, available int64, samples int) string {
+func hostAdvice(cfg config.Config, available int64) string {
 	rows, _, err := Plan(cfg, VariantNames(), 0)
 	if err != nil {
 		return "Run " + cfg.Invocation.Command("plan") + " to see what each variant needs."
@@ -133,7 +130,7 @@ func hostAdvice(cfg config.Config, available int64, samples int) string {
 		if r.Error != "" {
 			continue
 		}
-		need, _ := HostNeed(*r, samples)
+		need, _ := HostNeed(*r)
 		if need <= available && (best == nil || r.RelativeTime < best.RelativeTime) {
 			best = r
 		}
@@ -143,7 +140,7 @@ func hostAdvice(cfg config.Config, available int64, samples int) string {
 	}
 	switch {
 	case best != nil:
-		need, _ := HostNeed(*best, samples)
+		need, _ := HostNeed(*best)
 		return fmt.Sprintf("The %s variant fits (%s, about %s); or lower train.batch_size, %s or model.base.",
 			best.Name, describeChanges(cfg, best.Config), memory.FormatBytes(need), SizeKey(cfg))
 	case smallest != nil:

@@ -3,10 +3,12 @@ package train
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/data"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -114,6 +116,9 @@ type PlanRow struct {
 	// Config is the variant's configuration; Samples its dataset's size.
 	Config  config.Config `json:"-"`
 	Samples int           `json:"-"`
+	// DataBytes is what the dataset holds beside the batches while they
+	// are filled (data.HeldBytes, one sample per core at a time).
+	DataBytes int64 `json:"-"`
 }
 
 // PhaseValidation names validation's peak in PlanRow.PeakByPhase.
@@ -175,6 +180,7 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	}
 	defer t.Close()
 	row.Samples = t.data.Len()
+	row.DataBytes = data.HeldBytes(t.data, runtime.GOMAXPROCS(0))
 	note := func(st memory.Stats) {
 		if st.Allocated.Peak > row.PeakAllocatedBytes {
 			row.PeakAllocatedBytes = st.Allocated.Peak

@@ -51,7 +51,7 @@ func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, err
 		return row, err
 	}
 	fits := func(row PlanRow) bool {
-		need, _ := HostNeed(row, row.Samples)
+		need, _ := HostNeed(row)
 		return row.PeakReservedBytes <= capacity && (host <= 0 || need <= host)
 	}
 	s := PatchSuggestion{Limit: limit}
@@ -78,7 +78,7 @@ func SuggestPatch(cfg config.Config, capacity, host int64) (PatchSuggestion, err
 		limit, need := capacity, row.PeakReservedBytes
 		if host > 0 && (need <= capacity || host < capacity) {
 			limit = host
-			need, _ = HostNeed(row, row.Samples)
+			need, _ = HostNeed(row)
 		}
 		return s, fmt.Errorf("no patch fits %s: the smallest, %v, needs %s; lower train.batch_size or model.base, or use model.checkpoint or train.precision to save memory",
 			memory.FormatBytes(limit), patchOf(cfg, f), memory.FormatBytes(need))

@@ -46,7 +46,7 @@ func TestSuggestPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostNeed, _ := HostNeed(row, row.Samples)
+	hostNeed, _ := HostNeed(row)
 	if s, err := SuggestPatch(cfg, 1<<40, hostNeed); err != nil || s.Size != 16 || hostNeed <= row.PeakReservedBytes {
 		t.Errorf("host %d (pool %d): %d, %v", hostNeed, row.PeakReservedBytes, s.Size, err)
 	}
