@@ -323,6 +323,27 @@ type packerB interface {
 	packB(g *gemmImpl, dst []float32, scratch *packScratch, p0, kc, j0, nw int)
 }
 
+// packScratch is a worker's scratch: the team's kept one (its tables are
+// written before they are read), or a new one without a team.
+func (t *Team) packScratch() *packScratch {
+	if t != nil {
+		if ps, ok := t.scratch.Get().(*packScratch); ok {
+			return ps
+		}
+	}
+	offs := make([]int, 2*gemmKC) // one allocation for both tables
+	return &packScratch{offs: offs[:gemmKC:gemmKC], aoffs: offs[gemmKC:]}
+}
+
+// putPackScratch gives ps back to the team, without the workspace it
+// pointed into.
+func (t *Team) putPackScratch(ps *packScratch) {
+	if t != nil {
+		ps.f = nil
+		t.scratch.Put(ps)
+	}
+}
+
 // packScratch is a worker's scratch: f holds gemmNR*gemmKC values (the
 // direct tasks' packed edge panels), offs gemmKC offsets (the B packers').
 type packScratch struct {
@@ -330,6 +351,10 @@ type packScratch struct {
 	offs  []int
 	aoffs []int                    // a flippedGatherKernel's A offsets
 	tile  [gemmMR * gemmNR]float32 // an edge tile's result
+	// mb and pb are operands the Winograd products pass as packerB: a
+	// value converted to the interface would be an allocation a call.
+	mb matB
+	pb panelsB
 }
 
 // matA is op(A) of a row-major matrix a with row stride lda.
@@ -611,8 +636,8 @@ func (g gemmImpl) runTasks(workers, total, aSize, bSize int, scratch []float32, 
 	var next atomic.Int64
 	g.team.Run(workers, func(w int) {
 		packA, packB := bufs[w][0], bufs[w][1]
-		offs := make([]int, 2*gemmKC) // one allocation for both tables
-		ps := &packScratch{offs: offs[:gemmKC:gemmKC], aoffs: offs[gemmKC:]}
+		ps := g.team.packScratch()
+		defer g.team.putPackScratch(ps)
 		if len(packB) >= gemmNR*gemmKC { // tasks that take no packing scratch carve none
 			ps.f = packB[len(packB)-gemmNR*gemmKC:]
 		}

@@ -34,6 +34,9 @@ type Team struct {
 	// waited is the time callers of Run spent waiting, their own part
 	// done, for the other workers to finish theirs (ns).
 	waited atomic.Int64
+	// scratch keeps the GEMM tasks' offset tables (*packScratch) between
+	// loops: a step runs hundreds of them.
+	scratch sync.Pool
 }
 
 // teamWorker is one worker's parking place.

@@ -733,9 +733,10 @@ func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []floa
 		kc := min(gemmKC, C-c0)
 		input(xp[c0*gm.plane()+m*r0*Wp:], Wp, winoWalkOf(m, TW, rows, Wp, kc, gm.plane()), V[c0*T:], ldV, kc*winoChunk, winoChunk)
 	}
-	// One operand for the band's ξ x OC/winoOutBlock products: a new one
-	// each would be an allocation each (36 thousand a seed-UNet step).
-	B := &panelsB{n: T}
+	// One operand for the band's ξ x OC/winoOutBlock products, in the
+	// worker's scratch: a new one each would be an allocation each.
+	B := &ps.pb
+	B.n = T
 	for o0 := 0; o0 < OC; o0 += winoOutBlock {
 		n := min(winoOutBlock, OC-o0)
 		for xi := range nxi {
@@ -828,13 +829,14 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout [
 			// (winoGradByOut).
 			g.runTasks(min(workers, nxi), nxi, 0, packSize, rest, func(_, xi int, _, packB []float32, ps *packScratch) {
 				dMx, Vx, dux := dM[xi*ldM:xi*ldM+OC*ld], V[xi*ldV:xi*ldV+C*ld], du[xi*ldU:xi*ldU+OC*C]
+				A, i1, j1, ldc := matA{a: Vx, lda: ld}, C, OC, OC
+				ps.mb = matB{b: dMx, ldb: ld, trans: true}
+				if byOut {
+					A, i1, j1, ldc = matA{a: dMx, lda: ld}, OC, C, C
+					ps.mb = matB{b: Vx, ldb: ld, trans: true}
+				}
 				for k0 := 0; k0 < Tb; k0 += slab {
-					k1 := min(k0+slab, Tb)
-					if byOut {
-						g.taskDirect(matA{a: dMx, lda: ld}, matB{b: Vx, ldb: ld, trans: true}, 1, 1, dux, C, k0, k1, 0, OC, 0, C, packB, ps)
-					} else {
-						g.taskDirect(matA{a: Vx, lda: ld}, matB{b: dMx, ldb: ld, trans: true}, 1, 1, dux, OC, k0, k1, 0, C, 0, OC, packB, ps)
-					}
+					g.taskDirect(A, &ps.mb, 1, 1, dux, ldc, k0, min(k0+slab, Tb), 0, i1, 0, j1, packB, ps)
 				}
 			})
 		}
@@ -868,7 +870,8 @@ func (t *Team) WinogradWeightGradAdd(s backend.ConvShape, m WinoTile, dw, du, ws
 		for b := task * per; b < min(blocks, (task+1)*per); b++ {
 			j0 := b * winoAddCols
 			nw := min(winoAddCols, pairs-j0)
-			g.taskDirect(matA{a: KT, lda: nxi}, matB{b: du[j0:], ldb: ldU}, 1, 0, r, winoAddCols, 0, nxi, 0, 9, 0, nw, packB, ps)
+			ps.mb = matB{b: du[j0:], ldb: ldU}
+			g.taskDirect(matA{a: KT, lda: nxi}, &ps.mb, 1, 0, r, winoAddCols, 0, nxi, 0, 9, 0, nw, packB, ps)
 			addColumns(dw, r, j0, nw, byOut, s.C, s.OC)
 		}
 	})
