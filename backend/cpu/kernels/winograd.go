@@ -446,12 +446,33 @@ func winoGradNeed(s backend.ConvShape, m WinoTile, R int) int { return winoGradN
 
 // winoGradNeedLd is winoGradNeed with the rows padded or not.
 func winoGradNeedLd(s backend.ConvShape, m WinoTile, R int, pad bool) int {
+	return winoGradNeedOn(s, m, R, pad, winoWorkers())
+}
+
+// winoGradNeedOn is winoGradNeedLd on the given number of workers.
+func winoGradNeedOn(s backend.ConvShape, m WinoTile, R int, pad bool, workers int) int {
 	gm := newWinoGeom(s, m, R)
 	T := gm.tiles()
 	ld := winoGradLd(T, pad)
-	bands := gm.padded() + m.xi()*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + winoWorkers()*winoGradPack(s, T)
+	bands := gm.padded() + m.xi()*(winoPlaneLd(s.C*ld)+winoPlaneLd(s.OC*ld)) + workers*winoGradPack(s, T)
 	// WinogradWeightGradAdd's scratch, after the bands.
-	return WinogradFilterSize(s, m) + max(bands, winoWorkers()*winoAddScratch(m))
+	return WinogradFilterSize(s, m) + max(bands, workers*winoAddScratch(m))
+}
+
+// autoGradTile is the weight gradient's tile under Auto, by the shape
+// alone: F(4x4,3x3) where the shape takes it and its least band, on one
+// worker, takes no more than F(2x2,3x3)'s (its transformed filter is
+// 2.25x larger: the deep layers' keep F(2x2,3x3)).
+func autoGradTile(s backend.ConvShape) WinoTile {
+	if !winoTileOK(s, 4) || winoGradNeedOn(s, Wino4, winoGradLeast(s, Wino4), false, 1) > winoGradNeedOn(s, Wino2, winoGradLeast(s, Wino2), false, 1) {
+		return Wino2
+	}
+	return Wino4
+}
+
+// winoGradLeast is the weight gradient's least band with m x m tiles.
+func winoGradLeast(s backend.ConvShape, m WinoTile) int {
+	return min(s.H/int(m), winoGradUnit(s.W/int(m), m))
 }
 
 // winoGradByOut reports whether the weight gradient's products run as
@@ -518,7 +539,7 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 		}
 	}
 	if winoWide(s, k.weightGrad) {
-		for _, m := range autoTiles(one) {
+		for _, m := range []WinoTile{autoGradTile(one), Wino2} {
 			if p.WeightGrad = winoGradRows(one, m, ws) > 0; p.WeightGrad {
 				p.GradTile = m
 				break
@@ -528,8 +549,9 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 	return p
 }
 
-// autoTiles is the tiles Auto tries, best first: F(4x4,3x3) where the
-// shape takes it, then F(2x2,3x3).
+// autoTiles is the tiles Auto tries for the products, best first:
+// F(4x4,3x3) where the shape takes it, then F(2x2,3x3) (where a workspace
+// smaller than Auto's own leaves no room for it).
 func autoTiles(s backend.ConvShape) []WinoTile {
 	if winoTileOK(s, 4) {
 		return []WinoTile{Wino4, Wino2}
@@ -585,10 +607,8 @@ func autoWorkspace(s backend.ConvShape, direct int) int {
 		least := rowStep(s.W / int(m))
 		need = max(need, winoForwardNeed(s, m, least), winoForwardNeed(WinogradSwapped(s), m, least))
 	}
-	// The weight gradient's least F(2x2,3x3) band: F(4x4,3x3)'s, whose
-	// slab of tiles takes 2.25x the floats, runs where it fits in that.
-	if unit := min(s.H/2, winoGradUnit(s.W/2, Wino2)); winoWide(s, k.weightGrad) && winoGradNeed(s, Wino2, unit) > need {
-		need = max(need, winoGradNeedLd(s, Wino2, unit, false))
+	if m := autoGradTile(s); winoWide(s, k.weightGrad) && winoGradNeed(s, m, winoGradLeast(s, m)) > need {
+		need = max(need, winoGradNeedLd(s, m, winoGradLeast(s, m), false))
 	}
 	return need
 }

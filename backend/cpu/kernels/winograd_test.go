@@ -739,11 +739,7 @@ func TestPlanConv(t *testing.T) {
 			want.Tile = autoTiles(s)[0] // F(4x4,3x3) where the shape takes it
 		}
 		if grad {
-			// F(4x4,3x3) where it fits in the room F(2x2,3x3)'s takes.
-			want.GradTile = Wino2
-			if m := autoTiles(s)[0]; winoGradRows(s.Images(1), m, room) > 0 {
-				want.GradTile = m
-			}
+			want.GradTile = autoGradTile(s.Images(1))
 		}
 		if PlanConv(auto, room) != want {
 			t.Errorf("%s: auto with its workspace (%d) plans %+v, want %+v", convName(s), room, PlanConv(auto, room), want)
@@ -771,6 +767,27 @@ func TestPlanConv(t *testing.T) {
 	} {
 		if p := PlanConv(withAlgo(s, backend.ConvWinograd), ConvWorkspace(withAlgo(s, backend.ConvWinograd))); p.Any() {
 			t.Errorf("%s does not qualify, but winograd plans %+v", convName(s), p)
+		}
+	}
+}
+
+// TestPlanConvWhateverTheCores: Auto's choice in its own workspace, the
+// tiles included, is the shape's: the same on 1 to 7 cores (the bits
+// depend on it).
+func TestPlanConvWhateverTheCores(t *testing.T) {
+	shapes := append(append([]backend.ConvShape{}, winoUNetShapes...), winoShapes4...)
+	for _, s := range append(shapes, backend.ConvShape{N: 1, C: 256, H: 32, W: 32, OC: 256, K: 3, Pad: 1}, backend.ConvShape{N: 1, C: 768, H: 32, W: 32, OC: 256, K: 3, Pad: 1}) {
+		s = withAlgo(s, backend.ConvAuto)
+		var want ConvPlan
+		for i, procs := range []int{2, 1, 3, 5, 7} {
+			withProcs(procs, func() {
+				got := PlanConv(s, ConvWorkspace(s.Images(1)))
+				if i == 0 {
+					want = got
+				} else if got != want {
+					t.Errorf("%s: %d cores plan %+v, 2 cores %+v", convName(s), procs, got, want)
+				}
+			})
 		}
 	}
 }
