@@ -235,3 +235,35 @@ func TestPlanArenaErrors(t *testing.T) {
 		t.Errorf("phases that differ: %v", err)
 	}
 }
+
+// TestPoolReleaseGivesBackTheArena: Release gives the arena back once no
+// buffer lies in it (and not before), with the cache; the pool then takes
+// memory anew.
+func TestPoolReleaseGivesBackTheArena(t *testing.T) {
+	traced := NewPool(Virtual{}, Options{Trace: true})
+	arenaScript(t, traced, 2, nil)
+	plan, err := PlanArena(traced.Trace())
+	if err != nil {
+		t.Fatal(err)
+	}
+	al := &testAllocator{}
+	p := NewPool(al, Options{Arena: &plan})
+	w, err := p.Alloc(Params, 3000) // the build's first: in the arena
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	if al.live != 1 || p.Stats().Reserved.Current != plan.Size {
+		t.Fatalf("Release with a buffer in the arena: %d blocks live, %d reserved, want the arena's %d", al.live, p.Stats().Reserved.Current, plan.Size)
+	}
+	p.MustFree(w)
+	p.Release()
+	if al.live != 0 || al.freed != 1 || p.Stats().Reserved.Current != 0 {
+		t.Fatalf("Release with nothing live: %d blocks live, %d freed, %d reserved", al.live, al.freed, p.Stats().Reserved.Current)
+	}
+	b, err := p.Alloc(Params, 3000)
+	if err != nil || al.live != 1 {
+		t.Fatalf("after Release: %v, %d blocks live", err, al.live)
+	}
+	p.MustFree(b)
+}

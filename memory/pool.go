@@ -821,6 +821,23 @@ func (p *Pool) EmptyCache() {
 	p.emptyCacheLocked()
 }
 
+// Release gives back what EmptyCache does and the arena once no buffer
+// lies in it: for an owner done with the pool (a trainer's Close). Memory
+// mapped outside the Go heap (the CPU's arena and heaps) would otherwise
+// wait for the garbage collector to find the pool unreachable, which a
+// small Go heap may not ask of it before the next pool takes as much
+// again. The pool stays usable: a later allocation takes memory anew.
+func (p *Pool) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.emptyCacheLocked()
+	if a := p.arena; a != nil && a.seg != nil && len(a.live) == 0 {
+		p.allocator.Free(a.seg.store)
+		p.stats.Reserved.add(-a.seg.size)
+		a.seg = nil
+	}
+}
+
 // flushLocked empties the cache to make room, counting it.
 func (p *Pool) flushLocked() {
 	if p.emptyCacheLocked() > 0 {

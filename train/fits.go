@@ -45,23 +45,35 @@ func (e *FitError) Error() string {
 
 // HostNeed is what a run of the planned configuration takes from the
 // host's memory: the pool's planned peak reserved bytes (what the CPU
-// backend's allocator holds), the batch buffers beside the pool (the
-// loader's queue and the trainer's staging), and what the dataset holds
-// while it fills them (row.DataBytes: decodes in flight, a volume cache),
-// which does not grow with the samples: they are decoded as batches take
-// them.
+// backend's allocator holds, mapped outside Go's heap); on Go's heap,
+// which its collector lets grow to about twice what it holds live (GOGC
+// 100), so counted twice: the batch buffers (the loader's queue and the
+// trainer's staging), what the dataset holds while it fills them
+// (row.DataBytes: decodes in flight, a volume cache; it does not grow with
+// the samples, decoded as batches take them) and a checkpoint's copy of
+// the optimizer's state as it is written; and the program itself.
 func HostNeed(row PlanRow) (total int64, detail string) {
 	cfg := row.Config
 	h, w := cfg.ImageSize()
 	sample := int64(cfg.Model.InChannels*h*w*4 + h*w)
 	batch := sample * int64(cfg.Train.BatchSize) * int64(data.DefaultPrefetch+2)
-	total = row.PeakReservedBytes + batch + row.DataBytes
-	detail = fmt.Sprintf("the pool's planned peak reserved %s, batch buffers %s", memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(batch))
+	state := row.PeakByCategory[memory.Optimizer.String()]
+	total = row.PeakReservedBytes + 2*(batch+row.DataBytes+state) + ProgramBytes
+	detail = fmt.Sprintf("the pool's planned peak reserved %s; twice, for Go's collector, the batch buffers %s", memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(batch))
 	if row.DataBytes > 0 {
 		detail += fmt.Sprintf(", the dataset's decodes and caches %s", memory.FormatBytes(row.DataBytes))
 	}
-	return total, detail
+	if state > 0 {
+		detail += fmt.Sprintf(", a checkpoint's copy of the optimizer state %s", memory.FormatBytes(state))
+	}
+	return total, detail + fmt.Sprintf("; the program %s", memory.FormatBytes(ProgramBytes))
 }
+
+// ProgramBytes is what memunet takes of the host's memory before it
+// trains: its code (about 20 MiB resident) and Go's runtime with its
+// heap's floor (12-20 MiB), measured on linux/amd64 with every
+// allocation of a training run counted apart.
+const ProgramBytes = 40 << 20
 
 // CheckFits refuses, with a *FitError naming the figures and the variant
 // that would fit, a run the plan says cannot fit: with memory.capacity and

@@ -424,6 +424,9 @@ func (t *Trainer) Close() {
 	if t.Device != nil && t.Device.Host != nil {
 		t.Device.Host.EmptyCache() // pinned memory is scarce: give it back now
 	}
+	if t.Device != nil {
+		t.Device.Pool.Release() // the trainer's own: the next one takes as much
+	}
 }
 
 // OffloadedPeak is the most the host pool of offloaded tensors held

@@ -63,14 +63,28 @@ var _ memory.Pager = HostAllocator{}
 // Name is "host".
 func (HostAllocator) Name() string { return "host" }
 
-// Alloc makes a zeroed block (Go memory is zeroed; the pool promises no
-// contents, and a cached block comes back dirty).
+// Alloc makes a zeroed block (the pool promises no contents, and a cached
+// block comes back dirty): a large one (the planned arena) mapped outside
+// the Go heap where the host pages (allocMapped), since the garbage
+// collector lets its heap grow to about twice what it holds live and a
+// heap of little more than the arena would reach nearly twice the plan;
+// a small one, or any on other systems, Go memory.
 func (HostAllocator) Alloc(bytes int64) (memory.Storage, error) {
+	if blk, ok, err := allocMapped(bytes); ok || err != nil {
+		return blk, err
+	}
 	return &hostBlock{words: make([]float32, bytes/4)}, nil
 }
 
-// Free leaves the block to the garbage collector.
-func (HostAllocator) Free(s memory.Storage) { s.(*hostBlock).words = nil }
+// Free unmaps a mapped block, and leaves Go memory to the garbage
+// collector.
+func (HostAllocator) Free(s memory.Storage) {
+	b := s.(*hostBlock)
+	if b.heap != nil && b.heap.whole {
+		freeMapped(b)
+	}
+	b.words = nil
+}
 
 // Slice is the words of s from byte off, sharing its memory.
 func (HostAllocator) Slice(s memory.Storage, off, bytes int64) memory.Storage {

@@ -26,6 +26,45 @@ const hostPage = 2 << 20
 type hostHeap struct {
 	mapping []byte // the whole reservation, for Release
 	cleanup runtime.Cleanup
+	// whole says the reservation is one block of Alloc's, mapped whole
+	// and unmapped by Free.
+	whole bool
+}
+
+// mappedMin is the least block Alloc maps: a page.
+const mappedMin = hostPage
+
+// allocMapped maps a block of bytes outside the Go heap (ok), where the
+// host pages and the block is a page or more; a refusal (the commit limit)
+// wraps memory.ErrExhausted.
+func allocMapped(bytes int64) (memory.Storage, bool, error) {
+	if strconv.IntSize < 64 || bytes < mappedMin {
+		return nil, false, nil
+	}
+	m, b, err := hostmem.Reserve(bytes, hostPage)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := hostmem.Map(b); err != nil {
+		_ = hostmem.Release(m)
+		if errors.Is(err, hostmem.ErrNoMemory) {
+			err = fmt.Errorf("%w: %w", memory.ErrExhausted, err)
+		}
+		return nil, false, err
+	}
+	h := &hostHeap{mapping: m, whole: true}
+	blk := &hostBlock{words: unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), bytes/4), heap: h}
+	// A pool dropped without freeing it leaves it to the cleanup.
+	h.cleanup = runtime.AddCleanup(h, func(m []byte) { _ = hostmem.Release(m) }, m)
+	return blk, true, nil
+}
+
+// freeMapped unmaps a block of allocMapped's.
+func freeMapped(b *hostBlock) {
+	b.heap.cleanup.Stop()
+	if err := hostmem.Release(b.heap.mapping); err != nil {
+		panic(fmt.Sprintf("backend/cpu: munmap: %v", err))
+	}
 }
 
 // PageSize is 2 MiB on a 64-bit host, where address space is plentiful;

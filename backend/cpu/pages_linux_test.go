@@ -177,3 +177,43 @@ func TestHostHeapCleanup(t *testing.T) {
 		t.Errorf("a dropped heap of %d written bytes gave back only %d", size, dropped)
 	}
 }
+
+// TestAllocMapsLargeBlocks: a block of a page or more (the planned arena)
+// is mapped outside Go's heap, whose collector would let the heap grow to
+// about twice the arena: zeroed, writable, not in the heap's count, and
+// Free gives its memory back; a small block is Go memory.
+func TestAllocMapsLargeBlocks(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("32-bit: blocks are Go memory")
+	}
+	const bytes = 64 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := HostAllocator{}.Alloc(bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	w := s.(*hostBlock).words
+	if len(w) != bytes/4 || s.(*hostBlock).heap == nil || !s.(*hostBlock).heap.whole {
+		t.Fatalf("a %d-byte block: %d words, mapped %v", bytes, len(w), s.(*hostBlock).heap != nil)
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > bytes/16 {
+		t.Errorf("Go's heap grew by %d bytes for a mapped block of %d", grew, bytes)
+	}
+	for i := 0; i < len(w); i += 1 << 14 {
+		if w[i] != 0 {
+			t.Fatalf("word %d of a new block is %v", i, w[i])
+		}
+		w[i] = float32(i)
+	}
+	held := residentBytes(t)
+	HostAllocator{}.Free(s)
+	if freed := held - residentBytes(t); freed < bytes/2 {
+		t.Errorf("Free gave back %d of a %d-byte block's resident bytes", freed, bytes)
+	}
+	small, err := HostAllocator{}.Alloc(4096)
+	if err != nil || small.(*hostBlock).heap != nil {
+		t.Errorf("a 4 KiB block: %v, mapped %v", err, small.(*hostBlock).heap != nil)
+	}
+}

@@ -9,7 +9,13 @@ import (
 )
 
 // hostHeap is never made here: host memory does not page on this system.
-type hostHeap struct{}
+type hostHeap struct{ whole bool }
+
+// allocMapped maps nothing here: Alloc takes Go memory.
+func allocMapped(int64) (memory.Storage, bool, error) { return nil, false, nil }
+
+// freeMapped is never called.
+func freeMapped(*hostBlock) {}
 
 var errNoPages = errors.New("backend/cpu: host memory does not page on this system")
 
