@@ -186,22 +186,30 @@ func TestHostMemoryRefusal(t *testing.T) {
 	}
 }
 
+// folderRunConfig is resumeConfig("fp32") over a folder dataset of n
+// synthetic 16-pixel samples written into a new temporary folder.
+func folderRunConfig(t *testing.T, n int) config.Config {
+	t.Helper()
+	ds := t.TempDir()
+	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: n, Size: 16, Classes: 4, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteFolder(syn, ds); err != nil {
+		t.Fatal(err)
+	}
+	cfg := resumeConfig("fp32")
+	cfg.Data.Source, cfg.Data.Path, cfg.Data.ValFraction = data.SourceFolder, ds, 0.25
+	return cfg
+}
+
 // TestHostNeedOfFileDatasets: a folder dataset's need does not grow with
 // its samples (they are decoded as batches take them): 64 samples need
 // what 8 do, and a run that fits with 8 is not refused with 64 (the need
 // once counted every sample as held decoded, 3,328 bytes each here).
 func TestHostNeedOfFileDatasets(t *testing.T) {
 	need := func(samples int) (int64, string, config.Config) {
-		ds := t.TempDir()
-		syn, err := data.NewSynthetic(data.SyntheticConfig{Count: samples, Size: 16, Classes: 4, Seed: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := data.WriteFolder(syn, ds); err != nil {
-			t.Fatal(err)
-		}
-		cfg := resumeConfig("fp32")
-		cfg.Data.Source, cfg.Data.Path, cfg.Data.ValFraction = data.SourceFolder, ds, 0.25
+		cfg := folderRunConfig(t, samples)
 		row, err := train.PlanConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -256,16 +264,8 @@ func TestResumeRebuildsMissingMetrics(t *testing.T) {
 // naming what changed, before anything is written, and goes on with
 // AllowDataChange, saying what changed.
 func TestResumeOnChangedDataRefused(t *testing.T) {
-	ds := t.TempDir()
-	syn, err := data.NewSynthetic(data.SyntheticConfig{Count: 12, Size: 16, Classes: 4, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := data.WriteFolder(syn, ds); err != nil {
-		t.Fatal(err)
-	}
-	cfg := resumeConfig("fp32")
-	cfg.Data.Source, cfg.Data.Path, cfg.Data.ValFraction = data.SourceFolder, ds, 0.25
+	cfg := folderRunConfig(t, 12)
+	ds := cfg.Data.Path
 	cfg.Train.Steps, cfg.Train.CheckpointEvery = 2, 1
 	dir := t.TempDir()
 	mustRun(t, context.Background(), cfg, Options{OutDir: dir}, nil)
