@@ -71,7 +71,7 @@ func FuzzOpenManifest(f *testing.F) {
 		countsOf(reflect.ValueOf(ck.Manifest), "", counts)
 		for path, v := range counts {
 			if v < 0 || v > MaxCount {
-				t.Fatalf("opened a manifest whose %s is %d, outside 0 to %d", path, v, MaxCount)
+				t.Fatalf("opened a manifest whose %s is %d, outside 0 to %d", path, v, int64(MaxCount))
 			}
 		}
 	})

@@ -244,7 +244,7 @@ func (m *Manifest) checkRanges() error {
 		if at >= 0 {
 			key = fmt.Sprintf(key, at)
 		}
-		bad = fmt.Errorf("%s is %d, outside 0 to %d: the manifest was edited or is damaged; use another checkpoint", key, v, MaxCount)
+		bad = fmt.Errorf("%s is %d, outside 0 to %d: the manifest was edited or is damaged; use another checkpoint", key, v, int64(MaxCount))
 	}
 	p := m.Position
 	for _, f := range []struct {

@@ -48,7 +48,7 @@ func ListRun(parent string) ([]Listed, error) {
 				Monitor string   `json:"monitor"`
 			}
 			// A serial past MaxCount (a forged one) would overflow the next one's.
-			if json.Unmarshal(b, &m) == nil && m.Serial > 0 && m.Serial <= MaxCount {
+			if json.Unmarshal(b, &m) == nil && m.Serial > 0 && int64(m.Serial) <= MaxCount {
 				ce.Serial, ce.ValMIoU, ce.Readable = m.Serial, m.ValMIoU, true
 				ce.ScoreValue, ce.Monitor = m.Score, m.Monitor
 			}

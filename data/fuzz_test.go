@@ -14,7 +14,7 @@ func FuzzSyntheticConfig(f *testing.F) {
 	f.Add(3, 17, 3, uint64(1<<63), 1.0, 2)
 	f.Add(0, 0, 0, uint64(7), 0.0, -1)
 	f.Add(-1, 15, 5, uint64(9), -0.1, 5)
-	f.Add(10, 100000, 4, uint64(3), math.NaN(), 1<<40)
+	f.Add(10, 100000, 4, uint64(3), math.NaN(), math.MaxInt)
 	f.Add(math.MaxInt, 4096, 4, uint64(3), math.Inf(1), math.MinInt)
 	f.Fuzz(func(t *testing.T, count, size, classes int, seed uint64, noise float64, i int) {
 		cfg := SyntheticConfig{Count: count, Size: size, Classes: classes, Seed: seed, Noise: noise}

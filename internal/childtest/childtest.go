@@ -55,7 +55,7 @@ func PeakRSS(t testing.TB, name, key, value string, limit time.Duration) (string
 	if !ok {
 		t.Skip("no rusage on this system")
 	}
-	return out.String(), ru.Maxrss << 10 // kilobytes on Linux
+	return out.String(), int64(ru.Maxrss) << 10 // kilobytes on Linux
 }
 
 // peakTag begins the line ReportPeak logs.
