@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,15 +17,31 @@ import (
 // parameters and buffers as float32 (downloaded: host copies), and after each
 // BatchNorm's running_var its num_batches_tracked as an int64 scalar.
 func StateDict(net *model.UNet) []safetensors.Tensor {
+	var out []safetensors.Tensor
+	for _, s := range StateDictSources(net) {
+		b := make([]byte, safetensors.Tensor{Shape: s.Shape}.Numel()*s.DType.Size())
+		_ = s.Fill(b) // downloads: no error
+		out = append(out, safetensors.Tensor{Name: s.Name, DType: s.DType, Shape: s.Shape, Data: b})
+	}
+	return out
+}
+
+// StateDictSources is StateDict as sources for safetensors.WriteFrom:
+// each tensor is downloaded as it is written, so a checkpoint holds one
+// tensor's bytes at a time rather than the model's.
+func StateDictSources(net *model.UNet) []safetensors.Source {
 	counts := map[string]*model.BatchNorm2d{}
 	for _, bn := range net.BatchNorms() {
 		counts[bn.RunningVar.Name] = bn
 	}
-	var out []safetensors.Tensor
+	var out []safetensors.Source
 	for _, p := range net.Params() {
-		out = append(out, safetensors.F32Tensor(p.Name, p.Shape, p.Read()))
+		out = append(out, safetensors.Source{Name: p.Name, DType: safetensors.F32, Shape: slices.Clone(p.Shape), Fill: safetensors.F32Fill(p.ReadInto)})
 		if bn, ok := counts[p.Name]; ok {
-			out = append(out, safetensors.I64Tensor(bn.CountName(), nil, []int64{bn.NumBatchesTracked}))
+			out = append(out, safetensors.Source{Name: bn.CountName(), DType: safetensors.I64, Shape: []int{}, Fill: func(dst []byte) error {
+				binary.LittleEndian.PutUint64(dst, uint64(bn.NumBatchesTracked))
+				return nil
+			}})
 		}
 	}
 	return out
@@ -32,16 +49,9 @@ func StateDict(net *model.UNet) []safetensors.Tensor {
 
 // ModelSpecs is the layout of StateDict(net), without copying values.
 func ModelSpecs(net *model.UNet) []Spec {
-	counts := map[string]*model.BatchNorm2d{}
-	for _, bn := range net.BatchNorms() {
-		counts[bn.RunningVar.Name] = bn
-	}
 	var out []Spec
-	for _, p := range net.Params() {
-		out = append(out, Spec{p.Name, safetensors.F32, p.Shape})
-		if bn, ok := counts[p.Name]; ok {
-			out = append(out, Spec{bn.CountName(), safetensors.I64, []int{}})
-		}
+	for _, s := range StateDictSources(net) {
+		out = append(out, Spec{s.Name, s.DType, s.Shape})
 	}
 	return out
 }

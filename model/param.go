@@ -72,6 +72,16 @@ func (p *Param) WorkView() backend.View {
 // Read returns a host copy of the value.
 func (p *Param) Read() []float32 { return backend.DownloadFloat32(p.dev.Backend, p.View()) }
 
+// ReadInto copies the value into dst (Len values), a buffer the caller
+// reuses.
+func (p *Param) ReadInto(dst []float32) {
+	if v := p.View(); v.DT == backend.Float32 {
+		backend.DownloadFloat32Into(p.dev.Backend, dst, v)
+		return
+	}
+	copy(dst, p.Read())
+}
+
 // ReadGrad returns a host copy of the gradient (nil unless Trainable).
 func (p *Param) ReadGrad() []float32 {
 	if p.grad == nil {

@@ -47,10 +47,14 @@ func optimizerSpecs(t *train.Trainer) []checkpoint.Spec {
 	return out
 }
 
-func optimizerTensors(t *train.Trainer) []safetensors.Tensor {
-	var out []safetensors.Tensor
+// optimizerSources is the optimizer's state as sources for
+// safetensors.WriteFrom, each tensor downloaded as it is written.
+func optimizerSources(t *train.Trainer) []safetensors.Source {
+	var out []safetensors.Source
 	for _, s := range t.Opt.State() {
-		out = append(out, safetensors.F32Tensor(stateName(s), s.Param.Shape, backend.DownloadFloat32(t.Device.Backend, s.View)))
+		out = append(out, safetensors.Source{Name: stateName(s), DType: safetensors.F32, Shape: s.Param.Shape, Fill: safetensors.F32Fill(func(dst []float32) {
+			backend.DownloadFloat32Into(t.Device.Backend, dst, s.View)
+		})})
 	}
 	return out
 }
@@ -177,14 +181,15 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 			runfiles.Optimizer: "optimizer state (fp32): state.<parameter>.exp_avg, .exp_avg_sq (adam, adamw), .momentum_buffer (sgd, rmsprop with momentum), .square_avg (rmsprop)",
 		},
 	}
-	// Each part's tensors are downloaded from the device: a device error
-	// (a GPU fault) fails the save before anything is committed.
+	// Each part's tensors are downloaded from the device as they are
+	// written, one at a time: a device error (a GPU fault) fails the save
+	// before anything is committed.
 	parts := []checkpoint.Part{
 		{Name: runfiles.Model, Write: func(w io.Writer) error {
-			return writeDownloaded(t, w, checkpoint.StateDict(t.Net))
+			return writeDownloaded(t, w, checkpoint.StateDictSources(t.Net))
 		}},
 		{Name: runfiles.Optimizer, Write: func(w io.Writer) error {
-			return writeDownloaded(t, w, optimizerTensors(t))
+			return writeDownloaded(t, w, optimizerSources(t))
 		}},
 	}
 	if err := checkpoint.CleanUp(parent); err != nil {
@@ -201,13 +206,17 @@ func saveCheckpoint(t *train.Trainer, parent string, r saveRequest) (string, err
 	})
 }
 
-// writeDownloaded writes tensors downloaded from t's device, once the
-// device says they are good.
-func writeDownloaded(t *train.Trainer, w io.Writer, tensors []safetensors.Tensor) error {
+// writeDownloaded writes tensors downloaded from t's device as they are
+// written, and fails unless the device then says they were good (the
+// save commits nothing of a part that fails).
+func writeDownloaded(t *train.Trainer, w io.Writer, sources []safetensors.Source) error {
 	if err := t.Device.Backend.Sync(); err != nil {
 		return err
 	}
-	return safetensors.Write(w, tensors, map[string]string{"format": "pt"})
+	if err := safetensors.WriteFrom(w, sources, map[string]string{"format": "pt"}); err != nil {
+		return err
+	}
+	return t.Device.Backend.Sync()
 }
 
 // resumableKeys may differ between a checkpoint's configuration and the

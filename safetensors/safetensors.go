@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/memunet/memunet/infile"
 )
@@ -123,12 +124,67 @@ type headerEntry struct {
 // then the tensors' bytes back to back in the order given. Names must be
 // unique and not "__metadata__"; each tensor's Data must be Numel*Size bytes.
 func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
+	sources := make([]Source, len(tensors))
+	for i, t := range tensors {
+		sources[i] = Source{Name: t.Name, DType: t.DType, Shape: t.Shape, Fill: func(dst []byte) error {
+			copy(dst, t.Data)
+			return nil
+		}}
+	}
+	return writeSources(w, sources, metadata, func(i int, want int64) error {
+		if t := tensors[i]; int64(len(t.Data)) != want {
+			return fmt.Errorf("safetensors: tensor %s: %d bytes of data, shape %v of %s needs %d", t.Name, len(t.Data), t.Shape, t.DType, want)
+		}
+		return nil
+	})
+}
+
+// Source is a tensor WriteFrom writes, its bytes made as they are
+// written: Fill writes the tensor's Numel*Size bytes into dst (a buffer
+// of that length, reused from tensor to tensor).
+type Source struct {
+	Name  string
+	DType DType
+	Shape []int
+	Fill  func(dst []byte) error
+}
+
+// F32Fill is a Source's Fill for float32 values that read writes into
+// the tensor's bytes, viewed as float32s (the host's order), then put in
+// little-endian order where the host's is not.
+func F32Fill(read func(dst []float32)) func(dst []byte) error {
+	return func(dst []byte) error {
+		if len(dst) == 0 {
+			read(nil)
+			return nil
+		}
+		read(unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), len(dst)/4))
+		if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+			for i := 0; i < len(dst); i += 4 {
+				binary.LittleEndian.PutUint32(dst[i:], binary.BigEndian.Uint32(dst[i:]))
+			}
+		}
+		return nil
+	}
+}
+
+// WriteFrom is Write of tensors whose bytes come from their Fill as they
+// are written, so that one tensor's bytes are held at a time (a
+// checkpoint of a large model and its optimizer state); a Fill's error
+// ends the write with it.
+func WriteFrom(w io.Writer, sources []Source, metadata map[string]string) error {
+	return writeSources(w, sources, metadata, nil)
+}
+
+// writeSources writes the header of sources (check, where not nil, may
+// refuse source i of want bytes first), then fills and writes each.
+func writeSources(w io.Writer, sources []Source, metadata map[string]string, check func(i int, want int64) error) error {
 	header := map[string]any{}
 	if len(metadata) > 0 {
 		header["__metadata__"] = metadata
 	}
-	var off int64
-	for _, t := range tensors {
+	var off, most int64
+	for i, t := range sources {
 		if t.Name == "" || t.Name == "__metadata__" {
 			return fmt.Errorf("safetensors: invalid tensor name %q", t.Name)
 		}
@@ -143,15 +199,19 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 				return fmt.Errorf("safetensors: tensor %s: negative dimension in shape %v", t.Name, t.Shape)
 			}
 		}
-		if want := t.Numel() * t.DType.Size(); len(t.Data) != want {
-			return fmt.Errorf("safetensors: tensor %s: %d bytes of data, shape %v of %s needs %d", t.Name, len(t.Data), t.Shape, t.DType, want)
+		n := int64(Tensor{Shape: t.Shape}.Numel() * t.DType.Size())
+		if check != nil {
+			if err := check(i, n); err != nil {
+				return err
+			}
 		}
 		shape := t.Shape
 		if shape == nil {
 			shape = []int{}
 		}
-		header[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int64{off, off + int64(len(t.Data))}}
-		off += int64(len(t.Data))
+		header[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int64{off, off + n}}
+		off += n
+		most = max(most, n)
 	}
 	js, err := json.Marshal(header)
 	if err != nil {
@@ -168,8 +228,13 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	if _, err := w.Write(js); err != nil {
 		return err
 	}
-	for _, t := range tensors {
-		if _, err := w.Write(t.Data); err != nil {
+	buf := make([]byte, most)
+	for _, t := range sources {
+		b := buf[:Tensor{Shape: t.Shape}.Numel()*t.DType.Size()]
+		if err := t.Fill(b); err != nil {
+			return err
+		}
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,8 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -365,5 +367,44 @@ func TestNonFinite(t *testing.T) {
 	f.Tensors = f.Tensors[:2]
 	if err := f.CheckFinite(); err != nil {
 		t.Errorf("finite tensors refused: %v", err)
+	}
+}
+
+// TestWriteFromStreams: WriteFrom writes Write's bytes, filling each
+// tensor as it goes, and a Fill's error ends the write with it.
+func TestWriteFromStreams(t *testing.T) {
+	tensors := []Tensor{
+		F32Tensor("a", []int{2, 3}, []float32{1, -2, 3.5, 4, 5e-8, -6}),
+		I64Tensor("b", []int{}, []int64{-7}),
+		F32Tensor("c", []int{0}, nil),
+		F32Tensor("d", []int{5}, []float32{9, 8, 7, 6, 5}),
+	}
+	var want, got bytes.Buffer
+	if err := Write(&want, tensors, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	var filled []string
+	sources := make([]Source, len(tensors))
+	for i, tn := range tensors {
+		sources[i] = Source{Name: tn.Name, DType: tn.DType, Shape: tn.Shape, Fill: func(dst []byte) error {
+			filled = append(filled, tn.Name)
+			copy(dst, tn.Data)
+			return nil
+		}}
+	}
+	sources[0].Fill = F32Fill(func(dst []float32) { copy(dst, []float32{1, -2, 3.5, 4, 5e-8, -6}) })
+	if err := WriteFrom(&got, sources, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("WriteFrom wrote %d bytes unlike Write's %d", got.Len(), want.Len())
+	}
+	if !slices.Equal(filled, []string{"b", "c", "d"}) {
+		t.Errorf("filled %v, want b, c, d in order", filled)
+	}
+	boom := errors.New("device fault")
+	sources[2].Fill = func([]byte) error { return boom }
+	if err := WriteFrom(io.Discard, sources, nil); !errors.Is(err, boom) {
+		t.Errorf("a failing Fill: %v", err)
 	}
 }

@@ -50,30 +50,30 @@ func (e *FitError) Error() string {
 // 100), so counted twice: the batch buffers (the loader's queue and the
 // trainer's staging), what the dataset holds while it fills them
 // (row.DataBytes: decodes in flight, a volume cache; it does not grow with
-// the samples, decoded as batches take them) and a checkpoint's copy of
-// the optimizer's state as it is written; and the program itself.
+// the samples, decoded as batches take them) and the tensor a checkpoint
+// writes at a time (row.TensorBytes); and the program itself.
 func HostNeed(row PlanRow) (total int64, detail string) {
 	cfg := row.Config
 	h, w := cfg.ImageSize()
 	sample := int64(cfg.Model.InChannels*h*w*4 + h*w)
 	batch := sample * int64(cfg.Train.BatchSize) * int64(data.DefaultPrefetch+2)
-	state := row.PeakByCategory[memory.Optimizer.String()]
-	total = row.PeakReservedBytes + 2*(batch+row.DataBytes+state) + ProgramBytes
+	total = row.PeakReservedBytes + 2*(batch+row.DataBytes+row.TensorBytes) + ProgramBytes
 	detail = fmt.Sprintf("the pool's planned peak reserved %s; twice, for Go's collector, the batch buffers %s", memory.FormatBytes(row.PeakReservedBytes), memory.FormatBytes(batch))
 	if row.DataBytes > 0 {
 		detail += fmt.Sprintf(", the dataset's decodes and caches %s", memory.FormatBytes(row.DataBytes))
 	}
-	if state > 0 {
-		detail += fmt.Sprintf(", a checkpoint's copy of the optimizer state %s", memory.FormatBytes(state))
+	if row.TensorBytes > 0 {
+		detail += fmt.Sprintf(", a checkpoint's largest tensor %s", memory.FormatBytes(row.TensorBytes))
 	}
 	return total, detail + fmt.Sprintf("; the program %s", memory.FormatBytes(ProgramBytes))
 }
 
-// ProgramBytes is what memunet takes of the host's memory before it
-// trains: its code (about 20 MiB resident) and Go's runtime with its
-// heap's floor (12-20 MiB), measured on linux/amd64 with every
-// allocation of a training run counted apart.
-const ProgramBytes = 40 << 20
+// ProgramBytes is what memunet takes of the host's memory beside what
+// HostNeed counts apart: its code (about 20 MiB resident), Go's runtime
+// and its heap's floor (17-20 MiB: a quickstart run peaks at 37 MiB), and
+// a margin for validation's and the metrics' small buffers (a run of
+// whole 512 px images peaked 0.5 MiB above the need without it).
+const ProgramBytes = 48 << 20
 
 // CheckFits refuses, with a *FitError naming the figures and the variant
 // that would fit, a run the plan says cannot fit: with memory.capacity and

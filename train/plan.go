@@ -119,6 +119,9 @@ type PlanRow struct {
 	// DataBytes is what the dataset holds beside the batches while they
 	// are filled (data.HeldBytes, one sample per core at a time).
 	DataBytes int64 `json:"-"`
+	// TensorBytes is the largest parameter's fp32 bytes: what writing a
+	// checkpoint holds at once (one tensor at a time).
+	TensorBytes int64 `json:"-"`
 }
 
 // PhaseValidation names validation's peak in PlanRow.PeakByPhase.
@@ -181,6 +184,9 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 	defer t.Close()
 	row.Samples = t.data.Len()
 	row.DataBytes = data.HeldBytes(t.data, runtime.GOMAXPROCS(0))
+	for _, p := range t.Net.Params() {
+		row.TensorBytes = max(row.TensorBytes, int64(4*p.Len()))
+	}
 	note := func(st memory.Stats) {
 		if st.Allocated.Peak > row.PeakAllocatedBytes {
 			row.PeakAllocatedBytes = st.Allocated.Peak
