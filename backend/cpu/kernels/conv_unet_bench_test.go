@@ -84,7 +84,7 @@ func BenchmarkConvUNetWinograd(b *testing.B) {
 			}
 			reportGFLOPs(b, convFlops(s))
 		})
-		if winoTileOK(s, 4) {
+		if winoTileOK(s, Wino4) {
 			// F(4x4,3x3)'s forward, in its own workspace.
 			one, unlimited := s.Images(1), int(^uint(0)>>1)
 			ws4 := make([]float32, max(len(ws), winoForwardNeed(one, Wino4, winoForwardRows(one, Wino4, unlimited))))

@@ -156,23 +156,32 @@ type winoOutputKernel func(m []float32, xiStride, mChan int, dst []float32, stri
 // dst[c*dstChan + ξ*xiStride + 16*k + l].
 type winoGradKernel func(src []float32, stride int, wk winoWalk, dst []float32, xiStride, dstChan int)
 
-// winoKernels are an implementation's three transforms of F(2x2,3x3),
-// the input and output transforms of F(4x4,3x3) (winograd4.go), and how
-// wide a layer Auto takes them for.
+// winoTransforms are the three transforms of one tile.
+type winoTransforms struct {
+	input  winoInputKernel
+	output winoOutputKernel
+	grad   winoGradKernel
+}
+
+// winoKernels are an implementation's transforms of F(2x2,3x3) and of
+// F(4x4,3x3) (winograd4.go), and how wide a layer Auto takes them for.
 type winoKernels struct {
-	input   winoInputKernel
-	output  winoOutputKernel
-	grad    winoGradKernel
-	input4  winoInputKernel
-	output4 winoOutputKernel
-	grad4   winoGradKernel
-	wide    winoWidth
+	f2, f4 winoTransforms
+	wide   winoWidth
+}
+
+// of is the transforms of m x m tiles.
+func (k winoKernels) of(m WinoTile) winoTransforms {
+	if m == Wino4 {
+		return k.f4
+	}
+	return k.f2
 }
 
 // genericWino is the pure-Go transforms (Auto as wide as with AVX-512).
 func genericWino() winoKernels {
-	return winoKernels{input: winoInputGo, output: winoOutputGo, grad: winoGradGo,
-		input4: winoInput4Go, output4: winoOutput4Go, grad4: winoGrad4Go, wide: winoWidthAVX512()}
+	return winoKernels{f2: winoTransforms{winoInputGo, winoOutputGo, winoGradGo},
+		f4: winoTransforms{winoInput4Go, winoOutput4Go, winoGrad4Go}, wide: winoWidthAVX512()}
 }
 
 // winoInputGo is the pure-Go winoInputKernel: V = B^T d B, the rows'
@@ -269,14 +278,15 @@ func winoFilterMatrix(m WinoTile) []float32 {
 }
 
 // winoShapeOK reports whether the F(2x2,3x3) kernels take s (winoTileOK).
-func winoShapeOK(s backend.ConvShape) bool { return winoTileOK(s, 2) }
+func winoShapeOK(s backend.ConvShape) bool { return winoTileOK(s, Wino2) }
 
 // winoTileOK reports whether the Winograd kernels of m x m output tiles
-// take s: a 3x3 convolution with padding 1 over images whose height and
-// width are multiples of m and whose rows are 16k tiles, or 8 tiles in an
-// even number of tile rows.
-func winoTileOK(s backend.ConvShape, m int) bool {
-	if s.K != 3 || s.Pad != 1 || s.H%m != 0 || s.W%m != 0 || s.H < m {
+// (Wino2 or Wino4) take s: a 3x3 convolution with padding 1 over images
+// whose height and width are multiples of m and whose rows are 16k tiles,
+// or 8 tiles in an even number of tile rows.
+func winoTileOK(s backend.ConvShape, t WinoTile) bool {
+	m := int(t)
+	if t != Wino2 && t != Wino4 || s.K != 3 || s.Pad != 1 || s.H%m != 0 || s.W%m != 0 || s.H < m {
 		return false
 	}
 	TW, TH := s.W/m, s.H/m
@@ -464,7 +474,7 @@ func winoGradNeedOn(s backend.ConvShape, m WinoTile, R int, pad bool, workers in
 // worker, takes no more than F(2x2,3x3)'s (its transformed filter is
 // 2.25x larger: the deep layers' keep F(2x2,3x3)).
 func autoGradTile(s backend.ConvShape) WinoTile {
-	if !winoTileOK(s, 4) || winoGradNeedOn(s, Wino4, winoGradLeast(s, Wino4), false, 1) > winoGradNeedOn(s, Wino2, winoGradLeast(s, Wino2), false, 1) {
+	if !winoTileOK(s, Wino4) || winoGradNeedOn(s, Wino4, winoGradLeast(s, Wino4), false, 1) > winoGradNeedOn(s, Wino2, winoGradLeast(s, Wino2), false, 1) {
 		return Wino2
 	}
 	return Wino4
@@ -553,7 +563,7 @@ func PlanConv(s backend.ConvShape, ws int) ConvPlan {
 // F(4x4,3x3) where the shape takes it, then F(2x2,3x3) (where a workspace
 // smaller than Auto's own leaves no room for it).
 func autoTiles(s backend.ConvShape) []WinoTile {
-	if winoTileOK(s, 4) {
+	if winoTileOK(s, Wino4) {
 		return []WinoTile{Wino4, Wino2}
 	}
 	return []WinoTile{Wino2}
@@ -607,8 +617,10 @@ func autoWorkspace(s backend.ConvShape, direct int) int {
 		least := rowStep(s.W / int(m))
 		need = max(need, winoForwardNeed(s, m, least), winoForwardNeed(WinogradSwapped(s), m, least))
 	}
-	if m := autoGradTile(s); winoWide(s, k.weightGrad) && winoGradNeed(s, m, winoGradLeast(s, m)) > need {
-		need = max(need, winoGradNeedLd(s, m, winoGradLeast(s, m), false))
+	if m := autoGradTile(s); winoWide(s, k.weightGrad) {
+		if least := winoGradLeast(s, m); winoGradNeed(s, m, least) > need {
+			need = max(need, winoGradNeedLd(s, m, least, false))
+		}
 	}
 	return need
 }
@@ -710,7 +722,7 @@ func (t *Team) ConvWinograd(s backend.ConvShape, m WinoTile, out []float32, in I
 }
 
 func (g gemmImpl) winogradConv(s backend.ConvShape, m WinoTile, out []float32, in Image, u, bias, ws []float32) {
-	if (m != Wino2 && m != Wino4) || !winoTileOK(s, int(m)) || len(out) != s.OutSize() || in.Len() != s.InSize() || len(u) != WinogradFilterSize(s, m) || bias != nil && len(bias) != s.OC {
+	if !winoTileOK(s, m) || len(out) != s.OutSize() || in.Len() != s.InSize() || len(u) != WinogradFilterSize(s, m) || bias != nil && len(bias) != s.OC {
 		panic(fmt.Sprintf("kernels: winograd conv %+v, %dx%d tiles: sizes out=%d in=%d u=%d bias=%d do not match", s, m, m, len(out), in.Len(), len(u), len(bias)))
 	}
 	// ws holds the filter already: the rows are planned on ws as a whole.
@@ -738,10 +750,7 @@ func (g gemmImpl) winogradConv(s backend.ConvShape, m WinoTile, out []float32, i
 // (one per ξ) and their output transform into o, in the worker's buf.
 func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []float32, ps *packScratch) {
 	C, OC, H, W, TW, m, nxi := gm.C, gm.OC, gm.H, gm.W, gm.TW, int(gm.m), gm.m.xi()
-	input, output := g.wino.input, g.wino.output
-	if gm.m == Wino4 {
-		input, output = g.wino.input4, g.wino.output4
-	}
+	tr := g.wino.of(gm.m)
 	Wp := W + 2
 	r0 := b * gm.R
 	rows := min(gm.R, gm.TH-r0)
@@ -751,7 +760,7 @@ func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []floa
 	// V[ξ] is C rows of T tiles as packed panels, per k slab of channels.
 	for c0 := 0; c0 < C; c0 += gemmKC {
 		kc := min(gemmKC, C-c0)
-		input(xp[c0*gm.plane()+m*r0*Wp:], Wp, winoWalkOf(m, TW, rows, Wp, kc, gm.plane()), V[c0*T:], ldV, kc*winoChunk, winoChunk)
+		tr.input(xp[c0*gm.plane()+m*r0*Wp:], Wp, winoWalkOf(m, TW, rows, Wp, kc, gm.plane()), V[c0*T:], ldV, kc*winoChunk, winoChunk)
 	}
 	// One operand for the band's ξ x OC/winoOutBlock products, in the
 	// worker's scratch: a new one each would be an allocation each.
@@ -768,7 +777,7 @@ func (g gemmImpl) winoForwardBand(gm winoGeom, b int, o, xp, u, bias, buf []floa
 		if bias != nil {
 			bo = bias[o0 : o0+n]
 		}
-		output(M, ldM, T, o[o0*H*W+m*r0*W:], W, winoWalkOf(m, TW, rows, W, n, H*W), bo)
+		tr.output(M, ldM, T, o[o0*H*W+m*r0*W:], W, winoWalkOf(m, TW, rows, W, n, H*W), bo)
 	}
 }
 
@@ -800,7 +809,7 @@ func (t *Team) WinogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout []fl
 }
 
 func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout []float32, in Image, ws []float32) {
-	if (m != Wino2 && m != Wino4) || !winoTileOK(s, int(m)) || len(dout) != s.OutSize() || in.Len() != s.InSize() || len(du) != WinogradFilterSize(s, m) {
+	if !winoTileOK(s, m) || len(dout) != s.OutSize() || in.Len() != s.InSize() || len(du) != WinogradFilterSize(s, m) {
 		panic(fmt.Sprintf("kernels: winograd weight gradient %+v, %dx%d tiles: sizes dout=%d in=%d du=%d do not match", s, m, m, len(dout), in.Len(), len(du)))
 	}
 	R := winoGradRows(s.Images(1), m, len(ws)+len(du))
@@ -812,10 +821,7 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout [
 	}
 	gm := newWinoGeom(s, m, R)
 	C, OC, H, W, TW, nxi, mi := s.C, s.OC, s.H, s.W, gm.TW, m.xi(), int(m)
-	input, grad := g.wino.input, g.wino.grad
-	if m == Wino4 {
-		input, grad = g.wino.input4, g.wino.grad4
-	}
+	tr := g.wino.of(m)
 	T := gm.tiles()
 	ld, ldU := winoGradLd(T, winoGradNeed(s.Images(1), m, R) <= len(ws)+len(du)), winoPlaneLd(C*OC)
 	padded, rest := g.carve(ws, gm.padded())
@@ -837,11 +843,11 @@ func (g gemmImpl) winogradWeightGrad(s backend.ConvShape, m WinoTile, du, dout [
 			g.team.For(C+OC, 1, func(lo, hi int) {
 				if lo < C {
 					c1 := min(hi, C)
-					input(xp[lo*gm.plane()+mi*r0*(W+2):], W+2, winoWalkOf(mi, TW, rows, W+2, c1-lo, gm.plane()), V[lo*ld:], ldV, winoChunk, ld)
+					tr.input(xp[lo*gm.plane()+mi*r0*(W+2):], W+2, winoWalkOf(mi, TW, rows, W+2, c1-lo, gm.plane()), V[lo*ld:], ldV, winoChunk, ld)
 				}
 				if hi > C {
 					o0 := max(lo, C) - C
-					grad(dy[o0*H*W+mi*r0*W:], W, winoWalkOf(mi, TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
+					tr.grad(dy[o0*H*W+mi*r0*W:], W, winoWalkOf(mi, TW, rows, W, hi-C-o0, H*W), dM[o0*ld:], ldM, ld)
 				}
 			})
 			// Phase 2: per ξ, in slabs of m.gradSlab() tiles, du[ξ] (OC x C)

@@ -13,11 +13,13 @@ import (
 func asmWino(avx512 bool) winoKernels {
 	// F(4x4,3x3)'s transforms are AVX2's on either: a chunk is two halves
 	// of 8 tiles whichever GEMM multiplies it.
-	k := winoKernels{input: winoInputAsm(Wino2, winoInputAVX2), output: winoOutputAsm(Wino2, winoOutputAVX2), grad: winoGradAsm(Wino2, winoGradAVX2),
-		input4: winoInputAsm(Wino4, winoInput4AVX2), output4: winoOutputAsm(Wino4, winoOutput4AVX2), grad4: winoGradAsm(Wino4, winoGrad4AVX2),
-		wide: winoWidthAVX2()}
+	k := winoKernels{
+		f2:   winoTransforms{winoInputAsm(Wino2, winoInputAVX2), winoOutputAsm(Wino2, winoOutputAVX2), winoGradAsm(Wino2, winoGradAVX2)},
+		f4:   winoTransforms{winoInputAsm(Wino4, winoInput4AVX2), winoOutputAsm(Wino4, winoOutput4AVX2), winoGradAsm(Wino4, winoGrad4AVX2)},
+		wide: winoWidthAVX2(),
+	}
 	if avx512 && cpu.X86.HasAVX512F {
-		k.input, k.output, k.grad = winoInputAsm(Wino2, winoInputAVX512), winoOutputAsm(Wino2, winoOutputAVX512), winoGradAsm(Wino2, winoGradAVX512)
+		k.f2 = winoTransforms{winoInputAsm(Wino2, winoInputAVX512), winoOutputAsm(Wino2, winoOutputAVX512), winoGradAsm(Wino2, winoGradAVX512)}
 		k.wide = winoWidthAVX512()
 	}
 	return k

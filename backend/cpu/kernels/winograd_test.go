@@ -376,7 +376,7 @@ var winoShapes4 = []backend.ConvShape{
 func TestWinograd4MatchesDirect(t *testing.T) {
 	for _, s := range winoShapes4 {
 		t.Run(convName(s), func(t *testing.T) {
-			if !winoTileOK(s, 4) {
+			if !winoTileOK(s, Wino4) {
 				t.Fatalf("%+v does not qualify", s)
 			}
 			testWinogradShape(t, s, Wino4)
@@ -390,7 +390,7 @@ func TestWinograd4MatchesDirect(t *testing.T) {
 // kernels', relative to the outputs' magnitudes, beside F(2x2,3x3)'s.
 func TestWinograd4ErrorBound(t *testing.T) {
 	for _, s := range winoUNetShapes {
-		if !winoTileOK(s, 4) {
+		if !winoTileOK(s, Wino4) {
 			continue
 		}
 		t.Run(convName(s), func(t *testing.T) {
@@ -546,23 +546,23 @@ func TestWinogradTransformsMatchGo(t *testing.T) {
 			n := wk.chunks()
 			size := 3 * 16 * 32 * n
 			want, got := make([]float32, size), make([]float32, size)
-			ref.input(src, stride, wk, want, 32*n, 32, 16)
-			g.wino.input(src, stride, wk, got, 32*n, 32, 16)
+			ref.f2.input(src, stride, wk, want, 32*n, 32, 16)
+			g.wino.f2.input(src, stride, wk, got, 32*n, 32, 16)
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: input transform differs from Go's", name)
 			}
 			m := randSlice(r, size)
 			for _, b := range [][]float32{nil, bias} {
 				want, got := make([]float32, len(src)), make([]float32, len(src))
-				ref.output(m, 16*n, 16*16*n, want, stride, wk, b)
-				g.wino.output(m, 16*n, 16*16*n, got, stride, wk, b)
+				ref.f2.output(m, 16*n, 16*16*n, want, stride, wk, b)
+				g.wino.f2.output(m, 16*n, 16*16*n, got, stride, wk, b)
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: output transform (bias %v) differs from Go's", name, b != nil)
 				}
 			}
 			want, got = make([]float32, size), make([]float32, size)
-			ref.grad(src, stride, wk, want, 16*n, 16*16*n)
-			g.wino.grad(src, stride, wk, got, 16*n, 16*16*n)
+			ref.f2.grad(src, stride, wk, want, 16*n, 16*16*n)
+			g.wino.f2.grad(src, stride, wk, got, 16*n, 16*16*n)
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: gradient transform differs from Go's", name)
 			}
@@ -589,8 +589,8 @@ func TestWinograd4TransformsMatchGo(t *testing.T) {
 			xiStride := chan_ * wk.chans
 			size := winoXi4 * xiStride
 			want, got := garbage(seedFor("v"), size), garbage(seedFor("v"), size)
-			ref.input4(src, stride, wk, want, xiStride, 16, chan_)
-			g.wino.input4(src, stride, wk, got, xiStride, 16, chan_)
+			ref.f4.input(src, stride, wk, want, xiStride, 16, chan_)
+			g.wino.f4.input(src, stride, wk, got, xiStride, 16, chan_)
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: input transform differs from Go's", name)
 			}
@@ -600,8 +600,8 @@ func TestWinograd4TransformsMatchGo(t *testing.T) {
 			m := randSlice(r, size)
 			for _, b := range [][]float32{nil, bias} {
 				want, got := garbage(seedFor("y"), len(src)), garbage(seedFor("y"), len(src))
-				ref.output4(m, xiStride, chan_, want, stride, wk, b)
-				g.wino.output4(m, xiStride, chan_, got, stride, wk, b)
+				ref.f4.output(m, xiStride, chan_, want, stride, wk, b)
+				g.wino.f4.output(m, xiStride, chan_, got, stride, wk, b)
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: output transform (bias %v) differs from Go's", name, b != nil)
 				}
@@ -611,8 +611,8 @@ func TestWinograd4TransformsMatchGo(t *testing.T) {
 				}
 			}
 			want, got = garbage(seedFor("v"), size), garbage(seedFor("v"), size)
-			ref.grad4(src, stride, wk, want, xiStride, chan_)
-			g.wino.grad4(src, stride, wk, got, xiStride, chan_)
+			ref.f4.grad(src, stride, wk, want, xiStride, chan_)
+			g.wino.f4.grad(src, stride, wk, got, xiStride, chan_)
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: gradient transform differs from Go's", name)
 			}
