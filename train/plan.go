@@ -113,9 +113,8 @@ type PlanRow struct {
 	// ArenaMisses the allocations its plan did not foresee (0 when exact).
 	ArenaBytes  int64 `json:"arena_bytes,omitempty"`
 	ArenaMisses int64 `json:"arena_misses,omitempty"`
-	// Config is the variant's configuration; Samples its dataset's size.
-	Config  config.Config `json:"-"`
-	Samples int           `json:"-"`
+	// Config is the variant's configuration.
+	Config config.Config `json:"-"`
 	// DataBytes is what the dataset holds beside the batches while they
 	// are filled (data.HeldBytes, one sample per core at a time).
 	DataBytes int64 `json:"-"`
@@ -182,7 +181,6 @@ func planConfigOn(cfg config.Config, b backend.Backend) (PlanRow, error) {
 		return row, err
 	}
 	defer t.Close()
-	row.Samples = t.data.Len()
 	row.DataBytes = data.HeldBytes(t.data, runtime.GOMAXPROCS(0))
 	for _, p := range t.Net.Params() {
 		row.TensorBytes = max(row.TensorBytes, int64(4*p.Len()))
