@@ -50,24 +50,24 @@ type Layers interface {
 	// alike, w (OC,C,KD,K,K). ws has ConvWorkspace(s) values, contents
 	// unspecified.
 	//
-	//op:cuda conv tc_conv_tf32 tc_conv_16 conv3
+	//op:cuda conv tc_conv_tf32 tc_conv_16 conv3 bias_add
 	Conv(s ConvShape, out, in, w, bias, ws View)
 	// ConvBack: din (overwritten; skipped if none) = conv of dout with the
 	// flipped weights; dw (OC,C,K,K) += dout x im2col(in); dbias (OC; may be
 	// none) += sum of dout over (N,OH,OW) (over (N,OD,OH,OW) in 3D).
 	//
-	//op:cuda conv_back_data conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16 conv3_back_data conv3_back_weight
+	//op:cuda conv_back_data conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16 conv3_back_data conv3_back_weight accumulate
 	ConvBack(s ConvShape, din, dw, dbias, dout, in, w, ws View)
 	// UpConv: out (N,OC,2H,2W) from in (N,C,H,W), w (C,OC,2,2), bias (OC;
 	// may be none); in 3D (s.Is3D) out (N,OC,KD*D,2H,2W) from in
 	// (N,C,D,H,W), w (C,OC,KD,2,2). ws has UpConvWorkspace(s) values.
 	//
-	//op:cuda up_conv tc_conv_tf32 tc_conv_16 up_conv3
+	//op:cuda up_conv tc_conv_tf32 tc_conv_16 up_conv3 bias_add
 	UpConv(s UpConvShape, out, in, w, bias, ws View)
 	// UpConvBack: din overwritten (skipped if none), dw and dbias (may be
 	// none) accumulated.
 	//
-	//op:cuda up_conv_back_data up_conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16 up_conv3_back_data up_conv3_back_weight
+	//op:cuda up_conv_back_data up_conv_back_weight split_sum norm_sums add_sums tc_conv_tf32 tc_conv_16 tc_wgrad_tf32 tc_wgrad_16 up_conv3_back_data up_conv3_back_weight accumulate
 	UpConvBack(s UpConvShape, din, dw, dbias, dout, in, w, ws View)
 
 	// BatchNorm (training): normalizes in per channel with the batch mean and

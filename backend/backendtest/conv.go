@@ -79,6 +79,15 @@ type TF32 interface {
 	ConvTF32() bool
 }
 
+// WeightGradRounder is a backend whose 16-bit convolutions may round a
+// weight gradient to their 16-bit type before adding it to the fp32 one
+// (the CUDA backend with a library's convolutions, as cuDNN's: its
+// weight gradient is of the tensors' type, as in PyTorch's autocast):
+// those are held to that type's tolerance.
+type WeightGradRounder interface {
+	RoundsWeightGrads() bool
+}
+
 // convTol is the tolerance of a convolution's output or input gradient
 // stored as dt.
 func (s *suite) convTol(dt backend.DType) float64 {
@@ -91,10 +100,14 @@ func (s *suite) convTol(dt backend.DType) float64 {
 // weightTol is the tolerance of a convolution's weight gradient (fp32)
 // from tensors stored as dt, a sum over depth pixels: with TF32, tolTF32
 // for up to 256 (PyTorch's tests sum far fewer), growing as the square
-// root beyond (rounding errors of random sign add up as a random walk).
+// root beyond (rounding errors of random sign add up as a random walk);
+// dt's tolerance where the backend rounds it to dt (WeightGradRounder).
 func (s *suite) weightTol(dt backend.DType, depth int) float64 {
 	if t, ok := s.b.(TF32); ok && dt == backend.Float32 && t.ConvTF32() {
 		return tolTF32 * math.Sqrt(max(1, float64(depth)/256))
+	}
+	if r, ok := s.b.(WeightGradRounder); ok && dt.Half() && r.RoundsWeightGrads() {
+		return tolFor(dt, tolReduction)
 	}
 	return tolReduction
 }

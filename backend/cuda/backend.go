@@ -48,6 +48,8 @@ type Backend struct {
 	launches launchRing
 	pending  []pendingCopy // copies on the copy stream the compute stream has not waited for
 	conv     ConvProvider  // what cuda.conv resolved to (conv.go)
+
+	lib convLibrary // the library computing the convolutions, if any (library.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -29,11 +29,19 @@
 //     default, no spill) and for two (MEMUNET_CUDA_TC_BLOCKS=2, TCBlocksEnv:
 //     128 registers, a few bytes of stack), which the device check times
 //     beside the default; the variable is read when the device is opened.
-//   - Operations allocate nothing from the pool: the convolutions are
-//     implicit GEMMs (ConvWorkspace is a split weight gradient's partial
-//     sums, or 0). The backend's only memory of its own is a fixed scratch
-//     area for the reductions, allocated when the device is opened and
-//     counted, with the context, in the device's overhead.
+//   - Operations allocate nothing from the pool: memunet's convolutions
+//     are implicit GEMMs (ConvWorkspace is a split weight gradient's
+//     partial sums, or 0). The backend's only memory of its own is a fixed
+//     scratch area for the reductions, allocated when the device is opened
+//     and counted, with the context, in the device's overhead.
+//   - A convolution library (ConvLibrary: cuDNN, cuda.conv) may compute
+//     the 2D convolutions instead (library.go): per shape, its Find's
+//     results and the algorithm policy (backend/cuda/cudnn) choose each
+//     pass's algorithm once, and ConvWorkspace is the workspace the chosen
+//     ones take (and a 16-bit weight gradient's staging), so the model
+//     takes it from the pool and the plan counts it. The transposed
+//     convolution is that library's backward data pass, as in PyTorch;
+//     bias_add and accumulate add what the library leaves out.
 //   - The driver keeps one primary context per device and process, so Open
 //     returns one Backend per device ordinal for the whole process; each
 //     call makes the context current on its (locked) OS thread.

@@ -8,53 +8,6 @@ import (
 	"github.com/memunet/memunet/memory"
 )
 
-// LayerShape is one convolution of the seed UNet, as the per-layer
-// benchmark (BenchLayers) runs it.
-type LayerShape struct {
-	Name  string            // the first of the UNet's convolutions of this shape, e.g. "down2.conv1"
-	Conv  backend.ConvShape // DT is set per run
-	Count int               // how many of the UNet's convolutions have this shape
-	// NoInputGrad: the first convolution, fed by the data, computes no
-	// input gradient.
-	NoInputGrad bool
-}
-
-// SeedUNetConvolutions lists the distinct convolutions of the seed UNet
-// (the compare configs: depth 4, bilinear upsampling, 3 input channels, 4
-// classes) of width base on batch images of size x size, in forward
-// order: each level's two 3x3 convolutions down, each decoder's two up
-// (the first over the skip and the upsampled level below, concatenated),
-// the 1x1 output convolution.
-func SeedUNetConvolutions(base, size, batch int) []LayerShape {
-	const depth, inChannels, classes = 4, 3, 4
-	var out []LayerShape
-	add := func(name string, c, oc, px, k int) {
-		s := backend.ConvShape{N: batch, C: c, H: px, W: px, OC: oc, K: k, Pad: k / 2}
-		for i := range out {
-			if out[i].Conv == s {
-				out[i].Count++
-				return
-			}
-		}
-		out = append(out, LayerShape{Name: name, Conv: s, Count: 1, NoInputGrad: len(out) == 0})
-	}
-	for lv := 0; lv <= depth; lv++ {
-		in, name := base<<max(lv-1, 0), fmt.Sprintf("down%d", lv)
-		if lv == 0 {
-			in, name = inChannels, "inc"
-		}
-		add(name+".conv1", in, base<<lv, size>>lv, 3)
-		add(name+".conv2", base<<lv, base<<lv, size>>lv, 3)
-	}
-	for lv := depth - 1; lv >= 0; lv-- {
-		name := fmt.Sprintf("up%d", depth-lv)
-		add(name+".conv1", 3*base<<lv, base<<lv, size>>lv, 3)
-		add(name+".conv2", base<<lv, base<<lv, size>>lv, 3)
-	}
-	add("outc", base, classes, size, 1)
-	return out
-}
-
 // LayerTime is one pass of one layer at one precision: the fastest of the
 // benchmark's repetitions, on the backend's clock.
 type LayerTime struct {
@@ -95,7 +48,7 @@ func benchPrecision(name string) (dt backend.DType, tf32, ok bool) {
 // clock (events: the device's time, not the host's), the fastest of reps
 // runs after a warm-up, until deadline: what it measured by then. tag
 // labels the rows (base and size). TF32's setting is restored afterwards.
-func BenchLayers(b *Backend, tag [2]int, layers []LayerShape, precisions []string, reps int, deadline time.Time) ([]LayerTime, error) {
+func BenchLayers(b *Backend, tag [2]int, layers []backend.LayerShape, precisions []string, reps int, deadline time.Time) ([]LayerTime, error) {
 	defer b.SetTF32(b.ConvTF32())
 	var out []LayerTime
 	for _, name := range precisions {

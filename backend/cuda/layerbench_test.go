@@ -3,6 +3,7 @@ package cuda
 import (
 	"testing"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cpu"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/memory"
@@ -21,7 +22,7 @@ func TestSeedUNetConvolutions(t *testing.T) {
 		}
 		want, _ := m.FLOPs(c.size, c.size)
 		got, convs := 0.0, 0
-		layers := SeedUNetConvolutions(c.base, c.size, 1)
+		layers := backend.SeedUNetConvolutions(c.base, c.size, 1)
 		for _, l := range layers {
 			s := l.Conv
 			got += float64(l.Count) * 2 * float64(s.OH()*s.OW()*s.OC*s.C*s.K*s.K)

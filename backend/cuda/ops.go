@@ -6,17 +6,24 @@ import (
 	"math"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
 )
 
 // ConvWorkspace is the split-K partial sums of the weight gradient
 // (splitK), 0 when it is not split: the convolutions are implicit GEMMs.
-func (*Backend) ConvWorkspace(s backend.ConvShape) int {
+func (b *Backend) ConvWorkspace(s backend.ConvShape) int {
+	if c := b.libConvOf(s); c != nil {
+		return c.floats()
+	}
 	m, n := s.OC, s.C*s.KDepth()*s.K*s.K
 	return splitWorkspace(m, n, splitK(m, n, s.N*s.OD()*s.OH()*s.OW()))
 }
 
 // UpConvWorkspace is ConvWorkspace's for the transposed convolution.
-func (*Backend) UpConvWorkspace(s backend.UpConvShape) int {
+func (b *Backend) UpConvWorkspace(s backend.UpConvShape) int {
+	if c := b.libUpConvOf(s); c != nil {
+		return c.floats()
+	}
 	m, n := s.C, 4*s.KDepth()*s.OC
 	return splitWorkspace(m, n, splitK(m, n, s.N*s.Depth()*s.H*s.W))
 }
@@ -233,6 +240,11 @@ func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 		b.conv3(s, out, in, w, bias)
 		return
 	}
+	if c := b.libConvOf(s); c != nil {
+		b.libRun(c, cudnn.Forward, ptr(in, s.DT), ptr(w, s.DT), ptr(out, s.DT), ws, false)
+		b.addBias(out, bias, s.DT, s.N, s.OC, s.OH()*s.OW())
+		return
+	}
 	if b.exactFP32(s.DT, convFits(s)) {
 		gx, gy := gemmGrid(s.OC, s.N*s.OH()*s.OW())
 		b.launchGrid(KConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
@@ -248,6 +260,20 @@ func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws 
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
 	if s.Is3D() {
 		b.conv3Back(s, din, dw, dbias, dout, in, w, ws)
+		return
+	}
+	if c := b.libConvOf(s); c != nil {
+		if !din.None() {
+			checkLen(din, s.InSize())
+			b.libRun(c, cudnn.BackwardData, ptr(din, s.DT), ptr(w, s.DT), ptr(dout, s.DT), ws, false)
+		}
+		if !dw.None() {
+			checkLen(dw, s.WeightSize())
+			b.libWeightGrad(c, s.DT, ptr(dw, backend.Float32), ptr(in, s.DT), ptr(dout, s.DT), ws, s.WeightSize())
+		}
+		if !dbias.None() {
+			b.biasGrad(dbias, dout, s.N, s.OC, s.OH()*s.OW())
+		}
 		return
 	}
 	exact, kk := b.exactFP32(s.DT, convFits(s)), s.K*s.K
@@ -288,6 +314,12 @@ func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.Vie
 		b.upConv3(s, out, in, w, bias)
 		return
 	}
+	if c := b.libUpConvOf(s); c != nil {
+		// The convolution's backward data pass: dy is in, dx out.
+		b.libRun(c, cudnn.BackwardData, ptr(out, s.DT), ptr(w, s.DT), ptr(in, s.DT), ws, false)
+		b.addBias(out, bias, s.DT, s.N, s.OC, 4*s.H*s.W)
+		return
+	}
 	if b.exactFP32(s.DT, upConvFits(s)) {
 		gx, gy := gemmGrid(4*s.OC, s.N*s.H*s.W)
 		b.launchGrid(KUpConv, gx, gy, ptr(out, backend.Float32), ptr(in, backend.Float32), ptr(w, backend.Float32),
@@ -303,6 +335,21 @@ func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w,
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
 	if s.Is3D() {
 		b.upConv3Back(s, din, dw, dbias, dout, in, w, ws)
+		return
+	}
+	if c := b.libUpConvOf(s); c != nil {
+		// The convolution's forward from dout gives din, its weight gradient of in over dout dw.
+		if !din.None() {
+			checkLen(din, s.InSize())
+			b.libRun(c, cudnn.Forward, ptr(dout, s.DT), ptr(w, s.DT), ptr(din, s.DT), ws, false)
+		}
+		if !dw.None() {
+			checkLen(dw, s.WeightSize())
+			b.libWeightGrad(c, s.DT, ptr(dw, backend.Float32), ptr(dout, s.DT), ptr(in, s.DT), ws, s.WeightSize())
+		}
+		if !dbias.None() {
+			b.biasGrad(dbias, dout, s.N, s.OC, 4*s.H*s.W)
+		}
 		return
 	}
 	exact := b.exactFP32(s.DT, upConvFits(s))

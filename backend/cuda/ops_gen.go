@@ -36,6 +36,8 @@ const (
 	KNormSums
 	KAddSums
 	KBatchNormFinish
+	KBiasAdd
+	KAccumulate
 	KBatchNormApply
 	KBatchNormReLUApply
 	KBatchNormEval
@@ -99,6 +101,8 @@ var kernelNames = [NumKernels]string{
 	KNormSums:            "norm_sums",
 	KAddSums:             "add_sums",
 	KBatchNormFinish:     "batch_norm_finish",
+	KBiasAdd:             "bias_add",
+	KAccumulate:          "accumulate",
 	KBatchNormApply:      "batch_norm_apply",
 	KBatchNormReLUApply:  "batch_norm_relu_apply",
 	KBatchNormEval:       "batch_norm_eval",

@@ -272,3 +272,15 @@ func (p Policy) Plan(t Table) (Plan, error) {
 	}
 	return plan, errors.Join(errs...)
 }
+
+// Buffers are one pass's device memory, as addresses. X is the
+// convolution's input (dx, written, for BackwardData), W its filter (dw,
+// written, for BackwardFilter), Y its output (written by Forward; dy, read,
+// by the backward passes). Workspace is WorkspaceBytes of scratch, from
+// the pool. Accumulate adds the result to what the written buffer holds
+// (cuDNN's beta 1) instead of overwriting it (beta 0).
+type Buffers struct {
+	X, W, Y, Workspace uintptr
+	WorkspaceBytes     int64
+	Accumulate         bool
+}

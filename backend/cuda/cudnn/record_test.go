@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memunet/memunet/backend/cuda"
+	"github.com/memunet/memunet/backend"
 )
 
 // TestRecordAlgorithmTables is the device run's part: on a GPU with a
@@ -55,7 +55,7 @@ func record(t *testing.T, h *Handle, l *Library, device, prec, dir string) Table
 	const base, size, batch = 64, 256, 4
 	tab := Table{Note: "recorded by TestRecordAlgorithmTables: cudnnFind*Algorithm on the seed UNet's convolutions (base 64, 256 px, batch 4), unedited",
 		Device: device, CUDNN: l.String(), Precision: prec}
-	for _, ls := range cuda.SeedUNetConvolutions(base, size, batch) {
+	for _, ls := range backend.SeedUNetConvolutions(base, size, batch) {
 		c := ls.Conv
 		s := Shape{Input: []int{c.N, c.C, c.H, c.W}, Filter: []int{c.OC, c.C, c.K, c.K}, Pad: c.Pad, Stride: 1}
 		for p := Forward; p < numPasses; p++ {
@@ -105,7 +105,7 @@ func TestRecordThroughStub(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tab := record(t, h, l, "stub", "bf16", dir)
-	layers := cuda.SeedUNetConvolutions(64, 256, 4)
+	layers := backend.SeedUNetConvolutions(64, 256, 4)
 	if want := 3*len(layers) - 1; len(tab.Layers) != want {
 		t.Errorf("%d entries, want %d (3 passes of %d layers, no input gradient for the first)", len(tab.Layers), want, len(layers))
 	}

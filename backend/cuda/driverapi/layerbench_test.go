@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cuda"
 )
 
@@ -34,7 +35,7 @@ func TestLayerBench(t *testing.T) {
 	// fp32 (the slowest) while time is left.
 	for _, precisions := range [][]string{{"tf32", "fp16", "bf16"}, {"fp32"}} {
 		for _, c := range []struct{ base, size int }{{16, 128}, {16, 512}, {64, 128}, {64, 512}} {
-			got, err := cuda.BenchLayers(b, [2]int{c.base, c.size}, cuda.SeedUNetConvolutions(c.base, c.size, 4), precisions, 3, deadline)
+			got, err := cuda.BenchLayers(b, [2]int{c.base, c.size}, backend.SeedUNetConvolutions(c.base, c.size, 4), precisions, 3, deadline)
 			rows = append(rows, got...)
 			if err != nil {
 				t.Error(err)

@@ -31,23 +31,25 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 19: k_norm_sums(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); break; // KNormSums
 	case 20: k_add_sums(a[0], a[1], a[2], a[3], a[4]); break; // KAddSums
 	case 21: k_batch_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], D(12), D(13), a[14], a[15], a[16]); break; // KBatchNormFinish
-	case 22: k_batch_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KBatchNormApply
-	case 23: k_batch_norm_relu_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KBatchNormReLUApply
-	case 24: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10)); break; // KBatchNormEval
-	case 25: k_batch_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBackFinish
-	case 26: k_batch_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KBatchNormBackApply
-	case 27: k_group_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9]); break; // KGroupNormFinish
-	case 28: k_group_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KGroupNormApply
-	case 29: k_group_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KGroupNormBackFinish
-	case 30: k_group_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KGroupNormBackApply
-	case 31: k_loss_partials(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9], a[10], a[11]); break; // KLossPartials
-	case 32: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KCrossEntropyBack
-	case 33: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8)); break; // KLossBack
-	case 34: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
-	case 35: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
-	case 36: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break; // KAdam
-	case 37: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
-	case 38: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
-	case 39: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
+	case 22: k_bias_add(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KBiasAdd
+	case 23: k_accumulate(a[0], a[1], a[2], a[3]); break; // KAccumulate
+	case 24: k_batch_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KBatchNormApply
+	case 25: k_batch_norm_relu_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KBatchNormReLUApply
+	case 26: k_batch_norm_eval(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], D(10)); break; // KBatchNormEval
+	case 27: k_batch_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KBatchNormBackFinish
+	case 28: k_batch_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KBatchNormBackApply
+	case 29: k_group_norm_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9]); break; // KGroupNormFinish
+	case 30: k_group_norm_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KGroupNormApply
+	case 31: k_group_norm_back_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KGroupNormBackFinish
+	case 32: k_group_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KGroupNormBackApply
+	case 33: k_loss_partials(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9], a[10], a[11]); break; // KLossPartials
+	case 34: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7)); break; // KCrossEntropyBack
+	case 35: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8)); break; // KLossBack
+	case 36: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
+	case 37: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
+	case 38: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13)); break; // KAdam
+	case 39: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9]); break; // KSGD
+	case 40: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10)); break; // KRMSprop
+	case 41: k_unscale_check(a[0], a[1], D(2), a[3]); break; // KUnscaleCheck
 	}
 }

@@ -710,6 +710,26 @@ __device__ __forceinline__ float rounded(int dt, float v) {
 // it is (the bits relu keeps).
 __device__ __forceinline__ float relu_of(float r) { return r > 0.0f || r != r ? r : 0.0f; }
 
+// bias_add: out += bias (fp32, per channel), rounded to out's dtype dt; 8
+// values a thread. A library's convolution (cuDNN's) adds no bias itself.
+KERNEL(bias_add)(u64 out, u64 bias, i64 dt, i64 N, i64 C, i64 HW) {
+	Out y = output(out, dt);
+	gptr<const float> b = GCAST(const float, bias);
+	i64 n = N * C * HW;
+	GRID_STRIDE(j, (n + 7) / 8) {
+		Channel ch(8 * j, C, HW);
+		for (i64 i = 8 * j; i < 8 * j + 8 && i < n; i++, ch.next()) y.set(i, y[i] + b[ch.c]);
+	}
+}
+
+// accumulate: dst (fp32) += src (dtype dt): a 16-bit weight gradient a
+// library wrote, added to the fp32 one.
+KERNEL(accumulate)(u64 dst, u64 src, i64 dt, i64 n) {
+	In x = input(src, dt);
+	gptr<float> d = GCAST(float, dst);
+	GRID_STRIDE(i, n) d[i] += x[i];
+}
+
 // batch_norm_apply: out = x*scale + shift per channel (coef), of dtype dt;
 // 8 values a thread.
 KERNEL(batch_norm_apply)(u64 out, u64 in, u64 coef, i64 dt, i64 N, i64 C, i64 HW) {

@@ -200,7 +200,7 @@ func TestBenchLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers := cuda.SeedUNetConvolutions(4, 16, 1)[:3]
+	layers := backend.SeedUNetConvolutions(4, 16, 1)[:3]
 	rows, err := cuda.BenchLayers(gpu, [2]int{4, 16}, layers, []string{"tf32", "fp16", "bf16", "fp32"}, 1, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,351 @@
+//go:build cudaemu
+
+package emu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"unsafe"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
+)
+
+// ConvLibrary stands in for cuDNN on the emulated device, so that the CUDA
+// backend's use of a convolution library (cuda.ConvLibrary: the shapes it
+// gives, the buffers' roles, accumulation, the workspace from the pool,
+// the algorithm policy) is tested without a GPU. Its convolutions are
+// plain loops over the emulated memory, every access bounds-checked as
+// the device's copies are. Its algorithms are cuDNN's by number, with made
+// up times and workspaces (algoTable); the ones cuDNN documents as
+// nondeterministic sum in a shuffled order here, so their bits change
+// from call to call as on a GPU. Each run overwrites the workspace it was
+// promised with garbage first, so a workspace that overlaps a live tensor
+// shows as a wrong result.
+type ConvLibrary struct {
+	d *Device
+	// MinWorkspace, when set, is added to every algorithm's workspace, so
+	// that a test can make every algorithm too big for a budget.
+	MinWorkspace int64
+
+	mu   sync.Mutex
+	runs map[cudnn.Pass]map[int]int // algorithm runs by pass
+}
+
+var _ cuda.ConvLibrary = (*ConvLibrary)(nil)
+
+// NewConvLibrary is the stand-in on d.
+func NewConvLibrary(d *Device) *ConvLibrary {
+	return &ConvLibrary{d: d, runs: map[cudnn.Pass]map[int]int{}}
+}
+
+// Name names the stand-in.
+func (l *ConvLibrary) Name() string { return "emulated cuDNN (memunet's test stand-in)" }
+
+// Runs is how many times each algorithm of pass ran.
+func (l *ConvLibrary) Runs(pass cudnn.Pass) map[int]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int]int{}
+	for a, n := range l.runs[pass] {
+		out[a] = n
+	}
+	return out
+}
+
+// algoRow is one of the stand-in's algorithms: its time in ms, and its
+// workspace as a multiple of the convolution's input bytes (plus a fixed
+// part), status 3000 (not supported) where cuDNN 9 has none.
+type algoRow struct {
+	algo          int
+	ms            float64
+	inputTimes    int64
+	fixed         int64
+	deterministic bool
+	status        int
+}
+
+// algoTable is each pass's algorithms: a nondeterministic one fastest
+// where cuDNN has one, then a large-workspace one, then ones that need
+// little or none.
+var algoTable = [3][]algoRow{
+	cudnn.Forward: {
+		{algo: 7, ms: 1, inputTimes: 3, fixed: 4096, deterministic: true},
+		{algo: 1, ms: 2, fixed: 1024, deterministic: true},
+		{algo: 0, ms: 3, deterministic: true},
+		{algo: 3, ms: -1, deterministic: true, status: 3000},
+	},
+	cudnn.BackwardData: {
+		{algo: 0, ms: 0.5},
+		{algo: 5, ms: 1, inputTimes: 2, fixed: 2048, deterministic: true},
+		{algo: 1, ms: 2, deterministic: true},
+	},
+	cudnn.BackwardFilter: {
+		{algo: 3, ms: 0.4, fixed: 512},
+		{algo: 0, ms: 0.5},
+		{algo: 5, ms: 1, inputTimes: 2, fixed: 8192, deterministic: true},
+		{algo: 1, ms: 2, deterministic: true},
+		{algo: 4, ms: -1, deterministic: true, status: 3000},
+	},
+}
+
+// dims is a 2D convolution's sizes from s: images, channels in and out,
+// the input's and the output's sides, the filter's, pad and stride.
+type dims struct{ n, c, k, h, w, oh, ow, r, s, pad, stride int }
+
+func dimsOf(s cudnn.Shape) (dims, error) {
+	if len(s.Input) != 4 || len(s.Filter) != 4 || s.Input[1] != s.Filter[1] || s.Stride < 1 || s.Pad < 0 {
+		return dims{}, fmt.Errorf("emulated cuDNN: shape %+v: want a 2D convolution", s)
+	}
+	d := dims{n: s.Input[0], c: s.Input[1], h: s.Input[2], w: s.Input[3], k: s.Filter[0], r: s.Filter[2], s: s.Filter[3],
+		pad: s.Pad, stride: s.Stride}
+	d.oh, d.ow = (d.h+2*d.pad-d.r)/d.stride+1, (d.w+2*d.pad-d.s)/d.stride+1
+	return d, nil
+}
+
+func (d dims) inSize() int     { return d.n * d.c * d.h * d.w }
+func (d dims) outSize() int    { return d.n * d.k * d.oh * d.ow }
+func (d dims) filterSize() int { return d.k * d.c * d.r * d.s }
+
+// dtypeOf is precision's storage type.
+func dtypeOf(precision string) (backend.DType, error) {
+	switch precision {
+	case "tf32", "fp32":
+		return backend.Float32, nil
+	case "fp16":
+		return backend.Float16, nil
+	case "bf16":
+		return backend.BFloat16, nil
+	}
+	return 0, fmt.Errorf("emulated cuDNN: precision %q", precision)
+}
+
+// Find gives pass's rows of algoTable for s.
+func (l *ConvLibrary) Find(pass cudnn.Pass, s cudnn.Shape, precision string) ([]cudnn.Result, error) {
+	d, err := dimsOf(s)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := dtypeOf(precision)
+	if err != nil {
+		return nil, err
+	}
+	var out []cudnn.Result
+	for _, a := range algoTable[pass] {
+		r := cudnn.Result{Algo: a.algo, Name: cudnn.AlgoName(pass, a.algo), Status: a.status, TimeMS: a.ms,
+			Deterministic: a.deterministic, MathType: 1}
+		if a.status == 0 {
+			r.WorkspaceBytes = l.workspace(a, d, dt)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// workspace is what algorithm a takes for d.
+func (l *ConvLibrary) workspace(a algoRow, d dims, dt backend.DType) int64 {
+	return a.inputTimes*int64(d.inSize()*dt.Size()) + a.fixed + l.MinWorkspace
+}
+
+// Run computes pass on the emulated memory with algorithm algo.
+func (l *ConvLibrary) Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo int, b cudnn.Buffers) error {
+	d, err := dimsOf(s)
+	if err != nil {
+		return err
+	}
+	dt, err := dtypeOf(precision)
+	if err != nil {
+		return err
+	}
+	var row *algoRow
+	for i, a := range algoTable[pass] {
+		if a.algo == algo && a.status == 0 {
+			row = &algoTable[pass][i]
+		}
+	}
+	if row == nil {
+		return fmt.Errorf("emulated cuDNN: %s has no algorithm %d: CUDNN_STATUS_NOT_SUPPORTED", pass, algo)
+	}
+	if need := l.workspace(*row, d, dt); b.WorkspaceBytes < need {
+		return fmt.Errorf("emulated cuDNN: %s %s needs %d bytes of workspace, given %d: CUDNN_STATUS_BAD_PARAM",
+			pass, cudnn.AlgoName(pass, algo), need, b.WorkspaceBytes)
+	}
+	if b.WorkspaceBytes > 0 {
+		ws, err := l.d.computeMem("cudnn workspace", b.Workspace, b.WorkspaceBytes)
+		if err != nil {
+			return err
+		}
+		for i := range ws {
+			ws[i] = byte(0xA5 ^ i)
+		}
+	}
+	x, err := l.tensor(b.X, d.inSize(), dt)
+	if err != nil {
+		return err
+	}
+	w, err := l.tensor(b.W, d.filterSize(), dt)
+	if err != nil {
+		return err
+	}
+	y, err := l.tensor(b.Y, d.outSize(), dt)
+	if err != nil {
+		return err
+	}
+	shuffle := !row.deterministic
+	l.mu.Lock()
+	if l.runs[pass] == nil {
+		l.runs[pass] = map[int]int{}
+	}
+	l.runs[pass][algo]++
+	l.mu.Unlock()
+	var order func(n int) []int
+	if shuffle { // seeded afresh by the process: another order every run
+		rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		order = func(n int) []int { return rng.Perm(n) }
+	}
+	switch pass {
+	case cudnn.Forward:
+		d.forward(y, x, w, b.Accumulate, order)
+	case cudnn.BackwardData:
+		d.backwardData(x, y, w, b.Accumulate, order)
+	default:
+		d.backwardFilter(w, x, y, b.Accumulate, order)
+	}
+	return nil
+}
+
+// tensor is n values of dt at p, read and written as float32.
+type tensor struct {
+	bytes []byte
+	dt    backend.DType
+}
+
+func (l *ConvLibrary) tensor(p uintptr, n int, dt backend.DType) (tensor, error) {
+	m, err := l.d.computeMem("cudnn tensor", p, int64(n*dt.Size()))
+	return tensor{m, dt}, err
+}
+
+func (t tensor) at(i int) float32 {
+	switch t.dt {
+	case backend.Float16:
+		return backend.F16ToF32(*(*uint16)(unsafe.Pointer(&t.bytes[2*i])))
+	case backend.BFloat16:
+		return backend.BF16ToF32(*(*uint16)(unsafe.Pointer(&t.bytes[2*i])))
+	}
+	return *(*float32)(unsafe.Pointer(&t.bytes[4*i]))
+}
+
+func (t tensor) set(i int, v float32) {
+	switch t.dt {
+	case backend.Float16:
+		*(*uint16)(unsafe.Pointer(&t.bytes[2*i])) = backend.F32ToF16(v)
+	case backend.BFloat16:
+		*(*uint16)(unsafe.Pointer(&t.bytes[2*i])) = backend.F32ToBF16(v)
+	default:
+		*(*float32)(unsafe.Pointer(&t.bytes[4*i])) = v
+	}
+}
+
+// sum adds terms in order (order(len) shuffles it: a nondeterministic
+// algorithm's atomic adds), in fp32 as the GPU's algorithms do.
+func sum(terms []float32, order func(int) []int) float32 {
+	var acc float32
+	if order == nil {
+		for _, t := range terms {
+			acc += t
+		}
+		return acc
+	}
+	for _, i := range order(len(terms)) {
+		acc += terms[i]
+	}
+	return acc
+}
+
+// store writes v to out[i], added to what it holds with accumulate.
+func store(out tensor, i int, v float32, accumulate bool) {
+	if accumulate {
+		v += out.at(i)
+	}
+	out.set(i, v)
+}
+
+// forward: y (n,k,oh,ow) = x (n,c,h,w) correlated with w (k,c,r,s).
+func (d dims) forward(y, x, w tensor, accumulate bool, order func(int) []int) {
+	var terms []float32
+	for n := range d.n {
+		for k := range d.k {
+			for oy := range d.oh {
+				for ox := range d.ow {
+					terms = terms[:0]
+					for c := range d.c {
+						for r := range d.r {
+							for s := range d.s {
+								iy, ix := oy*d.stride-d.pad+r, ox*d.stride-d.pad+s
+								if iy >= 0 && iy < d.h && ix >= 0 && ix < d.w {
+									terms = append(terms, x.at(((n*d.c+c)*d.h+iy)*d.w+ix)*w.at(((k*d.c+c)*d.r+r)*d.s+s))
+								}
+							}
+						}
+					}
+					store(y, ((n*d.k+k)*d.oh+oy)*d.ow+ox, sum(terms, order), accumulate)
+				}
+			}
+		}
+	}
+}
+
+// backwardData: dx (n,c,h,w) from dy (n,k,oh,ow) and w (k,c,r,s).
+func (d dims) backwardData(dx, dy, w tensor, accumulate bool, order func(int) []int) {
+	var terms []float32
+	for n := range d.n {
+		for c := range d.c {
+			for iy := range d.h {
+				for ix := range d.w {
+					terms = terms[:0]
+					for k := range d.k {
+						for r := range d.r {
+							for s := range d.s {
+								ty, tx := iy+d.pad-r, ix+d.pad-s
+								if ty < 0 || tx < 0 || ty%d.stride != 0 || tx%d.stride != 0 {
+									continue
+								}
+								if oy, ox := ty/d.stride, tx/d.stride; oy < d.oh && ox < d.ow {
+									terms = append(terms, dy.at(((n*d.k+k)*d.oh+oy)*d.ow+ox)*w.at(((k*d.c+c)*d.r+r)*d.s+s))
+								}
+							}
+						}
+					}
+					store(dx, ((n*d.c+c)*d.h+iy)*d.w+ix, sum(terms, order), accumulate)
+				}
+			}
+		}
+	}
+}
+
+// backwardFilter: dw (k,c,r,s) from x (n,c,h,w) and dy (n,k,oh,ow).
+func (d dims) backwardFilter(dw, x, dy tensor, accumulate bool, order func(int) []int) {
+	var terms []float32
+	for k := range d.k {
+		for c := range d.c {
+			for r := range d.r {
+				for s := range d.s {
+					terms = terms[:0]
+					for n := range d.n {
+						for oy := range d.oh {
+							for ox := range d.ow {
+								iy, ix := oy*d.stride-d.pad+r, ox*d.stride-d.pad+s
+								if iy >= 0 && iy < d.h && ix >= 0 && ix < d.w {
+									terms = append(terms, dy.at(((n*d.k+k)*d.oh+oy)*d.ow+ox)*x.at(((n*d.c+c)*d.h+iy)*d.w+ix))
+								}
+							}
+						}
+					}
+					store(dw, ((k*d.c+c)*d.r+r)*d.s+s, sum(terms, order), accumulate)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,210 @@
+//go:build cudaemu
+
+package emu_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/backendtest"
+	"github.com/memunet/memunet/backend/cuda"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
+	"github.com/memunet/memunet/backend/cuda/emu"
+	"github.com/memunet/memunet/train"
+)
+
+// deterministic is the default policy: cuda.workspace's 256 MiB,
+// deterministic algorithms only.
+var deterministic = cudnn.Policy{WorkspaceBytes: 256 << 20, Deterministic: true}
+
+// libraryBackend is an emulated device whose convolutions the stand-in
+// cuDNN computes under policy (required: cuda.conv cudnn).
+func libraryBackend(t *testing.T, policy cudnn.Policy, required bool) (*cuda.Backend, *emu.ConvLibrary) {
+	t.Helper()
+	d := emu.New(1 << 30)
+	b, err := cuda.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := emu.NewConvLibrary(d)
+	b.UseConvLibrary(lib, policy, required)
+	return b, lib
+}
+
+// checkRanOnly fails unless lib ran, for each pass, only the algorithm
+// want names (by pass), and ran it.
+func checkRanOnly(t *testing.T, lib *emu.ConvLibrary, want [3]int) {
+	t.Helper()
+	for p := cudnn.Forward; p <= cudnn.BackwardFilter; p++ {
+		runs := lib.Runs(p)
+		if runs[want[p]] == 0 || len(runs) != 1 {
+			t.Errorf("%s: the library ran %v (algorithm: times), want only %s (%d)", p, runs, cudnn.AlgoName(p, want[p]), want[p])
+		}
+	}
+}
+
+// TestConformanceWithConvLibrary: the backend conformance suite with the
+// 2D convolutions computed by a library (the stand-in cuDNN): forward,
+// both gradients, the transposed convolution, bias, accumulation into the
+// fp32 weight gradient, 16-bit gradients staged in the workspace, all at
+// the suite's tolerances. Under the default policy the library ran only
+// the fastest deterministic algorithm of each pass that fits.
+func TestConformanceWithConvLibrary(t *testing.T) {
+	b, lib := libraryBackend(t, deterministic, true)
+	backendtest.Run(t, b)
+	// Fastest deterministic: WINOGRAD_NONFUSED forward, backward data and
+	// backward filter (ALGO_0 and ALGO_3 are faster, but atomic).
+	checkRanOnly(t, lib, [3]int{7, 5, 5})
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.ConvChoices() {
+		if c.Fallback != "" {
+			t.Errorf("%s: memunet's kernels computed it: %s", c.Shape, c.Fallback)
+		}
+	}
+}
+
+// TestConvLibraryWorkspaceBudget: with cuda.workspace 0 the policy takes
+// the algorithms that need none (IMPLICIT_GEMM, ALGO_1, ALGO_1), and the
+// backend asks the pool for no workspace but a 16-bit weight gradient's
+// staging.
+func TestConvLibraryWorkspaceBudget(t *testing.T) {
+	b, lib := libraryBackend(t, cudnn.Policy{Deterministic: true}, true)
+	s := backend.ConvShape{N: 2, C: 3, H: 7, W: 5, OC: 4, K: 3, Pad: 1, DT: backend.Float32}
+	if n := b.ConvWorkspace(s); n != 0 {
+		t.Errorf("ConvWorkspace(%+v) = %d floats, want 0", s, n)
+	}
+	s.DT = backend.Float16
+	if n, want := b.ConvWorkspace(s), (2*s.WeightSize()+3)/4; n != want {
+		t.Errorf("ConvWorkspace(%+v) = %d floats, want the staged fp16 weight gradient's %d", s, n, want)
+	}
+	cfg, err := train.DeriveVariant(tinyConfig(), "baseline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := train.NewTrainer(cfg, train.Placement{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Step(); err != nil {
+		t.Fatal(err)
+	}
+	checkRanOnly(t, lib, [3]int{0, 1, 1})
+}
+
+// TestConvLibraryNoFit: where no deterministic algorithm fits the budget,
+// cuda.conv cudnn stops the run with an error that names the convolution,
+// the workspace it needs and the fix; auto computes that convolution with
+// memunet's kernels instead, says why, and trains.
+func TestConvLibraryNoFit(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Train.Steps = 1
+	small := cudnn.Policy{WorkspaceBytes: 1 << 20, Deterministic: true}
+	t.Run("cudnn", func(t *testing.T) {
+		b, lib := libraryBackend(t, small, true)
+		lib.MinWorkspace = 2 << 20
+		tr, err := train.NewTrainer(cfg, train.Placement{Backend: b})
+		if err == nil {
+			_, err = tr.Step()
+			tr.Close()
+		}
+		var nofit *cudnn.NoFitError
+		if !errors.As(err, &nofit) {
+			t.Fatalf("got %v, want a *cudnn.NoFitError", err)
+		}
+		for _, want := range []string{"cuda.conv: cudnn", "conv 3x3", "set cuda.workspace to at least 2 (MiB)"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if runs := lib.Runs(cudnn.Forward); len(runs) != 0 {
+			t.Errorf("the library ran %v before the error", runs)
+		}
+	})
+	t.Run("auto", func(t *testing.T) {
+		b, lib := libraryBackend(t, small, false)
+		lib.MinWorkspace = 2 << 20
+		tr, err := train.NewTrainer(cfg, train.Placement{Backend: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.Step(); err != nil {
+			t.Fatal(err)
+		}
+		choices := b.ConvChoices()
+		if len(choices) == 0 {
+			t.Fatal("no convolution was asked of the library")
+		}
+		for _, c := range choices {
+			if !strings.Contains(c.Fallback, "no deterministic cuDNN algorithm fits cuda.workspace") {
+				t.Errorf("%s: fallback %q", c.Shape, c.Fallback)
+			}
+		}
+		if runs := lib.Runs(cudnn.Forward); len(runs) != 0 {
+			t.Errorf("the library ran %v", runs)
+		}
+	})
+}
+
+// TestConvLibraryTraining: training with the library's convolutions loses
+// what the CPU loses (within the precision's tolerance), its peak is the
+// plan's to the byte (the library's workspace, from the pool, included),
+// and two runs of the same seed end with the same weights; with
+// cuda.deterministic false the policy takes the faster atomic algorithms,
+// whose sums change order from run to run, and the weights differ.
+func TestConvLibraryTraining(t *testing.T) {
+	weights := func(t *testing.T, variant string, policy cudnn.Policy) []float32 {
+		t.Helper()
+		cfg, err := train.DeriveVariant(tinyConfig(), variant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu, err := train.NewTrainer(cfg, train.Placement{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cpu.Close()
+		gpu, lib := libraryBackend(t, policy, true)
+		tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		peak := tr.Pool().Stats().Allocated.Peak
+		for step := 1; step <= cfg.Train.Steps; step++ {
+			peak = max(peak, stepBoth(t, step, cpu, tr, lossTol(cfg, gpu)).Peak)
+		}
+		plan := syncAndPlan(t, cfg, gpu)
+		if peak != plan.PeakAllocatedBytes {
+			t.Errorf("peak allocated %d with the library, planned %d", peak, plan.PeakAllocatedBytes)
+		}
+		if len(lib.Runs(cudnn.BackwardFilter)) == 0 {
+			t.Error("the library computed no weight gradient")
+		}
+		var w []float32
+		for _, p := range tr.Net.Params() {
+			w = append(w, p.Read()...)
+		}
+		return w
+	}
+	for _, variant := range []string{"baseline", "fp16"} {
+		t.Run(variant, func(t *testing.T) {
+			a, b := weights(t, variant, deterministic), weights(t, variant, deterministic)
+			if !slices.Equal(a, b) {
+				t.Error("two runs of one seed end with different weights")
+			}
+		})
+	}
+	t.Run("nondeterministic", func(t *testing.T) {
+		loose := cudnn.Policy{WorkspaceBytes: 256 << 20}
+		if slices.Equal(weights(t, "baseline", loose), weights(t, "baseline", loose)) {
+			t.Error("the atomic algorithms gave the same weights twice: the test cannot tell the policies apart")
+		}
+	})
+}

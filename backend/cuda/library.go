@@ -1,0 +1,293 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
+	"github.com/memunet/memunet/memory"
+)
+
+// ConvLibrary computes convolutions on the backend's device in place of
+// memunet's kernels: cuDNN (cuda.conv, through backend/cuda/cudnn), or the
+// emulator's stand-in in tests. Its calls run on the compute stream, in
+// issue order with the backend's launches; pointers are device addresses.
+type ConvLibrary interface {
+	// Name names the library for the banner and summary.json.
+	Name() string
+	// Find runs every algorithm of pass on a convolution of shape s at
+	// precision (tf32, fp32, fp16 or bf16) and returns their results.
+	Find(pass cudnn.Pass, s cudnn.Shape, precision string) ([]cudnn.Result, error)
+	// Run computes pass of that convolution with algorithm algo.
+	Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo int, b cudnn.Buffers) error
+}
+
+// convLibrary is the backend's library, if any, and what it does for each
+// convolution shape.
+type convLibrary struct {
+	mu       sync.Mutex
+	lib      ConvLibrary
+	policy   cudnn.Policy
+	required bool // cuda.conv: cudnn: a shape the policy cannot serve is an error
+	convs    map[libKey]*libConv
+	order    []*libConv // as first asked for, for ConvChoices
+}
+
+// libKey is a convolution as the backend is asked for it: a convolution
+// or a transposed one (the other shape zero), at a precision.
+type libKey struct {
+	conv      backend.ConvShape
+	up        backend.UpConvShape
+	precision string
+}
+
+// libConv is what the library does for one convolution: each pass's
+// algorithm and the workspace the most demanding one takes, and, for a
+// 16-bit weight gradient, where the library writes it before the backend
+// adds it to the fp32 gradient.
+type libConv struct {
+	name      string // the shape, for errors and ConvChoices
+	shape     cudnn.Shape
+	precision string
+	chosen    [3]cudnn.Result // by cudnn.Pass
+	workspace int64           // bytes: the most any chosen algorithm takes
+	staging   int64           // bytes of a 16-bit weight gradient, after the workspace (0 in fp32)
+	// why is not nil where the library does not compute this convolution
+	// (memunet's kernels do, under cuda.conv: auto).
+	why error
+}
+
+// stagingAt is the staged weight gradient's offset in the workspace:
+// after the library's own, aligned as cuMemAlloc aligns.
+func (c *libConv) stagingAt() int64 { return (c.workspace + 255) &^ 255 }
+
+// floats is the workspace in float32 values (ConvWorkspace's unit).
+func (c *libConv) floats() int {
+	if c.staging == 0 {
+		return int((c.workspace + 3) / 4)
+	}
+	return int((c.stagingAt() + c.staging + 3) / 4)
+}
+
+// UseConvLibrary makes lib compute the 2D convolutions from now on (3D
+// ones, and tensors of 2^31 values or more, stay memunet's): for each
+// shape, at its first ConvWorkspace or call, the backend runs lib's Find
+// for its three passes and policy chooses each one's algorithm. With
+// required (cuda.conv: cudnn) a shape for which the policy admits no
+// algorithm is the backend's error, which Sync and every later call
+// return; without (auto) memunet's kernels compute it, and ConvChoices
+// says why.
+func (b *Backend) UseConvLibrary(lib ConvLibrary, policy cudnn.Policy, required bool) {
+	b.lib.mu.Lock()
+	defer b.lib.mu.Unlock()
+	b.lib.lib, b.lib.policy, b.lib.required = lib, policy, required
+	b.lib.convs, b.lib.order = map[libKey]*libConv{}, nil
+}
+
+// ConvLibrary is the library UseConvLibrary gave, nil if none.
+func (b *Backend) ConvLibrary() ConvLibrary {
+	b.lib.mu.Lock()
+	defer b.lib.mu.Unlock()
+	return b.lib.lib
+}
+
+// LibraryChoice is one convolution the library was asked for: its
+// shape, and each pass's algorithm or why memunet's kernels compute it.
+type LibraryChoice struct {
+	Shape     string
+	Precision string
+	// Algorithms are the forward, backward data and backward filter
+	// algorithms chosen (empty with Fallback).
+	Algorithms     []cudnn.Choice
+	WorkspaceBytes int64
+	// Fallback says why memunet's kernels compute it ("" where the library does).
+	Fallback string
+}
+
+// ConvChoices lists the convolutions the library was asked for so far,
+// in that order.
+func (b *Backend) ConvChoices() []LibraryChoice {
+	b.lib.mu.Lock()
+	defer b.lib.mu.Unlock()
+	out := make([]LibraryChoice, 0, len(b.lib.order))
+	for _, c := range b.lib.order {
+		ch := LibraryChoice{Shape: c.name, Precision: c.precision, WorkspaceBytes: c.workspace}
+		if c.why != nil {
+			ch.Fallback = c.why.Error()
+		} else {
+			for p, r := range c.chosen {
+				ch.Algorithms = append(ch.Algorithms, cudnn.Choice{Layer: c.name, Pass: cudnn.Pass(p), Result: r})
+			}
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// RoundsWeightGrads reports whether a 16-bit convolution's weight
+// gradient may be rounded to 16 bits before the backend adds it to the
+// fp32 one: where a library computes the convolutions (cuDNN's weight
+// gradient is of the tensors' type, as in PyTorch's autocast; memunet's
+// kernels sum into the fp32 gradient directly).
+func (b *Backend) RoundsWeightGrads() bool { return b.ConvLibrary() != nil }
+
+// precision is the library's name for dt's convolutions: fp32 ones are
+// tf32 where cuda.tf32 lets them round their operands.
+func (b *Backend) precision(dt backend.DType) string {
+	switch {
+	case dt == backend.Float16:
+		return "fp16"
+	case dt == backend.BFloat16:
+		return "bf16"
+	case b.tf32.Load():
+		return "tf32"
+	}
+	return "fp32"
+}
+
+// libConvOf is the library's plan for convolution s, nil where memunet's
+// kernels compute it.
+func (b *Backend) libConvOf(s backend.ConvShape) *libConv {
+	if s.Is3D() || !convFits(s) {
+		return nil
+	}
+	pad := s.Pad
+	return b.libPlan(libKey{conv: s, precision: b.precision(s.DT)}, s.DT, s.WeightSize(), func() (string, cudnn.Shape) {
+		return fmt.Sprintf("conv %dx%d %d->%d on %dx%dx%d (pad %d)", s.K, s.K, s.C, s.OC, s.N, s.H, s.W, pad),
+			cudnn.Shape{Input: []int{s.N, s.C, s.H, s.W}, Filter: []int{s.OC, s.C, s.K, s.K}, Pad: pad, Stride: 1}
+	})
+}
+
+// libUpConvOf is libConvOf for the transposed convolution, which is the
+// backward data pass of the convolution from its output (N,OC,2H,2W) to
+// its input (N,C,H,W) with its weights (C,OC,2,2) at stride 2, as PyTorch
+// computes it: its forward is that pass, its input gradient that
+// convolution's forward, its weight gradient that one's.
+func (b *Backend) libUpConvOf(s backend.UpConvShape) *libConv {
+	if s.Is3D() || !upConvFits(s) {
+		return nil
+	}
+	return b.libPlan(libKey{up: s, precision: b.precision(s.DT)}, s.DT, s.WeightSize(), func() (string, cudnn.Shape) {
+		return fmt.Sprintf("up-conv 2x2 %d->%d on %dx%dx%d", s.C, s.OC, s.N, s.H, s.W),
+			cudnn.Shape{Input: []int{s.N, s.OC, 2 * s.H, 2 * s.W}, Filter: []int{s.C, s.OC, 2, 2}, Stride: 2}
+	})
+}
+
+// libPlan finds and chooses key's algorithms once (describe names it and
+// gives the library's shape); nil without a library or where it does not
+// compute key.
+func (b *Backend) libPlan(key libKey, dt backend.DType, weights int, describe func() (string, cudnn.Shape)) *libConv {
+	l := &b.lib
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lib == nil {
+		return nil
+	}
+	c, ok := l.convs[key]
+	if !ok {
+		c = &libConv{precision: key.precision}
+		c.name, c.shape = describe()
+		c.why = b.choose(c)
+		if dt.Half() {
+			c.staging = int64(weights * dt.Size())
+		}
+		l.convs[key] = c
+		l.order = append(l.order, c)
+		if c.why != nil && l.required {
+			b.refuse(fmt.Errorf("cuda.conv: cudnn: %w", c.why))
+		}
+	}
+	if c.why != nil {
+		return nil
+	}
+	return c
+}
+
+// choose runs the library's Find for each of c's passes and the policy's
+// choice of them; the error is why it cannot (b.lib.mu held).
+func (b *Backend) choose(c *libConv) error {
+	for p := cudnn.Forward; p <= cudnn.BackwardFilter; p++ {
+		results, err := b.lib.lib.Find(p, c.shape, c.precision)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		r, err := b.lib.policy.Choose(cudnn.Entry{Layer: c.name, Pass: p, Shape: c.shape, Results: results})
+		if err != nil {
+			return err
+		}
+		c.chosen[p] = r
+		c.workspace = max(c.workspace, r.WorkspaceBytes)
+	}
+	return nil
+}
+
+// refuse makes err the backend's error, which Sync and every later call
+// return, unless it has one: a convolution the configuration's provider
+// cannot compute stops the run as a device fault does, before any of it.
+func (b *Backend) refuse(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = &FaultError{Device: b.drv.Name(), Op: "planning the convolutions", Err: err}
+	}
+}
+
+// libRun runs pass of c on x, w and y (Buffers' roles) with ws as its
+// workspace; a library call counts as one launch.
+func (b *Backend) libRun(c *libConv, pass cudnn.Pass, x, w, y devicePtr, ws backend.View, accumulate bool) {
+	if b.failed() != nil {
+		return
+	}
+	space := b.libSpace(ws, c)
+	b.order(x, w, y, space)
+	err := b.lib.lib.Run(pass, c.shape, c.precision, c.chosen[pass].Algo, cudnn.Buffers{X: x.addr, W: w.addr, Y: y.addr,
+		Workspace: space.addr, WorkspaceBytes: c.workspace, Accumulate: accumulate})
+	call := libCalls[pass]
+	if err == nil {
+		b.launched.Add(1)
+		if b.syncLaunches.Load() {
+			err = b.drv.Sync()
+		}
+	}
+	b.fail(call+" ("+c.name+")", err)
+}
+
+// libCalls are cuDNN's calls by pass, for errors.
+var libCalls = [3]string{"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter"}
+
+// libSpace is ws as c's workspace, after checking it holds c's need.
+func (b *Backend) libSpace(ws backend.View, c *libConv) devicePtr {
+	need := c.floats()
+	if need == 0 {
+		return devicePtr{}
+	}
+	if ws.Len < need {
+		panic(fmt.Sprintf("backend/cuda: workspace %v for %s, which needs %s", ws, c.name, memory.FormatBytes(int64(4*need))))
+	}
+	return ptr(ws, backend.Float32)
+}
+
+// libWeightGrad adds c's weight gradient of dy over x to dw (fp32): the
+// library accumulates an fp32 one itself; a 16-bit one it writes into
+// the workspace's staging, which the backend then adds to dw.
+func (b *Backend) libWeightGrad(c *libConv, dt backend.DType, dw, x, dy devicePtr, ws backend.View, n int) {
+	if c.staging == 0 {
+		b.libRun(c, cudnn.BackwardFilter, x, dw, dy, ws, true)
+		return
+	}
+	space := b.libSpace(ws, c)
+	stage := devicePtr{space.addr + uintptr(c.stagingAt()), c.staging}
+	b.libRun(c, cudnn.BackwardFilter, x, stage, dy, ws, false)
+	b.launch(KAccumulate, n, dw, stage, dt, n)
+}
+
+// addBias adds bias (fp32, per channel; none: nothing) to out, N images
+// of C channels of hw values of dt: a library's convolution has none.
+func (b *Backend) addBias(out, bias backend.View, dt backend.DType, n, c, hw int) {
+	if bias.None() {
+		return
+	}
+	checkLen(bias, c)
+	b.launch(KBiasAdd, (n*c*hw+7)/8, ptr(out, dt), ptr(bias, backend.Float32), dt, n, c, hw)
+}
