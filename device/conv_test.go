@@ -12,23 +12,49 @@ import (
 )
 
 // fakeGPU is a backend with a convolution provider and a description, as
-// the CUDA backend has (nothing else of it is called).
+// the CUDA backend has (nothing else of it is called); it records the
+// library it is given and its policy.
 type fakeGPU struct {
 	backend.Backend
-	p cuda.ConvProvider
+	p        cuda.ConvProvider
+	lib      cuda.ConvLibrary
+	policy   cudnn.Policy
+	required bool
 }
 
 func (f *fakeGPU) SetConvProvider(p cuda.ConvProvider) { f.p = p }
 func (f *fakeGPU) ConvProvider() cuda.ConvProvider     { return f.p }
 func (f *fakeGPU) Describe() string                    { return "cuda:0 Fake GPU" }
+func (f *fakeGPU) OnContext(fn func() error) error     { return fn() }
+func (f *fakeGPU) OpenConvLibrary(open func() (cuda.ConvLibrary, error)) (cuda.ConvLibrary, error) {
+	return open()
+}
+func (f *fakeGPU) UseConvLibrary(lib cuda.ConvLibrary, p cudnn.Policy, required bool) {
+	f.lib, f.policy, f.required = lib, p, required
+}
 
-// withLoader makes loadCUDNN give lib or err, counting its calls.
+// namedLibrary is a convolution library that only has a name.
+type namedLibrary struct {
+	cuda.ConvLibrary
+	name string
+}
+
+func (l namedLibrary) Name() string { return l.name }
+
+// withLoader makes openCUDNN give a library named lib, or err, counting
+// its calls.
 func withLoader(t *testing.T, lib string, err error) *int {
 	t.Helper()
 	calls := 0
-	old := loadCUDNN
-	loadCUDNN = func() (string, error) { calls++; return lib, err }
-	t.Cleanup(func() { loadCUDNN = old })
+	old := openCUDNN
+	openCUDNN = func(ConvResolver) (cuda.ConvLibrary, error) {
+		calls++
+		if err != nil {
+			return nil, err
+		}
+		return namedLibrary{name: lib}, nil
+	}
+	t.Cleanup(func() { openCUDNN = old })
 	return &calls
 }
 
@@ -37,45 +63,48 @@ const lib = "cuDNN 9.6.0 (CUDA 12.6) from /opt/cudnn/libcudnn.so.9"
 var notFound = &cudnn.LoadError{Tried: []cudnn.Attempt{{Place: cudnn.Place{Path: "libcudnn.so.9", From: "the loader path"}, Why: "not found", Err: cudnn.ErrNotFound}},
 	Err: cudnn.ErrNotFound}
 
-// TestResolveConv: cuda.conv memunet loads nothing; cudnn is an error
-// naming the places tried and the other choices where no cuDNN is usable;
-// auto records the library or why there is none; each says that memunet's
-// kernels compute (the backend does not call cuDNN's convolutions yet);
-// the CPU ignores the key.
+// TestResolveConv: cuda.conv memunet loads nothing and gives the backend
+// no library; cudnn is an error naming the places tried and the other
+// choices where no cuDNN is usable; cudnn and auto give the backend the
+// library with the config's policy (cudnn requiring it) and say that it
+// computes; auto without one records why and leaves the convolutions to
+// memunet's kernels; the CPU ignores the key.
 func TestResolveConv(t *testing.T) {
 	calls := withLoader(t, "", errors.New("must not load"))
 	g := &fakeGPU{}
-	if err := ResolveConv(g, "memunet"); err != nil || *calls != 0 {
+	policy := cudnn.Policy{WorkspaceBytes: 64 << 20, Deterministic: true}
+	if err := ResolveConv(g, "memunet", policy); err != nil || *calls != 0 || g.lib != nil {
 		t.Fatalf("memunet: %v after %d loads; want no load", err, *calls)
 	}
 	if g.p.Note() != "" || g.p.Computes() != "memunet" || !strings.Contains(Describe(g), "convolutions: memunet's kernels (cuda.conv memunet)") {
 		t.Errorf("memunet: note %q, describe %q", g.p.Note(), Describe(g))
 	}
-	if err := ResolveConv(cpu.New(), "cudnn"); err != nil || *calls != 0 {
+	if err := ResolveConv(cpu.New(), "cudnn", policy); err != nil || *calls != 0 {
 		t.Errorf("the CPU with cuda.conv cudnn: %v after %d loads; want it ignored", err, *calls)
 	}
 
 	for _, choice := range []string{"cudnn", "auto"} {
 		withLoader(t, lib, nil)
 		g := &fakeGPU{}
-		if err := ResolveConv(g, choice); err != nil {
+		if err := ResolveConv(g, choice, policy); err != nil {
 			t.Fatalf("%s with a library: %v", choice, err)
 		}
-		if g.p.CUDNN != lib || g.p.Computes() != "memunet" {
-			t.Errorf("%s: recorded %+v", choice, g.p)
+		if g.p.CUDNN != lib || g.p.Computes() != "cudnn" || g.lib == nil || g.lib.Name() != lib || g.policy != policy ||
+			g.required != (choice == "cudnn") {
+			t.Errorf("%s: recorded %+v, gave the backend %v (%+v, required %v)", choice, g.p, g.lib, g.policy, g.required)
 		}
-		for _, w := range []string{"cuda.conv: " + choice, "loaded " + lib, "does not call cuDNN's convolutions yet", "memunet's kernels compute"} {
+		for _, w := range []string{"cuda.conv: " + choice, lib + " computes the 2D convolutions", "cuda.workspace and cuda.deterministic"} {
 			if !strings.Contains(g.p.Note(), w) {
 				t.Errorf("%s: note %q does not say %q", choice, g.p.Note(), w)
 			}
 		}
-		if d := Describe(g); !strings.HasPrefix(d, "cuda:0 Fake GPU; convolutions: memunet's kernels") || !strings.Contains(d, lib) {
+		if d := Describe(g); d != "cuda:0 Fake GPU; convolutions: "+lib+" (cuda.conv "+choice+")" {
 			t.Errorf("%s: describe %q", choice, d)
 		}
 	}
 
 	withLoader(t, "", notFound)
-	err := ResolveConv(&fakeGPU{}, "cudnn")
+	err := ResolveConv(&fakeGPU{}, "cudnn", policy)
 	if !errors.Is(err, cudnn.ErrNotFound) {
 		t.Fatalf("cudnn without a library: %v; want the loader's ErrNotFound", err)
 	}
@@ -85,10 +114,10 @@ func TestResolveConv(t *testing.T) {
 		}
 	}
 	g = &fakeGPU{}
-	if err := ResolveConv(g, "auto"); err != nil {
+	if err := ResolveConv(g, "auto", policy); err != nil {
 		t.Fatalf("auto without a library: %v", err)
 	}
-	if g.p.CUDNN != "" || g.p.Missing != "no cuDNN library found" ||
+	if g.p.CUDNN != "" || g.lib != nil || g.p.Missing != "no cuDNN library found" ||
 		!strings.Contains(g.p.Note(), "cuda.conv: auto: memunet's kernels compute the convolutions (no cuDNN library found; --set cuda.conv=cudnn says where it looked)") {
 		t.Errorf("auto without a library: %+v, note %q", g.p, g.p.Note())
 	}

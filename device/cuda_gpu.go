@@ -4,6 +4,7 @@ package device
 
 import (
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda"
 	"github.com/memunet/memunet/backend/cuda/cudnn"
 	"github.com/memunet/memunet/backend/cuda/driverapi"
 )
@@ -24,11 +25,19 @@ func openCUDA(index int) (backend.Backend, error) {
 // driver: only computing on cuda (or auto) does.
 func DriverLoaded() bool { return driverapi.DriverLoaded() }
 
-// loadCUDNN loads cuDNN once per process (cudnn.Load) and names it.
-var loadCUDNN = func() (string, error) {
+// openCUDNN loads cuDNN once per process (cudnn.Load) and opens it on
+// r's device once (a handle made in its context) as r's convolution
+// library.
+var openCUDNN = func(r ConvResolver) (cuda.ConvLibrary, error) {
 	l, err := cudnn.Load()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return l.String(), nil
+	return r.OpenConvLibrary(func() (cuda.ConvLibrary, error) {
+		h, err := l.NewHandle()
+		if err != nil {
+			return nil, err
+		}
+		return cudnn.NewProvider(h, r.OnContext), nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda"
 )
 
 // GPUBuild reports whether this binary has the CUDA backend.
@@ -21,7 +22,7 @@ func openCUDA(index int) (backend.Backend, error) {
 // driver: never, in the CPU build.
 func DriverLoaded() bool { return false }
 
-// loadCUDNN refuses: the CPU build has no CUDA backend to give cuDNN to.
-var loadCUDNN = func() (string, error) {
-	return "", fmt.Errorf("cuDNN: this memunet is the CPU build; cuDNN serves the CUDA backend of the build with -tags gpu")
+// openCUDNN refuses: the CPU build has no CUDA backend to give cuDNN to.
+var openCUDNN = func(ConvResolver) (cuda.ConvLibrary, error) {
+	return nil, fmt.Errorf("cuDNN: this memunet is the CPU build; cuDNN serves the CUDA backend of the build with -tags gpu")
 }

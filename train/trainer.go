@@ -142,7 +142,7 @@ func Target(cfg config.Config) (backend.Backend, error) {
 		s.SetTF32(cfg.CUDA.TF32)
 	}
 	if err == nil {
-		if err := device.ResolveConv(b, cfg.CUDA.Conv); err != nil {
+		if err := device.ResolveConv(b, cfg.CUDA.Conv, cfg.ConvPolicy()); err != nil {
 			return nil, err
 		}
 	}

@@ -35,7 +35,7 @@ const (
 type Backend struct {
 	drv           Driver
 	scratch       uintptr
-	overheadBytes int64
+	overheadBytes atomic.Int64 // the context's: New's, and what a library keeps (library.go)
 	syncLaunches  atomic.Bool
 	tf32          atomic.Bool
 	reduceGrid    atomic.Int64 // norm_sums's blocks; 0: defaultReduceGrid
@@ -68,7 +68,7 @@ func New(drv Driver) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", drv.Name(), err)
 	}
-	b.overheadBytes = total - free
+	b.overheadBytes.Store(total - free)
 	return b, nil
 }
 
@@ -93,8 +93,9 @@ func (b *Backend) DeviceMemory() (used, total int64, err error) {
 
 // ContextOverhead is the device memory in use once the backend was made,
 // before any pool allocation: the context, memunet's modules and scratch,
-// and whatever other processes held then.
-func (b *Backend) ContextOverhead() int64 { return b.overheadBytes }
+// and whatever other processes held then; and what a convolution library
+// keeps (OpenConvLibrary: cuDNN's handle and the kernels its Find loads).
+func (b *Backend) ContextOverhead() int64 { return b.overheadBytes.Load() }
 
 // Allocator is the device's memory.
 func (b *Backend) Allocator() memory.Allocator { return Allocator{b} }

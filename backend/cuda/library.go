@@ -27,11 +27,23 @@ type ConvLibrary interface {
 // convolution shape.
 type convLibrary struct {
 	mu       sync.Mutex
-	lib      ConvLibrary
+	opened   ConvLibrary // OpenConvLibrary's, kept for the process
+	lib      ConvLibrary // UseConvLibrary's: opened, or nil
 	policy   cudnn.Policy
 	required bool // cuda.conv: cudnn: a shape the policy cannot serve is an error
 	convs    map[libKey]*libConv
 	order    []*libConv // as first asked for, for ConvChoices
+	// found keeps Find's results of lib for the process, so that a plan
+	// and the run after it (another UseConvLibrary) choose from the same
+	// times: Find's vary from call to call.
+	found map[findKey][]cudnn.Result
+}
+
+// findKey is one pass of one library convolution.
+type findKey struct {
+	shape     string
+	precision string
+	pass      cudnn.Pass
 }
 
 // libKey is a convolution as the backend is asked for it: a convolution
@@ -70,6 +82,64 @@ func (c *libConv) floats() int {
 	return int((c.stagingAt() + c.staging + 3) / 4)
 }
 
+// ContextRunner is a Driver whose device's context must be current on
+// the calling OS thread for a library's calls (the CUDA driver's: cuDNN
+// works in the context that is current).
+type ContextRunner interface {
+	OnContext(f func() error) error
+}
+
+// OnContext runs f with the device's context current on its OS thread
+// (ContextRunner), or as it is where the driver needs none.
+func (b *Backend) OnContext(f func() error) error {
+	if c, ok := b.drv.(ContextRunner); ok {
+		return c.OnContext(f)
+	}
+	return f()
+}
+
+// OpenConvLibrary opens the backend's convolution library once for the
+// process: open runs with the device's context current, and the device
+// memory opening took (cuDNN's handle and what it loads) is counted in the
+// context's overhead, as memunet's own modules are. Later calls return
+// the library the first opened.
+func (b *Backend) OpenConvLibrary(open func() (ConvLibrary, error)) (ConvLibrary, error) {
+	b.lib.mu.Lock()
+	defer b.lib.mu.Unlock()
+	if b.lib.opened != nil {
+		return b.lib.opened, nil
+	}
+	var lib ConvLibrary
+	err := b.countingOverhead(func() error {
+		return b.OnContext(func() error {
+			var err error
+			lib, err = open()
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.lib.opened = lib
+	return lib, nil
+}
+
+// countingOverhead runs f and adds the device memory in use after it
+// beyond what was before to the context's overhead: what a library keeps
+// once f returns (its handle, the kernels its Find loaded), not the
+// buffers it allocated and gave back.
+func (b *Backend) countingOverhead(f func() error) error {
+	before, _, err := b.DeviceMemory()
+	if err != nil {
+		return err
+	}
+	err = f()
+	if after, _, merr := b.DeviceMemory(); merr == nil && after > before {
+		b.overheadBytes.Add(after - before)
+	}
+	return err
+}
+
 // UseConvLibrary makes lib compute the 2D convolutions from now on (3D
 // ones, and tensors of 2^31 values or more, stay memunet's): for each
 // shape, at its first ConvWorkspace or call, the backend runs lib's Find
@@ -78,11 +148,20 @@ func (c *libConv) floats() int {
 // algorithm is the backend's error, which Sync and every later call
 // return; without (auto) memunet's kernels compute it, and ConvChoices
 // says why.
+//
+// A nil lib makes memunet's kernels compute every convolution again.
 func (b *Backend) UseConvLibrary(lib ConvLibrary, policy cudnn.Policy, required bool) {
-	b.lib.mu.Lock()
-	defer b.lib.mu.Unlock()
-	b.lib.lib, b.lib.policy, b.lib.required = lib, policy, required
-	b.lib.convs, b.lib.order = map[libKey]*libConv{}, nil
+	l := &b.lib
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lib == l.lib && policy == l.policy && required == l.required && l.convs != nil {
+		return
+	}
+	if lib != l.lib {
+		l.found = map[findKey][]cudnn.Result{}
+	}
+	l.lib, l.policy, l.required = lib, policy, required
+	l.convs, l.order = map[libKey]*libConv{}, nil
 }
 
 // ConvLibrary is the library UseConvLibrary gave, nil if none.
@@ -204,13 +283,23 @@ func (b *Backend) libPlan(key libKey, dt backend.DType, weights int, describe fu
 	return c
 }
 
-// choose runs the library's Find for each of c's passes and the policy's
-// choice of them; the error is why it cannot (b.lib.mu held).
+// choose runs the library's Find for each of c's passes (once a process:
+// found) and the policy's choice of them; the error is why it cannot
+// (b.lib.mu held).
 func (b *Backend) choose(c *libConv) error {
 	for p := cudnn.Forward; p <= cudnn.BackwardFilter; p++ {
-		results, err := b.lib.lib.Find(p, c.shape, c.precision)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+		key := findKey{fmt.Sprint(c.shape), c.precision, p}
+		results, ok := b.lib.found[key]
+		if !ok {
+			err := b.countingOverhead(func() error {
+				var err error
+				results, err = b.lib.lib.Find(p, c.shape, c.precision)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			b.lib.found[key] = results
 		}
 		r, err := b.lib.policy.Choose(cudnn.Entry{Layer: c.name, Pass: p, Shape: c.shape, Results: results})
 		if err != nil {

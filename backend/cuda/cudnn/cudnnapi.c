@@ -82,14 +82,17 @@ static void packed(int n, const int *dims, int *strides) {
 	}
 }
 
-mc_status mc_find(const mc_api *a, mc_handle h, int pass, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
-                  const int *wdims, const int *ydims, int pad, int stride, mc_perf *perf, int *got, const char **call) {
-	mc_tensor xd = 0, yd = 0;
-	mc_filter wd = 0;
-	mc_convolution cd = 0;
+#define MC_TRY(what, expr)       \
+	if ((r = (expr)) != 0) { \
+		*call = what;        \
+		goto done;           \
+	}
+
+mc_status mc_conv_make(const mc_api *a, mc_conv *d, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
+                       const int *wdims, const int *ydims, int pad, int stride, const char **call) {
 	int xs[8], ys[8], pads[6], strides[6], dil[6];
 	mc_status r = 0;
-	*got = 0; // nbdims is 4 or 5 (the Go side checks)
+	memset(d, 0, sizeof *d); // nbdims is 4 or 5 (the Go side checks)
 	packed(nbdims, xdims, xs);
 	packed(nbdims, ydims, ys);
 	for (int i = 0; i < nbdims - 2; i++) {
@@ -97,46 +100,66 @@ mc_status mc_find(const mc_api *a, mc_handle h, int pass, mc_enum dtype, mc_enum
 		strides[i] = stride;
 		dil[i] = 1;
 	}
-#define MC_TRY(what, expr) \
-	if ((r = (expr)) != 0) { \
-		*call = what;        \
-		goto done;           \
-	}
-	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&xd));
-	MC_TRY("cudnnSetTensorNdDescriptor", a->cudnnSetTensorNdDescriptor(xd, dtype, nbdims, xdims, xs));
-	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&yd));
-	MC_TRY("cudnnSetTensorNdDescriptor", a->cudnnSetTensorNdDescriptor(yd, dtype, nbdims, ydims, ys));
-	MC_TRY("cudnnCreateFilterDescriptor", a->cudnnCreateFilterDescriptor(&wd));
-	MC_TRY("cudnnSetFilterNdDescriptor", a->cudnnSetFilterNdDescriptor(wd, dtype, MC_CUDNN_TENSOR_NCHW, nbdims, wdims));
-	MC_TRY("cudnnCreateConvolutionDescriptor", a->cudnnCreateConvolutionDescriptor(&cd));
+	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&d->x));
+	MC_TRY("cudnnSetTensorNdDescriptor", a->cudnnSetTensorNdDescriptor(d->x, dtype, nbdims, xdims, xs));
+	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&d->y));
+	MC_TRY("cudnnSetTensorNdDescriptor", a->cudnnSetTensorNdDescriptor(d->y, dtype, nbdims, ydims, ys));
+	MC_TRY("cudnnCreateFilterDescriptor", a->cudnnCreateFilterDescriptor(&d->w));
+	MC_TRY("cudnnSetFilterNdDescriptor", a->cudnnSetFilterNdDescriptor(d->w, dtype, MC_CUDNN_TENSOR_NCHW, nbdims, wdims));
+	MC_TRY("cudnnCreateConvolutionDescriptor", a->cudnnCreateConvolutionDescriptor(&d->c));
 	MC_TRY("cudnnSetConvolutionNdDescriptor",
-	       a->cudnnSetConvolutionNdDescriptor(cd, nbdims - 2, pads, strides, dil, MC_CUDNN_CROSS_CORRELATION, MC_CUDNN_DATA_FLOAT));
-	MC_TRY("cudnnSetConvolutionMathType", a->cudnnSetConvolutionMathType(cd, math));
+	       a->cudnnSetConvolutionNdDescriptor(d->c, nbdims - 2, pads, strides, dil, MC_CUDNN_CROSS_CORRELATION, MC_CUDNN_DATA_FLOAT));
+	MC_TRY("cudnnSetConvolutionMathType", a->cudnnSetConvolutionMathType(d->c, math));
+	return 0;
+done:
+	mc_conv_free(a, d);
+	return r;
+}
+
+void mc_conv_free(const mc_api *a, mc_conv *d) {
+	if (d->c) {
+		a->cudnnDestroyConvolutionDescriptor(d->c);
+	}
+	if (d->w) {
+		a->cudnnDestroyFilterDescriptor(d->w);
+	}
+	if (d->y) {
+		a->cudnnDestroyTensorDescriptor(d->y);
+	}
+	if (d->x) {
+		a->cudnnDestroyTensorDescriptor(d->x);
+	}
+	memset(d, 0, sizeof *d);
+}
+
+mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_perf *perf, int *got, const char **call) {
+	*got = 0;
 	switch (pass) {
 	case 0:
-		MC_TRY("cudnnFindConvolutionForwardAlgorithm",
-		       a->cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, MC_MAX_ALGOS, got, perf));
-		break;
+		*call = "cudnnFindConvolutionForwardAlgorithm";
+		return a->cudnnFindConvolutionForwardAlgorithm(h, d->x, d->w, d->c, d->y, MC_MAX_ALGOS, got, perf);
 	case 1:
-		MC_TRY("cudnnFindConvolutionBackwardDataAlgorithm",
-		       a->cudnnFindConvolutionBackwardDataAlgorithm(h, wd, yd, cd, xd, MC_MAX_ALGOS, got, perf));
-		break;
-	default:
-		MC_TRY("cudnnFindConvolutionBackwardFilterAlgorithm",
-		       a->cudnnFindConvolutionBackwardFilterAlgorithm(h, xd, yd, cd, wd, MC_MAX_ALGOS, got, perf));
+		*call = "cudnnFindConvolutionBackwardDataAlgorithm";
+		return a->cudnnFindConvolutionBackwardDataAlgorithm(h, d->w, d->y, d->c, d->x, MC_MAX_ALGOS, got, perf);
 	}
-done:
-	if (cd) {
-		a->cudnnDestroyConvolutionDescriptor(cd);
+	*call = "cudnnFindConvolutionBackwardFilterAlgorithm";
+	return a->cudnnFindConvolutionBackwardFilterAlgorithm(h, d->x, d->y, d->c, d->w, MC_MAX_ALGOS, got, perf);
+}
+
+mc_status mc_run(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum algo, uintptr_t x, uintptr_t w,
+                 uintptr_t y, uintptr_t ws, size_t wsbytes, float beta, const char **call) {
+	const float alpha = 1.0f; // float for fp32, fp16 and bf16 data alike
+	switch (pass) {
+	case 0:
+		*call = "cudnnConvolutionForward";
+		return a->cudnnConvolutionForward(h, &alpha, d->x, (const void *)x, d->w, (const void *)w, d->c, algo, (void *)ws,
+		                                  wsbytes, &beta, d->y, (void *)y);
+	case 1:
+		*call = "cudnnConvolutionBackwardData";
+		return a->cudnnConvolutionBackwardData(h, &alpha, d->w, (const void *)w, d->y, (const void *)y, d->c, algo,
+		                                       (void *)ws, wsbytes, &beta, d->x, (void *)x);
 	}
-	if (wd) {
-		a->cudnnDestroyFilterDescriptor(wd);
-	}
-	if (yd) {
-		a->cudnnDestroyTensorDescriptor(yd);
-	}
-	if (xd) {
-		a->cudnnDestroyTensorDescriptor(xd);
-	}
-	return r;
+	*call = "cudnnConvolutionBackwardFilter";
+	return a->cudnnConvolutionBackwardFilter(h, &alpha, d->x, (const void *)x, d->y, (const void *)y, d->c, algo,
+	                                         (void *)ws, wsbytes, &beta, d->w, (void *)w);
 }

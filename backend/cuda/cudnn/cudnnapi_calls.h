@@ -30,14 +30,30 @@ mc_status mc_set_stream(const mc_api *a, mc_handle h, uintptr_t s);
 // algorithms a pass).
 #define MC_MAX_ALGOS 16
 
+// mc_conv is one convolution's descriptors: nbdims-dimensional packed
+// NCHW (NCDHW) tensors x (its input) and y (its output), filter w (KCRS),
+// pad and stride on every spatial axis, no dilation, cross-correlation,
+// dtype's data with fp32 sums and math. mc_conv_make makes them (on
+// failure *call names the call that failed and what it made is
+// destroyed); mc_conv_free destroys them.
+typedef struct {
+	mc_tensor x, y;
+	mc_filter w;
+	mc_convolution c;
+} mc_conv;
+mc_status mc_conv_make(const mc_api *a, mc_conv *d, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
+                       const int *wdims, const int *ydims, int pad, int stride, const char **call);
+void mc_conv_free(const mc_api *a, mc_conv *d);
+
 // mc_find runs cuDNN's Find for one pass (0 forward, 1 backward data, 2
-// backward filter) of a convolution of nbdims-dimensional packed NCHW
-// (NCDHW) tensors x (xdims), filter w (wdims, KCRS) and output y (ydims),
-// with pad and stride on every spatial axis, no dilation,
-// cross-correlation, dtype's data with fp32 sums and math: the
-// descriptors made, cudnnFind*Algorithm (which allocates its own buffers
-// and times every algorithm), the descriptors destroyed. The rows go to
-// perf (at most MC_MAX_ALGOS), their count to *got; on failure *call names
-// the call that failed.
-mc_status mc_find(const mc_api *a, mc_handle h, int pass, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
-                  const int *wdims, const int *ydims, int pad, int stride, mc_perf *perf, int *got, const char **call);
+// backward filter) of convolution d: cudnnFind*Algorithm, which allocates
+// its own buffers and times every algorithm. The rows go to perf (at most
+// MC_MAX_ALGOS), their count to *got; on failure *call names the call.
+mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_perf *perf, int *got, const char **call);
+
+// mc_run runs one pass of convolution d with algorithm algo on device
+// memory: forward y = x * w; backward data x = y (dy) * w; backward filter
+// w = x * y (dy); the written one scaled by beta (0 or 1: accumulate)
+// first; ws is wsbytes of workspace. *call names the pass's call.
+mc_status mc_run(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum algo, uintptr_t x, uintptr_t w,
+                 uintptr_t y, uintptr_t ws, size_t wsbytes, float beta, const char **call);

@@ -32,7 +32,11 @@
 // records; TestRecordAlgorithmTables (-tags gpu) records the seed UNet's
 // tables on a GPU, for testdata. Neither has run on a GPU yet.
 //
-// cuDNN's convolutions are not yet called by the CUDA backend: wiring
-// them (descriptors, the workspace from the pool, the plan) is the next
-// step of issue 47, and needs a GPU to verify.
+// Handle.Run runs one pass of a convolution with a chosen algorithm on
+// device memory (Buffers), on descriptors made once per shape and
+// precision; Provider is a handle as the CUDA backend's ConvLibrary, each
+// call with the device's context current. The backend's use of it (the
+// plan, the workspace from the pool) is tested on the emulated device
+// against a stand-in; the calls here against a stub library. None of it
+// has run on a GPU yet.
 package cudnn

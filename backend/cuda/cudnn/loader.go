@@ -135,8 +135,10 @@ func (l *Library) check(call string, s C.mc_status) error {
 // thread (cuDNN works in the context that is current; the CUDA backend's
 // driver makes its context current for each call).
 type Handle struct {
-	lib *Library
-	h   C.mc_handle
+	lib   *Library
+	h     C.mc_handle
+	mu    sync.Mutex
+	convs map[convKey]*C.mc_conv // descriptors by shape and precision (conv)
 }
 
 // NewHandle is cudnnCreate, in the context current on this OS thread.
@@ -180,8 +182,16 @@ func (h *Handle) SetStream(s uintptr) error {
 	return h.lib.check("cudnnSetStream", C.mc_set_stream(&h.lib.api, h.h, C.uintptr_t(s)))
 }
 
-// Close is cudnnDestroy.
+// Close destroys the descriptors the handle made, then the handle
+// (cudnnDestroy).
 func (h *Handle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, d := range h.convs {
+		C.mc_conv_free(&h.lib.api, d)
+		C.free(unsafe.Pointer(d))
+		delete(h.convs, k)
+	}
 	return h.lib.check("cudnnDestroy", C.mc_destroy(&h.lib.api, h.h))
 }
 
@@ -203,13 +213,74 @@ var precisions = map[string][2]C.mc_enum{
 // none (cuDNN then takes device 0's primary context, the one the CUDA
 // backend uses).
 func (h *Handle) Find(pass Pass, s Shape, precision string) ([]Result, error) {
+	if pass < 0 || pass >= numPasses {
+		return nil, fmt.Errorf("cudnn: no pass %d", int(pass))
+	}
+	d, err := h.conv(s, precision)
+	if err != nil {
+		return nil, err
+	}
+	var perf [C.MC_MAX_ALGOS]C.mc_perf
+	var got C.int
+	var call *C.char
+	st := C.mc_find(&h.lib.api, h.h, d, C.int(pass), &perf[0], &got, &call)
+	if err := h.lib.check(C.GoString(call), st); err != nil {
+		return nil, fmt.Errorf("cudnn: %s %s of %+v: %w", precision, pass, s, err)
+	}
+	out := make([]Result, 0, int(got))
+	for _, p := range perf[:min(int(got), len(perf))] {
+		out = append(out, Result{Algo: int(p.algo), Name: AlgoName(pass, int(p.algo)), Status: int(p.status), TimeMS: float64(p.time),
+			WorkspaceBytes: int64(p.memory), Deterministic: p.determinism == C.MC_CUDNN_DETERMINISTIC, MathType: int(p.mathType)})
+	}
+	return out, nil
+}
+
+// Run computes pass of the convolution of shape s at precision with
+// algorithm algo on b's device memory (Buffers), on the handle's stream.
+// It needs the device's context current, as Find does.
+func (h *Handle) Run(pass Pass, s Shape, precision string, algo int, b Buffers) error {
+	if pass < 0 || pass >= numPasses {
+		return fmt.Errorf("cudnn: no pass %d", int(pass))
+	}
+	d, err := h.conv(s, precision)
+	if err != nil {
+		return err
+	}
+	var beta C.float
+	if b.Accumulate {
+		beta = 1
+	}
+	var call *C.char
+	st := C.mc_run(&h.lib.api, h.h, d, C.int(pass), C.mc_enum(algo), C.uintptr_t(b.X), C.uintptr_t(b.W), C.uintptr_t(b.Y),
+		C.uintptr_t(b.Workspace), C.size_t(b.WorkspaceBytes), beta, &call)
+	if err := h.lib.check(C.GoString(call), st); err != nil {
+		return fmt.Errorf("cudnn: %s %s of %+v with %s: %w", precision, pass, s, AlgoName(pass, algo), err)
+	}
+	return nil
+}
+
+// convKey is a convolution's shape and precision, as the handle keeps
+// their descriptors.
+type convKey struct {
+	shape     string
+	precision string
+}
+
+// conv is the descriptors of the convolution of shape s at precision,
+// made at its first use and kept until Close (C memory: cuDNN reads them
+// at every call).
+func (h *Handle) conv(s Shape, precision string) (*C.mc_conv, error) {
+	key := convKey{fmt.Sprint(s), precision}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d, ok := h.convs[key]; ok {
+		return d, nil
+	}
 	types, ok := precisions[precision]
 	dims := len(s.Input)
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("cudnn: precision %q: want tf32, fp32, fp16 or bf16", precision)
-	case pass < 0 || pass >= numPasses:
-		return nil, fmt.Errorf("cudnn: no pass %d", int(pass))
 	case dims != 4 && dims != 5, len(s.Filter) != dims, s.Stride < 1, s.Pad < 0, s.Input[1] != s.Filter[1]:
 		return nil, fmt.Errorf("cudnn: shape %+v: want input N,C,(D,)H,W and filter K,C,(T,)R,S of one rank, 4 or 5, the same C, a stride of 1 or more", s)
 	}
@@ -225,18 +296,16 @@ func (h *Handle) Find(pass Pass, s Shape, precision string) ([]Result, error) {
 		}
 		y[i] = C.int(out)
 	}
-	var perf [C.MC_MAX_ALGOS]C.mc_perf
-	var got C.int
+	d := (*C.mc_conv)(C.calloc(1, C.size_t(unsafe.Sizeof(C.mc_conv{}))))
 	var call *C.char
-	st := C.mc_find(&h.lib.api, h.h, C.int(pass), types[0], types[1], C.int(dims), &x[0], &w[0], &y[0], C.int(s.Pad), C.int(s.Stride),
-		&perf[0], &got, &call)
+	st := C.mc_conv_make(&h.lib.api, d, types[0], types[1], C.int(dims), &x[0], &w[0], &y[0], C.int(s.Pad), C.int(s.Stride), &call)
 	if err := h.lib.check(C.GoString(call), st); err != nil {
-		return nil, fmt.Errorf("cudnn: %s %s of %+v: %w", precision, pass, s, err)
+		C.free(unsafe.Pointer(d))
+		return nil, fmt.Errorf("cudnn: %s %+v: %w", precision, s, err)
 	}
-	out := make([]Result, 0, int(got))
-	for _, p := range perf[:min(int(got), len(perf))] {
-		out = append(out, Result{Algo: int(p.algo), Name: AlgoName(pass, int(p.algo)), Status: int(p.status), TimeMS: float64(p.time),
-			WorkspaceBytes: int64(p.memory), Deterministic: p.determinism == C.MC_CUDNN_DETERMINISTIC, MathType: int(p.mathType)})
+	if h.convs == nil {
+		h.convs = map[convKey]*C.mc_conv{}
 	}
-	return out, nil
+	h.convs[key] = d
+	return d, nil
 }

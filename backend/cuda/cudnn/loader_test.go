@@ -232,8 +232,32 @@ static unsigned int rows(unsigned int pass, int want, int *got, perf *p) {
 }
 `
 
+// runStub is C for the stub's three convolution calls: each answers 0
+// only where its descriptors are the ones check wants, in the call's own
+// argument order, its buffers are X, W and Y (0x1000, 0x2000, 0x3000) in
+// their roles, its workspace 4096 bytes at 0x4000, alpha 1 and beta 1 for
+// algorithm 5 (the tests' accumulate) or 0 for another; else 2000 plus
+// the first thing that differs.
+const runStub = `
+static unsigned int args(const void *x, const void *w, const void *y, void *ws, size_t bytes, unsigned int algo, const float *alpha, const float *beta) {
+	if (x != (void *)0x1000 || w != (void *)0x2000 || y != (void *)0x3000) return 2001;
+	if (ws != (void *)0x4000 || bytes != 4096) return 2002;
+	if (*alpha != 1.0f || *beta != (algo == 5 ? 1.0f : 0.0f)) return 2003;
+	return 0;
+}
+`
+
 func findCode() map[string]string {
 	return map[string]string{
+		"cudnnConvolutionForward": "unsigned int cudnnConvolutionForward(void *h, const float *alpha, struct desc *x, const void *xp, struct desc *w, const void *wp, " +
+			"struct desc *c, unsigned int algo, void *ws, size_t bytes, const float *beta, struct desc *y, void *yp) " +
+			"{ return check(x, w, c, y) ? args(xp, wp, yp, ws, bytes, algo, alpha, beta) : 2000; }\n",
+		"cudnnConvolutionBackwardData": "unsigned int cudnnConvolutionBackwardData(void *h, const float *alpha, struct desc *w, const void *wp, struct desc *dy, const void *dyp, " +
+			"struct desc *c, unsigned int algo, void *ws, size_t bytes, const float *beta, struct desc *dx, void *dxp) " +
+			"{ return check(dx, w, c, dy) ? args(dxp, wp, dyp, ws, bytes, algo, alpha, beta) : 2000; }\n",
+		"cudnnConvolutionBackwardFilter": "unsigned int cudnnConvolutionBackwardFilter(void *h, const float *alpha, struct desc *x, const void *xp, struct desc *dy, const void *dyp, " +
+			"struct desc *c, unsigned int algo, void *ws, size_t bytes, const float *beta, struct desc *dw, void *dwp) " +
+			"{ return check(x, dw, c, dy) ? args(xp, dwp, dyp, ws, bytes, algo, alpha, beta) : 2000; }\n",
 		"cudnnCreate":                      "unsigned int cudnnCreate(void **h) { *h = (void *)1; return 0; }\n",
 		"cudnnCreateTensorDescriptor":      "unsigned int cudnnCreateTensorDescriptor(struct desc **d) { return make(d); }\n",
 		"cudnnCreateFilterDescriptor":      "unsigned int cudnnCreateFilterDescriptor(struct desc **d) { return make(d); }\n",
@@ -260,7 +284,7 @@ func findCode() map[string]string {
 func TestFindThroughStub(t *testing.T) {
 	s := Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}, Pad: 1, Stride: 2}
 	prelude := "#define XDIMS 2, 8, 10, 12\n#define WDIMS 16, 8, 3, 3\n#define YDIMS 2, 16, 5, 6\n#define PAD 1\n#define STRIDE 2\n" +
-		"#define DTYPE 2\n#define MATH 1\n" + findStub // fp16: CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH
+		"#define DTYPE 2\n#define MATH 1\n" + findStub + runStub // fp16: CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH
 	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, prelude, findCode())
 	l, err := open(only(path))
 	if err != nil {
@@ -299,10 +323,42 @@ func TestFindThroughStub(t *testing.T) {
 			t.Errorf("Find(%+v, %s): %v; want a refusal", bad.s, bad.prec, err)
 		}
 	}
+	runThroughStub(t, h, s)
 	if err := h.SetStream(0); err != nil {
 		t.Error(err)
 	}
 	if err := h.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// runThroughStub: Run gives each pass's call its descriptors (the stub
+// checks every field, as Find's do) and the buffers in their roles, beta
+// 1 to accumulate and 0 not; the stub's refusal comes back by call.
+func runThroughStub(t *testing.T, h *Handle, s Shape) {
+	t.Helper()
+	b := Buffers{X: 0x1000, W: 0x2000, Y: 0x3000, Workspace: 0x4000, WorkspaceBytes: 4096}
+	for p := Forward; p < numPasses; p++ {
+		for _, acc := range []bool{false, true} {
+			b.Accumulate = acc
+			algo := 1
+			if acc {
+				algo = 5
+			}
+			if err := h.Run(p, s, "fp16", algo, b); err != nil {
+				t.Errorf("%s, accumulate %v: %v", p, acc, err)
+			}
+		}
+	}
+	b.Accumulate = false
+	if err := h.Run(BackwardFilter, s, "fp16", 5, b); err == nil || !strings.Contains(err.Error(), "cudnnConvolutionBackwardFilter: CUDNN_STATUS_OTHER (status 2003)") {
+		t.Errorf("beta 0 where the stub wants 1: %v; want its refusal by call and status", err)
+	}
+	b.X, b.Y = b.Y, b.X
+	if err := h.Run(Forward, s, "fp16", 1, b); err == nil || !strings.Contains(err.Error(), "status 2001") {
+		t.Errorf("x and y swapped: %v; want the stub's refusal", err)
+	}
+	if err := h.Run(Forward, s, "tf32", 1, b); err == nil || !strings.Contains(err.Error(), "status 2000") {
+		t.Errorf("tf32 where the stub wants fp16's descriptors: %v; want the stub's refusal", err)
 	}
 }

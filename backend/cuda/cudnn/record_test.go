@@ -94,7 +94,7 @@ func record(t *testing.T, h *Handle, l *Library, device, prec, dir string) Table
 // with the same three rows: every layer and pass is asked, the table
 // checks, and the file written reads back as the table.
 func TestRecordThroughStub(t *testing.T) {
-	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, "#define ANY_SHAPE\n"+findStub, findCode())
+	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, "#define ANY_SHAPE\n"+findStub+runStub, findCode())
 	l, err := open(only(path))
 	if err != nil {
 		t.Fatal(err)

@@ -270,6 +270,18 @@ func (d *cuDriver) call(call string, f func() C.mu_result) error {
 	return check(call, f())
 }
 
+// OnContext runs f with the device's context current on its OS thread
+// (cuda.ContextRunner: cuDNN's calls work in the current context).
+func (d *cuDriver) OnContext(f func() error) error {
+	unlock, err := d.on()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	d.issued.Store(true)
+	return f()
+}
+
 func (d *cuDriver) Name() string { return fmt.Sprintf("cuda:%d", d.ordinal) }
 
 // Describe names the device, its compute capability, memory and the CUDA

@@ -30,8 +30,9 @@ type ConvLibrary struct {
 	// that a test can make every algorithm too big for a budget.
 	MinWorkspace int64
 
-	mu   sync.Mutex
-	runs map[cudnn.Pass]map[int]int // algorithm runs by pass
+	mu    sync.Mutex
+	runs  map[cudnn.Pass]map[int]int // algorithm runs by pass
+	finds int
 }
 
 var _ cuda.ConvLibrary = (*ConvLibrary)(nil)
@@ -53,6 +54,13 @@ func (l *ConvLibrary) Runs(pass cudnn.Pass) map[int]int {
 		out[a] = n
 	}
 	return out
+}
+
+// Finds is how many times Find was called.
+func (l *ConvLibrary) Finds() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.finds
 }
 
 // algoRow is one of the stand-in's algorithms: its time in ms, and its
@@ -132,6 +140,9 @@ func (l *ConvLibrary) Find(pass cudnn.Pass, s cudnn.Shape, precision string) ([]
 	if err != nil {
 		return nil, err
 	}
+	l.mu.Lock()
+	l.finds++
+	l.mu.Unlock()
 	var out []cudnn.Result
 	for _, a := range algoTable[pass] {
 		r := cudnn.Result{Algo: a.algo, Name: cudnn.AlgoName(pass, a.algo), Status: a.status, TimeMS: a.ms,

@@ -97,6 +97,24 @@ func TestConvLibraryWorkspaceBudget(t *testing.T) {
 	checkRanOnly(t, lib, [3]int{0, 1, 1})
 }
 
+// TestConvLibraryFindsOnce: each shape's passes are found once a
+// process: another policy (the next trainer's, or the run after its plan)
+// chooses again from the same results, so a plan and its run choose
+// alike.
+func TestConvLibraryFindsOnce(t *testing.T) {
+	b, lib := libraryBackend(t, deterministic, true)
+	s := backend.ConvShape{N: 2, C: 3, H: 7, W: 5, OC: 4, K: 3, Pad: 1, DT: backend.Float32}
+	if n := b.ConvWorkspace(s); n == 0 || lib.Finds() != 3 {
+		t.Fatalf("ConvWorkspace %d floats after %d Finds; want the Winograd workspace after 3", n, lib.Finds())
+	}
+	b.UseConvLibrary(lib, deterministic, true)
+	b.ConvWorkspace(s)
+	b.UseConvLibrary(lib, cudnn.Policy{Deterministic: true}, true)
+	if n := b.ConvWorkspace(s); n != 0 || lib.Finds() != 3 {
+		t.Errorf("with cuda.workspace 0: ConvWorkspace %d floats after %d Finds; want 0 after the same 3", n, lib.Finds())
+	}
+}
+
 // TestConvLibraryNoFit: where no deterministic algorithm fits the budget,
 // cuda.conv cudnn stops the run with an error that names the convolution,
 // the workspace it needs and the fix; auto computes that convolution with
