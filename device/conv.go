@@ -44,6 +44,9 @@ func ResolveConv(b backend.Backend, choice string, policy cudnn.Policy) error {
 		switch {
 		case err == nil:
 			p.CUDNN = lib.Name()
+			if c, ok := lib.(interface{ CachePath() string }); ok {
+				p.FindCache = c.CachePath()
+			}
 		case choice == "cudnn":
 			return fmt.Errorf("cuda.conv: cudnn: %w; or set cuda.conv: auto (cuDNN where it loads, else memunet's kernels) or memunet", err)
 		default:

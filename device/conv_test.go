@@ -122,3 +122,33 @@ func TestResolveConv(t *testing.T) {
 		t.Errorf("auto without a library: %+v, note %q", g.p, g.p.Note())
 	}
 }
+
+// cachedLibrary is a named library that keeps Find's results in a file.
+type cachedLibrary struct {
+	namedLibrary
+	path string
+}
+
+func (l cachedLibrary) CachePath() string { return l.path }
+
+// TestResolveConvNamesFindCache: where the library keeps Find's times in
+// a file, the run's note names it; where it keeps none, the note says
+// that two runs may choose differently and how the cache is set.
+func TestResolveConvNamesFindCache(t *testing.T) {
+	old := openCUDNN
+	t.Cleanup(func() { openCUDNN = old })
+	for _, path := range []string{"/cache/gpu.json", ""} {
+		openCUDNN = func(ConvResolver) (cuda.ConvLibrary, error) { return cachedLibrary{namedLibrary{name: lib}, path}, nil }
+		g := &fakeGPU{}
+		if err := ResolveConv(g, "auto", cudnn.Policy{}); err != nil {
+			t.Fatal(err)
+		}
+		want := "kept in /cache/gpu.json (delete it to measure again)"
+		if path == "" {
+			want = "measured afresh by each process (" + cudnn.CacheEnv + " off), so two runs may choose differently"
+		}
+		if g.p.FindCache != path || !strings.Contains(g.p.Note(), want) {
+			t.Errorf("cache %q: recorded %q, note %q; want it to say %q", path, g.p.FindCache, g.p.Note(), want)
+		}
+	}
+}

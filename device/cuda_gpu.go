@@ -3,6 +3,9 @@
 package device
 
 import (
+	"os"
+	"strings"
+
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/backend/cuda"
 	"github.com/memunet/memunet/backend/cuda/cudnn"
@@ -27,17 +30,23 @@ func DriverLoaded() bool { return driverapi.DriverLoaded() }
 
 // openCUDNN loads cuDNN once per process (cudnn.Load) and opens it on
 // r's device once (a handle made in its context) as r's convolution
-// library.
+// library, its Find results kept in the cache file for this GPU and
+// cuDNN (cudnn.FindCachePath).
 var openCUDNN = func(r ConvResolver) (cuda.ConvLibrary, error) {
 	l, err := cudnn.Load()
 	if err != nil {
 		return nil, err
 	}
+	gpu := "an undescribed GPU"
+	if d, ok := r.(Describer); ok {
+		_, gpu, _ = strings.Cut(d.Describe(), " ") // the GPU, not its ordinal
+	}
+	cache := cudnn.OpenFindCache(cudnn.FindCachePath(os.Getenv, gpu, l.String()), gpu, l.String())
 	return r.OpenConvLibrary(func() (cuda.ConvLibrary, error) {
 		h, err := l.NewHandle()
 		if err != nil {
 			return nil, err
 		}
-		return cudnn.NewProvider(h, r.OnContext), nil
+		return cudnn.NewProvider(h, r.OnContext, cache), nil
 	})
 }

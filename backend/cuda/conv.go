@@ -1,6 +1,10 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/memunet/memunet/backend/cuda/cudnn"
+)
 
 // ConvProvider is what config key cuda.conv resolved to on this backend:
 // the choice, the cuDNN library that computes the 2D convolutions, or
@@ -14,6 +18,9 @@ type ConvProvider struct {
 	CUDNN string
 	// Missing is why auto opened no cuDNN (the loader's cause).
 	Missing string
+	// FindCache is the file cuDNN's Find results are kept in, so that
+	// every run on this GPU and cuDNN chooses alike ("": none).
+	FindCache string
 }
 
 // Computes names who computes the 2D convolutions: cudnn or memunet (3D
@@ -43,9 +50,14 @@ func (p ConvProvider) Note() string {
 	switch {
 	case p.Choice == "" || p.Choice == "memunet":
 		return ""
+	case p.CUDNN != "" && p.FindCache != "":
+		return fmt.Sprintf("cuda.conv: %s: %s computes the 2D convolutions, each pass by the fastest algorithm that "+
+			"cuda.workspace and cuda.deterministic admit (memunet's kernels the 3D ones); its Find's times are kept in %s "+
+			"(delete it to measure again)", p.Choice, p.CUDNN, p.FindCache)
 	case p.CUDNN != "":
 		return fmt.Sprintf("cuda.conv: %s: %s computes the 2D convolutions, each pass by the fastest algorithm that "+
-			"cuda.workspace and cuda.deterministic admit (memunet's kernels the 3D ones)", p.Choice, p.CUDNN)
+			"cuda.workspace and cuda.deterministic admit (memunet's kernels the 3D ones); its Find's times are measured "+
+			"afresh by each process (%s off), so two runs may choose differently", p.Choice, p.CUDNN, cudnn.CacheEnv)
 	}
 	return fmt.Sprintf("cuda.conv: %s: memunet's kernels compute the convolutions (%s; --set cuda.conv=cudnn says where it looked)", p.Choice, p.Missing)
 }

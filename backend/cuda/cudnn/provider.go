@@ -2,28 +2,63 @@
 
 package cudnn
 
+import "sync"
+
 // Provider is a Handle as the CUDA backend's convolution library
 // (cuda.ConvLibrary): each call is made with the device's context
-// current, through on (the backend's OnContext).
+// current, through on (the backend's OnContext), and Find's results are
+// kept in a FindCache (nil: none), so that every run on this GPU and
+// cuDNN chooses alike.
 type Provider struct {
-	h  *Handle
-	on func(func() error) error
+	h     *Handle
+	on    func(func() error) error
+	cache *FindCache
+
+	mu       sync.Mutex
+	cacheErr error // the first error writing the cache
 }
 
-// NewProvider is h as a convolution library whose calls run through on.
-func NewProvider(h *Handle, on func(func() error) error) *Provider { return &Provider{h: h, on: on} }
+// NewProvider is h as a convolution library whose calls run through on,
+// its Find results kept in cache.
+func NewProvider(h *Handle, on func(func() error) error, cache *FindCache) *Provider {
+	return &Provider{h: h, on: on, cache: cache}
+}
 
 // Name names the library: "cuDNN 9.6.0 (CUDA 12.6) from ...".
 func (p *Provider) Name() string { return p.h.lib.String() }
 
-// Find is Handle.Find with the context current.
+// CachePath is the Find cache's file, "" where there is none.
+func (p *Provider) CachePath() string { return p.cache.Path() }
+
+// CacheError is the first error writing the Find cache, nil if none: the
+// run goes on, but another process may choose other algorithms.
+func (p *Provider) CacheError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cacheErr
+}
+
+// Find is the cache's results for pass of s at precision, else
+// Handle.Find's with the context current, put in the cache.
 func (p *Provider) Find(pass Pass, s Shape, precision string) ([]Result, error) {
+	if rs, ok := p.cache.Get(pass, s, precision); ok {
+		return rs, nil
+	}
 	var out []Result
 	err := p.on(func() error {
 		var err error
 		out, err = p.h.Find(pass, s, precision)
 		return err
 	})
+	if err == nil {
+		if cerr := p.cache.Put(pass, s, precision, out); cerr != nil {
+			p.mu.Lock()
+			if p.cacheErr == nil {
+				p.cacheErr = cerr
+			}
+			p.mu.Unlock()
+		}
+	}
 	return out, err
 }
 
