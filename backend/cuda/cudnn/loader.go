@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/memunet/memunet/backend"
 )
 
 // Library is a cuDNN opened by the loader: its file, version and entry
@@ -233,6 +235,31 @@ func (h *Handle) Find(pass Pass, s Shape, precision string) ([]Result, error) {
 			WorkspaceBytes: int64(p.memory), Deterministic: p.determinism == C.MC_CUDNN_DETERMINISTIC, MathType: int(p.mathType)})
 	}
 	return out, nil
+}
+
+// Record is a Table of Find's results at precision for every pass of
+// each of layers (no backward data pass where a layer has no input
+// gradient), checked (Table.Check), as measured on device: what a device
+// run commits as test fixtures. It needs the context current, as Find
+// does.
+func (h *Handle) Record(layers []backend.LayerShape, device, precision string) (Table, error) {
+	tab := Table{Note: "recorded by Handle.Record: cudnnFind*Algorithm on the listed convolutions, unedited",
+		Device: device, CUDNN: h.lib.String(), Precision: precision}
+	for _, ls := range layers {
+		c := ls.Conv
+		s := Shape{Input: []int{c.N, c.C, c.H, c.W}, Filter: []int{c.OC, c.C, c.K, c.K}, Pad: c.Pad, Stride: 1}
+		for p := Forward; p < numPasses; p++ {
+			if p == BackwardData && ls.NoInputGrad {
+				continue
+			}
+			rs, err := h.Find(p, s, precision)
+			if err != nil {
+				return tab, fmt.Errorf("%s %s: %w", ls.Name, p, err)
+			}
+			tab.Layers = append(tab.Layers, Entry{Layer: ls.Name, Pass: p, Shape: s, Results: rs})
+		}
+	}
+	return tab, tab.Check()
 }
 
 // Run computes pass of the convolution of shape s at precision with
