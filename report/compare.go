@@ -28,6 +28,11 @@ type CompareRow struct {
 	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
 	PeakRSSBytes       int64            `json:"peak_rss_bytes"`
 	PeakByCategory     map[string]int64 `json:"peak_allocated_by_category"`
+	// Conv is who computed the convolutions on a GPU (cudnn or memunet)
+	// and CUDNN the cuDNN library, as the run's summary.json says; both
+	// absent on the CPU.
+	Conv  string `json:"conv,omitempty"`
+	CUDNN string `json:"cudnn,omitempty"`
 	// DeviceUsedPeakBytes and ContextOverheadBytes are the device's own view
 	// (a GPU run: cuMemGetInfo, as nvidia-smi shows it): the most in use,
 	// and what the context, kernels and scratch took before the pool.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/config"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/infile"
 	"github.com/memunet/memunet/memlimit"
@@ -75,10 +76,10 @@ type Summary struct {
 	HostMemorySource string `json:"host_memory_source,omitempty"`
 	// Device is what the run computed on (device.Describe).
 	Device string `json:"device"`
-	// Conv is who computed the convolutions on a GPU (memunet: its own
-	// kernels; config key cuda.conv) and CUDNN the cuDNN library loaded
-	// for it ("cuDNN 9.6.0 (CUDA 12.6) from /path"); both absent on the
-	// CPU, CUDNN where none was loaded.
+	// Conv is who computed the 2D convolutions on a GPU (cudnn or
+	// memunet: its own kernels; config key cuda.conv) and CUDNN the cuDNN
+	// library that did ("cuDNN 9.6.0 (CUDA 12.6) from /path"); both absent
+	// on the CPU, CUDNN where none did.
 	Conv  string `json:"conv,omitempty"`
 	CUDNN string `json:"cudnn,omitempty"`
 	// The device's own view of its memory where the backend reports it (a
@@ -334,6 +335,11 @@ func (r *run) writeSummary() (*Summary, error) {
 			prev.Interrupted = r.sum.Interrupted
 			return prev, nil
 		}
+	}
+	if rep, ok := r.tr.Device.Backend.(device.MemoryReporter); ok {
+		// Again at the end: a convolution library's first Find (the first
+		// step, where no plan ran before it) adds what it loads.
+		r.sum.ContextOverheadBytes = rep.ContextOverhead()
 	}
 	out, err := json.MarshalIndent(r.sum, "", "  ")
 	if err != nil {

@@ -57,7 +57,7 @@ func startGPUCheck(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, str
 		}
 	})
 	cmd.Dir = "../.."
-	cmd.Env = append(append(os.Environ(), "MEMUNET="+bin, "SIZES=32", "STEPS=2", "TRAIN_STEPS=4", "TMPDIR="+t.TempDir()), env...)
+	cmd.Env = append(append(os.Environ(), "MEMUNET="+bin, "CONFIGS=16x32", "STEPS=2", "TMPDIR="+t.TempDir()), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -97,9 +97,10 @@ func killSession(sid int) {
 }
 
 // fakeDeviceTest is a stand-in for the gpu build's cuda-backend.test on a
-// GPU whose relu faults: the conformance suite fails two cases, each of
-// which, run again with MEMUNET_CUDA_SYNC=1, names its kernel; the page
-// moves are measured, and two layers of the per-layer benchmark.
+// GPU whose relu faults and without a cuDNN: the conformance suite fails
+// two cases, each of which, run again with MEMUNET_CUDA_SYNC=1, names its
+// kernel; its cuDNN run fails one (and lists a choice), though no handle
+// is made (a fake's liberty: the steps do not depend on each other).
 const fakeDeviceTest = `#!/bin/sh
 case "$2" in
 '^TestConformance$')
@@ -110,13 +111,20 @@ case "$2" in
 	echo '        --- FAIL: TestConformance/Pointwise/Add (0.10s)'
 	echo '    --- PASS: TestConformance/Transfer (0.10s)'
 	echo FAIL; exit 1 ;;
-'^TestPageMoves$')
-	echo '    pagemoves_test.go:27: page-moves: {"page_bytes":2097152,"pages":64,"map_us_per_page":41,"unmap_us_per_page":25}'
-	echo '--- PASS: TestPageMoves (0.01s)'; exit 0 ;;
-'^TestLayerBench$')
-	echo '[{"base":16,"size":128,"layer":"inc.conv1","pass":"forward","precision":"tf32","ms":0.02,"tflops":12.5},' >"$MEMUNET_LAYER_BENCH"
-	echo ' {"base":16,"size":128,"layer":"inc.conv1","pass":"forward","precision":"fp16","ms":0.01,"tflops":25}]' >>"$MEMUNET_LAYER_BENCH"
-	echo '--- PASS: TestLayerBench (1.00s)'; exit 0 ;;
+'^TestConformanceCUDNN$')
+	echo '=== RUN   TestConformanceCUDNN'
+	echo '    cudnn_test.go:50: cuda:0 NVIDIA H200 (compute 9.0, 132 SMs, 139.8 GiB, driver for CUDA 13.0); cuDNN 9.6.0 (CUDA 12.6) from /x'
+	echo '    --- PASS: TestConformanceCUDNN/Transfer (0.10s)'
+	echo '    --- FAIL: TestConformanceCUDNN/Layers (0.50s)'
+	echo '        --- FAIL: TestConformanceCUDNN/Layers/Conv/fp16 (0.10s)'
+	echo '        --- PASS: TestConformanceCUDNN/Layers/ConvBack (0.10s)'
+	echo '    cudnn_test.go:67: conv 3x3 3->5 on 2x7x9 (pad 1) (tf32): forward IMPLICIT_PRECOMP_GEMM, backward_data ALGO_1, backward_filter ALGO_1; workspace 1024 bytes'
+	echo '--- FAIL: TestConformanceCUDNN (1.00s)'
+	echo FAIL; exit 1 ;;
+'^TestHandleOnDevice$')
+	echo '=== RUN   TestHandleOnDevice'
+	echo '    cudnn_test.go:120: no cuDNN: no cuDNN library found'
+	echo '--- SKIP: TestHandleOnDevice (0.00s)'; exit 0 ;;
 *)
 	[ "$MEMUNET_CUDA_SYNC" = 1 ] && echo "    conformance_test.go:40: cuda:0: kernel relu (ReLU, grid 4x1, args 0x7f00 0x7f00 fp32 1000) failed: CUDA_ERROR_ILLEGAL_ADDRESS; run $2"
 	exit 1 ;;
@@ -163,13 +171,16 @@ func watchGPUCheck(t *testing.T, out string, done <-chan struct{}) int {
 }
 
 // TestGPUCheckScriptSmoke runs tools/check/gpu-check.sh run --cpu (the same steps
-// with the CPU build at 32 px): gpu-check.json parses after every step,
-// compare's 7 variants and the training's summary are in it, and a step
-// killed at its time limit (compare-32 limited to 1 s) is recorded as
-// timed out while the steps after it run. Then a run stopped by SIGTERM
-// (the exit trap closes the JSON) and one killed with its children by
-// SIGKILL (the last whole version stays) leave a gpu-check.json that
-// parses. Nothing else than the three result files is written under OUT.
+// with the CPU build at base 16, 32 px): gpu-check.json parses after every
+// step, compare's 7 variants (and 5 more), two runs of one seed with the
+// same weights and bench's rows are in it, and a step killed at its time
+// limit (compare-cudnn-16x32 limited to 1 s) is recorded as timed out
+// while the steps after it run; with a stand-in device test binary, both
+// conformance runs' failing cases are listed and run again with sync
+// launches. Then a run stopped by SIGTERM (the exit trap closes the JSON)
+// and one killed with its children by SIGKILL (the last whole version
+// stays) leave a gpu-check.json that parses. Nothing else than the result
+// files is written under OUT.
 func TestGPUCheckScriptSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -183,7 +194,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 	}
 
 	t.Run("steps", func(t *testing.T) {
-		for _, limit := range []string{"", "compare-32=1"} {
+		for _, limit := range []string{"", "compare-cudnn-16x32=1"} {
 			// The run with a limit also has a device test binary whose relu
 			// faults.
 			dir := t.TempDir()
@@ -205,32 +216,37 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 				t.Fatalf("limits %q: %v (a timed-out step exits 1, else 0)", limit, err)
 			}
 			g := readGPUCheck(t, out)
-			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 13 {
+			if !g.Finished || g.Mode != "cpu-smoke" || len(g.Steps) != 11 {
 				t.Errorf("limits %q: finished %v, mode %q, %d steps", limit, g.Finished, g.Mode, len(g.Steps))
 			}
 			var rows []report.CompareRow
-			cmp := g.step("compare-32")
+			cmp := g.step("compare-cudnn-16x32")
 			if limit != "" {
 				if cmp == nil || cmp.Status != "timed out" || string(cmp.Result) != "null" {
-					t.Errorf("compare-32 limited to 1 s: %+v", cmp)
+					t.Errorf("compare-cudnn-16x32 limited to 1 s: %+v", cmp)
 				}
 			} else if cmp == nil || json.Unmarshal(cmp.Result, &rows) != nil || len(rows) != 7 {
-				t.Errorf("compare-32: %+v", cmp)
+				t.Errorf("compare-cudnn-16x32: %+v", cmp)
 			}
+			var kernels []report.CompareRow
+			if c := g.step("compare-memunet-16x32"); c == nil || json.Unmarshal(c.Result, &kernels) != nil || len(kernels) != 5 {
+				t.Errorf("limits %q: compare-memunet-16x32: %+v", limit, c)
+			}
+			rows = append(rows, kernels...)
 			for _, r := range rows {
 				if r.Error != "" || r.PeakAllocatedBytes == 0 {
 					t.Errorf("compare %s: %+v", r.Name, r)
 				}
 			}
-			var sum struct {
-				Steps     int     `json:"steps"`
-				FinalLoss float64 `json:"final_loss"`
+			var same struct {
+				Tensors   int  `json:"tensors"`
+				Identical bool `json:"identical"`
 			}
-			if tr := g.step("train"); tr == nil || tr.Status != "passed" || json.Unmarshal(tr.Result, &sum) != nil || sum.Steps != 4 || sum.FinalLoss == 0 {
-				t.Errorf("limits %q: train: %+v", limit, tr)
+			if s := g.step("same-seed"); s == nil || s.Status != "passed" || json.Unmarshal(s.Result, &same) != nil || !same.Identical || same.Tensors == 0 {
+				t.Errorf("limits %q: same-seed: %+v", limit, s)
 			}
 			// bench runs on the CPU too: one row a variant, baseline and fp16
-			// first; the CPU counts no device work. cudnn skips without a GPU.
+			// in that order; the CPU counts no device work. cudnn skips without a GPU.
 			var bench []struct {
 				Variant string  `json:"variant"`
 				StepMS  float64 `json:"step_ms"`
@@ -240,10 +256,12 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 				bench[0].Variant != "baseline" || bench[1].Variant != "fp16" || bench[0].StepMS == 0 || bench[0].Counted {
 				t.Errorf("limits %q: bench: %+v", limit, b)
 			}
-			if c := g.step("cudnn"); c == nil || c.Status != "skipped" {
-				t.Errorf("limits %q: cudnn: %+v", limit, c)
+			for _, s := range []string{"cudnn", "cudnn-tables", "pytorch-16x32"} {
+				if c := g.step(s); c == nil || c.Status != "skipped" {
+					t.Errorf("limits %q: %s: %+v", limit, s, c)
+				}
 			}
-			for _, s := range []string{"gpu", "conformance", "conformance-sync", "page-moves", "layers", "pytorch-layers", "cudnn", "compare-caching", "bench", "pytorch"} {
+			for _, s := range []string{"gpu", "conformance", "conformance-cudnn", "conformance-sync", "bench"} {
 				if g.step(s) == nil {
 					t.Errorf("no step %s", s)
 				}
@@ -254,30 +272,30 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 					Device  string   `json:"device"`
 					Failing []string `json:"failing"`
 				}
-				var reruns []struct{ Case, Status, Error string }
-				var pages struct {
-					MapUS float64 `json:"map_us_per_page"`
+				var cudnnConf struct {
+					Passed  int      `json:"passed"`
+					Failing []string `json:"failing"`
+					Choices string   `json:"choices"`
 				}
+				var reruns []struct{ Case, Status, Error string }
 				if c := g.step("conformance"); c == nil || !strings.HasPrefix(c.Status, "failed") || json.Unmarshal(c.Result, &conf) != nil ||
 					conf.Passed != 1 || !strings.HasPrefix(conf.Device, "cuda:0 NVIDIA H200") ||
 					strings.Join(conf.Failing, " ") != "TestConformance/Pointwise/ReLU/fp32 TestConformance/Pointwise/Add" {
 					t.Errorf("conformance: %+v", conf)
 				}
-				if c := g.step("conformance-sync"); c == nil || json.Unmarshal(c.Result, &reruns) != nil || len(reruns) != 2 ||
+				if c := g.step("conformance-cudnn"); c == nil || !strings.HasPrefix(c.Status, "failed") || json.Unmarshal(c.Result, &cudnnConf) != nil ||
+					cudnnConf.Passed != 2 || strings.Join(cudnnConf.Failing, " ") != "TestConformanceCUDNN/Layers/Conv/fp16" ||
+					!strings.HasPrefix(cudnnConf.Choices, "conv 3x3 3->5 on 2x7x9 (pad 1) (tf32): forward IMPLICIT_PRECOMP_GEMM") {
+					t.Errorf("conformance-cudnn: %+v", cudnnConf)
+				}
+				if c := g.step("conformance-sync"); c == nil || json.Unmarshal(c.Result, &reruns) != nil || len(reruns) != 3 ||
 					!strings.HasPrefix(reruns[0].Error, "cuda:0: kernel relu (ReLU, grid 4x1") ||
-					!strings.HasSuffix(reruns[0].Error, `run ^TestConformance$/^Pointwise$/^ReLU$/^fp32$`) {
+					!strings.HasSuffix(reruns[0].Error, `run ^TestConformance$/^Pointwise$/^ReLU$/^fp32$`) ||
+					!strings.HasSuffix(reruns[2].Error, `run ^TestConformanceCUDNN$/^Layers$/^Conv$/^fp16$`) {
 					t.Errorf("conformance-sync: %+v", reruns)
 				}
-				if p := g.step("page-moves"); p == nil || p.Status != "passed" || json.Unmarshal(p.Result, &pages) != nil || pages.MapUS != 41 {
-					t.Errorf("page-moves: %+v", p)
-				}
-				var layers []struct {
-					Precision string  `json:"precision"`
-					TFLOPs    float64 `json:"tflops"`
-				}
-				if l := g.step("layers"); l == nil || l.Status != "passed" || json.Unmarshal(l.Result, &layers) != nil || len(layers) != 2 ||
-					layers[1].TFLOPs != 25 {
-					t.Errorf("layers: %+v", l)
+				if c := g.step("cudnn"); c == nil || c.Status != "skipped" {
+					t.Errorf("cudnn with a device binary that finds no cuDNN: %+v", c)
 				}
 			}
 			files, _ := os.ReadDir(out)
@@ -285,7 +303,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 			for _, f := range files {
 				names = append(names, f.Name())
 			}
-			if got := strings.Join(names, " "); got != "conformance.log gpu-check.json gpu-check.log" && got != "gpu-check.json gpu-check.log" {
+			if got := strings.Join(names, " "); got != "conformance-cudnn.log conformance.log gpu-check.json gpu-check.log" && got != "gpu-check.json gpu-check.log" {
 				t.Errorf("OUT holds %s", got)
 			}
 		}
@@ -295,11 +313,11 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 			cmd, out := startGPUCheck(t, bin, t.TempDir())
 			for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) { // until compare runs
-				if raw, err := os.ReadFile(filepath.Join(out, "gpu-check.log")); err == nil && strings.Contains(string(raw), "===== compare-32") {
+				if raw, err := os.ReadFile(filepath.Join(out, "gpu-check.log")); err == nil && strings.Contains(string(raw), "===== compare-cudnn-16x32") {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%v: the run did not reach compare-32 in 3 minutes", sig)
+					t.Fatalf("%v: the run did not reach compare-cudnn-16x32 in 3 minutes", sig)
 				}
 			}
 			time.Sleep(300 * time.Millisecond)
@@ -311,7 +329,7 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 			cmd.Wait()
 			killSession(cmd.Process.Pid)
 			g := readGPUCheck(t, out)
-			if g.Finished || g.step("page-moves") == nil || g.step("train") != nil {
+			if g.Finished || g.step("conformance-sync") == nil || g.step("same-seed") != nil {
 				t.Errorf("%v during compare: finished %v, %d steps", sig, g.Finished, len(g.Steps))
 			}
 			if sig == syscall.SIGTERM && !strings.Contains(g.Note, "stopped (exit 143)") {

@@ -2,10 +2,11 @@
 # memunet against PyTorch on one GPU, after tools/check/gpu-check.sh has passed
 # there: the same UNet (depth 4, 4 classes, batch 4, Adam), the same seven
 # variants, step time and device memory, at the seed UNet's width (base 64,
-# the blog's 64..1024 channels) and at base 16; then cuDNN's time for each
-# convolution of the seed UNet at the shapes the check's pytorch-layers
-# step had no time for. Needs the gpu build (tools/check/gpu-check.sh build) and
-# python3 with CUDA torch there; no Go.
+# the blog's 64..1024 channels) and at base 16, memunet with cuda.conv CONV
+# and PyTorch with cudnn.benchmark and cudnn.deterministic on (TF32 as its
+# default); then cuDNN's time for each convolution of the seed UNet in
+# PyTorch. Needs the gpu build (tools/check/gpu-check.sh build) and python3
+# with CUDA torch there; no Go.
 #
 #   tools/bench/gpu-vs-pytorch.sh OUT [DIR]
 #
@@ -13,7 +14,7 @@
 # killed midway loses only itself) and OUT/gpu-vs-pytorch.log, and prints
 # one line per variant: memunet's and PyTorch's median step and peak
 # device bytes, and their ratios. Settings (environment): CONFIGS
-# ("64x256 16x256": BASExSIZE), STEPS (10), LAYER_SHAPES
+# ("64x256 16x256": BASExSIZE), CONV (cudnn: cuda.conv), STEPS (10), LAYER_SHAPES
 # ("64x512,64x128,16x512"), LAYER_SECONDS (90); DEVICE (cuda) and MEMUNET
 # (DIR/memunet-gpu) to try it on the CPU build.
 set -uo pipefail
@@ -28,6 +29,7 @@ memunet=${MEMUNET:-$DIR/memunet-gpu}
 DEVICE=${DEVICE:-cuda}
 CONFIGS=${CONFIGS:-64x256 16x256}
 STEPS=${STEPS:-10}
+CONV=${CONV:-cudnn}
 LAYER_SHAPES=${LAYER_SHAPES:-64x512,64x128,16x512}
 LAYER_SECONDS=${LAYER_SECONDS:-90}
 mkdir -p "$OUT" || exit 1
@@ -76,14 +78,14 @@ for cfg in $CONFIGS; do
 	echo "== $cfg: memunet compare ($names)" | tee -a "$LOG"
 	timeout --kill-after=5 120 "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" \
 		--variants "$names" --set model.base="$base" --set model.depth=4 --set train.batch_size=4 \
-		--set data.size="$size" --set data.count=64 --out "$d/memunet" >>"$LOG" 2>&1
+		--set data.size="$size" --set data.count=64 --set cuda.conv="$CONV" --out "$d/memunet" >>"$LOG" 2>&1
 	echo "   exit $?" >>"$LOG"
 	collect
 	for v in "${VARIANTS[@]}"; do
 		echo "== $cfg: pytorch ${v%%:*}" >>"$LOG"
 		# shellcheck disable=SC2086
 		timeout --kill-after=5 40 python3 tools/pytorch/pytorch_unet.py --device cuda --base "$base" --depth 4 --batch 4 \
-			--size "$size" --classes 4 --steps "$STEPS" ${v#*:} >"$d/torch.log" 2>&1
+			--size "$size" --classes 4 --steps "$STEPS" --cudnn-benchmark --deterministic ${v#*:} >"$d/torch.log" 2>&1
 		cat "$d/torch.log" >>"$LOG"
 		grep '^{' "$d/torch.log" | tail -1 >"$d/torch-${v%%:*}.json"
 	done
@@ -101,7 +103,8 @@ import json, sys
 res = json.load(open(sys.argv[1]))
 for cfg, r in res["configs"].items():
     rows = {m["variant"]: m for m in (r["memunet"] or [])}
-    print("base x size %s: variant  memunet ms / MiB  pytorch ms / MiB (allocated)  ratio time, memory" % cfg)
+    conv = ", ".join(sorted({m.get("conv") or "?" for m in rows.values()}))
+    print("base x size %s (memunet's convolutions: %s): variant  memunet ms / MiB  pytorch ms / MiB (allocated)  ratio time, memory" % (cfg, conv))
     for v in list(rows) + [v for v in r["pytorch"] if v not in rows]:
         m, t = rows.get(v), r["pytorch"].get(v)
         if not m or not t:

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# memunet's device check: the CUDA backend on a real GPU, every variant
-# measured, brought back as one JSON file by one command that returns
-# within 600 s.
+# memunet's device check: the CUDA backend on a real GPU, with cuDNN and
+# with memunet's own convolutions, beside PyTorch on the same GPU, brought
+# back as one JSON file by one command that returns within 600 s (its
+# steps' limits add up to 465 s).
 #
 #   tools/check/gpu-check.sh build [DIR]
 #       Here (Go with cgo and a C compiler; no CUDA toolkit, no GPU): the
 #       gpu build's stripped binaries into DIR (default bin/gpu-check:
-#       memunet-gpu, cuda-backend.test and cudnn.test, at most 48 MiB, which
-#       build checks), and the CPU twin: the quickstart trained on this
-#       machine's CPU (cpu-twin.json), so the GPU machine spends no time on
-#       CPU runs. DIR is the one folder that travels with the tree.
+#       memunet-gpu and cuda-backend.test, at most 48 MiB, which build
+#       checks). DIR is the one folder that travels with the tree.
 #   tools/check/gpu-check.sh run OUT [DIR]
 #       There, from the repository root (no Go needed). Every step runs
 #       under its own time limit, and OUT/gpu-check.json is rewritten whole
 #       after each step (and closed by an exit trap), so it always parses;
-#       OUT/gpu-check.log holds every step's output, OUT/conformance.log
-#       the conformance suite's and OUT/cudnn-tables/<precision>.json
-#       cuDNN's algorithm tables, as TestRecordAlgorithmTables wrote them
-#       (on a GPU with a cuDNN only). Nothing else is written under OUT:
-#       at most 7 files, one folder down.
+#       it holds each step's raw results (compare.json rows, PyTorch's
+#       JSON lines, bench's rows). OUT/gpu-check.log holds every step's
+#       output, OUT/conformance.log and OUT/conformance-cudnn.log the
+#       conformance suite's, and OUT/cudnn-tables/<precision>.json cuDNN's
+#       algorithm tables (on a GPU with a cuDNN only). Nothing else is
+#       written under OUT: at most 7 files, one folder down.
 #   tools/check/gpu-check.sh run --cpu OUT [DIR]
 #       The same steps with the CPU build (MEMUNET, else bin/memunet built
 #       from the tree) on device cpu at tiny sizes: checks this script on
@@ -27,64 +27,53 @@
 #       with the reason in the JSON.
 #   run exits 0 when every step passed or was skipped, else 1.
 #
-# The steps of run and their time limits in seconds, 500 in all (the
-# limits of the first GPU run, 475 s, of which it took 104 s, were cut to
-# make room for cudnn and bench: gpu, page-moves 15 -> 10, conformance
-# 50 -> 45, conformance-sync 30 -> 20, layers 45 -> 40, layers-2blocks
-# 25 -> 20, pytorch-layers 40 -> 35, compare 70/80 -> 55/65,
-# compare-caching 35 -> 25, train 50 -> 35):
+# The steps of run and their time limits in seconds (issue 47's check:
+# cuDNN as memunet's convolution provider against PyTorch). Every memunet
+# process of one run shares one cuDNN Find cache (MEMUNET_CUDNN_CACHE in
+# the run's scratch folder): the first variant measures, the rest and the
+# same-seed runs choose from the same times.
 #   gpu               10  nvidia-smi: the GPU, its driver and CUDA versions, memory
-#   conformance       45  the backend conformance suite on cuda:0; the
-#                         groups this work changed (the fused BatchNorm+ReLU
-#                         and upsample+concat kernels, batch norm's apply,
-#                         the one finite check) named in "groups"
-#   conformance-sync  20  the first 3 failing cases again, each with
+#   cudnn             25  a cuDNN handle on cuda:0 (TestHandleOnDevice);
+#                         where the loader's own look-up finds no cuDNN,
+#                         once more with MEMUNET_CUDNN naming a libcudnn.so.9
+#                         or .8 under python3's site-packages (PyTorch's
+#                         wheels), which every later step then uses
+#   conformance       35  the backend conformance suite on cuda:0, memunet's
+#                         kernels
+#   conformance-cudnn 40  the same with cuDNN computing the convolutions
+#                         (TestConformanceCUDNN), and its algorithm choices
+#   conformance-sync  10  the first 3 failing cases again, each with
 #                         MEMUNET_CUDA_SYNC=1, so a fault names its kernel
-#   page-moves        10  what mapping and unmapping one page costs
-#   layers            40  each convolution of the seed UNet (base 16 and 64,
-#                         128 and 512 px, batch 4), forward and both
-#                         gradients, in TF32, fp16, bf16, then exact fp32:
-#                         ms and TFLOP/s on the GPU's events
-#   layers-2blocks    20  the same with the tensor-core kernels built for two
-#                         blocks an SM (MEMUNET_CUDA_TC_BLOCKS=2: 128
-#                         registers, a few bytes spilled), 16-bit and TF32,
-#                         against the default's time on the same rows
-#   pytorch-layers    35  the same convolutions in PyTorch + cuDNN, where
-#                         python3's torch has CUDA
-#   cudnn             60  cudnn.test: a cuDNN handle on cuda:0
-#                         (TestHandleOnDevice), then cudnnFind's algorithm
-#                         tables for the seed UNet's convolutions (base 64,
-#                         256 px, batch 4) in tf32, fp16 and bf16
-#                         (TestRecordAlgorithmTables), copied into
-#                         OUT/cudnn-tables, then fp32 (FMA math) while 15 s
-#                         are left. Where the loader's own look-up finds
-#                         no cuDNN, once more with MEMUNET_CUDNN naming a
-#                         libcudnn.so.9 or .8 found under python3's
-#                         site-packages (PyTorch's wheels), saying so
-#   compare-S         55  memunet compare of 7 variants on the seed UNet
-#                         (base 16, depth 4, batch 4) at the first size S:
-#                         pool bytes, the device's own (cuMemGetInfo) less
-#                         the context's against the pool's reserved,
-#                         context overhead, step time
-#   compare-S2        65  the same at the second size
-#   compare-caching   25  the caching allocator at the first size: pages
-#                         moved per step
-#   bench             35  memunet bench at the seed UNet's width (base 64,
-#                         256 px, batch 4, depth 4; --cpu: base 16 at the
-#                         first size), one process a variant (baseline and
-#                         fp16, then bf16 and accum4 while 12 s are left),
-#                         each at most 16 s: the median step, ms per layer
+#   compare-cudnn-C   80  memunet compare of the 7 variants with cuda.conv
+#                         cudnn at the first config C (BASExSIZE, batch 4,
+#                         depth 4): pool bytes, the device's own
+#                         (cuMemGetInfo) less the context's against the
+#                         pool's reserved, step time, the provider per row
+#   compare-memunet-C 50  5 variants (baseline, checkpoint, fp16, bf16,
+#                         accum4) with cuda.conv memunet, the same run's
+#                         baseline for cuDNN's gain
+#   pytorch-C         60  PyTorch's 7 variants on the same GPU (TF32 on, as
+#                         its default; cudnn.benchmark and
+#                         cudnn.deterministic on), where python3's torch has
+#                         CUDA; the ratios to compare-cudnn-C in the detail
+#   same-seed         25  two runs of one seed with cuda.conv cudnn (the first
+#                         config, STEPS steps): their weights compared bit
+#                         for bit
+#   bench             20  memunet bench, cuda.conv cudnn, at the first config:
+#                         baseline and fp16, the median step, ms per layer
 #                         kind, and on CUDA the device's work per optimizer
-#                         step (kernel launches, blocking copies to the
-#                         host, waits for all work), parsed into the JSON
-#   train             35  the quickstart trained on the GPU, beside the CPU twin
-#   pytorch           45  PyTorch's figures for the same variants at the
-#                         first size, where python3's torch has CUDA
+#                         step (kernel and library launches, blocking copies
+#                         to the host, waits for all work)
+#   cudnn-tables      35  cudnnFind's algorithm tables for the seed UNet's
+#                         convolutions (base 64, 256 px, batch 4) in tf32,
+#                         fp16 and bf16 (TestRecordAlgorithmTables), into
+#                         OUT/cudnn-tables: the policy's test fixtures
+#   compare-cudnn-C2  40  compare-cudnn at the second config
+#   pytorch-C2        35  pytorch at the second config
 #
-# Settings (environment): SIZES ("128 256"; --cpu "32"), STEPS (5; --cpu 2),
-# TRAIN_STEPS (200; build uses it for the twin; --cpu 4), BENCH_STEPS (10;
-# --cpu 2), GPU_CHECK_LIMITS (per-step limits to override, e.g.
-# "compare-128=30 train=10").
+# Settings (environment): CONFIGS ("64x256 16x256"; --cpu "16x32"), STEPS
+# (10; --cpu 2), BENCH_STEPS (10; --cpu 2), GPU_CHECK_LIMITS (per-step
+# limits to override, e.g. "compare-cudnn-64x256=30 bench=10").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -124,28 +113,11 @@ mode=${1:-}
 case "$mode" in
 build)
 	DIR=${2:-bin/gpu-check}
-	TRAIN_STEPS=${TRAIN_STEPS:-200}
 	mkdir -p "$DIR" || exit 1
 	echo "building the gpu binaries into $DIR ..."
 	go build -tags gpu -trimpath -ldflags='-s -w' -o "$DIR/memunet-gpu" ./cmd/memunet || exit 1
 	go test -c -tags gpu -trimpath -ldflags='-s -w' -o "$DIR/cuda-backend.test" ./backend/cuda/driverapi || exit 1
-	go test -c -tags gpu -trimpath -ldflags='-s -w' -o "$DIR/cudnn.test" ./backend/cuda/cudnn || exit 1
-	# The CPU twin: the quickstart on this CPU, as the GPU trains it.
-	twin=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-twin.XXXXXX") || exit 1
-	cpu="$twin/memunet"
-	echo "training the CPU twin ($TRAIN_STEPS quickstart steps) ..."
-	if go build -o "$cpu" ./cmd/memunet &&
-		"$cpu" train --config configs/quickstart.yaml --device cpu --force --out "$twin/run" \
-			--set train.steps="$TRAIN_STEPS" --set train.val_every="$TRAIN_STEPS" --set output.progress=none >"$twin/log" 2>&1 &&
-		valid_json "$twin/run/summary.json"; then
-		cp "$twin/run/summary.json" "$DIR/cpu-twin.json"
-	else
-		echo "the CPU twin failed:" >&2
-		tail -5 "$twin/log" >&2
-		rm -rf "$twin"
-		exit 1
-	fi
-	rm -rf "$twin"
+	rm -f "$DIR/cudnn.test" "$DIR/cpu-twin.json" # what earlier versions of this check built
 	bytes=$(du -sb "$DIR" | cut -f1)
 	echo "built $DIR: $((bytes / 1048576)) MiB ($bytes bytes; the device run may carry 48 MiB)"
 	[ "$bytes" -le $((48 << 20)) ] || {
@@ -170,19 +142,19 @@ DIR=${2:-bin/gpu-check}
 mkdir -p "$OUT" || exit 1
 if [ "$CPU" = 1 ]; then
 	DEVICE=cpu MODE=cpu-smoke
-	SIZES=${SIZES:-32} STEPS=${STEPS:-2} TRAIN_STEPS=${TRAIN_STEPS:-4} BENCH_STEPS=${BENCH_STEPS:-2}
+	CONFIGS=${CONFIGS:-16x32} STEPS=${STEPS:-2} BENCH_STEPS=${BENCH_STEPS:-2}
 	memunet=${MEMUNET:-bin/memunet}
 	if [ -z "${MEMUNET:-}" ] && command -v go >/dev/null; then
 		go build -o "$memunet" ./cmd/memunet || exit 1 # as the tree is now
 	fi
 else
 	DEVICE=cuda MODE=gpu
-	SIZES=${SIZES:-128 256} STEPS=${STEPS:-5} TRAIN_STEPS=${TRAIN_STEPS:-200} BENCH_STEPS=${BENCH_STEPS:-10}
+	CONFIGS=${CONFIGS:-64x256 16x256} STEPS=${STEPS:-10} BENCH_STEPS=${BENCH_STEPS:-10}
 	memunet=$DIR/memunet-gpu
 fi
 VARIANTS=baseline,checkpoint,fp16,bf16,accum4,all,offload
-read -r -a sizes <<<"$SIZES"
-first=${sizes[0]}
+read -r -a configs <<<"$CONFIGS"
+first=${configs[0]}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
 mkdir -p "$WORK/steps"
@@ -204,11 +176,9 @@ write_json() {
 		printf '{\n  "check": "memunet tools/check/gpu-check.sh", "mode": "%s", "device": "%s",\n' "$MODE" "$DEVICE"
 		printf '  "started": "%s", "updated": "%s", "finished": %s, "note": %s,\n' \
 			"$started" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$FINISHED" "$(json_string "$NOTE")"
-		printf '  "sizes": [%s], "steps_per_variant": %d, "train_steps": %d, "limits_s_total": %d,\n' \
-			"$(printf '%s\n' "${sizes[@]}" | paste -sd, -)" "$STEPS" "$TRAIN_STEPS" "$TOTAL"
-		printf '  "cpu_twin": '
-		json_file "$DIR/cpu-twin.json"
-		printf ',\n  "steps": [\n'
+		printf '  "configs": [%s], "steps_per_variant": %d, "limits_s_total": %d,\n' \
+			"$(printf '"%s"\n' "${configs[@]}" | paste -sd, -)" "$STEPS" "$TOTAL"
+		printf '  "steps": [\n'
 		for f in "$WORK"/steps/*.json; do
 			[ -e "$f" ] || continue
 			printf '%s    ' "$sep"
@@ -335,8 +305,7 @@ else
 fi
 end
 
-# 2. Conformance on cuda:0; 3. its first failing cases again with sync
-# launches.
+# Helpers of the steps.
 
 # CHANGED_GROUPS are the conformance groups whose CUDA kernels issue 47
 # changed: the fused BatchNorm+ReLU and upsample+concat (and Composed/'s
@@ -373,155 +342,6 @@ conformance_groups() {
 	}' "$1"
 }
 
-failing=()
-begin conformance 45
-if [ -x "$DIR/cuda-backend.test" ]; then
-	CAPTURE=$OUT/conformance.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestConformance$' -test.v
-	rc=$?
-	pass=$(grep -c -- '--- PASS' "$OUT/conformance.log")
-	fails=$(grep -c -- '--- FAIL' "$OUT/conformance.log")
-	mapfile -t failing < <(grep -o -- '--- FAIL: [^ ]*' "$OUT/conformance.log" | cut -d' ' -f3 |
-		awk '{n[NR] = $0} END {for (i = 1; i <= NR; i++) {leaf = 1; for (j = 1; j <= NR; j++) if (index(n[j], n[i] "/") == 1) leaf = 0; if (leaf) print n[i]}}')
-	described=$(grep -m1 -o 'conformance_test.go:[0-9]*: .*' "$OUT/conformance.log" | cut -d' ' -f2-)
-	{
-		printf '{"passed": %d, "failed": %d, "device": %s, "failing": [' "$pass" "$fails" "$(json_string "$described")"
-		sep=""
-		for f in "${failing[@]:0:20}"; do
-			printf '%s%s' "$sep" "$(json_string "$f")"
-			sep=", "
-		done
-		printf '], "groups": '
-		conformance_groups "$OUT/conformance.log"
-		printf '}'
-	} >"$WORK/conformance.json"
-	RESULT=$WORK/conformance.json STATUS=$(status_of $rc)
-	if grep -q -- '--- SKIP: TestConformance' "$OUT/conformance.log"; then
-		STATUS=skipped DETAIL=$(grep -m1 -B1 -- '--- SKIP: TestConformance' "$OUT/conformance.log" | head -1 | sed 's/^ *conformance_test.go:[0-9]*: //')
-	else
-		DETAIL="$pass passed, ${#failing[@]} failing cases"
-		# The fused kernels' groups, where any of them failed.
-		bad=$(grep -o -- '--- FAIL: TestConformance/[^ ]*' "$OUT/conformance.log" | cut -d' ' -f3 | cut -d/ -f2- |
-			grep -E -o "^(Composed/)?($CHANGED_GROUPS)(/|\$)" | sed 's|/$||' | sort -u | paste -sd, -)
-		[ -z "$bad" ] || DETAIL+="; failing among the changed groups: $bad"
-	fi
-else
-	STATUS=skipped DETAIL="no $DIR/cuda-backend.test (tools/check/gpu-check.sh build)"
-fi
-end
-
-begin conformance-sync 20
-if [ ${#failing[@]} -eq 0 ]; then
-	STATUS=skipped DETAIL="no failing case"
-else
-	: >"$WORK/sync.json"
-	printf '[' >"$WORK/sync.json"
-	sep=""
-	for f in "${failing[@]:0:3}"; do
-		pattern=$(printf '%s' "$f" | sed 's/[][\.*^$+?(){}|]/\\&/g; s|/|$/^|g')
-		MEMUNET_CUDA_SYNC=1 CAPTURE=$WORK/sync.log limited "$(left)" "$DIR/cuda-backend.test" -test.run "^$pattern\$" -test.v
-		rc=$?
-		err=$(grep -m1 -o 'cuda:[0-9]*: .*' "$WORK/sync.log")
-		printf '%s{"case": %s, "status": %s, "error": %s}' "$sep" "$(json_string "$f")" "$(json_string "$(status_of $rc)")" \
-			"$(json_string "$err")" >>"$WORK/sync.json"
-		sep=", "
-	done
-	printf ']' >>"$WORK/sync.json"
-	n=${#failing[@]}
-	RESULT=$WORK/sync.json STATUS=done DETAIL="$n failing; the first $((n < 3 ? n : 3)) again with sync launches"
-fi
-end
-
-# 4. What a page move costs.
-begin page-moves 10
-if [ -x "$DIR/cuda-backend.test" ]; then
-	CAPTURE=$WORK/pages.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestPageMoves$' -test.v
-	rc=$?
-	line=$(grep -m1 -o 'page-moves: {.*}' "$WORK/pages.log" | cut -d' ' -f2-)
-	if [ -n "$line" ]; then
-		printf '%s' "$line" >"$WORK/pages.json"
-		RESULT=$WORK/pages.json DETAIL=$line
-	fi
-	STATUS=$(status_of $rc)
-	if grep -q -- '--- SKIP: TestPageMoves' "$WORK/pages.log"; then STATUS=skipped DETAIL="no GPU here"; fi
-else
-	STATUS=skipped DETAIL="no $DIR/cuda-backend.test"
-fi
-end
-
-# 5. Each convolution of the seed UNet: memunet's kernels, then cuDNN's.
-begin layers 40
-if [ -x "$DIR/cuda-backend.test" ]; then
-	MEMUNET_LAYER_BENCH=$WORK/layers.json MEMUNET_LAYER_BENCH_S=$(($(left) > 15 ? $(left) - 10 : 5)) CAPTURE=$WORK/layers.log \
-		limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestLayerBench$' -test.v
-	rc=$?
-	STATUS=$(status_of $rc)
-	if grep -q -- '--- SKIP: TestLayerBench' "$WORK/layers.log"; then
-		STATUS=skipped DETAIL="no GPU here"
-	elif valid_json "$WORK/layers.json"; then
-		RESULT=$WORK/layers.json
-		DETAIL="$(grep -c '"layer"' "$WORK/layers.json") rows"
-		# The best TFLOP/s of each precision.
-		command -v python3 >/dev/null && DETAIL+=$(python3 -c '
-import json, sys
-rows = json.load(open(sys.argv[1]))
-best = {}
-for r in rows:
-    best[r["precision"]] = max(best.get(r["precision"], 0), r["tflops"])
-print("; best TFLOP/s: " + ", ".join("%s %.1f" % kv for kv in sorted(best.items())))' "$WORK/layers.json" 2>/dev/null)
-	fi
-else
-	STATUS=skipped DETAIL="no $DIR/cuda-backend.test"
-fi
-STATUS_LAYERS=$STATUS
-end
-
-# 5b. The occupancy experiment: the same layers, two blocks an SM.
-begin layers-2blocks 20
-if [ -x "$DIR/cuda-backend.test" ] && [ "$STATUS_LAYERS" = passed ]; then
-	MEMUNET_CUDA_TC_BLOCKS=2 MEMUNET_LAYER_BENCH=$WORK/layers2.json MEMUNET_LAYER_BENCH_S=$(($(left) > 13 ? $(left) - 8 : 5)) \
-		CAPTURE=$WORK/layers2.log limited "$(left)" "$DIR/cuda-backend.test" -test.run '^TestLayerBench$' -test.v
-	rc=$?
-	STATUS=$(status_of $rc)
-	if valid_json "$WORK/layers2.json"; then
-		RESULT=$WORK/layers2.json
-		# Time summed over the rows both measured, per precision: two blocks / one.
-		command -v python3 >/dev/null && DETAIL=$(python3 -c '
-import json, sys, collections
-one, two = (json.load(open(p)) for p in sys.argv[1:3])
-key = lambda r: (r["base"], r["size"], r["layer"], r["pass"], r["precision"])
-base = {key(r): r["ms"] * r["count"] for r in one}
-tot = collections.defaultdict(lambda: [0.0, 0.0])
-for r in two:
-    if key(r) in base:
-        t = tot[r["precision"]]; t[0] += r["ms"] * r["count"]; t[1] += base[key(r)]
-print("two blocks / one, time over the rows both ran: " + ", ".join("%s %.2fx" % (p, a / b) for p, (a, b) in sorted(tot.items()) if b))' \
-			"$WORK/layers.json" "$WORK/layers2.json" 2>/dev/null)
-	fi
-else
-	STATUS=skipped DETAIL="the layers step did not pass here"
-fi
-end
-
-begin pytorch-layers 35
-if [ "$DEVICE" != cuda ]; then
-	STATUS=skipped DETAIL="PyTorch's CUDA figures are for the GPU run"
-elif ! limited 15 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then
-	STATUS=skipped DETAIL="torch with CUDA is not importable here"
-else
-	CAPTURE=$WORK/torch-layers.log limited "$(left)" python3 tools/pytorch/pytorch_layers.py --out "$WORK/torch-layers.json" \
-		--seconds $(($(left) > 15 ? $(left) - 10 : 5))
-	rc=$?
-	STATUS=$(status_of $rc)
-	if valid_json "$WORK/torch-layers.json"; then
-		RESULT=$WORK/torch-layers.json DETAIL=$(grep '^{' "$WORK/torch-layers.log" | tail -1)
-	fi
-fi
-end
-
-# 6. cuDNN on cuda:0: a handle, then cudnnFind's algorithm tables for the
-# seed UNet's convolutions per precision, which the policy's tests take as
-# fixtures (backend/cuda/cudnn/testdata).
-
 # test_status prints what go test -v said of test NAME in FILE: PASS,
 # FAIL or SKIP, or nothing where it did not finish.
 test_status() { grep -E -m1 -o -- "^--- (PASS|FAIL|SKIP): $2 " "$1" | cut -d' ' -f2 | tr -d :; }
@@ -547,146 +367,6 @@ wheel_cudnn() {
 		done)
 	grep -m1 '\.so\.9$' <<<"$found" || grep -m1 '\.so\.8$' <<<"$found" || true
 }
-
-begin cudnn 60
-if [ -x "$DIR/cudnn.test" ]; then
-	tables=$WORK/cudnn-tables
-	mkdir -p "$tables"
-	cudnn_env=(MEMUNET_CUDNN_TABLES="$tables")
-	lookup="the loader's own (MEMUNET_CUDNN, libcudnn.so.9/.8 on the loader path, PyTorch's wheels)"
-	# The handle first, in a process of its own, so that a fault there is
-	# named and the tables' run knows which cuDNN to take.
-	CAPTURE=$WORK/cudnn-handle.log limited "$(left)" env "${cudnn_env[@]}" "$DIR/cudnn.test" -test.run '^TestHandleOnDevice$' -test.v
-	rc=$?
-	handle=$(test_status "$WORK/cudnn-handle.log" TestHandleOnDevice)
-	why=$(test_says "$WORK/cudnn-handle.log" TestHandleOnDevice)
-	# No cuDNN by the loader's own look-up on a GPU: once more with the one
-	# a PyTorch wheel ships, named, its folder and its siblings' on the
-	# loader path (cuDNN 9 opens its engine libraries by name).
-	if [ "$DEVICE" = cuda ] && [ "$handle" = SKIP ] && [[ $why == "no cuDNN"* ]] && [ "$(left)" -gt 20 ] &&
-		lib=$(wheel_cudnn) && [ -n "$lib" ]; then
-		libdir=$(dirname "$lib") path=$(dirname "$lib")
-		for d in "${lib%/nvidia/*}"/nvidia/*/lib; do [ -d "$d" ] && [ "$d" != "$libdir" ] && path+=":$d"; done
-		cudnn_env+=(MEMUNET_CUDNN="$lib" LD_LIBRARY_PATH="$path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-		lookup="MEMUNET_CUDNN=$lib, after the loader's own look-up said: $why"
-		CAPTURE=$WORK/cudnn-handle.log limited "$(left)" env "${cudnn_env[@]}" "$DIR/cudnn.test" -test.run '^TestHandleOnDevice$' -test.v
-		rc=$?
-		handle=$(test_status "$WORK/cudnn-handle.log" TestHandleOnDevice)
-		why=$(test_says "$WORK/cudnn-handle.log" TestHandleOnDevice)
-	fi
-	[ -n "$handle" ] || handle=$(status_of $rc)
-	library="" record="not run: the handle did not pass" fp32="not run" logs=""
-	[ "$handle" = SKIP ] || library=$why
-	# Then the tables in tf32, fp16 and bf16 (each written as it is done).
-	if [ "$handle" = PASS ]; then
-		CAPTURE=$WORK/cudnn.log limited "$(left)" env "${cudnn_env[@]}" "$DIR/cudnn.test" -test.run '^TestRecordAlgorithmTables$' -test.v
-		rc=$?
-		record=$(test_status "$WORK/cudnn.log" TestRecordAlgorithmTables)
-		[ -n "$record" ] || record=$(status_of $rc)
-		logs=$(grep -E -o 'record_test\.go:[0-9]+: (tf32|fp32|fp16|bf16): .*' "$WORK/cudnn.log" | cut -d' ' -f2-)
-	fi
-	# Exact fp32 (FMA math) while time is left: its own run, so that a
-	# slow one loses only itself.
-	if [ "$record" = PASS ]; then
-		if [ "$(left)" -ge 15 ]; then
-			CAPTURE=$WORK/cudnn32.log limited "$(left)" env "${cudnn_env[@]}" MEMUNET_CUDNN_TABLE_PRECISIONS=fp32 \
-				"$DIR/cudnn.test" -test.run '^TestRecordAlgorithmTables$' -test.v
-			fp32=$(status_of $?)
-			logs+=$'\n'$(grep -E -o 'record_test\.go:[0-9]+: fp32: .*' "$WORK/cudnn32.log" | cut -d' ' -f2-)
-		else
-			fp32="not run: $(left) s left"
-		fi
-	fi
-	# The tables as the test wrote them, into OUT.
-	copied=() files=()
-	for f in "$tables"/*.json; do
-		if valid_json "$f" && mkdir -p "$OUT/cudnn-tables" && cp "$f" "$OUT/cudnn-tables/"; then
-			copied+=("$(basename "$f" .json)") files+=("$OUT/cudnn-tables/$(basename "$f")")
-		fi
-	done
-	summary=null
-	if [ ${#copied[@]} -gt 0 ] && command -v python3 >/dev/null; then
-		# Per table and pass: the summed time of the fastest algorithm that
-		# ran, and of the fastest deterministic one (as the policy counts it).
-		summary=$(python3 -c '
-import json, sys
-nondet = {"backward_data": {0}, "backward_filter": {0, 3}}
-out = {}
-for p in sys.argv[1:]:
-    t = json.load(open(p))
-    s = {"cudnn": t.get("cudnn"), "device": t.get("device"), "entries": len(t["layers"]), "passes": {}}
-    for e in t["layers"]:
-        ran = [r for r in e["results"] if r["status"] == 0 and r["time_ms"] >= 0]
-        det = [r for r in ran if r["deterministic"] and r["algo"] not in nondet.get(e["pass"], ())]
-        ps = s["passes"].setdefault(e["pass"], {"fastest_ms": 0.0, "fastest_deterministic_ms": 0.0, "without_deterministic": 0, "most_workspace_bytes": 0})
-        if ran:
-            ps["fastest_ms"] += min(r["time_ms"] for r in ran)
-        if det:
-            best = min(det, key=lambda r: (r["time_ms"], r["workspace_bytes"]))
-            ps["fastest_deterministic_ms"] += best["time_ms"]
-            ps["most_workspace_bytes"] = max(ps["most_workspace_bytes"], best["workspace_bytes"])
-        else:
-            ps["without_deterministic"] += 1
-    out[t["precision"]] = s
-print(json.dumps(out))' "${files[@]}" 2>/dev/null)
-		[[ $summary == "{"* ]] || summary=null
-	fi
-	{
-		printf '{"handle": %s, "record": %s, "record_fp32": %s, "library": %s, "lookup": %s, "tables": [' \
-			"$(json_string "$handle")" "$(json_string "$record")" "$(json_string "$fp32")" "$(json_string "$library")" "$(json_string "$lookup")"
-		sep=""
-		for p in "${copied[@]}"; do
-			printf '%s%s' "$sep" "$(json_string "cudnn-tables/$p.json")"
-			sep=", "
-		done
-		printf '], "log": %s, "summary": %s}' "$(json_string "$logs")" "$summary"
-	} >"$WORK/cudnn.json"
-	RESULT=$WORK/cudnn.json STATUS=$(status_of $rc)
-	if [ "$handle" = SKIP ]; then
-		STATUS=skipped DETAIL=$why
-	else
-		DETAIL="handle ${handle:-none}, tables ${record:-none} (fp32: $fp32); OUT/cudnn-tables: ${copied[*]:-none}; $library"
-	fi
-else
-	STATUS=skipped DETAIL="no $DIR/cudnn.test (tools/check/gpu-check.sh build)"
-fi
-end
-
-# 7. compare per size, and the caching allocator at the first.
-compare() {
-	local name=$1 size=$2 variants=$3
-	shift 3
-	limited "$(left)" "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" --variants "$variants" \
-		--set model.base=16 --set model.depth=4 --set train.batch_size=4 --set data.size="$size" --set data.count=64 \
-		"$@" --out "$WORK/$name"
-	local rc=$?
-	STATUS=$(status_of $rc)
-	if valid_json "$WORK/$name/compare.json"; then
-		RESULT=$WORK/$name/compare.json
-		DETAIL="$(grep -c '"variant"' "$WORK/$name/compare.json") variants"
-		# The device's used bytes less the context's, beyond the pool's
-		# reserved, per variant (a GPU run), and the pages moved.
-		command -v python3 >/dev/null && DETAIL+=$(python3 -c '
-import json, sys
-rows = json.load(open(sys.argv[1]))
-beyond = ["%s %+.1f MiB" % (r["variant"], r["device_beyond_pool_bytes"] / 2**20) for r in rows if "device_beyond_pool_bytes" in r]
-pages = ["%s %d/%d" % (r["variant"], r.get("pages_mapped", 0), r.get("pages_unmapped", 0)) for r in rows if "pages_mapped" in r]
-print(("; device less context beyond the pool: " + ", ".join(beyond) if beyond else "") +
-      ("; pages mapped/unmapped: " + ", ".join(pages) if pages else ""))' "$WORK/$name/compare.json" 2>/dev/null)
-	fi
-}
-limits=(55 65)
-for i in "${!sizes[@]}"; do
-	begin "compare-${sizes[$i]}" "${limits[$i]:-90}"
-	compare "compare-${sizes[$i]}" "${sizes[$i]}" "$VARIANTS"
-	end
-done
-begin compare-caching 25
-compare compare-caching "$first" baseline,checkpoint,all --set memory.allocator=caching
-end
-
-# 8. memunet bench at the seed UNet's width: the median step, the time per
-# layer kind, and on CUDA the device's work per optimizer step.
 
 # bench_row prints memunet bench's output in FILE, one variant's, as JSON
 # members: its row's cells, then the device's work per optimizer step
@@ -735,78 +415,316 @@ bench_row() {
 	}' "$1"
 }
 
-begin bench 35
-if [ "$CPU" = 1 ]; then bbase=16 bsize=$first; else bbase=64 bsize=256; fi
+# conformance_step runs TEST (TestConformance or TestConformanceCUDNN) of
+# cuda-backend.test with ENV, its output into OUT/LOGNAME, and records
+# what passed and failed; the failing cases are added to failing.
+failing=()
+conformance_step() {
+	local test=$1 logname=$2
+	shift 2
+	if [ ! -x "$DIR/cuda-backend.test" ]; then
+		STATUS=skipped DETAIL="no $DIR/cuda-backend.test (tools/check/gpu-check.sh build)"
+		return
+	fi
+	local log=$OUT/$logname rc pass fails described mine=()
+	CAPTURE=$log limited "$(left)" env "$@" "$DIR/cuda-backend.test" -test.run "^$test\$" -test.v
+	rc=$?
+	pass=$(grep -c -- '--- PASS' "$log")
+	fails=$(grep -c -- '--- FAIL' "$log")
+	mapfile -t mine < <(grep -o -- '--- FAIL: [^ ]*' "$log" | cut -d' ' -f3 |
+		awk '{n[NR] = $0} END {for (i = 1; i <= NR; i++) {leaf = 1; for (j = 1; j <= NR; j++) if (index(n[j], n[i] "/") == 1) leaf = 0; if (leaf) print n[i]}}')
+	failing+=("${mine[@]}")
+	described=$(grep -m1 -o '_test.go:[0-9]*: cuda:.*' "$log" | cut -d' ' -f2-)
+	{
+		printf '{"passed": %d, "failed": %d, "device": %s, "failing": [' "$pass" "$fails" "$(json_string "$described")"
+		local sep="" f
+		for f in "${mine[@]:0:20}"; do
+			printf '%s%s' "$sep" "$(json_string "$f")"
+			sep=", "
+		done
+		printf '], "groups": '
+		conformance_groups "$log"
+		printf ', "choices": %s}' "$(json_string "$(grep -E -o 'cudnn_test\.go:[0-9]+: (conv|up-conv) .*' "$log" | cut -d' ' -f2-)")"
+	} >"$WORK/$test.json"
+	RESULT=$WORK/$test.json STATUS=$(status_of $rc)
+	if grep -q -- "--- SKIP: $test" "$log"; then
+		STATUS=skipped DETAIL=$(test_says "$log" "$test")
+	else
+		DETAIL="$pass passed, ${#mine[@]} failing cases"
+		local bad
+		bad=$(grep -o -- "--- FAIL: $test/[^ ]*" "$log" | cut -d' ' -f3 | cut -d/ -f2- |
+			grep -E -o "^(Composed/)?($CHANGED_GROUPS)(/|\$)" | sed 's|/$||' | sort -u | paste -sd, -)
+		[ -z "$bad" ] || DETAIL+="; failing among the changed groups: $bad"
+	fi
+}
+
+# config_args prints memunet's settings for config BASExSIZE: depth 4,
+# batch 4, 64 synthetic images.
+config_args() {
+	printf -- '--set model.base=%s --set model.depth=4 --set train.batch_size=4 --set data.size=%s --set data.count=64' "${1%x*}" "${1#*x}"
+}
+
+# compare_step runs memunet compare of VARIANTS at config C with cuda.conv
+# CONV into WORK/NAME and records its rows.
+compare_step() {
+	local name=$1 c=$2 variants=$3 conv=$4
+	# shellcheck disable=SC2046
+	limited "$(left)" env "${cudnn_env[@]}" "$memunet" compare --config configs/baseline.yaml --device "$DEVICE" --steps "$STEPS" \
+		--variants "$variants" $(config_args "$c") --set cuda.conv="$conv" --out "$WORK/$name"
+	local rc=$?
+	STATUS=$(status_of $rc)
+	if valid_json "$WORK/$name/compare.json"; then
+		RESULT=$WORK/$name/compare.json
+		DETAIL="$(grep -c '"variant"' "$WORK/$name/compare.json") variants"
+		# Per variant: the step, the provider, and the device's used bytes
+		# less the context's beyond the pool's reserved (a GPU run).
+		command -v python3 >/dev/null && DETAIL+=$(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+print("; " + ", ".join("%s %.1f ms%s%s" % (r["variant"], r["step_ms_median"], " (" + r["conv"] + ")" if r.get("conv") else "",
+    ", %+.1f MiB beyond the pool" % (r["device_beyond_pool_bytes"] / 2**20) if "device_beyond_pool_bytes" in r else "") for r in rows))' \
+			"$WORK/$name/compare.json" 2>/dev/null)
+	fi
+}
+
+# pytorch_step runs tools/pytorch/pytorch_unet.py's 7 variants at config C
+# on the GPU (cudnn.benchmark and cudnn.deterministic on, TF32 as its
+# default) and records their JSON lines, with the ratios to compare-cudnn-C.
+pytorch_step() {
+	local c=$1 v n line sep=""
+	if [ "$DEVICE" != cuda ]; then
+		STATUS=skipped DETAIL="PyTorch's CUDA figures are for the GPU run"
+		return
+	fi
+	if ! limited "$(left)" python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then
+		STATUS=skipped DETAIL="torch with CUDA is not importable here"
+		return
+	fi
+	printf '[' >"$WORK/pytorch-$c.json"
+	for v in baseline:"" checkpoint:"--checkpoint" fp16:"--precision fp16" bf16:"--precision bf16" \
+		accum4:"--accumulate 4" all:"--checkpoint --precision fp16 --accumulate 4" offload:"--checkpoint --offload"; do
+		n=$(left)
+		[ "$n" -gt 5 ] || break
+		# shellcheck disable=SC2086
+		CAPTURE=$WORK/torch.log limited "$((n < 20 ? n : 20))" python3 tools/pytorch/pytorch_unet.py --device cuda --base "${c%x*}" \
+			--depth 4 --batch 4 --size "${c#*x}" --classes 4 --steps "$STEPS" --cudnn-benchmark --deterministic ${v#*:}
+		line=$(grep '^{' "$WORK/torch.log" | tail -1)
+		if [ "${line:0:1}" = "{" ]; then
+			printf '%s{"variant": "%s", "config": "%s", "result": %s}' "$sep" "${v%%:*}" "$c" "$line" >>"$WORK/pytorch-$c.json"
+			sep=", "
+		fi
+	done
+	printf ']' >>"$WORK/pytorch-$c.json"
+	RESULT=$WORK/pytorch-$c.json STATUS=passed
+	DETAIL="$(grep -o '"variant"' "$WORK/pytorch-$c.json" | wc -l) variants at $c"
+	command -v python3 >/dev/null && DETAIL+=$(python3 -c '
+import json, sys
+torch = {r["variant"]: r["result"] for r in json.load(open(sys.argv[1]))}
+try:
+    ours = {r["variant"]: r for r in json.load(open(sys.argv[2]))}
+except (OSError, ValueError):
+    ours = {}
+out = []
+for v, t in torch.items():
+    m = ours.get(v)
+    if m and not m.get("error") and t.get("max_memory_allocated"):
+        out.append("%s %.2fx time, %.2fx memory" % (v, m["step_ms_median"] / t["step_ms_median"], m["peak_allocated_bytes"] / t["max_memory_allocated"]))
+print("; memunet (cuDNN) / PyTorch: " + ", ".join(out) if out else "")' "$WORK/pytorch-$c.json" "$WORK/compare-cudnn-$c/compare.json" 2>/dev/null)
+}
+
+# Every memunet process of this run shares one Find cache.
+cudnn_env=(MEMUNET_CUDNN_CACHE="$WORK/cudnn-find")
+
+# 2. cuDNN on cuda:0: a handle, found by the loader's own look-up or
+# else in PyTorch's wheels.
+begin cudnn 25
+if [ -x "$DIR/cuda-backend.test" ]; then
+	lookup="the loader's own (MEMUNET_CUDNN, libcudnn.so.9/.8 on the loader path, PyTorch's wheels)"
+	CAPTURE=$WORK/cudnn-handle.log limited "$(left)" env "${cudnn_env[@]}" "$DIR/cuda-backend.test" -test.run '^TestHandleOnDevice$' -test.v
+	rc=$?
+	handle=$(test_status "$WORK/cudnn-handle.log" TestHandleOnDevice)
+	why=$(test_says "$WORK/cudnn-handle.log" TestHandleOnDevice)
+	# No cuDNN by the loader's own look-up on a GPU: once more with the one
+	# a PyTorch wheel ships, named, its folder and its siblings' on the
+	# loader path (cuDNN 9 opens its engine libraries by name).
+	if [ "$DEVICE" = cuda ] && [ "$handle" = SKIP ] && [[ $why == "no cuDNN"* ]] && [ "$(left)" -gt 8 ] &&
+		lib=$(wheel_cudnn) && [ -n "$lib" ]; then
+		libdir=$(dirname "$lib") path=$(dirname "$lib")
+		for d in "${lib%/nvidia/*}"/nvidia/*/lib; do [ -d "$d" ] && [ "$d" != "$libdir" ] && path+=":$d"; done
+		cudnn_env+=(MEMUNET_CUDNN="$lib" LD_LIBRARY_PATH="$path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+		lookup="MEMUNET_CUDNN=$lib, after the loader's own look-up said: $why"
+		CAPTURE=$WORK/cudnn-handle.log limited "$(left)" env "${cudnn_env[@]}" "$DIR/cuda-backend.test" -test.run '^TestHandleOnDevice$' -test.v
+		rc=$?
+		handle=$(test_status "$WORK/cudnn-handle.log" TestHandleOnDevice)
+		why=$(test_says "$WORK/cudnn-handle.log" TestHandleOnDevice)
+	fi
+	[ -n "$handle" ] || handle=$(status_of $rc)
+	printf '{"handle": %s, "library": %s, "lookup": %s}' "$(json_string "$handle")" "$(json_string "$why")" "$(json_string "$lookup")" >"$WORK/cudnn.json"
+	RESULT=$WORK/cudnn.json STATUS=$(status_of $rc)
+	case $handle in
+	SKIP) STATUS=skipped DETAIL=$why ;;
+	PASS) DETAIL="$why; looked up by $lookup" ;;
+	*) DETAIL="handle: $handle; $why" ;;
+	esac
+else
+	STATUS=skipped DETAIL="no $DIR/cuda-backend.test (tools/check/gpu-check.sh build)"
+fi
+end
+
+# 3. Conformance on cuda:0, memunet's kernels then cuDNN's; 4. the first
+# failing cases again with sync launches.
+begin conformance 35
+conformance_step TestConformance conformance.log "${cudnn_env[@]}"
+end
+
+begin conformance-cudnn 40
+conformance_step TestConformanceCUDNN conformance-cudnn.log "${cudnn_env[@]}"
+end
+
+begin conformance-sync 10
+if [ ${#failing[@]} -eq 0 ]; then
+	STATUS=skipped DETAIL="no failing case"
+else
+	printf '[' >"$WORK/sync.json"
+	sep=""
+	for f in "${failing[@]:0:3}"; do
+		pattern=$(printf '%s' "$f" | sed 's/[][\.*^$+?(){}|]/\\&/g; s|/|$/^|g')
+		MEMUNET_CUDA_SYNC=1 CAPTURE=$WORK/sync.log limited "$(left)" env "${cudnn_env[@]}" "$DIR/cuda-backend.test" -test.run "^$pattern\$" -test.v
+		rc=$?
+		err=$(grep -m1 -o 'cuda:[0-9]*: .*' "$WORK/sync.log")
+		printf '%s{"case": %s, "status": %s, "error": %s}' "$sep" "$(json_string "$f")" "$(json_string "$(status_of $rc)")" \
+			"$(json_string "$err")" >>"$WORK/sync.json"
+		sep=", "
+	done
+	printf ']' >>"$WORK/sync.json"
+	n=${#failing[@]}
+	RESULT=$WORK/sync.json STATUS=done DETAIL="$n failing; the first $((n < 3 ? n : 3)) again with sync launches"
+fi
+end
+
+# 5. The first config: every variant with cuDNN, five with memunet's
+# kernels, PyTorch's beside them.
+begin "compare-cudnn-$first" 80
+compare_step "compare-cudnn-$first" "$first" "$VARIANTS" cudnn
+end
+begin "compare-memunet-$first" 50
+compare_step "compare-memunet-$first" "$first" baseline,checkpoint,fp16,bf16,accum4 memunet
+end
+begin "pytorch-$first" 60
+pytorch_step "$first"
+end
+
+# 6. Two runs of one seed with cuDNN: the same weights, bit for bit.
+begin same-seed 25
+for i in 1 2; do
+	# shellcheck disable=SC2046
+	limited "$(left)" env "${cudnn_env[@]}" "$memunet" train --config configs/baseline.yaml --device "$DEVICE" --force \
+		--out "$WORK/seed$i" $(config_args "$first") --set train.steps="$STEPS" --set train.val_every=0 \
+		--set cuda.conv=cudnn --set output.progress=none --set output.tensorboard=false
+	rc=$?
+	[ "$rc" = 0 ] || break
+done
+STATUS=$(status_of "$rc")
+if [ "$rc" = 0 ]; then
+	# The tensors' bytes of the last checkpoint's model.safetensors, each
+	# compared by name (the header's metadata aside).
+	same=$(python3 -c '
+import glob, json, struct, sys
+def tensors(run):
+    path = sorted(glob.glob(run + "/checkpoints/step-*/model.safetensors"))[-1]
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in head.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+diff = sorted(k for k in a if a[k] != b.get(k))
+print(json.dumps({"tensors": len(a), "differ": diff[:20], "identical": not diff and a.keys() == b.keys()}))' "$WORK/seed1" "$WORK/seed2" 2>&1)
+	if [[ $same == "{"* ]]; then
+		printf '%s' "$same" >"$WORK/same-seed.json"
+		RESULT=$WORK/same-seed.json
+		if [[ $same == *'"identical": true'* ]]; then DETAIL="identical weights after $STEPS steps ($first)"; else STATUS="failed (the weights differ)" DETAIL=$same; fi
+	else
+		STATUS="failed (no comparison)" DETAIL=$same
+	fi
+fi
+end
+
+# 7. memunet bench with cuDNN at the first config: the median step, the
+# time per layer kind, and on CUDA the device's work per optimizer step.
+begin bench 20
 printf '[' >"$WORK/bench.json"
 sep="" STATUS=passed lines=() left_out=()
-# baseline and fp16 always, the others while 12 s are left; each at most
-# 16 s, so that a slow one leaves the next its time.
-for v in baseline fp16 bf16 accum4; do
+for v in baseline fp16; do
 	n=$(left)
-	case $v in baseline | fp16) min=3 ;; *) min=12 ;; esac
-	if [ "$n" -lt "$min" ]; then
+	if [ "$n" -lt 3 ]; then
 		left_out+=("$v")
 		continue
 	fi
-	CAPTURE=$WORK/bench.log limited "$((n < 16 ? n : 16))" "$memunet" bench --config configs/baseline.yaml --device "$DEVICE" \
-		--steps "$BENCH_STEPS" --variants "$v" --set model.base="$bbase" --set model.depth=4 --set train.batch_size=4 \
-		--set data.size="$bsize" --set data.count=64
+	# shellcheck disable=SC2046
+	CAPTURE=$WORK/bench.log limited "$((n < 12 ? n : 12))" env "${cudnn_env[@]}" "$memunet" bench --config configs/baseline.yaml \
+		--device "$DEVICE" --steps "$BENCH_STEPS" --variants "$v" $(config_args "$first") --set cuda.conv=cudnn
 	rc=$?
 	st=$(status_of $rc)
 	row=$(bench_row "$WORK/bench.log")
 	if [ "$rc" = 0 ] && [[ $row == '"error"'* ]]; then st="failed (no row)"; fi
 	[ "$st" = passed ] || STATUS=$st
-	printf '%s{"variant": "%s", "status": %s, "base": %d, "size": %d, "batch": 4, "depth": 4, "steps": %d, %s, "output": %s}' \
-		"$sep" "$v" "$(json_string "$st")" "$bbase" "$bsize" "$BENCH_STEPS" "$row" "$(json_string "$(tail -c 4000 "$WORK/bench.log")")" >>"$WORK/bench.json"
+	printf '%s{"variant": "%s", "status": %s, "config": "%s", "batch": 4, "depth": 4, "steps": %d, "conv": "cudnn", %s, "output": %s}' \
+		"$sep" "$v" "$(json_string "$st")" "$first" "$BENCH_STEPS" "$row" "$(json_string "$(tail -c 4000 "$WORK/bench.log")")" >>"$WORK/bench.json"
 	sep=", "
 	lines+=("$(bench_row "$WORK/bench.log" detail)")
 	[ "$rc" = 0 ] || lines[-1]+=" [$st]"
 done
 printf ']' >>"$WORK/bench.json"
 RESULT=$WORK/bench.json
-DETAIL="base $bbase, $bsize px: $(printf '%s; ' "${lines[@]}")"
+DETAIL="$first: $(printf '%s; ' "${lines[@]}")"
 DETAIL=${DETAIL%; }
 [ ${#left_out[@]} -eq 0 ] || DETAIL+="; no time left for ${left_out[*]}"
 end
 
-# 9. The quickstart trained on the device, beside the CPU twin (build).
-begin train 35
-limited "$(left)" "$memunet" train --config configs/quickstart.yaml --device "$DEVICE" --force --out "$WORK/train" \
-	--set train.steps="$TRAIN_STEPS" --set train.val_every="$TRAIN_STEPS" --set output.progress=plain
-rc=$?
-STATUS=$(status_of $rc)
-if valid_json "$WORK/train/summary.json"; then
-	RESULT=$WORK/train/summary.json
-	DETAIL=$(grep -o '"final_loss": *[0-9.e+-]*' "$WORK/train/summary.json" | head -1)
+# 8. cudnnFind's algorithm tables for the seed UNet's convolutions per
+# precision, which the policy's tests take as fixtures
+# (backend/cuda/cudnn/testdata).
+begin cudnn-tables 35
+if [ -x "$DIR/cuda-backend.test" ] && [ "$(test_status "$WORK/cudnn-handle.log" TestHandleOnDevice 2>/dev/null)" = PASS ]; then
+	tables=$WORK/cudnn-tables
+	mkdir -p "$tables"
+	CAPTURE=$WORK/cudnn.log limited "$(left)" env "${cudnn_env[@]}" MEMUNET_CUDNN_TABLES="$tables" "$DIR/cuda-backend.test" \
+		-test.run '^TestRecordAlgorithmTables$' -test.v
+	rc=$?
+	record=$(test_status "$WORK/cudnn.log" TestRecordAlgorithmTables)
+	[ -n "$record" ] || record=$(status_of $rc)
+	logs=$(grep -E -o 'cudnn_test\.go:[0-9]+: (tf32|fp32|fp16|bf16): .*' "$WORK/cudnn.log" | cut -d' ' -f2-)
+	copied=()
+	for f in "$tables"/*.json; do
+		if valid_json "$f" && mkdir -p "$OUT/cudnn-tables" && cp "$f" "$OUT/cudnn-tables/"; then
+			copied+=("$(basename "$f" .json)")
+		fi
+	done
+	{
+		printf '{"record": %s, "tables": [' "$(json_string "$record")"
+		sep=""
+		for p in "${copied[@]}"; do
+			printf '%s%s' "$sep" "$(json_string "cudnn-tables/$p.json")"
+			sep=", "
+		done
+		printf '], "log": %s}' "$(json_string "$logs")"
+	} >"$WORK/cudnn-tables.json"
+	RESULT=$WORK/cudnn-tables.json STATUS=$(status_of $rc)
+	DETAIL="tables $record; OUT/cudnn-tables: ${copied[*]:-none}"
+else
+	STATUS=skipped DETAIL="no cuDNN handle on this device (the cudnn step)"
 fi
 end
 
-# 10. PyTorch on the same GPU, where python3's torch has CUDA.
-begin pytorch 45
-if [ "$DEVICE" != cuda ]; then
-	STATUS=skipped DETAIL="PyTorch's CUDA figures are for the GPU run"
-elif ! limited "$(left)" python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)'; then
-	STATUS=skipped DETAIL="torch with CUDA is not importable here"
-else
-	printf '[' >"$WORK/pytorch.json"
-	sep=""
-	for v in baseline:"" checkpoint:"--checkpoint" fp16:"--precision fp16" bf16:"--precision bf16" \
-		accum4:"--accumulate 4" all:"--checkpoint --precision fp16 --accumulate 4" offload:"--checkpoint --offload"; do
-		n=$(left)
-		[ "$n" -gt 5 ] || break
-		# shellcheck disable=SC2086
-		CAPTURE=$WORK/torch.log limited "$((n < 25 ? n : 25))" python3 tools/pytorch/pytorch_unet.py --device cuda --base 16 --depth 4 \
-			--batch 4 --size "$first" --classes 4 --steps "$STEPS" ${v#*:}
-		line=$(grep '^{' "$WORK/torch.log" | tail -1)
-		if [ "${line:0:1}" = "{" ]; then
-			printf '%s{"variant": "%s", "size": %d, "result": %s}' "$sep" "${v%%:*}" "$first" "$line" >>"$WORK/pytorch.json"
-			sep=", "
-		fi
-	done
-	printf ']' >>"$WORK/pytorch.json"
-	RESULT=$WORK/pytorch.json STATUS=passed DETAIL="torch with CUDA: $(grep -o '"variant"' "$WORK/pytorch.json" | wc -l) variants at $first px"
-fi
-end
+# 9. The second config, with cuDNN, beside PyTorch.
+for c in "${configs[@]:1}"; do
+	begin "compare-cudnn-$c" 40
+	compare_step "compare-cudnn-$c" "$c" "$VARIANTS" cudnn
+	end
+	begin "pytorch-$c" 35
+	pytorch_step "$c"
+	end
+done
 
 FINISHED=true
 NOTE="$FAILED step(s) failed or timed out"

@@ -202,6 +202,10 @@ def main():
     ap.add_argument("--checkpoint", action="store_true")
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--offload", action="store_true")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark: cuDNN's fastest algorithm per layer, timed at first use")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="torch.backends.cudnn.deterministic: deterministic cuDNN algorithms only")
     a = ap.parse_args()
     if a.precision == "fp16" and a.device == "cpu":
         ap.error("--precision fp16 needs --device cuda (PyTorch's CPU autocast is bf16 only)")
@@ -209,6 +213,8 @@ def main():
         ap.error("--batch must be divisible by --accumulate")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
+    torch.backends.cudnn.deterministic = a.deterministic
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
     if a.dims == 2 and a.max_channels is None and a.pool_kernels is None:
@@ -275,6 +281,10 @@ def main():
         out["max_memory_allocated"] = torch.cuda.max_memory_allocated()
         out["max_memory_reserved"] = torch.cuda.max_memory_reserved()
         out["gpu"] = torch.cuda.get_device_name(dev)
+        out["provider"] = "pytorch+cudnn %s" % torch.backends.cudnn.version()
+        out["cudnn_benchmark"] = torch.backends.cudnn.benchmark
+        out["cudnn_deterministic"] = torch.backends.cudnn.deterministic
+        out["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
     print(json.dumps(out))
 
 
