@@ -216,7 +216,7 @@ func (c *Compare) runVariant(name, dir string) (report.CompareRow, report.Timeli
 	row.PeakAllocatedBytes, row.PeakReservedBytes, row.PeakRSSBytes = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.PeakRSSBytes
 	row.PeakByCategory, row.StepMSMedian, row.FinalLoss = sum.PeakAllocatedByCategory, sum.StepMSMedian, sum.FinalLoss
 	row.Params = sum.Params
-	row.Conv, row.CUDNN = sum.Conv, sum.CUDNN
+	row.Conv, row.CUDNN, row.ConvWorkspaceBytes = sum.Conv, sum.CUDNN, sum.ConvWorkspaceBytes
 	row.DeviceUsedPeakBytes, row.ContextOverheadBytes = sum.DeviceUsedPeakBytes, sum.ContextOverheadBytes
 	if sum.DeviceUsedPeakBytes > 0 {
 		row.DeviceBeyondPoolBytes = sum.DeviceUsedPeakBytes - sum.ContextOverheadBytes - sum.PeakReservedBytes

@@ -21,6 +21,9 @@ type ConvResolver interface {
 	// UseConvLibrary makes lib (nil: none) compute the convolutions,
 	// each pass's algorithm chosen by policy.
 	UseConvLibrary(lib cuda.ConvLibrary, policy cudnn.Policy, required bool)
+	// ConvChoices lists the convolutions the library was asked for and
+	// what it chose for each.
+	ConvChoices() []cuda.LibraryChoice
 }
 
 // ResolveConv resolves cuda.conv (choice: auto, cudnn or memunet) on b and

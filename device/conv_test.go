@@ -29,6 +29,7 @@ func (f *fakeGPU) OnContext(fn func() error) error     { return fn() }
 func (f *fakeGPU) OpenConvLibrary(open func() (cuda.ConvLibrary, error)) (cuda.ConvLibrary, error) {
 	return open()
 }
+func (f *fakeGPU) ConvChoices() []cuda.LibraryChoice { return nil }
 func (f *fakeGPU) UseConvLibrary(lib cuda.ConvLibrary, p cudnn.Policy, required bool) {
 	f.lib, f.policy, f.required = lib, p, required
 }

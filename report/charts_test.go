@@ -547,3 +547,32 @@ func TestCompareTableFailedRow(t *testing.T) {
 		t.Errorf("the failed row: %q", rows[3])
 	}
 }
+
+// TestCompareConvColumns: rows from a GPU run that name their
+// convolution provider add "conv" and "conv ws" (the most workspace the
+// library's chosen algorithms took) to the table and compare.csv, "-"
+// where a row has none; CPU rows add neither.
+func TestCompareConvColumns(t *testing.T) {
+	rows := syntheticRows()
+	var plain bytes.Buffer
+	PrintCompareTable(&plain, rows)
+	if strings.Contains(plain.String(), "conv ws") {
+		t.Errorf("a CPU table has conv columns:\n%s", plain.String())
+	}
+	rows[0].Conv, rows[0].ConvWorkspaceBytes = "cudnn", 96<<20
+	rows[1].Conv = "memunet"
+	var table bytes.Buffer
+	PrintCompareTable(&table, rows)
+	lines := strings.Split(table.String(), "\n")
+	if !strings.Contains(lines[0], "conv ws") || !strings.Contains(lines[1], "cudnn") || !strings.Contains(lines[1], "96.00 MiB") ||
+		!strings.Contains(lines[2], "memunet") {
+		t.Errorf("GPU table:\n%s", table.String())
+	}
+	var csvText bytes.Buffer
+	if err := writeCompareCSV(&csvText, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(csvText.String(), "conv ws (bytes)") || !strings.Contains(csvText.String(), ",cudnn,100663296,") {
+		t.Errorf("compare.csv:\n%s", csvText.String())
+	}
+}

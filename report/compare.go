@@ -33,6 +33,10 @@ type CompareRow struct {
 	// absent on the CPU.
 	Conv  string `json:"conv,omitempty"`
 	CUDNN string `json:"cudnn,omitempty"`
+	// ConvWorkspaceBytes is the most workspace cuDNN's chosen algorithms
+	// took for one convolution pass (from the pool; cuda.workspace bounds
+	// it).
+	ConvWorkspaceBytes int64 `json:"conv_workspace_bytes,omitempty"`
 	// DeviceUsedPeakBytes and ContextOverheadBytes are the device's own view
 	// (a GPU run: cuMemGetInfo, as nvidia-smi shows it): the most in use,
 	// and what the context, kernels and scratch took before the pool.
@@ -92,8 +96,9 @@ func WriteCompare(dir string, rows []CompareRow, timelines map[string]Timeline, 
 }
 
 // extraColumns says which optional columns a table has: the device's own
-// view (a GPU run) and the bytes offloaded to host memory.
-type extraColumns struct{ device, host bool }
+// view (a GPU run), the bytes offloaded to host memory, and who computed
+// the convolutions with the workspace it chose (a GPU run).
+type extraColumns struct{ device, host, conv bool }
 
 // compareHeader is the table's header; the optional columns follow the
 // pool's.
@@ -105,11 +110,14 @@ func compareHeader(x extraColumns) []string {
 	if x.host {
 		h = append(h, "host")
 	}
+	if x.conv {
+		h = append(h, "conv", "conv ws")
+	}
 	return append(h, "params", "grads", "optimizer", "activations", "workspace", "step ms", "samples/s", "final loss")
 }
 
 // byteColumns are the header's columns that hold bytes.
-var byteColumns = map[string]bool{"peak alloc": true, "peak reserved": true, "peak RSS": true, "device used": true, "context": true, "host": true,
+var byteColumns = map[string]bool{"peak alloc": true, "peak reserved": true, "peak RSS": true, "device used": true, "context": true, "host": true, "conv ws": true,
 	"params": true, "grads": true, "optimizer": true, "activations": true, "workspace": true}
 
 // deviceColumns reports whether any row has the device's own view.
@@ -127,6 +135,7 @@ func columnsOf(rows []CompareRow) extraColumns {
 	x := extraColumns{device: deviceColumns(rows)}
 	for _, r := range rows {
 		x.host = x.host || r.OffloadedPeakBytes > 0
+		x.conv = x.conv || r.Conv != ""
 	}
 	return x
 }
@@ -160,6 +169,13 @@ func (r CompareRow) cells(bytes func(int64) string, x extraColumns) []string {
 	}
 	if x.host {
 		c = append(c, pool(r.OffloadedPeakBytes))
+	}
+	if x.conv {
+		conv := r.Conv
+		if conv == "" {
+			conv = "-"
+		}
+		c = append(c, conv, pool(r.ConvWorkspaceBytes))
 	}
 	for _, cat := range memory.Categories() {
 		c = append(c, pool(r.PeakByCategory[cat.String()]))

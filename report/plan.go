@@ -32,6 +32,41 @@ type PlanTable struct {
 	// none fits), said as the --set flags that turn Configured into it.
 	Recommended string
 	Configured  config.Variant
+	// Conv is what a convolution library chose for the plans'
+	// convolutions (a GPU with cuDNN), nil where none computes them.
+	Conv *train.ConvLibraryPlan
+}
+
+// printConvPlan writes the library's lines: the most workspace its
+// algorithms take against the budget, the convolutions memunet's kernels
+// compute instead and why, and with wide every convolution's algorithms.
+func printConvPlan(w io.Writer, c *train.ConvLibraryPlan, wide bool) {
+	fb := memory.FormatBytes
+	var most int64
+	computed := 0
+	for _, ch := range c.Choices {
+		if ch.Fallback == "" {
+			computed++
+			most = max(most, ch.WorkspaceBytes)
+		}
+	}
+	fmt.Fprintf(w, "convolutions: %s computes %d of %d shapes; its algorithms take at most %s of workspace for one pass, "+
+		"from the pool and in the peak (cuda.workspace %s)\n", c.Library, computed, len(c.Choices), fb(most), fb(c.BudgetBytes))
+	for _, ch := range c.Choices {
+		switch {
+		case ch.Fallback != "":
+			fmt.Fprintf(w, "  %s (%s): memunet's kernels: %s\n", ch.Shape, ch.Precision, ch.Fallback)
+		case wide:
+			algos := make([]string, len(ch.Algorithms))
+			for i, a := range ch.Algorithms {
+				algos[i] = fmt.Sprintf("%s %s %s", a.Pass, a.Name, fb(a.WorkspaceBytes))
+			}
+			fmt.Fprintf(w, "  %s (%s): %s\n", ch.Shape, ch.Precision, strings.Join(algos, ", "))
+		}
+	}
+	if !wide && computed > 0 {
+		fmt.Fprintln(w, "  --wide lists each convolution's algorithms and their workspace.")
+	}
 }
 
 // PrintPlan writes plan's table of rows (a row that could not be planned
@@ -108,6 +143,9 @@ func PrintPlan(w io.Writer, rows []train.PlanRow, t PlanTable) error {
 	}
 	if offloads {
 		fmt.Fprintln(w, "host: the most the offloaded blocks' inputs hold in host memory (pinned on a GPU), not the device.")
+	}
+	if t.Conv != nil {
+		printConvPlan(w, t.Conv, t.Wide)
 	}
 	if t.CapacityNote != "" {
 		fmt.Fprintln(w, t.CapacityNote)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda"
+	"github.com/memunet/memunet/backend/cuda/cudnn"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/train"
 )
@@ -109,6 +111,43 @@ func TestPrintPlanNoneFitsVolumes(t *testing.T) {
 		}
 		if want := "no variant fits; lower train.batch_size, " + tc.want + " or model.base"; !strings.Contains(b.String(), want) {
 			t.Errorf("%s volumes: the plan ends\n%s\nwant %q", tc.source, b.String(), want)
+		}
+	}
+}
+
+// TestPrintPlanConvLibrary: where cuDNN computes the convolutions, plan
+// says how many shapes it computes and the most workspace its algorithms
+// take against cuda.workspace, lists each shape memunet's kernels compute
+// instead with why, and with --wide each shape's algorithms.
+func TestPrintPlanConvLibrary(t *testing.T) {
+	conv := &train.ConvLibraryPlan{Library: "cuDNN 9.6.0 (CUDA 12.6) from /lib/libcudnn.so.9", BudgetBytes: 256 << 20, Choices: []cuda.LibraryChoice{
+		{Shape: "conv 3x3 64->64 on 4x256x256 (pad 1)", Precision: "tf32", WorkspaceBytes: 9 << 20, Algorithms: []cudnn.Choice{
+			{Pass: cudnn.Forward, Result: cudnn.Result{Name: "IMPLICIT_PRECOMP_GEMM", WorkspaceBytes: 9 << 20}},
+			{Pass: cudnn.BackwardData, Result: cudnn.Result{Name: "ALGO_1"}},
+			{Pass: cudnn.BackwardFilter, Result: cudnn.Result{Name: "ALGO_1", WorkspaceBytes: 1 << 20}},
+		}},
+		{Shape: "up-conv 2x2 128->64 on 4x128x128", Precision: "tf32", Fallback: "no deterministic cuDNN algorithm fits cuda.workspace"},
+	}}
+	rows := []train.PlanRow{{Name: "baseline", Variant: config.Variant{MicroBatch: 4, Accumulate: 1}, PeakAllocatedBytes: 8 << 20, RelativeTime: 1}}
+	for _, wide := range []bool{false, true} {
+		var b bytes.Buffer
+		if err := PrintPlan(&b, rows, PlanTable{Wide: wide, Conv: conv}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		want := []string{
+			"convolutions: cuDNN 9.6.0 (CUDA 12.6) from /lib/libcudnn.so.9 computes 1 of 2 shapes; its algorithms take at most 9.00 MiB of workspace for one pass, from the pool and in the peak (cuda.workspace 256.00 MiB)",
+			"  up-conv 2x2 128->64 on 4x128x128 (tf32): memunet's kernels: no deterministic cuDNN algorithm fits cuda.workspace",
+		}
+		if wide {
+			want = append(want, "  conv 3x3 64->64 on 4x256x256 (pad 1) (tf32): forward IMPLICIT_PRECOMP_GEMM 9.00 MiB, backward_data ALGO_1 0 bytes, backward_filter ALGO_1 1.00 MiB")
+		} else {
+			want = append(want, "--wide lists each convolution's algorithms")
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("wide %v: the output does not say %q:\n%s", wide, w, out)
+			}
 		}
 	}
 }

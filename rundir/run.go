@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
@@ -82,6 +83,12 @@ type Summary struct {
 	// on the CPU, CUDNN where none did.
 	Conv  string `json:"conv,omitempty"`
 	CUDNN string `json:"cudnn,omitempty"`
+	// ConvChoices are the algorithms the library chose for each
+	// convolution of the run (or why memunet's kernels computed it), and
+	// ConvWorkspaceBytes the most any one takes: the workspace it took
+	// from the pool (cuda.workspace bounds it).
+	ConvChoices        []cuda.LibraryChoice `json:"conv_choices,omitempty"`
+	ConvWorkspaceBytes int64                `json:"conv_workspace_bytes,omitempty"`
 	// The device's own view of its memory where the backend reports it (a
 	// GPU): the most in use at any step's phase ends, the device's total,
 	// and what was in use before the pool's first allocation (context,
@@ -334,6 +341,12 @@ func (r *run) writeSummary() (*Summary, error) {
 		if prev, err := ReadSummary(r.opts.OutDir); err == nil && prev.Steps == r.sum.Steps {
 			prev.Interrupted = r.sum.Interrupted
 			return prev, nil
+		}
+	}
+	if cr, ok := r.tr.Device.Backend.(device.ConvResolver); ok && cr.ConvProvider().CUDNN != "" {
+		r.sum.ConvChoices, r.sum.ConvWorkspaceBytes = cr.ConvChoices(), 0
+		for _, c := range r.sum.ConvChoices {
+			r.sum.ConvWorkspaceBytes = max(r.sum.ConvWorkspaceBytes, c.WorkspaceBytes)
 		}
 	}
 	if rep, ok := r.tr.Device.Backend.(device.MemoryReporter); ok {

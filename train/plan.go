@@ -6,9 +6,11 @@ import (
 	"runtime"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/backend/cuda"
 	"github.com/memunet/memunet/backend/noop"
 	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/data"
+	"github.com/memunet/memunet/device"
 	"github.com/memunet/memunet/dist"
 	"github.com/memunet/memunet/memory"
 	"github.com/memunet/memunet/model"
@@ -121,6 +123,33 @@ type PlanRow struct {
 	// TensorBytes is the largest parameter's fp32 bytes: what writing a
 	// checkpoint holds at once (one tensor at a time).
 	TensorBytes int64 `json:"-"`
+}
+
+// ConvLibraryPlan is a convolution library's choices for the
+// convolutions asked of it (a GPU with cuDNN): what plan prints below its
+// table.
+type ConvLibraryPlan struct {
+	// Library names it ("cuDNN 9.6.0 (CUDA 12.6) from /path").
+	Library string
+	// BudgetBytes is cuda.workspace in bytes.
+	BudgetBytes int64
+	Choices     []cuda.LibraryChoice
+}
+
+// LibraryPlan is what the library computing cfg's convolutions on its
+// device chose for the convolutions asked of it in this process (the
+// plans' among them), nil where none computes them (the CPU, memunet's
+// kernels).
+func LibraryPlan(cfg config.Config) *ConvLibraryPlan {
+	b, err := Target(cfg)
+	if err != nil {
+		return nil
+	}
+	cr, ok := b.(device.ConvResolver)
+	if !ok || cr.ConvProvider().CUDNN == "" {
+		return nil
+	}
+	return &ConvLibraryPlan{Library: cr.ConvProvider().CUDNN, BudgetBytes: cfg.ConvPolicy().WorkspaceBytes, Choices: cr.ConvChoices()}
 }
 
 // PhaseValidation names validation's peak in PlanRow.PeakByPhase.

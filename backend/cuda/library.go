@@ -174,14 +174,15 @@ func (b *Backend) ConvLibrary() ConvLibrary {
 // LibraryChoice is one convolution the library was asked for: its
 // shape, and each pass's algorithm or why memunet's kernels compute it.
 type LibraryChoice struct {
-	Shape     string
-	Precision string
+	Shape     string `json:"shape"`
+	Precision string `json:"precision"`
 	// Algorithms are the forward, backward data and backward filter
 	// algorithms chosen (empty with Fallback).
-	Algorithms     []cudnn.Choice
-	WorkspaceBytes int64
+	Algorithms []cudnn.Choice `json:"algorithms,omitempty"`
+	// WorkspaceBytes is the most the chosen algorithms take.
+	WorkspaceBytes int64 `json:"workspace_bytes"`
 	// Fallback says why memunet's kernels compute it ("" where the library does).
-	Fallback string
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // ConvChoices lists the convolutions the library was asked for so far,

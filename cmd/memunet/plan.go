@@ -49,7 +49,7 @@ func planCommand(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "memunet plan: %s, %s, effective batch %d\n", cmd.path, cfg.SampleSize(), cfg.Train.BatchSize*cfg.Train.Accumulate)
 	return report.PrintPlan(stdout, rows, report.PlanTable{Wide: *wide, Capacity: capBytes, CapacityNote: capNote, Host: host,
-		Arena: cfg.Memory.Allocator == "arena", Recommended: rec, Configured: cfg.Variant()})
+		Arena: cfg.Memory.Allocator == "arena", Recommended: rec, Configured: cfg.Variant(), Conv: train.LibraryPlan(cfg)})
 }
 
 // suggestPatch prints the largest square data.patch that fits capBytes:
