@@ -65,6 +65,7 @@ type libConv struct {
 	chosen    [3]cudnn.Result // by cudnn.Pass
 	workspace int64           // bytes: the most any chosen algorithm takes
 	staging   int64           // bytes of a 16-bit weight gradient, after the workspace (0 in fp32)
+	ran       [3]bool         // by pass: it has run (libRun counts its first run's memory)
 	// why is not nil where the library does not compute this convolution
 	// (memunet's kernels do, under cuda.conv: auto).
 	why error
@@ -331,8 +332,20 @@ func (b *Backend) libRun(c *libConv, pass cudnn.Pass, x, w, y devicePtr, ws back
 	}
 	space := b.libSpace(ws, c)
 	b.order(x, w, y, space)
-	err := b.lib.lib.Run(pass, c.shape, c.precision, c.chosen[pass].Algo, cudnn.Buffers{X: x.addr, W: w.addr, Y: y.addr,
-		Workspace: space.addr, WorkspaceBytes: c.workspace, Accumulate: accumulate})
+	run := func() error {
+		return b.lib.lib.Run(pass, c.shape, c.precision, c.chosen[pass].Algo, cudnn.Buffers{X: x.addr, W: w.addr, Y: y.addr,
+			Workspace: space.addr, WorkspaceBytes: c.workspace, Accumulate: accumulate})
+	}
+	var err error
+	if c.ran[pass] {
+		err = run()
+	} else {
+		// A library loads an algorithm's kernels at its first run (CUDA's
+		// lazy loading; Find loaded them where it ran, but not where its
+		// results came from the cache): the context's, not the pool's.
+		err = b.countingOverhead(run)
+		c.ran[pass] = true
+	}
 	call := libCalls[pass]
 	if err == nil {
 		b.launched.Add(1)

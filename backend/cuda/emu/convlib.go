@@ -29,17 +29,24 @@ type ConvLibrary struct {
 	// MinWorkspace, when set, is added to every algorithm's workspace, so
 	// that a test can make every algorithm too big for a budget.
 	MinWorkspace int64
+	// LoadBytes, when set, is device memory each algorithm takes at its
+	// first Find or run and keeps, as cuDNN's kernels take when CUDA
+	// loads them lazily; with FromCache, Find loads nothing, as where its
+	// results came from the Find cache.
+	LoadBytes int64
+	FromCache bool
 
-	mu    sync.Mutex
-	runs  map[cudnn.Pass]map[int]int // algorithm runs by pass
-	finds int
+	mu     sync.Mutex
+	runs   map[cudnn.Pass]map[int]int // algorithm runs by pass
+	finds  int
+	loaded map[[2]int]bool // pass and algorithm whose LoadBytes are taken
 }
 
 var _ cuda.ConvLibrary = (*ConvLibrary)(nil)
 
 // NewConvLibrary is the stand-in on d.
 func NewConvLibrary(d *Device) *ConvLibrary {
-	return &ConvLibrary{d: d, runs: map[cudnn.Pass]map[int]int{}}
+	return &ConvLibrary{d: d, runs: map[cudnn.Pass]map[int]int{}, loaded: map[[2]int]bool{}}
 }
 
 // Name names the stand-in.
@@ -145,6 +152,11 @@ func (l *ConvLibrary) Find(pass cudnn.Pass, s cudnn.Shape, precision string) ([]
 	l.mu.Unlock()
 	var out []cudnn.Result
 	for _, a := range algoTable[pass] {
+		if a.status == 0 && !l.FromCache {
+			if err := l.load(pass, a.algo); err != nil {
+				return nil, err
+			}
+		}
 		r := cudnn.Result{Algo: a.algo, Name: cudnn.AlgoName(pass, a.algo), Status: a.status, TimeMS: a.ms,
 			Deterministic: a.deterministic, MathType: 1}
 		if a.status == 0 {
@@ -178,6 +190,9 @@ func (l *ConvLibrary) Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo
 	}
 	if row == nil {
 		return fmt.Errorf("emulated cuDNN: %s has no algorithm %d: CUDNN_STATUS_NOT_SUPPORTED", pass, algo)
+	}
+	if err := l.load(pass, algo); err != nil {
+		return err
 	}
 	if need := l.workspace(*row, d, dt); b.WorkspaceBytes < need {
 		return fmt.Errorf("emulated cuDNN: %s %s needs %d bytes of workspace, given %d: CUDNN_STATUS_BAD_PARAM",
@@ -224,6 +239,20 @@ func (l *ConvLibrary) Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo
 	default:
 		d.backwardFilter(w, x, y, b.Accumulate, order)
 	}
+	return nil
+}
+
+// load takes LoadBytes of device memory for pass's algorithm algo, once.
+func (l *ConvLibrary) load(pass cudnn.Pass, algo int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.LoadBytes == 0 || l.loaded[[2]int{int(pass), algo}] {
+		return nil
+	}
+	if _, err := l.d.Alloc(l.LoadBytes); err != nil {
+		return fmt.Errorf("emulated cuDNN: loading %s %s: %w", pass, cudnn.AlgoName(pass, algo), err)
+	}
+	l.loaded[[2]int{int(pass), algo}] = true
 	return nil
 }
 

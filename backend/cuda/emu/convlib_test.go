@@ -115,6 +115,38 @@ func TestConvLibraryFindsOnce(t *testing.T) {
 	}
 }
 
+// TestConvLibraryCountsWhatItLoads: what a library keeps on the device
+// once it has loaded an algorithm's kernels (at Find, or, where Find's
+// results came from the cache, at the algorithm's first run) is counted
+// in the context's overhead, so the device's used bytes less the context
+// are the pool's reserved bytes exactly, as the device check holds them.
+func TestConvLibraryCountsWhatItLoads(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		b, lib := libraryBackend(t, deterministic, true)
+		lib.LoadBytes, lib.FromCache = 1<<20, cached
+		before := b.ContextOverhead()
+		tr, err := train.NewTrainer(tinyConfig(), train.Placement{Backend: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := tr.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		used, _, err := b.DeviceMemory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reserved := tr.Pool().Stats().Reserved.Current
+		if grew := b.ContextOverhead() - before; used-b.ContextOverhead() != reserved || grew < 3<<20 {
+			t.Errorf("cached %v: device used %d less the context %d (grown by %d) is %d; the pool holds %d",
+				cached, used, b.ContextOverhead(), grew, used-b.ContextOverhead(), reserved)
+		}
+		tr.Close()
+	}
+}
+
 // TestConvLibraryNoFit: where no deterministic algorithm fits the budget,
 // cuda.conv cudnn stops the run with an error that names the convolution,
 // the workspace it needs and the fix; auto computes that convolution with
