@@ -69,6 +69,14 @@ func NewPredictor(ck *checkpoint.Checkpoint, prec backend.DType, capacity int64,
 	if err != nil {
 		return nil, err
 	}
+	// On a GPU, the convolutions as the run's cuda.* keys ask (TF32, the
+	// provider: cuDNN where it loads), as training resolves them.
+	if s, ok := b.(device.TF32Setter); ok {
+		s.SetTF32(ck.Config.CUDA.TF32)
+	}
+	if err := device.ResolveConv(b, ck.Config.CUDA.Conv, ck.Config.ConvPolicy()); err != nil {
+		return nil, err
+	}
 	p, err := newPredictor(ck.Config, b, prec, capacity, batch)
 	if err != nil {
 		return nil, err
