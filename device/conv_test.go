@@ -94,7 +94,7 @@ func TestResolveConv(t *testing.T) {
 			g.required != (choice == "cudnn") {
 			t.Errorf("%s: recorded %+v, gave the backend %v (%+v, required %v)", choice, g.p, g.lib, g.policy, g.required)
 		}
-		for _, w := range []string{"cuda.conv: " + choice, lib + " computes the 2D convolutions", "cuda.workspace and cuda.deterministic"} {
+		for _, w := range []string{"cuda.conv: " + choice, lib + " computes the convolutions", "cuda.workspace and cuda.deterministic"} {
 			if !strings.Contains(g.p.Note(), w) {
 				t.Errorf("%s: note %q does not say %q", choice, g.p.Note(), w)
 			}

@@ -77,7 +77,7 @@ type Summary struct {
 	HostMemorySource string `json:"host_memory_source,omitempty"`
 	// Device is what the run computed on (device.Describe).
 	Device string `json:"device"`
-	// Conv is who computed the 2D convolutions on a GPU (cudnn or
+	// Conv is who computed the convolutions on a GPU (cudnn or
 	// memunet: its own kernels; config key cuda.conv) and CUDNN the cuDNN
 	// library that did ("cuDNN 9.6.0 (CUDA 12.6) from /path"); both absent
 	// on the CPU, CUDNN where none did.

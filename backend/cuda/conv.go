@@ -7,12 +7,12 @@ import (
 )
 
 // ConvProvider is what config key cuda.conv resolved to on this backend:
-// the choice, the cuDNN library that computes the 2D convolutions, or
+// the choice, the cuDNN library that computes the convolutions, or
 // why none does.
 type ConvProvider struct {
 	// Choice is cuda.conv: auto, cudnn or memunet ("": not resolved).
 	Choice string
-	// CUDNN names the cuDNN library that computes the 2D convolutions
+	// CUDNN names the cuDNN library that computes the convolutions
 	// ("cuDNN 9.6.0 (CUDA 12.6) from
 	// /usr/lib/x86_64-linux-gnu/libcudnn.so.9"), "" where none does.
 	CUDNN string
@@ -23,8 +23,7 @@ type ConvProvider struct {
 	FindCache string
 }
 
-// Computes names who computes the 2D convolutions: cudnn or memunet (3D
-// ones are memunet's kernels either way).
+// Computes names who computes the convolutions: cudnn or memunet.
 func (p ConvProvider) Computes() string {
 	if p.CUDNN != "" {
 		return "cudnn"
@@ -51,12 +50,12 @@ func (p ConvProvider) Note() string {
 	case p.Choice == "" || p.Choice == "memunet":
 		return ""
 	case p.CUDNN != "" && p.FindCache != "":
-		return fmt.Sprintf("cuda.conv: %s: %s computes the 2D convolutions, each pass by the fastest algorithm that "+
-			"cuda.workspace and cuda.deterministic admit (memunet's kernels the 3D ones); its Find's times are kept in %s "+
+		return fmt.Sprintf("cuda.conv: %s: %s computes the convolutions, each pass by the fastest algorithm that "+
+			"cuda.workspace and cuda.deterministic admit; its Find's times are kept in %s "+
 			"(delete it to measure again)", p.Choice, p.CUDNN, p.FindCache)
 	case p.CUDNN != "":
-		return fmt.Sprintf("cuda.conv: %s: %s computes the 2D convolutions, each pass by the fastest algorithm that "+
-			"cuda.workspace and cuda.deterministic admit (memunet's kernels the 3D ones); its Find's times are measured "+
+		return fmt.Sprintf("cuda.conv: %s: %s computes the convolutions, each pass by the fastest algorithm that "+
+			"cuda.workspace and cuda.deterministic admit; its Find's times are measured "+
 			"afresh by each process (%s off), so two runs may choose differently", p.Choice, p.CUDNN, cudnn.CacheEnv)
 	}
 	return fmt.Sprintf("cuda.conv: %s: memunet's kernels compute the convolutions (%s; --set cuda.conv=cudnn says where it looked)", p.Choice, p.Missing)

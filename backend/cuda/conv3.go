@@ -10,7 +10,8 @@ import (
 // gemm.cu's implicit GEMMs with a depth index (conv3, up_conv3 and their
 // gradients) on every storage type: fp32 exactly (no TF32), 16-bit tensors
 // widened as they are read and rounded once as written. The tensor-core
-// kernels (tc.cu) index 2D images only; 3D ones are issue 48's next step.
+// kernels (tc.cu) index 2D images only; with cuDNN (cuda.conv) the 3D
+// convolutions are its (library.go), on tensor cores where it chooses.
 // Each tensor must fit int64 indices; split-K weight gradients and the
 // bias gradient are the 2D ones'.
 

@@ -35,7 +35,7 @@
 //     scratch area for the reductions, allocated when the device is opened
 //     and counted, with the context, in the device's overhead.
 //   - A convolution library (ConvLibrary: cuDNN, cuda.conv) may compute
-//     the 2D convolutions instead (library.go): per shape, its Find's
+//     the convolutions instead, 2D and 3D (library.go): per shape, its Find's
 //     results and the algorithm policy (backend/cuda/cudnn) choose each
 //     pass's algorithm once, and ConvWorkspace is the workspace the chosen
 //     ones take (and a 16-bit weight gradient's staging), so the model

@@ -141,8 +141,8 @@ func (b *Backend) countingOverhead(f func() error) error {
 	return err
 }
 
-// UseConvLibrary makes lib compute the 2D convolutions from now on (3D
-// ones, and tensors of 2^31 values or more, stay memunet's): for each
+// UseConvLibrary makes lib compute the convolutions from now on, 2D and
+// 3D (tensors of 2^31 values or more stay memunet's): for each
 // shape, at its first ConvWorkspace or call, the backend runs lib's Find
 // for its three passes and policy chooses each one's algorithm. With
 // required (cuda.conv: cudnn) a shape for which the policy admits no
@@ -230,26 +230,38 @@ func (b *Backend) precision(dt backend.DType) string {
 // libConvOf is the library's plan for convolution s, nil where memunet's
 // kernels compute it.
 func (b *Backend) libConvOf(s backend.ConvShape) *libConv {
-	if s.Is3D() || !convFits(s) {
+	if !fits32(s.InSize(), s.OutSize(), s.WeightSize()) {
 		return nil
 	}
-	pad := s.Pad
 	return b.libPlan(libKey{conv: s, precision: b.precision(s.DT)}, s.DT, s.WeightSize(), func() (string, cudnn.Shape) {
-		return fmt.Sprintf("conv %dx%d %d->%d on %dx%dx%d (pad %d)", s.K, s.K, s.C, s.OC, s.N, s.H, s.W, pad),
-			cudnn.Shape{Input: []int{s.N, s.C, s.H, s.W}, Filter: []int{s.OC, s.C, s.K, s.K}, Pad: pad, Stride: 1}
+		if s.Is3D() {
+			return fmt.Sprintf("conv %dx%dx%d %d->%d on %dx%dx%dx%d (pad %d,%d)", s.KDepth(), s.K, s.K, s.C, s.OC, s.N, s.Depth(), s.H, s.W,
+					s.PadD, s.Pad),
+				cudnn.Shape{Input: []int{s.N, s.C, s.Depth(), s.H, s.W}, Filter: []int{s.OC, s.C, s.KDepth(), s.K, s.K},
+					Pads: []int{s.PadD, s.Pad, s.Pad}, Stride: 1}
+		}
+		return fmt.Sprintf("conv %dx%d %d->%d on %dx%dx%d (pad %d)", s.K, s.K, s.C, s.OC, s.N, s.H, s.W, s.Pad),
+			cudnn.Shape{Input: []int{s.N, s.C, s.H, s.W}, Filter: []int{s.OC, s.C, s.K, s.K}, Pad: s.Pad, Stride: 1}
 	})
 }
 
 // libUpConvOf is libConvOf for the transposed convolution, which is the
 // backward data pass of the convolution from its output (N,OC,2H,2W) to
-// its input (N,C,H,W) with its weights (C,OC,2,2) at stride 2, as PyTorch
-// computes it: its forward is that pass, its input gradient that
-// convolution's forward, its weight gradient that one's.
+// its input (N,C,H,W) with its weights (C,OC,2,2) at stride 2 (in 3D
+// (N,OC,KD*D,2H,2W) to (N,C,D,H,W), weights (C,OC,KD,2,2), stride
+// KD,2,2), as PyTorch computes it: its forward is that pass, its input
+// gradient that convolution's forward, its weight gradient that one's.
 func (b *Backend) libUpConvOf(s backend.UpConvShape) *libConv {
-	if s.Is3D() || !upConvFits(s) {
+	if !fits32(s.InSize(), s.OutSize(), s.WeightSize()) {
 		return nil
 	}
 	return b.libPlan(libKey{up: s, precision: b.precision(s.DT)}, s.DT, s.WeightSize(), func() (string, cudnn.Shape) {
+		if s.Is3D() {
+			kd := s.KDepth()
+			return fmt.Sprintf("up-conv %dx2x2 %d->%d on %dx%dx%dx%d", kd, s.C, s.OC, s.N, s.Depth(), s.H, s.W),
+				cudnn.Shape{Input: []int{s.N, s.OC, kd * s.Depth(), 2 * s.H, 2 * s.W}, Filter: []int{s.C, s.OC, kd, 2, 2},
+					Strides: []int{kd, 2, 2}}
+		}
 		return fmt.Sprintf("up-conv 2x2 %d->%d on %dx%dx%d", s.C, s.OC, s.N, s.H, s.W),
 			cudnn.Shape{Input: []int{s.N, s.OC, 2 * s.H, 2 * s.W}, Filter: []int{s.C, s.OC, 2, 2}, Stride: 2}
 	})

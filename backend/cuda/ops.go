@@ -236,13 +236,13 @@ func (b *Backend) runWgrad(g tcWgrad, dt backend.DType, dw, a, bt, ws backend.Vi
 
 func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
-	if s.Is3D() {
-		b.conv3(s, out, in, w, bias)
-		return
-	}
 	if c := b.libConvOf(s); c != nil {
 		b.libRun(c, cudnn.Forward, ptr(in, s.DT), ptr(w, s.DT), ptr(out, s.DT), ws, false)
-		b.addBias(out, bias, s.DT, s.N, s.OC, s.OH()*s.OW())
+		b.addBias(out, bias, s.DT, s.N, s.OC, s.OutSize()/(s.N*s.OC))
+		return
+	}
+	if s.Is3D() {
+		b.conv3(s, out, in, w, bias)
 		return
 	}
 	if b.exactFP32(s.DT, convFits(s)) {
@@ -258,10 +258,6 @@ func (b *Backend) Conv(s backend.ConvShape, out, in, w, bias, ws backend.View) {
 
 func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
-	if s.Is3D() {
-		b.conv3Back(s, din, dw, dbias, dout, in, w, ws)
-		return
-	}
 	if c := b.libConvOf(s); c != nil {
 		if !din.None() {
 			checkLen(din, s.InSize())
@@ -272,8 +268,12 @@ func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws 
 			b.libWeightGrad(c, s.DT, ptr(dw, backend.Float32), ptr(in, s.DT), ptr(dout, s.DT), ws, s.WeightSize())
 		}
 		if !dbias.None() {
-			b.biasGrad(dbias, dout, s.N, s.OC, s.OH()*s.OW())
+			b.biasGrad(dbias, dout, s.N, s.OC, s.OutSize()/(s.N*s.OC))
 		}
+		return
+	}
+	if s.Is3D() {
+		b.conv3Back(s, din, dw, dbias, dout, in, w, ws)
 		return
 	}
 	exact, kk := b.exactFP32(s.DT, convFits(s)), s.K*s.K
@@ -310,14 +310,14 @@ func (b *Backend) ConvBack(s backend.ConvShape, din, dw, dbias, dout, in, w, ws 
 
 func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.View) {
 	checkLen(out, s.OutSize(), in, s.InSize(), w, s.WeightSize())
-	if s.Is3D() {
-		b.upConv3(s, out, in, w, bias)
-		return
-	}
 	if c := b.libUpConvOf(s); c != nil {
 		// The convolution's backward data pass: dy is in, dx out.
 		b.libRun(c, cudnn.BackwardData, ptr(out, s.DT), ptr(w, s.DT), ptr(in, s.DT), ws, false)
-		b.addBias(out, bias, s.DT, s.N, s.OC, 4*s.H*s.W)
+		b.addBias(out, bias, s.DT, s.N, s.OC, s.OutSize()/(s.N*s.OC))
+		return
+	}
+	if s.Is3D() {
+		b.upConv3(s, out, in, w, bias)
 		return
 	}
 	if b.exactFP32(s.DT, upConvFits(s)) {
@@ -333,10 +333,6 @@ func (b *Backend) UpConv(s backend.UpConvShape, out, in, w, bias, ws backend.Vie
 
 func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w, ws backend.View) {
 	checkLen(dout, s.OutSize(), in, s.InSize(), w, s.WeightSize())
-	if s.Is3D() {
-		b.upConv3Back(s, din, dw, dbias, dout, in, w, ws)
-		return
-	}
 	if c := b.libUpConvOf(s); c != nil {
 		// The convolution's forward from dout gives din, its weight gradient of in over dout dw.
 		if !din.None() {
@@ -348,8 +344,12 @@ func (b *Backend) UpConvBack(s backend.UpConvShape, din, dw, dbias, dout, in, w,
 			b.libWeightGrad(c, s.DT, ptr(dw, backend.Float32), ptr(dout, s.DT), ptr(in, s.DT), ws, s.WeightSize())
 		}
 		if !dbias.None() {
-			b.biasGrad(dbias, dout, s.N, s.OC, 4*s.H*s.W)
+			b.biasGrad(dbias, dout, s.N, s.OC, s.OutSize()/(s.N*s.OC))
 		}
+		return
+	}
+	if s.Is3D() {
+		b.upConv3Back(s, din, dw, dbias, dout, in, w, ws)
 		return
 	}
 	exact := b.exactFP32(s.DT, upConvFits(s))

@@ -89,15 +89,13 @@ static void packed(int n, const int *dims, int *strides) {
 	}
 
 mc_status mc_conv_make(const mc_api *a, mc_conv *d, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
-                       const int *wdims, const int *ydims, int pad, int stride, const char **call) {
-	int xs[8], ys[8], pads[6], strides[6], dil[6];
+                       const int *wdims, const int *ydims, const int *pads, const int *strides, const char **call) {
+	int xs[8], ys[8], dil[6];
 	mc_status r = 0;
 	memset(d, 0, sizeof *d); // nbdims is 4 or 5 (the Go side checks)
 	packed(nbdims, xdims, xs);
 	packed(nbdims, ydims, ys);
 	for (int i = 0; i < nbdims - 2; i++) {
-		pads[i] = pad;
-		strides[i] = stride;
 		dil[i] = 1;
 	}
 	MC_TRY("cudnnCreateTensorDescriptor", a->cudnnCreateTensorDescriptor(&d->x));

@@ -42,7 +42,7 @@ typedef struct {
 	mc_convolution c;
 } mc_conv;
 mc_status mc_conv_make(const mc_api *a, mc_conv *d, mc_enum dtype, mc_enum math, int nbdims, const int *xdims,
-                       const int *wdims, const int *ydims, int pad, int stride, const char **call);
+                       const int *wdims, const int *ydims, const int *pads, const int *strides, const char **call);
 void mc_conv_free(const mc_api *a, mc_conv *d);
 
 // mc_find runs cuDNN's Find for one pass (0 forward, 1 backward data, 2

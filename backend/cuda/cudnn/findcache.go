@@ -53,7 +53,11 @@ type findEntry struct {
 func (e findEntry) key() string { return cacheKey(e.Pass, e.Shape, e.Precision) }
 
 func cacheKey(pass Pass, s Shape, precision string) string {
-	return fmt.Sprintf("%s %s %v %v %d %d", precision, pass, s.Input, s.Filter, s.Pad, s.Stride)
+	pads, strides := make([]int, len(s.Input)-2), make([]int, len(s.Input)-2)
+	for i := range pads {
+		pads[i], strides[i] = s.PadAt(i), s.StrideAt(i)
+	}
+	return fmt.Sprintf("%s %s %v %v %v %v", precision, pass, s.Input, s.Filter, pads, strides)
 }
 
 // FindCachePath is the cache file for device (the GPU as the backend

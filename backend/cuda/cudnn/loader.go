@@ -304,28 +304,25 @@ func (h *Handle) conv(s Shape, precision string) (*C.mc_conv, error) {
 		return d, nil
 	}
 	types, ok := precisions[precision]
-	dims := len(s.Input)
-	switch {
-	case !ok:
+	if !ok {
 		return nil, fmt.Errorf("cudnn: precision %q: want tf32, fp32, fp16 or bf16", precision)
-	case dims != 4 && dims != 5, len(s.Filter) != dims, s.Stride < 1, s.Pad < 0, s.Input[1] != s.Filter[1]:
-		return nil, fmt.Errorf("cudnn: shape %+v: want input N,C,(D,)H,W and filter K,C,(T,)R,S of one rank, 4 or 5, the same C, a stride of 1 or more", s)
 	}
+	out, err := s.Output()
+	if err != nil {
+		return nil, err
+	}
+	dims := len(s.Input)
 	x, w, y := make([]C.int, dims), make([]C.int, dims), make([]C.int, dims)
+	pads, strides := make([]C.int, dims-2), make([]C.int, dims-2)
 	for i := range dims {
-		x[i], w[i] = C.int(s.Input[i]), C.int(s.Filter[i])
+		x[i], w[i], y[i] = C.int(s.Input[i]), C.int(s.Filter[i]), C.int(out[i])
 	}
-	y[0], y[1] = x[0], w[0]
-	for i := 2; i < dims; i++ {
-		out := (s.Input[i]+2*s.Pad-s.Filter[i])/s.Stride + 1
-		if out < 1 {
-			return nil, fmt.Errorf("cudnn: shape %+v: the filter is larger than the padded input", s)
-		}
-		y[i] = C.int(out)
+	for i := range dims - 2 {
+		pads[i], strides[i] = C.int(s.PadAt(i)), C.int(s.StrideAt(i))
 	}
 	d := (*C.mc_conv)(C.calloc(1, C.size_t(unsafe.Sizeof(C.mc_conv{}))))
 	var call *C.char
-	st := C.mc_conv_make(&h.lib.api, d, types[0], types[1], C.int(dims), &x[0], &w[0], &y[0], C.int(s.Pad), C.int(s.Stride), &call)
+	st := C.mc_conv_make(&h.lib.api, d, types[0], types[1], C.int(dims), &x[0], &w[0], &y[0], &pads[0], &strides[0], &call)
 	if err := h.lib.check(C.GoString(call), st); err != nil {
 		C.free(unsafe.Pointer(d))
 		return nil, fmt.Errorf("cudnn: %s %+v: %w", precision, s, err)

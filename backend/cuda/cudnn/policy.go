@@ -107,8 +107,54 @@ type Shape struct {
 	// T, R, S).
 	Input  []int `json:"input"`
 	Filter []int `json:"filter"`
-	Pad    int   `json:"pad"`
-	Stride int   `json:"stride"`
+	// Pad and Stride are every spatial axis's, unless Pads and Strides
+	// give one per spatial axis (D, H, W): a 3D convolution's may differ.
+	Pad     int   `json:"pad"`
+	Stride  int   `json:"stride"`
+	Pads    []int `json:"pads,omitempty"`
+	Strides []int `json:"strides,omitempty"`
+}
+
+// PadAt is the padding of spatial axis i (0: the first after C).
+func (s Shape) PadAt(i int) int {
+	if s.Pads != nil {
+		return s.Pads[i]
+	}
+	return s.Pad
+}
+
+// StrideAt is the stride of spatial axis i.
+func (s Shape) StrideAt(i int) int {
+	if s.Strides != nil {
+		return s.Strides[i]
+	}
+	return s.Stride
+}
+
+// Output is the output's dimensions (N, K, then each spatial axis's),
+// or an error where the shape is not a convolution cuDNN takes: input and
+// filter of one rank, 4 or 5, the same C, strides of 1 or more, no
+// negative padding, a filter no larger than the padded input.
+func (s Shape) Output() ([]int, error) {
+	dims := len(s.Input)
+	bad := dims != 4 && dims != 5 || len(s.Filter) != dims || s.Input[1] != s.Filter[1] ||
+		s.Pads != nil && len(s.Pads) != dims-2 || s.Strides != nil && len(s.Strides) != dims-2
+	for i := 0; !bad && i < dims-2; i++ {
+		bad = s.StrideAt(i) < 1 || s.PadAt(i) < 0
+	}
+	if bad {
+		return nil, fmt.Errorf("cudnn: shape %+v: want input N,C,(D,)H,W and filter K,C,(T,)R,S of one rank, 4 or 5, the same C, "+
+			"strides of 1 or more and no negative padding, one a spatial axis where given per axis", s)
+	}
+	out := []int{s.Input[0], s.Filter[0]}
+	for i := 2; i < dims; i++ {
+		o := (s.Input[i]+2*s.PadAt(i-2)-s.Filter[i])/s.StrideAt(i-2) + 1
+		if s.Input[i]+2*s.PadAt(i-2) < s.Filter[i] || o < 1 {
+			return nil, fmt.Errorf("cudnn: shape %+v: the filter is larger than the padded input", s)
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // Entry is cuDNN's results for one layer and pass.

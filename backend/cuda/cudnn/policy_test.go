@@ -3,6 +3,7 @@ package cudnn
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,5 +214,36 @@ func TestTableCheck(t *testing.T) {
 	bad := Table{Layers: []Entry{{Layer: "l", Pass: BackwardFilter, Results: []Result{{Algo: 3, Name: "FFT_TILING"}}}}}
 	if err := bad.Check(); err == nil || !strings.Contains(err.Error(), `"ALGO_3"`) {
 		t.Errorf("a mislabeled row: %v", err)
+	}
+}
+
+// TestShapeOutput: a shape's output dimensions, with one padding and
+// stride for every spatial axis or one per axis (a 3D transposed
+// convolution's 1x2x2 stride), and the shapes cuDNN would refuse.
+func TestShapeOutput(t *testing.T) {
+	for _, c := range []struct {
+		s    Shape
+		want []int // nil: refused
+	}{
+		{Shape{Input: []int{4, 64, 256, 256}, Filter: []int{64, 64, 3, 3}, Pad: 1, Stride: 1}, []int{4, 64, 256, 256}},
+		{Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}, Pad: 1, Stride: 2}, []int{2, 16, 5, 6}},
+		{Shape{Input: []int{2, 4, 6, 10, 14}, Filter: []int{3, 4, 1, 2, 2}, Strides: []int{1, 2, 2}}, []int{2, 3, 6, 5, 7}},
+		{Shape{Input: []int{1, 3, 5, 4, 3}, Filter: []int{2, 3, 3, 3, 3}, Pads: []int{1, 0, 1}, Stride: 1}, []int{1, 2, 5, 2, 3}},
+		{Shape{Input: []int{2, 8, 10}, Filter: []int{16, 8, 3}, Stride: 1}, nil},
+		{Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 4, 3, 3}, Stride: 1}, nil},
+		{Shape{Input: []int{2, 8, 2, 2}, Filter: []int{16, 8, 5, 5}, Stride: 1}, nil},
+		{Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}}, nil},
+		{Shape{Input: []int{2, 8, 4, 10, 12}, Filter: []int{16, 8, 1, 3, 3}, Pads: []int{0, 1}, Stride: 1}, nil},
+	} {
+		got, err := c.s.Output()
+		if c.want == nil {
+			if err == nil {
+				t.Errorf("%+v: %v, want a refusal", c.s, got)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%+v: %v (%v), want %v", c.s, got, err, c.want)
+		}
 	}
 }

@@ -42,7 +42,7 @@ func withCUDNN(t *testing.T, policy cudnn.Policy) (*cuda.Backend, *cudnn.Library
 }
 
 // TestConformanceCUDNN runs the backend conformance suite on CUDA device
-// 0 with cuDNN computing the 2D convolutions (cuda.conv cudnn, the
+// 0 with cuDNN computing the convolutions, 2D and 3D (cuda.conv cudnn, the
 // default policy), then lists each shape's chosen algorithms; none may
 // have fallen back to memunet's kernels.
 func TestConformanceCUDNN(t *testing.T) {

@@ -106,23 +106,77 @@ var algoTable = [3][]algoRow{
 	},
 }
 
-// dims is a 2D convolution's sizes from s: images, channels in and out,
-// the input's and the output's sides, the filter's, pad and stride.
-type dims struct{ n, c, k, h, w, oh, ow, r, s, pad, stride int }
+// dims is a convolution's sizes from s: images, channels in and out,
+// and per spatial axis (2 or 3 of them) the input's, the output's and the
+// filter's sides, the padding and the stride.
+type dims struct {
+	n, c, k                    int
+	in, out, filt, pad, stride []int
+}
 
 func dimsOf(s cudnn.Shape) (dims, error) {
-	if len(s.Input) != 4 || len(s.Filter) != 4 || s.Input[1] != s.Filter[1] || s.Stride < 1 || s.Pad < 0 {
-		return dims{}, fmt.Errorf("emulated cuDNN: shape %+v: want a 2D convolution", s)
+	out, err := s.Output()
+	if err != nil {
+		return dims{}, fmt.Errorf("emulated cuDNN: %w", err)
 	}
-	d := dims{n: s.Input[0], c: s.Input[1], h: s.Input[2], w: s.Input[3], k: s.Filter[0], r: s.Filter[2], s: s.Filter[3],
-		pad: s.Pad, stride: s.Stride}
-	d.oh, d.ow = (d.h+2*d.pad-d.r)/d.stride+1, (d.w+2*d.pad-d.s)/d.stride+1
+	d := dims{n: s.Input[0], c: s.Input[1], k: s.Filter[0], in: s.Input[2:], out: out[2:], filt: s.Filter[2:]}
+	for i := range d.in {
+		d.pad, d.stride = append(d.pad, s.PadAt(i)), append(d.stride, s.StrideAt(i))
+	}
 	return d, nil
 }
 
-func (d dims) inSize() int     { return d.n * d.c * d.h * d.w }
-func (d dims) outSize() int    { return d.n * d.k * d.oh * d.ow }
-func (d dims) filterSize() int { return d.k * d.c * d.r * d.s }
+func prod(xs []int) int {
+	p := 1
+	for _, x := range xs {
+		p *= x
+	}
+	return p
+}
+
+func (d dims) inSize() int     { return d.n * d.c * prod(d.in) }
+func (d dims) outSize() int    { return d.n * d.k * prod(d.out) }
+func (d dims) filterSize() int { return d.k * d.c * prod(d.filt) }
+
+// unravel writes flat index i of a grid of sides into idx, last axis fastest.
+func unravel(i int, sides, idx []int) {
+	for a := len(sides) - 1; a >= 0; a-- {
+		idx[a] = i % sides[a]
+		i /= sides[a]
+	}
+}
+
+// tap is, for output position o and filter position r (each per axis),
+// the input position's flat index within an image plane, or -1 where it
+// falls in the padding.
+func (d dims) tap(o, r []int) int {
+	at := 0
+	for a := range d.in {
+		x := o[a]*d.stride[a] - d.pad[a] + r[a]
+		if x < 0 || x >= d.in[a] {
+			return -1
+		}
+		at = at*d.in[a] + x
+	}
+	return at
+}
+
+// forEachTap calls f for every (output position, filter position) pair
+// whose input position lies inside the image: the flat indices of the
+// three within their planes.
+func (d dims) forEachTap(f func(o, r, i int)) {
+	no, nr := prod(d.out), prod(d.filt)
+	oi, ri := make([]int, len(d.in)), make([]int, len(d.in))
+	for o := range no {
+		unravel(o, d.out, oi)
+		for r := range nr {
+			unravel(r, d.filt, ri)
+			if i := d.tap(oi, ri); i >= 0 {
+				f(o, r, i)
+			}
+		}
+	}
+}
 
 // dtypeOf is precision's storage type.
 func dtypeOf(precision string) (backend.DType, error) {
@@ -312,80 +366,63 @@ func store(out tensor, i int, v float32, accumulate bool) {
 	out.set(i, v)
 }
 
-// forward: y (n,k,oh,ow) = x (n,c,h,w) correlated with w (k,c,r,s).
+// The three passes gather each output's terms (in the order the taps
+// come, or shuffled: order), then sum them. Planes: in (n,c), out (n,k),
+// filter (k,c); spatial positions flat within a plane.
+
+// forward: y (n,k,out...) = x (n,c,in...) correlated with w (k,c,filt...).
 func (d dims) forward(y, x, w tensor, accumulate bool, order func(int) []int) {
-	var terms []float32
+	ni, no, nr := prod(d.in), prod(d.out), prod(d.filt)
+	terms := make([][]float32, d.n*d.k*no)
 	for n := range d.n {
 		for k := range d.k {
-			for oy := range d.oh {
-				for ox := range d.ow {
-					terms = terms[:0]
-					for c := range d.c {
-						for r := range d.r {
-							for s := range d.s {
-								iy, ix := oy*d.stride-d.pad+r, ox*d.stride-d.pad+s
-								if iy >= 0 && iy < d.h && ix >= 0 && ix < d.w {
-									terms = append(terms, x.at(((n*d.c+c)*d.h+iy)*d.w+ix)*w.at(((k*d.c+c)*d.r+r)*d.s+s))
-								}
-							}
-						}
-					}
-					store(y, ((n*d.k+k)*d.oh+oy)*d.ow+ox, sum(terms, order), accumulate)
-				}
+			for c := range d.c {
+				d.forEachTap(func(o, r, i int) {
+					at := (n*d.k+k)*no + o
+					terms[at] = append(terms[at], x.at((n*d.c+c)*ni+i)*w.at((k*d.c+c)*nr+r))
+				})
 			}
 		}
 	}
+	for at, ts := range terms {
+		store(y, at, sum(ts, order), accumulate)
+	}
 }
 
-// backwardData: dx (n,c,h,w) from dy (n,k,oh,ow) and w (k,c,r,s).
+// backwardData: dx (n,c,in...) from dy (n,k,out...) and w (k,c,filt...).
 func (d dims) backwardData(dx, dy, w tensor, accumulate bool, order func(int) []int) {
-	var terms []float32
+	ni, no, nr := prod(d.in), prod(d.out), prod(d.filt)
+	terms := make([][]float32, d.n*d.c*ni)
 	for n := range d.n {
 		for c := range d.c {
-			for iy := range d.h {
-				for ix := range d.w {
-					terms = terms[:0]
-					for k := range d.k {
-						for r := range d.r {
-							for s := range d.s {
-								ty, tx := iy+d.pad-r, ix+d.pad-s
-								if ty < 0 || tx < 0 || ty%d.stride != 0 || tx%d.stride != 0 {
-									continue
-								}
-								if oy, ox := ty/d.stride, tx/d.stride; oy < d.oh && ox < d.ow {
-									terms = append(terms, dy.at(((n*d.k+k)*d.oh+oy)*d.ow+ox)*w.at(((k*d.c+c)*d.r+r)*d.s+s))
-								}
-							}
-						}
-					}
-					store(dx, ((n*d.c+c)*d.h+iy)*d.w+ix, sum(terms, order), accumulate)
-				}
+			for k := range d.k {
+				d.forEachTap(func(o, r, i int) {
+					at := (n*d.c+c)*ni + i
+					terms[at] = append(terms[at], dy.at((n*d.k+k)*no+o)*w.at((k*d.c+c)*nr+r))
+				})
 			}
 		}
 	}
+	for at, ts := range terms {
+		store(dx, at, sum(ts, order), accumulate)
+	}
 }
 
-// backwardFilter: dw (k,c,r,s) from x (n,c,h,w) and dy (n,k,oh,ow).
+// backwardFilter: dw (k,c,filt...) from x (n,c,in...) and dy (n,k,out...).
 func (d dims) backwardFilter(dw, x, dy tensor, accumulate bool, order func(int) []int) {
-	var terms []float32
-	for k := range d.k {
-		for c := range d.c {
-			for r := range d.r {
-				for s := range d.s {
-					terms = terms[:0]
-					for n := range d.n {
-						for oy := range d.oh {
-							for ox := range d.ow {
-								iy, ix := oy*d.stride-d.pad+r, ox*d.stride-d.pad+s
-								if iy >= 0 && iy < d.h && ix >= 0 && ix < d.w {
-									terms = append(terms, dy.at(((n*d.k+k)*d.oh+oy)*d.ow+ox)*x.at(((n*d.c+c)*d.h+iy)*d.w+ix))
-								}
-							}
-						}
-					}
-					store(dw, ((k*d.c+c)*d.r+r)*d.s+s, sum(terms, order), accumulate)
-				}
+	ni, no, nr := prod(d.in), prod(d.out), prod(d.filt)
+	terms := make([][]float32, d.k*d.c*nr)
+	for n := range d.n {
+		for k := range d.k {
+			for c := range d.c {
+				d.forEachTap(func(o, r, i int) {
+					at := (k*d.c+c)*nr + r
+					terms[at] = append(terms[at], dy.at((n*d.k+k)*no+o)*x.at((n*d.c+c)*ni+i))
+				})
 			}
 		}
+	}
+	for at, ts := range terms {
+		store(dw, at, sum(ts, order), accumulate)
 	}
 }

@@ -47,7 +47,7 @@ func checkRanOnly(t *testing.T, lib *emu.ConvLibrary, want [3]int) {
 }
 
 // TestConformanceWithConvLibrary: the backend conformance suite with the
-// 2D convolutions computed by a library (the stand-in cuDNN): forward,
+// convolutions, 2D and 3D, computed by a library (the stand-in cuDNN): forward,
 // both gradients, the transposed convolution, bias, accumulation into the
 // fp32 weight gradient, 16-bit gradients staged in the workspace, all at
 // the suite's tolerances. Under the default policy the library ran only
@@ -205,13 +205,19 @@ func TestConvLibraryNoFit(t *testing.T) {
 // TestConvLibraryTraining: training with the library's convolutions loses
 // what the CPU loses (within the precision's tolerance), its peak is the
 // plan's to the byte (the library's workspace, from the pool, included),
-// and two runs of the same seed end with the same weights; with
+// and two runs of the same seed end with the same weights, in 2D (fp32,
+// fp16) and in 3D (transposed convolutions too); with
 // cuda.deterministic false the policy takes the faster atomic algorithms,
 // whose sums change order from run to run, and the weights differ.
 func TestConvLibraryTraining(t *testing.T) {
 	weights := func(t *testing.T, variant string, policy cudnn.Policy) []float32 {
 		t.Helper()
-		cfg, err := train.DeriveVariant(tinyConfig(), variant)
+		base := tinyConfig()
+		if variant == "3d" { // 16^3 volumes: 3D convolutions and transposed ones through the library
+			variant = "baseline"
+			base.Model.Dims, base.Model.Up, base.Data.Count, base.Train.BatchSize = 3, "transpose", 8, 1
+		}
+		cfg, err := train.DeriveVariant(base, variant)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +249,7 @@ func TestConvLibraryTraining(t *testing.T) {
 		}
 		return w
 	}
-	for _, variant := range []string{"baseline", "fp16"} {
+	for _, variant := range []string{"baseline", "fp16", "3d"} {
 		t.Run(variant, func(t *testing.T) {
 			a, b := weights(t, variant, deterministic), weights(t, variant, deterministic)
 			if !slices.Equal(a, b) {
