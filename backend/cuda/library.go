@@ -20,7 +20,7 @@ type ConvLibrary interface {
 	// precision (tf32, fp32, fp16 or bf16) and returns their results.
 	Find(pass cudnn.Pass, s cudnn.Shape, precision string) ([]cudnn.Result, error)
 	// Run computes pass of that convolution with algorithm algo.
-	Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo int, b cudnn.Buffers) error
+	Run(pass cudnn.Pass, s cudnn.Shape, precision string, a cudnn.Algorithm, b cudnn.Buffers) error
 }
 
 // convLibrary is the backend's library, if any, and what it does for each
@@ -315,7 +315,7 @@ func (b *Backend) choose(c *libConv) error {
 			}
 			b.lib.found[key] = results
 		}
-		r, err := b.lib.policy.Choose(cudnn.Entry{Layer: c.name, Pass: p, Shape: c.shape, Results: results})
+		r, err := b.lib.policy.Choose(cudnn.Entry{Layer: c.name, Pass: p, Precision: c.precision, Shape: c.shape, Results: results})
 		if err != nil {
 			return err
 		}
@@ -345,7 +345,7 @@ func (b *Backend) libRun(c *libConv, pass cudnn.Pass, x, w, y devicePtr, ws back
 	space := b.libSpace(ws, c)
 	b.order(x, w, y, space)
 	run := func() error {
-		return b.lib.lib.Run(pass, c.shape, c.precision, c.chosen[pass].Algo, cudnn.Buffers{X: x.addr, W: w.addr, Y: y.addr,
+		return b.lib.lib.Run(pass, c.shape, c.precision, c.chosen[pass].Algorithm(), cudnn.Buffers{X: x.addr, W: w.addr, Y: y.addr,
 			Workspace: space.addr, WorkspaceBytes: c.workspace, Accumulate: accumulate})
 	}
 	var err error

@@ -130,8 +130,15 @@ void mc_conv_free(const mc_api *a, mc_conv *d) {
 	memset(d, 0, sizeof *d);
 }
 
-mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_perf *perf, int *got, const char **call) {
+mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum math, mc_perf *perf, int *got,
+                  const char **call) {
 	*got = 0;
+	// The precision's math type (a run may have left another on d).
+	mc_status r = a->cudnnSetConvolutionMathType(d->c, math);
+	if (r != 0) {
+		*call = "cudnnSetConvolutionMathType";
+		return r;
+	}
 	switch (pass) {
 	case 0:
 		*call = "cudnnFindConvolutionForwardAlgorithm";
@@ -144,9 +151,16 @@ mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_p
 	return a->cudnnFindConvolutionBackwardFilterAlgorithm(h, d->x, d->y, d->c, d->w, MC_MAX_ALGOS, got, perf);
 }
 
-mc_status mc_run(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum algo, uintptr_t x, uintptr_t w,
-                 uintptr_t y, uintptr_t ws, size_t wsbytes, float beta, const char **call) {
+mc_status mc_run(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum algo, mc_enum math, uintptr_t x,
+                 uintptr_t w, uintptr_t y, uintptr_t ws, size_t wsbytes, float beta, const char **call) {
 	const float alpha = 1.0f; // float for fp32, fp16 and bf16 data alike
+	// The math type Find measured the algorithm under: its kernel, its
+	// workspace and its determinism are that pair's.
+	mc_status r = a->cudnnSetConvolutionMathType(d->c, math);
+	if (r != 0) {
+		*call = "cudnnSetConvolutionMathType";
+		return r;
+	}
 	switch (pass) {
 	case 0:
 		*call = "cudnnConvolutionForward";

@@ -46,14 +46,18 @@ mc_status mc_conv_make(const mc_api *a, mc_conv *d, mc_enum dtype, mc_enum math,
 void mc_conv_free(const mc_api *a, mc_conv *d);
 
 // mc_find runs cuDNN's Find for one pass (0 forward, 1 backward data, 2
-// backward filter) of convolution d: cudnnFind*Algorithm, which allocates
-// its own buffers and times every algorithm. The rows go to perf (at most
-// MC_MAX_ALGOS), their count to *got; on failure *call names the call.
-mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_perf *perf, int *got, const char **call);
+// backward filter) of convolution d under math type math (set on d
+// first): cudnnFind*Algorithm, which allocates its own buffers and times
+// every algorithm, under math and the default math type. The rows go to
+// perf (at most MC_MAX_ALGOS), their count to *got; on failure *call
+// names the call.
+mc_status mc_find(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum math, mc_perf *perf, int *got,
+                  const char **call);
 
-// mc_run runs one pass of convolution d with algorithm algo on device
-// memory: forward y = x * w; backward data x = y (dy) * w; backward filter
-// w = x * y (dy); the written one scaled by beta (0 or 1: accumulate)
-// first; ws is wsbytes of workspace. *call names the pass's call.
-mc_status mc_run(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum algo, uintptr_t x, uintptr_t w,
-                 uintptr_t y, uintptr_t ws, size_t wsbytes, float beta, const char **call);
+// mc_run runs one pass of convolution d with algorithm algo under math
+// type math (set on d's convolution descriptor first) on device memory:
+// forward y = x * w; backward data x = y (dy) * w; backward filter w = x *
+// y (dy); the written one scaled by beta (0 or 1: accumulate) first; ws is
+// wsbytes of workspace. *call names the call that failed.
+mc_status mc_run(const mc_api *a, mc_handle h, const mc_conv *d, int pass, mc_enum algo, mc_enum math, uintptr_t x,
+                 uintptr_t w, uintptr_t y, uintptr_t ws, size_t wsbytes, float beta, const char **call);

@@ -136,10 +136,25 @@ func (c *FindCache) Get(pass Pass, s Shape, precision string) ([]Result, bool) {
 	return e.Results, ok
 }
 
+// settled reports whether every row of a Find either ran or cannot run
+// on this GPU at all (CUDNN_STATUS_NOT_SUPPORTED: 9 in cuDNN 8, the 3000s
+// in cuDNN 9): a row that failed otherwise (its workspace could not be
+// allocated while the pool held the memory, say) may run another time.
+func settled(rs []Result) bool {
+	for _, r := range rs {
+		if r.Status != 0 && r.Status != 9 && (r.Status < 3000 || r.Status >= 4000) {
+			return false
+		}
+	}
+	return true
+}
+
 // Put records Find's results for pass of s at precision and rewrites the
-// file with them and whatever another process added meanwhile.
+// file with them and whatever another process added meanwhile; results
+// that are not settled are left out, so that the next process measures
+// again.
 func (c *FindCache) Put(pass Pass, s Shape, precision string, rs []Result) error {
-	if c == nil || len(rs) == 0 {
+	if c == nil || len(rs) == 0 || !settled(rs) {
 		return nil
 	}
 	c.mu.Lock()

@@ -88,6 +88,21 @@ func TestFindCacheAcrossProcesses(t *testing.T) {
 	if got, ok := OpenFindCache(path, "gpu", "lib").Get(Forward, s1, "tf32"); !ok || !reflect.DeepEqual(got, r1) {
 		t.Errorf("after rewriting a broken file: %v %v", got, ok)
 	}
+	// A row that failed for want of memory is not kept: the next process
+	// measures again; one not supported on this GPU is.
+	for _, c := range []struct {
+		status int
+		kept   bool
+	}{{4001, false}, {2, false}, {3000, true}, {9, true}} {
+		rows := append([]Result{{Algo: 2, Name: "GEMM", Status: c.status, TimeMS: -1}}, r1...)
+		if err := d.Put(BackwardFilter, s1, "bf16", rows); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := OpenFindCache(path, "gpu", "lib").Get(BackwardFilter, s1, "bf16")
+		if ok != c.kept || ok && !reflect.DeepEqual(got, rows) {
+			t.Errorf("a row of status %d: kept %v (%v), want %v", c.status, ok, got, c.kept)
+		}
+	}
 	var none *FindCache
 	if err := none.Put(Forward, s1, "tf32", r1); err != nil || none.Path() != "" {
 		t.Errorf("nil cache: %v, path %q", err, none.Path())

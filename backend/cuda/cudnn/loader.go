@@ -225,7 +225,9 @@ func (h *Handle) Find(pass Pass, s Shape, precision string) ([]Result, error) {
 	var perf [C.MC_MAX_ALGOS]C.mc_perf
 	var got C.int
 	var call *C.char
-	st := C.mc_find(&h.lib.api, h.h, d, C.int(pass), &perf[0], &got, &call)
+	h.mu.Lock() // the descriptor's math type is set for this call
+	st := C.mc_find(&h.lib.api, h.h, d, C.int(pass), precisions[precision][1], &perf[0], &got, &call)
+	h.mu.Unlock()
 	if err := h.lib.check(C.GoString(call), st); err != nil {
 		return nil, fmt.Errorf("cudnn: %s %s of %+v: %w", precision, pass, s, err)
 	}
@@ -263,11 +265,15 @@ func (h *Handle) Record(layers []backend.LayerShape, device, precision string) (
 }
 
 // Run computes pass of the convolution of shape s at precision with
-// algorithm algo on b's device memory (Buffers), on the handle's stream.
-// It needs the device's context current, as Find does.
-func (h *Handle) Run(pass Pass, s Shape, precision string, algo int, b Buffers) error {
+// algorithm a (its math type set on the descriptor first) on b's device
+// memory (Buffers), on the handle's stream. It needs the device's context
+// current, as Find does.
+func (h *Handle) Run(pass Pass, s Shape, precision string, a Algorithm, b Buffers) error {
 	if pass < 0 || pass >= numPasses {
 		return fmt.Errorf("cudnn: no pass %d", int(pass))
+	}
+	if !mathAllowed(precision, a.MathType) {
+		return fmt.Errorf("cudnn: %s %s with math type %d: exact fp32 runs FMA math only (%d)", precision, pass, a.MathType, MathFMA)
 	}
 	d, err := h.conv(s, precision)
 	if err != nil {
@@ -278,10 +284,12 @@ func (h *Handle) Run(pass Pass, s Shape, precision string, algo int, b Buffers) 
 		beta = 1
 	}
 	var call *C.char
-	st := C.mc_run(&h.lib.api, h.h, d, C.int(pass), C.mc_enum(algo), C.uintptr_t(b.X), C.uintptr_t(b.W), C.uintptr_t(b.Y),
-		C.uintptr_t(b.Workspace), C.size_t(b.WorkspaceBytes), beta, &call)
+	h.mu.Lock() // the descriptor's math type is set for this call
+	st := C.mc_run(&h.lib.api, h.h, d, C.int(pass), C.mc_enum(a.Algo), C.mc_enum(a.MathType), C.uintptr_t(b.X), C.uintptr_t(b.W),
+		C.uintptr_t(b.Y), C.uintptr_t(b.Workspace), C.size_t(b.WorkspaceBytes), beta, &call)
+	h.mu.Unlock()
 	if err := h.lib.check(C.GoString(call), st); err != nil {
-		return fmt.Errorf("cudnn: %s %s of %+v with %s: %w", precision, pass, s, AlgoName(pass, algo), err)
+		return fmt.Errorf("cudnn: %s %s of %+v with %s (math type %d): %w", precision, pass, s, AlgoName(pass, a.Algo), a.MathType, err)
 	}
 	return nil
 }
@@ -306,6 +314,9 @@ func (h *Handle) conv(s Shape, precision string) (*C.mc_conv, error) {
 	types, ok := precisions[precision]
 	if !ok {
 		return nil, fmt.Errorf("cudnn: precision %q: want tf32, fp32, fp16 or bf16", precision)
+	}
+	if precision == "bf16" && h.lib.Version.Less(MinBF16Version) {
+		return nil, fmt.Errorf("cudnn: %s has no bf16 convolutions (cuDNN %s or newer has)", h.lib, MinBF16Version)
 	}
 	out, err := s.Output()
 	if err != nil {

@@ -333,11 +333,14 @@ func TestFindThroughStub(t *testing.T) {
 }
 
 // runThroughStub: Run gives each pass's call its descriptors (the stub
-// checks every field, as Find's do) and the buffers in their roles, beta
-// 1 to accumulate and 0 not; the stub's refusal comes back by call.
+// checks every field, as Find's do, the math type among them: Run sets
+// the chosen row's) and the buffers in their roles, beta 1 to accumulate
+// and 0 not; the stub's refusal comes back by call; exact fp32 refuses a
+// math type other than FMA before any call.
 func runThroughStub(t *testing.T, h *Handle, s Shape) {
 	t.Helper()
 	b := Buffers{X: 0x1000, W: 0x2000, Y: 0x3000, Workspace: 0x4000, WorkspaceBytes: 4096}
+	tensorOp := func(algo int) Algorithm { return Algorithm{Algo: algo, MathType: MathTensorOp} }
 	for p := Forward; p < numPasses; p++ {
 		for _, acc := range []bool{false, true} {
 			b.Accumulate = acc
@@ -345,20 +348,51 @@ func runThroughStub(t *testing.T, h *Handle, s Shape) {
 			if acc {
 				algo = 5
 			}
-			if err := h.Run(p, s, "fp16", algo, b); err != nil {
+			if err := h.Run(p, s, "fp16", tensorOp(algo), b); err != nil {
 				t.Errorf("%s, accumulate %v: %v", p, acc, err)
 			}
 		}
 	}
+	if err := h.Run(Forward, s, "fp16", Algorithm{Algo: 1, MathType: MathDefault}, b); err == nil || !strings.Contains(err.Error(), "status 2000") {
+		t.Errorf("the default math type where the stub's descriptor wants tensor ops: %v; want the stub's refusal", err)
+	}
+	// Find sets the precision's math type again after a run left another.
+	if _, err := h.Find(Forward, s, "fp16"); err != nil {
+		t.Errorf("Find after a run with another math type: %v", err)
+	}
 	b.Accumulate = false
-	if err := h.Run(BackwardFilter, s, "fp16", 5, b); err == nil || !strings.Contains(err.Error(), "cudnnConvolutionBackwardFilter: CUDNN_STATUS_OTHER (status 2003)") {
+	if err := h.Run(BackwardFilter, s, "fp16", tensorOp(5), b); err == nil || !strings.Contains(err.Error(), "cudnnConvolutionBackwardFilter: CUDNN_STATUS_OTHER (status 2003)") {
 		t.Errorf("beta 0 where the stub wants 1: %v; want its refusal by call and status", err)
 	}
 	b.X, b.Y = b.Y, b.X
-	if err := h.Run(Forward, s, "fp16", 1, b); err == nil || !strings.Contains(err.Error(), "status 2001") {
+	if err := h.Run(Forward, s, "fp16", tensorOp(1), b); err == nil || !strings.Contains(err.Error(), "status 2001") {
 		t.Errorf("x and y swapped: %v; want the stub's refusal", err)
 	}
-	if err := h.Run(Forward, s, "tf32", 1, b); err == nil || !strings.Contains(err.Error(), "status 2000") {
+	if err := h.Run(Forward, s, "tf32", tensorOp(1), b); err == nil || !strings.Contains(err.Error(), "status 2000") {
 		t.Errorf("tf32 where the stub wants fp16's descriptors: %v; want the stub's refusal", err)
+	}
+	if err := h.Run(Forward, s, "fp32", Algorithm{Algo: 1, MathType: MathDefault}, b); err == nil || !strings.Contains(err.Error(), "FMA math only") {
+		t.Errorf("exact fp32 with the default math type (TF32): %v; want a refusal", err)
+	}
+}
+
+// TestBF16NeedsCUDNN81: cuDNN 8.0 has no bf16 data type: a bf16
+// convolution is refused by name before any call, fp16 is not.
+func TestBF16NeedsCUDNN81(t *testing.T) {
+	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.8"), 8005, "#define ANY_SHAPE\n"+findStub+runStub, findCode())
+	l, err := open(only(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.NewHandle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}, Pad: 1, Stride: 1}
+	if _, err := h.Find(Forward, s, "bf16"); err == nil || !strings.Contains(err.Error(), "no bf16 convolutions (cuDNN 8.1.0 or newer has)") {
+		t.Errorf("bf16 on cuDNN 8.0.5: %v; want a refusal naming 8.1", err)
+	}
+	if _, err := h.Find(Forward, s, "fp16"); err != nil {
+		t.Errorf("fp16 on cuDNN 8.0.5: %v", err)
 	}
 }

@@ -25,6 +25,11 @@ const EnvPath = "MEMUNET_CUDNN"
 // from 8.0 through 9.x.
 var MinVersion = Version{8, 0, 0}
 
+// MinBF16Version is the oldest cuDNN with bf16 convolutions
+// (CUDNN_DATA_BFLOAT16 came in 8.1): an older one refuses a bf16 shape,
+// which memunet's kernels then compute under cuda.conv auto.
+var MinBF16Version = Version{8, 1, 0}
+
 // Version is a cuDNN version, major.minor.patch.
 type Version struct{ Major, Minor, Patch int }
 

@@ -101,6 +101,31 @@ type Result struct {
 	MathType int `json:"math_type"`
 }
 
+// Algorithm is what a pass runs with: cuDNN's algorithm and the math type
+// Find measured it under (Find tries the descriptor's math type and the
+// default one, so one algorithm may have a row for each).
+type Algorithm struct {
+	Algo     int
+	MathType int
+}
+
+// Algorithm is r's algorithm and math type.
+func (r Result) Algorithm() Algorithm { return Algorithm{Algo: r.Algo, MathType: r.MathType} }
+
+// The math types (cudnnMathType_t) a row may have.
+const (
+	MathDefault  = 0 // cuDNN's choice: TF32 tensor cores for fp32 on Ampere and newer
+	MathTensorOp = 1
+	MathFMA      = 3 // no tensor cores: exact fp32
+)
+
+// mathAllowed reports whether a row of math type math computes as
+// precision asks: exact fp32 only with FMA math (Find also times the
+// default math, which takes TF32); the others with any.
+func mathAllowed(precision string, math int) bool {
+	return precision != "fp32" || math == MathFMA
+}
+
 // Shape is a convolution's shape, as cuDNN's descriptors give it.
 type Shape struct {
 	// Input is N, C, H, W (N, C, D, H, W in 3D); Filter K, C, R, S (K, C,
@@ -159,10 +184,13 @@ func (s Shape) Output() ([]int, error) {
 
 // Entry is cuDNN's results for one layer and pass.
 type Entry struct {
-	Layer   string   `json:"layer"`
-	Pass    Pass     `json:"pass"`
-	Shape   Shape    `json:"shape"`
-	Results []Result `json:"results"`
+	Layer string `json:"layer"`
+	Pass  Pass   `json:"pass"`
+	// Precision is the convolutions' (tf32, fp32, fp16 or bf16): a
+	// Table's, where the entry is one of its rows.
+	Precision string   `json:"precision,omitempty"`
+	Shape     Shape    `json:"shape"`
+	Results   []Result `json:"results"`
 }
 
 // Table is cuDNN's results for every convolution of a model, as a device
@@ -212,15 +240,15 @@ type Policy struct {
 // ran reports a result that ran (status 0, a time).
 func ran(r Result) bool { return r.Status == 0 && r.TimeMS >= 0 }
 
-// allowed reports a result the policy's determinism admits (the budget
-// aside).
-func (p Policy) allowed(pass Pass, r Result) bool {
-	return ran(r) && (!p.Deterministic || (r.Deterministic && !Nondeterministic(pass, r.Algo)))
+// allowed reports a result the policy's determinism admits at precision
+// (the budget aside): it ran, under a math type the precision allows.
+func (p Policy) allowed(pass Pass, precision string, r Result) bool {
+	return ran(r) && mathAllowed(precision, r.MathType) && (!p.Deterministic || (r.Deterministic && !Nondeterministic(pass, r.Algo)))
 }
 
-// Admits reports whether the policy may choose r for pass.
-func (p Policy) Admits(pass Pass, r Result) bool {
-	return p.allowed(pass, r) && r.WorkspaceBytes >= 0 && r.WorkspaceBytes <= p.WorkspaceBytes
+// Admits reports whether the policy may choose r for pass at precision.
+func (p Policy) Admits(pass Pass, precision string, r Result) bool {
+	return p.allowed(pass, precision, r) && r.WorkspaceBytes >= 0 && r.WorkspaceBytes <= p.WorkspaceBytes
 }
 
 // faster orders results: less time, then less workspace, then the lower
@@ -240,13 +268,13 @@ func (p Policy) Choose(e Entry) (Result, error) {
 	var best *Result
 	smallest := int64(-1)
 	for i, r := range e.Results {
-		if !p.allowed(e.Pass, r) {
+		if !p.allowed(e.Pass, e.Precision, r) {
 			continue
 		}
 		if smallest < 0 || r.WorkspaceBytes < smallest {
 			smallest = r.WorkspaceBytes
 		}
-		if p.Admits(e.Pass, r) && (best == nil || faster(r, *best)) {
+		if p.Admits(e.Pass, e.Precision, r) && (best == nil || faster(r, *best)) {
 			best = &e.Results[i]
 		}
 	}
@@ -308,6 +336,7 @@ func (p Policy) Plan(t Table) (Plan, error) {
 	var plan Plan
 	var errs []error
 	for _, e := range t.Layers {
+		e.Precision = t.Precision
 		r, err := p.Choose(e)
 		if err != nil {
 			errs = append(errs, err)

@@ -247,3 +247,29 @@ func TestShapeOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyMathTypes: Find times each algorithm under the descriptor's
+// math type and the default one, and the default one takes TF32 for
+// fp32 data: exact fp32 chooses among FMA rows only, however fast the
+// others; tf32 and the 16-bit precisions take any math type.
+func TestPolicyMathTypes(t *testing.T) {
+	rows := []Result{
+		{Algo: 1, Name: "IMPLICIT_PRECOMP_GEMM", TimeMS: 0.2, Deterministic: true, MathType: MathDefault},
+		{Algo: 1, Name: "IMPLICIT_PRECOMP_GEMM", TimeMS: 0.9, Deterministic: true, MathType: MathFMA},
+		{Algo: 0, Name: "IMPLICIT_GEMM", TimeMS: 0.5, Deterministic: true, MathType: MathTensorOp},
+	}
+	pol := Policy{WorkspaceBytes: 1 << 20, Deterministic: true}
+	for prec, want := range map[string]Algorithm{
+		"fp32": {Algo: 1, MathType: MathFMA},
+		"tf32": {Algo: 1, MathType: MathDefault},
+		"fp16": {Algo: 1, MathType: MathDefault},
+	} {
+		r, err := pol.Choose(Entry{Layer: "l", Pass: Forward, Precision: prec, Results: rows})
+		if err != nil || r.Algorithm() != want {
+			t.Errorf("%s: chose %+v (%v), want %+v", prec, r.Algorithm(), err, want)
+		}
+	}
+	if r, err := pol.Choose(Entry{Layer: "l", Pass: Forward, Precision: "fp32", Results: rows[:1]}); err == nil {
+		t.Errorf("fp32 with no FMA row chose %+v", r)
+	}
+}

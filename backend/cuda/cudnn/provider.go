@@ -63,6 +63,6 @@ func (p *Provider) Find(pass Pass, s Shape, precision string) ([]Result, error) 
 }
 
 // Run is Handle.Run with the context current.
-func (p *Provider) Run(pass Pass, s Shape, precision string, algo int, b Buffers) error {
-	return p.on(func() error { return p.h.Run(pass, s, precision, algo, b) })
+func (p *Provider) Run(pass Pass, s Shape, precision string, a Algorithm, b Buffers) error {
+	return p.on(func() error { return p.h.Run(pass, s, precision, a, b) })
 }

@@ -212,13 +212,33 @@ func (l *ConvLibrary) Find(pass cudnn.Pass, s cudnn.Shape, precision string) ([]
 			}
 		}
 		r := cudnn.Result{Algo: a.algo, Name: cudnn.AlgoName(pass, a.algo), Status: a.status, TimeMS: a.ms,
-			Deterministic: a.deterministic, MathType: 1}
+			Deterministic: a.deterministic, MathType: findMath(precision)}
 		if a.status == 0 {
 			r.WorkspaceBytes = l.workspace(a, d, dt)
+		}
+		if precision == "fp32" {
+			// As cuDNN's Find: each algorithm under the descriptor's math
+			// type (FMA) and the default one, which takes TF32 and is faster.
+			tf32 := r
+			tf32.MathType, tf32.TimeMS = cudnn.MathDefault, r.TimeMS/2
+			out = append(out, tf32)
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// findMath is the math type of precision's descriptor (cudnn's
+// precisions): FMA for exact fp32, the default for tf32, tensor ops for
+// 16 bits.
+func findMath(precision string) int {
+	switch precision {
+	case "fp32":
+		return cudnn.MathFMA
+	case "tf32":
+		return cudnn.MathDefault
+	}
+	return cudnn.MathTensorOp
 }
 
 // workspace is what algorithm a takes for d.
@@ -226,8 +246,10 @@ func (l *ConvLibrary) workspace(a algoRow, d dims, dt backend.DType) int64 {
 	return a.inputTimes*int64(d.inSize()*dt.Size()) + a.fixed + l.MinWorkspace
 }
 
-// Run computes pass on the emulated memory with algorithm algo.
-func (l *ConvLibrary) Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo int, b cudnn.Buffers) error {
+// Run computes pass on the emulated memory with algorithm a. An exact
+// fp32 run under another math type than FMA is refused (cuDNN would run
+// it on TF32).
+func (l *ConvLibrary) Run(pass cudnn.Pass, s cudnn.Shape, precision string, a cudnn.Algorithm, b cudnn.Buffers) error {
 	d, err := dimsOf(s)
 	if err != nil {
 		return err
@@ -236,6 +258,10 @@ func (l *ConvLibrary) Run(pass cudnn.Pass, s cudnn.Shape, precision string, algo
 	if err != nil {
 		return err
 	}
+	if precision == "fp32" && a.MathType != cudnn.MathFMA {
+		return fmt.Errorf("emulated cuDNN: an exact fp32 %s with math type %d would round to TF32", pass, a.MathType)
+	}
+	algo := a.Algo
 	var row *algoRow
 	for i, a := range algoTable[pass] {
 		if a.algo == algo && a.status == 0 {

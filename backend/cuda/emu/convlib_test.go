@@ -147,6 +147,31 @@ func TestConvLibraryCountsWhatItLoads(t *testing.T) {
 	}
 }
 
+// TestConvLibraryExactFP32: with cuda.tf32 false, Find's faster rows
+// under the default math type (TF32) are passed over for the FMA ones,
+// and each run sets its row's math type: the stand-in refuses an exact
+// fp32 run on any other, and a training step runs.
+func TestConvLibraryExactFP32(t *testing.T) {
+	b, lib := libraryBackend(t, deterministic, true)
+	b.SetTF32(false)
+	tr, err := train.NewTrainer(tinyConfig(), train.Placement{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Step(); err != nil {
+		t.Fatal(err)
+	}
+	checkRanOnly(t, lib, [3]int{7, 5, 5})
+	for _, c := range b.ConvChoices() {
+		for _, a := range c.Algorithms {
+			if c.Precision != "fp32" || a.MathType != cudnn.MathFMA {
+				t.Errorf("%s (%s) %s: math type %d", c.Shape, c.Precision, a.Pass, a.MathType)
+			}
+		}
+	}
+}
+
 // TestConvLibraryNoFit: where no deterministic algorithm fits the budget,
 // cuda.conv cudnn stops the run with an error that names the convolution,
 // the workspace it needs and the fix; auto computes that convolution with
