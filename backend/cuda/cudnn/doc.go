@@ -24,7 +24,10 @@
 // Find results list that ran, fits the workspace budget (cuda.workspace)
 // and, by default (cuda.deterministic), is deterministic: never backward
 // data ALGO_0 or backward filter ALGO_0 or ALGO_3, which sum with atomic
-// adds. testdata holds the tables its tests hold it to: a hand-written one
+// adds. Find times each algorithm under the descriptor's math type and the
+// default one: a choice is the pair (Algorithm), run under that math type,
+// and exact fp32 admits FMA rows only (the default one takes TF32).
+// testdata holds the tables its tests hold it to: a hand-written one
 // until a device run records cuDNN's own.
 //
 // Handle.Find runs cuDNN's own Find for one pass of a convolution (every
