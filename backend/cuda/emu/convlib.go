@@ -392,63 +392,57 @@ func store(out tensor, i int, v float32, accumulate bool) {
 	out.set(i, v)
 }
 
-// The three passes gather each output's terms (in the order the taps
-// come, or shuffled: order), then sum them. Planes: in (n,c), out (n,k),
-// filter (k,c); spatial positions flat within a plane.
+// The three passes gather each written value's terms (in the order the
+// taps come, or shuffled: order), then sum them. Planes: in (n,c), out
+// (n,k), filter (k,c); spatial positions flat within a plane.
 
-// forward: y (n,k,out...) = x (n,c,in...) correlated with w (k,c,filt...).
-func (d dims) forward(y, x, w tensor, accumulate bool, order func(int) []int) {
+// gather writes each of size values of out: the sum of the terms
+// products adds to it.
+func gather(out tensor, size int, accumulate bool, order func(int) []int, products func(add func(at int, v float32))) {
+	terms := make([][]float32, size)
+	products(func(at int, v float32) { terms[at] = append(terms[at], v) })
+	for at, ts := range terms {
+		store(out, at, sum(ts, order), accumulate)
+	}
+}
+
+// forEachPlane calls f for every image n, output channel k and input
+// channel c, with the flat index offsets of their input, output and
+// filter planes.
+func (d dims) forEachPlane(f func(in, out, filt int)) {
 	ni, no, nr := prod(d.in), prod(d.out), prod(d.filt)
-	terms := make([][]float32, d.n*d.k*no)
 	for n := range d.n {
 		for k := range d.k {
 			for c := range d.c {
-				d.forEachTap(func(o, r, i int) {
-					at := (n*d.k+k)*no + o
-					terms[at] = append(terms[at], x.at((n*d.c+c)*ni+i)*w.at((k*d.c+c)*nr+r))
-				})
+				f((n*d.c+c)*ni, (n*d.k+k)*no, (k*d.c+c)*nr)
 			}
 		}
 	}
-	for at, ts := range terms {
-		store(y, at, sum(ts, order), accumulate)
-	}
+}
+
+// forward: y (n,k,out...) = x (n,c,in...) correlated with w (k,c,filt...).
+func (d dims) forward(y, x, w tensor, accumulate bool, order func(int) []int) {
+	gather(y, d.outSize(), accumulate, order, func(add func(int, float32)) {
+		d.forEachPlane(func(in, out, filt int) {
+			d.forEachTap(func(o, r, i int) { add(out+o, x.at(in+i)*w.at(filt+r)) })
+		})
+	})
 }
 
 // backwardData: dx (n,c,in...) from dy (n,k,out...) and w (k,c,filt...).
 func (d dims) backwardData(dx, dy, w tensor, accumulate bool, order func(int) []int) {
-	ni, no, nr := prod(d.in), prod(d.out), prod(d.filt)
-	terms := make([][]float32, d.n*d.c*ni)
-	for n := range d.n {
-		for c := range d.c {
-			for k := range d.k {
-				d.forEachTap(func(o, r, i int) {
-					at := (n*d.c+c)*ni + i
-					terms[at] = append(terms[at], dy.at((n*d.k+k)*no+o)*w.at((k*d.c+c)*nr+r))
-				})
-			}
-		}
-	}
-	for at, ts := range terms {
-		store(dx, at, sum(ts, order), accumulate)
-	}
+	gather(dx, d.inSize(), accumulate, order, func(add func(int, float32)) {
+		d.forEachPlane(func(in, out, filt int) {
+			d.forEachTap(func(o, r, i int) { add(in+i, dy.at(out+o)*w.at(filt+r)) })
+		})
+	})
 }
 
 // backwardFilter: dw (k,c,filt...) from x (n,c,in...) and dy (n,k,out...).
 func (d dims) backwardFilter(dw, x, dy tensor, accumulate bool, order func(int) []int) {
-	ni, no, nr := prod(d.in), prod(d.out), prod(d.filt)
-	terms := make([][]float32, d.k*d.c*nr)
-	for n := range d.n {
-		for k := range d.k {
-			for c := range d.c {
-				d.forEachTap(func(o, r, i int) {
-					at := (k*d.c+c)*nr + r
-					terms[at] = append(terms[at], dy.at((n*d.k+k)*no+o)*x.at((n*d.c+c)*ni+i))
-				})
-			}
-		}
-	}
-	for at, ts := range terms {
-		store(dw, at, sum(ts, order), accumulate)
-	}
+	gather(dw, d.filterSize(), accumulate, order, func(add func(int, float32)) {
+		d.forEachPlane(func(in, out, filt int) {
+			d.forEachTap(func(o, r, i int) { add(filt+r, dy.at(out+o)*x.at(in+i)) })
+		})
+	})
 }
