@@ -140,3 +140,27 @@ type Offloader interface {
 	ToHost(dst, src View)
 	ToDevice(dst, src View)
 }
+
+// StepRecorder is a backend that can leave a training step's plain
+// cross-entropy sums and its gradients' finite check on the device, to be
+// read in one copy at the step's end (the CUDA backend, where each read
+// stalls the device until its work is done). Slot i is the step's
+// micro-batch i, fewer than RecordSlots.
+type StepRecorder interface {
+	RecordSlots() int
+	// RecordCrossEntropy is CrossEntropy with its sum, count and bad
+	// targets left in slot.
+	RecordCrossEntropy(s Shape4, logits, target View, slot int)
+	// RecordedCrossEntropyBack is CrossEntropyBack with k =
+	// scale/float32(count) of slot's count (0 where it is 0), as
+	// CrossEntropy's caller computes it from the count it returns.
+	RecordedCrossEntropyBack(s Shape4, dlogits, logits, target View, slot int, scale float32)
+	// RecordUnscaleCheck is UnscaleCheck with its answer left for
+	// ReadRecord.
+	RecordUnscaleCheck(gs []View, inv float32)
+	// ReadRecord returns the first slots' sums and counts and whether
+	// every gradient the last RecordUnscaleCheck saw was finite, in one
+	// copy; a bad target is the first such slot's *TargetError (classes:
+	// the logits' K).
+	ReadRecord(slots, classes int) (sums []float64, counts []int, finite bool, err error)
+}

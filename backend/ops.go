@@ -220,7 +220,7 @@ type Layers interface {
 	// neither is a *TargetError naming the first sample that has one and
 	// one of its bad values.
 	//
-	//op:cuda loss_partials
+	//op:cuda loss_partials loss_record
 	CrossEntropy(s Shape4, logits, target View) (sum float64, count int, err error)
 	// CrossEntropyBack: dlogits = k*(softmax(logits) - onehot(target)) at
 	// counted pixels, 0 at ignored ones (and everywhere if k is 0); dlogits

@@ -19,6 +19,9 @@ type CrossEntropy struct {
 	logits *Tensor
 	target backend.View
 	count  int
+	// recorder and slot, where ForwardRecorded left the sums on the device.
+	recorder backend.StepRecorder
+	slot     int
 }
 
 // Forward returns the mean loss. In training it keeps logits and target.
@@ -52,9 +55,30 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target backend.View) (f
 	return loss, nil
 }
 
+// ForwardRecorded is a training Forward that leaves the loss's sums in
+// slot of r, the backend's step record, unread (the trainer reads the
+// step's slots in one copy; a bad target is an error then).
+func (l *CrossEntropy) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int) error {
+	defer env.Profile.begin(KindLoss)()
+	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
+		panic(fmt.Sprintf("model: cross entropy: target %v for logits %v", target, logits.Shape()))
+	}
+	f := env.frame(backend.OpLoss)
+	z := f.view(logits)
+	if f.err == nil {
+		r.RecordCrossEntropy(logits.shape4(), z, target, slot)
+	}
+	if err := f.finish(); err != nil {
+		return err
+	}
+	l.logits, l.target, l.recorder, l.slot = logits.Retain(), target, r, slot
+	return nil
+}
+
 // Backward returns dlogits = scale * (softmax(logits) - onehot(target)) / count
 // at non-ignored pixels and 0 at ignored ones. scale multiplies the loss's
 // gradient (1 for plain training; the grad scaler's scale, or 1/accumulate).
+// After ForwardRecorded the count stays on the device.
 func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 	defer env.Profile.begin(KindLoss)()
 	logits := l.logits
@@ -66,10 +90,14 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 		k = scale / float32(l.count)
 	}
 	dlogits, err := backwardInto(env, logits, func(g, z backend.View) {
+		if l.recorder != nil {
+			l.recorder.RecordedCrossEntropyBack(logits.shape4(), g, z, l.target, l.slot, scale)
+			return
+		}
 		env.Backend.CrossEntropyBack(logits.shape4(), g, z, l.target, k)
 	})
 	if err == nil {
-		l.logits, l.target = nil, backend.View{}
+		l.Forget()
 	}
 	return dlogits, err
 }
@@ -102,7 +130,7 @@ func backwardInto(env *Env, logits *Tensor, write func(g, z backend.View)) (*Ten
 }
 
 // Forget drops what Forward kept, without releasing it (see Layer).
-func (l *CrossEntropy) Forget() { l.logits, l.target = nil, backend.View{} }
+func (l *CrossEntropy) Forget() { l.logits, l.target, l.recorder = nil, backend.View{}, nil }
 
 // LossKind is a training loss (config key train.loss.kind).
 type LossKind string
@@ -160,6 +188,19 @@ func (l *Loss) gamma() float64 {
 		return l.Config.Gamma
 	}
 	return 0
+}
+
+// Recordable reports whether ForwardRecorded can take the loss: the plain
+// cross-entropy, in training, on a backend that records a step.
+func (l *Loss) Recordable(env *Env) (backend.StepRecorder, bool) {
+	r, ok := env.Backend.(backend.StepRecorder)
+	return r, ok && l.Config.Plain() && env.saves()
+}
+
+// ForwardRecorded is CrossEntropy.ForwardRecorded, for a loss Recordable
+// says it takes.
+func (l *Loss) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int) error {
+	return l.ce.ForwardRecorded(env, logits, target, r, slot)
 }
 
 // Forward returns the loss; in training it keeps logits and target.

@@ -45,6 +45,16 @@ func (s *GradScaler) Unscale(b backend.Optimizer, params []*model.Param) (finite
 	return b.UnscaleCheck(Grads(params), inv)
 }
 
+// UnscaleRecorded is Unscale with its answer left in r's step record,
+// read with the step's losses (StepRecorder.ReadRecord).
+func (s *GradScaler) UnscaleRecorded(r backend.StepRecorder, params []*model.Param) {
+	inv := float32(1)
+	if s.Enabled {
+		inv = float32(1 / s.Scale)
+	}
+	r.RecordUnscaleCheck(Grads(params), inv)
+}
+
 // Update adjusts the scale after an optimizer step whose gradients were
 // finite or not (the step having been skipped if not).
 func (s *GradScaler) Update(finite bool) {

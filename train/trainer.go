@@ -580,6 +580,10 @@ func (t *Trainer) step() (StepResult, error) {
 	}
 	res.CommTime += time.Since(commStart)
 	t.Net.ZeroGrad()
+	// A device that records the step keeps each micro-batch's plain
+	// cross-entropy and the finite check there, read in one copy below.
+	recorder, recorded := (&model.Loss{Config: t.Loss}).Recordable(t.env)
+	recorded = recorded && accum <= recorder.RecordSlots() && t.comm.Size() == 1
 	for k := 0; k < accum; k++ {
 		t.Pool().TimelinePhase(PhaseForward)
 		epoch, err := t.nextBatch()
@@ -596,7 +600,12 @@ func (t *Trainer) step() (StepResult, error) {
 		t.Pool().TimelinePhase(PhaseBackward)
 		t.Pool().ResetPeak()
 		l := model.Loss{Config: t.Loss}
-		loss, err := l.Forward(t.env, logits, t.masks)
+		var loss float64
+		if recorded {
+			err = l.ForwardRecorded(t.env, logits, t.masks, recorder, k)
+		} else {
+			loss, err = l.Forward(t.env, logits, t.masks)
+		}
 		logits.Release()
 		if err != nil {
 			return res, err
@@ -609,7 +618,9 @@ func (t *Trainer) step() (StepResult, error) {
 			return res, err
 		}
 		keep(PhaseBackward, t.Pool().Stats())
-		res.Loss += loss / float64(accum)
+		if !recorded {
+			res.Loss += loss / float64(accum)
+		}
 	}
 	// Data parallel: every rank's gradients become their mean over the
 	// ranks, so every rank takes the same step (a non-finite gradient on one
@@ -632,7 +643,16 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Pool().TimelinePhase(PhaseOptimizer)
 	t.Pool().ResetPeak()
 	optStart := time.Now()
-	finite := t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
+	var finite bool
+	if recorded {
+		t.Scaler.UnscaleRecorded(recorder, t.Net.Params())
+		var err error
+		if finite, err = t.readRecord(recorder, accum, &res); err != nil {
+			return res, err
+		}
+	} else {
+		finite = t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
+	}
 	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
 	if limit := t.Config.Train.ClipGradNorm; finite && limit > 0 {
 		// PyTorch's order: scaler.unscale_, clip_grad_norm_, scaler.step;
@@ -655,6 +675,24 @@ func (t *Trainer) step() (StepResult, error) {
 	res.Peak = best.Allocated.Peak
 	res.PeakByCategory = PhaseMemoryOf(best).PeakByCategory
 	return res, nil
+}
+
+// readRecord reads the step's record in one copy: each micro-batch's
+// loss (its sum over its count, as CrossEntropy's caller makes it) into
+// res.Loss, in order, and whether the gradients were finite.
+func (t *Trainer) readRecord(r backend.StepRecorder, accum int, res *StepResult) (bool, error) {
+	sums, counts, finite, err := r.ReadRecord(accum, t.Net.Config.Classes)
+	if err != nil {
+		return false, err
+	}
+	for k := range accum {
+		loss := sums[k]
+		if counts[k] > 0 {
+			loss /= float64(counts[k])
+		}
+		res.Loss += loss / float64(accum)
+	}
+	return finite, nil
 }
 
 // nextBatch fills the input buffers with the next micro-batch and returns its

@@ -79,6 +79,9 @@ func Run(t *testing.T, b backend.Backend) {
 	t.Run("Pages", s.pages)
 	t.Run("Sizer", s.sizer)
 	s.ops(t)
+	if r, ok := b.(backend.StepRecorder); ok {
+		t.Run("StepRecorder", func(t *testing.T) { s.testStepRecorder(t, r) })
+	}
 	t.Run("Sync", func(t *testing.T) {
 		if err := b.Sync(); err != nil {
 			t.Fatalf("Sync after the suite: %v", err)

@@ -34,6 +34,12 @@
 //     partial sums, or 0). The backend's only memory of its own is a fixed
 //     scratch area for the reductions, allocated when the device is opened
 //     and counted, with the context, in the device's overhead.
+//   - A training step reads the device once (backend.StepRecorder,
+//     record.go): each micro-batch's plain cross-entropy is summed on the
+//     device into a slot of the scratch area, its gradient takes its count
+//     from there, and the slots and the gradients' finite flag come back
+//     in one copy after the step's last backward (other losses read their
+//     sums a micro-batch, for the coefficients their gradients need).
 //   - A convolution library (ConvLibrary: cuDNN, cuda.conv) may compute
 //     the convolutions instead, 2D and 3D (library.go): per shape, its Find's
 //     results and the algorithm policy (backend/cuda/cudnn) choose each

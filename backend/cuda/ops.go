@@ -559,20 +559,30 @@ const (
 	lossSums
 )
 
-// CrossEntropy sums the per-pixel losses over chunks of the pixels on the
-// device (float64) and the chunks on the host, in order.
+// CrossEntropy sums the per-pixel losses over chunks of the pixels and
+// the chunks in order, on the device (float64), into a record slot of its
+// own, and reads the slot.
 func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (float64, int, error) {
-	sums, err := b.lossSums(lossCE, 1, s, logits, target, 0)
+	slot := maxRecordSlots - 1
+	b.crossEntropyInto(s, logits, target, slot)
+	raw, err := b.fetch(b.recordSlot(slot), recordSlotBytes)
 	if err != nil {
 		return 0, 0, err
 	}
-	return sums[0][0], int(sums[0][1]), nil
+	sum, count, err := decodeSlot(raw, s.C)
+	return sum, count, err
 }
 
 func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
+	b.crossEntropyBack(s, dlogits, logits, target, k, devicePtr{}, 0)
+}
+
+// crossEntropyBack launches cross_entropy_back with k, or with k from
+// slot's count and scale where slot is not none.
+func (b *Backend) crossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32, slot devicePtr, scale float32) {
 	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
 	b.launch(KCrossEntropyBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
-		s.N, s.C, s.H*s.W, k)
+		s.N, s.C, s.H*s.W, k, slot, scale)
 }
 
 // targetError reads the kernels' bad-target flags of n samples, badv (the

@@ -48,6 +48,7 @@ const (
 	KGroupNormBackFinish
 	KGroupNormBackApply
 	KLossPartials
+	KLossRecord
 	KCrossEntropyBack
 	KLossBack
 	KConfusion
@@ -113,6 +114,7 @@ var kernelNames = [NumKernels]string{
 	KGroupNormBackFinish: "group_norm_back_finish",
 	KGroupNormBackApply:  "group_norm_back_apply",
 	KLossPartials:        "loss_partials",
+	KLossRecord:          "loss_record",
 	KCrossEntropyBack:    "cross_entropy_back",
 	KLossBack:            "loss_back",
 	KConfusion:           "confusion",

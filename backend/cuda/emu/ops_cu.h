@@ -967,14 +967,45 @@ KERNEL(loss_partials)(u64 partial, u64 bad, u64 logits, u64 target, i64 dt, i64 
 	}
 }
 
+// loss_record: one thread sums a cross-entropy's chunk partials (the loss
+// and the count, loss_partials' first two of four) in order into a record
+// slot of 32 bytes: the two sums (double), then the first sample of N with
+// a bad target + 1 and its flag (bad's: the largest bad value + 1), 0 and 0
+// for none. The same additions, in the same order, as the host made.
+KERNEL(loss_record)(u64 slot, u64 partial, u64 bad, i64 N, i64 chunks) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	gptr<const double> p = GCAST(const double, partial);
+	double loss = 0, count = 0;
+	for (i64 i = 0; i < chunks; i++) {
+		loss += p[4 * i];
+		count += p[4 * i + 1];
+	}
+	gptr<double> out = GCAST(double, slot);
+	out[0] = loss;
+	out[1] = count;
+	gptr<const int> b = GCAST(const int, bad);
+	int first = 0, value = 0;
+	for (i64 n = 0; n < N && first == 0; n++) {
+		if (b[n] != 0) first = (int)n + 1, value = b[n];
+	}
+	GCAST(int, slot)[4] = first;
+	GCAST(int, slot)[5] = value;
+}
+
 // cross_entropy_back: dlogits = k*(softmax - onehot) at counted pixels, 0 at
 // ignored ones (everywhere when k is 0), of dtype dt; each pixel reads its
-// K logits before writing, so dlogits may be logits.
-KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 dt, i64 N, i64 K, i64 HW, double kd) {
+// K logits before writing, so dlogits may be logits. Where slot is not 0,
+// k is scale over the count loss_record left there (0 for none), as the
+// host computes it: (float)scale / (float)count.
+KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 dt, i64 N, i64 K, i64 HW, double kd, u64 slot, double scale) {
 	In z = input(logits, dt);
 	Out g = output(dlogits, dt);
 	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	float k = (float)kd;
+	if (slot) {
+		double count = GCAST(const double, slot)[1];
+		k = count > 0 ? (float)scale / (float)count : 0.0f;
+	}
 	GRID_STRIDE(i, N * HW) {
 		i64 n = i / HW, p = i % HW, at = n * K * HW + p;
 		int t = tg[i];

@@ -1,0 +1,105 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// A step's record in the scratch area: the finite flag at its start
+// (UnscaleCheck's), then from recordOffset slots of recordSlotBytes, each
+// a cross-entropy's loss and count (float64) and its first bad sample and
+// value (int32, +1; loss_record's). The last slot is CrossEntropy's own.
+const (
+	recordOffset    = 256
+	recordSlotBytes = 32
+	maxRecordSlots  = (countsOffset - recordOffset) / recordSlotBytes
+)
+
+var _ backend.StepRecorder = (*Backend)(nil)
+
+// recordSlot is slot i of the record.
+func (b *Backend) recordSlot(i int) devicePtr {
+	if i < 0 || i >= maxRecordSlots {
+		panic(fmt.Sprintf("backend/cuda: record slot %d of %d", i, maxRecordSlots))
+	}
+	return b.scratchPtr(recordOffset+recordSlotBytes*i, recordSlotBytes)
+}
+
+// crossEntropyInto sums a cross-entropy into slot: loss_partials over
+// chunks of the pixels, then loss_record adding the chunks in order.
+func (b *Backend) crossEntropyInto(s backend.Shape4, logits, target backend.View, slot int) {
+	P := s.N * s.H * s.W
+	checkLen(logits, s.Len(), target, P)
+	if s.N > maxSamples {
+		panic(fmt.Sprintf("backend/cuda: a loss over %d samples; at most %d", s.N, maxSamples))
+	}
+	chunk, chunks := reduceChunks(1, P, lossItems)
+	partials, bad := b.scratchPtr(partialsOffset, 32*chunks), b.scratchPtr(partialsOffset+32*chunks, 4*s.N)
+	b.memsetD32(bad, 0, s.N)
+	b.launchGrid(KLossPartials, min(chunks, b.reduceBlocks()), 1, partials, bad, floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
+		s.N, s.C, s.H*s.W, float32(0), lossCE, chunk, chunks)
+	b.launchGrid(KLossRecord, 1, 1, b.recordSlot(slot), partials, bad, s.N, chunks)
+}
+
+// decodeSlot reads a slot's sum and count, or its bad target's
+// *backend.TargetError.
+func decodeSlot(raw []byte, classes int) (float64, int, error) {
+	if first := int32(binary.LittleEndian.Uint32(raw[16:])); first != 0 {
+		value := int32(binary.LittleEndian.Uint32(raw[20:]))
+		return 0, 0, &backend.TargetError{Value: int(value) - 1, Sample: int(first) - 1, Classes: classes}
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(raw)), int(math.Float64frombits(binary.LittleEndian.Uint64(raw[8:]))), nil
+}
+
+// RecordSlots is how many micro-batches a step's record holds.
+func (b *Backend) RecordSlots() int { return maxRecordSlots - 1 }
+
+// RecordCrossEntropy is CrossEntropy into slot, not read.
+func (b *Backend) RecordCrossEntropy(s backend.Shape4, logits, target backend.View, slot int) {
+	b.crossEntropyInto(s, logits, target, b.checkSlot(slot))
+}
+
+// RecordedCrossEntropyBack is CrossEntropyBack with k from slot's count.
+func (b *Backend) RecordedCrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, slot int, scale float32) {
+	b.crossEntropyBack(s, dlogits, logits, target, 0, b.recordSlot(b.checkSlot(slot)), scale)
+}
+
+// checkSlot panics unless slot is one of RecordSlots.
+func (b *Backend) checkSlot(slot int) int {
+	if slot < 0 || slot >= b.RecordSlots() {
+		panic(fmt.Sprintf("backend/cuda: record slot %d; a step has %d", slot, b.RecordSlots()))
+	}
+	return slot
+}
+
+// RecordUnscaleCheck is UnscaleCheck's launches, its flag left unread.
+func (b *Backend) RecordUnscaleCheck(gs []backend.View, inv float32) {
+	flag := b.scratchPtr(0, 4)
+	b.memsetD32(flag, 0, 1)
+	for _, g := range gs {
+		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag)
+	}
+}
+
+// ReadRecord reads the finite flag and the first slots in one copy.
+func (b *Backend) ReadRecord(slots, classes int) (sums []float64, counts []int, finite bool, err error) {
+	if slots < 0 || slots > b.RecordSlots() {
+		panic(fmt.Sprintf("backend/cuda: %d record slots; a step has %d", slots, b.RecordSlots()))
+	}
+	n := recordOffset + recordSlotBytes*slots
+	raw, err := b.fetch(b.scratchPtr(0, n), n)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	for i := range slots {
+		sum, count, err := decodeSlot(raw[recordOffset+recordSlotBytes*i:], classes)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		sums, counts = append(sums, sum), append(counts, count)
+	}
+	return sums, counts, binary.LittleEndian.Uint32(raw) == 0, nil
+}
