@@ -643,15 +643,9 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Pool().TimelinePhase(PhaseOptimizer)
 	t.Pool().ResetPeak()
 	optStart := time.Now()
-	var finite bool
-	if recorded {
-		t.Scaler.UnscaleRecorded(recorder, t.Net.Params())
-		var err error
-		if finite, err = t.readRecord(recorder, accum, &res); err != nil {
-			return res, err
-		}
-	} else {
-		finite = t.Scaler.Unscale(t.Device.Backend, t.Net.Params())
+	finite, err := t.unscale(recorder, recorded, accum, &res)
+	if err != nil {
+		return res, err
 	}
 	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
 	if limit := t.Config.Train.ClipGradNorm; finite && limit > 0 {
@@ -675,6 +669,17 @@ func (t *Trainer) step() (StepResult, error) {
 	res.Peak = best.Allocated.Peak
 	res.PeakByCategory = PhaseMemoryOf(best).PeakByCategory
 	return res, nil
+}
+
+// unscale unscales the gradients and reports whether they are all finite:
+// where the step is recorded, with each micro-batch's loss into res.Loss,
+// read in one copy.
+func (t *Trainer) unscale(r backend.StepRecorder, recorded bool, accum int, res *StepResult) (bool, error) {
+	if !recorded {
+		return t.Scaler.Unscale(t.Device.Backend, t.Net.Params()), nil
+	}
+	t.Scaler.UnscaleRecorded(r, t.Net.Params())
+	return t.readRecord(r, accum, res)
 }
 
 // readRecord reads the step's record in one copy: each micro-batch's
