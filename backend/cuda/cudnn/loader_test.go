@@ -216,11 +216,16 @@ static int check(const struct desc *x, const struct desc *w, const struct desc *
 #ifdef ANY_SHAPE
 	return 1;
 #else
-	static const int X[] = {XDIMS}, W[] = {WDIMS}, Y[] = {YDIMS};
-	return x->n == 4 && y->n == 4 && w->n == 4 && same(x->dims, X, 4) && same(y->dims, Y, 4) && same(w->dims, W, 4) &&
-		packed(x) && packed(y) && w->format == 0 && x->dtype == DTYPE && y->dtype == DTYPE && w->dtype == DTYPE &&
-		c->n == 2 && c->pad[0] == PAD && c->pad[1] == PAD && c->stride[0] == STRIDE && c->stride[1] == STRIDE &&
-		c->dil[0] == 1 && c->dil[1] == 1 && c->mode == 1 && c->ctype == 0 && c->math == MATH;
+#ifndef NDIMS
+#define NDIMS 4
+#define PADS PAD, PAD
+#define STRIDES STRIDE, STRIDE
+#endif
+	static const int X[] = {XDIMS}, W[] = {WDIMS}, Y[] = {YDIMS}, P[] = {PADS}, S[] = {STRIDES}, D[] = {1, 1, 1};
+	return x->n == NDIMS && y->n == NDIMS && w->n == NDIMS && same(x->dims, X, NDIMS) && same(y->dims, Y, NDIMS) &&
+		same(w->dims, W, NDIMS) && packed(x) && packed(y) && w->format == 0 && x->dtype == DTYPE && y->dtype == DTYPE &&
+		w->dtype == DTYPE && c->n == NDIMS - 2 && same(c->pad, P, NDIMS - 2) && same(c->stride, S, NDIMS - 2) &&
+		same(c->dil, D, NDIMS - 2) && c->mode == 1 && c->ctype == 0 && c->math == MATH;
 #endif
 }
 static unsigned int rows(unsigned int pass, int want, int *got, perf *p) {
@@ -373,6 +378,39 @@ func runThroughStub(t *testing.T, h *Handle, s Shape) {
 	}
 	if err := h.Run(Forward, s, "fp32", Algorithm{Algo: 1, MathType: MathDefault}, b); err == nil || !strings.Contains(err.Error(), "FMA math only") {
 		t.Errorf("exact fp32 with the default math type (TF32): %v; want a refusal", err)
+	}
+}
+
+// TestFindAndRunThroughStub3D: a 3D convolution's descriptors are 5D,
+// its padding and stride given per axis (here a 1x2x2 transposed
+// convolution's stride and a depth pad unlike the others), which the stub
+// checks field by field for Find and Run alike.
+func TestFindAndRunThroughStub3D(t *testing.T) {
+	s := Shape{Input: []int{2, 4, 6, 10, 14}, Filter: []int{3, 4, 1, 3, 3}, Pads: []int{0, 1, 1}, Strides: []int{1, 2, 2}}
+	prelude := "#define NDIMS 5\n#define XDIMS 2, 4, 6, 10, 14\n#define WDIMS 3, 4, 1, 3, 3\n#define YDIMS 2, 3, 6, 5, 7\n" +
+		"#define PADS 0, 1, 1\n#define STRIDES 1, 2, 2\n#define DTYPE 9\n#define MATH 1\n" + findStub + runStub // bf16
+	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, prelude, findCode())
+	l, err := open(only(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.NewHandle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Buffers{X: 0x1000, W: 0x2000, Y: 0x3000, Workspace: 0x4000, WorkspaceBytes: 4096}
+	for p := Forward; p < numPasses; p++ {
+		if rs, err := h.Find(p, s, "bf16"); err != nil || len(rs) != 3 {
+			t.Errorf("%s: Find: %v, %v", p, rs, err)
+		}
+		if err := h.Run(p, s, "bf16", Algorithm{Algo: 1, MathType: MathTensorOp}, b); err != nil {
+			t.Errorf("%s: Run: %v", p, err)
+		}
+	}
+	flat := s
+	flat.Pads, flat.Pad = nil, 1 // the same padding on every axis: not what the stub wants
+	if _, err := h.Find(Forward, flat, "bf16"); err == nil || !strings.Contains(err.Error(), "status 2000") {
+		t.Errorf("a uniform pad where the stub wants 0,1,1: %v; want its refusal", err)
 	}
 }
 
