@@ -2,7 +2,7 @@
 # memunet's device check: the CUDA backend on a real GPU, with cuDNN and
 # with memunet's own convolutions, beside PyTorch on the same GPU, brought
 # back as one JSON file by one command that returns within 600 s (its
-# steps' limits add up to 465 s).
+# steps' limits add up to 470 s).
 #
 #   tools/check/gpu-check.sh build [DIR]
 #       Here (Go with cgo and a C compiler; no CUDA toolkit, no GPU): the
@@ -59,8 +59,8 @@
 #   same-seed         25  two runs of one seed with cuda.conv cudnn (the first
 #                         config, STEPS steps): their weights compared bit
 #                         for bit
-#   bench             20  memunet bench, cuda.conv cudnn, at the first config:
-#                         baseline and fp16, the median step, ms per layer
+#   bench             25  memunet bench, cuda.conv cudnn, at the first config:
+#                         baseline, fp16 and accum4 (each at most 10 s), the median step, ms per layer
 #                         kind, and on CUDA the device's work per optimizer
 #                         step (kernel and library launches, blocking copies
 #                         to the host, waits for all work)
@@ -651,17 +651,17 @@ end
 
 # 7. memunet bench with cuDNN at the first config: the median step, the
 # time per layer kind, and on CUDA the device's work per optimizer step.
-begin bench 20
+begin bench 25
 printf '[' >"$WORK/bench.json"
 sep="" STATUS=passed lines=() left_out=()
-for v in baseline fp16; do
+for v in baseline fp16 accum4; do
 	n=$(left)
 	if [ "$n" -lt 3 ]; then
 		left_out+=("$v")
 		continue
 	fi
 	# shellcheck disable=SC2046
-	CAPTURE=$WORK/bench.log limited "$((n < 12 ? n : 12))" env "${cudnn_env[@]}" "$memunet" bench --config configs/baseline.yaml \
+	CAPTURE=$WORK/bench.log limited "$((n < 10 ? n : 10))" env "${cudnn_env[@]}" "$memunet" bench --config configs/baseline.yaml \
 		--device "$DEVICE" --steps "$BENCH_STEPS" --variants "$v" $(config_args "$first") --set cuda.conv=cudnn
 	rc=$?
 	st=$(status_of $rc)
