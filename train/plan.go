@@ -145,6 +145,11 @@ func LibraryPlan(cfg config.Config) *ConvLibraryPlan {
 	if err != nil {
 		return nil
 	}
+	return LibraryPlanOn(cfg, b)
+}
+
+// LibraryPlanOn is LibraryPlan on backend b.
+func LibraryPlanOn(cfg config.Config, b backend.Backend) *ConvLibraryPlan {
 	cr, ok := b.(device.ConvResolver)
 	if !ok || cr.ConvProvider().CUDNN == "" {
 		return nil

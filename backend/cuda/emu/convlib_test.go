@@ -172,6 +172,35 @@ func TestConvLibraryExactFP32(t *testing.T) {
 	}
 }
 
+// TestConvLibraryPlanSays: after a plan on a backend whose convolutions
+// the library computes, the library's plan (what memunet plan prints below
+// its table) names it, the budget, and each convolution the plan's dry run
+// asked for, with the algorithms chosen and the workspace they take, which
+// the plan's peak holds.
+func TestConvLibraryPlanSays(t *testing.T) {
+	b, lib := libraryBackend(t, deterministic, true)
+	b.SetConvProvider(cuda.ConvProvider{Choice: "cudnn", CUDNN: lib.Name()})
+	cfg := tinyConfig()
+	row, err := train.PlanConfigOn(cfg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := train.LibraryPlanOn(cfg, b)
+	if p == nil || p.Library != lib.Name() || p.BudgetBytes != cfg.ConvPolicy().WorkspaceBytes || len(p.Choices) == 0 {
+		t.Fatalf("library plan %+v", p)
+	}
+	var most int64
+	for _, c := range p.Choices {
+		if c.Fallback != "" || len(c.Algorithms) != 3 || c.WorkspaceBytes <= 0 {
+			t.Errorf("choice %+v", c)
+		}
+		most = max(most, c.WorkspaceBytes)
+	}
+	if ws := row.PeakByCategory["workspace"]; ws < most {
+		t.Errorf("the plan's peak holds %d bytes of workspace; a chosen algorithm takes %d", ws, most)
+	}
+}
+
 // TestConvLibraryNoFit: where no deterministic algorithm fits the budget,
 // cuda.conv cudnn stops the run with an error that names the convolution,
 // the workspace it needs and the fix; auto computes that convolution with
