@@ -252,6 +252,26 @@ static unsigned int args(const void *x, const void *w, const void *y, void *ws, 
 }
 `
 
+// findHandle is a handle on a stub cuDNN of version (9.6.0: 90600) built
+// from prelude (findStub and runStub, with the shape they check) and
+// findCode's entry points: the library and the handle.
+func findHandle(t *testing.T, version int, prelude string) (*Library, *Handle) {
+	t.Helper()
+	name := "libcudnn.so.9"
+	if version < 90000 {
+		name = "libcudnn.so.8"
+	}
+	l, err := open(only(stubWith(t, filepath.Join(t.TempDir(), name), version, prelude, findCode())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.NewHandle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, h
+}
+
 func findCode() map[string]string {
 	return map[string]string{
 		"cudnnConvolutionForward": "unsigned int cudnnConvolutionForward(void *h, const float *alpha, struct desc *x, const void *xp, struct desc *w, const void *wp, " +
@@ -290,15 +310,7 @@ func TestFindThroughStub(t *testing.T) {
 	s := Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}, Pad: 1, Stride: 2}
 	prelude := "#define XDIMS 2, 8, 10, 12\n#define WDIMS 16, 8, 3, 3\n#define YDIMS 2, 16, 5, 6\n#define PAD 1\n#define STRIDE 2\n" +
 		"#define DTYPE 2\n#define MATH 1\n" + findStub + runStub // fp16: CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH
-	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, prelude, findCode())
-	l, err := open(only(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := l.NewHandle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := findHandle(t, 90600, prelude)
 	for p := Forward; p < numPasses; p++ {
 		got, err := h.Find(p, s, "fp16")
 		if err != nil {
@@ -389,15 +401,7 @@ func TestFindAndRunThroughStub3D(t *testing.T) {
 	s := Shape{Input: []int{2, 4, 6, 10, 14}, Filter: []int{3, 4, 1, 3, 3}, Pads: []int{0, 1, 1}, Strides: []int{1, 2, 2}}
 	prelude := "#define NDIMS 5\n#define XDIMS 2, 4, 6, 10, 14\n#define WDIMS 3, 4, 1, 3, 3\n#define YDIMS 2, 3, 6, 5, 7\n" +
 		"#define PADS 0, 1, 1\n#define STRIDES 1, 2, 2\n#define DTYPE 9\n#define MATH 1\n" + findStub + runStub // bf16
-	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, prelude, findCode())
-	l, err := open(only(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := l.NewHandle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := findHandle(t, 90600, prelude)
 	b := Buffers{X: 0x1000, W: 0x2000, Y: 0x3000, Workspace: 0x4000, WorkspaceBytes: 4096}
 	for p := Forward; p < numPasses; p++ {
 		if rs, err := h.Find(p, s, "bf16"); err != nil || len(rs) != 3 {
@@ -417,15 +421,7 @@ func TestFindAndRunThroughStub3D(t *testing.T) {
 // TestBF16NeedsCUDNN81: cuDNN 8.0 has no bf16 data type: a bf16
 // convolution is refused by name before any call, fp16 is not.
 func TestBF16NeedsCUDNN81(t *testing.T) {
-	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.8"), 8005, "#define ANY_SHAPE\n"+findStub+runStub, findCode())
-	l, err := open(only(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := l.NewHandle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := findHandle(t, 8005, "#define ANY_SHAPE\n"+findStub+runStub)
 	s := Shape{Input: []int{2, 8, 10, 12}, Filter: []int{16, 8, 3, 3}, Pad: 1, Stride: 1}
 	if _, err := h.Find(Forward, s, "bf16"); err == nil || !strings.Contains(err.Error(), "no bf16 convolutions (cuDNN 8.1.0 or newer has)") {
 		t.Errorf("bf16 on cuDNN 8.0.5: %v; want a refusal naming 8.1", err)

@@ -17,15 +17,7 @@ import (
 // reads back from JSON as written. The device's own tables are recorded
 // by backend/cuda/driverapi's TestRecordAlgorithmTables.
 func TestRecordThroughStub(t *testing.T) {
-	path := stubWith(t, filepath.Join(t.TempDir(), "libcudnn.so.9"), 90600, "#define ANY_SHAPE\n"+findStub+runStub, findCode())
-	l, err := open(only(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := l.NewHandle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, h := findHandle(t, 90600, "#define ANY_SHAPE\n"+findStub+runStub)
 	layers := backend.SeedUNetConvolutions(64, 256, 4)
 	tab, err := h.Record(layers, "stub", "bf16")
 	if err != nil {
