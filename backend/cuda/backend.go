@@ -116,9 +116,10 @@ func (b *Backend) SetTF32(on bool) { b.tf32.Store(on) }
 // (SetTF32), for tests that hold them to TF32's tolerance.
 func (b *Backend) ConvTF32() bool { return b.tf32.Load() }
 
-// Counts are the kernels launched, the blocking copies to the host (each
-// waits for the work before it: a stall) and the waits for all work
-// (Sync) since the backend was made; a step's are the difference.
+// Counts are the kernels launched (a convolution library's call counts as
+// one), the blocking copies to the host (each waits for the work before
+// it: a stall) and the waits for all work (Sync) since the backend was
+// made; a step's are the difference.
 func (b *Backend) Counts() (launches, copiesToHost, syncs int64) {
 	return b.launched.Load(), b.copiesToHost.Load(), b.syncs.Load()
 }
