@@ -32,14 +32,16 @@
 //
 // Handle.Find runs cuDNN's own Find for one pass of a convolution (every
 // algorithm timed on buffers cuDNN allocates) and gives the rows a Table
-// records; TestRecordAlgorithmTables (-tags gpu) records the seed UNet's
-// tables on a GPU, for testdata. Neither has run on a GPU yet.
+// records (Handle.Record); backend/cuda/driverapi's
+// TestRecordAlgorithmTables records the seed UNet's tables on a GPU, for
+// testdata. FindCache keeps Find's rows on disk per GPU and library, so
+// every process on a machine chooses alike.
 //
 // Handle.Run runs one pass of a convolution with a chosen algorithm on
 // device memory (Buffers), on descriptors made once per shape and
-// precision; Provider is a handle as the CUDA backend's ConvLibrary, each
-// call with the device's context current. The backend's use of it (the
-// plan, the workspace from the pool) is tested on the emulated device
-// against a stand-in; the calls here against a stub library. None of it
-// has run on a GPU yet.
+// precision (2D or 3D, padding and stride per axis); Provider is a handle
+// as the CUDA backend's ConvLibrary, each call with the device's context
+// current. The backend's use of it (the plan, the workspace from the
+// pool) is tested on the emulated device against a stand-in, the calls
+// here against a stub library. None of it has run on a GPU yet.
 package cudnn
