@@ -66,9 +66,9 @@ type CUDA struct {
 	// cuDNN, loaded at run time; a named error before any training where
 	// no usable library is found), memunet (memunet's own kernels), or
 	// auto (cuDNN where it loads, else memunet's kernels). The run names
-	// the library it loaded; until the backend calls cuDNN's convolutions
-	// (issue 47) memunet's kernels compute, and the run's notes say so.
-	// The CPU accepts the cuda keys and ignores them.
+	// the library that computed its convolutions, 2D and 3D, each pass by
+	// the algorithm WorkspaceMiB and Deterministic admit. The CPU accepts
+	// the cuda keys and ignores them.
 	Conv string `yaml:"conv"`
 	// WorkspaceMiB bounds the device memory cuDNN may use as workspace for
 	// one convolution pass, in MiB (0: only algorithms that need none). The
