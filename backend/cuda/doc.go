@@ -9,7 +9,9 @@
 // newer GPU) embedded in the binary.
 // It uses the CUDA driver API only (backend/cuda/driverapi opens
 // libcuda.so.1 at first use), so a binary runs on any newer driver and
-// needs no CUDA runtime, cuBLAS or cuDNN library.
+// needs no CUDA runtime or cuBLAS; cuDNN, where cuda.conv finds one, is
+// opened at run time too (backend/cuda/cudnn) and computes the
+// convolutions in place of memunet's kernels (see below).
 //
 // Invariants and ownership:
 //   - Every operation runs on the compute stream (the default stream), in
