@@ -524,19 +524,8 @@ func (b *Backend) Split(n int, dskip, dup, dout backend.View) {
 // chunks added in order on the host; a bad target's *TargetError, or the
 // device's error.
 func (b *Backend) lossSums(kind, segs int, s backend.Shape4, logits, target backend.View, gamma float32) ([][4]float64, error) {
-	P := s.N * s.H * s.W
-	checkLen(logits, s.Len(), target, P)
-	if s.N > maxSamples {
-		panic(fmt.Sprintf("backend/cuda: a loss over %d samples; at most %d", s.N, maxSamples))
-	}
-	chunk, chunks := reduceChunks(segs, P, lossItems) // 32 bytes a work item
+	_, _, chunks := b.lossPartials(kind, segs, s, logits, target, gamma)
 	items := segs * chunks
-	// The bad-target flags right after the partials: one copy reads both
-	// (a step's loss is one of its blocking copies, not two).
-	partials, bad := b.scratchPtr(partialsOffset, 32*items), b.scratchPtr(partialsOffset+32*items, 4*s.N)
-	b.memsetD32(bad, 0, s.N)
-	b.launchGrid(KLossPartials, min(items, b.reduceBlocks()), 1, partials, bad, floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
-		s.N, s.C, s.H*s.W, gamma, kind, chunk, chunks)
 	raw, err := b.fetch(b.scratchPtr(partialsOffset, 32*items+4*s.N), 32*items+4*s.N)
 	if err != nil {
 		return nil, err
@@ -551,6 +540,25 @@ func (b *Backend) lossSums(kind, segs int, s backend.Shape4, logits, target back
 		}
 	}
 	return out, nil
+}
+
+// lossPartials launches loss_partials of kind over segs segments of the
+// N*H*W pixels, each in chunks: the partials (4 float64 a segment's chunk)
+// in the scratch area, the bad-target flags (int32 a sample) right after
+// them, so that one copy reads both; and the chunks a segment.
+func (b *Backend) lossPartials(kind, segs int, s backend.Shape4, logits, target backend.View, gamma float32) (partials, bad devicePtr, chunks int) {
+	P := s.N * s.H * s.W
+	checkLen(logits, s.Len(), target, P)
+	if s.N > maxSamples {
+		panic(fmt.Sprintf("backend/cuda: a loss over %d samples; at most %d", s.N, maxSamples))
+	}
+	chunk, chunks := reduceChunks(segs, P, lossItems) // 32 bytes a work item
+	items := segs * chunks
+	partials, bad = b.scratchPtr(partialsOffset, 32*items), b.scratchPtr(partialsOffset+32*items, 4*s.N)
+	b.memsetD32(bad, 0, s.N)
+	b.launchGrid(KLossPartials, min(items, b.reduceBlocks()), 1, partials, bad, floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
+		s.N, s.C, s.H*s.W, gamma, kind, chunk, chunks)
+	return partials, bad, chunks
 }
 
 // The kinds of loss_partials (ops.cu's LOSS_*).
@@ -569,8 +577,7 @@ func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (f
 	if err != nil {
 		return 0, 0, err
 	}
-	sum, count, err := decodeSlot(raw, s.C)
-	return sum, count, err
+	return decodeSlot(raw, s.C)
 }
 
 func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
@@ -696,11 +703,7 @@ func (b *Backend) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
 // Sync returns its error. Every view's kernel raises one flag, which is
 // read back once: a step's one blocking copy for its gradients.
 func (b *Backend) UnscaleCheck(gs []backend.View, inv float32) bool {
-	flag := b.scratchPtr(0, 4)
-	b.memsetD32(flag, 0, 1)
-	for _, g := range gs {
-		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag)
-	}
-	got, err := b.fetch(flag, 4)
+	b.RecordUnscaleCheck(gs, inv)
+	got, err := b.fetch(b.scratchPtr(0, 4), 4)
 	return err == nil && binary.LittleEndian.Uint32(got) == 0
 }

@@ -31,16 +31,7 @@ func (b *Backend) recordSlot(i int) devicePtr {
 // crossEntropyInto sums a cross-entropy into slot: loss_partials over
 // chunks of the pixels, then loss_record adding the chunks in order.
 func (b *Backend) crossEntropyInto(s backend.Shape4, logits, target backend.View, slot int) {
-	P := s.N * s.H * s.W
-	checkLen(logits, s.Len(), target, P)
-	if s.N > maxSamples {
-		panic(fmt.Sprintf("backend/cuda: a loss over %d samples; at most %d", s.N, maxSamples))
-	}
-	chunk, chunks := reduceChunks(1, P, lossItems)
-	partials, bad := b.scratchPtr(partialsOffset, 32*chunks), b.scratchPtr(partialsOffset+32*chunks, 4*s.N)
-	b.memsetD32(bad, 0, s.N)
-	b.launchGrid(KLossPartials, min(chunks, b.reduceBlocks()), 1, partials, bad, floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
-		s.N, s.C, s.H*s.W, float32(0), lossCE, chunk, chunks)
+	partials, bad, chunks := b.lossPartials(lossCE, 1, s, logits, target, 0)
 	b.launchGrid(KLossRecord, 1, 1, b.recordSlot(slot), partials, bad, s.N, chunks)
 }
 
@@ -75,7 +66,9 @@ func (b *Backend) checkSlot(slot int) int {
 	return slot
 }
 
-// RecordUnscaleCheck is UnscaleCheck's launches, its flag left unread.
+// RecordUnscaleCheck unscales gs and raises the record's finite flag
+// where a value is not finite, every view's kernel into one flag, unread
+// (UnscaleCheck reads it at once).
 func (b *Backend) RecordUnscaleCheck(gs []backend.View, inv float32) {
 	flag := b.scratchPtr(0, 4)
 	b.memsetD32(flag, 0, 1)
