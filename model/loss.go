@@ -190,11 +190,11 @@ func (l *Loss) gamma() float64 {
 	return 0
 }
 
-// Recordable reports whether ForwardRecorded can take the loss: the plain
-// cross-entropy, in training, on a backend that records a step.
-func (l *Loss) Recordable(env *Env) (backend.StepRecorder, bool) {
+// Recordable reports whether ForwardRecorded can take the loss c: the
+// plain cross-entropy, in training, on a backend that records a step.
+func (c LossConfig) Recordable(env *Env) (backend.StepRecorder, bool) {
 	r, ok := env.Backend.(backend.StepRecorder)
-	return r, ok && l.Config.Plain() && env.saves()
+	return r, ok && c.Plain() && env.saves()
 }
 
 // ForwardRecorded is CrossEntropy.ForwardRecorded, for a loss Recordable

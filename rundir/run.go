@@ -350,8 +350,8 @@ func (r *run) writeSummary() (*Summary, error) {
 		}
 	}
 	if rep, ok := r.tr.Device.Backend.(device.MemoryReporter); ok {
-		// Again at the end: a convolution library's first Find (the first
-		// step, where no plan ran before it) adds what it loads.
+		// At the end: a convolution library's first Find and first runs
+		// (in the first step, where no plan ran before it) add what they load.
 		r.sum.ContextOverheadBytes = rep.ContextOverhead()
 	}
 	out, err := json.MarshalIndent(r.sum, "", "  ")

@@ -296,8 +296,7 @@ func (r *run) newSummary() *Summary {
 	if cr, ok := tr.Device.Backend.(device.ConvResolver); ok && cr.ConvProvider().Choice != "" {
 		sum.Conv, sum.CUDNN = cr.ConvProvider().Computes(), cr.ConvProvider().CUDNN
 	}
-	if rep, ok := tr.Device.Backend.(device.MemoryReporter); ok {
-		sum.ContextOverheadBytes = rep.ContextOverhead()
+	if rep, ok := tr.Device.Backend.(device.MemoryReporter); ok { // its context overhead: writeSummary's, at the end
 		if _, total, err := rep.DeviceMemory(); err == nil {
 			sum.DeviceTotalBytes = total
 		}

@@ -582,7 +582,7 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Net.ZeroGrad()
 	// A device that records the step keeps each micro-batch's plain
 	// cross-entropy and the finite check there, read in one copy below.
-	recorder, recorded := (&model.Loss{Config: t.Loss}).Recordable(t.env)
+	recorder, recorded := t.Loss.Recordable(t.env)
 	recorded = recorded && accum <= recorder.RecordSlots() && t.comm.Size() == 1
 	for k := 0; k < accum; k++ {
 		t.Pool().TimelinePhase(PhaseForward)
