@@ -2,8 +2,6 @@
 
 package cudnn
 
-import "sync"
-
 // Provider is a Handle as the CUDA backend's convolution library
 // (cuda.ConvLibrary): each call is made with the device's context
 // current, through on (the backend's OnContext), and Find's results are
@@ -13,9 +11,6 @@ type Provider struct {
 	h     *Handle
 	on    func(func() error) error
 	cache *FindCache
-
-	mu       sync.Mutex
-	cacheErr error // the first error writing the cache
 }
 
 // NewProvider is h as a convolution library whose calls run through on,
@@ -30,16 +25,10 @@ func (p *Provider) Name() string { return p.h.lib.String() }
 // CachePath is the Find cache's file, "" where there is none.
 func (p *Provider) CachePath() string { return p.cache.Path() }
 
-// CacheError is the first error writing the Find cache, nil if none: the
-// run goes on, but another process may choose other algorithms.
-func (p *Provider) CacheError() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cacheErr
-}
-
 // Find is the cache's results for pass of s at precision, else
-// Handle.Find's with the context current, put in the cache.
+// Handle.Find's with the context current, put in the cache. A cache that
+// cannot be written stays as it was: the run goes on with this process's
+// results, and the next process measures again.
 func (p *Provider) Find(pass Pass, s Shape, precision string) ([]Result, error) {
 	if rs, ok := p.cache.Get(pass, s, precision); ok {
 		return rs, nil
@@ -51,13 +40,7 @@ func (p *Provider) Find(pass Pass, s Shape, precision string) ([]Result, error) 
 		return err
 	})
 	if err == nil {
-		if cerr := p.cache.Put(pass, s, precision, out); cerr != nil {
-			p.mu.Lock()
-			if p.cacheErr == nil {
-				p.cacheErr = cerr
-			}
-			p.mu.Unlock()
-		}
+		_ = p.cache.Put(pass, s, precision, out) // see above: not fatal
 	}
 	return out, err
 }
