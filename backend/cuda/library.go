@@ -236,12 +236,9 @@ func (b *Backend) libConvOf(s backend.ConvShape) *libConv {
 	return b.libPlan(libKey{conv: s, precision: b.precision(s.DT)}, s.DT, s.WeightSize(), func() (string, cudnn.Shape) {
 		if s.Is3D() {
 			return fmt.Sprintf("conv %dx%dx%d %d->%d on %dx%dx%dx%d (pad %d,%d)", s.KDepth(), s.K, s.K, s.C, s.OC, s.N, s.Depth(), s.H, s.W,
-					s.PadD, s.Pad),
-				cudnn.Shape{Input: []int{s.N, s.C, s.Depth(), s.H, s.W}, Filter: []int{s.OC, s.C, s.KDepth(), s.K, s.K},
-					Pads: []int{s.PadD, s.Pad, s.Pad}, Stride: 1}
+				s.PadD, s.Pad), cudnn.ConvShapeOf(s)
 		}
-		return fmt.Sprintf("conv %dx%d %d->%d on %dx%dx%d (pad %d)", s.K, s.K, s.C, s.OC, s.N, s.H, s.W, s.Pad),
-			cudnn.Shape{Input: []int{s.N, s.C, s.H, s.W}, Filter: []int{s.OC, s.C, s.K, s.K}, Pad: s.Pad, Stride: 1}
+		return fmt.Sprintf("conv %dx%d %d->%d on %dx%dx%d (pad %d)", s.K, s.K, s.C, s.OC, s.N, s.H, s.W, s.Pad), cudnn.ConvShapeOf(s)
 	})
 }
 

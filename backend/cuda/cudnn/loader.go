@@ -248,8 +248,7 @@ func (h *Handle) Record(layers []backend.LayerShape, device, precision string) (
 	tab := Table{Note: "recorded by Handle.Record: cudnnFind*Algorithm on the listed convolutions, unedited",
 		Device: device, CUDNN: h.lib.String(), Precision: precision}
 	for _, ls := range layers {
-		c := ls.Conv
-		s := Shape{Input: []int{c.N, c.C, c.H, c.W}, Filter: []int{c.OC, c.C, c.K, c.K}, Pad: c.Pad, Stride: 1}
+		s := ConvShapeOf(ls.Conv)
 		for p := Forward; p < numPasses; p++ {
 			if p == BackwardData && ls.NoInputGrad {
 				continue

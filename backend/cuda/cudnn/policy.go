@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/memunet/memunet/backend"
 	"github.com/memunet/memunet/memory"
 )
 
@@ -138,6 +139,17 @@ type Shape struct {
 	Stride  int   `json:"stride"`
 	Pads    []int `json:"pads,omitempty"`
 	Strides []int `json:"strides,omitempty"`
+}
+
+// ConvShapeOf is memunet's convolution s as cuDNN's descriptors give it:
+// input (N,C,H,W), filter (OC,C,K,K), pad Pad, stride 1; in 3D input
+// (N,C,D,H,W), filter (OC,C,KD,K,K), pads (PadD,Pad,Pad).
+func ConvShapeOf(s backend.ConvShape) Shape {
+	if s.Is3D() {
+		return Shape{Input: []int{s.N, s.C, s.Depth(), s.H, s.W}, Filter: []int{s.OC, s.C, s.KDepth(), s.K, s.K},
+			Pads: []int{s.PadD, s.Pad, s.Pad}, Stride: 1}
+	}
+	return Shape{Input: []int{s.N, s.C, s.H, s.W}, Filter: []int{s.OC, s.C, s.K, s.K}, Pad: s.Pad, Stride: 1}
 }
 
 // PadAt is the padding of spatial axis i (0: the first after C).
