@@ -28,9 +28,7 @@ type CrossEntropy struct {
 // A target value outside [0,K) other than IgnoreIndex is an error.
 func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target backend.View) (float64, error) {
 	defer env.Profile.begin(KindLoss)()
-	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
-		panic(fmt.Sprintf("model: cross entropy: target %v for logits %v", target, logits.Shape()))
-	}
+	checkTarget("cross entropy", logits, target)
 	f := env.frame(backend.OpLoss)
 	z := f.view(logits)
 	var sum float64
@@ -60,9 +58,7 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target backend.View) (f
 // step's slots in one copy; a bad target is an error then).
 func (l *CrossEntropy) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int) error {
 	defer env.Profile.begin(KindLoss)()
-	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
-		panic(fmt.Sprintf("model: cross entropy: target %v for logits %v", target, logits.Shape()))
-	}
+	checkTarget("cross entropy", logits, target)
 	f := env.frame(backend.OpLoss)
 	z := f.view(logits)
 	if f.err == nil {
@@ -100,6 +96,14 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 		l.Forget()
 	}
 	return dlogits, err
+}
+
+// checkTarget panics unless target is a Uint8 class index a pixel of
+// logits: a caller's mistake, named after the loss (what).
+func checkTarget(what string, logits *Tensor, target backend.View) {
+	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
+		panic(fmt.Sprintf("model: %s: target %v for logits %v", what, target, logits.Shape()))
+	}
 }
 
 // backwardInto makes the gradient of logits (in their buffer when the
@@ -209,9 +213,7 @@ func (l *Loss) Forward(env *Env, logits *Tensor, target backend.View) (float64, 
 		return l.ce.Forward(env, logits, target)
 	}
 	defer env.Profile.begin(KindLoss)()
-	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
-		panic(fmt.Sprintf("model: loss: target %v for logits %v", target, logits.Shape()))
-	}
+	checkTarget("loss", logits, target)
 	sums := make([]float64, 4*logits.C)
 	f := env.frame(backend.OpLoss)
 	z := f.view(logits)
