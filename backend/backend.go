@@ -164,3 +164,80 @@ type StepRecorder interface {
 	// the logits' K).
 	ReadRecord(slots, classes int) (sums []float64, counts []int, finite bool, err error)
 }
+
+// StepQueue is a StepRecorder that runs whole optimizer steps with no
+// read of the device: each step's finite check decides on the device
+// whether its optimizer kernels update (they skip where it failed), the
+// optimizer's step count and the grad scaler's scale and growth tracker
+// live there, and a window of steps is read in one copy (ReadQueue), where
+// the host learns the losses and which steps were skipped. Step j of the
+// window (below QueueSteps) has one entry; its micro-batches take
+// consecutive record slots.
+type StepQueue interface {
+	StepRecorder
+	// QueueSteps is how many steps a window holds.
+	QueueSteps() int
+	// StartQueue begins a window from the host's state: the device's step
+	// count, scale and tracker become s's.
+	StartQueue(s QueueStart)
+	// OpenStep begins step j: its flag cleared, its loss scale (the
+	// scaler's scale over accum) and unscale factor (1 over it) taken from
+	// the device's scaler, as float32 of the float64 quotients.
+	OpenStep(j, accum int)
+	// QueuedCrossEntropyBack is RecordedCrossEntropyBack with the loss
+	// scale of step j's entry.
+	QueuedCrossEntropyBack(s Shape4, dlogits, logits, target View, slot, j int)
+	// QueuedUnscaleCheck is RecordUnscaleCheck with the unscale factor
+	// and the flag of step j's entry.
+	QueuedUnscaleCheck(j int, gs []View)
+	// CloseStep decides step j once its gradients are checked: the step
+	// count advances where they were finite, Adam's factors at lr follow
+	// from it (StartQueue's bias corrections), then the scaler updates
+	// by rule. The optimizer's kernels, given EntryOf(j), come after.
+	CloseStep(j int, lr float64, rule ScalerRule)
+	// ReadQueue reads the window's first steps' flags and its first slots
+	// (as ReadRecord's) in one copy.
+	ReadQueue(steps, slots, classes int) (finite []bool, recs []SlotRecord, err error)
+	// Failed is the error the host already knows the device met (a launch
+	// that failed, a library that fits no algorithm), without waiting for
+	// the device; nil if none.
+	Failed() error
+}
+
+// StepEntry names a queued step's entry on the device (StepQueue) for
+// the optimizer kernels; the zero value names none.
+type StepEntry int
+
+// EntryOf is step j's entry.
+func EntryOf(j int) StepEntry { return StepEntry(j + 1) }
+
+// Index is the entry's step in its window, -1 for none.
+func (e StepEntry) Index() int { return int(e) - 1 }
+
+// QueueStart is the host's state a StepQueue window starts from.
+type QueueStart struct {
+	// Steps is the optimizer's step count (its updates so far).
+	Steps int64
+	// Scale and Tracker are the grad scaler's (Scale 1 where it is off).
+	Scale   float64
+	Tracker int
+	// BiasCorrections holds Adam's (1-beta1^t, 1-beta2^t) for t = Steps+1,
+	// Steps+2, ..., at least QueueSteps pairs; none for other optimizers.
+	BiasCorrections []float64
+}
+
+// ScalerRule is the grad scaler's update (optim.GradScaler): backoff on a
+// step that was not finite, growth after Interval finite ones in a row;
+// the zero value (Growth 0) leaves the scale alone.
+type ScalerRule struct {
+	Growth, Backoff float64
+	Interval        int
+}
+
+// SlotRecord is one record slot as read: a cross-entropy's sum and
+// count, or its bad target (*TargetError).
+type SlotRecord struct {
+	Sum   float64
+	Count int
+	Err   error
+}

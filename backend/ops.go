@@ -287,7 +287,7 @@ type Optimizer interface {
 	// step's gradients, so a device reads one flag back, not one a
 	// parameter.
 	//
-	//op:cuda unscale_check
+	//op:cuda unscale_check step_begin step_factors
 	UnscaleCheck(gs []View, inv float32) bool
 	// SumSquares is the sum of the squares of every value of gs (fp32
 	// views), in float64: a step's squared global L2 gradient norm (the

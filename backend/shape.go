@@ -210,6 +210,10 @@ type AdamStep struct {
 	// DecoupledScale, where not 0, first scales w by it: AdamW's decoupled
 	// weight decay, 1 - lr*weight_decay (WeightDecay is then 0).
 	DecoupledScale float32
+	// Entry, where set, is the queued step whose device entry decides
+	// the update (StepQueue): skipped where its gradients were not
+	// finite, StepSize and SqrtBC2 the entry's.
+	Entry StepEntry
 }
 
 // SGDStep is one step of torch.optim.SGD:
@@ -221,6 +225,10 @@ type AdamStep struct {
 type SGDStep struct {
 	LR, Momentum, Dampening, WeightDecay float32
 	Nesterov, First                      bool
+	// Entry, where set, is the queued step whose device entry decides the
+	// update (StepQueue): skipped where its gradients were not finite,
+	// First where its step count is 1.
+	Entry StepEntry
 }
 
 // RMSpropStep is one step of torch.optim.RMSprop (centered off):
@@ -232,4 +240,7 @@ type SGDStep struct {
 //	w -= LR*d/avg                            (without)
 type RMSpropStep struct {
 	LR, Alpha, OneMinusAlpha, Eps, WeightDecay, Momentum float32
+	// Entry, where set, is the queued step whose device entry may skip
+	// the update (StepQueue).
+	Entry StepEntry
 }

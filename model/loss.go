@@ -19,9 +19,11 @@ type CrossEntropy struct {
 	logits *Tensor
 	target backend.View
 	count  int
-	// recorder and slot, where ForwardRecorded left the sums on the device.
+	// recorder and slot, where ForwardRecorded left the sums on the device;
+	// at, where the step is queued there.
 	recorder backend.StepRecorder
 	slot     int
+	at       backend.StepEntry
 }
 
 // Forward returns the mean loss. In training it keeps logits and target.
@@ -55,8 +57,11 @@ func (l *CrossEntropy) Forward(env *Env, logits *Tensor, target backend.View) (f
 
 // ForwardRecorded is a training Forward that leaves the loss's sums in
 // slot of r, the backend's step record, unread (the trainer reads the
-// step's slots in one copy; a bad target is an error then).
-func (l *CrossEntropy) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int) error {
+// step's slots in one copy; a bad target is an error then). at, where
+// set, is the step's entry in r's queue (r is a backend.StepQueue), whose
+// loss scale Backward takes in place of its own.
+func (l *CrossEntropy) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int,
+	at backend.StepEntry) error {
 	defer env.Profile.begin(KindLoss)()
 	checkTarget("cross entropy", logits, target)
 	f := env.frame(backend.OpLoss)
@@ -67,7 +72,10 @@ func (l *CrossEntropy) ForwardRecorded(env *Env, logits *Tensor, target backend.
 	if err := f.finish(); err != nil {
 		return err
 	}
-	l.logits, l.target, l.recorder, l.slot = logits.Retain(), target, r, slot
+	if _, queued := r.(backend.StepQueue); at != 0 && !queued {
+		panic(fmt.Sprintf("model: cross entropy queued as step %d on %s, which queues no steps", at.Index(), env.Backend.Name()))
+	}
+	l.logits, l.target, l.recorder, l.slot, l.at = logits.Retain(), target, r, slot, at
 	return nil
 }
 
@@ -86,7 +94,11 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 		k = scale / float32(l.count)
 	}
 	dlogits, err := backwardInto(env, logits, func(g, z backend.View) {
-		if l.recorder != nil {
+		switch {
+		case l.at != 0:
+			l.recorder.(backend.StepQueue).QueuedCrossEntropyBack(logits.shape4(), g, z, l.target, l.slot, l.at.Index())
+			return
+		case l.recorder != nil:
 			l.recorder.RecordedCrossEntropyBack(logits.shape4(), g, z, l.target, l.slot, scale)
 			return
 		}
@@ -134,7 +146,7 @@ func backwardInto(env *Env, logits *Tensor, write func(g, z backend.View)) (*Ten
 }
 
 // Forget drops what Forward kept, without releasing it (see Layer).
-func (l *CrossEntropy) Forget() { l.logits, l.target, l.recorder = nil, backend.View{}, nil }
+func (l *CrossEntropy) Forget() { l.logits, l.target, l.recorder, l.at = nil, backend.View{}, nil, 0 }
 
 // LossKind is a training loss (config key train.loss.kind).
 type LossKind string
@@ -203,8 +215,9 @@ func (c LossConfig) Recordable(env *Env) (backend.StepRecorder, bool) {
 
 // ForwardRecorded is CrossEntropy.ForwardRecorded, for a loss Recordable
 // says it takes.
-func (l *Loss) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int) error {
-	return l.ce.ForwardRecorded(env, logits, target, r, slot)
+func (l *Loss) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int,
+	at backend.StepEntry) error {
+	return l.ce.ForwardRecorded(env, logits, target, r, slot, at)
 }
 
 // Forward returns the loss; in training it keeps logits and target.

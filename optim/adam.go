@@ -72,8 +72,7 @@ func NewAdam(dev *model.Device, params []*model.Param, cfg AdamConfig) (*Adam, e
 // them: each a float64 expression (1-beta1, lr/(1-beta1^t), ...) rounded to
 // float32 once.
 func (c AdamConfig) stepFactors(t int64) backend.AdamStep {
-	bc1 := 1 - math.Pow(c.Beta1, float64(t))
-	bc2 := 1 - math.Pow(c.Beta2, float64(t))
+	bc1, bc2 := c.biasCorrections(t)
 	return backend.AdamStep{
 		StepSize: float32(c.LR / bc1), SqrtBC2: float32(math.Sqrt(bc2)),
 		Beta1: float32(c.Beta1), Beta2: float32(c.Beta2),
@@ -82,12 +81,20 @@ func (c AdamConfig) stepFactors(t int64) backend.AdamStep {
 	}
 }
 
+// biasCorrections are 1-beta1^t and 1-beta2^t.
+func (c AdamConfig) biasCorrections(t int64) (bc1, bc2 float64) {
+	return 1 - math.Pow(c.Beta1, float64(t)), 1 - math.Pow(c.Beta2, float64(t))
+}
+
 // Update applies one step at rate lr to every trainable parameter from its
-// gradient.
-func (a *Adam) Update(lr float64) {
-	a.Step++
+// gradient (see Optimizer.Update for at).
+func (a *Adam) Update(lr float64, at backend.StepEntry) {
+	if at == 0 {
+		a.Step++
+	}
 	a.Hyper.LR = lr
-	f := a.Hyper.stepFactors(a.Step)
+	f := a.Hyper.stepFactors(a.Step) // queued: the entry's StepSize and SqrtBC2 replace these
+	f.Entry = at
 	if a.Decoupled {
 		f.DecoupledScale, f.WeightDecay = float32(1-lr*a.Hyper.WeightDecay), 0
 	}
@@ -108,7 +115,17 @@ func (a *Adam) Free() {
 	a.m, a.v, a.params = nil, nil, nil
 }
 
-func (a *Adam) Steps() int64     { return a.Step }
+func (a *Adam) Steps() int64 { return a.Step }
+
+// BiasCorrections are biasCorrections of the n step counts after Step.
+func (a *Adam) BiasCorrections(n int) []float64 {
+	out := make([]float64, 0, 2*n)
+	for i := range int64(n) {
+		bc1, bc2 := a.Hyper.biasCorrections(a.Step + 1 + i)
+		out = append(out, bc1, bc2)
+	}
+	return out
+}
 func (a *Adam) SetSteps(n int64) { a.Step = n }
 
 // Config is Adam's settings as an optimizer Config.

@@ -59,7 +59,7 @@ func TestAdamMatchesPyTorchRule(t *testing.T) {
 			}
 			backend.UploadFloat32(dev.Backend, p.GradView(), g32)
 			grads = append(grads, g)
-			opt.Update(c.LR)
+			opt.Update(c.LR, 0)
 		}
 		want := adamReference(start, grads, c)
 		for j, x := range p.Read() {

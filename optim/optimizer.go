@@ -34,11 +34,19 @@ type Config struct {
 // Optimizer updates the trainable parameters from their gradients; its
 // per-parameter state lives on the device (optimizer category).
 type Optimizer interface {
-	// Update takes one step at rate lr.
-	Update(lr float64)
+	// Update takes one step at rate lr. With an entry (a step queued on
+	// the device, backend.StepQueue) the device decides: its kernels skip
+	// a step whose gradients were not finite and take the step count from
+	// there, and the host's count stays until the caller, having read
+	// the queue, advances it by the steps taken (SetSteps).
+	Update(lr float64, at backend.StepEntry)
 	// Steps is the steps taken; SetSteps restores it from a checkpoint.
 	Steps() int64
 	SetSteps(int64)
+	// BiasCorrections are, for the n step counts after Steps, the pairs
+	// a queued step's factors need (backend.QueueStart): Adam's; none for
+	// the others.
+	BiasCorrections(n int) []float64
 	// Params are the parameters it updates.
 	Params() []*model.Param
 	// State is each parameter's state tensors, named as PyTorch's
@@ -128,10 +136,12 @@ func newSGD(dev *model.Device, params []*model.Param, cfg Config) (*SGD, error) 
 	return &SGD{cfg: cfg, params: ps, buf: bufs, dev: dev}, nil
 }
 
-func (s *SGD) Update(lr float64) {
-	s.step++
+func (s *SGD) Update(lr float64, at backend.StepEntry) {
+	if at == 0 {
+		s.step++
+	}
 	a := backend.SGDStep{LR: float32(lr), Momentum: float32(s.cfg.Momentum), Dampening: float32(s.cfg.Dampening),
-		WeightDecay: float32(s.cfg.WeightDecay), Nesterov: s.cfg.Nesterov, First: s.step == 1}
+		WeightDecay: float32(s.cfg.WeightDecay), Nesterov: s.cfg.Nesterov, First: s.step == 1, Entry: at}
 	for i, p := range s.params {
 		var buf backend.View
 		if len(s.buf[i]) > 0 {
@@ -141,10 +151,11 @@ func (s *SGD) Update(lr float64) {
 	}
 }
 
-func (s *SGD) Steps() int64           { return s.step }
-func (s *SGD) SetSteps(n int64)       { s.step = n }
-func (s *SGD) Params() []*model.Param { return s.params }
-func (s *SGD) Config() Config         { return s.cfg }
+func (s *SGD) Steps() int64                  { return s.step }
+func (s *SGD) BiasCorrections(int) []float64 { return nil }
+func (s *SGD) SetSteps(n int64)              { s.step = n }
+func (s *SGD) Params() []*model.Param        { return s.params }
+func (s *SGD) Config() Config                { return s.cfg }
 
 func (s *SGD) State() []StateTensor {
 	var out []StateTensor
@@ -183,10 +194,12 @@ func newRMSprop(dev *model.Device, params []*model.Param, cfg Config) (*RMSprop,
 	return &RMSprop{cfg: cfg, params: ps, bufs: bufs, dev: dev}, nil
 }
 
-func (r *RMSprop) Update(lr float64) {
-	r.step++
+func (r *RMSprop) Update(lr float64, at backend.StepEntry) {
+	if at == 0 {
+		r.step++
+	}
 	a := backend.RMSpropStep{LR: float32(lr), Alpha: float32(r.cfg.Alpha), OneMinusAlpha: float32(1 - r.cfg.Alpha),
-		Eps: float32(r.cfg.Eps), WeightDecay: float32(r.cfg.WeightDecay), Momentum: float32(r.cfg.Momentum)}
+		Eps: float32(r.cfg.Eps), WeightDecay: float32(r.cfg.WeightDecay), Momentum: float32(r.cfg.Momentum), Entry: at}
 	for i, p := range r.params {
 		var buf backend.View
 		if len(r.bufs[i]) > 1 {
@@ -196,10 +209,11 @@ func (r *RMSprop) Update(lr float64) {
 	}
 }
 
-func (r *RMSprop) Steps() int64           { return r.step }
-func (r *RMSprop) SetSteps(n int64)       { r.step = n }
-func (r *RMSprop) Params() []*model.Param { return r.params }
-func (r *RMSprop) Config() Config         { return r.cfg }
+func (r *RMSprop) Steps() int64                  { return r.step }
+func (r *RMSprop) BiasCorrections(int) []float64 { return nil }
+func (r *RMSprop) SetSteps(n int64)              { r.step = n }
+func (r *RMSprop) Params() []*model.Param        { return r.params }
+func (r *RMSprop) Config() Config                { return r.cfg }
 
 func (r *RMSprop) State() []StateTensor {
 	var out []StateTensor

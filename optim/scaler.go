@@ -55,6 +55,15 @@ func (s *GradScaler) UnscaleRecorded(r backend.StepRecorder, params []*model.Par
 	r.RecordUnscaleCheck(Grads(params), inv)
 }
 
+// Rule is Update's rule for a device that keeps the scale
+// (backend.StepQueue): none where the scaler is off.
+func (s *GradScaler) Rule() backend.ScalerRule {
+	if !s.Enabled {
+		return backend.ScalerRule{}
+	}
+	return backend.ScalerRule{Growth: s.GrowthFactor, Backoff: s.BackoffFactor, Interval: s.GrowthInterval}
+}
+
 // Update adjusts the scale after an optimizer step whose gradients were
 // finite or not (the step having been skipped if not).
 func (s *GradScaler) Update(finite bool) {

@@ -14,7 +14,9 @@ import (
 // loop runs the steps from the one after the resumed checkpoint to the
 // last, each followed by its validation when one is due and a checkpoint
 // when one is due; it ends early on an interrupt (every rank at the same
-// step) or when early stopping says so.
+// step) or when early stopping says so. Steps the device queues are told
+// to the observers when they are read (settle): at least every
+// output.log_every steps, and before anything that needs them read.
 func (r *run) loop(ctx context.Context) error {
 	every := r.cfg.Train.ValEvery
 	for step := r.ckpt.start + 1; step <= r.total; step++ {
@@ -24,11 +26,21 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		if stop {
 			r.sum.Interrupted = true
-			return nil
+			return r.settle()
 		}
 		res, err := r.trainStep(step)
 		if err != nil {
+			// The steps before it are told first: one of them may have
+			// gone wrong before it.
+			if serr := r.settle(); serr != nil {
+				return serr
+			}
 			return err
+		}
+		if r.mustSettle(ctx, step) {
+			if err := r.settle(); err != nil {
+				return err
+			}
 		}
 		if every > 0 && step%every == 0 && step != r.total {
 			if err := r.validate(step, res.Epoch); err != nil {
@@ -49,36 +61,86 @@ func (r *run) loop(ctx context.Context) error {
 	return nil
 }
 
-// trainStep runs one optimizer step and tells the observers. A loss that
-// is not finite stops the run before anything of the step is recorded.
+// issuedStep is a step run and not yet told to the observers: its
+// result (Pending while the device holds its answer) and the pool's
+// memory after it.
+type issuedStep struct {
+	step                int
+	res                 train.StepResult
+	allocated, reserved int64
+}
+
+// trainStep runs one optimizer step; settle tells the observers.
 func (r *run) trainStep(step int) (train.StepResult, error) {
 	tr := r.tr
 	if r.cfg.Memory.Timeline {
 		tr.Pool().Timeline() // keep only the events of the step about to run
 	}
-	t0 := time.Now()
+	if len(r.issued) == 0 {
+		r.issuedSince = time.Now()
+	}
 	r.ckpt.beginStep(step)
 	res, err := tr.Step()
 	if err != nil {
 		return res, fmt.Errorf("step %d: %w", step, err)
 	}
 	r.ckpt.endStep(step)
-	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-		return res, diverged(r.cfg, step, res, r.ckpt.lastGood())
-	}
 	st := tr.Pool().Stats()
+	r.issued = append(r.issued, issuedStep{step: step, res: res, allocated: st.Allocated.Current, reserved: st.Reserved.Current})
+	return res, nil
+}
+
+// mustSettle says whether the steps issued are told now: where none
+// waits on the device, at a logged step, before a validation, a
+// checkpoint or the end, after an interrupt, with a timeline (each step's
+// own), and where the device's window is full.
+func (r *run) mustSettle(ctx context.Context, step int) bool {
+	t, pending := r.cfg.Train, r.tr.Pending()
+	return pending == 0 || step%r.cfg.Output.LogEvery == 0 || step == r.total || scheduled(t.ValEvery, step) ||
+		scheduled(t.CheckpointEvery, step) || r.cfg.Memory.Timeline || ctx.Err() != nil || pending >= r.tr.QueueLimit()
+}
+
+// settle reads the queued steps (one copy for them all) and tells the
+// observers of every step issued, in order, each queued one taking the
+// window's mean time. A loss that is not finite stops the run before
+// anything of its step is recorded.
+func (r *run) settle() error {
+	results, readErr := r.tr.Settle()
+	issued := r.issued
+	r.issued = nil
+	mean := float64(time.Since(r.issuedSince).Microseconds()) / 1000 / float64(max(len(issued), 1))
+	for _, s := range issued {
+		if s.res.Pending {
+			if len(results) == 0 {
+				break // not read: readErr says why
+			}
+			s.res, results = results[0], results[1:]
+		}
+		if err := r.tellStep(s, mean); err != nil {
+			return err
+		}
+	}
+	return readErr
+}
+
+// tellStep tells the observers of one step.
+func (r *run) tellStep(s issuedStep, stepMS float64) error {
+	res := s.res
+	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		return diverged(r.cfg, s.step, res, r.ckpt.lastGood())
+	}
 	var commMS float64 // data-parallel only: alone, the no-op syncs are no communication
 	if r.comm.Size() > 1 {
 		commMS = float64(res.CommTime.Microseconds()) / 1000
 	}
 	rec := StepRecord{
-		Type: "step", Step: step, Epoch: res.Epoch, Loss: res.Loss, LR: res.LR,
-		StepMS: float64(time.Since(t0).Microseconds()) / 1000, CommMS: commMS,
-		AllocatedBytes: st.Allocated.Current, ReservedBytes: st.Reserved.Current,
+		Type: "step", Step: s.step, Epoch: res.Epoch, Loss: res.Loss, LR: res.LR,
+		StepMS: stepMS, CommMS: commMS,
+		AllocatedBytes: s.allocated, ReservedBytes: s.reserved,
 		PeakAllocatedBytes: res.Peak, PeakReservedBytes: res.PeakReserved, PeakByCategory: res.PeakByCategory,
 		Phases: res.Phases, Variant: r.sum.Variant, EffectiveBatch: r.sum.EffectiveBatch,
-		LossScale: tr.Scaler.LossScale(), GrowthTracker: tr.Scaler.GrowthTracker,
-		SkippedSteps: tr.Scaler.Skipped, StepSkipped: res.Skipped, Retried: res.Retried,
+		LossScale: res.LossScale, GrowthTracker: res.GrowthTracker,
+		SkippedSteps: res.SkippedSteps, StepSkipped: res.Skipped, Retried: res.Retried,
 		DeviceUsedBytes: res.DeviceUsedPeak,
 	}
 	if res.Clipping {
@@ -86,11 +148,11 @@ func (r *run) trainStep(step int) (train.StepResult, error) {
 	}
 	for _, o := range r.observers {
 		if err := o.observeStep(rec, res); err != nil {
-			return res, err
+			return err
 		}
 	}
 	r.stepsRun++
-	return res, nil
+	return nil
 }
 
 // validate scores the model on the validation split and tells the

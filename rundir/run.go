@@ -275,6 +275,11 @@ type run struct {
 	lastVal  int // the step of the latest validation (-1: none)
 	stepsRun int // steps this process completed
 
+	// issued are the steps run and not yet told to the observers (settle),
+	// issuedSince when the first of them began.
+	issued      []issuedStep
+	issuedSince time.Time
+
 	saidLossNotFinite bool // a validation's loss was not finite, and the user told
 }
 

@@ -14,7 +14,9 @@ import (
 type BenchRow struct {
 	// Variant is the variant's micro-batch and accumulation, e.g. "4 x 1".
 	Variant string `json:"variant"`
-	// StepMS is the median step's time; GFLOPs the whole step's achieved
+	// StepMS is the median step's time (where the device queues steps,
+	// each the mean of its window: the steps from one read of the device
+	// to the next); GFLOPs the whole step's achieved
 	// rate at it (convolution FLOPs, 2*Cin*Cout*k*k*H*W per output, x3
 	// for forward and backward: the direct way's count also where
 	// Winograd multiplies up to 4x fewer, so it may pass the FMA peak).
@@ -43,6 +45,10 @@ type BenchRow struct {
 	LaunchesPerStep float64 `json:"launches_per_step,omitempty"`
 	CopiesPerStep   float64 `json:"copies_per_step,omitempty"`
 	SyncsPerStep    float64 `json:"syncs_per_step,omitempty"`
+	// StepsPerRead is how many steps one read of the device answers:
+	// output.log_every where the device queues steps (a training run reads
+	// at its logged steps), 1 where each step reads its own.
+	StepsPerRead int `json:"steps_per_read,omitempty"`
 	// LoopWaitMS is, on the CPU (device.LoopWaiter), the mean time per
 	// optimizer step the calling thread waited at the ends of the
 	// parallel loops for the other cores: the loops' imbalance, and the
@@ -62,6 +68,9 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	if _, err := tr.Step(); err != nil {
 		return BenchRow{}, err
 	}
+	if _, err := tr.Settle(); err != nil {
+		return BenchRow{}, err
+	}
 	tr.EnableProfile()
 	tr.OptimizerTime = 0
 	var times []float64
@@ -76,21 +85,37 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	if waits {
 		w0 = waiter.LoopWait()
 	}
-	for range steps {
-		t0 := time.Now()
+	// Read the device as a run does (rundir): every step where steps
+	// do not queue, at each logged step where they do.
+	every, window, t0 := max(cfg.Output.LogEvery, 1), 0, time.Now()
+	for i := range steps {
 		if _, err := tr.Step(); err != nil {
+			return BenchRow{}, err
+		}
+		window++
+		if n := tr.Pending(); n > 0 && n < tr.QueueLimit() && (i+1)%every != 0 && i < steps-1 {
+			continue
+		}
+		if _, err := tr.Settle(); err != nil {
 			return BenchRow{}, err
 		}
 		d := time.Since(t0)
 		total += d
-		times = append(times, float64(d.Microseconds())/1000)
+		for range window {
+			times = append(times, float64(d.Microseconds())/1000/float64(window))
+		}
+		window, t0 = 0, time.Now()
 	}
 	slices.Sort(times)
 	h, w := cfg.ImageSize()
 	fwd, _ := tr.Net.FLOPs(h, w)
 	// Winograd: only the CPU backend has it (CUDA computes every way directly).
 	winograd := cfg.Model.ConvAlgo != backend.ConvDirect.String() && b.Name() == "cpu"
-	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], StepMSMin: times[0], StepMSMax: times[len(times)-1], Winograd: winograd}
+	row := BenchRow{Variant: cfg.Variant().Columns()[0], StepMS: times[len(times)/2], StepMSMin: times[0], StepMSMax: times[len(times)-1], Winograd: winograd,
+		StepsPerRead: 1}
+	if tr.QueueLimit() > 0 {
+		row.StepsPerRead = min(every, tr.QueueLimit())
+	}
 	row.GFLOPs = 3 * fwd * float64(cfg.Variant().EffectiveBatch()) / (row.StepMS / 1000) / 1e9
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(steps) }
 	accounted, totals := tr.OptimizerTime, tr.Profile.Totals()

@@ -15,7 +15,13 @@
 // the plan to pick the variant that fits, and the loop moves on to the next
 // one on an out-of-memory error.
 //
-// Files by role: trainer.go (the loop), validate.go (the validation loop;
+// On a device that queues steps (backend.StepQueue) Step leaves a step's
+// answer there (its result Pending) and Settle reads a window of them in
+// one copy (queue.go); a caller settles before it reads the optimizer or
+// the scaler.
+//
+// Files by role: trainer.go (the loop), queue.go (steps queued on the
+// device), validate.go (the validation loop;
 // its scores are package metrics), validate_tiled.go (a data.patch run's
 // validation: whole images by tiles), preview.go (the first validation images
 // kept for pictures), plan.go (variants and the plan), fastest.go (the fastest setting

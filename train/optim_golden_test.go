@@ -102,7 +102,7 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 			for i, lr := range c.LRs {
 				l := run.step(nil)
 				worst["loss"] = max(worst["loss"], goldenClose(t, fmt.Sprintf("%s.loss[%d]", c.Name, i), []float32{float32(l)}, lossesWant[i:i+1], goldenTolForward))
-				opt.Update(lr)
+				opt.Update(lr, 0)
 			}
 			if opt.Steps() != int64(len(c.LRs)) {
 				t.Errorf("%d steps counted, want %d", opt.Steps(), len(c.LRs))

@@ -122,6 +122,11 @@ type Trainer struct {
 	synced bool
 	bucket []float32
 
+	// pending are the queued steps not yet read (queue.go); settled those
+	// a full window's read has settled, not yet taken by Settle.
+	pending []pendingStep
+	settled []StepResult
+
 	// FitLog records memory.fit: auto's decisions, one line each.
 	FitLog   []string
 	fitFrom  config.Config  // the configuration as given
@@ -488,6 +493,14 @@ type StepResult struct {
 	// DeviceUsedPeak is the largest device memory in use the phases' ends
 	// saw (device.MemoryReporter); 0 on the CPU.
 	DeviceUsedPeak int64
+	// LossScale, GrowthTracker and SkippedSteps are the grad scaler's
+	// after the step.
+	LossScale     float64
+	GrowthTracker int
+	SkippedSteps  int
+	// Pending says the step is queued on the device (queue.go): Loss,
+	// Skipped and the scaler's state are known once Settle returns it.
+	Pending bool
 }
 
 // Step runs one optimizer step: accumulate micro-batches of forward and
@@ -541,6 +554,9 @@ func (t *Trainer) Step() (StepResult, error) {
 		t.Pool().EmptyCache()
 	}
 	t.StepsDone++
+	if res.Pending {
+		t.pending[len(t.pending)-1].number = t.StepsDone
+	}
 	return res, nil
 }
 
@@ -553,24 +569,9 @@ func (t *Trainer) Validated(v metrics.Validation) {
 func (t *Trainer) step() (StepResult, error) {
 	accum := t.Config.Train.Accumulate
 	res := StepResult{Phases: map[string]PhaseMemory{}}
-	best := memory.Stats{}
-	reporter, _ := t.Device.Backend.(device.MemoryReporter)
-	keep := func(phase string, st memory.Stats) {
-		pm := PhaseMemoryOf(st)
-		if reporter != nil {
-			if used, _, err := reporter.DeviceMemory(); err == nil {
-				pm.DeviceUsedBytes = used
-				res.DeviceUsedPeak = max(res.DeviceUsedPeak, used)
-			}
-		}
-		if prev, ok := res.Phases[phase]; !ok || pm.PeakAllocatedBytes > prev.PeakAllocatedBytes {
-			res.Phases[phase] = pm
-		}
-		if st.Allocated.Peak > best.Allocated.Peak {
-			best = st
-		}
-		res.PeakReserved = max(res.PeakReserved, st.Reserved.Peak)
-	}
+	mem := stepMemory{res: &res}
+	mem.reporter, _ = t.Device.Backend.(device.MemoryReporter)
+	keep := mem.keep
 	// Divide each micro-batch's loss by accum, and scale it for fp16; the
 	// scale stays the same over the whole cycle.
 	lossScale := float32(t.Scaler.LossScale() / float64(accum))
@@ -581,9 +582,19 @@ func (t *Trainer) step() (StepResult, error) {
 	res.CommTime += time.Since(commStart)
 	t.Net.ZeroGrad()
 	// A device that records the step keeps each micro-batch's plain
-	// cross-entropy and the finite check there, read in one copy below.
+	// cross-entropy and the finite check there, read in one copy below;
+	// one that queues steps reads them a window at a time (queue.go).
 	recorder, recorded := t.Loss.Recordable(t.env)
 	recorded = recorded && accum <= recorder.RecordSlots() && t.comm.Size() == 1
+	queue, limit := t.stepQueue()
+	j, slot0, err := t.openQueued(queue, limit, accum)
+	if err != nil {
+		return res, err
+	}
+	var at backend.StepEntry
+	if queue != nil {
+		at = backend.EntryOf(j)
+	}
 	for k := 0; k < accum; k++ {
 		t.Pool().TimelinePhase(PhaseForward)
 		epoch, err := t.nextBatch()
@@ -602,7 +613,7 @@ func (t *Trainer) step() (StepResult, error) {
 		l := model.Loss{Config: t.Loss}
 		var loss float64
 		if recorded {
-			err = l.ForwardRecorded(t.env, logits, t.masks, recorder, k)
+			err = l.ForwardRecorded(t.env, logits, t.masks, recorder, slot0+k, at)
 		} else {
 			loss, err = l.Forward(t.env, logits, t.masks)
 		}
@@ -643,32 +654,82 @@ func (t *Trainer) step() (StepResult, error) {
 	t.Pool().TimelinePhase(PhaseOptimizer)
 	t.Pool().ResetPeak()
 	optStart := time.Now()
-	finite, err := t.unscale(recorder, recorded, accum, &res)
-	if err != nil {
+	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
+	if queue != nil {
+		t.closeQueued(queue, j, res.LR)
+		res.Pending = true
+	} else if err := t.optimizerStep(recorder, recorded, accum, &res); err != nil {
 		return res, err
 	}
-	res.LR = t.Schedule.At(t.StepsDone, t.SchedState)
+	t.OptimizerTime += time.Since(optStart)
+	// Everything the step issued has run: an error the device reported
+	// (a GPU fault, named by its kernel where known) fails the step. A
+	// queued step's are reported where it is read.
+	if queue == nil {
+		if err := t.Device.Backend.Sync(); err != nil {
+			return res, err
+		}
+	}
+	keep(PhaseOptimizer, t.Pool().Stats())
+	res.Peak = mem.best.Allocated.Peak
+	res.PeakByCategory = PhaseMemoryOf(mem.best).PeakByCategory
+	if queue != nil {
+		if err := queue.Failed(); err != nil {
+			t.pending = nil // known before any read: the window's answers are lost with it
+			return res, err
+		}
+		t.pending = append(t.pending, pendingStep{res: res, slot: slot0, accum: accum})
+	}
+	return res, nil
+}
+
+// stepMemory gathers a step's memory at its phases' ends: each phase's
+// largest, the step's peak and its split (best: the stats at the peak).
+type stepMemory struct {
+	res      *StepResult
+	best     memory.Stats
+	reporter device.MemoryReporter // the device's own count, where it has one
+}
+
+func (m *stepMemory) keep(phase string, st memory.Stats) {
+	res, pm := m.res, PhaseMemoryOf(st)
+	if m.reporter != nil {
+		if used, _, err := m.reporter.DeviceMemory(); err == nil {
+			pm.DeviceUsedBytes = used
+			res.DeviceUsedPeak = max(res.DeviceUsedPeak, used)
+		}
+	}
+	if prev, ok := res.Phases[phase]; !ok || pm.PeakAllocatedBytes > prev.PeakAllocatedBytes {
+		res.Phases[phase] = pm
+	}
+	if st.Allocated.Peak > m.best.Allocated.Peak {
+		m.best = st
+	}
+	res.PeakReserved = max(res.PeakReserved, st.Reserved.Peak)
+}
+
+// optimizerStep is a step's end where the host decides it: unscale and
+// check the gradients (reading the step's record where it has one), clip
+// them (train.clip_grad_norm), then the optimizer (or skip) and the
+// scaler's update.
+func (t *Trainer) optimizerStep(recorder backend.StepRecorder, recorded bool, accum int, res *StepResult) error {
+	finite, err := t.unscale(recorder, recorded, accum, res)
+	if err != nil {
+		return err
+	}
 	if limit := t.Config.Train.ClipGradNorm; finite && limit > 0 {
 		// PyTorch's order: scaler.unscale_, clip_grad_norm_, scaler.step;
 		// a step with an inf or NaN was skipped above, so the norm is finite.
 		res.GradNorm, res.Clipping = optim.ClipGradNorm(t.Device.Backend, optim.Grads(t.Net.Params()), limit), true
 	}
 	if finite {
-		t.Opt.Update(res.LR)
+		t.Opt.Update(res.LR, 0)
 		t.Net.SyncWorkingWeights()
 	}
 	t.Scaler.Update(finite)
-	t.OptimizerTime += time.Since(optStart)
 	res.Skipped = !finite
-	// Everything the step issued has run: an error the device reported
-	// (a GPU fault, named by its kernel where known) fails the step.
-	if err := t.Device.Backend.Sync(); err != nil {
-		return res, err
-	}
-	keep(PhaseOptimizer, t.Pool().Stats())
-	res.Peak = best.Allocated.Peak
-	res.PeakByCategory = PhaseMemoryOf(best).PeakByCategory
-	return res, nil
+	t.noteScaler(res)
+	return nil
 }
 
 // unscale unscales the gradients and reports whether they are all finite:

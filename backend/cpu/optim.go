@@ -16,6 +16,7 @@ func (c CPU) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 	if len(gs) != len(ws) || len(ms) != len(ws) || len(vs) != len(ws) {
 		panic(fmt.Sprintf("backend/cpu: adam on %v, %v, %v, %v", w, g, m, v))
 	}
+	noEntry(a.Entry)
 	c.team.For(len(ws), 1<<15, func(lo, hi int) {
 		kernels.Adam(a, ws[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi])
 	})
@@ -78,6 +79,7 @@ func (CPU) SGD(a backend.SGDStep, w, g, buf backend.View) {
 	if len(gs) != len(ws) || (a.Momentum != 0 && len(bs) != len(ws)) {
 		panic(fmt.Sprintf("backend/cpu: sgd on %v, %v, %v", w, g, buf))
 	}
+	noEntry(a.Entry)
 	for j := range ws {
 		d := gs[j]
 		if a.WeightDecay != 0 {
@@ -105,6 +107,7 @@ func (CPU) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
 	if len(gs) != len(ws) || len(ss) != len(ws) || (a.Momentum != 0 && len(bs) != len(ws)) {
 		panic(fmt.Sprintf("backend/cpu: rmsprop on %v, %v, %v, %v", w, g, sq, buf))
 	}
+	noEntry(a.Entry)
 	for j := range ws {
 		d := gs[j]
 		if a.WeightDecay != 0 {
@@ -145,4 +148,12 @@ func (c CPU) SumSquares(gs []backend.View) float64 {
 		}
 	}
 	return total
+}
+
+// noEntry panics for a queued step's entry: the CPU keeps no step queue
+// (backend.StepQueue), its caller reads each step's answer.
+func noEntry(e backend.StepEntry) {
+	if e != 0 {
+		panic(fmt.Sprintf("backend/cpu: an optimizer update for queued step %d; the CPU queues no steps", e.Index()))
+	}
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // scratch layout: the backend's own device memory for reductions: in its
-// first MiB, the unscale check's flag and the confusion counts (K*K
-// uint64, K <= 256) or the loss gradient's coefficients; in its second,
+// first MiB, the step record and queue (record.go, queue.go) in the first
+// 64 KiB, then the confusion counts (K*K uint64, K <= 256) or the loss
+// gradient's coefficients; in its second,
 // the segmented sums' partials (reduce.go: at most maxPartials of 16
 // bytes; a loss's at most lossItems of 32, with a bad-target value per
 // sample right after) and the coefficients their finish kernels leave for
@@ -22,7 +23,7 @@ import (
 const (
 	scratchBytes   = 2 << 20
 	maxSamples     = 8192
-	countsOffset   = 16 << 10
+	countsOffset   = 64 << 10
 	maxCountsBytes = 1<<20 - countsOffset
 	partialsOffset = 1 << 20
 	maxPartials    = 1 << 15
@@ -50,6 +51,10 @@ type Backend struct {
 	conv     ConvProvider  // what cuda.conv resolved to (conv.go)
 
 	lib convLibrary // the library computing the convolutions, if any (library.go)
+
+	// The step queue's window (queue.go): the step count its bias
+	// corrections start after, and how many it holds.
+	queueBase, queueRows atomic.Int64
 }
 
 var _ backend.Backend = (*Backend)(nil)

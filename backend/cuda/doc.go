@@ -42,6 +42,11 @@
 //     from there, and the slots and the gradients' finite flag come back
 //     in one copy after the step's last backward (other losses read their
 //     sums a micro-batch, for the coefficients their gradients need).
+//     Steps may instead queue (backend.StepQueue, queue.go): each has an
+//     entry in the scratch area whose finite flag the optimizer kernels
+//     read (skipping the step there), with its loss scale and Adam's
+//     factors from the step count and grad scaler the device keeps; a
+//     window of up to 64 steps is read in one copy.
 //   - A convolution library (ConvLibrary: cuDNN, cuda.conv) may compute
 //     the convolutions instead, 2D and 3D (library.go): per shape, its Find's
 //     results and the algorithm policy (backend/cuda/cudnn) choose each

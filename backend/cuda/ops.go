@@ -581,15 +581,17 @@ func (b *Backend) CrossEntropy(s backend.Shape4, logits, target backend.View) (f
 }
 
 func (b *Backend) CrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32) {
-	b.crossEntropyBack(s, dlogits, logits, target, k, devicePtr{}, 0)
+	b.crossEntropyBack(s, dlogits, logits, target, k, devicePtr{}, 0, devicePtr{})
 }
 
 // crossEntropyBack launches cross_entropy_back with k, or with k from
-// slot's count and scale where slot is not none.
-func (b *Backend) crossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32, slot devicePtr, scale float32) {
+// slot's count and scale (the float at scaleAt where that is not none)
+// where slot is not none.
+func (b *Backend) crossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, k float32, slot devicePtr, scale float32,
+	scaleAt devicePtr) {
 	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
 	b.launch(KCrossEntropyBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), logits.DT,
-		s.N, s.C, s.H*s.W, k, slot, scale)
+		s.N, s.C, s.H*s.W, k, slot, scale, scaleAt)
 }
 
 // targetError reads the kernels' bad-target flags of n samples, badv (the
@@ -680,7 +682,7 @@ func (b *Backend) Adam(a backend.AdamStep, w, g, m, v backend.View) {
 		panic(fmt.Sprintf("backend/cuda: adam on %v, %v, %v, %v", w, g, m, v))
 	}
 	b.launch(KAdam, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(m, backend.Float32), ptr(v, backend.Float32), w.Len,
-		a.StepSize, a.SqrtBC2, a.Beta1, a.Beta2, a.OneMinusBeta1, a.OneMinusBeta2, a.Eps, a.WeightDecay, a.DecoupledScale)
+		a.StepSize, a.SqrtBC2, a.Beta1, a.Beta2, a.OneMinusBeta1, a.OneMinusBeta2, a.Eps, a.WeightDecay, a.DecoupledScale, b.entryPtr(a.Entry))
 }
 
 func (b *Backend) SGD(a backend.SGDStep, w, g, buf backend.View) {
@@ -688,7 +690,7 @@ func (b *Backend) SGD(a backend.SGDStep, w, g, buf backend.View) {
 		panic(fmt.Sprintf("backend/cuda: sgd on %v, %v, %v", w, g, buf))
 	}
 	b.launch(KSGD, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(buf, backend.Float32), w.Len,
-		a.LR, a.Momentum, a.Dampening, a.WeightDecay, a.Nesterov, a.First)
+		a.LR, a.Momentum, a.Dampening, a.WeightDecay, a.Nesterov, a.First, b.entryPtr(a.Entry))
 }
 
 func (b *Backend) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
@@ -696,7 +698,7 @@ func (b *Backend) RMSprop(a backend.RMSpropStep, w, g, sq, buf backend.View) {
 		panic(fmt.Sprintf("backend/cuda: rmsprop on %v, %v, %v, %v", w, g, sq, buf))
 	}
 	b.launch(KRMSprop, w.Len, ptr(w, backend.Float32), ptr(g, backend.Float32), ptr(sq, backend.Float32), ptr(buf, backend.Float32), w.Len,
-		a.LR, a.Alpha, a.OneMinusAlpha, a.Eps, a.WeightDecay, a.Momentum)
+		a.LR, a.Alpha, a.OneMinusAlpha, a.Eps, a.WeightDecay, a.Momentum, b.entryPtr(a.Entry))
 }
 
 // UnscaleCheck reports false (not finite) where the device has failed;

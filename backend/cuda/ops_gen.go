@@ -57,6 +57,8 @@ const (
 	KSGD
 	KRMSprop
 	KUnscaleCheck
+	KStepBegin
+	KStepFactors
 	// gemm.cu
 	KSplitSum
 	KConv
@@ -123,6 +125,8 @@ var kernelNames = [NumKernels]string{
 	KSGD:                 "sgd",
 	KRMSprop:             "rmsprop",
 	KUnscaleCheck:        "unscale_check",
+	KStepBegin:           "step_begin",
+	KStepFactors:         "step_factors",
 	KSplitSum:            "split_sum",
 	KConv:                "conv",
 	KConvBackData:        "conv_back_data",

@@ -9,13 +9,19 @@ import (
 )
 
 // A step's record in the scratch area: the finite flag at its start
-// (UnscaleCheck's), then from recordOffset slots of recordSlotBytes, each
-// a cross-entropy's loss and count (float64) and its first bad sample and
+// (UnscaleCheck's); the step queue's state, bias corrections and entries
+// (queue.go); then from slotsOffset slots of recordSlotBytes, each a
+// cross-entropy's loss and count (float64) and its first bad sample and
 // value (int32, +1; loss_record's). The last slot is CrossEntropy's own.
 const (
-	recordOffset    = 256
-	recordSlotBytes = 32
-	maxRecordSlots  = (countsOffset - recordOffset) / recordSlotBytes
+	queueStateOffset = 256
+	queueTableOffset = 512
+	maxQueueSteps    = 64
+	queueEntryOffset = queueTableOffset + 16*maxQueueSteps
+	queueEntryBytes  = 32
+	slotsOffset      = 4096
+	recordSlotBytes  = 32
+	maxRecordSlots   = (countsOffset - slotsOffset) / recordSlotBytes
 )
 
 var _ backend.StepRecorder = (*Backend)(nil)
@@ -25,7 +31,7 @@ func (b *Backend) recordSlot(i int) devicePtr {
 	if i < 0 || i >= maxRecordSlots {
 		panic(fmt.Sprintf("backend/cuda: record slot %d of %d", i, maxRecordSlots))
 	}
-	return b.scratchPtr(recordOffset+recordSlotBytes*i, recordSlotBytes)
+	return b.scratchPtr(slotsOffset+recordSlotBytes*i, recordSlotBytes)
 }
 
 // crossEntropyInto sums a cross-entropy into slot: loss_partials over
@@ -55,7 +61,7 @@ func (b *Backend) RecordCrossEntropy(s backend.Shape4, logits, target backend.Vi
 
 // RecordedCrossEntropyBack is CrossEntropyBack with k from slot's count.
 func (b *Backend) RecordedCrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, slot int, scale float32) {
-	b.crossEntropyBack(s, dlogits, logits, target, 0, b.recordSlot(b.checkSlot(slot)), scale)
+	b.crossEntropyBack(s, dlogits, logits, target, 0, b.recordSlot(b.checkSlot(slot)), scale, devicePtr{})
 }
 
 // checkSlot panics unless slot is one of RecordSlots.
@@ -73,7 +79,7 @@ func (b *Backend) RecordUnscaleCheck(gs []backend.View, inv float32) {
 	flag := b.scratchPtr(0, 4)
 	b.memsetD32(flag, 0, 1)
 	for _, g := range gs {
-		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag)
+		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag, devicePtr{})
 	}
 }
 
@@ -82,13 +88,13 @@ func (b *Backend) ReadRecord(slots, classes int) (sums []float64, counts []int, 
 	if slots < 0 || slots > b.RecordSlots() {
 		panic(fmt.Sprintf("backend/cuda: %d record slots; a step has %d", slots, b.RecordSlots()))
 	}
-	n := recordOffset + recordSlotBytes*slots
+	n := slotsOffset + recordSlotBytes*slots
 	raw, err := b.fetch(b.scratchPtr(0, n), n)
 	if err != nil {
 		return nil, nil, false, err
 	}
 	for i := range slots {
-		sum, count, err := decodeSlot(raw[recordOffset+recordSlotBytes*i:], classes)
+		sum, count, err := decodeSlot(raw[slotsOffset+recordSlotBytes*i:], classes)
 		if err != nil {
 			return nil, nil, false, err
 		}

@@ -9,11 +9,12 @@ import (
 	"github.com/memunet/memunet/train"
 )
 
-// TestStepCopies: a training step on the emulated GPU reads back from the
-// device once: its record, every micro-batch's cross-entropy (sums,
-// counts, bad targets) and one finite flag for all the gradients (the
-// grad scaler's found_inf, as PyTorch's), not a loss a micro-batch and a
-// flag a parameter; memunet bench reports the counts.
+// TestStepCopies: training steps on the emulated GPU queue on the device
+// and are read once every output.log_every steps, as a run reads them: a
+// window's every micro-batch's cross-entropy (sums, counts, bad targets)
+// and every step's finite flag (the grad scaler's found_inf, as
+// PyTorch's) in one copy, not a loss a micro-batch and a flag a parameter
+// or a step; memunet bench reports the counts.
 func TestStepCopies(t *testing.T) {
 	for _, variant := range []string{"baseline", "fp16", "accum4"} {
 		t.Run(variant, func(t *testing.T) {
@@ -21,24 +22,26 @@ func TestStepCopies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cfg.Output.LogEvery = 3
 			gpu, err := emu.Backend(1 << 30)
 			if err != nil {
 				t.Fatal(err)
 			}
-			row, err := train.Bench(cfg, gpu, 2)
+			row, err := train.Bench(cfg, gpu, 6)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %.1f launches, %.1f copies to the host, %.1f syncs a step", variant, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep)
+			t.Logf("%s: %.1f launches, %.2f copies to the host, %.2f syncs a step; a read every %d steps",
+				variant, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep, row.StepsPerRead)
 			if !row.Counted || row.LaunchesPerStep < 10 {
 				t.Fatalf("not counted: %+v", row)
 			}
 			// Before: the loss's sums and its bad-target flags apart, and a
 			// finite flag for each of the parameters; then a loss a
-			// micro-batch and the finite flag.
-			if row.CopiesPerStep != 1 || row.SyncsPerStep > 1 {
-				t.Errorf("%.1f blocking copies to the host and %.1f syncs a step, want 1 (the step's record) and at most 1",
-					row.CopiesPerStep, row.SyncsPerStep)
+			// micro-batch and the finite flag; then one read a step.
+			if row.StepsPerRead != 3 || row.CopiesPerStep*3 != 1 || row.SyncsPerStep*3 > 1 {
+				t.Errorf("%.2f blocking copies to the host and %.2f syncs a step, a read every %d steps; want one copy and at most one sync every 3 steps",
+					row.CopiesPerStep, row.SyncsPerStep, row.StepsPerRead)
 			}
 		})
 	}

@@ -996,15 +996,18 @@ KERNEL(loss_record)(u64 slot, u64 partial, u64 bad, i64 N, i64 chunks) {
 // ignored ones (everywhere when k is 0), of dtype dt; each pixel reads its
 // K logits before writing, so dlogits may be logits. Where slot is not 0,
 // k is scale over the count loss_record left there (0 for none), as the
-// host computes it: (float)scale / (float)count.
-KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 dt, i64 N, i64 K, i64 HW, double kd, u64 slot, double scale) {
+// host computes it: (float)scale / (float)count, scale being the float at
+// scaleAt where that is not 0 (a queued step's loss scale).
+KERNEL(cross_entropy_back)(u64 dlogits, u64 logits, u64 target, i64 dt, i64 N, i64 K, i64 HW, double kd, u64 slot, double scale,
+			   u64 scaleAt) {
 	In z = input(logits, dt);
 	Out g = output(dlogits, dt);
 	gptr<const uint8_t> tg = GCAST(const uint8_t, target);
 	float k = (float)kd;
 	if (slot) {
 		double count = GCAST(const double, slot)[1];
-		k = count > 0 ? (float)scale / (float)count : 0.0f;
+		float sc = scaleAt ? GCAST(const float, scaleAt)[0] : (float)scale;
+		k = count > 0 ? sc / (float)count : 0.0f;
 	}
 	GRID_STRIDE(i, N * HW) {
 		i64 n = i / HW, p = i % HW, at = n * K * HW + p;
@@ -1098,12 +1101,32 @@ KERNEL(argmax)(u64 classes, u64 logits, i64 dt, i64 N, i64 K, i64 HW) {
 
 // ---- optimizer ----
 
+// Offsets in a queued step's entry and the queue's state (the step
+// queue, below), in units of the type named.
+#define ENTRY_NONFINITE 0  // int
+#define ENTRY_LOSS_SCALE 2 // float
+#define ENTRY_INV 3        // float
+#define ENTRY_STEP_SIZE 4  // float
+#define ENTRY_SQRT_BC2 5   // float
+#define ENTRY_STEPS 3      // i64
+#define STATE_STEPS 0      // i64
+#define STATE_SCALE 1      // double
+#define STATE_TRACKER 4    // int
+
 // adam: backend.AdamStep's update, in its order of float32 operations.
+// Where entry is a queued step's (step_factors'), a step whose gradients
+// were not finite leaves everything as it was, and the step size and
+// sqrt(bias correction 2) are the entry's.
 KERNEL(adam)(u64 w, u64 g, u64 m, u64 v, i64 n, double stepSize, double sqrtBC2,
-		double beta1, double beta2, double omb1, double omb2, double eps, double wd, double decoupled) {
+		double beta1, double beta2, double omb1, double omb2, double eps, double wd, double decoupled, u64 entry) {
 	gptr<float> ws = GCAST(float, w), ms = GCAST(float, m), vs = GCAST(float, v);
 	gptr<const float> gs = GCAST(const float, g);
 	float a = (float)stepSize, sb = (float)sqrtBC2, b1 = (float)beta1, b2 = (float)beta2;
+	if (entry) {
+		if (GCAST(const int, entry)[ENTRY_NONFINITE] != 0) return;
+		a = GCAST(const float, entry)[ENTRY_STEP_SIZE];
+		sb = GCAST(const float, entry)[ENTRY_SQRT_BC2];
+	}
 	float o1 = (float)omb1, o2 = (float)omb2, ep = (float)eps, d = (float)wd, dc = (float)decoupled;
 	GRID_STRIDE(j, n) {
 		if (dc != 0.0f) ws[j] = ws[j] * dc;
@@ -1116,11 +1139,17 @@ KERNEL(adam)(u64 w, u64 g, u64 m, u64 v, i64 n, double stepSize, double sqrtBC2,
 	}
 }
 
-// sgd: backend.SGDStep's update, in its order of float32 operations.
-KERNEL(sgd)(u64 w, u64 g, u64 buf, i64 n, double lr, double momentum, double dampening, double wd, i64 nesterov, i64 first) {
+// sgd: backend.SGDStep's update, in its order of float32 operations; a
+// queued step's entry skips it or says whether it is the first.
+KERNEL(sgd)(u64 w, u64 g, u64 buf, i64 n, double lr, double momentum, double dampening, double wd, i64 nesterov, i64 first,
+	    u64 entry) {
 	gptr<float> ws = GCAST(float, w), bs = GCAST(float, buf);
 	gptr<const float> gs = GCAST(const float, g);
 	float a = (float)lr, mo = (float)momentum, da = (float)dampening, d = (float)wd;
+	if (entry) {
+		if (GCAST(const int, entry)[ENTRY_NONFINITE] != 0) return;
+		first = GCAST(const i64, entry)[ENTRY_STEPS] == 1;
+	}
 	GRID_STRIDE(j, n) {
 		float x = gs[j];
 		if (d != 0.0f) x = x + d * ws[j];
@@ -1132,11 +1161,14 @@ KERNEL(sgd)(u64 w, u64 g, u64 buf, i64 n, double lr, double momentum, double dam
 	}
 }
 
-// rmsprop: backend.RMSpropStep's update, in its order of float32 operations.
-KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, double oma, double eps, double wd, double momentum) {
+// rmsprop: backend.RMSpropStep's update, in its order of float32
+// operations; a queued step's entry may skip it.
+KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, double oma, double eps, double wd, double momentum,
+		u64 entry) {
 	gptr<float> ws = GCAST(float, w), ss = GCAST(float, sq), bs = GCAST(float, buf);
 	gptr<const float> gs = GCAST(const float, g);
 	float a = (float)lr, al = (float)alpha, om = (float)oma, ep = (float)eps, d = (float)wd, mo = (float)momentum;
+	if (entry && GCAST(const int, entry)[ENTRY_NONFINITE] != 0) return;
 	GRID_STRIDE(j, n) {
 		float x = gs[j];
 		if (d != 0.0f) x = x + d * ws[j];
@@ -1151,13 +1183,68 @@ KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, d
 	}
 }
 
-// unscale_check: g *= inv; *flag = 1 if any result is not finite.
-KERNEL(unscale_check)(u64 g, i64 n, double inv, u64 flag) {
+// unscale_check: g *= inv (the float at invAt where that is not 0); *flag
+// = 1 if any result is not finite.
+KERNEL(unscale_check)(u64 g, i64 n, double inv, u64 flag, u64 invAt) {
 	gptr<float> x = GCAST(float, g);
-	float s = (float)inv;
+	float s = invAt ? GCAST(const float, invAt)[0] : (float)inv;
 	GRID_STRIDE(i, n) {
 		float v = x[i] * s;
 		x[i] = v;
 		if (!isfinite(v)) atomicExch(GCAST(int, flag), 1); // blocks may both find one
 	}
+}
+
+// ---- the step queue (backend/cuda/queue.go) ----
+//
+// A queued step's entry is 32 bytes: the int flag unscale_check raises
+// where a gradient is not finite; the floats of its loss scale, unscale
+// factor, Adam's step size and sqrt(bias correction 2); the optimizer's
+// step count after it (int64). The queue's state: the step count (int64),
+// the grad scaler's scale (double) and growth tracker (int).
+
+// step_begin opens a step's entry: its flag cleared, its loss gradient's
+// scale (the scaler's scale over accum) and its gradients' unscale factor,
+// each a double expression rounded once, as the host forms them.
+KERNEL(step_begin)(u64 entry, u64 state, i64 accum) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	double scale = GCAST(const double, state)[STATE_SCALE];
+	GCAST(int, entry)[ENTRY_NONFINITE] = 0;
+	GCAST(float, entry)[ENTRY_LOSS_SCALE] = (float)(scale / (double)accum);
+	GCAST(float, entry)[ENTRY_INV] = (float)(1.0 / scale);
+}
+
+// step_factors decides a step once its gradients are checked: where they
+// were all finite the step count advances; the entry keeps the count and,
+// from the bias corrections of the counts after base (rows pairs of
+// 1-beta1^t, 1-beta2^t, as Adam's host code forms them), Adam's float32
+// step size lr/bc1 and sqrt(bc2), each rounded once. Then the grad
+// scaler's update (GradScaler.Update; growth 0: disabled): not finite
+// multiplies the scale by backoff and clears the tracker; finite counts,
+// and at interval multiplies it by growth.
+KERNEL(step_factors)(u64 entry, u64 state, u64 table, i64 base, i64 rows, double lr, double growth, double backoff,
+		     i64 interval) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	bool finite = GCAST(const int, entry)[ENTRY_NONFINITE] == 0;
+	i64 t = GCAST(const i64, state)[STATE_STEPS] + (finite ? 1 : 0);
+	GCAST(i64, state)[STATE_STEPS] = t;
+	GCAST(i64, entry)[ENTRY_STEPS] = t;
+	i64 row = t - base - 1;
+	if (row >= 0 && row < rows) {
+		gptr<const double> bc = GCAST(const double, table);
+		GCAST(float, entry)[ENTRY_STEP_SIZE] = (float)(lr / bc[2 * row]);
+		GCAST(float, entry)[ENTRY_SQRT_BC2] = (float)sqrt(bc[2 * row + 1]);
+	}
+	if (growth == 0) return;
+	double scale = GCAST(const double, state)[STATE_SCALE];
+	int tracker = GCAST(const int, state)[STATE_TRACKER];
+	if (!finite) {
+		scale = scale * backoff;
+		tracker = 0;
+	} else if (++tracker == interval) {
+		scale = scale * growth;
+		tracker = 0;
+	}
+	GCAST(double, state)[STATE_SCALE] = scale;
+	GCAST(int, state)[STATE_TRACKER] = tracker;
 }

@@ -1,0 +1,134 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/memunet/memunet/backend"
+)
+
+// The step queue (backend.StepQueue): a window of whole optimizer steps
+// that the host issues without reading the device. Each step has an entry
+// (its finite flag, loss scale, unscale factor, Adam's factors and the step
+// count after it; see kernels/ops.cu) and its micro-batches' record
+// slots; the state (the step count, the scaler's scale and tracker) and
+// Adam's bias corrections are the window's. ReadQueue reads the entries'
+// flags and the slots in one copy.
+
+var _ backend.StepQueue = (*Backend)(nil)
+
+// QueueSteps is how many steps a window holds: none with sync launches
+// (SetSyncLaunches), where each step reads its own answer, so that a
+// fault is reported by its step.
+func (b *Backend) QueueSteps() int {
+	if b.syncLaunches.Load() {
+		return 0
+	}
+	return maxQueueSteps
+}
+
+// StartQueue writes s into the queue's state and bias-correction table in
+// one upload.
+func (b *Backend) StartQueue(s backend.QueueStart) {
+	rows := len(s.BiasCorrections) / 2
+	if len(s.BiasCorrections)%2 != 0 || rows > maxQueueSteps {
+		panic(fmt.Sprintf("backend/cuda: %d bias corrections for a window of %d steps", len(s.BiasCorrections), maxQueueSteps))
+	}
+	raw := make([]byte, queueTableOffset-queueStateOffset+16*rows)
+	binary.LittleEndian.PutUint64(raw, uint64(s.Steps))
+	binary.LittleEndian.PutUint64(raw[8:], math.Float64bits(s.Scale))
+	binary.LittleEndian.PutUint32(raw[16:], uint32(int32(s.Tracker)))
+	for i, v := range s.BiasCorrections {
+		binary.LittleEndian.PutUint64(raw[queueTableOffset-queueStateOffset+8*i:], math.Float64bits(v))
+	}
+	p := b.scratchPtr(queueStateOffset, len(raw))
+	if b.failed() == nil {
+		b.order(p)
+		b.finish("StartQueue", b.drv.CopyHtoD(p.addr, raw))
+	}
+	b.queueBase.Store(s.Steps)
+	b.queueRows.Store(int64(rows))
+}
+
+// entry is step j's entry.
+func (b *Backend) entry(j int) devicePtr {
+	if j < 0 || j >= maxQueueSteps {
+		panic(fmt.Sprintf("backend/cuda: queued step %d of %d", j, maxQueueSteps))
+	}
+	return b.scratchPtr(queueEntryOffset+queueEntryBytes*j, queueEntryBytes)
+}
+
+// entryField is the 4 bytes of step j's entry from byte off.
+func (b *Backend) entryField(j, off int) devicePtr {
+	e := b.entry(j)
+	return devicePtr{e.addr + uintptr(off), 4}
+}
+
+// entryPtr is the entry e names, none for none.
+func (b *Backend) entryPtr(e backend.StepEntry) devicePtr {
+	if e == 0 {
+		return devicePtr{}
+	}
+	return b.entry(e.Index())
+}
+
+func (b *Backend) queueState() devicePtr { return b.scratchPtr(queueStateOffset, 32) }
+
+// The entry's floats, by byte (kernels/ops.cu's ENTRY_LOSS_SCALE and
+// ENTRY_INV).
+const (
+	entryLossScale = 8
+	entryInv       = 12
+)
+
+func (b *Backend) OpenStep(j, accum int) {
+	if accum < 1 {
+		panic(fmt.Sprintf("backend/cuda: a step of %d micro-batches", accum))
+	}
+	b.launchGrid(KStepBegin, 1, 1, b.entry(j), b.queueState(), accum)
+}
+
+func (b *Backend) QueuedCrossEntropyBack(s backend.Shape4, dlogits, logits, target backend.View, slot, j int) {
+	b.crossEntropyBack(s, dlogits, logits, target, 0, b.recordSlot(b.checkSlot(slot)), 0, b.entryField(j, entryLossScale))
+}
+
+// QueuedUnscaleCheck launches unscale_check on every view, each reading
+// the entry's factor and raising its flag.
+func (b *Backend) QueuedUnscaleCheck(j int, gs []backend.View) {
+	flag, inv := b.entryField(j, 0), b.entryField(j, entryInv)
+	for _, g := range gs {
+		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, 0.0, flag, inv)
+	}
+}
+
+func (b *Backend) CloseStep(j int, lr float64, rule backend.ScalerRule) {
+	table := b.scratchPtr(queueTableOffset, 16*maxQueueSteps)
+	b.launchGrid(KStepFactors, 1, 1, b.entry(j), b.queueState(), table, int(b.queueBase.Load()), int(b.queueRows.Load()), lr,
+		rule.Growth, rule.Backoff, rule.Interval)
+}
+
+// ReadQueue reads from the first entry through the last slot asked for.
+func (b *Backend) ReadQueue(steps, slots, classes int) ([]bool, []backend.SlotRecord, error) {
+	if steps < 0 || steps > maxQueueSteps || slots < 0 || slots > b.RecordSlots() {
+		panic(fmt.Sprintf("backend/cuda: reading %d queued steps and %d slots", steps, slots))
+	}
+	n := slotsOffset - queueEntryOffset + recordSlotBytes*slots
+	raw, err := b.fetch(b.scratchPtr(queueEntryOffset, n), n)
+	if err != nil {
+		return nil, nil, err
+	}
+	finite := make([]bool, steps)
+	for j := range finite {
+		finite[j] = binary.LittleEndian.Uint32(raw[queueEntryBytes*j:]) == 0
+	}
+	recs := make([]backend.SlotRecord, slots)
+	for i := range recs {
+		r := &recs[i]
+		r.Sum, r.Count, r.Err = decodeSlot(raw[slotsOffset-queueEntryOffset+recordSlotBytes*i:], classes)
+	}
+	return finite, recs, nil
+}
+
+// Failed is the first error the backend has recorded so far.
+func (b *Backend) Failed() error { return b.failed() }
