@@ -241,3 +241,19 @@ type SlotRecord struct {
 	Count int
 	Err   error
 }
+
+// WorkCounts are what the host asked of a device (device.WorkCounter).
+type WorkCounts struct {
+	// Launches are the kernels launched (a library's call counts as one).
+	Launches int64
+	// CopiesToHost are the blocking copies to the host and BlockingUploads
+	// the uploads that wait for the work before them (pageable memory's
+	// cuMemcpyHtoD): each a stall, the device idle until the host issues
+	// more. Syncs are the waits for all work.
+	CopiesToHost, BlockingUploads, Syncs int64
+}
+
+// Minus is the counts from o to c.
+func (c WorkCounts) Minus(o WorkCounts) WorkCounts {
+	return WorkCounts{c.Launches - o.Launches, c.CopiesToHost - o.CopiesToHost, c.BlockingUploads - o.BlockingUploads, c.Syncs - o.Syncs}
+}

@@ -60,11 +60,9 @@ type TF32Setter interface {
 }
 
 // WorkCounter is a backend that counts what the host asks of its device
-// (the CUDA backend): kernels launched, blocking copies to the host (each
-// a stall: the host waits for the work before it) and waits for all work,
-// since it was made.
+// (the CUDA backend) since it was made.
 type WorkCounter interface {
-	Counts() (launches, copiesToHost, syncs int64)
+	Counts() backend.WorkCounts
 }
 
 // LoopWaiter is a backend whose work runs in parallel loops on the host's

@@ -130,8 +130,8 @@ func PrintBench(w io.Writer, r bench.Result) error {
 			waits = append(waits, fmt.Sprintf("%s %.1f ms (%.0f%%)", row.Name, row.LoopWaitMS, 100*row.LoopWaitMS/row.StepMS))
 		}
 		if row.Counted {
-			line := fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f waits for all work",
-				row.Name, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep)
+			line := fmt.Sprintf("  %s: %.1f kernel launches, %.1f blocking copies to the host, %.1f blocking uploads, %.1f waits for all work",
+				row.Name, row.LaunchesPerStep, row.CopiesPerStep, row.BlockingUploadsPerStep, row.SyncsPerStep)
 			if row.StepsPerRead > 1 {
 				line += fmt.Sprintf(" (steps queue on the device, read once every %d: output.log_every)", row.StepsPerRead)
 			}

@@ -40,11 +40,15 @@ type BenchRow struct {
 	// Counted says the backend counts its device's work
 	// (device.WorkCounter); then LaunchesPerStep, CopiesPerStep and
 	// SyncsPerStep are the mean over the timed steps of the kernels
-	// launched, the blocking copies to the host and the waits for all work.
+	// launched, the blocking copies to the host and the waits for all work
+	// (backend.WorkCounts).
 	Counted         bool    `json:"counted,omitempty"`
 	LaunchesPerStep float64 `json:"launches_per_step,omitempty"`
 	CopiesPerStep   float64 `json:"copies_per_step,omitempty"`
 	SyncsPerStep    float64 `json:"syncs_per_step,omitempty"`
+	// BlockingUploadsPerStep are the uploads a step made that waited for
+	// the work before them (backend.WorkCounts).
+	BlockingUploadsPerStep float64 `json:"blocking_uploads_per_step,omitempty"`
 	// StepsPerRead is how many steps one read of the device answers:
 	// output.log_every where the device queues steps (a training run reads
 	// at its logged steps), 1 where each step reads its own.
@@ -76,9 +80,9 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 	var times []float64
 	var total time.Duration
 	counter, counted := b.(device.WorkCounter)
-	var l0, c0, s0 int64
+	var before backend.WorkCounts
 	if counted {
-		l0, c0, s0 = counter.Counts()
+		before = counter.Counts()
 	}
 	waiter, waits := b.(device.LoopWaiter)
 	var w0 time.Duration
@@ -131,9 +135,9 @@ func Bench(cfg config.Config, b backend.Backend, steps int) (BenchRow, error) {
 		row.LoopWaitMS = per(waiter.LoopWait() - w0)
 	}
 	if counted {
-		l1, c1, s1 := counter.Counts()
-		n := float64(steps)
-		row.Counted, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep = true, float64(l1-l0)/n, float64(c1-c0)/n, float64(s1-s0)/n
+		c, n := counter.Counts().Minus(before), float64(steps)
+		row.Counted, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep = true, float64(c.Launches)/n, float64(c.CopiesToHost)/n, float64(c.Syncs)/n
+		row.BlockingUploadsPerStep = float64(c.BlockingUploads) / n
 	}
 	return row, nil
 }

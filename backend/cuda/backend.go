@@ -42,7 +42,7 @@ type Backend struct {
 	reduceGrid    atomic.Int64 // norm_sums's blocks; 0: defaultReduceGrid
 	// What the host asked of the device (Counts): kernels launched,
 	// blocking copies to the host, waits for all work.
-	launched, copiesToHost, syncs atomic.Int64
+	launched, copiesToHost, blockingUploads, syncs atomic.Int64
 
 	mu       sync.Mutex
 	err      error // the first error the device reported, returned by Sync and every call after it
@@ -55,6 +55,8 @@ type Backend struct {
 	// The step queue's window (queue.go): the step count its bias
 	// corrections start after, and how many it holds.
 	queueBase, queueRows atomic.Int64
+
+	staging staging // pinned buffers uploads pass through (upload.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -121,12 +123,12 @@ func (b *Backend) SetTF32(on bool) { b.tf32.Store(on) }
 // (SetTF32), for tests that hold them to TF32's tolerance.
 func (b *Backend) ConvTF32() bool { return b.tf32.Load() }
 
-// Counts are the kernels launched (a convolution library's call counts as
-// one), the blocking copies to the host (each waits for the work before
-// it: a stall) and the waits for all work (Sync) since the backend was
-// made; a step's are the difference.
-func (b *Backend) Counts() (launches, copiesToHost, syncs int64) {
-	return b.launched.Load(), b.copiesToHost.Load(), b.syncs.Load()
+// Counts are the kernels launched, the blocking copies to the host, the
+// uploads that were not staged (upload.go) and the waits for all work
+// (Sync) since the backend was made; a step's are the difference.
+func (b *Backend) Counts() backend.WorkCounts {
+	return backend.WorkCounts{Launches: b.launched.Load(), CopiesToHost: b.copiesToHost.Load(),
+		BlockingUploads: b.blockingUploads.Load(), Syncs: b.syncs.Load()}
 }
 
 // Sync waits for every operation issued so far and returns the first error
@@ -145,6 +147,7 @@ func (b *Backend) Sync() error {
 		for _, c := range done {
 			b.fail("cuEventDestroy", b.drv.ReleaseEvent(c.done))
 		}
+		b.staging.forget(b)
 	}
 	return b.failed()
 }

@@ -47,6 +47,10 @@
 //     read (skipping the step there), with its loss scale and Adam's
 //     factors from the step count and grad scaler the device keeps; a
 //     window of up to 64 steps is read in one copy.
+//   - Uploads are staged through a few pinned buffers on the copy stream
+//     (upload.go), so a micro-batch's upload does not wait for the work
+//     before it (cuMemcpyHtoD from pageable memory does); the host waits
+//     only for the copy that last used a buffer.
 //   - A convolution library (ConvLibrary: cuDNN, cuda.conv) may compute
 //     the convolutions instead, 2D and 3D (library.go): per shape, its Find's
 //     results and the algorithm policy (backend/cuda/cudnn) choose each

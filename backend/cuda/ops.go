@@ -52,16 +52,14 @@ func (*Backend) Stages(op backend.Op, dt backend.DType) bool { return false }
 
 // ---- transfer ----
 
-// Upload copies host bytes into dst (cuMemcpyHtoD).
+// Upload copies host bytes into dst, staged through pinned memory on the
+// copy stream (upload.go): src may be reused at once, and the host does
+// not wait for the device.
 func (b *Backend) Upload(dst backend.View, src []byte) {
 	if len(src) != dst.Bytes() {
 		panic(fmt.Sprintf("backend/cuda: upload of %d bytes into %v", len(src), dst))
 	}
-	p := anyPtr(dst)
-	if len(src) > 0 && b.failed() == nil {
-		b.order(p)
-		b.finish("Upload", b.drv.CopyHtoD(p.addr, src))
-	}
+	b.upload("Upload", anyPtr(dst), src)
 }
 
 // Download copies src into host bytes (cuMemcpyDtoH, after the work before
@@ -638,10 +636,7 @@ func (b *Backend) LossBack(s backend.Shape4, dlogits, logits, target backend.Vie
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
 	}
 	p := b.scratchPtr(countsOffset, len(raw))
-	if b.failed() == nil {
-		b.order(p)
-		b.finish("LossBack", b.drv.CopyHtoD(p.addr, raw))
-	}
+	b.upload("LossBack", p, raw)
 	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), p, logits.DT,
 		s.N, K, s.H*s.W, gamma)
 }

@@ -29,7 +29,7 @@ func (b *Backend) QueueSteps() int {
 }
 
 // StartQueue writes s into the queue's state and bias-correction table in
-// one upload.
+// one upload (staged: the host does not wait).
 func (b *Backend) StartQueue(s backend.QueueStart) {
 	rows := len(s.BiasCorrections) / 2
 	if len(s.BiasCorrections)%2 != 0 || rows > maxQueueSteps {
@@ -42,11 +42,7 @@ func (b *Backend) StartQueue(s backend.QueueStart) {
 	for i, v := range s.BiasCorrections {
 		binary.LittleEndian.PutUint64(raw[queueTableOffset-queueStateOffset+8*i:], math.Float64bits(v))
 	}
-	p := b.scratchPtr(queueStateOffset, len(raw))
-	if b.failed() == nil {
-		b.order(p)
-		b.finish("StartQueue", b.drv.CopyHtoD(p.addr, raw))
-	}
+	b.upload("StartQueue", b.scratchPtr(queueStateOffset, len(raw)), raw)
 	b.queueBase.Store(s.Steps)
 	b.queueRows.Store(int64(rows))
 }

@@ -51,19 +51,19 @@ func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 			if queued.QueueLimit() < cfg.Train.Steps || each.QueueLimit() != 0 {
 				t.Fatalf("queue limits %d and %d", queued.QueueLimit(), each.QueueLimit())
 			}
-			_, copies0, _ := qgpu.Counts()
+			copies0 := qgpu.Counts().CopiesToHost
 			for range cfg.Train.Steps {
 				res, err := queued.Step()
 				if err != nil || !res.Pending {
 					t.Fatalf("queued step: %+v, %v", res, err)
 				}
 			}
-			_, copies1, _ := qgpu.Counts()
+			copies1 := qgpu.Counts().CopiesToHost
 			got, err := queued.Settle()
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, copies2, _ := qgpu.Counts()
+			copies2 := qgpu.Counts().CopiesToHost
 			if copies1 != copies0 || copies2 != copies1+1 {
 				t.Errorf("%d copies to the host while the steps queued and %d to read them, want 0 and 1", copies1-copies0, copies2-copies1)
 			}

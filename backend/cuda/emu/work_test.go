@@ -14,7 +14,8 @@ import (
 // window's every micro-batch's cross-entropy (sums, counts, bad targets)
 // and every step's finite flag (the grad scaler's found_inf, as
 // PyTorch's) in one copy, not a loss a micro-batch and a flag a parameter
-// or a step; memunet bench reports the counts.
+// or a step; and no upload waits for the device. memunet bench reports
+// the counts.
 func TestStepCopies(t *testing.T) {
 	for _, variant := range []string{"baseline", "fp16", "accum4"} {
 		t.Run(variant, func(t *testing.T) {
@@ -31,14 +32,19 @@ func TestStepCopies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %.1f launches, %.2f copies to the host, %.2f syncs a step; a read every %d steps",
-				variant, row.LaunchesPerStep, row.CopiesPerStep, row.SyncsPerStep, row.StepsPerRead)
+			t.Logf("%s: %.1f launches, %.2f copies to the host, %.2f blocking uploads, %.2f syncs a step; a read every %d steps",
+				variant, row.LaunchesPerStep, row.CopiesPerStep, row.BlockingUploadsPerStep, row.SyncsPerStep, row.StepsPerRead)
 			if !row.Counted || row.LaunchesPerStep < 10 {
 				t.Fatalf("not counted: %+v", row)
 			}
 			// Before: the loss's sums and its bad-target flags apart, and a
 			// finite flag for each of the parameters; then a loss a
 			// micro-batch and the finite flag; then one read a step.
+			// The micro-batches' uploads are staged (pinned memory, the copy
+			// stream): none waits for the work before it.
+			if row.BlockingUploadsPerStep != 0 {
+				t.Errorf("%.2f uploads a step waited for the device", row.BlockingUploadsPerStep)
+			}
 			if row.StepsPerRead != 3 || row.CopiesPerStep*3 != 1 || row.SyncsPerStep*3 > 1 {
 				t.Errorf("%.2f blocking copies to the host and %.2f syncs a step, a read every %d steps; want one copy and at most one sync every 3 steps",
 					row.CopiesPerStep, row.SyncsPerStep, row.StepsPerRead)
