@@ -190,14 +190,19 @@ type StepQueue interface {
 	// QueuedUnscaleCheck is RecordUnscaleCheck with the unscale factor
 	// and the flag of step j's entry.
 	QueuedUnscaleCheck(j int, gs []View)
+	// QueuedClip is clip_grad_norm_ on step j's gradients gs, after
+	// QueuedUnscaleCheck: their global L2 norm (SumSquares' sum) and the
+	// factor for maxNorm (optim.ClipCoef's, eps its epsilon) are kept in
+	// the entry, and every gradient is multiplied by the factor.
+	QueuedClip(j int, gs []View, maxNorm, eps float64)
 	// CloseStep decides step j once its gradients are checked: the step
 	// count advances where they were finite, Adam's factors at lr follow
 	// from it (StartQueue's bias corrections), then the scaler updates
 	// by rule. The optimizer's kernels, given EntryOf(j), come after.
 	CloseStep(j int, lr float64, rule ScalerRule)
-	// ReadQueue reads the window's first steps' flags and its first slots
-	// (as ReadRecord's) in one copy.
-	ReadQueue(steps, slots, classes int) (finite []bool, recs []SlotRecord, err error)
+	// ReadQueue reads the window's first steps' entries and its first
+	// slots (as ReadRecord's) in one copy.
+	ReadQueue(steps, slots, classes int) ([]QueuedStep, []SlotRecord, error)
 	// Failed is the error the host already knows the device met (a launch
 	// that failed, a library that fits no algorithm), without waiting for
 	// the device; nil if none.
@@ -232,6 +237,14 @@ type QueueStart struct {
 type ScalerRule struct {
 	Growth, Backoff float64
 	Interval        int
+}
+
+// QueuedStep is one queued step's entry as read: whether its gradients
+// were all finite (it updated), and their norm where QueuedClip clipped
+// them.
+type QueuedStep struct {
+	Finite   bool
+	GradNorm float64
 }
 
 // SlotRecord is one record slot as read: a cross-entropy's sum and

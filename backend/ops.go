@@ -297,6 +297,7 @@ type Optimizer interface {
 	// do not depend on the number of threads.
 	//
 	//op:optional
+	//op:cuda sum_squares sum_squares_finish
 	SumSquares(gs []View) float64
 }
 

@@ -8,8 +8,8 @@ import (
 )
 
 // On a device that queues steps (backend.StepQueue: the CUDA backend), a
-// plain cross-entropy step of one process without gradient clipping
-// issues everything with no read of the device: the device decides
+// plain cross-entropy step of one process issues everything with no read
+// of the device (gradient clipping included): the device decides
 // whether its optimizer kernels update, and keeps the step count and the
 // grad scaler. Its StepResult is Pending until Settle reads the window
 // in one copy, where the host learns the losses and the skipped steps and
@@ -22,7 +22,8 @@ type pendingStep struct {
 	res    StepResult
 	slot   int // its first micro-batch's record slot
 	accum  int
-	number int // its StepsDone
+	number int  // its StepsDone
+	clip   bool // it clipped its gradients (train.clip_grad_norm)
 }
 
 // stepQueue is the device's step queue where this trainer's steps queue
@@ -32,7 +33,7 @@ func (t *Trainer) stepQueue() (backend.StepQueue, int) {
 	accum := t.Config.Train.Accumulate
 	r, recorded := t.Loss.Recordable(t.env)
 	q, ok := r.(backend.StepQueue)
-	if !ok || !recorded || t.comm.Size() != 1 || t.Config.Train.ClipGradNorm > 0 || t.Pool().Virtual() {
+	if !ok || !recorded || t.comm.Size() != 1 || t.Pool().Virtual() {
 		return nil, 0
 	}
 	if n := min(q.QueueSteps(), q.RecordSlots()/accum); n > 0 {
@@ -72,7 +73,7 @@ func (t *Trainer) settle() error {
 	pending, last := t.pending, t.pending[len(t.pending)-1]
 	t.pending = nil
 	q := t.Device.Backend.(backend.StepQueue)
-	finite, recs, err := q.ReadQueue(len(pending), last.slot+last.accum, t.Net.Config.Classes)
+	entries, recs, err := q.ReadQueue(len(pending), last.slot+last.accum, t.Net.Config.Classes)
 	if err == nil {
 		err = t.Device.Backend.Sync()
 	}
@@ -95,11 +96,15 @@ func (t *Trainer) settle() error {
 			}
 			res.Loss += loss / float64(p.accum)
 		}
-		if finite[j] {
+		finite := entries[j].Finite
+		if finite {
 			t.Opt.SetSteps(t.Opt.Steps() + 1)
 		}
-		t.Scaler.Update(finite[j])
-		res.Skipped = !finite[j]
+		if finite && p.clip {
+			res.GradNorm, res.Clipping = entries[j].GradNorm, true
+		}
+		t.Scaler.Update(finite)
+		res.Skipped = !finite
 		t.noteScaler(&res)
 		t.settled = append(t.settled, res)
 	}
@@ -129,11 +134,16 @@ func (t *Trainer) openQueued(q backend.StepQueue, limit, accum int) (j, slot int
 	return j, slot, nil
 }
 
-// closeQueued checks step j's gradients and decides it on the device,
-// then issues the optimizer's kernels, which skip it there where it
-// failed.
+// closeQueued checks step j's gradients, clips them (PyTorch's order:
+// scaler.unscale_, clip_grad_norm_, scaler.step) and decides the step on
+// the device, then issues the optimizer's kernels, which skip it there
+// where it failed.
 func (t *Trainer) closeQueued(q backend.StepQueue, j int, lr float64) {
-	q.QueuedUnscaleCheck(j, optim.Grads(t.Net.Params()))
+	grads := optim.Grads(t.Net.Params())
+	q.QueuedUnscaleCheck(j, grads)
+	if limit := t.Config.Train.ClipGradNorm; limit > 0 {
+		q.QueuedClip(j, grads, limit, optim.ClipEps)
+	}
 	q.CloseStep(j, lr, t.Scaler.Rule())
 	t.Opt.Update(lr, backend.EntryOf(j))
 	t.Net.SyncWorkingWeights()

@@ -678,7 +678,7 @@ func (t *Trainer) step() (StepResult, error) {
 			t.pending = nil // known before any read: the window's answers are lost with it
 			return res, err
 		}
-		t.pending = append(t.pending, pendingStep{res: res, slot: slot0, accum: accum})
+		t.pending = append(t.pending, pendingStep{res: res, slot: slot0, accum: accum, clip: t.Config.Train.ClipGradNorm > 0})
 	}
 	return res, nil
 }

@@ -45,8 +45,10 @@
 //     Steps may instead queue (backend.StepQueue, queue.go): each has an
 //     entry in the scratch area whose finite flag the optimizer kernels
 //     read (skipping the step there), with its loss scale and Adam's
-//     factors from the step count and grad scaler the device keeps; a
-//     window of up to 64 steps is read in one copy.
+//     factors from the step count and grad scaler the device keeps, and
+//     where the trainer clips, the gradients' norm and clipping factor
+//     (SumSquares' kernels); a window of up to 64 steps is read in one
+//     copy.
 //   - Uploads are staged through a few pinned buffers on the copy stream
 //     (upload.go), so a micro-batch's upload does not wait for the work
 //     before it (cuMemcpyHtoD from pageable memory does); the host waits

@@ -57,6 +57,8 @@ const (
 	KSGD
 	KRMSprop
 	KUnscaleCheck
+	KSumSquares
+	KSumSquaresFinish
 	KStepBegin
 	KStepFactors
 	// gemm.cu
@@ -125,6 +127,8 @@ var kernelNames = [NumKernels]string{
 	KSGD:                 "sgd",
 	KRMSprop:             "rmsprop",
 	KUnscaleCheck:        "unscale_check",
+	KSumSquares:          "sum_squares",
+	KSumSquaresFinish:    "sum_squares_finish",
 	KStepBegin:           "step_begin",
 	KStepFactors:         "step_factors",
 	KSplitSum:            "split_sum",
@@ -170,10 +174,6 @@ func (k Kernel) Module() int {
 // Supports is false for the operations the CUDA backend composes
 // (backend.Composed), true for the rest.
 func (*Backend) Supports(m backend.Method) bool {
-	switch m {
-	case backend.MethodSumSquares:
-		return false
-	}
 	return true
 }
 
@@ -211,11 +211,6 @@ func (b *Backend) ReLUAndMask(out, mask, in backend.View) {
 func (b *Backend) Add(out, x, y backend.View) {
 	n, dt := pointwise("Add", true, []backend.View{out, x, y})
 	b.launch(KAdd, n, floatPtr(out), floatPtr(x), floatPtr(y), dt, n)
-}
-
-// SumSquares is backend.Composed's: this backend has none of its own yet.
-func (b *Backend) SumSquares(gs []backend.View) float64 {
-	return backend.Composed{Backend: b}.SumSquares(gs)
 }
 
 // pointwise checks the views of a generated method: the float views share

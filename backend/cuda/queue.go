@@ -71,11 +71,13 @@ func (b *Backend) entryPtr(e backend.StepEntry) devicePtr {
 
 func (b *Backend) queueState() devicePtr { return b.scratchPtr(queueStateOffset, 32) }
 
-// The entry's floats, by byte (kernels/ops.cu's ENTRY_LOSS_SCALE and
-// ENTRY_INV).
+// The entry's fields, by byte (kernels/ops.cu's ENTRY_LOSS_SCALE,
+// ENTRY_INV, ENTRY_NORM and ENTRY_CLIP).
 const (
 	entryLossScale = 8
 	entryInv       = 12
+	entryNorm      = 32
+	entryClip      = 40
 )
 
 func (b *Backend) OpenStep(j, accum int) {
@@ -104,8 +106,21 @@ func (b *Backend) CloseStep(j int, lr float64, rule backend.ScalerRule) {
 		rule.Growth, rule.Backoff, rule.Interval)
 }
 
+// QueuedClip sums the squares on the device (SumSquares' kernels), the
+// finish leaving the norm and the factor in the entry, then multiplies
+// every gradient by the entry's factor.
+func (b *Backend) QueuedClip(j int, gs []backend.View, maxNorm, eps float64) {
+	if !b.sumSquaresInto(gs, b.entry(j), maxNorm, eps) {
+		panic(fmt.Sprintf("backend/cuda: clipping gradients of more than %d blocks of %d values", maxSumBlocks, backend.SumSquaresBlock))
+	}
+	coef := b.entryField(j, entryClip)
+	for _, g := range gs {
+		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, 0.0, devicePtr{}, coef)
+	}
+}
+
 // ReadQueue reads from the first entry through the last slot asked for.
-func (b *Backend) ReadQueue(steps, slots, classes int) ([]bool, []backend.SlotRecord, error) {
+func (b *Backend) ReadQueue(steps, slots, classes int) ([]backend.QueuedStep, []backend.SlotRecord, error) {
 	if steps < 0 || steps > maxQueueSteps || slots < 0 || slots > b.RecordSlots() {
 		panic(fmt.Sprintf("backend/cuda: reading %d queued steps and %d slots", steps, slots))
 	}
@@ -114,17 +129,59 @@ func (b *Backend) ReadQueue(steps, slots, classes int) ([]bool, []backend.SlotRe
 	if err != nil {
 		return nil, nil, err
 	}
-	finite := make([]bool, steps)
-	for j := range finite {
-		finite[j] = binary.LittleEndian.Uint32(raw[queueEntryBytes*j:]) == 0
+	entries := make([]backend.QueuedStep, steps)
+	for j := range entries {
+		e := raw[queueEntryBytes*j:]
+		entries[j] = backend.QueuedStep{Finite: binary.LittleEndian.Uint32(e) == 0,
+			GradNorm: math.Float64frombits(binary.LittleEndian.Uint64(e[entryNorm:]))}
 	}
 	recs := make([]backend.SlotRecord, slots)
 	for i := range recs {
 		r := &recs[i]
 		r.Sum, r.Count, r.Err = decodeSlot(raw[slotsOffset-queueEntryOffset+recordSlotBytes*i:], classes)
 	}
-	return finite, recs, nil
+	return entries, recs, nil
 }
 
 // Failed is the first error the backend has recorded so far.
 func (b *Backend) Failed() error { return b.failed() }
+
+// maxSumBlocks is how many blocks' sums of squares the scratch holds.
+const maxSumBlocks = 16 * maxPartials / 8
+
+// SumSquares sums each view's blocks on the device (sum_squares) and the
+// blocks in order (sum_squares_finish), and reads the total: one copy.
+// More blocks than the scratch holds are composed (downloaded).
+func (b *Backend) SumSquares(gs []backend.View) float64 {
+	if !b.sumSquaresInto(gs, devicePtr{}, 0, 0) {
+		return backend.Composed{Backend: b}.SumSquares(gs)
+	}
+	raw, err := b.fetch(b.scratchPtr(countsOffset, 8), 8)
+	if err != nil {
+		return math.NaN() // Sync returns the error
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(raw))
+}
+
+// sumSquaresInto launches the blocks' sums of gs and their finish into
+// the scratch (and, with an entry, the norm and clipping factor for
+// maxNorm there); false, launching nothing, where they are too many.
+func (b *Backend) sumSquaresInto(gs []backend.View, entry devicePtr, maxNorm, eps float64) bool {
+	const block = backend.SumSquaresBlock
+	blocks := 0
+	for _, g := range gs {
+		blocks += (g.Len + block - 1) / block
+	}
+	if blocks > maxSumBlocks {
+		return false
+	}
+	at := 0
+	for _, g := range gs {
+		n := (g.Len + block - 1) / block
+		b.launch(KSumSquares, n, b.scratchPtr(partialsOffset+8*at, 8*n), ptr(g, backend.Float32), g.Len, block)
+		at += n
+	}
+	b.launchGrid(KSumSquaresFinish, 1, 1, b.scratchPtr(countsOffset, 8), b.scratchPtr(partialsOffset, 8*max(blocks, 1)), blocks,
+		entry, maxNorm, eps)
+	return true
+}

@@ -18,8 +18,8 @@ const (
 	queueTableOffset = 512
 	maxQueueSteps    = 64
 	queueEntryOffset = queueTableOffset + 16*maxQueueSteps
-	queueEntryBytes  = 32
-	slotsOffset      = 4096
+	queueEntryBytes  = 48
+	slotsOffset      = 8192
 	recordSlotBytes  = 32
 	maxRecordSlots   = (countsOffset - slotsOffset) / recordSlotBytes
 )

@@ -381,6 +381,7 @@ static inline float __int_as_float(int i) { return __uint_as_float((uint32_t)i);
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 using std::isfinite;
+using std::isinf;
 
 // emu_double is a kernel's float64 argument from its 64 bits.
 static inline double emu_double(uint64_t b) {

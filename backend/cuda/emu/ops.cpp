@@ -52,7 +52,9 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 40: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9], a[10]); break; // KSGD
 	case 41: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), a[11]); break; // KRMSprop
 	case 42: k_unscale_check(a[0], a[1], D(2), a[3], a[4]); break; // KUnscaleCheck
-	case 43: k_step_begin(a[0], a[1], a[2]); break; // KStepBegin
-	case 44: k_step_factors(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), a[8]); break; // KStepFactors
+	case 43: k_sum_squares(a[0], a[1], a[2], a[3]); break; // KSumSquares
+	case 44: k_sum_squares_finish(a[0], a[1], a[2], a[3], D(4), D(5)); break; // KSumSquaresFinish
+	case 45: k_step_begin(a[0], a[1], a[2]); break; // KStepBegin
+	case 46: k_step_factors(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), a[8]); break; // KStepFactors
 	}
 }

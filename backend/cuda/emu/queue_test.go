@@ -18,7 +18,8 @@ import (
 // step's loss, skip and scaler state, then the weights, the optimizer's
 // step count and the scaler. The fp16 cases start from a scale that
 // overflows, so the device skips steps (SGD's first among them: its
-// first real step comes later) and backs the scale off and grows it.
+// first real step comes later) and backs the scale off and grows it; the
+// clip cases clip every step on the device (train.clip_grad_norm).
 func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 	overflow := func(c *config.Config) {
 		c.Train.Scaler.InitScale, c.Train.Scaler.BackoffFactor, c.Train.Scaler.GrowthInterval = 0x1p40, 0x1p-12, 2
@@ -35,6 +36,8 @@ func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 		}},
 		"rmsprop-acc4": {"accum4", func(c *config.Config) { c.Train.Optimizer, c.Train.LR, c.Train.Momentum = "rmsprop", 1e-3, 0.9 }},
 		"adamw":        {"baseline", func(c *config.Config) { c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1 }},
+		"clip":         {"baseline", func(c *config.Config) { c.Train.ClipGradNorm = 0.05 }},
+		"fp16-clip":    {"fp16", func(c *config.Config) { overflow(c); c.Train.ClipGradNorm = 0.05 }},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -78,7 +81,8 @@ func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 				}
 				g := got[i]
 				if math.Float64bits(g.Loss) != math.Float64bits(want.Loss) || g.Skipped != want.Skipped || g.LossScale != want.LossScale ||
-					g.GrowthTracker != want.GrowthTracker || g.SkippedSteps != want.SkippedSteps || g.LR != want.LR || g.Pending {
+					g.GrowthTracker != want.GrowthTracker || g.SkippedSteps != want.SkippedSteps || g.LR != want.LR || g.Pending ||
+					math.Float64bits(g.GradNorm) != math.Float64bits(want.GradNorm) || g.Clipping != want.Clipping {
 					t.Errorf("step %d queued: loss %v skipped %v scale %g tracker %d skips %d; read each step: loss %v skipped %v scale %g tracker %d skips %d",
 						i+1, g.Loss, g.Skipped, g.LossScale, g.GrowthTracker, g.SkippedSteps, want.Loss, want.Skipped, want.LossScale, want.GrowthTracker, want.SkippedSteps)
 				}
@@ -86,7 +90,10 @@ func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 					skipped++
 				}
 			}
-			t.Logf("%d of %d steps skipped", skipped, len(got))
+			t.Logf("%d of %d steps skipped; the last's gradient norm %v (clipped: %v)", skipped, len(got), got[len(got)-1].GradNorm, got[len(got)-1].Clipping)
+			if cfg.Train.ClipGradNorm > 0 && !(got[len(got)-1].Clipping && got[len(got)-1].GradNorm > cfg.Train.ClipGradNorm) {
+				t.Errorf("the last step's gradients were not clipped: %+v", got[len(got)-1])
+			}
 			if (cfg.Train.Scaler.InitScale == 0x1p40) != (skipped > 0) {
 				t.Errorf("%d steps skipped", skipped)
 			}

@@ -1109,6 +1109,8 @@ KERNEL(argmax)(u64 classes, u64 logits, i64 dt, i64 N, i64 K, i64 HW) {
 #define ENTRY_STEP_SIZE 4  // float
 #define ENTRY_SQRT_BC2 5   // float
 #define ENTRY_STEPS 3      // i64
+#define ENTRY_NORM 4       // double
+#define ENTRY_CLIP 10      // float
 #define STATE_STEPS 0      // i64
 #define STATE_SCALE 1      // double
 #define STATE_TRACKER 4    // int
@@ -1183,24 +1185,77 @@ KERNEL(rmsprop)(u64 w, u64 g, u64 sq, u64 buf, i64 n, double lr, double alpha, d
 	}
 }
 
-// unscale_check: g *= inv (the float at invAt where that is not 0); *flag
-// = 1 if any result is not finite.
+// unscale_check: g *= inv (the float at invAt where that is not 0); where
+// flag is not 0, *flag = 1 if any result is not finite. Without a flag a
+// factor of 1 leaves g as it is (x*1 is x).
 KERNEL(unscale_check)(u64 g, i64 n, double inv, u64 flag, u64 invAt) {
 	gptr<float> x = GCAST(float, g);
 	float s = invAt ? GCAST(const float, invAt)[0] : (float)inv;
+	if (!flag && s == 1.0f) return;
 	GRID_STRIDE(i, n) {
 		float v = x[i] * s;
 		x[i] = v;
-		if (!isfinite(v)) atomicExch(GCAST(int, flag), 1); // blocks may both find one
+		if (flag && !isfinite(v)) atomicExch(GCAST(int, flag), 1); // blocks may both find one
 	}
+}
+
+// sum_squares: out[b] is backend.SumSquaresOf of block b of g (blocks of
+// `block` values): four float64 sums over the values in fours, the rest
+// into the first, then (s0+s1)+(s2+s3); one thread a block.
+KERNEL(sum_squares)(u64 out, u64 g, i64 n, i64 block) {
+	gptr<const float> x = GCAST(const float, g);
+	gptr<double> sums = GCAST(double, out);
+	GRID_STRIDE(b, (n + block - 1) / block) {
+		i64 lo = b * block, hi = min(n, lo + block), i = lo;
+		double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+		for (; i + 4 <= hi; i += 4) {
+			double a = x[i], c = x[i + 1], d = x[i + 2], e = x[i + 3];
+			s0 += a * a;
+			s1 += c * c;
+			s2 += d * d;
+			s3 += e * e;
+		}
+		for (; i < hi; i++) {
+			double a = x[i];
+			s0 += a * a;
+		}
+		sums[b] = (s0 + s1) + (s2 + s3);
+	}
+}
+
+// sum_squares_finish adds the blocks' sums in order, as backend.Composed's
+// SumSquares adds them, into total. Where entry is set (a queued step the
+// trainer clips) it keeps there the norm sqrt(total) and the factor
+// clip_grad_norm_ scales the gradients by for maxNorm, in optim.ClipCoef's
+// float32 steps (eps its epsilon), 1 where it would not scale them.
+KERNEL(sum_squares_finish)(u64 total, u64 partial, i64 blocks, u64 entry, double maxNorm, double eps) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	gptr<const double> p = GCAST(const double, partial);
+	double t = 0;
+	for (i64 b = 0; b < blocks; b++) t += p[b];
+	GCAST(double, total)[0] = t;
+	if (!entry) return;
+	double norm = sqrt(t);
+	float n32 = (float)norm, coef;
+	if (isinf(n32) && !isinf(norm)) {
+		coef = (float)(maxNorm / norm);
+	} else {
+		float den = n32 + (float)eps;
+		float recip = 1.0f / den;
+		coef = recip * (float)maxNorm;
+	}
+	if (coef > 1.0f) coef = 1.0f;
+	GCAST(double, entry)[ENTRY_NORM] = norm;
+	GCAST(float, entry)[ENTRY_CLIP] = coef;
 }
 
 // ---- the step queue (backend/cuda/queue.go) ----
 //
-// A queued step's entry is 32 bytes: the int flag unscale_check raises
+// A queued step's entry is 48 bytes: the int flag unscale_check raises
 // where a gradient is not finite; the floats of its loss scale, unscale
 // factor, Adam's step size and sqrt(bias correction 2); the optimizer's
-// step count after it (int64). The queue's state: the step count (int64),
+// step count after it (int64); where it clips, its gradients' norm
+// (double) and clipping factor (float). The queue's state: the step count (int64),
 // the grad scaler's scale (double) and growth tracker (int).
 
 // step_begin opens a step's entry: its flag cleared, its loss gradient's
