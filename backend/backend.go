@@ -155,6 +155,13 @@ type StepRecorder interface {
 	// scale/float32(count) of slot's count (0 where it is 0), as
 	// CrossEntropy's caller computes it from the count it returns.
 	RecordedCrossEntropyBack(s Shape4, dlogits, logits, target View, slot int, scale float32)
+	// RecordLoss is LossSums for a loss of terms with the value formed on
+	// the device: left in slot as a sum with a count of 1 (bad targets as
+	// RecordCrossEntropy's), the sums kept for RecordedLossBack.
+	RecordLoss(s Shape4, logits, target View, terms LossTerms, slot int)
+	// RecordedLossBack is LossBack with the coefficients of the last
+	// RecordLoss's sums times scale, formed on the device.
+	RecordedLossBack(s Shape4, dlogits, logits, target View, terms LossTerms, scale float32)
 	// RecordUnscaleCheck is UnscaleCheck with its answer left for
 	// ReadRecord.
 	RecordUnscaleCheck(gs []View, inv float32)
@@ -187,6 +194,9 @@ type StepQueue interface {
 	// QueuedCrossEntropyBack is RecordedCrossEntropyBack with the loss
 	// scale of step j's entry.
 	QueuedCrossEntropyBack(s Shape4, dlogits, logits, target View, slot, j int)
+	// QueuedLossBack is RecordedLossBack with the loss scale of step j's
+	// entry.
+	QueuedLossBack(s Shape4, dlogits, logits, target View, terms LossTerms, j int)
 	// QueuedUnscaleCheck is RecordUnscaleCheck with the unscale factor
 	// and the flag of step j's entry.
 	QueuedUnscaleCheck(j int, gs []View)
@@ -207,6 +217,19 @@ type StepQueue interface {
 	// that failed, a library that fits no algorithm), without waiting for
 	// the device; nil if none.
 	Failed() error
+}
+
+// LossTerms is a loss other than the plain cross-entropy, which a
+// StepRecorder forms on the device from LossSums' sums (model.LossConfig's
+// value and coefficients, the same float64 expressions).
+type LossTerms struct {
+	// CE and Dice are its terms: the cross-entropy, weighted or (Focal,
+	// with Gamma) focal; soft Dice with Smooth.
+	CE, Focal, Dice bool
+	Gamma           float32
+	Smooth          float64
+	// Weights are the classes' weights (nil: 1 each).
+	Weights []float64
 }
 
 // StepEntry names a queued step's entry on the device (StepQueue) for

@@ -238,7 +238,7 @@ type Layers interface {
 	// from which class-weighted cross-entropy, focal loss and soft Dice
 	// follow. A bad target value is a *TargetError, as for CrossEntropy.
 	//
-	//op:cuda loss_partials
+	//op:cuda loss_partials loss_finish
 	LossSums(s Shape4, logits, target View, gamma float32, sums []float64) error
 	// LossBack writes dlogits at a pixel with target t as
 	//   coef[t]·F·(p - onehot(t)) + p⊙(d - <p,d>),  d_c = coef[K+c]·[c=t] + coef[2K+c],
@@ -247,7 +247,7 @@ type Layers interface {
 	// whose derivative by p_c is d_c (soft Dice's); 0 at ignored pixels.
 	// coef is host memory, 3K values; dlogits may be logits.
 	//
-	//op:cuda loss_back
+	//op:cuda loss_back loss_coefs
 	LossBack(s Shape4, dlogits, logits, target View, gamma float32, coef []float32)
 }
 

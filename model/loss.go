@@ -196,6 +196,10 @@ type Loss struct {
 	logits *Tensor
 	target backend.View
 	sums   []float64 // LossSums of the saved forward
+	// recorder and at, where ForwardRecorded left the sums on the device
+	// (at: the step's entry in its queue).
+	recorder backend.StepRecorder
+	at       backend.StepEntry
 }
 
 // gamma is the exponent of the focal term LossSums and LossBack use.
@@ -206,18 +210,46 @@ func (l *Loss) gamma() float64 {
 	return 0
 }
 
-// Recordable reports whether ForwardRecorded can take the loss c: the
-// plain cross-entropy, in training, on a backend that records a step.
+// Recordable reports whether ForwardRecorded can take the loss c: in
+// training, on a backend that records a step.
 func (c LossConfig) Recordable(env *Env) (backend.StepRecorder, bool) {
 	r, ok := env.Backend.(backend.StepRecorder)
-	return r, ok && c.Plain() && env.saves()
+	return r, ok && env.saves()
 }
 
-// ForwardRecorded is CrossEntropy.ForwardRecorded, for a loss Recordable
-// says it takes.
+// terms is c as the device forms it (backend.LossTerms).
+func (c LossConfig) terms() backend.LossTerms {
+	t := backend.LossTerms{CE: c.hasCE(), Focal: c.Kind == LossFocal, Dice: c.hasDice(), Smooth: c.DiceSmooth, Weights: c.Weights}
+	if t.Focal {
+		t.Gamma = float32(c.Gamma)
+	}
+	return t
+}
+
+// ForwardRecorded is CrossEntropy.ForwardRecorded for any loss Recordable
+// says it takes: the plain cross-entropy's, or the others' value and sums
+// on the device (StepRecorder.RecordLoss), whose gradient's coefficients
+// Backward forms there too.
 func (l *Loss) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r backend.StepRecorder, slot int,
 	at backend.StepEntry) error {
-	return l.ce.ForwardRecorded(env, logits, target, r, slot, at)
+	if l.Config.Plain() {
+		return l.ce.ForwardRecorded(env, logits, target, r, slot, at)
+	}
+	defer env.Profile.begin(KindLoss)()
+	checkTarget("loss", logits, target)
+	if _, queued := r.(backend.StepQueue); at != 0 && !queued {
+		panic(fmt.Sprintf("model: a loss queued as step %d on %s, which queues no steps", at.Index(), env.Backend.Name()))
+	}
+	f := env.frame(backend.OpLoss)
+	z := f.view(logits)
+	if f.err == nil {
+		r.RecordLoss(logits.shape4(), z, target, l.Config.terms(), slot)
+	}
+	if err := f.finish(); err != nil {
+		return err
+	}
+	l.logits, l.target, l.recorder, l.at = logits.Retain(), target, r, at
+	return nil
 }
 
 // Forward returns the loss; in training it keeps logits and target.
@@ -347,9 +379,16 @@ func (l *Loss) Backward(env *Env, scale float32) (*Tensor, error) {
 	if logits == nil {
 		panic("model: loss backward without a training forward")
 	}
-	coef := l.Config.coefficients(l.sums, float64(scale))
 	dlogits, err := backwardInto(env, logits, func(g, z backend.View) {
-		env.Backend.LossBack(logits.shape4(), g, z, l.target, float32(l.gamma()), coef)
+		switch {
+		case l.at != 0:
+			l.recorder.(backend.StepQueue).QueuedLossBack(logits.shape4(), g, z, l.target, l.Config.terms(), l.at.Index())
+		case l.recorder != nil:
+			l.recorder.RecordedLossBack(logits.shape4(), g, z, l.target, l.Config.terms(), scale)
+		default:
+			coef := l.Config.coefficients(l.sums, float64(scale))
+			env.Backend.LossBack(logits.shape4(), g, z, l.target, float32(l.gamma()), coef)
+		}
 	})
 	if err == nil {
 		l.Forget()
@@ -360,5 +399,5 @@ func (l *Loss) Backward(env *Env, scale float32) (*Tensor, error) {
 // Forget drops what Forward kept, without releasing it (see Layer).
 func (l *Loss) Forget() {
 	l.ce.Forget()
-	l.logits, l.target, l.sums = nil, backend.View{}, nil
+	l.logits, l.target, l.sums, l.recorder, l.at = nil, backend.View{}, nil, nil, 0
 }

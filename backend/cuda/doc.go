@@ -40,8 +40,9 @@
 //     record.go): each micro-batch's plain cross-entropy is summed on the
 //     device into a slot of the scratch area, its gradient takes its count
 //     from there, and the slots and the gradients' finite flag come back
-//     in one copy after the step's last backward (other losses read their
-//     sums a micro-batch, for the coefficients their gradients need).
+//     in one copy after the step's last backward; the other losses leave
+//     their value there, their sums kept for their gradient's
+//     coefficients, which are formed on the device too.
 //     Steps may instead queue (backend.StepQueue, queue.go): each has an
 //     entry in the scratch area whose finite flag the optimizer kernels
 //     read (skipping the step there), with its loss scale and Adam's

@@ -49,6 +49,8 @@ const (
 	KGroupNormBackApply
 	KLossPartials
 	KLossRecord
+	KLossFinish
+	KLossCoefs
 	KCrossEntropyBack
 	KLossBack
 	KConfusion
@@ -119,6 +121,8 @@ var kernelNames = [NumKernels]string{
 	KGroupNormBackApply:  "group_norm_back_apply",
 	KLossPartials:        "loss_partials",
 	KLossRecord:          "loss_record",
+	KLossFinish:          "loss_finish",
+	KLossCoefs:           "loss_coefs",
 	KCrossEntropyBack:    "cross_entropy_back",
 	KLossBack:            "loss_back",
 	KConfusion:           "confusion",

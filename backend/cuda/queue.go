@@ -91,6 +91,10 @@ func (b *Backend) QueuedCrossEntropyBack(s backend.Shape4, dlogits, logits, targ
 	b.crossEntropyBack(s, dlogits, logits, target, 0, b.recordSlot(b.checkSlot(slot)), 0, b.entryField(j, entryLossScale))
 }
 
+func (b *Backend) QueuedLossBack(s backend.Shape4, dlogits, logits, target backend.View, terms backend.LossTerms, j int) {
+	b.recordedLossBack(s, dlogits, logits, target, terms, 0, b.entryField(j, entryLossScale))
+}
+
 // QueuedUnscaleCheck launches unscale_check on every view, each reading
 // the entry's factor and raising its flag.
 func (b *Backend) QueuedUnscaleCheck(j int, gs []backend.View) {

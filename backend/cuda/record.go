@@ -102,3 +102,67 @@ func (b *Backend) ReadRecord(slots, classes int) (sums []float64, counts []int, 
 	}
 	return sums, counts, binary.LittleEndian.Uint32(raw) == 0, nil
 }
+
+// A recorded loss's sums, coefficients and class weights in the scratch
+// area (after the confusion counts' first bytes: neither is used while
+// the other is).
+const (
+	lossSumsOffset    = countsOffset + 16<<10
+	lossCoefOffset    = countsOffset + 32<<10
+	lossWeightsOffset = countsOffset + 48<<10
+)
+
+// termBits are terms as loss_finish's and loss_coefs' terms (ops.cu's
+// TERM_*), and the class weights' pointer (none for none, else uploaded).
+func (b *Backend) termBits(terms backend.LossTerms, K int) (bits int, weights devicePtr) {
+	if terms.CE {
+		bits |= 1
+	}
+	if terms.Focal {
+		bits |= 2
+	}
+	if terms.Dice {
+		bits |= 4
+	}
+	if terms.Weights != nil {
+		if len(terms.Weights) != K {
+			panic(fmt.Sprintf("backend/cuda: %d class weights for %d classes", len(terms.Weights), K))
+		}
+		raw := make([]byte, 8*K)
+		for i, w := range terms.Weights {
+			binary.LittleEndian.PutUint64(raw[8*i:], math.Float64bits(w))
+		}
+		weights = b.scratchPtr(lossWeightsOffset, len(raw))
+		b.upload("RecordLoss", weights, raw)
+	}
+	return bits, weights
+}
+
+// RecordLoss launches loss_partials and loss_finish.
+func (b *Backend) RecordLoss(s backend.Shape4, logits, target backend.View, terms backend.LossTerms, slot int) {
+	K := s.C
+	if K > 256 {
+		panic(fmt.Sprintf("backend/cuda: a recorded loss of %d classes; at most 256", K))
+	}
+	bits, weights := b.termBits(terms, K)
+	partials, bad, chunks := b.lossPartials(lossSums, K, s, logits, target, terms.Gamma)
+	b.launchGrid(KLossFinish, 1, 1, b.recordSlot(b.checkSlot(slot)), b.scratchPtr(lossSumsOffset, 32*K), partials, bad, weights,
+		s.N, K, chunks, bits, terms.Smooth)
+}
+
+func (b *Backend) RecordedLossBack(s backend.Shape4, dlogits, logits, target backend.View, terms backend.LossTerms, scale float32) {
+	b.recordedLossBack(s, dlogits, logits, target, terms, scale, devicePtr{})
+}
+
+// recordedLossBack launches loss_coefs (the scale, or the float at
+// scaleAt) and loss_back on its coefficients.
+func (b *Backend) recordedLossBack(s backend.Shape4, dlogits, logits, target backend.View, terms backend.LossTerms, scale float32,
+	scaleAt devicePtr) {
+	K := s.C
+	checkLen(dlogits, s.Len(), logits, s.Len(), target, s.N*s.H*s.W)
+	bits, weights := b.termBits(terms, K)
+	coefs := b.scratchPtr(lossCoefOffset, 12*K)
+	b.launchGrid(KLossCoefs, 1, 1, coefs, b.scratchPtr(lossSumsOffset, 32*K), weights, K, bits, terms.Smooth, scale, scaleAt)
+	b.launch(KLossBack, s.N*s.H*s.W, ptr(dlogits, logits.DT), floatPtr(logits), ptr(target, backend.Uint8), coefs, logits.DT,
+		s.N, K, s.H*s.W, terms.Gamma)
+}

@@ -7,18 +7,18 @@
 // emu_gemm calls kernel k (backend/cuda's Kernel) with its arguments.
 extern "C" void emu_gemm(int k, const uint64_t *a) {
 	switch (k) {
-	case 47: k_split_sum(a[0], a[1], a[2], a[3]); break; // KSplitSum
-	case 48: k_conv(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KConv
-	case 49: k_conv_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KConvBackData
-	case 50: k_conv_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); break; // KConvBackWeight
-	case 51: k_up_conv(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KUpConv
-	case 52: k_up_conv_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KUpConvBackData
-	case 53: k_up_conv_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KUpConvBackWeight
-	case 54: k_conv3(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); break; // KConv3
-	case 55: k_conv3_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13]); break; // KConv3BackData
-	case 56: k_conv3_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]); break; // KConv3BackWeight
-	case 57: k_up_conv3(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); break; // KUpConv3
-	case 58: k_up_conv3_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KUpConv3BackData
-	case 59: k_up_conv3_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); break; // KUpConv3BackWeight
+	case 49: k_split_sum(a[0], a[1], a[2], a[3]); break; // KSplitSum
+	case 50: k_conv(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KConv
+	case 51: k_conv_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KConvBackData
+	case 52: k_conv_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); break; // KConvBackWeight
+	case 53: k_up_conv(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); break; // KUpConv
+	case 54: k_up_conv_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break; // KUpConvBackData
+	case 55: k_up_conv_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); break; // KUpConvBackWeight
+	case 56: k_conv3(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); break; // KConv3
+	case 57: k_conv3_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13]); break; // KConv3BackData
+	case 58: k_conv3_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]); break; // KConv3BackWeight
+	case 59: k_up_conv3(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); break; // KUpConv3
+	case 60: k_up_conv3_back_data(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KUpConv3BackData
+	case 61: k_up_conv3_back_weight(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); break; // KUpConv3BackWeight
 	}
 }

@@ -44,17 +44,19 @@ extern "C" void emu_ops(int k, const uint64_t *a) {
 	case 32: k_group_norm_back_apply(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); break; // KGroupNormBackApply
 	case 33: k_loss_partials(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8), a[9], a[10], a[11]); break; // KLossPartials
 	case 34: k_loss_record(a[0], a[1], a[2], a[3], a[4]); break; // KLossRecord
-	case 35: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7), a[8], D(9), a[10]); break; // KCrossEntropyBack
-	case 36: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8)); break; // KLossBack
-	case 37: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
-	case 38: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
-	case 39: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13), a[14]); break; // KAdam
-	case 40: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9], a[10]); break; // KSGD
-	case 41: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), a[11]); break; // KRMSprop
-	case 42: k_unscale_check(a[0], a[1], D(2), a[3], a[4]); break; // KUnscaleCheck
-	case 43: k_sum_squares(a[0], a[1], a[2], a[3]); break; // KSumSquares
-	case 44: k_sum_squares_finish(a[0], a[1], a[2], a[3], D(4), D(5)); break; // KSumSquaresFinish
-	case 45: k_step_begin(a[0], a[1], a[2]); break; // KStepBegin
-	case 46: k_step_factors(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), a[8]); break; // KStepFactors
+	case 35: k_loss_finish(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], D(9)); break; // KLossFinish
+	case 36: k_loss_coefs(a[0], a[1], a[2], a[3], a[4], D(5), D(6), a[7]); break; // KLossCoefs
+	case 37: k_cross_entropy_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], D(7), a[8], D(9), a[10]); break; // KCrossEntropyBack
+	case 38: k_loss_back(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], D(8)); break; // KLossBack
+	case 39: k_confusion(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break; // KConfusion
+	case 40: k_argmax(a[0], a[1], a[2], a[3], a[4], a[5]); break; // KArgmax
+	case 41: k_adam(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), D(11), D(12), D(13), a[14]); break; // KAdam
+	case 42: k_sgd(a[0], a[1], a[2], a[3], D(4), D(5), D(6), D(7), a[8], a[9], a[10]); break; // KSGD
+	case 43: k_rmsprop(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), D(8), D(9), D(10), a[11]); break; // KRMSprop
+	case 44: k_unscale_check(a[0], a[1], D(2), a[3], a[4]); break; // KUnscaleCheck
+	case 45: k_sum_squares(a[0], a[1], a[2], a[3]); break; // KSumSquares
+	case 46: k_sum_squares_finish(a[0], a[1], a[2], a[3], D(4), D(5)); break; // KSumSquaresFinish
+	case 47: k_step_begin(a[0], a[1], a[2]); break; // KStepBegin
+	case 48: k_step_factors(a[0], a[1], a[2], a[3], a[4], D(5), D(6), D(7), a[8]); break; // KStepFactors
 	}
 }

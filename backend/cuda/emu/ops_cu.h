@@ -992,6 +992,99 @@ KERNEL(loss_record)(u64 slot, u64 partial, u64 bad, i64 N, i64 chunks) {
 	GCAST(int, slot)[5] = value;
 }
 
+// A recorded loss's terms (backend.LossTerms), as bits of loss_finish's
+// and loss_coefs' terms.
+#define TERM_CE 1    // the (weighted or focal) cross-entropy term
+#define TERM_FOCAL 2 // it is focal: divided by the count, not the weighted count
+#define TERM_DICE 4  // the soft Dice term
+
+// loss_weight is class k's weight (1 without weights).
+__device__ __forceinline__ double loss_weight(u64 weights, i64 k) {
+	return weights ? GCAST(const double, weights)[k] : 1.0;
+}
+
+// ce_denominator is model.LossConfig's ceDenominator of the 4K sums.
+__device__ double ce_denominator(gptr<const double> sums, i64 K, i64 terms, u64 weights) {
+	double den = 0;
+	for (i64 k = 0; k < K; k++) den += (terms & TERM_FOCAL) ? sums[K + k] : loss_weight(weights, k) * sums[K + k];
+	return den;
+}
+
+// present_classes counts the classes with a pixel in the targets.
+__device__ i64 present_classes(gptr<const double> sums, i64 K) {
+	i64 present = 0;
+	for (i64 k = 0; k < K; k++) present += sums[K + k] > 0 ? 1 : 0;
+	return present;
+}
+
+// loss_finish ends a recorded loss of terms on the device: loss_partials'
+// LOSS_SUMS partials (K classes of chunks) added in order, as the host
+// adds them, into sums (4K doubles, kept for loss_coefs); the loss's value
+// from them (model.LossConfig's value: the same float64 expressions) into
+// slot with a count of 1, and the first bad target, as loss_record's.
+KERNEL(loss_finish)(u64 slot, u64 sums, u64 partial, u64 bad, u64 weights, i64 N, i64 K, i64 chunks, i64 terms, double smooth) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	gptr<const double> p = GCAST(const double, partial);
+	gptr<double> s = GCAST(double, sums);
+	for (i64 c = 0; c < K; c++) {
+		double acc[4] = {0, 0, 0, 0};
+		for (i64 i = c * chunks; i < (c + 1) * chunks; i++)
+			for (int j = 0; j < 4; j++) acc[j] += p[4 * i + j];
+		for (int j = 0; j < 4; j++) s[j * K + c] = acc[j];
+	}
+	double loss = 0;
+	if (terms & TERM_CE) {
+		double num = 0;
+		for (i64 k = 0; k < K; k++) num += loss_weight(weights, k) * s[k];
+		double den = ce_denominator(s, K, terms, weights);
+		if (den > 0) loss += num / den;
+	}
+	i64 present = present_classes(s, K);
+	if ((terms & TERM_DICE) && present > 0) {
+		double sum = 0;
+		for (i64 k = 0; k < K; k++) {
+			double T = s[K + k];
+			if (T > 0) sum += (2 * s[2 * K + k] + smooth) / (s[3 * K + k] + T + smooth);
+		}
+		loss += 1 - sum / (double)present;
+	}
+	GCAST(double, slot)[0] = loss;
+	GCAST(double, slot)[1] = 1;
+	gptr<const int> b = GCAST(const int, bad);
+	int first = 0, value = 0;
+	for (i64 n = 0; n < N && first == 0; n++) {
+		if (b[n] != 0) first = (int)n + 1, value = b[n];
+	}
+	GCAST(int, slot)[4] = first;
+	GCAST(int, slot)[5] = value;
+}
+
+// loss_coefs: loss_back's 3K coefficients for loss_finish's sums times
+// scale (the float at scaleAt where that is not 0), as model.LossConfig's
+// coefficients forms them.
+KERNEL(loss_coefs)(u64 coefs, u64 sums, u64 weights, i64 K, i64 terms, double smooth, double scale, u64 scaleAt) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	gptr<const double> s = GCAST(const double, sums);
+	gptr<float> coef = GCAST(float, coefs);
+	double sc = scaleAt ? (double)GCAST(const float, scaleAt)[0] : scale;
+	for (i64 i = 0; i < 3 * K; i++) coef[i] = 0.0f;
+	double den = ce_denominator(s, K, terms, weights);
+	if ((terms & TERM_CE) && den > 0) {
+		for (i64 k = 0; k < K; k++) coef[k] = (float)(sc * loss_weight(weights, k) / den);
+	}
+	i64 present = present_classes(s, K);
+	if ((terms & TERM_DICE) && present > 0) {
+		double m = sc / (double)present;
+		for (i64 k = 0; k < K; k++) {
+			double T = s[K + k];
+			if (T == 0) continue;
+			double D = s[3 * K + k] + T + smooth;
+			coef[K + k] = (float)(-2 * m / D);
+			coef[2 * K + k] = (float)(m * (2 * s[2 * K + k] + smooth) / (D * D));
+		}
+	}
+}
+
 // cross_entropy_back: dlogits = k*(softmax - onehot) at counted pixels, 0 at
 // ignored ones (everywhere when k is 0), of dtype dt; each pixel reads its
 // K logits before writing, so dlogits may be logits. Where slot is not 0,

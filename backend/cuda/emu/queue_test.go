@@ -38,6 +38,14 @@ func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 		"adamw":        {"baseline", func(c *config.Config) { c.Train.Optimizer, c.Train.WeightDecay = "adamw", 0.1 }},
 		"clip":         {"baseline", func(c *config.Config) { c.Train.ClipGradNorm = 0.05 }},
 		"fp16-clip":    {"fp16", func(c *config.Config) { overflow(c); c.Train.ClipGradNorm = 0.05 }},
+		"ce+dice-auto": {"accum4", func(c *config.Config) {
+			c.Train.Loss = config.Loss{Kind: "ce+dice", ClassWeights: config.ClassWeights{Auto: true}, DiceSmooth: 1}
+		}},
+		"focal-fp16": {"fp16", func(c *config.Config) {
+			overflow(c)
+			c.Train.Loss = config.Loss{Kind: "focal", Gamma: 2, ClassWeights: config.ClassWeights{Values: []float64{1, 2, 3, 0.5}}}
+		}},
+		"dice-clip": {"baseline", func(c *config.Config) { c.Train.Loss, c.Train.ClipGradNorm = config.Loss{Kind: "dice"}, 0.05 }},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -48,7 +56,7 @@ func TestQueuedStepsMatchEachStepRead(t *testing.T) {
 			if c.edit != nil {
 				c.edit(&cfg)
 			}
-			cfg.Train.Steps = 6
+			cfg.Train.Steps = 4
 			queued, qgpu := emuTrainer(t, cfg, false)
 			each, _ := emuTrainer(t, cfg, true)
 			if queued.QueueLimit() < cfg.Train.Steps || each.QueueLimit() != 0 {

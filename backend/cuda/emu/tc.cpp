@@ -7,9 +7,9 @@
 // emu_tc calls kernel k (backend/cuda's Kernel) with its arguments.
 extern "C" void emu_tc(int k, const uint64_t *a) {
 	switch (k) {
-	case 60: k_tc_conv_tf32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20]); break; // KTcConvTf32
-	case 61: k_tc_conv_16(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21]); break; // KTcConv16
-	case 62: k_tc_wgrad_tf32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18]); break; // KTcWgradTf32
-	case 63: k_tc_wgrad_16(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19]); break; // KTcWgrad16
+	case 62: k_tc_conv_tf32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20]); break; // KTcConvTf32
+	case 63: k_tc_conv_16(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21]); break; // KTcConv16
+	case 64: k_tc_wgrad_tf32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18]); break; // KTcWgradTf32
+	case 65: k_tc_wgrad_16(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19]); break; // KTcWgrad16
 	}
 }

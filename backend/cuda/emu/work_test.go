@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/memunet/memunet/backend/cuda/emu"
+	"github.com/memunet/memunet/config"
 	"github.com/memunet/memunet/train"
 )
 
@@ -14,14 +15,19 @@ import (
 // window's every micro-batch's cross-entropy (sums, counts, bad targets)
 // and every step's finite flag (the grad scaler's found_inf, as
 // PyTorch's) in one copy, not a loss a micro-batch and a flag a parameter
-// or a step; and no upload waits for the device. memunet bench reports
+// or a step; and no upload waits for the device. So too with nnU-Net's
+// loss (Dice and cross-entropy, formed on the device) and clipping. memunet bench reports
 // the counts.
 func TestStepCopies(t *testing.T) {
-	for _, variant := range []string{"baseline", "fp16", "accum4"} {
+	for _, variant := range []string{"baseline", "fp16", "accum4", "nnunet"} {
 		t.Run(variant, func(t *testing.T) {
-			cfg, err := train.DeriveVariant(tinyConfig(), variant)
-			if err != nil {
+			cfg := tinyConfig()
+			if variant == "nnunet" { // its loss and clipping
+				cfg.Train.Loss, cfg.Train.ClipGradNorm = config.Loss{Kind: "ce+dice", DiceSmooth: 1e-5}, 12
+			} else if d, err := train.DeriveVariant(cfg, variant); err != nil {
 				t.Fatal(err)
+			} else {
+				cfg = d
 			}
 			cfg.Output.LogEvery = 3
 			gpu, err := emu.Backend(1 << 30)
