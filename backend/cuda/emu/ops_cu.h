@@ -967,6 +967,21 @@ KERNEL(loss_partials)(u64 partial, u64 bad, u64 logits, u64 target, i64 dt, i64 
 	}
 }
 
+// write_slot fills a record slot: the loss's sum and count, then the first
+// sample of N with a bad target (+1, 0 for none) and its value (+1), from
+// loss_partials' flags.
+__device__ void write_slot(u64 slot, double loss, double count, u64 bad, i64 N) {
+	GCAST(double, slot)[0] = loss;
+	GCAST(double, slot)[1] = count;
+	gptr<const int> b = GCAST(const int, bad);
+	int first = 0, value = 0;
+	for (i64 n = 0; n < N && first == 0; n++) {
+		if (b[n] != 0) first = (int)n + 1, value = b[n];
+	}
+	GCAST(int, slot)[4] = first;
+	GCAST(int, slot)[5] = value;
+}
+
 // loss_record: one thread sums a cross-entropy's chunk partials (the loss
 // and the count, loss_partials' first two of four) in order into a record
 // slot of 32 bytes: the two sums (double), then the first sample of N with
@@ -980,16 +995,7 @@ KERNEL(loss_record)(u64 slot, u64 partial, u64 bad, i64 N, i64 chunks) {
 		loss += p[4 * i];
 		count += p[4 * i + 1];
 	}
-	gptr<double> out = GCAST(double, slot);
-	out[0] = loss;
-	out[1] = count;
-	gptr<const int> b = GCAST(const int, bad);
-	int first = 0, value = 0;
-	for (i64 n = 0; n < N && first == 0; n++) {
-		if (b[n] != 0) first = (int)n + 1, value = b[n];
-	}
-	GCAST(int, slot)[4] = first;
-	GCAST(int, slot)[5] = value;
+	write_slot(slot, loss, count, bad, N);
 }
 
 // A recorded loss's terms (backend.LossTerms), as bits of loss_finish's
@@ -1048,15 +1054,7 @@ KERNEL(loss_finish)(u64 slot, u64 sums, u64 partial, u64 bad, u64 weights, i64 N
 		}
 		loss += 1 - sum / (double)present;
 	}
-	GCAST(double, slot)[0] = loss;
-	GCAST(double, slot)[1] = 1;
-	gptr<const int> b = GCAST(const int, bad);
-	int first = 0, value = 0;
-	for (i64 n = 0; n < N && first == 0; n++) {
-		if (b[n] != 0) first = (int)n + 1, value = b[n];
-	}
-	GCAST(int, slot)[4] = first;
-	GCAST(int, slot)[5] = value;
+	write_slot(slot, loss, 1, bad, N);
 }
 
 // loss_coefs: loss_back's 3K coefficients for loss_finish's sums times
