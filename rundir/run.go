@@ -30,6 +30,8 @@ type StepRecord struct {
 	Epoch  int     `json:"epoch"`
 	Loss   float64 `json:"loss"`
 	LR     float64 `json:"lr"`
+	// StepMS is the step's time; where steps queue on the device, the
+	// mean of the steps read together (rundir's settle).
 	StepMS float64 `json:"step_ms"`
 	// CommMS is the step's data-parallel communication (absent alone).
 	CommMS             float64 `json:"comm_ms,omitempty"`
