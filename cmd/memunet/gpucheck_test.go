@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memunet/memunet/bench"
 	"github.com/memunet/memunet/report"
+	"github.com/memunet/memunet/train"
 )
 
 // gpuCheck is what the tests read of tools/check/gpu-check.sh's gpu-check.json.
@@ -337,4 +339,49 @@ func TestGPUCheckScriptSmoke(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGPUCheckReadsBenchCounts: the device check's bench_row reads, from
+// memunet bench's table as report.PrintBench writes it, the device's work
+// per step (launches, copies to the host, blocking uploads, syncs) and
+// how many steps one read answers, into the row's JSON and its detail.
+func TestGPUCheckReadsBenchCounts(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	var out strings.Builder
+	row := train.BenchRow{Variant: "4 x 1", StepMS: 20, StepMSMin: 19, StepMSMax: 21, GFLOPs: 300, Counted: true,
+		LaunchesPerStep: 412, CopiesPerStep: 0.1, BlockingUploadsPerStep: 0, SyncsPerStep: 0.1, StepsPerRead: 10}
+	if err := report.PrintBench(&out, bench.Result{Rows: []bench.Row{{Name: "fp16", BenchRow: row}}}); err != nil {
+		t.Fatal(err)
+	}
+	sample := filepath.Join(t.TempDir(), "bench.log")
+	if err := os.WriteFile(sample, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `eval "$(sed -n '/^bench_row() {/,/^}/p' ../../tools/check/gpu-check.sh)"; bench_row "$1"; bench_row "$1" detail`
+	got, err := exec.Command("bash", "-c", script, "bash", sample).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench_row: %v\n%s", err, got)
+	}
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	var parsed struct {
+		StepMS          float64  `json:"step_ms"`
+		Counted         bool     `json:"counted"`
+		Launches        float64  `json:"launches_per_step"`
+		Copies          float64  `json:"copies_per_step"`
+		BlockingUploads *float64 `json:"blocking_uploads_per_step"`
+		Syncs           float64  `json:"syncs_per_step"`
+		StepsPerRead    int      `json:"steps_per_read"`
+	}
+	if len(lines) != 2 || json.Unmarshal([]byte("{"+lines[0]+"}"), &parsed) != nil {
+		t.Fatalf("bench_row's output:\n%s\nfrom:\n%s", got, out.String())
+	}
+	if parsed.StepMS != 20 || !parsed.Counted || parsed.Launches != 412 || parsed.Copies != 0.1 || parsed.BlockingUploads == nil ||
+		*parsed.BlockingUploads != 0 || parsed.Syncs != 0.1 || parsed.StepsPerRead != 10 {
+		t.Errorf("bench_row read %+v from:\n%s", parsed, out.String())
+	}
+	if want := "fp16 20.0 ms (412.0 launches, 0.1 copies to the host, 0.0 blocking uploads, 0.1 syncs a step; a read every 10 steps)"; lines[1] != want {
+		t.Errorf("detail %q, want %q", lines[1], want)
+	}
 }

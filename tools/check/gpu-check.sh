@@ -63,7 +63,8 @@
 #                         baseline, fp16 and accum4 (each at most 10 s), the median step, ms per layer
 #                         kind, and on CUDA the device's work per optimizer
 #                         step (kernel and library launches, blocking copies
-#                         to the host, waits for all work)
+#                         to the host and uploads, waits for all work) and
+#                         the steps one read of the device answers
 #   cudnn-tables      35  cudnnFind's algorithm tables for the seed UNet's
 #                         convolutions (base 64, 256 px, batch 4) in tf32,
 #                         fp16 and bf16 (TestRecordAlgorithmTables), into
@@ -396,11 +397,13 @@ bench_row() {
 		line = c[1] " " c[3] " ms"
 		next
 	}
-	/: [0-9.]+ kernel launches, [0-9.]+ blocking copies to the host, [0-9.]+ waits for all work/ {
+	/: [0-9.]+ kernel launches, [0-9.]+ blocking copies to the host, [0-9.]+ blocking uploads, [0-9.]+ waits for all work/ {
 		counted = 1
 		launches = $2
 		copies = $5
-		syncs = $11
+		uploads = $11
+		syncs = $14
+		per_read = match($0, /read once every [0-9]+/) ? substr($0, RSTART + 16, RLENGTH - 16) : 1
 	}
 	END {
 		if (!row) {
@@ -408,8 +411,9 @@ bench_row() {
 			line = "no row"
 		}
 		if (counted) {
-			json = json ", \"counted\": true, \"launches_per_step\": " num(launches) ", \"copies_per_step\": " num(copies) ", \"syncs_per_step\": " num(syncs)
-			line = line " (" launches " launches, " copies " copies to the host, " syncs " syncs a step)"
+			json = json ", \"counted\": true, \"launches_per_step\": " num(launches) ", \"copies_per_step\": " num(copies) \
+				", \"blocking_uploads_per_step\": " num(uploads) ", \"syncs_per_step\": " num(syncs) ", \"steps_per_read\": " num(per_read)
+			line = line " (" launches " launches, " copies " copies to the host, " uploads " blocking uploads, " syncs " syncs a step; a read every " per_read " steps)"
 		} else json = json ", \"counted\": false"
 		print (mode == "detail" ? line : json)
 	}' "$1"
