@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
 )
 
 // The UNet is described once, as its levels: level i works at 1/2^i of the
@@ -42,6 +43,10 @@ type UNet struct {
 	outc   *Conv2d
 	params []*Param
 	dev    *Device
+	// snapshot is SaveBuffers' host memory the device copies to directly
+	// (backend.Offloader), one view a buffer; nil until the first save.
+	snapshot *memory.Pool
+	saved    []backend.View
 }
 
 // New builds a UNet on dev with Kaiming-normal weights (fan_in, ReLU gain)

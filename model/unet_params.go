@@ -1,6 +1,9 @@
 package model
 
-import "github.com/memunet/memunet/backend"
+import (
+	"github.com/memunet/memunet/backend"
+	"github.com/memunet/memunet/memory"
+)
 
 // The UNet's parameters and buffers: 16-bit working copies, saving and
 // restoring the buffers, the BatchNorms, zeroing and freeing.
@@ -30,31 +33,75 @@ func (m *UNet) SyncWorkingWeights() {
 // SaveBuffers copies the non-trainable buffers (BatchNorm running
 // statistics and batch counts), which a forward in training mode updates, and
 // returns a function that puts them back: for retrying a failed step exactly.
-// The copies are small and live in host memory, outside the pool.
+// The copies are small and live in host memory, outside the pool: where the
+// device copies to host memory directly (backend.Offloader: pinned memory
+// on a GPU), they are copied there beside the computation, so a step that
+// saves them does not wait for the device; elsewhere they are read.
 func (m *UNet) SaveBuffers() (restore func()) {
-	var saved [][]float32
-	for _, p := range m.params {
-		if !p.Trainable {
-			saved = append(saved, p.Read())
-		}
-	}
 	bns := m.BatchNorms()
 	counts := make([]int64, len(bns))
 	for i, bn := range bns {
 		counts[i] = bn.NumBatchesTracked
 	}
-	return func() {
-		i := 0
-		for _, p := range m.params {
-			if !p.Trainable {
-				p.Write(saved[i])
-				i++
-			}
-		}
+	putCounts := func() {
 		for i, bn := range bns {
 			bn.NumBatchesTracked = counts[i]
 		}
 	}
+	if off, ok := m.dev.Backend.(backend.Offloader); ok && m.snapshotOn(off) {
+		bufs := m.buffers()
+		for i, p := range bufs {
+			off.ToHost(m.saved[i], p.View())
+		}
+		return func() {
+			for i, p := range bufs {
+				off.ToDevice(p.View(), m.saved[i])
+			}
+			putCounts()
+		}
+	}
+	var saved [][]float32
+	for _, p := range m.buffers() {
+		saved = append(saved, p.Read())
+	}
+	return func() {
+		for i, p := range m.buffers() {
+			p.Write(saved[i])
+		}
+		putCounts()
+	}
+}
+
+// buffers are the non-trainable parameters, in order.
+func (m *UNet) buffers() []*Param {
+	var out []*Param
+	for _, p := range m.params {
+		if !p.Trainable {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// snapshotOn makes SaveBuffers' host views in off's memory the first time;
+// false where that memory is not to be had (SaveBuffers then reads).
+func (m *UNet) snapshotOn(off backend.Offloader) bool {
+	if m.snapshot != nil {
+		return true
+	}
+	pool := memory.NewPool(off.HostAllocator(), memory.Options{})
+	var saved []backend.View
+	for _, p := range m.buffers() {
+		v := p.View()
+		buf, err := pool.Alloc(memory.Params, int64(v.Bytes()))
+		if err != nil {
+			pool.Release()
+			return false
+		}
+		saved = append(saved, backend.View{Buf: buf, DT: v.DT, Len: v.Len})
+	}
+	m.snapshot, m.saved = pool, saved
+	return true
 }
 
 // BatchNorms lists the network's BatchNorm2d layers in state_dict order
@@ -103,4 +150,11 @@ func (m *UNet) Free() {
 		p.free(m.dev.Pool)
 	}
 	m.params = nil
+	if m.snapshot != nil {
+		for _, v := range m.saved {
+			m.snapshot.MustFree(v.Buf)
+		}
+		m.snapshot.Release()
+		m.snapshot, m.saved = nil, nil
+	}
 }

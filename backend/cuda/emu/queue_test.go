@@ -136,3 +136,57 @@ func emuTrainer(t *testing.T, cfg config.Config, syncLaunches bool) (*train.Trai
 	t.Cleanup(tr.Close)
 	return tr, gpu
 }
+
+// TestSaveBuffersBesideTheDevice: saving the BatchNorm buffers for a
+// step's retry (memory.empty_cache: oom, memory.fit: auto) copies them to
+// pinned memory on the copy stream, with no read of the device, and the
+// restore puts back exactly what they held when saved, after a step has
+// changed them.
+func TestSaveBuffersBesideTheDevice(t *testing.T) {
+	tr, gpu := emuTrainer(t, tinyConfig(), false)
+	var before [][]float32
+	for _, p := range tr.Net.Params() {
+		if !p.Trainable {
+			before = append(before, p.Read())
+		}
+	}
+	copies := gpu.Counts().CopiesToHost
+	restore := tr.Net.SaveBuffers()
+	if n := gpu.Counts().CopiesToHost - copies; n != 0 {
+		t.Errorf("saving the buffers read the device %d times", n)
+	}
+	if _, err := tr.Step(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	i := 0
+	for _, p := range tr.Net.Params() {
+		if !p.Trainable {
+			changed = changed || math.Float32bits(p.Read()[0]) != math.Float32bits(before[i][0])
+			i++
+		}
+	}
+	if !changed {
+		t.Fatal("a training step changed no BatchNorm buffer")
+	}
+	restore()
+	i = 0
+	for _, p := range tr.Net.Params() {
+		if p.Trainable {
+			continue
+		}
+		got := p.Read()
+		for k := range got {
+			if math.Float32bits(got[k]) != math.Float32bits(before[i][k]) {
+				t.Fatalf("%s[%d]: %v restored, %v saved", p.Name, k, got[k], before[i][k])
+			}
+		}
+		i++
+	}
+	if err := gpu.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}

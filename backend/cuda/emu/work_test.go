@@ -16,17 +16,23 @@ import (
 // and every step's finite flag (the grad scaler's found_inf, as
 // PyTorch's) in one copy, not a loss a micro-batch and a flag a parameter
 // or a step; and no upload waits for the device. So too with nnU-Net's
-// loss (Dice and cross-entropy, formed on the device) and clipping. memunet bench reports
+// loss (Dice and cross-entropy, formed on the device) and clipping, and
+// with the BatchNorm buffers saved each step for a retry. memunet bench reports
 // the counts.
 func TestStepCopies(t *testing.T) {
-	for _, variant := range []string{"baseline", "fp16", "accum4", "nnunet"} {
+	for _, variant := range []string{"baseline", "fp16", "accum4", "nnunet", "retry"} {
 		t.Run(variant, func(t *testing.T) {
 			cfg := tinyConfig()
-			if variant == "nnunet" { // its loss and clipping
+			switch variant {
+			case "nnunet": // its loss and clipping
 				cfg.Train.Loss, cfg.Train.ClipGradNorm = config.Loss{Kind: "ce+dice", DiceSmooth: 1e-5}, 12
-			} else if d, err := train.DeriveVariant(cfg, variant); err != nil {
-				t.Fatal(err)
-			} else {
+			case "retry": // the BatchNorm buffers saved each step, for a retry
+				cfg.Memory.EmptyCache = config.EmptyOOM
+			default:
+				d, err := train.DeriveVariant(cfg, variant)
+				if err != nil {
+					t.Fatal(err)
+				}
 				cfg = d
 			}
 			cfg.Output.LogEvery = 3
