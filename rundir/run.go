@@ -25,11 +25,11 @@ import (
 
 // StepRecord is one line of metrics.jsonl per optimizer step.
 type StepRecord struct {
-	Type   string  `json:"type"` // "step"
-	Step   int     `json:"step"`
-	Epoch  int     `json:"epoch"`
-	Loss   float64 `json:"loss"`
-	LR     float64 `json:"lr"`
+	Type  string  `json:"type"` // "step"
+	Step  int     `json:"step"`
+	Epoch int     `json:"epoch"`
+	Loss  float64 `json:"loss"`
+	LR    float64 `json:"lr"`
 	// StepMS is the step's time; where steps queue on the device, the
 	// mean of the steps read together (rundir's settle).
 	StepMS float64 `json:"step_ms"`
