@@ -22,7 +22,7 @@ type pendingStep struct {
 	res    StepResult
 	slot   int // its first micro-batch's record slot
 	accum  int
-	number int  // its StepsDone
+	number int  // its StepsDone once run
 	clip   bool // it clipped its gradients (train.clip_grad_norm)
 }
 
@@ -30,16 +30,24 @@ type pendingStep struct {
 // (nil where each reads its own answer), and how many of them a window
 // holds.
 func (t *Trainer) stepQueue() (backend.StepQueue, int) {
-	accum := t.Config.Train.Accumulate
-	r, recorded := t.Loss.Recordable(t.env)
+	r, recorded := t.recorder()
 	q, ok := r.(backend.StepQueue)
-	if !ok || !recorded || t.comm.Size() != 1 || t.Pool().Virtual() {
+	if !ok || !recorded || t.Pool().Virtual() {
 		return nil, 0
 	}
-	if n := min(q.QueueSteps(), q.RecordSlots()/accum); n > 0 {
+	if n := min(q.QueueSteps(), q.RecordSlots()/t.Config.Train.Accumulate); n > 0 {
 		return q, n
 	}
 	return nil, 0
+}
+
+// recorder is the backend's step record where this trainer's steps keep
+// their losses and finite check on the device (one process, a cycle that
+// fits its slots), read in one copy at the step's end or, queued, a
+// window's.
+func (t *Trainer) recorder() (backend.StepRecorder, bool) {
+	r, ok := t.Loss.Recordable(t.env)
+	return r, ok && t.Config.Train.Accumulate <= r.RecordSlots() && t.comm.Size() == 1
 }
 
 // QueueLimit is how many steps may wait to be read: a Step past it reads

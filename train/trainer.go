@@ -554,9 +554,6 @@ func (t *Trainer) Step() (StepResult, error) {
 		t.Pool().EmptyCache()
 	}
 	t.StepsDone++
-	if res.Pending {
-		t.pending[len(t.pending)-1].number = t.StepsDone
-	}
 	return res, nil
 }
 
@@ -584,8 +581,7 @@ func (t *Trainer) step() (StepResult, error) {
 	// A device that records the step keeps each micro-batch's plain
 	// cross-entropy and the finite check there, read in one copy below;
 	// one that queues steps reads them a window at a time (queue.go).
-	recorder, recorded := t.Loss.Recordable(t.env)
-	recorded = recorded && accum <= recorder.RecordSlots() && t.comm.Size() == 1
+	recorder, recorded := t.recorder()
 	queue, limit := t.stepQueue()
 	j, slot0, err := t.openQueued(queue, limit, accum)
 	if err != nil {
@@ -678,7 +674,8 @@ func (t *Trainer) step() (StepResult, error) {
 			t.pending = nil // known before any read: the window's answers are lost with it
 			return res, err
 		}
-		t.pending = append(t.pending, pendingStep{res: res, slot: slot0, accum: accum, clip: t.Config.Train.ClipGradNorm > 0})
+		t.pending = append(t.pending, pendingStep{res: res, slot: slot0, accum: accum, number: t.StepsDone + 1,
+			clip: t.Config.Train.ClipGradNorm > 0})
 	}
 	return res, nil
 }
