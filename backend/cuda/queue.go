@@ -98,10 +98,7 @@ func (b *Backend) QueuedLossBack(s backend.Shape4, dlogits, logits, target backe
 // QueuedUnscaleCheck launches unscale_check on every view, each reading
 // the entry's factor and raising its flag.
 func (b *Backend) QueuedUnscaleCheck(j int, gs []backend.View) {
-	flag, inv := b.entryField(j, 0), b.entryField(j, entryInv)
-	for _, g := range gs {
-		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, 0.0, flag, inv)
-	}
+	b.scaleAll(gs, 0, b.entryField(j, 0), b.entryField(j, entryInv))
 }
 
 func (b *Backend) CloseStep(j int, lr float64, rule backend.ScalerRule) {
@@ -117,10 +114,7 @@ func (b *Backend) QueuedClip(j int, gs []backend.View, maxNorm, eps float64) {
 	if !b.sumSquaresInto(gs, b.entry(j), maxNorm, eps) {
 		panic(fmt.Sprintf("backend/cuda: clipping gradients of more than %d blocks of %d values", maxSumBlocks, backend.SumSquaresBlock))
 	}
-	coef := b.entryField(j, entryClip)
-	for _, g := range gs {
-		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, 0.0, devicePtr{}, coef)
-	}
+	b.scaleAll(gs, 0, devicePtr{}, b.entryField(j, entryClip))
 }
 
 // ReadQueue reads from the first entry through the last slot asked for.

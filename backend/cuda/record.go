@@ -78,8 +78,15 @@ func (b *Backend) checkSlot(slot int) int {
 func (b *Backend) RecordUnscaleCheck(gs []backend.View, inv float32) {
 	flag := b.scratchPtr(0, 4)
 	b.memsetD32(flag, 0, 1)
+	b.scaleAll(gs, inv, flag, devicePtr{})
+}
+
+// scaleAll launches unscale_check on every view of gs: multiplied by inv,
+// or by the float at invAt where that is set; raising flag where that is
+// set and a value is not finite.
+func (b *Backend) scaleAll(gs []backend.View, inv float32, flag, invAt devicePtr) {
 	for _, g := range gs {
-		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag, devicePtr{})
+		b.launch(KUnscaleCheck, g.Len, ptr(g, backend.Float32), g.Len, inv, flag, invAt)
 	}
 }
 
@@ -113,7 +120,8 @@ const (
 )
 
 // termBits are terms as loss_finish's and loss_coefs' terms (ops.cu's
-// TERM_*), and the class weights' pointer (none for none, else uploaded).
+// TERM_*), and where the classes are weighted, the weights' place in the
+// scratch area (RecordLoss uploads them there; none for none).
 func (b *Backend) termBits(terms backend.LossTerms, K int) (bits int, weights devicePtr) {
 	if terms.CE {
 		bits |= 1
@@ -128,12 +136,7 @@ func (b *Backend) termBits(terms backend.LossTerms, K int) (bits int, weights de
 		if len(terms.Weights) != K {
 			panic(fmt.Sprintf("backend/cuda: %d class weights for %d classes", len(terms.Weights), K))
 		}
-		raw := make([]byte, 8*K)
-		for i, w := range terms.Weights {
-			binary.LittleEndian.PutUint64(raw[8*i:], math.Float64bits(w))
-		}
-		weights = b.scratchPtr(lossWeightsOffset, len(raw))
-		b.upload("RecordLoss", weights, raw)
+		weights = b.scratchPtr(lossWeightsOffset, 8*K)
 	}
 	return bits, weights
 }
@@ -145,6 +148,13 @@ func (b *Backend) RecordLoss(s backend.Shape4, logits, target backend.View, term
 		panic(fmt.Sprintf("backend/cuda: a recorded loss of %d classes; at most 256", K))
 	}
 	bits, weights := b.termBits(terms, K)
+	if terms.Weights != nil { // loss_coefs reads them too
+		raw := make([]byte, 8*K)
+		for i, w := range terms.Weights {
+			binary.LittleEndian.PutUint64(raw[8*i:], math.Float64bits(w))
+		}
+		b.upload("RecordLoss", weights, raw)
+	}
 	partials, bad, chunks := b.lossPartials(lossSums, K, s, logits, target, terms.Gamma)
 	b.launchGrid(KLossFinish, 1, 1, b.recordSlot(b.checkSlot(slot)), b.scratchPtr(lossSumsOffset, 32*K), partials, bad, weights,
 		s.N, K, chunks, bits, terms.Smooth)
@@ -155,7 +165,8 @@ func (b *Backend) RecordedLossBack(s backend.Shape4, dlogits, logits, target bac
 }
 
 // recordedLossBack launches loss_coefs (the scale, or the float at
-// scaleAt) and loss_back on its coefficients.
+// scaleAt; the sums and weights RecordLoss left) and loss_back on its
+// coefficients.
 func (b *Backend) recordedLossBack(s backend.Shape4, dlogits, logits, target backend.View, terms backend.LossTerms, scale float32,
 	scaleAt devicePtr) {
 	K := s.C

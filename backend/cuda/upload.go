@@ -76,7 +76,7 @@ func (b *Backend) stage(what string, p devicePtr, src []byte) bool {
 	}
 	st.next = (st.next + 1) % stagingSlots
 	copy(unsafe.Slice((*byte)(s.p), len(src)), src)
-	b.copyAsync(what, devicePtr{p.addr, int64(len(src))}, func() error {
+	b.copyAsync(what, p, func() error {
 		return b.drv.CopyToDeviceAsync(p.addr, s.p, int64(len(src)))
 	})
 	done, err := b.drv.Record(CopyStream)
