@@ -72,9 +72,7 @@ func (l *CrossEntropy) ForwardRecorded(env *Env, logits *Tensor, target backend.
 	if err := f.finish(); err != nil {
 		return err
 	}
-	if _, queued := r.(backend.StepQueue); at != 0 && !queued {
-		panic(fmt.Sprintf("model: cross entropy queued as step %d on %s, which queues no steps", at.Index(), env.Backend.Name()))
-	}
+	checkQueued("cross entropy", env, r, at)
 	l.logits, l.target, l.recorder, l.slot, l.at = logits.Retain(), target, r, slot, at
 	return nil
 }
@@ -115,6 +113,14 @@ func (l *CrossEntropy) Backward(env *Env, scale float32) (*Tensor, error) {
 func checkTarget(what string, logits *Tensor, target backend.View) {
 	if target.DT != backend.Uint8 || target.Len != logits.Len()/logits.C {
 		panic(fmt.Sprintf("model: %s: target %v for logits %v", what, target, logits.Shape()))
+	}
+}
+
+// checkQueued panics where a loss (what) is queued as step at on a
+// recorder that queues no steps: a caller's mistake.
+func checkQueued(what string, env *Env, r backend.StepRecorder, at backend.StepEntry) {
+	if _, queued := r.(backend.StepQueue); at != 0 && !queued {
+		panic(fmt.Sprintf("model: %s queued as step %d on %s, which queues no steps", what, at.Index(), env.Backend.Name()))
 	}
 }
 
@@ -237,9 +243,7 @@ func (l *Loss) ForwardRecorded(env *Env, logits *Tensor, target backend.View, r 
 	}
 	defer env.Profile.begin(KindLoss)()
 	checkTarget("loss", logits, target)
-	if _, queued := r.(backend.StepQueue); at != 0 && !queued {
-		panic(fmt.Sprintf("model: a loss queued as step %d on %s, which queues no steps", at.Index(), env.Backend.Name()))
-	}
+	checkQueued("loss", env, r, at)
 	f := env.frame(backend.OpLoss)
 	z := f.view(logits)
 	if f.err == nil {
