@@ -86,11 +86,7 @@ func TestConvLibraryWorkspaceBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := train.NewTrainer(cfg, train.Placement{Backend: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := trainerOn(t, cfg, b)
 	if _, err := tr.Step(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +150,7 @@ func TestConvLibraryCountsWhatItLoads(t *testing.T) {
 func TestConvLibraryExactFP32(t *testing.T) {
 	b, lib := libraryBackend(t, deterministic, true)
 	b.SetTF32(false)
-	tr, err := train.NewTrainer(tinyConfig(), train.Placement{Backend: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := trainerOn(t, tinyConfig(), b)
 	if _, err := tr.Step(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +225,7 @@ func TestConvLibraryNoFit(t *testing.T) {
 	t.Run("auto", func(t *testing.T) {
 		b, lib := libraryBackend(t, small, false)
 		lib.MinWorkspace = 2 << 20
-		tr, err := train.NewTrainer(cfg, train.Placement{Backend: b})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
+		tr := trainerOn(t, cfg, b)
 		if _, err := tr.Step(); err != nil {
 			t.Fatal(err)
 		}
@@ -275,17 +263,9 @@ func TestConvLibraryTraining(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cpu, err := train.NewTrainer(cfg, train.Placement{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cpu.Close()
+		cpu := trainerOn(t, cfg, nil)
 		gpu, lib := libraryBackend(t, policy, true)
-		tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
+		tr := trainerOn(t, cfg, gpu)
 		peak := tr.Pool().Stats().Allocated.Peak
 		for step := 1; step <= cfg.Train.Steps; step++ {
 			peak = max(peak, stepBoth(t, step, cpu, tr, lossTol(cfg, gpu)).Peak)

@@ -129,12 +129,7 @@ func emuTrainer(t *testing.T, cfg config.Config, syncLaunches bool) (*train.Trai
 		t.Fatal(err)
 	}
 	gpu.SetSyncLaunches(syncLaunches)
-	tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tr.Close)
-	return tr, gpu
+	return trainerOn(t, cfg, gpu), gpu
 }
 
 // TestSaveBuffersBesideTheDevice: saving the BatchNorm buffers for a

@@ -27,6 +27,18 @@ func tinyConfig() config.Config {
 	return c
 }
 
+// trainerOn is a trainer of cfg on b (nil: the CPU), closed when the
+// test ends.
+func trainerOn(t *testing.T, cfg config.Config, b backend.Backend) *train.Trainer {
+	t.Helper()
+	tr, err := train.NewTrainer(cfg, train.Placement{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
+}
+
 // lossTol is how close a training step's loss on the emulated GPU must be
 // to the CPU's, relative to 1+|loss|, for cfg's precision: exact fp32
 // 1e-4 (the summation orders differ); fp32 on TF32 operands PyTorch's
@@ -82,21 +94,13 @@ func TestTrainingMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cpu, err := train.NewTrainer(cfg, train.Placement{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cpu.Close()
+			cpu := trainerOn(t, cfg, nil)
 			gpu, err := emu.Backend(1 << 30)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gpu.SetTF32(cfg.CUDA.TF32)
-			tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
+			tr := trainerOn(t, cfg, gpu)
 			// The measured peak as plan takes it: building, every step, validation.
 			peak := tr.Pool().Stats().Allocated.Peak
 			for step := 1; step <= cfg.Train.Steps; step++ {
@@ -203,20 +207,12 @@ func TestCachingOnPagedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Memory.Allocator, cfg.Train.Steps, cfg.Train.BatchSize = "caching", 4, 2
-	cpu, err := train.NewTrainer(cfg, train.Placement{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cpu.Close()
+	cpu := trainerOn(t, cfg, nil)
 	gpu, err := cuda.New(emu.NewPaged(1<<30, 4<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := train.NewTrainer(cfg, train.Placement{Backend: gpu})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := trainerOn(t, cfg, gpu)
 	reserved := tr.Pool().Stats().Reserved.Peak
 	for step := 1; step <= 4; step++ {
 		got := stepBoth(t, step, cpu, tr, lossTol(cfg, gpu))
